@@ -1,0 +1,1 @@
+"""Generated gRPC/protobuf code for the harp.v1 contract (see proto/)."""

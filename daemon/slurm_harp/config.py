@@ -1,0 +1,198 @@
+"""The daemon's TOML configuration, validated once into a frozen Settings object.
+
+Every error names the offending key and the file, so a sysadmin can fix it without reading code.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slurm_harp.core.policy import DEFAULT_FLOORS, Mode, Policy, Rule
+from slurm_harp.core.request import Target
+
+DEFAULT_PATH = Path("/etc/slurm-harp/harp.toml")
+DEFAULT_SOCKET = Path("/run/slurm-harp/harp.sock")
+DEFAULT_STORE = Path("/var/lib/slurm-harp/models")
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with the key and file in the message."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    socket: Path = DEFAULT_SOCKET
+    socket_mode: int = 0o660
+    socket_group: str | None = None
+    tcp: str | None = None  # "host:port"; off by default
+    max_workers: int = 8
+    grace_seconds: float = 5.0
+    metrics_address: str = "127.0.0.1"
+    metrics_port: int | None = None
+    store_poll_seconds: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    server: ServerSettings = field(default_factory=ServerSettings)
+    store: Path = DEFAULT_STORE
+    policy: Policy = field(default_factory=Policy)
+    source: Path | None = None
+
+
+_SCHEMA: dict[str, set[str]] = {
+    "": {"server", "store", "policy"},
+    "server": {
+        "socket",
+        "socket_mode",
+        "socket_group",
+        "tcp",
+        "max_workers",
+        "grace_seconds",
+        "metrics_address",
+        "metrics_port",
+        "store_poll_seconds",
+    },
+    "store": {"path"},
+    "policy": {"mode", "quantile", "min_gain", "floor", "rule"},
+    "policy.floor": {"time_minutes", "memory_mb", "cpus"},
+    "policy.rule": {"partition", "account", "mode"},
+}
+_FLOOR_KEYS = {"time_minutes": Target.TIME, "memory_mb": Target.MEMORY, "cpus": Target.CPUS}
+
+
+class _Reader:
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+
+    def fail(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.path}: {key}: {problem}")
+
+    def table(self, data: Any, section: str) -> Mapping[str, Any]:
+        if not isinstance(data, Mapping):
+            raise self.fail(section or "(top level)", "must be a table")
+        allowed = _SCHEMA[section]
+        for key in data:
+            if key not in allowed:
+                where = f"{section}.{key}" if section else key
+                raise self.fail(where, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        return data
+
+    def get(self, data: Mapping[str, Any], section: str, key: str, kind: type, default: Any) -> Any:
+        if key not in data:
+            return default
+        value = data[key]
+        # bool is an int in Python; a sysadmin writing `true` for a number is an error.
+        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                return float(value)
+            raise self.fail(f"{section}.{key}", f"expected {kind.__name__}, got {value!r}")
+        return value
+
+    def mode(self, value: Any, key: str) -> Mode:
+        try:
+            return Mode(value)
+        except ValueError:
+            raise self.fail(key, f"mode must be one of off, shadow, rewrite; got {value!r}") from None
+
+
+def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
+    r = _Reader(path)
+    top = r.table(data, "")
+    srv = r.table(top.get("server", {}), "server")
+    mode_text = r.get(srv, "server", "socket_mode", str, "0660")
+    try:
+        socket_mode = int(mode_text, 8)
+    except ValueError:
+        raise r.fail("server.socket_mode", f"expected an octal string like '0660', got {mode_text!r}") from None
+    if socket_mode & ~0o777:
+        raise r.fail("server.socket_mode", f"not a permission mode: {mode_text!r}")
+    if socket_mode & 0o007:
+        raise r.fail("server.socket_mode", "must not grant access to others (only SlurmUser's group)")
+    metrics_port = r.get(srv, "server", "metrics_port", int, None)
+    if metrics_port is not None and not 0 <= metrics_port < 65536:
+        raise r.fail("server.metrics_port", f"out of range: {metrics_port}")
+    tcp = r.get(srv, "server", "tcp", str, None)
+    if tcp is not None and not tcp.rpartition(":")[2].isdigit():
+        raise r.fail("server.tcp", f"expected host:port, got {tcp!r}")
+    server = ServerSettings(
+        socket=Path(r.get(srv, "server", "socket", str, str(DEFAULT_SOCKET))),
+        socket_mode=socket_mode,
+        socket_group=r.get(srv, "server", "socket_group", str, None),
+        tcp=tcp,
+        max_workers=_positive(r, "server.max_workers", r.get(srv, "server", "max_workers", int, 8)),
+        grace_seconds=r.get(srv, "server", "grace_seconds", float, 5.0),
+        metrics_address=r.get(srv, "server", "metrics_address", str, "127.0.0.1"),
+        metrics_port=metrics_port,
+        store_poll_seconds=r.get(srv, "server", "store_poll_seconds", float, 30.0),
+    )
+    store = r.table(top.get("store", {}), "store")
+    return Settings(
+        server=server,
+        store=Path(r.get(store, "store", "path", str, str(DEFAULT_STORE))),
+        policy=_policy(r, r.table(top.get("policy", {}), "policy")),
+        source=Path(path) if not str(path).startswith("<") else None,
+    )
+
+
+def _policy(r: _Reader, pol: Mapping[str, Any]) -> Policy:
+    quantile = r.get(pol, "policy", "quantile", float, 0.9)
+    if not 0.0 < quantile < 1.0:
+        raise r.fail("policy.quantile", f"must be between 0 and 1, got {quantile}")
+    min_gain = r.get(pol, "policy", "min_gain", float, 0.1)
+    if not 0.0 <= min_gain < 1.0:
+        raise r.fail("policy.min_gain", f"must be in [0, 1), got {min_gain}")
+    floors = dict(DEFAULT_FLOORS)
+    for key, value in r.table(pol.get("floor", {}), "policy.floor").items():
+        number = r.get({key: value}, "policy.floor", key, float, None)
+        if number < 0:
+            raise r.fail(f"policy.floor.{key}", f"must be >= 0, got {number}")
+        floors[_FLOOR_KEYS[key]] = number
+    rules = []
+    raw_rules = pol.get("rule", [])
+    if not isinstance(raw_rules, list):
+        raise r.fail("policy.rule", "must be an array of tables ([[policy.rule]])")
+    for i, raw in enumerate(raw_rules):
+        rule = r.table(raw, "policy.rule")
+        key = f"policy.rule[{i}]"
+        if "mode" not in rule:
+            raise r.fail(f"{key}.mode", "missing")
+        if "partition" not in rule and "account" not in rule:
+            raise r.fail(key, "needs a partition and/or an account to match")
+        rules.append(
+            Rule(
+                mode=r.mode(rule["mode"], f"{key}.mode"),
+                partition=r.get(rule, key, "partition", str, None),
+                account=r.get(rule, key, "account", str, None),
+            )
+        )
+    return Policy(
+        default_mode=r.mode(pol.get("mode", "shadow"), "policy.mode"),
+        rules=tuple(rules),
+        quantile=quantile,
+        min_gain=min_gain,
+        floors=floors,
+    )
+
+
+def _positive(r: _Reader, key: str, value: int) -> int:
+    if value < 1:
+        raise r.fail(key, f"must be >= 1, got {value}")
+    return value
+
+
+def load(path: Path | str) -> Settings:
+    """Read and validate ``path``; raise ConfigError naming the problem."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    return parse(data, p)

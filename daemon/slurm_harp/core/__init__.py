@@ -1,0 +1,1 @@
+"""Transport-neutral core: request -> features -> model -> decision. Imports neither grpc nor Slurm tools."""

@@ -1,0 +1,92 @@
+"""Site policy: which mode applies to a job and what a prediction may do to its request.
+
+Two invariants hold for every rewrite, whatever the model says: the new value is never above
+what the user asked, and never below the configured floor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from slurm_harp.core.decision import Action, Reason, TargetDecision
+from slurm_harp.core.request import JobRequest, Target
+
+
+class Mode(str, Enum):
+    OFF = "off"
+    SHADOW = "shadow"  # predict and annotate; never change the job
+    REWRITE = "rewrite"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A mode for jobs matching a partition and/or account (None matches anything)."""
+
+    mode: Mode
+    partition: str | None = None
+    account: str | None = None
+
+    def matches(self, request: JobRequest) -> bool:
+        return (self.partition is None or self.partition == request.partition) and (
+            self.account is None or self.account == request.account
+        )
+
+
+DEFAULT_FLOORS: Mapping[Target, float] = {Target.TIME: 10.0, Target.MEMORY: 1024.0, Target.CPUS: 1.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    default_mode: Mode = Mode.SHADOW
+    rules: tuple[Rule, ...] = ()
+    quantile: float = 0.9
+    # Rewrite only when the new value saves at least this fraction of the request.
+    min_gain: float = 0.1
+    floors: Mapping[Target, float] = field(default_factory=lambda: dict(DEFAULT_FLOORS))
+
+    def mode_for(self, request: JobRequest) -> Mode:
+        """First matching rule wins; otherwise the default mode."""
+        for rule in self.rules:
+            if rule.matches(request):
+                return rule.mode
+        return self.default_mode
+
+    def decide(
+        self,
+        target: Target,
+        request: JobRequest,
+        mode: Mode,
+        predicted: float,
+        quantile: float,
+        model_version: str,
+    ) -> TargetDecision:
+        """Turn a prediction (in the target's unit) into an action under ``mode``."""
+        base = TargetDecision(
+            target=target,
+            action=Action.NONE,
+            predicted=predicted,
+            quantile=quantile,
+            model_version=model_version,
+        )
+        if mode is Mode.OFF:
+            return replace(base, reason=Reason.POLICY_OFF)
+        if mode is Mode.SHADOW:
+            return replace(base, action=Action.ANNOTATE, reason=Reason.SHADOW)
+        asked = request.requested(target)
+        if asked is None:
+            # The effective limit is a partition default we cannot see: never risk raising it.
+            return replace(base, action=Action.ANNOTATE, reason=Reason.NOT_REQUESTED)
+        floor = self.floors.get(target, 0.0)
+        proposed = max(math.ceil(predicted), math.ceil(floor))
+        if proposed > asked * (1.0 - self.min_gain):
+            return replace(
+                base,
+                action=Action.ANNOTATE,
+                reason=Reason.NO_GAIN,
+                detail=f"proposed {proposed} vs asked {asked:g}",
+            )
+        return replace(base, action=Action.REWRITE, new_value=int(min(proposed, asked)))
+

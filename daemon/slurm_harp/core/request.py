@@ -1,0 +1,56 @@
+"""What slurmctld knows about a job at submit time, in plain units with None for "not given"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Target(str, Enum):
+    """A quantity slurm-harp predicts. Units: time in minutes, memory in MB per node, cpus in CPUs."""
+
+    TIME = "time"
+    MEMORY = "memory"
+    CPUS = "cpus"
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """One job as submitted. Training builds these from accounting records, the daemon from gRPC.
+
+    Keeping one type for both sides is what makes live features equal training features.
+    """
+
+    user_name: str | None = None
+    user_id: int | None = None
+    account: str | None = None
+    partition: str | None = None
+    qos: str | None = None
+    job_name: str | None = None
+    work_dir: str | None = None
+    script_signature: str | None = None
+    time_limit_minutes: int | None = None
+    time_min_minutes: int | None = None
+    mem_per_node_mb: int | None = None
+    mem_per_cpu_mb: int | None = None
+    min_cpus: int | None = None
+    cpus_per_task: int | None = None
+    num_tasks: int | None = None
+    min_nodes: int | None = None
+    gpus_per_node: int | None = None
+    tres_per_node: str | None = None
+    is_array: bool | None = None
+    submit_time: int | None = None  # unix seconds
+
+    def requested(self, target: Target) -> float | None:
+        """The user's own request for ``target`` in the target's unit, or None if not given."""
+        if target is Target.TIME:
+            return None if self.time_limit_minutes is None else float(self.time_limit_minutes)
+        if target is Target.MEMORY:
+            if self.mem_per_node_mb is not None:
+                return float(self.mem_per_node_mb)
+            if self.mem_per_cpu_mb is not None and self.min_cpus is not None:
+                nodes = max(self.min_nodes or 1, 1)
+                return float(self.mem_per_cpu_mb * self.min_cpus / nodes)
+            return None
+        return None if self.min_cpus is None else float(self.min_cpus)

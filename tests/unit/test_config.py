@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.config import ConfigError, load, parse
+from slurm_harp.core.policy import Mode
+from slurm_harp.core.request import Target
+
+GOOD = """
+[server]
+socket = "/run/harp/h.sock"
+socket_mode = "0660"
+socket_group = "slurm"
+metrics_port = 9817
+
+[store]
+path = "/var/lib/harp"
+
+[policy]
+mode = "shadow"
+quantile = 0.95
+[policy.floor]
+time_minutes = 15
+[[policy.rule]]
+partition = "debug"
+mode = "rewrite"
+"""
+
+
+def test_full_file_is_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "harp.toml"
+    path.write_text(GOOD)
+    s = load(path)
+    assert s.server.socket == Path("/run/harp/h.sock") and s.server.socket_mode == 0o660
+    assert s.server.socket_group == "slurm" and s.server.metrics_port == 9817
+    assert s.store == Path("/var/lib/harp") and s.source == path
+    assert s.policy.quantile == 0.95 and s.policy.floors[Target.TIME] == 15.0
+    assert s.policy.rules[0].mode is Mode.REWRITE and s.policy.default_mode is Mode.SHADOW
+
+
+def test_defaults_are_safe() -> None:
+    s = parse({})
+    assert s.policy.default_mode is Mode.SHADOW and s.server.socket_mode == 0o660 and s.server.tcp is None
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("[policy]\nquantil = 0.9\n", "policy.quantil: unknown key"),
+        ("[policy]\nmode = 'always'\n", "policy.mode: mode must be one of"),
+        ("[policy]\nquantile = 1.5\n", "policy.quantile: must be between 0 and 1"),
+        ("[policy]\nquantile = 'high'\n", "policy.quantile: expected float"),
+        ("[server]\nsocket_mode = '0666'\n", "server.socket_mode: must not grant access to others"),
+        ("[server]\nsocket_mode = 'rw'\n", "server.socket_mode: expected an octal string"),
+        ("[server]\nmax_workers = 0\n", "server.max_workers: must be >= 1"),
+        ("[server]\nmax_workers = true\n", "server.max_workers: expected int"),
+        ("[server]\ntcp = 'localhost'\n", "server.tcp: expected host:port"),
+        ("[policy.floor]\ncpus = -1\n", "policy.floor.cpus: must be >= 0"),
+        ("[[policy.rule]]\nmode = 'off'\n", "policy.rule[0]: needs a partition"),
+        ("[[policy.rule]]\npartition = 'x'\n", "policy.rule[0].mode: missing"),
+        ("[stor]\npath = '/x'\n", "stor: unknown key"),
+        ("not toml [", "not valid TOML"),
+    ],
+)
+def test_errors_name_key_and_file(tmp_path: Path, text: str, names: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load(path)
+    assert str(path) in str(err.value) and names in str(err.value)
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load(tmp_path / "absent.toml")

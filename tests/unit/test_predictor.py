@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from slurm_harp.core.decision import Action, Reason
+from slurm_harp.core.message import TAG_PREFIX, format_minutes
+from slurm_harp.core.policy import Mode, Policy
+from slurm_harp.core.predictor import Predictor
+from slurm_harp.core.request import JobRequest, Target
+
+
+class FakeModel:
+    def __init__(self, minutes: float, version: str = "time@1", fail: bool = False) -> None:
+        self.version = version
+        self.quantiles = (0.5, 0.9)
+        self.minutes = minutes
+        self.fail = fail
+        self.calls = 0
+
+    def predict(self, x: np.ndarray) -> dict[float, np.ndarray]:
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("boom")
+        return {0.5: np.array([self.minutes / 2]), 0.9: np.array([self.minutes])}
+
+
+def vectorize(requests: Sequence[JobRequest]) -> np.ndarray:
+    return np.zeros((len(requests), 3), dtype=np.float32)
+
+
+def test_no_model_answers_none_for_every_target() -> None:
+    decision = Predictor(Policy(), vectorize).decide(JobRequest(time_limit_minutes=60))
+    assert [t.reason for t in decision.targets] == [Reason.NO_MODEL] * 3
+    assert decision.annotation == "" and decision.user_message == ""
+
+
+def test_shadow_tags_without_changing() -> None:
+    p = Predictor(Policy(default_mode=Mode.SHADOW), vectorize, {Target.TIME: FakeModel(44.2)})
+    d = p.decide(JobRequest(time_limit_minutes=240))
+    time = d.for_target(Target.TIME)
+    assert time is not None and time.action is Action.ANNOTATE and time.quantile == 0.9
+    assert d.annotation.startswith(TAG_PREFIX + "shadow,") and " " not in d.annotation
+    assert "t=44/q0.9" in d.annotation and "v=time@1" in d.annotation
+    assert d.user_message == ""
+
+
+def test_rewrite_sets_value_and_tells_the_user() -> None:
+    p = Predictor(Policy(default_mode=Mode.REWRITE), vectorize, {Target.TIME: FakeModel(44.2)})
+    d = p.decide(JobRequest(time_limit_minutes=240))
+    time = d.for_target(Target.TIME)
+    assert time is not None and time.action is Action.REWRITE and time.new_value == 45
+    assert d.user_message.startswith("harp: lowered time from 04:00:00 to 00:45:00")
+    assert "\n" not in d.user_message
+    assert "t!=45" in d.annotation
+
+
+def test_policy_quantile_picks_nearest_model_quantile() -> None:
+    p = Predictor(Policy(default_mode=Mode.SHADOW, quantile=0.6), vectorize, {Target.TIME: FakeModel(40)})
+    time = p.decide(JobRequest(time_limit_minutes=240)).for_target(Target.TIME)
+    assert time is not None and time.quantile == 0.5 and time.predicted == 20
+
+
+def test_failing_model_degrades_to_no_action() -> None:
+    p = Predictor(Policy(default_mode=Mode.REWRITE), vectorize, {Target.TIME: FakeModel(1, fail=True)})
+    time = p.decide(JobRequest(time_limit_minutes=240)).for_target(Target.TIME)
+    assert time is not None and (time.action, time.reason) == (Action.NONE, Reason.MODEL_ERROR)
+
+
+def test_off_mode_skips_the_model() -> None:
+    model = FakeModel(10)
+    p = Predictor(Policy(default_mode=Mode.OFF), vectorize, {Target.TIME: model})
+    assert p.decide(JobRequest(time_limit_minutes=240)).mode == "off"
+    assert model.calls == 0
+
+
+def test_swap_replaces_models_and_policy_together() -> None:
+    p = Predictor(Policy(default_mode=Mode.SHADOW), vectorize, {Target.TIME: FakeModel(10, "a")})
+    p.swap(policy=Policy(default_mode=Mode.REWRITE), models={Target.TIME: FakeModel(10, "b")})
+    d = p.decide(JobRequest(time_limit_minutes=240))
+    assert d.mode == "rewrite" and "v=b" in d.annotation
+
+
+@pytest.mark.parametrize(
+    ("minutes", "text"), [(45, "00:45:00"), (61.5, "01:01:30"), (1440 + 90, "1-01:30:00")]
+)
+def test_minutes_use_slurm_spelling(minutes: float, text: str) -> None:
+    assert format_minutes(minutes) == text
