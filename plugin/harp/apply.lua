@@ -1,0 +1,169 @@
+-- Turn a Decision into a plan of job_desc changes (pure), then commit it (all or nothing).
+-- Rules: a rewrite only ever LOWERS a value the user gave; annotations are appended to admin_comment
+-- as one space-separated "harp:..." token; users (uid ~= 0) cannot bring their own harp tokens.
+
+local floor, ceil = math.floor, math.ceil
+local type, ipairs, pcall, tostring = type, ipairs, pcall, tostring
+local find, gsub, gmatch, sub, format = string.find, string.gsub, string.gmatch, string.sub, string.format
+local concat = table.concat
+
+local request = require "harp.request"
+local count16, count32, count64 = request.count16, request.count32, request.count64
+
+local M = {}
+M.MAX_MESSAGE = 512
+M.MAX_ANNOTATION = 512
+
+local TIME, MEMORY, CPUS = 1, 2, 3
+local REWRITE = 2
+
+local function is_harp_token(tok)
+  return sub(tok, 1, 5) == "harp:" or sub(tok, 1, 5) == "harp="
+end
+
+-- admin_comment without harp tokens, or nil when there is nothing to strip.
+function M.strip_forged(comment, submit_uid)
+  if submit_uid == 0 or type(comment) ~= "string" then return nil end
+  if not find(comment, "harp[:=]") then return nil end
+  local kept, n, dropped = {}, 0, false
+  for tok in gmatch(comment, "%S+") do
+    if is_harp_token(tok) then dropped = true else n = n + 1; kept[n] = tok end
+  end
+  if not dropped then return nil end
+  return concat(kept, " ")
+end
+
+local function clean_message(msg)
+  if type(msg) ~= "string" then return nil end
+  msg = gsub(sub(msg, 1, M.MAX_MESSAGE), "%c", " ")
+  if find(msg, "^%s*$") then return nil end
+  return msg
+end
+
+local function valid_annotation(a)
+  return type(a) == "string" and #a <= M.MAX_ANNOTATION and sub(a, 1, 5) == "harp:" and not find(a, "[%s%c]")
+end
+
+-- plan = {changes = {{field, old, new}, ...}, notes = {...}, rewrote = bool, message = string|nil}
+function M.plan(job_desc, decision, submit_uid)
+  local function get(k) return job_desc[k] end
+  local plan = {changes = {}, notes = {}, rewrote = false}
+  local planned = {}
+  local function set(field, old, new)
+    planned[field] = new
+    plan.changes[#plan.changes + 1] = {field, old, new}
+  end
+  local function note(s) plan.notes[#plan.notes + 1] = s end
+  local function current(field) if planned[field] ~= nil then return planned[field] end return get(field) end
+
+  -- first decision per target only; a REWRITE only counts in "rewrite" mode
+  local by_target, asked = {}, false
+  for _, t in ipairs(type(decision.targets) == "table" and decision.targets or {}) do
+    if type(t) == "table" and t.action == REWRITE and by_target[t.target] == nil then
+      if decision.mode == "rewrite" then
+        by_target[t.target] = t
+        asked = true
+      else
+        note("ignored rewrite in mode " .. tostring(decision.mode))
+      end
+    end
+  end
+
+  local cpus = by_target[CPUS] and count64(by_target[CPUS].new_value, 1)
+  if cpus then
+    local cpt = count16(get("cpus_per_task"), 1)
+    local min_cpus = count32(get("min_cpus"), 1)
+    if not cpt then
+      note("cpus: no --cpus-per-task, left alone")
+    else
+      local tasks = count32(get("num_tasks"), 1) or (min_cpus and floor(min_cpus / cpt)) or 1
+      if tasks < 1 then tasks = 1 end
+      -- round up: splitting the CPUs over the tasks must not give the job fewer than predicted
+      local new_cpt = ceil(cpus / tasks)
+      if new_cpt >= 1 and new_cpt < cpt then
+        set("cpus_per_task", get("cpus_per_task"), new_cpt)
+        if not min_cpus or new_cpt * tasks < min_cpus then set("min_cpus", get("min_cpus"), new_cpt * tasks) end
+        note(format("cpus_per_task %d->%d", cpt, new_cpt))
+      end
+    end
+  end
+
+  local mem = by_target[MEMORY] and count64(by_target[MEMORY].new_value, 1)
+  if mem then
+    local per_node = count64(get("min_mem_per_node"), 1)
+    local per_cpu = count64(get("min_mem_per_cpu"), 1)
+    if per_node then
+      if mem < per_node then
+        set("min_mem_per_node", get("min_mem_per_node"), mem)
+        note(format("mem_per_node %d->%d MB", per_node, mem))
+      end
+    elseif per_cpu then
+      -- MB per node -> MB per CPU with the CPU count the job will have (after a CPU rewrite)
+      local ncpus = count32(current("min_cpus"), 1) or 1
+      local nodes = count32(get("min_nodes"), 1) or 1
+      local new = ceil(mem * nodes / ncpus)
+      if new >= 1 and new < per_cpu then
+        set("min_mem_per_cpu", get("min_mem_per_cpu"), new)
+        note(format("mem_per_cpu %d->%d MB", per_cpu, new))
+      end
+    else
+      note("memory: not requested, left alone")
+    end
+  end
+
+  local minutes = by_target[TIME] and count64(by_target[TIME].new_value, 1)
+  if minutes then
+    local limit = count32(get("time_limit"), 1)
+    if limit and minutes < limit then
+      set("time_limit", get("time_limit"), minutes)
+      local tmin = count32(get("time_min"), 1)
+      if tmin and tmin > minutes then set("time_min", get("time_min"), minutes) end
+      note(format("time_limit %d->%d min", limit, minutes))
+    elseif not limit then
+      note("time: not requested, left alone")
+    end
+  end
+  plan.rewrote = #plan.changes > 0
+
+  local comment = get("admin_comment")
+  local base = M.strip_forged(comment, submit_uid)
+  if base then note("stripped user-supplied harp tokens") end
+  base = base or comment
+  local ann = decision.annotation
+  if ann ~= nil and ann ~= "" and not valid_annotation(ann) then
+    note("ignored malformed annotation")
+    ann = nil
+  end
+  if ann == "" then ann = nil end
+  if ann then
+    if type(base) == "string" and find(base, "%S") then base = base .. " " .. ann else base = ann end
+  end
+  if base ~= comment then set("admin_comment", comment, base) end
+
+  -- a message that announces rewrites none of which happened would mislead the user
+  local msg = clean_message(decision.user_message)
+  if msg and (plan.rewrote or not asked) then plan.message = msg end
+  return plan
+end
+
+-- Apply plan.changes in order; on any error restore what was already written. Returns ok, err.
+function M.commit(job_desc, plan)
+  local done = 0
+  for i, c in ipairs(plan.changes) do
+    local ok, err = pcall(function() job_desc[c[1]] = c[3] end)
+    if not ok then
+      for j = done, 1, -1 do
+        local r = plan.changes[j]
+        -- slurmctld's setters take strings, not nil; "" is how a string field is cleared
+        local old = r[2]
+        if old == nil then old = "" end
+        pcall(function() job_desc[r[1]] = old end)
+      end
+      return false, "setting " .. tostring(c[1]) .. ": " .. tostring(err)
+    end
+    done = i
+  end
+  return true
+end
+
+return M

@@ -1,0 +1,139 @@
+-- Orchestration of one submission: disable switch -> breaker -> request -> gRPC -> decision -> job_desc.
+-- Every failure leaves the job as the user submitted it (forged harp tokens aside) and is logged.
+
+local log = require "harp.log"
+local request = require "harp.request"
+local pb = require "harp.pb"
+local apply = require "harp.apply"
+local new_breaker = require "harp.breaker".new
+
+local io_open, os_time, pcall, tostring, type = io.open, os.time, pcall, tostring, type
+local format, concat = string.format, table.concat
+
+local M = {}
+M.METHOD = "/harp.v1.Predictor/Predict"
+
+local cfg, breaker, transport, transport_err, clock
+local was_disabled = false
+
+local function default_clock()
+  local ok, cqueues = pcall(require, "cqueues")
+  if ok and type(cqueues) == "table" and cqueues.monotime then return cqueues.monotime end
+  return os_time
+end
+
+-- config: the validated table from job_submit.lua. deps (tests): transport {call=...}, clock function.
+function M.configure(config, deps)
+  deps = deps or {}
+  cfg = config
+  log.prefix = config.log_prefix or "harp"
+  clock = deps.clock or default_clock()
+  breaker = new_breaker(config.breaker_seconds)
+  transport, transport_err = deps.transport, nil
+  if not transport then
+    local ok, mod = pcall(require, "harp.grpc")
+    if ok then
+      transport = mod
+    else
+      transport_err = "gRPC transport unavailable (lua-http/cqueues missing?): " .. tostring(mod)
+      log.error(transport_err .. "; every job passes unchanged")
+    end
+  end
+end
+
+-- The switch counts as present unless the path is known not to exist: a file that slurmctld's user
+-- may not read (EACCES) still switches the plugin off.
+local ENOENT, ENOTDIR = 2, 20
+local function switch_present(path)
+  if not path then return false end
+  local f, _, errno = io_open(path, "r")
+  if f then
+    f:close()
+    return true
+  end
+  return errno ~= ENOENT and errno ~= ENOTDIR
+end
+
+local function disabled()
+  local now_disabled = switch_present(cfg.disable_file)
+  if now_disabled ~= was_disabled then
+    was_disabled = now_disabled
+    log.info(now_disabled and ("disabled by " .. cfg.disable_file .. ": jobs pass unchanged")
+      or ("re-enabled (" .. cfg.disable_file .. " is gone)"))
+  end
+  return now_disabled
+end
+
+local function who(job_desc)
+  return format("user=%s name=%s", tostring(job_desc.user_name), tostring(job_desc.name):sub(1, 64))
+end
+
+-- Users may not bring their own harp tokens, even when the daemon cannot be asked.
+local function strip_only(job_desc, submit_uid)
+  local cleaned = apply.strip_forged(job_desc.admin_comment, submit_uid)
+  if cleaned then
+    apply.commit(job_desc, {changes = {{"admin_comment", job_desc.admin_comment, cleaned}}})
+    log.info("stripped user-supplied harp tokens from admin_comment (" .. who(job_desc) .. ")")
+  end
+end
+
+local function ask(job_desc, submit_uid)
+  if not transport then return nil, transport_err end
+  local payload = pb.encode_request(request.build(job_desc, submit_uid))
+  local bytes, err = transport.call(cfg.socket, M.METHOD, payload, cfg.deadline_ms / 1000)
+  if not bytes then return nil, err end
+  return pb.decode_decision(bytes)
+end
+
+local function pipeline(job_desc, submit_uid, t0)
+  if not breaker:allow(t0) then
+    strip_only(job_desc, submit_uid)
+    return "skipped"
+  end
+  local was_open = breaker:is_open()
+  local decision, err = ask(job_desc, submit_uid)
+  if not decision then
+    local ms = (clock() - t0) * 1000
+    if breaker:failure(clock()) then
+      log.error(format("daemon call failed after %.1f ms (%s): jobs pass unchanged, next try in %s s",
+        ms, tostring(err), tostring(cfg.breaker_seconds)))
+    else
+      log.info(format("daemon still unavailable (%s)", tostring(err)))
+    end
+    strip_only(job_desc, submit_uid)
+    return "unavailable"
+  end
+  breaker:success()
+  if was_open then log.info("daemon reachable again") end
+
+  local plan = apply.plan(job_desc, decision, submit_uid)
+  local ok, cerr = apply.commit(job_desc, plan)
+  if not ok then
+    log.error("could not apply decision, job passes unchanged: " .. tostring(cerr))
+    return "error"
+  end
+  if plan.message then log.user(plan.message) end
+  local line = format("%s mode=%s %s (%.2f ms)", who(job_desc), tostring(decision.mode),
+    #plan.notes > 0 and concat(plan.notes, ", ") or "no change", (clock() - t0) * 1000)
+  if plan.rewrote then log.info(line) else log.debug(line) end
+  return plan.rewrote and "rewritten" or "unchanged"
+end
+
+-- Never throws. Returns a short status for tests and callers that care:
+-- "disabled", "skipped" (breaker open), "unavailable", "error", "rewritten" or "unchanged".
+function M.submit(job_desc, submit_uid)
+  if not cfg then
+    log.error("not configured; job passes unchanged")
+    return "error"
+  end
+  local okd, off = pcall(disabled)
+  if okd and off then return "disabled" end
+  local ok, res = pcall(pipeline, job_desc, submit_uid, clock())
+  if not ok then
+    log.error("internal error, job passes unchanged: " .. tostring(res))
+    return "error"
+  end
+  return res
+end
+
+return M

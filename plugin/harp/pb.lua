@@ -1,0 +1,202 @@
+-- Minimal protobuf for harp.v1 (proto/harp/v1/predictor.proto) in pure Lua 5.1.
+-- Numbers are doubles: integers are exact up to 2^53, which covers every value we send.
+-- Encoding skips values that do not fit their field; decoding never throws (nil, err).
+
+local floor, ldexp = math.floor, math.ldexp
+local byte, char, concat, sub = string.byte, string.char, table.concat, string.sub
+local pairs, ipairs, type, pcall, tostring = pairs, ipairs, type, pcall, tostring
+
+local M = {}
+
+local TWO32 = 4294967296
+local MAX_EXACT = 9007199254740992 -- 2^53
+local MAX_DEPTH = 4
+
+-- field number -> {name, kind}; kinds: string, bool, uint32, uint64, int64, enum, double, message
+local REQUEST = {
+  {1, "user_name", "string"}, {2, "user_id", "uint32"}, {3, "account", "string"},
+  {4, "partition", "string"}, {5, "qos", "string"}, {6, "job_name", "string"},
+  {7, "work_dir", "string"}, {8, "script_signature", "string"},
+  {9, "time_limit_minutes", "uint64"}, {10, "time_min_minutes", "uint64"},
+  {11, "mem_per_node_mb", "uint64"}, {12, "mem_per_cpu_mb", "uint64"},
+  {13, "min_cpus", "uint32"}, {14, "cpus_per_task", "uint32"}, {15, "num_tasks", "uint32"},
+  {16, "min_nodes", "uint32"}, {17, "gpus_per_node", "uint32"}, {18, "tres_per_node", "string"},
+  {19, "is_array", "bool"}, {20, "submit_time", "int64"},
+}
+
+local TARGET_DECISION = {
+  fields = {
+    [1] = {"target", "enum"}, [2] = {"action", "enum"}, [3] = {"predicted", "double"},
+    [4] = {"quantile", "double"}, [5] = {"new_value", "uint64"}, [6] = {"reason", "enum"},
+    [7] = {"model_version", "string"}, [8] = {"detail", "string"},
+  },
+  -- proto3 implicit-presence fields get their defaults; `optional` ones stay nil when absent
+  defaults = {target = 0, action = 0, reason = 0, model_version = "", detail = ""},
+}
+
+local DECISION = {
+  fields = {
+    [1] = {"targets", "message", TARGET_DECISION, repeated = true},
+    [2] = {"user_message", "string"}, [3] = {"annotation", "string"}, [4] = {"mode", "string"},
+  },
+  defaults = {user_message = "", annotation = "", mode = ""},
+}
+
+M.SUBMIT_REQUEST_FIELDS = REQUEST
+M.TARGET = {UNSPECIFIED = 0, TIME = 1, MEMORY = 2, CPUS = 3}
+M.ACTION = {NONE = 0, ANNOTATE = 1, REWRITE = 2}
+
+---------------------------------------------------------------- encoding
+
+local function varint(n)
+  local out, i = {}, 0
+  while n >= 128 do
+    i = i + 1
+    out[i] = char(n % 128 + 128)
+    n = floor(n / 128)
+  end
+  out[i + 1] = char(n)
+  return concat(out)
+end
+M.varint = varint
+
+local function is_int(v, lo, hi)
+  return type(v) == "number" and v == v and v >= lo and v <= hi and floor(v) == v
+end
+
+local LIMITS = {uint32 = TWO32 - 1, uint64 = MAX_EXACT, int64 = MAX_EXACT}
+
+-- Encode one field; returns nil when the value does not fit the field.
+local function encode_field(num, kind, v)
+  if kind == "string" then
+    if type(v) ~= "string" then return nil end
+    return varint(num * 8 + 2) .. varint(#v) .. v
+  elseif kind == "bool" then
+    if type(v) ~= "boolean" then return nil end
+    return varint(num * 8) .. (v and "\1" or "\0")
+  end
+  -- int64 negatives would need exact 64-bit two's complement; no field of ours is negative
+  if not is_int(v, 0, LIMITS[kind] or -1) then return nil end
+  return varint(num * 8) .. varint(v)
+end
+
+-- SubmitRequest table (proto field names) -> bytes. Absent or ill-typed fields are left out.
+function M.encode_request(req)
+  local parts, n = {}, 0
+  for _, f in ipairs(REQUEST) do
+    local v = req[f[2]]
+    if v ~= nil then
+      local enc = encode_field(f[1], f[3], v)
+      if enc then
+        n = n + 1
+        parts[n] = enc
+      end
+    end
+  end
+  return concat(parts)
+end
+
+---------------------------------------------------------------- decoding
+
+local function read_varint(s, pos, len)
+  local v, mul = 0, 1
+  for i = 0, 9 do
+    local p = pos + i
+    if p > len then return nil, "truncated varint" end
+    local b = byte(s, p)
+    v = v + (b % 128) * mul
+    if b < 128 then return v, p + 1 end
+    mul = mul * 128
+  end
+  return nil, "varint too long"
+end
+
+local function read_double(s, pos)
+  local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, pos, pos + 7)
+  local sign = b8 >= 128 and -1 or 1
+  local exp = (b8 % 128) * 16 + floor(b7 / 16)
+  local mant = ((((((b7 % 16) * 256 + b6) * 256 + b5) * 256 + b4) * 256 + b3) * 256 + b2) * 256 + b1
+  if exp == 0 then
+    return sign * ldexp(mant, -1074)
+  elseif exp == 2047 then
+    return mant == 0 and sign * (1 / 0) or (0 / 0)
+  end
+  return sign * ldexp(mant + 4503599627370496, exp - 1075)
+end
+
+local decode_message
+
+local function decode_value(kind, spec, wire, s, pos, len, depth)
+  if wire == 0 then
+    local v, np = read_varint(s, pos, len)
+    if not v then return nil, np end
+    if kind == "bool" then v = v ~= 0
+    elseif kind == "int64" and v >= 9223372036854775808 then v = v - 18446744073709551616 end
+    return v, np
+  elseif wire == 1 then
+    if pos + 7 > len then return nil, "truncated fixed64" end
+    return (kind == "double") and read_double(s, pos) or nil, pos + 8
+  elseif wire == 5 then
+    if pos + 3 > len then return nil, "truncated fixed32" end
+    return nil, pos + 4
+  elseif wire == 2 then
+    local n, np = read_varint(s, pos, len)
+    if not n then return nil, np end
+    local e = np + n - 1
+    if e > len then return nil, "truncated length-delimited field" end
+    if kind == "message" then
+      local m, err = decode_message(s, np, e, spec, depth + 1)
+      if not m then return nil, err end
+      return m, e + 1
+    end
+    return sub(s, np, e), e + 1
+  end
+  return nil, "unsupported wire type " .. tostring(wire)
+end
+
+local EXPECTED_WIRE = {string = 2, message = 2, double = 1}
+
+decode_message = function(s, pos, last, schema, depth)
+  if depth > MAX_DEPTH then return nil, "message nested too deep" end
+  local out = {}
+  for name, f in pairs(schema.fields) do
+    if f.repeated then out[f[1]] = {} end
+  end
+  while pos <= last do
+    local key, np = read_varint(s, pos, last)
+    if not key then return nil, np end
+    local num, wire = floor(key / 8), key % 8
+    if num == 0 then return nil, "field number 0" end
+    local f = schema.fields[num]
+    local kind = f and f[2]
+    -- a known field on an unexpected wire type is handled like an unknown field
+    if f and (EXPECTED_WIRE[kind] or 0) ~= wire then kind, f = nil, nil end
+    local v
+    v, np = decode_value(kind, f and f[3], wire, s, np, last, depth)
+    if np == nil or type(np) == "string" then return nil, np or "bad field" end
+    if f and v ~= nil then
+      if f.repeated then
+        local list = out[f[1]]
+        list[#list + 1] = v
+      else
+        out[f[1]] = v
+      end
+    end
+    pos = np
+  end
+  for k, d in pairs(schema.defaults) do
+    if out[k] == nil then out[k] = d end
+  end
+  return out
+end
+
+-- Decision bytes -> table {targets = {...}, user_message, annotation, mode}, or nil, err.
+function M.decode_decision(s)
+  if type(s) ~= "string" then return nil, "decision is not a string" end
+  local ok, res, err = pcall(decode_message, s, 1, #s, DECISION, 1)
+  if not ok then return nil, "decode failed: " .. tostring(res) end
+  if not res then return nil, err end
+  return res
+end
+
+return M

@@ -1,0 +1,154 @@
+-- job_desc (as slurmctld 22.05 exposes it to Lua) -> SubmitRequest table for pb.encode_request.
+-- A Slurm sentinel (NO_VAL, INFINITE, NO_VAL16, NO_VAL64) or nil means "not given": the field is left out.
+
+local floor, min, os_time = math.floor, math.min, os.time
+local type, tonumber, pcall = type, tonumber, pcall
+local gmatch, match, sub, byte, find, format =
+  string.gmatch, string.match, string.sub, string.byte, string.find, string.format
+local concat = table.concat
+
+local M = {}
+
+local NO_VAL16 = 65534        -- also INFINITE16 = 65535
+local NO_VAL = 4294967294     -- also INFINITE = 4294967295
+local MAX_EXACT = 9007199254740992 -- NO_VAL64 and the MEM_PER_CPU flag bit are far above this
+M.MAX_STRING = 256
+M.MAX_LINE = 1024
+M.MAX_LINES = 256
+M.MAX_SCAN = 1048576 -- bytes of script looked at, at most
+
+-- A count below `limit` (the field's sentinel), integral and >= `min`; anything else is "not given".
+local function count(v, limit, min)
+  v = tonumber(v)
+  if v == nil or v ~= v or v < (min or 0) or v >= limit or floor(v) ~= v then return nil end
+  return v
+end
+M.count16 = function(v, min) return count(v, NO_VAL16, min) end
+M.count32 = function(v, min) return count(v, NO_VAL, min) end
+M.count64 = function(v, min) return count(v, MAX_EXACT, min) end
+
+local function text(v)
+  if type(v) ~= "string" or v == "" then return nil end
+  if #v > M.MAX_STRING then return sub(v, 1, M.MAX_STRING) end
+  return v
+end
+M.text = text
+
+-- GPUs per node from a TRES-per-node string. 22.05 writes "gres:gpu:2"; newer releases "gres/gpu:2";
+-- typed ("gpu:a100:2"), "=" separators and a missing count (= 1) are accepted. Several gpu entries add up.
+function M.gpus_from_tres(tres)
+  if type(tres) ~= "string" then return nil end
+  local total, seen = 0, false
+  for item in gmatch(tres, "[^,]+") do
+    local spec = match(item, "^%s*gres[:/](.*)$") or match(item, "^%s*(gpu.*)$")
+    if spec then
+      local name, rest = match(spec, "^([^:=]+)(.*)$")
+      if name == "gpu" then
+        local n = 1
+        if rest ~= "" then
+          -- the count is the last ":"/"=" separated part when it is a number (else it is a type)
+          local last = match(rest, "[:=]([^:=]*)$")
+          local c = last and match(last, "^(%d+)%s*$")
+          if c then n = tonumber(c) end
+        end
+        total, seen = total + n, true
+      end
+    end
+  end
+  if not seen or total >= NO_VAL then return nil end
+  return total
+end
+
+-- xor of two 4-bit values, as a 16x16 table (Lua 5.1 has no bit operations)
+local XOR4 = {}
+for a = 0, 15 do
+  for b = 0, 15 do
+    local x, bit, p, q = 0, 1, a, b
+    for _ = 1, 4 do
+      if p % 2 ~= q % 2 then x = x + bit end
+      p, q, bit = floor(p / 2), floor(q / 2), bit * 2
+    end
+    XOR4[a * 16 + b] = x
+  end
+end
+
+-- FNV-1a 64 with four 16-bit limbs; every product stays below 2^53.
+local function fnv1a64(s)
+  local h0, h1, h2, h3 = 0x2325, 0x8422, 0x9ce4, 0xcbf2 -- offset basis 0xcbf29ce484222325
+  for i = 1, #s do
+    local b, lo = byte(s, i), h0 % 256
+    local x = XOR4[floor(lo / 16) * 16 + floor(b / 16)] * 16 + XOR4[(lo % 16) * 16 + b % 16]
+    h0 = h0 - lo + x
+    -- multiply by the prime 2^40 + 0x1b3 modulo 2^64
+    local r0, r1, r2, r3 = h0 * 0x1b3, h1 * 0x1b3, h2 * 0x1b3, h3 * 0x1b3
+    r2 = r2 + h0 * 256
+    r3 = r3 + h1 * 256
+    local c
+    c = floor(r0 / 65536); h0 = r0 % 65536; r1 = r1 + c
+    c = floor(r1 / 65536); h1 = r1 % 65536; r2 = r2 + c
+    c = floor(r2 / 65536); h2 = r2 % 65536; r3 = r3 + c
+    h3 = r3 % 65536
+  end
+  return format("%04x%04x%04x%04x", h3, h2, h1, h0)
+end
+M.fnv1a64 = fnv1a64
+
+-- Hex FNV-1a 64 of the script's "#SBATCH" lines, each cut to MAX_LINE bytes then stripped of trailing
+-- whitespace, at most MAX_LINES of them within the first MAX_SCAN bytes, joined by "\n".
+-- Like sbatch, the scan stops at the first line that is neither blank nor a "#" comment, which also
+-- bounds the work on huge scripts. Only directives are hashed: the body never leaves slurmctld.
+function M.script_signature(script)
+  if type(script) ~= "string" or script == "" then return nil end
+  local lines, n, pos, len = {}, 0, 1, #script
+  while pos <= len and pos <= M.MAX_SCAN do
+    local e = find(script, "\n", pos, true) or (len + 1)
+    local line = sub(script, pos, min(e - 1, pos + M.MAX_LINE - 1))
+    if sub(line, 1, 7) == "#SBATCH" then
+      n = n + 1
+      lines[n] = match(line, "^(.*%S)") or "" -- linear, unlike "(.-)%s*$"
+      if n >= M.MAX_LINES then break end
+    elseif not find(line, "^%s*$") and not find(line, "^%s*#") then
+      break
+    end
+    pos = e + 1
+  end
+  if n == 0 then return nil end
+  return fnv1a64(concat(lines, "\n"))
+end
+
+-- Build the request. Reads every field under pcall: a field access error drops that field only.
+function M.build(job_desc, submit_uid)
+  local function get(k)
+    local ok, v = pcall(function() return job_desc[k] end)
+    if ok then return v end
+    return nil
+  end
+  local tres = text(get("tres_per_node"))
+  local array = get("array_inx")
+  local uid = count(get("user_id"), NO_VAL) or count(submit_uid, NO_VAL)
+  return {
+    user_name = text(get("user_name")),
+    user_id = uid,
+    account = text(get("account")),
+    partition = text(get("partition")),
+    qos = text(get("qos")),
+    job_name = text(get("name")),
+    work_dir = text(get("work_dir")),
+    script_signature = M.script_signature(get("script")),
+    time_limit_minutes = count(get("time_limit"), NO_VAL),
+    time_min_minutes = count(get("time_min"), NO_VAL),
+    -- 0 means "all memory of the node": not a number of MB, so not given
+    mem_per_node_mb = count(get("min_mem_per_node"), MAX_EXACT, 1),
+    mem_per_cpu_mb = count(get("min_mem_per_cpu"), MAX_EXACT, 1),
+    min_cpus = count(get("min_cpus"), NO_VAL),
+    cpus_per_task = count(get("cpus_per_task"), NO_VAL16),
+    num_tasks = count(get("num_tasks"), NO_VAL),
+    min_nodes = count(get("min_nodes"), NO_VAL),
+    gpus_per_node = M.gpus_from_tres(tres),
+    tres_per_node = tres,
+    is_array = type(array) == "string" and array ~= "",
+    submit_time = os_time(),
+  }
+end
+
+return M

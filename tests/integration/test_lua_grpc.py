@@ -1,0 +1,352 @@
+"""The Lua plugin's gRPC client (lua-http over a Unix socket) against a real grpcio server."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.api import predictor_pb2_grpc as pb_grpc
+
+REPO = Path(__file__).resolve().parents[2]
+DRIVER = REPO / "tests" / "lua" / "drive_grpc.lua"
+LUA = shutil.which("lua5.1")
+
+if LUA is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("lua5.1 is required in CI (apt install lua5.1 lua-cjson lua-http lua-cqueues)")
+    pytest.skip(
+        "lua5.1 not installed (apt install lua5.1 lua-cjson lua-http lua-cqueues)", allow_module_level=True
+    )
+
+DEADLINE_MS = 50
+# A deadline overrun is measured inside Lua; a little scheduling slack on a busy 2-core machine.
+SLACK_MS = 25
+
+DECISION = pb.Decision(
+    targets=[
+        pb.TargetDecision(
+            target=pb.TARGET_TIME,
+            action=pb.ACTION_REWRITE,
+            predicted=42.5,
+            quantile=0.9,
+            new_value=60,
+            reason=pb.REASON_UNSPECIFIED,
+            model_version="time@test",
+            detail="q0.9 of 42.5 min",
+        ),
+        pb.TargetDecision(
+            target=pb.TARGET_MEMORY,
+            action=pb.ACTION_ANNOTATE,
+            predicted=1234.0,
+            reason=pb.REASON_SHADOW,
+            model_version="mem@test",
+        ),
+    ],
+    user_message="harp: lowered time from 02:00:00 to 01:00:00.",
+    annotation="harp:rewrite,t!=60/q0.9,m=1234,v=mem@test+time@test",
+    mode="rewrite",
+)
+
+JOB_DESC: dict[str, Any] = {
+    "user_name": "alice",
+    "user_id": 1000,
+    "name": "train",
+    "partition": "batch",
+    "account": "physics",
+    "work_dir": "/home/alice",
+    "time_limit": 120,
+    "time_min": 4294967294,
+    "min_mem_per_node": 4000,
+    "min_cpus": 4,
+    "cpus_per_task": 4,
+    "num_tasks": 1,
+    "min_nodes": 1,
+    "tres_per_node": "gres:gpu:a100:2",
+    "script": "#!/bin/bash\n#SBATCH -t 120\nsrun ./train\n",
+}
+
+
+class Servicer(pb_grpc.PredictorServicer):
+    """Answers DECISION; the job name selects misbehaviour ("sleep", "abort")."""
+
+    def __init__(self) -> None:
+        self.requests: list[pb.SubmitRequest] = []
+
+    def Predict(self, request: pb.SubmitRequest, context: grpc.ServicerContext) -> pb.Decision:
+        self.requests.append(request)
+        if request.job_name == "sleep":
+            time.sleep(0.3)
+        if request.job_name == "abort":
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no model loaded")
+        return DECISION
+
+
+def start_server(sock: Path, servicer: Servicer) -> grpc.Server:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    pb_grpc.add_PredictorServicer_to_server(servicer, server)
+    server.add_insecure_port(f"unix:{sock}")
+    server.start()
+    return server
+
+
+def start_garbage_server(sock: Path, reply: bytes) -> grpc.Server:
+    """Same method name, but the response bytes are sent as they are (not a valid Decision)."""
+    handler = grpc.unary_unary_rpc_method_handler(lambda request, context: reply)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("harp.v1.Predictor", {"Predict": handler}),)
+    )
+    server.add_insecure_port(f"unix:{sock}")
+    server.start()
+    return server
+
+
+class Driver:
+    """tests/lua/drive_grpc.lua: one JSON command per line in, one JSON result per line out."""
+
+    def __init__(self, sock: Path, entry: Path | None = None) -> None:
+        assert LUA is not None
+        args = [LUA, str(DRIVER), str(sock)] + ([str(entry)] if entry else [])
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+        self.sel = selectors.DefaultSelector()
+        assert self.proc.stdout is not None
+        self.sel.register(self.proc.stdout, selectors.EVENT_READ)
+
+    def __call__(self, op: str, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self.proc.stdin.flush()
+        if not self.sel.select(timeout):
+            raise AssertionError(f"driver gave no answer to {op} within {timeout} s")
+        line = self.proc.stdout.readline()
+        assert line, f"driver exited with {self.proc.wait()}"
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    def call(self, **args: Any) -> dict[str, Any]:
+        args.setdefault("job_desc", JOB_DESC)
+        args.setdefault("deadline_ms", DEADLINE_MS)
+        return self("call", **args)
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def sock(tmp_path: Path) -> Path:
+    return tmp_path / "harp.sock"
+
+
+@pytest.fixture
+def servicer() -> Servicer:
+    return Servicer()
+
+
+@pytest.fixture
+def server(sock: Path, servicer: Servicer) -> Iterator[grpc.Server]:
+    srv = start_server(sock, servicer)
+    yield srv
+    srv.stop(0)
+
+
+@pytest.fixture
+def driver(sock: Path) -> Iterator[Driver]:
+    drv = Driver(sock)
+    yield drv
+    drv.close()
+
+
+def test_round_trip_decodes_the_decision_and_sends_the_job(
+    server: grpc.Server, servicer: Servicer, driver: Driver
+) -> None:
+    out = driver.call(submit_uid=1000)
+    assert out["ok"], out
+    d = out["decision"]
+    assert d["mode"] == DECISION.mode
+    assert d["user_message"] == DECISION.user_message
+    assert d["annotation"] == DECISION.annotation
+    assert len(d["targets"]) == 2
+    for got, want in zip(d["targets"], DECISION.targets, strict=True):
+        assert (got["target"], got["action"], got["reason"]) == (want.target, want.action, want.reason)
+        assert (got["model_version"], got["detail"]) == (want.model_version, want.detail)
+        for name in ("predicted", "quantile", "new_value"):
+            value = float(got[name]) if name in got else None
+            assert value == (getattr(want, name) if want.HasField(name) else None), name
+
+    (req,) = servicer.requests
+    assert req.user_name == "alice" and req.user_id == 1000 and req.job_name == "train"
+    assert req.partition == "batch" and req.account == "physics" and req.work_dir == "/home/alice"
+    assert req.time_limit_minutes == 120 and not req.HasField("time_min_minutes")
+    assert req.mem_per_node_mb == 4000 and not req.HasField("mem_per_cpu_mb")
+    assert (req.min_cpus, req.cpus_per_task, req.num_tasks, req.min_nodes) == (4, 4, 1, 1)
+    assert req.gpus_per_node == 2 and req.tres_per_node == "gres:gpu:a100:2"
+    assert req.is_array is False and not req.HasField("qos")
+    assert len(req.script_signature) == 16
+    assert abs(req.submit_time - time.time()) < 60
+
+
+def test_connection_is_reused(server: grpc.Server, driver: Driver) -> None:
+    for _ in range(5):
+        assert driver.call()["ok"]
+    out = driver.call()
+    assert out["stats"]["connects"] == 1 and out["stats"]["retries"] == 0, out
+
+
+def test_server_past_the_deadline_is_an_error_within_the_deadline(
+    server: grpc.Server, driver: Driver
+) -> None:
+    slow = driver.call(job_desc={**JOB_DESC, "name": "sleep"})
+    assert not slow["ok"]
+    assert "deadline" in slow["err"] or "timed out" in slow["err"], slow
+    assert slow["ms"] < DEADLINE_MS + SLACK_MS, slow
+    assert slow["ms"] >= DEADLINE_MS * 0.9, slow
+    assert slow["connected"] is False, "a timed-out connection is dropped"
+    again = driver.call()
+    assert again["ok"], again
+    assert again["stats"]["retries"] == 0
+
+
+def test_no_socket_fails_fast(tmp_path: Path) -> None:
+    drv = Driver(tmp_path / "missing.sock")
+    try:
+        out = drv.call()
+        assert not out["ok"] and "No such file" in out["err"], out
+        assert out["ms"] < 5, out
+    finally:
+        drv.close()
+
+
+def test_socket_without_listener_fails_fast(tmp_path: Path) -> None:
+    path = tmp_path / "stale.sock"
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))  # bound, never listening: what a crashed daemon leaves behind
+    drv = Driver(path)
+    try:
+        out = drv.call()
+        assert not out["ok"] and "refused" in out["err"].lower(), out
+        assert out["ms"] < 5, out
+    finally:
+        drv.close()
+        stale.close()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [b"\x0a\xff\xff\xff\xff\x0f", b"\xff" * 11, b"\x0b"],
+    ids=["truncated-submessage", "overlong-varint", "group-wire-type"],
+)
+def test_garbage_response_is_an_error(sock: Path, reply: bytes) -> None:
+    srv = start_garbage_server(sock, reply)
+    drv = Driver(sock)
+    try:
+        out = drv.call()
+        assert not out["ok"] and out["err"], out
+        assert drv.call()["err"], "the driver (and the plugin state) survives"
+    finally:
+        drv.close()
+        srv.stop(0)
+
+
+def test_non_ok_grpc_status_is_an_error(server: grpc.Server, driver: Driver) -> None:
+    # an abort before any message arrives as a trailers-only response
+    out = driver.call(job_desc={**JOB_DESC, "name": "abort"})
+    assert not out["ok"]
+    assert "grpc-status 9" in out["err"] and "no model loaded" in out["err"], out
+    assert driver.call()["ok"], "the next call works"
+
+
+def test_reused_connection_after_server_restart_retries_once(sock: Path, servicer: Servicer) -> None:
+    srv = start_server(sock, servicer)
+    drv = Driver(sock)
+    try:
+        drv("precheck", on=False)  # go straight to the stale connection: the retry path
+        first = drv.call()
+        assert first["ok"] and first["stats"]["connects"] == 1
+        srv.stop(0).wait()
+        srv = start_server(sock, servicer)
+        after = drv.call()
+        assert after["ok"], after
+        assert after["stats"]["retries"] == 1 and after["stats"]["connects"] == 2, after
+
+        drv("precheck", on=True)  # default: a GOAWAY/EOF seen while idle means reconnect, no retry
+        srv.stop(0).wait()
+        srv = start_server(sock, servicer)
+        third = drv.call()
+        assert third["ok"], third
+        assert third["stats"]["retries"] == 1 and third["stats"]["connects"] == 3, third
+    finally:
+        drv.close()
+        srv.stop(0)
+
+
+def test_fresh_connection_failure_is_not_retried(sock: Path) -> None:
+    srv = start_garbage_server(sock, b"\xff" * 11)
+    drv = Driver(sock)
+    try:
+        out = drv.call()
+        assert not out["ok"] and out["stats"]["retries"] == 0, out
+    finally:
+        drv.close()
+        srv.stop(0)
+
+
+def test_full_plugin_rewrites_through_real_grpc(tmp_path: Path, sock: Path, server: grpc.Server) -> None:
+    entry = tmp_path / "job_submit.lua"
+    shutil.copy(REPO / "plugin" / "job_submit.lua", entry)
+    (tmp_path / "harp_plugin.lua").write_text(
+        f'return {{lib_dir = "{REPO / "plugin"}", socket = "{sock}", disable_file = "{tmp_path / "off"}"}}\n'
+    )
+    drv = Driver(sock, entry)
+    try:
+        out = drv("submit", job_desc={**JOB_DESC, "admin_comment": "harp:forged site=x"}, submit_uid=1000)
+        assert out["rc"] == 0
+        jd = out["job_desc"]
+        assert jd["time_limit"] == 60, out
+        assert jd["min_mem_per_node"] == 4000, "annotate-only target leaves memory alone"
+        assert jd["admin_comment"] == "site=x " + DECISION.annotation
+        assert out["logs"]["user"] == [DECISION.user_message]
+        assert not out["logs"]["error"], out["logs"]
+
+        (tmp_path / "off").touch()
+        off = drv("submit", job_desc=JOB_DESC, submit_uid=1000)
+        assert off["job_desc"]["time_limit"] == 120, "disabled: untouched"
+        os.unlink(tmp_path / "off")
+
+        server.stop(0).wait()
+        down = drv("submit", job_desc=JOB_DESC, submit_uid=1000)
+        assert down["rc"] == 0 and down["job_desc"]["time_limit"] == 120
+        assert down["ms"] < DEADLINE_MS + SLACK_MS, down
+        assert any("daemon call failed" in line for line in down["logs"]["error"]), down["logs"]
+        skipped = drv("submit", job_desc=JOB_DESC, submit_uid=1000)
+        assert skipped["ms"] < 5, "breaker open: the daemon is not even tried"
+    finally:
+        drv.close()
+
+
+def test_p50_of_200_round_trips(server: grpc.Server, driver: Driver) -> None:
+    assert driver.call()["ok"]  # warm: connection and module caches
+    out = driver("bench", n=200, deadline_ms=DEADLINE_MS, job_desc=JOB_DESC, timeout=120)
+    print(
+        f"\nLua gRPC round trip over a Unix socket: p50 {out['p50_ms']:.3f} ms, "
+        f"p99 {out['p99_ms']:.3f} ms, max {out['max_ms']:.3f} ms, errors {out['errors']}"
+    )
+    assert out["errors"] == 0, out
+    assert out["p50_ms"] < 10, out

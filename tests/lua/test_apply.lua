@@ -1,0 +1,198 @@
+local T = ...
+local apply = require "harp.apply"
+
+local TIME, MEMORY, CPUS = 1, 2, 3
+local ANNOTATE, REWRITE = 1, 2
+
+local function decision(targets, extra)
+  local d = {targets = targets, user_message = "", annotation = "", mode = "rewrite"}
+  for k, v in pairs(extra or {}) do d[k] = v end
+  return d
+end
+
+local function run(jd, d, uid)
+  local plan = apply.plan(jd, d, uid or 1000)
+  T.ok(apply.commit(jd, plan))
+  return plan
+end
+
+T.test("time is lowered, never raised, never set when not given", function()
+  local jd = T.job_desc()
+  run(jd, decision {{target = TIME, action = REWRITE, new_value = 60}})
+  T.eq(jd.time_limit, 60, "lowered")
+  jd = T.job_desc()
+  run(jd, decision {{target = TIME, action = REWRITE, new_value = 500}})
+  T.eq(jd.time_limit, 120, "not raised")
+  jd = T.job_desc()
+  run(jd, decision {{target = TIME, action = REWRITE, new_value = 120}})
+  T.eq(jd.time_limit, 120, "equal is no change")
+  for _, limit in ipairs {4294967294, 4294967295} do
+    jd = T.job_desc {time_limit = limit}
+    run(jd, decision {{target = TIME, action = REWRITE, new_value = 60}})
+    T.eq(jd.time_limit, limit, "sentinel kept")
+  end
+  jd = T.job_desc()
+  run(jd, decision {{target = TIME, action = REWRITE, new_value = 0}})
+  T.eq(jd.time_limit, 120, "zero ignored")
+  jd = T.job_desc {time_min = 100}
+  run(jd, decision {{target = TIME, action = REWRITE, new_value = 60}})
+  T.eq(jd.time_min, 60, "time_min follows so it stays <= time_limit")
+end)
+
+T.test("only REWRITE in rewrite mode changes values", function()
+  local jd = T.job_desc()
+  run(jd, decision {{target = TIME, action = ANNOTATE, new_value = 60}})
+  T.eq(jd.time_limit, 120, "annotate")
+  jd = T.job_desc()
+  run(jd, decision({{target = TIME, action = REWRITE, new_value = 60}}, {mode = "shadow"}))
+  T.eq(jd.time_limit, 120, "shadow mode")
+end)
+
+T.test("memory per node", function()
+  local jd = T.job_desc()
+  run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 1500}})
+  T.eq(jd.min_mem_per_node, 1500, "lowered")
+  T.eq(jd.min_mem_per_cpu, nil, "other flavour untouched")
+  jd = T.job_desc()
+  run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 8000}})
+  T.eq(jd.min_mem_per_node, 4000, "not raised")
+  jd = T.job_desc {min_mem_per_node = T.NIL}
+  run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 100}})
+  T.eq(jd.min_mem_per_node, nil, "not given: not set")
+  T.eq(jd.min_mem_per_cpu, nil, "not given: not set")
+  jd = T.job_desc {min_mem_per_node = 0}
+  run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 100}})
+  T.eq(jd.min_mem_per_node, 0, "--mem=0 kept")
+end)
+
+T.test("memory per cpu is converted with ceil", function()
+  -- 8 CPUs on 2 nodes (4 per node) at 1000 MB/CPU = 4000 MB per node
+  local jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 1000, min_cpus = 8, min_nodes = 2,
+    cpus_per_task = 65534, num_tasks = 8}
+  run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 2001}})
+  T.eq(jd.min_mem_per_cpu, 501, "ceil(2001 / 4)")
+  T.eq(jd.min_mem_per_node, nil, "per node untouched")
+  jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 1000, min_cpus = 4}
+  run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 3999}})
+  T.eq(jd.min_mem_per_cpu, 1000, "ceil(3999/4) = 1000 is not lower")
+end)
+
+T.test("cpus: cpus_per_task and min_cpus together, never raised", function()
+  local jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 8}})
+  T.eq(jd.cpus_per_task, 4, "per task")
+  T.eq(jd.min_cpus, 8, "total")
+  jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, num_tasks = 4294967294}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 3}})
+  T.eq(jd.cpus_per_task, 3, "one task")
+  T.eq(jd.min_cpus, 3, "min_cpus")
+  jd = T.job_desc {cpus_per_task = 4, min_cpus = 4}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 16}})
+  T.eq(jd.cpus_per_task, 4, "not raised")
+  T.eq(jd.min_cpus, 4, "not raised")
+  jd = T.job_desc {cpus_per_task = 65534, min_cpus = 8, num_tasks = 8}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}})
+  T.eq(jd.min_cpus, 8, "no -c: tasks keep their CPU")
+  T.eq(jd.cpus_per_task, 65534, "no -c")
+  jd = T.job_desc {cpus_per_task = 2, min_cpus = 4, num_tasks = 2}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 3}})
+  T.eq(jd.cpus_per_task, 2, "3 CPUs over 2 tasks round up to 2 per task: no change")
+  T.eq(jd.min_cpus, 4, "min_cpus unchanged")
+end)
+
+T.test("cpus and per-cpu memory combine to the requested memory per node", function()
+  local jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, num_tasks = 1, min_mem_per_node = T.NIL,
+    min_mem_per_cpu = 1000}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 4},
+    {target = MEMORY, action = REWRITE, new_value = 2000}})
+  T.eq(jd.min_cpus, 4, "cpus")
+  T.eq(jd.min_mem_per_cpu, 500, "2000 MB over the 4 remaining CPUs")
+end)
+
+T.test("first decision per target wins", function()
+  local jd = T.job_desc()
+  run(jd, decision {{target = TIME, action = REWRITE, new_value = 90},
+    {target = TIME, action = REWRITE, new_value = 10}})
+  T.eq(jd.time_limit, 90, "first")
+end)
+
+T.test("annotation is appended to admin_comment", function()
+  local jd = T.job_desc()
+  run(jd, decision({}, {annotation = "harp:t=60,q=0.9"}))
+  T.eq(jd.admin_comment, "harp:t=60,q=0.9", "from nothing")
+  jd = T.job_desc {admin_comment = "jobstats:{x}"}
+  run(jd, decision({}, {annotation = "harp:t=60"}))
+  T.eq(jd.admin_comment, "jobstats:{x} harp:t=60", "appended")
+  jd = T.job_desc {admin_comment = "keep  these   spaces"}
+  run(jd, decision({}, {annotation = ""}))
+  T.eq(jd.admin_comment, "keep  these   spaces", "untouched without annotation")
+end)
+
+T.test("malformed annotations are ignored", function()
+  for _, a in ipairs {"t=60", "harp:has space", "harp:\n", "HARP:x", string.rep("harp:", 200)} do
+    local jd = T.job_desc {admin_comment = "x"}
+    local plan = run(jd, decision({}, {annotation = a}))
+    T.eq(jd.admin_comment, "x", "ignored " .. a:sub(1, 20))
+    T.ok(#plan.notes > 0, "noted")
+  end
+end)
+
+T.test("forged harp tokens are stripped for users, kept for root", function()
+  local jd = T.job_desc {admin_comment = "harp:t=1 note harp=evil other"}
+  run(jd, decision({}, {annotation = "harp:t=60"}), 1000)
+  T.eq(jd.admin_comment, "note other harp:t=60", "user")
+  jd = T.job_desc {admin_comment = "harp:t=1"}
+  run(jd, decision({}, {annotation = ""}), 1000)
+  T.eq(jd.admin_comment, "", "stripped to empty")
+  jd = T.job_desc {admin_comment = "harp:ops-tag"}
+  run(jd, decision({}, {annotation = "harp:t=60"}), 0)
+  T.eq(jd.admin_comment, "harp:ops-tag harp:t=60", "root keeps its tag")
+  T.eq(apply.strip_forged("harpoon harp:x", 5), "harpoon", "only harp: / harp= tokens")
+  T.eq(apply.strip_forged("nothing here", 5), nil, "nothing to strip")
+end)
+
+T.test("user message rules", function()
+  local jd = T.job_desc()
+  local plan = run(jd, decision({{target = TIME, action = REWRITE, new_value = 60}},
+    {user_message = "harp: time limit 120 -> 60 min"}))
+  T.eq(plan.message, "harp: time limit 120 -> 60 min", "after a rewrite")
+  jd = T.job_desc()
+  plan = run(jd, decision({{target = TIME, action = REWRITE, new_value = 500}}, {user_message = "lowered!"}))
+  T.eq(plan.message, nil, "a rewrite that did not happen is not announced")
+  plan = run(T.job_desc(), decision({}, {user_message = "  "}))
+  T.eq(plan.message, nil, "blank")
+  plan = run(T.job_desc(), decision({}, {user_message = "info\nwith\1controls"}))
+  T.eq(plan.message, "info with controls", "sanitised informational message")
+end)
+
+T.test("apply never raises a limit (exhaustive small grid)", function()
+  for _, target in ipairs {TIME, MEMORY, CPUS} do
+    for user = 1, 12 do
+      for new = 0, 14 do
+        local jd = T.job_desc {time_limit = user, min_mem_per_node = user, cpus_per_task = user, min_cpus = user}
+        run(jd, decision {{target = target, action = REWRITE, new_value = new}})
+        T.ok(jd.time_limit <= user and jd.min_mem_per_node <= user and jd.cpus_per_task <= user
+          and jd.min_cpus <= user, "raised at " .. target .. " " .. user .. " " .. new)
+        T.ok(jd.time_limit >= 1 and jd.min_mem_per_node >= 1 and jd.cpus_per_task >= 1, "positive")
+      end
+    end
+  end
+end)
+
+T.test("commit rolls back when a setter fails", function()
+  local store = T.job_desc {admin_comment = "orig"}
+  local jd = setmetatable({}, {
+    __index = store,
+    __newindex = function(_, k, v)
+      if k == "admin_comment" and v ~= "orig" then error("setter failed") end
+      store[k] = v
+    end,
+  })
+  local plan = apply.plan(jd, decision({{target = TIME, action = REWRITE, new_value = 60}},
+    {annotation = "harp:x"}), 1000)
+  local ok, err = apply.commit(jd, plan)
+  T.eq(ok, false, "commit failed")
+  T.ok(err:find("admin_comment", 1, true), err)
+  T.eq(store.time_limit, 120, "time rolled back")
+  T.eq(store.admin_comment, "orig", "comment intact")
+end)

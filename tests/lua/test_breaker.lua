@@ -1,0 +1,32 @@
+local T = ...
+local breaker = require "harp.breaker"
+
+T.test("breaker opens on failure, probes once after the period, closes on success", function()
+  local b = breaker.new(30)
+  T.ok(b:allow(0), "closed")
+  T.eq(b:failure(0), true, "first failure opens")
+  T.eq(b:allow(1), false, "open")
+  T.eq(b:allow(29.9), false, "still open")
+  T.eq(b:allow(30), true, "probe")
+  T.eq(b:allow(30.1), false, "only one probe per period")
+  T.eq(b:failure(30.2), false, "failed probe does not count as a new opening")
+  T.eq(b:allow(60), false, "re-armed from the failed probe")
+  T.eq(b:allow(60.2), true, "next probe")
+  b:success()
+  T.ok(b:allow(60.3), "closed again")
+  T.ok(b:allow(60.4), "and stays closed")
+end)
+
+T.test("a probe that never reports re-arms the breaker", function()
+  local b = breaker.new(10)
+  b:failure(0)
+  T.ok(b:allow(10), "probe")
+  T.eq(b:allow(15), false, "no report: still open")
+  T.ok(b:allow(20), "another probe later")
+end)
+
+T.test("breaker_seconds = 0 never skips", function()
+  local b = breaker.new(0)
+  b:failure(5)
+  T.ok(b:allow(5), "allowed")
+end)

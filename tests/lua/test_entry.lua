@@ -1,0 +1,127 @@
+local T = ...
+
+-- Load job_submit.lua the way slurmctld does (a file chunk), into its own global table.
+local function load_entry(path)
+  local chunk = assert(loadfile(path))
+  local env = setmetatable({}, {__index = _G})
+  setfenv(chunk, env)
+  chunk()
+  return env
+end
+
+-- Each load gets fresh harp modules and package.path, as after a slurmctld reload.
+local function fresh(fn)
+  local saved_loaded, saved_path = {}, package.path
+  for k, v in pairs(package.loaded) do
+    if k:sub(1, 5) == "harp." then saved_loaded[k] = v; package.loaded[k] = nil end
+  end
+  -- like slurmctld's Lua state: the plugin's directory is not on package.path until the entry adds it
+  local parts = {}
+  for entry in saved_path:gmatch("[^;]+") do
+    if not entry:find("/plugin/?.lua", 1, true) then parts[#parts + 1] = entry end
+  end
+  package.path = table.concat(parts, ";")
+  local ok, err = pcall(fn)
+  for k in pairs(package.loaded) do
+    if k:sub(1, 5) == "harp." then package.loaded[k] = nil end
+  end
+  for k, v in pairs(saved_loaded) do package.loaded[k] = v end
+  package.path = saved_path
+  if not ok then error(err, 0) end
+end
+
+local function copy_entry(dir, config_text)
+  local src = assert(io.open(T.root .. "/plugin/job_submit.lua")):read("*a")
+  T.write(dir .. "/job_submit.lua", src)
+  if config_text then T.write(dir .. "/harp_plugin.lua", config_text) end
+end
+
+T.test("only the two slurm functions become globals", function()
+  fresh(function()
+    local env = load_entry(T.root .. "/plugin/job_submit.lua")
+    local names = {}
+    for k in pairs(env) do names[#names + 1] = k end
+    table.sort(names)
+    T.eq(table.concat(names, ","), "slurm_job_modify,slurm_job_submit", "globals")
+    T.ok(T.logged("info", "loaded from"), "load logged")
+  end)
+end)
+
+T.test("harp/ next to the script is found without configuration", function()
+  fresh(function()
+    local env = load_entry(T.root .. "/plugin/job_submit.lua")
+    T.ok(package.path:find(T.root .. "/plugin/?.lua", 1, true), "own directory on package.path")
+    T.eq(#T.logs.error, 0, "no errors: " .. tostring(T.logs.error[1]))
+    local jd = T.job_desc()
+    T.eq(env.slurm_job_submit(jd, {}, 1000), slurm.SUCCESS, "success")
+    T.eq(env.slurm_job_modify(jd, {}, {}, 1000), slurm.SUCCESS, "modify")
+  end)
+end)
+
+T.test("config file is read; bad values are logged and defaults kept", function()
+  local dir = T.tmpdir()
+  fresh(function()
+    copy_entry(dir, string.format([[
+      return {
+        lib_dir = %q, socket = %q, deadline_ms = "fast", breaker_seconds = 5,
+        disable_file = %q, log_prefix = "harp-test", colour = "blue",
+      }]], T.root .. "/plugin", dir .. "/none.sock", dir .. "/off"))
+    local env = load_entry(dir .. "/job_submit.lua")
+    T.ok(T.logged("error", 'bad value fast for "deadline_ms", keeping 50'), "bad value logged")
+    T.ok(T.logged("error", 'unknown key "colour"'), "unknown key logged")
+    T.ok(T.logged("info", "harp-test: loaded from " .. T.root .. "/plugin (socket " .. dir .. "/none.sock, deadline 50 ms)"),
+      "config applied: " .. tostring(T.logs.info[1]))
+    local jd = T.job_desc()
+    T.eq(env.slurm_job_submit(jd, {}, 1000), slurm.SUCCESS, "success with no daemon")
+    T.same(jd, T.job_desc(), "unchanged")
+    T.ok(T.logged("error", "harp-test: daemon call failed"), "failure logged with prefix")
+    -- disable file
+    T.write(dir .. "/off", "")
+    T.logs.info = {}
+    T.eq(env.slurm_job_submit(T.job_desc(), {}, 1000), slurm.SUCCESS, "success")
+    T.ok(T.logged("info", "disabled by " .. dir .. "/off"), "disabled")
+  end)
+  T.rmdir(dir)
+end)
+
+T.test("broken config file: defaults, logged", function()
+  local dir = T.tmpdir()
+  fresh(function()
+    copy_entry(dir, "return {")
+    load_entry(dir .. "/job_submit.lua")
+    T.ok(T.logged("error", "cannot load " .. dir .. "/harp_plugin.lua"), "syntax error logged")
+  end)
+  fresh(function()
+    copy_entry(dir, "os.exit(1)")
+    load_entry(dir .. "/job_submit.lua")
+    T.ok(T.logged("error", "must return a table"), "sandboxed: no os access")
+  end)
+  T.rmdir(dir)
+end)
+
+T.test("missing modules: pass-through, SUCCESS, logged", function()
+  local dir = T.tmpdir()
+  fresh(function()
+    copy_entry(dir, string.format("return {lib_dir = %q}", dir .. "/nowhere"))
+    local env = load_entry(dir .. "/job_submit.lua")
+    T.ok(T.logged("error", "cannot load harp modules from " .. dir .. "/nowhere"), "logged")
+    local jd = T.job_desc {admin_comment = "x"}
+    T.eq(env.slurm_job_submit(jd, {}, 1000), slurm.SUCCESS, "success")
+    T.same(jd, T.job_desc {admin_comment = "x"}, "unchanged")
+  end)
+  T.rmdir(dir)
+end)
+
+T.test("an error escaping harp.main still returns SUCCESS", function()
+  fresh(function()
+    local env = load_entry(T.root .. "/plugin/job_submit.lua")
+    local main = package.loaded["harp.main"]
+    local real = main.submit
+    main.submit = function() error("escaped") end
+    local ok, rc = pcall(env.slurm_job_submit, T.job_desc(), {}, 1000)
+    main.submit = real
+    T.ok(ok, "did not raise")
+    T.eq(rc, slurm.SUCCESS, "success")
+    T.ok(T.logged("error", "escaped"), "logged")
+  end)
+end)

@@ -1,0 +1,204 @@
+local T = ...
+local main = require "harp.main"
+local W = require "pbtest"
+
+local function config(over)
+  local c = {socket = "/nonexistent/harp.sock", deadline_ms = 50, breaker_seconds = 30,
+    disable_file = "/nonexistent/harp.disable", log_prefix = "harp"}
+  for k, v in pairs(over or {}) do c[k] = v end
+  return c
+end
+
+-- transport stand-in: answers with `reply` (bytes), or fails with `fail`, or raises `raise`
+local function fake(reply)
+  local f = {calls = 0, requests = {}}
+  function f.call(socket, method, payload, timeout_s)
+    f.calls = f.calls + 1
+    f.last = {socket = socket, method = method, payload = payload, timeout_s = timeout_s}
+    if f.raise then error(f.raise) end
+    if f.fail then return nil, f.fail end
+    return f.reply
+  end
+  f.reply = reply
+  return f
+end
+
+local function clock_at(t)
+  local c = {now = t}
+  return c, function() return c.now end
+end
+
+local REWRITE_TIME = W.decision {targets = {{target = 1, action = 2, new_value = 60, model_version = "m"}},
+  user_message = "harp: time limit lowered to 60 min", annotation = "harp:t=120>60", mode = "rewrite"}
+
+T.test("full pipeline applies the decision and tells the user once", function()
+  local tr = fake(REWRITE_TIME)
+  main.configure(config(), {transport = tr})
+  local jd = T.job_desc()
+  T.eq(main.submit(jd, 1000), "rewritten", "status")
+  T.eq(jd.time_limit, 60, "time")
+  T.eq(jd.admin_comment, "harp:t=120>60", "annotation")
+  T.eq(#T.logs.user, 1, "one user message")
+  T.eq(T.logs.user[1], "harp: time limit lowered to 60 min", "message")
+  T.eq(tr.last.method, "/harp.v1.Predictor/Predict", "method")
+  T.eq(tr.last.socket, "/nonexistent/harp.sock", "socket")
+  T.eq(tr.last.timeout_s, 0.05, "deadline")
+  T.ok(T.logged("info", "time_limit 120->60 min"), "logged")
+end)
+
+T.test("log messages with % are safe", function()
+  main.configure(config(), {transport = fake(W.decision {user_message = "100% sure", mode = "shadow"})})
+  local jd = T.job_desc {name = "50%d%s"}
+  T.eq(main.submit(jd, 1000), "unchanged", "status")
+  T.eq(T.logs.user[1], "100% sure", "user message verbatim")
+end)
+
+T.test("disable file means pure pass-through", function()
+  local dir = T.tmpdir()
+  local tr = fake(REWRITE_TIME)
+  main.configure(config {disable_file = dir .. "/off"}, {transport = tr})
+  T.write(dir .. "/off", "")
+  local jd = T.job_desc {admin_comment = "harp:forged"}
+  T.eq(main.submit(jd, 1000), "disabled", "status")
+  T.eq(tr.calls, 0, "daemon not asked")
+  T.same(jd, T.job_desc {admin_comment = "harp:forged"}, "job_desc untouched")
+  T.ok(T.logged("info", "disabled by"), "logged once")
+  os.remove(dir .. "/off")
+  T.eq(main.submit(T.job_desc(), 1000), "rewritten", "re-enabled on the next call")
+  T.ok(T.logged("info", "re-enabled"), "logged")
+  T.rmdir(dir)
+end)
+
+T.test("daemon failure: job unchanged, breaker skips for breaker_seconds, then one probe", function()
+  local tr = fake(nil)
+  tr.fail = "connect: No such file or directory"
+  local clk, now = clock_at(1000)
+  main.configure(config {breaker_seconds = 30}, {transport = tr, clock = now})
+  local jd = T.job_desc()
+  T.eq(main.submit(jd, 1000), "unavailable", "first failure")
+  T.same(jd, T.job_desc(), "unchanged")
+  T.eq(#T.logs.error, 1, "one error logged")
+  T.ok(T.logs.error[1]:find("No such file", 1, true), T.logs.error[1])
+  clk.now = 1010
+  T.eq(main.submit(T.job_desc(), 1000), "skipped", "breaker open")
+  clk.now = 1029.9
+  T.eq(main.submit(T.job_desc(), 1000), "skipped", "still open")
+  T.eq(tr.calls, 1, "daemon not asked while open")
+  clk.now = 1030
+  T.eq(main.submit(T.job_desc(), 1000), "unavailable", "probe fails")
+  T.eq(tr.calls, 2, "one probe")
+  T.eq(#T.logs.error, 1, "failed probe is not another error")
+  clk.now = 1031
+  T.eq(main.submit(T.job_desc(), 1000), "skipped", "re-armed")
+  clk.now = 1060
+  tr.fail, tr.reply = nil, REWRITE_TIME
+  jd = T.job_desc()
+  T.eq(main.submit(jd, 1000), "rewritten", "probe succeeds")
+  T.eq(jd.time_limit, 60, "applied")
+  T.ok(T.logged("info", "reachable again"), "recovery logged")
+  clk.now = 1060.01
+  T.eq(main.submit(T.job_desc(), 1000), "rewritten", "closed")
+  T.eq(tr.calls, 4, "calls")
+end)
+
+T.test("forged tags are stripped even when the daemon is down", function()
+  local tr = fake(nil)
+  tr.fail = "down"
+  main.configure(config(), {transport = tr, clock = function() return 0 end})
+  local jd = T.job_desc {admin_comment = "harp:t=1 mine"}
+  main.submit(jd, 1000)
+  T.eq(jd.admin_comment, "mine", "stripped on failure")
+  jd = T.job_desc {admin_comment = "harp:t=1 mine"}
+  T.eq(main.submit(jd, 1000), "skipped", "breaker open")
+  T.eq(jd.admin_comment, "mine", "stripped while skipped")
+end)
+
+T.test("garbage from the daemon counts as a failure, job unchanged", function()
+  local tr = fake("\10\255\255\255\255\15")
+  main.configure(config(), {transport = tr})
+  local jd = T.job_desc()
+  T.eq(main.submit(jd, 1000), "unavailable", "status")
+  T.same(jd, T.job_desc(), "unchanged")
+  T.ok(T.logs.error[1]:find("truncated", 1, true), T.logs.error[1])
+end)
+
+T.test("runtime errors inside the pipeline leave job_desc unchanged", function()
+  -- the transport raises
+  local tr = fake(REWRITE_TIME)
+  tr.raise = "transport exploded"
+  main.configure(config(), {transport = tr})
+  local jd = T.job_desc {admin_comment = "ok"}
+  T.eq(main.submit(jd, 1000), "error", "status")
+  T.same(jd, T.job_desc {admin_comment = "ok"}, "unchanged")
+  T.ok(T.logged("error", "transport exploded"), "logged")
+
+  -- reading a field raises while planning
+  main.configure(config(), {transport = fake(REWRITE_TIME)})
+  local store = T.job_desc()
+  jd = setmetatable({}, {__index = function(_, k)
+    if k == "time_limit" then error("field read failed") end
+    return store[k]
+  end, __newindex = store})
+  T.eq(main.submit(jd, 1000), "error", "status")
+  T.same(store, T.job_desc(), "unchanged")
+
+  -- a setter raises halfway through the commit
+  store = T.job_desc()
+  jd = setmetatable({}, {__index = store, __newindex = function(_, k, v)
+    if k == "admin_comment" then error("setter failed") end
+    store[k] = v
+  end})
+  T.eq(main.submit(jd, 1000), "error", "status")
+  T.same(store, T.job_desc(), "rolled back")
+  T.eq(#T.logs.user, 0, "nothing told to the user")
+end)
+
+T.test("the request sent carries the job's fields", function()
+  local tr = fake(W.decision {mode = "off"})
+  main.configure(config(), {transport = tr})
+  main.submit(T.job_desc(), 1000)
+  local pb = require "harp.pb"
+  local request = require "harp.request"
+  local expected = request.build(T.job_desc(), 1000)
+  expected.submit_time = nil
+  local payload = tr.last.payload
+  -- submit_time (field 20, the last one) varies: compare the bytes before it
+  local without_time = pb.encode_request(expected)
+  T.eq(payload:sub(1, #without_time), without_time, "payload prefix")
+  T.eq(payload:byte(#without_time + 1), 160, "then field 20 (key 0xa0 0x01)")
+end)
+
+T.test("missing transport (no lua-http) fails open", function()
+  local saved = package.loaded["harp.grpc"]
+  package.loaded["harp.grpc"] = nil
+  package.preload["harp.grpc"] = function() error("module 'http.h2_connection' not found") end
+  local ok, err = pcall(main.configure, config())
+  package.preload["harp.grpc"], package.loaded["harp.grpc"] = nil, saved
+  T.ok(ok, err)
+  T.ok(T.logged("error", "h2_connection"), "logged at configure")
+  local jd = T.job_desc()
+  T.eq(main.submit(jd, 1000), "unavailable", "status")
+  T.same(jd, T.job_desc(), "unchanged")
+end)
+
+T.test("real transport, no socket: fast failure, job unchanged", function()
+  main.configure(config {socket = "/nonexistent/harp.sock"})
+  local jd = T.job_desc()
+  local t0 = os.clock()
+  T.eq(main.submit(jd, 1000), "unavailable", "status")
+  T.ok(os.clock() - t0 < 0.02, "fast")
+  T.same(jd, T.job_desc(), "unchanged")
+  T.ok(T.logged("error", "No such file"), T.logs.error[1])
+end)
+
+T.test("an unreadable disable file still disables", function()
+  local dir = T.tmpdir()
+  local tr = fake(REWRITE_TIME)
+  -- a path below a regular file fails with ENOTDIR (absent); a directory opens fine (present)
+  main.configure(config {disable_file = dir .. "/file/off"}, {transport = tr})
+  T.write(dir .. "/file", "")
+  T.eq(main.submit(T.job_desc(), 1000), "rewritten", "ENOTDIR means absent")
+  main.configure(config {disable_file = dir}, {transport = tr})
+  T.eq(main.submit(T.job_desc(), 1000), "disabled", "present")
+  T.rmdir(dir)
+end)

@@ -1,0 +1,123 @@
+local T = ...
+local pb = require "harp.pb"
+local W = require "pbtest"
+
+T.test("varint encoding", function()
+  T.eq(W.tohex(pb.varint(0)), "00", "0")
+  T.eq(W.tohex(pb.varint(1)), "01", "1")
+  T.eq(W.tohex(pb.varint(300)), "ac02", "300")
+  T.eq(W.tohex(pb.varint(4294967295)), "ffffffff0f", "2^32-1")
+  T.eq(W.tohex(pb.varint(2 ^ 53)), "8080808080808010", "2^53")
+end)
+
+T.test("request encoding matches hand-computed bytes", function()
+  local b = pb.encode_request {user_name = "bob", time_limit_minutes = 300, is_array = true, min_cpus = 4}
+  -- fields in number order: 1 "bob", 9 = 300, 13 = 4, 19 = true
+  T.eq(W.tohex(b), "0a03626f6248ac026804980101", "bytes")
+end)
+
+T.test("request encoding keeps zero, drops ill-typed and out-of-range values", function()
+  local b = pb.encode_request {
+    time_limit_minutes = 0, min_cpus = 4294967296, num_tasks = -1, cpus_per_task = 1.5,
+    user_name = 5, is_array = "yes", submit_time = -3, unknown_field = 1,
+  }
+  T.eq(W.tohex(b), "4800", "only time_limit_minutes = 0 left")
+end)
+
+T.test("decision decodes all fields, skips doubles' neighbours and unknown fields", function()
+  local t1 = W.target {target = 1, action = 2, predicted = W.DOUBLE_42_5, quantile = W.DOUBLE_0_9,
+    new_value = 60, reason = 0, model_version = "time-v3", detail = "q0.9"}
+  local t2 = W.target {target = 2, action = 1, reason = 4, detail = "shadow"}
+  local bytes = W.str(1, t1) .. W.str(1, t2)
+    .. W.uint(99, 7) .. W.fixed32(98, "abcd") .. W.fixed64(97, "12345678") .. W.str(96, "zz")
+    .. W.str(2, "time limit lowered") .. W.str(3, "harp:t=60") .. W.str(4, "rewrite")
+  local d, err = pb.decode_decision(bytes)
+  T.ok(d, err)
+  T.eq(#d.targets, 2, "targets")
+  local a, b = d.targets[1], d.targets[2]
+  T.eq(a.target, 1, "target")
+  T.eq(a.action, 2, "action")
+  T.eq(a.predicted, 42.5, "predicted")
+  T.eq(a.quantile, 0.9, "quantile")
+  T.eq(a.new_value, 60, "new_value")
+  T.eq(a.reason, 0, "reason")
+  T.eq(a.model_version, "time-v3", "model_version")
+  T.eq(a.detail, "q0.9", "detail")
+  T.eq(b.target, 2, "target 2")
+  T.eq(b.new_value, nil, "optional absent")
+  T.eq(b.predicted, nil, "optional double absent")
+  T.eq(b.model_version, "", "proto3 default")
+  T.eq(b.reason, 4, "reason 2")
+  T.eq(d.user_message, "time limit lowered", "user_message")
+  T.eq(d.annotation, "harp:t=60", "annotation")
+  T.eq(d.mode, "rewrite", "mode")
+end)
+
+T.test("empty decision gets proto3 defaults", function()
+  local d = T.ok(pb.decode_decision(""))
+  T.eq(#d.targets, 0, "targets")
+  T.eq(d.user_message, "", "msg")
+  T.eq(d.annotation, "", "annotation")
+  T.eq(d.mode, "", "mode")
+end)
+
+T.test("large uint64 new_value decodes approximately, never throws", function()
+  local d = T.ok(pb.decode_decision(W.str(1, W.uint(5, 2 ^ 60))))
+  T.eq(d.targets[1].new_value, 2 ^ 60, "2^60")
+end)
+
+T.test("known field with a wrong wire type is skipped", function()
+  local d = T.ok(pb.decode_decision(W.uint(2, 5) .. W.str(4, "shadow")))
+  T.eq(d.user_message, "", "varint where a string belongs")
+  T.eq(d.mode, "shadow", "mode")
+end)
+
+T.test("every truncation of a valid decision fails cleanly or decodes", function()
+  local bytes = W.decision {targets = {{target = 1, action = 2, new_value = 300, predicted = W.DOUBLE_42_5,
+    model_version = "m"}}, user_message = "hello", annotation = "harp:x", mode = "rewrite"}
+  local full = T.ok(pb.decode_decision(bytes))
+  T.eq(full.targets[1].new_value, 300, "full")
+  local failures = 0
+  for n = 0, #bytes - 1 do
+    local ok, d, err = pcall(pb.decode_decision, bytes:sub(1, n))
+    T.ok(ok, "no throw at " .. n)
+    if d == nil then
+      failures = failures + 1
+      T.ok(type(err) == "string", "error message at " .. n)
+    end
+  end
+  T.ok(failures > 0, "some truncations are detected")
+end)
+
+T.test("garbage bytes never throw", function()
+  math.randomseed(1234)
+  local errors = 0
+  for _ = 1, 3000 do
+    local n = math.random(0, 64)
+    local t = {}
+    for i = 1, n do t[i] = string.char(math.random(0, 255)) end
+    local ok, d, err = pcall(pb.decode_decision, table.concat(t))
+    T.ok(ok, "decode threw: " .. tostring(d))
+    if not d then
+      errors = errors + 1
+      T.ok(type(err) == "string", "error is a message")
+    end
+  end
+  T.ok(errors > 100, "garbage is mostly rejected (" .. errors .. ")")
+  for _, s in ipairs {"\255\255\255\255\255\255\255\255\255\255\255", "\10\255\255\255\255\15", "\11", "\12",
+      "\10\5\8", "\0", "\10\1\10\1\10"} do
+    local d, err = pb.decode_decision(s)
+    T.eq(d, nil, "rejects " .. W.tohex(s))
+    T.ok(err, "with an error")
+  end
+  T.eq(pb.decode_decision(nil), nil, "nil input")
+end)
+
+T.test("deeply nested garbage is bounded", function()
+  -- a TargetDecision cannot contain messages, so nesting stops at depth 2
+  local s = "x"
+  for _ = 1, 50 do s = W.str(1, s) end
+  local ok, d = pcall(pb.decode_decision, s)
+  T.ok(ok, "no throw")
+  T.ok(d == nil or type(d) == "table", "result")
+end)

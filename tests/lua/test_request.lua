@@ -1,0 +1,139 @@
+local T = ...
+local request = require "harp.request"
+
+local NO_VAL, INFINITE, NO_VAL16 = 4294967294, 4294967295, 65534
+local NO_VAL64 = 18446744073709551614 -- as a double: 2^64
+
+T.test("typical job maps to request fields", function()
+  local r = request.build(T.job_desc(), 1000)
+  T.eq(r.user_name, "alice", "user_name")
+  T.eq(r.user_id, 1000, "user_id")
+  T.eq(r.account, "physics", "account")
+  T.eq(r.partition, "batch", "partition")
+  T.eq(r.qos, nil, "qos")
+  T.eq(r.job_name, "train", "job_name")
+  T.eq(r.work_dir, "/home/alice", "work_dir")
+  T.eq(r.time_limit_minutes, 120, "time limit")
+  T.eq(r.time_min_minutes, nil, "time_min NO_VAL")
+  T.eq(r.mem_per_node_mb, 4000, "mem per node")
+  T.eq(r.mem_per_cpu_mb, nil, "mem per cpu")
+  T.eq(r.min_cpus, 4, "min_cpus")
+  T.eq(r.cpus_per_task, 4, "cpus_per_task")
+  T.eq(r.num_tasks, 1, "num_tasks")
+  T.eq(r.min_nodes, 1, "min_nodes")
+  T.eq(r.is_array, false, "is_array")
+  T.ok(math.abs(r.submit_time - os.time()) <= 2, "submit_time is now")
+  T.ok(r.script_signature and #r.script_signature == 16, "signature is 16 hex digits")
+end)
+
+T.test("sentinels and nil mean absent", function()
+  local r = request.build(T.job_desc {
+    time_limit = NO_VAL, time_min = INFINITE, cpus_per_task = NO_VAL16, num_tasks = NO_VAL,
+    min_nodes = NO_VAL, min_cpus = NO_VAL, min_mem_per_node = NO_VAL64, user_id = NO_VAL,
+    account = T.NIL, partition = "", name = T.NIL, script = T.NIL,
+  }, NO_VAL)
+  for _, k in ipairs {"time_limit_minutes", "time_min_minutes", "cpus_per_task", "num_tasks", "min_nodes",
+      "min_cpus", "mem_per_node_mb", "user_id", "account", "partition", "job_name", "script_signature"} do
+    T.eq(r[k], nil, k)
+  end
+  r = request.build(T.job_desc {time_limit = INFINITE, cpus_per_task = 65535}, 7)
+  T.eq(r.time_limit_minutes, nil, "INFINITE time")
+  T.eq(r.cpus_per_task, nil, "INFINITE16")
+end)
+
+T.test("user_id falls back to submit_uid", function()
+  local r = request.build(T.job_desc {user_id = T.NIL}, 1234)
+  T.eq(r.user_id, 1234, "user_id")
+end)
+
+T.test("non-integral, negative and non-number values are absent", function()
+  local r = request.build(T.job_desc {time_limit = 1.5, min_cpus = -1, num_tasks = "x", min_nodes = 0 / 0}, 1)
+  T.eq(r.time_limit_minutes, nil, "1.5")
+  T.eq(r.min_cpus, nil, "-1")
+  T.eq(r.num_tasks, nil, "string")
+  T.eq(r.min_nodes, nil, "nan")
+end)
+
+T.test("memory flavours", function()
+  local r = request.build(T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 2048}, 1)
+  T.eq(r.mem_per_node_mb, nil, "per node absent")
+  T.eq(r.mem_per_cpu_mb, 2048, "per cpu")
+  r = request.build(T.job_desc {min_mem_per_node = T.NIL}, 1)
+  T.eq(r.mem_per_node_mb, nil, "no memory given")
+  T.eq(r.mem_per_cpu_mb, nil, "no memory given")
+  r = request.build(T.job_desc {min_mem_per_node = 0}, 1)
+  T.eq(r.mem_per_node_mb, nil, "--mem=0 (whole node) is not a number of MB")
+  -- per-cpu with the MEM_PER_CPU flag still set (2^63 + 100) is out of range
+  r = request.build(T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 9223372036854775808 + 100}, 1)
+  T.eq(r.mem_per_cpu_mb, nil, "flag bit")
+end)
+
+T.test("gres parsing", function()
+  local g = request.gpus_from_tres
+  T.eq(g("gres:gpu:2"), 2, "22.05 form")
+  T.eq(g("gres/gpu:2"), 2, "slash form")
+  T.eq(g("gres/gpu:a100:2"), 2, "typed")
+  T.eq(g("gres:gpu:a100:4"), 4, "typed colon")
+  T.eq(g("gres/gpu"), 1, "no count")
+  T.eq(g("gres/gpu:a100"), 1, "type, no count")
+  T.eq(g("gres/gpu=3"), 3, "equals")
+  T.eq(g("gpu:2"), 2, "bare")
+  T.eq(g("gres/shard:2"), nil, "not a gpu")
+  T.eq(g("gres/gpu_mem:2"), nil, "prefix only")
+  T.eq(g("gres/gpu:a100:1,gres/gpu:v100:2"), 3, "several entries")
+  T.eq(g("gres/mps:100,gres/gpu:1"), 1, "mixed list")
+  T.eq(g(""), nil, "empty")
+  T.eq(g(nil), nil, "nil")
+  local r = request.build(T.job_desc {tres_per_node = "gres:gpu:a100:2"}, 1)
+  T.eq(r.gpus_per_node, 2, "via build")
+  T.eq(r.tres_per_node, "gres:gpu:a100:2", "raw string kept")
+end)
+
+T.test("huge strings are truncated", function()
+  local big = string.rep("x", 100000)
+  local r = request.build(T.job_desc {name = big, work_dir = big, account = big, tres_per_node = big}, 1)
+  T.eq(#r.job_name, request.MAX_STRING, "name")
+  T.eq(#r.work_dir, request.MAX_STRING, "work_dir")
+  T.eq(#r.account, request.MAX_STRING, "account")
+  T.eq(#r.tres_per_node, request.MAX_STRING, "tres")
+end)
+
+T.test("is_array from array_inx", function()
+  T.eq(request.build(T.job_desc {array_inx = "0-9%2"}, 1).is_array, true, "array")
+  T.eq(request.build(T.job_desc {array_inx = ""}, 1).is_array, false, "empty")
+end)
+
+T.test("script signature covers #SBATCH lines only", function()
+  local sig = request.script_signature
+  local a = sig("#!/bin/bash\n#SBATCH -t 10\n#SBATCH --mem=1G\necho one\n")
+  local b = sig("#!/bin/sh\n# comment\n\n#SBATCH -t 10   \r\n#SBATCH --mem=1G\npython other.py\n#SBATCH --ignored\n")
+  T.eq(a, b, "body, shebang, comments, trailing whitespace and directives after the first command do not count")
+  T.ok(a ~= sig("#!/bin/bash\n#SBATCH -t 11\n#SBATCH --mem=1G\necho\n"), "directives count")
+  T.eq(a, request.fnv1a64("#SBATCH -t 10\n#SBATCH --mem=1G"), "definition")
+  T.eq(sig("#!/bin/bash\necho hi\n"), nil, "no directives")
+  T.eq(sig(nil), nil, "no script")
+  -- FNV-1a 64 reference vectors
+  T.eq(request.fnv1a64(""), "cbf29ce484222325", "empty")
+  T.eq(request.fnv1a64("a"), "af63dc4c8601ec8c", "a")
+  T.eq(request.fnv1a64("foobar"), "85944171f73967e8", "foobar")
+end)
+
+T.test("signature of a huge script is bounded", function()
+  local line = "#SBATCH --comment=" .. string.rep(" ", 5000) .. "x"
+  local parts = {"#!/bin/bash"}
+  for i = 1, 2000 do parts[#parts + 1] = line end
+  local t0 = os.clock()
+  local s = request.script_signature(table.concat(parts, "\n") .. "\n" .. string.rep("y", 5000000))
+  T.ok(s, "signature")
+  T.ok(os.clock() - t0 < 0.5, "fast: " .. (os.clock() - t0))
+end)
+
+T.test("a field that raises on access is dropped, the rest kept", function()
+  local jd = setmetatable({}, {__index = function(_, k)
+    if k == "time_limit" then error("boom") end
+    return T.job_desc()[k]
+  end})
+  local r = request.build(jd, 1)
+  T.eq(r.time_limit_minutes, nil, "dropped")
+  T.eq(r.min_cpus, 4, "kept")
+end)

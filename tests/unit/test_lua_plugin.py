@@ -1,0 +1,230 @@
+"""The Lua job_submit plugin: its own Lua test suite, plus protobuf parity with the Python side."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from slurm_harp.api import predictor_pb2 as pb
+
+REPO = Path(__file__).resolve().parents[2]
+LUA_TESTS = REPO / "tests" / "lua"
+LUA = shutil.which("lua5.1")
+
+if LUA is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("lua5.1 is required in CI (apt install lua5.1 lua-cjson lua-http lua-cqueues)")
+    pytest.skip(
+        "lua5.1 not installed (apt install lua5.1 lua-cjson lua-http lua-cqueues)", allow_module_level=True
+    )
+
+
+def _lua(*args: str, stdin: str = "") -> str:
+    assert LUA is not None
+    proc = subprocess.run(
+        [LUA, *args], input=stdin, capture_output=True, text=True, timeout=120, cwd=REPO, check=False
+    )
+    assert proc.returncode == 0, f"lua5.1 {args} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def _tool(mode: str, payload: Any) -> Any:
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    out = _lua(str(LUA_TESTS / "pb_tool.lua"), mode, stdin=text)
+    return out.rstrip("\n") if mode == "signature" else json.loads(out)
+
+
+def test_lua_suite_passes() -> None:
+    out = _lua(str(LUA_TESTS / "run.lua"))
+    last = out.strip().splitlines()[-1]
+    passed, failed = int(last.split()[0]), int(last.split()[2])
+    assert failed == 0, out
+    assert passed >= 40, out
+
+
+# --- SubmitRequest: encoded in Lua, parsed by the real protobuf runtime ---------------------------------
+
+U32 = st.integers(0, 2**32 - 1)
+U64 = st.integers(0, 2**53)
+TEXT = st.text(max_size=40)
+
+REQUEST_FIELDS: dict[str, st.SearchStrategy[Any]] = {
+    "user_name": TEXT,
+    "user_id": U32,
+    "account": TEXT,
+    "partition": TEXT,
+    "qos": TEXT,
+    "job_name": TEXT,
+    "work_dir": TEXT,
+    "script_signature": st.text("0123456789abcdef", min_size=16, max_size=16),
+    "time_limit_minutes": U64,
+    "time_min_minutes": U64,
+    "mem_per_node_mb": U64,
+    "mem_per_cpu_mb": U64,
+    "min_cpus": U32,
+    "cpus_per_task": U32,
+    "num_tasks": U32,
+    "min_nodes": U32,
+    "gpus_per_node": U32,
+    "tres_per_node": TEXT,
+    "is_array": st.booleans(),
+    "submit_time": st.integers(0, 2**53),
+}
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.fixed_dictionaries({}, optional=REQUEST_FIELDS), min_size=1, max_size=40))
+def test_request_encoded_in_lua_parses_in_python(requests: list[dict[str, Any]]) -> None:
+    encoded = _tool("encode", requests)
+    for fields, hexed in zip(requests, encoded, strict=True):
+        msg = pb.SubmitRequest.FromString(bytes.fromhex(hexed))
+        for name in REQUEST_FIELDS:
+            if name in fields:
+                assert msg.HasField(name), name
+                assert getattr(msg, name) == fields[name], name
+            else:
+                assert not msg.HasField(name), name
+        # byte-for-byte what the Python runtime writes (fields in number order)
+        assert msg.SerializeToString() == bytes.fromhex(hexed)
+
+
+def test_job_desc_to_request_in_python_terms() -> None:
+    job_desc = {
+        "user_name": "alice",
+        "user_id": 1000,
+        "name": "train",
+        "partition": "gpu",
+        "account": None,
+        "time_limit": 4294967294,
+        "time_min": 30,
+        "min_mem_per_cpu": 2048,
+        "min_cpus": 8,
+        "cpus_per_task": 65534,
+        "num_tasks": 8,
+        "min_nodes": 4294967294,
+        "tres_per_node": "gres:gpu:a100:2",
+        "array_inx": "1-10",
+        "script": "#!/bin/bash\n#SBATCH -n 8\nsrun hostname\n",
+    }
+    out = _tool("build", {"job_desc": job_desc, "submit_uid": 1000})
+    msg = pb.SubmitRequest.FromString(bytes.fromhex(out["hex"]))
+    assert msg.user_name == "alice" and msg.user_id == 1000 and msg.job_name == "train"
+    assert msg.partition == "gpu" and not msg.HasField("account")
+    assert not msg.HasField("time_limit_minutes"), "NO_VAL means not given"
+    assert msg.time_min_minutes == 30
+    assert msg.mem_per_cpu_mb == 2048 and not msg.HasField("mem_per_node_mb")
+    assert msg.min_cpus == 8 and not msg.HasField("cpus_per_task") and msg.num_tasks == 8
+    assert not msg.HasField("min_nodes")
+    assert msg.gpus_per_node == 2 and msg.tres_per_node == "gres:gpu:a100:2"
+    assert msg.is_array is True
+    assert msg.script_signature == _signature(job_desc["script"])
+    assert msg.submit_time > 1_600_000_000
+
+
+# --- Decision: serialized by Python, decoded in Lua -------------------------------------------------------
+
+TARGET = st.builds(
+    pb.TargetDecision,
+    target=st.sampled_from([0, 1, 2, 3]),
+    action=st.sampled_from([0, 1, 2]),
+    predicted=st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False, width=64)),
+    quantile=st.one_of(st.none(), st.floats(0, 1)),
+    new_value=st.one_of(st.none(), st.integers(0, 2**53)),
+    reason=st.integers(0, 8),
+    model_version=TEXT,
+    detail=TEXT,
+)
+DECISION = st.builds(
+    pb.Decision,
+    targets=st.lists(TARGET, max_size=4),
+    user_message=TEXT,
+    annotation=TEXT,
+    mode=st.sampled_from(["off", "shadow", "rewrite", ""]),
+)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(DECISION, min_size=1, max_size=40))
+def test_decision_from_python_decodes_in_lua(decisions: list[pb.Decision]) -> None:
+    decoded = _tool("decode", [d.SerializeToString().hex() for d in decisions])
+    for want, got in zip(decisions, decoded, strict=True):
+        assert "error" not in got, got
+        assert got["user_message"] == want.user_message
+        assert got["annotation"] == want.annotation
+        assert got["mode"] == want.mode
+        targets = got["targets"] or []  # cjson writes an empty list as {}
+        assert len(targets) == len(want.targets)
+        for t, w in zip(targets, want.targets, strict=True):
+            assert (t["target"], t["action"], t["reason"]) == (w.target, w.action, w.reason)
+            assert (t["model_version"], t["detail"]) == (w.model_version, w.detail)
+            for name in ("predicted", "quantile", "new_value"):
+                value = float(t[name]) if name in t else None
+                assert value == (getattr(w, name) if w.HasField(name) else None), name
+
+
+def test_garbage_and_truncated_decisions_are_errors_not_crashes() -> None:
+    good = pb.Decision(
+        targets=[pb.TargetDecision(target=1, action=2, new_value=60, predicted=42.5, model_version="m")],
+        user_message="hi",
+        annotation="harp:x",
+        mode="rewrite",
+    ).SerializeToString()
+    samples = [good[:n].hex() for n in range(len(good))] + [
+        "ff" * 11,
+        "0affffffff0f",
+        "0b",
+        "0a0508",
+        os.urandom(64).hex(),
+    ]
+    results = _tool("decode", samples)
+    assert len(results) == len(samples)
+    assert any("error" in r for r in results)
+    for r in results[len(good) :][:4]:
+        assert "error" in r, r
+
+
+# --- script signature: the Python twin a harvester would use ----------------------------------------------
+
+
+def _signature(script: str) -> str | None:
+    """Reference of plugin/harp/request.lua script_signature (FNV-1a 64 over the #SBATCH header lines)."""
+    lines: list[bytes] = []
+    data = script.encode()[: 1048576 + 1]
+    pos = 0
+    for raw in data.split(b"\n"):
+        if pos >= 1048576:
+            break
+        pos += len(raw) + 1
+        line = raw[:1024]
+        if line.startswith(b"#SBATCH"):
+            lines.append(line.rstrip(b" \t\r\n\v\f"))
+            if len(lines) >= 256:
+                break
+        elif line.strip() and not line.lstrip().startswith(b"#"):
+            break
+    if not lines:
+        return None
+    h = 0xCBF29CE484222325
+    for b in b"\n".join(lines):
+        h = ((h ^ b) * 0x100000001B3) % 2**64
+    return f"{h:016x}"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "#!/bin/bash\n#SBATCH -t 10\n#SBATCH --mem=1G\necho hi\n",
+        "#!/bin/sh\n\n# note\n#SBATCH -J x   \r\n#SBATCH -c 4\n\tpython run.py\n#SBATCH --late\n",
+        "#!/bin/bash\necho no directives\n",
+        "#SBATCH --comment=" + "é" * 700 + "\n",
+    ],
+)
+def test_signature_matches_python_reference(script: str) -> None:
+    assert (_tool("signature", script) or None) == _signature(script)
