@@ -1,0 +1,34 @@
+"""Accounting readers: sacct -P text, SWF traces and the Eagle CSV, all into JobRecords."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from slurm_harp.accounting.csv_trace import read_csv_trace
+from slurm_harp.accounting.record import JobRecord, ReadStats
+from slurm_harp.accounting.sacct import SACCT_FIELDS, harvest_sacct, read_sacct
+from slurm_harp.accounting.swf import read_swf
+
+__all__ = [
+    "SACCT_FIELDS",
+    "JobRecord",
+    "ReadStats",
+    "harvest_sacct",
+    "load_records",
+    "read_csv_trace",
+    "read_sacct",
+    "read_swf",
+]
+
+
+def load_records(source: str | Path, stats: ReadStats | None = None) -> list[JobRecord]:
+    """Read a file by its suffix: .swf / .swf.gz, .csv, anything else is `sacct -P` text."""
+    path = Path(source)
+    stats = stats if stats is not None else ReadStats(source=str(path))
+    name = path.name.lower()
+    if name.endswith((".swf", ".swf.gz")):
+        return read_swf(path, stats)
+    if name.endswith(".csv"):
+        return read_csv_trace(path, stats)
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        return read_sacct(handle, stats)

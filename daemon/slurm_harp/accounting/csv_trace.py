@@ -1,0 +1,134 @@
+"""Read the NREL Eagle job CSV (sacct-style columns, one row per job or array task).
+
+Columns: job_id, user, account, partition, qos, wallclock_req (s), nodes_req, processors_req,
+gpus_req, mem_req (MB for the whole job; 0 = not given), submit_time / start_time / end_time
+("YYYY-MM-DD HH:MM:SS", read as UTC), run_time (s), state, name, work_dir, submit_line.
+Array tasks share their job_id: a job_id seen on several rows marks those rows as array tasks,
+whose record ids become "<job_id>_<n>" in file order. The anonymised submit_line is not used.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from collections import Counter
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from slurm_harp.accounting.fields import is_sentinel
+from slurm_harp.accounting.record import CENSORING_STATES, FINISHED_STATES, JobRecord, ReadStats
+from slurm_harp.core.request import JobRequest
+
+log = logging.getLogger(__name__)
+
+REQUIRED_COLUMNS = ("job_id", "wallclock_req", "run_time", "state", "submit_time")
+
+
+def read_csv_trace(path: str | Path, stats: ReadStats | None = None) -> list[JobRecord]:
+    path = Path(path)
+    stats = stats if stats is not None else ReadStats(source=str(path))
+    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+        return parse_csv_trace(handle, stats)
+
+
+def parse_csv_trace(lines: Iterable[str], stats: ReadStats | None = None) -> list[JobRecord]:
+    stats = stats if stats is not None else ReadStats(source="csv")
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    if header is None:
+        raise ValueError(f"{stats.source}: empty CSV")
+    columns = [c.strip() for c in header]
+    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+    if missing:
+        raise ValueError(f"{stats.source}: not an Eagle job CSV, missing columns {missing}")
+    rows: list[tuple[int, dict[str, str]]] = []
+    for row in reader:
+        lineno = reader.line_num
+        stats.lines += 1
+        if len(row) != len(columns):
+            stats.bad(lineno, f"{len(row)} fields, header has {len(columns)}", log)
+            continue
+        rows.append((lineno, dict(zip(columns, (v.strip() for v in row), strict=True))))
+    repeats = Counter(values["job_id"] for _, values in rows)
+    seen: Counter[str] = Counter()
+    records: list[JobRecord] = []
+    for lineno, values in rows:
+        job_id = values["job_id"]
+        seen[job_id] += 1
+        is_array = repeats[job_id] > 1
+        try:
+            record = _record(values, f"{job_id}_{seen[job_id]}" if is_array else job_id, is_array)
+        except ValueError as exc:
+            stats.bad(lineno, str(exc), log)
+            continue
+        if record is None:
+            stats.skipped += 1
+            continue
+        records.append(record)
+    stats.records += len(records)
+    return records
+
+
+def _record(values: dict[str, str], job_id: str, is_array: bool) -> JobRecord | None:
+    state = values["state"].split(" ", 1)[0].upper()
+    run = _float(values.get("run_time", ""))
+    if state not in FINISHED_STATES or run is None or run <= 0:
+        return None
+    nodes = _int(values.get("nodes_req", ""))
+    wallclock = _float(values["wallclock_req"])
+    mem_total = _float(values.get("mem_req", ""))
+    request = JobRequest(
+        user_name=_text(values.get("user", "")),
+        account=_text(values.get("account", "")),
+        partition=_text(values.get("partition", "")),
+        qos=_text(values.get("qos", "")),
+        job_name=_text(values.get("name", "")),
+        work_dir=_text(values.get("work_dir", "")),
+        time_limit_minutes=math.ceil(wallclock / 60) if wallclock else None,
+        mem_per_node_mb=math.ceil(mem_total / (nodes or 1)) if mem_total else None,
+        min_cpus=_int(values.get("processors_req", "")) or None,
+        min_nodes=nodes or None,
+        gpus_per_node=_gpus_per_node(values.get("gpus_req", ""), nodes),
+        is_array=is_array,
+        submit_time=_time(values["submit_time"]),
+    )
+    return JobRecord(
+        job_id=job_id,
+        request=request,
+        state=state,
+        elapsed_s=int(run),
+        start_time=_time(values.get("start_time", "")),
+        end_time=_time(values.get("end_time", "")),
+        censored=state in CENSORING_STATES,
+    )
+
+
+def _text(value: str) -> str | None:
+    return None if is_sentinel(value) else value
+
+
+def _float(value: str) -> float | None:
+    if is_sentinel(value):
+        return None
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"bad number {value!r}")
+    return number
+
+
+def _int(value: str) -> int | None:
+    number = _float(value)
+    return None if number is None else int(number)
+
+
+def _gpus_per_node(value: str, nodes: int | None) -> int | None:
+    total = _int(value)
+    return None if total is None else math.ceil(total / (nodes or 1))
+
+
+def _time(value: str) -> int | None:
+    if is_sentinel(value):
+        return None
+    return int(datetime.fromisoformat(value).replace(tzinfo=UTC).timestamp())

@@ -1,0 +1,244 @@
+"""Read ``sacct -a -P --noconvert`` output into JobRecords, folding steps into their job.
+
+Units as Slurm 22.05 prints them with --noconvert: ElapsedRaw seconds, TimelimitRaw minutes,
+ReqMem MB for the whole job (older releases: a per-node "n" / per-CPU "c" suffix, both read),
+MaxRSS bytes on step lines. Submit/Start/End are local time of the host running sacct.
+max_rss_mb is the largest MaxRSS over the steps: MaxRSS is the peak of one task, so it is the
+per-node peak for one task per node and under-states it when tasks share a node.
+Record ids are JobIDRaw (unique per array task and het component); JobID tells array tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from slurm_harp.accounting.fields import (
+    gpus_in_tres,
+    is_sentinel,
+    parse_duration_s,
+    parse_int,
+    parse_limit_minutes,
+    parse_size_mb,
+    parse_time,
+    parse_tres,
+)
+from slurm_harp.accounting.record import CENSORING_STATES, FINISHED_STATES, JobRecord, ReadStats
+from slurm_harp.core.request import JobRequest
+
+log = logging.getLogger(__name__)
+
+SACCT_FIELDS: tuple[str, ...] = (
+    "JobIDRaw",
+    "JobID",
+    "JobName",
+    "User",
+    "UID",
+    "Account",
+    "Partition",
+    "QOS",
+    "State",
+    "ExitCode",
+    "ElapsedRaw",
+    "TimelimitRaw",
+    "ReqMem",
+    "MaxRSS",
+    "ReqCPUS",
+    "AllocCPUS",
+    "NNodes",
+    "ReqNodes",
+    "TotalCPU",
+    "ReqTRES",
+    "Submit",
+    "Start",
+    "End",
+    "WorkDir",
+    "Flags",
+)
+
+# The subprocess boundary: argv in, stdout text out (faked in unit tests).
+SacctRunner = Callable[[Sequence[str]], str]
+
+# 123, 123_4, 123_[5-9%2], 123+0, each optionally followed by .batch / .extern / .0 ...
+_JOB_ID = re.compile(r"^(\d+)(_(?:\d+|\[[^\]]*\]))?(\+\d+)?(?:\.(\S+))?$")
+
+
+@dataclass
+class _Job:
+    record: JobRecord
+    max_rss_mb: float | None
+    total_cpu_s: float | None
+    step_rss_mb: list[float] = field(default_factory=list)
+    step_cpu_s: list[float] = field(default_factory=list)
+
+
+def harvest_sacct(
+    runner: SacctRunner, start: str, end: str | None = None, stats: ReadStats | None = None
+) -> list[JobRecord]:
+    """Run sacct for jobs that ran between ``start`` and ``end`` (default now) and read them."""
+    argv = ["sacct", "-a", "-P", "--noconvert", "-S", start, "-E", end or "now", "-o", ",".join(SACCT_FIELDS)]
+    text = runner(argv)
+    return read_sacct(text.splitlines(), stats or ReadStats(source="sacct"))
+
+
+def read_sacct(lines: Iterable[str], stats: ReadStats | None = None) -> list[JobRecord]:
+    """Parse pipe-separated sacct output whose first line is the header.
+
+    Only finished jobs with ElapsedRaw > 0 become records. MaxRSS is the maximum over the job's
+    steps (the job line carries none); TotalCPU is the job line's (the sum over steps).
+    """
+    stats = stats if stats is not None else ReadStats(source="sacct")
+    columns: dict[str, int] | None = None
+    jobs: dict[str, _Job | None] = {}  # None: job seen but not usable (unfinished, zero elapsed)
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            continue
+        if columns is None:
+            columns = _header(line)
+            continue
+        stats.lines += 1
+        values = line.split("|")
+        if len(values) == len(columns) + 1 and values[-1] == "":
+            values.pop()  # `sacct -p` ends every line with the delimiter
+        if len(values) != len(columns):
+            stats.bad(lineno, f"{len(values)} fields, header has {len(columns)}", log)
+            continue
+        row = _Row(columns, values)
+        try:
+            key, step = _ids(row)
+            if step is None:
+                jobs[key] = _job(key, row)
+                if jobs[key] is None:
+                    stats.skipped += 1
+            elif key in jobs:
+                _add_step(jobs[key], row)
+            else:
+                _add_step(None, row)  # still validated: a garbled step line is a bad line
+                stats.skipped += 1  # sacct lists a job before its steps; a lone step has no job
+        except ValueError as exc:
+            stats.bad(lineno, str(exc), log)
+    if columns is None:
+        raise ValueError(f"{stats.source}: no sacct header line")
+    records = [_finish(job) for job in jobs.values() if job is not None]
+    stats.records += len(records)
+    return records
+
+
+def _header(line: str) -> dict[str, int]:
+    names = [name.strip() for name in line.split("|")]
+    if names and names[-1] == "":
+        names.pop()
+    columns = {name: i for i, name in enumerate(names)}
+    if "State" not in columns or "ElapsedRaw" not in columns:
+        raise ValueError(f"not a sacct -P header (needs State and ElapsedRaw): {line[:120]!r}")
+    if "JobIDRaw" not in columns and "JobID" not in columns:
+        raise ValueError(f"not a sacct -P header (needs JobIDRaw or JobID): {line[:120]!r}")
+    return columns
+
+
+class _Row:
+    __slots__ = ("_columns", "_values")
+
+    def __init__(self, columns: dict[str, int], values: list[str]) -> None:
+        self._columns = columns
+        self._values = values
+
+    def get(self, name: str) -> str:
+        index = self._columns.get(name)
+        return "" if index is None else self._values[index].strip()
+
+    def text(self, name: str) -> str | None:
+        value = self.get(name)
+        return None if is_sentinel(value) else value
+
+
+def _ids(row: _Row) -> tuple[str, str | None]:
+    """(job key, step name or None). The key is JobIDRaw's job part: unique per array task."""
+    raw = row.get("JobIDRaw") or row.get("JobID")
+    match = _JOB_ID.match(raw)
+    if match is None:
+        raise ValueError(f"bad job id {raw!r}")
+    if row.get("JobIDRaw"):
+        return match.group(1), match.group(4)
+    return raw.split(".", 1)[0], match.group(4)
+
+
+def _job(key: str, row: _Row) -> _Job | None:
+    state = row.get("State").split(" ", 1)[0]  # "CANCELLED by 0" -> CANCELLED
+    if not state:
+        raise ValueError("empty State")
+    elapsed = parse_int(row.get("ElapsedRaw"))
+    nnodes = parse_int(row.get("NNodes"))
+    req_nodes = parse_int(row.get("ReqNodes"))
+    nodes = req_nodes or nnodes or None
+    mem_per_node, mem_per_cpu = _memory(row.get("ReqMem"), nodes)
+    tres = parse_tres(row.get("ReqTRES"))
+    gpus = gpus_in_tres(tres)
+    display_id = row.get("JobID")
+    request = JobRequest(
+        user_name=row.text("User"),
+        user_id=parse_int(row.get("UID")),
+        account=row.text("Account"),
+        partition=row.text("Partition"),
+        qos=row.text("QOS"),
+        job_name=row.text("JobName"),
+        work_dir=row.text("WorkDir"),
+        time_limit_minutes=parse_limit_minutes(row.get("TimelimitRaw")),
+        mem_per_node_mb=mem_per_node,
+        mem_per_cpu_mb=mem_per_cpu,
+        min_cpus=parse_int(row.get("ReqCPUS")) or None,
+        min_nodes=nodes,
+        gpus_per_node=None if gpus is None else math.ceil(gpus / (nodes or 1)),
+        is_array="_" in display_id if display_id else None,
+        submit_time=parse_time(row.get("Submit")),
+    )
+    rss = parse_size_mb(row.get("MaxRSS"), bare_unit="")
+    record = JobRecord(
+        job_id=key,
+        request=request,
+        state=state,
+        elapsed_s=elapsed or 0,
+        start_time=parse_time(row.get("Start")),
+        end_time=parse_time(row.get("End")),
+        alloc_cpus=parse_int(row.get("AllocCPUS")),
+        censored=state in CENSORING_STATES,
+    )
+    if state not in FINISHED_STATES or elapsed is None or elapsed <= 0:
+        return None
+    return _Job(record, None if rss is None else rss[0], parse_duration_s(row.get("TotalCPU")))
+
+
+def _memory(text: str, nodes: int | None) -> tuple[int | None, int | None]:
+    """ReqMem -> (MB per node, MB per CPU). A bare number is the job's total (Slurm >= 21.08)."""
+    parsed = parse_size_mb(text, bare_unit="M")
+    if parsed is None or parsed[0] <= 0:  # --mem=0 means "all of the node": no number to learn
+        return None, None
+    mb, flavour = parsed
+    if flavour == "c":
+        return None, math.ceil(mb)
+    if flavour == "n":
+        return math.ceil(mb), None
+    return math.ceil(mb / (nodes or 1)), None
+
+
+def _add_step(job: _Job | None, row: _Row) -> None:
+    rss = parse_size_mb(row.get("MaxRSS"), bare_unit="")
+    cpu = parse_duration_s(row.get("TotalCPU"))
+    if job is None:
+        return
+    if rss is not None:
+        job.step_rss_mb.append(rss[0])
+    if cpu is not None:
+        job.step_cpu_s.append(cpu)
+
+
+def _finish(job: _Job) -> JobRecord:
+    rss = [*job.step_rss_mb, *([job.max_rss_mb] if job.max_rss_mb is not None else [])]
+    cpu = job.total_cpu_s
+    if cpu is None and job.step_cpu_s:
+        cpu = sum(job.step_cpu_s)
+    return replace(job.record, max_rss_mb=max(rss) if rss else None, total_cpu_s=cpu)

@@ -1,0 +1,1 @@
+"""Training: accounting records -> validated quantile models exported to ONNX (needs the train extra)."""

@@ -1,0 +1,98 @@
+"""Records -> feature matrix and targets, in submit order, and the chronological split."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.features import vectorize
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Rows sorted by submit time. Times in seconds, requests in minutes, NaN when unknown."""
+
+    x: np.ndarray  # float32 (n, len(FEATURE_NAMES))
+    elapsed_s: np.ndarray
+    censored: np.ndarray  # bool: elapsed_s is a lower bound of the true run time
+    submit_time: np.ndarray
+    end_time: np.ndarray
+    requested_min: np.ndarray
+    cores: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.elapsed_s.shape[0])
+
+    def take(self, index: np.ndarray) -> Dataset:
+        return Dataset(
+            x=self.x[index],
+            elapsed_s=self.elapsed_s[index],
+            censored=self.censored[index],
+            submit_time=self.submit_time[index],
+            end_time=self.end_time[index],
+            requested_min=self.requested_min[index],
+            cores=self.cores[index],
+        )
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def build_dataset(records: Sequence[JobRecord], max_rows: int | None = None) -> Dataset:
+    """Usable records (elapsed > 0) sorted by submit time; ``max_rows`` keeps the most recent.
+
+    Records without a submit time cannot be placed in time and are sorted first (oldest).
+    """
+    usable = [r for r in records if r.elapsed_s > 0]
+    usable.sort(key=lambda r: -math.inf if r.request.submit_time is None else r.request.submit_time)
+    if max_rows is not None and max_rows > 0:
+        usable = usable[-max_rows:]
+    return Dataset(
+        x=vectorize([r.request for r in usable]),
+        elapsed_s=np.array([r.elapsed_s for r in usable], dtype=np.float64),
+        censored=np.array([r.censored for r in usable], dtype=bool),
+        submit_time=np.array([_or_nan(r.request.submit_time) for r in usable], dtype=np.float64),
+        end_time=np.array([_or_nan(r.end_time) for r in usable], dtype=np.float64),
+        requested_min=np.array([_or_nan(r.request.time_limit_minutes) for r in usable], dtype=np.float64),
+        cores=np.array([r.alloc_cpus or r.request.min_cpus or 1 for r in usable], dtype=np.float64),
+    )
+
+
+@dataclass(frozen=True)
+class Split:
+    train: Dataset
+    validation: Dataset
+    cutoff: float  # submit time of the first validation job (NaN if unknown)
+    dropped: int  # training jobs still running at the cutoff, left out
+
+
+def chronological_split(data: Dataset, validation_fraction: float = 0.2) -> Split:
+    """The last ``validation_fraction`` of jobs (by submit time) validate; the rest train.
+
+    As in production, where a model trained at time T only knows jobs that had ended by T,
+    training jobs that ended after the first validation submission are left out.
+    """
+    if not 0.0 < validation_fraction < 1.0:
+        raise ValueError(f"validation_fraction {validation_fraction} outside (0, 1)")
+    n = len(data)
+    first_val = n - max(1, round(n * validation_fraction))
+    cutoff = float(data.submit_time[first_val]) if n else math.nan
+    index = np.arange(n)
+    train_mask = index < first_val
+    if math.isfinite(cutoff):
+        ended_late = np.nan_to_num(data.end_time, nan=-math.inf) > cutoff
+        dropped = int(np.sum(train_mask & ended_late))
+        train_mask &= ~ended_late
+    else:
+        dropped = 0
+    return Split(
+        train=data.take(index[train_mask]),
+        validation=data.take(index[first_val:]),
+        cutoff=cutoff,
+        dropped=dropped,
+    )

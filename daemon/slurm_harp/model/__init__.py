@@ -1,0 +1,1 @@
+"""Model versions on disk (store) and serving them (runtime, onnxruntime only)."""

@@ -1,0 +1,47 @@
+"""The model card: the JSON file beside a version's ONNX files that says what they are.
+
+Format 1 keys: format, target, version, created, features (FEATURE_NAMES in order), transform,
+unit, quantiles ([{quantile, file, sha256}]), files ({name: {sha256, bytes}}), training,
+validation ({"0.90": metrics}), parity_max_abs_error, libraries, params.
+The store fills version, created and the sha256 sums; the trainer fills the rest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+CARD_FORMAT = 1
+CARD_FILE = "card.json"
+INPUT_NAME = "features"
+
+# How a model's raw output maps to the target's unit: (undo log1p?, then multiply by).
+TRANSFORMS: dict[str, tuple[bool, float]] = {
+    "log1p_seconds": (True, 1.0 / 60.0),  # log1p(seconds) -> minutes
+    "log1p": (True, 1.0),
+    "identity": (False, 1.0),
+}
+
+
+def to_unit(transform: str, values: np.ndarray) -> np.ndarray:
+    """Raw model outputs -> the target's unit, clamped at 0. Works in place on ``values``."""
+    undo_log, scale = TRANSFORMS[transform]
+    if undo_log:
+        np.expm1(values, out=values)
+    if scale != 1.0:
+        values *= scale
+    np.maximum(values, 0.0, out=values)
+    return values
+
+
+def quantile_file_name(quantile: float) -> str:
+    """q0.50.onnx, q0.90.onnx, q0.95.onnx; more digits only when the quantile needs them."""
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile {quantile} outside (0, 1)")
+    cents = quantile * 100
+    text = f"{quantile:.2f}" if abs(cents - round(cents)) < 1e-9 else f"{quantile:.6g}"
+    return f"q{text}.onnx"
+
+
+def quantile_key(quantile: float) -> str:
+    """The key of a quantile in card dicts ("0.90")."""
+    return quantile_file_name(quantile)[1:-5]

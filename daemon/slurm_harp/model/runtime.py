@@ -1,0 +1,176 @@
+"""Serve one model version: validated ONNX quantile models behind a numpy predict()."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from slurm_harp.core.features import FEATURE_NAMES
+from slurm_harp.core.request import Target
+from slurm_harp.model.card import CARD_FILE, CARD_FORMAT, INPUT_NAME, TRANSFORMS, to_unit
+from slurm_harp.model.store import sha256_hex
+
+
+class ModelError(Exception):
+    """A model version that must not be served; the message names the file and the problem."""
+
+
+class QuantileModel:
+    """One ONNX session per quantile; predict() returns each quantile in the target's unit."""
+
+    def __init__(
+        self,
+        target: Target,
+        version: str,
+        card: Mapping[str, Any],
+        sessions: Mapping[float, ort.InferenceSession],
+        transform: str,
+    ) -> None:
+        self.target = target
+        self.version = version
+        self.card = card
+        self.quantiles: tuple[float, ...] = tuple(sorted(sessions))
+        self._runs = [(q, sessions[q], sessions[q].get_outputs()[0].name) for q in self.quantiles]
+        self._transform = transform
+
+    @classmethod
+    def load(cls, version_dir: Path) -> QuantileModel:
+        version_dir = Path(version_dir)
+        card_path = version_dir / CARD_FILE
+        card = _read_card(card_path)
+        target = _check_card(card, card_path, version_dir.name)
+        transform = str(card["transform"])
+        listed = card.get("files", {})
+        sessions: dict[float, ort.InferenceSession] = {}
+        for entry in card["quantiles"]:
+            path = version_dir / str(entry["file"])
+            quantile = float(entry["quantile"])
+            data = _read(path)
+            digest = sha256_hex(data)
+            claims = {entry["sha256"], listed.get(entry["file"], {}).get("sha256", entry["sha256"])}
+            if claims != {digest}:
+                raise ModelError(
+                    f"{path}: sha256 mismatch: file has {digest[:16]}, card says {sorted(claims)}"
+                )
+            sessions[quantile] = _session(path, data)
+        model = cls(target, version_dir.name, card, sessions, transform)
+        model._probe(version_dir)
+        return model
+
+    def predict(self, x: np.ndarray) -> dict[float, np.ndarray]:
+        """Predictions for feature rows ``x`` (n, len(FEATURE_NAMES)) in the target's unit, >= 0.
+
+        Quantile models are fitted separately and may cross; values are sorted across
+        quantiles per row (monotone rearrangement) so q0.95 >= q0.90 >= q0.50 always holds.
+        """
+        if x.dtype != np.float32:
+            x = x.astype(np.float32)
+        feed = {INPUT_NAME: x}
+        raw = [session.run([output], feed)[0] for _, session, output in self._runs]
+        values = to_unit(self._transform, np.concatenate(raw, axis=None).reshape(len(raw), -1))
+        if len(raw) > 1:
+            values.sort(axis=0)
+        return {q: values[i] for i, (q, _, _) in enumerate(self._runs)}
+
+    def _probe(self, version_dir: Path) -> None:
+        """Run a missing-everything row and a plain one; every quantile must give a finite value."""
+        probe = np.full((2, len(FEATURE_NAMES)), np.nan, dtype=np.float32)
+        probe[1] = 1.0
+        for quantile, session, output in self._runs:
+            try:
+                out = np.asarray(session.run([output], {INPUT_NAME: probe})[0]).reshape(-1)
+            except Exception as exc:  # onnxruntime raises its own exception types
+                raise ModelError(f"{version_dir}: q{quantile}: probe run failed: {exc}") from exc
+            if out.shape != (2,) or not np.all(np.isfinite(out)):
+                raise ModelError(f"{version_dir}: q{quantile}: probe gave {out!r}, not two finite values")
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read: {exc}") from exc
+
+
+def _read_card(path: Path) -> dict[str, Any]:
+    try:
+        card = json.loads(_read(path).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(card, dict):
+        raise ModelError(f"{path}: not a JSON object")
+    return card
+
+
+def _check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
+    if card.get("format") != CARD_FORMAT:
+        raise ModelError(f"{path}: card format {card.get('format')!r}, this daemon reads {CARD_FORMAT}")
+    try:
+        target = Target(str(card.get("target")))
+    except ValueError:
+        raise ModelError(f"{path}: unknown target {card.get('target')!r}") from None
+    if card.get("version") != dir_name:
+        raise ModelError(f"{path}: card version {card.get('version')!r} is not the directory {dir_name!r}")
+    features = card.get("features")
+    if features != list(FEATURE_NAMES):
+        raise ModelError(f"{path}: feature mismatch: {_difference(features)}")
+    if card.get("transform") not in TRANSFORMS:
+        raise ModelError(f"{path}: unknown transform {card.get('transform')!r}")
+    quantiles = card.get("quantiles")
+    if not isinstance(quantiles, list) or not quantiles:
+        raise ModelError(f"{path}: no quantiles listed")
+    seen: set[float] = set()
+    for entry in quantiles:
+        if not isinstance(entry, dict) or not {"quantile", "file", "sha256"} <= entry.keys():
+            raise ModelError(f"{path}: bad quantile entry {entry!r}")
+        quantile = entry["quantile"]
+        name = entry["file"]
+        if not isinstance(quantile, int | float) or not 0 < quantile < 1 or float(quantile) in seen:
+            raise ModelError(f"{path}: bad or repeated quantile {quantile!r}")
+        if not isinstance(name, str) or "/" in name or name.startswith("."):
+            raise ModelError(f"{path}: bad file name {name!r}")
+        if not isinstance(entry["sha256"], str):
+            raise ModelError(f"{path}: bad sha256 for {name!r}")
+        seen.add(float(quantile))
+    files = card.get("files", {})
+    if not isinstance(files, dict) or not all(
+        isinstance(v, dict) and isinstance(v.get("sha256"), str) for v in files.values()
+    ):
+        raise ModelError(f"{path}: 'files' is not an object of {{name: {{sha256, bytes}}}}")
+    return target
+
+
+def _session(path: Path, data: bytes) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    # The daemon serves one row at a time: threads only add hand-off latency.
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    try:
+        session = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise ModelError(f"{path}: not a loadable ONNX model: {exc}") from exc
+    inputs = session.get_inputs()
+    if len(inputs) != 1 or inputs[0].name != INPUT_NAME:
+        raise ModelError(f"{path}: expected one input named {INPUT_NAME!r}")
+    width = inputs[0].shape[-1] if inputs[0].shape else None
+    if width != len(FEATURE_NAMES):
+        raise ModelError(
+            f"{path}: feature mismatch: input width {width}, daemon computes {len(FEATURE_NAMES)}"
+        )
+    return session
+
+
+def _difference(names: Any) -> str:
+    """Where a card's feature list departs from the daemon's (a short, loggable description)."""
+    if not isinstance(names, list):
+        return f"card has {type(names).__name__}, not a list of names"
+    for i, (theirs, ours) in enumerate(zip(names, FEATURE_NAMES, strict=False)):
+        if theirs != ours:
+            return f"feature {i} is {theirs!r} in the model, {ours!r} in the daemon"
+    return f"model has {len(names)} features, daemon computes {len(FEATURE_NAMES)}"

@@ -1,0 +1,170 @@
+"""A directory of model versions per target, with an atomically switched CURRENT pointer.
+
+Layout: root/<target>/<version>/{q0.50.onnx, ..., card.json} and root/<target>/CURRENT.
+A version directory appears under its final name only once all its files are written and
+fsynced (it is built in a hidden temp directory and renamed), and CURRENT is replaced with
+os.replace only after that, so a reader never sees a half-written model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from slurm_harp.core.request import Target
+from slurm_harp.model.card import CARD_FILE
+
+CURRENT_FILE = "CURRENT"
+_DIR_MODE = 0o755
+_FILE_MODE = 0o644
+_VERSION = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class ModelStore:
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+
+    def target_dir(self, target: Target | str) -> Path:
+        return self.root / Target(target).value
+
+    def publish(
+        self,
+        target: Target | str,
+        files: Mapping[str, bytes],
+        card: Mapping[str, Any],
+        make_current: bool = True,
+    ) -> str:
+        """Write a new version (files + card.json) and, by default, point CURRENT at it."""
+        target_dir = self.target_dir(target)
+        target_dir.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            if not _FILE_NAME.match(name) or name in (CARD_FILE, CURRENT_FILE):
+                raise ValueError(f"bad model file name {name!r}")
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target_dir))
+        try:
+            os.chmod(tmp, _DIR_MODE)  # mkdtemp makes 0700; the daemon may run as another user
+            version = self._new_version(target_dir)
+            full_card = _complete_card(card, Target(target).value, version, files)
+            for name, data in files.items():
+                _write_synced(tmp / name, data)
+            _write_synced(
+                tmp / CARD_FILE, json.dumps(full_card, indent=2, sort_keys=True, allow_nan=False).encode()
+            )
+            _fsync_dir(tmp)
+            os.rename(tmp, target_dir / version)
+        except BaseException:
+            _remove_tree(tmp)
+            raise
+        _fsync_dir(target_dir)
+        if make_current:
+            self.set_current(target, version)
+        return version
+
+    def set_current(self, target: Target | str, version: str) -> None:
+        target_dir = self.target_dir(target)
+        if not _VERSION.match(version) or not (target_dir / version / CARD_FILE).is_file():
+            raise ValueError(f"no complete version {version!r} under {target_dir}")
+        fd, tmp_name = tempfile.mkstemp(prefix=".CURRENT-", dir=target_dir)
+        try:
+            os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(f"{version}\n".encode())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp_name, target_dir / CURRENT_FILE)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+        _fsync_dir(target_dir)
+
+    def current_version(self, target: Target | str) -> str | None:
+        path = self.target_dir(target) / CURRENT_FILE
+        try:
+            version = path.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
+        if not _VERSION.match(version):
+            raise ValueError(f"{path}: bad version name {version[:80]!r}")
+        return version
+
+    def current_dir(self, target: Target | str) -> Path | None:
+        """The directory CURRENT points at, or None when there is no CURRENT or no such version."""
+        version = self.current_version(target)
+        if version is None:
+            return None
+        path = self.target_dir(target) / version
+        return path if path.is_dir() else None
+
+    def versions(self, target: Target | str) -> list[str]:
+        """Complete versions, oldest first (names sort by creation time)."""
+        target_dir = self.target_dir(target)
+        if not target_dir.is_dir():
+            return []
+        return sorted(
+            p.name for p in target_dir.iterdir() if _VERSION.match(p.name) and (p / CARD_FILE).is_file()
+        )
+
+    @staticmethod
+    def _new_version(target_dir: Path) -> str:
+        # Microsecond UTC timestamps sort as strings; bump past any name already taken.
+        moment = datetime.now(UTC)
+        while True:
+            name = moment.strftime("%Y%m%dT%H%M%S.%fZ")
+            if not (target_dir / name).exists():
+                return name
+            moment += timedelta(microseconds=1)
+
+
+def _complete_card(
+    card: Mapping[str, Any], target: str, version: str, files: Mapping[str, bytes]
+) -> dict[str, Any]:
+    out = dict(card)
+    out["target"] = target
+    out["version"] = version
+    out["created"] = datetime.now(UTC).isoformat(timespec="seconds")
+    sums = {name: sha256_hex(data) for name, data in files.items()}
+    out["files"] = {name: {"sha256": sums[name], "bytes": len(data)} for name, data in files.items()}
+    quantiles = []
+    for entry in card.get("quantiles", []):
+        entry = dict(entry)
+        if entry.get("file") not in sums:
+            raise ValueError(f"card names file {entry.get('file')!r} that is not being published")
+        entry["sha256"] = sums[entry["file"]]
+        quantiles.append(entry)
+    out["quantiles"] = quantiles
+    return out
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with path.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_tree(path: Path) -> None:
+    if not path.exists():
+        return
+    for child in path.iterdir():
+        child.unlink()
+    path.rmdir()

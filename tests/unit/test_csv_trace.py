@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.accounting import ReadStats, load_records, read_csv_trace
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+EAGLE = TRACES / "nrel_eagle_sample.csv"
+
+T0, T1, T2 = "2019-01-01 00:00:00", "2019-01-01 00:00:01", "2019-01-01 00:05:01"
+HEADER = (
+    "job_id,user,account,partition,qos,wallclock_req,nodes_req,processors_req,gpus_req,mem_req,"
+    "submit_time,start_time,end_time,run_time,state,name,work_dir,submit_line\n"
+)
+
+
+def _utc(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp())
+
+
+@pytest.mark.skipif(not EAGLE.exists(), reason=f"real traces not found at {TRACES}")
+def test_eagle_sample() -> None:
+    stats = ReadStats(source="eagle")
+    records = load_records(EAGLE, stats)
+    assert (stats.lines, stats.records, stats.bad_lines) == (1000, 1000, 0)
+    assert len({r.job_id for r in records}) == 1000  # array tasks get distinct ids
+    assert sum(r.censored for r in records) == sum(r.state == "TIMEOUT" for r in records) == 15
+    first = records[0]
+    # 532209,user0014,account0003,partition001,normal,172800.0,10,10,0,0.0,2019-01-01 08:55:55,...
+    assert first.job_id == "532209"
+    assert first.request.time_limit_minutes == 2880
+    assert (first.request.min_nodes, first.request.min_cpus, first.request.gpus_per_node) == (10, 10, 0)
+    assert first.request.mem_per_node_mb is None  # 0.0 = not given
+    assert first.request.submit_time == _utc("2019-01-01 08:55:55")
+    assert first.elapsed_s == 99825
+    assert first.request.is_array is False
+    tasks = [r for r in records if r.job_id.startswith("532939_")]
+    assert len(tasks) == 452 and all(r.request.is_array for r in tasks)
+    big = next(r for r in records if r.job_id == "532684")
+    assert big.request.mem_per_node_mb == 184000  # 552000 MB over 3 nodes
+
+
+def test_bad_rows_counted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(
+        HEADER
+        + f"1,u,a,p,normal,600.0,1,2,0,0.0,{T0},{T1},{T2},300.0,COMPLETED,n,w,s\n"
+        + "2,u,a,p,normal,600.0,1,2\n"
+        + f"3,u,a,p,normal,-5,1,2,0,0.0,{T0},{T1},{T2},300.0,COMPLETED,n,w,s\n"
+        + f"4,u,a,p,normal,600.0,1,2,0,0.0,yesterday,{T1},{T2},300.0,COMPLETED,n,w,s\n"
+        + f"5,u,a,p,normal,600.0,1,2,0,0.0,{T0},,,0.0,COMPLETED,n,w,s\n"
+        + f"6,u,a,p,normal,600.0,2,2,4,1000.0,{T0},,,610.0,TIMEOUT,n,w,s\n"
+    )
+    stats = ReadStats(source="t.csv")
+    records = read_csv_trace(path, stats)
+    assert [r.job_id for r in records] == ["1", "6"]
+    assert (stats.bad_lines, stats.skipped) == (3, 1)
+    assert "t.csv:3:" in caplog.text
+    six = records[1]
+    assert six.censored and six.request.gpus_per_node == 2 and six.request.mem_per_node_mb == 500
+    assert six.start_time is None
+
+
+def test_not_an_eagle_csv(tmp_path: Path) -> None:
+    path = tmp_path / "other.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="missing columns"):
+        read_csv_trace(path)

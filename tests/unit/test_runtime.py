@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from slurm_harp.accounting import JobRecord
+from slurm_harp.core.features import FEATURE_NAMES, vectorize
+from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.learning.booster import BoosterParams
+from slurm_harp.learning.walltime import train_walltime
+from slurm_harp.model.runtime import ModelError, QuantileModel
+from slurm_harp.model.store import ModelStore, sha256_hex
+
+
+def _records(n: int = 600) -> list[JobRecord]:
+    rng = np.random.default_rng(1)
+    out = []
+    for i in range(n):
+        user = int(rng.integers(0, 5))
+        run = int(rng.lognormal(np.log(300 * (user + 1)), 0.4)) + 1
+        out.append(
+            JobRecord(
+                job_id=str(i),
+                request=JobRequest(
+                    user_name=f"u{user}", time_limit_minutes=60 * (user + 1), submit_time=1_700_000_000 + i
+                ),
+                state="COMPLETED",
+                elapsed_s=run,
+            )
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def version_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    result = train_walltime(_records(), (0.5, 0.9, 0.95), params=BoosterParams(n_estimators=30))
+    store = ModelStore(tmp_path_factory.mktemp("store"))
+    store.publish(Target.TIME, result.files, result.card)
+    directory = store.current_dir(Target.TIME)
+    assert directory is not None
+    return directory
+
+
+@pytest.fixture()
+def copy(version_dir: Path, tmp_path: Path) -> Path:
+    """A private copy (same version name) to damage."""
+    return Path(shutil.copytree(version_dir, tmp_path / version_dir.name))
+
+
+def _edit_card(directory: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    path = directory / "card.json"
+    card = json.loads(path.read_text())
+    change(card)
+    path.write_text(json.dumps(card))
+
+
+def test_load_and_predict(version_dir: Path) -> None:
+    model = QuantileModel.load(version_dir)
+    assert model.target is Target.TIME
+    assert model.version == version_dir.name
+    assert model.quantiles == (0.5, 0.9, 0.95)
+    assert model.card["features"] == list(FEATURE_NAMES)
+    requests = [JobRequest(user_name=f"u{u}", time_limit_minutes=60 * (u + 1)) for u in range(5)]
+    out = model.predict(vectorize(requests))
+    assert set(out) == {0.5, 0.9, 0.95}
+    for values in out.values():
+        assert values.shape == (5,) and np.all(np.isfinite(values)) and np.all(values >= 0)
+    assert np.all(out[0.5] <= out[0.9]) and np.all(out[0.9] <= out[0.95])
+    # Users were generated with run times growing with their number: the median follows (minutes).
+    assert out[0.5][4] > out[0.5][0]
+    assert 2 < out[0.5][0] < 15
+    single = model.predict(vectorize(requests[:1]).astype(np.float64))
+    assert single[0.9][0] == pytest.approx(out[0.9][0], rel=1e-6)
+
+
+def test_flipped_bytes_in_a_model_file(copy: Path) -> None:
+    path = copy / "q0.90.onnx"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelError, match=r"q0\.90\.onnx: sha256 mismatch"):
+        QuantileModel.load(copy)
+
+
+def test_garbage_model_with_a_matching_checksum(copy: Path) -> None:
+    garbage = b"\x08\x07this is not an onnx model"
+    (copy / "q0.50.onnx").write_bytes(garbage)
+
+    def fix(card: dict[str, Any]) -> None:
+        card["quantiles"][0]["sha256"] = sha256_hex(garbage)
+        card["files"]["q0.50.onnx"]["sha256"] = sha256_hex(garbage)
+
+    _edit_card(copy, fix)
+    with pytest.raises(ModelError, match=r"q0\.50\.onnx: not a loadable ONNX model"):
+        QuantileModel.load(copy)
+
+
+def test_truncated_card(copy: Path) -> None:
+    path = copy / "card.json"
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(ModelError, match=r"card\.json: not valid JSON"):
+        QuantileModel.load(copy)
+
+
+def test_feature_mismatch(copy: Path) -> None:
+    _edit_card(copy, lambda card: card["features"].__setitem__(3, "log_nodes_v2"))
+    with pytest.raises(ModelError, match=r"card\.json: feature mismatch: feature 3 is 'log_nodes_v2'"):
+        QuantileModel.load(copy)
+    _edit_card(copy, lambda card: card["features"].append("extra"))
+    with pytest.raises(ModelError, match="feature mismatch"):
+        QuantileModel.load(copy)
+
+
+def test_missing_file(copy: Path) -> None:
+    (copy / "q0.95.onnx").unlink()
+    with pytest.raises(ModelError, match=r"q0\.95\.onnx: cannot read"):
+        QuantileModel.load(copy)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c.__setitem__("format", 2), "card format 2"),
+        (lambda c: c.__setitem__("target", "power"), "unknown target"),
+        (lambda c: c.__setitem__("version", "other"), "is not the directory"),
+        (lambda c: c.__setitem__("transform", "sqrt"), "unknown transform"),
+        (lambda c: c.__setitem__("quantiles", []), "no quantiles"),
+        (lambda c: c["quantiles"][1].__setitem__("quantile", 0.5), "repeated quantile"),
+        (lambda c: c["quantiles"][0].__setitem__("file", "../q0.50.onnx"), "bad file name"),
+        (lambda c: c["quantiles"][0].pop("sha256"), "bad quantile entry"),
+        (lambda c: c.__setitem__("files", []), "'files' is not an object"),
+    ],
+)
+def test_card_problems(copy: Path, change: Callable[[dict[str, Any]], None], message: str) -> None:
+    _edit_card(copy, change)
+    with pytest.raises(ModelError, match=message):
+        QuantileModel.load(copy)
+
+
+def test_not_json_object_and_missing_card(copy: Path, tmp_path: Path) -> None:
+    (copy / "card.json").write_text("[1, 2]")
+    with pytest.raises(ModelError, match="not a JSON object"):
+        QuantileModel.load(copy)
+    with pytest.raises(ModelError, match="cannot read"):
+        QuantileModel.load(tmp_path / "nowhere")

@@ -1,0 +1,224 @@
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+
+import pytest
+
+from slurm_harp.accounting import SACCT_FIELDS, ReadStats, harvest_sacct, load_records, read_sacct
+from slurm_harp.accounting.fields import parse_duration_s, parse_size_mb, parse_tres
+
+HEADER = "|".join(SACCT_FIELDS)
+
+# What `sacct -a -P --noconvert -o <SACCT_FIELDS>` prints on Slurm 22.05: a job line, then its steps.
+SACCT_TEXT = (
+    HEADER
+    + """
+1001|1001|relax|alice|1000|phys|batch|normal|COMPLETED|0:0|3600|120|8000M||8|8|2|2|1-02:03:04|billing=8,cpu=8,gres/gpu=4,mem=8000M,node=2|2024-03-01T09:55:00|2024-03-01T10:00:00|2024-03-01T11:00:00|/home/alice/run1|SchedMain
+1001.batch|1001.batch|batch||||||COMPLETED|0:0|3600|||2048000|4|4|1|1|00:30:00||2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T11:00:00||
+1001.extern|1001.extern|extern||||||COMPLETED|0:0|3600|||1000K|8|8|2|2|00:00.004||2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T11:00:00||
+1001.0|1001.0|pw.x||||||COMPLETED|0:0|3500|||3G|8|8|2|2|1-01:33:03||2024-03-01T10:00:10|2024-03-01T10:00:10|2024-03-01T10:58:30||
+1002|1002|long|bob|1001|chem|batch|normal|TIMEOUT|0:0|3605|60|4000M||4|4|1|1|02:03.123|billing=4,cpu=4,mem=4000M,node=1|2024-03-01T10:05:00|2024-03-01T10:05:00|2024-03-01T11:05:05|/home/bob|SchedBackfill
+1002.batch|1002.batch|batch||||||CANCELLED|0:15|3605|||512M|4|4|1|1|02:03.123||2024-03-01T10:05:00|2024-03-01T10:05:00|2024-03-01T11:05:05||
+1003|1003|oops|carol|1002|phys|debug|normal|CANCELLED by 1002|0:0|100|Partition_Limit|1000M||1|1|1|1|00:01.500|billing=1,cpu=1,mem=1000M,node=1|2024-03-01T10:10:00|2024-03-01T10:10:00|Unknown|/tmp|
+1004|1004|still|alice|1000|phys|batch|normal|RUNNING|0:0|500|120|8000M||8|8|1|1|00:00:00|billing=8,cpu=8,mem=8000M,node=1|2024-03-01T10:20:00|2024-03-01T10:20:00|Unknown|/home/alice|
+1004.batch|1004.batch|batch||||||RUNNING|0:0|500||||8|8|1|1|00:00:00||2024-03-01T10:20:00|2024-03-01T10:20:00|Unknown||
+1010|1005_4|arr|dave|1003|bio|batch|normal|COMPLETED|0:0|60|30|2000M||2|2|1|1|00:01:00|billing=2,cpu=2,mem=2000M,node=1|2024-03-01T10:30:00|2024-03-01T10:31:00|2024-03-01T10:32:00|/home/dave|
+1010.batch|1005_4.batch|batch||||||COMPLETED|0:0|60|||100M|2|2|1|1|00:01:00||2024-03-01T10:31:00|2024-03-01T10:31:00|2024-03-01T10:32:00||
+1005|1005_[5-9%2]|arr|dave|1003|bio|batch|normal|PENDING|0:0|0|30|2000M||2|0|1|1|00:00:00|billing=2,cpu=2,mem=2000M,node=1|2024-03-01T10:30:00|Unknown|Unknown|/home/dave|
+1020|1020+0|het|erin|1004|phys|batch|normal|COMPLETED|0:0|200|UNLIMITED|1000M||1|1|1|1|00:03:00|billing=1,cpu=1,mem=1000M,node=1|2024-03-01T11:00:00|2024-03-01T11:00:00|2024-03-01T11:03:20|/home/erin|
+1020.batch|1020+0.batch|batch||||||COMPLETED|0:0|200|||20M|1|1|1|1|00:03:00||2024-03-01T11:00:00|2024-03-01T11:00:00|2024-03-01T11:03:20||
+1021|1020+1|het|erin|1004|phys|gpu|normal|COMPLETED|0:0|200|UNLIMITED|1000M||1|1|1|1|00:02:00|billing=1,cpu=1,gres/gpu:a100=2,mem=1000M,node=1|2024-03-01T11:00:00|2024-03-01T11:00:00|2024-03-01T11:03:20|/home/erin|
+1030|1030|hog|frank|1005|chem|batch|long|OUT_OF_MEMORY|0:125|42|600|2Gc||4|4|1|1|00:02:40|billing=4,cpu=4,mem=8G,node=1|2024-03-01T12:00:00|2024-03-01T12:00:00|2024-03-01T12:00:42|/home/frank|
+1030.batch|1030.batch|batch||||||OUT_OF_MEMORY|0:125|42|||8G|4|4|1|1|00:02:40||2024-03-01T12:00:00|2024-03-01T12:00:00|2024-03-01T12:00:42||
+1040|1040|instant|alice|1000|phys|batch|normal|FAILED|1:0|0|10|100M||1|1|1|1|00:00:00|billing=1,cpu=1,mem=100M,node=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:00|/home/alice|
+"""  # noqa: E501
+)
+
+BAD_LINES = """1050|1050|short|alice|1000|phys|batch|normal|COMPLETED
+1051|1051|bad|alice|1000|phys|batch|normal|COMPLETED|0:0|abc|10|100M||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:01|/home/alice|
+x1052|x1052|badid|alice|1000|phys|batch|normal|COMPLETED|0:0|5|10|100M||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:05|/home/alice|
+1053|1053|badmem|alice|1000|phys|batch|normal|COMPLETED|0:0|5|10|lots||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:05|/home/alice|
+"""
+
+
+def _local(text: str) -> int:
+    return int(datetime.fromisoformat(text).timestamp())
+
+
+@pytest.fixture()
+def records() -> dict[str, object]:
+    stats = ReadStats(source="fixture")
+    out = read_sacct(SACCT_TEXT.splitlines(), stats)
+    return {"stats": stats, "by_id": {r.job_id: r for r in out}}
+
+
+def test_finished_jobs_become_records_and_steps_fold_in(records: dict) -> None:
+    by_id = records["by_id"]
+    stats = records["stats"]
+    assert sorted(by_id) == ["1001", "1002", "1003", "1010", "1020", "1021", "1030"]
+    assert stats.bad_lines == 0
+    # RUNNING 1004, PENDING array 1005_[5-9], zero-elapsed 1040 are skipped, not errors.
+    assert stats.skipped == 3
+    assert stats.records == 7
+
+
+def test_job_fields(records: dict) -> None:
+    job = records["by_id"]["1001"]
+    request = job.request
+    assert (request.user_name, request.user_id, request.account) == ("alice", 1000, "phys")
+    assert (request.partition, request.qos, request.job_name) == ("batch", "normal", "relax")
+    assert request.work_dir == "/home/alice/run1"
+    assert request.time_limit_minutes == 120
+    assert request.mem_per_node_mb == 4000  # 8000M for the job over 2 nodes
+    assert request.mem_per_cpu_mb is None
+    assert (request.min_cpus, request.min_nodes, request.gpus_per_node) == (8, 2, 2)
+    assert request.is_array is False
+    assert request.submit_time == _local("2024-03-01T09:55:00")
+    assert job.start_time == _local("2024-03-01T10:00:00")
+    assert job.end_time == _local("2024-03-01T11:00:00")
+    assert job.state == "COMPLETED" and not job.censored
+    assert job.elapsed_s == 3600 and job.alloc_cpus == 8
+    # MaxRSS: bare number = bytes, K/M/G suffixes binary; the job's value is the max over steps.
+    assert job.max_rss_mb == pytest.approx(3 * 1024)
+    assert job.total_cpu_s == pytest.approx(86400 + 2 * 3600 + 3 * 60 + 4)
+
+
+def test_states_censoring_and_sentinels(records: dict) -> None:
+    by_id = records["by_id"]
+    timeout = by_id["1002"]
+    assert timeout.state == "TIMEOUT" and timeout.censored
+    assert timeout.total_cpu_s == pytest.approx(123.123)
+    assert timeout.max_rss_mb == pytest.approx(512)
+    cancelled = by_id["1003"]
+    assert cancelled.state == "CANCELLED" and not cancelled.censored
+    assert cancelled.request.time_limit_minutes is None  # Partition_Limit
+    assert cancelled.end_time is None  # Unknown
+    assert cancelled.max_rss_mb is None  # no steps
+    oom = by_id["1030"]
+    assert oom.state == "OUT_OF_MEMORY" and oom.censored
+    assert oom.request.mem_per_cpu_mb == 2048 and oom.request.mem_per_node_mb is None
+    assert by_id["1020"].request.time_limit_minutes is None  # UNLIMITED
+
+
+def test_array_and_het_ids(records: dict) -> None:
+    by_id = records["by_id"]
+    task = by_id["1010"]
+    assert task.request.is_array is True
+    assert task.max_rss_mb == pytest.approx(100)
+    het0, het1 = by_id["1020"], by_id["1021"]
+    assert het0.request.is_array is False and het1.request.is_array is False
+    assert het0.max_rss_mb == pytest.approx(20)
+    assert het1.request.partition == "gpu"
+    assert het1.request.gpus_per_node == 2  # typed gres/gpu:a100=2
+
+
+def test_bad_lines_are_counted_and_logged_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
+    stats = ReadStats(source="bad.txt")
+    with caplog.at_level(logging.WARNING):
+        out = read_sacct((SACCT_TEXT + BAD_LINES).splitlines(), stats)
+    assert len(out) == 7
+    assert stats.bad_lines == 4
+    first_bad = len(SACCT_TEXT.splitlines()) + 1
+    assert f"bad.txt:{first_bad}:" in caplog.text
+    assert "bad job id" in caplog.text and "bad size" in caplog.text
+    assert len(stats.first_errors) == 4
+
+
+def test_trailing_delimiter_of_sacct_p_is_accepted() -> None:
+    lines = [line + "|" for line in SACCT_TEXT.splitlines()]
+    stats = ReadStats()
+    assert len(read_sacct(lines, stats)) == 7
+    assert stats.bad_lines == 0
+
+
+def test_header_is_required() -> None:
+    with pytest.raises(ValueError, match="header"):
+        read_sacct(["1001|1001|x|COMPLETED"])
+    with pytest.raises(ValueError, match="no sacct header"):
+        read_sacct([])
+
+
+def test_columns_are_found_by_name_in_any_order() -> None:
+    text = "State|ElapsedRaw|JobID|TimelimitRaw\nCOMPLETED|30|77|5\nCOMPLETED|10|77.batch|\n"
+    (record,) = read_sacct(text.splitlines())
+    assert (record.job_id, record.elapsed_s, record.request.time_limit_minutes) == ("77", 30, 5)
+    assert record.max_rss_mb is None and record.request.user_name is None
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("1-02:03:04", 93784.0),
+        ("02:03:04", 7384.0),
+        ("02:03.123", 123.123),
+        ("00:00.004", 0.004),
+        ("59.5", 59.5),
+        ("10-00:00:00", 864000.0),
+        ("", None),
+        ("Unknown", None),
+    ],
+)
+def test_durations(text: str, seconds: float | None) -> None:
+    assert parse_duration_s(text) == (None if seconds is None else pytest.approx(seconds))
+
+
+@pytest.mark.parametrize("text", ["1:2:3:4", "a:b", "1-", "::"])
+def test_bad_durations_raise(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration_s(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "bare", "expected"),
+    [
+        ("4000M", "M", (4000.0, "")),
+        ("4000", "M", (4000.0, "")),
+        ("4Gn", "M", (4096.0, "n")),
+        ("512Mc", "M", (512.0, "c")),
+        ("2097152", "", (2.0, "")),
+        ("1024K", "", (1.0, "")),
+        ("1.5G", "", (1536.0, "")),
+        ("1T", "", (1024.0 * 1024, "")),
+        ("INVALID", "M", None),
+    ],
+)
+def test_sizes(text: str, bare: str, expected: tuple[float, str] | None) -> None:
+    assert parse_size_mb(text, bare_unit=bare) == expected
+
+
+def test_tres() -> None:
+    assert parse_tres("billing=4,cpu=4,gres/gpu=2,mem=8G,node=1")["gres/gpu"] == "2"
+    assert parse_tres("") == {}
+    with pytest.raises(ValueError):
+        parse_tres("cpu4")
+
+
+def test_harvest_runs_sacct_through_the_runner() -> None:
+    calls: list[list[str]] = []
+
+    def fake_runner(argv: Sequence[str]) -> str:
+        calls.append(list(argv))
+        return SACCT_TEXT
+
+    out = harvest_sacct(fake_runner, "2024-03-01", None)
+    assert len(out) == 7
+    (argv,) = calls
+    assert argv[0] == "sacct"
+    assert {"-a", "-P", "--noconvert"} <= set(argv)
+    assert argv[argv.index("-S") + 1] == "2024-03-01"
+    assert argv[argv.index("-E") + 1] == "now"
+    assert argv[argv.index("-o") + 1] == ",".join(SACCT_FIELDS)
+    harvest_sacct(fake_runner, "now-7days", "2024-03-02")
+    assert calls[1][calls[1].index("-E") + 1] == "2024-03-02"
+
+
+def test_load_records_reads_sacct_text_files(tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "accounting.txt"
+    path.write_text(SACCT_TEXT + BAD_LINES)
+    stats = ReadStats()
+    assert len(load_records(path, stats)) == 7
+    assert stats.bad_lines == 4

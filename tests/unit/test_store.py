@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.core.request import Target
+from slurm_harp.model import store as store_module
+from slurm_harp.model.store import ModelStore
+
+FILES = {"q0.50.onnx": b"model fifty", "q0.90.onnx": b"model ninety"}
+CARD = {
+    "format": 1,
+    "features": ["a", "b"],
+    "quantiles": [{"quantile": 0.5, "file": "q0.50.onnx"}, {"quantile": 0.9, "file": "q0.90.onnx"}],
+}
+
+
+def test_publish_writes_a_complete_version_and_points_current_at_it(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    assert store.current_dir(Target.TIME) is None and store.versions("time") == []
+    version = store.publish(Target.TIME, FILES, CARD)
+    directory = store.current_dir(Target.TIME)
+    assert directory == tmp_path / "time" / version
+    assert (tmp_path / "time" / "CURRENT").read_text().strip() == version
+    for name, data in FILES.items():
+        assert (directory / name).read_bytes() == data
+    card = json.loads((directory / "card.json").read_text())
+    assert (card["target"], card["version"], card["format"]) == ("time", version, 1)
+    assert card["created"]
+    sums = {q["file"]: q["sha256"] for q in card["quantiles"]}
+    assert sums == {n: hashlib.sha256(d).hexdigest() for n, d in FILES.items()}
+    assert card["files"]["q0.90.onnx"] == {"sha256": sums["q0.90.onnx"], "bytes": len(FILES["q0.90.onnx"])}
+    assert store.versions(Target.TIME) == [version]
+    assert [p.name for p in (tmp_path / "time").iterdir() if p.name.startswith(".")] == []
+    assert os.stat(directory).st_mode & 0o777 == 0o755  # readable by the daemon's own user
+    assert os.stat(tmp_path / "time" / "CURRENT").st_mode & 0o777 == 0o644
+
+
+def test_versions_are_unique_and_ordered_and_current_can_go_back(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    first = store.publish("time", FILES, CARD)
+    second = store.publish("time", FILES, CARD)
+    third = store.publish("time", FILES, CARD, make_current=False)
+    assert len({first, second, third}) == 3
+    assert store.versions("time") == [first, second, third]
+    assert store.current_version("time") == second
+    store.set_current("time", first)
+    assert store.current_dir("time") == tmp_path / "time" / first
+    with pytest.raises(ValueError, match="no complete version"):
+        store.set_current("time", "20990101T000000.000000Z")
+    with pytest.raises(ValueError, match="no complete version"):
+        store.set_current("time", "../../etc")
+
+
+def test_bad_inputs_leave_nothing_behind(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    with pytest.raises(ValueError, match="bad model file name"):
+        store.publish("time", {"../evil": b"x"}, CARD)
+    with pytest.raises(ValueError, match="not being published"):
+        store.publish("time", {"q0.50.onnx": b"x"}, CARD)
+    with pytest.raises(ValueError):
+        store.publish("time", FILES, {**CARD, "metric": float("nan")})  # not valid JSON
+    with pytest.raises(ValueError):
+        store.publish("walltime", FILES, CARD)  # not a target
+    assert store.versions("time") == []
+    assert list((tmp_path / "time").iterdir()) == []
+
+
+def test_current_switches_only_after_the_version_is_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = ModelStore(tmp_path)
+    good = store.publish("time", FILES, CARD)
+    seen_at_switch: list[set[str]] = []
+    real_replace = os.replace
+
+    def checking_replace(src: str, dst: str) -> None:
+        pointed = Path(src).read_text().strip()
+        seen_at_switch.append({p.name for p in (tmp_path / "time" / pointed).iterdir()})
+        real_replace(src, dst)
+
+    monkeypatch.setattr(store_module.os, "replace", checking_replace)
+    new = store.publish("time", FILES, CARD)
+    assert seen_at_switch == [{"q0.50.onnx", "q0.90.onnx", "card.json"}]
+    assert store.current_version("time") == new
+
+    # A failure halfway through writing leaves CURRENT and the version list as they were.
+    store.set_current("time", good)
+    seen_at_switch.clear()
+    real_write = store_module._write_synced
+    calls = {"n": 0}
+
+    def failing_write(path: Path, data: bytes) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(28, "No space left on device")
+        real_write(path, data)
+
+    monkeypatch.setattr(store_module, "_write_synced", failing_write)
+    with pytest.raises(OSError, match="No space"):
+        store.publish("time", FILES, CARD)
+    assert store.current_version("time") == good
+    assert store.versions("time") == sorted([good, new])
+    assert not [p for p in (tmp_path / "time").iterdir() if p.name.startswith(".tmp-")]
+    assert seen_at_switch == []
+
+
+def test_a_garbled_current_is_an_error_and_a_dangling_one_is_none(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    store.publish("time", FILES, CARD)
+    (tmp_path / "time" / "CURRENT").write_text("../../../etc/passwd\n")
+    with pytest.raises(ValueError, match="bad version name"):
+        store.current_dir("time")
+    (tmp_path / "time" / "CURRENT").write_text("20990101T000000.000000Z\n")
+    assert store.current_dir("time") is None

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import gzip
+import itertools
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.accounting import ReadStats, load_records, read_swf
+from slurm_harp.accounting.swf import parse_swf
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
+LANL = TRACES / "LANL-CM5-1994-4.1-cln.swf.gz"
+
+needs_traces = pytest.mark.skipif(not KTH.exists(), reason=f"real traces not found at {TRACES}")
+
+HEADER = "; Version: 2.2\n; UnixStartTime: 1000000000\n; TimeZone: 3600\n"
+
+
+def _slice(path: Path, lines: int) -> list[str]:
+    with gzip.open(path, "rt") as handle:
+        return list(itertools.islice(handle, lines))
+
+
+@needs_traces
+def test_kth_slice_maps_fields() -> None:
+    stats = ReadStats(source="kth")
+    records = parse_swf(_slice(KTH, 300), stats)
+    assert stats.bad_lines == 0
+    assert len(records) == stats.records > 250
+    first = records[0]
+    # "15 599850 192180 3477 4 -1 -1 4 53940 -1 1 12 12 -1 -1 -1 -1 -1", UnixStartTime 843480031
+    assert first.job_id == "15"
+    assert first.request.submit_time == 843480031 + 599850
+    assert first.start_time == first.request.submit_time + 192180
+    assert first.end_time == first.start_time + 3477
+    assert first.elapsed_s == 3477
+    assert first.request.time_limit_minutes == 899  # ceil(53940 / 60)
+    assert first.request.min_cpus == 4 and first.alloc_cpus == 4
+    assert (first.request.user_name, first.request.user_id, first.request.account) == ("u12", 12, "g12")
+    assert first.request.partition is None and first.request.job_name is None
+    assert first.state == "COMPLETED" and not first.censored
+    assert first.max_rss_mb is None and first.total_cpu_s is None
+
+
+@needs_traces
+def test_lanl_memory_and_queue() -> None:
+    records = parse_swf(_slice(LANL, 60))
+    # "2 465 5 3362 32 489.00 988 32 900 1024 1 3 3 3 1 -1 -1 -1"
+    job = next(r for r in records if r.job_id == "2")
+    assert job.max_rss_mb == pytest.approx(988 / 1024)
+    assert job.request.mem_per_cpu_mb == 1  # ceil(1024 KB / 1024)
+    assert job.total_cpu_s == pytest.approx(489.0 * 32)
+    assert job.request.partition == "q1" and job.request.job_name == "app3"
+    assert job.censored  # ran 3362 s on a 900 s request
+
+
+def test_censoring_unknowns_and_bad_lines(caplog: pytest.LogCaptureFixture) -> None:
+    text = HEADER + (
+        "1 0 10 100 2 -1 -1 2 100 -1 1 5 6 7 8 -1 -1 -1\n"  # ran its whole request: censored
+        "2 5 10 50 2 -1 -1 -1 100 -1 0 5 6 7 -1 3 -1 -1\n"  # failed, partition id used
+        "3 9 -1 20 -1 -1 -1 -1 -1 -1 5 -1 -1 -1 -1 -1 -1 -1\n"  # mostly unknown
+        "4 9 1 0 1 -1 -1 1 60 -1 1 5 6 7 8 -1 -1 -1\n"  # zero run time: skipped
+        "5 9 1 10 1 -1 -1 1 60 -1 1 5 6 7 8 -1 -1\n"  # 17 fields
+        "6 9 1 ten 1 -1 -1 1 60 -1 1 5 6 7 8 -1 -1 -1\n"  # not a number
+        "\n"
+        "7 9 1 nan 1 -1 -1 1 60 -1 1 5 6 7 8 -1 -1 -1\n"  # not finite
+    )
+    stats = ReadStats(source="t.swf")
+    records = parse_swf(text.splitlines(), stats)
+    by_id = {r.job_id: r for r in records}
+    assert sorted(by_id) == ["1", "2", "3"]
+    assert (stats.bad_lines, stats.skipped, stats.lines) == (3, 1, 7)
+    assert "t.swf:8:" in caplog.text  # line numbers count the header lines
+    assert by_id["1"].censored and by_id["1"].request.submit_time == 1_000_000_000
+    assert by_id["1"].request.partition == "q8"
+    assert not by_id["2"].censored and by_id["2"].state == "FAILED"
+    assert by_id["2"].request.partition == "p3"
+    assert by_id["2"].request.min_cpus == 2  # requested unknown: allocated
+    three = by_id["3"]
+    assert three.state == "CANCELLED" and not three.censored
+    assert three.request.time_limit_minutes is None and three.request.user_name is None
+    assert three.start_time is None and three.alloc_cpus is None and three.request.min_cpus is None
+
+
+def test_plain_and_gzipped_files(tmp_path: Path) -> None:
+    text = HEADER + "1 0 10 100 2 -1 -1 2 200 -1 1 5 6 7 8 -1 -1 -1\n"
+    plain = tmp_path / "t.swf"
+    plain.write_text(text)
+    packed = tmp_path / "t.swf.gz"
+    with gzip.open(packed, "wt") as handle:
+        handle.write(text)
+    assert read_swf(plain) == read_swf(packed) == load_records(packed)
+    assert len(load_records(plain)) == 1

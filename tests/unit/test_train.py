@@ -1,0 +1,193 @@
+from __future__ import annotations
+
+import argparse
+import gzip
+import itertools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slurm_harp.accounting import SACCT_FIELDS, JobRecord
+from slurm_harp.accounting.swf import parse_swf
+from slurm_harp.commands import train as train_command
+from slurm_harp.core.features import FEATURE_NAMES
+from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.learning import booster
+from slurm_harp.learning.booster import BoosterParams
+from slurm_harp.learning.dataset import build_dataset, chronological_split
+from slurm_harp.learning.walltime import TrainingError, train_walltime
+from slurm_harp.model.runtime import QuantileModel
+from slurm_harp.model.store import ModelStore
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
+needs_traces = pytest.mark.skipif(not KTH.exists(), reason=f"real traces not found at {TRACES}")
+FAST = BoosterParams(n_estimators=40, num_leaves=15)
+
+
+def synthetic(n: int, seed: int = 0, censored_every: int = 10) -> list[JobRecord]:
+    """Users with their own typical run time; every ``censored_every``-th job hit its limit."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        user = int(rng.integers(0, 8))
+        limit_min = 30 * (user + 1)
+        run = float(np.clip(rng.lognormal(np.log(limit_min * 60 / 4), 0.5), 1, limit_min * 60))
+        censored = i % censored_every == 0
+        if censored:
+            run = limit_min * 60
+        out.append(
+            JobRecord(
+                job_id=str(i),
+                request=JobRequest(
+                    user_name=f"user{user}",
+                    time_limit_minutes=limit_min,
+                    min_cpus=int(rng.integers(1, 9)),
+                    submit_time=1_700_000_000 + 60 * i,
+                ),
+                state="TIMEOUT" if censored else "COMPLETED",
+                elapsed_s=int(run),
+                end_time=1_700_000_000 + 60 * i + int(run),
+                censored=censored,
+            )
+        )
+    return out
+
+
+def kth_slice(lines: int) -> list[JobRecord]:
+    with gzip.open(KTH, "rt") as handle:
+        return parse_swf(itertools.islice(handle, lines))
+
+
+def test_dataset_is_chronological_and_keeps_censored_jobs() -> None:
+    records = synthetic(500)
+    shuffled = list(reversed(records))
+    data = build_dataset(shuffled)
+    assert len(data) == 500
+    assert np.all(np.diff(data.submit_time) >= 0)
+    assert int(data.censored.sum()) == 50  # censored jobs are kept, with their observed time
+    split = chronological_split(data, 0.2)
+    assert len(split.validation) == 100
+    assert split.train.submit_time.max() < split.validation.submit_time.min()
+    # Training only knows jobs that had ended when the validation window opened.
+    assert np.nanmax(split.train.end_time) <= split.cutoff
+    assert len(split.train) + split.dropped == 400 and split.dropped > 0
+    assert len(build_dataset(records, max_rows=100)) == 100
+    assert build_dataset(records, max_rows=100).submit_time[0] == records[400].request.submit_time
+
+
+def test_train_publish_load_predict_round_trip(tmp_path: Path) -> None:
+    records = kth_slice(4000) if KTH.exists() else synthetic(4000)
+    result = train_walltime(records, (0.5, 0.9), source="slice", params=FAST)
+    card = result.card
+    assert card["features"] == list(FEATURE_NAMES)
+    assert card["transform"] == "log1p_seconds" and card["target"] == "time"
+    assert [q["quantile"] for q in card["quantiles"]] == [0.5, 0.9]
+    assert card["parity_max_abs_error"] < 1e-4
+    assert card["training"]["censored_train"] > 0
+    assert card["training"]["rows_train"] + card["training"]["rows_validation"] <= len(records)
+    assert set(card["validation"]) == {"0.50", "0.90", "request"}
+    assert 0 <= card["validation"]["0.90"]["upp"] <= card["validation"]["0.50"]["upp"] <= 100
+    assert set(card["libraries"]) == {"lightgbm", "onnx", "onnxruntime", "onnxmltools", "numpy", "python"}
+
+    store = ModelStore(tmp_path)
+    version = store.publish(Target.TIME, result.files, card)
+    model = QuantileModel.load(store.current_dir(Target.TIME))
+    assert (model.target, model.version, model.quantiles) == (Target.TIME, version, (0.5, 0.9))
+    assert json.loads((tmp_path / "time" / version / "card.json").read_text())["validation"]
+
+    # The served predictions are the native model's, in minutes.
+    data = build_dataset(records)
+    x = data.x[-300:]
+    native = booster.fit_quantile(
+        chronological_split(data).train.x, np.log1p(chronological_split(data).train.elapsed_s), 0.9, FAST
+    )
+    expected = np.expm1(native.predict(x)) / 60
+    served = model.predict(x)
+    assert served[0.9].shape == (300,)
+    assert np.all(served[0.9] >= served[0.5])
+    assert np.all(served[0.5] >= 0)
+    np.testing.assert_allclose(served[0.9], np.maximum(expected, served[0.5]), rtol=1e-3, atol=1e-3)
+
+
+def test_parity_failure_stops_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(booster, "parity_error", lambda model, data, x: 0.5)
+    with pytest.raises(TrainingError, match="differs from LightGBM"):
+        train_walltime(synthetic(300), (0.9,), params=FAST)
+
+
+def test_too_little_data_and_bad_quantiles() -> None:
+    with pytest.raises(TrainingError, match="not enough jobs"):
+        train_walltime(synthetic(30), params=FAST)
+    with pytest.raises(TrainingError, match="not enough jobs"):
+        train_walltime([], params=FAST)
+    with pytest.raises(TrainingError, match="quantiles"):
+        train_walltime(synthetic(300), (0.5, 1.5), params=FAST)
+
+
+def _run_cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    train_command.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["train", *argv])
+    code: int = args.func(args)
+    return code
+
+
+@needs_traces
+def test_cli_trains_from_a_trace_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "kth.swf"
+    with gzip.open(KTH, "rt") as handle:
+        source.write_text("".join(itertools.islice(handle, 1500)))
+    store = tmp_path / "store"
+    assert _run_cli("--source", str(source), "--store", str(store), "--quantiles", "0.9") == 0
+    out = capsys.readouterr().out
+    version = ModelStore(store).current_version("time")
+    assert version is not None and f"published time model {version}" in out
+    assert "q0.90" in out and "upp=" in out and "request" in out
+
+
+def test_cli_from_live_sacct_with_env_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = ["|".join(SACCT_FIELDS)]
+    for record in synthetic(300):
+        values = dict.fromkeys(SACCT_FIELDS, "")
+        values.update(
+            JobIDRaw=record.job_id,
+            JobID=record.job_id,
+            User=record.request.user_name or "",
+            State=record.state,
+            ElapsedRaw=str(record.elapsed_s),
+            TimelimitRaw=str(record.request.time_limit_minutes),
+            ReqCPUS=str(record.request.min_cpus),
+            Submit="2024-03-01T10:00:00",
+        )
+        lines.append("|".join(values[f] for f in SACCT_FIELDS))
+    seen: list[Sequence[str]] = []
+
+    def fake_sacct(argv: Sequence[str]) -> str:
+        seen.append(argv)
+        return "\n".join(lines) + "\n"
+
+    monkeypatch.setattr(train_command, "subprocess_runner", fake_sacct)
+    monkeypatch.setenv("HARP_STORE", str(tmp_path / "envstore"))
+    assert _run_cli("--source", "sacct", "--sacct-start", "2024-03-01") == 0
+    assert seen[0][seen[0].index("-S") + 1] == "2024-03-01"
+    assert ModelStore(tmp_path / "envstore").current_dir("time") is not None
+    assert "published time model" in capsys.readouterr().out
+
+
+def test_cli_refuses_what_it_cannot_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HARP_STORE", raising=False)
+    assert _run_cli("--source", "x.swf") == 2  # no store
+    assert _run_cli("--source", str(tmp_path / "missing.swf"), "--store", str(tmp_path)) == 2
+    assert _run_cli("--source", "sacct", "--store", str(tmp_path), "--target", "memory") == 2
+    with pytest.raises(SystemExit):
+        _run_cli("--source", "sacct", "--store", str(tmp_path), "--quantiles", "0.5,2")
+    empty = tmp_path / "empty.swf"
+    empty.write_text("; nothing\n")
+    assert _run_cli("--source", str(empty), "--store", str(tmp_path / "s")) == 1  # no data to train
+    assert ModelStore(tmp_path / "s").versions("time") == []
