@@ -1,0 +1,40 @@
+"""The `harp` command line: one subcommand per module in slurm_harp.commands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+
+from slurm_harp import __version__
+
+COMMANDS = ("serve", "train", "demo")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="harp", description="Right-size Slurm job requests.")
+    parser.add_argument("--version", action="version", version=f"slurm-harp {__version__}")
+    parser.add_argument(
+        "--log-level", default=os.environ.get("HARP_LOG_LEVEL", "INFO"), help="default: %(default)s"
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"slurm_harp.commands.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the `harp` command line; each module exposes register(subparsers)."""

@@ -1,0 +1,58 @@
+"""`harp serve`: run the prediction daemon until SIGTERM; SIGHUP reloads config and models."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from types import FrameType
+
+from slurm_harp.config import DEFAULT_PATH, ConfigError, load
+from slurm_harp.server.daemon import Daemon
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("serve", help="run the prediction daemon")
+    p.add_argument("--config", default=str(DEFAULT_PATH), help="TOML configuration (default: %(default)s)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = load(args.config)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
+    daemon = Daemon(settings)
+    stop = threading.Event()
+    hup = threading.Event()
+
+    def on_term(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %s: shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    def on_hup(_signum: int, _frame: FrameType | None) -> None:
+        hup.set()
+        stop.set()  # wake the loop; cleared below
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGHUP, on_hup)
+    daemon.start()
+    while True:
+        stop.wait(settings.server.store_poll_seconds)
+        if hup.is_set():
+            hup.clear()
+            stop.clear()
+            log.info("SIGHUP: reloading configuration and models")
+            daemon.reload()
+            continue
+        if stop.is_set():
+            break
+        daemon.poll_store()
+    daemon.stop()
+    log.info("stopped")
+    return 0

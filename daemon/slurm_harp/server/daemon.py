@@ -1,0 +1,128 @@
+"""The prediction daemon's lifecycle: bind, load, serve, reload on SIGHUP, drain on shutdown."""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import logging
+import os
+import threading
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry, start_http_server
+
+from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.api import predictor_pb2_grpc as pb_grpc
+from slurm_harp.config import ConfigError, Settings, load
+from slurm_harp.core.features import vectorize
+from slurm_harp.core.predictor import Predictor
+from slurm_harp.server.metrics import ServingMetrics
+from slurm_harp.server.reloader import reload_models, store_fingerprint
+from slurm_harp.server.service import PredictorService
+
+log = logging.getLogger(__name__)
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Predictor"].full_name
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+class Daemon:
+    def __init__(self, settings: Settings, registry: CollectorRegistry | None = None) -> None:
+        self.settings = settings
+        self.registry = registry or CollectorRegistry()
+        self.metrics = ServingMetrics(self.registry)
+        self.predictor = Predictor(settings.policy, vectorize)
+        self.health = health.HealthServicer()
+        self._server: grpc.Server | None = None
+        self._fingerprint: tuple[str, ...] = ()
+        self._lock = threading.Lock()  # one reload at a time (SIGHUP and the store poller)
+
+    def start(self) -> None:
+        """Bind first (NOT_SERVING), then load models, then report SERVING."""
+        cfg = self.settings.server
+        self._set_health(NOT_SERVING)
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="harp-rpc"),
+            options=[("grpc.so_reuseport", 0)],
+        )
+        pb_grpc.add_PredictorServicer_to_server(PredictorService(self.predictor, self.metrics), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            (
+                SERVICE_NAME,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
+            server,
+        )
+        sock = cfg.socket
+        sock.parent.mkdir(parents=True, exist_ok=True)
+        if sock.exists() or sock.is_symlink():
+            sock.unlink()  # a stale socket from a crashed run would make bind fail
+        server.add_insecure_port(f"unix:{sock}")
+        if cfg.tcp:
+            server.add_insecure_port(cfg.tcp)
+        server.start()
+        self._secure_socket(sock)
+        self._server = server
+        if cfg.metrics_port is not None:
+            start_http_server(cfg.metrics_port, addr=cfg.metrics_address, registry=self.registry)
+        log.info("listening on unix:%s%s", sock, f" and {cfg.tcp}" if cfg.tcp else "")
+        self.reload_models()
+        self._set_health(SERVING)
+
+    def _secure_socket(self, sock: Path) -> None:
+        # grpcio creates the socket 0755 as its owner; only SlurmUser's group may reach it.
+        cfg = self.settings.server
+        if cfg.socket_group is not None:
+            os.chown(sock, -1, grp.getgrnam(cfg.socket_group).gr_gid)
+        os.chmod(sock, cfg.socket_mode)
+
+    def _set_health(self, status: int) -> None:
+        for name in ("", SERVICE_NAME):
+            self.health.set(name, status)
+
+    def reload_models(self) -> tuple[str, ...]:
+        """Load whatever the store now points at; returns the rejections (empty when all is well)."""
+        with self._lock:
+            result = reload_models(self.settings.store, self.predictor.models, self.metrics)
+            self.predictor.swap(models=result.models)
+            self._fingerprint = store_fingerprint(self.settings.store)
+            return result.rejected
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the config file and the models. A bad config keeps the old one."""
+        source = self.settings.source
+        if source is not None:
+            try:
+                fresh = load(source)
+            except ConfigError as exc:
+                log.error("reload: keeping the previous configuration: %s", exc)
+            else:
+                if fresh.server != self.settings.server:
+                    log.warning("reload: [server] changes take effect only after a restart")
+                self.settings = Settings(
+                    server=self.settings.server, store=fresh.store, policy=fresh.policy, source=source
+                )
+                self.predictor.swap(policy=fresh.policy)
+                log.info("reload: configuration re-read from %s", source)
+        self.reload_models()
+
+    def poll_store(self) -> None:
+        """Pick up a promoted model without a signal (cheap: reads the CURRENT pointers)."""
+        if store_fingerprint(self.settings.store) != self._fingerprint:
+            log.info("model store changed; reloading")
+            self.reload_models()
+
+    def stop(self, grace: float | None = None) -> None:
+        """Report NOT_SERVING, let in-flight calls finish, then close and remove the socket."""
+        self.health.enter_graceful_shutdown()
+        if self._server is not None:
+            self._server.stop(self.settings.server.grace_seconds if grace is None else grace).wait()
+            self._server = None
+        with contextlib.suppress(FileNotFoundError):
+            self.settings.server.socket.unlink()

@@ -1,0 +1,52 @@
+"""Prometheus metrics of the serving path. The registry is passed in, never global."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from slurm_harp.core.decision import Decision
+
+# Serving is sub-millisecond: the client's default buckets (5 ms .. 10 s) would put everything in one.
+LATENCY_BUCKETS = (5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 5e-2, 0.25, 1.0)
+
+
+class ServingMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.latency = Histogram(
+            "harp_predict_duration_seconds",
+            "Time to answer one Predict call inside the daemon.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.decisions = Counter(
+            "harp_decisions",
+            "Per-target outcomes of Predict calls.",
+            ["target", "action", "reason", "mode"],
+            registry=registry,
+        )
+        self.failures = Counter(
+            "harp_predict_failures",
+            "Predict calls that raised inside the daemon (answered with no action).",
+            registry=registry,
+        )
+        self.model_info = Gauge(
+            "harp_model_info",
+            "Serving model version per target (value is always 1).",
+            ["target", "version"],
+            registry=registry,
+        )
+        self.reloads = Counter(
+            "harp_model_reloads",
+            "Model load attempts by result (loaded, rejected).",
+            ["target", "result"],
+            registry=registry,
+        )
+
+    def observe(self, decision: Decision) -> None:
+        for t in decision.targets:
+            self.decisions.labels(t.target.value, t.action.value, t.reason.value, decision.mode).inc()
+
+    def serving(self, versions: dict[str, str]) -> None:
+        self.model_info.clear()
+        for target, version in versions.items():
+            self.model_info.labels(target, version).set(1)

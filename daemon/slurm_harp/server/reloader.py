@@ -1,0 +1,81 @@
+"""Load the store's current models, keeping the last good one whenever a new one fails."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurm_harp.core.predictor import QuantilePredictor
+from slurm_harp.core.request import Target
+from slurm_harp.model.runtime import ModelError, QuantileModel
+from slurm_harp.model.store import ModelStore
+from slurm_harp.server.metrics import ServingMetrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadResult:
+    models: dict[Target, QuantilePredictor]
+    loaded: tuple[str, ...]  # versions newly loaded
+    rejected: tuple[str, ...]  # "target: problem" for each rejected candidate
+
+
+def reload_models(
+    store_root: Path,
+    current: Mapping[Target, QuantilePredictor],
+    metrics: ServingMetrics | None = None,
+) -> ReloadResult:
+    """Load each target's CURRENT version unless it is already serving.
+
+    A candidate that fails validation is rejected (logged and counted) and the model already
+    serving that target keeps serving: a bad file never replaces a good model.
+    """
+    store = ModelStore(store_root)
+    models = dict(current)
+    loaded: list[str] = []
+    rejected: list[str] = []
+    for target in Target:
+        try:
+            candidate = store.current_dir(target)
+        except (OSError, ValueError) as exc:
+            candidate = None
+            rejected.append(f"{target.value}: store unreadable: {exc}")
+            log.error("model store %s unreadable for %s: %s", store_root, target.value, exc)
+        if candidate is None:
+            continue
+        serving = models.get(target)
+        if serving is not None and serving.version == candidate.name:
+            continue
+        try:
+            model = QuantileModel.load(candidate)
+        except ModelError as exc:
+            rejected.append(f"{target.value}: {exc}")
+            kept = serving.version if serving is not None else "none"
+            log.error("rejected model %s for %s (%s); still serving %s", candidate, target.value, exc, kept)
+            if metrics is not None:
+                metrics.reloads.labels(target.value, "rejected").inc()
+            continue
+        models[target] = model
+        loaded.append(model.version)
+        log.info("serving %s model %s", target.value, model.version)
+        if metrics is not None:
+            metrics.reloads.labels(target.value, "loaded").inc()
+    if metrics is not None:
+        metrics.serving({t.value: m.version for t, m in models.items()})
+    return ReloadResult(models=models, loaded=tuple(loaded), rejected=tuple(rejected))
+
+
+def store_fingerprint(store_root: Path) -> tuple[str, ...]:
+    """Cheap change detector for polling: the CURRENT pointer of every target."""
+    store = ModelStore(store_root)
+    out = []
+    for target in Target:
+        try:
+            current = store.current_dir(target)
+        except (OSError, ValueError):
+            current = None
+        out.append(current.name if current is not None else "")
+    return tuple(out)

@@ -1,0 +1,152 @@
+"""The daemon served over real gRPC on a Unix socket, with a real ONNX model from the store."""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from prometheus_client import CollectorRegistry
+
+from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.config import parse
+from slurm_harp.core.request import Target
+from slurm_harp.model.store import ModelStore
+from slurm_harp.server.daemon import Daemon
+from tests.integration.harp_client import Client, target
+
+
+def make_daemon(tmp: Path, store: Path, mode: str = "rewrite", **server: object) -> Daemon:
+    settings = parse(
+        {
+            "server": {"socket": str(tmp / "harp.sock"), **server},
+            "store": {"path": str(store)},
+            "policy": {"mode": mode, "floor": {"time_minutes": 5}},
+        }
+    )
+    return Daemon(settings, CollectorRegistry())
+
+
+@pytest.fixture
+def store_copy(trained_store: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "store"
+    shutil.copytree(trained_store, copy)
+    return copy
+
+
+@pytest.fixture
+def running(tmp_path: Path, store_copy: Path) -> Iterator[tuple[Daemon, Client]]:
+    daemon = make_daemon(tmp_path, store_copy)
+    daemon.start()
+    client = Client(tmp_path / "harp.sock")
+    yield daemon, client
+    client.close()
+    daemon.stop(grace=0)
+
+
+def test_predicts_time_and_rewrites_below_the_request(running: tuple[Daemon, Client]) -> None:
+    daemon, client = running
+    reply = client.predict(user_name="u5", time_limit_minutes=24 * 60, min_cpus=1, submit_time=850000000)
+    time = target(reply, "time")
+    version = daemon.predictor.models[Target.TIME].version
+    assert (
+        time.model_version == version and time.HasField("predicted") and time.quantile == pytest.approx(0.9)
+    )
+    assert time.action == pb.ACTION_REWRITE
+    assert 5 <= time.new_value <= 24 * 60
+    assert reply.user_message.startswith("harp: lowered time from 1-00:00:00")
+    assert reply.annotation.startswith("harp:rewrite,t!=")
+    for other in ("memory", "cpus"):
+        assert target(reply, other).reason == pb.REASON_NO_MODEL
+
+
+def test_health_reflection_and_socket_mode(running: tuple[Daemon, Client], tmp_path: Path) -> None:
+    _, client = running
+    assert client.status() == "SERVING" and client.status("harp.v1.Predictor") == "SERVING"
+    assert stat.S_IMODE((tmp_path / "harp.sock").stat().st_mode) == 0o660
+    stub = reflection_pb2_grpc.ServerReflectionStub(client.channel)
+    replies = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+    names = {s.name for r in replies for s in r.list_services_response.service}
+    assert {"harp.v1.Predictor", "grpc.health.v1.Health"} <= names
+
+
+def test_no_model_answers_none(tmp_path: Path) -> None:
+    daemon = make_daemon(tmp_path, tmp_path / "empty-store")
+    daemon.start()
+    try:
+        with Client(tmp_path / "harp.sock") as client:
+            reply = client.predict(time_limit_minutes=60)
+            assert [t.reason for t in reply.targets] == [pb.REASON_NO_MODEL] * 3
+            assert reply.annotation == "" and client.status() == "SERVING"
+    finally:
+        daemon.stop(grace=0)
+
+
+def test_corrupt_new_model_is_rejected_and_old_keeps_serving(
+    running: tuple[Daemon, Client], store_copy: Path
+) -> None:
+    daemon, client = running
+    old = daemon.predictor.models[Target.TIME].version
+    store = ModelStore(store_copy)
+    current = store.current_dir(Target.TIME)
+    assert current is not None
+    # A newer version whose ONNX file is damaged, promoted to CURRENT.
+    bad = current.with_name("20991231T235959.000000Z")  # a later, well-formed version name
+    shutil.copytree(current, bad)
+    onnx_file = next(bad.glob("*.onnx"))
+    onnx_file.write_bytes(onnx_file.read_bytes()[: onnx_file.stat().st_size // 2])
+    store.set_current(Target.TIME, bad.name)
+    rejected = daemon.reload_models()
+    assert rejected and "time" in rejected[0]
+    assert daemon.predictor.models[Target.TIME].version == old
+    assert target(client.predict(time_limit_minutes=600), "time").model_version == old
+
+
+def test_bad_config_on_reload_keeps_policy(tmp_path: Path, store_copy: Path) -> None:
+    conf = tmp_path / "harp.toml"
+    conf.write_text(f'[server]\nsocket = "{tmp_path}/harp.sock"\n[store]\npath = "{store_copy}"\n')
+    from slurm_harp.config import load
+
+    daemon = Daemon(load(conf), CollectorRegistry())
+    daemon.start()
+    try:
+        conf.write_text("[policy]\nmode = 'sometimes'\n")
+        daemon.reload()
+        assert daemon.predictor.policy.default_mode.value == "shadow"
+        conf.write_text(f'[store]\npath = "{store_copy}"\n[policy]\nmode = "off"\n')
+        daemon.reload()
+        with Client(tmp_path / "harp.sock") as client:
+            assert client.predict(time_limit_minutes=60).mode == "off"
+    finally:
+        daemon.stop(grace=0)
+
+
+def test_stop_reports_not_serving_and_removes_socket(tmp_path: Path, store_copy: Path) -> None:
+    daemon = make_daemon(tmp_path, store_copy)
+    daemon.start()
+    daemon.stop(grace=0)
+    assert not (tmp_path / "harp.sock").exists()
+
+
+def test_metrics_are_scraped_over_http(tmp_path: Path, store_copy: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    daemon = make_daemon(tmp_path, store_copy, metrics_port=port)
+    daemon.start()
+    try:
+        with Client(tmp_path / "harp.sock") as client:
+            assert target(client.predict(time_limit_minutes=3 * 24 * 60), "time").action == pb.ACTION_REWRITE
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    finally:
+        daemon.stop(grace=0)
+    assert "harp_predict_duration_seconds_count 1.0" in text
+    assert 'harp_decisions_total{action="rewrite",mode="rewrite",reason="unspecified",target="time"}' in text
+    assert 'harp_model_info{target="time",version=' in text
