@@ -87,7 +87,7 @@ class _Reader:
             return default
         value = data[key]
         # bool is an int in Python; a sysadmin writing `true` for a number is an error.
-        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             if kind is float and isinstance(value, int) and not isinstance(value, bool):
                 return float(value)
             raise self.fail(f"{section}.{key}", f"expected {kind.__name__}, got {value!r}")
@@ -108,7 +108,9 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
     try:
         socket_mode = int(mode_text, 8)
     except ValueError:
-        raise r.fail("server.socket_mode", f"expected an octal string like '0660', got {mode_text!r}") from None
+        raise r.fail(
+            "server.socket_mode", f"expected an octal string like '0660', got {mode_text!r}"
+        ) from None
     if socket_mode & ~0o777:
         raise r.fail("server.socket_mode", f"not a permission mode: {mode_text!r}")
     if socket_mode & 0o007:

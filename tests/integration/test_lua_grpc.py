@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 import pytest
+
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from slurm_harp.api import predictor_pb2 as pb
 
 REPO = Path(__file__).resolve().parents[2]

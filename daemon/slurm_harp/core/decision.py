@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from slurm_harp.core.request import Target
 
 
-class Action(str, Enum):
+class Action(StrEnum):
     NONE = "none"
     ANNOTATE = "annotate"
     REWRITE = "rewrite"
 
 
-class Reason(str, Enum):
+class Reason(StrEnum):
     """Why a target was not rewritten. UNSPECIFIED when it was."""
 
     UNSPECIFIED = "unspecified"

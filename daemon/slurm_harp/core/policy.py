@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import StrEnum
 
 from slurm_harp.core.decision import Action, Reason, TargetDecision
 from slurm_harp.core.request import JobRequest, Target
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     OFF = "off"
     SHADOW = "shadow"  # predict and annotate; never change the job
     REWRITE = "rewrite"
@@ -89,4 +89,3 @@ class Policy:
                 detail=f"proposed {proposed} vs asked {asked:g}",
             )
         return replace(base, action=Action.REWRITE, new_value=int(min(proposed, asked)))
-

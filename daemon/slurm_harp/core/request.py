@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Target(str, Enum):
+class Target(StrEnum):
     """A quantity slurm-harp predicts. Units: time in minutes, memory in MB per node, cpus in CPUs."""
 
     TIME = "time"
