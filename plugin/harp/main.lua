@@ -8,7 +8,7 @@ local apply = require "harp.apply"
 local new_breaker = require "harp.breaker".new
 
 local io_open, os_time, pcall, tostring, type = io.open, os.time, pcall, tostring, type
-local format, concat = string.format, table.concat
+local format, match, concat = string.format, string.match, table.concat
 
 local M = {}
 M.METHOD = "/harp.v1.Predictor/Predict"
@@ -94,11 +94,13 @@ local function pipeline(job_desc, submit_uid, t0)
   local decision, err = ask(job_desc, submit_uid)
   if not decision then
     local ms = (clock() - t0) * 1000
+    -- lua-http errors may carry a traceback: one line is enough for slurmctld.log
+    local why = match(tostring(err), "^[^\n]*")
     if breaker:failure(clock()) then
       log.error(format("daemon call failed after %.1f ms (%s): jobs pass unchanged, next try in %s s",
-        ms, tostring(err), tostring(cfg.breaker_seconds)))
+        ms, why, tostring(cfg.breaker_seconds)))
     else
-      log.info(format("daemon still unavailable (%s)", tostring(err)))
+      log.info(format("daemon still unavailable after %.1f ms (%s)", ms, why))
     end
     strip_only(job_desc, submit_uid)
     return "unavailable"

@@ -1,0 +1,129 @@
+"""The real `harp serve` as a subprocess, and misbehaving stand-ins, for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+from tests.integration.harp_client import Client
+
+
+class DaemonProcess:
+    """`harp serve --config` in its own process, so it can be stopped, hung (SIGSTOP) or reloaded."""
+
+    def __init__(self, workdir: Path, store: Path, mode: str = "shadow", extra: str = "") -> None:
+        self.workdir = workdir
+        self.socket = workdir / "harp.sock"
+        self.config = workdir / "harp.toml"
+        self.log = workdir / "daemon.log"
+        self.store = store
+        self.write_config(mode, extra)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def write_config(self, mode: str, extra: str = "") -> None:
+        self.config.write_text(
+            f'[server]\nsocket = "{self.socket}"\nstore_poll_seconds = 3600\n'
+            f'[store]\npath = "{self.store}"\n'
+            f'[policy]\nmode = "{mode}"\n{extra}'
+        )
+
+    def start(self, timeout: float = 30) -> None:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "slurm_harp.cli", "serve", "--config", str(self.config)],
+                stdout=log,
+                stderr=log,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"harp serve exited: {self.log.read_text()[-2000:]}")
+            if self.socket.exists():
+                with Client(self.socket) as client:
+                    try:
+                        if client.status() == "SERVING":
+                            return
+                    except grpc.RpcError:
+                        pass
+            time.sleep(0.05)
+        raise RuntimeError(f"harp serve not SERVING: {self.log.read_text()[-2000:]}")
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        os.kill(self.proc.pid, signal.SIGCONT)  # a hung (stopped) daemon cannot act on SIGTERM
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+class GarbageGrpcServer:
+    """A real gRPC server on the daemon's socket that answers Predict with bytes that are no Decision."""
+
+    def __init__(self, sock: Path, payload: bytes = b"\xff\xfe\x07garbage\x00\x01" * 8) -> None:
+        def predict(_request: bytes, _context: grpc.ServicerContext) -> bytes:
+            return payload
+
+        handler = grpc.method_handlers_generic_handler(
+            "harp.v1.Predictor",
+            {"Predict": grpc.unary_unary_rpc_method_handler(predict)},  # identity (de)serializers
+        )
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        self.server.add_generic_rpc_handlers((handler,))
+        self.server.add_insecure_port(f"unix:{sock}")
+        self.sock = sock
+
+    def __enter__(self) -> GarbageGrpcServer:
+        self.server.start()
+        os.chmod(self.sock, 0o666)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop(0).wait()
+
+
+class GarbageSocketServer:
+    """Not gRPC at all: accepts on the socket, writes noise, and closes."""
+
+    def __init__(self, sock: Path) -> None:
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(sock))
+        self.listener.listen(16)
+        self.listener.settimeout(0.2)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.sendall(b"HTTP/1.1 500 nonsense\r\n\r\n" + os.urandom(256))
+
+    def __enter__(self) -> GarbageSocketServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.thread.join()
+        self.listener.close()
