@@ -20,11 +20,11 @@ class FakeModel:
         self.fail = fail
         self.calls = 0
 
-    def predict(self, x: np.ndarray) -> dict[float, np.ndarray]:
+    def predict_quantile(self, x: np.ndarray, quantile: float) -> np.ndarray:
         self.calls += 1
         if self.fail:
             raise RuntimeError("boom")
-        return {0.5: np.array([self.minutes / 2]), 0.9: np.array([self.minutes])}
+        return np.array([self.minutes * (1.0 if quantile == 0.9 else 0.5)])
 
 
 def vectorize(requests: Sequence[JobRequest]) -> np.ndarray:

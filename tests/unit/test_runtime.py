@@ -149,3 +149,14 @@ def test_not_json_object_and_missing_card(copy: Path, tmp_path: Path) -> None:
         QuantileModel.load(copy)
     with pytest.raises(ModelError, match="cannot read"):
         QuantileModel.load(tmp_path / "nowhere")
+
+
+def test_single_quantile_serving_matches_the_full_prediction(version_dir: Path) -> None:
+    model = QuantileModel.load(version_dir)
+    x = vectorize([_records(40)[i].request for i in range(40)])
+    singles = np.stack([model.predict_quantile(x, q) for q in model.quantiles])
+    full = model.predict(x)
+    # predict() rearranges crossing quantiles; the single ones are the raw values, in the same unit.
+    np.testing.assert_allclose(np.sort(singles, axis=0), np.stack([full[q] for q in model.quantiles]))
+    with pytest.raises(KeyError):
+        model.predict_quantile(x, 0.123)

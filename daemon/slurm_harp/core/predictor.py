@@ -25,7 +25,7 @@ class QuantilePredictor(Protocol):
     @property
     def quantiles(self) -> tuple[float, ...]: ...
 
-    def predict(self, x: np.ndarray) -> dict[float, np.ndarray]: ...
+    def predict_quantile(self, x: np.ndarray, quantile: float) -> np.ndarray: ...
 
 
 Vectorizer = Callable[[Sequence[JobRequest]], np.ndarray]
@@ -78,7 +78,7 @@ class Predictor:
                 if features is None:
                     features = self._vectorize([request])
                 quantile = _closest(model.quantiles, policy.quantile)
-                predicted = float(model.predict(features)[quantile][0])
+                predicted = float(model.predict_quantile(features, quantile)[0])
             except Exception as exc:  # a broken model must never break the submission path
                 log.exception("model %s failed for target %s", model.version, target.value)
                 outcomes.append(

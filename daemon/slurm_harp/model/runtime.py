@@ -77,6 +77,17 @@ class QuantileModel:
             values.sort(axis=0)
         return {q: values[i] for i, (q, _, _) in enumerate(self._runs)}
 
+    def predict_quantile(self, x: np.ndarray, quantile: float) -> np.ndarray:
+        """One quantile only: the serving path needs a single value, and each extra tree
+        ensemble walked costs cache misses when the daemon wakes from idle."""
+        if x.dtype != np.float32:
+            x = x.astype(np.float32)
+        for q, session, output in self._runs:
+            if q == quantile:
+                raw = np.asarray(session.run([output], {INPUT_NAME: x})[0])  # same dtype as predict()
+                return to_unit(self._transform, raw.reshape(1, -1))[0]
+        raise KeyError(f"model {self.version} has no quantile {quantile}")
+
     def _probe(self, version_dir: Path) -> None:
         """Run a missing-everything row and a plain one; every quantile must give a finite value."""
         probe = np.full((2, len(FEATURE_NAMES)), np.nan, dtype=np.float32)
