@@ -130,13 +130,13 @@ def main() -> None:
     print(f"{n} held sbatch submissions per variant (after {WARMUP} warm-up), times in ms")
     print(f"{'variant':<34} {'plugin p50':>10} {'plugin p99':>10} {'sbatch p50':>10} {'sbatch p99':>10}")
     for name, (plugin, walls) in results.items():
-        print(
-            f"{name:<34} {pct(plugin, 50):>10.3f} {pct(plugin, 99):>10.3f} {pct(walls, 50):>10.2f} {pct(walls, 99):>10.2f}"
-        )
+        figures = (pct(plugin, 50), pct(plugin, 99), pct(walls, 50), pct(walls, 99))
+        print(f"{name:<34} " + " ".join(f"{v:>10.3f}" for v in figures))
     (bp, bw), (fp, fw), (hp, hw) = results.values()
     for name, (p, w) in (("gRPC floor", (fp, fw)), ("harp", (hp, hw))):
         print(
-            f"added by {name}: plugin p50 +{pct(p, 50) - pct(bp, 50):.3f} ms, p99 +{pct(p, 99) - pct(bp, 99):.3f} ms;"
+            f"added by {name}: plugin p50 +{pct(p, 50) - pct(bp, 50):.3f} ms,"
+            f" p99 +{pct(p, 99) - pct(bp, 99):.3f} ms;"
             f" sbatch p50 x{pct(w, 50) / pct(bw, 50):.2f}, p99 x{pct(w, 99) / pct(bw, 99):.2f}"
         )
     print(f"jobs rewritten by the plugin: {rewrites} of {args.jobs}")

@@ -85,7 +85,8 @@ class QuantileModel:
         for q, session, output in self._runs:
             if q == quantile:
                 raw = np.asarray(session.run([output], {INPUT_NAME: x})[0])  # same dtype as predict()
-                return to_unit(self._transform, raw.reshape(1, -1))[0]
+                values: np.ndarray = to_unit(self._transform, raw.reshape(1, -1))[0]
+                return values
         raise KeyError(f"model {self.version} has no quantile {quantile}")
 
     def _probe(self, version_dir: Path) -> None:
