@@ -29,7 +29,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
 
 
-def _base_dir(factory: pytest.TempPathFactory, name: str) -> Path:
+def _base_dir(factory: pytest.TempPathFactory, name: str, public: bool = False) -> Path:
+    if public:
+        # Ordinary users must reach slurm.conf and munge's socket; pytest's own tree is 0700.
+        path = Path(tempfile.mkdtemp(prefix=f"harp-{name}-"))
+        path.chmod(0o755)
+        return path
     path = factory.mktemp(name)
     if len(str(path)) <= MAX_BASE_DIR_CHARS:
         return path
@@ -37,8 +42,9 @@ def _base_dir(factory: pytest.TempPathFactory, name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"harp-{name}-"))
 
 
-def _launch(factory: pytest.TempPathFactory, name: str, **kwargs: Any) -> SlurmCluster:
-    cluster = SlurmCluster(_base_dir(factory, name), **kwargs)
+def _launch(factory: pytest.TempPathFactory, name: str, public: bool = False, **kwargs: Any) -> SlurmCluster:
+    """``public=True``: a base directory other users can traverse (for submissions as another user)."""
+    cluster = SlurmCluster(_base_dir(factory, name, public), **kwargs)
     try:
         cluster.start()
     except ClusterUnavailable as exc:

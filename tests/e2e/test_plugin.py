@@ -74,6 +74,7 @@ def site(
         job_submit_lua=(REPO / "plugin" / "job_submit.lua").read_text(),
         extra_conf_files={"harp_plugin.lua": plugin_conf},
         nodes=4,  # virtual nodes: more jobs at once for the train-on-own-jobs case
+        public=True,  # an ordinary user submits too
     )
     daemon = DaemonProcess(work, store, mode="shadow", extra=POLICY)
     daemon.start()
@@ -270,3 +271,23 @@ def _served_from(site: Site, store: Path, tag: str) -> bool:
 
     current = ModelStore(store).current_dir(Target.TIME)
     return current is not None and f"v={current.name}" in tag
+
+
+def test_an_ordinary_user_is_served_and_cannot_forge_the_tag(site: Site) -> None:
+    """Jobs of a non-root user get the tag from the plugin; the user cannot write AdminComment."""
+    script = "#!/bin/sh\n#SBATCH -t 120\n#SBATCH -H\n#SBATCH --chdir=/tmp\n#SBATCH -o /dev/null\nsleep 1\n"
+    submit = site.cluster.run(
+        ["runuser", "-u", "nobody", "--", "sbatch", "--parsable"], input=script, cwd="/tmp"
+    )
+    assert submit.returncode == 0, submit.stderr
+    job_id = int(submit.stdout.strip().split(";")[0])
+    job = site.job(job_id)
+    assert job["UserId"].startswith("nobody") and "harp:shadow" in job["AdminComment"]
+    forged = "harp:rewrite,t!=1/q0.9,v=forged"
+    update = site.cluster.run(
+        ["runuser", "-u", "nobody", "--", "scontrol", "update", f"JobId={job_id}", f"AdminComment={forged}"],
+        cwd="/tmp",
+    )
+    assert update.returncode != 0
+    assert site.job(job_id)["AdminComment"] == job["AdminComment"]
+    site.cancel(job_id)

@@ -7,6 +7,7 @@ import stat
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
@@ -150,3 +151,56 @@ def test_metrics_are_scraped_over_http(tmp_path: Path, store_copy: Path) -> None
     assert "harp_predict_duration_seconds_count 1.0" in text
     assert 'harp_decisions_total{action="rewrite",mode="rewrite",reason="unspecified",target="time"}' in text
     assert 'harp_model_info{target="time",version=' in text
+
+
+def test_health_is_not_serving_while_models_load_and_after_shutdown(
+    tmp_path: Path, store_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import slurm_harp.server.daemon as daemon_module
+
+    loading = threading.Event()
+    release = threading.Event()
+    real = daemon_module.reload_models
+
+    def slow_reload(*args: Any, **kwargs: Any) -> Any:
+        loading.set()
+        assert release.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(daemon_module, "reload_models", slow_reload)
+    daemon = make_daemon(tmp_path, store_copy)
+    starter = threading.Thread(target=daemon.start)
+    starter.start()
+    try:
+        assert loading.wait(10)
+        with Client(tmp_path / "harp.sock") as client:
+            assert client.status() == "NOT_SERVING"
+            # Answering meanwhile is still safe: no model yet means "do nothing".
+            assert target(client.predict(time_limit_minutes=600), "time").reason == pb.REASON_NO_MODEL
+            release.set()
+            starter.join(10)
+            assert client.status() == "SERVING"
+            daemon.health.enter_graceful_shutdown()
+            assert client.status() == "NOT_SERVING"
+    finally:
+        release.set()
+        starter.join(10)
+        daemon.stop(grace=0)
+
+
+def test_socket_group_is_applied(tmp_path: Path, store_copy: Path) -> None:
+    import grp
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("giving the socket to another group needs root")
+    other = next(g for g in grp.getgrall() if g.gr_gid != os.getgid())
+    daemon = make_daemon(tmp_path, store_copy, socket_group=other.gr_name, socket_mode="0660")
+    daemon.start()
+    try:
+        st = (tmp_path / "harp.sock").stat()
+        assert st.st_gid == other.gr_gid and stat.S_IMODE(st.st_mode) == 0o660
+    finally:
+        daemon.stop(grace=0)
