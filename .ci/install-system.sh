@@ -14,6 +14,7 @@ packages=(
     slurmctld slurmd slurmdbd slurm-client munge mariadb-server
     lua5.1 lua-socket lua-http lua-cqueues lua-cjson lua-posix
     prometheus
+    python3-venv python3-dev
 )
 
 # slurm-wlm-emulator replaces the real slurmd/slurmctld binaries with simulator builds.
@@ -40,7 +41,8 @@ trap cleanup EXIT
 
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
-apt-get install -y --no-install-recommends "${packages[@]}"
+# With recommends, as proven on this machine kind (a leaner set was never tested from scratch).
+apt-get install -y "${packages[@]}"
 
 # Fail here, not in the middle of the tests, if something did not land.
 for prog in slurmctld slurmd slurmdbd sacctmgr sacct sbatch scontrol sinfo munged mariadbd mariadb-install-db lua5.1 prometheus; do
