@@ -129,6 +129,6 @@ def _report(jobs: list[JobRecord], replies: list[pb.Decision], show: int) -> Non
         "(a killed job counts its whole request as waste)"
     )
     print(
-        "A model using only the request (no per-user history yet) at one quantile: see the README "
-        "for what it does on other traces."
+        "This first model sees only the request, not the user's history, and uses one global quantile: "
+        "a baseline, not yet a model to rewrite with."
     )
