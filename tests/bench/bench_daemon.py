@@ -85,6 +85,29 @@ def _serve_noop(sock: str, stop: mp.synchronize.Event) -> None:
     server.stop(0)
 
 
+def in_process(store: Path, gap_s: float, calls: int = 500) -> float:
+    """p50 µs of PredictorService.Predict called directly (no transport), with an idle sleep between calls."""
+    from prometheus_client import CollectorRegistry
+
+    from slurm_harp.config import parse
+    from slurm_harp.server.daemon import Daemon
+    from slurm_harp.server.service import PredictorService
+
+    daemon = Daemon(
+        parse({"store": {"path": str(store)}, "policy": {"mode": "rewrite"}}), CollectorRegistry()
+    )
+    daemon.reload_models()
+    service = PredictorService(daemon.predictor, daemon.metrics)
+    times = []
+    for _ in range(calls):
+        if gap_s:
+            time.sleep(gap_s)
+        t = time.perf_counter()
+        service.Predict(REQUEST, None)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times[50:]) * 1e6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=3000)
@@ -108,6 +131,7 @@ def main() -> None:
             ],
             check=True,
         )
+        hot, idle = in_process(store, 0.0), in_process(store, 0.007)
         daemon = DaemonProcess(work, store, mode="rewrite")
         daemon.start()
         rows = []
@@ -129,6 +153,9 @@ def main() -> None:
         finally:
             stop.set()
             noop.join()
+    print(
+        f"daemon's own work per call (no transport), p50: {hot:.0f} µs back to back, {idle:.0f} µs after 7 ms idle"
+    )
     print(f"{'server':<30} {'clients':>7} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
     for name, n, rate, p50, p99 in rows:
         print(f"{name:<30} {n:>7} {rate:>9.0f} {p50:>8.3f} {p99:>8.3f}")
