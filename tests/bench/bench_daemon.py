@@ -154,7 +154,8 @@ def main() -> None:
             stop.set()
             noop.join()
     print(
-        f"daemon's own work per call (no transport), p50: {hot:.0f} µs back to back, {idle:.0f} µs after 7 ms idle"
+        f"daemon's own work per call (no transport), p50: {hot:.0f} µs back to back,"
+        f" {idle:.0f} µs after 7 ms idle"
     )
     print(f"{'server':<30} {'clients':>7} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
     for name, n, rate, p50, p99 in rows:
