@@ -204,3 +204,25 @@ def test_socket_group_is_applied(tmp_path: Path, store_copy: Path) -> None:
         assert st.st_gid == other.gr_gid and stat.S_IMODE(st.st_mode) == 0o660
     finally:
         daemon.stop(grace=0)
+
+
+def test_optional_tcp_listener(tmp_path: Path, store_copy: Path) -> None:
+    import socket
+
+    import grpc
+
+    from slurm_harp.api import predictor_pb2_grpc as pb_grpc
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    daemon = make_daemon(tmp_path, store_copy, tcp=f"127.0.0.1:{port}")
+    daemon.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            reply = pb_grpc.PredictorStub(channel).Predict(
+                pb.SubmitRequest(time_limit_minutes=600), timeout=5
+            )
+        assert target(reply, "time").HasField("predicted")
+    finally:
+        daemon.stop(grace=0)

@@ -125,3 +125,21 @@ T.test("an error escaping harp.main still returns SUCCESS", function()
     T.ok(T.logged("error", "escaped"), "logged")
   end)
 end)
+
+T.test("the documented site embedding loads harp and fails open", function()
+  fresh(function()
+    local dir = T.tmpdir()
+    local src = assert(io.open(T.root .. "/plugin/examples/site_job_submit.lua")):read("*a")
+    local lib = T.root .. "/plugin"
+    src = src:gsub('"/usr/share/slurm%-harp/lua"', function() return string.format("%q", lib) end)
+    src = src:gsub('"/run/slurm%-harp/harp%.sock"', function() return string.format("%q", dir .. "/none.sock") end)
+    T.write(dir .. "/job_submit.lua", src)
+    local env = load_entry(dir .. "/job_submit.lua")
+    local jd = T.job_desc {admin_comment = "site harp:rewrite,t!=1"}
+    local limit = jd.time_limit
+    T.eq(env.slurm_job_submit(jd, {}, 1000), slurm.SUCCESS, "accepted")
+    T.eq(jd.time_limit, limit, "unchanged when the daemon is unreachable")
+    T.eq(jd.admin_comment, "site", "a user's forged tag is stripped")
+    T.ok(T.logged("error", "daemon call failed"), "failure logged")
+  end)
+end)
