@@ -1,0 +1,1 @@
+"""Offline evaluation: chronological splits, baselines, cost model and reports (`harp evaluate`)."""
