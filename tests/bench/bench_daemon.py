@@ -13,8 +13,6 @@ import argparse
 import multiprocessing as mp
 import multiprocessing.synchronize
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent import futures
@@ -24,7 +22,7 @@ import grpc
 
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
-from tests.conftest import BUNDLED_TRACE
+from tests.bench.common import train_bundled
 from tests.e2e.daemon_process import DaemonProcess
 
 REQUEST = pb.SubmitRequest(
@@ -116,21 +114,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         store = work / "store"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "slurm_harp.cli",
-                "--log-level",
-                "WARNING",
-                "train",
-                "--source",
-                str(BUNDLED_TRACE),
-                "--store",
-                str(store),
-            ],
-            check=True,
-        )
+        train_bundled(store)
         hot, idle = in_process(store, 0.0), in_process(store, 0.007)
         daemon = DaemonProcess(work, store, mode="rewrite")
         daemon.start()

@@ -18,14 +18,13 @@ import argparse
 import multiprocessing as mp
 import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from tests.bench.bench_daemon import _serve_noop
-from tests.conftest import BUNDLED_TRACE, REPO
+from tests.bench.common import train_bundled
+from tests.conftest import REPO
 from tests.e2e.cluster import SlurmCluster
 from tests.e2e.daemon_process import DaemonProcess
 
@@ -75,21 +74,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="harp-bench-") as tmp:
         work = Path(tmp)
         store = work / "store"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "slurm_harp.cli",
-                "--log-level",
-                "WARNING",
-                "train",
-                "--source",
-                str(BUNDLED_TRACE),
-                "--store",
-                str(store),
-            ],
-            check=True,
-        )
+        train_bundled(store)
         daemon = DaemonProcess(
             work, store, mode="shadow", extra='[[policy.rule]]\npartition = "debug"\nmode = "rewrite"\n'
         )

@@ -72,13 +72,11 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
         _shutdown(cluster)
 
 
-@pytest.fixture
-def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartCluster]:
-    """Factory: ``start_cluster(job_submit_lua=..., nodes=...)``; clusters stop at the end of the test."""
+def _factory(factory: pytest.TempPathFactory) -> Iterator[StartCluster]:
     clusters: list[SlurmCluster] = []
 
     def start(**kwargs: Any) -> SlurmCluster:
-        cluster = _launch(tmp_path_factory, "slurm", **kwargs)
+        cluster = _launch(factory, "slurm", **kwargs)
         clusters.append(cluster)
         return cluster
 
@@ -87,20 +85,15 @@ def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartClu
     finally:
         for cluster in clusters:
             _shutdown(cluster)
+
+
+@pytest.fixture
+def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartCluster]:
+    """Factory: ``start_cluster(job_submit_lua=..., nodes=...)``; clusters stop at the end of the test."""
+    yield from _factory(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def start_module_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartCluster]:
     """Like ``start_cluster`` but the clusters live until the end of the test module."""
-    clusters: list[SlurmCluster] = []
-
-    def start(**kwargs: Any) -> SlurmCluster:
-        cluster = _launch(tmp_path_factory, "slurm", **kwargs)
-        clusters.append(cluster)
-        return cluster
-
-    try:
-        yield start
-    finally:
-        for cluster in clusters:
-            _shutdown(cluster)
+    yield from _factory(tmp_path_factory)
