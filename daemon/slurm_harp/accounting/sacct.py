@@ -6,13 +6,14 @@ MaxRSS bytes on step lines. Submit/Start/End are local time of the host running 
 max_rss_mb is the largest MaxRSS over the steps: MaxRSS is the peak of one task, so it is the
 per-node peak for one task per node and under-states it when tasks share a node.
 Record ids are JobIDRaw (unique per array task and het component); JobID tells array tasks.
+Rows split or widened by a newline or delimiter inside a free-text field are repaired (or counted
+as bad) by sacct_lines.split_rows; the delimiter is read from the header ("|" or --delimiter=$'\\x1f').
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -27,6 +28,7 @@ from slurm_harp.accounting.fields import (
     parse_tres,
 )
 from slurm_harp.accounting.record import CENSORING_STATES, FINISHED_STATES, JobRecord, ReadStats
+from slurm_harp.accounting.sacct_lines import JOB_ID, split_rows
 from slurm_harp.core.request import JobRequest
 
 log = logging.getLogger(__name__)
@@ -62,8 +64,19 @@ SACCT_FIELDS: tuple[str, ...] = (
 # The subprocess boundary: argv in, stdout text out (faked in unit tests).
 SacctRunner = Callable[[Sequence[str]], str]
 
-# 123, 123_4, 123_[5-9%2], 123+0, each optionally followed by .batch / .extern / .0 ...
-_JOB_ID = re.compile(r"^(\d+)(_(?:\d+|\[[^\]]*\]))?(\+\d+)?(?:\.(\S+))?$")
+# `--state` for finished jobs. With states given, sacct selects terminal jobs by End in [-S, -E]
+# (slurmdbd's time_end BETWEEN), which is what a harvest cursor on End needs.
+ENDED_STATES: tuple[str, ...] = (
+    "CANCELLED",
+    "COMPLETED",
+    "FAILED",
+    "TIMEOUT",
+    "OUT_OF_MEMORY",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
 
 
 @dataclass
@@ -75,13 +88,31 @@ class _Job:
     step_cpu_s: list[float] = field(default_factory=list)
 
 
+def sacct_argv(
+    start: str,
+    end: str,
+    *,
+    states: Sequence[str] = (),
+    delimiter: str = "|",
+    fields: Sequence[str] = SACCT_FIELDS,
+) -> list[str]:
+    """The sacct command line for all users' jobs in [start, end] (sacct's -S/-E syntax)."""
+    argv = ["sacct", "-a", "-P", "--noconvert"]
+    if delimiter != "|":
+        argv.append(f"--delimiter={delimiter}")
+    argv += ["-S", start, "-E", end, "-o", ",".join(fields)]
+    if states:
+        argv.append("--state=" + ",".join(states))
+    return argv
+
+
 def harvest_sacct(
     runner: SacctRunner, start: str, end: str | None = None, stats: ReadStats | None = None
 ) -> list[JobRecord]:
     """Run sacct for jobs that ran between ``start`` and ``end`` (default now) and read them."""
-    argv = ["sacct", "-a", "-P", "--noconvert", "-S", start, "-E", end or "now", "-o", ",".join(SACCT_FIELDS)]
-    text = runner(argv)
-    return read_sacct(text.splitlines(), stats or ReadStats(source="sacct"))
+    text = runner(sacct_argv(start, end or "now"))
+    # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
+    return read_sacct(text.split("\n"), stats or ReadStats(source="sacct"))
 
 
 def read_sacct(lines: Iterable[str], stats: ReadStats | None = None) -> list[JobRecord]:
@@ -91,23 +122,12 @@ def read_sacct(lines: Iterable[str], stats: ReadStats | None = None) -> list[Job
     steps (the job line carries none); TotalCPU is the job line's (the sum over steps).
     """
     stats = stats if stats is not None else ReadStats(source="sacct")
-    columns: dict[str, int] | None = None
+    header, rows = split_rows(lines, stats)
+    if header is None:
+        raise ValueError(f"{stats.source}: no sacct header line")
     jobs: dict[str, _Job | None] = {}  # None: job seen but not usable (unfinished, zero elapsed)
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\r\n")
-        if not line.strip():
-            continue
-        if columns is None:
-            columns = _header(line)
-            continue
-        stats.lines += 1
-        values = line.split("|")
-        if len(values) == len(columns) + 1 and values[-1] == "":
-            values.pop()  # `sacct -p` ends every line with the delimiter
-        if len(values) != len(columns):
-            stats.bad(lineno, f"{len(values)} fields, header has {len(columns)}", log)
-            continue
-        row = _Row(columns, values)
+    for lineno, values in rows:
+        row = _Row(header.columns, values)
         try:
             key, step = _ids(row)
             if step is None:
@@ -121,23 +141,9 @@ def read_sacct(lines: Iterable[str], stats: ReadStats | None = None) -> list[Job
                 stats.skipped += 1  # sacct lists a job before its steps; a lone step has no job
         except ValueError as exc:
             stats.bad(lineno, str(exc), log)
-    if columns is None:
-        raise ValueError(f"{stats.source}: no sacct header line")
     records = [_finish(job) for job in jobs.values() if job is not None]
     stats.records += len(records)
     return records
-
-
-def _header(line: str) -> dict[str, int]:
-    names = [name.strip() for name in line.split("|")]
-    if names and names[-1] == "":
-        names.pop()
-    columns = {name: i for i, name in enumerate(names)}
-    if "State" not in columns or "ElapsedRaw" not in columns:
-        raise ValueError(f"not a sacct -P header (needs State and ElapsedRaw): {line[:120]!r}")
-    if "JobIDRaw" not in columns and "JobID" not in columns:
-        raise ValueError(f"not a sacct -P header (needs JobIDRaw or JobID): {line[:120]!r}")
-    return columns
 
 
 class _Row:
@@ -159,7 +165,7 @@ class _Row:
 def _ids(row: _Row) -> tuple[str, str | None]:
     """(job key, step name or None). The key is JobIDRaw's job part: unique per array task."""
     raw = row.get("JobIDRaw") or row.get("JobID")
-    match = _JOB_ID.match(raw)
+    match = JOB_ID.match(raw)
     if match is None:
         raise ValueError(f"bad job id {raw!r}")
     if row.get("JobIDRaw"):

@@ -1,0 +1,267 @@
+"""The job store: finished jobs from every source in one embedded SQLite database.
+
+One row per (source, job_id) holding every JobRecord field, with the JobRequest fields flattened
+into columns of the same names, plus ``ingested_at`` (unix seconds of the last insert or change).
+Columns follow the dataclasses: a field added to JobRecord or JobRequest becomes a nullable column,
+added to an existing database when it is opened. ``schema_version`` in ``meta`` is for changes that
+cannot be made that way.
+
+Writes are idempotent: an upsert that brings nothing new leaves a row untouched (ingested_at
+included), so harvesting the same window twice changes nothing. The per-source harvest cursor is
+written in the same transaction as the rows it covers: a crash loses both or neither.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import sqlite3
+import time
+import types
+import typing
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.request import JobRequest
+
+SCHEMA_VERSION = 1
+_SQL_TYPES: dict[type, str] = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
+
+
+@dataclass(frozen=True)
+class _Column:
+    name: str
+    kind: type  # str, int, float or bool
+    optional: bool  # the field may be None
+    in_request: bool  # a JobRequest field, else a JobRecord field
+
+
+def _columns_of(cls: type, in_request: bool) -> list[_Column]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for item in dataclasses.fields(cls):
+        if item.name == "request":
+            continue
+        hint = hints[item.name]
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = isinstance(hint, types.UnionType) and len(args) == 1
+        kind = args[0] if optional else hint
+        if kind not in _SQL_TYPES:
+            raise TypeError(f"{cls.__name__}.{item.name}: no SQLite column type for {hint!r}")
+        out.append(_Column(item.name, kind, optional, in_request))
+    return out
+
+
+COLUMNS: tuple[_Column, ...] = (*_columns_of(JobRecord, False), *_columns_of(JobRequest, True))
+_DATA = [c.name for c in COLUMNS if c.name != "job_id"]
+if len({c.name for c in COLUMNS} | {"source", "ingested_at"}) != len(COLUMNS) + 2:
+    raise TypeError("JobRecord and JobRequest field names must be distinct (one flat jobs table)")
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    received: int
+    inserted: int
+    updated: int
+
+    @property
+    def changed(self) -> int:
+        return self.inserted + self.updated
+
+
+class JobStore:
+    """``JobStore(path)``: open (creating if needed) the database at ``path``; use as a context manager."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit mode: every transaction below is an explicit BEGIN IMMEDIATE ... COMMIT.
+        self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
+        names = ["source", "job_id", *_DATA, "ingested_at"]
+        changed = " OR ".join(f"jobs.{n} IS NOT excluded.{n}" for n in _DATA)
+        self._upsert_sql = (
+            f"INSERT INTO jobs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+            f"ON CONFLICT (source, job_id) DO UPDATE SET "
+            + ", ".join(f"{n} = excluded.{n}" for n in [*_DATA, "ingested_at"])
+            + f" WHERE {changed}"
+        )
+
+    def _migrate(self) -> None:
+        with self._transaction():
+            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is not None and int(row[0]) > SCHEMA_VERSION:
+                raise RuntimeError(f"{self.path}: schema version {row[0]} is newer than {SCHEMA_VERSION}")
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+            defs = [f"{c.name} {_SQL_TYPES[c.kind]}{'' if c.optional else ' NOT NULL'}" for c in COLUMNS]
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS jobs (source TEXT NOT NULL, "
+                + ", ".join(defs)
+                + ", ingested_at REAL NOT NULL, PRIMARY KEY (source, job_id))"
+            )
+            present = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
+            for c in COLUMNS:
+                if c.name not in present:
+                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {c.name} {_SQL_TYPES[c.kind]}")
+            self._db.execute("CREATE INDEX IF NOT EXISTS jobs_submit ON jobs (submit_time)")
+            self._db.execute("CREATE INDEX IF NOT EXISTS jobs_source_submit ON jobs (source, submit_time)")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS state (source TEXT PRIMARY KEY, cursor_end INTEGER NOT NULL)"
+            )
+
+    # ---- writing ---------------------------------------------------------------------------------
+
+    def merge(self, records: Iterable[JobRecord], source: str, *, cursor: int | None = None) -> MergeResult:
+        """Upsert ``records`` and (if given) advance the cursor of ``source``, in one transaction."""
+        received = 0
+        now = time.time()
+
+        def rows() -> Iterator[tuple[Any, ...]]:
+            nonlocal received
+            for record in records:
+                received += 1
+                yield (source, *_values(record), now)
+
+        with self._transaction():
+            if cursor is not None:  # first, so that a failing row is seen to roll it back too
+                self._advance(source, cursor)
+            before = self._count(source)
+            written = self._db.executemany(self._upsert_sql, rows()).rowcount
+            inserted = self._count(source) - before
+        return MergeResult(received, inserted, max(written, 0) - inserted)
+
+    def upsert(self, records: Iterable[JobRecord], source: str, *, cursor: int | None = None) -> int:
+        """Like merge(); returns how many rows were inserted or changed."""
+        return self.merge(records, source, cursor=cursor).changed
+
+    def set_cursor(self, source: str, end_time: int) -> None:
+        """Move the cursor of ``source`` to ``end_time``, never backwards."""
+        with self._transaction():
+            self._advance(source, end_time)
+
+    def _advance(self, source: str, end_time: int) -> None:
+        self._db.execute(
+            "INSERT INTO state (source, cursor_end) VALUES (?, ?) ON CONFLICT (source) "
+            "DO UPDATE SET cursor_end = max(cursor_end, excluded.cursor_end)",
+            (source, int(end_time)),
+        )
+
+    # ---- reading ---------------------------------------------------------------------------------
+
+    def cursor(self, source: str) -> int | None:
+        row = self._db.execute("SELECT cursor_end FROM state WHERE source = ?", (source,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def count(self, source: str | None = None) -> int:
+        return self._count(source)
+
+    def _count(self, source: str | None) -> int:
+        if source is None:
+            return int(self._db.execute("SELECT count(*) FROM jobs").fetchone()[0])
+        return int(self._db.execute("SELECT count(*) FROM jobs WHERE source = ?", (source,)).fetchone()[0])
+
+    def sources(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT DISTINCT source FROM jobs ORDER BY source")]
+
+    def records(
+        self, source: str | None = None, since: int | None = None, until: int | None = None
+    ) -> Iterator[JobRecord]:
+        """Jobs ordered by submit time; ``since`` <= submit_time < ``until`` when given."""
+        where, params = [], []
+        for clause, value in (
+            ("source = ?", source),
+            ("submit_time >= ?", since),
+            ("submit_time < ?", until),
+        ):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        sql = f"SELECT {', '.join(c.name for c in COLUMNS)} FROM jobs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        for row in self._db.execute(sql + " ORDER BY submit_time, source, job_id", params):
+            yield _record(row)
+
+    def checksum(self) -> str:
+        """SHA-256 over every row of jobs and state: equal before and after a no-op harvest."""
+        digest = hashlib.sha256()
+        for table, key in (("jobs", "source, job_id"), ("state", "source")):
+            for row in self._db.execute(f"SELECT * FROM {table} ORDER BY {key}"):
+                digest.update(repr(row).encode())
+        return digest.hexdigest()
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> JobStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            try:
+                self._db.execute("COMMIT")
+                return
+            except BaseException:
+                self._rollback()
+                raise
+        self._rollback()
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:  # some errors (disk full, I/O) already rolled back
+            self._db.execute("ROLLBACK")
+
+
+def _values(record: JobRecord) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for column in COLUMNS:
+        if column.name == "job_id":
+            continue
+        value = getattr(record.request if column.in_request else record, column.name)
+        out.append(int(value) if column.kind is bool and value is not None else value)
+    return (record.job_id, *out)
+
+
+def _record(row: tuple[Any, ...]) -> JobRecord:
+    own: dict[str, Any] = {}
+    request: dict[str, Any] = {}
+    for column, value in zip(COLUMNS, row, strict=True):
+        if value is None and not column.optional:
+            continue  # a column added to an older database: the field's default applies
+        if column.kind is bool and value is not None:
+            value = bool(value)
+        (request if column.in_request else own)[column.name] = value
+    return JobRecord(request=JobRequest(**request), **own)

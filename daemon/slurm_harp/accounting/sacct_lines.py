@@ -1,0 +1,202 @@
+"""Split `sacct -P` text into rows of fields, repairing what an unquoted format breaks.
+
+sacct -P does not quote. A delimiter inside a free-text field (JobName, WorkDir, SubmitLine, a
+comment) gives the row extra fields; a newline inside one splits the row over several lines.
+- Extra fields: every way of giving them back to the free-text columns present is tried, and the
+  row is kept only if exactly one candidate puts a valid value in every typed column (ids, states,
+  numbers, sizes, times). UID on job lines and State on step lines anchor the candidates.
+- Too few fields: the line is joined (with "\\n") to the next ones until the count is right, unless
+  the next line is a valid row by itself; if the join overshoots and cannot be repaired, the first
+  line is bad and the next is read on its own.
+The delimiter is the header's: "|" by default, or the ASCII unit separator (--delimiter=$'\\x1f'),
+which the harvester uses so that a "|" in a name is harmless.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from slurm_harp.accounting.fields import parse_duration_s, parse_int, parse_size_mb, parse_time, parse_tres
+from slurm_harp.accounting.record import ReadStats
+
+log = logging.getLogger(__name__)
+
+UNIT_SEPARATOR = "\x1f"
+# Columns users can put anything in.
+FREE_TEXT = ("JobName", "WorkDir", "SubmitLine", "Comment", "AdminComment", "SystemComment", "Constraints")
+# 123, 123_4, 123_[5-9%2], 123+0, each optionally followed by .batch / .extern / .0 ...
+JOB_ID = re.compile(r"^(\d+)(_(?:\d+|\[[^\]]*\]))?(\+\d+)?(?:\.(\S+))?$")
+_STATE = re.compile(r"^[A-Z_]+(?: by \d+)?$")
+_EXIT = re.compile(r"^(?:\d+:\d+)?$")
+_MAX_JOINED_LINES = 50  # a row split by more newlines than this is given up as bad
+_MAX_CANDIDATES = 500
+
+
+def _match(pattern: re.Pattern[str]) -> Callable[[str], object]:
+    def check(text: str) -> object:
+        if pattern.match(text.strip()) is None:
+            raise ValueError(text)
+        return True
+
+    return check
+
+
+_CHECKS: dict[str, Callable[[str], object]] = {
+    "JobIDRaw": _match(JOB_ID),
+    "JobID": _match(JOB_ID),
+    "State": _match(_STATE),
+    "ExitCode": _match(_EXIT),
+    "Submit": parse_time,
+    "Start": parse_time,
+    "End": parse_time,
+    "Eligible": parse_time,
+    "ReqMem": lambda text: parse_size_mb(text, bare_unit="M"),
+    "MaxRSS": lambda text: parse_size_mb(text, bare_unit=""),
+    "TotalCPU": parse_duration_s,
+    "ReqTRES": parse_tres,
+    "AllocTRES": parse_tres,
+    **dict.fromkeys(
+        ("UID", "GID", "ElapsedRaw", "TimelimitRaw", "ReqCPUS", "AllocCPUS", "NNodes", "ReqNodes", "NCPUS"),
+        parse_int,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Header:
+    columns: dict[str, int]
+    delimiter: str
+    trailing: bool  # `sacct -p` ends every line, the header too, with the delimiter
+
+
+def parse_header(line: str) -> Header:
+    delimiter = UNIT_SEPARATOR if UNIT_SEPARATOR in line else "|"
+    names = [name.strip() for name in line.split(delimiter)]
+    trailing = len(names) > 1 and names[-1] == ""
+    if trailing:
+        names.pop()
+    columns = {name: i for i, name in enumerate(names)}
+    if "State" not in columns or "ElapsedRaw" not in columns:
+        raise ValueError(f"not a sacct -P header (needs State and ElapsedRaw): {line[:120]!r}")
+    if "JobIDRaw" not in columns and "JobID" not in columns:
+        raise ValueError(f"not a sacct -P header (needs JobIDRaw or JobID): {line[:120]!r}")
+    return Header(columns, delimiter, trailing)
+
+
+Rows = Iterator[tuple[int, list[str]]]
+
+
+def split_rows(lines: Iterable[str], stats: ReadStats) -> tuple[Header | None, Rows]:
+    """Read the header, then yield (line number, fields) per row; bad rows go to ``stats``."""
+    numbered = enumerate(lines, start=1)
+    for _, raw in numbered:
+        line = raw.rstrip("\r\n")
+        if line.strip():
+            header = parse_header(line)
+            return header, _Splitter(header, stats).rows(numbered)
+    return None, iter(())
+
+
+class _Splitter:
+    def __init__(self, header: Header, stats: ReadStats) -> None:
+        self.header = header
+        self.width = len(header.columns)
+        self.stats = stats
+        self.free = sorted(header.columns[name] for name in FREE_TEXT if name in header.columns)
+        self.checks = [(i, _CHECKS[name]) for name, i in header.columns.items() if name in _CHECKS]
+
+    def rows(self, numbered: Iterator[tuple[int, str]]) -> Rows:
+        pending: tuple[int, str, int] | None = None  # (first line number, text so far, lines joined)
+        for lineno, raw in numbered:
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                if pending is not None:  # a blank line inside a multi-line field
+                    pending = (pending[0], pending[1] + "\n" + line, pending[2] + 1)
+                continue
+            self.stats.lines += 1
+            if pending is not None:
+                first, text, joined = pending
+                pending = None
+                # A line that is a valid row by itself starts a new row: else a truncated line
+                # followed by a good one could pass for a single row with a long JobName.
+                if not self._whole(line):
+                    values = self._fields(text + "\n" + line)
+                    if len(values) < self.width and joined < _MAX_JOINED_LINES:
+                        pending = (first, text + "\n" + line, joined + 1)
+                        continue
+                    row = self._resolve(values)[0] if len(values) >= self.width else None
+                    if row is not None:
+                        yield first, row
+                        continue
+                self._short(first, text)
+            values = self._fields(line)
+            if len(values) < self.width:
+                pending = (lineno, line, 1)
+                continue
+            row, reason = self._resolve(values)
+            if row is None:
+                self.stats.bad(lineno, reason, log)
+            else:
+                yield lineno, row
+        if pending is not None:
+            self._short(pending[0], pending[1])
+
+    def _whole(self, line: str) -> bool:
+        values = self._fields(line)
+        if len(values) == self.width:
+            return self._plausible(values)
+        return len(values) > self.width and self._resolve(values)[0] is not None
+
+    def _short(self, lineno: int, text: str) -> None:
+        self.stats.bad(lineno, f"{len(self._fields(text))} fields, header has {self.width}", log)
+
+    def _fields(self, text: str) -> list[str]:
+        values = text.split(self.header.delimiter)
+        if self.header.trailing and len(values) > 1 and values[-1] == "":
+            values.pop()
+        return values
+
+    def _resolve(self, values: list[str]) -> tuple[list[str] | None, str]:
+        if len(values) == self.width:
+            return values, ""
+        plausible = [c for c in self._candidates(values) if self._plausible(c)]
+        if len(plausible) == 1:
+            log.debug("repaired a row of %d fields: %r", len(values), plausible[0][:3])
+            return plausible[0], ""
+        if plausible:
+            return None, f"{len(values)} fields, header has {self.width}: ambiguous delimiter in free text"
+        return None, f"{len(values)} fields, header has {self.width}"
+
+    def _candidates(self, values: list[str]) -> list[list[str]]:
+        extra = len(values) - self.width
+        out: list[list[str]] = []
+        if not self.header.trailing and extra == 1 and values[-1] == "":
+            out.append(values[:-1])  # sacct -p rows under a header that lost its trailing delimiter
+        for cuts in itertools.combinations_with_replacement(self.free, extra):
+            if len(out) >= _MAX_CANDIDATES:
+                break
+            out.append(self._merge(values, cuts))
+        unique = {tuple(c): c for c in out}
+        return list(unique.values())
+
+    def _merge(self, values: list[str], cuts: tuple[int, ...]) -> list[str]:
+        """Give each free-text column at index i the extra fields named by i in ``cuts``."""
+        merged: list[str] = []
+        position = 0
+        for column in range(self.width):
+            take = 1 + cuts.count(column)
+            merged.append(self.header.delimiter.join(values[position : position + take]))
+            position += take
+        return merged
+
+    def _plausible(self, values: list[str]) -> bool:
+        try:
+            for index, check in self.checks:
+                check(values[index])
+        except (ValueError, KeyError):
+            return False
+        return True

@@ -1,0 +1,171 @@
+"""`harp harvest`: finished jobs from live sacct into the job store, resuming from a per-source cursor.
+
+Each run reads the jobs that ENDED in [cursor - overlap, now - settle], window by window (one sacct
+call and one transaction each). The cursor is the latest End seen; it moves in the same transaction
+as the rows, so a crash or a failing sacct loses nothing and the next run resumes from there.
+- settle: accounting fills in late (Partition and TimelimitRaw stay empty for seconds after a job
+  ends), so the newest jobs are left for the next run.
+- overlap: jobs near the cursor are read again, and the upsert completes rows read half-filled.
+  A job whose accounting row arrives later than the overlap (slurmdbd down longer) is missed:
+  raise --overlap-minutes after such an outage, or give --start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sqlite3
+import subprocess
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from slurm_harp.accounting import ReadStats, read_sacct
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.sacct import ENDED_STATES, SacctRunner, sacct_argv
+from slurm_harp.accounting.sacct_lines import UNIT_SEPARATOR
+from slurm_harp.commands import train
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DB = "/var/lib/slurm-harp/jobs.sqlite"
+FIRST_RUN_DAYS = 30
+
+
+def default_db() -> str:
+    return os.environ.get("HARP_DB") or DEFAULT_DB
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("harvest", help="add jobs that ended since the last harvest to the job store")
+    p.add_argument("--db", default=default_db(), help="job store (default: $HARP_DB or %(default)s)")
+    p.add_argument("--source-name", default="sacct", help="source key in the store (default: %(default)s)")
+    p.add_argument(
+        "--overlap-minutes", type=_amount, default=60.0, help="re-read before the cursor (%(default)s)"
+    )
+    p.add_argument(
+        "--settle-seconds",
+        type=_amount,
+        default=60.0,
+        help="skip jobs that ended this recently (%(default)s)",
+    )
+    p.add_argument(
+        "--start",
+        type=_local_time,
+        default=None,
+        help=f"read from this time (ISO, local), even with a cursor; default: the cursor, "
+        f"or {FIRST_RUN_DAYS} days ago on the first run",
+    )
+    p.add_argument("--window-hours", type=_amount, default=24.0, help="span of one sacct call (%(default)s)")
+    p.set_defaults(func=run)
+
+
+def _amount(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"not a non-negative number: {text!r}")
+    return value
+
+
+def _local_time(text: str) -> int:
+    try:
+        return int(datetime.fromisoformat(text).timestamp())  # naive = local, as sacct reads -S
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO time: {text!r}") from None
+
+
+def sacct_time(t: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+
+
+@dataclass
+class HarvestReport:
+    source: str
+    windows: int = 0
+    inserted: int = 0
+    updated: int = 0
+    cursor_before: int | None = None
+    cursor: int | None = None
+
+    def summary(self, stats: ReadStats) -> str:
+        cursor = "none" if self.cursor is None else sacct_time(self.cursor)
+        moved = "" if self.cursor == self.cursor_before else " (moved)"
+        return (
+            f"harvest {self.source}: {self.windows} windows, {stats.lines} lines, {stats.records} jobs, "
+            f"{stats.bad_lines} bad lines, {self.inserted} new, {self.updated} updated, "
+            f"cursor {cursor}{moved}"
+        )
+
+
+def windows(start: int, end: int, span: int) -> list[tuple[int, int]]:
+    """[start, end] cut into consecutive spans; sacct's bounds are inclusive, so ends repeat."""
+    out = []
+    while start < end:
+        out.append((start, min(start + span, end)))
+        start += span
+    return out
+
+
+def harvest(
+    store: JobStore,
+    runner: SacctRunner,
+    *,
+    source: str,
+    now: int,
+    overlap_s: int,
+    settle_s: int,
+    start: int | None = None,
+    window_s: int = 86400,
+    stats: ReadStats | None = None,
+    report: HarvestReport | None = None,
+) -> HarvestReport:
+    """Harvest into ``store``; ``report`` and ``stats`` (if given) are filled as windows complete."""
+    stats = stats if stats is not None else ReadStats(source="sacct")
+    report = report if report is not None else HarvestReport(source)
+    cursor = report.cursor_before = report.cursor = store.cursor(source)
+    if start is None:
+        start = now - FIRST_RUN_DAYS * 86400 if cursor is None else cursor - overlap_s
+    end = now - settle_s
+    for low, high in windows(start, end, max(1, window_s)):
+        stats.source = f"sacct[{sacct_time(low)}..{sacct_time(high)}]"
+        argv = sacct_argv(sacct_time(low), sacct_time(high), states=ENDED_STATES, delimiter=UNIT_SEPARATOR)
+        # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
+        records = read_sacct(runner(argv).split("\n"), stats)
+        ends = [r.end_time for r in records if r.end_time is not None]
+        # Never past the window asked for: a clock ahead on the DBD host must not skip later jobs.
+        window_cursor = min(max(ends), high) if ends else None
+        result = store.merge(records, source, cursor=window_cursor)
+        report.windows += 1
+        report.inserted += result.inserted
+        report.updated += result.updated
+        report.cursor = store.cursor(source)
+    return report
+
+
+def run(args: argparse.Namespace) -> int:
+    stats = ReadStats(source="sacct")
+    report = HarvestReport(args.source_name)
+    try:
+        with JobStore(args.db) as store:
+            harvest(
+                store,
+                train.subprocess_runner,  # the one subprocess boundary for sacct
+                source=args.source_name,
+                now=int(time.time()),
+                overlap_s=int(args.overlap_minutes * 60),
+                settle_s=int(args.settle_seconds),
+                start=args.start,
+                window_s=int(args.window_hours * 3600),
+                stats=stats,
+                report=report,
+            )
+    except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired, sqlite3.Error) as exc:
+        log.error("harvest stopped at %s: %s", stats.source, exc)
+        print(report.summary(stats) + " (stopped early: the next run resumes)")
+        return 1
+    print(report.summary(stats))
+    return 0

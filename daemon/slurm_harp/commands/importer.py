@@ -1,0 +1,74 @@
+"""`harp import`: SWF traces, Eagle CSVs or saved `sacct -P` text into the job store."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sqlite3
+from pathlib import Path
+
+from slurm_harp.accounting import ReadStats, load_records
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.commands.harvest import default_db
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "import", help="load accounting files (SWF, CSV, sacct -P text) into the job store"
+    )
+    p.add_argument(
+        "sources", nargs="+", metavar="SOURCE", help=".swf / .swf.gz, .csv, or saved sacct -P text"
+    )
+    p.add_argument("--db", default=default_db(), help="job store (default: $HARP_DB or %(default)s)")
+    p.add_argument(
+        "--source-name",
+        default=None,
+        help="source key in the store for every file (default: the file's stem)",
+    )
+    p.set_defaults(func=run)
+
+
+def source_name(path: str | Path) -> str:
+    """``KTH-SP2-1996-2.1-cln.swf.gz`` -> ``KTH-SP2-1996-2.1-cln``."""
+    name = Path(path).name
+    if name.endswith(".gz"):
+        name = name[: -len(".gz")]
+    stem = Path(name).stem
+    return stem or name
+
+
+def run(args: argparse.Namespace) -> int:
+    missing = [s for s in args.sources if not Path(s).is_file()]
+    if missing:
+        log.error("no such file: %s", ", ".join(missing))
+        return 2
+    try:
+        with JobStore(args.db) as store:
+            failed = _import_all(store, args.sources, args.source_name)
+            print(f"{args.db}: {store.count()} jobs")
+    except (OSError, sqlite3.Error) as exc:
+        log.error("job store %s: %s", args.db, exc)
+        return 2
+    return 1 if failed else 0
+
+
+def _import_all(store: JobStore, sources: list[str], forced_name: str | None) -> bool:
+    """Import every file; True if any could not be read (the others are still imported)."""
+    failed = False
+    for path in sources:
+        name = forced_name or source_name(path)
+        stats = ReadStats(source=path)
+        try:
+            records = load_records(path, stats)
+            result = store.merge(records, name)
+        except (OSError, ValueError, EOFError, sqlite3.DatabaseError) as exc:
+            log.error("cannot import %s: %s", path, exc)
+            failed = True
+            continue
+        print(
+            f"{path} -> {name}: {stats.lines} lines, {len(records)} jobs, {stats.bad_lines} bad lines, "
+            f"{stats.skipped} skipped, {result.inserted} new, {result.updated} updated"
+        )
+    return failed

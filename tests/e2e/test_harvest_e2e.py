@@ -1,0 +1,121 @@
+"""`harp harvest` against a real cluster: finished jobs (one failing, an array, one using memory) land in
+the job store with the states, run times and step MaxRSS that sacct reports; a second run changes
+nothing; a later job is then the only addition and moves the cursor."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from slurm_harp.accounting import JobRecord
+from slurm_harp.accounting.jobstore import JobStore
+from tests.e2e.cluster import TERMINAL_STATES, SlurmCluster
+
+MEMORY_MB = 200
+MEMORY_JOB = (
+    f"#!/bin/sh\n/usr/bin/python3 -c 'import time; x = b\"x\" * ({MEMORY_MB} << 20); time.sleep(4)'\n"
+)
+
+
+def _settled(
+    cluster: SlurmCluster, job_id: int, tasks: int = 1, timeout: float = 120.0
+) -> list[dict[str, str]]:
+    """Allocation rows of a job (every task of an array) once terminal and fully recorded, batch steps too."""
+    fields = ["JobIDRaw", "JobID", "State", "Partition", "ElapsedRaw", "End", "MaxRSS"]
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = cluster.sacct_rows([job_id], fields)
+        jobs = [r for r in rows if "." not in r["JobIDRaw"]]
+        batch = {r["JobIDRaw"].split(".")[0]: r for r in rows if r["JobIDRaw"].endswith(".batch")}
+        done = len(jobs) == tasks and all(
+            r["State"].split()[0] in TERMINAL_STATES
+            and r["Partition"]
+            and batch.get(r["JobIDRaw"], {}).get("MaxRSS")
+            for r in jobs
+        )
+        if done:
+            return jobs
+        assert time.monotonic() < deadline, f"job {job_id} not settled in accounting: {rows}"
+        time.sleep(0.3)
+
+
+def _harvest(cluster: SlurmCluster, db: Path, *extra: str) -> str:
+    bin_dir = os.path.dirname(sys.executable)
+    env = cluster.env | {"PATH": f"{cluster.env['PATH']}:/usr/bin:{bin_dir}"}
+    argv = [sys.executable, "-m", "slurm_harp.cli", "harvest", "--db", str(db), "--settle-seconds", "0"]
+    done = subprocess.run([*argv, *extra], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = done.stdout.splitlines()
+    print(line)  # shown with -s: what an operator sees
+    return line
+
+
+def _counts(summary: str) -> tuple[int, int, int]:
+    m = re.search(r"(\d+) bad lines, (\d+) new, (\d+) updated", summary)
+    assert m is not None, summary
+    bad, new, updated = (int(g) for g in m.groups())
+    return bad, new, updated
+
+
+def _stored(db: Path) -> tuple[dict[str, JobRecord], str, int | None]:
+    with JobStore(db) as store:
+        return {r.job_id: r for r in store.records("sacct")}, store.checksum(), store.cursor("sacct")
+
+
+def test_harvest_a_real_cluster_twice_then_once_more(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    cluster = slurm_cluster
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 600))
+    submitted = {
+        "ok": cluster.sbatch(["-t", "5", "-J", "harvest|ok"], "#!/bin/sh\nsleep 2\n"),
+        "fail": cluster.sbatch(["-t", "5", "-J", "harvest-fail"], "#!/bin/sh\nsleep 1\nexit 1\n"),
+        "mem": cluster.sbatch(["-t", "5", "-J", "harvest-mem", "--mem=600M"], MEMORY_JOB),
+        "array": cluster.sbatch(["-t", "5", "-J", "harvest-arr", "--array=1-3"], "#!/bin/sh\nsleep 1\n"),
+    }
+    ids = {}
+    for name, res in submitted.items():
+        assert res.job_id is not None, res.stderr
+        ids[name] = res.job_id
+    rows = {name: _settled(cluster, job_id, 3 if name == "array" else 1) for name, job_id in ids.items()}
+
+    db = tmp_path / "jobs.sqlite"
+    first = _harvest(cluster, db, "--start", start)
+    jobs, checksum, cursor = _stored(db)
+    assert _counts(first)[0] == 0 and _counts(first)[1] == len(jobs), first
+    for name, allocations in rows.items():
+        for row in allocations:
+            job = jobs[row["JobIDRaw"]]
+            assert job.state == row["State"].split()[0], (name, job)
+            assert job.elapsed_s == int(row["ElapsedRaw"]) >= 1, (name, job)
+            assert job.request.partition == "batch" and job.request.time_limit_minutes == 5
+            assert job.request.is_array is (name == "array")
+    assert jobs[str(ids["ok"])].request.job_name == "harvest|ok"
+    assert jobs[str(ids["ok"])].state == "COMPLETED"
+    assert jobs[str(ids["fail"])].state == "FAILED"
+    assert sorted(r["JobID"] for r in rows["array"]) == [f"{ids['array']}_{i}" for i in (1, 2, 3)]
+    # MaxRSS comes from the steps (the job line has none): the python job held 200 MB.
+    (mem_row,) = rows["mem"]
+    mem = jobs[mem_row["JobIDRaw"]]
+    assert mem.max_rss_mb is not None and MEMORY_MB * 0.9 <= mem.max_rss_mb <= MEMORY_MB * 2, mem
+    small = jobs[str(ids["ok"])].max_rss_mb
+    assert small is not None and small < MEMORY_MB / 2
+    assert cursor == max(j.end_time for j in jobs.values() if j.end_time is not None)
+
+    second = _harvest(cluster, db)  # from the cursor, minus the overlap
+    assert _counts(second) == (0, 0, 0), second
+    assert _stored(db)[1] == checksum
+
+    late = cluster.sbatch(["-t", "5", "-J", "harvest-late"], "#!/bin/sh\nsleep 1\n")
+    assert late.job_id is not None, late.stderr
+    (late_row,) = _settled(cluster, late.job_id)
+    third = _harvest(cluster, db)
+    after, _, moved = _stored(db)
+    assert _counts(third) == (0, 1, 0), third
+    assert set(after) - set(jobs) == {str(late.job_id)}
+    assert all(after[k] == v for k, v in jobs.items())
+    assert moved is not None and cursor is not None and moved > cursor
+    assert moved == after[str(late.job_id)].end_time
+    assert late_row["State"] == after[str(late.job_id)].state == "COMPLETED"

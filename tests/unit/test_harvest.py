@@ -1,0 +1,272 @@
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats
+from slurm_harp.accounting import jobstore as jobstore_module
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.sacct import ENDED_STATES
+from slurm_harp.cli import main
+from slurm_harp.commands import harvest as harvest_command
+from slurm_harp.commands import train as train_command
+from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows
+from slurm_harp.commands.importer import source_name
+from tests.conftest import SHARED_TRACES
+from tests.unit.test_sacct import SACCT_TEXT
+
+US = "\x1f"
+HOUR, DAY = 3600, 86400
+# What sacct prints with --delimiter=$'\x1f' (the harvester's choice), same jobs as test_sacct.
+TEXT = SACCT_TEXT.replace("|", US)
+NOW = int(datetime.fromisoformat("2024-03-02T12:00:00").timestamp())
+LAST_END = int(datetime.fromisoformat("2024-03-01T12:00:42").timestamp())  # job 1030, the latest usable
+
+
+def _arg(argv: Sequence[str], flag: str) -> str:
+    return argv[list(argv).index(flag) + 1]
+
+
+def _t(argv: Sequence[str], flag: str) -> int:
+    return int(datetime.fromisoformat(_arg(argv, flag)).timestamp())
+
+
+class FakeSacct:
+    """The subprocess boundary: records argv, answers with ``outputs`` in turn (an exception is raised)."""
+
+    def __init__(self, *outputs: str | Exception) -> None:
+        self.outputs = list(outputs)
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str]) -> str:
+        self.calls.append(list(argv))
+        out = self.outputs[min(len(self.calls), len(self.outputs)) - 1]
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Iterator[JobStore]:
+    with JobStore(tmp_path / "jobs.sqlite") as s:
+        yield s
+
+
+def _harvest(
+    store: JobStore, runner: Callable[[Sequence[str]], str], **kw: object
+) -> harvest_command.HarvestReport:
+    args: dict[str, object] = {
+        "source": "c1",
+        "now": NOW,
+        "overlap_s": HOUR,
+        "settle_s": 60,
+        "window_s": 40 * DAY,
+    }
+    args.update(kw)
+    return harvest(store, runner, **args)  # type: ignore[arg-type]
+
+
+def test_windows_cover_the_range_with_inclusive_ends() -> None:
+    assert windows(0, 10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert windows(0, 8, 4) == [(0, 4), (4, 8)]
+    assert windows(5, 5, 4) == [] and windows(6, 5, 4) == []
+
+
+def test_first_run_reads_from_30_days_ago_to_now_minus_settle(store: JobStore) -> None:
+    sacct = FakeSacct(TEXT)
+    report = _harvest(store, sacct)
+    (argv,) = sacct.calls
+    assert argv[:4] == ["sacct", "-a", "-P", "--noconvert"]
+    assert f"--delimiter={US}" in argv
+    assert _arg(argv, "-o") == ",".join(SACCT_FIELDS)
+    assert argv[-1] == "--state=" + ",".join(ENDED_STATES)  # finished jobs only, selected by End
+    assert _t(argv, "-S") == NOW - FIRST_RUN_DAYS * DAY
+    assert _t(argv, "-E") == NOW - 60
+    assert store.count("c1") == 7 and report.inserted == 7 and report.updated == 0
+    assert report.cursor_before is None and report.cursor == store.cursor("c1") == LAST_END
+
+
+def test_next_run_starts_overlap_before_the_cursor_and_changes_nothing(store: JobStore) -> None:
+    _harvest(store, FakeSacct(TEXT))
+    checksum = store.checksum()
+    sacct = FakeSacct(TEXT)
+    stats = ReadStats()
+    report = _harvest(store, sacct, now=NOW + HOUR, stats=stats)
+    (argv,) = sacct.calls
+    assert _t(argv, "-S") == LAST_END - HOUR
+    assert _t(argv, "-E") == NOW + HOUR - 60
+    assert (report.inserted, report.updated, stats.records) == (0, 0, 7)
+    assert store.checksum() == checksum
+    assert "0 new, 0 updated" in report.summary(stats) and "(moved)" not in report.summary(stats)
+
+
+def test_a_row_read_half_filled_is_completed_by_the_overlap(store: JobStore) -> None:
+    # Right after a job ends, accounting has no Partition/TimelimitRaw yet (fills in ~5 s later).
+    full = "\n".join(TEXT.splitlines()[:2])
+    half = full.replace(f"{US}batch{US}normal{US}", f"{US}{US}normal{US}").replace(
+        f"{US}120{US}8000M", f"{US}{US}8000M"
+    )
+    _harvest(store, FakeSacct(half), settle_s=0)
+    (job,) = store.records("c1")
+    assert job.request.partition is None and job.request.time_limit_minutes is None
+    report = _harvest(store, FakeSacct(full), settle_s=0)
+    (job,) = store.records("c1")
+    assert (report.inserted, report.updated) == (0, 1)
+    assert job.request.partition == "batch" and job.request.time_limit_minutes == 120
+
+
+def test_explicit_start_overrides_the_cursor(store: JobStore) -> None:
+    _harvest(store, FakeSacct(TEXT))
+    sacct = FakeSacct(TEXT)
+    _harvest(store, sacct, start=NOW - 90 * DAY, window_s=100 * DAY)
+    assert _t(sacct.calls[0], "-S") == NOW - 90 * DAY
+    assert store.cursor("c1") == LAST_END  # and it never moves backwards
+
+
+def test_nothing_to_read_when_the_settle_window_covers_everything(store: JobStore) -> None:
+    store.set_cursor("c1", NOW)
+    sacct = FakeSacct(TEXT)
+    report = _harvest(store, sacct, overlap_s=0, settle_s=60)
+    assert sacct.calls == [] and report.windows == 0 and store.cursor("c1") == NOW
+
+
+def test_the_cursor_stays_inside_the_window_asked_for(store: JobStore) -> None:
+    # A DBD host whose clock runs ahead reports an End after -E: the cursor must not jump past -E.
+    sacct = FakeSacct(TEXT)
+    now = LAST_END - 10 * 60
+    _harvest(store, sacct, now=now, settle_s=0)
+    assert store.cursor("c1") == now
+
+
+def test_windows_are_separate_sacct_calls_and_transactions(store: JobStore) -> None:
+    header = TEXT.splitlines()[0]
+    sacct = FakeSacct(header, TEXT, header)  # the jobs ended in the second window
+    report = _harvest(store, sacct, start=LAST_END - 2 * DAY, window_s=DAY, now=LAST_END + DAY + 60)
+    assert report.windows == 3
+    spans = [(_t(argv, "-S"), _t(argv, "-E")) for argv in sacct.calls]
+    assert spans == windows(LAST_END - 2 * DAY, LAST_END + DAY, DAY)
+    assert store.cursor("c1") == LAST_END  # empty later windows leave it where the jobs were
+
+
+def test_a_crash_in_a_later_window_keeps_what_was_committed_and_resumes(store: JobStore) -> None:
+    first, _, rest = TEXT.partition("\n1030")  # the latest job is in the second window
+    second = TEXT.splitlines()[0] + "\n1030" + rest
+    start = LAST_END - DAY - 60
+    crashing = FakeSacct(first, RuntimeError("sacct exited 1: slurmdbd unreachable"))
+    with pytest.raises(RuntimeError, match="unreachable"):
+        _harvest(store, crashing, start=start, window_s=DAY, now=LAST_END + 120)
+    assert len(crashing.calls) == 2
+    assert store.count("c1") == 6 and store.cursor("c1") is not None
+    resumed_from = store.cursor("c1")
+    assert resumed_from is not None and resumed_from < LAST_END
+    sacct = FakeSacct(second)
+    report = _harvest(store, sacct, window_s=DAY, now=LAST_END + 120)
+    assert _t(sacct.calls[0], "-S") == resumed_from - HOUR
+    assert report.inserted == 1 and store.count("c1") == 7 and store.cursor("c1") == LAST_END
+
+
+def test_a_failing_upsert_rolls_back_the_cursor_too(store: JobStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = jobstore_module._values
+
+    def broken(record: JobRecord) -> tuple[object, ...]:
+        if record.job_id == "1030":
+            raise OSError("disk went away")
+        return real(record)
+
+    monkeypatch.setattr(jobstore_module, "_values", broken)
+    with pytest.raises(OSError, match="disk"):
+        _harvest(store, FakeSacct(TEXT))
+    assert store.cursor("c1") is None and store.count() == 0
+
+
+def test_bad_lines_are_logged_with_their_number_and_counted(
+    store: JobStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    lines = TEXT.splitlines()
+    lines.insert(3, "1099" + US + "garbage")
+    stats = ReadStats()
+    with caplog.at_level(logging.WARNING):
+        _harvest(store, FakeSacct("\n".join(lines)), stats=stats)
+    assert stats.bad_lines == 1 and store.count() == 7
+    assert "]:4: 2 fields, header has 25" in caplog.text
+
+
+def test_cli_prints_one_summary_line_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sacct = FakeSacct(TEXT)
+    monkeypatch.setattr(train_command, "subprocess_runner", sacct)
+    db = tmp_path / "jobs.sqlite"
+    monkeypatch.setenv("HARP_DB", str(db))
+    assert (
+        main(["harvest", "--settle-seconds", "0", "--start", "2024-03-01T00:00:00", "--window-hours", "1e6"])
+        == 0
+    )
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("harvest sacct: 1 windows, ") and "7 jobs, 0 bad lines, 7 new, 0 updated" in out
+    assert f"cursor {sacct_time(LAST_END)} (moved)" in out
+    monkeypatch.setattr(train_command, "subprocess_runner", FakeSacct(RuntimeError("sacct exited 1: boom")))
+    assert main(["harvest", "--db", str(db)]) == 1
+    assert "stopped early" in capsys.readouterr().out
+    with JobStore(db) as s:
+        assert s.count("sacct") == 7 and s.cursor("sacct") == LAST_END
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--start", "yesterday"], "not an ISO time"),
+        (["--overlap-minutes", "-5"], "not a non-negative number"),
+        (["--settle-seconds", "nan"], "not a non-negative number"),
+    ],
+)
+def test_cli_rejects_bad_arguments(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["harvest", *args])
+    assert message in capsys.readouterr().err
+
+
+# ---- harp import -------------------------------------------------------------------------------
+
+
+def test_source_names_are_file_stems() -> None:
+    assert source_name("/x/KTH-SP2-1996-2.1-cln.swf.gz") == "KTH-SP2-1996-2.1-cln"
+    assert source_name("eagle.csv") == "eagle" and source_name("march.sacct.txt") == "march.sacct"
+
+
+def test_import_sacct_text_twice_changes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = tmp_path / "cluster-a.txt"
+    text.write_text(SACCT_TEXT)
+    db = tmp_path / "jobs.sqlite"
+    assert main(["import", "--db", str(db), str(text)]) == 0
+    assert (
+        "-> cluster-a: 18 lines, 7 jobs, 0 bad lines, 3 skipped, 7 new, 0 updated" in capsys.readouterr().out
+    )
+    with JobStore(db) as s:
+        checksum = s.checksum()
+    assert main(["import", "--db", str(db), "--source-name", "cluster-a", str(text)]) == 0
+    with JobStore(db) as s:
+        assert s.checksum() == checksum and s.sources() == ["cluster-a"]
+
+
+def test_import_reports_missing_and_unreadable_files(tmp_path: Path) -> None:
+    db = tmp_path / "jobs.sqlite"
+    assert main(["import", "--db", str(db), str(tmp_path / "nope.swf")]) == 2
+    junk = tmp_path / "junk.txt"
+    junk.write_text("not|a|sacct|header\n")
+    assert main(["import", "--db", str(db), str(junk)]) == 1
+
+
+@pytest.mark.skipif(
+    not (SHARED_TRACES / "KTH-SP2-1996-2.1-cln.swf.gz").exists(), reason="real traces not found"
+)
+def test_import_the_kth_trace_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "jobs.sqlite"
+    assert main(["import", "--db", str(db), str(SHARED_TRACES / "KTH-SP2-1996-2.1-cln.swf.gz")]) == 0
+    with JobStore(db) as s:
+        assert s.sources() == ["KTH-SP2-1996-2.1-cln"] and s.count() > 28_000
+    assert "28468 new" in capsys.readouterr().out

@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.accounting import JobRecord, ReadStats, load_records, read_sacct
+from slurm_harp.accounting.jobstore import COLUMNS, SCHEMA_VERSION, JobStore
+from slurm_harp.core.request import JobRequest
+from tests.conftest import SHARED_TRACES
+from tests.unit.test_sacct import SACCT_TEXT
+
+KTH = SHARED_TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
+
+
+def _sacct_records() -> list[JobRecord]:
+    return read_sacct(SACCT_TEXT.splitlines())
+
+
+def _job(job_id: str, submit: int | None, **changes: object) -> JobRecord:
+    request = JobRequest(user_name="alice", account="phys", time_limit_minutes=60, submit_time=submit)
+    record = JobRecord(job_id=job_id, request=request, state="COMPLETED", elapsed_s=30, end_time=submit)
+    return dataclasses.replace(record, **changes)  # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Iterator[JobStore]:
+    with JobStore(tmp_path / "jobs.sqlite") as s:
+        yield s
+
+
+def test_schema_is_created_versioned_and_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "dir" / "jobs.sqlite"  # parent directories are created
+    JobStore(path).close()
+    db = sqlite3.connect(path)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"meta", "jobs", "state"} <= tables
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    names = [r[1] for r in db.execute("PRAGMA table_info(jobs)")]
+    assert names == ["source", *(c.name for c in COLUMNS), "ingested_at"]
+    # Every JobRecord and JobRequest field has a column (the request flattened).
+    fields = {f.name for f in dataclasses.fields(JobRecord)} - {"request"}
+    assert fields | {f.name for f in dataclasses.fields(JobRequest)} == {c.name for c in COLUMNS}
+    db.close()
+    JobStore(path).close()  # opening again is a no-op
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite"
+    JobStore(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    with pytest.raises(RuntimeError, match="newer"):
+        JobStore(path)
+
+
+def test_a_column_missing_from_an_older_database_is_added(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite"
+    with JobStore(path) as s:
+        s.upsert([_job("1", 100, max_rss_mb=5.0)], "old")
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE jobs DROP COLUMN tres_per_node")
+        db.execute("ALTER TABLE jobs DROP COLUMN censored")
+    with JobStore(path) as s:
+        (back,) = s.records()
+        assert back.request.tres_per_node is None and back.censored is False  # the field's default
+        assert s.upsert([_job("2", 200, censored=True)], "old") == 1
+
+
+def test_records_round_trip_every_field(store: JobStore) -> None:
+    records = _sacct_records()
+    assert store.upsert(records, "site") == len(records) == 7
+    back = {r.job_id: r for r in store.records("site")}
+    assert back == {r.job_id: r for r in records}
+    assert back["1010"].request.is_array is True and back["1001"].request.is_array is False
+    assert back["1002"].censored is True and back["1001"].max_rss_mb == pytest.approx(3072)
+
+
+def test_same_batch_twice_changes_nothing(store: JobStore) -> None:
+    records = _sacct_records()
+    first = store.merge(records, "site", cursor=1000)
+    checksum = store.checksum()
+    time.sleep(0.01)  # a rewrite would show as a new ingested_at
+    second = store.merge(records, "site", cursor=1000)
+    assert (first.inserted, first.updated) == (7, 0)
+    assert (second.received, second.inserted, second.updated) == (7, 0, 0)
+    assert store.checksum() == checksum and store.count() == 7
+
+
+def test_a_changed_job_is_updated_in_place(store: JobStore) -> None:
+    store.upsert([_job("1", 100), _job("2", 200)], "a")
+    checksum = store.checksum()
+    late = _job("2", 200, request=JobRequest(partition="batch", submit_time=200))
+    result = store.merge([_job("1", 100), late], "a")
+    assert (result.inserted, result.updated) == (0, 1)
+    assert store.checksum() != checksum
+    assert [r.request.partition for r in store.records("a")] == [None, "batch"]
+
+
+def test_sources_are_separate_keys(store: JobStore) -> None:
+    store.upsert([_job("1", 100)], "a")
+    store.upsert([_job("1", 100, state="FAILED")], "b")
+    assert store.count() == 2 and store.count("a") == 1 and store.sources() == ["a", "b"]
+    assert [r.state for r in store.records("b")] == ["FAILED"]
+
+
+def test_records_are_ordered_by_submit_time_and_filtered(store: JobStore) -> None:
+    store.upsert([_job("3", 300), _job("1", 100), _job("2", 200), _job("x", None)], "a")
+    store.upsert([_job("9", 150)], "b")
+    assert [r.job_id for r in store.records()] == ["x", "1", "9", "2", "3"]
+    assert [r.job_id for r in store.records("a", since=100, until=300)] == ["1", "2"]
+    assert [r.job_id for r in store.records(since=150)] == ["9", "2", "3"]
+    assert [r.job_id for r in store.records(until=150)] == ["1"]
+
+
+def test_cursor_never_moves_backwards(store: JobStore) -> None:
+    assert store.cursor("a") is None
+    store.set_cursor("a", 500)
+    store.set_cursor("a", 400)
+    assert store.cursor("a") == 500
+    store.merge([_job("1", 100)], "a", cursor=450)
+    assert store.cursor("a") == 500
+    store.merge([_job("2", 100)], "a", cursor=600)
+    assert store.cursor("a") == 600 and store.cursor("b") is None
+
+
+def test_a_failing_batch_rolls_back_rows_and_cursor(store: JobStore) -> None:
+    store.merge([_job("1", 100)], "a", cursor=100)
+    checksum = store.checksum()
+
+    def batch() -> Iterator[JobRecord]:
+        yield _job("2", 200)
+        yield _job("1", 100, state="FAILED")
+        raise OSError("reader died half-way")
+
+    with pytest.raises(OSError, match="half-way"):
+        store.merge(batch(), "a", cursor=900)
+    assert store.checksum() == checksum
+    assert store.cursor("a") == 100 and store.count() == 1
+    # The connection is usable again after the rollback.
+    assert store.upsert([_job("2", 200)], "a", cursor=200) == 1 and store.cursor("a") == 200
+
+
+def test_a_second_connection_sees_only_committed_batches(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite"
+    with JobStore(path) as writer, JobStore(path) as reader:
+        writer.upsert([_job("1", 100)], "a", cursor=100)
+        assert reader.count() == 1 and reader.cursor("a") == 100
+
+
+def test_100k_upserts_take_seconds(store: JobStore) -> None:
+    records = [_job(str(i), 1_000_000 + i, max_rss_mb=i / 7) for i in range(100_000)]
+    t0 = time.perf_counter()
+    assert store.upsert(records, "big") == 100_000
+    again = store.merge(records, "big")
+    elapsed = time.perf_counter() - t0
+    assert again.changed == 0 and store.count() == 100_000
+    assert elapsed < 20, f"100k inserts + 100k no-op upserts took {elapsed:.1f}s"
+
+
+@pytest.mark.skipif(not KTH.exists(), reason=f"real traces not found at {KTH}")
+def test_kth_trace_loads_in_place(store: JobStore) -> None:
+    stats = ReadStats(source=str(KTH))
+    records = load_records(KTH, stats)
+    result = store.merge(records, "kth")
+    assert result.inserted == len(records) > 28_000 and stats.bad_lines == 0
+    checksum = store.checksum()
+    assert store.merge(records, "kth").changed == 0 and store.checksum() == checksum
+    times = [r.request.submit_time for r in store.records("kth")]
+    assert times == sorted(times)  # type: ignore[type-var]

@@ -1,0 +1,194 @@
+"""sacct -P robustness: sentinels, ids, and rows broken by a delimiter or newline inside a field."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+
+import pytest
+
+from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, harvest_sacct, read_sacct
+from slurm_harp.accounting.fields import parse_limit_minutes, parse_size_mb, parse_time
+from slurm_harp.accounting.sacct_lines import split_rows
+
+HEADER = "|".join(SACCT_FIELDS)
+WIDTH = len(SACCT_FIELDS)
+
+
+def _job(job_id: str = "2001", name: str = "relax", work_dir: str = "/home/alice", **fields: str) -> str:
+    values = {
+        "JobIDRaw": job_id,
+        "JobID": job_id,
+        "JobName": name,
+        "User": "alice",
+        "UID": "1000",
+        "Account": "phys",
+        "Partition": "batch",
+        "QOS": "normal",
+        "State": "COMPLETED",
+        "ExitCode": "0:0",
+        "ElapsedRaw": "600",
+        "TimelimitRaw": "60",
+        "ReqMem": "4000M",
+        "MaxRSS": "",
+        "ReqCPUS": "4",
+        "AllocCPUS": "4",
+        "NNodes": "1",
+        "ReqNodes": "1",
+        "TotalCPU": "00:20:00",
+        "ReqTRES": "billing=4,cpu=4,mem=4000M,node=1",
+        "Submit": "2024-03-01T09:00:00",
+        "Start": "2024-03-01T09:10:00",
+        "End": "2024-03-01T09:20:00",
+        "WorkDir": work_dir,
+        "Flags": "SchedMain",
+    }
+    values.update(fields)
+    return "|".join(values[name] for name in SACCT_FIELDS)
+
+
+def _step(job_id: str = "2001", step: str = "batch", name: str = "batch", rss: str = "1G") -> str:
+    values = dict.fromkeys(SACCT_FIELDS, "")
+    values.update(JobIDRaw=f"{job_id}.{step}", JobID=f"{job_id}.{step}", JobName=name, State="COMPLETED")
+    values.update(ExitCode="0:0", ElapsedRaw="600", MaxRSS=rss, TotalCPU="00:20:00")
+    return "|".join(values[name] for name in SACCT_FIELDS)
+
+
+def _read(*lines: str, header: str = HEADER) -> tuple[dict[str, JobRecord], ReadStats]:
+    stats = ReadStats(source="t")
+    records = read_sacct([header, *lines], stats)
+    return {r.job_id: r for r in records}, stats
+
+
+# ---- sentinels and ids -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["Unknown", "None", "INVALID", "", "  unknown "])
+def test_time_sentinels_are_none(text: str) -> None:
+    assert parse_time(text) is None
+    jobs, stats = _read(_job(Start=text, End=text, Submit=text))
+    assert stats.bad_lines == 0
+    job = jobs["2001"]
+    assert (job.start_time, job.end_time, job.request.submit_time) == (None, None, None)
+
+
+@pytest.mark.parametrize(("text", "minutes"), [("Partition_Limit", None), ("UNLIMITED", None), ("30", 30)])
+def test_limit_sentinels(text: str, minutes: int | None) -> None:
+    assert parse_limit_minutes(text) == minutes
+    jobs, _ = _read(_job(TimelimitRaw=text))
+    assert jobs["2001"].request.time_limit_minutes == minutes
+
+
+@pytest.mark.parametrize(("suffix", "mb"), [("K", 1 / 1024), ("M", 1.0), ("G", 1024.0), ("T", 1024.0**2)])
+def test_size_suffixes_are_binary(suffix: str, mb: float) -> None:
+    parsed = parse_size_mb(f"3{suffix}", bare_unit="")
+    assert parsed is not None and parsed[0] == pytest.approx(3 * mb) and parsed[1] == ""
+    jobs, _ = _read(_job(), _step(rss=f"3{suffix}"))
+    assert jobs["2001"].max_rss_mb == pytest.approx(3 * mb)
+
+
+def test_array_het_and_cancelled_by_forms() -> None:
+    jobs, stats = _read(
+        _job("3004", JobID="3000_4"),
+        _step("3004", name="batch").replace("3004.batch|3004.batch", "3004.batch|3000_4.batch"),
+        _job("3000", JobID="3000_[5-9]", State="PENDING", ElapsedRaw="0"),
+        _job("3010", JobID="3010+0"),
+        _job("3011", JobID="3010+1", State="CANCELLED by 1000"),
+    )
+    assert stats.bad_lines == 0 and stats.skipped == 1  # the pending array remainder
+    assert jobs["3004"].request.is_array is True and jobs["3004"].max_rss_mb == pytest.approx(1024)
+    assert jobs["3010"].request.is_array is False
+    assert jobs["3011"].state == "CANCELLED"
+
+
+# ---- a delimiter inside a free-text field ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["a|b", "x | y | z", "|lead", "trail|", "||"])
+def test_pipe_in_job_name_is_repaired_on_job_and_step_lines(name: str) -> None:
+    jobs, stats = _read(_job(name=name), _step(name=name, rss="2G"))
+    assert stats.bad_lines == 0
+    job = jobs["2001"]
+    assert job.request.job_name == (name.strip() or None)
+    assert job.request.user_name == "alice" and job.request.work_dir == "/home/alice"
+    assert job.max_rss_mb == pytest.approx(2048)  # the repaired step still folds in
+
+
+def test_pipe_in_work_dir_and_in_both_free_text_fields() -> None:
+    jobs, stats = _read(_job("1", work_dir="/scratch/a|b"), _job("2", name="n|m", work_dir="/w|x|y"))
+    assert stats.bad_lines == 0
+    assert jobs["1"].request.work_dir == "/scratch/a|b"
+    assert (jobs["2"].request.job_name, jobs["2"].request.work_dir) == ("n|m", "/w|x|y")
+
+
+def test_pipe_with_sacct_p_trailing_delimiter() -> None:
+    jobs, stats = _read(_job(name="a|b") + "|", _step(name="a|b") + "|", header=HEADER + "|")
+    assert stats.bad_lines == 0 and jobs["2001"].request.job_name == "a|b"
+
+
+def test_ambiguous_or_unrepairable_rows_are_bad_not_guessed(caplog: pytest.LogCaptureFixture) -> None:
+    header = "JobID|State|ElapsedRaw|JobName|WorkDir"
+    with caplog.at_level(logging.WARNING):
+        jobs, stats = _read("1|COMPLETED|5|a|b|c", "2|COMPLETED|5|ok|/w", header=header)
+    assert list(jobs) == ["2"] and stats.bad_lines == 1
+    assert "t:2: 6 fields, header has 5: ambiguous" in caplog.text
+    # Extra fields that no free-text column can absorb (here they break ElapsedRaw and State).
+    jobs, stats = _read(_job("3").replace("|600|", "|6|00|"), _job("4"))
+    assert list(jobs) == ["4"] and stats.bad_lines == 1
+
+
+def test_unit_separator_delimiter_makes_pipes_plain_text() -> None:
+    us = "\x1f"
+    jobs, stats = _read(
+        _job(name="a|b").replace("|", us).replace(f"a{us}b", "a|b"), header=HEADER.replace("|", us)
+    )
+    assert stats.bad_lines == 0 and jobs["2001"].request.job_name == "a|b"
+
+
+# ---- a newline inside a field ------------------------------------------------------------------
+
+
+def test_newline_in_a_field_is_joined_back() -> None:
+    lines = [
+        *_job("1", name="two\nlines").split("\n"),
+        *_job("2", name="many\n\nlines\n", work_dir="/a\nb").split("\n"),
+        *_step("2", name="s\nt").split("\n"),
+        _job("3"),
+    ]
+    jobs, stats = _read(*lines)
+    assert stats.bad_lines == 0 and sorted(jobs) == ["1", "2", "3"]
+    assert jobs["1"].request.job_name == "two\nlines"
+    assert jobs["2"].request.job_name == "many\n\nlines" and jobs["2"].request.work_dir == "/a\nb"
+    assert jobs["2"].max_rss_mb == pytest.approx(1024)
+
+
+def test_newline_and_pipe_in_the_same_row() -> None:
+    jobs, stats = _read(*_job(name="a|b\nc").split("\n"))
+    assert stats.bad_lines == 0 and jobs["2001"].request.job_name == "a|b\nc"
+
+
+def test_truncated_lines_are_bad_and_the_next_row_is_read_alone() -> None:
+    truncated = _job("1")[:40]
+    jobs, stats = _read(truncated, _job("2"), truncated)
+    assert sorted(jobs) == ["2"] and stats.bad_lines == 2
+    assert [e.split(":")[1] for e in stats.first_errors] == ["2", "4"]
+
+
+def test_split_rows_reports_row_start_line_numbers() -> None:
+    stats = ReadStats()
+    header, rows = split_rows([HEADER, *_job("1", name="x\ny").split("\n"), _job("2")], stats)
+    assert header is not None and header.delimiter == "|" and not header.trailing
+    assert [(n, len(v)) for n, v in rows] == [(2, WIDTH), (4, WIDTH)]
+    assert stats.lines == 3
+
+
+def test_harvest_does_not_split_on_unicode_line_breaks() -> None:
+    text = HEADER + "\n" + _job(name="a\x85b\u2028c\x1ed") + "\n"
+
+    def runner(argv: Sequence[str]) -> str:
+        return text
+
+    (record,) = harvest_sacct(runner, "2024-03-01")
+    assert record.request.job_name == "a\x85b\u2028c\x1ed"
+    assert record.end_time == int(datetime.fromisoformat("2024-03-01T09:20:00").timestamp())
