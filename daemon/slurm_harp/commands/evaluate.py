@@ -1,0 +1,161 @@
+"""`harp evaluate`: baselines and our strategy on a chronological split of a trace or the job store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from slurm_harp.accounting import JobRecord, ReadStats, load_records
+from slurm_harp.core.request import Target
+
+if TYPE_CHECKING:
+    from slurm_harp.evaluation.report import Context
+    from slurm_harp.evaluation.runner import TargetReport
+
+log = logging.getLogger(__name__)
+
+TARGET_CHOICES = (*(t.value for t in Target), "all")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "evaluate",
+        help="compare limit strategies on past jobs (train / validation / test by time)",
+        description="Fit every strategy on the oldest jobs, calibrate it on the next window to the "
+        "kill budget, and report on the most recent window: a table per target, and with --out a "
+        "JSON of every figure and a PNG of the waste-cut vs newly-killed curves.",
+    )
+    p.add_argument("source", nargs="?", help="SWF (.swf/.swf.gz), Eagle CSV (.csv) or saved `sacct -P` text")
+    p.add_argument("--db", help="read the job store (SQLite) at this path instead of a file")
+    p.add_argument("--target", default="all", choices=TARGET_CHOICES, help="default: %(default)s")
+    p.add_argument(
+        "--kill-budget",
+        type=_budget,
+        default=0.01,
+        help="fraction of newly killed jobs allowed (default: 0.01)",
+    )
+    p.add_argument(
+        "--split", type=_fractions, default=(0.6, 0.2), help="train,validation fractions (default: 0.6,0.2)"
+    )
+    p.add_argument("--out", type=Path, help="write <trace>.md, <trace>.json and <trace>.png here")
+    p.add_argument(
+        "--strategies", default="all", help="comma-separated names, 'baselines' or 'all' (default)"
+    )
+    p.add_argument("--max-jobs", type=int, default=None, help="evaluate the most recent N jobs only")
+    p.add_argument("--seed", type=int, default=0, help="seed of the randomised baselines (default: 0)")
+    p.set_defaults(func=run)
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"kill budget is a fraction in [0, 1): {text!r}")
+    return value
+
+
+def _fractions(text: str) -> tuple[float, float]:
+    try:
+        train, validation = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'train,validation' fractions: {text!r}") from None
+    if train <= 0 or validation <= 0 or train + validation >= 1:
+        raise argparse.ArgumentTypeError(f"need train > 0, validation > 0, train + validation < 1: {text!r}")
+    return train, validation
+
+
+def trace_name(source: str) -> str:
+    name = Path(source).name
+    for suffix in (".gz", ".swf", ".csv", ".txt", ".sqlite", ".db"):
+        name = name.removesuffix(suffix)
+    return name or "jobs"
+
+
+def _read(args: argparse.Namespace) -> list[JobRecord]:
+    if args.db:
+        from slurm_harp.accounting.jobstore import JobStore
+
+        with JobStore(args.db) as store:
+            return list(store.records())
+    stats = ReadStats(source=args.source)
+    records = load_records(args.source, stats)
+    log.info("%s", stats.summary())
+    return records
+
+
+def run(args: argparse.Namespace) -> int:
+    if bool(args.db) == bool(args.source):
+        log.error("give exactly one of SOURCE (a file) or --db PATH")
+        return 2
+    origin = args.db or args.source
+    if not Path(origin).is_file():
+        log.error("%s: no such file", origin)
+        return 2
+    # Imported here: the evaluation needs the training extra, the daemon's commands do not.
+    from slurm_harp.evaluation import lineup, report
+    from slurm_harp.evaluation.runner import evaluate_target
+    from slurm_harp.evaluation.split import chronological_split
+    from slurm_harp.evaluation.strategy import Strategy
+
+    try:
+        names = lineup.parse_names(args.strategies)
+        records = _read(args)
+    except (OSError, ValueError, sqlite3.Error) as exc:
+        log.error("cannot evaluate %s: %s", origin, exc)
+        return 2
+    if args.max_jobs:
+        records = sorted((r for r in records if r.request.submit_time is not None), key=_submit)[
+            -args.max_jobs :
+        ]
+    timeline = chronological_split(records, args.split)
+    ctx = report.Context(
+        trace=trace_name(origin),
+        source=str(origin),
+        kill_budget=args.kill_budget,
+        fractions=args.split,
+        timeline=timeline,
+        input_jobs=len(records),
+    )
+    print(
+        f"{ctx.trace}: {len(timeline.jobs)} jobs ({timeline.dropped} dropped: no run time or submit time); "
+        + ", ".join(f"{w} {b - a}" for w, (a, b) in timeline.windows().items())
+    )
+    targets = list(Target) if args.target == "all" else [Target(args.target)]
+    results: list[TargetReport] = []
+    for target in targets:
+        strategies: list[Strategy] = []
+        unavailable: dict[str, str] = {}
+        for name in names:
+            try:
+                strategies.append(lineup.build(name, target, seed=args.seed))
+            except lineup.Unavailable as exc:
+                unavailable[name] = str(exc)
+        result = evaluate_target(timeline, target, strategies, args.kill_budget)
+        result.unavailable = unavailable
+        results.append(result)
+        print(report.table(result, ctx))
+    if args.out:
+        _write(args.out, ctx, results)
+    return 0
+
+
+def _submit(record: JobRecord) -> int:
+    return record.request.submit_time or 0
+
+
+def _write(out: Path, ctx: Context, results: list[TargetReport]) -> None:
+    from slurm_harp.evaluation import report
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {kind: out / f"{ctx.trace}.{kind}" for kind in ("md", "json", "png")}
+    paths["md"].write_text("\n".join(report.table(r, ctx) for r in results), encoding="utf-8")
+    paths["json"].write_text(json.dumps(report.document(results, ctx), indent=1) + "\n", encoding="utf-8")
+    drawn = report.plot(results, ctx, paths["png"])
+    written = [paths["md"], paths["json"], *([paths["png"]] if drawn else [])]
+    print("wrote " + ", ".join(str(p) for p in written) + ("" if drawn else " (nothing to plot)"))

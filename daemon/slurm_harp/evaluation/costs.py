@@ -1,0 +1,171 @@
+"""What new limits would have cost and saved, per target, on jobs whose outcome is known.
+
+A strategy's limit becomes the job's effective limit: NaN keeps the request, anything else is
+rounded up to a whole unit, raised to Slurm's floor and capped at the request (a rewrite only
+lowers). Then, with r the observed usage and q the request:
+- newly killed: limit < r <= q for a job that finished under its own request (learning.md's
+  definition: it would have finished, now it does not). A censored job (it hit its request; its
+  true usage is at least r) that gets a lower limit is killed earlier than before, not newly:
+  it is reported apart as censored_lowered_pct, and its earlier kills do count in re-execution.
+  For CPUs nothing is killed: a job given fewer CPUs than it used is slowed ("slowed %").
+- reservation waste: time Σ cores·(limit - r) in core-hours, memory Σ units·(limit - r)·run
+  hours in MB-hours, over jobs that finished under their request and still finish under the new
+  limit (the killed ones cost re-execution instead). CPUs: Σ (max(limit, r) - r)·run hours, a
+  slowed job stretching so that it uses the same core-hours (perfect scaling).
+- re-execution (HARP's model): a killed job is re-run with double the limit until it finishes,
+  the last attempt at the request (then it does what it did). A time-killed attempt costs
+  cores x limit; an OOM-killed attempt costs cores x its whole run (the peak may come last:
+  an upper bound). Reported in core-hours: the total and the extra over no rewriting.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from slurm_harp.core import metrics
+from slurm_harp.core.request import Target
+from slurm_harp.evaluation.observed import FLOOR, Observed
+
+Figures = dict[str, float | None]
+
+
+def effective_limits(obs: Observed, limits: np.ndarray) -> np.ndarray:
+    """The limit each job would run under: request where NaN, else whole units in [floor, request]."""
+    proposed = np.where(np.isnan(limits), obs.requested, np.ceil(np.maximum(limits, FLOOR[obs.target])))
+    out: np.ndarray = np.minimum(proposed, obs.requested)
+    return out
+
+
+def killed(obs: Observed, effective: np.ndarray) -> np.ndarray:
+    """Jobs killed earlier than under their request (time, memory) or slowed (CPUs), censored ones included."""
+    mask: np.ndarray = effective < np.minimum(obs.actual, obs.requested)
+    return mask
+
+
+def finished(obs: Observed) -> np.ndarray:
+    """Jobs that finished under their own request (their usage is known, not a lower bound)."""
+    mask: np.ndarray = ~obs.censored & (obs.actual <= obs.requested)
+    return mask
+
+
+def newly_killed(obs: Observed, effective: np.ndarray) -> np.ndarray:
+    """Jobs that finished under their request and would not under ``effective`` (CPUs: slowed)."""
+    if obs.target is Target.CPUS:
+        return killed(obs, effective)
+    mask: np.ndarray = killed(obs, effective) & finished(obs)
+    return mask
+
+
+def killed_fraction(obs: Observed, limits: np.ndarray) -> float:
+    """Fraction of the usable jobs newly killed (slowed) by ``limits``; 0 when none is usable."""
+    use = obs.usable()
+    n = int(use.sum())
+    if n == 0:
+        return 0.0
+    sub = obs.take(use)
+    return float(np.sum(newly_killed(sub, effective_limits(sub, limits[use])))) / n
+
+
+def _weight(obs: Observed) -> np.ndarray:
+    """Per-job factor turning (limit - usage) into core-hours (time) or MB-hours (memory)."""
+    if obs.target is Target.TIME:
+        weight: np.ndarray = obs.cores / 60.0
+    else:
+        weight = obs.units * obs.run_hours
+    return weight
+
+
+def waste(obs: Observed, effective: np.ndarray) -> float:
+    """Reservation waste under ``effective`` limits (see the module doc for the unit)."""
+    if obs.target is Target.CPUS:
+        return float(np.sum(waste_terms(obs, effective)))
+    w = _weight(obs)
+    finished = ~obs.censored & (obs.actual <= obs.requested)
+    survives = finished & (effective >= obs.actual)
+    return float(np.sum((w * (effective - obs.actual))[survives]))
+
+
+def reexecution(obs: Observed, effective: np.ndarray) -> tuple[float, float]:
+    """HARP's re-execution cost in core-hours: (total, extra over running under the request)."""
+    base = float(np.sum(obs.cores * obs.run_hours))
+    if obs.target is Target.CPUS:
+        return base, 0.0
+    limit = effective.copy()
+    need = np.minimum(obs.actual, obs.requested)
+    active = limit < need
+    extra = 0.0
+    while active.any():
+        if obs.target is Target.TIME:
+            extra += float(np.sum(obs.cores[active] * limit[active])) / 60.0
+        else:
+            extra += float(np.sum(obs.cores[active] * obs.run_hours[active]))
+        limit[active] = np.minimum(2.0 * limit[active], obs.requested[active])
+        active &= limit < need
+    return base + extra, extra
+
+
+def _cut(before: float, after: float) -> float:
+    return 100.0 * (1.0 - after / before) if before > 0 else math.nan
+
+
+def waste_cut_pct(obs: Observed, limits: np.ndarray) -> float:
+    """% of the request's reservation waste that ``limits`` cut, over the usable jobs."""
+    sub = obs.take(obs.usable())
+    lim = limits[obs.usable()]
+    return _cut(waste(sub, sub.requested), waste(sub, effective_limits(sub, lim)))
+
+
+def assess(obs: Observed, limits: np.ndarray) -> Figures:
+    """Every figure of the report for ``limits`` (aligned with ``obs``) over the usable jobs.
+
+    Keys: n, lowered_pct, upp, up_mape, ov_mape, aea, waste_request, waste, waste_cut_pct,
+    newly_killed_pct (jobs that finished under their request and would not any more),
+    censored_lowered_pct (censored jobs given a lower limit: killed earlier), reexec_core_h, reexec_extra_core_h (these three None for CPUs),
+    slowed_pct and alloc_core_h_cut_pct (CPUs only; None otherwise).
+    """
+    use = obs.usable()
+    sub = obs.take(use)
+    eff = effective_limits(sub, limits[use])
+    n = len(sub)
+    lost = killed(sub, eff)
+    before = waste(sub, sub.requested)
+    after = waste(sub, eff)
+    out: Figures = {
+        "n": float(n),
+        "lowered_pct": 100.0 * float(np.mean(eff < sub.requested)) if n else math.nan,
+        "upp": metrics.upp(eff, sub.actual),
+        "up_mape": metrics.up_mape(eff, sub.actual),
+        "ov_mape": metrics.ov_mape(eff, sub.actual),
+        "aea": metrics.aea(eff, sub.actual),
+        "waste_request": before,
+        "waste": after,
+        "waste_cut_pct": _cut(before, after),
+        "newly_killed_pct": None,
+        "censored_lowered_pct": None,
+        "reexec_core_h": None,
+        "reexec_extra_core_h": None,
+        "slowed_pct": None,
+        "alloc_core_h_cut_pct": None,
+    }
+    share = 100.0 * float(np.mean(newly_killed(sub, eff))) if n else math.nan
+    if obs.target is Target.CPUS:
+        used = sub.run_hours * sub.actual
+        out["slowed_pct"] = share
+        out["alloc_core_h_cut_pct"] = _cut(
+            float(np.sum(used + waste_terms(sub, sub.requested))), float(np.sum(used + waste_terms(sub, eff)))
+        )
+    else:
+        total, extra = reexecution(sub, eff)
+        out["newly_killed_pct"] = share
+        out["censored_lowered_pct"] = 100.0 * float(np.mean(lost & ~finished(sub))) if n else math.nan
+        out["reexec_core_h"] = total
+        out["reexec_extra_core_h"] = extra
+    return out
+
+
+def waste_terms(obs: Observed, effective: np.ndarray) -> np.ndarray:
+    """Per-job CPU waste in core-hours: the allocation a job holds beyond what it uses."""
+    terms: np.ndarray = obs.run_hours * np.maximum(effective - obs.actual, 0.0)
+    return terms

@@ -1,0 +1,76 @@
+"""The knob of a scaled strategy: choosing its multiplier at a kill budget, and its Pareto curve.
+
+A strategy with one monotone knob (limits = multiplier x base prediction, capped at the request)
+trades waste cut against newly killed jobs. ``smallest_multiplier`` picks the knob on validation;
+``pareto_points`` traces the whole trade-off (on the test window, for the report only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.evaluation import costs
+from slurm_harp.evaluation.observed import Observed
+
+# Geometric grid for the curves: from far below a median prediction to far above any request.
+MULTIPLIERS: np.ndarray = np.geomspace(0.02, 1e5, 111)
+SEARCH_RANGE = (1e-3, 1e6)
+SEARCH_STEPS = 60
+
+Curve = list[tuple[float, float]]
+
+
+@runtime_checkable
+class Tunable(Protocol):
+    """Optional for a Strategy: its trade-off curve, drawn by `harp evaluate`.
+
+    ``pareto(jobs, start)`` returns (newly killed %, waste cut %) points for jobs[start:] as the
+    strategy's knob (a multiplier, a quantile level, a conformal margin ...) sweeps its range,
+    with the strategy otherwise as fitted. Called after ``fit``; it must not refit anything on
+    jobs[start:]: the curve describes the fitted strategy, it does not choose it.
+    """
+
+    def pareto(self, jobs: Sequence[JobRecord], start: int) -> Curve: ...
+
+
+def smallest_multiplier(
+    base: np.ndarray, obs: Observed, budget: float, search: tuple[float, float] = SEARCH_RANGE
+) -> float:
+    """The smallest m with killed_fraction(m x base) <= ``budget`` (bisection in log space).
+
+    The killed fraction never grows with m (limits only rise, then cap at the request), so the
+    search is exact up to its resolution; the upper end of the final bracket is returned, which
+    always meets the budget when any m in the range does (else the range's top).
+    """
+    use = obs.usable()
+    sub, b = obs.take(use), base[use]
+    lo, hi = search
+    if costs.killed_fraction(sub, lo * b) <= budget:
+        return lo
+    if costs.killed_fraction(sub, hi * b) > budget:
+        return hi
+    for _ in range(SEARCH_STEPS):
+        mid = float(np.sqrt(lo * hi))
+        if costs.killed_fraction(sub, mid * b) <= budget:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def pareto_points(base: np.ndarray, obs: Observed, multipliers: np.ndarray = MULTIPLIERS) -> Curve:
+    """(newly killed %, waste cut %) of limits m x base for each multiplier m, ordered by m."""
+    use = obs.usable()
+    sub, b = obs.take(use), base[use]
+    before = costs.waste(sub, sub.requested)
+    points: Curve = []
+    for m in multipliers:
+        eff = costs.effective_limits(sub, float(m) * b)
+        lost = 100.0 * float(np.mean(costs.killed(sub, eff))) if len(sub) else 0.0
+        cut = 100.0 * (1.0 - costs.waste(sub, eff) / before) if before > 0 else float("nan")
+        points.append((lost, cut))
+    return points

@@ -1,0 +1,73 @@
+"""The strategies `harp evaluate` knows by name: the baselines, and ours when it is installed."""
+
+from __future__ import annotations
+
+import importlib
+from typing import cast
+
+from slurm_harp.core.request import Target
+from slurm_harp.evaluation.baselines import RequestStrategy, ScaledTsafrirStrategy, TsafrirStrategy
+from slurm_harp.evaluation.harpstyle import HarpStyleStrategy
+from slurm_harp.evaluation.strategy import Strategy
+
+BASELINES: tuple[str, ...] = ("request", "tsafrir", "tsafrir-scaled", "harp-linear", "harp-tree", "harp-mlp")
+OURS = "ours"
+NAMES: tuple[str, ...] = (*BASELINES, OURS)
+OURS_MODULE = "slurm_harp.learning.strategy"
+
+
+class Unavailable(Exception):
+    """A strategy that cannot run here (not installed, or not for this target)."""
+
+
+def build(name: str, target: Target, seed: int = 0) -> Strategy:
+    """A fresh, unfitted strategy. Raises ValueError for an unknown name, Unavailable for ours
+    when its module is missing or it refuses the target."""
+    if name == "request":
+        return RequestStrategy(target)
+    if name == "tsafrir":
+        return TsafrirStrategy(target)
+    if name == "tsafrir-scaled":
+        return ScaledTsafrirStrategy(target)
+    if name == "harp-linear":
+        return HarpStyleStrategy(target, "linear", seed)
+    if name == "harp-tree":
+        return HarpStyleStrategy(target, "tree", seed)
+    if name == "harp-mlp":
+        return HarpStyleStrategy(target, "mlp", seed)
+    if name == OURS:
+        return ours(target)
+    raise ValueError(f"unknown strategy {name!r}; known: {', '.join(NAMES)}")
+
+
+def ours(target: Target) -> Strategy:
+    """slurm_harp.learning.strategy.HarpStrategy(target), imported lazily: it may not exist yet, and
+    it needs the training extra."""
+    try:
+        module = importlib.import_module(OURS_MODULE)
+    except ImportError as exc:
+        raise Unavailable(f"{OURS_MODULE} is not available ({exc})") from exc
+    factory = getattr(module, "HarpStrategy", None)
+    if factory is None:
+        raise Unavailable(f"{OURS_MODULE} has no HarpStrategy")
+    try:
+        return cast(Strategy, factory(target))
+    except (ValueError, NotImplementedError) as exc:
+        raise Unavailable(f"HarpStrategy does not support target {target.value}: {exc}") from exc
+
+
+def parse_names(text: str) -> list[str]:
+    """A comma-separated list of strategy names ("all" or "baselines" expand); unknown names raise."""
+    names: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        expanded = NAMES if part == "all" else BASELINES if part == "baselines" else (part,)
+        for name in expanded:
+            if name not in NAMES:
+                raise ValueError(f"unknown strategy {name!r}; known: {', '.join(NAMES)}")
+            if name not in names:
+                names.append(name)
+    if not names:
+        raise ValueError("no strategy given")
+    return names

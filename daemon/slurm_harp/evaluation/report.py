@@ -1,0 +1,205 @@
+"""Render evaluation results: Markdown tables, a JSON document of every figure, a Pareto PNG."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from slurm_harp.core.request import Target
+from slurm_harp.evaluation.costs import Figures
+from slurm_harp.evaluation.observed import UNIT
+from slurm_harp.evaluation.runner import Outcome, TargetReport
+from slurm_harp.evaluation.split import Timeline
+
+FORMAT = "harp-evaluation/1"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What was evaluated and how, for headings and the JSON document."""
+
+    trace: str
+    source: str
+    kill_budget: float
+    fractions: tuple[float, float]
+    timeline: Timeline
+    input_jobs: int
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _core_hours(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def _knob(outcome: Outcome) -> str:
+    return " ".join(f"x{v:.3g}" for v in outcome.knob.values())
+
+
+def _cells(outcome: Outcome, target: Target) -> list[str]:
+    f: Figures = outcome.test or {}
+    cells = [
+        _number(f.get("upp")),
+        _number(f.get("up_mape")),
+        _number(f.get("ov_mape")),
+        _number(f.get("aea"), 3),
+        _number(f.get("waste_cut_pct")),
+    ]
+    if target is Target.CPUS:
+        return [*cells, "n/a", "n/a", _number(f.get("slowed_pct")), _number(f.get("alloc_core_h_cut_pct"))]
+    extra = f.get("reexec_extra_core_h")
+    reexec = f"{_core_hours(f.get('reexec_core_h'))} (+{_core_hours(extra)})"
+    return [*cells, _number(f.get("newly_killed_pct"), 2), reexec]
+
+
+def _window(timeline: Timeline, window: str) -> str:
+    first, end = timeline.windows()[window]
+    if end <= first:
+        return "empty"
+    times = [timeline.jobs[i].request.submit_time for i in (first, end - 1)]
+    days = [datetime.fromtimestamp(t or 0, UTC).strftime("%Y-%m-%d") for t in times]
+    return f"{days[0]} .. {days[1]}"
+
+
+def table(report: TargetReport, ctx: Context) -> str:
+    """One target's results on the test window as a Markdown table with a heading and notes."""
+    target = report.target
+    lines = [f"### {target.value} ({UNIT[target]}), {ctx.trace}"]
+    if report.skipped:
+        return "\n".join([*lines, "", f"skipped: {report.skipped}", ""])
+    lines += [
+        "",
+        f"Test window {_window(ctx.timeline, 'test')}: {report.usable['test']} jobs with a request and an "
+        f"observed value; kill budget {100 * ctx.kill_budget:g} % met on validation "
+        f"({report.usable['validation']} jobs, {_window(ctx.timeline, 'validation')}).",
+        "",
+    ]
+    header = ["strategy", "knob", "UPP %", "UP_MAPE %", "OV_MAPE %", "AEA", "waste cut %", "newly killed %"]
+    header += (
+        ["re-exec core-h (extra)"] if target is not Target.CPUS else ["re-exec", "slowed %", "alloc cut %"]
+    )
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for outcome in report.outcomes:
+        if outcome.error:
+            row = [outcome.name, "failed: " + outcome.error.replace("|", "/")[:120]]
+            row += [""] * (len(header) - 2)
+        else:
+            row = [outcome.name, _knob(outcome), *_cells(outcome, target)]
+        lines.append("| " + " | ".join(row) + " |")
+    for name, why in report.unavailable.items():
+        lines.append(f"\n{name}: not evaluated: {why}")
+    return "\n".join([*lines, ""])
+
+
+def _clean(value: Any) -> Any:
+    """JSON without NaN/inf (not standard JSON): they become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def document(reports: Sequence[TargetReport], ctx: Context) -> dict[str, Any]:
+    """Every figure: trace, split sizes and windows, per target and strategy the test and validation
+    figures, the knob, the Pareto curve (newly killed %, waste cut %) on test, errors."""
+    timeline = ctx.timeline
+    windows = {}
+    for name, (first, end) in timeline.windows().items():
+        times = (
+            [timeline.jobs[i].request.submit_time for i in (first, end - 1)] if end > first else [None, None]
+        )
+        windows[name] = {
+            "jobs": end - first,
+            "first_submit": times[0],
+            "last_submit": times[1],
+            "utc": [None if t is None else datetime.fromtimestamp(t, UTC).isoformat() for t in times],
+        }
+    targets: dict[str, Any] = {}
+    for report in reports:
+        targets[report.target.value] = {
+            "unit": UNIT[report.target],
+            "usable_jobs": report.usable,
+            "skipped": report.skipped,
+            "unavailable": report.unavailable,
+            "strategies": {
+                o.name: {
+                    "test": o.test,
+                    "validation": o.validation,
+                    "knob": o.knob,
+                    "pareto": None if o.curve is None else [list(p) for p in o.curve],
+                    "error": o.error,
+                    "seconds": o.seconds,
+                }
+                for o in report.outcomes
+            },
+        }
+    doc: dict[str, Any] = _clean(
+        {
+            "format": FORMAT,
+            "trace": ctx.trace,
+            "source": ctx.source,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "kill_budget": ctx.kill_budget,
+            "split": {
+                "fractions": {"train": ctx.fractions[0], "validation": ctx.fractions[1]},
+                "input_jobs": ctx.input_jobs,
+                "dropped_jobs": timeline.dropped,
+                "windows": windows,
+            },
+            "targets": targets,
+        }
+    )
+    return doc
+
+
+def plot(reports: Sequence[TargetReport], ctx: Context, path: Path) -> bool:
+    """Waste cut vs newly killed on the test window, one panel per target; False if nothing to draw."""
+    shown = [r for r in reports if not r.skipped and any(o.test for o in r.outcomes)]
+    if not shown:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(shown), figsize=(6.5 * len(shown), 5), squeeze=False)
+    for ax, report in zip(axes[0], shown, strict=True):
+        lost_key = "slowed_pct" if report.target is Target.CPUS else "newly_killed_pct"
+        for i, outcome in enumerate(o for o in report.outcomes if o.test):
+            color = f"C{i % 10}"
+            if outcome.curve:
+                xs, ys = zip(*outcome.curve, strict=True)
+                ax.plot(xs, ys, color=color, lw=1.2, alpha=0.8)
+            test = outcome.test or {}
+            x, y = test.get(lost_key), test.get("waste_cut_pct")
+            if x is not None and y is not None and math.isfinite(x) and math.isfinite(y):
+                ax.plot([x], [y], "o", color=color, label=outcome.name)
+        ax.axvline(100 * ctx.kill_budget, color="grey", ls="--", lw=0.8, label="kill budget")
+        ax.set_xscale("symlog", linthresh=0.1)
+        ax.set_xlim(0, 100)
+        ax.set_ylim(-5, 100)
+        ax.set_xlabel("slowed jobs %" if report.target is Target.CPUS else "newly killed jobs %")
+        ax.set_ylabel("reservation waste cut %")
+        ax.set_title(f"{ctx.trace}: {report.target.value} (test, {report.usable['test']} jobs)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

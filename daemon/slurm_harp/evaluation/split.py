@@ -1,0 +1,73 @@
+"""Chronological train / validation / test windows over a job list.
+
+Jobs are ordered by submit time and never shuffled across time: strategies learn on the first
+window, choose and calibrate on the second, and are reported on the last one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.evaluation.strategy import Split
+
+DEFAULT_FRACTIONS: tuple[float, float] = (0.6, 0.2)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Usable jobs sorted by submit time, their split, and how many input jobs were left out."""
+
+    jobs: list[JobRecord]
+    split: Split
+    dropped: int  # run time <= 0 or no submit time: cannot be evaluated or placed in time
+
+    def windows(self) -> dict[str, tuple[int, int]]:
+        """Index ranges [first, end) of the three windows."""
+        n = len(self.jobs)
+        s = self.split
+        return {
+            "train": (0, s.train_end),
+            "validation": (s.train_end, s.validation_end),
+            "test": (s.validation_end, n),
+        }
+
+
+def chronological_split(
+    jobs: Sequence[JobRecord], fractions: tuple[float, float] = DEFAULT_FRACTIONS
+) -> Timeline:
+    """Sort usable jobs by submit time (stable) and cut them by ``fractions`` = (train, validation);
+    the test window is the rest. Jobs with run time <= 0 or no submit time are dropped."""
+    train, validation = fractions
+    if train <= 0 or validation <= 0 or train + validation >= 1:
+        raise ValueError(f"fractions {fractions}: need train > 0, validation > 0 and train + validation < 1")
+    usable = [j for j in jobs if j.elapsed_s > 0 and j.request.submit_time is not None]
+    usable.sort(key=lambda j: j.request.submit_time or 0)
+    n = len(usable)
+    train_end = round(n * train)
+    validation_end = round(n * (train + validation))
+    return Timeline(jobs=usable, split=Split(train_end, validation_end), dropped=len(jobs) - n)
+
+
+def known_training(jobs: Sequence[JobRecord], split: Split) -> np.ndarray:
+    """Indices of training jobs whose outcome was known when the validation window opened.
+
+    As in production, a model fitted at time T only knows jobs that had ended by T; a training job
+    still running at the first validation submission is left out (no end time: kept, as its end
+    cannot be placed).
+    """
+    if split.train_end >= len(jobs) or split.train_end == 0:
+        return np.arange(min(split.train_end, len(jobs)))
+    cutoff = jobs[split.train_end].request.submit_time
+    if cutoff is None:
+        return np.arange(split.train_end)
+    keep = [i for i in range(split.train_end) if _end(jobs[i]) <= cutoff]
+    return np.asarray(keep, dtype=np.int64)
+
+
+def _end(job: JobRecord) -> float:
+    return -math.inf if job.end_time is None else float(job.end_time)

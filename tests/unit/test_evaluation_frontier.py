@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import pytest
+
+from slurm_harp.core.request import Target
+from slurm_harp.evaluation import costs
+from slurm_harp.evaluation.frontier import pareto_points, smallest_multiplier
+from slurm_harp.evaluation.observed import Observed
+
+
+def random_obs(n: int, seed: int) -> tuple[Observed, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    actual = rng.lognormal(3.0, 1.0, n)
+    requested = np.ceil(actual * rng.uniform(1.0, 20.0, n))
+    base = actual * rng.lognormal(0.0, 0.8, n)  # a noisy prediction
+    base[rng.random(n) < 0.1] = np.nan  # no prediction: keep the request
+    obs = Observed(
+        target=Target.TIME,
+        requested=requested,
+        actual=actual,
+        censored=np.zeros(n, dtype=bool),
+        cores=np.ones(n),
+        run_hours=actual / 60,
+        units=np.ones(n),
+    )
+    return obs, base
+
+
+@pytest.mark.parametrize(("seed", "budget"), [(0, 0.01), (1, 0.05), (2, 0.0), (3, 0.2)])
+def test_smallest_multiplier_meets_the_budget_and_is_smallest(seed: int, budget: float) -> None:
+    obs, base = random_obs(2000, seed)
+    m = smallest_multiplier(base, obs, budget)
+    assert costs.killed_fraction(obs, m * base) <= budget
+    # Just below it, the budget is broken: nothing smaller would do.
+    assert costs.killed_fraction(obs, m * 0.999 * base) > budget
+
+
+def test_multiplier_search_ends() -> None:
+    obs, base = random_obs(200, 4)
+    # Any multiplier meets a 100 % budget: the lower end of the range.
+    assert smallest_multiplier(base, obs, 1.0) == pytest.approx(1e-3)
+    # Predictions of zero stay at Slurm's floor whatever the multiplier: unreachable, the top.
+    zeros = np.zeros_like(base)
+    assert smallest_multiplier(zeros, obs, 0.0) == pytest.approx(1e6)
+
+
+def test_pareto_curve_trades_waste_for_kills() -> None:
+    obs, base = random_obs(2000, 5)
+    points = pareto_points(base, obs)
+    killed = [k for k, _ in points]
+    cut = [w for _, w in points]
+    # Larger multipliers: fewer kills and less waste cut, down to the request itself (0, 0).
+    assert all(a >= b for a, b in pairwise(killed))
+    assert all(a >= b - 1e-9 for a, b in pairwise(cut))
+    assert points[-1] == pytest.approx((0.0, 0.0))
+    assert killed[0] > 50 and cut[0] > 50

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.evaluation import report
+from slurm_harp.evaluation.baselines import RequestStrategy, ScaledTsafrirStrategy
+from slurm_harp.evaluation.runner import evaluate_target
+from slurm_harp.evaluation.split import chronological_split
+
+
+class Broken:
+    name = "broken"
+    target = Target.TIME
+
+    def fit(self, jobs: object, split: object, kill_budget: float) -> None:
+        raise RuntimeError("no | luck")
+
+    def limits(self, jobs: object, start: int) -> object:
+        raise AssertionError("never called")
+
+
+def jobs(n: int) -> list[JobRecord]:
+    out = []
+    for i in range(n):
+        run = 60 * (5 + (i * 7) % 20)
+        out.append(
+            JobRecord(
+                job_id=str(i),
+                request=JobRequest(user_name=f"u{i % 3}", time_limit_minutes=120, submit_time=1000 * i),
+                state="COMPLETED",
+                elapsed_s=run,
+                end_time=1000 * i + run,
+            )
+        )
+    return out
+
+
+def evaluated() -> tuple[report.Context, list[report.TargetReport]]:
+    timeline = chronological_split(jobs(300))
+    results = [
+        evaluate_target(
+            timeline,
+            Target.TIME,
+            [RequestStrategy(Target.TIME), ScaledTsafrirStrategy(Target.TIME), Broken()],  # type: ignore[list-item]
+            0.05,
+        ),
+        evaluate_target(timeline, Target.MEMORY, [RequestStrategy(Target.MEMORY)], 0.05),
+    ]
+    results[0].unavailable["ours"] = "not installed"
+    ctx = report.Context("toy", "toy.swf", 0.05, (0.6, 0.2), timeline, input_jobs=300)
+    return ctx, results
+
+
+def test_table_rows_failures_and_skips() -> None:
+    ctx, results = evaluated()
+    text = report.table(results[0], ctx)
+    assert "| strategy | knob | UPP % |" in text
+    assert "| request |  | 0.0 |" in text
+    assert "| tsafrir-scaled | x" in text
+    assert "| broken | failed: RuntimeError: no / luck |" in text
+    assert "ours: not evaluated: not installed" in text
+    assert "60 jobs" in text  # the test window
+    assert "skipped: too few jobs" in report.table(results[1], ctx)
+
+
+def test_document_is_strict_json_with_every_figure() -> None:
+    ctx, results = evaluated()
+    doc = report.document(results, ctx)
+    text = json.dumps(doc, allow_nan=False)  # NaN became null
+    back = json.loads(text)
+    assert back["trace"] == "toy" and back["kill_budget"] == 0.05
+    assert back["split"]["windows"]["test"]["jobs"] == 60
+    assert back["split"]["windows"]["train"]["first_submit"] == 0
+    time = back["targets"]["time"]
+    assert time["usable_jobs"] == {"train": 180, "validation": 60, "test": 60}
+    scaled = time["strategies"]["tsafrir-scaled"]
+    assert scaled["test"]["newly_killed_pct"] is not None and scaled["validation"]["n"] == 60
+    assert scaled["knob"]["multiplier"] > 0 and len(scaled["pareto"]) > 10
+    assert time["strategies"]["broken"]["error"].startswith("RuntimeError")
+    assert time["strategies"]["request"]["test"]["up_mape"] is None  # NaN: nobody under-predicted
+    assert back["targets"]["memory"]["skipped"]
+
+
+def test_plot_writes_a_png(tmp_path: Path) -> None:
+    ctx, results = evaluated()
+    path = tmp_path / "curve.png"
+    assert report.plot(results, ctx, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not report.plot(results[1:], ctx, tmp_path / "none.png")
