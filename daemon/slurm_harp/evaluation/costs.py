@@ -39,7 +39,8 @@ def effective_limits(obs: Observed, limits: np.ndarray) -> np.ndarray:
 
 
 def killed(obs: Observed, effective: np.ndarray) -> np.ndarray:
-    """Jobs killed earlier than under their request (time, memory) or slowed (CPUs), censored ones included."""
+    """Jobs killed earlier than under their request (time, memory; censored ones included) or
+    slowed (CPUs)."""
     mask: np.ndarray = effective < np.minimum(obs.actual, obs.requested)
     return mask
 
@@ -122,7 +123,8 @@ def assess(obs: Observed, limits: np.ndarray) -> Figures:
 
     Keys: n, lowered_pct, upp, up_mape, ov_mape, aea, waste_request, waste, waste_cut_pct,
     newly_killed_pct (jobs that finished under their request and would not any more),
-    censored_lowered_pct (censored jobs given a lower limit: killed earlier), reexec_core_h, reexec_extra_core_h (these three None for CPUs),
+    censored_lowered_pct (censored jobs given a lower limit: killed earlier), reexec_core_h,
+    reexec_extra_core_h (these three None for CPUs),
     slowed_pct and alloc_core_h_cut_pct (CPUs only; None otherwise).
     """
     use = obs.usable()
