@@ -37,15 +37,25 @@ class ServerSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class HistorySettings:
+    """Where the daemon reads job history from: the harvester's job store (None = no history)."""
+
+    db: Path | None = None
+    window_days: int = 30  # how far back to seed; history features look back HORIZON_DAYS
+    poll_seconds: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     store: Path = DEFAULT_STORE
     policy: Policy = field(default_factory=Policy)
     source: Path | None = None
+    history: HistorySettings = field(default_factory=HistorySettings)
 
 
 _SCHEMA: dict[str, set[str]] = {
-    "": {"server", "store", "policy"},
+    "": {"server", "store", "policy", "history"},
     "server": {
         "socket",
         "socket_mode",
@@ -58,7 +68,8 @@ _SCHEMA: dict[str, set[str]] = {
         "store_poll_seconds",
     },
     "store": {"path"},
-    "policy": {"mode", "quantile", "min_gain", "floor", "rule"},
+    "history": {"db", "window_days", "poll_seconds"},
+    "policy": {"mode", "quantile", "min_gain", "floor", "rule", "require_history"},
     "policy.floor": {"time_minutes", "memory_mb", "cpus"},
     "policy.rule": {"partition", "account", "mode"},
 }
@@ -138,6 +149,21 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
         store=Path(r.get(store, "store", "path", str, str(DEFAULT_STORE))),
         policy=_policy(r, r.table(top.get("policy", {}), "policy")),
         source=Path(path) if not str(path).startswith("<") else None,
+        history=_history(r, r.table(top.get("history", {}), "history")),
+    )
+
+
+def _history(r: _Reader, hist: Mapping[str, Any]) -> HistorySettings:
+    db = r.get(hist, "history", "db", str, None)
+    if db is not None and not db.strip():
+        raise r.fail("history.db", "must be a path (leave the key out for no history)")
+    poll = r.get(hist, "history", "poll_seconds", float, 60.0)
+    if not poll > 0:
+        raise r.fail("history.poll_seconds", f"must be > 0, got {poll}")
+    return HistorySettings(
+        db=None if db is None else Path(db),
+        window_days=_positive(r, "history.window_days", r.get(hist, "history", "window_days", int, 30)),
+        poll_seconds=poll,
     )
 
 
@@ -178,6 +204,7 @@ def _policy(r: _Reader, pol: Mapping[str, Any]) -> Policy:
         quantile=quantile,
         min_gain=min_gain,
         floors=floors,
+        require_history=r.get(pol, "policy", "require_history", bool, True),
     )
 
 

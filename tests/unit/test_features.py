@@ -10,8 +10,11 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from slurm_harp.core.features import FEATURE_NAMES, stable_hash, vectorize
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.features import FEATURE_NAMES, REQUEST_FEATURE_NAMES, stable_hash, vectorize
+from slurm_harp.core.history import HISTORY_FEATURE_NAMES, HistoryIndex, history_matrix
 from slurm_harp.core.request import JobRequest
+from slurm_harp.learning.dataset import build_dataset
 
 FULL = JobRequest(
     user_name="alice",
@@ -126,4 +129,60 @@ def test_single_row_is_fast() -> None:
         vectorize([FULL])
     per_row_us = (time.perf_counter() - started) / n * 1e6
     # Target is < 20 µs on this machine; the bound leaves room for a loaded CI runner.
+    assert per_row_us < 100, f"{per_row_us:.1f} µs per row"
+
+
+def _past(n: int) -> list[JobRecord]:
+    t0 = FULL.submit_time or 0
+    return [
+        JobRecord(
+            job_id=str(i),
+            request=JobRequest(user_name="alice", job_name="relax", submit_time=t0 + i),
+            state="COMPLETED",
+            elapsed_s=600 + i,
+            end_time=t0 + 3600 + i,
+        )
+        for i in range(n)
+    ]
+
+
+def test_history_columns_follow_the_request_columns() -> None:
+    assert FEATURE_NAMES == REQUEST_FEATURE_NAMES + HISTORY_FEATURE_NAMES
+    index = HistoryIndex()
+    for record in _past(5):
+        index.add(record)
+    at = (FULL.submit_time or 0) + 7200
+    hist = index.row(FULL, at)[np.newaxis, :]
+    x = vectorize([FULL], hist)
+    r = len(REQUEST_FEATURE_NAMES)
+    np.testing.assert_array_equal(x[0, :r], vectorize([FULL])[0, :r])
+    np.testing.assert_array_equal(x[0, r:], hist[0])
+    assert _col(x, "h30d_user_log_jobs") == pytest.approx(math.log1p(5), abs=1e-3)
+    assert np.isnan(vectorize([FULL])[0, r:]).all()
+    # The batch path (training) and the single-row path (daemon) give the same bytes.
+    both = vectorize([FULL, EMPTY], np.vstack([hist, hist]))
+    assert both[0].tobytes() == x[0].tobytes()
+    with pytest.raises(ValueError, match="shape"):
+        vectorize([FULL, EMPTY], hist)
+
+
+def test_build_dataset_carries_causal_history() -> None:
+    records = _past(40)
+    data = build_dataset(list(reversed(records)))
+    r = len(REQUEST_FEATURE_NAMES)
+    np.testing.assert_array_equal(data.x[:, r:], history_matrix(records))
+    jobs = FEATURE_NAMES.index("h30d_user_log_jobs")
+    assert data.x[0, jobs] == 0.0  # nobody had ended yet
+    # max_rows keeps the newest rows, with the history they had in the full sweep.
+    np.testing.assert_array_equal(build_dataset(records, max_rows=10).x, data.x[-10:])
+
+
+def test_single_row_with_history_is_fast() -> None:
+    hist = np.zeros((1, len(HISTORY_FEATURE_NAMES)), dtype=np.float32)
+    vectorize([FULL], hist)
+    n = 2000
+    started = time.perf_counter()
+    for _ in range(n):
+        vectorize([FULL], hist)
+    per_row_us = (time.perf_counter() - started) / n * 1e6
     assert per_row_us < 100, f"{per_row_us:.1f} µs per row"

@@ -1,5 +1,8 @@
-"""The one feature map, used by training and by the daemon: JobRequest -> float32 row.
+"""The one feature map, used by training and by the daemon: JobRequest (+ history) -> float32 row.
 
+A row is the request's own features (REQUEST_FEATURE_NAMES) followed by the causal history
+features of core/history.py (HISTORY_FEATURE_NAMES): training passes history_matrix(records),
+the daemon a HistoryIndex row; without history those columns are NaN.
 Only what is known at submit time goes in. NaN marks a value the user did not give, except
 GPUs and the array flag, where "not given" means none / not an array (0), as Slurm reads it.
 Counts and sizes are log1p-scaled (trees do not care; it keeps later linear models sane).
@@ -18,9 +21,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from slurm_harp.core.history import HISTORY_FEATURE_NAMES, user_key
 from slurm_harp.core.request import JobRequest
 
-FEATURE_NAMES: tuple[str, ...] = (
+REQUEST_FEATURE_NAMES: tuple[str, ...] = (
     "log_time_limit_min",
     "log_time_min_min",
     "log_cpus",
@@ -40,6 +44,10 @@ FEATURE_NAMES: tuple[str, ...] = (
     "hash_work_dir",
     "hash_script_signature",
 )
+FEATURE_NAMES: tuple[str, ...] = REQUEST_FEATURE_NAMES + HISTORY_FEATURE_NAMES
+_R = len(REQUEST_FEATURE_NAMES)
+_H = len(HISTORY_FEATURE_NAMES)
+_NAN_HISTORY = [math.nan] * _H
 
 _NAN = math.nan
 _HASH_SCALE = 1.0 / 2**32
@@ -79,11 +87,9 @@ def _mem_per_node(request: JobRequest) -> float:
 
 
 def row(request: JobRequest) -> list[float]:
-    """One request's features, in FEATURE_NAMES order."""
+    """One request's own features, in REQUEST_FEATURE_NAMES order."""
     submit = request.submit_time
-    user = request.user_name
-    if user is None and request.user_id is not None:
-        user = str(request.user_id)
+    user = user_key(request)
     return [
         _log(request.time_limit_minutes),
         _log(request.time_min_minutes),
@@ -106,11 +112,19 @@ def row(request: JobRequest) -> list[float]:
     ]
 
 
-def vectorize(requests: Sequence[JobRequest]) -> np.ndarray:
-    """Features of ``requests`` as a float32 array of shape (n, len(FEATURE_NAMES))."""
-    if len(requests) == 1:
-        return np.array([row(requests[0])], dtype=np.float32)
-    out = np.empty((len(requests), len(FEATURE_NAMES)), dtype=np.float32)
+def vectorize(requests: Sequence[JobRequest], history: np.ndarray | None = None) -> np.ndarray:
+    """Features of ``requests`` as a float32 array of shape (n, len(FEATURE_NAMES)).
+
+    ``history`` is the (n, len(HISTORY_FEATURE_NAMES)) history of the same requests, row for row
+    (history.history_matrix or HistoryIndex.row); None leaves those columns NaN."""
+    n = len(requests)
+    if history is not None and history.shape != (n, _H):
+        raise ValueError(f"history has shape {history.shape}, expected {(n, _H)}")
+    if n == 1:
+        tail = _NAN_HISTORY if history is None else history[0].tolist()
+        return np.array([row(requests[0]) + tail], dtype=np.float32)
+    out = np.empty((n, _R + _H), dtype=np.float32)
     for i, request in enumerate(requests):
-        out[i] = row(request)
+        out[i, :_R] = row(request)
+    out[:, _R:] = np.nan if history is None else history
     return out

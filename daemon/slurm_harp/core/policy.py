@@ -46,6 +46,8 @@ class Policy:
     # Rewrite only when the new value saves at least this fraction of the request.
     min_gain: float = 0.1
     floors: Mapping[Target, float] = field(default_factory=lambda: dict(DEFAULT_FLOORS))
+    # With a job history configured, never rewrite for a user with no recently ended job (annotate).
+    require_history: bool = True
 
     def mode_for(self, request: JobRequest) -> Mode:
         """First matching rule wins; otherwise the default mode."""

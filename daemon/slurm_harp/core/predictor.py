@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
 
 from slurm_harp.core.decision import Action, Decision, Reason, TargetDecision
+from slurm_harp.core.history import is_cold
 from slurm_harp.core.message import annotation_for, user_message_for
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import JobRequest, Target
@@ -28,7 +31,20 @@ class QuantilePredictor(Protocol):
     def predict_quantile(self, x: np.ndarray, quantile: float) -> np.ndarray: ...
 
 
-Vectorizer = Callable[[Sequence[JobRequest]], np.ndarray]
+class Vectorizer(Protocol):
+    """features.vectorize: requests (and their history rows, if any) -> feature rows."""
+
+    def __call__(
+        self, requests: Sequence[JobRequest], history: np.ndarray | None = None, /
+    ) -> np.ndarray: ...
+
+
+class HistorySource(Protocol):
+    """Causal history of a new submission (satisfied by history.HistoryIndex and the daemon's feed)."""
+
+    def row(self, request: JobRequest, at: int) -> np.ndarray: ...
+
+
 TARGETS: tuple[Target, ...] = (Target.TIME, Target.MEMORY, Target.CPUS)
 
 
@@ -40,8 +56,10 @@ class Predictor:
         policy: Policy,
         vectorize: Vectorizer,
         models: Mapping[Target, QuantilePredictor] | None = None,
+        history: HistorySource | None = None,
     ) -> None:
         self._vectorize = vectorize
+        self._history = history
         # One tuple, replaced as a whole: a request never sees a new policy with old models.
         self._state: tuple[Policy, Mapping[Target, QuantilePredictor]] = (policy, dict(models or {}))
 
@@ -63,6 +81,7 @@ class Predictor:
         policy, models = self._state
         mode = policy.mode_for(request)
         features: np.ndarray | None = None
+        cold = False
         outcomes: list[TargetDecision] = []
         for target in TARGETS:
             model = models.get(target)
@@ -76,7 +95,7 @@ class Predictor:
                 continue
             try:
                 if features is None:
-                    features = self._vectorize([request])
+                    features, cold = self._features(request)
                 quantile = _closest(model.quantiles, policy.quantile)
                 predicted = float(model.predict_quantile(features, quantile)[0])
             except Exception as exc:  # a broken model must never break the submission path
@@ -91,6 +110,11 @@ class Predictor:
                     )
                 )
                 continue
+            if cold and policy.require_history and mode is Mode.REWRITE:
+                # Nothing of this user's to go on: say what the model thinks, change nothing.
+                shadow = policy.decide(target, request, Mode.SHADOW, predicted, quantile, model.version)
+                outcomes.append(replace(shadow, reason=Reason.COLD_USER))
+                continue
             outcomes.append(policy.decide(target, request, mode, predicted, quantile, model.version))
         targets = tuple(outcomes)
         return Decision(
@@ -99,6 +123,14 @@ class Predictor:
             annotation=annotation_for(mode, targets),
             mode=mode.value,
         )
+
+    def _features(self, request: JobRequest) -> tuple[np.ndarray, bool]:
+        """The model input and whether the user is cold (only known with a history source)."""
+        if self._history is None:
+            return self._vectorize([request]), False
+        at = request.submit_time if request.submit_time is not None else int(time.time())
+        history = self._history.row(request, at)
+        return self._vectorize([request], history[np.newaxis, :]), is_cold(history)
 
 
 def _closest(available: tuple[float, ...], wanted: float) -> float:

@@ -1,4 +1,8 @@
-"""Records -> feature matrix and targets, in submit order, and the chronological split."""
+"""Records -> feature matrix and targets, in submit order, and the chronological split.
+
+The feature matrix includes the causal history features (core/history.py): each row sees only
+the jobs that had ended by its submit time, exactly as the daemon's HistoryIndex would.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import numpy as np
 
 from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.features import vectorize
+from slurm_harp.core.history import history_matrix
 
 
 @dataclass(frozen=True)
@@ -46,14 +51,18 @@ def _or_nan(value: float | None) -> float:
 def build_dataset(records: Sequence[JobRecord], max_rows: int | None = None) -> Dataset:
     """Usable records (elapsed > 0) sorted by submit time; ``max_rows`` keeps the most recent.
 
-    Records without a submit time cannot be placed in time and are sorted first (oldest).
+    Records without a submit time cannot be placed in time and are sorted first (oldest); their
+    history is NaN. History is computed over all usable records before ``max_rows`` is applied, so
+    the oldest kept rows still see the jobs that ended before them.
     """
     usable = [r for r in records if r.elapsed_s > 0]
     usable.sort(key=lambda r: -math.inf if r.request.submit_time is None else r.request.submit_time)
+    history = history_matrix(usable)
     if max_rows is not None and max_rows > 0:
         usable = usable[-max_rows:]
+        history = history[-max_rows:]
     return Dataset(
-        x=vectorize([r.request for r in usable]),
+        x=vectorize([r.request for r in usable], history),
         elapsed_s=np.array([r.elapsed_s for r in usable], dtype=np.float64),
         censored=np.array([r.censored for r in usable], dtype=bool),
         submit_time=np.array([_or_nan(r.request.submit_time) for r in usable], dtype=np.float64),

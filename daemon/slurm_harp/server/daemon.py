@@ -20,6 +20,7 @@ from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from slurm_harp.config import ConfigError, Settings, load
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.predictor import Predictor
+from slurm_harp.server.history_feed import HistoryFeed
 from slurm_harp.server.metrics import ServingMetrics
 from slurm_harp.server.reloader import reload_models, store_fingerprint
 from slurm_harp.server.service import PredictorService
@@ -28,6 +29,9 @@ log = logging.getLogger(__name__)
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Predictor"].full_name
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+# How long start() waits for the job history to be seeded before serving anyway (users whose
+# history is not loaded yet are cold: annotated, not rewritten).
+HISTORY_SEED_WAIT_S = 60.0
 
 
 class Daemon:
@@ -35,7 +39,8 @@ class Daemon:
         self.settings = settings
         self.registry = registry or CollectorRegistry()
         self.metrics = ServingMetrics(self.registry)
-        self.predictor = Predictor(settings.policy, vectorize)
+        self.history = HistoryFeed(settings.history) if settings.history.db is not None else None
+        self.predictor = Predictor(settings.policy, vectorize, history=self.history)
         self.health = health.HealthServicer()
         self._server: grpc.Server | None = None
         self._fingerprint: tuple[str, ...] = ()
@@ -73,6 +78,12 @@ class Daemon:
             start_http_server(cfg.metrics_port, addr=cfg.metrics_address, registry=self.registry)
         log.info("listening on unix:%s%s", sock, f" and {cfg.tcp}" if cfg.tcp else "")
         self.reload_models()
+        if self.history is None:
+            log.info("no [history] db: history features are unknown (NaN) and no user counts as cold")
+        else:
+            self.history.start()
+            if not self.history.seeded.wait(HISTORY_SEED_WAIT_S):
+                log.warning("history: still seeding after %gs; serving meanwhile", HISTORY_SEED_WAIT_S)
         self._set_health(SERVING)
 
     def _secure_socket(self, sock: Path) -> None:
@@ -103,10 +114,15 @@ class Daemon:
             except ConfigError as exc:
                 log.error("reload: keeping the previous configuration: %s", exc)
             else:
-                if fresh.server != self.settings.server:
-                    log.warning("reload: [server] changes take effect only after a restart")
+                for section in ("server", "history"):
+                    if getattr(fresh, section) != getattr(self.settings, section):
+                        log.warning("reload: [%s] changes take effect only after a restart", section)
                 self.settings = Settings(
-                    server=self.settings.server, store=fresh.store, policy=fresh.policy, source=source
+                    server=self.settings.server,
+                    store=fresh.store,
+                    policy=fresh.policy,
+                    source=source,
+                    history=self.settings.history,
                 )
                 self.predictor.swap(policy=fresh.policy)
                 log.info("reload: configuration re-read from %s", source)
@@ -126,3 +142,5 @@ class Daemon:
             self._server = None
         with contextlib.suppress(FileNotFoundError):
             self.settings.server.socket.unlink()
+        if self.history is not None:
+            self.history.stop()

@@ -1,0 +1,180 @@
+"""Keeps the daemon's job history current from the harvester's job store, in a background thread.
+
+At start it seeds a HistoryIndex with the jobs that ended within ``window_days``; then every
+``poll_seconds`` it checks the store's row count and, when rows were added, reads the recently
+submitted ones and adds those it has not seen. The store is queried by submit time only, so a new
+row submitted longer ago than that look-back (a long job, a late import) cannot be found that way:
+the count tells, and the index is then rebuilt from the whole window and swapped in atomically.
+Rows changed in place (same count) are not re-read. Readers never wait for a rebuild.
+
+Live features equal training features once every job that ended before a submission is in the
+store: history is as fresh as the harvester runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.config import HistorySettings
+from slurm_harp.core.history import HORIZON_DAYS, HistoryIndex
+from slurm_harp.core.request import JobRequest
+
+log = logging.getLogger(__name__)
+
+DAY_S = 86400
+# Keys (users, user+names, accounts, signatures) kept at most: bounds memory on a huge site.
+MAX_KEYS = 1_000_000
+# The incremental look-back covers at least this much, and the longest submit-to-end time seen.
+MIN_LOOKBACK_S = 2 * DAY_S
+
+_Seen = tuple[str, int | None, str | None]
+
+
+def _seen_key(record: JobRecord) -> _Seen:
+    return (record.job_id, record.request.submit_time, record.request.user_name)
+
+
+class HistoryFeed:
+    """A HistorySource for the Predictor, fed from the job store at ``settings.db``."""
+
+    def __init__(self, settings: HistorySettings, clock: Callable[[], float] = time.time) -> None:
+        if settings.db is None:
+            raise ValueError("HistoryFeed needs settings.db")
+        self._settings = settings
+        self._db = settings.db
+        self._clock = clock
+        self._index = HistoryIndex(max_keys=MAX_KEYS)
+        self._count: int | None = None
+        self._seen: set[_Seen] = set()
+        self._lookback_s = MIN_LOOKBACK_S
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._missing_logged = False
+        self.seeded = threading.Event()  # set after the first attempt to read the store
+        self.polls = 0
+        self.rebuilds = 0
+        if settings.window_days < HORIZON_DAYS:
+            log.warning(
+                "history.window_days = %d is shorter than the features' %d-day horizon: live history "
+                "features will count fewer jobs than training did",
+                settings.window_days,
+                HORIZON_DAYS,
+            )
+
+    @property
+    def index(self) -> HistoryIndex:
+        return self._index
+
+    def row(self, request: JobRequest, at: int) -> np.ndarray:
+        return self._index.row(request, at)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="harp-history", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        # SQLite connections belong to the thread that opened them: the store lives here only.
+        store: JobStore | None = None
+        try:
+            while not self._stop.is_set():
+                try:
+                    if store is None:
+                        store = self._open()
+                    if store is not None:
+                        self.refresh(store)
+                except Exception:
+                    log.exception("history: reading %s failed; retrying in %gs", self._db, self._poll_s)
+                    if store is not None:
+                        store.close()
+                    store = None
+                finally:
+                    self.polls += 1
+                    self.seeded.set()
+                self._stop.wait(self._poll_s)
+        finally:
+            if store is not None:
+                store.close()
+
+    @property
+    def _poll_s(self) -> float:
+        return self._settings.poll_seconds
+
+    def _open(self) -> JobStore | None:
+        # Opening would create an empty database: wait for the harvester to make it.
+        if not self._db.exists():
+            if not self._missing_logged:
+                log.warning("history: %s does not exist yet; every user is cold until it does", self._db)
+                self._missing_logged = True
+            return None
+        log.info("history: reading jobs from %s", self._db)
+        return JobStore(self._db)
+
+    def refresh(self, store: JobStore) -> None:
+        """One poll: add what the store gained since the last one (or rebuild), then expire."""
+        count = store.count()  # first: rows added after it are picked up by the next poll
+        now = int(self._clock())
+        if count != self._count:
+            known = self._count
+            if known is None or count < known or not self._add_recent(store, now, count - known):
+                self._rebuild(store, now)
+            self._count = count
+        self._index.expire(now)
+
+    def _add_recent(self, store: JobStore, now: int, added: int) -> bool:
+        """Add the unseen recently submitted rows; False when there are fewer than ``added``."""
+        recent = list(store.records(since=now - self._lookback_s))
+        fresh = [r for r in recent if _seen_key(r) not in self._seen]
+        if len(fresh) < added:
+            return False
+        fresh.sort(key=lambda r: r.end_time or 0)
+        for record in fresh:
+            self._index.add(record)
+        self._seen = {_seen_key(r) for r in recent}
+        log.debug("history: %d new jobs", len(fresh))
+        return True
+
+    def _rebuild(self, store: JobStore, now: int) -> None:
+        window_s = self._settings.window_days * DAY_S
+        first_end = now - window_s
+        # A job that ended inside the window may have been submitted up to a window earlier.
+        jobs: list[JobRecord] = []
+        # What a later look-back may meet again: it never reaches further back than this.
+        submitted: list[tuple[int, _Seen]] = []
+        lookback_floor = now - max(window_s, MIN_LOOKBACK_S)
+        for record in store.records(since=first_end - window_s):
+            submit = record.request.submit_time or 0
+            if submit >= lookback_floor:
+                submitted.append((submit, _seen_key(record)))
+            if (record.end_time or 0) >= first_end:
+                jobs.append(record)
+        jobs.sort(key=lambda r: r.end_time or 0)
+        index = HistoryIndex(max_keys=MAX_KEYS)
+        for record in jobs:
+            index.add(record)
+        self._lookback_s = max(MIN_LOOKBACK_S, min(window_s, _longest_stay(jobs)))
+        since = now - self._lookback_s
+        self._seen = {key for submit, key in submitted if submit >= since}
+        self._index = index  # one assignment: readers see the old index or the new one
+        self.rebuilds += 1
+        log.info("history: %d jobs from %s (%d keys)", index.added, self._db, len(index))
+
+
+def _longest_stay(jobs: Iterable[JobRecord]) -> int:
+    """Longest submit-to-end time among ``jobs`` (0 if none is known)."""
+    return max(
+        (r.end_time - r.request.submit_time for r in jobs if r.end_time and r.request.submit_time),
+        default=0,
+    )

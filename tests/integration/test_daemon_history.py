@@ -1,0 +1,231 @@
+"""The daemon keeps job history from the harvester's job store: live features equal training's."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry
+
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.config import ConfigError, HistorySettings, parse
+from slurm_harp.core.features import REQUEST_FEATURE_NAMES
+from slurm_harp.core.history import USER_JOBS, history_matrix
+from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.history_feed import HistoryFeed
+from tests.integration.harp_client import Client, target
+
+NOW = int(time.time())
+R = len(REQUEST_FEATURE_NAMES)
+
+
+def finished(job_id: str, user: str, submit: int, elapsed: int = 1800) -> JobRecord:
+    request = JobRequest(
+        user_name=user,
+        account="phys",
+        job_name="relax",
+        time_limit_minutes=600,
+        min_cpus=1,
+        submit_time=submit,
+    )
+    return JobRecord(
+        job_id=job_id,
+        request=request,
+        state="COMPLETED",
+        elapsed_s=elapsed,
+        start_time=submit,
+        end_time=submit + elapsed,
+        total_cpu_s=float(elapsed),
+        max_rss_mb=700.0,
+    )
+
+
+BOB = [finished(str(i), "bob", NOW - 6 * 3600 + 600 * i) for i in range(6)]
+ASK = {"account": "phys", "job_name": "relax", "time_limit_minutes": 24 * 60, "min_cpus": 1}
+
+
+def make_daemon(tmp: Path, models: Path, db: Path, **policy: Any) -> Daemon:
+    settings = parse(
+        {
+            "server": {"socket": str(tmp / "harp.sock")},
+            "store": {"path": str(models)},
+            "policy": {"mode": "rewrite", "floor": {"time_minutes": 5}, **policy},
+            "history": {"db": str(db), "poll_seconds": 0.1},
+        }
+    )
+    return Daemon(settings, CollectorRegistry())
+
+
+@pytest.fixture
+def models(trained_store: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "models"
+    shutil.copytree(trained_store, copy)
+    return copy
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.sqlite"
+    with JobStore(path) as store:
+        store.merge(BOB, "sacct")
+    return path
+
+
+@pytest.fixture
+def running(tmp_path: Path, models: Path, db: Path) -> Iterator[tuple[Daemon, Client]]:
+    daemon = make_daemon(tmp_path, models, db)
+    daemon.start()
+    client = Client(tmp_path / "harp.sock")
+    yield daemon, client
+    client.close()
+    daemon.stop(grace=0)
+
+
+class Probe:
+    """Wraps the served model and keeps the feature rows it is given."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.rows: list[np.ndarray] = []
+        self.version = model.version
+        self.quantiles = model.quantiles
+
+    def predict_quantile(self, x: np.ndarray, quantile: float) -> np.ndarray:
+        self.rows.append(x.copy())
+        return np.asarray(self.model.predict_quantile(x, quantile))
+
+
+def wait_for(check: Callable[[], bool], seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def test_model_sees_the_history_training_would_compute(running: tuple[Daemon, Client], db: Path) -> None:
+    daemon, client = running
+    probe = Probe(daemon.predictor.models[Target.TIME])
+    daemon.predictor.swap(models={Target.TIME: probe})
+    reply = client.predict(user_name="bob", submit_time=NOW, **ASK)
+    time_decision = target(reply, "time")
+    assert time_decision.reason != pb.REASON_COLD_USER
+    assert time_decision.action == pb.ACTION_REWRITE
+    # The submission as training will see it once it has run: a record after the store's jobs.
+    submitted = JobRecord("new", JobRequest(user_name="bob", submit_time=NOW, **ASK), "", elapsed_s=0)
+    with JobStore(db) as store:
+        stored = list(store.records())
+    expected = history_matrix([*stored, submitted])[-1]
+    (seen,) = probe.rows
+    np.testing.assert_array_equal(seen[0, R:], expected)
+    assert seen[0, R + USER_JOBS] == pytest.approx(np.log1p(len(BOB)), abs=1e-3)
+
+
+def test_cold_user_is_annotated_until_their_first_job_is_harvested(
+    running: tuple[Daemon, Client], db: Path
+) -> None:
+    _, client = running
+
+    def carol() -> pb.TargetDecision:
+        return target(client.predict(user_name="carol", submit_time=int(time.time()), **ASK), "time")
+
+    cold = carol()
+    assert cold.reason == pb.REASON_COLD_USER and cold.action == pb.ACTION_ANNOTATE
+    assert cold.HasField("predicted") and not cold.HasField("new_value")
+    with JobStore(db) as store:
+        store.merge([finished("c1", "carol", NOW - 3600)], "sacct")
+    assert wait_for(lambda: carol().reason != pb.REASON_COLD_USER)
+    assert carol().action == pb.ACTION_REWRITE
+
+
+def test_require_history_off_rewrites_cold_users(tmp_path: Path, models: Path, db: Path) -> None:
+    daemon = make_daemon(tmp_path, models, db, require_history=False)
+    daemon.start()
+    try:
+        with Client(tmp_path / "harp.sock") as client:
+            decision = target(client.predict(user_name="carol", submit_time=NOW, **ASK), "time")
+            # The policy's own rules decide (here the model is not sure enough to save 10 %).
+            assert decision.reason in (pb.REASON_UNSPECIFIED, pb.REASON_NO_GAIN)
+    finally:
+        daemon.stop(grace=0)
+
+
+def test_store_created_after_start_is_picked_up(tmp_path: Path, models: Path) -> None:
+    db = tmp_path / "later.sqlite"
+    daemon = make_daemon(tmp_path, models, db)
+    daemon.start()
+    try:
+        assert not db.exists()  # the daemon does not create the harvester's database
+        with Client(tmp_path / "harp.sock") as client:
+
+            def bob() -> int:
+                return int(target(client.predict(user_name="bob", submit_time=NOW, **ASK), "time").reason)
+
+            assert bob() == pb.REASON_COLD_USER
+            with JobStore(db) as store:
+                store.merge(BOB, "sacct")
+            assert wait_for(lambda: bob() != pb.REASON_COLD_USER)
+    finally:
+        daemon.stop(grace=0)
+
+
+def test_feed_adds_new_rows_and_rebuilds_for_old_ones(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite"
+    clock = [float(NOW)]
+    feed = HistoryFeed(HistorySettings(db=path, poll_seconds=60), clock=lambda: clock[0])
+    request = JobRequest(user_name="dave")
+    with JobStore(path) as store:
+        store.merge(BOB, "sacct")
+        feed.refresh(store)
+        assert feed.rebuilds == 1 and feed.index.added == len(BOB)
+        store.merge([finished("d1", "dave", NOW - 600, elapsed=60)], "sacct")
+        feed.refresh(store)
+        assert feed.rebuilds == 1 and feed.index.added == len(BOB) + 1  # incremental
+        feed.refresh(store)  # nothing new: nothing read
+        assert feed.index.added == len(BOB) + 1
+        # A job submitted 20 days ago that just ended is older than the look-back: rebuild.
+        store.merge([finished("d0", "dave", NOW - 20 * 86400, elapsed=20 * 86400 - 60)], "sacct")
+        feed.refresh(store)
+        assert feed.rebuilds == 2 and feed.index.added == len(BOB) + 2
+        expected = history_matrix(
+            [*store.records(), JobRecord("x", replace(request, submit_time=NOW), "", 0)]
+        )
+        np.testing.assert_array_equal(feed.row(request, NOW), expected[-1])
+        # 31 days on, everything has left the horizon and the keys are forgotten.
+        clock[0] = NOW + 31 * 86400
+        feed.refresh(store)
+        assert len(feed.index) == 0
+
+
+@pytest.mark.parametrize(
+    ("section", "problem"),
+    [
+        ({"history": {"database": "x"}}, "history.database: unknown key"),
+        ({"history": {"db": ""}}, "history.db: must be a path"),
+        ({"history": {"poll_seconds": 0}}, "history.poll_seconds: must be > 0"),
+        ({"history": {"window_days": 0}}, "history.window_days: must be >= 1"),
+        ({"history": {"window_days": "30"}}, "history.window_days: expected int"),
+        ({"policy": {"require_history": "yes"}}, "policy.require_history: expected bool"),
+    ],
+)
+def test_history_config_errors_name_key_and_file(section: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ConfigError, match=f"^harp.toml: {problem}"):
+        parse(section, "harp.toml")
+
+
+def test_history_config_defaults() -> None:
+    settings = parse({})
+    assert settings.history == HistorySettings(db=None, window_days=30, poll_seconds=60.0)
+    assert settings.policy.require_history is True
+    on = parse({"history": {"db": "/var/lib/slurm-harp/jobs.sqlite", "window_days": 45}})
+    assert on.history.db == Path("/var/lib/slurm-harp/jobs.sqlite") and on.history.window_days == 45
