@@ -175,3 +175,19 @@ def test_kth_trace_loads_in_place(store: JobStore) -> None:
     assert store.merge(records, "kth").changed == 0 and store.checksum() == checksum
     times = [r.request.submit_time for r in store.records("kth")]
     assert times == sorted(times)  # type: ignore[type-var]
+
+
+def test_readonly_store_reads_and_never_writes(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite"
+    with JobStore(path) as writer:
+        writer.upsert([_job("1", 100), _job("2", 200)], "sacct")
+        before = writer.checksum()
+    with JobStore(path, readonly=True) as reader:
+        assert reader.count() == 2 and [r.job_id for r in reader.records()] == ["1", "2"]
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            reader.upsert([_job("3", 300)], "sacct")
+    with JobStore(path) as writer:
+        assert writer.checksum() == before
+    with pytest.raises(sqlite3.OperationalError):
+        JobStore(tmp_path / "absent.sqlite", readonly=True)
+    assert not (tmp_path / "absent.sqlite").exists()

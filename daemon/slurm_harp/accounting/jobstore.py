@@ -19,6 +19,7 @@ import sqlite3
 import time
 import types
 import typing
+import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,15 +77,23 @@ class MergeResult:
 class JobStore:
     """``JobStore(path)``: open (creating if needed) the database at ``path``; use as a context manager."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        """``readonly``: for readers such as the daemon; the database must exist and is never written."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Autocommit mode: every transaction below is an explicit BEGIN IMMEDIATE ... COMMIT.
-        self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        if readonly:
+            uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro"
+            self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Autocommit mode: every transaction below is an explicit BEGIN IMMEDIATE ... COMMIT.
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._migrate()
+            if readonly:
+                self._check_version()
+            else:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._migrate()
         except BaseException:
             self._db.close()
             raise
@@ -96,6 +105,12 @@ class JobStore:
             + ", ".join(f"{n} = excluded.{n}" for n in [*_DATA, "ingested_at"])
             + f" WHERE {changed}"
         )
+
+    def _check_version(self) -> None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None or int(row[0]) > SCHEMA_VERSION:
+            found = "none" if row is None else row[0]
+            raise RuntimeError(f"{self.path}: schema version {found}, this reader knows {SCHEMA_VERSION}")
 
     def _migrate(self) -> None:
         with self._transaction():

@@ -120,7 +120,7 @@ class HistoryFeed:
                 self._missing_logged = True
             return None
         log.info("history: reading jobs from %s", self._db)
-        return JobStore(self._db)
+        return JobStore(self._db, readonly=True)  # the harvester owns it: never write
 
     def refresh(self, store: JobStore) -> None:
         """One poll: add what the store gained since the last one (or rebuild), then expire."""
