@@ -1,0 +1,76 @@
+"""`harp models` lists the stored versions; `harp rollback` serves an earlier one again."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+
+from slurm_harp.core.request import Target
+from slurm_harp.model.store import ModelStore
+
+log = logging.getLogger(__name__)
+CARD = "card.json"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    store_default = os.environ.get("HARP_STORE", "/var/lib/slurm-harp/models")
+    p = subparsers.add_parser("models", help="list model versions per target (* = serving)")
+    p.add_argument("--store", default=store_default, help="model store (default: $HARP_STORE or %(default)s)")
+    p.add_argument("--target", choices=[t.value for t in Target], default=None)
+    p.set_defaults(func=list_models)
+    r = subparsers.add_parser("rollback", help="make an earlier version the serving one")
+    r.add_argument("--store", default=store_default, help="model store (default: $HARP_STORE or %(default)s)")
+    r.add_argument("--target", choices=[t.value for t in Target], default=Target.TIME.value)
+    r.add_argument("version", nargs="?", help="version to serve (default: the one before the current)")
+    r.set_defaults(func=rollback)
+
+
+def _summary(store: ModelStore, target: Target, version: str) -> str:
+    try:
+        card = json.loads((store.target_dir(target) / version / CARD).read_text())
+    except (OSError, ValueError) as exc:
+        return f"(card unreadable: {exc})"
+    training = card.get("training", {})
+    parts = [f"trained on {training.get('rows_train', '?')} jobs"]
+    promotion = card.get("promotion")
+    if isinstance(promotion, dict) and "verdict" in promotion:
+        parts.append(str(promotion["verdict"]))
+    return ", ".join(parts)
+
+
+def list_models(args: argparse.Namespace) -> int:
+    store = ModelStore(args.store)
+    targets = [Target(args.target)] if args.target else list(Target)
+    for target in targets:
+        versions = store.versions(target)
+        if not versions:
+            print(f"{target.value}: no model")
+            continue
+        current = store.current_version(target)
+        print(f"{target.value}:")
+        for version in reversed(versions):
+            mark = "*" if version == current else " "
+            print(f"  {mark} {version}  {_summary(store, target, version)}")
+    return 0
+
+
+def rollback(args: argparse.Namespace) -> int:
+    store = ModelStore(args.store)
+    target = Target(args.target)
+    versions = store.versions(target)
+    current = store.current_version(target)
+    version = args.version
+    if version is None:
+        older = [v for v in versions if current is None or v < current]
+        if not older:
+            log.error("%s: no version older than %s to roll back to", target.value, current)
+            return 1
+        version = older[-1]
+    if version not in versions:
+        log.error("%s: no complete version %r in %s", target.value, version, store.target_dir(target))
+        return 1
+    store.set_current(target, version)
+    print(f"{target.value}: now serving {version} (was {current}); the daemon picks it up on its next poll")
+    return 0

@@ -1,0 +1,31 @@
+"""Which model versions to keep: the newest N and always the one being served."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+from slurm_harp.core.request import Target
+from slurm_harp.model.store import ModelStore
+
+log = logging.getLogger(__name__)
+
+
+def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
+    """Delete all but the newest ``keep`` versions of ``target``; CURRENT is never deleted.
+
+    Returns the removed version names. A rollback target must exist, so ``keep`` is at least 1.
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    versions = store.versions(target)
+    current = store.current_version(target)
+    doomed = [v for v in versions[:-keep] if v != current]
+    for version in doomed:
+        # Renamed first so a half-deleted directory never looks like a complete version.
+        path = store.target_dir(target) / version
+        trash = path.with_name(f".trash-{version}")
+        path.rename(trash)
+        shutil.rmtree(trash, ignore_errors=True)
+        log.info("removed %s model %s (keeping the newest %d)", target.value, version, keep)
+    return doomed

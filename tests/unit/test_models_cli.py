@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.cli import main
+from slurm_harp.core.request import Target
+from slurm_harp.model.retention import prune
+from slurm_harp.model.store import ModelStore
+
+
+def publish(store: ModelStore, n: int) -> list[str]:
+    return [
+        store.publish(Target.TIME, {"q0.90.onnx": b"x"}, {"training": {"rows_train": i}}) for i in range(n)
+    ]
+
+
+def test_models_lists_versions_and_marks_the_serving_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ModelStore(tmp_path)
+    versions = publish(store, 2)
+    assert main(["models", "--store", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"* {versions[1]}  trained on 1 jobs" in out and f"  {versions[0]}  trained on 0 jobs" in out
+    assert "memory: no model" in out
+
+
+def test_rollback_serves_the_previous_or_a_named_version(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    versions = publish(store, 3)
+    assert main(["rollback", "--store", str(tmp_path)]) == 0
+    assert store.current_version(Target.TIME) == versions[1]
+    assert main(["rollback", "--store", str(tmp_path), versions[2]]) == 0
+    assert store.current_version(Target.TIME) == versions[2]
+    assert main(["rollback", "--store", str(tmp_path), "20000101T000000.000000Z"]) == 1
+    assert store.current_version(Target.TIME) == versions[2]
+
+
+def test_rollback_with_nothing_older_fails(tmp_path: Path) -> None:
+    publish(ModelStore(tmp_path), 1)
+    assert main(["rollback", "--store", str(tmp_path)]) == 1
+
+
+def test_prune_keeps_the_newest_and_the_serving_version(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    versions = publish(store, 5)
+    store.set_current(Target.TIME, versions[0])  # rolled back to the oldest
+    removed = prune(store, Target.TIME, keep=2)
+    assert removed == versions[1:3]
+    assert store.versions(Target.TIME) == [versions[0], *versions[3:]]
+    assert not list(store.target_dir(Target.TIME).glob(".trash-*"))
+    with pytest.raises(ValueError):
+        prune(store, Target.TIME, keep=0)
