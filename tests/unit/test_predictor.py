@@ -10,6 +10,7 @@ from slurm_harp.core.message import TAG_PREFIX, format_minutes
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.model.decision import Calibration, Rung
 
 
 class FakeModel:
@@ -88,3 +89,58 @@ def test_swap_replaces_models_and_policy_together() -> None:
 )
 def test_minutes_use_slurm_spelling(minutes: float, text: str) -> None:
     assert format_minutes(minutes) == text
+
+
+class CalibratedFake(FakeModel):
+    """A model whose card carries the calibrated rule: one rung, margin 1.5 on "q0.95"."""
+
+    def __init__(self, minutes: float, penalty: float = 0.0) -> None:
+        super().__init__(minutes, version="time@cal")
+        self.chosen = "q0.95"
+        self.calibration = Calibration(
+            rungs=(Rung("q0.95", 1.5, 0.01),), penalty=penalty, floor=1.0, target=Target.TIME
+        )
+
+    def predict_named(self, x: np.ndarray, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+        return {"q0.95": np.array([self.minutes])}
+
+
+def test_calibrated_rule_sets_the_limit_and_the_policy_still_guards_it() -> None:
+    p = Predictor(Policy(default_mode=Mode.REWRITE), vectorize, {Target.TIME: CalibratedFake(20.0)})
+    time = p.decide(JobRequest(time_limit_minutes=240, min_cpus=4)).for_target(Target.TIME)
+    assert time is not None and time.action is Action.REWRITE and time.new_value == 30  # 1.5 x 20
+    assert time.quantile is None
+    # The policy's floor is above the rule's: the policy wins.
+    floored = Predictor(
+        Policy(default_mode=Mode.REWRITE, floors={Target.TIME: 60.0}),
+        vectorize,
+        {Target.TIME: CalibratedFake(20.0)},
+    ).decide(JobRequest(time_limit_minutes=240))
+    assert floored.for_target(Target.TIME).new_value == 60  # type: ignore[union-attr]
+
+
+def test_calibrated_rule_keeps_the_request_when_the_saving_does_not_pay() -> None:
+    # Saving (240 - 30) x 1 core = 210 < penalty x risk = 30000 x 0.01 = 300: keep the request.
+    model = CalibratedFake(20.0, penalty=30000.0)
+    d = Predictor(Policy(default_mode=Mode.REWRITE), vectorize, {Target.TIME: model}).decide(
+        JobRequest(time_limit_minutes=240, min_cpus=1)
+    )
+    time = d.for_target(Target.TIME)
+    assert time is not None and (time.action, time.reason) == (Action.ANNOTATE, Reason.NO_GAIN)
+    assert time.predicted == 20.0 and time.detail == "calibrated rule keeps the request"
+    assert d.user_message == ""
+    # A bigger job saves more per minute: now it pays.
+    big = Predictor(Policy(default_mode=Mode.REWRITE), vectorize, {Target.TIME: model}).decide(
+        JobRequest(time_limit_minutes=240, min_cpus=64)
+    )
+    assert big.for_target(Target.TIME).action is Action.REWRITE  # type: ignore[union-attr]
+    assert "(calibrated on similar past jobs)" in big.user_message
+
+
+def test_calibrated_rule_in_shadow_only_annotates() -> None:
+    d = Predictor(Policy(default_mode=Mode.SHADOW), vectorize, {Target.TIME: CalibratedFake(20.0)}).decide(
+        JobRequest(time_limit_minutes=240)
+    )
+    time = d.for_target(Target.TIME)
+    assert time is not None and time.action is Action.ANNOTATE and time.predicted == 30.0
+    assert "t=30," in d.annotation

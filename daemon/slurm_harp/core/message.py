@@ -40,7 +40,11 @@ def user_message_for(request: JobRequest, targets: Sequence[TargetDecision]) -> 
     if not changes:
         return ""
     quantile = next((t.quantile for t in targets if t.action is Action.REWRITE and t.quantile), None)
-    basis = f" ({quantile:.0%} of similar past jobs finished within it)" if quantile else ""
+    basis = (
+        f" ({quantile:.0%} of similar past jobs finished within it)"
+        if quantile
+        else " (calibrated on similar past jobs)"
+    )
     return "harp: lowered " + ", ".join(changes) + basis + "."
 
 

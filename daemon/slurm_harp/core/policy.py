@@ -62,7 +62,7 @@ class Policy:
         request: JobRequest,
         mode: Mode,
         predicted: float,
-        quantile: float,
+        quantile: float | None,
         model_version: str,
     ) -> TargetDecision:
         """Turn a prediction (in the target's unit) into an action under ``mode``."""

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from slurm_harp.core.history import is_cold
 from slurm_harp.core.message import annotation_for, user_message_for
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.model.decision import Calibration, decide_limit, decision_weight
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,18 @@ class QuantilePredictor(Protocol):
     def quantiles(self) -> tuple[float, ...]: ...
 
     def predict_quantile(self, x: np.ndarray, quantile: float) -> np.ndarray: ...
+
+
+class CalibratedPredictor(QuantilePredictor, Protocol):
+    """A model whose card carries the calibrated safety rule (model.decision)."""
+
+    @property
+    def calibration(self) -> Calibration | None: ...
+
+    @property
+    def chosen(self) -> str | None: ...
+
+    def predict_named(self, x: np.ndarray, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]: ...
 
 
 class Vectorizer(Protocol):
@@ -96,8 +109,15 @@ class Predictor:
             try:
                 if features is None:
                     features, cold = self._features(request)
-                quantile = _closest(model.quantiles, policy.quantile)
-                predicted = float(model.predict_quantile(features, quantile)[0])
+                calibration = getattr(model, "calibration", None)
+                if calibration is not None:
+                    predicted, keep = _calibrated(
+                        cast(CalibratedPredictor, model), calibration, features, request
+                    )
+                    quantile = None
+                else:
+                    quantile = _closest(model.quantiles, policy.quantile)
+                    predicted, keep = float(model.predict_quantile(features, quantile)[0]), False
             except Exception as exc:  # a broken model must never break the submission path
                 log.exception("model %s failed for target %s", model.version, target.value)
                 outcomes.append(
@@ -115,6 +135,19 @@ class Predictor:
                 shadow = policy.decide(target, request, Mode.SHADOW, predicted, quantile, model.version)
                 outcomes.append(replace(shadow, reason=Reason.COLD_USER))
                 continue
+            if keep and mode is Mode.REWRITE:
+                # The calibrated rule finds the saving not worth the risk for this job.
+                outcomes.append(
+                    TargetDecision(
+                        target,
+                        Action.ANNOTATE,
+                        Reason.NO_GAIN,
+                        predicted=predicted,
+                        model_version=model.version,
+                        detail="calibrated rule keeps the request",
+                    )
+                )
+                continue
             outcomes.append(policy.decide(target, request, mode, predicted, quantile, model.version))
         targets = tuple(outcomes)
         return Decision(
@@ -131,6 +164,26 @@ class Predictor:
         at = request.submit_time if request.submit_time is not None else int(time.time())
         history = self._history.row(request, at)
         return self._vectorize([request], history[np.newaxis, :]), is_cold(history)
+
+
+def _calibrated(
+    model: CalibratedPredictor, calibration: Calibration, features: np.ndarray, request: JobRequest
+) -> tuple[float, bool]:
+    """(value to show or apply, whether the rule keeps the request) under the card's rule.
+
+    The same decide_limit that training calibrated on validation: live decisions are the evaluated ones.
+    """
+    predictions = {
+        name: float(values[0]) for name, values in model.predict_named(features, calibration.models).items()
+    }
+    target = calibration.target
+    limit = decide_limit(
+        predictions, request.requested(target), decision_weight(target, request), calibration
+    )
+    if limit is not None:
+        return limit, False
+    shown = predictions.get(model.chosen or "", max(predictions.values(), default=float("nan")))
+    return shown, True
 
 
 def _closest(available: tuple[float, ...], wanted: float) -> float:

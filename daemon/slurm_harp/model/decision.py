@@ -1,0 +1,151 @@
+"""The calibrated safety rule: per-job predictions -> a new limit, or None (keep the request).
+
+The rule ("ladder-v1") chooses, job by job, among a few candidate limits ("rungs"). A rung is a
+published model and a margin: its limit is ``ceil(margin x prediction)``, raised to the floor and
+capped at the request. Each rung carries its risk: the fraction of validation jobs it would have
+newly killed had it been applied to every job. For one job the rule takes the rung with the
+largest value
+
+    weight x (request - limit)  -  penalty x risk
+
+and rewrites only when that value is positive. ``weight`` turns a saved unit into what the site
+saves (time: the job's cores, so the saving is core-minutes); ``penalty`` is the price of one
+expected newly killed job in the same currency, chosen on the validation window so that the
+kill budget holds there. So a job is lowered only where its upper quantiles sit far enough below
+its request for the saving to pay for the risk: rewriting only where the model is confident,
+with confidence measured per job by the spread of its quantiles against its request and size.
+
+Training (learning/calibration.py) calls ``ladder_limits`` on whole windows; the daemon calls
+``decide_limit`` on one job. Both give the same limits (tested). Numpy only: this runs in the
+daemon, which has no training libraries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from slurm_harp.core.request import JobRequest, Target
+
+RULE = "ladder-v1"
+
+
+@dataclass(frozen=True, slots=True)
+class Rung:
+    model: str  # a model name in the card ("q0.90", "huber", ...)
+    margin: float  # limit = margin x the model's prediction (target unit)
+    risk: float  # validation fraction newly killed by this rung alone, in [0, 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """What the card's "calibration" object holds, parsed. ``floor`` is in the target's unit."""
+
+    rungs: tuple[Rung, ...]
+    penalty: float
+    floor: float
+    target: Target
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": RULE,
+            "target": self.target.value,
+            "penalty": self.penalty,
+            "floor": self.floor,
+            "rungs": [{"model": r.model, "margin": r.margin, "risk": r.risk} for r in self.rungs],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
+        """Parse and check a card's calibration; ValueError names what is wrong."""
+        if data.get("rule") != RULE:
+            raise ValueError(f"calibration rule {data.get('rule')!r}, this version applies {RULE!r}")
+        try:
+            target = Target(str(data.get("target")))
+            penalty, floor = float(data["penalty"]), float(data["floor"])
+            rungs = tuple(Rung(str(r["model"]), float(r["margin"]), float(r["risk"])) for r in data["rungs"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"bad calibration: {exc!r}") from None
+        if not (math.isfinite(penalty) and penalty >= 0 and math.isfinite(floor) and floor >= 0):
+            raise ValueError(f"bad calibration: penalty {penalty}, floor {floor}")
+        for r in rungs:
+            if not (math.isfinite(r.margin) and r.margin > 0 and 0.0 <= r.risk <= 1.0):
+                raise ValueError(f"bad calibration rung {r}")
+        return cls(rungs=rungs, penalty=penalty, floor=floor, target=target)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The model names the rule reads, each once, in rung order."""
+        return tuple(dict.fromkeys(r.model for r in self.rungs))
+
+
+def decision_weight(target: Target, request: JobRequest) -> float:
+    """What one saved unit of ``target`` is worth for this job, known at submit time.
+
+    Time: the job's CPUs (a saved minute is a saved core-minute). Memory: the number of units the
+    limit applies to (nodes; CPUs for a per-CPU request without a node count, as SWF traces give
+    it) times the requested hours (MB held for that long). CPUs: the requested hours. Unknown
+    counts are 1.
+    """
+    cpus = float(max(request.min_cpus or 1, 1))
+    if target is Target.TIME:
+        return cpus
+    hours = request.time_limit_minutes / 60.0 if request.time_limit_minutes else 1.0
+    if target is Target.MEMORY:
+        per_cpu = request.mem_per_node_mb is None and request.min_nodes is None
+        return (cpus if per_cpu else float(max(request.min_nodes or 1, 1))) * hours
+    return hours
+
+
+def decide_limit(
+    predictions: Mapping[str, float], request: float | None, weight: float, calibration: Calibration
+) -> float | None:
+    """One job's new limit in the target's unit, or None to keep the request.
+
+    ``predictions``: each model's prediction for the job in the target's unit (a missing or
+    non-finite one disables its rungs); ``request``: the user's value (None or <= 0: keep it,
+    the rule never raises or invents a limit); ``weight``: ``decision_weight`` of the job.
+    The returned limit is a whole number in [floor, request) when not None.
+    """
+    if request is None or not request > 0:
+        return None
+    best_value, best_limit = 0.0, None
+    for rung in calibration.rungs:
+        predicted = predictions.get(rung.model)
+        if predicted is None or not math.isfinite(predicted):
+            continue
+        limit = min(request, max(calibration.floor, math.ceil(rung.margin * max(predicted, 0.0))))
+        value = weight * (request - limit) - calibration.penalty * rung.risk
+        # Ties go to the higher (safer) limit.
+        if value > best_value or (best_limit is not None and value == best_value and limit > best_limit):
+            best_value, best_limit = value, float(limit)
+    return best_limit if best_limit is not None and best_limit < request else None
+
+
+def ladder_limits(
+    predictions: Mapping[str, np.ndarray], request: np.ndarray, weight: np.ndarray, calibration: Calibration
+) -> np.ndarray:
+    """``decide_limit`` for many jobs at once: float array, NaN where the request is kept."""
+    request = np.asarray(request, dtype=np.float64)
+    best_value = np.zeros(request.shape)
+    best_limit = np.full(request.shape, np.nan)
+    with np.errstate(invalid="ignore"):
+        for rung in calibration.rungs:
+            predicted = np.asarray(predictions[rung.model], dtype=np.float64)
+            limit = np.minimum(
+                request, np.maximum(calibration.floor, np.ceil(rung.margin * np.maximum(predicted, 0.0)))
+            )
+            value = weight * (request - limit) - calibration.penalty * rung.risk
+            ok = np.isfinite(value)
+            better = ok & (
+                (value > best_value) | ((value == best_value) & (limit > best_limit) & ~np.isnan(best_limit))
+            )
+            best_value = np.where(better, value, best_value)
+            best_limit = np.where(better, limit, best_limit)
+        keep = ~(request > 0) | ~(best_limit < request)
+    best_limit[keep] = np.nan
+    return best_limit
