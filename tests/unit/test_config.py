@@ -75,3 +75,11 @@ def test_errors_name_key_and_file(tmp_path: Path, text: str, names: str) -> None
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
         load(tmp_path / "absent.toml")
+
+
+def test_the_shipped_example_config_is_valid() -> None:
+    from tests.conftest import REPO
+
+    s = load(REPO / "deploy" / "config" / "harp.toml")
+    assert s.policy.default_mode is Mode.SHADOW and s.server.socket_mode == 0o660
+    assert s.history.db == Path("/var/lib/slurm-harp/jobs.sqlite")
