@@ -99,14 +99,15 @@ def test_shadow_annotates_and_leaves_the_job_unchanged(site: Site) -> None:
     assert row[0]["TimelimitRaw"] == "120"
     match = TAG.search(row[0]["AdminComment"])
     assert match and match.group(1) == "shadow", row
-    assert re.search(r"\bt=\d+/q0\.9\b", match.group(2)) and re.search(r"\bv=\d{8}T\d{6}", match.group(2))
+    assert re.search(r"\bt=\d+(?:/q[\d.]+)?,", match.group(2))  # a quantile only when the model has no rule
+    assert re.search(r"\bv=\d{8}T\d{6}", match.group(2))
 
 
 def test_rewrite_lowers_the_time_limit_and_tells_the_user(site: Site) -> None:
     result = site.submit("-t 3-00:00:00", "-p debug", "-J rewritten", hold=True)
     assert result.job_id is not None
     job = site.job(result.job_id)
-    match = re.search(r"\bt!=(\d+)/q0\.9\b", job["AdminComment"])
+    match = re.search(r"\bt!=(\d+)(?:/q[\d.]+)?,", job["AdminComment"])
     assert match, job["AdminComment"]
     minutes = int(match.group(1))
     assert 1 <= minutes < 3 * 24 * 60
