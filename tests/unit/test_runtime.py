@@ -126,7 +126,7 @@ def test_missing_file(copy: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda c: c.__setitem__("format", 2), "card format 2"),
+        (lambda c: c.__setitem__("format", 3), "card format 3 is unknown"),
         (lambda c: c.__setitem__("target", "power"), "unknown target"),
         (lambda c: c.__setitem__("version", "other"), "is not the directory"),
         (lambda c: c.__setitem__("transform", "sqrt"), "unknown transform"),

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
+from slurm_harp.commands.arguments import fraction
 from slurm_harp.core.request import Target
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--target", default="all", choices=TARGET_CHOICES, help="default: %(default)s")
     p.add_argument(
         "--kill-budget",
-        type=_budget,
+        type=fraction,
         default=0.01,
         help="fraction of newly killed jobs allowed (default: 0.01)",
     )
@@ -48,16 +49,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--max-jobs", type=int, default=None, help="evaluate the most recent N jobs only")
     p.add_argument("--seed", type=int, default=0, help="seed of the randomised baselines (default: 0)")
     p.set_defaults(func=run)
-
-
-def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"kill budget is a fraction in [0, 1): {text!r}")
-    return value
 
 
 def _fractions(text: str) -> tuple[float, float]:

@@ -1,7 +1,11 @@
-"""Quantile gradient boosting (LightGBM), one model per quantile, and its ONNX export.
+"""Gradient boosting (LightGBM): quantile models, custom asymmetric losses, and ONNX export.
 
 One model per quantile because multi-quantile tree models have been seen to convert without
 error yet give wrong output; every exported model is checked against its native twin.
+A custom-loss model starts from a built-in quantile model (LightGBM does not store the init
+score of a custom objective, and the built-in objective re-fits leaves to exact quantiles)
+and continues boosting with the custom gradients; the converter does not know custom
+objectives, so the booster is relabelled "regression" (identity link, which it is) first.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import onnxruntime as ort
 from onnxmltools import convert_lightgbm
 from onnxmltools.convert.common.data_types import FloatTensorType
 
+from slurm_harp.learning.objectives import Loss, lightgbm_objective
 from slurm_harp.model.card import INPUT_NAME
 
 # Highest opset the converter and onnxruntime agree on here.
@@ -61,9 +66,62 @@ def fit_quantile(x: np.ndarray, y: np.ndarray, alpha: float, params: BoosterPara
     return model
 
 
+def continue_custom(
+    base: Any,
+    x: np.ndarray,
+    y: np.ndarray,
+    loss: Loss,
+    censored: np.ndarray,
+    rounds: int,
+    params: BoosterParams,
+) -> Any:
+    """``base`` (an LGBMRegressor or Booster) plus ``rounds`` trees fitted to ``loss``.
+
+    The result predicts raw model-space values and exports like any regression booster."""
+    booster = base.booster_ if hasattr(base, "booster_") else base
+    if rounds <= 0:
+        return booster
+    train_params = {
+        "objective": lightgbm_objective(loss, censored),
+        "num_leaves": params.num_leaves,
+        "learning_rate": params.learning_rate,
+        "min_child_samples": params.min_child_samples,
+        "num_threads": params.n_jobs,
+        "seed": params.seed,
+        "deterministic": True,
+        "verbose": -1,
+    }
+    data = lgb.Dataset(x, y, free_raw_data=True)
+    try:
+        return lgb.train(
+            train_params, data, num_boost_round=rounds, init_model=booster, keep_training_booster=False
+        )
+    except lgb.basic.LightGBMError as exc:
+        # Every feature constant (a few identical jobs): nothing to split on, nothing to refine.
+        if "num_features" not in str(exc):
+            raise
+        return booster
+
+
+def _exportable(model: Any) -> Any:
+    """A booster with a custom objective has no objective line: give it "regression"."""
+    booster = model.booster_ if hasattr(model, "booster_") else model
+    text: str = booster.model_to_string()
+    header, _, rest = text.partition("\nTree=")
+    if any(line.startswith("objective=") for line in header.splitlines()):
+        return model
+    lines = header.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("max_feature_idx=")) + 1
+    lines.insert(at, "objective=regression")
+    relabelled = lgb.Booster(model_str="\n".join(lines) + "\nTree=" + rest)
+    # The converter reads the parameters before the model text; those still say "custom".
+    relabelled.params["objective"] = "regression"
+    return relabelled
+
+
 def to_onnx(model: Any, n_features: int) -> bytes:
     onx = convert_lightgbm(
-        model,
+        _exportable(model),
         initial_types=[(INPUT_NAME, FloatTensorType([None, n_features]))],
         target_opset=TARGET_OPSET,
     )
@@ -71,12 +129,18 @@ def to_onnx(model: Any, n_features: int) -> bytes:
     return data
 
 
+def predict_raw(model: Any, x: np.ndarray) -> np.ndarray:
+    """Model-space predictions of an LGBMRegressor or a Booster."""
+    out: np.ndarray = np.asarray(model.predict(x), dtype=np.float64)
+    return out
+
+
 def parity_error(model: Any, onnx_model: bytes, x: np.ndarray) -> float:
     """Max |native - ONNX| over the rows of ``x`` plus an all-missing and an all-zero row."""
     probes = np.vstack([x, np.full((1, x.shape[1]), np.nan), np.zeros((1, x.shape[1]))]).astype(np.float32)
     session = ort.InferenceSession(onnx_model, providers=["CPUExecutionProvider"])
     onnx_out = np.asarray(session.run(None, {INPUT_NAME: probes})[0], dtype=np.float64).reshape(-1)
-    native = np.asarray(model.predict(probes), dtype=np.float64).reshape(-1)
+    native = np.asarray(predict_raw(model, probes), dtype=np.float64).reshape(-1)
     if onnx_out.shape != native.shape:
         raise ParityError(f"ONNX gives {onnx_out.shape[0]} values for {native.shape[0]} rows")
     return float(np.max(np.abs(onnx_out - native)))

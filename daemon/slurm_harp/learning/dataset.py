@@ -70,38 +70,3 @@ def build_dataset(records: Sequence[JobRecord], max_rows: int | None = None) -> 
         requested_min=np.array([_or_nan(r.request.time_limit_minutes) for r in usable], dtype=np.float64),
         cores=np.array([r.alloc_cpus or r.request.min_cpus or 1 for r in usable], dtype=np.float64),
     )
-
-
-@dataclass(frozen=True)
-class Split:
-    train: Dataset
-    validation: Dataset
-    cutoff: float  # submit time of the first validation job (NaN if unknown)
-    dropped: int  # training jobs still running at the cutoff, left out
-
-
-def chronological_split(data: Dataset, validation_fraction: float = 0.2) -> Split:
-    """The last ``validation_fraction`` of jobs (by submit time) validate; the rest train.
-
-    As in production, where a model trained at time T only knows jobs that had ended by T,
-    training jobs that ended after the first validation submission are left out.
-    """
-    if not 0.0 < validation_fraction < 1.0:
-        raise ValueError(f"validation_fraction {validation_fraction} outside (0, 1)")
-    n = len(data)
-    first_val = n - max(1, round(n * validation_fraction))
-    cutoff = float(data.submit_time[first_val]) if n else math.nan
-    index = np.arange(n)
-    train_mask = index < first_val
-    if math.isfinite(cutoff):
-        ended_late = np.nan_to_num(data.end_time, nan=-math.inf) > cutoff
-        dropped = int(np.sum(train_mask & ended_late))
-        train_mask &= ~ended_late
-    else:
-        dropped = 0
-    return Split(
-        train=data.take(index[train_mask]),
-        validation=data.take(index[first_val:]),
-        cutoff=cutoff,
-        dropped=dropped,
-    )

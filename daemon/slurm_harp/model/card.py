@@ -3,14 +3,20 @@
 Format 1 keys: format, target, version, created, features (FEATURE_NAMES in order), transform,
 unit, quantiles ([{quantile, file, sha256}]), files ({name: {sha256, bytes}}), training,
 validation ({"0.90": metrics}), parity_max_abs_error, libraries, params.
+Format 2 adds: models ([{name, kind, quantile or null, file, sha256}]: every published model,
+the quantile ones also listed in quantiles with their name), selection ({window, policy, chosen,
+table}: the model choice on validation), calibration (model.decision.Calibration.to_dict() plus
+how it was chosen: the rule the daemon applies), censoring, evaluation.
 The store fills version, created and the sha256 sums; the trainer fills the rest.
+The runtime reads formats 1 and 2 (READABLE_FORMATS) and refuses any other by name.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-CARD_FORMAT = 1
+CARD_FORMAT = 2
+READABLE_FORMATS = (1, 2)
 CARD_FILE = "card.json"
 INPUT_NAME = "features"
 
@@ -40,6 +46,13 @@ def quantile_file_name(quantile: float) -> str:
     cents = quantile * 100
     text = f"{quantile:.2f}" if abs(cents - round(cents)) < 1e-9 else f"{quantile:.6g}"
     return f"q{text}.onnx"
+
+
+def model_file_name(name: str) -> str:
+    """The ONNX file of a named model: "q0.90" -> q0.90.onnx, "huber" -> huber.onnx."""
+    if not name or not all(c.isalnum() or c in "._-" for c in name) or name.startswith("."):
+        raise ValueError(f"bad model name {name!r}")
+    return f"{name}.onnx"
 
 
 def quantile_key(quantile: float) -> str:

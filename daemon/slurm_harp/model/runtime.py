@@ -12,7 +12,8 @@ import onnxruntime as ort
 
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
-from slurm_harp.model.card import CARD_FILE, CARD_FORMAT, INPUT_NAME, TRANSFORMS, to_unit
+from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, TRANSFORMS, to_unit
+from slurm_harp.model.decision import Calibration
 from slurm_harp.model.store import sha256_hex
 
 
@@ -21,7 +22,10 @@ class ModelError(Exception):
 
 
 class QuantileModel:
-    """One ONNX session per quantile; predict() returns each quantile in the target's unit."""
+    """One ONNX session per model; predict() returns each quantile in the target's unit.
+
+    Format-2 cards also name non-quantile models (predict_named) and carry the calibrated
+    safety rule (``calibration``, for model.decision.decide_limit; None in format 1)."""
 
     def __init__(
         self,
@@ -30,13 +34,23 @@ class QuantileModel:
         card: Mapping[str, Any],
         sessions: Mapping[float, ort.InferenceSession],
         transform: str,
+        named: Mapping[str, ort.InferenceSession] | None = None,
+        calibration: Calibration | None = None,
     ) -> None:
         self.target = target
         self.version = version
         self.card = card
         self.quantiles: tuple[float, ...] = tuple(sorted(sessions))
         self._runs = [(q, sessions[q], sessions[q].get_outputs()[0].name) for q in self.quantiles]
+        self._named = {name: (s, s.get_outputs()[0].name) for name, s in (named or {}).items()}
         self._transform = transform
+        self.calibration = calibration
+        chosen = card.get("selection", {}).get("chosen") if isinstance(card.get("selection"), dict) else None
+        self.chosen: str | None = chosen if isinstance(chosen, str) else None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._named)
 
     @classmethod
     def load(cls, version_dir: Path) -> QuantileModel:
@@ -46,21 +60,40 @@ class QuantileModel:
         target = _check_card(card, card_path, version_dir.name)
         transform = str(card["transform"])
         listed = card.get("files", {})
-        sessions: dict[float, ort.InferenceSession] = {}
-        for entry in card["quantiles"]:
-            path = version_dir / str(entry["file"])
-            quantile = float(entry["quantile"])
-            data = _read(path)
-            digest = sha256_hex(data)
-            claims = {entry["sha256"], listed.get(entry["file"], {}).get("sha256", entry["sha256"])}
-            if claims != {digest}:
-                raise ModelError(
-                    f"{path}: sha256 mismatch: file has {digest[:16]}, card says {sorted(claims)}"
-                )
-            sessions[quantile] = _session(path, data)
-        model = cls(target, version_dir.name, card, sessions, transform)
+        by_file: dict[str, ort.InferenceSession] = {}
+
+        def session_for(entry: Mapping[str, Any]) -> ort.InferenceSession:
+            name = str(entry["file"])
+            if name not in by_file:
+                path = version_dir / name
+                data = _read(path)
+                digest = sha256_hex(data)
+                claims = {entry["sha256"], listed.get(name, {}).get("sha256", entry["sha256"])}
+                if claims != {digest}:
+                    raise ModelError(
+                        f"{path}: sha256 mismatch: file has {digest[:16]}, card says {sorted(claims)}"
+                    )
+                by_file[name] = _session(path, data)
+            return by_file[name]
+
+        sessions = {float(entry["quantile"]): session_for(entry) for entry in card["quantiles"]}
+        named = {str(entry["name"]): session_for(entry) for entry in card.get("models", [])}
+        calibration = _calibration(card, card_path, named)
+        model = cls(target, version_dir.name, card, sessions, transform, named, calibration)
         model._probe(version_dir)
         return model
+
+    def predict_named(self, x: np.ndarray, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+        """Each named model's predictions (format 2) in the target's unit, >= 0, NOT rearranged
+        across models: the calibrated rule was fitted on each model alone."""
+        if x.dtype != np.float32:
+            x = x.astype(np.float32)
+        out: dict[str, np.ndarray] = {}
+        for name in names if names is not None else self.names:
+            session, output = self._named[name]
+            raw = np.asarray(session.run([output], {INPUT_NAME: x})[0])
+            out[name] = to_unit(self._transform, raw.reshape(1, -1).astype(np.float64))[0]
+        return out
 
     def predict(self, x: np.ndarray) -> dict[float, np.ndarray]:
         """Predictions for feature rows ``x`` (n, len(FEATURE_NAMES)) in the target's unit, >= 0.
@@ -93,13 +126,20 @@ class QuantileModel:
         """Run a missing-everything row and a plain one; every quantile must give a finite value."""
         probe = np.full((2, len(FEATURE_NAMES)), np.nan, dtype=np.float32)
         probe[1] = 1.0
-        for quantile, session, output in self._runs:
+        # A history column is NaN where there is no history (decide_limit skips it): only the
+        # plain row must be finite there.
+        kinds = {
+            str(m.get("name")): m.get("kind") for m in self.card.get("models", []) if isinstance(m, dict)
+        }
+        runs = [(f"q{q}", s, o, 0) for q, s, o in self._runs]
+        runs += [(n, s, o, 1 if kinds.get(n) == "history" else 0) for n, (s, o) in self._named.items()]
+        for name, session, output, first in runs:
             try:
                 out = np.asarray(session.run([output], {INPUT_NAME: probe})[0]).reshape(-1)
             except Exception as exc:  # onnxruntime raises its own exception types
-                raise ModelError(f"{version_dir}: q{quantile}: probe run failed: {exc}") from exc
-            if out.shape != (2,) or not np.all(np.isfinite(out)):
-                raise ModelError(f"{version_dir}: q{quantile}: probe gave {out!r}, not two finite values")
+                raise ModelError(f"{version_dir}: {name}: probe run failed: {exc}") from exc
+            if out.shape != (2,) or not np.all(np.isfinite(out[first:])):
+                raise ModelError(f"{version_dir}: {name}: probe gave {out!r}, not finite values")
 
 
 def _read(path: Path) -> bytes:
@@ -120,8 +160,11 @@ def _read_card(path: Path) -> dict[str, Any]:
 
 
 def _check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
-    if card.get("format") != CARD_FORMAT:
-        raise ModelError(f"{path}: card format {card.get('format')!r}, this daemon reads {CARD_FORMAT}")
+    if card.get("format") not in READABLE_FORMATS:
+        readable = ", ".join(str(f) for f in READABLE_FORMATS)
+        raise ModelError(
+            f"{path}: card format {card.get('format')!r} is unknown; this daemon reads formats {readable}"
+        )
     try:
         target = Target(str(card.get("target")))
     except ValueError:
@@ -149,12 +192,53 @@ def _check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
         if not isinstance(entry["sha256"], str):
             raise ModelError(f"{path}: bad sha256 for {name!r}")
         seen.add(float(quantile))
+    models = card.get("models", [])
+    if not isinstance(models, list) or (card.get("format") == 1 and models):
+        raise ModelError(f"{path}: 'models' must be a list (format 2 only)")
+    names: set[str] = set()
+    for entry in models:
+        if not isinstance(entry, dict) or not {"name", "file", "sha256"} <= entry.keys():
+            raise ModelError(f"{path}: bad model entry {entry!r}")
+        name = entry["file"]
+        if not isinstance(entry["name"], str) or entry["name"] in names:
+            raise ModelError(f"{path}: bad or repeated model name {entry['name']!r}")
+        if (
+            not isinstance(name, str)
+            or "/" in name
+            or name.startswith(".")
+            or not isinstance(entry["sha256"], str)
+        ):
+            raise ModelError(f"{path}: bad file name or sha256 for model {entry['name']!r}")
+        names.add(entry["name"])
     files = card.get("files", {})
     if not isinstance(files, dict) or not all(
         isinstance(v, dict) and isinstance(v.get("sha256"), str) for v in files.values()
     ):
         raise ModelError(f"{path}: 'files' is not an object of {{name: {{sha256, bytes}}}}")
     return target
+
+
+def _calibration(
+    card: Mapping[str, Any], path: Path, named: Mapping[str, ort.InferenceSession]
+) -> Calibration | None:
+    """The card's safety rule, checked against the models it reads; None when there is none."""
+    data = card.get("calibration")
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise ModelError(f"{path}: 'calibration' is not an object")
+    try:
+        calibration = Calibration.from_dict(data)
+    except ValueError as exc:
+        raise ModelError(f"{path}: {exc}") from None
+    if calibration.target.value != card.get("target"):
+        raise ModelError(
+            f"{path}: calibration is for {calibration.target.value}, card for {card.get('target')!r}"
+        )
+    missing = [name for name in calibration.models if name not in named]
+    if missing:
+        raise ModelError(f"{path}: calibration reads models not in the card: {missing}")
+    return calibration
 
 
 def _session(path: Path, data: bytes) -> ort.InferenceSession:

@@ -144,6 +144,15 @@ def _complete_card(
         entry["sha256"] = sums[entry["file"]]
         quantiles.append(entry)
     out["quantiles"] = quantiles
+    if "models" in card:
+        models = []
+        for entry in card["models"]:
+            entry = dict(entry)
+            if entry.get("file") not in sums:
+                raise ValueError(f"card names file {entry.get('file')!r} that is not being published")
+            entry["sha256"] = sums[entry["file"]]
+            models.append(entry)
+        out["models"] = models
     return out
 
 

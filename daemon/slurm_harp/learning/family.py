@@ -1,0 +1,213 @@
+"""The model family: asymmetric-loss boosted trees, and HARP's own regressors for comparison.
+
+Every model learns the target in model space (log1p, see learning.targets) and exports to ONNX
+with a native-vs-ONNX parity check. Members, by name:
+- "q0.90" ...: LightGBM quantile at that level; when the training rows include censored jobs,
+  ``censored_rounds`` more trees follow on the one-sided (censored) pinball loss.
+- "huber": HARP's asymmetric Huber (0.9 under / 0.1 over), a quantile-0.9 start then custom trees.
+- "eloss": E-Loss style pinball whose under-prediction side weighs the job's cost (cores x time).
+- "hist_<feature>": not a fitted model but one causal history feature read as a prediction
+  (e.g. the user+name's longest recent run): a rung for the safety rule, which learns on
+  validation how far it can be trusted. Its ONNX graph just picks the column.
+- "linear", "tree", "mlp": HARP's family (sklearn: linear regression, a decision tree, a small
+  MLP) on the same features, median-imputed; they read censored labels as observed, as HARP did.
+  Fitted on the most recent ``sklearn_max_rows`` training rows (the MLP is slow on more).
+The comparison models (all but the quantile ladder) see at most ``compare_max_rows`` of the most
+recent training rows: on a million jobs they would otherwise double the training time.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from slurm_harp.learning import booster
+from slurm_harp.learning.booster import BoosterParams, ParityError
+from slurm_harp.learning.objectives import AsymmetricHuber, CostWeightedPinball, Pinball
+from slurm_harp.model.card import INPUT_NAME, quantile_key
+
+BOOSTED = ("quantile", "huber", "eloss")
+HISTORY = "history"
+SKLEARN = ("linear", "tree", "mlp")
+COMPARISON: tuple[str, ...] = ("huber", "eloss", *SKLEARN)
+# sklearn runs float32 inputs through float64 weights natively, ONNX in float32: 1e-3 in log
+# space is a 0.1 % error on the prediction.
+SKLEARN_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class FamilyConfig:
+    quantiles: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99)
+    compare: tuple[str, ...] = COMPARISON
+    eloss_tau: float = 0.9
+    censored_rounds: int = 50
+    start_rounds: int = 50  # quantile trees under a custom-loss model
+    sklearn_max_rows: int = 100_000
+    compare_max_rows: int = 200_000
+    params: BoosterParams = field(default_factory=BoosterParams)
+
+    def __post_init__(self) -> None:
+        if not self.quantiles or not all(0.0 < q < 1.0 for q in self.quantiles):
+            raise ValueError(f"quantiles must lie in (0, 1): {self.quantiles}")
+        unknown = set(self.compare) - set(COMPARISON)
+        if unknown:
+            raise ValueError(f"unknown comparison models {sorted(unknown)}; known: {COMPARISON}")
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    kind: str  # "quantile", "huber", "eloss", "linear", "tree", "mlp"
+    quantile: float | None  # the level a quantile (or E-Loss) model aims at
+    model: Any
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Model-space predictions (float64) for float32 feature rows."""
+        rows = x if x.dtype == np.float32 else x.astype(np.float32)
+        if self.kind == HISTORY:
+            column: np.ndarray = rows[:, int(self.model)].astype(np.float64)
+            return column
+        if self.kind in BOOSTED:
+            return booster.predict_raw(self.model, rows)
+        out: np.ndarray = np.asarray(self.model.predict(rows), dtype=np.float64).reshape(-1)
+        return out
+
+    def export(self, x_check: np.ndarray) -> tuple[bytes, float]:
+        """ONNX bytes and the parity error; ParityError beyond the tolerance."""
+        if self.kind in BOOSTED:
+            return booster.export_checked(self.model, x_check)
+        data = _column_onnx(int(self.model), x_check.shape[1]) if self.kind == HISTORY else None
+        data = data or _sklearn_onnx(self.model, x_check.shape[1])
+        probes = np.vstack([x_check, np.zeros((1, x_check.shape[1]))]).astype(np.float32)
+        session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        got = np.asarray(session.run(None, {INPUT_NAME: probes})[0], dtype=np.float64).reshape(-1)
+        native = self.predict(probes)
+        same_nan = np.array_equal(np.isnan(got), np.isnan(native))
+        error = float(np.nanmax(np.abs(got - native), initial=0.0)) if same_nan else math.inf
+        if not error <= SKLEARN_TOLERANCE:
+            raise ParityError(f"{self.name}: ONNX export differs from sklearn by {error:.3g}")
+        return data, error
+
+
+def quantile_name(q: float) -> str:
+    return f"q{quantile_key(q)}"
+
+
+def fit_family(
+    x: np.ndarray, y: np.ndarray, censored: np.ndarray, cost: np.ndarray, config: FamilyConfig
+) -> list[Member]:
+    """Fit every member on training rows (x, model-space y, censored flags, E-Loss cost)."""
+    members = [_quantile(x, y, censored, q, config) for q in sorted(set(config.quantiles))]
+    params = config.params
+    start = replace(params, n_estimators=config.start_rounds)
+    recent = slice(max(0, len(y) - config.compare_max_rows), None)
+    x, y, censored, cost = x[recent], y[recent], censored[recent], cost[recent]
+    for kind in config.compare:
+        if kind == "huber":
+            base = booster.fit_quantile(x, y, 0.9, start)
+            model = booster.continue_custom(
+                base, x, y, AsymmetricHuber(), censored, params.n_estimators, params
+            )
+            members.append(Member("huber", "huber", None, model))
+        elif kind == "eloss":
+            tau = config.eloss_tau
+            base = booster.fit_quantile(x, y, tau, start)
+            loss = CostWeightedPinball(tau, np.asarray(cost, dtype=np.float64))
+            model = booster.continue_custom(base, x, y, loss, censored, params.n_estimators, params)
+            members.append(Member("eloss", "eloss", tau, model))
+        else:
+            keep = slice(max(0, len(y) - config.sklearn_max_rows), None)
+            members.append(Member(kind, kind, None, _sklearn_fit(kind, x[keep], y[keep], params.seed)))
+    return members
+
+
+def _quantile(x: np.ndarray, y: np.ndarray, censored: np.ndarray, q: float, config: FamilyConfig) -> Member:
+    model = booster.fit_quantile(x, y, q, config.params)
+    if config.censored_rounds > 0 and bool(np.any(censored)):
+        model = booster.continue_custom(
+            model, x, y, Pinball(q), censored, config.censored_rounds, config.params
+        )
+    return Member(quantile_name(q), "quantile", q, model)
+
+
+def _sklearn_fit(kind: str, x: np.ndarray, y: np.ndarray, seed: int) -> Any:
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LinearRegression
+    from sklearn.neural_network import MLPRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.tree import DecisionTreeRegressor
+
+    impute = SimpleImputer(strategy="median", keep_empty_features=True)
+    if kind == "linear":
+        model = make_pipeline(impute, StandardScaler(), LinearRegression())
+    elif kind == "tree":
+        model = make_pipeline(
+            impute, DecisionTreeRegressor(max_depth=12, min_samples_leaf=20, random_state=seed)
+        )
+    else:
+        mlp = MLPRegressor(
+            hidden_layer_sizes=(32, 16),
+            early_stopping=len(y) >= 100,
+            max_iter=40,
+            batch_size=256,
+            random_state=seed,
+        )
+        model = make_pipeline(impute, StandardScaler(), mlp)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence warnings: the MLP is a comparison, capped on purpose
+        model.fit(x.astype(np.float32), y)
+    return model
+
+
+def _sklearn_onnx(model: Any, n_features: int) -> bytes:
+    from skl2onnx import convert_sklearn  # type: ignore[import-untyped]
+    from skl2onnx.common.data_types import FloatTensorType  # type: ignore[import-untyped]
+
+    onx = convert_sklearn(
+        model,
+        initial_types=[(INPUT_NAME, FloatTensorType([None, n_features]))],
+        target_opset=booster.TARGET_OPSET,
+    )
+    data: bytes = onx.SerializeToString()
+    return data
+
+
+def history_members(names: Sequence[str], feature_names: Sequence[str]) -> list[Member]:
+    """One "hist_<feature>" member per history feature that exists (others are skipped)."""
+    return [
+        Member(f"hist_{name.split('_', 1)[1]}", HISTORY, None, feature_names.index(name))
+        for name in names
+        if name in feature_names
+    ]
+
+
+def _column_onnx(column: int, n_features: int) -> bytes:
+    """A graph that outputs column ``column`` of the input as an (n, 1) float tensor."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                "Constant", [], ["index"], value=helper.make_tensor("i", TensorProto.INT64, [1], [column])
+            ),
+            helper.make_node("Gather", [INPUT_NAME, "index"], ["variable"], axis=1),
+        ],
+        "history_column",
+        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, [None, n_features])],
+        [helper.make_tensor_value_info("variable", TensorProto.FLOAT, [None, 1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", booster.TARGET_OPSET)])
+    model.ir_version = 8
+    data: bytes = model.SerializeToString()
+    return data
+
+
+def by_name(members: Sequence[Member]) -> dict[str, Member]:
+    return {m.name: m for m in members}

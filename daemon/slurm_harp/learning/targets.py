@@ -1,0 +1,136 @@
+"""What is learned for each target, aligned row for row with learning.dataset.build_dataset.
+
+- time: the elapsed run time; censored when the job was stopped at a limit (TIMEOUT, DEADLINE,
+  PREEMPTED, NODE_FAIL, OUT_OF_MEMORY in sacct; a run at or past its request in SWF).
+- memory: the peak resident memory per node (MaxRSS); censored when the job ran OUT_OF_MEMORY.
+- cpus: effective CPUs, TotalCPU / elapsed; never censored (a job cannot use more CPUs than it
+  holds, but it is not stopped for it either).
+
+Model space is log1p of the label (time: of seconds, the card's "log1p_seconds"; memory: MB;
+CPUs: CPUs); a quantile survives this monotone map. Requests and outcomes in the target's unit
+(minutes, MB per node, CPUs). The ``outcome`` arrays are read in hindsight (calibration and
+metrics); ``weight`` is known at submit time (model.decision.decision_weight).
+
+Memory per node: SWF traces give used memory per processor and no node count; for them (a
+per-CPU request and no node count) the request is compared per processor, as the evaluation does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.learning.dataset import Dataset
+from slurm_harp.model.decision import decision_weight
+
+TRANSFORM = {Target.TIME: "log1p_seconds", Target.MEMORY: "log1p", Target.CPUS: "log1p"}
+UNIT = {Target.TIME: "minutes", Target.MEMORY: "MB per node", Target.CPUS: "CPUs"}
+_TO_MODEL_SCALE = {Target.TIME: 60.0, Target.MEMORY: 1.0, Target.CPUS: 1.0}
+
+
+def usable_in_order(records: Sequence[JobRecord]) -> list[JobRecord]:
+    """The records build_dataset keeps, in its row order (elapsed > 0, stable by submit time)."""
+    usable = [r for r in records if r.elapsed_s > 0]
+    usable.sort(key=lambda r: -math.inf if r.request.submit_time is None else r.request.submit_time)
+    return usable
+
+
+def memory_request(request: JobRequest) -> float | None:
+    if request.mem_per_node_mb is None and request.mem_per_cpu_mb is not None and request.min_nodes is None:
+        return float(request.mem_per_cpu_mb)
+    return request.requested(Target.MEMORY)
+
+
+@dataclass(frozen=True)
+class TargetData:
+    """One target's arrays for the rows of a Dataset. NaN: unknown."""
+
+    target: Target
+    value: np.ndarray  # observed outcome in the target's unit
+    censored: np.ndarray  # value is a lower bound
+    requested: np.ndarray  # the user's request in the target's unit
+    weight: np.ndarray  # decision weight (submit-time), see model.decision.decision_weight
+    waste_weight: np.ndarray  # hindsight: turns (limit - value) into core-min / MB-hours / CPU-hours
+    cost: np.ndarray  # cores x requested minutes: the E-Loss row cost
+
+    def __len__(self) -> int:
+        return int(self.value.shape[0])
+
+    def take(self, index: np.ndarray) -> TargetData:
+        return TargetData(
+            target=self.target,
+            value=self.value[index],
+            censored=self.censored[index],
+            requested=self.requested[index],
+            weight=self.weight[index],
+            waste_weight=self.waste_weight[index],
+            cost=self.cost[index],
+        )
+
+    def labelled(self) -> np.ndarray:
+        """Rows with a positive observed value: the ones a model can learn from."""
+        with np.errstate(invalid="ignore"):
+            mask: np.ndarray = np.isfinite(self.value) & (self.value > 0)
+        return mask
+
+    def to_model(self, values: np.ndarray) -> np.ndarray:
+        """Target unit -> model space (log1p of seconds for time)."""
+        out: np.ndarray = np.log1p(np.asarray(values, dtype=np.float64) * _TO_MODEL_SCALE[self.target])
+        return out
+
+    def from_model(self, raw: np.ndarray) -> np.ndarray:
+        """Model space -> target unit, clamped at 0 (what model.card.to_unit does in the daemon)."""
+        out: np.ndarray = np.maximum(np.expm1(np.asarray(raw, dtype=np.float64)), 0.0)
+        return out / _TO_MODEL_SCALE[self.target]
+
+
+def _row(record: JobRecord, target: Target) -> tuple[float, bool, float | None, float]:
+    """(value, censored, request, hindsight waste weight) of one record."""
+    request = record.request
+    cores = float(record.alloc_cpus or request.min_cpus or 1)
+    hours = record.elapsed_s / 3600.0
+    if target is Target.TIME:
+        return record.elapsed_s / 60.0, record.censored, request.requested(target), cores
+    if target is Target.MEMORY:
+        value = math.nan if record.max_rss_mb is None else float(record.max_rss_mb)
+        per_processor = request.mem_per_node_mb is None and request.min_nodes is None
+        units = cores if per_processor else float(request.min_nodes or 1)
+        return value, record.state == "OUT_OF_MEMORY", memory_request(request), units * hours
+    cpu = record.total_cpu_s
+    value = math.nan if cpu is None or cpu < 0 else cpu / record.elapsed_s
+    return value, False, request.requested(target), hours
+
+
+def target_data(
+    records: Sequence[JobRecord], data: Dataset, target: Target, max_rows: int | None = None
+) -> TargetData:
+    """``target``'s arrays for the rows of ``data`` = build_dataset(records, max_rows).
+    Raises ValueError when the rows do not line up."""
+    rows = usable_in_order(records)
+    if max_rows is not None and max_rows > 0:
+        rows = rows[-max_rows:]
+    elapsed = np.array([r.elapsed_s for r in rows], dtype=np.float64)
+    if elapsed.shape != data.elapsed_s.shape or not np.array_equal(elapsed, data.elapsed_s):
+        raise ValueError("records are not the rows of this dataset (order or filter differs)")
+    n = len(rows)
+    value, requested, waste_weight, weight, cost = (np.full(n, math.nan) for _ in range(5))
+    censored = np.zeros(n, dtype=bool)
+    for i, record in enumerate(rows):
+        v, c, q, w = _row(record, target)
+        value[i], censored[i], waste_weight[i] = v, c, w
+        requested[i] = math.nan if q is None else q
+        weight[i] = decision_weight(target, record.request)
+        minutes = record.request.time_limit_minutes
+        cost[i] = float(record.alloc_cpus or record.request.min_cpus or 1) * float(minutes or 1)
+    return TargetData(target, value, censored, requested, weight, waste_weight, cost)
+
+
+def available(td: TargetData, minimum: int) -> bool:
+    """Whether at least ``minimum`` rows have both an observed value and a request."""
+    with np.errstate(invalid="ignore"):
+        return int(np.sum(td.labelled() & (td.requested > 0))) >= minimum

@@ -1,0 +1,144 @@
+"""Train one target for the daemon: records in, ONNX files and a format-2 card out.
+
+The last ``validation_fraction`` of jobs (by submit time) validate; the older ones train, minus
+those still running when the validation window opened (in production a model trained at time T
+only knows jobs that had ended by T). The published models are the validated ones (not refitted
+on all jobs), so the card's figures describe exactly what is served: every quantile model of
+the ladder, the model chosen by the selection policy, and whatever the calibrated rule reads.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.features import FEATURE_NAMES
+from slurm_harp.core.request import Target
+from slurm_harp.learning import report
+from slurm_harp.learning.dataset import Dataset, build_dataset
+from slurm_harp.learning.fitting import Fitted, MethodConfig, fit_and_calibrate
+from slurm_harp.learning.targets import TRANSFORM, UNIT, TargetData, target_data
+from slurm_harp.model.card import CARD_FORMAT, model_file_name
+
+MIN_TRAIN_ROWS = 50
+MIN_VALIDATION_ROWS = 10
+PARITY_ROWS = 2000
+
+
+class TrainingError(Exception):
+    """Training cannot produce a model worth publishing (too little data, failed parity)."""
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    files: dict[str, bytes]
+    card: dict[str, Any]
+    validation: dict[str, dict[str, float | None]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rows:
+    train: np.ndarray
+    validation: np.ndarray
+    cutoff: float
+    dropped: int
+
+
+def split_rows(data: Dataset, validation_fraction: float) -> Rows:
+    """Row indices of the chronological split. As in production, where a model trained at time T
+    only knows jobs that had ended by T, training jobs that ended after the first validation
+    submission are left out."""
+    if not 0.0 < validation_fraction < 1.0:
+        raise ValueError(f"validation_fraction {validation_fraction} outside (0, 1)")
+    n = len(data)
+    first_val = n - max(1, round(n * validation_fraction))
+    cutoff = float(data.submit_time[first_val]) if n else math.nan
+    train = np.arange(first_val)
+    if math.isfinite(cutoff):
+        late = np.nan_to_num(data.end_time[:first_val], nan=-math.inf) > cutoff
+        return Rows(train[~late], np.arange(first_val, n), cutoff, int(late.sum()))
+    return Rows(train, np.arange(first_val, n), cutoff, 0)
+
+
+def _check_counts(td: TargetData, rows: Rows, total: int) -> None:
+    with np.errstate(invalid="ignore"):
+        n_train = int(td.labelled()[rows.train].sum())
+        scored = td.labelled() & (td.requested > 0)
+        n_val = int(scored[rows.validation].sum())
+    if n_train < MIN_TRAIN_ROWS or n_val < MIN_VALIDATION_ROWS:
+        raise TrainingError(
+            f"not enough jobs for {td.target.value}: {total} usable, {n_train} with an observed value "
+            f"to train (need {MIN_TRAIN_ROWS}) and {n_val} with a request to validate "
+            f"(need {MIN_VALIDATION_ROWS})"
+        )
+
+
+def train_target(
+    records: Sequence[JobRecord],
+    target: Target,
+    config: MethodConfig | None = None,
+    source: str = "",
+    validation_fraction: float = 0.2,
+    max_rows: int | None = None,
+    data: Dataset | None = None,
+) -> TrainResult:
+    """Fit, choose, calibrate and export ``target``'s models. Raises TrainingError when there is
+    nothing fit to publish. ``data``: build_dataset(records, max_rows) when the caller already
+    has it (features are the same for every target)."""
+    config = config or MethodConfig()
+    started = time.monotonic()
+    data = data if data is not None else build_dataset(records, max_rows=max_rows)
+    if len(data) == 0:
+        raise TrainingError("not enough jobs: none usable (elapsed > 0)")
+    td = target_data(records, data, target, max_rows)
+    rows = split_rows(data, validation_fraction)
+    _check_counts(td, rows, len(data))
+    try:
+        fitted = fit_and_calibrate(data.x, td, rows.train, rows.validation, config)
+    except ValueError as exc:
+        raise TrainingError(str(exc)) from exc
+    files, entries, parity = _export(fitted, data.x[rows.validation][-PARITY_ROWS:])
+    validation = report.legacy_validation(fitted, td.take(rows.validation), data.x[rows.validation])
+    card = {
+        "format": CARD_FORMAT,
+        "target": target.value,
+        "features": list(FEATURE_NAMES),
+        "transform": TRANSFORM[target],
+        "unit": UNIT[target],
+        "quantiles": [e for e in entries if e.get("quantile") is not None and e["kind"] == "quantile"],
+        "models": entries,
+        "selection": report.selection_section(fitted, config),
+        "calibration": report.calibration_section(fitted, config),
+        "training": report.window(data, td, rows, source, time.monotonic() - started),
+        "validation": validation,
+        "parity_max_abs_error": parity,
+        "libraries": report.library_versions(),
+        "params": config.family.params.as_dict(),
+        "censoring": report.CENSORING_NOTE,
+        "evaluation": "validation predictions capped at the request; finished jobs only, "
+        "censored ones reported apart (censored_upp)",
+    }
+    return TrainResult(files=files, card=card, validation=validation)
+
+
+def _export(fitted: Fitted, x_check: np.ndarray) -> tuple[dict[str, bytes], list[dict[str, Any]], float]:
+    files: dict[str, bytes] = {}
+    entries: list[dict[str, Any]] = []
+    parity = 0.0
+    for name in fitted.published:
+        member = fitted.members[name]
+        try:
+            data, error = member.export(x_check)
+        except Exception as exc:  # converter and onnxruntime raise their own types
+            raise TrainingError(f"{name}: {exc}") from exc
+        parity = max(parity, error)
+        file = model_file_name(name)
+        files[file] = data
+        entries.append({"name": name, "kind": member.kind, "quantile": member.quantile, "file": file})
+    return files, entries, parity
