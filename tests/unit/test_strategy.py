@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.request import Target
+from slurm_harp.evaluation.costs import assess
+from slurm_harp.evaluation.frontier import Tunable
+from slurm_harp.evaluation.observed import observe
+from slurm_harp.evaluation.split import chronological_split
+from slurm_harp.evaluation.strategy import Split, Strategy
+from slurm_harp.learning.booster import BoosterParams
+from slurm_harp.learning.family import FamilyConfig
+from slurm_harp.learning.fitting import MethodConfig
+from slurm_harp.learning.strategy import HarpStrategy
+from tests.unit.test_models import records
+
+# Every 15th synthetic job times out whoever runs it: censoring-aware upper quantiles sit at the
+# request, so the rule needs margins over the lower ones to cut anything.
+FAST = MethodConfig(
+    family=FamilyConfig(
+        quantiles=(0.5, 0.9, 0.99), compare=("linear",), params=BoosterParams(n_estimators=30, num_leaves=7)
+    ),
+    ladder_margins=(1.0, 1.5, 2.0),
+)
+
+
+@pytest.fixture(scope="module")
+def timeline() -> tuple[list[JobRecord], Split]:
+    tl = chronological_split(records(2500, seed=5))
+    return tl.jobs, tl.split
+
+
+def test_fits_the_protocol_and_meets_the_budget_on_validation(
+    timeline: tuple[list[JobRecord], Split],
+) -> None:
+    jobs, split = timeline
+    strategy = HarpStrategy(Target.TIME, config=FAST)
+    as_protocol: Strategy = strategy  # checked by mypy
+    assert isinstance(as_protocol, Tunable)
+    with pytest.raises(RuntimeError, match="before fit"):
+        strategy.limits(jobs, split.train_end)
+    strategy.fit(jobs, split, 0.02)
+    limits = strategy.limits(jobs, split.train_end)
+    assert limits.shape == (len(jobs) - split.train_end,)
+    requested = np.array([j.request.time_limit_minutes for j in jobs[split.train_end :]], dtype=float)
+    set_ = ~np.isnan(limits)
+    assert set_.any() and np.all(limits[set_] < requested[set_]) and np.all(limits[set_] >= 1)
+    cut = split.validation_end - split.train_end
+    obs = observe(jobs, Target.TIME)
+    figures = assess(obs.take(slice(split.train_end, split.validation_end)), limits[:cut])
+    assert figures["newly_killed_pct"] is not None and figures["newly_killed_pct"] <= 2.0
+    assert figures["waste_cut_pct"] is not None and figures["waste_cut_pct"] > 30
+    knob = strategy.knob()
+    assert knob["rungs"] > 0 and knob["penalty"] >= 0
+    curve = strategy.pareto(jobs, split.validation_end)
+    assert len(curve) > 10 and curve[-1] == (0.0, 0.0) and max(c for _, c in curve) > 30
+
+
+def test_limits_are_causal(timeline: tuple[list[JobRecord], Split]) -> None:
+    """Changing what happened to late jobs changes nothing for the jobs submitted before them."""
+    jobs, split = timeline
+    strategy = HarpStrategy(Target.TIME, config=FAST)
+    strategy.fit(jobs, split, 0.02)
+    before = strategy.limits(jobs, split.validation_end)
+    cut = len(jobs) - 200
+    altered = jobs[:cut] + [replace(j, elapsed_s=j.elapsed_s * 3 + 7) for j in jobs[cut:]]
+    after = strategy.limits(altered, split.validation_end)
+    head = cut - split.validation_end
+    np.testing.assert_array_equal(before[:head], after[:head])
+
+
+@pytest.mark.parametrize("target", [Target.MEMORY, Target.CPUS])
+def test_other_targets(timeline: tuple[list[JobRecord], Split], target: Target) -> None:
+    jobs, split = timeline
+    strategy = HarpStrategy(target, config=FAST)
+    strategy.fit(jobs, split, 0.01)
+    limits = strategy.limits(jobs, split.train_end)
+    assert limits.shape == (len(jobs) - split.train_end,)
+
+
+def test_refuses_too_little_data_and_takes_options() -> None:
+    tl = chronological_split(records(60))
+    with pytest.raises(ValueError, match="training jobs"):
+        HarpStrategy(Target.TIME, config=FAST).fit(tl.jobs, tl.split, 0.01)
+    strategy = HarpStrategy(Target.TIME, ladder_margins=(1.0, 1.2))
+    assert strategy.config.ladder_margins == (1.0, 1.2) and strategy.name == "ours"
+    with pytest.raises(TypeError):
+        HarpStrategy(Target.TIME, no_such_option=1)
+
+
+def test_refit_serves_only_the_test_window(timeline: tuple[list[JobRecord], Split]) -> None:
+    jobs, split = timeline
+    fresh, stale = HarpStrategy(Target.TIME, config=FAST), HarpStrategy(Target.TIME, config=FAST, refit=False)
+    fresh.fit(jobs, split, 0.02)
+    stale.fit(jobs, split, 0.02)
+    a, b = fresh.limits(jobs, split.train_end), stale.limits(jobs, split.train_end)
+    cut = split.validation_end - split.train_end
+    # Validation jobs: the models fitted on training only, refit or not (same calibration too).
+    np.testing.assert_array_equal(a[:cut], b[:cut])
+    # Test jobs: the refitted models, which saw the validation window.
+    assert not np.array_equal(a[cut:], b[cut:], equal_nan=True)
