@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slurm_harp.core.policy import DEFAULT_FLOORS, Mode, Policy, Rule
+from slurm_harp.core.policy import DEFAULT_FLOORS, LIMITS, Mode, Policy, Rule
 from slurm_harp.core.request import Target
 
 DEFAULT_PATH = Path("/etc/slurm-harp/harp.toml")
@@ -69,7 +69,7 @@ _SCHEMA: dict[str, set[str]] = {
     },
     "store": {"path"},
     "history": {"db", "window_days", "poll_seconds"},
-    "policy": {"mode", "quantile", "min_gain", "floor", "rule", "require_history"},
+    "policy": {"mode", "quantile", "min_gain", "floor", "rule", "require_history", "limits"},
     "policy.floor": {"time_minutes", "memory_mb", "cpus"},
     "policy.rule": {"partition", "account", "mode"},
 }
@@ -174,6 +174,9 @@ def _policy(r: _Reader, pol: Mapping[str, Any]) -> Policy:
     min_gain = r.get(pol, "policy", "min_gain", float, 0.1)
     if not 0.0 <= min_gain < 1.0:
         raise r.fail("policy.min_gain", f"must be in [0, 1), got {min_gain}")
+    limits = r.get(pol, "policy", "limits", str, "calibrated")
+    if limits not in LIMITS:
+        raise r.fail("policy.limits", f"must be one of {', '.join(LIMITS)}, got {limits!r}")
     floors = dict(DEFAULT_FLOORS)
     for key, value in r.table(pol.get("floor", {}), "policy.floor").items():
         number = r.get({key: value}, "policy.floor", key, float, None)
@@ -205,6 +208,7 @@ def _policy(r: _Reader, pol: Mapping[str, Any]) -> Policy:
         min_gain=min_gain,
         floors=floors,
         require_history=r.get(pol, "policy", "require_history", bool, True),
+        limits=limits,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import stat
 import urllib.request
@@ -49,20 +50,42 @@ def running(tmp_path: Path, store_copy: Path) -> Iterator[tuple[Daemon, Client]]
     daemon.stop(grace=0)
 
 
-def test_predicts_time_and_rewrites_below_the_request(running: tuple[Daemon, Client]) -> None:
+def test_calibrated_rule_rewrites_where_the_saving_pays(running: tuple[Daemon, Client]) -> None:
     daemon, client = running
-    reply = client.predict(user_name="u5", time_limit_minutes=24 * 60, min_cpus=1, submit_time=850000000)
+    # A 32-core day: the saving pays for the rule's validated risk.
+    reply = client.predict(user_name="u5", time_limit_minutes=24 * 60, min_cpus=32, submit_time=850000000)
     time = target(reply, "time")
     version = daemon.predictor.models[Target.TIME].version
-    assert (
-        time.model_version == version and time.HasField("predicted") and time.quantile == pytest.approx(0.9)
-    )
+    assert time.model_version == version and time.HasField("predicted") and not time.HasField("quantile")
     assert time.action == pb.ACTION_REWRITE
     assert 5 <= time.new_value <= 24 * 60
     assert reply.user_message.startswith("harp: lowered time from 1-00:00:00")
     assert reply.annotation.startswith("harp:rewrite,t!=")
     for other in ("memory", "cpus"):
         assert target(reply, other).reason == pb.REASON_NO_MODEL
+    # A one-core hour: too little to save for the risk; the prediction is still reported.
+    small = target(client.predict(user_name="u5", time_limit_minutes=60, min_cpus=1), "time")
+    assert small.action == pb.ACTION_ANNOTATE and small.reason == pb.REASON_NO_GAIN
+    assert small.HasField("predicted")
+
+
+def test_quantile_limits_ignore_the_calibrated_rule(tmp_path: Path, store_copy: Path) -> None:
+    settings = parse(
+        {
+            "server": {"socket": str(tmp_path / "harp.sock")},
+            "store": {"path": str(store_copy)},
+            "policy": {"mode": "rewrite", "limits": "quantile", "quantile": 0.5, "min_gain": 0.0},
+        }
+    )
+    daemon = Daemon(settings, CollectorRegistry())
+    daemon.start()
+    try:
+        with Client(tmp_path / "harp.sock") as client:
+            time = target(client.predict(time_limit_minutes=3 * 24 * 60, min_cpus=1), "time")
+    finally:
+        daemon.stop(grace=0)
+    assert time.quantile == pytest.approx(0.5) and time.action == pb.ACTION_REWRITE
+    assert time.new_value == pytest.approx(max(10, math.ceil(time.predicted)), abs=1)
 
 
 def test_health_reflection_and_socket_mode(running: tuple[Daemon, Client], tmp_path: Path) -> None:
@@ -143,7 +166,8 @@ def test_metrics_are_scraped_over_http(tmp_path: Path, store_copy: Path) -> None
     daemon.start()
     try:
         with Client(tmp_path / "harp.sock") as client:
-            assert target(client.predict(time_limit_minutes=3 * 24 * 60), "time").action == pb.ACTION_REWRITE
+            reply = client.predict(time_limit_minutes=3 * 24 * 60, min_cpus=32)
+            assert target(reply, "time").action == pb.ACTION_REWRITE
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
             text = resp.read().decode()
     finally:

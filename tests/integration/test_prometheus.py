@@ -58,7 +58,7 @@ def test_prometheus_scrapes_serving_metrics(tmp_path: Path, trained_store: Path)
     try:
         with Client(tmp_path / "harp.sock") as client:
             for _ in range(5):
-                client.predict(time_limit_minutes=3 * 24 * 60)
+                client.predict(time_limit_minutes=3 * 24 * 60, min_cpus=32)
         deadline = time.monotonic() + 60
         while True:
             try:

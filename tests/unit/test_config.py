@@ -52,6 +52,7 @@ def test_defaults_are_safe() -> None:
         ("[policy]\nmode = 'always'\n", "policy.mode: mode must be one of"),
         ("[policy]\nquantile = 1.5\n", "policy.quantile: must be between 0 and 1"),
         ("[policy]\nquantile = 'high'\n", "policy.quantile: expected float"),
+        ("[policy]\nlimits = 'loose'\n", "policy.limits: must be one of calibrated, quantile"),
         ("[server]\nsocket_mode = '0666'\n", "server.socket_mode: must not grant access to others"),
         ("[server]\nsocket_mode = 'rw'\n", "server.socket_mode: expected an octal string"),
         ("[server]\nmax_workers = 0\n", "server.max_workers: must be >= 1"),

@@ -35,6 +35,9 @@ class Rule:
         )
 
 
+# How a limit is chosen when a model card carries a calibrated rule (see Policy.limits).
+LIMITS: tuple[str, ...] = ("calibrated", "quantile")
+
 DEFAULT_FLOORS: Mapping[Target, float] = {Target.TIME: 10.0, Target.MEMORY: 1024.0, Target.CPUS: 1.0}
 
 
@@ -48,6 +51,9 @@ class Policy:
     floors: Mapping[Target, float] = field(default_factory=lambda: dict(DEFAULT_FLOORS))
     # With a job history configured, never rewrite for a user with no recently ended job (annotate).
     require_history: bool = True
+    # "calibrated": a model card's calibrated rule decides when it has one (model.decision);
+    # "quantile": always the `quantile` model, lowered when it saves min_gain.
+    limits: str = "calibrated"
 
     def mode_for(self, request: JobRequest) -> Mode:
         """First matching rule wins; otherwise the default mode."""

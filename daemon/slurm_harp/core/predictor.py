@@ -109,7 +109,7 @@ class Predictor:
             try:
                 if features is None:
                     features, cold = self._features(request)
-                calibration = getattr(model, "calibration", None)
+                calibration = getattr(model, "calibration", None) if policy.limits == "calibrated" else None
                 if calibration is not None:
                     predicted, keep = _calibrated(
                         cast(CalibratedPredictor, model), calibration, features, request
