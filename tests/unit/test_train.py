@@ -17,8 +17,9 @@ from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning import booster
 from slurm_harp.learning.booster import BoosterParams
-from slurm_harp.learning.dataset import build_dataset, chronological_split
+from slurm_harp.learning.dataset import build_dataset
 from slurm_harp.learning.family import FamilyConfig, fit_family
+from slurm_harp.learning.trainer import split_rows
 from slurm_harp.learning.walltime import TrainingError, train_walltime
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import ModelStore
@@ -70,12 +71,12 @@ def test_dataset_is_chronological_and_keeps_censored_jobs() -> None:
     assert len(data) == 500
     assert np.all(np.diff(data.submit_time) >= 0)
     assert int(data.censored.sum()) == 50  # censored jobs are kept, with their observed time
-    split = chronological_split(data, 0.2)
-    assert len(split.validation) == 100
-    assert split.train.submit_time.max() < split.validation.submit_time.min()
+    rows = split_rows(data, 0.2)
+    assert len(rows.validation) == 100
+    assert data.submit_time[rows.train].max() < data.submit_time[rows.validation].min()
     # Training only knows jobs that had ended when the validation window opened.
-    assert np.nanmax(split.train.end_time) <= split.cutoff
-    assert len(split.train) + split.dropped == 400 and split.dropped > 0
+    assert np.nanmax(data.end_time[rows.train]) <= rows.cutoff
+    assert len(rows.train) + rows.dropped == 400 and rows.dropped > 0
     assert len(build_dataset(records, max_rows=100)) == 100
     assert build_dataset(records, max_rows=100).submit_time[0] == records[400].request.submit_time
 
@@ -103,7 +104,7 @@ def test_train_publish_load_predict_round_trip(tmp_path: Path) -> None:
     # The served predictions are the native model's, in minutes.
     data = build_dataset(records)
     x = data.x[-300:]
-    train = chronological_split(data).train
+    train = data.take(split_rows(data, 0.2).train)
     # The 0.9 model as the family fits it: quantile trees, then the censored refinement.
     native = fit_family(
         train.x,
