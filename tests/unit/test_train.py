@@ -187,7 +187,7 @@ def test_cli_trains_every_available_target(tmp_path: Path, capsys: pytest.Captur
         _run_cli(*argv, "--compare", "forest")
     with pytest.raises(SystemExit):
         _run_cli(*argv, "--select", "speed,upp")
-    assert _run_cli(*argv, "--target", "time", "--select", "aea,upp,0") == 0
+    assert _run_cli(*argv, "--target", "time", "--select", "aea,upp,0", "--promote", "always") == 0
     card = json.loads((ModelStore(store).current_dir("time") / "card.json").read_text())  # type: ignore[operator]
     policy = card["selection"]["policy"]
     assert (policy["name"], policy["primary"], policy["tolerance"]) == ("custom", "aea", 0.0)

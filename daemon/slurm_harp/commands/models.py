@@ -12,6 +12,7 @@ from slurm_harp.model.store import ModelStore
 
 log = logging.getLogger(__name__)
 CARD = "card.json"
+PROMOTION = "promotion.json"  # learning.promotion.NOTE (not imported: it needs the training extra)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -34,7 +35,18 @@ def _summary(store: ModelStore, target: Target, version: str) -> str:
         return f"(card unreadable: {exc})"
     training = card.get("training", {})
     parts = [f"trained on {training.get('rows_train', '?')} jobs"]
-    promotion = card.get("promotion")
+    figures = (
+        card.get("calibration", {}).get("validation") if isinstance(card.get("calibration"), dict) else None
+    )
+    if isinstance(figures, dict) and {"waste_cut_pct", "newly_killed_pct"} <= figures.keys():
+        parts.append(
+            f"validation: cuts {figures['waste_cut_pct']:.1f} % of the waste at "
+            f"{figures['newly_killed_pct']:.2f} % newly killed"
+        )
+    try:  # written by the promotion step (learning.promotion), absent for older versions
+        promotion = json.loads((store.target_dir(target) / version / PROMOTION).read_text())
+    except (OSError, ValueError):
+        promotion = None
     if isinstance(promotion, dict) and "verdict" in promotion:
         parts.append(str(promotion["verdict"]))
     return ", ".join(parts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sqlite3
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,21 +21,26 @@ from slurm_harp.commands.arguments import fraction
 from slurm_harp.core.request import Target
 
 if TYPE_CHECKING:
-    from slurm_harp.learning.dataset import Dataset
+    from slurm_harp.learning.fitting import MethodConfig
+    from slurm_harp.learning.pipeline import Outcome, Plan
 
 log = logging.getLogger(__name__)
 
 SACCT_TIMEOUT_S = 600.0
 ALL = "all"
+# The method's defaults, as command-line text (harp nightly parses the same strings).
+QUANTILES = "0.5,0.7,0.8,0.9,0.95,0.98,0.99"
+COMPARE = "huber,eloss,linear,tree,mlp"
+SELECT = "upp,ov_mape,1.0"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("train", help="train a model from accounting data and publish it")
     p.add_argument(
         "--source",
-        required=True,
         help="SWF (.swf/.swf.gz), Eagle CSV (.csv), a saved `sacct -P` text file, or `sacct` to query live",
     )
+    p.add_argument("--db", help="train from the harvester's job store (SQLite) instead of --source")
     p.add_argument(
         "--store",
         default=os.environ.get("HARP_STORE"),
@@ -46,19 +52,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         choices=[*(t.value for t in Target), ALL],
         help="what to model; 'all': each target the data has (default: %(default)s)",
     )
-    p.add_argument(
-        "--quantiles", default="0.5,0.7,0.8,0.9,0.95,0.98,0.99", type=_quantiles, help="default: %(default)s"
-    )
+    p.add_argument("--quantiles", default=QUANTILES, type=quantiles, help="default: %(default)s")
     p.add_argument(
         "--compare",
-        default="huber,eloss,linear,tree,mlp",
-        type=_names,
+        default=COMPARE,
+        type=names,
         help="comparison models fitted beside the quantile ladder ('none' for none; default: %(default)s)",
     )
     p.add_argument(
         "--select",
-        default="upp,ov_mape,1.0",
-        type=_selection,
+        default=SELECT,
+        type=selection,
         help="model choice on validation: PRIMARY,SECONDARY,TOLERANCE (metrics of the validation "
         "table; default WTM: lowest UPP, then lowest OV_MAPE among those within 1 point: %(default)s)",
     )
@@ -75,6 +79,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=0.01,
         help="fraction of validation jobs the calibrated rule may newly kill (default: %(default)s)",
     )
+    p.add_argument(
+        "--promote",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="serve the new version: auto = only if not worse than the serving one on the latest "
+        "validation window (default), always, or never",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.5,
+        help="waste-cut points a new version may lose to the serving one and still be promoted "
+        "(default: %(default)s)",
+    )
+    p.add_argument("--keep", type=int, default=5, help="versions kept per target (default: %(default)s)")
     p.add_argument("--max-rows", type=int, default=None, help="train on the most recent N jobs only")
     p.add_argument(
         "--threads", type=int, default=1, help="LightGBM threads; more only on idle cores (default: 1)"
@@ -87,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=run)
 
 
-def _quantiles(text: str) -> tuple[float, ...]:
+def quantiles(text: str) -> tuple[float, ...]:
     try:
         values = tuple(float(part) for part in text.split(",") if part.strip())
     except ValueError:
@@ -97,17 +116,17 @@ def _quantiles(text: str) -> tuple[float, ...]:
     return values
 
 
-def _names(text: str) -> tuple[str, ...]:
+def names(text: str) -> tuple[str, ...]:
     from slurm_harp.learning.family import COMPARISON
 
-    names = tuple(part.strip() for part in text.split(",") if part.strip() and part.strip() != "none")
-    unknown = [n for n in names if n not in COMPARISON]
+    picked = tuple(part.strip() for part in text.split(",") if part.strip() and part.strip() != "none")
+    unknown = [n for n in picked if n not in COMPARISON]
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown models {unknown}; known: {', '.join(COMPARISON)}")
-    return names
+    return picked
 
 
-def _selection(text: str) -> tuple[str, str, float]:
+def selection(text: str) -> tuple[str, str, float]:
     parts = [part.strip() for part in text.split(",")]
     try:
         primary, secondary, tolerance = parts[0], parts[1], float(parts[2]) if len(parts) > 2 else 0.0
@@ -130,7 +149,15 @@ def subprocess_runner(argv: Sequence[str]) -> str:
     return done.stdout
 
 
-def read_source(source: str, sacct_start: str) -> tuple[list[JobRecord], ReadStats]:
+def read_source(source: str, sacct_start: str, db: str | None = None) -> tuple[list[JobRecord], ReadStats]:
+    if db:
+        from slurm_harp.accounting.jobstore import JobStore
+
+        stats = ReadStats(source=db)
+        with JobStore(db, readonly=True) as store:
+            records = list(store.records())
+        stats.records = len(records)
+        return records, stats
     if source == "sacct":
         stats = ReadStats(source="sacct")
         return harvest_sacct(subprocess_runner, sacct_start, None, stats), stats
@@ -142,63 +169,95 @@ def run(args: argparse.Namespace) -> int:
     if not args.store:
         log.error("no model store: give --store or set HARP_STORE")
         return 2
-    if args.source != "sacct" and not Path(args.source).is_file():
-        log.error("source %s: no such file", args.source)
+    if bool(args.source) == bool(args.db):
+        log.error("give exactly one of --source or --db")
+        return 2
+    origin = args.db or args.source
+    if origin != "sacct" and not Path(origin).is_file():
+        log.error("%s: no such file", origin)
+        return 2
+    if args.keep < 1:
+        log.error("--keep must be >= 1 (the serving version is always kept)")
         return 2
     try:
-        records, stats = read_source(args.source, args.sacct_start)
-    except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired) as exc:
-        log.error("cannot read %s: %s", args.source, exc)
+        records, stats = read_source(args.source, args.sacct_start, args.db)
+    except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired, sqlite3.Error) as exc:
+        log.error("cannot read %s: %s", origin, exc)
         return 2
     log.info("%s", stats.summary())
-    from slurm_harp.learning.dataset import build_dataset
+    from slurm_harp.learning.pipeline import Plan
 
+    plan = Plan(
+        store=Path(args.store),
+        config=method_config(
+            args.quantiles, args.compare, args.select, args.kill_budget, args.floor, args.threads
+        ),
+        source=origin,
+        max_rows=args.max_rows,
+        promote=args.promote,
+        tolerance=args.tolerance,
+        keep=args.keep,
+    )
     targets = list(Target) if args.target == ALL else [Target(args.target)]
-    data = build_dataset(records, max_rows=args.max_rows)  # the same features serve every target
+    return train_targets(records, targets, plan, every=args.target == ALL)
+
+
+def method_config(
+    quantiles: tuple[float, ...],
+    compare: tuple[str, ...],
+    select: tuple[str, str, float],
+    kill_budget: float,
+    floor: float,
+    threads: int,
+) -> MethodConfig:
+    # Imported here so that the daemon's own commands work without the training extra installed.
+    from slurm_harp.learning.booster import BoosterParams
+    from slurm_harp.learning.calibration import CalibrationConfig
+    from slurm_harp.learning.family import FamilyConfig
+    from slurm_harp.learning.fitting import MethodConfig
+    from slurm_harp.learning.selection import SelectionPolicy
+
+    return MethodConfig(
+        family=FamilyConfig(
+            quantiles=quantiles, compare=compare, params=BoosterParams(n_jobs=max(1, threads))
+        ),
+        selection=SelectionPolicy(*select),
+        calibration=CalibrationConfig(kill_budget=kill_budget, floor=floor),
+    )
+
+
+def train_targets(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:
+    """Train, publish and judge each target; ``every``: a target without enough data is skipped
+    with a warning (the exit code is 1 only when none was published)."""
+    from slurm_harp.learning.dataset import build_dataset
+    from slurm_harp.learning.pipeline import train_and_publish
+    from slurm_harp.learning.trainer import TrainingError
+
+    data = build_dataset(records, max_rows=plan.max_rows)  # the same features serve every target
     published = 0
     for target in targets:
-        code = _train_one(args, records, data, target, quiet_skip=args.target == ALL)
-        if code == 0:
-            published += 1
-        elif args.target != ALL:
-            return code
+        try:
+            outcome = train_and_publish(records, data, target, plan)
+        except TrainingError as exc:
+            if not every:
+                log.error("training failed: %s", exc)
+                return 1
+            log.warning("%s: not trained: %s", target.value, exc)
+            continue
+        published += 1
+        _print(outcome, plan)
     if not published:
         log.error("training failed: no target had enough data")
         return 1
     return 0
 
 
-def _train_one(
-    args: argparse.Namespace, records: list[JobRecord], data: Dataset, target: Target, quiet_skip: bool
-) -> int:
-    # Imported here so that the daemon's own commands work without the training extra installed.
+def _print(outcome: Outcome, plan: Plan) -> None:
     from slurm_harp.core.metrics import format_summary
-    from slurm_harp.learning.booster import BoosterParams
-    from slurm_harp.learning.calibration import CalibrationConfig
-    from slurm_harp.learning.family import FamilyConfig
-    from slurm_harp.learning.fitting import MethodConfig
-    from slurm_harp.learning.selection import SelectionPolicy
-    from slurm_harp.learning.trainer import TrainingError, train_target
-    from slurm_harp.model.store import ModelStore
 
-    config = MethodConfig(
-        family=FamilyConfig(
-            quantiles=args.quantiles, compare=args.compare, params=BoosterParams(n_jobs=max(1, args.threads))
-        ),
-        selection=SelectionPolicy(*args.select),
-        calibration=CalibrationConfig(kill_budget=args.kill_budget, floor=args.floor),
-    )
-    try:
-        result = train_target(records, target, config, source=args.source, max_rows=args.max_rows, data=data)
-    except TrainingError as exc:
-        if quiet_skip:
-            log.warning("%s: not trained: %s", target.value, exc)
-        else:
-            log.error("training failed: %s", exc)
-        return 1
-    store = ModelStore(args.store)
-    version = store.publish(target, result.files, result.card)
-    print(f"published {target.value} model {version} in {store.target_dir(target)}")
+    target, result = outcome.target, outcome.result
+    where = plan.store / target.value
+    print(f"published {target.value} model {outcome.version} in {where}")
     training = result.card["training"]
     print(f"trained on {training['rows_train']} jobs, validated on {training['rows_validation']}")
     for key, values in result.validation.items():
@@ -206,8 +265,7 @@ def _train_one(
         shown = {k: v for k, v in values.items() if v is not None}
         print(f"  {label:8} {format_summary(shown)}")
     selection = result.card["selection"]
-    chosen = selection["chosen"]
-    print(f"  chosen by {selection['policy']['name']} on validation: {chosen}")
+    print(f"  chosen by {selection['policy']['name']} on validation: {selection['chosen']}")
     rule = result.card["calibration"]
     figures = rule["validation"]
     print(
@@ -215,4 +273,11 @@ def _train_one(
         f"validation waste at {figures['newly_killed_pct']:.2f} % newly killed "
         f"(budget {100 * rule['kill_budget']:.2f} %)"
     )
-    return 0
+    if outcome.verdict is not None:
+        print(f"  {outcome.verdict.to_dict()['verdict']}")
+    elif outcome.promoted:
+        print("  promoted (--promote always)")
+    else:
+        print("  not promoted (--promote never)")
+    if outcome.pruned:
+        print(f"  removed old versions: {', '.join(outcome.pruned)}")

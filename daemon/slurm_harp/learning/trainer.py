@@ -40,6 +40,8 @@ class TrainResult:
     files: dict[str, bytes]
     card: dict[str, Any]
     validation: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    # The validation window (features, target data): where promotion compares versions.
+    window: tuple[np.ndarray, TargetData] | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,8 @@ def train_target(
         "evaluation": "validation predictions capped at the request; finished jobs only, "
         "censored ones reported apart (censored_upp)",
     }
-    return TrainResult(files=files, card=card, validation=validation)
+    window = (data.x[rows.validation], td.take(rows.validation))
+    return TrainResult(files=files, card=card, validation=validation, window=window)
 
 
 def _export(fitted: Fitted, x_check: np.ndarray) -> tuple[dict[str, bytes], list[dict[str, Any]], float]:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.store import ModelStore
 
 log = logging.getLogger(__name__)
+
+# A publish that crashed leaves its hidden temp directory; one this old is no longer being written.
+STALE_TEMP_S = 3600.0
 
 
 def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
@@ -29,3 +33,20 @@ def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
         shutil.rmtree(trash, ignore_errors=True)
         log.info("removed %s model %s (keeping the newest %d)", target.value, version, keep)
     return doomed
+
+
+def sweep(store: ModelStore, target: Target, now: float | None = None) -> list[str]:
+    """Remove what crashed publishes and deletions left behind (hidden temp and trash
+    directories older than STALE_TEMP_S). Returns the removed names."""
+    target_dir = store.target_dir(target)
+    if not target_dir.is_dir():
+        return []
+    now = time.time() if now is None else now
+    removed = []
+    for path in target_dir.iterdir():
+        leftover = path.is_dir() and path.name.startswith((".tmp-", ".trash-"))
+        if leftover and now - path.stat().st_mtime > STALE_TEMP_S:
+            shutil.rmtree(path, ignore_errors=True)
+            log.info("removed %s left by an interrupted publish or prune", path)
+            removed.append(path.name)
+    return removed

@@ -72,6 +72,27 @@ class ModelStore:
             self.set_current(target, version)
         return version
 
+    def write_note(self, target: Target | str, version: str, name: str, payload: Mapping[str, Any]) -> None:
+        """Add a JSON file (e.g. the promotion verdict) to a published version, atomically.
+        The card and model files are never touched: they are what the checksums cover."""
+        version_dir = self.target_dir(target) / version
+        if not _FILE_NAME.match(name) or name in (CARD_FILE, CURRENT_FILE) or not name.endswith(".json"):
+            raise ValueError(f"bad note name {name!r}")
+        if not (version_dir / CARD_FILE).is_file():
+            raise ValueError(f"no complete version {version!r} under {version_dir.parent}")
+        fd, tmp_name = tempfile.mkstemp(prefix=".note-", dir=version_dir)
+        try:
+            os.fchmod(fd, _FILE_MODE)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(json.dumps(payload, indent=2, sort_keys=True, allow_nan=False).encode())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp_name, version_dir / name)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+        _fsync_dir(version_dir)
+
     def set_current(self, target: Target | str, version: str) -> None:
         target_dir = self.target_dir(target)
         if not _VERSION.match(version) or not (target_dir / version / CARD_FILE).is_file():

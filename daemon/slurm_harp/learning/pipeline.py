@@ -1,0 +1,86 @@
+"""Train one target, publish it as a new version, promote it if it is not worse, prune old ones.
+
+Shared by `harp train` and `harp nightly`. Crash safety comes from the store: a version appears
+only complete (temp directory + rename), CURRENT moves by an atomic rename and only after the
+verdict, so a crash at any point leaves the serving model as it was; what a crash leaves behind
+(temp directories, a published but unpromoted version) is swept or pruned by a later run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.request import Target
+from slurm_harp.learning.dataset import Dataset
+from slurm_harp.learning.fitting import MethodConfig
+from slurm_harp.learning.promotion import NOTE, Verdict, challenge
+from slurm_harp.learning.trainer import TrainingError, TrainResult, train_target
+from slurm_harp.model.retention import prune, sweep
+from slurm_harp.model.runtime import ModelError
+from slurm_harp.model.store import ModelStore
+
+log = logging.getLogger(__name__)
+
+Promote = Literal["auto", "always", "never"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    store: Path
+    config: MethodConfig
+    source: str = ""
+    max_rows: int | None = None
+    promote: Promote = "auto"  # auto: when not worse (learning.promotion); always; never
+    tolerance: float = 0.5
+    keep: int = 5
+
+
+@dataclass(frozen=True)
+class Outcome:
+    target: Target
+    version: str
+    promoted: bool
+    verdict: Verdict | None  # None unless promote is "auto"
+    result: TrainResult
+    pruned: tuple[str, ...] = ()
+
+
+def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Target, plan: Plan) -> Outcome:
+    """Raises TrainingError when nothing fit to publish came out (the store is then untouched)."""
+    result = train_target(records, target, plan.config, source=plan.source, max_rows=plan.max_rows, data=data)
+    store = ModelStore(plan.store)
+    sweep(store, target)
+    version = store.publish(target, result.files, result.card, make_current=False)
+    verdict: Verdict | None = None
+    if plan.promote == "auto":
+        if result.window is None:
+            raise TrainingError("no validation window to judge the new version on")
+        try:
+            verdict = challenge(
+                store,
+                target,
+                version,
+                result.window,
+                plan.config.calibration.kill_budget,
+                plan.tolerance,
+            )
+        except ModelError as exc:
+            raise TrainingError(f"the new version {version} does not load: {exc}") from exc
+        store.write_note(target, version, NOTE, verdict.to_dict())
+    promoted = plan.promote == "always" or (verdict is not None and verdict.promote)
+    if promoted:
+        store.set_current(target, version)
+    pruned = tuple(prune(store, target, plan.keep))
+    log.info(
+        "%s: version %s %s%s",
+        target.value,
+        version,
+        "promoted" if promoted else "kept as a challenger",
+        f" ({verdict.reason})" if verdict else "",
+    )
+    return Outcome(target, version, promoted, verdict, result, pruned)

@@ -1,0 +1,161 @@
+"""Champion/challenger promotion: the rules, and `harp train --db` publishing through them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slurm_harp.accounting import JobRecord
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.commands import models as models_command
+from slurm_harp.commands import train as train_command
+from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.learning.promotion import NOTE, Standing, judge
+from slurm_harp.model.retention import STALE_TEMP_S, sweep
+from slurm_harp.model.store import ModelStore
+
+BUDGET = 0.01
+
+
+def test_no_champion_promotes() -> None:
+    verdict = judge(Standing("new", 0.5, 20.0), None, BUDGET)
+    assert verdict.promote and "no champion" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("challenger", "champion", "promote", "why"),
+    [
+        ((0.8, 30.0), (0.5, 25.0), True, "cuts 30.0 %"),  # more kills, but within the budget
+        ((0.8, 24.6), (0.5, 25.0), True, "cuts 24.6 %"),  # within the tolerance
+        ((0.8, 24.0), (0.5, 25.0), False, "tolerance"),  # cuts less
+        ((1.5, 40.0), (0.5, 25.0), False, "> budget"),  # over the budget and the champion
+        ((1.5, 10.0), (2.0, 25.0), True, "breaks the kill budget"),  # the champion is no longer safe
+        ((2.5, 30.0), (2.0, 25.0), False, "> budget"),  # both unsafe, the challenger more so
+    ],
+)
+def test_rules(
+    challenger: tuple[float, float], champion: tuple[float, float], promote: bool, why: str
+) -> None:
+    verdict = judge(Standing("new", *challenger), Standing("old", *champion), BUDGET, tolerance=0.5)
+    assert verdict.promote is promote and why in verdict.reason
+    assert verdict.to_dict()["verdict"].startswith("promoted" if promote else "kept the champion")
+
+
+def _train(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    train_command.register(parser.add_subparsers())
+    args = parser.parse_args(["train", *argv])
+    code: int = args.func(args)
+    return code
+
+
+FAST = ("--quantiles", "0.5,0.9,0.99", "--compare", "none")
+
+
+def regular_users(n: int, seed: int = 3) -> list[JobRecord]:
+    """Users who each run about a fifth of their limit, every time: much waste to cut safely."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        user = int(rng.integers(0, 6))
+        limit = 60 * (user + 1)
+        run = int(limit * 60 * 0.2 * rng.lognormal(0.0, 0.15))
+        submit = 1_700_000_000 + 300 * i
+        request = JobRequest(
+            user_name=f"u{user}",
+            job_name=f"job{user}",
+            time_limit_minutes=limit,
+            min_cpus=8,
+            submit_time=submit,
+        )
+        out.append(
+            JobRecord(str(i), request, "COMPLETED", elapsed_s=run, start_time=submit, end_time=submit + run)
+        )
+    return out
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.sqlite"
+    with JobStore(path) as store:
+        store.merge(regular_users(900), "sacct")
+    return path
+
+
+def test_train_from_the_job_store_judges_each_new_version(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_dir = tmp_path / "models"
+    store = ModelStore(store_dir)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST) == 0
+    first = store.current_version(Target.TIME)
+    assert first is not None and "promoted: no champion" in capsys.readouterr().out
+    note = json.loads((store.target_dir(Target.TIME) / first / NOTE).read_text())
+    assert note["promote"] and note["champion"] is None
+
+    # A challenger that may not go below 150 minutes cuts far less waste on the same window.
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--floor", "150") == 0
+    out = capsys.readouterr().out
+    second = store.versions(Target.TIME)[-1]
+    note = json.loads((store.target_dir(Target.TIME) / second / NOTE).read_text())
+    assert not note["promote"] and "kept the champion" in out, out
+    assert note["challenger"]["waste_cut_pct"] < note["champion"]["waste_cut_pct"] - 0.5
+    assert store.current_version(Target.TIME) == first
+
+    # The same method again is not worse: promoted.
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST) == 0
+    third = store.versions(Target.TIME)[-1]
+    assert store.current_version(Target.TIME) == third
+
+    # `harp models` shows each verdict.
+    parser = argparse.ArgumentParser()
+    models_command.register(parser.add_subparsers())
+    args = parser.parse_args(["models", "--store", str(store_dir), "--target", "time"])
+    assert args.func(args) == 0
+    listing = capsys.readouterr().out
+    assert f"* {third}" in listing and "kept the champion" in listing and "no champion" in listing
+
+
+def test_promote_never_always_keep_and_a_broken_champion(db: Path, tmp_path: Path) -> None:
+    store_dir = tmp_path / "models"
+    store = ModelStore(store_dir)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--promote", "never") == 0
+    assert store.current_version(Target.TIME) is None and len(store.versions(Target.TIME)) == 1
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--promote", "always") == 0
+    champion = store.current_version(Target.TIME)
+    assert champion == store.versions(Target.TIME)[-1]
+    # A champion whose files were damaged cannot be compared: the challenger replaces it.
+    for f in (store.target_dir(Target.TIME) / str(champion)).glob("*.onnx"):
+        f.write_bytes(b"damaged")
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--keep", "2") == 0
+    newest = store.versions(Target.TIME)[-1]
+    assert store.current_version(Target.TIME) == newest
+    note = json.loads((store.target_dir(Target.TIME) / newest / NOTE).read_text())
+    assert "cannot be evaluated" in note["reason"]
+    assert len(store.versions(Target.TIME)) == 2  # --keep 2
+
+
+def test_train_refuses_two_sources_or_a_missing_db(tmp_path: Path, db: Path) -> None:
+    store = str(tmp_path / "models")
+    assert _train("--db", str(db), "--source", "sacct", "--store", store) == 2
+    assert _train("--db", str(tmp_path / "none.sqlite"), "--store", store) == 2
+    assert _train("--db", str(db), "--store", store, "--keep", "0") == 2
+
+
+def test_sweep_removes_only_stale_leftovers(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    target_dir = store.target_dir(Target.TIME)
+    stale, fresh = target_dir / ".tmp-crashed", target_dir / ".tmp-writing"
+    for path in (stale, fresh):
+        path.mkdir(parents=True)
+        (path / "q0.90.onnx").write_bytes(b"partial")
+    old = time.time() - STALE_TEMP_S - 60
+    os.utime(stale, (old, old))
+    assert sweep(store, Target.TIME) == [".tmp-crashed"]
+    assert fresh.is_dir() and not stale.exists()
