@@ -46,16 +46,29 @@ class HistorySettings:
 
 
 @dataclass(frozen=True, slots=True)
+class TrainingSettings:
+    """What `harp nightly` trains with and how it promotes (see learning.promotion)."""
+
+    kill_budget: float = 0.01  # fraction of validation jobs the calibrated rule may newly kill
+    tolerance: float = 0.5  # waste-cut points a challenger may lose to the champion and still win
+    keep: int = 5  # model versions kept per target (the serving one always)
+    max_jobs: int = 500_000  # train on the most recent N jobs of the store
+    threads: int = 1  # LightGBM threads: the head node runs slurmctld too
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     store: Path = DEFAULT_STORE
     policy: Policy = field(default_factory=Policy)
     source: Path | None = None
     history: HistorySettings = field(default_factory=HistorySettings)
+    training: TrainingSettings = field(default_factory=TrainingSettings)
 
 
 _SCHEMA: dict[str, set[str]] = {
-    "": {"server", "store", "policy", "history"},
+    "": {"server", "store", "policy", "history", "training"},
+    "training": {"kill_budget", "tolerance", "keep", "max_jobs", "threads"},
     "server": {
         "socket",
         "socket_mode",
@@ -150,6 +163,23 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
         policy=_policy(r, r.table(top.get("policy", {}), "policy")),
         source=Path(path) if not str(path).startswith("<") else None,
         history=_history(r, r.table(top.get("history", {}), "history")),
+        training=_training(r, r.table(top.get("training", {}), "training")),
+    )
+
+
+def _training(r: _Reader, tr: Mapping[str, Any]) -> TrainingSettings:
+    budget = r.get(tr, "training", "kill_budget", float, 0.01)
+    if not 0.0 <= budget < 1.0:
+        raise r.fail("training.kill_budget", f"must be a fraction in [0, 1), got {budget}")
+    tolerance = r.get(tr, "training", "tolerance", float, 0.5)
+    if not 0.0 <= tolerance <= 100.0:
+        raise r.fail("training.tolerance", f"must be in [0, 100] points, got {tolerance}")
+    return TrainingSettings(
+        kill_budget=budget,
+        tolerance=tolerance,
+        keep=_positive(r, "training.keep", r.get(tr, "training", "keep", int, 5)),
+        max_jobs=_positive(r, "training.max_jobs", r.get(tr, "training", "max_jobs", int, 500_000)),
+        threads=_positive(r, "training.threads", r.get(tr, "training", "threads", int, 1)),
     )
 
 

@@ -1,0 +1,112 @@
+"""`harp nightly`: harvest -> train every target -> promote what is not worse, from the daemon's config.
+
+Run by deploy/systemd/slurm-harp-nightly.timer. Each step is crash-safe on its own: the harvest
+commits each sacct window with its cursor in one SQLite transaction; a version is published under
+a temp name and renamed; CURRENT moves by an atomic rename, only after the promotion verdict. A
+failed harvest stops the chain (training on a store that stopped growing would only repeat the
+last night); a target without enough data is skipped. The daemon picks up a promotion by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sqlite3
+import subprocess
+import time
+
+from slurm_harp.accounting import JobRecord
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.commands import harvest as harvest_command
+from slurm_harp.commands import train as train_command
+from slurm_harp.config import DEFAULT_PATH, ConfigError, Settings, load
+from slurm_harp.core.request import Target
+
+log = logging.getLogger(__name__)
+
+OVERLAP_S = 3600
+SETTLE_S = 60
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("nightly", help="harvest sacct, retrain every target, promote if not worse")
+    p.add_argument("--config", default=str(DEFAULT_PATH), help="the daemon's config (default: %(default)s)")
+    p.add_argument(
+        "--skip-harvest", action="store_true", help="train on the job store as it is (no sacct call)"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = load(args.config)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
+    db = settings.history.db
+    if db is None:
+        log.error(
+            "%s: history.db is not set: nightly harvests into and trains from that job store", args.config
+        )
+        return 2
+    started = time.monotonic()
+    if not args.skip_harvest and not _harvest(str(db)):
+        return 1
+    log.info("harvest done in %.1f s", time.monotonic() - started)
+    try:
+        with JobStore(db, readonly=True) as store:
+            records = list(store.records())
+    except (OSError, sqlite3.Error) as exc:
+        log.error("cannot read the job store %s: %s", db, exc)
+        return 1
+    code = _train(settings, records)
+    log.info("nightly done in %.1f s (exit %d)", time.monotonic() - started, code)
+    return code
+
+
+def _harvest(db: str) -> bool:
+    from slurm_harp.accounting import ReadStats
+
+    stats = ReadStats(source="sacct")
+    report = harvest_command.HarvestReport("sacct")
+    try:
+        with JobStore(db) as store:
+            harvest_command.harvest(
+                store,
+                train_command.subprocess_runner,
+                source="sacct",
+                now=int(time.time()),
+                overlap_s=OVERLAP_S,
+                settle_s=SETTLE_S,
+                stats=stats,
+                report=report,
+            )
+    except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired, sqlite3.Error) as exc:
+        log.error("harvest stopped at %s: %s; not retraining tonight", stats.source, exc)
+        return False
+    print(report.summary(stats))
+    return True
+
+
+def _train(settings: Settings, records: list[JobRecord]) -> int:
+    from slurm_harp.learning.pipeline import Plan
+
+    t = settings.training
+    config = train_command.method_config(
+        train_command.quantiles(train_command.QUANTILES),
+        train_command.names(train_command.COMPARE),
+        train_command.selection(train_command.SELECT),
+        t.kill_budget,
+        1.0,
+        t.threads,
+    )
+    plan = Plan(
+        store=settings.store,
+        config=config,
+        source=str(settings.history.db),
+        max_rows=t.max_jobs,
+        promote="auto",
+        tolerance=t.tolerance,
+        keep=t.keep,
+    )
+    return train_command.train_targets(records, list(Target), plan, every=True)

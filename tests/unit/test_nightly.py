@@ -1,0 +1,80 @@
+"""`harp nightly`: harvest, train, promote from the config; sacct faked at the subprocess boundary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.cli import main
+from slurm_harp.commands import train as train_command
+from slurm_harp.core.request import Target
+from slurm_harp.learning.promotion import NOTE
+from slurm_harp.model.store import ModelStore
+from tests.unit.test_harvest import TEXT, FakeSacct
+from tests.unit.test_promotion import regular_users
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A config whose job store already holds a history of regular users."""
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as store:
+        store.merge(regular_users(700), "import")
+    config = tmp_path / "harp.toml"
+    config.write_text(
+        f'[store]\npath = "{tmp_path / "models"}"\n[history]\ndb = "{db}"\n[training]\nkeep = 2\n'
+    )
+    return config
+
+
+def test_nightly_harvests_trains_and_promotes(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sacct = FakeSacct(TEXT)
+    monkeypatch.setattr(train_command, "subprocess_runner", sacct)
+    assert main(["nightly", "--config", str(site)]) == 0
+    assert sacct.calls and all("--noconvert" in call for call in sacct.calls)
+    with JobStore(tmp_path / "jobs.sqlite", readonly=True) as store:
+        assert store.count("sacct") > 0 and store.cursor("sacct") is not None
+    models = ModelStore(tmp_path / "models")
+    first = models.current_version(Target.TIME)
+    assert first is not None
+    note = json.loads((models.target_dir(Target.TIME) / first / NOTE).read_text())
+    assert note["promote"] and note["kill_budget"] == 0.01
+    out = capsys.readouterr().out
+    assert "harvest sacct:" in out and "promoted: no champion" in out
+
+    # The next night: a new version, judged against the serving one; --keep 2 from the config.
+    for _ in range(2):
+        assert main(["nightly", "--config", str(site)]) == 0
+    versions = models.versions(Target.TIME)
+    assert len(versions) == 2 and first not in versions
+    note = json.loads((models.target_dir(Target.TIME) / versions[-1] / NOTE).read_text())
+    assert note["champion"] is not None
+
+
+def test_a_failed_harvest_stops_the_chain(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(
+        train_command, "subprocess_runner", FakeSacct(RuntimeError("sacct exited 1: slurmdbd down"))
+    )
+    assert main(["nightly", "--config", str(site)]) == 1
+    assert "slurmdbd down" in caplog.text and "not retraining tonight" in caplog.text
+    assert ModelStore(tmp_path / "models").versions(Target.TIME) == []
+    # --skip-harvest trains on the store as it is.
+    assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
+    assert ModelStore(tmp_path / "models").current_version(Target.TIME) is not None
+
+
+def test_config_problems_are_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = tmp_path / "harp.toml"
+    config.write_text('[store]\npath = "/tmp/x"\n')
+    assert main(["nightly", "--config", str(config)]) == 2
+    assert "history.db is not set" in caplog.text
+    config.write_text("[training]\nkill_budget = 2\n")
+    assert main(["nightly", "--config", str(config)]) == 2
+    assert "training.kill_budget" in caplog.text
