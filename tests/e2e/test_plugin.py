@@ -223,7 +223,6 @@ def test_corrupt_model_on_reload_keeps_the_old_model(site: Site) -> None:
 
 
 def test_train_on_the_clusters_own_jobs_then_predict(site: Site) -> None:
-    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
     # Training needs 50 jobs that ENDED before the validation window opens, and 10 to validate: two waves.
     for wave in (52, 14):
         jobs = [site.submit("-t 60", "-J sleepy", body="sleep 2") for _ in range(wave)]
@@ -231,18 +230,20 @@ def test_train_on_the_clusters_own_jobs_then_predict(site: Site) -> None:
             assert j.job_id is not None
             site.cluster.wait_state(j.job_id, {"COMPLETED"}, timeout=180)
     own_store = site.work / "own-store"
+    # The production path: harp nightly harvests the real sacct into a job store, trains every
+    # target it can and promotes (no champion yet).
+    nightly_conf = site.work / "nightly.toml"
+    nightly_conf.write_text(f'[store]\npath = "{own_store}"\n[history]\ndb = "{site.work / "jobs.sqlite"}"\n')
     train = subprocess.run(
         [
             sys.executable,
             "-m",
             "slurm_harp.cli",
-            "train",
-            "--source",
-            "sacct",
-            "--sacct-start",
-            start,
-            "--store",
-            str(own_store),
+            "nightly",
+            "--config",
+            str(nightly_conf),
+            "--settle-seconds",
+            "0",
         ],
         env=site.cluster.env | {"PATH": site.cluster.env["PATH"] + ":" + os.environ["PATH"]},
         capture_output=True,
@@ -250,6 +251,7 @@ def test_train_on_the_clusters_own_jobs_then_predict(site: Site) -> None:
         timeout=300,
     )
     assert train.returncode == 0, train.stderr
+    assert "harvest sacct:" in train.stdout and "promoted: no champion" in train.stdout, train.stdout
     site.daemon.store = own_store
     site.daemon.write_config("shadow", RULES)
     site.daemon.signal(signal.SIGHUP)

@@ -34,6 +34,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--skip-harvest", action="store_true", help="train on the job store as it is (no sacct call)"
     )
+    p.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=SETTLE_S,
+        help="leave jobs that ended this recently to the next harvest (default: %(default)s)",
+    )
     p.set_defaults(func=run)
 
 
@@ -50,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     started = time.monotonic()
-    if not args.skip_harvest and not _harvest(str(db)):
+    if not args.skip_harvest and not _harvest(str(db), int(max(0.0, args.settle_seconds))):
         return 1
     log.info("harvest done in %.1f s", time.monotonic() - started)
     try:
@@ -64,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def _harvest(db: str) -> bool:
+def _harvest(db: str, settle_s: int) -> bool:
     from slurm_harp.accounting import ReadStats
 
     stats = ReadStats(source="sacct")
@@ -77,7 +83,7 @@ def _harvest(db: str) -> bool:
                 source="sacct",
                 now=int(time.time()),
                 overlap_s=OVERLAP_S,
-                settle_s=SETTLE_S,
+                settle_s=settle_s,
                 stats=stats,
                 report=report,
             )
