@@ -7,7 +7,7 @@ from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.evaluation import report
 from slurm_harp.evaluation.baselines import RequestStrategy, ScaledTsafrirStrategy
-from slurm_harp.evaluation.runner import evaluate_target
+from slurm_harp.evaluation.runner import Outcome, evaluate_target
 from slurm_harp.evaluation.split import chronological_split
 
 
@@ -64,6 +64,14 @@ def test_table_rows_failures_and_skips() -> None:
     assert "ours: not evaluated: not installed" in text
     assert "60 jobs" in text  # the test window
     assert "skipped: too few jobs" in report.table(results[1], ctx)
+
+
+def test_knob_shows_multipliers_as_such_and_names_other_knobs() -> None:
+    assert report._knob(Outcome("tsafrir-scaled", knob={"multiplier": 649.0})) == "x649"
+    assert report._knob(Outcome("harp-tree", knob={"factor": 51.4})) == "x51.4"
+    # ours' knob is a penalty and a rung count, not a factor applied to the prediction
+    ours = Outcome("ours", knob={"penalty": 18300.0, "rungs": 10.0})
+    assert report._knob(ours) == "penalty=1.83e+04 rungs=10"
 
 
 def test_document_is_strict_json_with_every_figure() -> None:

@@ -45,8 +45,12 @@ def _core_hours(value: float | None) -> str:
     return f"{value:.3g}"
 
 
+MULTIPLIERS = ("multiplier", "factor")  # knobs that scale a prediction: shown as x<value>
+
+
 def _knob(outcome: Outcome) -> str:
-    return " ".join(f"x{v:.3g}" for v in outcome.knob.values())
+    """Multipliers as x<value>, any other knob (e.g. ours: penalty, rungs) as name=<value>."""
+    return " ".join(f"x{v:.3g}" if k in MULTIPLIERS else f"{k}={v:.3g}" for k, v in outcome.knob.items())
 
 
 def _cells(outcome: Outcome, target: Target) -> list[str]:
