@@ -1,4 +1,4 @@
-"""The strategies `harp evaluate` knows by name: the baselines, and ours when it is installed."""
+"""The strategies `harp evaluate` knows by name: the baselines, and ours (needs the `train` extra)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class Unavailable(Exception):
 
 def build(name: str, target: Target, seed: int = 0) -> Strategy:
     """A fresh, unfitted strategy. Raises ValueError for an unknown name, Unavailable for ours
-    when its module is missing or it refuses the target."""
+    when it cannot be imported (e.g. no `train` extra) or it refuses the target."""
     if name == "request":
         return RequestStrategy(target)
     if name == "tsafrir":
@@ -41,8 +41,8 @@ def build(name: str, target: Target, seed: int = 0) -> Strategy:
 
 
 def ours(target: Target) -> Strategy:
-    """slurm_harp.learning.strategy.HarpStrategy(target), imported lazily: it may not exist yet, and
-    it needs the training extra."""
+    """slurm_harp.learning.strategy.HarpStrategy(target), imported lazily so that LightGBM and
+    ONNX (the `train` extra) are loaded only when ours is asked for."""
     try:
         module = importlib.import_module(OURS_MODULE)
     except ImportError as exc:
