@@ -1,9 +1,11 @@
 """`harp demo`: train on the bundled real trace, serve it over real gRPC, and replay held-out jobs.
 
-Everything but Slurm itself is the production path: the SWF reader, training with the asymmetric
-(quantile) loss, ONNX export with its parity check, the model store, the daemon on a Unix socket,
-and gRPC calls carrying each held-out job's request. Jobs are replayed in submit order from the
-last part of the trace, which training never saw.
+Everything but Slurm itself is the production path: the SWF reader, `harp train`'s method (the
+asymmetric model family, the choice and the calibrated safety rule on a validation window), ONNX
+export with its parity check, the model store, the daemon on a Unix socket in rewrite mode, and
+gRPC calls carrying each held-out job's request. Jobs are replayed in submit order from the last
+part of the trace, which training never saw; the daemon's history features see exactly the jobs
+that had ended before each submission, as the harvester would have fed them.
 """
 
 from __future__ import annotations
@@ -11,21 +13,25 @@ from __future__ import annotations
 import argparse
 import logging
 import tempfile
+import threading
 import time
 from importlib import resources
 from pathlib import Path
 
 import grpc
+import numpy as np
 
 from slurm_harp.accounting import JobRecord, load_records
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from slurm_harp.config import parse
+from slurm_harp.core.history import HistoryIndex
 from slurm_harp.core.message import format_minutes
-from slurm_harp.core.request import Target
+from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.server.convert import request_to_proto
 from slurm_harp.server.daemon import Daemon
 
+log = logging.getLogger(__name__)
 BUNDLED = "KTH-SP2-1996-2.1-cln.swf.gz"
 
 
@@ -34,17 +40,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--trace", default=None, help=f"SWF/CSV/sacct file (default: bundled {BUNDLED})")
     p.add_argument("--holdout", type=float, default=0.2, help="last fraction replayed (default: %(default)s)")
     p.add_argument("--show", type=int, default=10, help="decisions printed (default: %(default)s)")
-    p.add_argument("--quantile", type=float, default=0.9, help="policy quantile (default: %(default)s)")
     p.set_defaults(func=run)
 
 
+class ReplayHistory:
+    """The history a live daemon fed by the harvester would have had: before each submission,
+    every job of the trace that had ended by then (a HistorySource for the Predictor)."""
+
+    def __init__(self, records: list[JobRecord]) -> None:
+        self._ended = sorted((r for r in records if r.end_time is not None), key=lambda r: r.end_time or 0)
+        self._next = 0
+        self._index = HistoryIndex()
+        self._lock = threading.Lock()
+
+    def row(self, request: JobRequest, at: int) -> np.ndarray:
+        with self._lock:  # submissions arrive in time order; the gRPC pool may overlap two
+            while self._next < len(self._ended) and (self._ended[self._next].end_time or 0) <= at:
+                self._index.add(self._ended[self._next])
+                self._next += 1
+            return self._index.row(request, at)
+
+
 def run(args: argparse.Namespace) -> int:
-    from slurm_harp.learning.walltime import TrainingError, train_walltime
+    from slurm_harp.learning.trainer import TrainingError, train_target
     from slurm_harp.model.store import ModelStore
 
     logging.getLogger("slurm_harp").setLevel(logging.WARNING)
     trace = Path(args.trace) if args.trace else Path(str(resources.files("slurm_harp") / "data" / BUNDLED))
-    records = sorted(load_records(trace), key=lambda r: r.request.submit_time or 0)
+    try:
+        records = sorted(load_records(trace), key=lambda r: r.request.submit_time or 0)
+    except (OSError, ValueError) as exc:
+        log.error("cannot read %s: %s", trace, exc)
+        return 2
     cut = int(len(records) * (1 - args.holdout))
     past, future = records[:cut], [r for r in records[cut:] if r.request.time_limit_minutes]
     print(
@@ -54,24 +81,27 @@ def run(args: argparse.Namespace) -> int:
         work = Path(tmp)
         t0 = time.monotonic()
         try:
-            result = train_walltime(past, source=trace.name)
+            result = train_target(past, Target.TIME, source=trace.name)
         except TrainingError as exc:
             print(f"training failed: {exc}")
             return 1
         version = ModelStore(work / "store").publish(Target.TIME, result.files, result.card)
+        rule = result.card["calibration"]
         print(
-            f"trained quantile models {[q['quantile'] for q in result.card['quantiles']]} "
-            f"in {time.monotonic() - t0:.1f} s, ONNX parity {result.card['parity_max_abs_error']:.1e}; "
+            f"published {len(result.card['models'])} models in {time.monotonic() - t0:.1f} s "
+            f"(chosen on validation: {result.card['selection']['chosen']}; ONNX parity "
+            f"{result.card['parity_max_abs_error']:.1e}); safety rule calibrated to "
+            f"{100 * rule['kill_budget']:.0f} % newly killed on the last 20 % of the training jobs; "
             f"model {version}"
         )
         settings = parse(
             {
                 "server": {"socket": str(work / "harp.sock")},
                 "store": {"path": str(work / "store")},
-                "policy": {"mode": "rewrite", "quantile": args.quantile},
+                "policy": {"mode": "rewrite", "floor": {"time_minutes": 1}},
             }
         )
-        daemon = Daemon(settings)
+        daemon = Daemon(settings, history=ReplayHistory(records))
         daemon.start()
         try:
             replies = _replay(work / "harp.sock", future)
@@ -95,40 +125,41 @@ def _replay(sock: Path, jobs: list[JobRecord]) -> list[pb.Decision]:
 
 
 def _report(jobs: list[JobRecord], replies: list[pb.Decision], show: int) -> None:
+    from slurm_harp.evaluation.costs import assess
+    from slurm_harp.evaluation.observed import observe
+
     print(f"{'job':>8} {'user':>6} {'asked':>11} {'ran':>11} {'decision':<28} outcome")
     step = max(len(jobs) // max(show, 1), 1)
-    waste_before = waste_after = 0.0
-    rewritten = killed = 0
+    limits = np.full(len(jobs), np.nan)
     for i, (job, reply) in enumerate(zip(jobs, replies, strict=True)):
         asked = float(job.request.time_limit_minutes or 0)
         ran = job.elapsed_s / 60
         time_d = next(t for t in reply.targets if t.target == pb.TARGET_TIME)
-        limit = float(time_d.new_value) if time_d.action == pb.ACTION_REWRITE else asked
-        cores = job.request.min_cpus or 1
-        ok = job.censored or ran <= limit or ran > asked
-        if not job.censored:
-            waste_before += cores * max(asked - ran, 0)
-            waste_after += cores * max(limit - ran, 0) if ok else cores * asked  # a killed job wastes it all
-        rewritten += time_d.action == pb.ACTION_REWRITE
-        killed += not ok
+        rewritten = time_d.action == pb.ACTION_REWRITE
+        limit = float(time_d.new_value) if rewritten else asked
+        limits[i] = limit if rewritten else np.nan
         if i % step == 0 and i // step < show:
             what = (
                 f"rewrite to {format_minutes(limit)}"
-                if time_d.action == pb.ACTION_REWRITE
+                if rewritten
                 else pb.Reason.Name(time_d.reason).removeprefix("REASON_").lower()
             )
+            ok = job.censored or ran <= limit or ran > asked
             print(
                 f"{job.job_id:>8} {job.request.user_name or '-':>6} {format_minutes(asked):>11} "
                 f"{format_minutes(ran):>11} {what:<28} {'ok' if ok else 'KILLED at new limit'}"
             )
-    n = len(jobs)
+    # The figures of `harp evaluate` (evaluation.costs), for the replayed jobs.
+    f = assess(observe(jobs, Target.TIME), limits)
+    saved = (f["waste_request"] or 0.0) - (f["waste"] or 0.0)
     print(
-        f"\nrewritten {rewritten}/{n} ({100 * rewritten / n:.1f} %); "
-        f"newly killed {killed} ({100 * killed / n:.2f} %); "
-        f"reserved-but-unused core-minutes cut by {100 * (1 - waste_after / waste_before):.1f} % "
-        "(a killed job counts its whole request as waste)"
+        f"\nrewritten {int(np.sum(~np.isnan(limits)))}/{len(jobs)} jobs; newly killed "
+        f"{f['newly_killed_pct']:.2f} % (they would have finished under their own request)\n"
+        f"reservation waste (core-hours reserved but unused by finished jobs) cut by "
+        f"{f['waste_cut_pct']:.1f} %: {saved:,.0f} of {f['waste_request']:,.0f} core-h\n"
+        f"re-running the killed jobs (double the limit until they finish) costs "
+        f"{f['reexec_extra_core_h']:,.0f} core-h more than the requests would have"
     )
     print(
-        "This first model sees only the request, not the user's history, and uses one global quantile: "
-        "a baseline, not yet a model to rewrite with."
+        "Users with no job ended in the last 30 days are annotated, not rewritten (policy.require_history)."
     )

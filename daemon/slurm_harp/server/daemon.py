@@ -19,7 +19,7 @@ from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from slurm_harp.config import ConfigError, Settings, load
 from slurm_harp.core.features import vectorize
-from slurm_harp.core.predictor import Predictor
+from slurm_harp.core.predictor import HistorySource, Predictor
 from slurm_harp.server.history_feed import HistoryFeed
 from slurm_harp.server.metrics import ServingMetrics
 from slurm_harp.server.reloader import reload_models, store_fingerprint
@@ -35,12 +35,18 @@ HISTORY_SEED_WAIT_S = 60.0
 
 
 class Daemon:
-    def __init__(self, settings: Settings, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        registry: CollectorRegistry | None = None,
+        history: HistorySource | None = None,
+    ) -> None:
+        """``history``: a history source instead of the store feed (a trace replay: harp demo)."""
         self.settings = settings
         self.registry = registry or CollectorRegistry()
         self.metrics = ServingMetrics(self.registry)
         self.history = HistoryFeed(settings.history) if settings.history.db is not None else None
-        self.predictor = Predictor(settings.policy, vectorize, history=self.history)
+        self.predictor = Predictor(settings.policy, vectorize, history=history or self.history)
         self.health = health.HealthServicer()
         self._server: grpc.Server | None = None
         self._fingerprint: tuple[str, ...] = ()
