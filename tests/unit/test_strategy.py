@@ -103,3 +103,19 @@ def test_refit_serves_only_the_test_window(timeline: tuple[list[JobRecord], Spli
     np.testing.assert_array_equal(a[:cut], b[:cut])
     # Test jobs: the refitted models, which saw the validation window.
     assert not np.array_equal(a[cut:], b[cut:], equal_nan=True)
+
+
+@pytest.mark.parametrize("target", [Target.TIME, Target.MEMORY, Target.CPUS])
+@pytest.mark.parametrize("refit", [True, False])
+def test_a_window_served_by_one_model_set_only(
+    timeline: tuple[list[JobRecord], Split], target: Target, refit: bool
+) -> None:
+    """pareto/limits from the test window's first job: with refit no job is left for the first
+    models, without it none for the refitted ones; predicting on no rows must not fail (it did
+    for LightGBM's sklearn models: `harp evaluate` lost ours on SDSC-SP2 CPUs)."""
+    jobs, split = timeline
+    strategy = HarpStrategy(target, config=FAST, refit=refit)
+    strategy.fit(jobs, split, 0.01)
+    assert strategy.limits(jobs, split.validation_end).shape == (len(jobs) - split.validation_end,)
+    assert strategy.limits(jobs, len(jobs)).shape == (0,)
+    assert strategy.pareto(jobs, split.validation_end)

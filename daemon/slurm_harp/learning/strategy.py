@@ -108,8 +108,8 @@ class HarpStrategy:
         boundary, later = self._later if self._later is not None else (len(jobs), fitted.members)
         cut = int(np.sum(have[: max(0, boundary - start)]))  # rows before the refitted models take over
         picked = tail[have]
-        early = predict_units(fitted.members, names, x[picked[:cut]], td)
-        late = predict_units(later, names, x[picked[cut:]], td)
+        early = _predict_units(fitted.members, names, x[picked[:cut]], td)
+        late = _predict_units(later, names, x[picked[cut:]], td)
         preds = {name: np.concatenate([early[name], late[name]]) for name in names}
         return fitted, preds, td.take(picked), have
 
@@ -131,6 +131,17 @@ class HarpStrategy:
             return {}
         cal = self.fitted.calibration
         return {"penalty": cal.penalty, "rungs": float(len(cal.rungs))}
+
+
+def _predict_units(
+    members: dict[str, Member], names: Sequence[str], x: np.ndarray, td: TargetData
+) -> dict[str, np.ndarray]:
+    """fitting.predict_units, but no rows gives empty predictions: LightGBM's sklearn models (the
+    uncensored targets' quantiles) refuse to predict on zero rows, and a window served entirely
+    by one model set (pareto on test with refit; any window without) leaves the other none."""
+    if x.shape[0] == 0:
+        return {name: np.empty(0, dtype=np.float64) for name in names}
+    return predict_units(members, names, x, td)
 
 
 def _rows(rows: np.ndarray, jobs: np.ndarray) -> np.ndarray:
