@@ -13,7 +13,14 @@ from slurm_harp.evaluation import costs
 from slurm_harp.evaluation.observed import Observed
 from slurm_harp.learning.calibration import CalibrationConfig, assess, calibrate, frontier
 from slurm_harp.learning.targets import TargetData
-from slurm_harp.model.decision import Calibration, Rung, decide_limit, decision_weight, ladder_limits
+from slurm_harp.model.decision import (
+    Calibration,
+    Rung,
+    decide_limit,
+    decision_weight,
+    ladder_limits,
+    viable_models,
+)
 
 RULE = Calibration(
     rungs=(
@@ -80,6 +87,23 @@ def test_single_job_and_vector_rules_agree(preds: list[float], request: float | 
         assert request is not None
         # Never above the request, never below the floor, a whole unit.
         assert RULE.floor <= one < request and one == math.ceil(one)
+
+
+@given(
+    preds=st.lists(st.one_of(st.floats(0, 5000), st.just(math.nan)), min_size=3, max_size=3),
+    request=st.one_of(st.none(), st.floats(-5, 3000)),
+    weight=st.floats(0.01, 64),
+)
+@settings(max_examples=300, deadline=None)
+def test_models_that_cannot_win_need_not_run(
+    preds: list[float], request: float | None, weight: float
+) -> None:
+    named = {"q0.50": preds[0], "q0.90": preds[1], "hist": preds[2]}
+    viable = viable_models(request, weight, RULE)
+    assert decide_limit({k: named[k] for k in viable}, request, weight, RULE) == decide_limit(
+        named, request, weight, RULE
+    )
+    assert viable_models(1.0, 1.0, RULE) == ()  # a one-minute, one-core job runs no model
 
 
 def test_rule_rewrites_only_where_the_saving_pays_for_the_risk() -> None:

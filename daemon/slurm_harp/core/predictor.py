@@ -15,7 +15,7 @@ from slurm_harp.core.history import is_cold
 from slurm_harp.core.message import annotation_for, user_message_for
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.model.decision import Calibration, decide_limit, decision_weight
+from slurm_harp.model.decision import Calibration, decide_limit, decision_weight, viable_models
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,9 @@ class CalibratedPredictor(QuantilePredictor, Protocol):
 
     @property
     def chosen(self) -> str | None: ...
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
 
     def predict_named(self, x: np.ndarray, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]: ...
 
@@ -173,17 +176,18 @@ def _calibrated(
 
     The same decide_limit that training calibrated on validation: live decisions are the evaluated ones.
     """
-    predictions = {
-        name: float(values[0]) for name, values in model.predict_named(features, calibration.models).items()
-    }
     target = calibration.target
-    limit = decide_limit(
-        predictions, request.requested(target), decision_weight(target, request), calibration
-    )
+    asked, weight = request.requested(target), decision_weight(target, request)
+    # Only the models that could win run (each is an ONNX session on the submission path); the
+    # chosen model's prediction is what an annotation shows when the request is kept.
+    names = viable_models(asked, weight, calibration)
+    shown = model.chosen if model.chosen in model.names else next(iter(names or calibration.models), None)
+    wanted = tuple(dict.fromkeys((*names, *(() if shown is None else (shown,)))))
+    predictions = {name: float(values[0]) for name, values in model.predict_named(features, wanted).items()}
+    limit = decide_limit(predictions, asked, weight, calibration)
     if limit is not None:
         return limit, False
-    shown = predictions.get(model.chosen or "", max(predictions.values(), default=float("nan")))
-    return shown, True
+    return predictions.get(shown or "", float("nan")), True
 
 
 def _closest(available: tuple[float, ...], wanted: float) -> float:

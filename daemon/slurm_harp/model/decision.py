@@ -126,6 +126,17 @@ def decide_limit(
     return best_limit if best_limit is not None and best_limit < request else None
 
 
+def viable_models(request: float | None, weight: float, calibration: Calibration) -> tuple[str, ...]:
+    """The models whose rungs could win for this job: a rung's value is at most
+    ``weight x (request - floor) - penalty x risk``, so where that is not positive its model
+    need not run (decide_limit gives the same answer without it). Small jobs run none."""
+    if request is None or not request > 0:
+        return ()
+    best_saving = weight * (request - calibration.floor)
+    names = (r.model for r in calibration.rungs if best_saving - calibration.penalty * r.risk > 0)
+    return tuple(dict.fromkeys(names))
+
+
 def ladder_limits(
     predictions: Mapping[str, np.ndarray], request: np.ndarray, weight: np.ndarray, calibration: Calibration
 ) -> np.ndarray:
