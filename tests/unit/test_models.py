@@ -259,3 +259,22 @@ def test_identical_jobs_train_without_anything_to_split_on() -> None:
         recs, Target.TIME, MethodConfig(family=FamilyConfig(quantiles=(0.5, 0.9), params=FAST))
     )
     assert {m["name"] for m in result.card["models"]} >= {"q0.50", "q0.90"}
+
+
+def test_large_training_sets_fit_on_their_most_recent_rows() -> None:
+    """The ladder and the comparison models learn from the newest rows only (ladder_max_rows,
+    compare_max_rows): here the old half ran 100x longer, and the fitted medians follow the new half."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2000, 3)).astype(np.float32)
+    y = np.concatenate([np.full(1000, np.log1p(36000.0)), np.full(1000, np.log1p(360.0))])
+    config = FamilyConfig(
+        quantiles=(0.5,),
+        compare=("huber", "linear"),
+        params=FAST,
+        ladder_max_rows=1000,
+        compare_max_rows=1000,
+        censored_rounds=0,
+    )
+    members = {m.name: m for m in fit_family(x, y, np.zeros(2000, dtype=bool), np.ones(2000), config)}
+    for name in ("q0.50", "huber", "linear"):
+        assert np.allclose(members[name].predict(x[:50]), np.log1p(360.0), atol=0.05), name

@@ -13,7 +13,9 @@ with a native-vs-ONNX parity check. Members, by name:
   MLP) on the same features, median-imputed; they read censored labels as observed, as HARP did.
   Fitted on the most recent ``sklearn_max_rows`` training rows (the MLP is slow on more).
 The comparison models (all but the quantile ladder) see at most ``compare_max_rows`` of the most
-recent training rows: on a million jobs they would otherwise double the training time.
+recent training rows: on a million jobs they would otherwise double the training time. The
+ladder sees at most ``ladder_max_rows`` of them: older jobs still shape every row's history
+features, and the most recent behaviour is what the next jobs resemble.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ class FamilyConfig:
     censored_rounds: int = 50
     start_rounds: int = 50  # quantile trees under a custom-loss model
     sklearn_max_rows: int = 100_000
-    compare_max_rows: int = 200_000
+    compare_max_rows: int = 100_000
+    ladder_max_rows: int = 300_000
     params: BoosterParams = field(default_factory=BoosterParams)
 
     def __post_init__(self) -> None:
@@ -103,7 +106,10 @@ def fit_family(
     x: np.ndarray, y: np.ndarray, censored: np.ndarray, cost: np.ndarray, config: FamilyConfig
 ) -> list[Member]:
     """Fit every member on training rows (x, model-space y, censored flags, E-Loss cost)."""
-    members = [_quantile(x, y, censored, q, config) for q in sorted(set(config.quantiles))]
+    ladder = slice(max(0, len(y) - config.ladder_max_rows), None)
+    members = [
+        _quantile(x[ladder], y[ladder], censored[ladder], q, config) for q in sorted(set(config.quantiles))
+    ]
     params = config.params
     start = replace(params, n_estimators=config.start_rounds)
     recent = slice(max(0, len(y) - config.compare_max_rows), None)
