@@ -21,9 +21,9 @@ def test_demo_trains_serves_and_reports(tmp_path: Path, capsys: pytest.CaptureFi
     assert "training on the first" in out and "safety rule calibrated to 1 %" in out
     assert "over gRPC (Unix socket)" in out
     assert "newly killed" in out and "reservation waste" in out and "re-running the killed jobs" in out
-    # Three sample decisions, each with its outcome.
+    # Three sample decisions, then at most one rewritten job (show // 2), each with its outcome.
     rows = [line for line in out.splitlines() if line.rstrip().endswith(("ok", "KILLED at new limit"))]
-    assert len(rows) == 3
+    assert 3 <= len(rows) <= 4
 
 
 def test_demo_names_an_unreadable_trace(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

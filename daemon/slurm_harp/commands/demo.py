@@ -131,6 +131,8 @@ def _report(jobs: list[JobRecord], replies: list[pb.Decision], show: int) -> Non
     print(f"{'job':>8} {'user':>6} {'asked':>11} {'ran':>11} {'decision':<28} outcome")
     step = max(len(jobs) // max(show, 1), 1)
     limits = np.full(len(jobs), np.nan)
+    lines: list[str] = []
+    rewritten_lines: list[str] = []
     for i, (job, reply) in enumerate(zip(jobs, replies, strict=True)):
         asked = float(job.request.time_limit_minutes or 0)
         ran = job.elapsed_s / 60
@@ -138,17 +140,22 @@ def _report(jobs: list[JobRecord], replies: list[pb.Decision], show: int) -> Non
         rewritten = time_d.action == pb.ACTION_REWRITE
         limit = float(time_d.new_value) if rewritten else asked
         limits[i] = limit if rewritten else np.nan
-        if i % step == 0 and i // step < show:
+        sampled = i % step == 0 and i // step < show
+        if sampled or (rewritten and len(rewritten_lines) < show // 2):
             what = (
                 f"rewrite to {format_minutes(limit)}"
                 if rewritten
                 else pb.Reason.Name(time_d.reason).removeprefix("REASON_").lower()
             )
             ok = job.censored or ran <= limit or ran > asked
-            print(
+            line = (
                 f"{job.job_id:>8} {job.request.user_name or '-':>6} {format_minutes(asked):>11} "
                 f"{format_minutes(ran):>11} {what:<28} {'ok' if ok else 'KILLED at new limit'}"
             )
+            (lines if sampled else rewritten_lines).append(line)
+    print("\n".join(lines))
+    if rewritten_lines:
+        print("... and the first rewritten jobs:\n" + "\n".join(rewritten_lines))
     # The figures of `harp evaluate` (evaluation.costs), for the replayed jobs.
     f = assess(observe(jobs, Target.TIME), limits)
     saved = (f["waste_request"] or 0.0) - (f["waste"] or 0.0)
