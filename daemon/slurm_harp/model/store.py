@@ -80,35 +80,14 @@ class ModelStore:
             raise ValueError(f"bad note name {name!r}")
         if not (version_dir / CARD_FILE).is_file():
             raise ValueError(f"no complete version {version!r} under {version_dir.parent}")
-        fd, tmp_name = tempfile.mkstemp(prefix=".note-", dir=version_dir)
-        try:
-            os.fchmod(fd, _FILE_MODE)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(json.dumps(payload, indent=2, sort_keys=True, allow_nan=False).encode())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp_name, version_dir / name)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
-        _fsync_dir(version_dir)
+        data = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False).encode()
+        _replace_file(version_dir / name, data)
 
     def set_current(self, target: Target | str, version: str) -> None:
         target_dir = self.target_dir(target)
         if not _VERSION.match(version) or not (target_dir / version / CARD_FILE).is_file():
             raise ValueError(f"no complete version {version!r} under {target_dir}")
-        fd, tmp_name = tempfile.mkstemp(prefix=".CURRENT-", dir=target_dir)
-        try:
-            os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(f"{version}\n".encode())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp_name, target_dir / CURRENT_FILE)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
-        _fsync_dir(target_dir)
+        _replace_file(target_dir / CURRENT_FILE, f"{version}\n".encode())
 
     def current_version(self, target: Target | str) -> str | None:
         path = self.target_dir(target) / CURRENT_FILE
@@ -175,6 +154,23 @@ def _complete_card(
             models.append(entry)
         out["models"] = models
     return out
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to a hidden temp file beside ``path``, fsync it, rename it over ``path``:
+    readers see the old content or the new, never a part."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    try:
+        os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; the daemon may run as another user
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
 
 
 def _write_synced(path: Path, data: bytes) -> None:
