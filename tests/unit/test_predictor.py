@@ -97,12 +97,15 @@ class CalibratedFake(FakeModel):
     def __init__(self, minutes: float, penalty: float = 0.0) -> None:
         super().__init__(minutes, version="time@cal")
         self.chosen = "q0.95"
+        self.names = ("q0.95",)
+        self.asked: list[tuple[str, ...]] = []
         self.calibration = Calibration(
             rungs=(Rung("q0.95", 1.5, 0.01),), penalty=penalty, floor=1.0, target=Target.TIME
         )
 
     def predict_named(self, x: np.ndarray, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
-        return {"q0.95": np.array([self.minutes])}
+        self.asked.append(names or self.names)
+        return {name: np.array([self.minutes]) for name in names or self.names}
 
 
 def test_calibrated_rule_sets_the_limit_and_the_policy_still_guards_it() -> None:
