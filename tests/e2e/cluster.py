@@ -24,24 +24,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from slurm_harp.accounting.record import FINISHED_STATES
+
 CLUSTER_NAME = "harp"
 ACCOUNTS = ("research", "teaching")
 DEFAULT_ACCOUNT = "research"
 PARTITIONS = ("batch", "debug")
-TERMINAL_STATES = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "OUT_OF_MEMORY",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "REVOKED",
-    }
-)
+# What sacct shows once a job is over: the readers' finished states, and REVOKED (federated
+# sibling jobs), which the harvester has no use for but a wait must stop at.
+TERMINAL_STATES = FINISHED_STATES | {"REVOKED"}
 DAEMONS = ("slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd", "mariadb-install-db")
 CLIENTS = ("sbatch", "sacct", "sacctmgr", "scontrol", "sinfo", "squeue", "scancel")
 # Unix socket paths are limited to 108 bytes; slurmd puts per-step sockets in its spool directory.

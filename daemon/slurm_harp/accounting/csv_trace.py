@@ -15,6 +15,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from slurm_harp.accounting.fields import is_sentinel
@@ -58,15 +59,8 @@ def parse_csv_trace(lines: Iterable[str], stats: ReadStats | None = None) -> lis
         job_id = values["job_id"]
         seen[job_id] += 1
         is_array = repeats[job_id] > 1
-        try:
-            record = _record(values, f"{job_id}_{seen[job_id]}" if is_array else job_id, is_array)
-        except ValueError as exc:
-            stats.bad(lineno, str(exc), log)
-            continue
-        if record is None:
-            stats.skipped += 1
-            continue
-        records.append(record)
+        name = f"{job_id}_{seen[job_id]}" if is_array else job_id
+        stats.collect(lineno, partial(_record, values, name, is_array), records, log)
     stats.records += len(records)
     return records
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from slurm_harp.core.request import JobRequest
@@ -67,6 +68,21 @@ class ReadStats:
             log.warning("bad line %s", message)
         else:
             log.debug("bad line %s", message)
+
+    def collect(
+        self, lineno: int, build: Callable[[], JobRecord | None], into: list[JobRecord], log: logging.Logger
+    ) -> None:
+        """Append what ``build`` makes of one line to ``into``: a ValueError is a bad line (logged
+        with its number), None a well-formed line that is not a usable job (counted as skipped)."""
+        try:
+            record = build()
+        except ValueError as exc:
+            self.bad(lineno, str(exc), log)
+            return
+        if record is None:
+            self.skipped += 1
+        else:
+            into.append(record)
 
     def summary(self) -> str:
         return (

@@ -18,6 +18,7 @@ import gzip
 import logging
 import math
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 
 from slurm_harp.accounting.record import JobRecord, ReadStats
@@ -49,15 +50,7 @@ def parse_swf(lines: Iterable[str], stats: ReadStats | None = None) -> list[JobR
             start_offset = _header_start(line, start_offset)
             continue
         stats.lines += 1
-        try:
-            record = _record(line, start_offset)
-        except ValueError as exc:
-            stats.bad(lineno, str(exc), log)
-            continue
-        if record is None:
-            stats.skipped += 1
-            continue
-        records.append(record)
+        stats.collect(lineno, partial(_record, line, start_offset), records, log)
     stats.records += len(records)
     return records
 
