@@ -93,24 +93,42 @@ def test_train_from_the_job_store_judges_each_new_version(
 ) -> None:
     store_dir = tmp_path / "models"
     store = ModelStore(store_dir)
-    assert _train("--db", str(db), "--store", str(store_dir), *FAST) == 0
-    first = store.current_version(Target.TIME)
-    assert first is not None and "promoted: no champion" in capsys.readouterr().out
+    jobs = regular_users(1500)  # the db holds the first 900: each "night" below adds 300 more
+
+    def night(*extra: str) -> str:
+        assert _train("--db", str(db), "--store", str(store_dir), *FAST, *extra) == 0
+        version = store.versions(Target.TIME)[-1]
+        return version
+
+    first = night()
+    assert store.current_version(Target.TIME) == first
+    assert "promoted: no champion" in capsys.readouterr().out
     note = json.loads((store.target_dir(Target.TIME) / first / NOTE).read_text())
     assert note["promote"] and note["champion"] is None
 
-    # A challenger that may not go below 150 minutes cuts far less waste on the same window.
-    assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--floor", "150") == 0
+    # Trained on the same jobs again: no job of the window is new to the serving version, so
+    # there is nothing fair to compare on; within its kill budget, the new version is served.
+    again = night()
+    note = json.loads((store.target_dir(Target.TIME) / again / NOTE).read_text())
+    assert note["promote"] and "only 0 jobs of the window are new" in note["reason"]
+    assert store.current_version(Target.TIME) == again
+
+    # New jobs arrive. A challenger that may not go below 150 minutes cuts far less waste on them.
+    with JobStore(db) as jobs_db:
+        jobs_db.merge(jobs[900:1200], "sacct")
+    second = night("--floor", "150")
     out = capsys.readouterr().out
-    second = store.versions(Target.TIME)[-1]
     note = json.loads((store.target_dir(Target.TIME) / second / NOTE).read_text())
     assert not note["promote"] and "kept the champion" in out, out
     assert note["challenger"]["waste_cut_pct"] < note["champion"]["waste_cut_pct"] - 0.5
-    assert store.current_version(Target.TIME) == first
+    assert store.current_version(Target.TIME) == again
 
-    # The same method again is not worse: promoted.
-    assert _train("--db", str(db), "--store", str(store_dir), *FAST) == 0
-    third = store.versions(Target.TIME)[-1]
+    # More new jobs, the default method: not worse than the serving version on them, promoted.
+    with JobStore(db) as jobs_db:
+        jobs_db.merge(jobs[1200:], "sacct")
+    third = night()
+    note = json.loads((store.target_dir(Target.TIME) / third / NOTE).read_text())
+    assert note["promote"] and note["champion"] is not None, note
     assert store.current_version(Target.TIME) == third
 
     # `harp models` shows each verdict.

@@ -94,6 +94,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "(default: %(default)s)",
     )
     p.add_argument("--keep", type=int, default=5, help="versions kept per target (default: %(default)s)")
+    p.add_argument(
+        "--no-refit",
+        dest="refit",
+        action="store_false",
+        help="publish the models fitted before the validation window instead of refitting them on every "
+        "job once the rule is calibrated (faster; the served models are then one window older)",
+    )
     p.add_argument("--max-rows", type=int, default=None, help="train on the most recent N jobs only")
     p.add_argument(
         "--threads", type=int, default=1, help="LightGBM threads; more only on idle cores (default: 1)"
@@ -197,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
         promote=args.promote,
         tolerance=args.tolerance,
         keep=args.keep,
+        refit=args.refit,
     )
     targets = list(Target) if args.target == ALL else [Target(args.target)]
     return train_targets(records, targets, plan, every=args.target == ALL)

@@ -36,6 +36,7 @@ class Plan:
     source: str = ""
     max_rows: int | None = None
     promote: Promote = "auto"  # auto: when not worse (learning.promotion); always; never
+    refit: bool = True  # publish models refitted on every job (learning.trainer)
     tolerance: float = 0.5
     keep: int = 5
 

@@ -1,18 +1,22 @@
 """Champion/challenger: a new version replaces the serving one only if it is not worse on the
 latest validation window.
 
-The window is the challenger's validation window: the most recent jobs, which its models did
-not train on. Both versions are loaded from the store as the daemon loads them (ONNX, card,
-probe) and judged by the limits they would set there: the card's calibrated rule
-(model.decision), or for a card without one the quantile nearest ``quantile``. Limits are
-graded by learning.calibration.assess: newly killed % and reservation-waste cut %.
+The window is the challenger's validation window (the most recent jobs), cut to the jobs
+submitted after the last job the champion was trained on: both versions are judged out of
+sample. The challenger by the limits its rule set there with the models fitted before the
+window (its published models were refitted on every job, the window included); the champion
+loaded from the store as the daemon loads it (ONNX, card, probe), by the limits it would set:
+its card's calibrated rule (model.decision), or for a card without one the quantile nearest
+``quantile``. Limits are graded by learning.calibration.assess: newly killed % and
+reservation-waste cut %. The challenger is also loaded; one that does not load is never promoted.
 
 The challenger is not worse when
 1. its newly killed rate is within the kill budget, or no higher than the champion's; and
 2. its waste cut is at least the champion's minus ``tolerance`` points, unless the champion
    breaks the kill budget on this window (it is no longer safe; rule 1 suffices).
-A champion that cannot be loaded or evaluated (deleted, corrupt, other features) is replaced.
-The champion may have trained on part of this window, which only favours keeping it.
+A champion that cannot be loaded or evaluated (deleted, corrupt, other features) is replaced;
+when fewer than MIN_JOBS jobs of the window are new to it, there is no fair comparison and the
+challenger is promoted if it meets rule 1 on its whole window.
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ import numpy as np
 from slurm_harp.core.request import Target
 from slurm_harp.learning.calibration import assess
 from slurm_harp.learning.targets import TargetData
+from slurm_harp.learning.trainer import Window
 from slurm_harp.model.decision import ladder_limits
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import ModelStore
 
 NOTE = "promotion.json"
+MIN_JOBS = 20
 
 
 log = logging.getLogger(__name__)
@@ -120,30 +126,44 @@ def challenge(
     store: ModelStore,
     target: Target,
     version: str,
-    window: tuple[np.ndarray, TargetData],
+    window: Window,
     kill_budget: float,
     tolerance: float = 0.5,
 ) -> Verdict:
     """Judge the published, not yet serving ``version`` against the serving one on ``window``.
     Raises runtime.ModelError when the challenger itself does not load."""
-    x, td = window
-    challenger = standing(QuantileModel.load(store.target_dir(target) / version), x, td)
+    QuantileModel.load(store.target_dir(target) / version)  # it must load as the daemon loads it
+
+    def verdict(promote: bool, reason: str, challenger: Standing) -> Verdict:
+        return Verdict(promote, reason, challenger, None, kill_budget, tolerance)
+
+    whole = Standing(version, *assess(window.limits, window.td))
     try:
         current = store.current_dir(target)
     except ValueError as exc:  # a damaged CURRENT file
-        return Verdict(True, f"CURRENT unreadable: {exc}", challenger, None, kill_budget, tolerance)
+        return verdict(True, f"CURRENT unreadable: {exc}", whole)
     if current is None or current.name == version:
-        return judge(challenger, None, kill_budget, tolerance)
+        return judge(whole, None, kill_budget, tolerance)
     try:
-        champion = standing(QuantileModel.load(current), x, td)
+        champion = QuantileModel.load(current)
+        seen_until = float(champion.card.get("training", {}).get("last_submit_epoch") or -math.inf)
     except Exception as exc:  # whatever the old model does wrong, it cannot be compared
         log.warning("%s: champion %s cannot be evaluated: %s", target.value, current.name, exc)
-        return Verdict(
-            True,
-            f"champion {current.name} cannot be evaluated: {exc}",
-            challenger,
-            None,
-            kill_budget,
-            tolerance,
+        return verdict(True, f"champion {current.name} cannot be evaluated: {exc}", whole)
+    rows = np.flatnonzero(window.submit_time > seen_until)
+    td = window.td.take(rows)
+    if int(np.sum((td.requested > 0) & (td.value > 0))) < MIN_JOBS:
+        budget_ok = whole.killed_pct <= 100.0 * kill_budget
+        return verdict(
+            budget_ok,
+            f"only {rows.size} jobs of the window are new to the champion {current.name}: "
+            + ("within the kill budget on its window" if budget_ok else "over the kill budget on its window"),
+            whole,
         )
-    return judge(challenger, champion, kill_budget, tolerance)
+    challenger = Standing(version, *assess(window.limits[rows], td))
+    try:
+        rival = standing(champion, window.x[rows], td)
+    except Exception as exc:
+        log.warning("%s: champion %s cannot be evaluated: %s", target.value, current.name, exc)
+        return verdict(True, f"champion {current.name} cannot be evaluated: {exc}", whole)
+    return judge(challenger, rival, kill_budget, tolerance)

@@ -98,6 +98,8 @@ def window(data: Dataset, td: TargetData, rows: Rows, source: str, seconds: floa
         "censored_validation": int(np.sum(td.censored[rows.validation])),
         "first_submit": _iso(float(submits.min())) if submits.size else None,
         "last_submit": _iso(float(submits.max())) if submits.size else None,
+        # Promotion judges a later version only on jobs submitted after this (out of sample).
+        "last_submit_epoch": float(submits.max()) if submits.size else None,
         "validation_from": _iso(rows.cutoff),
         "seconds": round(seconds, 3),
     }

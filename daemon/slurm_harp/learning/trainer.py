@@ -2,9 +2,14 @@
 
 The last ``validation_fraction`` of jobs (by submit time) validate; the older ones train, minus
 those still running when the validation window opened (in production a model trained at time T
-only knows jobs that had ended by T). The published models are the validated ones (not refitted
-on all jobs), so the card's figures describe exactly what is served: every quantile model of
-the ladder, the model chosen by the selection policy, and whatever the calibrated rule reads.
+only knows jobs that had ended by T). The model is chosen and the rule calibrated there. Then,
+with ``refit`` (default), the published models (every quantile model of the ladder, the chosen
+one, whatever the rule reads) are fitted again on every job, validation included, and served
+with the rule calibrated before: the same method `harp evaluate` grades as "ours"
+(learning.strategy). Without the refit the served models would be one validation window older
+than the ones the rule was calibrated with, and test kill rates drifted past the budget. The
+card's validation figures, and the challenger's standing at promotion, come from the models
+fitted before the validation window: out of sample.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,9 +27,11 @@ from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.learning import report
 from slurm_harp.learning.dataset import Dataset, build_dataset
-from slurm_harp.learning.fitting import Fitted, MethodConfig, fit_and_calibrate
+from slurm_harp.learning.family import fit_family
+from slurm_harp.learning.fitting import Fitted, MethodConfig, fit_and_calibrate, predict_units
 from slurm_harp.learning.targets import TRANSFORM, UNIT, TargetData, target_data
 from slurm_harp.model.card import CARD_FORMAT, model_file_name
+from slurm_harp.model.decision import ladder_limits
 
 MIN_TRAIN_ROWS = 50
 MIN_VALIDATION_ROWS = 10
@@ -36,12 +43,21 @@ class TrainingError(Exception):
 
 
 @dataclass(frozen=True)
+class Window:
+    x: np.ndarray
+    td: TargetData
+    submit_time: np.ndarray
+    limits: np.ndarray  # NaN = keeps the request
+
+
+@dataclass(frozen=True)
 class TrainResult:
     files: dict[str, bytes]
     card: dict[str, Any]
     validation: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    # The validation window (features, target data): where promotion compares versions.
-    window: tuple[np.ndarray, TargetData] | None = None
+    # The validation window, where promotion compares versions: features, target data, submit
+    # times, and the limits the rule set there with the models fitted before it (out of sample).
+    window: Window | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +105,7 @@ def train_target(
     validation_fraction: float = 0.2,
     max_rows: int | None = None,
     data: Dataset | None = None,
+    refit: bool = True,
 ) -> TrainResult:
     """Fit, choose, calibrate and export ``target``'s models. Raises TrainingError when there is
     nothing fit to publish. ``data``: build_dataset(records, max_rows) when the caller already
@@ -105,7 +122,11 @@ def train_target(
         fitted = fit_and_calibrate(data.x, td, rows.train, rows.validation, config)
     except ValueError as exc:
         raise TrainingError(str(exc)) from exc
-    files, entries, parity = _export(fitted, data.x[rows.validation][-PARITY_ROWS:])
+    started_refit = time.monotonic()
+    served = _refit(fitted, data.x, td, config) if refit else fitted
+    refit_seconds = time.monotonic() - started_refit
+    files, entries, parity = _export(served, data.x[rows.validation][-PARITY_ROWS:])
+    # Out of sample: the models fitted before the validation window.
     validation = report.legacy_validation(fitted, td.take(rows.validation), data.x[rows.validation])
     card = {
         "format": CARD_FORMAT,
@@ -117,7 +138,8 @@ def train_target(
         "models": entries,
         "selection": report.selection_section(fitted, config),
         "calibration": report.calibration_section(fitted, config),
-        "training": report.window(data, td, rows, source, time.monotonic() - started),
+        "training": report.window(data, td, rows, source, time.monotonic() - started)
+        | {"refit_on_all_jobs": refit, "refit_seconds": round(refit_seconds, 3)},
         "validation": validation,
         "parity_max_abs_error": parity,
         "libraries": report.library_versions(),
@@ -126,8 +148,26 @@ def train_target(
         "evaluation": "validation predictions capped at the request; finished jobs only, "
         "censored ones reported apart (censored_upp)",
     }
-    window = (data.x[rows.validation], td.take(rows.validation))
+    x_val, td_val = data.x[rows.validation], td.take(rows.validation)
+    predictions = predict_units(fitted.members, fitted.calibration.models, x_val, td_val)
+    limits = (
+        ladder_limits(predictions, td_val.requested, td_val.weight, fitted.calibration)
+        if fitted.calibration.rungs
+        else np.full(len(td_val), np.nan)
+    )
+    window = Window(x_val, td_val, data.submit_time[rows.validation], limits)
     return TrainResult(files=files, card=card, validation=validation, window=window)
+
+
+def _refit(fitted: Fitted, x: np.ndarray, td: TargetData, config: MethodConfig) -> Fitted:
+    """``fitted`` with its published fitted models trained again on every labelled row."""
+    rows = np.flatnonzero(td.labelled())
+    part = td.take(rows)
+    wanted = set(fitted.published)
+    family = replace(config.family, compare=tuple(k for k in config.family.compare if k in wanted))
+    again = fit_family(x[rows], part.to_model(part.value), part.censored, part.cost, family)
+    members = dict(fitted.members) | {m.name: m for m in again if m.name in wanted}
+    return replace(fitted, members=members)
 
 
 def _export(fitted: Fitted, x_check: np.ndarray) -> tuple[dict[str, bytes], list[dict[str, Any]], float]:
