@@ -54,6 +54,7 @@ class TrainingSettings:
     keep: int = 5  # model versions kept per target (the serving one always)
     max_jobs: int = 500_000  # train on the most recent N jobs of the store
     threads: int = 1  # LightGBM threads: the head node runs slurmctld too
+    refit: bool = True  # publish models refitted on every job once the rule is calibrated
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,7 @@ class Settings:
 
 _SCHEMA: dict[str, set[str]] = {
     "": {"server", "store", "policy", "history", "training"},
-    "training": {"kill_budget", "tolerance", "keep", "max_jobs", "threads"},
+    "training": {"kill_budget", "tolerance", "keep", "max_jobs", "threads", "refit"},
     "server": {
         "socket",
         "socket_mode",
@@ -180,6 +181,7 @@ def _training(r: _Reader, tr: Mapping[str, Any]) -> TrainingSettings:
         keep=_positive(r, "training.keep", r.get(tr, "training", "keep", int, 5)),
         max_jobs=_positive(r, "training.max_jobs", r.get(tr, "training", "max_jobs", int, 500_000)),
         threads=_positive(r, "training.threads", r.get(tr, "training", "threads", int, 1)),
+        refit=r.get(tr, "training", "refit", bool, True),
     )
 
 

@@ -55,6 +55,7 @@ def test_defaults_are_safe() -> None:
         ("[policy]\nlimits = 'loose'\n", "policy.limits: must be one of calibrated, quantile"),
         ("[training]\nkill_budget = 1.5\n", "training.kill_budget: must be a fraction"),
         ("[training]\nkeep = 0\n", "training.keep: must be >= 1"),
+        ("[training]\nrefit = 'yes'\n", "training.refit: expected bool"),
         ("[training]\nepochs = 3\n", "training.epochs: unknown key"),
         ("[server]\nsocket_mode = '0666'\n", "server.socket_mode: must not grant access to others"),
         ("[server]\nsocket_mode = 'rw'\n", "server.socket_mode: expected an octal string"),

@@ -68,9 +68,12 @@ def test_a_failed_harvest_stops_the_chain(
     assert main(["nightly", "--config", str(site)]) == 1
     assert "slurmdbd down" in caplog.text and "not retraining tonight" in caplog.text
     assert ModelStore(tmp_path / "models").versions(Target.TIME) == []
-    # --skip-harvest trains on the store as it is.
+    # --skip-harvest trains on the store as it is; [training] refit = false publishes the validated models.
+    site.write_text(site.read_text().replace("keep = 2", "keep = 2\nrefit = false"))
     assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
-    assert ModelStore(tmp_path / "models").current_version(Target.TIME) is not None
+    current = ModelStore(tmp_path / "models").current_dir(Target.TIME)
+    assert current is not None
+    assert json.loads((current / "card.json").read_text())["training"]["refit_on_all_jobs"] is False
 
 
 def test_config_problems_are_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

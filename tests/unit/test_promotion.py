@@ -143,8 +143,10 @@ def test_train_from_the_job_store_judges_each_new_version(
 def test_promote_never_always_keep_and_a_broken_champion(db: Path, tmp_path: Path) -> None:
     store_dir = tmp_path / "models"
     store = ModelStore(store_dir)
-    assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--promote", "never") == 0
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--promote", "never", "--no-refit") == 0
     assert store.current_version(Target.TIME) is None and len(store.versions(Target.TIME)) == 1
+    only = store.target_dir(Target.TIME) / store.versions(Target.TIME)[0]
+    assert json.loads((only / "card.json").read_text())["training"]["refit_on_all_jobs"] is False
     assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--promote", "always") == 0
     champion = store.current_version(Target.TIME)
     assert champion == store.versions(Target.TIME)[-1]

@@ -114,5 +114,6 @@ def _train(settings: Settings, records: list[JobRecord]) -> int:
         promote="auto",
         tolerance=t.tolerance,
         keep=t.keep,
+        refit=t.refit,
     )
     return train_command.train_targets(records, list(Target), plan, every=True)

@@ -53,7 +53,15 @@ class Outcome:
 
 def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Target, plan: Plan) -> Outcome:
     """Raises TrainingError when nothing fit to publish came out (the store is then untouched)."""
-    result = train_target(records, target, plan.config, source=plan.source, max_rows=plan.max_rows, data=data)
+    result = train_target(
+        records,
+        target,
+        plan.config,
+        source=plan.source,
+        max_rows=plan.max_rows,
+        data=data,
+        refit=plan.refit,
+    )
     store = ModelStore(plan.store)
     sweep(store, target)
     version = store.publish(target, result.files, result.card, make_current=False)
