@@ -57,6 +57,7 @@ class Fitted:
     table: Table  # validation metrics per member
     calibration: Calibration
     figures: dict[str, float]  # validation figures of the calibrated rule
+    predictions: dict[str, np.ndarray]  # every member's validation predictions, in the target's unit
     seconds: dict[str, float]
 
     @property
@@ -126,4 +127,4 @@ def fit_and_calibrate(
         figures["newly_killed_pct"],
         len(calibration.rungs),
     )
-    return Fitted(td.target, members, chosen, table, calibration, figures, seconds)
+    return Fitted(td.target, members, chosen, table, calibration, figures, predictions, seconds)

@@ -67,8 +67,6 @@ def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Targe
     version = store.publish(target, result.files, result.card, make_current=False)
     verdict: Verdict | None = None
     if plan.promote == "auto":
-        if result.window is None:
-            raise TrainingError("no validation window to judge the new version on")
         try:
             verdict = challenge(
                 store,

@@ -35,17 +35,18 @@ def _finite(stats: dict[str, float]) -> dict[str, float | None]:
     return {k: (float(v) if math.isfinite(v) else None) for k, v in stats.items()}
 
 
-def legacy_validation(
-    fitted: Fitted, val: TargetData, x_val: np.ndarray
-) -> dict[str, dict[str, float | None]]:
+def legacy_validation(fitted: Fitted, val: TargetData) -> dict[str, dict[str, float | None]]:
     """Per quantile model ("0.90": metrics) and the request, as the daemon serves them: sorted
-    across quantiles per row (monotone rearrangement), capped at the request."""
-    quantiles = [(m.quantile, m) for m in fitted.members.values() if m.kind == "quantile" and m.quantile]
+    across quantiles per row (monotone rearrangement), capped at the request. ``val``: the
+    validation rows ``fitted.predictions`` were made for."""
+    quantiles = [
+        (m.quantile, name) for name, m in fitted.members.items() if m.kind == "quantile" and m.quantile
+    ]
     quantiles.sort(key=lambda pair: pair[0])
     out: dict[str, dict[str, float | None]] = {}
     done = ~val.censored & np.isfinite(val.value)
     if quantiles:
-        predicted = np.sort(np.stack([val.from_model(m.predict(x_val)) for _, m in quantiles]), axis=0)
+        predicted = np.sort(np.stack([fitted.predictions[name] for _, name in quantiles]), axis=0)
         predicted = np.fmin(predicted, val.requested)  # fmin: a NaN request leaves the prediction
         for i, (q, _) in enumerate(quantiles):
             stats = metrics.summary(

@@ -28,7 +28,7 @@ from slurm_harp.core.request import Target
 from slurm_harp.learning import report
 from slurm_harp.learning.dataset import Dataset, build_dataset
 from slurm_harp.learning.family import fit_family
-from slurm_harp.learning.fitting import Fitted, MethodConfig, fit_and_calibrate, predict_units
+from slurm_harp.learning.fitting import Fitted, MethodConfig, fit_and_calibrate
 from slurm_harp.learning.targets import TRANSFORM, UNIT, TargetData, target_data
 from slurm_harp.model.card import CARD_FORMAT, model_file_name
 from slurm_harp.model.decision import ladder_limits
@@ -54,10 +54,10 @@ class Window:
 class TrainResult:
     files: dict[str, bytes]
     card: dict[str, Any]
-    validation: dict[str, dict[str, float | None]] = field(default_factory=dict)
     # The validation window, where promotion compares versions: features, target data, submit
     # times, and the limits the rule set there with the models fitted before it (out of sample).
-    window: Window | None = None
+    window: Window
+    validation: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -126,8 +126,9 @@ def train_target(
     served = _refit(fitted, data.x, td, config) if refit else fitted
     refit_seconds = time.monotonic() - started_refit
     files, entries, parity = _export(served, data.x[rows.validation][-PARITY_ROWS:])
-    # Out of sample: the models fitted before the validation window.
-    validation = report.legacy_validation(fitted, td.take(rows.validation), data.x[rows.validation])
+    # Out of sample: the predictions of the models fitted before the validation window.
+    val = td.take(rows.validation)
+    validation = report.legacy_validation(fitted, val)
     card = {
         "format": CARD_FORMAT,
         "target": target.value,
@@ -148,15 +149,9 @@ def train_target(
         "evaluation": "validation predictions capped at the request; finished jobs only, "
         "censored ones reported apart (censored_upp)",
     }
-    x_val, td_val = data.x[rows.validation], td.take(rows.validation)
-    predictions = predict_units(fitted.members, fitted.calibration.models, x_val, td_val)
-    limits = (
-        ladder_limits(predictions, td_val.requested, td_val.weight, fitted.calibration)
-        if fitted.calibration.rungs
-        else np.full(len(td_val), np.nan)
-    )
-    window = Window(x_val, td_val, data.submit_time[rows.validation], limits)
-    return TrainResult(files=files, card=card, validation=validation, window=window)
+    limits = ladder_limits(fitted.predictions, val.requested, val.weight, fitted.calibration)
+    window = Window(data.x[rows.validation], val, data.submit_time[rows.validation], limits)
+    return TrainResult(files=files, card=card, window=window, validation=validation)
 
 
 def _refit(fitted: Fitted, x: np.ndarray, td: TargetData, config: MethodConfig) -> Fitted:
