@@ -119,7 +119,7 @@ class Predictor:
                     )
                     quantile = None
                 else:
-                    quantile = _closest(model.quantiles, policy.quantile)
+                    quantile = closest_quantile(model.quantiles, policy.quantile)
                     predicted, keep = float(model.predict_quantile(features, quantile)[0]), False
             except Exception as exc:  # a broken model must never break the submission path
                 log.exception("model %s failed for target %s", model.version, target.value)
@@ -182,7 +182,7 @@ def _calibrated(
     # chosen model's prediction is what an annotation shows when the request is kept.
     names = viable_models(asked, weight, calibration)
     shown = model.chosen if model.chosen in model.names else next(iter(names or calibration.models), None)
-    wanted = tuple(dict.fromkeys((*names, *(() if shown is None else (shown,)))))
+    wanted = names if shown is None or shown in names else (*names, shown)
     predictions = {name: float(values[0]) for name, values in model.predict_named(features, wanted).items()}
     limit = decide_limit(predictions, asked, weight, calibration)
     if limit is not None:
@@ -190,6 +190,6 @@ def _calibrated(
     return predictions.get(shown or "", float("nan")), True
 
 
-def _closest(available: tuple[float, ...], wanted: float) -> float:
+def closest_quantile(available: tuple[float, ...], wanted: float) -> float:
     """The model's quantile nearest to the policy's, preferring the safer (higher) one on ties."""
     return min(available, key=lambda q: (abs(q - wanted), -q))

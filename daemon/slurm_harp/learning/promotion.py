@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from slurm_harp.core.predictor import closest_quantile
 from slurm_harp.core.request import Target
 from slurm_harp.learning.calibration import assess
-from slurm_harp.learning.targets import TargetData
+from slurm_harp.learning.targets import TargetData, available
 from slurm_harp.learning.trainer import Window
 from slurm_harp.model.decision import ladder_limits
 from slurm_harp.model.runtime import QuantileModel
@@ -73,8 +74,7 @@ def model_limits(model: QuantileModel, x: np.ndarray, td: TargetData, quantile: 
     if calibration is not None:
         predictions = model.predict_named(x, calibration.models)
         return ladder_limits(predictions, td.requested, td.weight, calibration)
-    nearest = min(model.quantiles, key=lambda q: (abs(q - quantile), -q))
-    predicted = model.predict_quantile(x, nearest)
+    predicted = model.predict_quantile(x, closest_quantile(model.quantiles, quantile))
     limits: np.ndarray = np.minimum(td.requested, np.maximum(1.0, np.ceil(predicted)))
     with np.errstate(invalid="ignore"):
         limits[~(limits < td.requested)] = np.nan
@@ -144,26 +144,23 @@ def challenge(
         return verdict(True, f"CURRENT unreadable: {exc}", whole)
     if current is None or current.name == version:
         return judge(whole, None, kill_budget, tolerance)
-    try:
+    try:  # whatever the old model does wrong (load, card, predict), it cannot be compared
         champion = QuantileModel.load(current)
         seen_until = float(champion.card.get("training", {}).get("last_submit_epoch") or -math.inf)
-    except Exception as exc:  # whatever the old model does wrong, it cannot be compared
-        log.warning("%s: champion %s cannot be evaluated: %s", target.value, current.name, exc)
-        return verdict(True, f"champion {current.name} cannot be evaluated: {exc}", whole)
-    rows = np.flatnonzero(window.submit_time > seen_until)
-    td = window.td.take(rows)
-    if int(np.sum((td.requested > 0) & (td.value > 0))) < MIN_JOBS:
-        budget_ok = whole.killed_pct <= 100.0 * kill_budget
-        return verdict(
-            budget_ok,
-            f"only {rows.size} jobs of the window are new to the champion {current.name}: "
-            + ("within the kill budget on its window" if budget_ok else "over the kill budget on its window"),
-            whole,
-        )
-    challenger = Standing(version, *assess(window.limits[rows], td))
-    try:
+        rows = np.flatnonzero(window.submit_time > seen_until)
+        td = window.td.take(rows)
+        if not available(td, MIN_JOBS):
+            budget_ok = whole.killed_pct <= 100.0 * kill_budget
+            return verdict(
+                budget_ok,
+                f"only {rows.size} jobs of the window are new to the champion {current.name}: "
+                + ("within" if budget_ok else "over")
+                + " the kill budget on its window",
+                whole,
+            )
         rival = standing(champion, window.x[rows], td)
     except Exception as exc:
         log.warning("%s: champion %s cannot be evaluated: %s", target.value, current.name, exc)
         return verdict(True, f"champion {current.name} cannot be evaluated: {exc}", whole)
+    challenger = Standing(version, *assess(window.limits[rows], td))
     return judge(challenger, rival, kill_budget, tolerance)
