@@ -147,25 +147,41 @@ def harvest(
 
 
 def run(args: argparse.Namespace) -> int:
+    done = harvest_into(
+        args.db,
+        source=args.source_name,
+        overlap_s=int(args.overlap_minutes * 60),
+        settle_s=int(args.settle_seconds),
+        start=args.start,
+        window_s=int(args.window_hours * 3600),
+    )
+    return 0 if done else 1
+
+
+def harvest_into(
+    db: str, *, source: str, overlap_s: int, settle_s: int, start: int | None = None, window_s: int = 86400
+) -> bool:
+    """Harvest live sacct into the job store at ``db`` and print the summary; False (logged) when
+    it stopped early (what was committed stays: the next run resumes)."""
     stats = ReadStats(source="sacct")
-    report = HarvestReport(args.source_name)
+    report = HarvestReport(source)
     try:
-        with JobStore(args.db) as store:
+        with JobStore(db) as store:
             harvest(
                 store,
                 train.subprocess_runner,  # the one subprocess boundary for sacct
-                source=args.source_name,
+                source=source,
                 now=int(time.time()),
-                overlap_s=int(args.overlap_minutes * 60),
-                settle_s=int(args.settle_seconds),
-                start=args.start,
-                window_s=int(args.window_hours * 3600),
+                overlap_s=overlap_s,
+                settle_s=settle_s,
+                start=start,
+                window_s=window_s,
                 stats=stats,
                 report=report,
             )
     except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired, sqlite3.Error) as exc:
         log.error("harvest stopped at %s: %s", stats.source, exc)
         print(report.summary(stats) + " (stopped early: the next run resumes)")
-        return 1
+        return False
     print(report.summary(stats))
-    return 0
+    return True

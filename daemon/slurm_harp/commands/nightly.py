@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sqlite3
-import subprocess
 import time
 
 from slurm_harp.accounting import JobRecord
@@ -56,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     started = time.monotonic()
-    if not args.skip_harvest and not _harvest(str(db), int(max(0.0, args.settle_seconds))):
+    if not args.skip_harvest and not harvest_command.harvest_into(
+        str(db), source="sacct", overlap_s=OVERLAP_S, settle_s=int(max(0.0, args.settle_seconds))
+    ):
+        log.error("the harvest failed: not retraining tonight")
         return 1
     log.info("harvest done in %.1f s", time.monotonic() - started)
     try:
@@ -68,30 +70,6 @@ def run(args: argparse.Namespace) -> int:
     code = _train(settings, records)
     log.info("nightly done in %.1f s (exit %d)", time.monotonic() - started, code)
     return code
-
-
-def _harvest(db: str, settle_s: int) -> bool:
-    from slurm_harp.accounting import ReadStats
-
-    stats = ReadStats(source="sacct")
-    report = harvest_command.HarvestReport("sacct")
-    try:
-        with JobStore(db) as store:
-            harvest_command.harvest(
-                store,
-                train_command.subprocess_runner,
-                source="sacct",
-                now=int(time.time()),
-                overlap_s=OVERLAP_S,
-                settle_s=settle_s,
-                stats=stats,
-                report=report,
-            )
-    except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired, sqlite3.Error) as exc:
-        log.error("harvest stopped at %s: %s; not retraining tonight", stats.source, exc)
-        return False
-    print(report.summary(stats))
-    return True
 
 
 def _train(settings: Settings, records: list[JobRecord]) -> int:
