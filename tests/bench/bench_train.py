@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.bench.common import train_argv
 from tests.conftest import SHARED_TRACES
 
 LIMIT_S = 300.0
@@ -67,17 +68,7 @@ def extend(trace: Path, jobs: int, out: Path) -> int:
 
 def run(source: Path, store: Path, args: list[str], threads: int) -> tuple[float, float, int]:
     """(wall seconds, peak RSS MB, exit code) of one `harp train` process (os.wait4: its own rusage)."""
-    argv = [
-        sys.executable,
-        "-m",
-        "slurm_harp.cli",
-        "--log-level",
-        "WARNING",
-        "train",
-        "--source",
-        str(source),
-    ]
-    argv += ["--store", str(store), "--threads", str(threads), *args]
+    argv = train_argv(source, store, "--threads", str(threads), *args)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.monotonic()
         process = subprocess.Popen(argv, stdout=out, stderr=err)

@@ -9,21 +9,16 @@ from pathlib import Path
 from tests.conftest import BUNDLED_TRACE
 
 
+def train_argv(source: Path, store: Path, *extra: str) -> list[str]:
+    """`harp train` from ``source`` into ``store`` as a separate process, warnings only."""
+    cli = [sys.executable, "-m", "slurm_harp.cli", "--log-level", "WARNING", "train"]
+    return [*cli, "--source", str(source), "--store", str(store), *extra]
+
+
 def train_bundled(store: Path) -> None:
     """Train the walltime model on the bundled KTH-SP2 trace into ``store`` (as `harp train` does)."""
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "slurm_harp.cli",
-            "--log-level",
-            "WARNING",
-            "train",
-            "--source",
-            str(BUNDLED_TRACE),
-            "--store",
-            str(store),
-        ],
+        train_argv(BUNDLED_TRACE, store),
         check=True,
         stdout=subprocess.DEVNULL,
     )

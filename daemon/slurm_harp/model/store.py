@@ -13,7 +13,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -136,23 +136,19 @@ def _complete_card(
     out["created"] = datetime.now(UTC).isoformat(timespec="seconds")
     sums = {name: sha256_hex(data) for name, data in files.items()}
     out["files"] = {name: {"sha256": sums[name], "bytes": len(data)} for name, data in files.items()}
-    quantiles = []
-    for entry in card.get("quantiles", []):
-        entry = dict(entry)
+    out["quantiles"] = _with_sums(card.get("quantiles", []), sums)
+    if "models" in card:
+        out["models"] = _with_sums(card["models"], sums)
+    return out
+
+
+def _with_sums(entries: Iterable[Mapping[str, Any]], sums: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Card entries naming a file, each with that file's sha256 added."""
+    out = []
+    for entry in entries:
         if entry.get("file") not in sums:
             raise ValueError(f"card names file {entry.get('file')!r} that is not being published")
-        entry["sha256"] = sums[entry["file"]]
-        quantiles.append(entry)
-    out["quantiles"] = quantiles
-    if "models" in card:
-        models = []
-        for entry in card["models"]:
-            entry = dict(entry)
-            if entry.get("file") not in sums:
-                raise ValueError(f"card names file {entry.get('file')!r} that is not being published")
-            entry["sha256"] = sums[entry["file"]]
-            models.append(entry)
-        out["models"] = models
+        out.append({**entry, "sha256": sums[entry["file"]]})
     return out
 
 
