@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_records
 from slurm_harp.commands.arguments import fraction
 from slurm_harp.core.request import Target
+from slurm_harp.model.store import ModelStore
 
 if TYPE_CHECKING:
     from slurm_harp.learning.fitting import MethodConfig
@@ -264,7 +265,7 @@ def _print(outcome: Outcome, plan: Plan) -> None:
     from slurm_harp.core.metrics import format_summary
 
     target, result = outcome.target, outcome.result
-    where = plan.store / target.value
+    where = ModelStore(plan.store).target_dir(target)
     print(f"published {target.value} model {outcome.version} in {where}")
     training = result.card["training"]
     print(f"trained on {training['rows_train']} jobs, validated on {training['rows_validation']}")
@@ -282,7 +283,7 @@ def _print(outcome: Outcome, plan: Plan) -> None:
         f"(budget {100 * rule['kill_budget']:.2f} %)"
     )
     if outcome.verdict is not None:
-        print(f"  {outcome.verdict.to_dict()['verdict']}")
+        print(f"  {outcome.verdict.summary}")
     elif outcome.promoted:
         print("  promoted (--promote always)")
     else:

@@ -62,10 +62,12 @@ class Verdict:
     kill_budget: float
     tolerance: float
 
+    @property
+    def summary(self) -> str:
+        return ("promoted: " if self.promote else "kept the champion: ") + self.reason
+
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["verdict"] = ("promoted: " if self.promote else "kept the champion: ") + self.reason
-        return out
+        return asdict(self) | {"verdict": self.summary}
 
 
 def model_limits(model: QuantileModel, x: np.ndarray, td: TargetData, quantile: float = 0.9) -> np.ndarray:
