@@ -23,7 +23,7 @@ import numpy as np
 
 from slurm_harp.core.request import Target
 from slurm_harp.learning.targets import TargetData
-from slurm_harp.model.decision import Calibration, Rung
+from slurm_harp.model.decision import Calibration, Rung, one_rung_limits
 
 Curve = list[tuple[float, float]]
 
@@ -74,10 +74,7 @@ def rung_limits(
     floor: float,
 ) -> np.ndarray:
     """(n, R) limits of each rung alone, as model.decision computes them."""
-    cols = [
-        np.minimum(requested, np.maximum(floor, np.ceil(m * np.maximum(predictions[name], 0.0))))
-        for name, m in rungs
-    ]
+    cols = [one_rung_limits(predictions[name], m, floor, requested) for name, m in rungs]
     return np.stack(cols, axis=1) if cols else np.empty((len(requested), 0))
 
 

@@ -137,6 +137,13 @@ def viable_models(request: float | None, weight: float, calibration: Calibration
     return tuple(dict.fromkeys(names))
 
 
+def one_rung_limits(predicted: np.ndarray, margin: float, floor: float, request: np.ndarray) -> np.ndarray:
+    """One rung's limits for many jobs: ``ceil(margin x prediction)``, at least ``floor``, at most
+    the request (decide_limit's formula, for arrays)."""
+    out: np.ndarray = np.minimum(request, np.maximum(floor, np.ceil(margin * np.maximum(predicted, 0.0))))
+    return out
+
+
 def ladder_limits(
     predictions: Mapping[str, np.ndarray], request: np.ndarray, weight: np.ndarray, calibration: Calibration
 ) -> np.ndarray:
@@ -147,9 +154,7 @@ def ladder_limits(
     with np.errstate(invalid="ignore"):
         for rung in calibration.rungs:
             predicted = np.asarray(predictions[rung.model], dtype=np.float64)
-            limit = np.minimum(
-                request, np.maximum(calibration.floor, np.ceil(rung.margin * np.maximum(predicted, 0.0)))
-            )
+            limit = one_rung_limits(predicted, rung.margin, calibration.floor, request)
             value = weight * (request - limit) - calibration.penalty * rung.risk
             ok = np.isfinite(value)
             better = ok & (
