@@ -8,11 +8,10 @@ import logging
 import os
 
 from slurm_harp.core.request import Target
+from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE
 from slurm_harp.model.store import ModelStore
 
 log = logging.getLogger(__name__)
-CARD = "card.json"
-PROMOTION = "promotion.json"  # learning.promotion.NOTE (not imported: it needs the training extra)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _summary(store: ModelStore, target: Target, version: str) -> str:
     try:
-        card = json.loads((store.target_dir(target) / version / CARD).read_text())
+        card = json.loads((store.target_dir(target) / version / CARD_FILE).read_text())
     except (OSError, ValueError) as exc:
         return f"(card unreadable: {exc})"
     training = card.get("training", {})
@@ -44,7 +43,7 @@ def _summary(store: ModelStore, target: Target, version: str) -> str:
             f"{figures['newly_killed_pct']:.2f} % newly killed"
         )
     try:  # written by the promotion step (learning.promotion), absent for older versions
-        promotion = json.loads((store.target_dir(target) / version / PROMOTION).read_text())
+        promotion = json.loads((store.target_dir(target) / version / PROMOTION_FILE).read_text())
     except (OSError, ValueError):
         promotion = None
     if isinstance(promotion, dict) and "verdict" in promotion:

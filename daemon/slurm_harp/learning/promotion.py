@@ -33,11 +33,12 @@ from slurm_harp.core.request import Target
 from slurm_harp.learning.calibration import assess
 from slurm_harp.learning.targets import TargetData, available
 from slurm_harp.learning.trainer import Window
+from slurm_harp.model.card import PROMOTION_FILE
 from slurm_harp.model.decision import ladder_limits
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import ModelStore
 
-NOTE = "promotion.json"
+NOTE = PROMOTION_FILE
 MIN_JOBS = 20
 
 

@@ -18,6 +18,8 @@ import numpy as np
 CARD_FORMAT = 2
 READABLE_FORMATS = (1, 2)
 CARD_FILE = "card.json"
+# Beside the card: the promotion verdict of the version (learning.promotion), when it was judged.
+PROMOTION_FILE = "promotion.json"
 INPUT_NAME = "features"
 
 # How a model's raw output maps to the target's unit: (undo log1p?, then multiply by).
