@@ -184,13 +184,9 @@ def _check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
         if not isinstance(entry, dict) or not {"quantile", "file", "sha256"} <= entry.keys():
             raise ModelError(f"{path}: bad quantile entry {entry!r}")
         quantile = entry["quantile"]
-        name = entry["file"]
         if not isinstance(quantile, int | float) or not 0 < quantile < 1 or float(quantile) in seen:
             raise ModelError(f"{path}: bad or repeated quantile {quantile!r}")
-        if not isinstance(name, str) or "/" in name or name.startswith("."):
-            raise ModelError(f"{path}: bad file name {name!r}")
-        if not isinstance(entry["sha256"], str):
-            raise ModelError(f"{path}: bad sha256 for {name!r}")
+        _check_file_entry(entry, path)
         seen.add(float(quantile))
     models = card.get("models", [])
     if not isinstance(models, list) or (card.get("format") == 1 and models):
@@ -199,16 +195,9 @@ def _check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
     for entry in models:
         if not isinstance(entry, dict) or not {"name", "file", "sha256"} <= entry.keys():
             raise ModelError(f"{path}: bad model entry {entry!r}")
-        name = entry["file"]
         if not isinstance(entry["name"], str) or entry["name"] in names:
             raise ModelError(f"{path}: bad or repeated model name {entry['name']!r}")
-        if (
-            not isinstance(name, str)
-            or "/" in name
-            or name.startswith(".")
-            or not isinstance(entry["sha256"], str)
-        ):
-            raise ModelError(f"{path}: bad file name or sha256 for model {entry['name']!r}")
+        _check_file_entry(entry, path)
         names.add(entry["name"])
     files = card.get("files", {})
     if not isinstance(files, dict) or not all(
@@ -216,6 +205,15 @@ def _check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
     ):
         raise ModelError(f"{path}: 'files' is not an object of {{name: {{sha256, bytes}}}}")
     return target
+
+
+def _check_file_entry(entry: Mapping[str, Any], path: Path) -> None:
+    """A card entry's file: a plain name inside the version directory, with a sha256."""
+    name = entry["file"]
+    if not isinstance(name, str) or "/" in name or name.startswith("."):
+        raise ModelError(f"{path}: bad file name {name!r}")
+    if not isinstance(entry["sha256"], str):
+        raise ModelError(f"{path}: bad sha256 for {name!r}")
 
 
 def _calibration(
