@@ -64,6 +64,14 @@ def kth_slice(lines: int) -> list[JobRecord]:
         return parse_swf(itertools.islice(handle, lines))
 
 
+def kth_file(directory: Path, lines: int) -> Path:
+    """The first ``lines`` lines of the KTH trace as an SWF file in ``directory``."""
+    source = directory / "kth.swf"
+    with gzip.open(KTH, "rt") as handle:
+        source.write_text("".join(itertools.islice(handle, lines)))
+    return source
+
+
 def test_dataset_is_chronological_and_keeps_censored_jobs() -> None:
     records = synthetic(500)
     shuffled = list(reversed(records))
@@ -149,9 +157,7 @@ def _run_cli(*argv: str) -> int:
 
 @needs_traces
 def test_cli_trains_from_a_trace_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    source = tmp_path / "kth.swf"
-    with gzip.open(KTH, "rt") as handle:
-        source.write_text("".join(itertools.islice(handle, 1500)))
+    source = kth_file(tmp_path, 1500)
     store = tmp_path / "store"
     assert _run_cli("--source", str(source), "--store", str(store), "--quantiles", "0.9") == 0
     out = capsys.readouterr().out
@@ -162,9 +168,7 @@ def test_cli_trains_from_a_trace_file(tmp_path: Path, capsys: pytest.CaptureFixt
 
 @needs_traces
 def test_cli_trains_every_available_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    source = tmp_path / "kth.swf"
-    with gzip.open(KTH, "rt") as handle:
-        source.write_text("".join(itertools.islice(handle, 1500)))
+    source = kth_file(tmp_path, 1500)
     store = tmp_path / "store"
     argv = ["--source", str(source), "--store", str(store), "--target", "all", "--compare", "linear"]
     assert _run_cli(*argv, "--kill-budget", "0.02") == 0
