@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -71,8 +71,25 @@ class Fitted:
 def predict_units(
     members: Mapping[str, Member], names: Iterable[str], x: np.ndarray, td: TargetData
 ) -> dict[str, np.ndarray]:
-    """Each named member's predictions in the target's unit."""
+    """Each named member's predictions in the target's unit. No rows give empty predictions:
+    LightGBM's sklearn models refuse to predict on zero rows."""
+    if x.shape[0] == 0:
+        return {name: np.empty(0, dtype=np.float64) for name in names}
     return {name: td.from_model(members[name].predict(x)) for name in names}
+
+
+def refit_published(
+    fitted: Fitted, x: np.ndarray, td: TargetData, rows: np.ndarray, config: MethodConfig
+) -> Fitted:
+    """``fitted`` with the models it publishes (the rule's, the chosen one, the quantile ladder)
+    fitted again on ``rows`` that have an observed value; the choice and the rule stay. History
+    members are not fitted: they stay as they are."""
+    rows = rows[td.labelled()[rows]]
+    part = td.take(rows)
+    wanted = set(fitted.published)
+    family = replace(config.family, compare=tuple(k for k in config.family.compare if k in wanted))
+    again = fit_family(x[rows], part.to_model(part.value), part.censored, part.cost, family)
+    return replace(fitted, members=fitted.members | {m.name: m for m in again if m.name in wanted})
 
 
 def rung_candidates(

@@ -29,8 +29,14 @@ from slurm_harp.core.request import Target
 from slurm_harp.evaluation.strategy import Split
 from slurm_harp.learning.calibration import Curve, frontier
 from slurm_harp.learning.dataset import build_dataset
-from slurm_harp.learning.family import Member, fit_family
-from slurm_harp.learning.fitting import Fitted, MethodConfig, fit_and_calibrate, predict_units
+from slurm_harp.learning.family import Member
+from slurm_harp.learning.fitting import (
+    Fitted,
+    MethodConfig,
+    fit_and_calibrate,
+    predict_units,
+    refit_published,
+)
 from slurm_harp.learning.targets import TargetData, target_data, usable_in_order
 from slurm_harp.model.decision import ladder_limits
 
@@ -86,13 +92,10 @@ class HarpStrategy:
         self._later = None
         if self.refit and split.validation_end < len(jobs):
             known = _rows(rows, _known_training(jobs, split.validation_end))
-            known = known[td.labelled()[known]]
-            part = td.take(known)
-            members = fit_family(
-                x[known], part.to_model(part.value), part.censored, part.cost, self.config.family
+            self._later = (
+                split.validation_end,
+                refit_published(self.fitted, x, td, known, self.config).members,
             )
-            # History members are not fitted: they stay as they are.
-            self._later = (split.validation_end, self.fitted.members | {m.name: m for m in members})
 
     def _predictions(
         self, jobs: Sequence[JobRecord], start: int
@@ -108,16 +111,15 @@ class HarpStrategy:
         boundary, later = self._later if self._later is not None else (len(jobs), fitted.members)
         cut = int(np.sum(have[: max(0, boundary - start)]))  # rows before the refitted models take over
         picked = tail[have]
-        early = _predict_units(fitted.members, names, x[picked[:cut]], td)
-        late = _predict_units(later, names, x[picked[cut:]], td)
+        early = predict_units(fitted.members, names, x[picked[:cut]], td)
+        late = predict_units(later, names, x[picked[cut:]], td)
         preds = {name: np.concatenate([early[name], late[name]]) for name in names}
         return fitted, preds, td.take(picked), have
 
     def limits(self, jobs: Sequence[JobRecord], start: int) -> np.ndarray:
         fitted, preds, td, have = self._predictions(jobs, start)
         out = np.full(have.shape[0], np.nan)
-        if fitted.calibration.rungs:
-            out[have] = ladder_limits(preds, td.requested, td.weight, fitted.calibration)
+        out[have] = ladder_limits(preds, td.requested, td.weight, fitted.calibration)  # no rungs: NaN
         return out
 
     def pareto(self, jobs: Sequence[JobRecord], start: int) -> Curve:
@@ -131,17 +133,6 @@ class HarpStrategy:
             return {}
         cal = self.fitted.calibration
         return {"penalty": cal.penalty, "rungs": float(len(cal.rungs))}
-
-
-def _predict_units(
-    members: dict[str, Member], names: Sequence[str], x: np.ndarray, td: TargetData
-) -> dict[str, np.ndarray]:
-    """fitting.predict_units, but no rows gives empty predictions: LightGBM's sklearn models (the
-    uncensored targets' quantiles) refuse to predict on zero rows, and a window served entirely
-    by one model set (pareto on test with refit; any window without) leaves the other none."""
-    if x.shape[0] == 0:
-        return {name: np.empty(0, dtype=np.float64) for name in names}
-    return predict_units(members, names, x, td)
 
 
 def _rows(rows: np.ndarray, jobs: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,8 +27,7 @@ from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.learning import report
 from slurm_harp.learning.dataset import Dataset, build_dataset
-from slurm_harp.learning.family import fit_family
-from slurm_harp.learning.fitting import Fitted, MethodConfig, fit_and_calibrate
+from slurm_harp.learning.fitting import Fitted, MethodConfig, fit_and_calibrate, refit_published
 from slurm_harp.learning.targets import TRANSFORM, UNIT, TargetData, target_data
 from slurm_harp.model.card import CARD_FORMAT, model_file_name
 from slurm_harp.model.decision import ladder_limits
@@ -123,7 +122,7 @@ def train_target(
     except ValueError as exc:
         raise TrainingError(str(exc)) from exc
     started_refit = time.monotonic()
-    served = _refit(fitted, data.x, td, config) if refit else fitted
+    served = refit_published(fitted, data.x, td, np.arange(len(td)), config) if refit else fitted
     refit_seconds = time.monotonic() - started_refit
     files, entries, parity = _export(served, data.x[rows.validation][-PARITY_ROWS:])
     # Out of sample: the predictions of the models fitted before the validation window.
@@ -152,17 +151,6 @@ def train_target(
     limits = ladder_limits(fitted.predictions, val.requested, val.weight, fitted.calibration)
     window = Window(data.x[rows.validation], val, data.submit_time[rows.validation], limits)
     return TrainResult(files=files, card=card, window=window, validation=validation)
-
-
-def _refit(fitted: Fitted, x: np.ndarray, td: TargetData, config: MethodConfig) -> Fitted:
-    """``fitted`` with its published fitted models trained again on every labelled row."""
-    rows = np.flatnonzero(td.labelled())
-    part = td.take(rows)
-    wanted = set(fitted.published)
-    family = replace(config.family, compare=tuple(k for k in config.family.compare if k in wanted))
-    again = fit_family(x[rows], part.to_model(part.value), part.censored, part.cost, family)
-    members = dict(fitted.members) | {m.name: m for m in again if m.name in wanted}
-    return replace(fitted, members=members)
 
 
 def _export(fitted: Fitted, x_check: np.ndarray) -> tuple[dict[str, bytes], list[dict[str, Any]], float]:
