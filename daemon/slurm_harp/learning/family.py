@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -106,40 +106,35 @@ def fit_family(
     x: np.ndarray, y: np.ndarray, censored: np.ndarray, cost: np.ndarray, config: FamilyConfig
 ) -> list[Member]:
     """Fit every member on training rows (x, model-space y, censored flags, E-Loss cost)."""
-    ladder = slice(max(0, len(y) - config.ladder_max_rows), None)
-    members = [
-        _quantile(x[ladder], y[ladder], censored[ladder], q, config) for q in sorted(set(config.quantiles))
-    ]
     params = config.params
-    start = replace(params, n_estimators=config.start_rounds)
+    ladder = slice(max(0, len(y) - config.ladder_max_rows), None)
     recent = slice(max(0, len(y) - config.compare_max_rows), None)
+    ladder_set = booster.TrainingSet(x[ladder], y[ladder], params)
+    compare_set = ladder_set if recent == ladder else booster.TrainingSet(x[recent], y[recent], params)
+    # Every plain quantile fit before the continued ones: see booster.TrainingSet.
+    quantiles = sorted(set(config.quantiles))
+    bases = [ladder_set.quantile(q, params.n_estimators) for q in quantiles]
+    starts = {"huber": 0.9, "eloss": config.eloss_tau}
+    started = {k: compare_set.quantile(starts[k], config.start_rounds) for k in config.compare if k in starts}
+    flags = censored[ladder]
+    rounds = config.censored_rounds if bool(np.any(flags)) else 0
+    members = [
+        Member(quantile_name(q), "quantile", q, ladder_set.continued(base, Pinball(q), flags, rounds))
+        for q, base in zip(quantiles, bases, strict=True)
+    ]
     x, y, censored, cost = x[recent], y[recent], censored[recent], cost[recent]
     for kind in config.compare:
         if kind == "huber":
-            base = booster.fit_quantile(x, y, 0.9, start)
-            model = booster.continue_custom(
-                base, x, y, AsymmetricHuber(), censored, params.n_estimators, params
-            )
+            model = compare_set.continued(started[kind], AsymmetricHuber(), censored, params.n_estimators)
             members.append(Member("huber", "huber", None, model))
         elif kind == "eloss":
-            tau = config.eloss_tau
-            base = booster.fit_quantile(x, y, tau, start)
-            loss = CostWeightedPinball(tau, np.asarray(cost, dtype=np.float64))
-            model = booster.continue_custom(base, x, y, loss, censored, params.n_estimators, params)
-            members.append(Member("eloss", "eloss", tau, model))
+            loss = CostWeightedPinball(config.eloss_tau, np.asarray(cost, dtype=np.float64))
+            model = compare_set.continued(started[kind], loss, censored, params.n_estimators)
+            members.append(Member("eloss", "eloss", config.eloss_tau, model))
         else:
             keep = slice(max(0, len(y) - config.sklearn_max_rows), None)
             members.append(Member(kind, kind, None, _sklearn_fit(kind, x[keep], y[keep], params.seed)))
     return members
-
-
-def _quantile(x: np.ndarray, y: np.ndarray, censored: np.ndarray, q: float, config: FamilyConfig) -> Member:
-    model = booster.fit_quantile(x, y, q, config.params)
-    if config.censored_rounds > 0 and bool(np.any(censored)):
-        model = booster.continue_custom(
-            model, x, y, Pinball(q), censored, config.censored_rounds, config.params
-        )
-    return Member(quantile_name(q), "quantile", q, model)
 
 
 def _sklearn_fit(kind: str, x: np.ndarray, y: np.ndarray, seed: int) -> Any:
