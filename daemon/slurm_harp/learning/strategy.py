@@ -98,16 +98,17 @@ class HarpStrategy:
             )
 
     def _predictions(
-        self, jobs: Sequence[JobRecord], start: int
+        self, jobs: Sequence[JobRecord], start: int, end: int | None = None, names: Sequence[str] = ()
     ) -> tuple[Fitted, dict[str, np.ndarray], TargetData, np.ndarray]:
-        """(fitted, rule inputs for the jobs of jobs[start:] that have a row, which ones do)."""
+        """(fitted, predictions of the named members (default: the rule's) for the jobs of
+        jobs[start:end] that have a row, their target data, which jobs do)."""
         fitted = self.fitted
         if fitted is None:
             raise RuntimeError("limits() before fit()")
         x, td, rows = self._features(jobs)
-        tail = rows[start:]
+        tail = rows[start:end]
         have = tail >= 0
-        names = fitted.calibration.models
+        names = tuple(names) or fitted.calibration.models
         boundary, later = self._later if self._later is not None else (len(jobs), fitted.members)
         cut = int(np.sum(have[: max(0, boundary - start)]))  # rows before the refitted models take over
         picked = tail[have]
@@ -115,6 +116,17 @@ class HarpStrategy:
         late = predict_units(later, names, x[picked[cut:]], td)
         preds = {name: np.concatenate([early[name], late[name]]) for name in names}
         return fitted, preds, td.take(picked), have
+
+    def member_predictions(
+        self, jobs: Sequence[JobRecord], start: int, end: int | None = None
+    ) -> tuple[dict[str, np.ndarray], TargetData]:
+        """Every member's predictions for the jobs of jobs[start:end] that have a row, as the rule
+        would see them, and those jobs' target data (for studies of the rule, tests/bench)."""
+        fitted = self.fitted
+        if fitted is None:
+            raise RuntimeError("member_predictions() before fit()")
+        _, preds, td, _ = self._predictions(jobs, start, end, tuple(fitted.members))
+        return preds, td
 
     def limits(self, jobs: Sequence[JobRecord], start: int) -> np.ndarray:
         fitted, preds, td, have = self._predictions(jobs, start)

@@ -1,0 +1,163 @@
+"""Study: a per-job kill risk in the safety rule, against the shipped one risk per rung.
+
+    .venv/bin/python -m tests.bench.study_risk [--traces KTH,SDSC] [--target time]
+
+`harp evaluate`'s protocol (60 / 20 / 20 chronological split, 1 % budget held in each of the four
+parts of the validation window); ours is fitted once per trace (HarpStrategy, refit included),
+then the rule is calibrated on validation with each way of pricing a rung's risk and scored on
+the test window:
+- per rung: the shipped rule (one validated kill rate per rung); it must match `harp evaluate`;
+- Mondrian: each rung's validated kill rate per bin of the limit's fraction of the request
+  (5 bins), of the job's quantile spread (log q0.99 - log q0.50, 4 bins), of its size (the
+  rule's weight, 4 bins), and of fraction x spread (5 x 3);
+- oracle: per job the lowest-waste rung that does not kill: an upper bound for these rungs.
+Prints waste cut % / newly killed % on validation and test. The README quotes these figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+import numpy as np
+
+from slurm_harp.accounting import load_records
+from slurm_harp.core.request import Target
+from slurm_harp.evaluation.split import chronological_split
+from slurm_harp.learning import calibration as cal
+from slurm_harp.learning.fitting import rung_candidates
+from slurm_harp.learning.strategy import HarpStrategy
+from slurm_harp.learning.targets import TargetData
+from tests.conftest import SHARED_TRACES
+
+BUDGET, CHUNKS, FLOOR = 0.01, 4, 1.0
+FRACTION_EDGES = np.array([0.1, 0.25, 0.5, 0.75, 1.0 - 1e-9])
+Score = Callable[[dict[str, np.ndarray], TargetData], np.ndarray]
+
+
+class Window:
+    """One window's usable jobs under every rung: limits, kills, waste (calibration's terms)."""
+
+    def __init__(self, preds: dict[str, np.ndarray], td: TargetData, rungs: list[tuple[str, float]]) -> None:
+        use = (td.requested > 0) & (td.value > 0)
+        self.td = td.take(np.flatnonzero(use))
+        self.preds = {name: p[use] for name, p in preds.items()}
+        self.limits = cal.rung_limits(self.preds, rungs, self.td.requested, FLOOR)
+        self.scored = cal._score(self.preds, self.td, rungs, FLOOR)
+
+    def cells(self, score: np.ndarray | None, edges: np.ndarray | None, fraction: bool) -> np.ndarray:
+        """(n, R) cell of each job under each rung."""
+        n, r = self.limits.shape
+        cell = np.zeros((n, r), dtype=np.int64)
+        if fraction:
+            cell = np.digitize(self.limits / self.td.requested[:, None], FRACTION_EDGES)
+        if score is not None and edges is not None:
+            cell = cell * (len(edges) + 1) + np.digitize(score, edges)[:, None]
+        return cell
+
+
+def risk_table(window: Window, cell: np.ndarray, cells: int) -> np.ndarray:
+    """(R, cells): (k + 1) / (n + 1) per rung and cell on ``window`` (calibration's estimate)."""
+    killed = window.scored.killed
+    table = np.zeros((killed.shape[1], cells))
+    for r in range(killed.shape[1]):
+        has = np.isfinite(window.limits[:, r])
+        k = np.bincount(cell[has, r], weights=killed[has, r].astype(float), minlength=cells)
+        table[r] = (k + 1.0) / (np.bincount(cell[has, r], minlength=cells) + 1.0)
+    return table
+
+
+def choose(window: Window, risk: np.ndarray, penalty: float) -> tuple[np.ndarray, float]:
+    value = window.scored.saving - penalty * risk
+    best = np.argmax(value, axis=1)
+    pick = np.where(value[np.arange(len(best)), best] > 0, best, -1)
+    return cal._effect(window.scored, pick)
+
+
+def calibrated(val: Window, test: Window, risk_val: np.ndarray, risk_test: np.ndarray) -> list[float]:
+    """[validation cut, kill %, test cut, kill %] with the penalty chosen as calibrate() does."""
+    parts = np.array_split(np.arange(len(val.td)), CHUNKS)
+    before = float(val.scored.base_waste.sum())
+    best: tuple[float, float, float] | None = None
+    for penalty in cal.penalty_grid(val.td, 161):
+        killed, after = choose(val, risk_val, penalty)
+        if max(float(killed[p].mean()) for p in parts) > BUDGET:
+            continue
+        cut = cal._cut(before, after)
+        if best is None or cut > best[0]:
+            best = (cut, float(penalty), 100.0 * float(killed.mean()))
+    if best is None:
+        return [0.0, 0.0, 0.0, 0.0]
+    killed, after = choose(test, risk_test, best[1])
+    test_cut = cal._cut(float(test.scored.base_waste.sum()), after)
+    return [best[0], best[2], test_cut, 100.0 * float(killed.mean())]
+
+
+def oracle(window: Window) -> float:
+    sc = window.scored
+    best = np.minimum(np.where(sc.killed, np.inf, sc.waste).min(axis=1), sc.base_waste)
+    return cal._cut(float(sc.base_waste.sum()), float(best.sum()))
+
+
+def spread(preds: dict[str, np.ndarray], td: TargetData) -> np.ndarray:
+    top, mid = max(n for n in preds if n.startswith("q")), "q0.50"
+    out: np.ndarray = np.log1p(preds[top]) - np.log1p(preds[mid])
+    return out
+
+
+def size(preds: dict[str, np.ndarray], td: TargetData) -> np.ndarray:
+    out: np.ndarray = np.log(np.maximum(td.weight, 1e-9))
+    return out
+
+
+def study(trace: str, target: Target) -> None:
+    path = next(iter(sorted(SHARED_TRACES.glob(f"{trace}*"))))
+    timeline = chronological_split(load_records(path))
+    jobs, split = timeline.jobs, timeline.split
+    strategy = HarpStrategy(target)
+    strategy.fit(jobs, split, BUDGET)
+    fitted = strategy.fitted
+    assert fitted is not None
+    rungs = rung_candidates(fitted.members, fitted.chosen, strategy.config)
+    val = Window(*strategy.member_predictions(jobs, split.train_end, split.validation_end), rungs)
+    test = Window(*strategy.member_predictions(jobs, split.validation_end), rungs)
+    print(f"{path.name}, {target.value}: {len(val.td)} validation and {len(test.td)} test jobs")
+    variants: list[tuple[str, Score | None, int, bool]] = [
+        ("per rung (shipped)", None, 0, False),
+        ("fraction of request", None, 0, True),
+        ("quantile spread", spread, 4, False),
+        ("size", size, 4, False),
+        ("fraction x spread", spread, 3, True),
+    ]
+    for label, score_of, bins, fraction in variants:
+        score_v = None if score_of is None else score_of(val.preds, val.td)
+        score_t = None if score_of is None else score_of(test.preds, test.td)
+        edges = None
+        if score_v is not None:
+            edges = np.quantile(score_v[np.isfinite(score_v)], np.linspace(0, 1, bins + 1)[1:-1])
+        cell_v, cell_t = val.cells(score_v, edges, fraction), test.cells(score_t, edges, fraction)
+        cells = int(max(cell_v.max(), cell_t.max())) + 1
+        table = risk_table(val, cell_v, cells)
+        columns = np.arange(table.shape[0])[None, :]
+        figures = calibrated(val, test, table[columns, cell_v], table[columns, cell_t])
+        print(f"  {label:22} {row(*figures)}")
+    print(f"  {'oracle over the rungs':22} {row(oracle(val), 0.0, oracle(test), 0.0)}")
+
+
+def row(val_cut: float, val_kill: float, test_cut: float, test_kill: float) -> str:
+    return f"validation {val_cut:5.1f} % / {val_kill:.2f} %   test {test_cut:5.1f} % / {test_kill:.2f} %"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--traces", default="KTH,SDSC")
+    parser.add_argument("--target", default="time", choices=[t.value for t in Target])
+    args = parser.parse_args()
+    for trace in args.traces.split(","):
+        study(trace, Target(args.target))
+
+
+if __name__ == "__main__":
+    main()
