@@ -114,8 +114,11 @@ def fit_family(
     # Every plain quantile fit before the continued ones: see booster.TrainingSet.
     quantiles = sorted(set(config.quantiles))
     bases = [ladder_set.quantile(q, params.n_estimators) for q in quantiles]
-    starts = {"huber": 0.9, "eloss": config.eloss_tau}
-    started = {k: compare_set.quantile(starts[k], config.start_rounds) for k in config.compare if k in starts}
+    # Huber and E-Loss start from the same quantile model when their levels agree (the default).
+    levels = {k: 0.9 if k == "huber" else config.eloss_tau for k in config.compare if k in ("huber", "eloss")}
+    starts = {
+        level: compare_set.quantile(level, config.start_rounds) for level in sorted(set(levels.values()))
+    }
     flags = censored[ladder]
     rounds = config.censored_rounds if bool(np.any(flags)) else 0
     members = [
@@ -125,11 +128,13 @@ def fit_family(
     x, y, censored, cost = x[recent], y[recent], censored[recent], cost[recent]
     for kind in config.compare:
         if kind == "huber":
-            model = compare_set.continued(started[kind], AsymmetricHuber(), censored, params.n_estimators)
+            model = compare_set.continued(
+                starts[levels[kind]], AsymmetricHuber(), censored, params.n_estimators
+            )
             members.append(Member("huber", "huber", None, model))
         elif kind == "eloss":
             loss = CostWeightedPinball(config.eloss_tau, np.asarray(cost, dtype=np.float64))
-            model = compare_set.continued(started[kind], loss, censored, params.n_estimators)
+            model = compare_set.continued(starts[levels[kind]], loss, censored, params.n_estimators)
             members.append(Member("eloss", "eloss", config.eloss_tau, model))
         else:
             keep = slice(max(0, len(y) - config.sklearn_max_rows), None)
