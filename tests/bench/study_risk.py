@@ -9,7 +9,9 @@ the test window:
 - per rung: the shipped rule (one validated kill rate per rung); it must match `harp evaluate`;
 - Mondrian: each rung's validated kill rate per bin of the limit's fraction of the request
   (5 bins), of the job's quantile spread (log q0.99 - log q0.50, 4 bins), of its size (the
-  rule's weight, 4 bins), and of fraction x spread (5 x 3);
+  rule's weight, 4 bins), of fraction x spread (5 x 3), and per partition (the issue's optional
+  per-partition calibration, Mondrian style);
+- classifier: a learned per-job risk (see learned_risk);
 - oracle: per job the lowest-waste rung that does not kill: an upper bound for these rungs.
 Prints waste cut % / newly killed % on validation and test. The README quotes these figures.
 """
@@ -19,29 +21,32 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+import lightgbm as lgb
 import numpy as np
 
 from slurm_harp.accounting import load_records
+from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.split import chronological_split
 from slurm_harp.learning import calibration as cal
 from slurm_harp.learning.fitting import rung_candidates
-from slurm_harp.learning.strategy import HarpStrategy
-from slurm_harp.learning.targets import TargetData
+from slurm_harp.learning.strategy import HarpStrategy, Seen
 from tests.conftest import SHARED_TRACES
 
 BUDGET, CHUNKS, FLOOR = 0.01, 4, 1.0
 FRACTION_EDGES = np.array([0.1, 0.25, 0.5, 0.75, 1.0 - 1e-9])
-Score = Callable[[dict[str, np.ndarray], TargetData], np.ndarray]
 
 
 class Window:
     """One window's usable jobs under every rung: limits, kills, waste (calibration's terms)."""
 
-    def __init__(self, preds: dict[str, np.ndarray], td: TargetData, rungs: list[tuple[str, float]]) -> None:
+    def __init__(self, seen: Seen, jobs: list[JobRecord], rungs: list[tuple[str, float]]) -> None:
+        td = seen.td
         use = (td.requested > 0) & (td.value > 0)
         self.td = td.take(np.flatnonzero(use))
-        self.preds = {name: p[use] for name, p in preds.items()}
+        self.x = seen.x[use]
+        self.partitions = [jobs[i].request.partition or "" for i in seen.index[use]]
+        self.preds = {name: p[use] for name, p in seen.predictions.items()}
         self.limits = cal.rung_limits(self.preds, rungs, self.td.requested, FLOOR)
         self.scored = cal._score(self.preds, self.td, rungs, FLOOR)
 
@@ -54,6 +59,9 @@ class Window:
         if score is not None and edges is not None:
             cell = cell * (len(edges) + 1) + np.digitize(score, edges)[:, None]
         return cell
+
+
+Score = Callable[[Window], np.ndarray]
 
 
 def risk_table(window: Window, cell: np.ndarray, cells: int) -> np.ndarray:
@@ -93,20 +101,55 @@ def calibrated(val: Window, test: Window, risk_val: np.ndarray, risk_test: np.nd
     return [best[0], best[2], test_cut, 100.0 * float(killed.mean())]
 
 
+def pairs(window: Window, rungs: list[tuple[str, float]]) -> np.ndarray:
+    """(n x R, features + 3): each job's features beside one rung's level, margin and log limit
+    fraction of the request."""
+    n, r = window.limits.shape
+    level = np.array([float(name[1:]) if name.startswith("q") else 0.0 for name, _ in rungs])
+    margin = np.array([m for _, m in rungs])
+    fraction = np.log(np.maximum(window.limits, FLOOR) / window.td.requested[:, None])
+    extra = np.stack([np.tile(level, n), np.tile(margin, n), fraction.reshape(-1)], axis=1)
+    out: np.ndarray = np.concatenate([np.repeat(window.x, r, axis=0), extra], axis=1).astype(np.float32)
+    return out
+
+
+def learned_risk(val: Window, test: Window, rungs: list[tuple[str, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Risk per (job, rung) from a LightGBM classifier of "newly killed" over the job's features and
+    the rung, on the pairs where the rung lowers the request: out of fold on validation (5
+    consecutive folds), fitted on all of validation for the test window."""
+    params = {"objective": "binary", "num_leaves": 15, "learning_rate": 0.05, "min_data_in_leaf": 50}
+    params |= {"num_threads": 2, "seed": 0, "deterministic": True, "verbose": -1}
+    n, r = val.limits.shape
+    x, y = pairs(val, rungs), val.scored.killed.reshape(-1).astype(np.float64)
+    lowers = (val.limits < val.td.requested[:, None]).reshape(-1)
+    risk_val = np.zeros(n * r)
+    for fold in np.array_split(np.arange(n), 5):
+        inside = np.zeros(n, dtype=bool)
+        inside[fold] = True
+        fit = np.repeat(~inside, r) & lowers
+        model = lgb.train(params, lgb.Dataset(x[fit], y[fit]), num_boost_round=200)
+        held = np.repeat(inside, r)
+        risk_val[held] = model.predict(x[held])
+    model = lgb.train(params, lgb.Dataset(x[lowers], y[lowers]), num_boost_round=200)
+    lowers_test = test.limits < test.td.requested[:, None]
+    risk_test = np.where(lowers_test, model.predict(pairs(test, rungs)).reshape(lowers_test.shape), 0.0)
+    return np.where(lowers, risk_val, 0.0).reshape(n, r), risk_test
+
+
 def oracle(window: Window) -> float:
     sc = window.scored
     best = np.minimum(np.where(sc.killed, np.inf, sc.waste).min(axis=1), sc.base_waste)
     return cal._cut(float(sc.base_waste.sum()), float(best.sum()))
 
 
-def spread(preds: dict[str, np.ndarray], td: TargetData) -> np.ndarray:
-    top, mid = max(n for n in preds if n.startswith("q")), "q0.50"
-    out: np.ndarray = np.log1p(preds[top]) - np.log1p(preds[mid])
+def spread(window: Window) -> np.ndarray:
+    top = max(n for n in window.preds if n.startswith("q"))
+    out: np.ndarray = np.log1p(window.preds[top]) - np.log1p(window.preds["q0.50"])
     return out
 
 
-def size(preds: dict[str, np.ndarray], td: TargetData) -> np.ndarray:
-    out: np.ndarray = np.log(np.maximum(td.weight, 1e-9))
+def size(window: Window) -> np.ndarray:
+    out: np.ndarray = np.log(np.maximum(window.td.weight, 1e-9))
     return out
 
 
@@ -119,8 +162,15 @@ def study(trace: str, target: Target) -> None:
     fitted = strategy.fitted
     assert fitted is not None
     rungs = rung_candidates(fitted.members, fitted.chosen, strategy.config)
-    val = Window(*strategy.member_predictions(jobs, split.train_end, split.validation_end), rungs)
-    test = Window(*strategy.member_predictions(jobs, split.validation_end), rungs)
+    val = Window(strategy.member_predictions(jobs, split.train_end, split.validation_end), jobs, rungs)
+    test = Window(strategy.member_predictions(jobs, split.validation_end), jobs, rungs)
+    # Partitions seen on validation get a bin each (by their rank), any other shares one.
+    names = sorted(set(val.partitions))
+    codes = {name: float(i) for i, name in enumerate(names)}
+
+    def partition(window: Window) -> np.ndarray:
+        return np.array([codes.get(name, -1.0) for name in window.partitions])
+
     print(f"{path.name}, {target.value}: {len(val.td)} validation and {len(test.td)} test jobs")
     variants: list[tuple[str, Score | None, int, bool]] = [
         ("per rung (shipped)", None, 0, False),
@@ -128,12 +178,15 @@ def study(trace: str, target: Target) -> None:
         ("quantile spread", spread, 4, False),
         ("size", size, 4, False),
         ("fraction x spread", spread, 3, True),
+        ("partition", partition, len(names), False),
     ]
     for label, score_of, bins, fraction in variants:
-        score_v = None if score_of is None else score_of(val.preds, val.td)
-        score_t = None if score_of is None else score_of(test.preds, test.td)
+        score_v = None if score_of is None else score_of(val)
+        score_t = None if score_of is None else score_of(test)
         edges = None
-        if score_v is not None:
+        if score_of is partition:
+            edges = np.arange(len(names)) - 0.5  # one bin per partition, unseen ones below
+        elif score_v is not None:
             edges = np.quantile(score_v[np.isfinite(score_v)], np.linspace(0, 1, bins + 1)[1:-1])
         cell_v, cell_t = val.cells(score_v, edges, fraction), test.cells(score_t, edges, fraction)
         cells = int(max(cell_v.max(), cell_t.max())) + 1
@@ -141,6 +194,8 @@ def study(trace: str, target: Target) -> None:
         columns = np.arange(table.shape[0])[None, :]
         figures = calibrated(val, test, table[columns, cell_v], table[columns, cell_t])
         print(f"  {label:22} {row(*figures)}")
+    risk_val, risk_test = learned_risk(val, test, rungs)
+    print(f"  {'classifier':22} {row(*calibrated(val, test, risk_val, risk_test))}")
     print(f"  {'oracle over the rungs':22} {row(oracle(val), 0.0, oracle(test), 0.0)}")
 
 

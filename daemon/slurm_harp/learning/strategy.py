@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,16 @@ from slurm_harp.learning.targets import TargetData, target_data, usable_in_order
 from slurm_harp.model.decision import ladder_limits
 
 MIN_TRAIN_JOBS = 50
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A window's jobs that have a row, as the rule sees them."""
+
+    predictions: dict[str, np.ndarray]  # each member's, in the target's unit
+    td: TargetData
+    index: np.ndarray  # the jobs' indices in the job list
+    x: np.ndarray  # their feature rows
 
 
 class HarpStrategy:
@@ -117,16 +127,16 @@ class HarpStrategy:
         preds = {name: np.concatenate([early[name], late[name]]) for name in names}
         return fitted, preds, td.take(picked), have
 
-    def member_predictions(
-        self, jobs: Sequence[JobRecord], start: int, end: int | None = None
-    ) -> tuple[dict[str, np.ndarray], TargetData]:
-        """Every member's predictions for the jobs of jobs[start:end] that have a row, as the rule
-        would see them, and those jobs' target data (for studies of the rule, tests/bench)."""
+    def member_predictions(self, jobs: Sequence[JobRecord], start: int, end: int | None = None) -> Seen:
+        """What the rule sees of the jobs of jobs[start:end] that have a row, with every member's
+        predictions (for studies of the rule, tests/bench)."""
         fitted = self.fitted
         if fitted is None:
             raise RuntimeError("member_predictions() before fit()")
-        _, preds, td, _ = self._predictions(jobs, start, end, tuple(fitted.members))
-        return preds, td
+        _, preds, td, have = self._predictions(jobs, start, end, tuple(fitted.members))
+        x, _, rows = self._features(jobs)
+        index = start + np.flatnonzero(have)
+        return Seen(preds, td, index, x[rows[index]])
 
     def limits(self, jobs: Sequence[JobRecord], start: int) -> np.ndarray:
         fitted, preds, td, have = self._predictions(jobs, start)
