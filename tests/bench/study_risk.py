@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import replace
 
 import lightgbm as lgb
 import numpy as np
@@ -29,11 +30,13 @@ from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.split import chronological_split
 from slurm_harp.learning import calibration as cal
+from slurm_harp.learning.calibration import CalibrationConfig
 from slurm_harp.learning.fitting import rung_candidates
 from slurm_harp.learning.strategy import HarpStrategy, Seen
 from tests.conftest import SHARED_TRACES
 
-BUDGET, CHUNKS, FLOOR = 0.01, 4, 1.0
+RULE = CalibrationConfig()  # the shipped calibration: 1 % budget in each of 4 parts, 161 penalties
+BUDGET, FLOOR = RULE.kill_budget, RULE.floor
 FRACTION_EDGES = np.array([0.1, 0.25, 0.5, 0.75, 1.0 - 1e-9])
 
 
@@ -75,30 +78,18 @@ def risk_table(window: Window, cell: np.ndarray, cells: int) -> np.ndarray:
     return table
 
 
-def choose(window: Window, risk: np.ndarray, penalty: float) -> tuple[np.ndarray, float]:
-    value = window.scored.saving - penalty * risk
-    best = np.argmax(value, axis=1)
-    pick = np.where(value[np.arange(len(best)), best] > 0, best, -1)
-    return cal._effect(window.scored, pick)
-
-
 def calibrated(val: Window, test: Window, risk_val: np.ndarray, risk_test: np.ndarray) -> list[float]:
     """[validation cut, kill %, test cut, kill %] with the penalty chosen as calibrate() does."""
-    parts = np.array_split(np.arange(len(val.td)), CHUNKS)
-    before = float(val.scored.base_waste.sum())
-    best: tuple[float, float, float] | None = None
-    for penalty in cal.penalty_grid(val.td, 161):
-        killed, after = choose(val, risk_val, penalty)
-        if max(float(killed[p].mean()) for p in parts) > BUDGET:
-            continue
-        cut = cal._cut(before, after)
-        if best is None or cut > best[0]:
-            best = (cut, float(penalty), 100.0 * float(killed.mean()))
-    if best is None:
+    parts = np.array_split(np.arange(len(val.td)), RULE.chunks)
+    scored = replace(val.scored, risk=risk_val)
+    found = cal._search(scored, parts, BUDGET, cal.penalty_grid(val.td, RULE.grid))
+    if found is None:
         return [0.0, 0.0, 0.0, 0.0]
-    killed, after = choose(test, risk_test, best[1])
-    test_cut = cal._cut(float(test.scored.base_waste.sum()), after)
-    return [best[0], best[2], test_cut, 100.0 * float(killed.mean())]
+    cut, penalty, kill, _ = found
+    scored = replace(test.scored, risk=risk_test)
+    killed, after = cal._effect(scored, cal._choose(scored, penalty))
+    test_cut = cal._cut(float(scored.base_waste.sum()), after)
+    return [cut, kill, test_cut, 100.0 * float(killed.mean())]
 
 
 def pairs(window: Window, rungs: list[tuple[str, float]]) -> np.ndarray:

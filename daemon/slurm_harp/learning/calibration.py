@@ -46,7 +46,7 @@ class _Scored:
     killed: np.ndarray  # (n, R) bool: newly killed under that rung
     waste: np.ndarray  # (n, R) waste under that rung
     base_waste: np.ndarray  # (n,) waste under the request
-    risk: np.ndarray  # (R,)
+    risk: np.ndarray  # (R,): one per rung, as the rule serves it; (n, R) per job in studies
 
 
 def _usable(td: TargetData) -> np.ndarray:
@@ -98,7 +98,7 @@ def _choose(scored: _Scored, penalty: float) -> np.ndarray:
     n, r = scored.saving.shape
     if r == 0:
         return np.full(n, -1)
-    value = scored.saving - penalty * scored.risk[None, :]
+    value = scored.saving - penalty * scored.risk
     best = np.argmax(value, axis=1)
     out: np.ndarray = np.where(value[np.arange(n), best] > 0, best, -1)
     return out
@@ -129,6 +129,24 @@ def penalty_grid(td: TargetData, size: int) -> np.ndarray:
     return np.concatenate([[0.0], scale * np.geomspace(1e-2, 1e7, max(size - 1, 1))])
 
 
+def _search(
+    scored: _Scored, parts: Sequence[np.ndarray], budget: float, penalties: np.ndarray
+) -> tuple[float, float, float, float] | None:
+    """(waste cut %, penalty, kill %, worst part's kill %) at the penalty with the largest cut
+    whose kill rate stays within ``budget`` in every one of ``parts``; None when none does."""
+    before = float(scored.base_waste.sum())
+    best: tuple[float, float, float, float] | None = None
+    for penalty in penalties:
+        killed, after = _effect(scored, _choose(scored, penalty))
+        worst = max((float(killed[p].mean()) for p in parts if p.size), default=0.0)
+        if worst > budget:
+            continue
+        cut = _cut(before, after)
+        if best is None or cut > best[0]:
+            best = (cut, float(penalty), 100.0 * float(killed.mean()) if killed.size else 0.0, 100.0 * worst)
+    return best
+
+
 def calibrate(
     predictions: Mapping[str, np.ndarray],
     td: TargetData,
@@ -144,21 +162,12 @@ def calibrate(
     preds = {name: np.asarray(p, dtype=np.float64)[use] for name, p in predictions.items()}
     scored = _score(preds, sub, rungs, config.floor)
     parts = np.array_split(np.arange(len(sub)), max(1, config.chunks))
-    before = float(scored.base_waste.sum())
-    best = (-np.inf, np.inf, 0.0, 0.0)  # (cut, penalty, kill %, worst part kill %)
-    for penalty in penalty_grid(sub, config.grid):
-        killed, after = _effect(scored, _choose(scored, penalty))
-        worst = max((float(killed[p].mean()) for p in parts if p.size), default=0.0)
-        if worst > config.kill_budget:
-            continue
-        cut = _cut(before, after)
-        if cut > best[0]:
-            best = (cut, float(penalty), 100.0 * float(killed.mean()) if killed.size else 0.0, 100.0 * worst)
-    cut, penalty, kill, worst = best
-    if not np.isfinite(penalty):  # even the top of the grid kills too much: never rewrite
+    found = _search(scored, parts, config.kill_budget, penalty_grid(sub, config.grid))
+    if found is None:  # even the top of the grid kills too much: never rewrite
         chosen_rungs: tuple[Rung, ...] = ()
-        penalty, cut, kill, worst = 0.0, 0.0, 0.0, 0.0
+        cut, penalty, kill, worst = 0.0, 0.0, 0.0, 0.0
     else:
+        cut, penalty, kill, worst = found
         chosen_rungs = tuple(
             Rung(name, float(m), float(r)) for (name, m), r in zip(rungs, scored.risk, strict=True)
         )
