@@ -128,7 +128,7 @@ def test_model_sees_the_history_training_would_compute(running: tuple[Daemon, Cl
         stored = list(store.records())
     expected = history_matrix([*stored, submitted])[-1]
     (seen,) = probe.rows
-    np.testing.assert_array_equal(seen[0, R:], expected)
+    np.testing.assert_array_equal(seen[0, R : R + len(expected)], expected)
     assert seen[0, R + USER_JOBS] == pytest.approx(np.log1p(len(BOB)), abs=1e-3)
 
 

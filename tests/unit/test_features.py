@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from slurm_harp.accounting.record import JobRecord
-from slurm_harp.core.features import FEATURE_NAMES, REQUEST_FEATURE_NAMES, stable_hash, vectorize
+from slurm_harp.core.features import (
+    DERIVED_FEATURE_NAMES,
+    FEATURE_NAMES,
+    REQUEST_FEATURE_NAMES,
+    stable_hash,
+    vectorize,
+)
 from slurm_harp.core.history import HISTORY_FEATURE_NAMES, HistoryIndex, history_matrix
 from slurm_harp.core.request import JobRequest
 from slurm_harp.learning.dataset import build_dataset
@@ -147,18 +153,18 @@ def _past(n: int) -> list[JobRecord]:
 
 
 def test_history_columns_follow_the_request_columns() -> None:
-    assert FEATURE_NAMES == REQUEST_FEATURE_NAMES + HISTORY_FEATURE_NAMES
+    assert FEATURE_NAMES == REQUEST_FEATURE_NAMES + HISTORY_FEATURE_NAMES + DERIVED_FEATURE_NAMES
     index = HistoryIndex()
     for record in _past(5):
         index.add(record)
     at = (FULL.submit_time or 0) + 7200
     hist = index.row(FULL, at)[np.newaxis, :]
     x = vectorize([FULL], hist)
-    r = len(REQUEST_FEATURE_NAMES)
+    r, h = len(REQUEST_FEATURE_NAMES), len(HISTORY_FEATURE_NAMES)
     np.testing.assert_array_equal(x[0, :r], vectorize([FULL])[0, :r])
-    np.testing.assert_array_equal(x[0, r:], hist[0])
+    np.testing.assert_array_equal(x[0, r : r + h], hist[0])
     assert _col(x, "h30d_user_log_jobs") == pytest.approx(math.log1p(5), abs=1e-3)
-    assert np.isnan(vectorize([FULL])[0, r:]).all()
+    assert np.isnan(vectorize([FULL])[0, r:]).all()  # no history: no derived value either
     # The batch path (training) and the single-row path (daemon) give the same bytes.
     both = vectorize([FULL, EMPTY], np.vstack([hist, hist]))
     assert both[0].tobytes() == x[0].tobytes()
@@ -169,12 +175,35 @@ def test_history_columns_follow_the_request_columns() -> None:
 def test_build_dataset_carries_causal_history() -> None:
     records = _past(40)
     data = build_dataset(list(reversed(records)))
-    r = len(REQUEST_FEATURE_NAMES)
-    np.testing.assert_array_equal(data.x[:, r:], history_matrix(records))
+    r, h = len(REQUEST_FEATURE_NAMES), len(HISTORY_FEATURE_NAMES)
+    np.testing.assert_array_equal(data.x[:, r : r + h], history_matrix(records))
     jobs = FEATURE_NAMES.index("h30d_user_log_jobs")
     assert data.x[0, jobs] == 0.0  # nobody had ended yet
     # max_rows keeps the newest rows, with the history they had in the full sweep.
     np.testing.assert_array_equal(build_dataset(records, max_rows=10).x, data.x[-10:])
+
+
+def test_derived_columns_compare_the_request_with_recent_use() -> None:
+    index = HistoryIndex()
+    for record in _past(5):  # alice's "relax" ran 600-604 s
+        index.add(record)
+    at = (FULL.submit_time or 0) + 7200
+    x = vectorize([FULL], index.row(FULL, at)[np.newaxis, :])
+    limit_s = (FULL.time_limit_minutes or 0) * 60.0
+    assert _col(x, "limit_over_name_log_max_s") == pytest.approx(
+        math.log1p(limit_s) - math.log1p(604), abs=1e-3
+    )
+    assert _col(x, "limit_over_user_log_median_s") == pytest.approx(
+        math.log1p(limit_s) - math.log1p(602), abs=1e-3
+    )
+    # On the history's 1/1024 grid, so float32 holds them exactly (ONNX parity of tree splits).
+    values = x[0, len(REQUEST_FEATURE_NAMES) + len(HISTORY_FEATURE_NAMES) :].astype(np.float64)
+    known = values[~np.isnan(values)]
+    assert known.size >= 5
+    np.testing.assert_array_equal(known * 1024, np.round(known * 1024))
+    # No memory or CPU use known for alice's jobs: those comparisons are missing, not zero.
+    assert np.isnan(_col(x, "mem_over_name_log_max_mb"))
+    assert np.isnan(_col(x, "cpus_over_user_log_last"))
 
 
 def test_single_row_with_history_is_fast() -> None:

@@ -1,8 +1,11 @@
 """The one feature map, used by training and by the daemon: JobRequest (+ history) -> float32 row.
 
-A row is the request's own features (REQUEST_FEATURE_NAMES) followed by the causal history
-features of core/history.py (HISTORY_FEATURE_NAMES): training passes history_matrix(records),
-the daemon a HistoryIndex row; without history those columns are NaN.
+A row is the request's own features (REQUEST_FEATURE_NAMES), the causal history features of
+core/history.py (HISTORY_FEATURE_NAMES: training passes history_matrix(records), the daemon a
+HistoryIndex row; without history those columns are NaN), then the request against that history
+(DERIVED_FEATURE_NAMES): log(request / recent use) of the same user+name or user. A tree splits
+on one column at a time, so "asks far more than this job name ever ran" is one split on a
+derived column, and a staircase of splits on the two columns apart.
 Only what is known at submit time goes in. NaN marks a value the user did not give, except
 GPUs and the array flag, where "not given" means none / not an array (0), as Slurm reads it.
 Counts and sizes are log1p-scaled (trees do not care; it keeps later linear models sane).
@@ -44,10 +47,28 @@ REQUEST_FEATURE_NAMES: tuple[str, ...] = (
     "hash_work_dir",
     "hash_script_signature",
 )
-FEATURE_NAMES: tuple[str, ...] = REQUEST_FEATURE_NAMES + HISTORY_FEATURE_NAMES
+# (name, request column, history column): log1p(request) - log1p(use) of the same resource.
+_DERIVED: tuple[tuple[str, str, str], ...] = (
+    ("limit_over_name_log_max_s", "log_time_limit_min", "h30d_name_log_max_s"),
+    ("limit_over_name_log_median_s", "log_time_limit_min", "h30d_name_log_median_s"),
+    ("limit_over_name_log_last_s", "log_time_limit_min", "h30d_name_log_last_s"),
+    ("limit_over_user_log_max_s", "log_time_limit_min", "h30d_user_log_max_s"),
+    ("limit_over_user_log_median_s", "log_time_limit_min", "h30d_user_log_median_s"),
+    ("mem_over_name_log_max_mb", "log_mem_per_node_mb", "h30d_name_log_max_mem_mb"),
+    ("mem_over_user_log_last_mb", "log_mem_per_node_mb", "h30d_user_log_last_mem_mb"),
+    ("cpus_over_name_log_last", "log_cpus", "h30d_name_log_last_cpus"),
+    ("cpus_over_user_log_last", "log_cpus", "h30d_user_log_last_cpus"),
+)
+DERIVED_FEATURE_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _DERIVED)
+FEATURE_NAMES: tuple[str, ...] = REQUEST_FEATURE_NAMES + HISTORY_FEATURE_NAMES + DERIVED_FEATURE_NAMES
 _R = len(REQUEST_FEATURE_NAMES)
 _H = len(HISTORY_FEATURE_NAMES)
-_NAN_HISTORY = [math.nan] * _H
+_BASE = REQUEST_FEATURE_NAMES + HISTORY_FEATURE_NAMES
+_FROM = np.array([_BASE.index(request) for _, request, _ in _DERIVED])
+_OF = np.array([_BASE.index(history) for _, _, history in _DERIVED])
+# Time limits are in minutes, history in seconds: those request columns are rescaled first.
+_MINUTES = np.array([request == "log_time_limit_min" for _, request, _ in _DERIVED])
+_Q = 1024.0  # on the history's 1/1024 grid (core.key_history): exact in float32
 
 _NAN = math.nan
 _HASH_SCALE = 1.0 / 2**32
@@ -116,15 +137,21 @@ def vectorize(requests: Sequence[JobRequest], history: np.ndarray | None = None)
     """Features of ``requests`` as a float32 array of shape (n, len(FEATURE_NAMES)).
 
     ``history`` is the (n, len(HISTORY_FEATURE_NAMES)) history of the same requests, row for row
-    (history.history_matrix or HistoryIndex.row); None leaves those columns NaN."""
+    (history.history_matrix or HistoryIndex.row); None leaves the history (and derived) columns NaN."""
     n = len(requests)
     if history is not None and history.shape != (n, _H):
         raise ValueError(f"history has shape {history.shape}, expected {(n, _H)}")
-    if n == 1:
-        tail = _NAN_HISTORY if history is None else history[0].tolist()
-        return np.array([row(requests[0]) + tail], dtype=np.float32)
-    out = np.empty((n, _R + _H), dtype=np.float32)
+    out = np.empty((n, len(FEATURE_NAMES)), dtype=np.float32)
     for i, request in enumerate(requests):
         out[i, :_R] = row(request)
-    out[:, _R:] = np.nan if history is None else history
+    out[:, _R : _R + _H] = np.nan if history is None else history
+    out[:, _R + _H :] = derived(out)
+    return out
+
+
+def derived(x: np.ndarray) -> np.ndarray:
+    """The DERIVED_FEATURE_NAMES columns of feature rows ``x`` (NaN where either side is)."""
+    request = x[:, _FROM].astype(np.float64)
+    request[:, _MINUTES] = np.log1p(np.expm1(request[:, _MINUTES]) * 60.0)
+    out: np.ndarray = np.round((request - x[:, _OF]) * _Q) / _Q
     return out
