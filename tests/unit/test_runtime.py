@@ -115,6 +115,13 @@ def test_feature_mismatch(copy: Path) -> None:
     _edit_card(copy, lambda card: card["features"].append("extra"))
     with pytest.raises(ModelError, match="feature mismatch"):
         QuantileModel.load(copy)
+    # A model from before the derived columns (the upgrade case): named, not loaded.
+    old = list(FEATURE_NAMES[: FEATURE_NAMES.index("limit_over_name_log_max_s")])
+    _edit_card(copy, lambda card: card.__setitem__("features", old))
+    with pytest.raises(
+        ModelError, match=f"model has {len(old)} features, daemon computes {len(FEATURE_NAMES)}"
+    ):
+        QuantileModel.load(copy)
 
 
 def test_missing_file(copy: Path) -> None:
