@@ -15,6 +15,7 @@ from slurm_harp.core.features import (
     DERIVED_FEATURE_NAMES,
     FEATURE_NAMES,
     REQUEST_FEATURE_NAMES,
+    derived,
     stable_hash,
     vectorize,
 )
@@ -204,6 +205,13 @@ def test_derived_columns_compare_the_request_with_recent_use() -> None:
     # No memory or CPU use known for alice's jobs: those comparisons are missing, not zero.
     assert np.isnan(_col(x, "mem_over_name_log_max_mb"))
     assert np.isnan(_col(x, "cpus_over_user_log_last"))
+
+
+def test_derived_is_missing_rather_than_an_error_when_a_side_is_not_finite() -> None:
+    past = [1.0] * len(HISTORY_FEATURE_NAMES)
+    values = derived([math.inf] * len(REQUEST_FEATURE_NAMES), past)
+    assert len(values) == len(DERIVED_FEATURE_NAMES)
+    assert all(math.isnan(v) for v in values)
 
 
 def test_single_row_with_history_is_fast() -> None:

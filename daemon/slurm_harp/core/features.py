@@ -137,15 +137,15 @@ def row(request: JobRequest) -> list[float]:
 
 def derived(own: Sequence[float], history: Sequence[float]) -> list[float]:
     """The DERIVED_FEATURE_NAMES values of one row from its request and history columns as stored
-    (float32 values), NaN where either side is. Plain Python: one path for training and serving,
-    a few µs per row."""
+    (float32 values), NaN where either side is (or the difference is not finite). Plain Python:
+    one path for training and serving, a few µs per row."""
     out = []
     for at, of, minutes in _SPEC:
         value = own[at]
         if minutes:
             value = math.log1p(math.expm1(value) * 60.0)
         difference = value - history[of]
-        out.append(round(difference * _Q) / _Q if difference == difference else _NAN)
+        out.append(round(difference * _Q) / _Q if math.isfinite(difference) else _NAN)
     return out
 
 
