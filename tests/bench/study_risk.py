@@ -45,7 +45,7 @@ class Window:
 
     def __init__(self, seen: Seen, jobs: list[JobRecord], rungs: list[tuple[str, float]]) -> None:
         td = seen.td
-        use = (td.requested > 0) & (td.value > 0)
+        use = cal._usable(td)
         self.td = td.take(np.flatnonzero(use))
         self.x = seen.x[use]
         self.partitions = [jobs[i].request.partition or "" for i in seen.index[use]]

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from slurm_harp.core.history import HISTORY_FEATURE_NAMES, user_key
+from slurm_harp.core.key_history import rounded
 from slurm_harp.core.request import JobRequest
 
 REQUEST_FEATURE_NAMES: tuple[str, ...] = (
@@ -70,7 +71,6 @@ _SPEC = tuple(
     (REQUEST_FEATURE_NAMES.index(own), HISTORY_FEATURE_NAMES.index(past), own == "log_time_limit_min")
     for _, own, past in _DERIVED
 )
-_Q = 1024.0  # on the history's 1/1024 grid (core.key_history): exact in float32
 
 _NAN = math.nan
 _HASH_SCALE = 1.0 / 2**32
@@ -145,7 +145,8 @@ def derived(own: Sequence[float], history: Sequence[float]) -> list[float]:
         if minutes:
             value = math.log1p(math.expm1(value) * 60.0)
         difference = value - history[of]
-        out.append(round(difference * _Q) / _Q if math.isfinite(difference) else _NAN)
+        # On the history's 1/1024 grid (key_history.rounded): exact in float32, as tree splits need.
+        out.append(rounded(difference) if math.isfinite(difference) else _NAN)
     return out
 
 
