@@ -55,6 +55,8 @@ class TrainingSettings:
     max_jobs: int = 500_000  # train on the most recent N jobs of the store
     threads: int = 1  # LightGBM threads: the head node runs slurmctld too
     refit: bool = True  # publish models refitted on every job once the rule is calibrated
+    trees: int = 200  # boosting rounds per quantile model (as `harp train --trees`)
+    learning_rate: float = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,16 @@ class Settings:
 
 _SCHEMA: dict[str, set[str]] = {
     "": {"server", "store", "policy", "history", "training"},
-    "training": {"kill_budget", "tolerance", "keep", "max_jobs", "threads", "refit"},
+    "training": {
+        "kill_budget",
+        "tolerance",
+        "keep",
+        "max_jobs",
+        "threads",
+        "refit",
+        "trees",
+        "learning_rate",
+    },
     "server": {
         "socket",
         "socket_mode",
@@ -175,6 +186,9 @@ def _training(r: _Reader, tr: Mapping[str, Any]) -> TrainingSettings:
     tolerance = r.get(tr, "training", "tolerance", float, 0.5)
     if not 0.0 <= tolerance <= 100.0:
         raise r.fail("training.tolerance", f"must be in [0, 100] points, got {tolerance}")
+    rate = r.get(tr, "training", "learning_rate", float, 0.05)
+    if not 0.0 < rate <= 1.0:
+        raise r.fail("training.learning_rate", f"must be in (0, 1], got {rate}")
     return TrainingSettings(
         kill_budget=budget,
         tolerance=tolerance,
@@ -182,6 +196,8 @@ def _training(r: _Reader, tr: Mapping[str, Any]) -> TrainingSettings:
         max_jobs=_positive(r, "training.max_jobs", r.get(tr, "training", "max_jobs", int, 500_000)),
         threads=_positive(r, "training.threads", r.get(tr, "training", "threads", int, 1)),
         refit=r.get(tr, "training", "refit", bool, True),
+        trees=_positive(r, "training.trees", r.get(tr, "training", "trees", int, 200)),
+        learning_rate=rate,
     )
 
 

@@ -68,12 +68,17 @@ def test_a_failed_harvest_stops_the_chain(
     assert main(["nightly", "--config", str(site)]) == 1
     assert "slurmdbd down" in caplog.text and "not retraining tonight" in caplog.text
     assert ModelStore(tmp_path / "models").versions(Target.TIME) == []
-    # --skip-harvest trains on the store as it is; [training] refit = false publishes the validated models.
-    site.write_text(site.read_text().replace("keep = 2", "keep = 2\nrefit = false"))
+    # --skip-harvest trains on the store as it is; [training] refit = false publishes the validated
+    # models; trees and learning_rate reach the boosters.
+    site.write_text(
+        site.read_text().replace("keep = 2", "keep = 2\nrefit = false\ntrees = 12\nlearning_rate = 0.3")
+    )
     assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
     current = ModelStore(tmp_path / "models").current_dir(Target.TIME)
     assert current is not None
-    assert json.loads((current / "card.json").read_text())["training"]["refit_on_all_jobs"] is False
+    card = json.loads((current / "card.json").read_text())
+    assert card["training"]["refit_on_all_jobs"] is False
+    assert card["params"]["n_estimators"] == 12 and card["params"]["learning_rate"] == 0.3
 
 
 def test_config_problems_are_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

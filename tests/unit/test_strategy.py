@@ -119,3 +119,18 @@ def test_a_window_served_by_one_model_set_only(
     assert strategy.limits(jobs, split.validation_end).shape == (len(jobs) - split.validation_end,)
     assert strategy.limits(jobs, len(jobs)).shape == (0,)
     assert strategy.pareto(jobs, split.validation_end)
+
+
+def test_evaluate_passes_the_tree_settings_to_ours() -> None:
+    """`harp evaluate --trees --learning-rate` grades ours as `harp train` would fit it with them."""
+    from slurm_harp.evaluation import lineup
+
+    ours = lineup.build("ours", Target.TIME, ours_options={"trees": 40, "learning_rate": 0.2})
+    assert isinstance(ours, HarpStrategy)
+    family = ours.config.family
+    assert (family.params.n_estimators, family.params.learning_rate) == (40, 0.2)
+    assert family.censored_rounds == family.start_rounds == 10
+    default = lineup.build("ours", Target.TIME)
+    assert isinstance(default, HarpStrategy) and default.config == MethodConfig()
+    custom = HarpStrategy(Target.TIME, FAST, trees=10)  # only what is given changes
+    assert custom.config.family.params == replace(FAST.family.params, n_estimators=10)

@@ -13,12 +13,13 @@ import pytest
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord
 from slurm_harp.accounting.swf import parse_swf
 from slurm_harp.commands import train as train_command
+from slurm_harp.config import parse
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning import booster
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.dataset import build_dataset
-from slurm_harp.learning.family import FamilyConfig, fit_family
+from slurm_harp.learning.family import FamilyConfig, fit_family, side_rounds
 from slurm_harp.learning.trainer import split_rows
 from slurm_harp.learning.walltime import TrainingError, train_walltime
 from slurm_harp.model.runtime import QuantileModel
@@ -237,7 +238,27 @@ def test_cli_refuses_what_it_cannot_do(tmp_path: Path, monkeypatch: pytest.Monke
     assert _run_cli("--source", str(tmp_path / "missing.swf"), "--store", str(tmp_path)) == 2
     with pytest.raises(SystemExit):
         _run_cli("--source", "sacct", "--store", str(tmp_path), "--quantiles", "0.5,2")
+    for bad in (["--trees", "0"], ["--trees", "many"], ["--learning-rate", "0"], ["--learning-rate", "1.5"]):
+        with pytest.raises(SystemExit):
+            _run_cli("--source", "sacct", "--store", str(tmp_path), *bad)
     empty = tmp_path / "empty.swf"
     empty.write_text("; nothing\n")
     assert _run_cli("--source", str(empty), "--store", str(tmp_path / "s")) == 1  # no data to train
     assert ModelStore(tmp_path / "s").versions("time") == []
+
+
+def test_tree_settings_agree_and_scale_the_side_fits() -> None:
+    """The CLI's and the config's defaults are the boosters' own; a site's number of trees scales
+    the censored refinement and the custom-loss start with it (a quarter each)."""
+    default = BoosterParams()
+    assert (default.n_estimators, default.learning_rate) == (train_command.TREES, train_command.LEARNING_RATE)
+    settings = parse({}).training
+    assert (settings.trees, settings.learning_rate) == (default.n_estimators, default.learning_rate)
+    family = FamilyConfig()
+    assert family.censored_rounds == family.start_rounds == side_rounds(default.n_estimators)
+    config = train_command.method_config(
+        (0.9,), (), ("upp", "ov_mape", 1.0), 0.01, 1.0, 2, trees=40, learning_rate=0.2
+    )
+    params = config.family.params
+    assert (params.n_estimators, params.learning_rate, params.n_jobs) == (40, 0.2, 2)
+    assert config.family.censored_rounds == config.family.start_rounds == 10

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
-from slurm_harp.commands.arguments import fraction
+from slurm_harp.commands.arguments import count, fraction, rate
+from slurm_harp.commands.train import LEARNING_RATE, TREES
 from slurm_harp.core.request import Target
 
 if TYPE_CHECKING:
@@ -48,6 +49,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--max-jobs", type=int, default=None, help="evaluate the most recent N jobs only")
     p.add_argument("--seed", type=int, default=0, help="seed of the randomised baselines (default: 0)")
+    p.add_argument(
+        "--trees",
+        type=count,
+        default=TREES,
+        help="ours: boosting rounds of each quantile model, as `harp train --trees` (default: %(default)s)",
+    )
+    p.add_argument(
+        "--learning-rate",
+        type=rate,
+        default=LEARNING_RATE,
+        help="ours: LightGBM's, as `harp train --learning-rate` (default: %(default)s)",
+    )
     p.set_defaults(func=run)
 
 
@@ -124,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
         unavailable: dict[str, str] = {}
         for name in names:
             try:
-                strategies.append(lineup.build(name, target, seed=args.seed))
+                options = {"trees": args.trees, "learning_rate": args.learning_rate}
+                strategies.append(lineup.build(name, target, seed=args.seed, ours_options=options))
             except lineup.Unavailable as exc:
                 unavailable[name] = str(exc)
         result = evaluate_target(timeline, target, strategies, args.kill_budget)

@@ -83,6 +83,8 @@ def _train(settings: Settings, records: list[JobRecord]) -> int:
         t.kill_budget,
         1.0,
         t.threads,
+        t.trees,
+        t.learning_rate,
     )
     plan = Plan(
         store=settings.store,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_records
-from slurm_harp.commands.arguments import fraction
+from slurm_harp.commands.arguments import count, fraction, rate
 from slurm_harp.core.request import Target
 from slurm_harp.model.store import ModelStore
 
@@ -33,6 +33,9 @@ ALL = "all"
 QUANTILES = "0.5,0.7,0.8,0.9,0.95,0.98,0.99"
 COMPARE = "huber,eloss,linear,tree,mlp"
 SELECT = "upp,ov_mape,1.0"
+# booster.BoosterParams' defaults, here so that --help works without the training extra (tested).
+TREES = 200
+LEARNING_RATE = 0.05
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -105,6 +108,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--max-rows", type=int, default=None, help="train on the most recent N jobs only")
     p.add_argument(
         "--threads", type=int, default=1, help="LightGBM threads; more only on idle cores (default: 1)"
+    )
+    p.add_argument(
+        "--trees",
+        type=count,
+        default=TREES,
+        help="boosting rounds of each quantile model; the censored refinement and the custom-loss "
+        "models' start take a quarter of that (default: %(default)s)",
+    )
+    p.add_argument(
+        "--learning-rate", type=rate, default=LEARNING_RATE, help="LightGBM's (default: %(default)s)"
     )
     p.add_argument(
         "--sacct-start",
@@ -198,7 +211,14 @@ def run(args: argparse.Namespace) -> int:
     plan = Plan(
         store=Path(args.store),
         config=method_config(
-            args.quantiles, args.compare, args.select, args.kill_budget, args.floor, args.threads
+            args.quantiles,
+            args.compare,
+            args.select,
+            args.kill_budget,
+            args.floor,
+            args.threads,
+            args.trees,
+            args.learning_rate,
         ),
         source=origin,
         max_rows=args.max_rows,
@@ -218,6 +238,8 @@ def method_config(
     kill_budget: float,
     floor: float,
     threads: int,
+    trees: int = TREES,
+    learning_rate: float = LEARNING_RATE,
 ) -> MethodConfig:
     # Imported here so that the daemon's own commands work without the training extra installed.
     from slurm_harp.learning.booster import BoosterParams
@@ -226,10 +248,9 @@ def method_config(
     from slurm_harp.learning.fitting import MethodConfig
     from slurm_harp.learning.selection import SelectionPolicy
 
+    family = FamilyConfig(quantiles=quantiles, compare=compare, params=BoosterParams(n_jobs=max(1, threads)))
     return MethodConfig(
-        family=FamilyConfig(
-            quantiles=quantiles, compare=compare, params=BoosterParams(n_jobs=max(1, threads))
-        ),
+        family=family.boosted(trees, learning_rate),
         selection=SelectionPolicy(*select),
         calibration=CalibrationConfig(kill_budget=kill_budget, floor=floor),
     )

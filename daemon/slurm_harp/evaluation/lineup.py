@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from typing import cast
+from collections.abc import Mapping
+from typing import Any, cast
 
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.baselines import RequestStrategy, ScaledTsafrirStrategy, TsafrirStrategy
@@ -20,9 +21,12 @@ class Unavailable(Exception):
     """A strategy that cannot run here (not installed, or not for this target)."""
 
 
-def build(name: str, target: Target, seed: int = 0) -> Strategy:
+def build(
+    name: str, target: Target, seed: int = 0, ours_options: Mapping[str, Any] | None = None
+) -> Strategy:
     """A fresh, unfitted strategy. Raises ValueError for an unknown name, Unavailable for ours
-    when it cannot be imported (e.g. no `train` extra) or it refuses the target."""
+    when it cannot be imported (e.g. no `train` extra) or it refuses the target.
+    ``ours_options``: keyword arguments of HarpStrategy (e.g. ``trees``)."""
     if name == "request":
         return RequestStrategy(target)
     if name == "tsafrir":
@@ -36,13 +40,13 @@ def build(name: str, target: Target, seed: int = 0) -> Strategy:
     if name == "harp-mlp":
         return HarpStyleStrategy(target, "mlp", seed)
     if name == OURS:
-        return ours(target)
+        return ours(target, ours_options or {})
     raise ValueError(f"unknown strategy {name!r}; known: {', '.join(NAMES)}")
 
 
-def ours(target: Target) -> Strategy:
-    """slurm_harp.learning.strategy.HarpStrategy(target), imported lazily so that LightGBM and
-    ONNX (the `train` extra) are loaded only when ours is asked for."""
+def ours(target: Target, options: Mapping[str, Any]) -> Strategy:
+    """slurm_harp.learning.strategy.HarpStrategy(target, **options), imported lazily so that
+    LightGBM and ONNX (the `train` extra) are loaded only when ours is asked for."""
     try:
         module = importlib.import_module(OURS_MODULE)
     except ImportError as exc:
@@ -51,7 +55,7 @@ def ours(target: Target) -> Strategy:
     if factory is None:
         raise Unavailable(f"{OURS_MODULE} has no HarpStrategy")
     try:
-        return cast(Strategy, factory(target))
+        return cast(Strategy, factory(target, **options))
     except (ValueError, NotImplementedError) as exc:
         raise Unavailable(f"HarpStrategy does not support target {target.value}: {exc}") from exc
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,8 @@ class FamilyConfig:
     quantiles: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99)
     compare: tuple[str, ...] = COMPARISON
     eloss_tau: float = 0.9
+    # A quarter of the main fit's trees each (side_rounds); boosted() keeps that share when a site
+    # sets its own number of trees.
     censored_rounds: int = 50
     start_rounds: int = 50  # quantile trees under a custom-loss model
     sklearn_max_rows: int = 100_000
@@ -61,6 +63,13 @@ class FamilyConfig:
         unknown = set(self.compare) - set(COMPARISON)
         if unknown:
             raise ValueError(f"unknown comparison models {sorted(unknown)}; known: {COMPARISON}")
+
+    def boosted(self, trees: int, learning_rate: float) -> FamilyConfig:
+        """This family with ``trees`` boosting rounds at ``learning_rate``; the censored
+        refinement and the custom-loss start keep their share (side_rounds)."""
+        rounds = side_rounds(trees)
+        params = replace(self.params, n_estimators=trees, learning_rate=learning_rate)
+        return replace(self, params=params, censored_rounds=rounds, start_rounds=rounds)
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,12 @@ class Member:
         if not error <= SKLEARN_TOLERANCE:
             raise ParityError(f"{self.name}: ONNX export differs from sklearn by {error:.3g}")
         return data, error
+
+
+def side_rounds(trees: int) -> int:
+    """Trees of the censored refinement and of the quantile start under a custom loss, for a
+    main fit of ``trees``: a quarter, as in FamilyConfig's defaults."""
+    return max(1, trees // 4)
 
 
 def quantile_name(q: float) -> str:

@@ -62,15 +62,23 @@ class HarpStrategy:
         config: MethodConfig | None = None,
         floor: float = 1.0,
         refit: bool = True,
+        trees: int | None = None,
+        learning_rate: float | None = None,
         **options: Any,
     ) -> None:
         """``options`` override MethodConfig fields (e.g. ``ladder_margins=(1.0, 1.2)``);
         ``floor`` is the smallest limit the rule proposes (default: Slurm's one unit);
-        ``refit``: see the module documentation."""
+        ``refit``: see the module documentation; ``trees``, ``learning_rate``: the boosters'
+        (None: the family's own), as `harp train --trees --learning-rate`."""
         self.name = "ours"
         self.target = Target(target)
         base = config or MethodConfig()
-        self.config = replace(base, **options) if options else base
+        base = replace(base, **options) if options else base
+        if trees is not None or learning_rate is not None:
+            params = base.family.params
+            family = base.family.boosted(trees or params.n_estimators, learning_rate or params.learning_rate)
+            base = replace(base, family=family)
+        self.config = base
         self.floor = floor
         self.refit = refit
         self.fitted: Fitted | None = None
