@@ -1,17 +1,19 @@
 """Benchmark: a full `harp train` on 1 M jobs, wall time and peak RSS, against a baseline run.
 
     .venv/bin/python -m tests.bench.bench_train [--jobs 1000000] [--trace LANL] [--threads 2]
-                                                [--variants baseline,time,all,all-norefit]
+                                                [--variants baseline,time,all,all-norefit,all-fast]
 
 A real trace (default LANL-CM5: it has run times, memory and CPU time, so every target trains)
 is extended by time-shifted copies (the whole trace again after it ends, same users) and written
 as one SWF file. Each variant is a separate `harp train` process (peak RSS is its own):
-- baseline: the issue-2 training: three quantile models (0.5, 0.9, 0.95), time only, no
-  comparison models;
+- baseline: the issue-2 training: three quantile models (0.5, 0.9, 0.95) of 200 trees at a
+  learning rate of 0.05, time only, no comparison models;
 - time: today's default `harp train` (the quantile ladder, HARP's asymmetric Huber, E-Loss,
   linear, tree and MLP, WTM choice, calibrated rule), time only;
 - all: the same for every target the data has (`--target all`: time, memory, CPUs);
-- all-norefit: the same without refitting the published models on every job (`--no-refit`).
+- all-norefit: the same without refitting the published models on every job (`--no-refit`);
+- all-fast: every target with half the trees at twice the learning rate (`--trees 100
+  --learning-rate 0.1`), a site's setting for a shorter nightly run.
 Targets from the issue: <= 5 min and <= 4 GiB on 2 cores. Prints each run and its ratio to the
 baseline.
 """
@@ -33,10 +35,14 @@ from tests.conftest import SHARED_TRACES
 LIMIT_S = 300.0
 LIMIT_MB = 4096.0
 VARIANTS: dict[str, list[str]] = {
-    "baseline": ["--target", "time", "--quantiles", "0.5,0.9,0.95", "--compare", "none"],
+    "baseline": [
+        *("--target", "time", "--quantiles", "0.5,0.9,0.95", "--compare", "none"),
+        *("--trees", "200", "--learning-rate", "0.05"),
+    ],
     "time": ["--target", "time"],
     "all": ["--target", "all"],
     "all-norefit": ["--target", "all", "--no-refit"],
+    "all-fast": ["--target", "all", "--trees", "100", "--learning-rate", "0.1"],
 }
 
 
@@ -92,7 +98,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--trace", default="LANL", help="a trace name prefix under the shared traces")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--variants", default="baseline,time,all,all-norefit")
+    parser.add_argument("--variants", default="baseline,time,all,all-norefit,all-fast")
     args = parser.parse_args()
     trace = next(iter(sorted(SHARED_TRACES.glob(f"{args.trace}*.swf.gz"))), None)
     if trace is None:
