@@ -131,14 +131,14 @@ def run(args: argparse.Namespace) -> int:
         + ", ".join(f"{w} {b - a}" for w, (a, b) in timeline.windows().items())
     )
     targets = list(Target) if args.target == "all" else [Target(args.target)]
+    ours = {"trees": args.trees, "learning_rate": args.learning_rate}
     results: list[TargetReport] = []
     for target in targets:
         strategies: list[Strategy] = []
         unavailable: dict[str, str] = {}
         for name in names:
             try:
-                options = {"trees": args.trees, "learning_rate": args.learning_rate}
-                strategies.append(lineup.build(name, target, seed=args.seed, ours_options=options))
+                strategies.append(lineup.build(name, target, seed=args.seed, ours_options=ours))
             except lineup.Unavailable as exc:
                 unavailable[name] = str(exc)
         result = evaluate_target(timeline, target, strategies, args.kill_budget)
