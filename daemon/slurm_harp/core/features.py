@@ -65,11 +65,11 @@ FEATURE_NAMES: tuple[str, ...] = REQUEST_FEATURE_NAMES + HISTORY_FEATURE_NAMES +
 _R = len(REQUEST_FEATURE_NAMES)
 _H = len(HISTORY_FEATURE_NAMES)
 _NAN_HISTORY = [math.nan] * _H
-# Per derived column: (request column, history column, whether the request is in minutes: the
-# history is in seconds).
+# The time limit is in minutes, the history in seconds: derived() converts it once per row.
+_LIMIT = REQUEST_FEATURE_NAMES.index("log_time_limit_min")
+# Per derived column: (request column, history column); _LIMIT stands for the limit in seconds.
 _SPEC = tuple(
-    (REQUEST_FEATURE_NAMES.index(own), HISTORY_FEATURE_NAMES.index(past), own == "log_time_limit_min")
-    for _, own, past in _DERIVED
+    (REQUEST_FEATURE_NAMES.index(own), HISTORY_FEATURE_NAMES.index(past)) for _, own, past in _DERIVED
 )
 
 _NAN = math.nan
@@ -139,12 +139,10 @@ def derived(own: Sequence[float], history: Sequence[float]) -> list[float]:
     """The DERIVED_FEATURE_NAMES values of one row from its request and history columns as stored
     (float32 values), NaN where either side is (or the difference is not finite). Plain Python:
     one path for training and serving, a few µs per row."""
+    limit_s = math.log1p(math.expm1(own[_LIMIT]) * 60.0)
     out = []
-    for at, of, minutes in _SPEC:
-        value = own[at]
-        if minutes:
-            value = math.log1p(math.expm1(value) * 60.0)
-        difference = value - history[of]
+    for at, of in _SPEC:
+        difference = (limit_s if at == _LIMIT else own[at]) - history[of]
         # On the history's 1/1024 grid (key_history.rounded): exact in float32, as tree splits need.
         out.append(rounded(difference) if math.isfinite(difference) else _NAN)
     return out
