@@ -17,6 +17,8 @@ from slurm_harp.core.request import Target
 DEFAULT_PATH = Path("/etc/slurm-harp/harp.toml")
 DEFAULT_SOCKET = Path("/run/slurm-harp/harp.sock")
 DEFAULT_STORE = Path("/var/lib/slurm-harp/models")
+# learning.fitting.Refit's values, default first (tested equal): this reader imports no learning.
+REFIT = ("full", "update", "off")
 
 
 class ConfigError(ValueError):
@@ -54,7 +56,7 @@ class TrainingSettings:
     keep: int = 5  # model versions kept per target (the serving one always)
     max_jobs: int = 500_000  # train on the most recent N jobs of the store
     threads: int = 1  # LightGBM threads: the head node runs slurmctld too
-    refit: bool = True  # publish models refitted on every job once the rule is calibrated
+    refit: str = "full"  # one of REFIT: how the published models meet the newest jobs
     trees: int = 200  # boosting rounds per quantile model (as `harp train --trees`)
     learning_rate: float = 0.05
 
@@ -195,10 +197,20 @@ def _training(r: _Reader, tr: Mapping[str, Any]) -> TrainingSettings:
         keep=_positive(r, "training.keep", r.get(tr, "training", "keep", int, 5)),
         max_jobs=_positive(r, "training.max_jobs", r.get(tr, "training", "max_jobs", int, 500_000)),
         threads=_positive(r, "training.threads", r.get(tr, "training", "threads", int, 1)),
-        refit=r.get(tr, "training", "refit", bool, True),
+        refit=_refit(r, tr),
         trees=_positive(r, "training.trees", r.get(tr, "training", "trees", int, 200)),
         learning_rate=rate,
     )
+
+
+def _refit(r: _Reader, tr: Mapping[str, Any]) -> str:
+    """A REFIT name; true (earlier versions' refit on every job) is "full", false "off"."""
+    value = tr.get("refit", REFIT[0])
+    if isinstance(value, bool):
+        return REFIT[0] if value else "off"
+    if value not in REFIT:
+        raise r.fail("training.refit", f"must be one of {', '.join(REFIT)} (or true, false); got {value!r}")
+    return str(value)
 
 
 def _history(r: _Reader, hist: Mapping[str, Any]) -> HistorySettings:

@@ -1,7 +1,7 @@
 """Benchmark: a full `harp train` on 1 M jobs, wall time and peak RSS, against a baseline run.
 
     .venv/bin/python -m tests.bench.bench_train [--jobs 1000000] [--trace LANL] [--threads 2]
-                                                [--variants baseline,time,all,all-norefit,all-fast]
+                                                [--variants baseline,time,all,all-norefit,all-fast,all-update]
 
 A real trace (default LANL-CM5: it has run times, memory and CPU time, so every target trains)
 is extended by time-shifted copies (the whole trace again after it ends, same users) and written
@@ -13,7 +13,9 @@ as one SWF file. Each variant is a separate `harp train` process (peak RSS is it
 - all: the same for every target the data has (`--target all`: time, memory, CPUs);
 - all-norefit: the same without refitting the published models on every job (`--no-refit`);
 - all-fast: every target with half the trees at twice the learning rate (`--trees 100
-  --learning-rate 0.1`), a site's setting for a shorter nightly run.
+  --learning-rate 0.1`), a site's setting for a shorter nightly run;
+- all-update: every target, the published models continued on the validation window's jobs
+  instead of fitted again on every job (`--refit update`).
 Targets from the issue: <= 5 min and <= 4 GiB on 2 cores. Prints each run and its ratio to the
 baseline.
 """
@@ -43,6 +45,7 @@ VARIANTS: dict[str, list[str]] = {
     "all": ["--target", "all"],
     "all-norefit": ["--target", "all", "--no-refit"],
     "all-fast": ["--target", "all", "--trees", "100", "--learning-rate", "0.1"],
+    "all-update": ["--target", "all", "--refit", "update"],
 }
 
 

@@ -43,3 +43,22 @@ def test_no_rounds_returns_the_base() -> None:
     shared = TrainingSet(x, y, FAST)
     base = shared.quantile(0.5, 5)
     assert shared.continued(base, Pinball(0.5), censored, 0) is base
+
+
+def test_a_quantile_fit_on_a_base_keeps_its_trees_and_follows_a_shift() -> None:
+    x, y, _ = rows()
+    probe = x[:300]
+    base = TrainingSet(x, y, FAST).quantile(0.5, FAST.n_estimators)
+    shifted = TrainingSet(x, y + 3.0, FAST)
+    more = shifted.quantile(0.5, 60, base=base)
+    assert more.num_trees() == base.num_trees() + 60
+    np.testing.assert_allclose(more.predict(probe, num_iteration=base.num_trees()), base.predict(probe))
+    # Each new leaf is re-fit to the new rows' median residual: most of the shift is followed.
+    before = float(np.median(y + 3.0 - base.predict(x)))
+    after = float(np.median(y + 3.0 - more.predict(x)))
+    assert before > 2.5 and abs(after) < 0.3, (before, after)
+    # A plain fit on the same set afterwards starts from the labels again, not from the base.
+    fresh = TrainingSet(x, y + 3.0, FAST).quantile(0.5, FAST.n_estimators)
+    np.testing.assert_array_equal(
+        shifted.quantile(0.5, FAST.n_estimators).predict(probe), fresh.predict(probe)
+    )

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,19 @@ def test_full_file_is_parsed(tmp_path: Path) -> None:
     assert s.policy.rules[0].mode is Mode.REWRITE and s.policy.default_mode is Mode.SHADOW
 
 
+@pytest.mark.parametrize(
+    ("text", "mode"),
+    [("", "full"), ("refit = 'update'", "update"), ("refit = true", "full"), ("refit = false", "off")],
+)
+def test_refit_modes(text: str, mode: str) -> None:
+    """A name of learning.fitting.Refit; the booleans of earlier configs still read."""
+    from slurm_harp.config import REFIT
+    from slurm_harp.learning.fitting import Refit
+
+    assert tuple(Refit) == REFIT and Refit(REFIT[0]) is Refit.FULL
+    assert parse(tomllib.loads(f"[training]\n{text}\n")).training.refit == mode
+
+
 def test_defaults_are_safe() -> None:
     s = parse({})
     assert s.policy.default_mode is Mode.SHADOW and s.server.socket_mode == 0o660 and s.server.tcp is None
@@ -55,7 +69,7 @@ def test_defaults_are_safe() -> None:
         ("[policy]\nlimits = 'loose'\n", "policy.limits: must be one of calibrated, quantile"),
         ("[training]\nkill_budget = 1.5\n", "training.kill_budget: must be a fraction"),
         ("[training]\nkeep = 0\n", "training.keep: must be >= 1"),
-        ("[training]\nrefit = 'yes'\n", "training.refit: expected bool"),
+        ("[training]\nrefit = 'yes'\n", "training.refit: must be one of full, update, off (or true, false)"),
         ("[training]\nepochs = 3\n", "training.epochs: unknown key"),
         ("[training]\ntrees = 0\n", "training.trees: must be >= 1"),
         ("[training]\nlearning_rate = 0\n", "training.learning_rate: must be in (0, 1]"),

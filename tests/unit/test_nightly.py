@@ -77,7 +77,7 @@ def test_a_failed_harvest_stops_the_chain(
     current = ModelStore(tmp_path / "models").current_dir(Target.TIME)
     assert current is not None
     card = json.loads((current / "card.json").read_text())
-    assert card["training"]["refit_on_all_jobs"] is False
+    assert card["training"]["refit"] == "off"
     assert card["params"]["n_estimators"] == 12 and card["params"]["learning_rate"] == 0.3
 
 

@@ -146,10 +146,12 @@ def test_promote_never_always_keep_and_a_broken_champion(db: Path, tmp_path: Pat
     assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--promote", "never", "--no-refit") == 0
     assert store.current_version(Target.TIME) is None and len(store.versions(Target.TIME)) == 1
     only = store.target_dir(Target.TIME) / store.versions(Target.TIME)[0]
-    assert json.loads((only / "card.json").read_text())["training"]["refit_on_all_jobs"] is False
+    assert json.loads((only / "card.json").read_text())["training"]["refit"] == "off"
     assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--promote", "always") == 0
     champion = store.current_version(Target.TIME)
     assert champion == store.versions(Target.TIME)[-1]
+    card = json.loads((store.target_dir(Target.TIME) / str(champion) / "card.json").read_text())
+    assert card["training"]["refit"] == "full"  # the default
     # A champion whose files were damaged cannot be compared: the challenger replaces it.
     for f in (store.target_dir(Target.TIME) / str(champion)).glob("*.onnx"):
         f.write_bytes(b"damaged")

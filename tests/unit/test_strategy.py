@@ -14,7 +14,7 @@ from slurm_harp.evaluation.split import chronological_split
 from slurm_harp.evaluation.strategy import Split, Strategy
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.family import FamilyConfig
-from slurm_harp.learning.fitting import MethodConfig
+from slurm_harp.learning.fitting import MethodConfig, Refit
 from slurm_harp.learning.strategy import HarpStrategy
 from tests.unit.test_models import records
 
@@ -92,9 +92,11 @@ def test_refuses_too_little_data_and_takes_options() -> None:
         HarpStrategy(Target.TIME, no_such_option=1)
 
 
-def test_refit_serves_only_the_test_window(timeline: tuple[list[JobRecord], Split]) -> None:
+@pytest.mark.parametrize("refit", [Refit.UPDATE, Refit.FULL])
+def test_refit_serves_only_the_test_window(timeline: tuple[list[JobRecord], Split], refit: Refit) -> None:
     jobs, split = timeline
-    fresh, stale = HarpStrategy(Target.TIME, config=FAST), HarpStrategy(Target.TIME, config=FAST, refit=False)
+    fresh = HarpStrategy(Target.TIME, config=FAST, refit=refit)
+    stale = HarpStrategy(Target.TIME, config=FAST, refit="off")
     fresh.fit(jobs, split, 0.02)
     stale.fit(jobs, split, 0.02)
     a, b = fresh.limits(jobs, split.train_end), stale.limits(jobs, split.train_end)
@@ -106,9 +108,9 @@ def test_refit_serves_only_the_test_window(timeline: tuple[list[JobRecord], Spli
 
 
 @pytest.mark.parametrize("target", [Target.TIME, Target.MEMORY, Target.CPUS])
-@pytest.mark.parametrize("refit", [True, False])
+@pytest.mark.parametrize("refit", list(Refit))
 def test_a_window_served_by_one_model_set_only(
-    timeline: tuple[list[JobRecord], Split], target: Target, refit: bool
+    timeline: tuple[list[JobRecord], Split], target: Target, refit: Refit
 ) -> None:
     """pareto/limits from the test window's first job: with refit no job is left for the first
     models, without it none for the refitted ones; predicting on no rows must not fail (it did
@@ -122,15 +124,18 @@ def test_a_window_served_by_one_model_set_only(
 
 
 def test_evaluate_passes_the_tree_settings_to_ours() -> None:
-    """`harp evaluate --trees --learning-rate` grades ours as `harp train` would fit it with them."""
+    """`harp evaluate --trees --learning-rate --refit` grades ours as `harp train` would fit it."""
     from slurm_harp.evaluation import lineup
 
-    ours = lineup.build("ours", Target.TIME, ours_options={"trees": 40, "learning_rate": 0.2})
-    assert isinstance(ours, HarpStrategy)
+    ours = lineup.build(
+        "ours", Target.TIME, ours_options={"trees": 40, "learning_rate": 0.2, "refit": "update"}
+    )
+    assert isinstance(ours, HarpStrategy) and ours.refit is Refit.UPDATE
     family = ours.config.family
     assert (family.params.n_estimators, family.params.learning_rate) == (40, 0.2)
-    assert family.censored_rounds == family.start_rounds == 10
+    assert family.censored_rounds == family.start_rounds == family.update_rounds == 10
     default = lineup.build("ours", Target.TIME)
     assert isinstance(default, HarpStrategy) and default.config == MethodConfig()
+    assert default.refit is Refit.FULL
     custom = HarpStrategy(Target.TIME, FAST, trees=10)  # only what is given changes
     assert custom.config.family.params == replace(FAST.family.params, n_estimators=10)

@@ -113,7 +113,7 @@ def test_train_publish_load_predict_round_trip(tmp_path: Path) -> None:
     # The served predictions are the native model's, in minutes.
     data = build_dataset(records)
     x = data.x[-300:]
-    # Once the rule is calibrated the published models are refitted on every job (learning.trainer).
+    # Once the rule is calibrated the published models are refitted on every job (Refit.FULL, the default).
     train = data
     # The 0.9 model as the family fits it: quantile trees, then the censored refinement.
     native = fit_family(

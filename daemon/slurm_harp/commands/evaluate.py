@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
 from slurm_harp.commands.arguments import count, fraction, rate
 from slurm_harp.commands.train import LEARNING_RATE, TREES
+from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 
 if TYPE_CHECKING:
@@ -60,6 +61,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         type=rate,
         default=LEARNING_RATE,
         help="ours: LightGBM's, as `harp train --learning-rate` (default: %(default)s)",
+    )
+    p.add_argument(
+        "--refit",
+        choices=REFIT,
+        default=REFIT[0],
+        help="ours: how its models meet the test window, as `harp train --refit` (default: %(default)s)",
     )
     p.set_defaults(func=run)
 
@@ -131,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         + ", ".join(f"{w} {b - a}" for w, (a, b) in timeline.windows().items())
     )
     targets = list(Target) if args.target == "all" else [Target(args.target)]
-    ours = {"trees": args.trees, "learning_rate": args.learning_rate}
+    ours = {"trees": args.trees, "learning_rate": args.learning_rate, "refit": args.refit}
     results: list[TargetReport] = []
     for target in targets:
         strategies: list[Strategy] = []

@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(settings: Settings, records: list[JobRecord]) -> int:
+    from slurm_harp.learning.fitting import Refit
     from slurm_harp.learning.pipeline import Plan
 
     t = settings.training
@@ -94,6 +95,6 @@ def _train(settings: Settings, records: list[JobRecord]) -> int:
         promote="auto",
         tolerance=t.tolerance,
         keep=t.keep,
-        refit=t.refit,
+        refit=Refit(t.refit),
     )
     return train_command.train_targets(records, list(Target), plan, every=True)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_records
 from slurm_harp.commands.arguments import count, fraction, rate
+from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 from slurm_harp.model.store import ModelStore
 
@@ -99,12 +100,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--keep", type=int, default=5, help="versions kept per target (default: %(default)s)")
     p.add_argument(
-        "--no-refit",
-        dest="refit",
-        action="store_false",
-        help="publish the models fitted before the validation window instead of refitting them on every "
-        "job once the rule is calibrated (faster; the served models are then one window older)",
+        "--refit",
+        choices=REFIT,
+        default=REFIT[0],
+        help="once the rule is calibrated, the published models are: full = fitted again on every "
+        "job (default); update = continued with a few trees fitted on the jobs since their fit "
+        "(faster); off = served as fitted before the validation window (one window older)",
     )
+    p.add_argument("--no-refit", dest="refit", action="store_const", const="off", help="= --refit off")
     p.add_argument("--max-rows", type=int, default=None, help="train on the most recent N jobs only")
     p.add_argument(
         "--threads", type=int, default=1, help="LightGBM threads; more only on idle cores (default: 1)"
@@ -206,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot read %s: %s", origin, exc)
         return 2
     log.info("%s", stats.summary())
+    from slurm_harp.learning.fitting import Refit
     from slurm_harp.learning.pipeline import Plan
 
     plan = Plan(
@@ -225,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
         promote=args.promote,
         tolerance=args.tolerance,
         keep=args.keep,
-        refit=args.refit,
+        refit=Refit(args.refit),
     )
     targets = list(Target) if args.target == ALL else [Target(args.target)]
     return train_targets(records, targets, plan, every=args.target == ALL)

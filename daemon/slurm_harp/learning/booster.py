@@ -69,11 +69,17 @@ class TrainingSet:
         # The raw rows stay: continued training predicts its base model's scores from them.
         return lgb.Dataset(self._x, self._y, params=_train_params(self._params), free_raw_data=False)
 
-    def quantile(self, alpha: float, rounds: int) -> lgb.Booster:
-        """A booster for the ``alpha`` quantile of the labels (NaN features = missing)."""
+    def quantile(self, alpha: float, rounds: int, base: lgb.Booster | None = None) -> lgb.Booster:
+        """A booster for the ``alpha`` quantile of the labels (NaN features = missing); with
+        ``base``, that model plus ``rounds`` such trees (each leaf re-fit to the rows' quantile)."""
+        train_params = {**_train_params(self._params), "objective": "quantile", "alpha": alpha}
+        if base is not None:
+            self._continued = True
+            return lgb.train(
+                train_params, self._data, num_boost_round=rounds, init_model=base, keep_training_booster=False
+            )
         if self._continued:
             self._data, self._continued = self._binned(), False
-        train_params = {**_train_params(self._params), "objective": "quantile", "alpha": alpha}
         return lgb.train(train_params, self._data, num_boost_round=rounds)
 
     def continued(self, base: lgb.Booster, loss: Loss, censored: np.ndarray, rounds: int) -> lgb.Booster:

@@ -16,6 +16,8 @@ The comparison models (all but the quantile ladder) see at most ``compare_max_ro
 recent training rows: on a million jobs they would otherwise double the training time. The
 ladder sees at most ``ladder_max_rows`` of them: older jobs still shape every row's history
 features, and the most recent behaviour is what the next jobs resemble.
+``update_family`` brings fitted boosters up to date with jobs that ended since: a few more trees
+of each one's loss on those jobs only (learning.fitting, Refit.UPDATE).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class FamilyConfig:
     # sets its own number of trees.
     censored_rounds: int = 50
     start_rounds: int = 50  # quantile trees under a custom-loss model
+    update_rounds: int = 50  # trees each boosted model adds in update_family (and as many censored)
     sklearn_max_rows: int = 100_000
     compare_max_rows: int = 100_000
     ladder_max_rows: int = 300_000
@@ -69,7 +72,7 @@ class FamilyConfig:
         refinement and the custom-loss start keep their share (side_rounds)."""
         rounds = side_rounds(trees)
         params = replace(self.params, n_estimators=trees, learning_rate=learning_rate)
-        return replace(self, params=params, censored_rounds=rounds, start_rounds=rounds)
+        return replace(self, params=params, censored_rounds=rounds, start_rounds=rounds, update_rounds=rounds)
 
 
 @dataclass(frozen=True)
@@ -108,8 +111,8 @@ class Member:
 
 
 def side_rounds(trees: int) -> int:
-    """Trees of the censored refinement and of the quantile start under a custom loss, for a
-    main fit of ``trees``: a quarter, as in FamilyConfig's defaults."""
+    """Trees of the censored refinement, of the quantile start under a custom loss and of an
+    update, for a main fit of ``trees``: a quarter, as in FamilyConfig's defaults."""
     return max(1, trees // 4)
 
 
@@ -152,9 +155,60 @@ def fit_family(
             model = compare_set.continued(starts[levels[kind]], loss, censored, params.n_estimators)
             members.append(Member("eloss", "eloss", config.eloss_tau, model))
         else:
-            keep = slice(max(0, len(y) - config.sklearn_max_rows), None)
-            members.append(Member(kind, kind, None, _sklearn_fit(kind, x[keep], y[keep], params.seed)))
+            members.append(fit_sklearn(kind, x, y, config))
     return members
+
+
+def update_family(
+    members: Sequence[Member],
+    x: np.ndarray,
+    y: np.ndarray,
+    censored: np.ndarray,
+    cost: np.ndarray,
+    config: FamilyConfig,
+) -> list[Member]:
+    """The boosted ``members`` continued on new training rows (the jobs that ended since they were
+    fitted), ``config.update_rounds`` trees each, on the rows fit_family would give them: a
+    quantile model takes LightGBM's quantile trees (leaves re-fit to the new jobs' quantiles, so
+    a shift in the workload is followed), then as many censored trees when the rows hold censored
+    jobs; Huber and E-Loss take trees of their own loss. Other members are returned unchanged."""
+    params, rounds = config.params, config.update_rounds
+    boosted = [m for m in members if m.kind in BOOSTED]
+    if not boosted or len(y) == 0 or rounds <= 0:
+        return list(members)
+    ladder = slice(max(0, len(y) - config.ladder_max_rows), None)
+    recent = slice(max(0, len(y) - config.compare_max_rows), None)
+    sets: dict[str, booster.TrainingSet] = {}
+
+    def binned(name: str, part: slice) -> booster.TrainingSet:
+        if name not in sets:  # once per row range, and only when a member needs it
+            sets[name] = booster.TrainingSet(x[part], y[part], params)
+        return sets[name]
+
+    flags = censored[ladder]
+    refine = rounds if bool(np.any(flags)) else 0
+    out: dict[str, Member] = {}
+    for m in boosted:
+        if m.kind == "quantile" and m.quantile is not None:
+            on = binned("ladder", ladder)
+            followed = on.quantile(m.quantile, rounds, base=m.model)
+            model = on.continued(followed, Pinball(m.quantile), flags, refine)
+        else:
+            on = binned("recent", recent)
+            loss = (
+                AsymmetricHuber()
+                if m.kind == "huber"
+                else CostWeightedPinball(config.eloss_tau, np.asarray(cost[recent], dtype=np.float64))
+            )
+            model = on.continued(m.model, loss, censored[recent], rounds)
+        out[m.name] = replace(m, model=model)
+    return [out.get(m.name, m) for m in members]
+
+
+def fit_sklearn(kind: str, x: np.ndarray, y: np.ndarray, config: FamilyConfig) -> Member:
+    """One of HARP's models ("linear", "tree", "mlp") on the most recent ``sklearn_max_rows`` rows."""
+    keep = slice(max(0, len(y) - config.sklearn_max_rows), None)
+    return Member(kind, kind, None, _sklearn_fit(kind, x[keep], y[keep], config.params.seed))
 
 
 def _sklearn_fit(kind: str, x: np.ndarray, y: np.ndarray, seed: int) -> Any:

@@ -17,7 +17,7 @@ from typing import Literal
 from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.learning.dataset import Dataset
-from slurm_harp.learning.fitting import MethodConfig
+from slurm_harp.learning.fitting import MethodConfig, Refit
 from slurm_harp.learning.promotion import NOTE, Verdict, challenge
 from slurm_harp.learning.trainer import TrainingError, TrainResult, train_target
 from slurm_harp.model.retention import prune, sweep
@@ -36,7 +36,7 @@ class Plan:
     source: str = ""
     max_rows: int | None = None
     promote: Promote = "auto"  # auto: when not worse (learning.promotion); always; never
-    refit: bool = True  # publish models refitted on every job (learning.trainer)
+    refit: Refit = Refit.FULL  # how the published models meet the newest jobs (learning.fitting)
     tolerance: float = 0.5
     keep: int = 5
 

@@ -6,13 +6,11 @@ selection policy and the safety rule's calibration (kill budget) see the validat
 limits: the calibrated rule (model.decision.ladder_limits) for jobs[start:], NaN = keep the
 request. pareto: the rule's (newly killed %, waste cut %) as its penalty sweeps, on jobs[start:].
 
-Refit (default on): once the rule is calibrated, the models are fitted again on every job known
-when the test window opens, and jobs from there on are predicted by those. This is what the
-nightly retraining does in production: the model serving a job is never older than the one
-the rule was calibrated with was on validation. Without it the test window is served by a model
-one window older than the calibration assumed, and on the SWF traces the kill rate then grew
-past the budget (KTH 1.33 %, SDSC 1.07 %, CTC 1.15 % at a 1 % budget). Validation jobs are
-always predicted by the models fitted on the training window only.
+Refit (learning.fitting.Refit, default FULL): once the rule is calibrated, the models are
+brought up to date with every job known when the test window opens, and jobs from there on are
+predicted by those. This is what the nightly retraining does in production: the model serving a
+job is never older than the one the rule was calibrated with was on validation. Validation jobs
+are always predicted by the models fitted on the training window only.
 """
 
 from __future__ import annotations
@@ -33,9 +31,10 @@ from slurm_harp.learning.family import Member
 from slurm_harp.learning.fitting import (
     Fitted,
     MethodConfig,
+    Refit,
     fit_and_calibrate,
     predict_units,
-    refit_published,
+    refreshed,
 )
 from slurm_harp.learning.targets import TargetData, target_data, usable_in_order
 from slurm_harp.model.decision import ladder_limits
@@ -61,7 +60,7 @@ class HarpStrategy:
         target: Target,
         config: MethodConfig | None = None,
         floor: float = 1.0,
-        refit: bool = True,
+        refit: Refit | str = Refit.FULL,
         trees: int | None = None,
         learning_rate: float | None = None,
         **options: Any,
@@ -80,7 +79,7 @@ class HarpStrategy:
             base = replace(base, family=family)
         self.config = base
         self.floor = floor
-        self.refit = refit
+        self.refit = Refit(refit)
         self.fitted: Fitted | None = None
         self._later: tuple[int, dict[str, Member]] | None = None  # (first job index, refitted models)
         self._memo: tuple[Sequence[JobRecord], np.ndarray, TargetData, np.ndarray] | None = None
@@ -108,12 +107,10 @@ class HarpStrategy:
             x, td, train, validation, replace(self.config, calibration=calibration)
         )
         self._later = None
-        if self.refit and split.validation_end < len(jobs):
+        if self.refit is not Refit.OFF and split.validation_end < len(jobs):
             known = _rows(rows, _known_training(jobs, split.validation_end))
-            self._later = (
-                split.validation_end,
-                refit_published(self.fitted, x, td, known, self.config).members,
-            )
+            served = refreshed(self.fitted, self.refit, x, td, known, train, self.config)
+            self._later = (split.validation_end, served.members)
 
     def _predictions(
         self, jobs: Sequence[JobRecord], start: int, end: int | None = None, names: Sequence[str] = ()

@@ -2,14 +2,13 @@
 
 The last ``validation_fraction`` of jobs (by submit time) validate; the older ones train, minus
 those still running when the validation window opened (in production a model trained at time T
-only knows jobs that had ended by T). The model is chosen and the rule calibrated there. Then,
-with ``refit`` (default), the published models (every quantile model of the ladder, the chosen
-one, whatever the rule reads) are fitted again on every job, validation included, and served
-with the rule calibrated before: the same method `harp evaluate` grades as "ours"
-(learning.strategy). Without the refit the served models would be one validation window older
-than the ones the rule was calibrated with, and test kill rates drifted past the budget. The
-card's validation figures, and the challenger's standing at promotion, come from the models
-fitted before the validation window: out of sample.
+only knows jobs that had ended by T). The model is chosen and the rule calibrated there. Then
+the published models (every quantile model of the ladder, the chosen one, whatever the rule
+reads) are brought up to date with the jobs since, as ``refit`` says (learning.fitting.Refit:
+by default fitted again on every job), and served with the rule calibrated before: the same method
+`harp evaluate` grades as "ours" (learning.strategy). The card's validation figures, and the
+challenger's standing at promotion, come from the models fitted before the validation window:
+out of sample.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.learning import report
 from slurm_harp.learning.dataset import Dataset, build_dataset
-from slurm_harp.learning.fitting import Fitted, MethodConfig, fit_and_calibrate, refit_published
+from slurm_harp.learning.fitting import Fitted, MethodConfig, Refit, fit_and_calibrate, refreshed
 from slurm_harp.learning.targets import TRANSFORM, UNIT, TargetData, target_data
 from slurm_harp.model.card import CARD_FORMAT, model_file_name
 from slurm_harp.model.decision import ladder_limits
@@ -104,7 +103,7 @@ def train_target(
     validation_fraction: float = 0.2,
     max_rows: int | None = None,
     data: Dataset | None = None,
-    refit: bool = True,
+    refit: Refit = Refit.FULL,
 ) -> TrainResult:
     """Fit, choose, calibrate and export ``target``'s models. Raises TrainingError when there is
     nothing fit to publish. ``data``: build_dataset(records, max_rows) when the caller already
@@ -122,7 +121,7 @@ def train_target(
     except ValueError as exc:
         raise TrainingError(str(exc)) from exc
     started_refit = time.monotonic()
-    served = refit_published(fitted, data.x, td, np.arange(len(td)), config) if refit else fitted
+    served = refreshed(fitted, refit, data.x, td, np.arange(len(td)), rows.train, config)
     refit_seconds = time.monotonic() - started_refit
     files, entries, parity = _export(served, data.x[rows.validation][-PARITY_ROWS:])
     # Out of sample: the predictions of the models fitted before the validation window.
@@ -139,7 +138,7 @@ def train_target(
         "selection": report.selection_section(fitted, config),
         "calibration": report.calibration_section(fitted, config),
         "training": report.window(data, td, rows, source, time.monotonic() - started)
-        | {"refit_on_all_jobs": refit, "refit_seconds": round(refit_seconds, 3)},
+        | {"refit": refit.value, "refit_seconds": round(refit_seconds, 3)},
         "validation": validation,
         "parity_max_abs_error": parity,
         "libraries": report.library_versions(),

@@ -14,7 +14,7 @@ from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.family import FamilyConfig
-from slurm_harp.learning.fitting import MethodConfig
+from slurm_harp.learning.fitting import MethodConfig, Refit
 from slurm_harp.learning.trainer import TrainingError, TrainResult, train_target
 
 DEFAULT_QUANTILES: tuple[float, ...] = FamilyConfig().quantiles
@@ -31,6 +31,7 @@ def train_walltime(
     validation_fraction: float = 0.2,
     max_rows: int | None = None,
     config: MethodConfig | None = None,
+    refit: Refit = Refit.FULL,
 ) -> TrainResult:
     """``train_target`` for time with these quantiles and booster parameters."""
     base = config or MethodConfig()
@@ -49,4 +50,5 @@ def train_walltime(
         source=source,
         validation_fraction=validation_fraction,
         max_rows=max_rows,
+        refit=refit,
     )
