@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from slurm_harp.learning.booster import BoosterParams, TrainingSet
@@ -62,3 +64,16 @@ def test_a_quantile_fit_on_a_base_keeps_its_trees_and_follows_a_shift() -> None:
     np.testing.assert_array_equal(
         shifted.quantile(0.5, FAST.n_estimators).predict(probe), fresh.predict(probe)
     )
+
+
+def test_quantiles_side_by_side_are_the_one_thread_fits() -> None:
+    x, y, censored = rows()
+    alphas = (0.5, 0.9, 0.99)
+    one = [TrainingSet(x, y, FAST).quantile(a, FAST.n_estimators).model_to_string() for a in alphas]
+    shared = TrainingSet(x, y, replace(FAST, n_jobs=2))
+    two = shared.quantiles(alphas, FAST.n_estimators)
+    assert [m.model_to_string() for m in two] == one
+    # After a continued fit left its scores on the set, the rows are binned again first.
+    shared.continued(two[0], Pinball(0.5), censored, 5)
+    assert [m.model_to_string() for m in shared.quantiles(alphas, FAST.n_estimators)] == one
+    assert [m.model_to_string() for m in TrainingSet(x, y, FAST).quantiles(alphas, FAST.n_estimators)] == one

@@ -110,7 +110,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--no-refit", dest="refit", action="store_const", const="off", help="= --refit off")
     p.add_argument("--max-rows", type=int, default=None, help="train on the most recent N jobs only")
     p.add_argument(
-        "--threads", type=int, default=1, help="LightGBM threads; more only on idle cores (default: 1)"
+        "--threads",
+        type=int,
+        default=1,
+        help="LightGBM threads (the quantile ladder: that many one-thread fits side by side); more only "
+        "on idle cores (default: 1)",
     )
     p.add_argument(
         "--trees",

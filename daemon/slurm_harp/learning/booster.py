@@ -10,7 +10,9 @@ objectives, so the booster is relabelled "regression" (identity link, which it i
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import lightgbm as lgb
@@ -81,6 +83,25 @@ class TrainingSet:
         if self._continued:
             self._data, self._continued = self._binned(), False
         return lgb.train(train_params, self._data, num_boost_round=rounds)
+
+    def quantiles(self, alphas: Sequence[float], rounds: int) -> list[lgb.Booster]:
+        """``quantile(alpha, rounds)`` for each alpha, fitted side by side on ``n_jobs`` threads of
+        one LightGBM thread each: a plain fit only reads the binned rows, LightGBM works without
+        the GIL, and on 2 cores two one-thread fits took ~10 % less time than one two-thread fit
+        after the other. Each model is the one-thread fit's, whatever ``n_jobs`` (tested)."""
+        workers = min(self._params.n_jobs, len(alphas))
+        if workers <= 1:
+            return [self.quantile(alpha, rounds) for alpha in alphas]
+        if self._continued:
+            self._data, self._continued = self._binned(), False
+        self._data.construct()  # once, before the threads share it
+        single = {**_train_params(replace(self._params, n_jobs=1)), "objective": "quantile"}
+
+        def fit(alpha: float) -> lgb.Booster:
+            return lgb.train({**single, "alpha": alpha}, self._data, num_boost_round=rounds)
+
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(fit, alphas))
 
     def continued(self, base: lgb.Booster, loss: Loss, censored: np.ndarray, rounds: int) -> lgb.Booster:
         """``base`` plus ``rounds`` trees fitted to ``loss``; ``censored`` flags the rows.

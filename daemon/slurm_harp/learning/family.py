@@ -131,7 +131,7 @@ def fit_family(
     compare_set = ladder_set if recent == ladder else booster.TrainingSet(x[recent], y[recent], params)
     # Every plain quantile fit before the continued ones: see booster.TrainingSet.
     quantiles = sorted(set(config.quantiles))
-    bases = [ladder_set.quantile(q, params.n_estimators) for q in quantiles]
+    bases = ladder_set.quantiles(quantiles, params.n_estimators)
     # Huber and E-Loss start from the same quantile model when their levels agree (the default).
     levels = {k: 0.9 if k == "huber" else config.eloss_tau for k in config.compare if k in ("huber", "eloss")}
     starts = {
