@@ -86,9 +86,9 @@ class TrainingSet:
 
     def quantiles(self, alphas: Sequence[float], rounds: int) -> list[lgb.Booster]:
         """``quantile(alpha, rounds)`` for each alpha, fitted side by side on ``n_jobs`` threads of
-        one LightGBM thread each: a plain fit only reads the binned rows, LightGBM works without
-        the GIL, and on 2 cores two one-thread fits took ~10 % less time than one two-thread fit
-        after the other. Each model is the one-thread fit's, whatever ``n_jobs`` (tested)."""
+        one LightGBM thread each (a plain fit only reads the binned rows, and LightGBM works
+        without the GIL). Each model is the one-thread fit's, whatever ``n_jobs`` (tested); end to
+        end the retrain moved by no more than runs vary (README, benchmarks)."""
         workers = min(self._params.n_jobs, len(alphas))
         if workers <= 1:
             return [self.quantile(alpha, rounds) for alpha in alphas]

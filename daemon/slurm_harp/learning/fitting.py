@@ -48,11 +48,11 @@ class Refit(StrEnum):
     Served as they are (OFF), those models are one window older on the next jobs than they were
     on the jobs the rule was calibrated on, and test kill rates drifted past the budget (KTH 1.21 %,
     SDSC 1.19 % at 1 %: `harp evaluate --refit off`). FULL (the default) fits them again on every
-    job: that kept the budget, for about a third of the training time on 1 M jobs. UPDATE continues
-    each with a few trees fitted on the jobs since (family.update_family): the served model is the
-    calibrated one plus a correction for the newest jobs, for 0.80-0.83 of the whole training time, but
-    the test kill rates went further over the budget on KTH and LANL memory (README, "What was
-    tried")."""
+    job (KTH 1.02 %, SDSC 0.68 %), for about a third of the training time on 1 M jobs. UPDATE
+    continues each with a few trees fitted on the jobs since (family.update_family): the served
+    model is the calibrated one plus a correction for the newest jobs, for 0.80-0.83 of the whole
+    training time, but the test kill rates went further over the budget on KTH and LANL memory
+    (README, "What was tried")."""
 
     FULL = "full"
     UPDATE = "update"
