@@ -105,3 +105,4 @@ def test_the_shipped_example_config_is_valid() -> None:
     s = load(REPO / "deploy" / "config" / "harp.toml")
     assert s.policy.default_mode is Mode.SHADOW and s.server.socket_mode == 0o660
     assert s.history.db == Path("/var/lib/slurm-harp/jobs.sqlite")
+    assert s.training.refit == "full"
