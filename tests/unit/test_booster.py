@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from slurm_harp.learning.booster import BoosterParams, TrainingSet
 from slurm_harp.learning.objectives import Pinball
@@ -77,3 +78,14 @@ def test_quantiles_side_by_side_are_the_one_thread_fits() -> None:
     shared.continued(two[0], Pinball(0.5), censored, 5)
     assert [m.model_to_string() for m in shared.quantiles(alphas, FAST.n_estimators)] == one
     assert [m.model_to_string() for m in TrainingSet(x, y, FAST).quantiles(alphas, FAST.n_estimators)] == one
+
+
+def test_rows_per_leaf_vary_only_on_a_set_binned_for_it() -> None:
+    x, y, _ = rows()
+    base = TrainingSet(x, y, FAST).quantile(0.9, 5)
+    with pytest.raises(ValueError, match="leaf_rows"):
+        TrainingSet(x, y, FAST).quantile(0.9, 5, base=base, leaf_rows=200)
+    varying = TrainingSet(x, y, FAST, leaf_rows=True)
+    wide = varying.quantile(0.9, 5, base=base, leaf_rows=200)
+    narrow = varying.quantile(0.9, 5, base=base)  # fewer rows per leaf after more: still allowed
+    assert wide.num_trees() == narrow.num_trees() == 10

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +39,13 @@ def rows(n: int, shift: float, seed: int) -> tuple[np.ndarray, ...]:
     return x, y, rng.random(n) < 0.1, np.ones(n)
 
 
+def leaf_counts(node: dict[str, Any]) -> int:
+    """The fewest rows in a leaf of a tree dumped by LightGBM."""
+    if "leaf_count" in node:
+        return int(node["leaf_count"])
+    return min(leaf_counts(node["left_child"]), leaf_counts(node["right_child"]))
+
+
 def trees(member: object) -> int:
     return int(member.model.num_trees())  # type: ignore[attr-defined]
 
@@ -60,6 +69,18 @@ def test_boosted_members_continue_on_the_new_jobs_and_follow_a_shift() -> None:
     # Without censored jobs among them no censored trees are added.
     plain = by_name(update_family(members, x, y, np.zeros(len(y), dtype=bool), cost, FAMILY))
     assert trees(plain["q0.90"]) == trees(old["q0.90"]) + FAMILY.update_rounds
+    # Each new quantile tree's leaves hold min_child_samples / (1 - q) of the new jobs (the
+    # censored trees after them keep the family's own minimum).
+    for name, q in (("q0.50", 0.5), ("q0.90", 0.9)):
+        tree_info = new[name].model.dump_model()["tree_info"]
+        start = trees(old[name])
+        added, censored_trees = (
+            tree_info[start : start + FAMILY.update_rounds],
+            tree_info[start + FAMILY.update_rounds :],
+        )
+        least = math.ceil(FAMILY.params.min_child_samples / (1 - q))
+        assert min(leaf_counts(t["tree_structure"]) for t in added) >= least
+        assert min(leaf_counts(t["tree_structure"]) for t in censored_trees) < least
     # Nothing new: nothing changes.
     assert update_family(members, x[:0], y[:0], censored[:0], cost[:0], FAMILY) == members
 

@@ -62,19 +62,30 @@ class TrainingSet:
     fit after a continued one bins the rows again: correct in any order, fastest with the
     plain fits first. Results are those of a fresh set per fit (tested)."""
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, params: BoosterParams) -> None:
-        self._x, self._y, self._params = x, y, params
+    def __init__(self, x: np.ndarray, y: np.ndarray, params: BoosterParams, leaf_rows: bool = False) -> None:
+        """``leaf_rows``: fits on this set may ask for their own least rows per leaf."""
+        self._x, self._y, self._params, self._leaf_rows = x, y, params, leaf_rows
         self._data = self._binned()
         self._continued = False
 
     def _binned(self) -> lgb.Dataset:
         # The raw rows stay: continued training predicts its base model's scores from them.
-        return lgb.Dataset(self._x, self._y, params=_train_params(self._params), free_raw_data=False)
+        # LightGBM drops the features no leaf of min_child_samples rows can split at binning, and
+        # refuses a later fit with fewer rows per leaf; a set whose fits vary keeps them all.
+        params = _train_params(self._params) | ({"feature_pre_filter": False} if self._leaf_rows else {})
+        return lgb.Dataset(self._x, self._y, params=params, free_raw_data=False)
 
-    def quantile(self, alpha: float, rounds: int, base: lgb.Booster | None = None) -> lgb.Booster:
+    def quantile(
+        self, alpha: float, rounds: int, base: lgb.Booster | None = None, leaf_rows: int | None = None
+    ) -> lgb.Booster:
         """A booster for the ``alpha`` quantile of the labels (NaN features = missing); with
-        ``base``, that model plus ``rounds`` such trees (each leaf re-fit to the rows' quantile)."""
+        ``base``, that model plus ``rounds`` such trees (each leaf re-fit to the rows' quantile).
+        ``leaf_rows``: least rows per leaf (default: min_child_samples; needs a ``leaf_rows`` set)."""
         train_params = {**_train_params(self._params), "objective": "quantile", "alpha": alpha}
+        if leaf_rows is not None:
+            if not self._leaf_rows:
+                raise ValueError("leaf_rows on a set binned without leaf_rows=True")
+            train_params["min_child_samples"] = leaf_rows
         if base is not None:
             self._continued = True
             return lgb.train(

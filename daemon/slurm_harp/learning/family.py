@@ -171,7 +171,12 @@ def update_family(
     fitted), ``config.update_rounds`` trees each, on the rows fit_family would give them: a
     quantile model takes LightGBM's quantile trees (leaves re-fit to the new jobs' quantiles, so
     a shift in the workload is followed), then as many censored trees when the rows hold censored
-    jobs; Huber and E-Loss take trees of their own loss. Other members are returned unchanged."""
+    jobs; Huber and E-Loss take trees of their own loss. Other members are returned unchanged.
+
+    A quantile-q tree's leaves hold at least min_child_samples / (1 - q) of the new jobs, so that
+    each leaf's quantile rests on min_child_samples jobs above it: re-fit on a window's few jobs,
+    a 0.99 leaf of 20 would sit near the largest of them, too low for the jobs to come (on KTH-SP2's
+    test window the update killed 1.32 % with 20 rows per leaf, 1.02 % with this rule)."""
     params, rounds = config.params, config.update_rounds
     boosted = [m for m in members if m.kind in BOOSTED]
     if not boosted or len(y) == 0 or rounds <= 0:
@@ -182,7 +187,7 @@ def update_family(
 
     def binned(name: str, part: slice) -> booster.TrainingSet:
         if name not in sets:  # once per row range, and only when a member needs it
-            sets[name] = booster.TrainingSet(x[part], y[part], params)
+            sets[name] = booster.TrainingSet(x[part], y[part], params, leaf_rows=True)
         return sets[name]
 
     flags = censored[ladder]
@@ -191,7 +196,8 @@ def update_family(
     for m in boosted:
         if m.kind == "quantile" and m.quantile is not None:
             on = binned("ladder", ladder)
-            followed = on.quantile(m.quantile, rounds, base=m.model)
+            leaf_rows = math.ceil(params.min_child_samples / (1.0 - m.quantile))
+            followed = on.quantile(m.quantile, rounds, base=m.model, leaf_rows=leaf_rows)
             model = on.continued(followed, Pinball(m.quantile), flags, refine)
         else:
             on = binned("recent", recent)

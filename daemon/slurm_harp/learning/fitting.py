@@ -51,8 +51,8 @@ class Refit(StrEnum):
     job (KTH 1.02 %, SDSC 0.68 %), for about a third of the training time on 1 M jobs. UPDATE
     continues each with a few trees fitted on the jobs since (family.update_family): the served
     model is the calibrated one plus a correction for the newest jobs, for 0.80-0.83 of the whole
-    training time, but the test kill rates went further over the budget on KTH and LANL memory
-    (README, "What was tried")."""
+    training time; on test it cut more walltime waste at about the same kill rates, but less CPU
+    waste, and LANL-CM5 memory went further over the budget (README, "What was tried")."""
 
     FULL = "full"
     UPDATE = "update"
