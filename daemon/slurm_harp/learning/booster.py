@@ -81,7 +81,7 @@ class TrainingSet:
         """A booster for the ``alpha`` quantile of the labels (NaN features = missing); with
         ``base``, that model plus ``rounds`` such trees (each leaf re-fit to the rows' quantile).
         ``leaf_rows``: least rows per leaf (default: min_child_samples; needs a ``leaf_rows`` set)."""
-        train_params = {**_train_params(self._params), "objective": "quantile", "alpha": alpha}
+        train_params = _quantile_params(self._params, alpha)
         if leaf_rows is not None:
             if not self._leaf_rows:
                 raise ValueError("leaf_rows on a set binned without leaf_rows=True")
@@ -91,9 +91,7 @@ class TrainingSet:
             return lgb.train(
                 train_params, self._data, num_boost_round=rounds, init_model=base, keep_training_booster=False
             )
-        if self._continued:
-            self._data, self._continued = self._binned(), False
-        return lgb.train(train_params, self._data, num_boost_round=rounds)
+        return lgb.train(train_params, self._plain(), num_boost_round=rounds)
 
     def quantiles(self, alphas: Sequence[float], rounds: int) -> list[lgb.Booster]:
         """``quantile(alpha, rounds)`` for each alpha, fitted side by side on ``n_jobs`` threads of
@@ -103,16 +101,21 @@ class TrainingSet:
         workers = min(self._params.n_jobs, len(alphas))
         if workers <= 1:
             return [self.quantile(alpha, rounds) for alpha in alphas]
-        if self._continued:
-            self._data, self._continued = self._binned(), False
-        self._data.construct()  # once, before the threads share it
-        single = {**_train_params(replace(self._params, n_jobs=1)), "objective": "quantile"}
+        data = self._plain().construct()  # once, before the threads share it
+        single = replace(self._params, n_jobs=1)
 
         def fit(alpha: float) -> lgb.Booster:
-            return lgb.train({**single, "alpha": alpha}, self._data, num_boost_round=rounds)
+            return lgb.train(_quantile_params(single, alpha), data, num_boost_round=rounds)
 
         with ThreadPoolExecutor(workers) as pool:
             return list(pool.map(fit, alphas))
+
+    def _plain(self) -> lgb.Dataset:
+        """The binned rows for a fit from scratch: binned again if a continued fit left its base
+        model's scores on them."""
+        if self._continued:
+            self._data, self._continued = self._binned(), False
+        return self._data
 
     def continued(self, base: lgb.Booster, loss: Loss, censored: np.ndarray, rounds: int) -> lgb.Booster:
         """``base`` plus ``rounds`` trees fitted to ``loss``; ``censored`` flags the rows.
@@ -144,6 +147,10 @@ def _train_params(params: BoosterParams) -> dict[str, Any]:
         "deterministic": True,
         "verbose": -1,
     }
+
+
+def _quantile_params(params: BoosterParams, alpha: float) -> dict[str, Any]:
+    return {**_train_params(params), "objective": "quantile", "alpha": alpha}
 
 
 def _exportable(model: lgb.Booster) -> lgb.Booster:

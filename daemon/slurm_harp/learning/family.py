@@ -183,24 +183,24 @@ def update_family(
         return list(members)
     ladder = slice(max(0, len(y) - config.ladder_max_rows), None)
     recent = slice(max(0, len(y) - config.compare_max_rows), None)
-    sets: dict[str, booster.TrainingSet] = {}
+    sets: dict[int, booster.TrainingSet] = {}  # by first row: the two ranges may be the same
 
-    def binned(name: str, part: slice) -> booster.TrainingSet:
-        if name not in sets:  # once per row range, and only when a member needs it
-            sets[name] = booster.TrainingSet(x[part], y[part], params, leaf_rows=True)
-        return sets[name]
+    def binned(part: slice) -> booster.TrainingSet:
+        if part.start not in sets:  # once per row range, and only when a member needs it
+            sets[part.start] = booster.TrainingSet(x[part], y[part], params, leaf_rows=True)
+        return sets[part.start]
 
     flags = censored[ladder]
     refine = rounds if bool(np.any(flags)) else 0
     out: dict[str, Member] = {}
     for m in boosted:
         if m.kind == "quantile" and m.quantile is not None:
-            on = binned("ladder", ladder)
+            on = binned(ladder)
             leaf_rows = math.ceil(params.min_child_samples / (1.0 - m.quantile))
             followed = on.quantile(m.quantile, rounds, base=m.model, leaf_rows=leaf_rows)
             model = on.continued(followed, Pinball(m.quantile), flags, refine)
         else:
-            on = binned("recent", recent)
+            on = binned(recent)
             loss = (
                 AsymmetricHuber()
                 if m.kind == "huber"

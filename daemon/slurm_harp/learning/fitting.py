@@ -132,27 +132,20 @@ def refreshed(
     config: MethodConfig,
 ) -> Fitted:
     """What is served on the jobs after ``rows`` (every row known by then) under ``refit``;
-    ``fitted_rows``: the rows ``fitted`` was trained on."""
+    ``fitted_rows``: the rows ``fitted`` was trained on. UPDATE continues the boosted models the
+    rule publishes on the labelled rows they had not seen (family.update_family); a published
+    sklearn model, which cannot be continued, is fitted again on every labelled row. The choice
+    and the rule stay in every mode."""
     if refit is Refit.FULL:
         return refit_published(fitted, x, td, rows, config)
     if refit is Refit.OFF:
         return fitted
-    rows = rows[td.labelled()[rows]]
-    return _updated(fitted, x, td, (rows, np.setdiff1d(rows, fitted_rows)), config.family)
-
-
-def _updated(
-    fitted: Fitted, x: np.ndarray, td: TargetData, rows: tuple[np.ndarray, np.ndarray], family: FamilyConfig
-) -> Fitted:
-    """``fitted`` with the boosted models it publishes continued on the new rows (``rows``:
-    every labelled row, those of them the models had not seen; family.update_family); a
-    published sklearn model, which cannot be continued, is fitted again on every row. The choice
-    and the rule stay."""
-    every, new = rows  # sorted: dataset rows are in submit order
-    part = td.take(new)
+    family = config.family
+    every = rows[td.labelled()[rows]]
+    new = np.setdiff1d(every, fitted_rows)  # sorted: dataset rows are in submit order
+    part, known = td.take(new), td.take(every)
     published = [fitted.members[name] for name in fitted.published]
     again = update_family(published, x[new], part.to_model(part.value), part.censored, part.cost, family)
-    known = td.take(every)
     y = known.to_model(known.value)
     again += [fit_sklearn(m.kind, x[every], y, family) for m in published if m.kind in SKLEARN]
     return replace(fitted, members=fitted.members | {m.name: m for m in again})
