@@ -255,7 +255,12 @@ def test_tree_settings_agree_and_scale_the_side_fits() -> None:
     settings = parse({}).training
     assert (settings.trees, settings.learning_rate) == (default.n_estimators, default.learning_rate)
     family = FamilyConfig()
-    assert family.censored_rounds == family.start_rounds == side_rounds(default.n_estimators)
+    assert (
+        family.censored_rounds
+        == family.start_rounds
+        == family.update_rounds
+        == side_rounds(default.n_estimators)
+    )
     config = train_command.method_config(
         (0.9,), (), ("upp", "ov_mape", 1.0), 0.01, 1.0, 2, trees=40, learning_rate=0.2
     )
