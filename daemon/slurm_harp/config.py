@@ -59,6 +59,7 @@ class TrainingSettings:
     refit: str = "full"  # one of REFIT: how the published models meet the newest jobs
     trees: int = 200  # boosting rounds per quantile model (as `harp train --trees`)
     learning_rate: float = 0.05
+    ladder_rows: int = 300_000  # the quantile ladder learns from the newest N training jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,7 @@ _SCHEMA: dict[str, set[str]] = {
         "refit",
         "trees",
         "learning_rate",
+        "ladder_rows",
     },
     "server": {
         "socket",
@@ -200,6 +202,7 @@ def _training(r: _Reader, tr: Mapping[str, Any]) -> TrainingSettings:
         refit=_refit(r, tr),
         trees=_positive(r, "training.trees", r.get(tr, "training", "trees", int, 200)),
         learning_rate=rate,
+        ladder_rows=_positive(r, "training.ladder_rows", r.get(tr, "training", "ladder_rows", int, 300_000)),
     )
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.config import ConfigError, load, parse
+from slurm_harp.config import ConfigError, TrainingSettings, load, parse
 from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
 
@@ -72,6 +72,7 @@ def test_defaults_are_safe() -> None:
         ("[training]\nrefit = 'yes'\n", "training.refit: must be one of full, update, off (or true, false)"),
         ("[training]\nepochs = 3\n", "training.epochs: unknown key"),
         ("[training]\ntrees = 0\n", "training.trees: must be >= 1"),
+        ("[training]\nladder_rows = 0\n", "training.ladder_rows: must be >= 1"),
         ("[training]\nlearning_rate = 0\n", "training.learning_rate: must be in (0, 1]"),
         ("[training]\nlearning_rate = 2.0\n", "training.learning_rate: must be in (0, 1]"),
         ("[server]\nsocket_mode = '0666'\n", "server.socket_mode: must not grant access to others"),
@@ -106,3 +107,4 @@ def test_the_shipped_example_config_is_valid() -> None:
     assert s.policy.default_mode is Mode.SHADOW and s.server.socket_mode == 0o660
     assert s.history.db == Path("/var/lib/slurm-harp/jobs.sqlite")
     assert s.training.refit == "full"
+    assert s.training == TrainingSettings()  # it spells out the defaults

@@ -124,15 +124,16 @@ def test_a_window_served_by_one_model_set_only(
 
 
 def test_evaluate_passes_the_tree_settings_to_ours() -> None:
-    """`harp evaluate --trees --learning-rate --refit` grades ours as `harp train` would fit it."""
+    """`harp evaluate --trees --learning-rate --refit --ladder-rows` grades ours as `harp train`
+    would fit it."""
     from slurm_harp.evaluation import lineup
 
-    ours = lineup.build(
-        "ours", Target.TIME, ours_options={"trees": 40, "learning_rate": 0.2, "refit": "update"}
-    )
+    options = {"trees": 40, "learning_rate": 0.2, "refit": "update", "ladder_rows": 500}
+    ours = lineup.build("ours", Target.TIME, ours_options=options)
     assert isinstance(ours, HarpStrategy) and ours.refit is Refit.UPDATE
     family = ours.config.family
     assert (family.params.n_estimators, family.params.learning_rate) == (40, 0.2)
+    assert family.ladder_max_rows == 500
     assert family.censored_rounds == family.start_rounds == family.update_rounds == 10
     default = lineup.build("ours", Target.TIME)
     assert isinstance(default, HarpStrategy) and default.config == MethodConfig()

@@ -238,7 +238,13 @@ def test_cli_refuses_what_it_cannot_do(tmp_path: Path, monkeypatch: pytest.Monke
     assert _run_cli("--source", str(tmp_path / "missing.swf"), "--store", str(tmp_path)) == 2
     with pytest.raises(SystemExit):
         _run_cli("--source", "sacct", "--store", str(tmp_path), "--quantiles", "0.5,2")
-    for bad in (["--trees", "0"], ["--trees", "many"], ["--learning-rate", "0"], ["--learning-rate", "1.5"]):
+    for bad in (
+        ["--trees", "0"],
+        ["--trees", "many"],
+        ["--learning-rate", "0"],
+        ["--learning-rate", "1.5"],
+        ["--ladder-rows", "0"],
+    ):
         with pytest.raises(SystemExit):
             _run_cli("--source", "sacct", "--store", str(tmp_path), *bad)
     empty = tmp_path / "empty.swf"
@@ -255,6 +261,7 @@ def test_tree_settings_agree_and_scale_the_side_fits() -> None:
     settings = parse({}).training
     assert (settings.trees, settings.learning_rate) == (default.n_estimators, default.learning_rate)
     family = FamilyConfig()
+    assert family.ladder_max_rows == train_command.LADDER_ROWS == settings.ladder_rows
     assert (
         family.censored_rounds
         == family.start_rounds
@@ -262,8 +269,9 @@ def test_tree_settings_agree_and_scale_the_side_fits() -> None:
         == side_rounds(default.n_estimators)
     )
     config = train_command.method_config(
-        (0.9,), (), ("upp", "ov_mape", 1.0), 0.01, 1.0, 2, trees=40, learning_rate=0.2
+        (0.9,), (), ("upp", "ov_mape", 1.0), 0.01, 1.0, 2, trees=40, learning_rate=0.2, ladder_rows=500
     )
     params = config.family.params
     assert (params.n_estimators, params.learning_rate, params.n_jobs) == (40, 0.2, 2)
+    assert config.family.ladder_max_rows == 500
     assert config.family.censored_rounds == config.family.start_rounds == 10

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
 from slurm_harp.commands.arguments import count, fraction, rate
-from slurm_harp.commands.train import LEARNING_RATE, TREES
+from slurm_harp.commands.train import LADDER_ROWS, LEARNING_RATE, TREES
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 
@@ -67,6 +67,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         choices=REFIT,
         default=REFIT[0],
         help="ours: how its models meet the test window, as `harp train --refit` (default: %(default)s)",
+    )
+    p.add_argument(
+        "--ladder-rows",
+        type=count,
+        default=LADDER_ROWS,
+        help="ours: the quantile ladder learns from the newest N training jobs, as `harp train "
+        "--ladder-rows` (default: %(default)s)",
     )
     p.set_defaults(func=run)
 
@@ -138,7 +145,12 @@ def run(args: argparse.Namespace) -> int:
         + ", ".join(f"{w} {b - a}" for w, (a, b) in timeline.windows().items())
     )
     targets = list(Target) if args.target == "all" else [Target(args.target)]
-    ours = {"trees": args.trees, "learning_rate": args.learning_rate, "refit": args.refit}
+    ours = {
+        "trees": args.trees,
+        "learning_rate": args.learning_rate,
+        "refit": args.refit,
+        "ladder_rows": args.ladder_rows,
+    }
     results: list[TargetReport] = []
     for target in targets:
         strategies: list[Strategy] = []

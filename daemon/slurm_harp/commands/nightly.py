@@ -86,6 +86,7 @@ def _train(settings: Settings, records: list[JobRecord]) -> int:
         t.threads,
         t.trees,
         t.learning_rate,
+        t.ladder_rows,
     )
     plan = Plan(
         store=settings.store,

@@ -37,6 +37,8 @@ SELECT = "upp,ov_mape,1.0"
 # booster.BoosterParams' defaults, here so that --help works without the training extra (tested).
 TREES = 200
 LEARNING_RATE = 0.05
+# family.FamilyConfig.ladder_max_rows' default, likewise.
+LADDER_ROWS = 300_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -125,6 +127,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument(
         "--learning-rate", type=rate, default=LEARNING_RATE, help="LightGBM's (default: %(default)s)"
+    )
+    p.add_argument(
+        "--ladder-rows",
+        type=count,
+        default=LADDER_ROWS,
+        help="the quantile ladder learns from the newest N training jobs (older ones still feed the "
+        "history features); fewer is faster on a large site, at a cost the README measures only on "
+        "small traces (default: %(default)s)",
     )
     p.add_argument(
         "--sacct-start",
@@ -227,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
             args.threads,
             args.trees,
             args.learning_rate,
+            args.ladder_rows,
         ),
         source=origin,
         max_rows=args.max_rows,
@@ -248,6 +259,7 @@ def method_config(
     threads: int,
     trees: int = TREES,
     learning_rate: float = LEARNING_RATE,
+    ladder_rows: int = LADDER_ROWS,
 ) -> MethodConfig:
     # Imported here so that the daemon's own commands work without the training extra installed.
     from slurm_harp.learning.booster import BoosterParams
@@ -256,7 +268,12 @@ def method_config(
     from slurm_harp.learning.fitting import MethodConfig
     from slurm_harp.learning.selection import SelectionPolicy
 
-    family = FamilyConfig(quantiles=quantiles, compare=compare, params=BoosterParams(n_jobs=max(1, threads)))
+    family = FamilyConfig(
+        quantiles=quantiles,
+        compare=compare,
+        ladder_max_rows=ladder_rows,
+        params=BoosterParams(n_jobs=max(1, threads)),
+    )
     return MethodConfig(
         family=family.boosted(trees, learning_rate),
         selection=SelectionPolicy(*select),

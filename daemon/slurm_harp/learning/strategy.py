@@ -63,12 +63,14 @@ class HarpStrategy:
         refit: Refit | str = Refit.FULL,
         trees: int | None = None,
         learning_rate: float | None = None,
+        ladder_rows: int | None = None,
         **options: Any,
     ) -> None:
         """``options`` override MethodConfig fields (e.g. ``ladder_margins=(1.0, 1.2)``);
         ``floor`` is the smallest limit the rule proposes (default: Slurm's one unit);
-        ``refit``: see the module documentation; ``trees``, ``learning_rate``: the boosters'
-        (None: the family's own), as `harp train --trees --learning-rate`."""
+        ``refit``: see the module documentation; ``trees``, ``learning_rate``, ``ladder_rows``:
+        the boosters' and the ladder's (None: the family's own), as `harp train --trees
+        --learning-rate --ladder-rows`."""
         self.name = "ours"
         self.target = Target(target)
         base = config or MethodConfig()
@@ -77,6 +79,8 @@ class HarpStrategy:
             params = base.family.params
             family = base.family.boosted(trees or params.n_estimators, learning_rate or params.learning_rate)
             base = replace(base, family=family)
+        if ladder_rows is not None:
+            base = replace(base, family=replace(base.family, ladder_max_rows=ladder_rows))
         self.config = base
         self.floor = floor
         self.refit = Refit(refit)

@@ -138,7 +138,11 @@ def train_target(
         "selection": report.selection_section(fitted, config),
         "calibration": report.calibration_section(fitted, config),
         "training": report.window(data, td, rows, source, time.monotonic() - started)
-        | {"refit": refit.value, "refit_seconds": round(refit_seconds, 3)},
+        | {
+            "refit": refit.value,
+            "refit_seconds": round(refit_seconds, 3),
+            "ladder_rows": config.family.ladder_max_rows,
+        },
         "validation": validation,
         "parity_max_abs_error": parity,
         "libraries": report.library_versions(),
