@@ -64,19 +64,10 @@ SACCT_FIELDS: tuple[str, ...] = (
 # The subprocess boundary: argv in, stdout text out (faked in unit tests).
 SacctRunner = Callable[[Sequence[str]], str]
 
-# `--state` for finished jobs. With states given, sacct selects terminal jobs by End in [-S, -E]
-# (slurmdbd's time_end BETWEEN), which is what a harvest cursor on End needs.
-ENDED_STATES: tuple[str, ...] = (
-    "CANCELLED",
-    "COMPLETED",
-    "FAILED",
-    "TIMEOUT",
-    "OUT_OF_MEMORY",
-    "NODE_FAIL",
-    "PREEMPTED",
-    "BOOT_FAIL",
-    "DEADLINE",
-)
+# `--state` for finished jobs (the states a record counts as finished). With states given, sacct
+# selects terminal jobs by End in [-S, -E] (slurmdbd's time_end BETWEEN), which is what a harvest
+# cursor on End needs.
+ENDED_STATES: tuple[str, ...] = tuple(sorted(FINISHED_STATES))
 
 
 @dataclass
