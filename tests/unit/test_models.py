@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
+import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -278,3 +281,18 @@ def test_large_training_sets_fit_on_their_most_recent_rows() -> None:
     members = {m.name: m for m in fit_family(x, y, np.zeros(2000, dtype=bool), np.ones(2000), config)}
     for name in ("q0.50", "huber", "linear"):
         assert np.allclose(members[name].predict(x[:50]), np.log1p(360.0), atol=0.05), name
+
+
+def test_a_capped_ladder_is_logged_and_recorded(caplog: pytest.LogCaptureFixture) -> None:
+    """When the training jobs outnumber ladder_rows, the log says how many the ladder learns from,
+    and the card records the cap: a site can see what its setting leaves out."""
+    capped = replace(CONFIG, family=replace(CONFIG.family, ladder_max_rows=300))
+    with caplog.at_level(logging.INFO, logger="slurm_harp.learning.fitting"):
+        result = train_target(records(600), Target.TIME, capped)
+    said = re.search(r"time: the quantile ladder learns from the newest 300 of (\d+) training", caplog.text)
+    assert said is not None and int(said.group(1)) > 300
+    assert result.card["training"]["ladder_rows"] == 300
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="slurm_harp.learning.fitting"):
+        train_target(records(600), Target.TIME, CONFIG)  # 300 k: no cap on 600 jobs, nothing said
+    assert "quantile ladder learns" not in caplog.text

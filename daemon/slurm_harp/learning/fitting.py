@@ -181,6 +181,13 @@ def fit_and_calibrate(
     if rows.size == 0:
         raise ValueError(f"no training job has an observed {td.target.value}")
     tr = td.take(rows)
+    if rows.size > config.family.ladder_max_rows:  # a large site: say what the cap leaves out
+        log.info(
+            "%s: the quantile ladder learns from the newest %d of %d training jobs (ladder_rows)",
+            td.target.value,
+            config.family.ladder_max_rows,
+            rows.size,
+        )
     fitted = fit_family(x[rows], tr.to_model(tr.value), tr.censored, tr.cost, config.family)
     if config.history_margins:
         fitted += history_members(HISTORY_RUNGS[td.target], FEATURE_NAMES)
