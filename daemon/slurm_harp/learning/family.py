@@ -116,6 +116,11 @@ def side_rounds(trees: int) -> int:
     return max(1, trees // 4)
 
 
+def newest(n: int, cap: int) -> slice:
+    """The newest ``cap`` of ``n`` rows in submit order (all of them when there are fewer)."""
+    return slice(max(0, n - cap), None)
+
+
 def quantile_name(q: float) -> str:
     return f"q{quantile_key(q)}"
 
@@ -125,8 +130,7 @@ def fit_family(
 ) -> list[Member]:
     """Fit every member on training rows (x, model-space y, censored flags, E-Loss cost)."""
     params = config.params
-    ladder = slice(max(0, len(y) - config.ladder_max_rows), None)
-    recent = slice(max(0, len(y) - config.compare_max_rows), None)
+    ladder, recent = newest(len(y), config.ladder_max_rows), newest(len(y), config.compare_max_rows)
     ladder_set = booster.TrainingSet(x[ladder], y[ladder], params)
     compare_set = ladder_set if recent == ladder else booster.TrainingSet(x[recent], y[recent], params)
     # Every plain quantile fit before the continued ones: see booster.TrainingSet.
@@ -181,8 +185,7 @@ def update_family(
     boosted = [m for m in members if m.kind in BOOSTED]
     if not boosted or len(y) == 0 or rounds <= 0:
         return list(members)
-    ladder = slice(max(0, len(y) - config.ladder_max_rows), None)
-    recent = slice(max(0, len(y) - config.compare_max_rows), None)
+    ladder, recent = newest(len(y), config.ladder_max_rows), newest(len(y), config.compare_max_rows)
     sets: dict[int, booster.TrainingSet] = {}  # by first row: the two ranges may be the same
 
     def binned(part: slice) -> booster.TrainingSet:
@@ -213,7 +216,7 @@ def update_family(
 
 def fit_sklearn(kind: str, x: np.ndarray, y: np.ndarray, config: FamilyConfig) -> Member:
     """One of HARP's models ("linear", "tree", "mlp") on the most recent ``sklearn_max_rows`` rows."""
-    keep = slice(max(0, len(y) - config.sklearn_max_rows), None)
+    keep = newest(len(y), config.sklearn_max_rows)
     return Member(kind, kind, None, _sklearn_fit(kind, x[keep], y[keep], config.params.seed))
 
 
