@@ -59,7 +59,7 @@ class TrainingSettings:
     refit: str = "full"  # one of REFIT: how the published models meet the newest jobs
     trees: int = 200  # boosting rounds per quantile model (as `harp train --trees`)
     learning_rate: float = 0.05
-    ladder_rows: int = 300_000  # the quantile ladder learns from the newest N training jobs
+    ladder_rows: int = 100_000  # the quantile ladder learns from N training jobs spread over the window
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +202,7 @@ def _training(r: _Reader, tr: Mapping[str, Any]) -> TrainingSettings:
         refit=_refit(r, tr),
         trees=_positive(r, "training.trees", r.get(tr, "training", "trees", int, 200)),
         learning_rate=rate,
-        ladder_rows=_positive(r, "training.ladder_rows", r.get(tr, "training", "ladder_rows", int, 300_000)),
+        ladder_rows=_positive(r, "training.ladder_rows", r.get(tr, "training", "ladder_rows", int, 100_000)),
     )
 
 

@@ -21,7 +21,7 @@ from slurm_harp.learning import booster
 from slurm_harp.learning.booster import BoosterParams, ParityError
 from slurm_harp.learning.calibration import CalibrationConfig
 from slurm_harp.learning.dataset import build_dataset
-from slurm_harp.learning.family import FamilyConfig, fit_family, history_members
+from slurm_harp.learning.family import FamilyConfig, fit_family, history_members, size, spread
 from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.trainer import TrainingError, train_target
 from slurm_harp.model.card import INPUT_NAME
@@ -264,23 +264,37 @@ def test_identical_jobs_train_without_anything_to_split_on() -> None:
     assert {m["name"] for m in result.card["models"]} >= {"q0.50", "q0.90"}
 
 
-def test_large_training_sets_fit_on_their_most_recent_rows() -> None:
-    """The ladder and the comparison models learn from the newest rows only (ladder_max_rows,
-    compare_max_rows): here the old half ran 100x longer, and the fitted medians follow the new half."""
+def test_a_cap_takes_rows_spread_evenly_over_the_window() -> None:
+    """A capped fit learns from rows evenly spaced in submit order, the newest included, each once."""
+    assert spread(5, 10) == slice(None)
+    assert spread(10, 10) == slice(None)
+    assert list(spread(10, 4)) == [0, 3, 6, 9]
+    assert list(spread(10, 1)) == [9]
+    picked = np.asarray(spread(800_000, 100_000))
+    assert picked.size == size(800_000, 100_000) == 100_000
+    assert picked[-1] == 799_999 and np.all(np.diff(picked) >= 7) and np.all(np.diff(picked) <= 9)
+
+
+def test_large_training_sets_fit_on_rows_from_the_whole_window() -> None:
+    """The ladder and the comparison models, capped (ladder_max_rows, compare_max_rows), still see
+    the old jobs: here the old half ran 100x longer, and the 0.9 quantile stays with the old half's
+    run time, the linear model between the two (the newest rows alone would give the new half's)."""
     rng = np.random.default_rng(4)
     x = rng.normal(size=(2000, 3)).astype(np.float32)
-    y = np.concatenate([np.full(1000, np.log1p(36000.0)), np.full(1000, np.log1p(360.0))])
+    long, short = np.log1p(36000.0), np.log1p(360.0)
+    y = np.concatenate([np.full(1000, long), np.full(1000, short)])
     config = FamilyConfig(
-        quantiles=(0.5,),
-        compare=("huber", "linear"),
+        quantiles=(0.9,),
+        compare=("linear",),
         params=FAST,
         ladder_max_rows=1000,
         compare_max_rows=1000,
         censored_rounds=0,
     )
     members = {m.name: m for m in fit_family(x, y, np.zeros(2000, dtype=bool), np.ones(2000), config)}
-    for name in ("q0.50", "huber", "linear"):
-        assert np.allclose(members[name].predict(x[:50]), np.log1p(360.0), atol=0.05), name
+    assert np.allclose(members["q0.90"].predict(x[:50]), long, atol=0.05)
+    linear = members["linear"].predict(x[:50])  # noise features move each row a little
+    assert abs(float(np.mean(linear)) - (long + short) / 2) < 0.2 and np.all(np.abs(linear - short) > 1.5)
 
 
 def test_a_capped_ladder_is_logged_and_recorded(caplog: pytest.LogCaptureFixture) -> None:
@@ -289,10 +303,10 @@ def test_a_capped_ladder_is_logged_and_recorded(caplog: pytest.LogCaptureFixture
     capped = replace(CONFIG, family=replace(CONFIG.family, ladder_max_rows=300))
     with caplog.at_level(logging.INFO, logger="slurm_harp.learning.fitting"):
         result = train_target(records(600), Target.TIME, capped)
-    said = re.search(r"time: the quantile ladder learns from the newest 300 of (\d+) training", caplog.text)
+    said = re.search(r"time: the quantile ladder learns from 300 of (\d+) training jobs, spread", caplog.text)
     assert said is not None and int(said.group(1)) > 300
     assert result.card["training"]["ladder_rows"] == 300
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="slurm_harp.learning.fitting"):
-        train_target(records(600), Target.TIME, CONFIG)  # 300 k: no cap on 600 jobs, nothing said
+        train_target(records(600), Target.TIME, CONFIG)  # 100 k: no cap on 600 jobs, nothing said
     assert "quantile ladder learns" not in caplog.text

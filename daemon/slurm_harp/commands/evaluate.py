@@ -72,8 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--ladder-rows",
         type=count,
         default=LADDER_ROWS,
-        help="ours: the quantile ladder learns from the newest N training jobs, as `harp train "
-        "--ladder-rows` (default: %(default)s)",
+        help="ours: the quantile ladder learns from at most N training jobs spread over the window, "
+        "as `harp train --ladder-rows` (default: %(default)s)",
     )
     p.set_defaults(func=run)
 

@@ -38,7 +38,7 @@ SELECT = "upp,ov_mape,1.0"
 TREES = 200
 LEARNING_RATE = 0.05
 # family.FamilyConfig.ladder_max_rows' default, likewise.
-LADDER_ROWS = 300_000
+LADDER_ROWS = 100_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -132,9 +132,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--ladder-rows",
         type=count,
         default=LADDER_ROWS,
-        help="the quantile ladder learns from the newest N training jobs (older ones still feed the "
-        "history features); fewer is faster on a large site, at a cost the README measures only on "
-        "small traces (default: %(default)s)",
+        help="the quantile ladder learns from at most N training jobs, spread evenly over the window "
+        "(every job still feeds the history features); fewer is faster on a large site, more may "
+        "fit it better (default: %(default)s)",
     )
     p.add_argument(
         "--sacct-start",

@@ -11,11 +11,14 @@ with a native-vs-ONNX parity check. Members, by name:
   validation how far it can be trusted. Its ONNX graph just picks the column.
 - "linear", "tree", "mlp": HARP's family (sklearn: linear regression, a decision tree, a small
   MLP) on the same features, median-imputed; they read censored labels as observed, as HARP did.
-  Fitted on the most recent ``sklearn_max_rows`` training rows (the MLP is slow on more).
-The comparison models (all but the quantile ladder) see at most ``compare_max_rows`` of the most
-recent training rows: on a million jobs they would otherwise double the training time. The
-ladder sees at most ``ladder_max_rows`` of them: older jobs still shape every row's history
-features, and the most recent behaviour is what the next jobs resemble.
+  Fitted on at most ``sklearn_max_rows`` training rows (the MLP is slow on more).
+The comparison models (all but the quantile ladder) see at most ``compare_max_rows`` training
+rows: on a million jobs they would otherwise double the training time. The ladder sees at most
+``ladder_max_rows``. A capped fit takes rows spread evenly over the training window (``spread``),
+not the newest: with the ladder on a third of each shared trace's training jobs, the newest third
+went over the kill budget on three of five targets and lost most of SDSC-SP2's cut, while a third
+spread over the window killed about as often as the whole window did (README, "What was tried").
+Every job still feeds the history features of the rows that are fitted.
 ``update_family`` brings fitted boosters up to date with jobs that ended since: a few more trees
 of each one's loss on those jobs only (learning.fitting, Refit.UPDATE).
 """
@@ -23,7 +26,6 @@ of each one's loss on those jobs only (learning.fitting, Refit.UPDATE).
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,14 +33,14 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from slurm_harp.learning import booster
+from slurm_harp.learning import booster, sklearn_models
 from slurm_harp.learning.booster import BoosterParams, ParityError
 from slurm_harp.learning.objectives import AsymmetricHuber, CostWeightedPinball, Pinball
 from slurm_harp.model.card import INPUT_NAME, quantile_key
 
 BOOSTED = ("quantile", "huber", "eloss")
 HISTORY = "history"
-SKLEARN = ("linear", "tree", "mlp")
+SKLEARN = sklearn_models.KINDS
 COMPARISON: tuple[str, ...] = ("huber", "eloss", *SKLEARN)
 # sklearn runs float32 inputs through float64 weights natively, ONNX in float32: 1e-3 in log
 # space is a 0.1 % error on the prediction.
@@ -57,7 +59,9 @@ class FamilyConfig:
     update_rounds: int = 50  # trees each boosted model adds in update_family (and as many censored)
     sklearn_max_rows: int = 100_000
     compare_max_rows: int = 100_000
-    ladder_max_rows: int = 300_000
+    # 100 k: every target retrains on 1 M jobs within 5 minutes on 2 cores (tests/bench/bench_train.py);
+    # no shared trace's training window reaches it.
+    ladder_max_rows: int = 100_000
     params: BoosterParams = field(default_factory=BoosterParams)
 
     def __post_init__(self) -> None:
@@ -98,7 +102,7 @@ class Member:
         if self.kind in BOOSTED:
             return booster.export_checked(self.model, x_check)
         data = _column_onnx(int(self.model), x_check.shape[1]) if self.kind == HISTORY else None
-        data = data or _sklearn_onnx(self.model, x_check.shape[1])
+        data = data or sklearn_models.to_onnx(self.model, x_check.shape[1])
         probes = np.vstack([x_check, np.zeros((1, x_check.shape[1]))]).astype(np.float32)
         session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
         got = np.asarray(session.run(None, {INPUT_NAME: probes})[0], dtype=np.float64).reshape(-1)
@@ -116,9 +120,23 @@ def side_rounds(trees: int) -> int:
     return max(1, trees // 4)
 
 
-def newest(n: int, cap: int) -> slice:
-    """The newest ``cap`` of ``n`` rows in submit order (all of them when there are fewer)."""
-    return slice(max(0, n - cap), None)
+Rows = slice | np.ndarray  # a selection of training rows: every row, or some of them by index
+
+
+def spread(n: int, cap: int) -> Rows:
+    """Which of ``n`` rows in submit order a fit capped at ``cap`` rows learns from: all of them
+    when they fit, else ``cap`` rows evenly spaced over the window, the newest one included (it
+    anchors the spacing), in submit order."""
+    if n <= cap:
+        return slice(None)
+    # Spacing (n - 1) / (cap - 1) > 1, so rounding keeps the indices distinct.
+    picked: np.ndarray = np.linspace(n - 1, 0, cap).round().astype(np.intp)[::-1]
+    return picked
+
+
+def size(n: int, cap: int) -> int:
+    """How many rows ``spread(n, cap)`` selects."""
+    return min(n, cap)
 
 
 def quantile_name(q: float) -> str:
@@ -130,9 +148,11 @@ def fit_family(
 ) -> list[Member]:
     """Fit every member on training rows (x, model-space y, censored flags, E-Loss cost)."""
     params = config.params
-    ladder, recent = newest(len(y), config.ladder_max_rows), newest(len(y), config.compare_max_rows)
+    n = len(y)
+    ladder, recent = spread(n, config.ladder_max_rows), spread(n, config.compare_max_rows)
     ladder_set = booster.TrainingSet(x[ladder], y[ladder], params)
-    compare_set = ladder_set if recent == ladder else booster.TrainingSet(x[recent], y[recent], params)
+    same = size(n, config.ladder_max_rows) == size(n, config.compare_max_rows)  # the same rows
+    compare_set = ladder_set if same else booster.TrainingSet(x[recent], y[recent], params)
     # Every plain quantile fit before the continued ones: see booster.TrainingSet.
     quantiles = sorted(set(config.quantiles))
     bases = ladder_set.quantiles(quantiles, params.n_estimators)
@@ -185,25 +205,26 @@ def update_family(
     boosted = [m for m in members if m.kind in BOOSTED]
     if not boosted or len(y) == 0 or rounds <= 0:
         return list(members)
-    ladder, recent = newest(len(y), config.ladder_max_rows), newest(len(y), config.compare_max_rows)
-    sets: dict[int, booster.TrainingSet] = {}  # by first row: the two ranges may be the same
+    n = len(y)
+    ladder, recent = spread(n, config.ladder_max_rows), spread(n, config.compare_max_rows)
+    sets: dict[int, booster.TrainingSet] = {}  # by row count: the two selections may be the same
 
-    def binned(part: slice) -> booster.TrainingSet:
-        if part.start not in sets:  # once per row range, and only when a member needs it
-            sets[part.start] = booster.TrainingSet(x[part], y[part], params, leaf_rows=True)
-        return sets[part.start]
+    def binned(part: Rows, cap: int) -> booster.TrainingSet:
+        if size(n, cap) not in sets:  # once per selection, and only when a member needs it
+            sets[size(n, cap)] = booster.TrainingSet(x[part], y[part], params, leaf_rows=True)
+        return sets[size(n, cap)]
 
     flags = censored[ladder]
     refine = rounds if bool(np.any(flags)) else 0
     out: dict[str, Member] = {}
     for m in boosted:
         if m.kind == "quantile" and m.quantile is not None:
-            on = binned(ladder)
+            on = binned(ladder, config.ladder_max_rows)
             leaf_rows = math.ceil(params.min_child_samples / (1.0 - m.quantile))
             followed = on.quantile(m.quantile, rounds, base=m.model, leaf_rows=leaf_rows)
             model = on.continued(followed, Pinball(m.quantile), flags, refine)
         else:
-            on = binned(recent)
+            on = binned(recent, config.compare_max_rows)
             loss = (
                 AsymmetricHuber()
                 if m.kind == "huber"
@@ -215,52 +236,9 @@ def update_family(
 
 
 def fit_sklearn(kind: str, x: np.ndarray, y: np.ndarray, config: FamilyConfig) -> Member:
-    """One of HARP's models ("linear", "tree", "mlp") on the most recent ``sklearn_max_rows`` rows."""
-    keep = newest(len(y), config.sklearn_max_rows)
-    return Member(kind, kind, None, _sklearn_fit(kind, x[keep], y[keep], config.params.seed))
-
-
-def _sklearn_fit(kind: str, x: np.ndarray, y: np.ndarray, seed: int) -> Any:
-    from sklearn.impute import SimpleImputer
-    from sklearn.linear_model import LinearRegression
-    from sklearn.neural_network import MLPRegressor
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-    from sklearn.tree import DecisionTreeRegressor
-
-    impute = SimpleImputer(strategy="median", keep_empty_features=True)
-    if kind == "linear":
-        model = make_pipeline(impute, StandardScaler(), LinearRegression())
-    elif kind == "tree":
-        model = make_pipeline(
-            impute, DecisionTreeRegressor(max_depth=12, min_samples_leaf=20, random_state=seed)
-        )
-    else:
-        mlp = MLPRegressor(
-            hidden_layer_sizes=(32, 16),
-            early_stopping=len(y) >= 100,
-            max_iter=40,
-            batch_size=256,
-            random_state=seed,
-        )
-        model = make_pipeline(impute, StandardScaler(), mlp)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # convergence warnings: the MLP is a comparison, capped on purpose
-        model.fit(x.astype(np.float32), y)
-    return model
-
-
-def _sklearn_onnx(model: Any, n_features: int) -> bytes:
-    from skl2onnx import convert_sklearn  # type: ignore[import-untyped]
-    from skl2onnx.common.data_types import FloatTensorType  # type: ignore[import-untyped]
-
-    onx = convert_sklearn(
-        model,
-        initial_types=[(INPUT_NAME, FloatTensorType([None, n_features]))],
-        target_opset=booster.TARGET_OPSET,
-    )
-    data: bytes = onx.SerializeToString()
-    return data
+    """One of HARP's models ("linear", "tree", "mlp") on at most ``sklearn_max_rows`` rows (spread)."""
+    keep = spread(len(y), config.sklearn_max_rows)
+    return Member(kind, kind, None, sklearn_models.fit(kind, x[keep], y[keep], config.params.seed))
 
 
 def history_members(names: Sequence[str], feature_names: Sequence[str]) -> list[Member]:

@@ -183,7 +183,8 @@ def fit_and_calibrate(
     tr = td.take(rows)
     if rows.size > config.family.ladder_max_rows:  # a large site: say what the cap leaves out
         log.info(
-            "%s: the quantile ladder learns from the newest %d of %d training jobs (ladder_rows)",
+            "%s: the quantile ladder learns from %d of %d training jobs, spread over the window "
+            "(ladder_rows)",
             td.target.value,
             config.family.ladder_max_rows,
             rows.size,
