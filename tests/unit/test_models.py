@@ -297,6 +297,23 @@ def test_large_training_sets_fit_on_rows_from_the_whole_window() -> None:
     assert abs(float(np.mean(linear)) - (long + short) / 2) < 0.2 and np.all(np.abs(linear - short) > 1.5)
 
 
+def test_with_two_threads_harps_models_fit_beside_the_boosters_to_the_same_models() -> None:
+    """With n_jobs > 1 the sklearn models fit on a thread of their own: the family keeps its order
+    (ladder, then config.compare's), and those models predict exactly as when fitted in line."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(600, 4)).astype(np.float32)
+    y = x[:, 0] + rng.normal(scale=0.2, size=600) + 5.0
+    config = FamilyConfig(quantiles=(0.5, 0.9), compare=("linear", "huber", "mlp", "tree"), params=FAST)
+    two = replace(config, params=replace(FAST, n_jobs=2))
+    args = (x, y, np.zeros(600, dtype=bool), np.ones(600))
+    one_thread, two_threads = fit_family(*args, config), fit_family(*args, two)
+    names = ["q0.50", "q0.90", "linear", "huber", "mlp", "tree"]
+    assert [m.name for m in one_thread] == [m.name for m in two_threads] == names
+    for a, b in zip(one_thread, two_threads, strict=True):
+        if a.kind in ("linear", "tree", "mlp"):
+            assert np.array_equal(a.predict(x), b.predict(x)), a.name
+
+
 def test_a_capped_ladder_is_logged_and_recorded(caplog: pytest.LogCaptureFixture) -> None:
     """When the training jobs outnumber ladder_rows, the log says how many the ladder learns from,
     and the card records the cap: a site can see what its setting leaves out."""
