@@ -175,8 +175,10 @@ def _fit_all(
     n = len(y)
     ladder, recent = spread(n, config.ladder_max_rows), spread(n, config.compare_max_rows)
     ladder_set = booster.TrainingSet(x[ladder], y[ladder], params)
+    # The comparison models' rows, copied once (an index selection copies).
+    x_recent, y_recent, censored_recent, cost_recent = x[recent], y[recent], censored[recent], cost[recent]
     same = size(n, config.ladder_max_rows) == size(n, config.compare_max_rows)  # the same rows
-    compare_set = ladder_set if same else booster.TrainingSet(x[recent], y[recent], params)
+    compare_set = ladder_set if same else booster.TrainingSet(x_recent, y_recent, params)
     # Every plain quantile fit before the continued ones: see booster.TrainingSet.
     quantiles = sorted(set(config.quantiles))
     bases = ladder_set.quantiles(quantiles, params.n_estimators)
@@ -191,19 +193,20 @@ def _fit_all(
         Member(quantile_name(q), "quantile", q, ladder_set.continued(base, Pinball(q), flags, rounds))
         for q, base in zip(quantiles, bases, strict=True)
     ]
-    x, y, censored, cost = x[recent], y[recent], censored[recent], cost[recent]
     for kind in config.compare:
         if kind == "huber":
             model = compare_set.continued(
-                starts[levels[kind]], AsymmetricHuber(), censored, params.n_estimators
+                starts[levels[kind]], AsymmetricHuber(), censored_recent, params.n_estimators
             )
             members.append(Member("huber", "huber", None, model))
         elif kind == "eloss":
-            loss = CostWeightedPinball(config.eloss_tau, np.asarray(cost, dtype=np.float64))
-            model = compare_set.continued(starts[levels[kind]], loss, censored, params.n_estimators)
+            loss = CostWeightedPinball(config.eloss_tau, np.asarray(cost_recent, dtype=np.float64))
+            model = compare_set.continued(starts[levels[kind]], loss, censored_recent, params.n_estimators)
             members.append(Member("eloss", "eloss", config.eloss_tau, model))
+        elif kind in later:
+            members.append(later[kind].result())
         else:
-            members.append(later[kind].result() if kind in later else fit_sklearn(kind, x, y, config))
+            members.append(fit_sklearn(kind, x_recent, y_recent, config))
     return members
 
 
@@ -233,8 +236,9 @@ def update_family(
     ladder, recent = spread(n, config.ladder_max_rows), spread(n, config.compare_max_rows)
     sets: dict[int, booster.TrainingSet] = {}  # by row count: the two selections may be the same
 
-    def binned(part: Rows, cap: int) -> booster.TrainingSet:
+    def binned(cap: int) -> booster.TrainingSet:
         if size(n, cap) not in sets:  # once per selection, and only when a member needs it
+            part = spread(n, cap)
             sets[size(n, cap)] = booster.TrainingSet(x[part], y[part], params, leaf_rows=True)
         return sets[size(n, cap)]
 
@@ -243,12 +247,12 @@ def update_family(
     out: dict[str, Member] = {}
     for m in boosted:
         if m.kind == "quantile" and m.quantile is not None:
-            on = binned(ladder, config.ladder_max_rows)
+            on = binned(config.ladder_max_rows)
             leaf_rows = math.ceil(params.min_child_samples / (1.0 - m.quantile))
             followed = on.quantile(m.quantile, rounds, base=m.model, leaf_rows=leaf_rows)
             model = on.continued(followed, Pinball(m.quantile), flags, refine)
         else:
-            on = binned(recent, config.compare_max_rows)
+            on = binned(config.compare_max_rows)
             loss = (
                 AsymmetricHuber()
                 if m.kind == "huber"
