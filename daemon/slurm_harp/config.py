@@ -184,25 +184,33 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
 
 
 def _training(r: _Reader, tr: Mapping[str, Any]) -> TrainingSettings:
-    budget = r.get(tr, "training", "kill_budget", float, 0.01)
+    d = TrainingSettings()  # the defaults, written once
+
+    def get(key: str, kind: type) -> Any:
+        return r.get(tr, "training", key, kind, getattr(d, key))
+
+    def positive(key: str) -> int:
+        return _positive(r, f"training.{key}", get(key, int))
+
+    budget = get("kill_budget", float)
     if not 0.0 <= budget < 1.0:
         raise r.fail("training.kill_budget", f"must be a fraction in [0, 1), got {budget}")
-    tolerance = r.get(tr, "training", "tolerance", float, 0.5)
+    tolerance = get("tolerance", float)
     if not 0.0 <= tolerance <= 100.0:
         raise r.fail("training.tolerance", f"must be in [0, 100] points, got {tolerance}")
-    rate = r.get(tr, "training", "learning_rate", float, 0.05)
+    rate = get("learning_rate", float)
     if not 0.0 < rate <= 1.0:
         raise r.fail("training.learning_rate", f"must be in (0, 1], got {rate}")
     return TrainingSettings(
         kill_budget=budget,
         tolerance=tolerance,
-        keep=_positive(r, "training.keep", r.get(tr, "training", "keep", int, 5)),
-        max_jobs=_positive(r, "training.max_jobs", r.get(tr, "training", "max_jobs", int, 500_000)),
-        threads=_positive(r, "training.threads", r.get(tr, "training", "threads", int, 1)),
+        keep=positive("keep"),
+        max_jobs=positive("max_jobs"),
+        threads=positive("threads"),
         refit=_refit(r, tr),
-        trees=_positive(r, "training.trees", r.get(tr, "training", "trees", int, 200)),
+        trees=positive("trees"),
         learning_rate=rate,
-        ladder_rows=_positive(r, "training.ladder_rows", r.get(tr, "training", "ladder_rows", int, 100_000)),
+        ladder_rows=positive("ladder_rows"),
     )
 
 
