@@ -7,7 +7,7 @@ import pytest
 
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation import costs
-from slurm_harp.evaluation.frontier import pareto_points, smallest_multiplier
+from slurm_harp.evaluation.frontier import best_cut, least_lost, pareto_points, smallest_multiplier
 from slurm_harp.evaluation.observed import Observed
 
 
@@ -57,3 +57,26 @@ def test_pareto_curve_trades_waste_for_kills() -> None:
     assert all(a >= b - 1e-9 for a, b in pairwise(cut))
     assert points[-1] == pytest.approx((0.0, 0.0))
     assert killed[0] > 50 and cut[0] > 50
+
+
+def test_a_curve_is_read_at_a_kill_rate_and_at_a_cut() -> None:
+    curve = [(6.0, 55.0), (2.5, 41.0), (1.2, 30.0), (0.4, 12.0), (0.0, 0.0)]
+    assert best_cut(curve, 1.0) == 12.0  # only traced points: 1.2 % is over, nothing in between
+    assert best_cut(curve, 2.5) == 41.0
+    assert best_cut(curve, 100.0) == 55.0
+    assert best_cut([(3.0, 20.0)], 1.0) is None and best_cut([], 1.0) is None
+    assert least_lost(curve, 40.0) == 2.5
+    assert least_lost(curve, 0.0) == 0.0
+    assert least_lost(curve, 60.0) is None
+    # A NaN cut (no waste to cut) is no point on the frontier.
+    assert best_cut([(0.0, float("nan"))], 1.0) is None
+
+
+def test_the_reading_of_a_traced_curve_is_monotone() -> None:
+    obs, base = random_obs(2000, 6)
+    curve = pareto_points(base, obs)
+    cuts = [best_cut(curve, x) for x in (0.5, 1.0, 2.0, 5.0, 100.0)]
+    assert all(c is not None for c in cuts)
+    assert cuts == sorted(cuts)  # type: ignore[type-var]
+    need = least_lost(curve, 40.0)
+    assert need is not None and best_cut(curve, need) is not None and best_cut(curve, need) >= 40.0  # type: ignore[operator]

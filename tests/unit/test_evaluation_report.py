@@ -66,6 +66,26 @@ def test_table_rows_failures_and_skips() -> None:
     assert "skipped: too few jobs" in report.table(results[1], ctx)
 
 
+def test_table_reads_the_curves_in_hindsight() -> None:
+    ctx, results = evaluated()
+    text = report.table(results[0], ctx)
+    assert "Trade-off on the test window in hindsight" in text
+    assert "| strategy | ≤ 0.5 % | ≤ 1 % | ≤ 2 % | ≤ 5 % | newly killed % for a 40 % cut |" in text
+    scaled = next(o for o in results[0].outcomes if o.name == "tsafrir-scaled")
+    assert scaled.curve
+    figures = report.frontier_figures(scaled)
+    assert figures is not None
+    hindsight = text.split("Trade-off on the test window")[1]
+    row = next(line for line in hindsight.splitlines() if line.startswith("| tsafrir-scaled | "))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    want = [report._number(figures["best_cut_pct"][k]) for k in ("0.5", "1", "2", "5")]
+    assert cells[1:5] == want
+    # The request has no knob and no curve: no row.
+    assert "| request |" not in hindsight
+    request = next(o for o in results[0].outcomes if o.name == "request")
+    assert report.frontier_figures(request) is None
+
+
 def test_knob_shows_multipliers_as_such_and_names_other_knobs() -> None:
     assert report._knob(Outcome("tsafrir-scaled", knob={"multiplier": 649.0})) == "x649"
     assert report._knob(Outcome("harp-tree", knob={"factor": 51.4})) == "x51.4"
@@ -87,6 +107,8 @@ def test_document_is_strict_json_with_every_figure() -> None:
     scaled = time["strategies"]["tsafrir-scaled"]
     assert scaled["test"]["newly_killed_pct"] is not None and scaled["validation"]["n"] == 60
     assert scaled["knob"]["multiplier"] > 0 and len(scaled["pareto"]) > 10
+    assert set(scaled["frontier"]["best_cut_pct"]) == {"0.5", "1", "2", "5"}
+    assert list(scaled["frontier"]["lost_pct_for_cut"]) == ["40"]
     assert time["strategies"]["broken"]["error"].startswith("RuntimeError")
     assert time["strategies"]["request"]["test"]["up_mape"] is None  # NaN: nobody under-predicted
     assert back["targets"]["memory"]["skipped"]

@@ -2,7 +2,9 @@
 
 A strategy with one monotone knob (limits = multiplier x base prediction, capped at the request)
 trades waste cut against newly killed jobs. ``smallest_multiplier`` picks the knob on validation;
-``pareto_points`` traces the whole trade-off (on the test window, for the report only).
+``pareto_points`` traces the whole trade-off (on the test window, for the report only);
+``best_cut`` and ``least_lost`` read a traced curve at a kill rate or a cut (the report's
+hindsight frontier table).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from slurm_harp.accounting.record import JobRecord
 from slurm_harp.evaluation import costs
 from slurm_harp.evaluation.observed import Observed
 
-# Geometric grid for the curves: from far below a median prediction to far above any request.
-MULTIPLIERS: np.ndarray = np.geomspace(0.02, 1e5, 111)
+# Geometric grid for the curves: from far below a median prediction to far above any request,
+# 7 % apart (the report reads the curves at given kill rates: a coarser grid reads them low).
+MULTIPLIERS: np.ndarray = np.geomspace(0.02, 1e5, 221)
 SEARCH_RANGE = (1e-3, 1e6)
 SEARCH_STEPS = 60
 
@@ -74,3 +77,18 @@ def pareto_points(base: np.ndarray, obs: Observed, multipliers: np.ndarray = MUL
         cut = 100.0 * (1.0 - costs.waste(sub, eff) / before) if before > 0 else float("nan")
         points.append((lost, cut))
     return points
+
+
+def best_cut(curve: Curve, max_lost: float) -> float | None:
+    """The largest waste cut % among the curve's points with at most ``max_lost`` % lost (newly
+    killed or slowed); None when no point is that safe. Only traced points count: a knob setting
+    between two of them is not assumed to exist."""
+    cuts = [cut for lost, cut in curve if lost <= max_lost and np.isfinite(cut)]
+    return max(cuts) if cuts else None
+
+
+def least_lost(curve: Curve, min_cut: float) -> float | None:
+    """The fewest % lost among the curve's points that cut at least ``min_cut`` % of the waste;
+    None when no point cuts that much."""
+    losses = [lost for lost, cut in curve if cut >= min_cut and np.isfinite(lost)]
+    return min(losses) if losses else None

@@ -11,11 +11,16 @@ from typing import Any
 
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.costs import Figures
+from slurm_harp.evaluation.frontier import best_cut, least_lost
 from slurm_harp.evaluation.observed import UNIT
 from slurm_harp.evaluation.runner import Outcome, TargetReport
 from slurm_harp.evaluation.split import Timeline
 
 FORMAT = "harp-evaluation/1"
+# Where the hindsight frontier is read: the cut at these % lost, and the % lost a cut of
+# FRONTIER_CUT takes (the quality target slurm-harp aims at: 40 % at 1 % newly killed).
+FRONTIER_LOST: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0)
+FRONTIER_CUT = 40.0
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,43 @@ def table(report: TargetReport, ctx: Context) -> str:
         lines.append("| " + " | ".join(row) + " |")
     for name, why in report.unavailable.items():
         lines.append(f"\n{name}: not evaluated: {why}")
-    return "\n".join([*lines, ""])
+    return "\n".join([*lines, *_hindsight(report), ""])
+
+
+def frontier_figures(outcome: Outcome) -> dict[str, dict[str, float | None]] | None:
+    """The outcome's curve read at FRONTIER_LOST and FRONTIER_CUT; None without a curve."""
+    if not outcome.curve:
+        return None
+    return {
+        "best_cut_pct": {f"{lost:g}": best_cut(outcome.curve, lost) for lost in FRONTIER_LOST},
+        "lost_pct_for_cut": {f"{FRONTIER_CUT:g}": least_lost(outcome.curve, FRONTIER_CUT)},
+    }
+
+
+def _hindsight(report: TargetReport) -> list[str]:
+    """The trade-off each strategy's knob could reach on test: what a site choosing another kill
+    budget could expect, and how far a strategy is from the target cut. Hindsight, not a result:
+    the knob is read off the test window itself."""
+    rows = [(o.name, f) for o in report.outcomes if not o.error and (f := frontier_figures(o))]
+    if not rows:
+        return []
+    lost = "slowed" if report.target is Target.CPUS else "newly killed"
+    lines = [
+        "",
+        f"Trade-off on the test window in hindsight (each strategy's knob swept on test; the table above "
+        f"is the setting chosen on validation): the largest waste cut % with at most the given % {lost}, "
+        f"and the fewest % {lost} that reaches a {FRONTIER_CUT:g} % cut. Read off the curve's traced "
+        "points (a grid of the knob), so a setting between two of them may do a little better.",
+        "",
+    ]
+    header = ["strategy", *(f"≤ {x:g} %" for x in FRONTIER_LOST), f"{lost} % for a {FRONTIER_CUT:g} % cut"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, f in rows:
+        cuts = [_number(f["best_cut_pct"][f"{x:g}"]) for x in FRONTIER_LOST]
+        need = f["lost_pct_for_cut"][f"{FRONTIER_CUT:g}"]
+        reached = "not reached" if need is None else f"{need:.2f}"
+        lines.append("| " + " | ".join([name, *cuts, reached]) + " |")
+    return lines
 
 
 def _clean(value: Any) -> Any:
@@ -121,7 +162,8 @@ def _clean(value: Any) -> Any:
 
 def document(reports: Sequence[TargetReport], ctx: Context) -> dict[str, Any]:
     """Every figure: trace, split sizes and windows, per target and strategy the test and validation
-    figures, the knob, the Pareto curve (newly killed %, waste cut %) on test, errors."""
+    figures, the knob, the Pareto curve (newly killed %, waste cut %) on test and its reading at
+    FRONTIER_LOST and FRONTIER_CUT (``frontier``), errors."""
     timeline = ctx.timeline
     windows = {}
     for name, (first, end) in timeline.windows().items():
@@ -147,6 +189,7 @@ def document(reports: Sequence[TargetReport], ctx: Context) -> dict[str, Any]:
                     "validation": o.validation,
                     "knob": o.knob,
                     "pareto": None if o.curve is None else [list(p) for p in o.curve],
+                    "frontier": frontier_figures(o),
                     "error": o.error,
                     "seconds": o.seconds,
                 }

@@ -184,9 +184,13 @@ def calibrate(
 
 
 def frontier(
-    predictions: Mapping[str, np.ndarray], td: TargetData, calibration: Calibration, size: int = 61
+    predictions: Mapping[str, np.ndarray],
+    td: TargetData,
+    calibration: Calibration,
+    size: int = CalibrationConfig.grid,
 ) -> Curve:
-    """(newly killed %, waste cut %) on a window as the penalty sweeps, rungs and risks fixed."""
+    """(newly killed %, waste cut %) on a window as the penalty sweeps the grid calibration
+    searches, rungs and risks fixed."""
     use = _usable(td)
     sub = td.take(np.flatnonzero(use))
     preds = {name: np.asarray(p, dtype=np.float64)[use] for name, p in predictions.items()}
