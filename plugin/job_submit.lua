@@ -113,9 +113,9 @@ local function success()
   return type(slurm) == "table" and slurm.SUCCESS or 0
 end
 
-function slurm_job_submit(job_desc, part_list, submit_uid) -- luacheck: ignore 111 212
+function slurm_job_submit(job_desc, part_list, submit_uid) -- luacheck: ignore 111
   if main then
-    local ok, err = pcall(main.submit, job_desc, submit_uid)
+    local ok, err = pcall(main.submit, job_desc, submit_uid, part_list)
     if not ok then log("error", "unexpected error, job passes unchanged: " .. tostring(err)) end
   end
   return success()

@@ -20,7 +20,7 @@ if not harp_ok then slurm.log_error("%s", "harp: not loaded; jobs pass unchanged
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
   -- ... the site's own checks ...
-  if harp_ok then pcall(harp.submit, job_desc, submit_uid) end -- >>> slurm-harp (one line)
+  if harp_ok then pcall(harp.submit, job_desc, submit_uid, part_list) end -- >>> slurm-harp (one line)
   return slurm.SUCCESS
 end
 

@@ -77,21 +77,21 @@ local function strip_only(job_desc, submit_uid)
   end
 end
 
-local function ask(job_desc, submit_uid)
+local function ask(job_desc, submit_uid, part_list)
   if not transport then return nil, transport_err end
-  local payload = pb.encode_request(request.build(job_desc, submit_uid))
+  local payload = pb.encode_request(request.build(job_desc, submit_uid, part_list))
   local bytes, err = transport.call(cfg.socket, M.METHOD, payload, cfg.deadline_ms / 1000)
   if not bytes then return nil, err end
   return pb.decode_decision(bytes)
 end
 
-local function pipeline(job_desc, submit_uid, t0)
+local function pipeline(job_desc, submit_uid, part_list, t0)
   if not breaker:allow(t0) then
     strip_only(job_desc, submit_uid)
     return "skipped"
   end
   local was_open = breaker:is_open()
-  local decision, err = ask(job_desc, submit_uid)
+  local decision, err = ask(job_desc, submit_uid, part_list)
   if not decision then
     local ms = (clock() - t0) * 1000
     -- lua-http errors may carry a traceback: one line is enough for slurmctld.log
@@ -123,14 +123,15 @@ end
 
 -- Never throws. Returns a short status for tests and callers that care:
 -- "disabled", "skipped" (breaker open), "unavailable", "error", "rewritten" or "unchanged".
-function M.submit(job_desc, submit_uid)
+-- part_list (optional): slurm_job_submit's second argument, read for the default partition only.
+function M.submit(job_desc, submit_uid, part_list)
   if not cfg then
     log.error("not configured; job passes unchanged")
     return "error"
   end
   local okd, off = pcall(disabled)
   if okd and off then return "disabled" end
-  local ok, res = pcall(pipeline, job_desc, submit_uid, clock())
+  local ok, res = pcall(pipeline, job_desc, submit_uid, part_list, clock())
   if not ok then
     log.error("internal error, job passes unchanged: " .. tostring(res))
     return "error"

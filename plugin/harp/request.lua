@@ -116,8 +116,45 @@ function M.script_signature(script)
   return fnv1a64(concat(lines, "\n"))
 end
 
+-- t[k] under pcall (slurmctld's records read their fields in C and may raise): nil on any error.
+local function field(t, k)
+  local ok, v = pcall(function() return t[k] end)
+  if ok then return v end
+  return nil
+end
+
+-- Name of the default partition in part_list (slurm_job_submit's second argument), or nil.
+-- 22.05 keys part_list by partition name (records are empty tables whose __index reads the partition,
+-- flag_default is the number 1 or 0); older releases number it: the record's `name` is read first, a
+-- string key is the fallback. Any error or no partition flagged default means nil.
+function M.default_partition(part_list)
+  if type(part_list) ~= "table" then return nil end
+  local ok, name = pcall(function()
+    for key, rec in pairs(part_list) do
+      local flag = field(rec, "flag_default")
+      if flag == 1 or flag == true then
+        local found = text(field(rec, "name")) or text(key)
+        if found then return found end
+      end
+    end
+    return nil
+  end)
+  if ok then return name end
+  return nil
+end
+
+-- The job's partition; when none was given (nil or ""), the default partition from part_list: where
+-- Slurm will put the job and what accounting will record. A failed read of job_desc.partition is not
+-- "none given": nothing is sent then. job_desc is only read.
+local function partition(job_desc, part_list)
+  local ok, v = pcall(function() return job_desc.partition end)
+  if not ok then return nil end
+  if v == nil or v == "" then return M.default_partition(part_list) end
+  return text(v)
+end
+
 -- Build the request. Reads every field under pcall: a field access error drops that field only.
-function M.build(job_desc, submit_uid)
+function M.build(job_desc, submit_uid, part_list)
   local function get(k)
     local ok, v = pcall(function() return job_desc[k] end)
     if ok then return v end
@@ -130,7 +167,7 @@ function M.build(job_desc, submit_uid)
     user_name = text(get("user_name")),
     user_id = uid,
     account = text(get("account")),
-    partition = text(get("partition")),
+    partition = partition(job_desc, part_list),
     qos = text(get("qos")),
     job_name = text(get("name")),
     work_dir = text(get("work_dir")),

@@ -192,6 +192,47 @@ def test_disable_file_turns_the_plugin_into_a_pass_through(site: Site) -> None:
     site.cancel(r.job_id)
 
 
+def _default_partition(site: Site) -> str:
+    listing = site.cluster.run(["sinfo", "-h", "-o", "%P"])
+    assert listing.returncode == 0, listing.stderr
+    defaults = [name[:-1] for name in listing.stdout.split() if name.endswith("*")]
+    assert len(defaults) == 1, listing.stdout
+    return defaults[0]
+
+
+def _reconfigure(site: Site, text: str) -> None:
+    """Rewrite the daemon's config file and SIGHUP it; returns once the new policy is in force."""
+    done = "reload: configuration re-read"
+    before = site.daemon.log.read_text().count(done)
+    site.daemon.config.write_text(text)
+    site.daemon.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while site.daemon.log.read_text().count(done) <= before:
+        assert time.monotonic() < deadline, site.daemon.log.read_text()[-2000:]
+        time.sleep(0.1)
+
+
+def test_a_job_without_partition_reaches_the_daemon_with_the_default_partition(site: Site) -> None:
+    """Accounting (what training learns from) records the default partition of a job submitted without
+    -p: the plugin must send the daemon that name too, not nothing. Seen through a policy rule for the
+    default partition, which only a request carrying that name can match."""
+    default = _default_partition(site)
+    assert default != "debug"  # "debug" already has a rule; other partitions get the shadow default
+    before = site.submit("-t 3-00:00:00", "-J nopartition", hold=True)
+    assert before.job_id is not None and "harp:shadow" in tag_of(site, before.job_id)
+    saved = site.daemon.config.read_text()
+    _reconfigure(site, saved + f'[[policy.rule]]\npartition = "{default}"\nmode = "rewrite"\n')
+    try:
+        after = site.submit("-t 3-00:00:00", "-J nopartition", hold=True)
+        assert after.job_id is not None
+        job = site.job(after.job_id)
+        assert job["Partition"] == default, job  # Slurm filled in the default itself
+        assert "harp:rewrite" in job["AdminComment"], job["AdminComment"]
+        site.cancel(before.job_id, after.job_id)
+    finally:
+        _reconfigure(site, saved)
+
+
 def test_corrupt_model_on_reload_keeps_the_old_model(site: Site) -> None:
     from slurm_harp.core.request import Target
     from slurm_harp.model.store import ModelStore

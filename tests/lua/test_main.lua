@@ -202,3 +202,44 @@ T.test("an unreadable disable file still disables", function()
   T.eq(main.submit(T.job_desc(), 1000), "disabled", "present")
   T.rmdir(dir)
 end)
+
+local function encoded(job_desc, part_list)
+  local r = require("harp.request").build(job_desc, 1000, part_list)
+  r.submit_time = nil
+  return require("harp.pb").encode_request(r)
+end
+
+-- The last request sent is `expected` followed by submit_time (field 20, the last one, which varies).
+local function sent_as(tr, expected, what)
+  T.eq(tr.last.payload:sub(1, #expected), expected, what)
+  T.eq(tr.last.payload:byte(#expected + 1), 160, what .. ": then field 20")
+end
+
+T.test("a job without a partition is sent with the default partition of part_list", function()
+  local tr = fake(W.decision {mode = "off"})
+  main.configure(config(), {transport = tr})
+  local jd = T.job_desc {partition = T.NIL}
+  T.eq(main.submit(jd, 1000, T.part_list({"debug", "batch"}, "batch")), "unchanged", "status")
+  sent_as(tr, encoded(T.job_desc()), "sent as if -p batch")
+  T.same(jd, T.job_desc {partition = T.NIL}, "job_desc not modified")
+  -- an explicit partition is sent as given
+  main.submit(T.job_desc {partition = "debug"}, 1000, T.part_list({"debug", "batch"}, "batch"))
+  sent_as(tr, encoded(T.job_desc {partition = "debug"}), "explicit partition")
+end)
+
+T.test("a broken or missing part_list: no partition sent, the job still served", function()
+  local tr = fake(REWRITE_TIME)
+  main.configure(config(), {transport = tr})
+  local no_partition = encoded(T.job_desc {partition = T.NIL})
+  local raising = {batch = setmetatable({}, {__index = function() error("part_rec exploded") end})}
+  for what, parts in pairs {raising = raising, ["not a table"] = "batch", empty = {}} do
+    local jd = T.job_desc {partition = T.NIL}
+    T.eq(main.submit(jd, 1000, parts), "rewritten", what)
+    sent_as(tr, no_partition, what .. ": no partition")
+    T.eq(jd.time_limit, 60, what .. ": decision applied")
+  end
+  local jd = T.job_desc {partition = T.NIL}
+  T.eq(main.submit(jd, 1000), "rewritten", "no part_list (two-argument call)")
+  sent_as(tr, no_partition, "nil part_list: no partition")
+  T.eq(#T.logs.error, 0, "nothing logged as an error")
+end)

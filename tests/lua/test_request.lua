@@ -137,3 +137,88 @@ T.test("a field that raises on access is dropped, the rest kept", function()
   T.eq(r.time_limit_minutes, nil, "dropped")
   T.eq(r.min_cpus, 4, "kept")
 end)
+
+-- Jobs without -p: Slurm runs (and accounting records) them in the default partition.
+local PARTS = {"debug", "batch", "gpu"}
+
+T.test("no partition given: the default partition from part_list is sent", function()
+  local jd = T.job_desc {partition = T.NIL}
+  T.eq(request.build(jd, 1, T.part_list(PARTS, "batch")).partition, "batch", "nil partition")
+  T.same(jd, T.job_desc {partition = T.NIL}, "job_desc not modified")
+  T.eq(jd.partition, nil, "still no partition in job_desc")
+  jd = T.job_desc {partition = ""}
+  T.eq(request.build(jd, 1, T.part_list(PARTS, "gpu")).partition, "gpu", "empty partition")
+  T.eq(jd.partition, "", "job_desc not modified")
+end)
+
+T.test("an explicit partition is kept", function()
+  local r = request.build(T.job_desc {partition = "debug"}, 1, T.part_list(PARTS, "batch"))
+  T.eq(r.partition, "debug", "explicit")
+  r = request.build(T.job_desc {partition = "debug,gpu"}, 1, T.part_list(PARTS, "batch"))
+  T.eq(r.partition, "debug,gpu", "a list is sent as given")
+end)
+
+T.test("part_list keyed by name or by index", function()
+  local jd = T.job_desc {partition = T.NIL}
+  T.eq(request.build(jd, 1, T.part_list(PARTS, "gpu")).partition, "gpu", "by name (22.05)")
+  T.eq(request.build(jd, 1, T.part_list(PARTS, "gpu", true)).partition, "gpu", "by index")
+  -- the record's name wins over the key; a string key stands in for a missing name
+  local d = request.default_partition
+  T.eq(d {alias = {name = "real", flag_default = 1}}, "real", "name field first")
+  T.eq(d {batch = {flag_default = 1}}, "batch", "key when the record has no name")
+  T.eq(d {{flag_default = 1}}, nil, "index key and no name")
+  T.eq(d {batch = {name = "", flag_default = 1}}, "batch", "empty name")
+  T.eq(d {a = {name = "a", flag_default = true}}, "a", "true counts as default")
+  T.eq(#d {a = {name = string.rep("p", 1000), flag_default = 1}}, request.MAX_STRING, "long name cut")
+end)
+
+T.test("no partition flagged default: no partition", function()
+  local jd = T.job_desc {partition = T.NIL}
+  T.eq(request.build(jd, 1, T.part_list(PARTS, nil)).partition, nil, "none flagged")
+  T.eq(request.build(jd, 1, {}).partition, nil, "empty part_list")
+  local d = request.default_partition
+  T.eq(d {a = {name = "a", flag_default = 0}}, nil, "flag_default 0 is not default")
+  T.eq(d {a = {name = "a", flag_default = "1"}}, nil, "only the number 1 or true")
+  T.eq(d {a = {name = "a", flag_default = 0}, b = {name = "b", flag_default = 1}}, "b", "the flagged one")
+end)
+
+T.test("a part_list that raises, nil or is no table: no partition, no error", function()
+  local function raising() return setmetatable({}, {__index = function(_, k) error("no field " .. k) end}) end
+  local jd = T.job_desc {partition = T.NIL}
+  for what, parts in pairs {
+    ["records raise"] = {batch = raising(), debug = raising()},
+    ["records are numbers"] = {1, 2},
+    ["records are booleans"] = {batch = true},
+    ["a string"] = "batch",
+    ["a number"] = 7,
+    ["a function"] = function() return "batch" end,
+    ["a userdata"] = newproxy(true),
+  } do
+    local ok, r = pcall(request.build, jd, 1, parts)
+    T.ok(ok, what .. ": " .. tostring(r))
+    T.eq(r.partition, nil, what)
+    T.eq(r.user_name, "alice", what .. ": the rest is kept")
+  end
+  T.eq(request.build(jd, 1, nil).partition, nil, "nil part_list")
+  T.eq(request.build(jd, 1).partition, nil, "no part_list (two-argument call)")
+  -- only the raising record is skipped
+  local parts = T.part_list(PARTS, "batch")
+  parts.broken = raising()
+  T.eq(request.build(jd, 1, parts).partition, "batch", "a raising record does not hide the default")
+  -- name raises but flag_default is 1: the key stands in
+  parts = {batch = setmetatable({}, {__index = function(_, k)
+    if k == "name" then error("boom") end
+    return 1
+  end})}
+  T.eq(request.default_partition(parts), "batch", "key when name raises")
+end)
+
+T.test("a partition field that raises is not taken for none given", function()
+  local jd = setmetatable({}, {__index = function(_, k)
+    if k == "partition" then error("boom") end
+    return T.job_desc()[k]
+  end})
+  local r = request.build(jd, 1, T.part_list(PARTS, "batch"))
+  T.eq(r.partition, nil, "unknown: not the default")
+  T.eq(r.user_name, "alice", "the rest is kept")
+end)
