@@ -13,6 +13,7 @@ from typing import Any
 
 from slurm_harp.core.policy import DEFAULT_FLOORS, LIMITS, Mode, Policy, Rule
 from slurm_harp.core.request import Target
+from slurm_harp.model.decision import BY
 
 DEFAULT_PATH = Path("/etc/slurm-harp/harp.toml")
 DEFAULT_SOCKET = Path("/run/slurm-harp/harp.sock")
@@ -60,6 +61,7 @@ class TrainingSettings:
     trees: int = 200  # boosting rounds per quantile model (as `harp train --trees`)
     learning_rate: float = 0.05
     ladder_rows: int = 100_000  # the quantile ladder learns from N training jobs spread over the window
+    calibrate_by: str = "none"  # one of model.decision.BY: "partition" for a risk per rung and partition
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,7 @@ _SCHEMA: dict[str, set[str]] = {
         "trees",
         "learning_rate",
         "ladder_rows",
+        "calibrate_by",
     },
     "server": {
         "socket",
@@ -211,7 +214,14 @@ def _training(r: _Reader, tr: Mapping[str, Any]) -> TrainingSettings:
         trees=positive("trees"),
         learning_rate=rate,
         ladder_rows=positive("ladder_rows"),
+        calibrate_by=_calibrate_by(r, get("calibrate_by", str)),
     )
+
+
+def _calibrate_by(r: _Reader, value: str) -> str:
+    if value not in BY:
+        raise r.fail("training.calibrate_by", f"must be one of {', '.join(BY)}; got {value!r}")
+    return value
 
 
 def _refit(r: _Reader, tr: Mapping[str, Any]) -> str:

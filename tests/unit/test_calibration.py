@@ -53,6 +53,7 @@ def _window(n: int, seed: int, noisy_share: float = 0.5) -> tuple[TargetData, di
         weight=cores,
         waste_weight=cores,
         cost=cores * request,
+        group=np.full(n, "", dtype=object),
     )
     preds = {
         "q0.50": request * np.where(noisy, 0.5, 0.2),

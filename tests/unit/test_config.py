@@ -73,6 +73,8 @@ def test_defaults_are_safe() -> None:
         ("[training]\nepochs = 3\n", "training.epochs: unknown key"),
         ("[training]\ntrees = 0\n", "training.trees: must be >= 1"),
         ("[training]\nladder_rows = 0\n", "training.ladder_rows: must be >= 1"),
+        ("[training]\ncalibrate_by = 'user'\n", "training.calibrate_by: must be one of none, partition"),
+        ("[training]\ncalibrate_by = 1\n", "training.calibrate_by: expected str"),
         ("[training]\nlearning_rate = 0\n", "training.learning_rate: must be in (0, 1]"),
         ("[training]\nlearning_rate = 2.0\n", "training.learning_rate: must be in (0, 1]"),
         ("[server]\nsocket_mode = '0666'\n", "server.socket_mode: must not grant access to others"),

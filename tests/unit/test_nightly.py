@@ -69,8 +69,11 @@ def test_a_failed_harvest_stops_the_chain(
     assert "slurmdbd down" in caplog.text and "not retraining tonight" in caplog.text
     assert ModelStore(tmp_path / "models").versions(Target.TIME) == []
     # --skip-harvest trains on the store as it is; [training] refit = false publishes the validated
-    # models; trees, learning_rate and ladder_rows reach the boosters.
-    settings = "keep = 2\nrefit = false\ntrees = 12\nlearning_rate = 0.3\nladder_rows = 400"
+    # models; trees, learning_rate and ladder_rows reach the boosters, calibrate_by the rule.
+    settings = (
+        "keep = 2\nrefit = false\ntrees = 12\nlearning_rate = 0.3\nladder_rows = 400\n"
+        'calibrate_by = "partition"'
+    )
     site.write_text(site.read_text().replace("keep = 2", settings))
     assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
     current = ModelStore(tmp_path / "models").current_dir(Target.TIME)
@@ -79,6 +82,8 @@ def test_a_failed_harvest_stops_the_chain(
     assert card["training"]["refit"] == "off"
     assert card["params"]["n_estimators"] == 12 and card["params"]["learning_rate"] == 0.3
     assert card["training"]["ladder_rows"] == 400
+    assert card["training"]["calibrate_by"] == "partition"
+    assert card["calibration"]["by"] == "partition" and card["calibration"]["rungs"]
 
 
 def test_config_problems_are_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

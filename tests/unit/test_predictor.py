@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -147,3 +148,18 @@ def test_calibrated_rule_in_shadow_only_annotates() -> None:
     time = d.for_target(Target.TIME)
     assert time is not None and time.action is Action.ANNOTATE and time.predicted == 30.0
     assert "t=30," in d.annotation
+
+
+def test_calibrated_rule_prices_a_job_with_its_partitions_risk() -> None:
+    """A rule calibrated per partition (`--calibrate-by partition`): the job's own partition's risk
+    decides; a partition without risks of its own, or none given, gets the window's."""
+    model = CalibratedFake(20.0, penalty=10000.0)  # window risk 0.01: 100 core-min < 210 saved
+    model.calibration = replace(model.calibration, by="partition", group_risks={"debug": (0.05,)})
+    p = Predictor(Policy(default_mode=Mode.REWRITE), vectorize, {Target.TIME: model})
+    for partition, action in (("debug", Action.ANNOTATE), ("batch", Action.REWRITE), (None, Action.REWRITE)):
+        d = p.decide(JobRequest(time_limit_minutes=240, min_cpus=1, partition=partition))
+        assert d.for_target(Target.TIME).action is action, partition  # type: ignore[union-attr]
+    # 500 core-min of risk on "debug": no rung can pay for it, so no model runs at all.
+    model.asked.clear()
+    p.decide(JobRequest(time_limit_minutes=240, min_cpus=1, partition="debug"))
+    assert model.asked == [("q0.95",)]  # the chosen model only, for the annotation

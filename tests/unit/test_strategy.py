@@ -16,6 +16,7 @@ from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.family import FamilyConfig
 from slurm_harp.learning.fitting import MethodConfig, Refit
 from slurm_harp.learning.strategy import HarpStrategy
+from slurm_harp.model.decision import decide_limit
 from tests.unit.test_models import records
 
 # Every 15th synthetic job times out whoever runs it: censoring-aware upper quantiles sit at the
@@ -128,15 +129,53 @@ def test_evaluate_passes_the_tree_settings_to_ours() -> None:
     would fit it."""
     from slurm_harp.evaluation import lineup
 
-    options = {"trees": 40, "learning_rate": 0.2, "refit": "update", "ladder_rows": 500}
+    options = {
+        "trees": 40,
+        "learning_rate": 0.2,
+        "refit": "update",
+        "ladder_rows": 500,
+        "calibrate_by": "partition",
+    }
     ours = lineup.build("ours", Target.TIME, ours_options=options)
     assert isinstance(ours, HarpStrategy) and ours.refit is Refit.UPDATE
     family = ours.config.family
     assert (family.params.n_estimators, family.params.learning_rate) == (40, 0.2)
-    assert family.ladder_max_rows == 500
+    assert family.ladder_max_rows == 500 and ours.config.calibration.by == "partition"
     assert family.censored_rounds == family.start_rounds == family.update_rounds == 10
     default = lineup.build("ours", Target.TIME)
     assert isinstance(default, HarpStrategy) and default.config == MethodConfig()
     assert default.refit is Refit.FULL
     custom = HarpStrategy(Target.TIME, FAST, trees=10)  # only what is given changes
     assert custom.config.family.params == replace(FAST.family.params, n_estimators=10)
+
+
+def test_risks_per_partition_reach_the_limits_and_the_knob(timeline: tuple[list[JobRecord], Split]) -> None:
+    """`--calibrate-by partition`: the partitions with enough validation jobs get risks of their
+    own, and each job's limit is the rule's for its partition (as the daemon would set it)."""
+    jobs, split = timeline
+    named = [replace(j, request=replace(j.request, partition=("a", "b")[i % 2])) for i, j in enumerate(jobs)]
+    for i in range(1, len(named), 14):  # every 7th job of "b" runs three times longer, within its request
+        j = named[i]
+        run = min(3 * j.elapsed_s, 60 * j.request.time_limit_minutes - 60)  # type: ignore[operator]
+        named[i] = replace(j, elapsed_s=run, end_time=j.request.submit_time + run)  # type: ignore[operator]
+    strategy = HarpStrategy(Target.TIME, config=FAST, calibrate_by="partition")
+    strategy.fit(named, split, 0.02)
+    assert strategy.fitted is not None
+    rule = strategy.fitted.calibration
+    assert rule.by == "partition" and set(rule.group_risks) == {"a", "b"}
+    assert (
+        sum(rb > ra for ra, rb in zip(rule.risks("a"), rule.risks("b"), strict=True)) > len(rule.rungs) // 2
+    )
+    assert strategy.knob()["partitions"] == 2.0
+    seen = strategy.member_predictions(named, split.validation_end)
+    limits = strategy.limits(named, split.validation_end)[seen.index - split.validation_end]
+    differ = 0
+    for i, index in enumerate(seen.index):
+        request = named[index].request
+        one = {name: float(p[i]) for name, p in seen.predictions.items()}
+        weight = float(seen.td.weight[i])
+        got = decide_limit(one, request.time_limit_minutes, weight, rule, request.partition)
+        assert (got is None and np.isnan(limits[i])) or got == limits[i]
+        differ += got != decide_limit(one, request.time_limit_minutes, weight, rule)
+    assert differ > 0  # the partition's risks changed some decisions
+    assert "partitions" not in HarpStrategy(Target.TIME, config=FAST).knob()

@@ -18,6 +18,7 @@ from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning import booster
 from slurm_harp.learning.booster import BoosterParams
+from slurm_harp.learning.calibration import CalibrationConfig
 from slurm_harp.learning.dataset import build_dataset
 from slurm_harp.learning.family import FamilyConfig, fit_family, side_rounds
 from slurm_harp.learning.trainer import split_rows
@@ -244,6 +245,7 @@ def test_cli_refuses_what_it_cannot_do(tmp_path: Path, monkeypatch: pytest.Monke
         ["--learning-rate", "0"],
         ["--learning-rate", "1.5"],
         ["--ladder-rows", "0"],
+        ["--calibrate-by", "user"],
     ):
         with pytest.raises(SystemExit):
             _run_cli("--source", "sacct", "--store", str(tmp_path), *bad)
@@ -262,6 +264,7 @@ def test_tree_settings_agree_and_scale_the_side_fits() -> None:
     assert (settings.trees, settings.learning_rate) == (default.n_estimators, default.learning_rate)
     family = FamilyConfig()
     assert family.ladder_max_rows == train_command.LADDER_ROWS == settings.ladder_rows
+    assert CalibrationConfig().by == settings.calibrate_by == "none"
     assert (
         family.censored_rounds
         == family.start_rounds
@@ -269,9 +272,18 @@ def test_tree_settings_agree_and_scale_the_side_fits() -> None:
         == side_rounds(default.n_estimators)
     )
     config = train_command.method_config(
-        (0.9,), (), ("upp", "ov_mape", 1.0), 0.01, 1.0, 2, trees=40, learning_rate=0.2, ladder_rows=500
+        (0.9,),
+        (),
+        ("upp", "ov_mape", 1.0),
+        0.01,
+        1.0,
+        2,
+        trees=40,
+        learning_rate=0.2,
+        ladder_rows=500,
+        calibrate_by="partition",
     )
     params = config.family.params
     assert (params.n_estimators, params.learning_rate, params.n_jobs) == (40, 0.2, 2)
-    assert config.family.ladder_max_rows == 500
+    assert config.family.ladder_max_rows == 500 and config.calibration.by == "partition"
     assert config.family.censored_rounds == config.family.start_rounds == 10

@@ -14,6 +14,7 @@ from slurm_harp.commands.arguments import count, fraction, rate
 from slurm_harp.commands.train import LADDER_ROWS, LEARNING_RATE, TREES
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
+from slurm_harp.model.decision import BY
 
 if TYPE_CHECKING:
     from slurm_harp.evaluation.report import Context
@@ -74,6 +75,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=LADDER_ROWS,
         help="ours: the quantile ladder learns from at most N training jobs spread over the window, "
         "as `harp train --ladder-rows` (default: %(default)s)",
+    )
+    p.add_argument(
+        "--calibrate-by",
+        choices=BY,
+        default=BY[0],
+        help="ours: the safety rule's risks per partition too, as `harp train --calibrate-by` "
+        "(default: %(default)s)",
     )
     p.set_defaults(func=run)
 
@@ -150,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         "learning_rate": args.learning_rate,
         "refit": args.refit,
         "ladder_rows": args.ladder_rows,
+        "calibrate_by": args.calibrate_by,
     }
     results: list[TargetReport] = []
     for target in targets:

@@ -87,6 +87,7 @@ def _train(settings: Settings, records: list[JobRecord]) -> int:
         t.trees,
         t.learning_rate,
         t.ladder_rows,
+        t.calibrate_by,
     )
     plan = Plan(
         store=settings.store,

@@ -20,6 +20,7 @@ from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_reco
 from slurm_harp.commands.arguments import count, fraction, rate
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
+from slurm_harp.model.decision import BY
 from slurm_harp.model.store import ModelStore
 
 if TYPE_CHECKING:
@@ -137,6 +138,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "fit it better (default: %(default)s)",
     )
     p.add_argument(
+        "--calibrate-by",
+        choices=BY,
+        default=BY[0],
+        help="partition: the safety rule measures each candidate limit's kill risk per partition "
+        "too (partitions with at least 200 validation jobs), not only over the whole window "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
         "--sacct-start",
         default="now-90days",
         help="with --source sacct: sacct -S value (default: %(default)s)",
@@ -238,6 +247,7 @@ def run(args: argparse.Namespace) -> int:
             args.trees,
             args.learning_rate,
             args.ladder_rows,
+            args.calibrate_by,
         ),
         source=origin,
         max_rows=args.max_rows,
@@ -260,6 +270,7 @@ def method_config(
     trees: int = TREES,
     learning_rate: float = LEARNING_RATE,
     ladder_rows: int = LADDER_ROWS,
+    calibrate_by: str = BY[0],
 ) -> MethodConfig:
     # Imported here so that the daemon's own commands work without the training extra installed.
     from slurm_harp.learning.booster import BoosterParams
@@ -277,7 +288,7 @@ def method_config(
     return MethodConfig(
         family=family.boosted(trees, learning_rate),
         selection=SelectionPolicy(*select),
-        calibration=CalibrationConfig(kill_budget=kill_budget, floor=floor),
+        calibration=CalibrationConfig(kill_budget=kill_budget, floor=floor, by=calibrate_by),
     )
 
 

@@ -180,11 +180,11 @@ def _calibrated(
     asked, weight = request.requested(target), decision_weight(target, request)
     # Only the models that could win run (each is an ONNX session on the submission path); the
     # chosen model's prediction is what an annotation shows when the request is kept.
-    names = viable_models(asked, weight, calibration)
+    names = viable_models(asked, weight, calibration, request.partition)
     shown = model.chosen if model.chosen in model.names else next(iter(names or calibration.models), None)
     wanted = names if shown is None or shown in names else (*names, shown)
     predictions = {name: float(values[0]) for name, values in model.predict_named(features, wanted).items()}
-    limit = decide_limit(predictions, asked, weight, calibration)
+    limit = decide_limit(predictions, asked, weight, calibration, request.partition)
     if limit is not None:
         return limit, False
     return predictions.get(shown or "", float("nan")), True

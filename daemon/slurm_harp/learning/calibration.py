@@ -7,6 +7,8 @@ Given the validation predictions of a few models and candidate (model, margin) r
    limits are scored, and the penalty kept is the one with the largest waste cut whose kill rate
    stays within the budget in EACH of ``chunks`` consecutive parts of the window (robustness to
    drift: the test window comes later than validation, and kill rates wander over time).
+With ``by = "partition"`` each rung's risk is also measured per partition (Mondrian style) for
+partitions with at least ``min_group_jobs`` usable validation jobs; the penalty stays one.
 Outcome definitions follow the evaluation (learning notes): a job is usable with a positive
 request and outcome; it is newly killed when its limit is below what it used and it had
 finished under its own request (CPUs: "slowed" whenever the limit is below the use); waste is
@@ -17,13 +19,13 @@ max(limit - use, 0)). Nothing here sees the test window.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from slurm_harp.core.request import Target
 from slurm_harp.learning.targets import TargetData
-from slurm_harp.model.decision import Calibration, Rung, one_rung_limits
+from slurm_harp.model.decision import BY, Calibration, Rung, one_rung_limits
 
 Curve = list[tuple[float, float]]
 
@@ -36,6 +38,14 @@ class CalibrationConfig:
     # CTC (1.1-1.3 %); with 4 it stayed within it on every shared trace (see HarpStrategy).
     chunks: int = 4
     grid: int = 161
+    by: str = "none"  # "partition": a risk per rung and partition (model.decision.BY)
+    # A partition's own risks need this many validation jobs: at 200, one kill more or less moves
+    # a rung's risk by half a point of a 1 % budget.
+    min_group_jobs: int = 200
+
+    def __post_init__(self) -> None:
+        if self.by not in BY:
+            raise ValueError(f"calibration by {self.by!r}: one of {BY}")
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,21 @@ def _score(
     # A rung without a prediction for a job (NaN: e.g. no history yet) is never chosen for it.
     saving = np.where(np.isnan(saving), -np.inf, saving)
     return _Scored(saving, killed, waste, base[:, 0], risk)
+
+
+def _group_risks(scored: _Scored, groups: np.ndarray, min_jobs: int) -> dict[str, tuple[float, ...]]:
+    """Each rung's conformal risk on each named group's jobs alone, for groups with at least
+    ``min_jobs`` jobs. Jobs without a partition ("") are never a group: at submit time a job
+    without one is priced with the window's risks, so it is calibrated with them too."""
+    out: dict[str, tuple[float, ...]] = {}
+    for group in sorted({str(g) for g in groups} - {""}):
+        rows = groups == group
+        if int(rows.sum()) < min_jobs:
+            continue
+        applies = np.isfinite(scored.saving[rows]).sum(axis=0)
+        risk = (scored.killed[rows].sum(axis=0) + 1.0) / (applies + 1.0)
+        out[group] = tuple(float(v) for v in risk)
+    return out
 
 
 def _choose(scored: _Scored, penalty: float) -> np.ndarray:
@@ -161,17 +186,25 @@ def calibrate(
     sub = td.take(np.flatnonzero(use))
     preds = {name: np.asarray(p, dtype=np.float64)[use] for name, p in predictions.items()}
     scored = _score(preds, sub, rungs, config.floor)
+    groups = _group_risks(scored, sub.group, config.min_group_jobs) if config.by != "none" else {}
+    rule = Calibration(
+        rungs=tuple(Rung(name, float(m), float(r)) for (name, m), r in zip(rungs, scored.risk, strict=True)),
+        penalty=0.0,
+        floor=config.floor,
+        target=td.target,
+        by=config.by,
+        group_risks=groups,
+    )
+    if groups:
+        scored = replace(scored, risk=rule.risk_matrix(sub.group, len(sub)))
     parts = np.array_split(np.arange(len(sub)), max(1, config.chunks))
     found = _search(scored, parts, config.kill_budget, penalty_grid(sub, config.grid))
     if found is None:  # even the top of the grid kills too much: never rewrite
-        chosen_rungs: tuple[Rung, ...] = ()
+        calibration = Calibration(rungs=(), penalty=0.0, floor=config.floor, target=td.target)
         cut, penalty, kill, worst = 0.0, 0.0, 0.0, 0.0
     else:
         cut, penalty, kill, worst = found
-        chosen_rungs = tuple(
-            Rung(name, float(m), float(r)) for (name, m), r in zip(rungs, scored.risk, strict=True)
-        )
-    calibration = Calibration(rungs=chosen_rungs, penalty=penalty, floor=config.floor, target=td.target)
+        calibration = replace(rule, penalty=penalty)
     figures = {
         "kill_budget_pct": 100.0 * config.kill_budget,
         "newly_killed_pct": kill,
@@ -179,6 +212,7 @@ def calibrate(
         "waste_cut_pct": cut,
         "chunks": float(config.chunks),
         "jobs": float(len(sub)),
+        "groups": float(len(calibration.group_risks)),
     }
     return calibration, figures
 
@@ -197,8 +231,7 @@ def frontier(
     pairs = [(r.model, r.margin) for r in calibration.rungs]
     scored = _score(preds, sub, pairs, calibration.floor)
     # The rule's risks are the calibrated ones, not this window's.
-    risks = np.array([r.risk for r in calibration.rungs])
-    scored = _Scored(scored.saving, scored.killed, scored.waste, scored.base_waste, risks)
+    scored = replace(scored, risk=calibration.risk_matrix(sub.group, len(sub)))
     before = float(scored.base_waste.sum())
     points: Curve = []
     for penalty in penalty_grid(sub, size):

@@ -76,7 +76,7 @@ def model_limits(model: QuantileModel, x: np.ndarray, td: TargetData, quantile: 
     calibration = model.calibration
     if calibration is not None:
         predictions = model.predict_named(x, calibration.models)
-        return ladder_limits(predictions, td.requested, td.weight, calibration)
+        return ladder_limits(predictions, td.requested, td.weight, calibration, td.group)
     predicted = model.predict_quantile(x, closest_quantile(model.quantiles, quantile))
     limits: np.ndarray = np.minimum(td.requested, np.maximum(1.0, np.ceil(predicted)))
     with np.errstate(invalid="ignore"):

@@ -64,13 +64,15 @@ class HarpStrategy:
         trees: int | None = None,
         learning_rate: float | None = None,
         ladder_rows: int | None = None,
+        calibrate_by: str | None = None,
         **options: Any,
     ) -> None:
         """``options`` override MethodConfig fields (e.g. ``ladder_margins=(1.0, 1.2)``);
         ``floor`` is the smallest limit the rule proposes (default: Slurm's one unit);
         ``refit``: see the module documentation; ``trees``, ``learning_rate``, ``ladder_rows``:
         the boosters' and the ladder's (None: the family's own), as `harp train --trees
-        --learning-rate --ladder-rows`."""
+        --learning-rate --ladder-rows`; ``calibrate_by``: "partition" for a risk per rung and
+        partition, as `--calibrate-by` (None: the config's)."""
         self.name = "ours"
         self.target = Target(target)
         base = config or MethodConfig()
@@ -81,6 +83,8 @@ class HarpStrategy:
             base = replace(base, family=family)
         if ladder_rows is not None:
             base = replace(base, family=replace(base.family, ladder_max_rows=ladder_rows))
+        if calibrate_by is not None:
+            base = replace(base, calibration=replace(base.calibration, by=calibrate_by))
         self.config = base
         self.floor = floor
         self.refit = Refit(refit)
@@ -150,7 +154,9 @@ class HarpStrategy:
     def limits(self, jobs: Sequence[JobRecord], start: int) -> np.ndarray:
         fitted, preds, td, have = self._predictions(jobs, start)
         out = np.full(have.shape[0], np.nan)
-        out[have] = ladder_limits(preds, td.requested, td.weight, fitted.calibration)  # no rungs: NaN
+        out[have] = ladder_limits(
+            preds, td.requested, td.weight, fitted.calibration, td.group
+        )  # no rungs: NaN
         return out
 
     def pareto(self, jobs: Sequence[JobRecord], start: int) -> Curve:
@@ -163,7 +169,10 @@ class HarpStrategy:
         if self.fitted is None:
             return {}
         cal = self.fitted.calibration
-        return {"penalty": cal.penalty, "rungs": float(len(cal.rungs))}
+        knob = {"penalty": cal.penalty, "rungs": float(len(cal.rungs))}
+        if self.config.calibration.by != "none":  # how many partitions have risks of their own
+            knob["partitions"] = float(len(cal.group_risks))
+        return knob
 
 
 def _rows(rows: np.ndarray, jobs: np.ndarray) -> np.ndarray:

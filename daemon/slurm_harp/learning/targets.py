@@ -57,6 +57,7 @@ class TargetData:
     weight: np.ndarray  # decision weight (submit-time), see model.decision.decision_weight
     waste_weight: np.ndarray  # hindsight: turns (limit - value) into core-min / MB-hours / CPU-hours
     cost: np.ndarray  # cores x requested minutes: the E-Loss row cost
+    group: np.ndarray  # object array of str: the partition asked for ("" when none)
 
     def __len__(self) -> int:
         return int(self.value.shape[0])
@@ -70,6 +71,7 @@ class TargetData:
             weight=self.weight[index],
             waste_weight=self.waste_weight[index],
             cost=self.cost[index],
+            group=self.group[index],
         )
 
     def labelled(self) -> np.ndarray:
@@ -120,6 +122,7 @@ def target_data(
     n = len(rows)
     value, requested, waste_weight, weight, cost = (np.full(n, math.nan) for _ in range(5))
     censored = np.zeros(n, dtype=bool)
+    group = np.array([r.request.partition or "" for r in rows], dtype=object)
     for i, record in enumerate(rows):
         v, c, q, w = _row(record, target)
         value[i], censored[i], waste_weight[i] = v, c, w
@@ -127,7 +130,7 @@ def target_data(
         weight[i] = decision_weight(target, record.request)
         minutes = record.request.time_limit_minutes
         cost[i] = float(record.alloc_cpus or record.request.min_cpus or 1) * float(minutes or 1)
-    return TargetData(target, value, censored, requested, weight, waste_weight, cost)
+    return TargetData(target, value, censored, requested, weight, waste_weight, cost, group)
 
 
 def available(td: TargetData, minimum: int) -> bool:

@@ -142,6 +142,7 @@ def train_target(
             "refit": refit.value,
             "refit_seconds": round(refit_seconds, 3),
             "ladder_rows": config.family.ladder_max_rows,
+            "calibrate_by": config.calibration.by,
         },
         "validation": validation,
         "parity_max_abs_error": parity,
@@ -151,7 +152,7 @@ def train_target(
         "evaluation": "validation predictions capped at the request; finished jobs only, "
         "censored ones reported apart (censored_upp)",
     }
-    limits = ladder_limits(fitted.predictions, val.requested, val.weight, fitted.calibration)
+    limits = ladder_limits(fitted.predictions, val.requested, val.weight, fitted.calibration, val.group)
     window = Window(data.x[rows.validation], val, data.submit_time[rows.validation], limits)
     return TrainResult(files=files, card=card, window=window, validation=validation)
 

@@ -15,6 +15,10 @@ kill budget holds there. So a job is lowered only where its upper quantiles sit 
 its request for the saving to pay for the risk: rewriting only where the model is confident,
 with confidence measured per job by the spread of its quantiles against its request and size.
 
+Optionally the risks are per partition (``by = "partition"``, Mondrian style): a partition with
+enough validation jobs carries its own risk for each rung, measured on its jobs alone, and a job
+in it is priced with those; any other job with the rung's risk over the whole window.
+
 Training (learning/calibration.py) calls ``ladder_limits`` on whole windows; the daemon calls
 ``decide_limit`` on one job. Both give the same limits (tested). Numpy only: this runs in the
 daemon, which has no training libraries.
@@ -23,8 +27,8 @@ daemon, which has no training libraries.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,6 +36,7 @@ import numpy as np
 from slurm_harp.core.request import JobRequest, Target
 
 RULE = "ladder-v1"
+BY = ("none", "partition")  # what a calibration's risks may be split by ("none": one risk per rung)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +54,36 @@ class Calibration:
     penalty: float
     floor: float
     target: Target
+    by: str = "none"  # one of BY
+    # Per group (partition name), each rung's risk in rung order; other jobs use Rung.risk.
+    group_risks: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "rule": RULE,
             "target": self.target.value,
             "penalty": self.penalty,
             "floor": self.floor,
             "rungs": [{"model": r.model, "margin": r.margin, "risk": r.risk} for r in self.rungs],
         }
+        if self.by != "none":  # absent otherwise: such a card reads as before in earlier versions
+            out |= {"by": self.by, "group_risks": {g: list(r) for g, r in self.group_risks.items()}}
+        return out
+
+    def risks(self, group: str | None = None) -> tuple[float, ...]:
+        """Each rung's risk for a job of ``group`` (its partition; None or unknown: the window's)."""
+        own = self.group_risks.get(group) if group is not None else None
+        return own if own is not None else tuple(r.risk for r in self.rungs)
+
+    def risk_matrix(self, groups: Sequence[str] | np.ndarray | None, n: int) -> np.ndarray:
+        """(n, rungs) risks of n jobs whose groups are ``groups`` (None: all the window's)."""
+        base = np.array([r.risk for r in self.rungs], dtype=np.float64).reshape(1, -1)
+        out: np.ndarray = np.repeat(base, n, axis=0)
+        if groups is not None and self.group_risks:
+            picked = np.asarray(groups, dtype=object)
+            for group, risks in self.group_risks.items():
+                out[picked == group] = risks
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
@@ -68,6 +94,9 @@ class Calibration:
             target = Target(str(data.get("target")))
             penalty, floor = float(data["penalty"]), float(data["floor"])
             rungs = tuple(Rung(str(r["model"]), float(r["margin"]), float(r["risk"])) for r in data["rungs"])
+            by = str(data.get("by", "none"))
+            split = dict(data.get("group_risks", {}))
+            groups = {str(g): tuple(float(v) for v in r) for g, r in split.items()}
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"bad calibration: {exc!r}") from None
         if not (math.isfinite(penalty) and penalty >= 0 and math.isfinite(floor) and floor >= 0):
@@ -75,7 +104,12 @@ class Calibration:
         for r in rungs:
             if not (math.isfinite(r.margin) and r.margin > 0 and 0.0 <= r.risk <= 1.0):
                 raise ValueError(f"bad calibration rung {r}")
-        return cls(rungs=rungs, penalty=penalty, floor=floor, target=target)
+        if by not in BY or (groups and by == "none"):
+            raise ValueError(f"bad calibration: risks split by {by!r}, this version knows {BY}")
+        for group, risks in groups.items():
+            if len(risks) != len(rungs) or not all(0.0 <= v <= 1.0 for v in risks):
+                raise ValueError(f"bad calibration: group {group!r} risks {risks} for {len(rungs)} rungs")
+        return cls(rungs=rungs, penalty=penalty, floor=floor, target=target, by=by, group_risks=groups)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -102,38 +136,46 @@ def decision_weight(target: Target, request: JobRequest) -> float:
 
 
 def decide_limit(
-    predictions: Mapping[str, float], request: float | None, weight: float, calibration: Calibration
+    predictions: Mapping[str, float],
+    request: float | None,
+    weight: float,
+    calibration: Calibration,
+    group: str | None = None,
 ) -> float | None:
     """One job's new limit in the target's unit, or None to keep the request.
 
     ``predictions``: each model's prediction for the job in the target's unit (a missing or
     non-finite one disables its rungs); ``request``: the user's value (None or <= 0: keep it,
-    the rule never raises or invents a limit); ``weight``: ``decision_weight`` of the job.
+    the rule never raises or invents a limit); ``weight``: ``decision_weight`` of the job;
+    ``group``: its partition (read when the risks are per partition).
     The returned limit is a whole number in [floor, request) when not None.
     """
     if request is None or not request > 0:
         return None
     best_value, best_limit = 0.0, None
-    for rung in calibration.rungs:
+    for rung, risk in zip(calibration.rungs, calibration.risks(group), strict=True):
         predicted = predictions.get(rung.model)
         if predicted is None or not math.isfinite(predicted):
             continue
         limit = min(request, max(calibration.floor, math.ceil(rung.margin * max(predicted, 0.0))))
-        value = weight * (request - limit) - calibration.penalty * rung.risk
+        value = weight * (request - limit) - calibration.penalty * risk
         # Ties go to the higher (safer) limit.
         if value > best_value or (best_limit is not None and value == best_value and limit > best_limit):
             best_value, best_limit = value, float(limit)
     return best_limit if best_limit is not None and best_limit < request else None
 
 
-def viable_models(request: float | None, weight: float, calibration: Calibration) -> tuple[str, ...]:
+def viable_models(
+    request: float | None, weight: float, calibration: Calibration, group: str | None = None
+) -> tuple[str, ...]:
     """The models whose rungs could win for this job: a rung's value is at most
     ``weight x (request - floor) - penalty x risk``, so where that is not positive its model
     need not run (decide_limit gives the same answer without it). Small jobs run none."""
     if request is None or not request > 0:
         return ()
     best_saving = weight * (request - calibration.floor)
-    names = (r.model for r in calibration.rungs if best_saving - calibration.penalty * r.risk > 0)
+    pairs = zip(calibration.rungs, calibration.risks(group), strict=True)
+    names = (r.model for r, risk in pairs if best_saving - calibration.penalty * risk > 0)
     return tuple(dict.fromkeys(names))
 
 
@@ -145,17 +187,23 @@ def one_rung_limits(predicted: np.ndarray, margin: float, floor: float, request:
 
 
 def ladder_limits(
-    predictions: Mapping[str, np.ndarray], request: np.ndarray, weight: np.ndarray, calibration: Calibration
+    predictions: Mapping[str, np.ndarray],
+    request: np.ndarray,
+    weight: np.ndarray,
+    calibration: Calibration,
+    groups: Sequence[str] | np.ndarray | None = None,
 ) -> np.ndarray:
-    """``decide_limit`` for many jobs at once: float array, NaN where the request is kept."""
+    """``decide_limit`` for many jobs at once (``groups``: their partitions): float array, NaN
+    where the request is kept."""
     request = np.asarray(request, dtype=np.float64)
     best_value = np.zeros(request.shape)
     best_limit = np.full(request.shape, np.nan)
+    risks = calibration.risk_matrix(groups, request.shape[0])
     with np.errstate(invalid="ignore"):
-        for rung in calibration.rungs:
+        for i, rung in enumerate(calibration.rungs):
             predicted = np.asarray(predictions[rung.model], dtype=np.float64)
             limit = one_rung_limits(predicted, rung.margin, calibration.floor, request)
-            value = weight * (request - limit) - calibration.penalty * rung.risk
+            value = weight * (request - limit) - calibration.penalty * risks[:, i]
             ok = np.isfinite(value)
             better = ok & (
                 (value > best_value) | ((value == best_value) & (limit > best_limit) & ~np.isnan(best_limit))
