@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,8 @@ def test_a_failed_harvest_stops_the_chain(
         'calibrate_by = "partition"'
     )
     site.write_text(site.read_text().replace("keep = 2", settings))
-    assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
+    with caplog.at_level(logging.INFO):
+        assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
     current = ModelStore(tmp_path / "models").current_dir(Target.TIME)
     assert current is not None
     card = json.loads((current / "card.json").read_text())
@@ -84,6 +86,7 @@ def test_a_failed_harvest_stops_the_chain(
     assert card["training"]["ladder_rows"] == 400
     assert card["training"]["calibrate_by"] == "partition"
     assert card["calibration"]["by"] == "partition" and card["calibration"]["rungs"]
+    assert "risks of their own for 0 partitions" in caplog.text  # the site's jobs name none
 
 
 def test_config_problems_are_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -105,8 +105,10 @@ def _score(
 
 def _group_risks(scored: _Scored, groups: np.ndarray, min_jobs: int) -> dict[str, tuple[float, ...]]:
     """Each rung's conformal risk on each named group's jobs alone, for groups with at least
-    ``min_jobs`` jobs. Jobs without a partition ("") are never a group: at submit time a job
-    without one is priced with the window's risks, so it is calibrated with them too."""
+    ``min_jobs`` jobs. Jobs whose partition is unknown ("": e.g. a trace without one) are never
+    a group: a request without a partition is priced with the window's risks, so such jobs are
+    calibrated with them too. (The plugin sends a job submitted without -p with its default
+    partition, the one accounting records.)"""
     out: dict[str, tuple[float, ...]] = {}
     for group in sorted({str(g) for g in groups} - {""}):
         rows = groups == group

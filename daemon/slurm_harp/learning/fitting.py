@@ -203,12 +203,14 @@ def fit_and_calibrate(
     rungs = rung_candidates(members, chosen, config)
     calibration, figures = calibrate(predictions, val, rungs, config.calibration)
     seconds["calibrate"] = time.monotonic() - started
+    split = calibration.by != "none"
     log.info(
-        "%s: chose %s; rule cuts %.1f %% of validation waste at %.2f %% newly killed (%d rungs)",
+        "%s: chose %s; rule cuts %.1f %% of validation waste at %.2f %% newly killed (%d rungs%s)",
         td.target.value,
         chosen,
         figures["waste_cut_pct"],
         figures["newly_killed_pct"],
         len(calibration.rungs),
+        f"; risks of their own for {len(calibration.group_risks)} partitions" if split else "",
     )
     return Fitted(td.target, members, chosen, table, calibration, figures, predictions, seconds)
