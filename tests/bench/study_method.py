@@ -1,0 +1,184 @@
+"""Study: variants of ours that were tried and not adopted, against the default, on the shared traces.
+
+    .venv/bin/python -m tests.bench.study_method [--traces KTH,SDSC,CTC,LANL] [--target time]
+        [--variants default,leaves63,min-child10,request-rungs,burst]
+
+`harp evaluate`'s protocol (60 / 20 / 20 chronological split, 1 % budget held in each of the four parts
+of the validation window, refit when the test window opens). Variants:
+- default: ours as shipped;
+- leaves63 / min-child10: every booster with 63 leaves (LightGBM's default 31) / at least 10 jobs per
+  leaf (20);
+- request-rungs: the default models, with three more rungs at 0.5, 0.7 and 0.85 of the request;
+- burst: four submission-burst features appended to every row (seconds since the same user+name's
+  previous submission, the user's and the user+name's submissions in the past hour, the user's jobs
+  submitted and not yet ended), all known at submit time.
+Prints, per variant, waste cut % / newly killed % (CPUs: slowed %) on validation and test, and the
+largest test cut with at most 1 % killed as the rule's penalty sweeps (in hindsight, as the reports'
+frontier table). The README's "What was tried" quotes these figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+
+import numpy as np
+
+from slurm_harp.accounting import load_records
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.history import user_key
+from slurm_harp.core.request import Target
+from slurm_harp.evaluation.frontier import best_cut
+from slurm_harp.evaluation.runner import evaluate_target
+from slurm_harp.evaluation.split import Timeline, chronological_split
+from slurm_harp.learning import calibration as cal
+from slurm_harp.learning import dataset, strategy
+from slurm_harp.learning.fitting import MethodConfig, rung_candidates
+from slurm_harp.learning.strategy import HarpStrategy
+from slurm_harp.model.decision import ladder_limits
+from tests.conftest import SHARED_TRACES
+
+BUDGET = cal.CalibrationConfig().kill_budget
+REQUEST_MARGINS = (0.5, 0.7, 0.85)
+Figures = tuple[float, float, float, float, float]  # validation cut, kill; test cut, kill; hindsight
+
+
+def booster_variant(**params: int) -> MethodConfig:
+    base = MethodConfig()
+    family = replace(base.family, params=replace(base.family.params, **params))
+    return replace(base, family=family)
+
+
+def evaluated(timeline: Timeline, target: Target, config: MethodConfig) -> Figures:
+    """Ours with ``config`` under `harp evaluate`'s protocol."""
+    outcome = evaluate_target(timeline, target, [HarpStrategy(target, config=config)], BUDGET).outcomes[0]
+    if outcome.error or outcome.validation is None or outcome.test is None:
+        raise RuntimeError(f"ours failed: {outcome.error}")
+    lost = "slowed_pct" if target is Target.CPUS else "newly_killed_pct"
+    hindsight = best_cut(outcome.curve or [], 100 * BUDGET)
+    return (
+        float(outcome.validation["waste_cut_pct"] or 0.0),
+        float(outcome.validation[lost] or 0.0),
+        float(outcome.test["waste_cut_pct"] or 0.0),
+        float(outcome.test[lost] or 0.0),
+        math.nan if hindsight is None else hindsight,
+    )
+
+
+def request_rungs(timeline: Timeline, target: Target) -> Figures:
+    """The default models, with rungs at fractions of the request beside theirs."""
+    jobs, split = timeline.jobs, timeline.split
+    ours = HarpStrategy(target)
+    ours.fit(jobs, split, BUDGET)
+    fitted = ours.fitted
+    assert fitted is not None
+    rungs = rung_candidates(fitted.members, fitted.chosen, ours.config)
+    rungs += [("request", m) for m in REQUEST_MARGINS]
+    val = ours.member_predictions(jobs, split.train_end, split.validation_end)
+    test = ours.member_predictions(jobs, split.validation_end)
+    val_preds = dict(val.predictions, request=val.td.requested)
+    test_preds = dict(test.predictions, request=test.td.requested)
+    config = cal.CalibrationConfig(kill_budget=BUDGET)
+    rule, figures = cal.calibrate(val_preds, val.td, rungs, config)
+    limits = ladder_limits(test_preds, test.td.requested, test.td.weight, rule, test.td.group)
+    kill, cut = cal.assess(limits if rule.rungs else np.full(len(test.td), np.nan), test.td)
+    hindsight = best_cut(cal.frontier(test_preds, test.td, rule), 100 * BUDGET) if rule.rungs else 0.0
+    return figures["waste_cut_pct"], figures["newly_killed_pct"], cut, kill, hindsight or math.nan
+
+
+def burst_columns(usable: Sequence[JobRecord]) -> np.ndarray:
+    """(n, 4) submission-burst features of records in submit order, each from earlier submissions
+    (and, for the last one, the end times of the user's earlier jobs, as history features are)."""
+    out = np.full((len(usable), 4), np.nan, dtype=np.float32)
+    last_submit: dict[tuple[str, str], float] = {}
+    by_user: defaultdict[str, deque[float]] = defaultdict(deque)
+    by_name: defaultdict[tuple[str, str], deque[float]] = defaultdict(deque)
+    running: defaultdict[str, list[float]] = defaultdict(list)  # end times of submitted jobs
+    for i, record in enumerate(usable):
+        t = record.request.submit_time
+        if t is None:
+            continue
+        user = user_key(record.request) or ""
+        name = (user, record.request.job_name or "")
+        if name in last_submit:
+            out[i, 0] = math.log1p(max(0.0, t - last_submit[name]))
+        last_submit[name] = t
+        for column, recent in ((1, by_user[user]), (2, by_name[name])):
+            while recent and recent[0] < t - 3600:
+                recent.popleft()
+            out[i, column] = math.log1p(len(recent))
+            recent.append(t)
+        ends = running[user] = [end for end in running[user] if end > t]
+        out[i, 3] = math.log1p(len(ends))
+        if record.end_time is not None:
+            ends.append(record.end_time)
+    return out
+
+
+@contextmanager
+def burst_features() -> Iterator[None]:
+    """HarpStrategy's datasets with burst_columns appended, for the duration."""
+    plain = dataset.build_dataset  # what learning.strategy imported
+
+    def build(records: Sequence[JobRecord], max_rows: int | None = None) -> dataset.Dataset:
+        data = plain(records, max_rows)
+        usable = sorted(
+            (r for r in records if r.elapsed_s > 0),
+            key=lambda r: -math.inf if r.request.submit_time is None else r.request.submit_time,
+        )
+        extra = burst_columns(usable)[-len(data) :]
+        return replace(data, x=np.hstack([data.x, extra]))
+
+    setattr(strategy, "build_dataset", build)  # noqa: B010 (a study's hook into a private import)
+    try:
+        yield
+    finally:
+        setattr(strategy, "build_dataset", plain)  # noqa: B010
+
+
+def with_bursts(timeline: Timeline, target: Target) -> Figures:
+    with burst_features():
+        return evaluated(timeline, target, MethodConfig())
+
+
+VARIANTS: dict[str, Callable[[Timeline, Target], Figures]] = {
+    "default": lambda tl, t: evaluated(tl, t, MethodConfig()),
+    "leaves63": lambda tl, t: evaluated(tl, t, booster_variant(num_leaves=63)),
+    "min-child10": lambda tl, t: evaluated(tl, t, booster_variant(min_child_samples=10)),
+    "request-rungs": request_rungs,
+    "burst": with_bursts,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--traces", default="KTH,SDSC,CTC,LANL")
+    parser.add_argument("--target", default="time", choices=[t.value for t in Target])
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args()
+    names = args.variants.split(",")
+    unknown = set(names) - set(VARIANTS)
+    if unknown:
+        parser.error(f"unknown variants {sorted(unknown)}; known: {', '.join(VARIANTS)}")
+    target = Target(args.target)
+    for trace in args.traces.split(","):
+        path = next(iter(sorted(SHARED_TRACES.glob(f"{trace}*"))))
+        timeline = chronological_split(load_records(path))
+        print(f"{path.name}, {target.value}: validation / test, cut % / killed %; test ≤ 1 % in hindsight")
+        for name in names:
+            v_cut, v_kill, t_cut, t_kill, best = VARIANTS[name](timeline, target)
+            print(
+                f"  {name:14} validation {v_cut:5.1f} / {v_kill:.2f}   test {t_cut:5.1f} / {t_kill:.2f}"
+                f"   hindsight {best:5.1f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
