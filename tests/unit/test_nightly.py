@@ -76,7 +76,7 @@ def test_a_failed_harvest_stops_the_chain(
         'calibrate_by = "partition"'
     )
     site.write_text(site.read_text().replace("keep = 2", settings))
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="slurm_harp"):  # `harp demo` may have quieted it
         assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
     current = ModelStore(tmp_path / "models").current_dir(Target.TIME)
     assert current is not None
