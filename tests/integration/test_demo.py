@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import logging
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,5 @@ def test_demo_names_an_unreadable_trace(tmp_path: Path, caplog: pytest.LogCaptur
     bad.write_text("not a trace\n")
     assert main(["demo", "--trace", str(bad)]) == 2
     assert f"cannot read {bad}" in caplog.text
+    # The demo quiets slurm_harp's INFO lines while it runs, not after.
+    assert logging.getLogger("slurm_harp").level == logging.NOTSET

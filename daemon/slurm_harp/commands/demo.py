@@ -62,10 +62,21 @@ class ReplayHistory:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The demo, with slurm_harp's INFO lines quiet (its own output tells the story); the logger's
+    level is restored after, for callers in the same process (tests)."""
+    logger = logging.getLogger("slurm_harp")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        return _demo(args)
+    finally:
+        logger.setLevel(level)
+
+
+def _demo(args: argparse.Namespace) -> int:
     from slurm_harp.learning.trainer import TrainingError, train_target
     from slurm_harp.model.store import ModelStore
 
-    logging.getLogger("slurm_harp").setLevel(logging.WARNING)
     trace = Path(args.trace) if args.trace else Path(str(resources.files("slurm_harp") / "data" / BUNDLED))
     try:
         records = sorted(load_records(trace), key=lambda r: r.request.submit_time or 0)
