@@ -94,13 +94,18 @@ def _score(
     limits = rung_limits(predictions, rungs, td.requested, floor)
     killed, waste = _outcomes(td, limits)
     _, base = _outcomes(td, td.requested[:, None])
-    # Per job the rung applies to (it has a prediction), conformal style: (k + 1) / (n + 1).
-    applies = np.isfinite(limits).sum(axis=0)
-    risk = (killed.sum(axis=0) + 1.0) / (applies + 1.0)
+    risk = _conformal_risk(killed, np.isfinite(limits))
     saving = td.weight[:, None] * (td.requested[:, None] - limits)
     # A rung without a prediction for a job (NaN: e.g. no history yet) is never chosen for it.
     saving = np.where(np.isnan(saving), -np.inf, saving)
     return _Scored(saving, killed, waste, base[:, 0], risk)
+
+
+def _conformal_risk(killed: np.ndarray, applies: np.ndarray) -> np.ndarray:
+    """(R,) each rung's risk over the jobs it applies to (it has a prediction for them), conformal
+    style: (k + 1) / (n + 1), k of those n newly killed; ``killed``, ``applies``: (n, R) bool."""
+    out: np.ndarray = (killed.sum(axis=0) + 1.0) / (applies.sum(axis=0) + 1.0)
+    return out
 
 
 def _group_risks(scored: _Scored, groups: np.ndarray, min_jobs: int) -> dict[str, tuple[float, ...]]:
@@ -114,8 +119,8 @@ def _group_risks(scored: _Scored, groups: np.ndarray, min_jobs: int) -> dict[str
         rows = groups == group
         if int(rows.sum()) < min_jobs:
             continue
-        applies = np.isfinite(scored.saving[rows]).sum(axis=0)
-        risk = (scored.killed[rows].sum(axis=0) + 1.0) / (applies + 1.0)
+        # A finite saving is a rung with a prediction for the job (see _score).
+        risk = _conformal_risk(scored.killed[rows], np.isfinite(scored.saving[rows]))
         out[group] = tuple(float(v) for v in risk)
     return out
 

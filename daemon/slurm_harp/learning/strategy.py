@@ -153,10 +153,8 @@ class HarpStrategy:
 
     def limits(self, jobs: Sequence[JobRecord], start: int) -> np.ndarray:
         fitted, preds, td, have = self._predictions(jobs, start)
-        out = np.full(have.shape[0], np.nan)
-        out[have] = ladder_limits(
-            preds, td.requested, td.weight, fitted.calibration, td.group
-        )  # no rungs: NaN
+        out = np.full(have.shape[0], np.nan)  # no rungs: NaN everywhere
+        out[have] = ladder_limits(preds, td.requested, td.weight, fitted.calibration, td.group)
         return out
 
     def pareto(self, jobs: Sequence[JobRecord], start: int) -> Curve:
