@@ -155,11 +155,7 @@ end
 
 -- Build the request. Reads every field under pcall: a field access error drops that field only.
 function M.build(job_desc, submit_uid, part_list)
-  local function get(k)
-    local ok, v = pcall(function() return job_desc[k] end)
-    if ok then return v end
-    return nil
-  end
+  local function get(k) return field(job_desc, k) end
   local tres = text(get("tres_per_node"))
   local array = get("array_inx")
   local uid = count(get("user_id"), NO_VAL) or count(submit_uid, NO_VAL)
