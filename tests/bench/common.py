@@ -5,8 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tests.conftest import BUNDLED_TRACE
+from tests.conftest import BUNDLED_TRACE, SHARED_TRACES
+
+if TYPE_CHECKING:
+    from slurm_harp.core.request import Target
+    from slurm_harp.evaluation.split import Timeline
+    from slurm_harp.learning.strategy import Seen
 
 
 def train_argv(source: Path, store: Path, *extra: str) -> list[str]:
@@ -22,3 +28,30 @@ def train_bundled(store: Path) -> None:
         check=True,
         stdout=subprocess.DEVNULL,
     )
+
+
+def shared_timeline(trace: str) -> tuple[Path, Timeline]:
+    """The shared trace whose name starts with ``trace`` (e.g. "KTH"), split as `harp evaluate` does."""
+    from slurm_harp.accounting import load_records
+    from slurm_harp.evaluation.split import chronological_split
+
+    path = next(iter(sorted(SHARED_TRACES.glob(f"{trace}*"))))
+    return path, chronological_split(load_records(path))
+
+
+def fitted_ours(
+    timeline: Timeline, target: Target, budget: float
+) -> tuple[list[tuple[str, float]], Seen, Seen]:
+    """Ours fitted as `harp evaluate` fits it (refit included): its candidate rungs, and what the rule
+    sees of the validation and of the test window (every member's predictions), for the studies."""
+    from slurm_harp.learning.fitting import rung_candidates
+    from slurm_harp.learning.strategy import HarpStrategy
+
+    jobs, split = timeline.jobs, timeline.split
+    ours = HarpStrategy(target)
+    ours.fit(jobs, split, budget)
+    fitted = ours.fitted
+    assert fitted is not None
+    rungs = rung_candidates(fitted.members, fitted.chosen, ours.config)
+    val = ours.member_predictions(jobs, split.train_end, split.validation_end)
+    return rungs, val, ours.member_predictions(jobs, split.validation_end)

@@ -28,19 +28,18 @@ from dataclasses import replace
 
 import numpy as np
 
-from slurm_harp.accounting import load_records
 from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.history import user_key
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.frontier import best_cut
 from slurm_harp.evaluation.runner import evaluate_target
-from slurm_harp.evaluation.split import Timeline, chronological_split
+from slurm_harp.evaluation.split import Timeline
 from slurm_harp.learning import calibration as cal
 from slurm_harp.learning import dataset, strategy
-from slurm_harp.learning.fitting import MethodConfig, rung_candidates
+from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.strategy import HarpStrategy
 from slurm_harp.model.decision import ladder_limits
-from tests.conftest import SHARED_TRACES
+from tests.bench.common import fitted_ours, shared_timeline
 
 BUDGET = cal.CalibrationConfig().kill_budget
 REQUEST_MARGINS = (0.5, 0.7, 0.85)
@@ -71,15 +70,8 @@ def evaluated(timeline: Timeline, target: Target, config: MethodConfig) -> Figur
 
 def request_rungs(timeline: Timeline, target: Target) -> Figures:
     """The default models, with rungs at fractions of the request beside theirs."""
-    jobs, split = timeline.jobs, timeline.split
-    ours = HarpStrategy(target)
-    ours.fit(jobs, split, BUDGET)
-    fitted = ours.fitted
-    assert fitted is not None
-    rungs = rung_candidates(fitted.members, fitted.chosen, ours.config)
+    rungs, val, test = fitted_ours(timeline, target, BUDGET)
     rungs += [("request", m) for m in REQUEST_MARGINS]
-    val = ours.member_predictions(jobs, split.train_end, split.validation_end)
-    test = ours.member_predictions(jobs, split.validation_end)
     val_preds = dict(val.predictions, request=val.td.requested)
     test_preds = dict(test.predictions, request=test.td.requested)
     config = cal.CalibrationConfig(kill_budget=BUDGET)
@@ -168,8 +160,7 @@ def main() -> None:
         parser.error(f"unknown variants {sorted(unknown)}; known: {', '.join(VARIANTS)}")
     target = Target(args.target)
     for trace in args.traces.split(","):
-        path = next(iter(sorted(SHARED_TRACES.glob(f"{trace}*"))))
-        timeline = chronological_split(load_records(path))
+        path, timeline = shared_timeline(trace)
         print(f"{path.name}, {target.value}: validation / test, cut % / killed %; test ≤ 1 % in hindsight")
         for name in names:
             v_cut, v_kill, t_cut, t_kill, best = VARIANTS[name](timeline, target)

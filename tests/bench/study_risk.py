@@ -25,15 +25,12 @@ from dataclasses import replace
 import lightgbm as lgb
 import numpy as np
 
-from slurm_harp.accounting import load_records
 from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.request import Target
-from slurm_harp.evaluation.split import chronological_split
 from slurm_harp.learning import calibration as cal
 from slurm_harp.learning.calibration import CalibrationConfig
-from slurm_harp.learning.fitting import rung_candidates
-from slurm_harp.learning.strategy import HarpStrategy, Seen
-from tests.conftest import SHARED_TRACES
+from slurm_harp.learning.strategy import Seen
+from tests.bench.common import fitted_ours, shared_timeline
 
 RULE = CalibrationConfig()  # the shipped calibration: 1 % budget in each of 4 parts, 161 penalties
 BUDGET, FLOOR = RULE.kill_budget, RULE.floor
@@ -145,16 +142,9 @@ def size(window: Window) -> np.ndarray:
 
 
 def study(trace: str, target: Target) -> None:
-    path = next(iter(sorted(SHARED_TRACES.glob(f"{trace}*"))))
-    timeline = chronological_split(load_records(path))
-    jobs, split = timeline.jobs, timeline.split
-    strategy = HarpStrategy(target)
-    strategy.fit(jobs, split, BUDGET)
-    fitted = strategy.fitted
-    assert fitted is not None
-    rungs = rung_candidates(fitted.members, fitted.chosen, strategy.config)
-    val = Window(strategy.member_predictions(jobs, split.train_end, split.validation_end), jobs, rungs)
-    test = Window(strategy.member_predictions(jobs, split.validation_end), jobs, rungs)
+    path, timeline = shared_timeline(trace)
+    rungs, seen_val, seen_test = fitted_ours(timeline, target, BUDGET)
+    val, test = Window(seen_val, timeline.jobs, rungs), Window(seen_test, timeline.jobs, rungs)
     # Partitions seen on validation get a bin each (by their rank), any other shares one.
     names = sorted(set(val.partitions))
     codes = {name: float(i) for i, name in enumerate(names)}
