@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from slurm_harp.core.request import Target
 from tests.conftest import BUNDLED_TRACE, SHARED_TRACES
 
 if TYPE_CHECKING:
-    from slurm_harp.core.request import Target
     from slurm_harp.evaluation.split import Timeline
     from slurm_harp.learning.strategy import Seen
 
@@ -55,3 +57,14 @@ def fitted_ours(
     rungs = rung_candidates(fitted.members, fitted.chosen, ours.config)
     val = ours.member_predictions(jobs, split.train_end, split.validation_end)
     return rungs, val, ours.member_predictions(jobs, split.validation_end)
+
+
+def per_trace(doc: str, study: Callable[[str, Target], None], traces: str) -> None:
+    """A study's command line: ``study(trace, target)`` for each of ``--traces`` (shared traces'
+    name prefixes, comma-separated; ``traces`` by default) and ``--target``."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--traces", default=traces)
+    parser.add_argument("--target", default="time", choices=[t.value for t in Target])
+    args = parser.parse_args()
+    for trace in args.traces.split(","):
+        study(trace, Target(args.target))
