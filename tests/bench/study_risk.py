@@ -9,8 +9,9 @@ the test window:
 - per rung: the shipped rule (one validated kill rate per rung); it must match `harp evaluate`;
 - Mondrian: each rung's validated kill rate per bin of the limit's fraction of the request
   (5 bins), of the job's quantile spread (log q0.99 - log q0.50, 4 bins), of its size (the
-  rule's weight, 4 bins), of fraction x spread (5 x 3), and per partition (the issue's optional
-  per-partition calibration, Mondrian style);
+  rule's weight, 4 bins), of fraction x spread (5 x 3), per partition (the issue's optional
+  per-partition calibration, Mondrian style), per user (those with at least 100 validation jobs;
+  the others share one bin), and per user x fraction;
 - classifier: a learned per-job risk (see learned_risk);
 - oracle: per job the lowest-waste rung that does not kill: an upper bound for these rungs.
 Prints waste cut % / newly killed % on validation and test. The README quotes these figures.
@@ -18,7 +19,7 @@ Prints waste cut % / newly killed % on validation and test. The README quotes th
 
 from __future__ import annotations
 
-import argparse
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -30,11 +31,12 @@ from slurm_harp.core.request import Target
 from slurm_harp.learning import calibration as cal
 from slurm_harp.learning.calibration import CalibrationConfig
 from slurm_harp.learning.strategy import Seen
-from tests.bench.common import fitted_ours, shared_timeline
+from tests.bench.common import fitted_ours, per_trace, shared_timeline
 
 RULE = CalibrationConfig()  # the shipped calibration: 1 % budget in each of 4 parts, 161 penalties
 BUDGET, FLOOR = RULE.kill_budget, RULE.floor
 FRACTION_EDGES = np.array([0.1, 0.25, 0.5, 0.75, 1.0 - 1e-9])
+USER_JOBS = 100  # a user with fewer validation jobs shares one bin with the others
 
 
 class Window:
@@ -46,6 +48,7 @@ class Window:
         self.td = td.take(np.flatnonzero(use))
         self.x = seen.x[use]
         self.partitions = [jobs[i].request.partition or "" for i in seen.index[use]]
+        self.users = [jobs[i].request.user_name or "" for i in seen.index[use]]
         self.preds = {name: p[use] for name, p in seen.predictions.items()}
         self.limits = cal.rung_limits(self.preds, rungs, self.td.requested, FLOOR)
         self.scored = cal._score(self.preds, self.td, rungs, FLOOR)
@@ -120,8 +123,15 @@ def learned_risk(val: Window, test: Window, rungs: list[tuple[str, float]]) -> t
         risk_val[held] = model.predict(x[held])
     model = lgb.train(params, lgb.Dataset(x[lowers], y[lowers]), num_boost_round=200)
     lowers_test = test.limits < test.td.requested[:, None]
-    risk_test = np.where(lowers_test, model.predict(pairs(test, rungs)).reshape(lowers_test.shape), 0.0)
+    predicted = np.asarray(model.predict(pairs(test, rungs)), dtype=np.float64)
+    risk_test = np.where(lowers_test, predicted.reshape(lowers_test.shape), 0.0)
     return np.where(lowers, risk_val, 0.0).reshape(n, r), risk_test
+
+
+def codes(values: list[str], names: list[str]) -> np.ndarray:
+    """Each value's rank among ``names``, -1 for any other."""
+    rank = {name: float(i) for i, name in enumerate(names)}
+    return np.array([rank.get(v, -1.0) for v in values])
 
 
 def oracle(window: Window) -> float:
@@ -145,12 +155,16 @@ def study(trace: str, target: Target) -> None:
     path, timeline = shared_timeline(trace)
     rungs, seen_val, seen_test = fitted_ours(timeline, target, BUDGET)
     val, test = Window(seen_val, timeline.jobs, rungs), Window(seen_test, timeline.jobs, rungs)
-    # Partitions seen on validation get a bin each (by their rank), any other shares one.
+    # Partitions seen on validation get a bin each (by their rank), any other shares one; users
+    # likewise, those with at least USER_JOBS validation jobs.
     names = sorted(set(val.partitions))
-    codes = {name: float(i) for i, name in enumerate(names)}
+    heavy = sorted(u for u, c in Counter(val.users).items() if c >= USER_JOBS)
 
     def partition(window: Window) -> np.ndarray:
-        return np.array([codes.get(name, -1.0) for name in window.partitions])
+        return codes(window.partitions, names)
+
+    def user(window: Window) -> np.ndarray:
+        return codes(window.users, heavy)
 
     print(f"{path.name}, {target.value}: {len(val.td)} validation and {len(test.td)} test jobs")
     variants: list[tuple[str, Score | None, int, bool]] = [
@@ -160,13 +174,15 @@ def study(trace: str, target: Target) -> None:
         ("size", size, 4, False),
         ("fraction x spread", spread, 3, True),
         ("partition", partition, len(names), False),
+        ("user", user, len(heavy), False),
+        ("user x fraction", user, len(heavy), True),
     ]
     for label, score_of, bins, fraction in variants:
         score_v = None if score_of is None else score_of(val)
         score_t = None if score_of is None else score_of(test)
         edges = None
-        if score_of is partition:
-            edges = np.arange(len(names)) - 0.5  # one bin per partition, unseen ones below
+        if score_of is partition or score_of is user:
+            edges = np.arange(bins) - 0.5  # one bin per name, the others below
         elif score_v is not None:
             edges = np.quantile(score_v[np.isfinite(score_v)], np.linspace(0, 1, bins + 1)[1:-1])
         cell_v, cell_t = val.cells(score_v, edges, fraction), test.cells(score_t, edges, fraction)
@@ -185,14 +201,7 @@ def row(val_cut: float, val_kill: float, test_cut: float, test_kill: float) -> s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--traces", default="KTH,SDSC")
-    parser.add_argument("--target", default="time", choices=[t.value for t in Target])
-    args = parser.parse_args()
-    for trace in args.traces.split(","):
-        study(trace, Target(args.target))
+    per_trace(__doc__ or "", study, "KTH,SDSC")
 
 
 if __name__ == "__main__":
