@@ -20,7 +20,7 @@ from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_reco
 from slurm_harp.commands.arguments import count, fraction, rate
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
-from slurm_harp.model.decision import BY
+from slurm_harp.model.decision import BY, MIN_GROUP_JOBS
 from slurm_harp.model.store import ModelStore
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         choices=BY,
         default=BY[0],
         help="partition: the safety rule measures each candidate limit's kill risk per partition "
-        "too (partitions with at least 200 validation jobs), not only over the whole window "
+        f"too (partitions with at least {MIN_GROUP_JOBS} validation jobs), not only over the whole window "
         "(default: %(default)s)",
     )
     p.add_argument(

@@ -25,7 +25,7 @@ import numpy as np
 
 from slurm_harp.core.request import Target
 from slurm_harp.learning.targets import TargetData
-from slurm_harp.model.decision import BY, Calibration, Rung, one_rung_limits
+from slurm_harp.model.decision import BY, MIN_GROUP_JOBS, Calibration, Rung, one_rung_limits
 
 Curve = list[tuple[float, float]]
 
@@ -39,9 +39,7 @@ class CalibrationConfig:
     chunks: int = 4
     grid: int = 161
     by: str = "none"  # "partition": a risk per rung and partition (model.decision.BY)
-    # A partition's own risks need this many validation jobs: at 200, one kill more or less moves
-    # a rung's risk by half a point of a 1 % budget.
-    min_group_jobs: int = 200
+    min_group_jobs: int = MIN_GROUP_JOBS  # a partition with fewer uses the window's risks
 
     def __post_init__(self) -> None:
         if self.by not in BY:

@@ -37,6 +37,9 @@ from slurm_harp.core.request import JobRequest, Target
 
 RULE = "ladder-v1"
 BY = ("none", "partition")  # what a calibration's risks may be split by ("none": one risk per rung)
+# A partition's own risks need this many validation jobs: at 200, one kill more or less moves a
+# rung's risk by half a point of a 1 % budget. Training's default (CalibrationConfig).
+MIN_GROUP_JOBS = 200
 
 
 @dataclass(frozen=True, slots=True)
