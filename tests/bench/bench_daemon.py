@@ -17,6 +17,7 @@ import tempfile
 import time
 from concurrent import futures
 from pathlib import Path
+from unittest.mock import Mock
 
 import grpc
 
@@ -96,12 +97,13 @@ def in_process(store: Path, gap_s: float, calls: int = 500) -> float:
     )
     daemon.reload_models()
     service = PredictorService(daemon.predictor, daemon.metrics)
+    context = Mock(spec=grpc.ServicerContext)  # no transport: Predict does not use its context
     times = []
     for _ in range(calls):
         if gap_s:
             time.sleep(gap_s)
         t = time.perf_counter()
-        service.Predict(REQUEST, None)
+        service.Predict(REQUEST, context)
         times.append(time.perf_counter() - t)
     return statistics.median(times[50:]) * 1e6
 

@@ -127,7 +127,7 @@ def direct_matrix(records: Sequence[JobRecord]) -> np.ndarray:
         if at is None:
             continue
         first = (at // DAY - HORIZON_DAYS + 1) * DAY
-        blocks = []
+        blocks: list[tuple[int, list[JobRecord]] | None] = []
         for key in _keys(r.request):
             if key is None:
                 blocks.append(None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -17,8 +18,9 @@ class Client:
         self.stub = pb_grpc.PredictorStub(self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
 
-    def predict(self, timeout: float = 5.0, **fields: object) -> pb.Decision:
-        return self.stub.Predict(pb.SubmitRequest(**fields), timeout=timeout)
+    def predict(self, timeout: float = 5.0, **fields: Any) -> pb.Decision:
+        reply: pb.Decision = self.stub.Predict(pb.SubmitRequest(**fields), timeout=timeout)
+        return reply
 
     def status(self, service: str = "") -> str:
         reply = self.health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)

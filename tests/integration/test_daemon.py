@@ -183,10 +183,11 @@ def test_health_is_not_serving_while_models_load_and_after_shutdown(
     import threading
 
     import slurm_harp.server.daemon as daemon_module
+    from slurm_harp.server import reloader
 
     loading = threading.Event()
     release = threading.Event()
-    real = daemon_module.reload_models
+    real = reloader.reload_models  # what the daemon module imported, and calls
 
     def slow_reload(*args: Any, **kwargs: Any) -> Any:
         loading.set()

@@ -50,7 +50,7 @@ def finished(job_id: str, user: str, submit: int, elapsed: int = 1800) -> JobRec
 
 
 BOB = [finished(str(i), "bob", NOW - 6 * 3600 + 600 * i) for i in range(6)]
-ASK = {"account": "phys", "job_name": "relax", "time_limit_minutes": 24 * 60, "min_cpus": 32}
+ASK: dict[str, Any] = {"account": "phys", "job_name": "relax", "time_limit_minutes": 24 * 60, "min_cpus": 32}
 
 
 def make_daemon(tmp: Path, models: Path, db: Path, **policy: Any) -> Daemon:

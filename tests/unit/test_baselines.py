@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib
 import math
 import types
 
@@ -166,6 +167,6 @@ def test_ours_missing_or_refusing_is_unavailable(monkeypatch: pytest.MonkeyPatch
 
     fake = types.ModuleType("fake_ours")
     fake.HarpStrategy = refuse  # type: ignore[attr-defined]
-    monkeypatch.setattr(lineup.importlib, "import_module", lambda name: fake)
+    monkeypatch.setattr(importlib, "import_module", lambda name: fake)  # the module lineup uses
     with pytest.raises(lineup.Unavailable, match="does not support target cpus"):
         lineup.build("ours", Target.CPUS)

@@ -67,7 +67,7 @@ def test_a_card_keeps_its_partitions_and_bad_ones_are_refused() -> None:
     plain = Calibration(rungs=RULE.rungs, penalty=1.0, floor=1.0, target=Target.TIME)
     assert "by" not in plain.to_dict()  # such a card reads as before in earlier versions
     assert Calibration.from_dict(plain.to_dict()) == plain
-    bad = [
+    bad: list[dict[str, object]] = [
         {"by": "user"},
         {"by": "none"},  # risks per group without saying by what
         {"group_risks": {"debug": [0.5, 0.3]}},  # not one per rung

@@ -7,7 +7,7 @@ from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.evaluation import report
 from slurm_harp.evaluation.baselines import RequestStrategy, ScaledTsafrirStrategy
-from slurm_harp.evaluation.runner import Outcome, evaluate_target
+from slurm_harp.evaluation.runner import Outcome, TargetReport, evaluate_target
 from slurm_harp.evaluation.split import chronological_split
 
 
@@ -38,7 +38,7 @@ def jobs(n: int) -> list[JobRecord]:
     return out
 
 
-def evaluated() -> tuple[report.Context, list[report.TargetReport]]:
+def evaluated() -> tuple[report.Context, list[TargetReport]]:
     timeline = chronological_split(jobs(300))
     results = [
         evaluate_target(

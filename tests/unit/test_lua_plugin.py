@@ -97,6 +97,7 @@ def test_request_encoded_in_lua_parses_in_python(requests: list[dict[str, Any]])
 
 
 def test_job_desc_to_request_in_python_terms() -> None:
+    script = "#!/bin/bash\n#SBATCH -n 8\nsrun hostname\n"
     job_desc = {
         "user_name": "alice",
         "user_id": 1000,
@@ -112,7 +113,7 @@ def test_job_desc_to_request_in_python_terms() -> None:
         "min_nodes": 4294967294,
         "tres_per_node": "gres:gpu:a100:2",
         "array_inx": "1-10",
-        "script": "#!/bin/bash\n#SBATCH -n 8\nsrun hostname\n",
+        "script": script,
     }
     out = _tool("build", {"job_desc": job_desc, "submit_uid": 1000})
     msg = pb.SubmitRequest.FromString(bytes.fromhex(out["hex"]))
@@ -125,7 +126,7 @@ def test_job_desc_to_request_in_python_terms() -> None:
     assert not msg.HasField("min_nodes")
     assert msg.gpus_per_node == 2 and msg.tres_per_node == "gres:gpu:a100:2"
     assert msg.is_array is True
-    assert msg.script_signature == _signature(job_desc["script"])
+    assert msg.script_signature == _signature(script)
     assert msg.submit_time > 1_600_000_000
 
 
@@ -172,7 +173,15 @@ def test_decision_from_python_decodes_in_lua(decisions: list[pb.Decision]) -> No
 
 def test_garbage_and_truncated_decisions_are_errors_not_crashes() -> None:
     good = pb.Decision(
-        targets=[pb.TargetDecision(target=1, action=2, new_value=60, predicted=42.5, model_version="m")],
+        targets=[
+            pb.TargetDecision(
+                target=pb.TARGET_TIME,
+                action=pb.ACTION_REWRITE,
+                new_value=60,
+                predicted=42.5,
+                model_version="m",
+            )
+        ],
         user_message="hi",
         annotation="harp:x",
         mode="rewrite",

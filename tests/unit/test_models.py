@@ -268,8 +268,10 @@ def test_a_cap_takes_rows_spread_evenly_over_the_window() -> None:
     """A capped fit learns from rows evenly spaced in submit order, the newest included, each once."""
     assert spread(5, 10) == slice(None)
     assert spread(10, 10) == slice(None)
-    assert list(spread(10, 4)) == [0, 3, 6, 9]
-    assert list(spread(10, 1)) == [9]
+    four, one = spread(10, 4), spread(10, 1)
+    assert isinstance(four, np.ndarray) and isinstance(one, np.ndarray)
+    assert list(four) == [0, 3, 6, 9]
+    assert list(one) == [9]
     picked = np.asarray(spread(800_000, 100_000))
     assert picked.size == size(800_000, 100_000) == 100_000
     assert picked[-1] == 799_999 and np.all(np.diff(picked) >= 7) and np.all(np.diff(picked) <= 9)

@@ -29,7 +29,7 @@ class FakeModel:
         return np.array([self.minutes * (1.0 if quantile == 0.9 else 0.5)])
 
 
-def vectorize(requests: Sequence[JobRequest]) -> np.ndarray:
+def vectorize(requests: Sequence[JobRequest], history: np.ndarray | None = None, /) -> np.ndarray:
     return np.zeros((len(requests), 3), dtype=np.float32)
 
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TypedDict
 
 import pytest
 
-from slurm_harp.accounting import SACCT_FIELDS, ReadStats, harvest_sacct, load_records, read_sacct
+from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, harvest_sacct, load_records, read_sacct
 from slurm_harp.accounting.fields import parse_duration_s, parse_size_mb, parse_tres
 
 HEADER = "|".join(SACCT_FIELDS)
@@ -47,14 +48,19 @@ def _local(text: str) -> int:
     return int(datetime.fromisoformat(text).timestamp())
 
 
+class Parsed(TypedDict):
+    stats: ReadStats
+    by_id: dict[str, JobRecord]
+
+
 @pytest.fixture()
-def records() -> dict[str, object]:
+def records() -> Parsed:
     stats = ReadStats(source="fixture")
     out = read_sacct(SACCT_TEXT.splitlines(), stats)
     return {"stats": stats, "by_id": {r.job_id: r for r in out}}
 
 
-def test_finished_jobs_become_records_and_steps_fold_in(records: dict) -> None:
+def test_finished_jobs_become_records_and_steps_fold_in(records: Parsed) -> None:
     by_id = records["by_id"]
     stats = records["stats"]
     assert sorted(by_id) == ["1001", "1002", "1003", "1010", "1020", "1021", "1030"]
@@ -64,7 +70,7 @@ def test_finished_jobs_become_records_and_steps_fold_in(records: dict) -> None:
     assert stats.records == 7
 
 
-def test_job_fields(records: dict) -> None:
+def test_job_fields(records: Parsed) -> None:
     job = records["by_id"]["1001"]
     request = job.request
     assert (request.user_name, request.user_id, request.account) == ("alice", 1000, "phys")
@@ -85,7 +91,7 @@ def test_job_fields(records: dict) -> None:
     assert job.total_cpu_s == pytest.approx(86400 + 2 * 3600 + 3 * 60 + 4)
 
 
-def test_states_censoring_and_sentinels(records: dict) -> None:
+def test_states_censoring_and_sentinels(records: Parsed) -> None:
     by_id = records["by_id"]
     timeout = by_id["1002"]
     assert timeout.state == "TIMEOUT" and timeout.censored
@@ -102,7 +108,7 @@ def test_states_censoring_and_sentinels(records: dict) -> None:
     assert by_id["1020"].request.time_limit_minutes is None  # UNLIMITED
 
 
-def test_array_and_het_ids(records: dict) -> None:
+def test_array_and_het_ids(records: Parsed) -> None:
     by_id = records["by_id"]
     task = by_id["1010"]
     assert task.request.is_array is True

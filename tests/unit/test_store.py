@@ -83,7 +83,7 @@ def test_current_switches_only_after_the_version_is_complete(
         seen_at_switch.append({p.name for p in (tmp_path / "time" / pointed).iterdir()})
         real_replace(src, dst)
 
-    monkeypatch.setattr(store_module.os, "replace", checking_replace)
+    monkeypatch.setattr(os, "replace", checking_replace)  # the os module the store calls
     new = store.publish("time", FILES, CARD)
     assert seen_at_switch == [{"q0.50.onnx", "q0.90.onnx", "card.json"}]
     assert store.current_version("time") == new

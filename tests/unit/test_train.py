@@ -107,7 +107,9 @@ def test_train_publish_load_predict_round_trip(tmp_path: Path) -> None:
 
     store = ModelStore(tmp_path)
     version = store.publish(Target.TIME, result.files, card)
-    model = QuantileModel.load(store.current_dir(Target.TIME))
+    current = store.current_dir(Target.TIME)
+    assert current is not None
+    model = QuantileModel.load(current)
     assert (model.target, model.version, model.quantiles) == (Target.TIME, version, (0.5, 0.9))
     assert json.loads((tmp_path / "time" / version / "card.json").read_text())["validation"]
 

@@ -12,7 +12,7 @@ import numpy as np
 from slurm_harp.core.request import Target
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.dataset import build_dataset
-from slurm_harp.learning.family import FamilyConfig, by_name, fit_family, update_family
+from slurm_harp.learning.family import FamilyConfig, Sample, by_name, fit_family, update_family
 from slurm_harp.learning.fitting import MethodConfig, Refit, fit_and_calibrate, refreshed
 from slurm_harp.learning.targets import target_data
 from slurm_harp.learning.trainer import split_rows
@@ -32,7 +32,7 @@ FAMILY = FamilyConfig(
 )
 
 
-def rows(n: int, shift: float, seed: int) -> tuple[np.ndarray, ...]:
+def rows(n: int, shift: float, seed: int) -> Sample:
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, 4)).astype(np.float32)
     y = 1.5 * x[:, 0] + rng.normal(scale=0.3, size=n) + shift
@@ -118,6 +118,8 @@ def test_updated_models_export_and_serve(tmp_path: Path) -> None:
     assert result.card["parity_max_abs_error"] < 1e-4
     store = ModelStore(tmp_path)
     store.publish(Target.TIME, result.files, result.card)
-    model = QuantileModel.load(store.current_dir(Target.TIME))
+    current = store.current_dir(Target.TIME)
+    assert current is not None
+    model = QuantileModel.load(current)
     served = model.predict(result.window.x[:50])
     assert np.all(np.isfinite(served[0.9])) and np.all(served[0.9] >= served[0.5])
