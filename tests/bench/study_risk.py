@@ -12,9 +12,13 @@ the test window:
   rule's weight, 4 bins), of fraction x spread (5 x 3), per partition (the issue's optional
   per-partition calibration, Mondrian style), per user (those with at least 100 validation jobs;
   the others share one bin), and per user x fraction;
+- out of fold ("oof"): a validation job's risks measured on the other three quarters of the
+  window, so that the penalty is not chosen on risks that saw the job's own outcome;
+- shrunk ("a50", "a200"): a cell's risk (k + a p) / (n + a), p its fraction bin's, so that a cell
+  of few jobs stays near its parent's risk;
 - classifier: a learned per-job risk (see learned_risk);
 - oracle: per job the lowest-waste rung that does not kill: an upper bound for these rungs.
-Prints waste cut % / newly killed % on validation and test. The README quotes these figures.
+Prints waste cut % / newly killed % on validation and test. docs/evaluation/tried.md quotes them.
 """
 
 from __future__ import annotations
@@ -67,15 +71,48 @@ class Window:
 Score = Callable[[Window], np.ndarray]
 
 
-def risk_table(window: Window, cell: np.ndarray, cells: int) -> np.ndarray:
-    """(R, cells): (k + 1) / (n + 1) per rung and cell on ``window`` (calibration's estimate)."""
+def risk_table(
+    window: Window,
+    cell: np.ndarray,
+    cells: int,
+    rows: np.ndarray | None = None,
+    shrink: tuple[float, int] = (0, 1),
+) -> np.ndarray:
+    """(R, cells): (k + 1) / (n + 1) per rung and cell on ``window``'s ``rows`` (all: calibration's
+    estimate). ``shrink`` = (alpha, divisor): (k + alpha p) / (n + alpha) instead, p the parent
+    cell's (cell // divisor) estimate, so a cell of few jobs keeps near its parent's risk."""
     killed = window.scored.killed
-    table = np.zeros((killed.shape[1], cells))
+    k, n = np.zeros((killed.shape[1], cells)), np.zeros((killed.shape[1], cells))
     for r in range(killed.shape[1]):
-        has = np.isfinite(window.limits[:, r])
-        k = np.bincount(cell[has, r], weights=killed[has, r].astype(float), minlength=cells)
-        table[r] = (k + 1.0) / (np.bincount(cell[has, r], minlength=cells) + 1.0)
-    return table
+        has = np.isfinite(window.limits[:, r]) & (True if rows is None else rows)
+        k[r] = np.bincount(cell[has, r], weights=killed[has, r].astype(float), minlength=cells)
+        n[r] = np.bincount(cell[has, r], minlength=cells)
+    alpha, divisor = shrink
+    if alpha == 0:
+        return (k + 1.0) / (n + 1.0)
+    parent = np.arange(cells) // divisor
+    pk = np.stack([np.bincount(parent, weights=row_k) for row_k in k])
+    pn = np.stack([np.bincount(parent, weights=row_n) for row_n in n])
+    out: np.ndarray = (k + alpha * ((pk + 1.0) / (pn + 1.0))[:, parent]) / (n + alpha)
+    return out
+
+
+def cell_risks(
+    val: Window, cells_v: np.ndarray, cells_t: np.ndarray, cells: int, folds: int, shrink: tuple[float, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each (job, rung)'s risk from its cell, on validation and test. With ``folds`` > 1 a
+    validation job's comes from the other folds (out of fold: the penalty is then chosen on risks
+    that did not see the job's own outcome); the test window's from all of validation."""
+    columns = np.arange(cells_v.shape[1])[None, :]
+    risk_t = risk_table(val, cells_v, cells, shrink=shrink)[columns, cells_t]
+    if folds <= 1:
+        return risk_table(val, cells_v, cells, shrink=shrink)[columns, cells_v], risk_t
+    risk_v = np.zeros(cells_v.shape)
+    for fold in np.array_split(np.arange(len(val.td)), folds):
+        others = np.ones(len(val.td), dtype=bool)
+        others[fold] = False
+        risk_v[fold] = risk_table(val, cells_v, cells, others, shrink)[columns, cells_v[fold]]
+    return risk_v, risk_t
 
 
 def calibrated(val: Window, test: Window, risk_val: np.ndarray, risk_test: np.ndarray) -> list[float]:
@@ -167,17 +204,25 @@ def study(trace: str, target: Target) -> None:
         return codes(window.users, heavy)
 
     print(f"{path.name}, {target.value}: {len(val.td)} validation and {len(test.td)} test jobs")
-    variants: list[tuple[str, Score | None, int, bool]] = [
-        ("per rung (shipped)", None, 0, False),
-        ("fraction of request", None, 0, True),
-        ("quantile spread", spread, 4, False),
-        ("size", size, 4, False),
-        ("fraction x spread", spread, 3, True),
-        ("partition", partition, len(names), False),
-        ("user", user, len(heavy), False),
-        ("user x fraction", user, len(heavy), True),
+    # (label, score, bins, split by fraction too, folds, shrinkage alpha)
+    variants: list[tuple[str, Score | None, int, bool, int, float]] = [
+        ("per rung (shipped)", None, 0, False, 1, 0),
+        ("per rung, out of fold", None, 0, False, 4, 0),
+        ("fraction of request", None, 0, True, 1, 0),
+        ("fraction, out of fold", None, 0, True, 4, 0),
+        ("quantile spread", spread, 4, False, 1, 0),
+        ("size", size, 4, False, 1, 0),
+        ("fraction x spread", spread, 3, True, 1, 0),
+        ("partition", partition, len(names), False, 1, 0),
+        ("user", user, len(heavy), False, 1, 0),
+        ("user, out of fold", user, len(heavy), False, 4, 0),
+        ("user x fraction", user, len(heavy), True, 1, 0),
+        ("user x fraction, oof", user, len(heavy), True, 4, 0),
+        ("user x fraction, a50", user, len(heavy), True, 1, 50),
+        ("... a50, out of fold", user, len(heavy), True, 4, 50),
+        ("... a200, out of fold", user, len(heavy), True, 4, 200),
     ]
-    for label, score_of, bins, fraction in variants:
+    for label, score_of, bins, fraction, folds, alpha in variants:
         score_v = None if score_of is None else score_of(val)
         score_t = None if score_of is None else score_of(test)
         edges = None
@@ -187,10 +232,10 @@ def study(trace: str, target: Target) -> None:
             edges = np.quantile(score_v[np.isfinite(score_v)], np.linspace(0, 1, bins + 1)[1:-1])
         cell_v, cell_t = val.cells(score_v, edges, fraction), test.cells(score_t, edges, fraction)
         cells = int(max(cell_v.max(), cell_t.max())) + 1
-        table = risk_table(val, cell_v, cells)
-        columns = np.arange(table.shape[0])[None, :]
-        figures = calibrated(val, test, table[columns, cell_v], table[columns, cell_t])
-        print(f"  {label:22} {row(*figures)}")
+        # Shrunk towards the cell's fraction bin (the score's bins sit inside it).
+        divisor = 1 if edges is None else len(edges) + 1
+        risk_v, risk_t = cell_risks(val, cell_v, cell_t, cells, folds, (alpha, divisor))
+        print(f"  {label:22} {row(*calibrated(val, test, risk_v, risk_t))}")
     risk_val, risk_test = learned_risk(val, test, rungs)
     print(f"  {'classifier':22} {row(*calibrated(val, test, risk_val, risk_test))}")
     print(f"  {'oracle over the rungs':22} {row(oracle(val), 0.0, oracle(test), 0.0)}")
