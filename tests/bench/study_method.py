@@ -14,7 +14,7 @@ of the validation window, refit when the test window opens). Variants:
   submitted and not yet ended), all known at submit time.
 Prints, per variant, waste cut % / newly killed % (CPUs: slowed %) on validation and test, and the
 largest test cut with at most 1 % killed as the rule's penalty sweeps (in hindsight, as the reports'
-frontier table). The README's "What was tried" quotes these figures.
+frontier table). docs/evaluation/tried.md quotes these figures.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class ParityError(Exception):
 @dataclass(frozen=True)
 class BoosterParams:
     # 100 trees at 0.1 retrain in about 0.7 of the time and do as well for walltime on validation,
-    # but the calibrated rule cut less CPU waste there (README, "What was tried"): a site's choice
+    # but the calibrated rule cut less CPU waste there (docs/evaluation/tried.md): a site's choice
     # (`harp train --trees --learning-rate`), not the default.
     n_estimators: int = 200
     num_leaves: int = 31

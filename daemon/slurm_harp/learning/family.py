@@ -17,7 +17,7 @@ rows: on a million jobs they would otherwise double the training time. The ladde
 ``ladder_max_rows``. A capped fit takes rows spread evenly over the training window (``spread``),
 not the newest: with the ladder on a third of each shared trace's training jobs, the newest third
 went over the kill budget on three of five targets and lost most of SDSC-SP2's cut, while a third
-spread over the window killed about as often as the whole window did (README, "What was tried").
+spread over the window killed about as often as the whole window did (docs/evaluation/tried.md).
 Every job still feeds the history features of the rows that are fitted.
 ``update_family`` brings fitted boosters up to date with jobs that ended since: a few more trees
 of each one's loss on those jobs only (learning.fitting, Refit.UPDATE).

@@ -52,7 +52,7 @@ class Refit(StrEnum):
     continues each with a few trees fitted on the jobs since (family.update_family): the served
     model is the calibrated one plus a correction for the newest jobs, for 0.80-0.83 of the whole
     training time; on test it cut more walltime waste at about the same kill rates, but less CPU
-    waste, and LANL-CM5 memory went further over the budget (README, "What was tried")."""
+    waste, and LANL-CM5 memory went further over the budget (docs/evaluation/tried.md)."""
 
     FULL = "full"
     UPDATE = "update"
