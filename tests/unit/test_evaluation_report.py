@@ -7,6 +7,8 @@ from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.evaluation import report
 from slurm_harp.evaluation.baselines import RequestStrategy, ScaledTsafrirStrategy
+from slurm_harp.evaluation.ceiling import ceiling
+from slurm_harp.evaluation.observed import observe
 from slurm_harp.evaluation.runner import Outcome, TargetReport, evaluate_target
 from slurm_harp.evaluation.split import chronological_split
 
@@ -84,6 +86,23 @@ def test_table_reads_the_curves_in_hindsight() -> None:
     assert "| request |" not in hindsight
     request = next(o for o in results[0].outcomes if o.name == "request")
     assert report.frontier_figures(request) is None
+
+
+def test_table_and_document_carry_the_hindsight_ceiling() -> None:
+    ctx, results = evaluated()
+    found = results[0].ceiling
+    test = slice(ctx.timeline.split.validation_end, None)
+    obs = observe(ctx.timeline.jobs, Target.TIME).take(test)
+    users = [job.request.user_name for job in ctx.timeline.jobs[test]]
+    assert found["user"]["waste_cut_pct"] == ceiling(obs, users, ctx.kill_budget)[0]
+    text = report.table(results[0], ctx).split("Ceiling in hindsight")[1]
+    row = next(line for line in text.splitlines() if line.startswith("| user | "))
+    assert row == f"| user | 3 | {found['user']['waste_cut_pct']:.1f} | {found['user']['lost_pct']:.2f} |"
+    assert "| user + name | 3 |" in text  # the toy jobs have no names
+    back = json.loads(json.dumps(report.document(results, ctx), allow_nan=False))
+    assert back["targets"]["time"]["ceiling"] == found
+    assert back["targets"]["memory"]["ceiling"] == {}  # skipped: no ceiling either
+    assert "Ceiling in hindsight" not in report.table(results[1], ctx)
 
 
 def test_knob_shows_multipliers_as_such_and_names_other_knobs() -> None:

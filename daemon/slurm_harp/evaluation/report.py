@@ -110,7 +110,7 @@ def table(report: TargetReport, ctx: Context) -> str:
         lines.append("| " + " | ".join(row) + " |")
     for name, why in report.unavailable.items():
         lines.append(f"\n{name}: not evaluated: {why}")
-    return "\n".join([*lines, *_hindsight(report), ""])
+    return "\n".join([*lines, *_hindsight(report), *_ceiling(report, ctx.kill_budget), ""])
 
 
 def frontier_figures(outcome: Outcome) -> dict[str, dict[str, float | None]] | None:
@@ -123,6 +123,11 @@ def frontier_figures(outcome: Outcome) -> dict[str, dict[str, float | None]] | N
     }
 
 
+def _lost(target: Target) -> str:
+    """What a too-low limit does to a job of ``target``: CPUs slow it, the others kill it."""
+    return "slowed" if target is Target.CPUS else "newly killed"
+
+
 def _hindsight(report: TargetReport) -> list[str]:
     """The trade-off each strategy's knob could reach on test: what a site choosing another kill
     budget could expect, and how far a strategy is from the target cut. Hindsight, not a result:
@@ -130,7 +135,7 @@ def _hindsight(report: TargetReport) -> list[str]:
     rows = [(o.name, f) for o in report.outcomes if not o.error and (f := frontier_figures(o))]
     if not rows:
         return []
-    lost = "slowed" if report.target is Target.CPUS else "newly killed"
+    lost = _lost(report.target)
     lines = [
         "",
         f"Trade-off on the test window in hindsight (each strategy's knob swept on test; the table above "
@@ -149,6 +154,27 @@ def _hindsight(report: TargetReport) -> list[str]:
     return lines
 
 
+def _ceiling(report: TargetReport, budget: float) -> list[str]:
+    """The hindsight ceiling per grouping (evaluation/ceiling.py): how far any rule giving a group
+    one limit could go, to set the strategies' figures against."""
+    if not report.ceiling:
+        return []
+    lost = _lost(report.target)
+    lines = [
+        "",
+        f"Ceiling in hindsight: one limit per group of test jobs, picked on the test window itself for the "
+        f"largest waste cut with at most {100 * budget:g} % {lost}. No strategy can choose so; a strategy "
+        "above the per-user ceiling tells a user's jobs apart better than any one limit per user could.",
+        "",
+        f"| one limit per | groups | waste cut % | {lost} % |",
+        "|---|---|---|---|",
+    ]
+    for name, f in report.ceiling.items():
+        cells = [name, f"{f['groups']:.0f}", _number(f["waste_cut_pct"]), _number(f["lost_pct"], 2)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def _clean(value: Any) -> Any:
     """JSON without NaN/inf (not standard JSON): they become null."""
     if isinstance(value, float):
@@ -163,7 +189,7 @@ def _clean(value: Any) -> Any:
 def document(reports: Sequence[TargetReport], ctx: Context) -> dict[str, Any]:
     """Every figure: trace, split sizes and windows, per target and strategy the test and validation
     figures, the knob, the Pareto curve (newly killed %, waste cut %) on test and its reading at
-    FRONTIER_LOST and FRONTIER_CUT (``frontier``), errors."""
+    FRONTIER_LOST and FRONTIER_CUT (``frontier``), errors; per target the hindsight ``ceiling``."""
     timeline = ctx.timeline
     windows = {}
     for name, (first, end) in timeline.windows().items():
@@ -183,6 +209,7 @@ def document(reports: Sequence[TargetReport], ctx: Context) -> dict[str, Any]:
             "usable_jobs": report.usable,
             "skipped": report.skipped,
             "unavailable": report.unavailable,
+            "ceiling": report.ceiling,
             "strategies": {
                 o.name: {
                     "test": o.test,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from slurm_harp.core.request import Target
+from slurm_harp.evaluation.ceiling import ceilings
 from slurm_harp.evaluation.costs import Figures, assess
 from slurm_harp.evaluation.frontier import Curve, Tunable
 from slurm_harp.evaluation.observed import Observed, observe
@@ -50,6 +51,8 @@ class TargetReport:
     outcomes: list[Outcome] = field(default_factory=list)
     skipped: str | None = None
     unavailable: dict[str, str] = field(default_factory=dict)  # strategy -> why it did not run
+    # Per grouping (ceiling.GROUPINGS), the hindsight ceiling on the test window.
+    ceiling: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def usable_counts(timeline: Timeline, obs: Observed) -> dict[str, int]:
@@ -71,6 +74,11 @@ def evaluate_target(
         return report
     for strategy in strategies:
         report.outcomes.append(_run(strategy, timeline, obs, kill_budget))
+    test = slice(timeline.split.validation_end, None)
+    try:
+        report.ceiling = ceilings(timeline.jobs[test], obs.take(test), kill_budget)
+    except Exception:  # a reference figure: its failure must not lose the strategies' figures
+        log.exception("hindsight ceiling failed on %s", target.value)
     return report
 
 

@@ -1,5 +1,5 @@
-"""The hindsight ceiling of tests/bench/study_bound: its knapsack is exact and its figures are the
-evaluation's own."""
+"""The hindsight ceiling (evaluation/ceiling.py): its knapsack is exact, its figures are the
+evaluation's own, and it groups jobs as named."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_harp.core.request import Target
+from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.evaluation import costs
-from slurm_harp.evaluation.observed import Observed
-from tests.bench.study_bound import hindsight_bound
+from slurm_harp.evaluation.ceiling import ceiling, ceilings
+from slurm_harp.evaluation.observed import Observed, observe
 
 
 def _observed(jobs: list[tuple[float, float, int]]) -> Observed:
@@ -56,7 +57,7 @@ def test_the_knapsack_finds_the_best_limit_per_group(
 ) -> None:
     obs = _observed([(float(q), r, c) for (q, r, c), _ in jobs])
     groups = [g for _, g in jobs]
-    cut, killed = hindsight_bound(obs, groups, budget)
+    cut, killed = ceiling(obs, groups, budget)
     assert killed <= 100.0 * int(budget * len(obs)) / len(obs) + 1e-9
     if costs.waste(obs, obs.requested) == 0:  # every job ran past its request: nothing to cut
         assert np.isnan(cut)
@@ -66,7 +67,7 @@ def test_the_knapsack_finds_the_best_limit_per_group(
 
 def test_one_group_of_identical_jobs_is_cut_to_its_run() -> None:
     obs = _observed([(100.0, 30.0, 2)] * 10)
-    cut, killed = hindsight_bound(obs, ["a"] * 10)
+    cut, killed = ceiling(obs, ["a"] * 10, 0.01)
     assert (cut, killed) == (100.0, 0.0)
 
 
@@ -76,7 +77,30 @@ def test_the_budget_buys_the_biggest_saving() -> None:
     jobs = [(100.0, 10.0, 1)] * 9 + [(100.0, 90.0, 1)] + [(100.0, 50.0, 1), (100.0, 60.0, 1)]
     groups = ["a"] * 10 + ["b", "b"]
     obs = _observed(jobs)
-    cut, killed = hindsight_bound(obs, groups, budget=0.1)
+    cut, killed = ceiling(obs, groups, budget=0.1)
     limits = np.array([10.0] * 10 + [60.0, 60.0])
     assert cut == costs.waste_cut_pct(obs, limits)
     assert np.isclose(killed, 100.0 / 12)
+
+
+def test_ceilings_group_by_user_then_by_user_and_name() -> None:
+    # alice's two names run 10 and 50 minutes, bob's one 30: one limit per user + name cuts more.
+    runs = {("alice", "short"): 10, ("alice", "long"): 50, ("bob", "sim"): 30}
+    jobs = [
+        JobRecord(
+            job_id=f"{i}",
+            request=JobRequest(user_name=user, job_name=name, time_limit_minutes=120, submit_time=60 * i),
+            state="COMPLETED",
+            elapsed_s=60 * minutes,
+            end_time=60 * (i + minutes),
+        )
+        for i, ((user, name), minutes) in enumerate(list(runs.items()) * 20)
+    ]
+    obs = observe(jobs, Target.TIME)
+    found = ceilings(jobs, obs, 0.0)
+    assert list(found) == ["user", "user + name"]
+    assert found["user"]["groups"] == 2 and found["user + name"]["groups"] == 3
+    assert found["user + name"]["waste_cut_pct"] == 100.0
+    # alice's one limit must cover her 50-minute jobs: her 10-minute ones keep 40 minutes' waste.
+    assert found["user"]["waste_cut_pct"] == costs.waste_cut_pct(obs, np.array([50.0, 50.0, 30.0] * 20))
+    assert found["user"]["lost_pct"] == 0.0
