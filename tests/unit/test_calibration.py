@@ -35,6 +35,24 @@ RULE = Calibration(
 )
 
 
+def walltime_jobs(
+    run: np.ndarray, request: np.ndarray, cores: np.ndarray, group: np.ndarray | None = None
+) -> TargetData:
+    """Walltime jobs that finished under their request, each saved minute worth its cores; no
+    partition unless ``group`` names one per job."""
+    n = len(run)
+    return TargetData(
+        target=Target.TIME,
+        value=run,
+        censored=np.zeros(n, dtype=bool),
+        requested=request,
+        weight=cores,
+        waste_weight=cores,
+        cost=cores * request,
+        group=np.full(n, "", dtype=object) if group is None else group,
+    )
+
+
 def _window(n: int, seed: int, noisy_share: float = 0.5) -> tuple[TargetData, dict[str, np.ndarray]]:
     """Half the jobs come from consistent users (run ~ 20 % of the request, known tightly), half
     from erratic ones (anywhere up to the request). Models: a tight median and 0.9 quantile for
@@ -43,18 +61,7 @@ def _window(n: int, seed: int, noisy_share: float = 0.5) -> tuple[TargetData, di
     request = rng.choice([60.0, 240.0, 720.0, 1440.0], n)
     noisy = rng.random(n) < noisy_share
     frac = np.where(noisy, rng.uniform(0.01, 1.0, n), rng.normal(0.2, 0.02, n).clip(0.01))
-    run = request * frac
-    cores = rng.choice([1.0, 4.0, 16.0, 64.0], n)
-    td = TargetData(
-        target=Target.TIME,
-        value=run,
-        censored=np.zeros(n, dtype=bool),
-        requested=request,
-        weight=cores,
-        waste_weight=cores,
-        cost=cores * request,
-        group=np.full(n, "", dtype=object),
-    )
+    td = walltime_jobs(request * frac, request, rng.choice([1.0, 4.0, 16.0, 64.0], n))
     preds = {
         "q0.50": request * np.where(noisy, 0.5, 0.2),
         "q0.90": request * np.where(noisy, 0.9, 0.23),

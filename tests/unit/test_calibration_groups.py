@@ -13,6 +13,7 @@ from slurm_harp.core.request import Target
 from slurm_harp.learning.calibration import CalibrationConfig, assess, calibrate, frontier
 from slurm_harp.learning.targets import TargetData
 from slurm_harp.model.decision import Calibration, Rung, decide_limit, ladder_limits, viable_models
+from tests.unit.test_calibration import walltime_jobs
 
 RULE = Calibration(
     rungs=(Rung("q0.50", 1.0, 0.2), Rung("q0.90", 1.0, 0.05), Rung("q0.90", 2.0, 0.01)),
@@ -94,17 +95,7 @@ def _two_partitions(n: int, seed: int) -> tuple[TargetData, dict[str, np.ndarray
     run = request * rng.uniform(0.1, 0.2, n)
     erratic = (group != "steady") & (rng.random(n) < 0.1)
     run[erratic] = request[erratic] * rng.uniform(0.5, 1.0, int(erratic.sum()))
-    cores = rng.choice([1.0, 8.0, 32.0], n)
-    td = TargetData(
-        target=Target.TIME,
-        value=run,
-        censored=np.zeros(n, dtype=bool),
-        requested=request,
-        weight=cores,
-        waste_weight=cores,
-        cost=cores * request,
-        group=group,
-    )
+    td = walltime_jobs(run, request, rng.choice([1.0, 8.0, 32.0], n), group)
     preds = {"q0.50": request * 0.2, "q0.90": request * 0.24}
     return td, preds
 
