@@ -36,9 +36,8 @@ def study(trace: str, target: Target) -> None:
 
     groupings: dict[str, Key] = {**GROUPINGS, "user + name + request": with_request}
     for label, key in groupings.items():
-        keys = [key(job) for job in test]
-        cut, killed = ceiling(obs, keys, BUDGET)
-        print(f"  one limit per {label:22} {len(set(keys)):6d} groups  {cut:5.1f} % cut / {killed:.2f} %")
+        cut, killed, count = ceiling(obs, [key(job) for job in test], BUDGET)
+        print(f"  one limit per {label:22} {count:6d} groups  {cut:5.1f} % cut / {killed:.2f} %")
     started = time.perf_counter()
     for each in Target:  # what `harp evaluate` adds to a run: its two groupings on every target
         seen = observe(test, each)

@@ -57,7 +57,8 @@ def test_the_knapsack_finds_the_best_limit_per_group(
 ) -> None:
     obs = _observed([(float(q), r, c) for (q, r, c), _ in jobs])
     groups = [g for _, g in jobs]
-    cut, killed = ceiling(obs, groups, budget)
+    cut, killed, count = ceiling(obs, groups, budget)
+    assert count == len(set(groups))
     assert killed <= 100.0 * int(budget * len(obs)) / len(obs) + 1e-9
     if costs.waste(obs, obs.requested) == 0:  # every job ran past its request: nothing to cut
         assert np.isnan(cut)
@@ -67,8 +68,7 @@ def test_the_knapsack_finds_the_best_limit_per_group(
 
 def test_one_group_of_identical_jobs_is_cut_to_its_run() -> None:
     obs = _observed([(100.0, 30.0, 2)] * 10)
-    cut, killed = ceiling(obs, ["a"] * 10, 0.01)
-    assert (cut, killed) == (100.0, 0.0)
+    assert ceiling(obs, ["a"] * 10, 0.01) == (100.0, 0.0, 1)
 
 
 def test_the_budget_buys_the_biggest_saving() -> None:
@@ -77,7 +77,8 @@ def test_the_budget_buys_the_biggest_saving() -> None:
     jobs = [(100.0, 10.0, 1)] * 9 + [(100.0, 90.0, 1)] + [(100.0, 50.0, 1), (100.0, 60.0, 1)]
     groups = ["a"] * 10 + ["b", "b"]
     obs = _observed(jobs)
-    cut, killed = ceiling(obs, groups, budget=0.1)
+    cut, killed, count = ceiling(obs, groups, budget=0.1)
+    assert count == 2
     limits = np.array([10.0] * 10 + [60.0, 60.0])
     assert cut == costs.waste_cut_pct(obs, limits)
     assert np.isclose(killed, 100.0 / 12)

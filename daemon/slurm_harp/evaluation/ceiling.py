@@ -76,9 +76,9 @@ def best_limits(options: Sequence[Sequence[Option]], max_kills: int) -> list[flo
     return chosen
 
 
-def ceiling(obs: Observed, groups: Sequence[Hashable], budget: float) -> tuple[float, float]:
-    """(waste cut %, newly killed or slowed %) of the best one-limit-per-group rule on the usable
-    jobs of ``obs``; ``groups`` holds each job's group, row for row."""
+def ceiling(obs: Observed, groups: Sequence[Hashable], budget: float) -> tuple[float, float, int]:
+    """(waste cut %, newly killed or slowed %, number of groups) of the best one-limit-per-group
+    rule on the usable jobs of ``obs``; ``groups`` holds each job's group, row for row."""
     use = np.flatnonzero(obs.usable())
     sub, keys = obs.take(use), [groups[int(i)] for i in use]
     max_kills = int(budget * len(sub))
@@ -91,17 +91,14 @@ def ceiling(obs: Observed, groups: Sequence[Hashable], budget: float) -> tuple[f
     for m, limit in zip(index, chosen, strict=True):
         if np.isfinite(limit):
             limits[use[m]] = limit
-    return costs.waste_cut_pct(obs, limits), 100.0 * costs.killed_fraction(obs, limits)
+    return costs.waste_cut_pct(obs, limits), 100.0 * costs.killed_fraction(obs, limits), len(index)
 
 
 def ceilings(jobs: Sequence[JobRecord], obs: Observed, budget: float) -> dict[str, dict[str, float]]:
     """``ceiling`` for each of GROUPINGS on ``jobs`` (observed as ``obs``, row for row): per
     grouping its cut %, lost % and number of groups among the usable jobs."""
-    usable = obs.usable()
     out: dict[str, dict[str, float]] = {}
     for name, key in GROUPINGS.items():
-        groups = [key(job) for job in jobs]
-        cut, lost = ceiling(obs, groups, budget)
-        count = len({g for g, ok in zip(groups, usable, strict=True) if ok})
+        cut, lost, count = ceiling(obs, [key(job) for job in jobs], budget)
         out[name] = {"waste_cut_pct": cut, "lost_pct": lost, "groups": float(count)}
     return out
