@@ -104,9 +104,10 @@ def cell_risks(
     validation job's comes from the other folds (out of fold: the penalty is then chosen on risks
     that did not see the job's own outcome); the test window's from all of validation."""
     columns = np.arange(cells_v.shape[1])[None, :]
-    risk_t = risk_table(val, cells_v, cells, shrink=shrink)[columns, cells_t]
+    table = risk_table(val, cells_v, cells, shrink=shrink)
+    risk_t = table[columns, cells_t]
     if folds <= 1:
-        return risk_table(val, cells_v, cells, shrink=shrink)[columns, cells_v], risk_t
+        return table[columns, cells_v], risk_t
     risk_v = np.zeros(cells_v.shape)
     for fold in np.array_split(np.arange(len(val.td)), folds):
         others = np.ones(len(val.td), dtype=bool)
