@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -7,6 +9,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED_TRACE = REPO / "daemon" / "slurm_harp" / "data" / "KTH-SP2-1996-2.1-cln.swf.gz"
 SHARED_TRACES = REPO.parent / "shared" / "data" / "traces"
+LUA_PACKAGES = "apt install lua5.1 lua-cjson lua-http lua-cqueues"
+
+
+def lua51() -> str:
+    """The lua5.1 interpreter, for a module's Lua tests: CI must have it (an error there), a
+    developer's machine may not (the calling module is skipped, naming the packages)."""
+    found = shutil.which("lua5.1")
+    if found is None:
+        if os.environ.get("CI"):
+            raise RuntimeError(f"lua5.1 is required in CI ({LUA_PACKAGES})")
+        pytest.skip(f"lua5.1 not installed ({LUA_PACKAGES})", allow_module_level=True)
+    return found
 
 
 @pytest.fixture(scope="session")

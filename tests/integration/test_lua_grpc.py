@@ -19,17 +19,10 @@ import pytest
 
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
+from tests.conftest import REPO, lua51
 
-REPO = Path(__file__).resolve().parents[2]
 DRIVER = REPO / "tests" / "lua" / "drive_grpc.lua"
-LUA = shutil.which("lua5.1")
-
-if LUA is None:
-    if os.environ.get("CI"):
-        raise RuntimeError("lua5.1 is required in CI (apt install lua5.1 lua-cjson lua-http lua-cqueues)")
-    pytest.skip(
-        "lua5.1 not installed (apt install lua5.1 lua-cjson lua-http lua-cqueues)", allow_module_level=True
-    )
+LUA = lua51()
 
 DEADLINE_MS = 50
 # A deadline overrun is measured inside Lua; a little scheduling slack on a busy 2-core machine.
@@ -118,7 +111,6 @@ class Driver:
     """tests/lua/drive_grpc.lua: one JSON command per line in, one JSON result per line out."""
 
     def __init__(self, sock: Path, entry: Path | None = None) -> None:
-        assert LUA is not None
         args = [LUA, str(DRIVER), str(sock)] + ([str(entry)] if entry else [])
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
         self.sel = selectors.DefaultSelector()

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,21 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_harp.api import predictor_pb2 as pb
+from tests.conftest import REPO, lua51
 
-REPO = Path(__file__).resolve().parents[2]
 LUA_TESTS = REPO / "tests" / "lua"
-LUA = shutil.which("lua5.1")
-
-if LUA is None:
-    if os.environ.get("CI"):
-        raise RuntimeError("lua5.1 is required in CI (apt install lua5.1 lua-cjson lua-http lua-cqueues)")
-    pytest.skip(
-        "lua5.1 not installed (apt install lua5.1 lua-cjson lua-http lua-cqueues)", allow_module_level=True
-    )
+LUA = lua51()
 
 
 def _lua(*args: str, stdin: str = "") -> str:
-    assert LUA is not None
     proc = subprocess.run(
         [LUA, *args], input=stdin, capture_output=True, text=True, timeout=120, cwd=REPO, check=False
     )
