@@ -32,3 +32,11 @@ def trained_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     code = main(["train", "--source", str(BUNDLED_TRACE), "--store", str(store), "--max-rows", "6000"])
     assert code == 0
     return store
+
+
+@pytest.fixture
+def store_copy(trained_store: Path, tmp_path: Path) -> Path:
+    """A test's own copy of ``trained_store``, free to change (promotions, rollbacks, removals)."""
+    copy = tmp_path / "store"
+    shutil.copytree(trained_store, copy)
+    return copy

@@ -34,13 +34,6 @@ def make_daemon(tmp: Path, store: Path, mode: str = "rewrite", **server: object)
 
 
 @pytest.fixture
-def store_copy(trained_store: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "store"
-    shutil.copytree(trained_store, copy)
-    return copy
-
-
-@pytest.fixture
 def running(tmp_path: Path, store_copy: Path) -> Iterator[tuple[Daemon, Client]]:
     daemon = make_daemon(tmp_path, store_copy)
     daemon.start()

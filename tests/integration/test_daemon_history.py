@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -66,13 +65,6 @@ def make_daemon(tmp: Path, models: Path, db: Path, **policy: Any) -> Daemon:
 
 
 @pytest.fixture
-def models(trained_store: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "models"
-    shutil.copytree(trained_store, copy)
-    return copy
-
-
-@pytest.fixture
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "jobs.sqlite"
     with JobStore(path) as store:
@@ -81,8 +73,8 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def running(tmp_path: Path, models: Path, db: Path) -> Iterator[tuple[Daemon, Client]]:
-    daemon = make_daemon(tmp_path, models, db)
+def running(tmp_path: Path, store_copy: Path, db: Path) -> Iterator[tuple[Daemon, Client]]:
+    daemon = make_daemon(tmp_path, store_copy, db)
     daemon.start()
     client = Client(tmp_path / "harp.sock")
     yield daemon, client
@@ -149,8 +141,8 @@ def test_cold_user_is_annotated_until_their_first_job_is_harvested(
     assert carol().action == pb.ACTION_REWRITE
 
 
-def test_require_history_off_rewrites_cold_users(tmp_path: Path, models: Path, db: Path) -> None:
-    daemon = make_daemon(tmp_path, models, db, require_history=False)
+def test_require_history_off_rewrites_cold_users(tmp_path: Path, store_copy: Path, db: Path) -> None:
+    daemon = make_daemon(tmp_path, store_copy, db, require_history=False)
     daemon.start()
     try:
         with Client(tmp_path / "harp.sock") as client:
@@ -161,9 +153,9 @@ def test_require_history_off_rewrites_cold_users(tmp_path: Path, models: Path, d
         daemon.stop(grace=0)
 
 
-def test_store_created_after_start_is_picked_up(tmp_path: Path, models: Path) -> None:
+def test_store_created_after_start_is_picked_up(tmp_path: Path, store_copy: Path) -> None:
     db = tmp_path / "later.sqlite"
-    daemon = make_daemon(tmp_path, models, db)
+    daemon = make_daemon(tmp_path, store_copy, db)
     daemon.start()
     try:
         assert not db.exists()  # the daemon does not create the harvester's database
