@@ -1,7 +1,7 @@
 """Study: variants of ours that were tried and not adopted, against the default, on the shared traces.
 
     .venv/bin/python -m tests.bench.study_method [--traces KTH,SDSC,CTC,LANL] [--target time]
-        [--variants default,leaves63,min-child10,request-rungs,burst]
+        [--variants default,leaves63,min-child10,request-rungs,burst,request-history]
 
 `harp evaluate`'s protocol (60 / 20 / 20 chronological split, 1 % budget held in each of the four parts
 of the validation window, refit when the test window opens). Variants:
@@ -11,7 +11,12 @@ of the validation window, refit when the test window opens). Variants:
 - request-rungs: the default models, with three more rungs at 0.5, 0.7 and 0.85 of the request;
 - burst: four submission-burst features appended to every row (seconds since the same user+name's
   previous submission, the user's and the user+name's submissions in the past hour, the user's jobs
-  submitted and not yet ended), all known at submit time.
+  submitted and not yet ended), all known at submit time;
+- request-history: six columns appended to every row, the history of the same user AND the same
+  requested time limit (jobs ended at or before the submit, within the 30-day horizon, as
+  core/history.py's keys): log jobs, log last, median and max run, the fraction that hit a limit,
+  and log(limit / max run). On SWF traces without job names the request is what tells a user's job
+  types apart (the ceiling per user + name + request is far above the one per user).
 Prints, per variant, waste cut % / newly killed % (CPUs: slowed %) on validation and test, and the
 largest test cut with at most 1 % killed as the rule's penalty sweeps (in hindsight, as the reports'
 frontier table). docs/evaluation/tried.md quotes these figures.
@@ -30,6 +35,7 @@ import numpy as np
 
 from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.history import user_key
+from slurm_harp.core.key_history import DAY_S, HORIZON_DAYS, KeyHistory, log_count, outcome_of, rounded
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.frontier import best_cut
 from slurm_harp.evaluation.runner import evaluate_target
@@ -65,6 +71,14 @@ def evaluated(timeline: Timeline, target: Target, config: MethodConfig) -> Figur
         float(outcome.test["waste_cut_pct"] or 0.0),
         float(outcome.test[lost] or 0.0),
         math.nan if hindsight is None else hindsight,
+    )
+
+
+def figures_line(label: str, f: Figures) -> str:
+    """One printed row of a study: ``label`` and its figures."""
+    return (
+        f"  {label:14} validation {f[0]:5.1f} / {f[1]:.2f}   test {f[2]:5.1f} / {f[3]:.2f}"
+        f"   hindsight {f[4]:5.1f}"
     )
 
 
@@ -111,9 +125,45 @@ def burst_columns(usable: Sequence[JobRecord]) -> np.ndarray:
     return out
 
 
+def request_history_columns(usable: Sequence[JobRecord]) -> np.ndarray:
+    """(n, 6) history of the same user + requested time limit, of records in submit order: each
+    row from the jobs that ended at or before its submit time (KeyHistory, as the product's keys)."""
+    out = np.full((len(usable), 6), np.nan, dtype=np.float32)
+    keys: dict[tuple[str, int], KeyHistory] = {}
+
+    def key(record: JobRecord) -> tuple[str, int] | None:
+        user, limit = user_key(record.request), record.request.time_limit_minutes
+        return None if user is None or limit is None else (user, limit)
+
+    by_end = sorted((r for r in usable if r.end_time is not None), key=lambda r: r.end_time or 0)
+    pending = 0
+    for i, record in enumerate(usable):
+        at = record.request.submit_time
+        if at is None:
+            continue
+        while pending < len(by_end) and (by_end[pending].end_time or 0) <= at:
+            ended, outcome = by_end[pending], outcome_of(by_end[pending])
+            pending += 1
+            name = key(ended)
+            if name is not None and outcome is not None:
+                keys.setdefault(name, KeyHistory()).add(outcome)
+        name = key(record)
+        if name is None:
+            continue
+        history = keys.get(name)
+        count, s = (
+            (0, None) if history is None else history.values(at, (at // DAY_S - HORIZON_DAYS + 1) * DAY_S)
+        )
+        out[i, 0] = log_count(count)
+        if s is not None:
+            headroom = rounded(math.log1p(name[1] * 60.0) - s[3])  # on the history's grid
+            out[i, 1:] = (s[0], s[2], s[3], s[6], headroom)
+    return out
+
+
 @contextmanager
-def burst_features() -> Iterator[None]:
-    """HarpStrategy's datasets with burst_columns appended, for the duration."""
+def appended_columns(columns: Callable[[Sequence[JobRecord]], np.ndarray]) -> Iterator[None]:
+    """HarpStrategy's datasets with ``columns`` of their usable records appended, for the duration."""
     plain = dataset.build_dataset  # what learning.strategy imported
 
     def build(records: Sequence[JobRecord], max_rows: int | None = None) -> dataset.Dataset:
@@ -122,7 +172,7 @@ def burst_features() -> Iterator[None]:
             (r for r in records if r.elapsed_s > 0),
             key=lambda r: -math.inf if r.request.submit_time is None else r.request.submit_time,
         )
-        extra = burst_columns(usable)[-len(data) :]
+        extra = columns(usable)[-len(data) :]
         return replace(data, x=np.hstack([data.x, extra]))
 
     setattr(strategy, "build_dataset", build)  # noqa: B010 (a study's hook into a private import)
@@ -133,7 +183,12 @@ def burst_features() -> Iterator[None]:
 
 
 def with_bursts(timeline: Timeline, target: Target) -> Figures:
-    with burst_features():
+    with appended_columns(burst_columns):
+        return evaluated(timeline, target, MethodConfig())
+
+
+def with_request_history(timeline: Timeline, target: Target) -> Figures:
+    with appended_columns(request_history_columns):
         return evaluated(timeline, target, MethodConfig())
 
 
@@ -143,6 +198,7 @@ VARIANTS: dict[str, Callable[[Timeline, Target], Figures]] = {
     "min-child10": lambda tl, t: evaluated(tl, t, booster_variant(min_child_samples=10)),
     "request-rungs": request_rungs,
     "burst": with_bursts,
+    "request-history": with_request_history,
 }
 
 
@@ -163,12 +219,7 @@ def main() -> None:
         path, timeline = shared_timeline(trace)
         print(f"{path.name}, {target.value}: validation / test, cut % / killed %; test ≤ 1 % in hindsight")
         for name in names:
-            v_cut, v_kill, t_cut, t_kill, best = VARIANTS[name](timeline, target)
-            print(
-                f"  {name:14} validation {v_cut:5.1f} / {v_kill:.2f}   test {t_cut:5.1f} / {t_kill:.2f}"
-                f"   hindsight {best:5.1f}",
-                flush=True,
-            )
+            print(figures_line(name, VARIANTS[name](timeline, target)), flush=True)
 
 
 if __name__ == "__main__":
