@@ -9,7 +9,9 @@ same information and the same quality, split differently. Salt 0 is the shipped 
 "k:" + value. Each salt runs `harp evaluate`'s protocol for ours (study_method's `evaluated`), and the
 study prints per salt, then the spread: validation cut % / killed %, test cut % / killed % (CPUs: slowed
 %), and the largest test cut with at most 1 % killed in hindsight. A variant whose validation gain is
-inside this spread has not shown it is better. docs/evaluation/tried.md quotes these figures.
+inside this spread has not shown it is better. With ``--ensemble`` it also prints the rule calibrated on
+the salts' predictions averaged (geometric mean, member by member): what averaging over the salts would
+give. docs/evaluation/tried.md quotes these figures.
 """
 
 from __future__ import annotations
@@ -21,11 +23,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import cast
 
+import numpy as np
+
 from slurm_harp.core import features
 from slurm_harp.core.request import Target
+from slurm_harp.evaluation.frontier import best_cut
+from slurm_harp.evaluation.split import Timeline
+from slurm_harp.learning import calibration as cal
 from slurm_harp.learning.fitting import MethodConfig
-from tests.bench.common import shared_timeline
-from tests.bench.study_method import Figures, evaluated, figures_line
+from slurm_harp.learning.strategy import Seen
+from slurm_harp.model.decision import ladder_limits
+from tests.bench.common import fitted_ours, shared_timeline
+from tests.bench.study_method import BUDGET, Figures, evaluated, figures_line
 
 _SCALE = 1.0 / 2**32
 
@@ -46,6 +55,30 @@ def salted_hashes(salt: int) -> Iterator[None]:
         setattr(features, "_hash", plain)  # noqa: B010
 
 
+def _averaged(seen: list[Seen], names: list[str]) -> dict[str, np.ndarray]:
+    """Each member's predictions, geometric mean over the salts (the same jobs, row for row)."""
+    return {name: np.exp(np.mean([np.log(s.predictions[name]) for s in seen], axis=0)) for name in names}
+
+
+def ensemble(timeline: Timeline, target: Target, salts: int) -> Figures:
+    """The rule calibrated and scored on the salts' averaged predictions."""
+    fits = []
+    for salt in range(salts):
+        with salted_hashes(salt):
+            fits.append(fitted_ours(timeline, target, BUDGET))
+    names = sorted(set.intersection(*(set(val.predictions) for _, val, _ in fits)))
+    rungs = [rung for rung in fits[0][0] if rung[0] in names]
+    val, test = fits[0][1], fits[0][2]
+    val_preds = _averaged([f[1] for f in fits], names)
+    test_preds = _averaged([f[2] for f in fits], names)
+    rule, figures = cal.calibrate(val_preds, val.td, rungs, cal.CalibrationConfig(kill_budget=BUDGET))
+    limits = ladder_limits(test_preds, test.td.requested, test.td.weight, rule, test.td.group)
+    kill, cut = cal.assess(limits if rule.rungs else np.full(len(test.td), np.nan), test.td)
+    hindsight = best_cut(cal.frontier(test_preds, test.td, rule), 100 * BUDGET) if rule.rungs else 0.0
+    # calibrate() names the CPUs' slowed rate newly_killed_pct too
+    return figures["waste_cut_pct"], figures["newly_killed_pct"], cut, kill, hindsight or math.nan
+
+
 def spread(runs: list[Figures]) -> tuple[Figures, Figures]:
     """Column-wise minimum and maximum of ``runs``."""
     columns = list(zip(*runs, strict=True))
@@ -59,6 +92,7 @@ def main() -> None:
     parser.add_argument("--traces", default="KTH,SDSC,CTC,LANL")
     parser.add_argument("--target", default="time", choices=[t.value for t in Target])
     parser.add_argument("--salts", type=int, default=5, help="salts 0 .. N-1 (default: %(default)s)")
+    parser.add_argument("--ensemble", action="store_true", help="also the salts' predictions averaged")
     args = parser.parse_args()
     target = Target(args.target)
     for trace in args.traces.split(","):
@@ -72,6 +106,8 @@ def main() -> None:
         low, high = spread(runs)
         print(figures_line("lowest", low))
         print(figures_line("highest", high), flush=True)
+        if args.ensemble:
+            print(figures_line(f"mean of {args.salts}", ensemble(timeline, target, args.salts)), flush=True)
 
 
 if __name__ == "__main__":
