@@ -44,6 +44,7 @@ from slurm_harp.learning import calibration as cal
 from slurm_harp.learning import dataset, strategy
 from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.strategy import HarpStrategy
+from slurm_harp.learning.targets import TargetData
 from slurm_harp.model.decision import ladder_limits
 from tests.bench.common import fitted_ours, shared_timeline
 
@@ -88,11 +89,22 @@ def request_rungs(timeline: Timeline, target: Target) -> Figures:
     rungs += [("request", m) for m in REQUEST_MARGINS]
     val_preds = dict(val.predictions, request=val.td.requested)
     test_preds = dict(test.predictions, request=test.td.requested)
-    config = cal.CalibrationConfig(kill_budget=BUDGET)
-    rule, figures = cal.calibrate(val_preds, val.td, rungs, config)
-    limits = ladder_limits(test_preds, test.td.requested, test.td.weight, rule, test.td.group)
-    kill, cut = cal.assess(limits if rule.rungs else np.full(len(test.td), np.nan), test.td)
-    hindsight = best_cut(cal.frontier(test_preds, test.td, rule), 100 * BUDGET) if rule.rungs else 0.0
+    return scored(rungs, val_preds, val.td, test_preds, test.td)
+
+
+def scored(
+    rungs: list[tuple[str, float]],
+    val_preds: dict[str, np.ndarray],
+    val: TargetData,
+    test_preds: dict[str, np.ndarray],
+    test: TargetData,
+) -> Figures:
+    """The rule calibrated on the validation predictions, scored on the test window's."""
+    rule, figures = cal.calibrate(val_preds, val, rungs, cal.CalibrationConfig(kill_budget=BUDGET))
+    limits = ladder_limits(test_preds, test.requested, test.weight, rule, test.group)
+    kill, cut = cal.assess(limits if rule.rungs else np.full(len(test), np.nan), test)
+    hindsight = best_cut(cal.frontier(test_preds, test, rule), 100 * BUDGET) if rule.rungs else 0.0
+    # calibrate() names the CPUs' slowed rate newly_killed_pct too
     return figures["waste_cut_pct"], figures["newly_killed_pct"], cut, kill, hindsight or math.nan
 
 

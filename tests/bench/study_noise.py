@@ -27,14 +27,11 @@ import numpy as np
 
 from slurm_harp.core import features
 from slurm_harp.core.request import Target
-from slurm_harp.evaluation.frontier import best_cut
 from slurm_harp.evaluation.split import Timeline
-from slurm_harp.learning import calibration as cal
 from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.strategy import Seen
-from slurm_harp.model.decision import ladder_limits
 from tests.bench.common import fitted_ours, shared_timeline
-from tests.bench.study_method import BUDGET, Figures, evaluated, figures_line
+from tests.bench.study_method import BUDGET, Figures, evaluated, figures_line, scored
 
 _SCALE = 1.0 / 2**32
 
@@ -71,12 +68,7 @@ def ensemble(timeline: Timeline, target: Target, salts: int) -> Figures:
     val, test = fits[0][1], fits[0][2]
     val_preds = _averaged([f[1] for f in fits], names)
     test_preds = _averaged([f[2] for f in fits], names)
-    rule, figures = cal.calibrate(val_preds, val.td, rungs, cal.CalibrationConfig(kill_budget=BUDGET))
-    limits = ladder_limits(test_preds, test.td.requested, test.td.weight, rule, test.td.group)
-    kill, cut = cal.assess(limits if rule.rungs else np.full(len(test.td), np.nan), test.td)
-    hindsight = best_cut(cal.frontier(test_preds, test.td, rule), 100 * BUDGET) if rule.rungs else 0.0
-    # calibrate() names the CPUs' slowed rate newly_killed_pct too
-    return figures["waste_cut_pct"], figures["newly_killed_pct"], cut, kill, hindsight or math.nan
+    return scored(rungs, val_preds, val.td, test_preds, test.td)
 
 
 def spread(runs: list[Figures]) -> tuple[Figures, Figures]:
