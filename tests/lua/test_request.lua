@@ -4,6 +4,14 @@ local request = require "harp.request"
 local NO_VAL, INFINITE, NO_VAL16 = 4294967294, 4294967295, 65534
 local NO_VAL64 = 18446744073709551614 -- as a double: 2^64
 
+-- The typical job_desc, except that reading ``field`` raises (as a broken userdata field may).
+local function raising_at(field)
+  return setmetatable({}, {__index = function(_, k)
+    if k == field then error("boom") end
+    return T.job_desc()[k]
+  end})
+end
+
 T.test("typical job maps to request fields", function()
   local r = request.build(T.job_desc(), 1000)
   T.eq(r.user_name, "alice", "user_name")
@@ -129,11 +137,7 @@ T.test("signature of a huge script is bounded", function()
 end)
 
 T.test("a field that raises on access is dropped, the rest kept", function()
-  local jd = setmetatable({}, {__index = function(_, k)
-    if k == "time_limit" then error("boom") end
-    return T.job_desc()[k]
-  end})
-  local r = request.build(jd, 1)
+  local r = request.build(raising_at("time_limit"), 1)
   T.eq(r.time_limit_minutes, nil, "dropped")
   T.eq(r.min_cpus, 4, "kept")
 end)
@@ -214,11 +218,7 @@ T.test("a part_list that raises, nil or is no table: no partition, no error", fu
 end)
 
 T.test("a partition field that raises is not taken for none given", function()
-  local jd = setmetatable({}, {__index = function(_, k)
-    if k == "partition" then error("boom") end
-    return T.job_desc()[k]
-  end})
-  local r = request.build(jd, 1, T.part_list(PARTS, "batch"))
+  local r = request.build(raising_at("partition"), 1, T.part_list(PARTS, "batch"))
   T.eq(r.partition, nil, "unknown: not the default")
   T.eq(r.user_name, "alice", "the rest is kept")
 end)
