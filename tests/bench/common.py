@@ -59,12 +59,17 @@ def fitted_ours(
     return rungs, val, ours.member_predictions(jobs, split.validation_end)
 
 
-def per_trace(doc: str, study: Callable[[str, Target], None], traces: str) -> None:
-    """A study's command line: ``study(trace, target)`` for each of ``--traces`` (shared traces'
-    name prefixes, comma-separated; ``traces`` by default) and ``--target``."""
+def study_parser(doc: str, traces: str) -> argparse.ArgumentParser:
+    """A study's command line: ``--traces`` (shared traces' name prefixes, comma-separated;
+    ``traces`` by default) and ``--target``; a study adds its own options."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", default=traces)
     parser.add_argument("--target", default="time", choices=[t.value for t in Target])
-    args = parser.parse_args()
+    return parser
+
+
+def per_trace(doc: str, study: Callable[[str, Target], None], traces: str) -> None:
+    """``study(trace, target)`` for each of ``--traces`` and ``--target`` (study_parser)."""
+    args = study_parser(doc, traces).parse_args()
     for trace in args.traces.split(","):
         study(trace, Target(args.target))

@@ -24,12 +24,12 @@ frontier table). docs/evaluation/tried.md quotes these figures.
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -46,7 +46,7 @@ from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.strategy import HarpStrategy
 from slurm_harp.learning.targets import TargetData
 from slurm_harp.model.decision import ladder_limits
-from tests.bench.common import fitted_ours, shared_timeline
+from tests.bench.common import fitted_ours, shared_timeline, study_parser
 
 BUDGET = cal.CalibrationConfig().kill_budget
 REQUEST_MARGINS = (0.5, 0.7, 0.85)
@@ -73,6 +73,11 @@ def evaluated(timeline: Timeline, target: Target, config: MethodConfig) -> Figur
         float(outcome.test[lost] or 0.0),
         math.nan if hindsight is None else hindsight,
     )
+
+
+def figures_header(path: Path, target: Target) -> str:
+    """The line above a trace's figures_line rows."""
+    return f"{path.name}, {target.value}: validation / test, cut % / killed %; test ≤ 1 % in hindsight"
 
 
 def figures_line(label: str, f: Figures) -> str:
@@ -215,11 +220,7 @@ VARIANTS: dict[str, Callable[[Timeline, Target], Figures]] = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--traces", default="KTH,SDSC,CTC,LANL")
-    parser.add_argument("--target", default="time", choices=[t.value for t in Target])
+    parser = study_parser(__doc__ or "", "KTH,SDSC,CTC,LANL")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args()
     names = args.variants.split(",")
@@ -229,7 +230,7 @@ def main() -> None:
     target = Target(args.target)
     for trace in args.traces.split(","):
         path, timeline = shared_timeline(trace)
-        print(f"{path.name}, {target.value}: validation / test, cut % / killed %; test ≤ 1 % in hindsight")
+        print(figures_header(path, target))
         for name in names:
             print(figures_line(name, VARIANTS[name](timeline, target)), flush=True)
 

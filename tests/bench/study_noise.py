@@ -16,7 +16,6 @@ give. docs/evaluation/tried.md quotes these figures.
 
 from __future__ import annotations
 
-import argparse
 import math
 import zlib
 from collections.abc import Iterator
@@ -30,8 +29,8 @@ from slurm_harp.core.request import Target
 from slurm_harp.evaluation.split import Timeline
 from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.strategy import Seen
-from tests.bench.common import fitted_ours, shared_timeline
-from tests.bench.study_method import BUDGET, Figures, evaluated, figures_line, scored
+from tests.bench.common import fitted_ours, shared_timeline, study_parser
+from tests.bench.study_method import BUDGET, Figures, evaluated, figures_header, figures_line, scored
 
 _SCALE = 1.0 / 2**32
 
@@ -78,18 +77,14 @@ def spread(runs: list[Figures]) -> tuple[Figures, Figures]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--traces", default="KTH,SDSC,CTC,LANL")
-    parser.add_argument("--target", default="time", choices=[t.value for t in Target])
+    parser = study_parser(__doc__ or "", "KTH,SDSC,CTC,LANL")
     parser.add_argument("--salts", type=int, default=5, help="salts 0 .. N-1 (default: %(default)s)")
     parser.add_argument("--ensemble", action="store_true", help="also the salts' predictions averaged")
     args = parser.parse_args()
     target = Target(args.target)
     for trace in args.traces.split(","):
         path, timeline = shared_timeline(trace)
-        print(f"{path.name}, {target.value}: validation / test, cut % / killed %; test ≤ 1 % in hindsight")
+        print(figures_header(path, target))
         runs = []
         for salt in range(args.salts):
             with salted_hashes(salt):
