@@ -35,7 +35,7 @@ import numpy as np
 
 from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.history import user_key
-from slurm_harp.core.key_history import DAY_S, HORIZON_DAYS, KeyHistory, log_count, outcome_of, rounded
+from slurm_harp.core.key_history import KeyHistory, horizon_start, log_count, outcome_of, rounded
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.frontier import best_cut
 from slurm_harp.evaluation.runner import evaluate_target
@@ -168,9 +168,7 @@ def request_history_columns(usable: Sequence[JobRecord]) -> np.ndarray:
         if name is None:
             continue
         history = keys.get(name)
-        count, s = (
-            (0, None) if history is None else history.values(at, (at // DAY_S - HORIZON_DAYS + 1) * DAY_S)
-        )
+        count, s = (0, None) if history is None else history.values(at, horizon_start(at))
         out[i, 0] = log_count(count)
         if s is not None:
             headroom = rounded(math.log1p(name[1] * 60.0) - s[3])  # on the history's grid

@@ -45,6 +45,7 @@ from slurm_harp.core.key_history import (
     K,
     KeyHistory,
     Stats,
+    horizon_start,
     log_count,
     outcome_of,
     rounded,
@@ -154,7 +155,7 @@ class HistoryIndex:
 
     def expire(self, now: int) -> int:
         """Forget keys with no job ended within the horizon of ``now``; returns how many."""
-        first_day = now // DAY_S - HORIZON_DAYS + 1
+        first_day = horizon_start(now) // DAY_S
         with self._lock:
             stale = [name for name, key in self._keys.items() if key.last_day < first_day]
             for name in stale:
@@ -163,7 +164,7 @@ class HistoryIndex:
 
     def values(self, request: JobRequest, at: int) -> list[float]:
         """The history features of ``request`` submitted at unix time ``at``, as floats."""
-        first_s = (at // DAY_S - HORIZON_DAYS + 1) * DAY_S
+        first_s = horizon_start(at)
         user = user_key(request)
         name, account, sig = request.job_name, request.account, request.script_signature
         out: list[float] = []

@@ -67,6 +67,12 @@ def log_count(n: int) -> float:
     return _LOG_COUNTS[n] if n < 1024 else rounded(math.log1p(n))
 
 
+def horizon_start(at: int) -> int:
+    """The first second whose ended jobs still count at unix time ``at``: the UTC midnight
+    HORIZON_DAYS - 1 days before ``at``'s day (``KeyHistory.values``' ``first_s``)."""
+    return (at // DAY_S - HORIZON_DAYS + 1) * DAY_S
+
+
 def _median(values: list[float]) -> float:
     values.sort()
     n = len(values)
