@@ -1,10 +1,16 @@
-"""Argument types shared by the commands: each parses one value or raises a message argparse shows."""
+"""What the commands share in reading their arguments: value types (each parses one value or
+raises a message argparse shows) and the daemon's configuration file."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Callable
 from typing import TypeVar
+
+from slurm_harp.config import DEFAULT_PATH, ConfigError, Settings, load
+
+log = logging.getLogger(__name__)
 
 Number = TypeVar("Number", int, float)
 
@@ -33,3 +39,17 @@ def count(text: str) -> int:
 def rate(text: str) -> float:
     """A rate in (0, 1], e.g. a learning rate."""
     return _parsed(text, float, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
+
+
+def config_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--config PATH`` (default: the daemon's usual path); ``what`` says what the file is."""
+    parser.add_argument("--config", default=str(DEFAULT_PATH), help=f"{what} (default: %(default)s)")
+
+
+def settings_at(path: str) -> Settings | None:
+    """The configuration at ``path``, or None with the problem logged (the command exits 2)."""
+    try:
+        return load(path)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return None

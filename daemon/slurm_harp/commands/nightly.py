@@ -18,7 +18,8 @@ from slurm_harp.accounting import JobRecord
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands import train as train_command
-from slurm_harp.config import DEFAULT_PATH, ConfigError, Settings, load
+from slurm_harp.commands.arguments import config_option, settings_at
+from slurm_harp.config import Settings
 from slurm_harp.core.request import Target
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ SETTLE_S = 60
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("nightly", help="harvest sacct, retrain every target, promote if not worse")
-    p.add_argument("--config", default=str(DEFAULT_PATH), help="the daemon's config (default: %(default)s)")
+    config_option(p, "the daemon's config")
     p.add_argument(
         "--skip-harvest", action="store_true", help="train on the job store as it is (no sacct call)"
     )
@@ -43,10 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = load(args.config)
-    except ConfigError as exc:
-        log.error("%s", exc)
+    settings = settings_at(args.config)
+    if settings is None:
         return 2
     db = settings.history.db
     if db is None:

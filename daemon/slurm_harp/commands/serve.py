@@ -8,7 +8,7 @@ import signal
 import threading
 from types import FrameType
 
-from slurm_harp.config import DEFAULT_PATH, ConfigError, load
+from slurm_harp.commands.arguments import config_option, settings_at
 from slurm_harp.server.daemon import Daemon
 
 log = logging.getLogger(__name__)
@@ -16,15 +16,13 @@ log = logging.getLogger(__name__)
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("serve", help="run the prediction daemon")
-    p.add_argument("--config", default=str(DEFAULT_PATH), help="TOML configuration (default: %(default)s)")
+    config_option(p, "TOML configuration")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = load(args.config)
-    except ConfigError as exc:
-        log.error("%s", exc)
+    settings = settings_at(args.config)
+    if settings is None:
         return 2
     daemon = Daemon(settings)
     stop = threading.Event()
