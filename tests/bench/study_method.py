@@ -1,7 +1,8 @@
 """Study: variants of ours that were tried and not adopted, against the default, on the shared traces.
 
     .venv/bin/python -m tests.bench.study_method [--traces KTH,SDSC,CTC,LANL] [--target time]
-        [--variants default,leaves63,min-child10,request-rungs,burst,request-history]
+        [--variants default,leaves63,min-child10,request-rungs,burst,request-history,scaled-rung,
+         run-vs-request]
 
 `harp evaluate`'s protocol (60 / 20 / 20 chronological split, 1 % budget held in each of the four parts
 of the validation window, refit when the test window opens). Variants:
@@ -16,7 +17,13 @@ of the validation window, refit when the test window opens). Variants:
   requested time limit (jobs ended at or before the submit, within the 30-day horizon, as
   core/history.py's keys): log jobs, log last, median and max run, the fraction that hit a limit,
   and log(limit / max run). On SWF traces without job names the request is what tells a user's job
-  types apart (the ceiling per user + name + request is far above the one per user).
+  types apart (the ceiling per user + name + request is far above the one per user);
+- scaled-rung: the default rungs and one more, the chosen model at the smallest margin whose kill
+  rate meets the budget in each of the rule's parts of the validation window (HARP's adjustment
+  factor, held to our rule; it may lie below 1, which no default rung does);
+- run-vs-request: every model learns the use against the request (time: log1p(run seconds) -
+  log1p(limit minutes); memory and CPUs: log1p(use) - log1p(request)) instead of the use alone, and
+  predicts it plus the request's feature column.
 Prints, per variant, waste cut % / newly killed % (CPUs: slowed %) on validation and test, and the
 largest test cut with at most 1 % killed as the rule's penalty sweeps (in hindsight, as the reports'
 frontier table). docs/evaluation/tried.md quotes these figures.
@@ -25,28 +32,26 @@ frontier table). docs/evaluation/tried.md quotes these figures.
 from __future__ import annotations
 
 import math
-from collections import defaultdict, deque
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from slurm_harp.accounting.record import JobRecord
-from slurm_harp.core.history import user_key
-from slurm_harp.core.key_history import KeyHistory, horizon_start, log_count, outcome_of, rounded
+from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.frontier import best_cut
 from slurm_harp.evaluation.runner import evaluate_target
 from slurm_harp.evaluation.split import Timeline
 from slurm_harp.learning import calibration as cal
-from slurm_harp.learning import dataset, strategy
+from slurm_harp.learning import family, fitting
+from slurm_harp.learning.family import FamilyConfig, Member
 from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.strategy import HarpStrategy
 from slurm_harp.learning.targets import TargetData
-from slurm_harp.model.decision import ladder_limits
+from slurm_harp.model.decision import ladder_limits, one_rung_limits
 from tests.bench.common import fitted_ours, shared_timeline, study_parser
+from tests.bench.extra_columns import appended_columns, burst_columns, request_history_columns
 
 BUDGET = cal.CalibrationConfig().kill_budget
 REQUEST_MARGINS = (0.5, 0.7, 0.85)
@@ -97,6 +102,36 @@ def request_rungs(timeline: Timeline, target: Target) -> Figures:
     return scored(rungs, val_preds, val.td, test_preds, test.td)
 
 
+def smallest_margin(predicted: np.ndarray, td: TargetData, config: cal.CalibrationConfig) -> float | None:
+    """The smallest margin (bisection in log space, 0.05 to 100) whose limits kill at most the
+    budget in each of the rule's ``chunks`` parts of the usable rows; None when 100 does not."""
+    with np.errstate(invalid="ignore"):
+        usable = np.flatnonzero((td.requested > 0) & (td.value > 0))
+    parts = np.array_split(usable, max(1, config.chunks))
+
+    def meets(margin: float) -> bool:
+        limits = one_rung_limits(predicted, margin, config.floor, td.requested)
+        return all(cal.assess(limits[p], td.take(p))[0] <= 100 * config.kill_budget for p in parts)
+
+    low, high = 0.05, 100.0
+    if not meets(high):
+        return None
+    for _ in range(40):
+        middle = math.sqrt(low * high)
+        low, high = (low, middle) if meets(middle) else (middle, high)
+    return high
+
+
+def scaled_rung(timeline: Timeline, target: Target) -> Figures:
+    """The default models and rungs, and the chosen model at its smallest_margin."""
+    rungs, val, test = fitted_ours(timeline, target, BUDGET)
+    top = max(MethodConfig().point_margins)
+    chosen = next(name for name, m in rungs if m == top)  # only the chosen model has the point margins
+    margin = smallest_margin(val.predictions[chosen], val.td, cal.CalibrationConfig(kill_budget=BUDGET))
+    rungs += [] if margin is None else [(chosen, margin)]
+    return scored(rungs, val.predictions, val.td, test.predictions, test.td)
+
+
 def scored(
     rungs: list[tuple[str, float]],
     val_preds: dict[str, np.ndarray],
@@ -113,90 +148,6 @@ def scored(
     return figures["waste_cut_pct"], figures["newly_killed_pct"], cut, kill, hindsight or math.nan
 
 
-def burst_columns(usable: Sequence[JobRecord]) -> np.ndarray:
-    """(n, 4) submission-burst features of records in submit order, each from earlier submissions
-    (and, for the last one, the end times of the user's earlier jobs, as history features are)."""
-    out = np.full((len(usable), 4), np.nan, dtype=np.float32)
-    last_submit: dict[tuple[str, str], float] = {}
-    by_user: defaultdict[str, deque[float]] = defaultdict(deque)
-    by_name: defaultdict[tuple[str, str], deque[float]] = defaultdict(deque)
-    running: defaultdict[str, list[float]] = defaultdict(list)  # end times of submitted jobs
-    for i, record in enumerate(usable):
-        t = record.request.submit_time
-        if t is None:
-            continue
-        user = user_key(record.request) or ""
-        name = (user, record.request.job_name or "")
-        if name in last_submit:
-            out[i, 0] = math.log1p(max(0.0, t - last_submit[name]))
-        last_submit[name] = t
-        for column, recent in ((1, by_user[user]), (2, by_name[name])):
-            while recent and recent[0] < t - 3600:
-                recent.popleft()
-            out[i, column] = math.log1p(len(recent))
-            recent.append(t)
-        ends = running[user] = [end for end in running[user] if end > t]
-        out[i, 3] = math.log1p(len(ends))
-        if record.end_time is not None:
-            ends.append(record.end_time)
-    return out
-
-
-def request_history_columns(usable: Sequence[JobRecord]) -> np.ndarray:
-    """(n, 6) history of the same user + requested time limit, of records in submit order: each
-    row from the jobs that ended at or before its submit time (KeyHistory, as the product's keys)."""
-    out = np.full((len(usable), 6), np.nan, dtype=np.float32)
-    keys: dict[tuple[str, int], KeyHistory] = {}
-
-    def key(record: JobRecord) -> tuple[str, int] | None:
-        user, limit = user_key(record.request), record.request.time_limit_minutes
-        return None if user is None or limit is None else (user, limit)
-
-    by_end = sorted((r for r in usable if r.end_time is not None), key=lambda r: r.end_time or 0)
-    pending = 0
-    for i, record in enumerate(usable):
-        at = record.request.submit_time
-        if at is None:
-            continue
-        while pending < len(by_end) and (by_end[pending].end_time or 0) <= at:
-            ended, outcome = by_end[pending], outcome_of(by_end[pending])
-            pending += 1
-            name = key(ended)
-            if name is not None and outcome is not None:
-                keys.setdefault(name, KeyHistory()).add(outcome)
-        name = key(record)
-        if name is None:
-            continue
-        history = keys.get(name)
-        count, s = (0, None) if history is None else history.values(at, horizon_start(at))
-        out[i, 0] = log_count(count)
-        if s is not None:
-            headroom = rounded(math.log1p(name[1] * 60.0) - s[3])  # on the history's grid
-            out[i, 1:] = (s[0], s[2], s[3], s[6], headroom)
-    return out
-
-
-@contextmanager
-def appended_columns(columns: Callable[[Sequence[JobRecord]], np.ndarray]) -> Iterator[None]:
-    """HarpStrategy's datasets with ``columns`` of their usable records appended, for the duration."""
-    plain = dataset.build_dataset  # what learning.strategy imported
-
-    def build(records: Sequence[JobRecord], max_rows: int | None = None) -> dataset.Dataset:
-        data = plain(records, max_rows)
-        usable = sorted(
-            (r for r in records if r.elapsed_s > 0),
-            key=lambda r: -math.inf if r.request.submit_time is None else r.request.submit_time,
-        )
-        extra = columns(usable)[-len(data) :]
-        return replace(data, x=np.hstack([data.x, extra]))
-
-    setattr(strategy, "build_dataset", build)  # noqa: B010 (a study's hook into a private import)
-    try:
-        yield
-    finally:
-        setattr(strategy, "build_dataset", plain)  # noqa: B010
-
-
 def with_bursts(timeline: Timeline, target: Target) -> Figures:
     with appended_columns(burst_columns):
         return evaluated(timeline, target, MethodConfig())
@@ -207,6 +158,48 @@ def with_request_history(timeline: Timeline, target: Target) -> Figures:
         return evaluated(timeline, target, MethodConfig())
 
 
+# The request's own column for each target, in model space's log1p (time: of minutes).
+REQUEST_COLUMN = {
+    Target.TIME: "log_time_limit_min",
+    Target.MEMORY: "log_mem_per_node_mb",
+    Target.CPUS: "log_cpus",
+}
+
+
+def request_column(x: np.ndarray, target: Target) -> np.ndarray:
+    """``target``'s request column of feature rows, 0 where there is no request."""
+    column = x[:, FEATURE_NAMES.index(REQUEST_COLUMN[target])].astype(np.float64)
+    out: np.ndarray = np.where(np.isfinite(column), column, 0.0)
+    return out
+
+
+@dataclass(frozen=True)
+class AgainstRequest(Member):
+    """A member that learned the use against the request: its prediction plus request_column."""
+
+    target: Target = Target.TIME
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = super().predict(x) + request_column(x, self.target)
+        return out
+
+
+def run_vs_request(timeline: Timeline, target: Target) -> Figures:
+    """Ours with every fit (learning.fitting's fit_family: the first fit and the refit) on the use
+    against the request."""
+    plain = family.fit_family  # what learning.fitting imported
+
+    def fit(x: np.ndarray, y: np.ndarray, c: np.ndarray, cost: np.ndarray, f: FamilyConfig) -> list[Member]:
+        members = plain(x, y - request_column(x, target), c, cost, f)
+        return [AgainstRequest(m.name, m.kind, m.quantile, m.model, target) for m in members]
+
+    setattr(fitting, "fit_family", fit)  # noqa: B010 (a study's hook into a private import)
+    try:
+        return evaluated(timeline, target, MethodConfig())
+    finally:
+        setattr(fitting, "fit_family", plain)  # noqa: B010
+
+
 VARIANTS: dict[str, Callable[[Timeline, Target], Figures]] = {
     "default": lambda tl, t: evaluated(tl, t, MethodConfig()),
     "leaves63": lambda tl, t: evaluated(tl, t, booster_variant(num_leaves=63)),
@@ -214,6 +207,8 @@ VARIANTS: dict[str, Callable[[Timeline, Target], Figures]] = {
     "request-rungs": request_rungs,
     "burst": with_bursts,
     "request-history": with_request_history,
+    "scaled-rung": scaled_rung,
+    "run-vs-request": run_vs_request,
 }
 
 
