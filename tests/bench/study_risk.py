@@ -17,6 +17,8 @@ the test window:
 - shrunk ("a50", "a200"): a cell's risk (k + a p) / (n + a), p its fraction bin's, so that a cell
   of few jobs stays near its parent's risk;
 - classifier: a learned per-job risk (see learned_risk);
+- risk^g: the shipped risks raised to a power g (POWERS) before the penalty prices them: g < 1
+  prices the riskier rungs relatively less, g > 1 relatively more;
 - oracle: per job the lowest-waste rung that does not kill: an upper bound for these rungs.
 Prints waste cut % / newly killed % on validation and test. docs/evaluation/tried.md quotes them.
 """
@@ -40,6 +42,7 @@ from tests.bench.common import fitted_ours, per_trace, shared_timeline
 RULE = CalibrationConfig()  # the shipped calibration: 1 % budget in each of 4 parts, 161 penalties
 BUDGET, FLOOR = RULE.kill_budget, RULE.floor
 FRACTION_EDGES = np.array([0.1, 0.25, 0.5, 0.75, 1.0 - 1e-9])
+POWERS = (0.5, 0.75, 1.5, 2.0)
 USER_JOBS = 100  # a user with fewer validation jobs shares one bin with the others
 
 
@@ -239,6 +242,9 @@ def study(trace: str, target: Target) -> None:
         print(f"  {label:22} {row(*calibrated(val, test, risk_v, risk_t))}")
     risk_val, risk_test = learned_risk(val, test, rungs)
     print(f"  {'classifier':22} {row(*calibrated(val, test, risk_val, risk_test))}")
+    for power in POWERS:
+        priced = val.scored.risk**power  # the rule's risks are validation's on both windows
+        print(f"  {f'risk^{power}':22} {row(*calibrated(val, test, priced, priced))}")
     print(f"  {'oracle over the rungs':22} {row(oracle(val), 0.0, oracle(test), 0.0)}")
 
 
