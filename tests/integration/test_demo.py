@@ -22,6 +22,7 @@ def test_demo_trains_serves_and_reports(tmp_path: Path, capsys: pytest.CaptureFi
     assert "training on the first" in out and "safety rule calibrated to 1 %" in out
     assert "over gRPC (Unix socket)" in out
     assert "newly killed" in out and "reservation waste" in out and "re-running the killed jobs" in out
+    assert "% by the jobs that still finish" in out
     # Three sample decisions, then at most one rewritten job (show // 2), each with its outcome.
     rows = [line for line in out.splitlines() if line.rstrip().endswith(("ok", "KILLED at new limit"))]
     assert 3 <= len(rows) <= 4

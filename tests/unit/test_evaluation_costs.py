@@ -68,6 +68,22 @@ def test_waste_is_weighted_by_cores_and_skips_killed_and_censored() -> None:
     assert costs.waste_cut_pct(o, limits) == pytest.approx(100 * (1 - after / before))
 
 
+def test_cut_without_kills_gives_no_credit_for_a_kill() -> None:
+    # Job 1 (2 cores) is newly killed at 90 < 100: the waste cut counts its 40 core-minutes of waste
+    # as gone; the cut without kills leaves them. Job 3 is censored: no waste either way.
+    o = obs([60, 120, 60, 60], [10, 100, 30, 60], cores=[1, 2, 1, 1], censored=[False, False, False, True])
+    figures = costs.assess(o, np.array([20.0, 90.0, NAN, 30.0]))
+    before = 50 + 2 * 20 + 30  # core-minutes
+    assert figures["waste_cut_pct"] == pytest.approx(100 * (1 - (10 + 30) / before))
+    assert figures["kill_free_cut_pct"] == pytest.approx(100 * (1 - (10 + 2 * 20 + 30) / before))
+    # Without a kill the two are one figure.
+    safe = costs.assess(o, np.array([20.0, 110.0, NAN, NAN]))
+    assert safe["kill_free_cut_pct"] == pytest.approx(safe["waste_cut_pct"])
+    # CPUs slow, never kill: no such figure.
+    cpus = costs.assess(obs([8], [2], target=Target.CPUS, run_hours=[1.0]), np.array([3.0]))
+    assert cpus["kill_free_cut_pct"] is None
+
+
 def test_reexecution_doubles_until_the_job_fits() -> None:
     # Run 100 min on 4 cores under a 1000-min request, first limit 10: attempts 10, 20, 40, 80 are
     # killed, 160 finishes. Extra = 4 cores x (10 + 20 + 40 + 80) minutes.

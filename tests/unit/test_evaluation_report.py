@@ -68,6 +68,22 @@ def test_table_rows_failures_and_skips() -> None:
     assert "skipped: too few jobs" in report.table(results[1], ctx)
 
 
+def test_table_gives_the_cut_without_kills_beside_the_kill_rate() -> None:
+    ctx, results = evaluated()
+    text = report.table(results[0], ctx)
+    assert "| waste cut % | newly killed % | cut without kills % | re-exec core-h (extra) |" in text
+    assert report.KILL_FREE_NOTE in text
+    scaled = next(o for o in results[0].outcomes if o.name == "tsafrir-scaled")
+    assert scaled.test is not None
+    row = next(line for line in text.splitlines() if line.startswith("| tsafrir-scaled | "))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[6:9] == [
+        report._number(scaled.test["waste_cut_pct"]),
+        report._number(scaled.test["newly_killed_pct"], 2),
+        report._number(scaled.test["kill_free_cut_pct"]),
+    ]
+
+
 def test_table_reads_the_curves_in_hindsight() -> None:
     ctx, results = evaluated()
     text = report.table(results[0], ctx)

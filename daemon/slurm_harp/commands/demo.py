@@ -174,7 +174,8 @@ def _report(jobs: list[JobRecord], replies: list[pb.Decision], show: int) -> Non
         f"\nrewritten {int(np.sum(~np.isnan(limits)))}/{len(jobs)} jobs; newly killed "
         f"{f['newly_killed_pct']:.2f} % (they would have finished under their own request)\n"
         f"reservation waste (core-hours reserved but unused by finished jobs) cut by "
-        f"{f['waste_cut_pct']:.1f} %: {saved:,.0f} of {f['waste_request']:,.0f} core-h\n"
+        f"{f['waste_cut_pct']:.1f} %: {saved:,.0f} of {f['waste_request']:,.0f} core-h "
+        f"({f['kill_free_cut_pct']:.1f} % by the jobs that still finish; the rest was the killed jobs')\n"
         f"re-running the killed jobs (double the limit until they finish) costs "
         f"{f['reexec_extra_core_h']:,.0f} core-h more than the requests would have"
     )

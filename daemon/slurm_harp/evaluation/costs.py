@@ -12,6 +12,9 @@ lowers). Then, with r the observed usage and q the request:
   hours in MB-hours, over jobs that finished under their request and still finish under the new
   limit (the killed ones cost re-execution instead). CPUs: Σ (max(limit, r) - r)·run hours, a
   slowed job stretching so that it uses the same core-hours (perfect scaling).
+- the cut without kills: the same waste cut with every newly killed job keeping its request's
+  waste. The cut above counts a killed job's waste as gone (it no longer finishes), so part of
+  it is bought by killing; this one is what the jobs that still finish save.
 - re-execution (HARP's model): a killed job is re-run with double the limit until it finishes,
   the last attempt at the request (then it does what it did). A time-killed attempt costs
   cores x limit; an OOM-killed attempt costs cores x its whole run (the peak may come last:
@@ -123,6 +126,7 @@ def assess(obs: Observed, limits: np.ndarray) -> Figures:
 
     Keys: n, lowered_pct, upp, up_mape, ov_mape, aea, waste_request, waste, waste_cut_pct,
     newly_killed_pct (jobs that finished under their request and would not any more),
+    kill_free_cut_pct (the waste cut with newly killed jobs keeping their request's waste),
     censored_lowered_pct (censored jobs given a lower limit: killed earlier), reexec_core_h,
     reexec_extra_core_h (these three None for CPUs),
     slowed_pct and alloc_core_h_cut_pct (CPUs only; None otherwise).
@@ -145,6 +149,7 @@ def assess(obs: Observed, limits: np.ndarray) -> Figures:
         "waste": after,
         "waste_cut_pct": _cut(before, after),
         "newly_killed_pct": None,
+        "kill_free_cut_pct": None,
         "censored_lowered_pct": None,
         "reexec_core_h": None,
         "reexec_extra_core_h": None,
@@ -161,6 +166,8 @@ def assess(obs: Observed, limits: np.ndarray) -> Figures:
     else:
         total, extra = reexecution(sub, eff)
         out["newly_killed_pct"] = share
+        spared = np.where(newly_killed(sub, eff), sub.requested, eff)
+        out["kill_free_cut_pct"] = _cut(before, waste(sub, spared))
         out["censored_lowered_pct"] = 100.0 * float(np.mean(lost & ~finished(sub))) if n else math.nan
         out["reexec_core_h"] = total
         out["reexec_extra_core_h"] = extra

@@ -50,6 +50,11 @@ def _core_hours(value: float | None) -> str:
     return f"{value:.3g}"
 
 
+KILL_FREE_NOTE = (
+    "Waste cut % counts a newly killed job's waste as gone (it no longer finishes); cut without kills % "
+    "is the same cut with each newly killed job keeping its request's waste: what the jobs that still "
+    "finish save. Re-execution prices the kills themselves."
+)
 MULTIPLIERS = ("multiplier", "factor")  # knobs that scale a prediction: shown as x<value>
 
 
@@ -71,7 +76,7 @@ def _cells(outcome: Outcome, target: Target) -> list[str]:
         return [*cells, "n/a", "n/a", _number(f.get("slowed_pct")), _number(f.get("alloc_core_h_cut_pct"))]
     extra = f.get("reexec_extra_core_h")
     reexec = f"{_core_hours(f.get('reexec_core_h'))} (+{_core_hours(extra)})"
-    return [*cells, _number(f.get("newly_killed_pct"), 2), reexec]
+    return [*cells, _number(f.get("newly_killed_pct"), 2), _number(f.get("kill_free_cut_pct")), reexec]
 
 
 def _window(timeline: Timeline, window: str) -> str:
@@ -98,7 +103,9 @@ def table(report: TargetReport, ctx: Context) -> str:
     ]
     header = ["strategy", "knob", "UPP %", "UP_MAPE %", "OV_MAPE %", "AEA", "waste cut %", "newly killed %"]
     header += (
-        ["re-exec core-h (extra)"] if target is not Target.CPUS else ["re-exec", "slowed %", "alloc cut %"]
+        ["cut without kills %", "re-exec core-h (extra)"]
+        if target is not Target.CPUS
+        else ["re-exec", "slowed %", "alloc cut %"]
     )
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for outcome in report.outcomes:
@@ -110,6 +117,8 @@ def table(report: TargetReport, ctx: Context) -> str:
         lines.append("| " + " | ".join(row) + " |")
     for name, why in report.unavailable.items():
         lines.append(f"\n{name}: not evaluated: {why}")
+    if target is not Target.CPUS:
+        lines += ["", KILL_FREE_NOTE]
     return "\n".join([*lines, *_hindsight(report), *_ceiling(report, ctx.kill_budget), ""])
 
 
