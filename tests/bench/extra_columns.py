@@ -12,6 +12,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from unittest.mock import patch
 
 import numpy as np
 
@@ -98,8 +99,5 @@ def appended_columns(columns: Callable[[Sequence[JobRecord]], np.ndarray]) -> It
         extra = columns(usable)[-len(data) :]
         return replace(data, x=np.hstack([data.x, extra]))
 
-    setattr(strategy, "build_dataset", build)  # noqa: B010 (a study's hook into a private import)
-    try:
+    with patch.object(strategy, "build_dataset", build):  # a study's hook into a private import
         yield
-    finally:
-        setattr(strategy, "build_dataset", plain)  # noqa: B010

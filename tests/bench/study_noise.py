@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import cast
+from unittest.mock import patch
 
 import numpy as np
 
@@ -43,12 +44,8 @@ def salted_hashes(salt: int) -> Iterator[None]:
     def salted(value: str | None) -> float:
         return math.nan if value is None else zlib.crc32(f"{salt}:{value}".encode()) * _SCALE
 
-    if salt:
-        setattr(features, "_hash", salted)  # noqa: B010 (a study's hook into a private helper)
-    try:
+    with patch.object(features, "_hash", salted if salt else plain):  # a study's hook into a helper
         yield
-    finally:
-        setattr(features, "_hash", plain)  # noqa: B010
 
 
 def _averaged(seen: list[Seen], names: list[str]) -> dict[str, np.ndarray]:
