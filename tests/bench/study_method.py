@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.bench.study_method [--traces KTH,SDSC,CTC,LANL] [--target time]
         [--variants default,leaves63,min-child10,request-rungs,burst,request-history,scaled-rung,
-         run-vs-request]
+         run-vs-request,stake-weights,net-objective]
 
 `harp evaluate`'s protocol (60 / 20 / 20 chronological split, 1 % budget held in each of the four parts
 of the validation window, refit when the test window opens). Variants:
@@ -23,7 +23,14 @@ of the validation window, refit when the test window opens). Variants:
   factor, held to our rule; it may lie below 1, which no default rung does);
 - run-vs-request: every model learns the use against the request (time: log1p(run seconds) -
   log1p(limit minutes); memory and CPUs: log1p(use) - log1p(request)) instead of the use alone, and
-  predicts it plus the request's feature column.
+  predicts it plus the request's feature column;
+- stake-weights: every booster's training rows weighted by sqrt(CPUs x requested minutes), read off
+  the request's own columns (mean 1): the rule weighs a saving by the job's CPUs, while the kill
+  budget counts jobs, so the models' accuracy is tilted halfway towards the big jobs;
+- net-objective: the default models and rungs, the penalty chosen for the largest cut net of what the
+  kills lose: a newly killed job's waste on validation is its lost attempt (weight x limit) plus its
+  waste when it runs again under its request, not zero (time and memory; CPUs kill nothing). The
+  figures printed are the usual ones.
 Prints, per variant, waste cut % / newly killed % (CPUs: slowed %) on validation and test, and the
 largest test cut with at most 1 % killed as the rule's penalty sweeps (in hindsight, as the reports'
 frontier table). docs/evaluation/tried.md quotes these figures.
@@ -35,7 +42,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
+import lightgbm as lgb
 import numpy as np
 
 from slurm_harp.core.features import FEATURE_NAMES
@@ -43,13 +53,13 @@ from slurm_harp.core.request import Target
 from slurm_harp.evaluation.frontier import best_cut
 from slurm_harp.evaluation.runner import evaluate_target
 from slurm_harp.evaluation.split import Timeline
+from slurm_harp.learning import booster, family, fitting
 from slurm_harp.learning import calibration as cal
-from slurm_harp.learning import family, fitting
 from slurm_harp.learning.family import FamilyConfig, Member
 from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.strategy import HarpStrategy
 from slurm_harp.learning.targets import TargetData
-from slurm_harp.model.decision import ladder_limits, one_rung_limits
+from slurm_harp.model.decision import Calibration, ladder_limits, one_rung_limits
 from tests.bench.common import fitted_ours, shared_timeline, study_parser
 from tests.bench.extra_columns import appended_columns, burst_columns, request_history_columns
 
@@ -193,11 +203,52 @@ def run_vs_request(timeline: Timeline, target: Target) -> Figures:
         members = plain(x, y - request_column(x, target), c, cost, f)
         return [AgainstRequest(m.name, m.kind, m.quantile, m.model, target) for m in members]
 
-    setattr(fitting, "fit_family", fit)  # noqa: B010 (a study's hook into a private import)
-    try:
+    with patch.object(fitting, "fit_family", fit):  # a study's hook into a private import
         return evaluated(timeline, target, MethodConfig())
-    finally:
-        setattr(fitting, "fit_family", plain)  # noqa: B010
+
+
+def stake_weight(x: np.ndarray) -> np.ndarray:
+    """sqrt(CPUs x requested minutes) of feature rows (1 each where not given), scaled to mean 1."""
+    cpus, minutes = (
+        np.expm1(np.nan_to_num(x[:, FEATURE_NAMES.index(name)].astype(np.float64), nan=0.0)).clip(1.0, None)
+        for name in ("log_cpus", "log_time_limit_min")
+    )
+    weight = np.sqrt(cpus * minutes)
+    out: np.ndarray = weight / weight.mean()
+    return out
+
+
+def stake_weights(timeline: Timeline, target: Target) -> Figures:
+    """Ours with every booster's rows weighted by ``stake_weight`` (both fits)."""
+    plain = booster.TrainingSet._binned
+
+    def binned(self: booster.TrainingSet) -> lgb.Dataset:
+        data = plain(self)
+        data.set_weight(stake_weight(self._x))  # a study's hook into the rows a set holds
+        return data
+
+    with patch.object(booster.TrainingSet, "_binned", binned):
+        return evaluated(timeline, target, MethodConfig())
+
+
+def net_objective(timeline: Timeline, target: Target) -> Figures:
+    """Ours with the penalty chosen on the validation cut net of the kills' lost attempts; the
+    figures (and the curve read in hindsight) are the usual ones."""
+    plain_outcomes, plain_calibrate = cal._outcomes, cal.calibrate  # what learning.fitting imported
+
+    def outcomes(td: TargetData, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        killed, waste = plain_outcomes(td, limit)
+        if td.target is Target.CPUS:
+            return killed, waste
+        w, req, use = (v[:, None] for v in (td.waste_weight, td.requested, td.value))
+        return killed, np.where(killed, w * limit + w * (req - use), waste)
+
+    def calibrate(*args: Any) -> tuple[Calibration, dict[str, float]]:
+        with patch.object(cal, "_outcomes", outcomes):  # a study's hook into the calibration's costs
+            return plain_calibrate(*args)
+
+    with patch.object(fitting, "calibrate", calibrate):
+        return evaluated(timeline, target, MethodConfig())
 
 
 VARIANTS: dict[str, Callable[[Timeline, Target], Figures]] = {
@@ -209,6 +260,8 @@ VARIANTS: dict[str, Callable[[Timeline, Target], Figures]] = {
     "request-history": with_request_history,
     "scaled-rung": scaled_rung,
     "run-vs-request": run_vs_request,
+    "stake-weights": stake_weights,
+    "net-objective": net_objective,
 }
 
 
