@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.evaluation import costs
 from slurm_harp.evaluation.observed import Observed
-from slurm_harp.learning.calibration import CalibrationConfig, assess, calibrate, frontier
+from slurm_harp.learning.calibration import CalibrationConfig, assess, calibrate, frontier, losing
 from slurm_harp.learning.targets import TargetData
 from slurm_harp.model.decision import (
     Calibration,
@@ -203,3 +203,39 @@ def test_frontier_spans_from_everything_to_nothing() -> None:
     cuts = [c for _, c in curve]
     assert kills[0] > 10 and cuts[0] > cuts[-1] and curve[-1] == (0.0, 0.0)
     assert all(a >= b - 1e-9 for a, b in itertools.pairwise(kills))  # penalty up, kills down
+
+
+def test_net_cut_counts_what_the_kills_lose() -> None:
+    """A newly killed job's waste, net: its attempt cut short plus its waste when run again under
+    its request (the metric counts it as zero)."""
+    td, preds = _window(3000, seed=6)
+    rule, figures = calibrate(preds, td, RUNGS, CalibrationConfig(kill_budget=0.05, floor=1.0))
+    limit = ladder_limits(preds, td.requested, td.weight, rule)
+    limit = np.where(np.isnan(limit), td.requested, limit)
+    w, req, run = td.waste_weight, td.requested, td.value
+    killed = limit < run
+    assert killed.any()  # the budget is spent
+    after = np.where(killed, w * (limit + req - run), w * (limit - run)).sum()
+    assert figures["net_cut_pct"] == pytest.approx(100 * (1 - after / (w * (req - run)).sum()))
+    assert figures["net_cut_pct"] < figures["waste_cut_pct"]
+    assert losing(figures) is None  # the consistent half pays for the kills
+    memory = TargetData(**{**td.__dict__, "target": Target.MEMORY})
+    assert "net_cut_pct" not in calibrate(preds, memory, RUNGS, CalibrationConfig(kill_budget=0.05))[1]
+
+
+def test_a_rule_whose_kills_cost_more_than_it_saves_is_named() -> None:
+    # 950 jobs use 99 of their 100 minutes and are predicted so; 50 look short (predicted 50) but
+    # use 99 too. Within a 5 % budget the rule cuts every one: the metric counts the 50 killed
+    # jobs' waste as gone (100 % cut), but their attempts cut short at 50 minutes cost far more
+    # than the 950 minutes of waste there was.
+    run, request = np.full(1000, 99.0), np.full(1000, 100.0)
+    predicted = np.where(np.arange(1000) % 20 == 0, 50.0, 99.0)
+    td = walltime_jobs(run, request, np.ones(1000))
+    rule, figures = calibrate(
+        {"q0.50": predicted}, td, [("q0.50", 1.0)], CalibrationConfig(kill_budget=0.05, floor=1.0, chunks=1)
+    )
+    assert rule.rungs and figures["newly_killed_pct"] == pytest.approx(5.0)
+    assert figures["waste_cut_pct"] == pytest.approx(100.0)
+    assert figures["net_cut_pct"] == pytest.approx(100 * (1 - 50 * (50 + 1) / 1000))
+    said = losing(figures)
+    assert said is not None and "cost more core-hours than its rewrites save" in said and "-155.0 %" in said

@@ -334,10 +334,12 @@ def _print(outcome: Outcome, plan: Plan) -> None:
     print(f"  chosen by {selection['policy']['name']} on validation: {selection['chosen']}")
     rule = result.card["calibration"]
     figures = rule["validation"]
+    net = figures.get("net_cut_pct")
     print(
         f"  safety rule: {len(rule['rungs'])} rungs, cuts {figures['waste_cut_pct']:.1f} % of the "
         f"validation waste at {figures['newly_killed_pct']:.2f} % newly killed "
         f"(budget {100 * rule['kill_budget']:.2f} %)"
+        + ("" if net is None else f"; {net:.1f} % net of the killed jobs' attempts and re-runs")
     )
     if outcome.verdict is not None:
         print(f"  {outcome.verdict.summary}")

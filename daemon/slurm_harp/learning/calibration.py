@@ -13,7 +13,10 @@ Outcome definitions follow the evaluation (learning notes): a job is usable with
 request and outcome; it is newly killed when its limit is below what it used and it had
 finished under its own request (CPUs: "slowed" whenever the limit is below the use); waste is
 Σ waste_weight x (limit - use) over the finished jobs that survive (CPUs: over all jobs,
-max(limit - use, 0)). Nothing here sees the test window.
+max(limit - use, 0)). For walltime the figures also give the cut net of the kills: a newly
+killed job's waste is then its attempt cut short plus its waste when run again under its
+request, and a rule whose net cut is not positive loses core-hours for the site (on KTH-SP2's
+validation window every penalty within a 1 % budget does). Nothing here sees the test window.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class CalibrationConfig:
 class _Scored:
     """Per-job, per-rung consequences on one window (usable jobs only)."""
 
+    limit: np.ndarray  # (n, R) each rung's limit
     saving: np.ndarray  # (n, R) weight x (request - limit): what the rule believes it saves
     killed: np.ndarray  # (n, R) bool: newly killed under that rung
     waste: np.ndarray  # (n, R) waste under that rung
@@ -96,7 +100,7 @@ def _score(
     saving = td.weight[:, None] * (td.requested[:, None] - limits)
     # A rung without a prediction for a job (NaN: e.g. no history yet) is never chosen for it.
     saving = np.where(np.isnan(saving), -np.inf, saving)
-    return _Scored(saving, killed, waste, base[:, 0], risk)
+    return _Scored(limits, saving, killed, waste, base[:, 0], risk)
 
 
 def _conformal_risk(killed: np.ndarray, applies: np.ndarray) -> np.ndarray:
@@ -132,6 +136,18 @@ def _choose(scored: _Scored, penalty: float) -> np.ndarray:
     best = np.argmax(value, axis=1)
     out: np.ndarray = np.where(value[np.arange(n), best] > 0, best, -1)
     return out
+
+
+def _net_cut(scored: _Scored, chosen: np.ndarray, td: TargetData) -> float:
+    """Walltime: the waste cut of a choice net of what its kills lose, each newly killed job's
+    waste being its attempt cut short (weight x limit) plus its waste when it runs again under its
+    request, not zero as the metric counts it. ``td``: the scored rows."""
+    rows = np.flatnonzero(chosen >= 0)
+    killed = rows[scored.killed[rows, chosen[rows]]]
+    limits = scored.limit[killed, chosen[killed]]
+    lost = td.waste_weight[killed] * (limits + td.requested[killed] - td.value[killed])
+    _, after = _effect(scored, chosen)
+    return _cut(float(scored.base_waste.sum()), after + float(lost.sum()))
 
 
 def _effect(scored: _Scored, chosen: np.ndarray) -> tuple[np.ndarray, float]:
@@ -219,7 +235,23 @@ def calibrate(
         "jobs": float(len(sub)),
         "groups": float(len(calibration.group_risks)),
     }
+    if td.target is Target.TIME:
+        chosen = _choose(scored, penalty) if found is not None else np.full(len(sub), -1)
+        figures["net_cut_pct"] = _net_cut(scored, chosen, sub)
     return calibration, figures
+
+
+def losing(figures: Mapping[str, float]) -> str | None:
+    """What to tell the site when a calibrated walltime rule cuts waste on validation but loses
+    core-hours net of its kills (``net_cut_pct`` not positive); None otherwise."""
+    net = figures.get("net_cut_pct")
+    if net is None or not figures.get("waste_cut_pct", 0.0) > 0 or net > 0:
+        return None
+    return (
+        f"on validation the rule's kills cost more core-hours than its rewrites save (cut "
+        f"{figures['waste_cut_pct']:.1f} %, {net:.1f} % net of the attempts they cut short and run "
+        "again): rewriting would cost this site; keep it in shadow mode or lower the kill budget"
+    )
 
 
 def frontier(

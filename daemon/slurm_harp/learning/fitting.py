@@ -24,7 +24,7 @@ import numpy as np
 
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
-from slurm_harp.learning.calibration import CalibrationConfig, calibrate
+from slurm_harp.learning.calibration import CalibrationConfig, calibrate, losing
 from slurm_harp.learning.family import (
     HISTORY,
     SKLEARN,
@@ -213,4 +213,6 @@ def fit_and_calibrate(
         len(calibration.rungs),
         f"; risks of their own for {len(calibration.group_risks)} partitions" if split else "",
     )
+    if (loss := losing(figures)) is not None:
+        log.warning("%s: %s", td.target.value, loss)
     return Fitted(td.target, members, chosen, table, calibration, figures, predictions, seconds)
