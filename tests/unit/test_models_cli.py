@@ -27,6 +27,20 @@ def test_models_lists_versions_and_marks_the_serving_one(
     assert "memory: no model" in out
 
 
+def test_models_show_the_rules_validation_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = ModelStore(tmp_path)
+    figures = {"waste_cut_pct": 13.3, "newly_killed_pct": 0.44}
+    older = store.publish(Target.TIME, {"q0.90.onnx": b"x"}, {"calibration": {"validation": figures}})
+    newer = store.publish(
+        Target.TIME, {"q0.90.onnx": b"x"}, {"calibration": {"validation": figures | {"net_cut_pct": -8.4}}}
+    )
+    assert main(["models", "--store", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    said = "validation: cuts 13.3 % of the waste at 0.44 % newly killed"
+    assert f"{newer}  trained on ? jobs, {said} (-8.4 % net of the kills)" in out
+    assert f"{older}  trained on ? jobs, {said}" in out and f"{said} (" not in out.split(older)[1]
+
+
 def test_rollback_serves_the_previous_or_a_named_version(tmp_path: Path) -> None:
     store = ModelStore(tmp_path)
     versions = publish(store, 3)

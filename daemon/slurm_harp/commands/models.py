@@ -38,9 +38,11 @@ def _summary(store: ModelStore, target: Target, version: str) -> str:
         card.get("calibration", {}).get("validation") if isinstance(card.get("calibration"), dict) else None
     )
     if isinstance(figures, dict) and {"waste_cut_pct", "newly_killed_pct"} <= figures.keys():
+        net = figures.get("net_cut_pct")  # walltime cards since the net cut was recorded
         parts.append(
             f"validation: cuts {figures['waste_cut_pct']:.1f} % of the waste at "
             f"{figures['newly_killed_pct']:.2f} % newly killed"
+            + (f" ({net:.1f} % net of the kills)" if isinstance(net, int | float) else "")
         )
     try:  # written by the promotion step (learning.promotion), absent for older versions
         promotion = json.loads((store.target_dir(target) / version / PROMOTION_FILE).read_text())
