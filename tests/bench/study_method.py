@@ -240,9 +240,9 @@ def net_objective(timeline: Timeline, target: Target) -> Figures:
         killed, waste = plain_outcomes(td, limit)
         if td.target is Target.CPUS:
             return killed, waste
-        w, req, use = (v[:, None] for v in (td.waste_weight, td.requested, td.value))
-        return killed, np.where(killed, w * limit + w * (req - use), waste)
+        return killed, np.where(killed, cal._kill_loss(td, limit), waste)
 
+    # Under the hook the calibration's own net_cut_pct counts the kills twice: not read here.
     def calibrate(*args: Any) -> tuple[Calibration, dict[str, float]]:
         with patch.object(cal, "_outcomes", outcomes):  # a study's hook into the calibration's costs
             return plain_calibrate(*args)

@@ -156,7 +156,8 @@ def assess(obs: Observed, limits: np.ndarray) -> Figures:
         "slowed_pct": None,
         "alloc_core_h_cut_pct": None,
     }
-    share = 100.0 * float(np.mean(newly_killed(sub, eff))) if n else math.nan
+    new = newly_killed(sub, eff)
+    share = 100.0 * float(np.mean(new)) if n else math.nan
     if obs.target is Target.CPUS:
         used = sub.run_hours * sub.actual
         out["slowed_pct"] = share
@@ -166,8 +167,7 @@ def assess(obs: Observed, limits: np.ndarray) -> Figures:
     else:
         total, extra = reexecution(sub, eff)
         out["newly_killed_pct"] = share
-        spared = np.where(newly_killed(sub, eff), sub.requested, eff)
-        out["kill_free_cut_pct"] = _cut(before, waste(sub, spared))
+        out["kill_free_cut_pct"] = _cut(before, waste(sub, np.where(new, sub.requested, eff)))
         out["censored_lowered_pct"] = 100.0 * float(np.mean(lost & ~finished(sub))) if n else math.nan
         out["reexec_core_h"] = total
         out["reexec_extra_core_h"] = extra

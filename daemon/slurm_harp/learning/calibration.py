@@ -138,14 +138,21 @@ def _choose(scored: _Scored, penalty: float) -> np.ndarray:
     return out
 
 
+def _kill_loss(td: TargetData, limit: np.ndarray) -> np.ndarray:
+    """What newly killing a job under ``limit`` loses (rows of ``td``, any shape broadcasting on
+    axis 0, as _outcomes): its attempt cut short (waste_weight x limit) plus its waste when it runs
+    again under its request. The metric counts a killed job's waste as zero instead."""
+    w, req, use = (v[:, None] for v in (td.waste_weight, td.requested, td.value))
+    out: np.ndarray = w * (limit + req - use)
+    return out
+
+
 def _net_cut(scored: _Scored, chosen: np.ndarray, td: TargetData) -> float:
-    """Walltime: the waste cut of a choice net of what its kills lose, each newly killed job's
-    waste being its attempt cut short (weight x limit) plus its waste when it runs again under its
-    request, not zero as the metric counts it. ``td``: the scored rows."""
+    """Walltime: the waste cut of a choice net of what its kills lose (_kill_loss). ``td``: the
+    scored rows."""
     rows = np.flatnonzero(chosen >= 0)
     killed = rows[scored.killed[rows, chosen[rows]]]
-    limits = scored.limit[killed, chosen[killed]]
-    lost = td.waste_weight[killed] * (limits + td.requested[killed] - td.value[killed])
+    lost = _kill_loss(td.take(killed), scored.limit[killed, chosen[killed]][:, None])
     _, after = _effect(scored, chosen)
     return _cut(float(scored.base_waste.sum()), after + float(lost.sum()))
 
