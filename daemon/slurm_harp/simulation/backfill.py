@@ -1,0 +1,110 @@
+"""Slurm-like backfilling, as sched/backfill plans (Slurm 22.05).
+
+Two parts, as in slurmctld. The main scheduler, on every event, starts waiting jobs in priority order
+until the first that does not fit. The backfill pass, at most every ``bf_interval`` seconds and only
+when something changed since the last one, walks the first ``bf_max_job_test`` waiting jobs in
+priority order over a profile of free processors built from the running jobs' limits, all times
+rounded up to ``bf_resolution``: a job that fits now starts, any other gets a reservation at its
+earliest start (if within ``bf_window``), and later jobs may only use what the reservations leave.
+A job with a time_min floor that does not fit with its full limit may start with a limit cut to what
+fits now, down to its floor. Priority is arrival order (Slurm's priority/basic, or FCFS age).
+Not modelled: partitions, QOS, fair-share, nodes and topology (processors are one pool), the pass's
+own run time and bf_continue, bf_max_job_user and the like.
+"""
+
+from __future__ import annotations
+
+import math
+
+from slurm_harp.simulation.engine import Simulation
+from slurm_harp.simulation.profile import FreeProfile
+
+# Slurm 22.05's defaults (slurm.conf SchedulerParameters).
+BF_MAX_JOB_TEST = 500
+BF_RESOLUTION = 60
+BF_WINDOW = 1440 * 60
+BF_INTERVAL = 30
+
+
+class SlurmBackfill:
+    name = "slurm"
+
+    def __init__(
+        self,
+        *,
+        bf_max_job_test: int = BF_MAX_JOB_TEST,
+        bf_resolution: float = BF_RESOLUTION,
+        bf_window: float = BF_WINDOW,
+        bf_interval: float = BF_INTERVAL,
+    ) -> None:
+        if bf_max_job_test < 1 or bf_resolution <= 0 or bf_window <= 0 or bf_interval < 0:
+            raise ValueError("bf_max_job_test >= 1, bf_resolution > 0, bf_window > 0, bf_interval >= 0")
+        self.max_job_test = bf_max_job_test
+        self.resolution = bf_resolution
+        self.window = bf_window
+        self.interval = bf_interval
+        self._changed = False
+        self._last_pass = -math.inf
+
+    def schedule(self, sim: Simulation) -> float | None:
+        queue, procs = sim.queue, sim.procs
+        while queue and procs[queue[0]] <= sim.free:
+            sim.start(queue[0], sim.planned[queue[0]])
+            self._changed = True
+        if sim.released or sim.arrived:
+            self._changed = True
+        if not queue or not self._changed:
+            return None
+        due = self._last_pass + self.interval
+        if sim.now < due:
+            return due
+        self._pass(sim)
+        self._changed = False
+        self._last_pass = sim.now
+        return None
+
+    def head_reservation(self, sim: Simulation) -> float | None:
+        if not sim.queue:
+            return None
+        head = sim.queue[0]
+        return self._profile(sim).earliest(sim.procs[head], self._round(sim.planned[head]))
+
+    def _round(self, duration: float) -> float:
+        return math.ceil(duration / self.resolution) * self.resolution
+
+    def _profile(self, sim: Simulation) -> FreeProfile:
+        res = self.resolution
+        procs = sim.procs
+        releases = [(math.ceil(end / res) * res, procs[job]) for end, job in sim.ends]
+        return FreeProfile(sim.now, sim.free, releases)
+
+    def _pass(self, sim: Simulation) -> None:
+        procs, planned, floor = sim.procs, sim.planned, sim.floor
+        now = sim.now
+        horizon = now + self.window
+        profile = self._profile(sim)
+        for rank, job in enumerate(sim.queue[: self.max_job_test]):
+            if profile.free_now == 0 and not (rank == 0 and sim.record_reservations):
+                # Nothing more can start now; later reservations would change nothing this pass.
+                break
+            p = procs[job]
+            limit = planned[job]
+            duration = self._round(limit)
+            start = profile.earliest(p, duration, horizon)
+            if start == now:
+                sim.start(job, limit)
+                profile.reserve(now, now + duration, p)
+                continue
+            if floor[job] < limit and p <= profile.free_now:
+                span = profile.free_span(p)
+                if span >= self._round(floor[job]):
+                    # time_min: start now with the longest limit that fits (Slurm sets it so).
+                    cut = min(limit, span)
+                    sim.start(job, cut)
+                    profile.reserve(now, now + cut, p)
+                    continue
+            if start is None:
+                continue
+            profile.reserve(start, start + duration, p)
+            if rank == 0:
+                sim.note_reservation(job, start)

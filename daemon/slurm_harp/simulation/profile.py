@@ -1,0 +1,84 @@
+"""Free processors over future time: a step function kept as sorted breakpoints.
+
+``times[i]`` starts a segment that lasts until ``times[i + 1]`` (the last one forever) during which
+``free[i]`` processors are free. Searching it is one forward walk (a failed window restarts past the
+segment that broke it), so a query costs O(breakpoints) at worst; insertion uses bisect.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable
+
+
+class FreeProfile:
+    """Free processors from ``now`` on, given what is free now and when running jobs release theirs."""
+
+    __slots__ = ("free", "times")
+
+    def __init__(self, now: float, free_now: int, releases: Iterable[tuple[float, int]]) -> None:
+        times = [now]
+        free = [free_now]
+        for when, procs in sorted(releases):
+            at = max(when, now)
+            if at == times[-1]:
+                free[-1] += procs
+            else:
+                times.append(at)
+                free.append(free[-1] + procs)
+        self.times = times
+        self.free = free
+
+    @property
+    def free_now(self) -> int:
+        return self.free[0]
+
+    def earliest(self, procs: int, duration: float, horizon: float = float("inf")) -> float | None:
+        """The earliest start at which ``procs`` stay free for ``duration``; None past ``horizon``."""
+        times, free = self.times, self.free
+        n = len(times)
+        i = 0
+        while i < n:
+            if free[i] < procs:
+                i += 1
+                continue
+            start = times[i]
+            if start >= horizon:
+                return None
+            end = start + duration
+            j = i + 1
+            while j < n and times[j] < end:
+                if free[j] < procs:
+                    break
+                j += 1
+            else:
+                return start
+            i = j + 1
+        return None
+
+    def free_span(self, procs: int) -> float:
+        """How long from now ``procs`` processors stay free (0 if they are not free now)."""
+        times, free = self.times, self.free
+        for i in range(len(times)):
+            if free[i] < procs:
+                return times[i] - times[0]
+        return float("inf")
+
+    def reserve(self, start: float, end: float, procs: int) -> None:
+        """Take ``procs`` processors over [start, end) (the caller has checked they are free)."""
+        first = self._breakpoint(start)
+        last = self._breakpoint(end)
+        free = self.free
+        for i in range(first, last):
+            free[i] -= procs
+
+    def _breakpoint(self, when: float) -> int:
+        """The index of the segment starting at ``when``, splitting the segment that holds it."""
+        times = self.times
+        i = bisect_right(times, when) - 1
+        if i >= 0 and times[i] == when:
+            return i
+        # when >= times[0] always (starts are searched from now on): split segment i.
+        times.insert(i + 1, when)
+        self.free.insert(i + 1, self.free[i])
+        return i + 1

@@ -1,0 +1,150 @@
+"""A set of runs on one trace as a Markdown table, a JSON document and two plots: the wait-time
+CDF and the mean bounded slowdown per job-size class."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from slurm_harp.simulation.engine import Result
+from slurm_harp.simulation.metrics import WARMUP, Metrics, waits
+
+
+@dataclass(frozen=True)
+class Run:
+    result: Result
+    metrics: Metrics
+
+    @property
+    def label(self) -> str:
+        return f"{self.result.scheduler} / {self.result.limits}"
+
+
+COLUMNS = (
+    "scheduler",
+    "limits",
+    "mean wait h",
+    "median wait h",
+    "mean bsld",
+    "util %",
+    "killed early",
+    "lost core-h",
+    "re-run core-h",
+    "limit raises",
+    "delayed resv",
+    "mean delay min",
+    "sim s",
+)
+
+
+def table(runs: Sequence[Run], command: str | None = None) -> str:
+    """Markdown: one row per run, and the trace, size and warm-up above it."""
+    if not runs:
+        return "no runs\n"
+    w = runs[0].result.workload
+    m0 = runs[0].metrics
+    lines = [
+        f"## {w.name}: {len(w)} jobs on {w.processors} processors",
+        "",
+        f"Measured: {m0.jobs} jobs after {m0.warmup_jobs} warm-up jobs. Bounded slowdown with tau = 10 s; "
+        "utilisation from the first measured submission to the last submission.",
+        *([f"Made by: `{command}`"] if command else []),
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    for run in runs:
+        m = run.metrics
+        cells = [
+            run.result.scheduler,
+            run.result.limits,
+            f"{m.mean_wait_s / 3600:.2f}",
+            f"{m.median_wait_s / 3600:.2f}",
+            f"{m.mean_bsld:.2f}",
+            f"{100 * m.utilisation:.1f}",
+            str(m.killed_early_jobs),
+            f"{m.lost_core_hours:,.0f}",
+            f"{m.rerun_core_hours:,.0f}",
+            str(m.extensions),
+            str(m.delaying_extensions),
+            f"{m.mean_delay_s / 60:.1f}",
+            f"{run.result.seconds:.1f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "killed early: jobs killed before their user's own limit (run again with it); limit raises: "
+        "planned limits raised when a job outlived them (Tsafrir's corrections, or granted "
+        "extensions); delayed resv: raises that pushed back the first waiting job's reservation.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def document(runs: Sequence[Run], command: str | None = None) -> dict[str, object]:
+    w = runs[0].result.workload if runs else None
+    return {
+        "trace": w.name if w else None,
+        "jobs": len(w) if w else 0,
+        "processors": w.processors if w else None,
+        "dropped": dict(w.dropped) if w else {},
+        "command": command,
+        "runs": [
+            {
+                "scheduler": r.result.scheduler,
+                "limits": r.result.limits,
+                "seconds": round(r.result.seconds, 3),
+                **r.metrics.as_dict(),
+            }
+            for r in runs
+        ],
+    }
+
+
+def plot(runs: Sequence[Run], out: Path, stem: str, warmup: float = WARMUP) -> list[Path]:
+    """Write ``stem``-waits.png and ``stem``-bsld.png into ``out``; return their paths."""
+    if not runs:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    trace = runs[0].result.workload.name
+    cdf_path = out / f"{stem}-waits.png"
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for run in runs:
+        wait = np.sort(waits(run.result, warmup)) / 3600
+        # Waits of 0 cannot sit on a log axis: draw them at 1 s.
+        share = np.arange(1, len(wait) + 1) / len(wait)
+        ax.step(np.maximum(wait, 1 / 3600), share, where="post", label=run.label)
+    ax.set_xscale("log")
+    ax.set_xlabel("wait (hours, log scale; no wait drawn at 1 s)")
+    ax.set_ylabel("fraction of jobs waiting at most that")
+    ax.set_title(f"{trace}: wait-time CDF")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(cdf_path, dpi=110)
+    plt.close(fig)
+
+    bsld_path = out / f"{stem}-bsld.png"
+    classes = list(dict.fromkeys(c for run in runs for c in run.metrics.bsld_by_size))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    width = 0.8 / len(runs)
+    for k, run in enumerate(runs):
+        values = [run.metrics.bsld_by_size.get(c, (0, 0.0))[1] for c in classes]
+        ax.bar(np.arange(len(classes)) + k * width - 0.4 + width / 2, values, width, label=run.label)
+    counts = [max(run.metrics.bsld_by_size.get(c, (0, 0.0))[0] for run in runs) for c in classes]
+    ax.set_xticks(np.arange(len(classes)), [f"{c}\n({n} jobs)" for c, n in zip(classes, counts, strict=True)])
+    ax.set_xlabel("job size (processors)")
+    ax.set_ylabel("mean bounded slowdown (tau = 10 s)")
+    ax.set_title(f"{trace}: bounded slowdown by job size")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(bsld_path, dpi=110)
+    plt.close(fig)
+    return [cdf_path, bsld_path]

@@ -1,0 +1,75 @@
+"""The one door between the simulator and the accounting readers: a trace file or the job store
+becomes a Workload. Everything else in this package sees only Workloads."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from pathlib import Path
+
+from slurm_harp.accounting import JobRecord, ReadStats, load_records
+from slurm_harp.simulation.workload import Workload
+
+log = logging.getLogger(__name__)
+
+
+def swf_processors(path: str | Path) -> int | None:
+    """The machine size an SWF header declares (MaxProcs, else MaxNodes), or None."""
+    path = Path(path)
+    if not path.name.lower().endswith((".swf", ".swf.gz")):
+        return None
+    opener = gzip.open if path.name.endswith(".gz") else open
+    found: dict[str, int] = {}
+    with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if not line.startswith(";"):
+                break
+            key, sep, value = line.lstrip("; \t").partition(":")
+            words = value.split()
+            if sep and key.strip() in ("MaxProcs", "MaxNodes") and words and words[0].isdigit():
+                found[key.strip()] = int(words[0])
+    return found.get("MaxProcs", found.get("MaxNodes"))
+
+
+def workload_from_records(records: list[JobRecord], processors: int | None, name: str = "jobs") -> Workload:
+    """Jobs with a submit time and a run time; a job with no request gets the longest request in
+    the trace (it could run that long); the machine defaults to the widest job."""
+    dropped = {"no submit time": 0, "no processor count": 0}
+    rows: list[tuple[str, float, float, float, int, int]] = []
+    users: dict[str, int] = {}
+    longest = max((r.request.time_limit_minutes or 0 for r in records), default=0) * 60
+    for record in records:
+        req = record.request
+        procs = req.min_cpus or record.alloc_cpus
+        if req.submit_time is None:
+            dropped["no submit time"] += 1
+            continue
+        if not procs:
+            dropped["no processor count"] += 1
+            continue
+        limit = req.time_limit_minutes * 60 if req.time_limit_minutes else longest or record.elapsed_s
+        user = users.setdefault(req.user_name or f"#{record.job_id}", len(users))
+        rows.append((record.job_id, req.submit_time, record.elapsed_s, limit, procs, user))
+    size = processors or max((row[4] for row in rows), default=1)
+    workload = Workload.build(size, rows, name=name)
+    workload.dropped.update({k: v for k, v in dropped.items() if v})
+    return workload
+
+
+def load_workload(source: str | Path, processors: int | None = None, *, db: bool = False) -> Workload:
+    """Read an SWF (.swf/.swf.gz), Eagle CSV (.csv) or `sacct -P` text file, or with ``db`` the
+    job store (SQLite); ``processors`` overrides the size an SWF header declares."""
+    path = Path(source)
+    name = path.name
+    for suffix in (".gz", ".swf", ".csv", ".txt", ".sqlite", ".db"):
+        name = name.removesuffix(suffix)
+    if db:
+        from slurm_harp.accounting.jobstore import JobStore
+
+        with JobStore(path) as store:
+            records = list(store.records())
+    else:
+        stats = ReadStats(source=str(path))
+        records = load_records(path, stats)
+        log.info("%s", stats.summary())
+    return workload_from_records(records, processors or swf_processors(path), name=name or "jobs")

@@ -1,0 +1,176 @@
+"""Small schedules computed by hand: each test says why its figures are what they are."""
+
+from __future__ import annotations
+
+import math
+
+from slurm_harp.simulation import catalog, simulate
+from slurm_harp.simulation.backfill import SlurmBackfill
+from slurm_harp.simulation.easy import Easy
+from slurm_harp.simulation.engine import Result
+from slurm_harp.simulation.limits import PredictedLimits, RequestLimits, TsafrirLimits, stepped
+from slurm_harp.simulation.metrics import measure
+from slurm_harp.simulation.workload import Workload
+
+NAN = math.nan
+
+
+def jobs(processors: int, *rows: tuple[float, float, float, int, int]) -> Workload:
+    """Rows of (submit, run, request, procs, user); job ids are their row numbers."""
+    return Workload.build(processors, [(str(i), *row) for i, row in enumerate(rows)])
+
+
+def easy_request(w: Workload) -> Result:
+    return simulate(w, Easy(), RequestLimits(w), record_reservations=True)
+
+
+# A holds 3 of 4 processors until 100; B needs all 4, so it is reserved at 100 with no extra processor.
+BLOCKED = [(0, 100, 100, 3, 0), (1, 50, 50, 4, 1)]
+
+
+def test_easy_backfills_a_job_that_ends_before_the_reservation() -> None:
+    w = jobs(4, *BLOCKED, (2, 50, 50, 1, 2))
+    r = easy_request(w)
+    # C (1 processor, limit 50) ends by 52 <= 100: it starts at once and B is not delayed.
+    assert r.start == [0, 100, 2]
+    assert r.head_reservation[1] == 100
+
+
+def test_easy_does_not_backfill_a_job_that_would_delay_the_reservation() -> None:
+    # Same C, but its limit (200) says it could run past 100, and no processor is spare then.
+    w = jobs(4, *BLOCKED, (2, 50, 200, 1, 2))
+    r = easy_request(w)
+    assert r.start == [0, 100, 150]
+
+
+def test_easy_backfills_a_long_job_on_the_extra_processors() -> None:
+    # A holds 2 of 4 until 100; B needs 3, so at 100 one processor is extra: a long 1-wide job fits.
+    w = jobs(4, (0, 100, 100, 2, 0), (1, 50, 50, 3, 1), (2, 400, 500, 1, 2), (3, 400, 500, 1, 3))
+    r = easy_request(w)
+    # The first long job takes the extra processor; the second would take one B needs.
+    assert r.start == [0, 100, 2, 150]
+
+
+def test_a_job_is_killed_at_its_request() -> None:
+    w = jobs(4, (0, 100, 60, 1, 0))
+    r = easy_request(w)
+    assert (r.start, r.end) == ([0], [60])
+    m = measure(r, warmup=0)
+    assert (m.killed_at_request_jobs, m.killed_early_jobs) == (1, 0)
+
+
+def test_rewrite_kills_at_the_prediction_and_runs_again_with_the_request() -> None:
+    w = jobs(4, (0, 50, 100, 2, 0))
+    r = simulate(w, Easy(), PredictedLimits(w, [30.0], "rewrite"))
+    # Killed at 30, submitted again at 30 with its request of 100: runs 30-80.
+    assert (r.start, r.end) == ([30], [80])
+    assert r.attempts.killed_early == [True, False]
+    m = measure(r, warmup=0)
+    assert m.killed_early_jobs == 1
+    assert m.lost_core_hours == 2 * 30 / 3600
+    assert m.rerun_core_hours == 2 * 50 / 3600
+    assert m.mean_wait_s == 30
+
+
+def test_tsafrir_predicts_the_mean_of_the_last_two_and_corrects_to_the_request() -> None:
+    w = jobs(
+        2,
+        (0, 10, 1000, 1, 0),
+        (0, 20, 1000, 1, 0),
+        # Predicted (10 + 20) / 2 = 15; it runs 100, so at 45 the prediction becomes the request.
+        (30, 100, 1000, 2, 0),
+        # Reserved at 45 (the prediction's end), then at 1030 once the correction is made.
+        (31, 50, 50, 2, 1),
+    )
+    r = simulate(w, Easy(), TsafrirLimits(w), record_reservations=True)
+    assert r.start == [0, 0, 30, 130]
+    assert r.head_reservation[3] == 45
+    assert r.extensions == 1
+    assert r.extension_delays == [1030 - 45]
+
+
+def test_tsafrir_uses_the_request_until_the_user_has_two_ended_jobs() -> None:
+    w = jobs(4, (0, 10, 1000, 1, 0), (20, 10, 500, 1, 0))
+    source = TsafrirLimits(w)
+    assert source.submitted(0, 0).planned == 1000
+    source.ended(0, 10, 10)
+    assert source.submitted(1, 20).planned == 500
+
+
+def test_extend_raises_the_limit_by_tsafrirs_steps_and_delays_the_reservation() -> None:
+    # Job 0 is predicted 15 s but runs 100: extended to 15 + 60 = 75, then 15 + 300 = 315.
+    w = jobs(2, (0, 100, 1000, 2, 0), (1, 10, 10, 2, 1))
+    r = simulate(w, Easy(), PredictedLimits(w, [15.0, NAN], "extend"), record_reservations=True)
+    assert r.start == [0, 100]
+    assert r.extensions == 2
+    assert r.extension_delays == [60, 240]
+    assert measure(r, warmup=0).killed_early_jobs == 0
+    assert stepped(15, 1, 1000) == 75
+    assert stepped(15, 2, 1000) == 315
+    assert stepped(15, 3, 1000) == 915
+    assert stepped(15, 4, 1000) == 1000
+
+
+def test_time_min_starts_a_backfill_with_a_cut_limit_then_extends_it() -> None:
+    # C keeps its request of 500 but may start with a limit down to 50: it starts at 2 with
+    # 98 (ending at the reservation, 100), outlives it, is extended to 98 + 60 (ending at 160:
+    # B's reservation moves from 100 to 160) and ends at 122.
+    w = jobs(4, *BLOCKED, (2, 120, 500, 1, 2))
+    r = simulate(w, Easy(), PredictedLimits(w, [NAN, NAN, 50.0], "time_min"), record_reservations=True)
+    assert r.start == [0, 122, 2]
+    assert r.end[2] == 122
+    assert r.extension_delays == [60]
+    assert measure(r, warmup=0).killed_early_jobs == 0
+
+
+def test_time_min_does_not_cut_below_the_floor() -> None:
+    w = jobs(4, *BLOCKED, (2, 40, 500, 1, 2))
+    r = simulate(w, Easy(), PredictedLimits(w, [NAN, NAN, 99.0], "time_min"))
+    # 2 + 99 > 100: even the shortest allowed limit would run past the reservation.
+    assert r.start == [0, 100, 150]
+
+
+def test_easy_plus_plus_backfills_shortest_first() -> None:
+    # One processor is free until 100. Two candidates fit before it; SJBF takes the shorter first.
+    w = jobs(4, *BLOCKED, (2, 60, 60, 1, 2), (2, 30, 30, 1, 3))
+    fcfs = simulate(w, Easy(), TsafrirLimits(w))
+    sjbf = simulate(w, Easy(), TsafrirLimits(w, shortest_first=True))
+    assert fcfs.start[2:] == [2, 62]
+    assert sjbf.start[2:] == [32, 2]
+
+
+def test_slurm_backfill_rounds_to_its_resolution_and_waits_for_its_interval() -> None:
+    w = jobs(4, *BLOCKED, (2, 50, 50, 1, 2))
+    # A's end (100) rounds up to 120; C (50 -> 60) fits before it; the pass after B's is at 1 + 30.
+    r = simulate(w, SlurmBackfill(), RequestLimits(w), record_reservations=True)
+    assert r.start == [0, 100, 31]
+    assert r.head_reservation[1] == 120
+    immediate = simulate(w, SlurmBackfill(bf_interval=0), RequestLimits(w))
+    assert immediate.start == [0, 100, 2]
+
+
+def test_slurm_backfill_does_not_start_a_job_that_would_delay_a_reservation() -> None:
+    # C's limit 100 rounds to 120: from 2 it would hold a processor past B's reservation at 120.
+    w = jobs(4, *BLOCKED, (2, 50, 100, 1, 2))
+    r = simulate(w, SlurmBackfill(bf_interval=0), RequestLimits(w))
+    assert r.start == [0, 100, 150]
+
+
+def test_slurm_backfill_tests_only_bf_max_job_test_jobs() -> None:
+    w = jobs(4, *BLOCKED, (2, 50, 50, 1, 2))
+    r = simulate(w, SlurmBackfill(bf_interval=0, bf_max_job_test=1), RequestLimits(w))
+    assert r.start == [0, 100, 150]
+
+
+def test_slurm_backfill_reserves_for_every_job_it_tests() -> None:
+    # B is reserved at 100-150 on all 4; D (2 wide) at 150. C could fit before 150 by B's
+    # reservation alone but not by D's (2 + 200 > 150, and only 2 of 4 stay free): it waits.
+    w = jobs(4, (0, 100, 100, 3, 0), (1, 50, 50, 4, 1), (1, 100, 100, 4, 2), (2, 200, 200, 1, 3))
+    r = simulate(w, SlurmBackfill(bf_interval=0, bf_resolution=1), RequestLimits(w))
+    assert r.start == [0, 100, 150, 250]
+
+
+def test_catalog_builds_every_named_source() -> None:
+    w = jobs(4, (0, 10, 20, 1, 0))
+    names = [catalog.limits(n, w, [5.0]).name for n in catalog.LIMITS]
+    assert names == list(catalog.LIMITS)
