@@ -1,0 +1,200 @@
+"""`harp simulate`: replay a trace under a backfill scheduler with each limit source, and report
+waits, bounded slowdown, utilisation and kills (a table; with --out Markdown, JSON and plots)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import math
+import shlex
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+from slurm_harp.commands.arguments import count, fraction
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from slurm_harp.simulation import catalog
+    from slurm_harp.simulation.backfill import BF_INTERVAL, BF_MAX_JOB_TEST, BF_RESOLUTION, BF_WINDOW
+
+    p = subparsers.add_parser(
+        "simulate",
+        help="replay a trace under EASY or Slurm-like backfilling with each limit source",
+        description="Jobs arrive at their submit time with their processors and time limit and run "
+        "for their real run time or until their limit kills them. The scheduler plans with limits "
+        "from each source in turn: the request, Tsafrir's (tsafrir, easy++), or slurm-harp's "
+        "predictions in each mode (ours-*: need --predictions).",
+    )
+    p.add_argument(
+        "source", help="SWF (.swf/.swf.gz), Eagle CSV (.csv), `sacct -P` text, or with --db the job store"
+    )
+    p.add_argument("--db", action="store_true", help="SOURCE is the job store (SQLite)")
+    p.add_argument("--scheduler", choices=catalog.SCHEDULERS, default="easy", help="default: %(default)s")
+    p.add_argument(
+        "--limits",
+        type=_names,
+        default=("request", "easy++"),
+        help=f"comma-separated, from {','.join(catalog.LIMITS)} (default: request,easy++)",
+    )
+    p.add_argument(
+        "--predictions",
+        type=Path,
+        help="ours-*: planned limits, JSON {job id: seconds} or CSV job_id,seconds",
+    )
+    p.add_argument(
+        "--processors", type=count, help="machine size (default: the SWF header's, else the widest job)"
+    )
+    p.add_argument(
+        "--warmup", type=fraction, default=0.01, help="fraction of first jobs not measured (default: 0.01)"
+    )
+    p.add_argument("--max-jobs", type=count, help="simulate the first N jobs only")
+    p.add_argument(
+        "--bf-max-job-test",
+        type=count,
+        default=BF_MAX_JOB_TEST,
+        help="slurm: jobs tested per pass (default: %(default)s)",
+    )
+    p.add_argument(
+        "--bf-resolution", type=count, default=BF_RESOLUTION, help="slurm: seconds (default: %(default)s)"
+    )
+    p.add_argument(
+        "--bf-window", type=count, default=BF_WINDOW // 60, help="slurm: minutes (default: %(default)s)"
+    )
+    p.add_argument(
+        "--bf-interval",
+        type=int,
+        default=BF_INTERVAL,
+        help="slurm: seconds between passes (default: %(default)s)",
+    )
+    p.add_argument("--out", type=Path, help="write <trace>-<scheduler>.md, .json and two PNGs here")
+    p.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
+    p.set_defaults(func=run)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    from slurm_harp.simulation import catalog
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in catalog.LIMITS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown limit source(s) {unknown}; from {', '.join(catalog.LIMITS)}"
+        )
+    return names
+
+
+def read_predictions(path: Path) -> dict[str, float]:
+    """Job id -> planned limit in seconds, from JSON (an object) or CSV (job_id,seconds; a header
+    row is allowed)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".json":
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object of job id -> seconds")
+        return {str(k): float(v) for k, v in data.items()}
+    out: dict[str, float] = {}
+    for lineno, row in enumerate(csv.reader(text.splitlines()), start=1):
+        if not row or (lineno == 1 and not _is_number(row[-1])):
+            continue
+        if len(row) != 2 or not _is_number(row[1]):
+            raise ValueError(f"{path}:{lineno}: expected job_id,seconds")
+        out[row[0].strip()] = float(row[1])
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class Progress:
+    """A plain-text progress line on stderr, redrawn in place."""
+
+    def __init__(self, label: str, stream: IO[str]) -> None:
+        self.label = label
+        self.stream = stream
+        self.t0 = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        share = done / total if total else 1.0
+        bar = "#" * int(30 * share)
+        elapsed = time.monotonic() - self.t0
+        self.stream.write(f"\r{self.label:<24} [{bar:<30}] {done}/{total} jobs {elapsed:5.1f}s")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    from slurm_harp.simulation import catalog, load_workload, measure, simulate
+    from slurm_harp.simulation.report import Run, document, plot, table
+    from slurm_harp.simulation.workload import predictions_by_id
+
+    if not Path(args.source).is_file():
+        log.error("%s: no such file", args.source)
+        return 2
+    ours = [n for n in args.limits if n.startswith("ours-")]
+    if ours and args.predictions is None:
+        print(
+            f"harp simulate: {', '.join(ours)} plan with slurm-harp's predicted limits: give them with "
+            "--predictions FILE (JSON {job id: seconds} or CSV job_id,seconds)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        jobs = load_workload(args.source, args.processors, db=args.db)
+        by_id = read_predictions(args.predictions) if args.predictions else None
+    except (OSError, ValueError, sqlite3.Error) as exc:
+        log.error("cannot simulate %s: %s", args.source, exc)
+        return 2
+    if args.max_jobs:
+        jobs = jobs.head(args.max_jobs)
+    predictions = predictions_by_id(jobs, by_id) if by_id is not None else None
+    if predictions is not None:
+        given = sum(not math.isnan(p) for p in predictions)
+        print(f"predictions for {given} of {len(jobs)} jobs (the others planned with their request)")
+    dropped = "".join(f"; {v} dropped: {k}" for k, v in jobs.dropped.items())
+    print(
+        f"{jobs.name}: {len(jobs)} jobs on {jobs.processors} processors, scheduler {args.scheduler}{dropped}"
+    )
+    show = args.progress or sys.stderr.isatty()
+    runs = []
+    for name in args.limits:
+        scheduler = catalog.scheduler(
+            args.scheduler,
+            bf_max_job_test=args.bf_max_job_test,
+            bf_resolution=args.bf_resolution,
+            bf_window=args.bf_window * 60,
+            bf_interval=args.bf_interval,
+        )
+        source = catalog.limits(name, jobs, predictions)
+        progress = Progress(f"{args.scheduler} / {name}", sys.stderr) if show else None
+        result = simulate(jobs, scheduler, source, progress=progress)
+        runs.append(Run(result, measure(result, args.warmup)))
+    command = (
+        "harp simulate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+        if sys.argv[1:2] == ["simulate"]
+        else None
+    )
+    text = table(runs, command)
+    print(text)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        stem = f"{jobs.name}-{args.scheduler}"
+        md = args.out / f"{stem}.md"
+        md.write_text(text, encoding="utf-8")
+        js = args.out / f"{stem}.json"
+        js.write_text(json.dumps(document(runs, command), indent=1) + "\n", encoding="utf-8")
+        pngs = plot(runs, args.out, stem, args.warmup)
+        print("wrote " + ", ".join(str(p) for p in [md, js, *pngs]))
+    return 0

@@ -1,0 +1,65 @@
+"""`harp simulate` as a process on a slice of the bundled KTH-SP2 trace."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import BUNDLED_TRACE
+
+TRACE = "KTH-SP2-1996-2.1-cln"
+
+
+def _harp(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "slurm_harp.cli", "--log-level", "WARNING", "simulate", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_simulate_writes_the_table_json_and_plots(tmp_path: Path) -> None:
+    # Ours from a file of predictions: half the request for the first 1,000 jobs, none for the rest.
+    from slurm_harp.simulation import load_workload
+
+    jobs = load_workload(BUNDLED_TRACE).head(3000)
+    predictions = tmp_path / "predicted.csv"
+    rows = [f"{job_id},{jobs.request[i] / 2}" for i, job_id in enumerate(jobs.ids[:1000])]
+    predictions.write_text("job_id,seconds\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "report"
+    proc = _harp(
+        str(BUNDLED_TRACE),
+        "--max-jobs",
+        "3000",
+        "--scheduler",
+        "slurm",
+        "--limits",
+        "request,easy++,ours-rewrite,ours-extend",
+        "--predictions",
+        str(predictions),
+        "--progress",
+        "--out",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"{TRACE}: 3000 jobs on 100 processors, scheduler slurm" in proc.stdout
+    assert "predictions for 1000 of 3000 jobs" in proc.stdout
+    assert "| slurm | ours-extend |" in proc.stdout
+    assert "3000/3000 jobs" in proc.stderr
+    doc = json.loads((out / f"{TRACE}-slurm.json").read_text())
+    runs = {r["limits"]: r for r in doc["runs"]}
+    assert list(runs) == ["request", "easy++", "ours-rewrite", "ours-extend"]
+    assert runs["request"]["jobs"] == 3000 - 30
+    # Halving requests kills the jobs that ran longer than half; extending never kills early.
+    assert runs["ours-rewrite"]["killed_early_jobs"] > 0
+    assert runs["ours-extend"]["killed_early_jobs"] == 0
+    assert runs["ours-extend"]["extensions"] > 0
+    assert (out / f"{TRACE}-slurm.md").read_text().startswith(f"## {TRACE}: 3000 jobs")
+    for png in ("waits", "bsld"):
+        assert (out / f"{TRACE}-slurm-{png}.png").stat().st_size > 5000
+
+
+def test_ours_without_predictions_says_so_and_exits_2() -> None:
+    proc = _harp(str(BUNDLED_TRACE), "--limits", "request,ours-extend")
+    assert proc.returncode == 2
+    assert "ours-extend plan with slurm-harp's predicted limits" in proc.stderr
+    assert "--predictions FILE" in proc.stderr
