@@ -1,0 +1,1 @@
+"""Benchmarks: each prints its figures and the baseline measured in the same run."""
