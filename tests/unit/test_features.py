@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.features import (
     DERIVED_FEATURE_NAMES,
     FEATURE_NAMES,
@@ -20,6 +19,7 @@ from slurm_harp.core.features import (
     vectorize,
 )
 from slurm_harp.core.history import HISTORY_FEATURE_NAMES, HistoryIndex, history_matrix
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.learning.dataset import build_dataset
 

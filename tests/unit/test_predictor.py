@@ -11,7 +11,7 @@ from slurm_harp.core.message import TAG_PREFIX, format_minutes
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.model.decision import Calibration, Rung
+from slurm_harp.core.safety_rule import Calibration, Rung
 
 
 class FakeModel:

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 
 SCHEMA_VERSION = 1

@@ -27,8 +27,9 @@ from slurm_harp.accounting.fields import (
     parse_time,
     parse_tres,
 )
-from slurm_harp.accounting.record import CENSORING_STATES, FINISHED_STATES, JobRecord, ReadStats
+from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.accounting.sacct_lines import JOB_ID, split_rows
+from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
 from slurm_harp.core.request import JobRequest
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_reco
 from slurm_harp.commands.arguments import count, fraction, rate
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
-from slurm_harp.model.decision import BY, MIN_GROUP_JOBS
+from slurm_harp.core.safety_rule import BY, MIN_GROUP_JOBS
 from slurm_harp.model.store import ModelStore
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from slurm_harp.core.history import HISTORY_FEATURE_NAMES, user_key
+from slurm_harp.core.history import HISTORY_FEATURE_NAMES
 from slurm_harp.core.key_history import rounded
 from slurm_harp.core.request import JobRequest
 
@@ -112,7 +112,7 @@ def _mem_per_node(request: JobRequest) -> float:
 def row(request: JobRequest) -> list[float]:
     """One request's own features, in REQUEST_FEATURE_NAMES order."""
     submit = request.submit_time
-    user = user_key(request)
+    user = request.user_key
     return [
         _log(request.time_limit_minutes),
         _log(request.time_min_minutes),

@@ -73,7 +73,7 @@ def selection_section(fitted: Fitted, config: MethodConfig) -> dict[str, Any]:
 
 
 def calibration_section(fitted: Fitted, config: MethodConfig) -> dict[str, Any]:
-    """model.decision.Calibration.to_dict() plus how it was chosen and what it did on validation."""
+    """core.safety_rule.Calibration.to_dict() plus how it was chosen and what it did on validation."""
     out = fitted.calibration.to_dict()
     out["weight"] = WEIGHT_NOTE[fitted.target.value]
     out["kill_budget"] = config.calibration.kill_budget

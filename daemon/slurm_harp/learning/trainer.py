@@ -6,7 +6,7 @@ only knows jobs that had ended by T). The model is chosen and the rule calibrate
 the published models (every quantile model of the ladder, the chosen one, whatever the rule
 reads) are brought up to date with the jobs since, as ``refit`` says (learning.fitting.Refit:
 by default fitted again on every job), and served with the rule calibrated before: the same method
-`harp evaluate` grades as "ours" (learning.strategy). The card's validation figures, and the
+`harp evaluate` grades as "ours" (evaluation.ours). The card's validation figures, and the
 challenger's standing at promotion, come from the models fitted before the validation window:
 out of sample.
 """
@@ -21,15 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.features import FEATURE_NAMES
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
+from slurm_harp.core.safety_rule import ladder_limits
 from slurm_harp.learning import report
 from slurm_harp.learning.dataset import Dataset, build_dataset
 from slurm_harp.learning.fitting import Fitted, MethodConfig, Refit, fit_and_calibrate, refreshed
 from slurm_harp.learning.targets import TRANSFORM, UNIT, TargetData, target_data
 from slurm_harp.model.card import CARD_FORMAT, model_file_name
-from slurm_harp.model.decision import ladder_limits
 
 MIN_TRAIN_ROWS = 50
 MIN_VALIDATION_ROWS = 10
