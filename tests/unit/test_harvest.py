@@ -9,11 +9,11 @@ import pytest
 
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats
 from slurm_harp.accounting import jobstore as jobstore_module
+from slurm_harp.accounting import sacct as sacct_module
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct import ENDED_STATES
 from slurm_harp.cli import main
 from slurm_harp.commands import harvest as harvest_command
-from slurm_harp.commands import train as train_command
 from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows
 from slurm_harp.commands.importer import source_name
 from tests.conftest import SHARED_TRACES
@@ -199,7 +199,7 @@ def test_cli_prints_one_summary_line_and_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sacct = FakeSacct(TEXT)
-    monkeypatch.setattr(train_command, "subprocess_runner", sacct)
+    monkeypatch.setattr(sacct_module, "run_sacct", sacct)
     db = tmp_path / "jobs.sqlite"
     monkeypatch.setenv("HARP_DB", str(db))
     assert (
@@ -209,7 +209,7 @@ def test_cli_prints_one_summary_line_and_resumes(
     out = capsys.readouterr().out.strip()
     assert out.startswith("harvest sacct: 1 windows, ") and "7 jobs, 0 bad lines, 7 new, 0 updated" in out
     assert f"cursor {sacct_time(LAST_END)} (moved)" in out
-    monkeypatch.setattr(train_command, "subprocess_runner", FakeSacct(RuntimeError("sacct exited 1: boom")))
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(RuntimeError("sacct exited 1: boom")))
     assert main(["harvest", "--db", str(db)]) == 1
     assert "stopped early" in capsys.readouterr().out
     with JobStore(db) as s:

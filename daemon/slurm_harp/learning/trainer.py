@@ -25,7 +25,7 @@ from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import ladder_limits
-from slurm_harp.learning import report
+from slurm_harp.learning import card_sections
 from slurm_harp.learning.dataset import Dataset, build_dataset
 from slurm_harp.learning.fitting import Fitted, MethodConfig, Refit, fit_and_calibrate, refreshed
 from slurm_harp.learning.targets import TRANSFORM, UNIT, TargetData, target_data
@@ -126,7 +126,7 @@ def train_target(
     files, entries, parity = _export(served, data.x[rows.validation][-PARITY_ROWS:])
     # Out of sample: the predictions of the models fitted before the validation window.
     val = td.take(rows.validation)
-    validation = report.legacy_validation(fitted, val)
+    validation = card_sections.legacy_validation(fitted, val)
     card = {
         "format": CARD_FORMAT,
         "target": target.value,
@@ -135,9 +135,9 @@ def train_target(
         "unit": UNIT[target],
         "quantiles": [e for e in entries if e.get("quantile") is not None and e["kind"] == "quantile"],
         "models": entries,
-        "selection": report.selection_section(fitted, config),
-        "calibration": report.calibration_section(fitted, config),
-        "training": report.window(data, td, rows, source, time.monotonic() - started)
+        "selection": card_sections.selection_section(fitted, config),
+        "calibration": card_sections.calibration_section(fitted, config),
+        "training": card_sections.window(data, td, rows, source, time.monotonic() - started)
         | {
             "refit": refit.value,
             "refit_seconds": round(refit_seconds, 3),
@@ -146,9 +146,9 @@ def train_target(
         },
         "validation": validation,
         "parity_max_abs_error": parity,
-        "libraries": report.library_versions(),
+        "libraries": card_sections.library_versions(),
         "params": config.family.params.as_dict(),
-        "censoring": report.CENSORING_NOTE,
+        "censoring": card_sections.CENSORING_NOTE,
         "evaluation": "validation predictions capped at the request; finished jobs only, "
         "censored ones reported apart (censored_upp)",
     }

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from slurm_harp.core import metrics
+from slurm_harp.core import accuracy
 from slurm_harp.learning.dataset import Dataset
 from slurm_harp.learning.targets import TargetData
 from slurm_harp.model.card import quantile_key
@@ -49,16 +49,16 @@ def legacy_validation(fitted: Fitted, val: TargetData) -> dict[str, dict[str, fl
         predicted = np.sort(np.stack([fitted.predictions[name] for _, name in quantiles]), axis=0)
         predicted = np.fmin(predicted, val.requested)  # fmin: a NaN request leaves the prediction
         for i, (q, _) in enumerate(quantiles):
-            stats = metrics.summary(
+            stats = accuracy.summary(
                 predicted[i][done], val.value[done], val.requested[done], val.waste_weight[done]
             )
             stats["censored_n"] = float(np.sum(val.censored))
-            stats["censored_upp"] = metrics.upp(predicted[i][val.censored], val.value[val.censored])
+            stats["censored_upp"] = accuracy.upp(predicted[i][val.censored], val.value[val.censored])
             out[quantile_key(q)] = _finite(stats)
     with np.errstate(invalid="ignore"):
         has_request = done & (val.requested > 0)
     out["request"] = _finite(
-        metrics.summary(val.requested[has_request], val.value[has_request], val.requested[has_request])
+        accuracy.summary(val.requested[has_request], val.value[has_request], val.requested[has_request])
     )
     return out
 
