@@ -78,11 +78,6 @@ _HASH_SCALE = 1.0 / 2**32
 _GPU_TRES = re.compile(r"gres[/:]gpu(?::[^,:=]+)?[:=](\d+)")
 
 
-def stable_hash(value: str) -> float:
-    """CRC-32 of the UTF-8 bytes, scaled into [0, 1)."""
-    return zlib.crc32(value.encode("utf-8")) * _HASH_SCALE
-
-
 def _hash(value: str | None) -> float:
     return _NAN if value is None else zlib.crc32(value.encode("utf-8")) * _HASH_SCALE
 

@@ -302,7 +302,3 @@ def _column_onnx(column: int, n_features: int) -> bytes:
     model.ir_version = 8
     data: bytes = model.SerializeToString()
     return data
-
-
-def by_name(members: Sequence[Member]) -> dict[str, Member]:
-    return {m.name: m for m in members}
