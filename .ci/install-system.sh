@@ -12,7 +12,7 @@ fi
 
 packages=(
     slurmctld slurmd slurmdbd slurm-client munge mariadb-server
-    lua5.1 lua-socket lua-http lua-cqueues lua-cjson lua-posix
+    lua5.1 lua-socket lua-http lua-cqueues lua-cjson lua-posix lua-check
     prometheus
     python3-venv python3-dev
 )
@@ -45,7 +45,7 @@ apt-get update
 apt-get install -y "${packages[@]}"
 
 # Fail here, not in the middle of the tests, if something did not land.
-for prog in slurmctld slurmd slurmdbd sacctmgr sacct sbatch scontrol sinfo munged mariadbd mariadb-install-db lua5.1 prometheus; do
+for prog in slurmctld slurmd slurmdbd sacctmgr sacct sbatch scontrol sinfo munged mariadbd mariadb-install-db lua5.1 luacheck prometheus; do
     if ! PATH="$PATH:/usr/sbin:/sbin" command -v "$prog" >/dev/null; then
         echo "install-system.sh: $prog not found after install" >&2
         exit 1

@@ -1,10 +1,16 @@
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
+
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.core.decision import Decision, TargetDecision
+from slurm_harp.core.request import Target
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED_TRACE = REPO / "daemon" / "slurm_harp" / "data" / "KTH-SP2-1996-2.1-cln.swf.gz"
@@ -40,3 +46,18 @@ def store_copy(trained_store: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "store"
     shutil.copytree(trained_store, copy)
     return copy
+
+
+def store_checksum(store: JobStore) -> str:
+    """SHA-256 over every row of the job store's tables: equal before and after a no-op harvest."""
+    digest = hashlib.sha256()
+    with sqlite3.connect(f"file:{store.path.absolute()}?mode=ro", uri=True) as db:
+        for table, key in (("jobs", "source, job_id"), ("state", "source")):
+            for row in db.execute(f"SELECT * FROM {table} ORDER BY {key}"):
+                digest.update(repr(row).encode())
+    return digest.hexdigest()
+
+
+def for_target(decision: Decision, target: Target) -> TargetDecision | None:
+    """The decision's outcome for ``target`` (None when it has none)."""
+    return next((t for t in decision.targets if t.target is target), None)

@@ -13,7 +13,7 @@ from typing import Any
 
 from slurm_harp.core.policy import DEFAULT_FLOORS, LIMITS, Mode, Policy, Rule
 from slurm_harp.core.request import Target
-from slurm_harp.model.decision import BY
+from slurm_harp.core.safety_rule import BY
 
 DEFAULT_PATH = Path("/etc/slurm-harp/harp.toml")
 DEFAULT_SOCKET = Path("/run/slurm-harp/harp.sock")
@@ -61,7 +61,7 @@ class TrainingSettings:
     trees: int = 200  # boosting rounds per quantile model (as `harp train --trees`)
     learning_rate: float = 0.05
     ladder_rows: int = 100_000  # the quantile ladder learns from N training jobs spread over the window
-    calibrate_by: str = "none"  # one of model.decision.BY: "partition" for a risk per rung and partition
+    calibrate_by: str = "none"  # one of core.safety_rule.BY: "partition" for a risk per rung and partition
 
 
 @dataclass(frozen=True, slots=True)

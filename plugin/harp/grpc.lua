@@ -91,8 +91,7 @@ end
 local function still_usable(c)
   for _ = 1, 16 do
     if c.recv_goaway_lowest or c.socket:eof("r") then return false end
-    local ok, err = c:step(0)
-    if not ok then return false end
+    if not c:step(0) then return false end
     if c.had_eagain then
       c.had_eagain = false -- let the next wait start with a non-blocking read
       return not (c.recv_goaway_lowest or c.socket:eof("r"))

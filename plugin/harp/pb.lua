@@ -159,7 +159,7 @@ local EXPECTED_WIRE = {string = 2, message = 2, double = 1}
 decode_message = function(s, pos, last, schema, depth)
   if depth > MAX_DEPTH then return nil, "message nested too deep" end
   local out = {}
-  for name, f in pairs(schema.fields) do
+  for _, f in pairs(schema.fields) do
     if f.repeated then out[f[1]] = {} end
   end
   while pos <= last do

@@ -18,14 +18,14 @@ M.MAX_LINES = 256
 M.MAX_SCAN = 1048576 -- bytes of script looked at, at most
 
 -- A count below `limit` (the field's sentinel), integral and >= `min`; anything else is "not given".
-local function count(v, limit, min)
+local function count(v, limit, least)
   v = tonumber(v)
-  if v == nil or v ~= v or v < (min or 0) or v >= limit or floor(v) ~= v then return nil end
+  if v == nil or v ~= v or v < (least or 0) or v >= limit or floor(v) ~= v then return nil end
   return v
 end
-M.count16 = function(v, min) return count(v, NO_VAL16, min) end
-M.count32 = function(v, min) return count(v, NO_VAL, min) end
-M.count64 = function(v, min) return count(v, MAX_EXACT, min) end
+M.count16 = function(v, least) return count(v, NO_VAL16, least) end
+M.count32 = function(v, least) return count(v, NO_VAL, least) end
+M.count64 = function(v, least) return count(v, MAX_EXACT, least) end
 
 local function text(v)
   if type(v) ~= "string" or v == "" then return nil end

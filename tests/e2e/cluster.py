@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from slurm_harp.accounting.record import FINISHED_STATES
+from slurm_harp.core.job import FINISHED_STATES
 
 CLUSTER_NAME = "harp"
 ACCOUNTS = ("research", "teaching")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from slurm_harp.accounting import JobRecord
 from slurm_harp.accounting.jobstore import JobStore
+from tests.conftest import store_checksum
 from tests.e2e.cluster import TERMINAL_STATES, SlurmCluster
 
 MEMORY_MB = 200
@@ -63,7 +64,7 @@ def _counts(summary: str) -> tuple[int, int, int]:
 
 def _stored(db: Path) -> tuple[dict[str, JobRecord], str, int | None]:
     with JobStore(db) as store:
-        return {r.job_id: r for r in store.records("sacct")}, store.checksum(), store.cursor("sacct")
+        return {r.job_id: r for r in store.records("sacct")}, store_checksum(store), store.cursor("sacct")
 
 
 def test_harvest_a_real_cluster_twice_then_once_more(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:

@@ -13,11 +13,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.record import JobRecord
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.config import ConfigError, HistorySettings, parse
 from slurm_harp.core.features import REQUEST_FEATURE_NAMES
 from slurm_harp.core.history import USER_JOBS, history_matrix
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.server.daemon import Daemon
 from slurm_harp.server.history_feed import HistoryFeed

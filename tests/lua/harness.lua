@@ -48,7 +48,9 @@ function T.same(a, b, what)
     if b[k] ~= v then error(string.format("%s: key %s: %s ~= %s", what or "table", show(k), show(v), show(b[k])), 2) end
   end
   for k, v in pairs(b) do
-    if a[k] == nil then error(string.format("%s: missing key %s (expected %s)", what or "table", show(k), show(v)), 2) end
+    if a[k] == nil then
+      error(string.format("%s: missing key %s (expected %s)", what or "table", show(k), show(v)), 2)
+    end
   end
 end
 

@@ -69,7 +69,8 @@ T.test("config file is read; bad values are logged and defaults kept", function(
     local env = load_entry(dir .. "/job_submit.lua")
     T.ok(T.logged("error", 'bad value fast for "deadline_ms", keeping 50'), "bad value logged")
     T.ok(T.logged("error", 'unknown key "colour"'), "unknown key logged")
-    T.ok(T.logged("info", "harp-test: loaded from " .. T.root .. "/plugin (socket " .. dir .. "/none.sock, deadline 50 ms)"),
+    local loaded = "harp-test: loaded from " .. T.root .. "/plugin (socket " .. dir .. "/none.sock, deadline 50 ms)"
+    T.ok(T.logged("info", loaded),
       "config applied: " .. tostring(T.logs.info[1]))
     local jd = T.job_desc()
     T.eq(env.slurm_job_submit(jd, {}, 1000), slurm.SUCCESS, "success with no daemon")

@@ -129,7 +129,7 @@ end)
 T.test("signature of a huge script is bounded", function()
   local line = "#SBATCH --comment=" .. string.rep(" ", 5000) .. "x"
   local parts = {"#!/bin/bash"}
-  for i = 1, 2000 do parts[#parts + 1] = line end
+  for _ = 1, 2000 do parts[#parts + 1] = line end
   local t0 = os.clock()
   local s = request.script_signature(table.concat(parts, "\n") .. "\n" .. string.rep("y", 5000000))
   T.ok(s, "signature")

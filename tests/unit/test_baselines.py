@@ -1,15 +1,14 @@
 from __future__ import annotations
 
-import importlib
 import math
-import types
+import sys
 
 import numpy as np
 import pytest
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.evaluation import costs, lineup
+from slurm_harp.evaluation import costs, lineup, ours
 from slurm_harp.evaluation.baselines import RequestStrategy, ScaledTsafrirStrategy, TsafrirStrategy
 from slurm_harp.evaluation.frontier import Tunable
 from slurm_harp.evaluation.harpstyle import HarpStyleStrategy
@@ -158,15 +157,14 @@ def test_lineup_names_and_build() -> None:
 
 
 def test_ours_missing_or_refusing_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lineup, "OURS_MODULE", "slurm_harp.no_such_module")
-    with pytest.raises(lineup.Unavailable, match="not available"):
+    monkeypatch.setitem(sys.modules, "slurm_harp.evaluation.ours", None)  # as without the train extra
+    with pytest.raises(lineup.Unavailable, match="needs the train extra"):
         lineup.build("ours", Target.TIME)
+    monkeypatch.undo()
 
     def refuse(target: Target) -> Strategy:
         raise NotImplementedError(f"no {target.value} model")
 
-    fake = types.ModuleType("fake_ours")
-    fake.HarpStrategy = refuse  # type: ignore[attr-defined]
-    monkeypatch.setattr(importlib, "import_module", lambda name: fake)  # the module lineup uses
+    monkeypatch.setattr(ours, "HarpStrategy", refuse)
     with pytest.raises(lineup.Unavailable, match="does not support target cpus"):
         lineup.build("ours", Target.CPUS)

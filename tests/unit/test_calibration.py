@@ -9,11 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.evaluation import costs
-from slurm_harp.evaluation.observed import Observed
-from slurm_harp.learning.calibration import CalibrationConfig, assess, calibrate, frontier, losing
-from slurm_harp.learning.targets import TargetData
-from slurm_harp.model.decision import (
+from slurm_harp.core.safety_rule import (
     Calibration,
     Rung,
     decide_limit,
@@ -21,6 +17,10 @@ from slurm_harp.model.decision import (
     ladder_limits,
     viable_models,
 )
+from slurm_harp.evaluation import costs
+from slurm_harp.evaluation.observed import Observed
+from slurm_harp.learning.calibration import CalibrationConfig, assess, calibrate, frontier, losing
+from slurm_harp.learning.targets import TargetData
 
 RULE = Calibration(
     rungs=(

@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.evaluation import costs
-from slurm_harp.evaluation.observed import Observed, memory_request_mb, observe
+from slurm_harp.evaluation.observed import Observed, observe
 
 NAN = math.nan
 
@@ -162,7 +162,7 @@ def test_observe_units_per_target() -> None:
     assert memory.requested.tolist() == [6.0, 4000.0]
     assert memory.units.tolist() == [128.0, 2.0]
     assert memory.censored.tolist() == [False, True]
-    assert memory_request_mb(swf.request) == 6.0
+    assert swf.requested(Target.MEMORY) == 6.0
     cpus = observe([swf, slurm], Target.CPUS)
     assert math.isnan(cpus.actual[0]) and cpus.actual[1] == pytest.approx(4.0)
     time = observe([swf, slurm], Target.TIME)

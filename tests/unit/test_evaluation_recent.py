@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.evaluation.recent import recent_mean
 
@@ -39,9 +39,11 @@ def test_never_sees_a_job_that_ended_after_its_submit() -> None:
     assert got[3] == pytest.approx((20.0 + 1000.0) / 2)
 
 
-def test_end_at_submit_time_is_not_yet_known() -> None:
-    jobs = [job("u", 0, end=100), job("u", 100, end=200)]
-    assert math.isnan(recent_mean(jobs, np.array([5.0, 6.0]))[1])
+def test_end_at_submit_time_is_known_as_in_the_history_features() -> None:
+    # core.job.ended_by: ended at or before the submit second; one second later is not yet known.
+    jobs = [job("u", 0, end=100), job("u", 100, end=200), job("v", 0, end=101), job("v", 100, end=200)]
+    got = recent_mean(jobs, np.array([5.0, 6.0, 7.0, 8.0]))
+    assert got[1] == 5.0 and math.isnan(got[3])
 
 
 def test_users_are_separate_and_unknown_values_are_skipped() -> None:
@@ -76,7 +78,7 @@ def _reference(jobs: list[JobRecord], values: np.ndarray, depth: int) -> np.ndar
             if b.request.user_name == a.request.user_name
             and b.end_time is not None
             and a.request.submit_time is not None
-            and b.end_time < a.request.submit_time
+            and b.end_time <= a.request.submit_time
             and math.isfinite(values[j])
         )
         if ended:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
-from slurm_harp.evaluation.split import chronological_split, known_training
+from slurm_harp.evaluation.split import chronological_split, known_before
 from slurm_harp.evaluation.strategy import Split
 
 
@@ -45,8 +45,8 @@ def test_bad_fractions(fractions: tuple[float, float]) -> None:
         chronological_split([job("a", 1)], fractions)
 
 
-def test_known_training_leaves_out_jobs_running_at_the_cutoff() -> None:
+def test_known_before_leaves_out_jobs_running_at_the_cutoff() -> None:
     # Validation opens at t=100; job 1 ends at 150 (after), job 2 exactly at 100 (known).
     jobs = [job("0", 0, end=50), job("1", 10, end=150), job("2", 20, end=100), job("3", 100), job("4", 110)]
-    assert known_training(jobs, Split(3, 4)).tolist() == [0, 2]
-    assert known_training(jobs, Split(0, 2)).tolist() == []
+    assert known_before(jobs, 3).tolist() == [0, 2]
+    assert known_before(jobs, 0).tolist() == []

@@ -5,21 +5,21 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
-from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.features import (
     DERIVED_FEATURE_NAMES,
     FEATURE_NAMES,
     REQUEST_FEATURE_NAMES,
     derived,
-    stable_hash,
     vectorize,
 )
 from slurm_harp.core.history import HISTORY_FEATURE_NAMES, HistoryIndex, history_matrix
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.learning.dataset import build_dataset
 
@@ -73,7 +73,7 @@ def test_values_of_a_full_request() -> None:
     assert _col(x, "is_array") == 1.0
     assert _col(x, "submit_hour_utc") == 15.0
     assert _col(x, "submit_dow_utc") == 2.0  # Monday = 0
-    assert _col(x, "hash_user") == pytest.approx(stable_hash("alice"))
+    assert _col(x, "hash_user") == pytest.approx(zlib.crc32(b"alice") / 2**32)
     for name in FEATURE_NAMES:
         if name.startswith("hash_"):
             assert 0.0 <= _col(x, name) < 1.0
@@ -94,7 +94,7 @@ def test_memory_per_node_and_gpu_sources() -> None:
     assert _col(vectorize([JobRequest(gpus_per_node=3, tres_per_node="gres/gpu:8")]), "gpus_per_node") == 3
     assert _col(vectorize([JobRequest(tres_per_node="gres/gpu:4")]), "gpus_per_node") == 4
     assert _col(vectorize([JobRequest(tres_per_node="gres/shard:2")]), "gpus_per_node") == 0
-    assert _col(vectorize([JobRequest(user_id=7)]), "hash_user") == pytest.approx(stable_hash("7"))
+    assert _col(vectorize([JobRequest(user_id=7)]), "hash_user") == pytest.approx(zlib.crc32(b"7") / 2**32)
 
 
 def test_known_days_of_week() -> None:
@@ -125,7 +125,7 @@ def test_stable_across_processes() -> None:
 )
 def test_hash_values_are_pinned(value: str, crc: int) -> None:
     """A change here silently invalidates every model already trained."""
-    assert stable_hash(value) == crc / 2**32
+    assert _col(vectorize([JobRequest(job_name=value)]), "hash_job_name") == pytest.approx(crc / 2**32)
 
 
 def test_single_row_is_fast() -> None:

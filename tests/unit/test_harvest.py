@@ -9,14 +9,14 @@ import pytest
 
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats
 from slurm_harp.accounting import jobstore as jobstore_module
+from slurm_harp.accounting import sacct as sacct_module
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct import ENDED_STATES
 from slurm_harp.cli import main
 from slurm_harp.commands import harvest as harvest_command
-from slurm_harp.commands import train as train_command
 from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows
 from slurm_harp.commands.importer import source_name
-from tests.conftest import SHARED_TRACES
+from tests.conftest import SHARED_TRACES, store_checksum
 from tests.unit.test_sacct import SACCT_TEXT
 
 US = "\x1f"
@@ -92,7 +92,7 @@ def test_first_run_reads_from_30_days_ago_to_now_minus_settle(store: JobStore) -
 
 def test_next_run_starts_overlap_before_the_cursor_and_changes_nothing(store: JobStore) -> None:
     _harvest(store, FakeSacct(TEXT))
-    checksum = store.checksum()
+    checksum = store_checksum(store)
     sacct = FakeSacct(TEXT)
     stats = ReadStats()
     report = _harvest(store, sacct, now=NOW + HOUR, stats=stats)
@@ -100,7 +100,7 @@ def test_next_run_starts_overlap_before_the_cursor_and_changes_nothing(store: Jo
     assert _t(argv, "-S") == LAST_END - HOUR
     assert _t(argv, "-E") == NOW + HOUR - 60
     assert (report.inserted, report.updated, stats.records) == (0, 0, 7)
-    assert store.checksum() == checksum
+    assert store_checksum(store) == checksum
     assert "0 new, 0 updated" in report.summary(stats) and "(moved)" not in report.summary(stats)
 
 
@@ -128,7 +128,7 @@ def test_explicit_start_overrides_the_cursor(store: JobStore) -> None:
 
 
 def test_nothing_to_read_when_the_settle_window_covers_everything(store: JobStore) -> None:
-    store.set_cursor("c1", NOW)
+    store.upsert([], "c1", cursor=NOW)
     sacct = FakeSacct(TEXT)
     report = _harvest(store, sacct, overlap_s=0, settle_s=60)
     assert sacct.calls == [] and report.windows == 0 and store.cursor("c1") == NOW
@@ -199,7 +199,7 @@ def test_cli_prints_one_summary_line_and_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sacct = FakeSacct(TEXT)
-    monkeypatch.setattr(train_command, "subprocess_runner", sacct)
+    monkeypatch.setattr(sacct_module, "run_sacct", sacct)
     db = tmp_path / "jobs.sqlite"
     monkeypatch.setenv("HARP_DB", str(db))
     assert (
@@ -209,7 +209,7 @@ def test_cli_prints_one_summary_line_and_resumes(
     out = capsys.readouterr().out.strip()
     assert out.startswith("harvest sacct: 1 windows, ") and "7 jobs, 0 bad lines, 7 new, 0 updated" in out
     assert f"cursor {sacct_time(LAST_END)} (moved)" in out
-    monkeypatch.setattr(train_command, "subprocess_runner", FakeSacct(RuntimeError("sacct exited 1: boom")))
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(RuntimeError("sacct exited 1: boom")))
     assert main(["harvest", "--db", str(db)]) == 1
     assert "stopped early" in capsys.readouterr().out
     with JobStore(db) as s:
@@ -247,10 +247,10 @@ def test_import_sacct_text_twice_changes_nothing(tmp_path: Path, capsys: pytest.
         "-> cluster-a: 18 lines, 7 jobs, 0 bad lines, 3 skipped, 7 new, 0 updated" in capsys.readouterr().out
     )
     with JobStore(db) as s:
-        checksum = s.checksum()
+        checksum = store_checksum(s)
     assert main(["import", "--db", str(db), "--source-name", "cluster-a", str(text)]) == 0
     with JobStore(db) as s:
-        assert s.checksum() == checksum and s.sources() == ["cluster-a"]
+        assert store_checksum(s) == checksum and s.sources() == ["cluster-a"]
 
 
 def test_import_reports_missing_and_unreadable_files(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.history import (
     HISTORY_FEATURE_NAMES,
     HORIZON_DAYS,
@@ -25,8 +24,9 @@ from slurm_harp.core.history import (
     history_matrix,
     is_cold,
 )
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
-from tests.bench.bench_features import direct_matrix
+from tests.history_reference import direct_matrix
 
 DAY = 86400
 T0 = 1_700_006_400  # a UTC midnight

@@ -14,9 +14,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.features import FEATURE_NAMES, vectorize
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.core.safety_rule import decide_limit, decision_weight, ladder_limits
 from slurm_harp.learning import booster
 from slurm_harp.learning.booster import BoosterParams, ParityError
 from slurm_harp.learning.calibration import CalibrationConfig
@@ -25,7 +26,6 @@ from slurm_harp.learning.family import FamilyConfig, fit_family, history_members
 from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.trainer import TrainingError, train_target
 from slurm_harp.model.card import INPUT_NAME
-from slurm_harp.model.decision import decide_limit, decision_weight, ladder_limits
 from slurm_harp.model.runtime import ModelError, QuantileModel
 from slurm_harp.model.store import ModelStore
 

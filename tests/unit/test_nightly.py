@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from slurm_harp.accounting import sacct as sacct_module
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.cli import main
-from slurm_harp.commands import train as train_command
 from slurm_harp.core.request import Target
 from slurm_harp.learning.promotion import NOTE
 from slurm_harp.model.store import ModelStore
@@ -35,7 +35,7 @@ def test_nightly_harvests_trains_and_promotes(
     site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sacct = FakeSacct(TEXT)
-    monkeypatch.setattr(train_command, "subprocess_runner", sacct)
+    monkeypatch.setattr(sacct_module, "run_sacct", sacct)
     assert main(["nightly", "--config", str(site)]) == 0
     assert sacct.calls and all("--noconvert" in call for call in sacct.calls)
     with JobStore(tmp_path / "jobs.sqlite", readonly=True) as store:
@@ -63,9 +63,7 @@ def test_nightly_harvests_trains_and_promotes(
 def test_a_failed_harvest_stops_the_chain(
     site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(
-        train_command, "subprocess_runner", FakeSacct(RuntimeError("sacct exited 1: slurmdbd down"))
-    )
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(RuntimeError("sacct exited 1: slurmdbd down")))
     assert main(["nightly", "--config", str(site)]) == 1
     assert "slurmdbd down" in caplog.text and "not retraining tonight" in caplog.text
     assert ModelStore(tmp_path / "models").versions(Target.TIME) == []

@@ -11,7 +11,8 @@ from slurm_harp.core.message import TAG_PREFIX, format_minutes
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.model.decision import Calibration, Rung
+from slurm_harp.core.safety_rule import Calibration, Rung
+from tests.conftest import for_target
 
 
 class FakeModel:
@@ -42,7 +43,7 @@ def test_no_model_answers_none_for_every_target() -> None:
 def test_shadow_tags_without_changing() -> None:
     p = Predictor(Policy(default_mode=Mode.SHADOW), vectorize, {Target.TIME: FakeModel(44.2)})
     d = p.decide(JobRequest(time_limit_minutes=240))
-    time = d.for_target(Target.TIME)
+    time = for_target(d, Target.TIME)
     assert time is not None and time.action is Action.ANNOTATE and time.quantile == 0.9
     assert d.annotation.startswith(TAG_PREFIX + "shadow,") and " " not in d.annotation
     assert "t=44/q0.9" in d.annotation and "v=time@1" in d.annotation
@@ -52,7 +53,7 @@ def test_shadow_tags_without_changing() -> None:
 def test_rewrite_sets_value_and_tells_the_user() -> None:
     p = Predictor(Policy(default_mode=Mode.REWRITE), vectorize, {Target.TIME: FakeModel(44.2)})
     d = p.decide(JobRequest(time_limit_minutes=240))
-    time = d.for_target(Target.TIME)
+    time = for_target(d, Target.TIME)
     assert time is not None and time.action is Action.REWRITE and time.new_value == 45
     assert d.user_message.startswith("harp: lowered time from 04:00:00 to 00:45:00")
     assert "\n" not in d.user_message
@@ -61,13 +62,13 @@ def test_rewrite_sets_value_and_tells_the_user() -> None:
 
 def test_policy_quantile_picks_nearest_model_quantile() -> None:
     p = Predictor(Policy(default_mode=Mode.SHADOW, quantile=0.6), vectorize, {Target.TIME: FakeModel(40)})
-    time = p.decide(JobRequest(time_limit_minutes=240)).for_target(Target.TIME)
+    time = for_target(p.decide(JobRequest(time_limit_minutes=240)), Target.TIME)
     assert time is not None and time.quantile == 0.5 and time.predicted == 20
 
 
 def test_failing_model_degrades_to_no_action() -> None:
     p = Predictor(Policy(default_mode=Mode.REWRITE), vectorize, {Target.TIME: FakeModel(1, fail=True)})
-    time = p.decide(JobRequest(time_limit_minutes=240)).for_target(Target.TIME)
+    time = for_target(p.decide(JobRequest(time_limit_minutes=240)), Target.TIME)
     assert time is not None and (time.action, time.reason) == (Action.NONE, Reason.MODEL_ERROR)
 
 
@@ -111,7 +112,7 @@ class CalibratedFake(FakeModel):
 
 def test_calibrated_rule_sets_the_limit_and_the_policy_still_guards_it() -> None:
     p = Predictor(Policy(default_mode=Mode.REWRITE), vectorize, {Target.TIME: CalibratedFake(20.0)})
-    time = p.decide(JobRequest(time_limit_minutes=240, min_cpus=4)).for_target(Target.TIME)
+    time = for_target(p.decide(JobRequest(time_limit_minutes=240, min_cpus=4)), Target.TIME)
     assert time is not None and time.action is Action.REWRITE and time.new_value == 30  # 1.5 x 20
     assert time.quantile is None
     # The policy's floor is above the rule's: the policy wins.
@@ -120,7 +121,7 @@ def test_calibrated_rule_sets_the_limit_and_the_policy_still_guards_it() -> None
         vectorize,
         {Target.TIME: CalibratedFake(20.0)},
     ).decide(JobRequest(time_limit_minutes=240))
-    assert floored.for_target(Target.TIME).new_value == 60  # type: ignore[union-attr]
+    assert for_target(floored, Target.TIME).new_value == 60  # type: ignore[union-attr]
 
 
 def test_calibrated_rule_keeps_the_request_when_the_saving_does_not_pay() -> None:
@@ -129,7 +130,7 @@ def test_calibrated_rule_keeps_the_request_when_the_saving_does_not_pay() -> Non
     d = Predictor(Policy(default_mode=Mode.REWRITE), vectorize, {Target.TIME: model}).decide(
         JobRequest(time_limit_minutes=240, min_cpus=1)
     )
-    time = d.for_target(Target.TIME)
+    time = for_target(d, Target.TIME)
     assert time is not None and (time.action, time.reason) == (Action.ANNOTATE, Reason.NO_GAIN)
     assert time.predicted == 20.0 and time.detail == "calibrated rule keeps the request"
     assert d.user_message == ""
@@ -137,7 +138,7 @@ def test_calibrated_rule_keeps_the_request_when_the_saving_does_not_pay() -> Non
     big = Predictor(Policy(default_mode=Mode.REWRITE), vectorize, {Target.TIME: model}).decide(
         JobRequest(time_limit_minutes=240, min_cpus=64)
     )
-    assert big.for_target(Target.TIME).action is Action.REWRITE  # type: ignore[union-attr]
+    assert for_target(big, Target.TIME).action is Action.REWRITE  # type: ignore[union-attr]
     assert "(calibrated on similar past jobs)" in big.user_message
 
 
@@ -145,7 +146,7 @@ def test_calibrated_rule_in_shadow_only_annotates() -> None:
     d = Predictor(Policy(default_mode=Mode.SHADOW), vectorize, {Target.TIME: CalibratedFake(20.0)}).decide(
         JobRequest(time_limit_minutes=240)
     )
-    time = d.for_target(Target.TIME)
+    time = for_target(d, Target.TIME)
     assert time is not None and time.action is Action.ANNOTATE and time.predicted == 30.0
     assert "t=30," in d.annotation
 
@@ -158,7 +159,7 @@ def test_calibrated_rule_prices_a_job_with_its_partitions_risk() -> None:
     p = Predictor(Policy(default_mode=Mode.REWRITE), vectorize, {Target.TIME: model})
     for partition, action in (("debug", Action.ANNOTATE), ("batch", Action.REWRITE), (None, Action.REWRITE)):
         d = p.decide(JobRequest(time_limit_minutes=240, min_cpus=1, partition=partition))
-        assert d.for_target(Target.TIME).action is action, partition  # type: ignore[union-attr]
+        assert for_target(d, Target.TIME).action is action, partition  # type: ignore[union-attr]
     # 500 core-min of risk on "debug": no rung can pay for it, so no model runs at all.
     model.asked.clear()
     p.decide(JobRequest(time_limit_minutes=240, min_cpus=1, partition="debug"))

@@ -5,18 +5,18 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
+from slurm_harp.core.safety_rule import decide_limit
 from slurm_harp.evaluation.costs import assess
 from slurm_harp.evaluation.frontier import Tunable
 from slurm_harp.evaluation.observed import observe
+from slurm_harp.evaluation.ours import HarpStrategy
 from slurm_harp.evaluation.split import chronological_split
 from slurm_harp.evaluation.strategy import Split, Strategy
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.family import FamilyConfig
 from slurm_harp.learning.fitting import MethodConfig, Refit
-from slurm_harp.learning.strategy import HarpStrategy
-from slurm_harp.model.decision import decide_limit
 from tests.unit.test_models import records
 
 # Every 15th synthetic job times out whoever runs it: censoring-aware upper quantiles sit at the
@@ -167,13 +167,14 @@ def test_risks_per_partition_reach_the_limits_and_the_knob(timeline: tuple[list[
         sum(rb > ra for ra, rb in zip(rule.risks("a"), rule.risks("b"), strict=True)) > len(rule.rungs) // 2
     )
     assert strategy.knob()["partitions"] == 2.0
-    seen = strategy.member_predictions(named, split.validation_end)
-    limits = strategy.limits(named, split.validation_end)[seen.index - split.validation_end]
+    _, predictions, td, have = strategy._predictions(named, split.validation_end)
+    index = split.validation_end + np.flatnonzero(have)
+    limits = strategy.limits(named, split.validation_end)[have]
     differ = 0
-    for i, index in enumerate(seen.index):
-        request = named[index].request
-        one = {name: float(p[i]) for name, p in seen.predictions.items()}
-        weight = float(seen.td.weight[i])
+    for i, job in enumerate(index):
+        request = named[job].request
+        one = {name: float(p[i]) for name, p in predictions.items()}
+        weight = float(td.weight[i])
         got = decide_limit(one, request.time_limit_minutes, weight, rule, request.partition)
         assert (got is None and np.isnan(limits[i])) or got == limits[i]
         differ += got != decide_limit(one, request.time_limit_minutes, weight, rule)

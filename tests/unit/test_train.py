@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord
+from slurm_harp.accounting import sacct as sacct_module
 from slurm_harp.accounting.swf import parse_swf
 from slurm_harp.commands import train as train_command
 from slurm_harp.config import parse
@@ -227,7 +228,7 @@ def test_cli_from_live_sacct_with_env_store(
         seen.append(argv)
         return "\n".join(lines) + "\n"
 
-    monkeypatch.setattr(train_command, "subprocess_runner", fake_sacct)
+    monkeypatch.setattr(sacct_module, "run_sacct", fake_sacct)
     monkeypatch.setenv("HARP_STORE", str(tmp_path / "envstore"))
     assert _run_cli("--source", "sacct", "--sacct-start", "2024-03-01") == 0
     assert seen[0][seen[0].index("-S") + 1] == "2024-03-01"

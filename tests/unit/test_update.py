@@ -12,7 +12,7 @@ import numpy as np
 from slurm_harp.core.request import Target
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.dataset import build_dataset
-from slurm_harp.learning.family import FamilyConfig, Sample, by_name, fit_family, update_family
+from slurm_harp.learning.family import FamilyConfig, Member, Sample, fit_family, update_family
 from slurm_harp.learning.fitting import MethodConfig, Refit, fit_and_calibrate, refreshed
 from slurm_harp.learning.targets import target_data
 from slurm_harp.learning.trainer import split_rows
@@ -123,3 +123,7 @@ def test_updated_models_export_and_serve(tmp_path: Path) -> None:
     model = QuantileModel.load(current)
     served = model.predict(result.window.x[:50])
     assert np.all(np.isfinite(served[0.9])) and np.all(served[0.9] >= served[0.5])
+
+
+def by_name(members: list[Member]) -> dict[str, Member]:
+    return {m.name: m for m in members}

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from slurm_harp.accounting.csv_trace import read_csv_trace
-from slurm_harp.accounting.record import JobRecord, ReadStats
+from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.accounting.sacct import SACCT_FIELDS, harvest_sacct, read_sacct
 from slurm_harp.accounting.swf import read_swf
+from slurm_harp.core.job import JobRecord
 
 __all__ = [
     "SACCT_FIELDS",

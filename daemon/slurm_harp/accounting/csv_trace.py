@@ -19,7 +19,8 @@ from functools import partial
 from pathlib import Path
 
 from slurm_harp.accounting.fields import is_sentinel
-from slurm_harp.accounting.record import CENSORING_STATES, FINISHED_STATES, JobRecord, ReadStats
+from slurm_harp.accounting.read_stats import ReadStats
+from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
 from slurm_harp.core.request import JobRequest
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,6 @@ written in the same transaction as the rows it covers: a crash loses both or nei
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import sqlite3
 import time
 import types
@@ -26,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 
 SCHEMA_VERSION = 1
@@ -163,11 +162,6 @@ class JobStore:
         """Like merge(); returns how many rows were inserted or changed."""
         return self.merge(records, source, cursor=cursor).changed
 
-    def set_cursor(self, source: str, end_time: int) -> None:
-        """Move the cursor of ``source`` to ``end_time``, never backwards."""
-        with self._transaction():
-            self._advance(source, end_time)
-
     def _advance(self, source: str, end_time: int) -> None:
         self._db.execute(
             "INSERT INTO state (source, cursor_end) VALUES (?, ?) ON CONFLICT (source) "
@@ -210,14 +204,6 @@ class JobStore:
             sql += " WHERE " + " AND ".join(where)
         for row in self._db.execute(sql + " ORDER BY submit_time, source, job_id", params):
             yield _record(row)
-
-    def checksum(self) -> str:
-        """SHA-256 over every row of jobs and state: equal before and after a no-op harvest."""
-        digest = hashlib.sha256()
-        for table, key in (("jobs", "source, job_id"), ("state", "source")):
-            for row in self._db.execute(f"SELECT * FROM {table} ORDER BY {key}"):
-                digest.update(repr(row).encode())
-        return digest.hexdigest()
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

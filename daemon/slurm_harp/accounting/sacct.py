@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -27,8 +28,9 @@ from slurm_harp.accounting.fields import (
     parse_time,
     parse_tres,
 )
-from slurm_harp.accounting.record import CENSORING_STATES, FINISHED_STATES, JobRecord, ReadStats
+from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.accounting.sacct_lines import JOB_ID, split_rows
+from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
 from slurm_harp.core.request import JobRequest
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,8 @@ SACCT_FIELDS: tuple[str, ...] = (
 
 # The subprocess boundary: argv in, stdout text out (faked in unit tests).
 SacctRunner = Callable[[Sequence[str]], str]
+# A whole harvest window of a large site takes a while; a hung slurmdbd must not hang the timer.
+SACCT_TIMEOUT_S = 600.0
 
 # `--state` for finished jobs (the states a record counts as finished). With states given, sacct
 # selects terminal jobs by End in [-S, -E] (slurmdbd's time_end BETWEEN), which is what a harvest
@@ -95,6 +99,15 @@ def sacct_argv(
     if states:
         argv.append("--state=" + ",".join(states))
     return argv
+
+
+def run_sacct(argv: Sequence[str]) -> str:
+    """The real SacctRunner: run sacct (SLURM_CONF and the rest of the environment are inherited)
+    and return its stdout; RuntimeError names the exit code and stderr."""
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=SACCT_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[0]} exited {done.returncode}: {done.stderr.strip()[:500]}")
+    return done.stdout
 
 
 def harvest_sacct(

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from slurm_harp.accounting.fields import parse_duration_s, parse_int, parse_size_mb, parse_time, parse_tres
-from slurm_harp.accounting.record import ReadStats
+from slurm_harp.accounting.read_stats import ReadStats
 
 log = logging.getLogger(__name__)
 

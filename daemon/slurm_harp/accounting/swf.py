@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 
-from slurm_harp.accounting.record import JobRecord, ReadStats
+from slurm_harp.accounting.read_stats import ReadStats
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from slurm_harp.commands.arguments import count, fraction, rate
 from slurm_harp.commands.train import LADDER_ROWS, LEARNING_RATE, TREES
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
-from slurm_harp.model.decision import BY
+from slurm_harp.core.safety_rule import BY
 
 if TYPE_CHECKING:
     from slurm_harp.evaluation.report import Context

@@ -21,11 +21,10 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from slurm_harp.accounting import ReadStats, read_sacct
+from slurm_harp.accounting import ReadStats, read_sacct, sacct
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct import ENDED_STATES, SacctRunner, sacct_argv
 from slurm_harp.accounting.sacct_lines import UNIT_SEPARATOR
-from slurm_harp.commands import train
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +168,7 @@ def harvest_into(
         with JobStore(db) as store:
             harvest(
                 store,
-                train.subprocess_runner,  # the one subprocess boundary for sacct
+                sacct.run_sacct,  # the one subprocess boundary for sacct
                 source=source,
                 now=int(time.time()),
                 overlap_s=overlap_s,

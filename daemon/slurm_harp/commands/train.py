@@ -12,15 +12,14 @@ import logging
 import os
 import sqlite3
 import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_records
+from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_records, sacct
 from slurm_harp.commands.arguments import count, fraction, rate
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
-from slurm_harp.model.decision import BY, MIN_GROUP_JOBS
+from slurm_harp.core.safety_rule import BY, MIN_GROUP_JOBS
 from slurm_harp.model.store import ModelStore
 
 if TYPE_CHECKING:
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SACCT_TIMEOUT_S = 600.0
 ALL = "all"
 # The method's defaults, as command-line text (harp nightly parses the same strings).
 QUANTILES = "0.5,0.7,0.8,0.9,0.95,0.98,0.99"
@@ -188,14 +186,6 @@ def selection(text: str) -> tuple[str, str, float]:
     return primary, secondary, tolerance
 
 
-def subprocess_runner(argv: Sequence[str]) -> str:
-    """Run sacct (SLURM_CONF and the rest of the environment are inherited) and return stdout."""
-    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=SACCT_TIMEOUT_S, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{argv[0]} exited {done.returncode}: {done.stderr.strip()[:500]}")
-    return done.stdout
-
-
 def read_source(source: str, sacct_start: str, db: str | None = None) -> tuple[list[JobRecord], ReadStats]:
     if db:
         from slurm_harp.accounting.jobstore import JobStore
@@ -207,7 +197,7 @@ def read_source(source: str, sacct_start: str, db: str | None = None) -> tuple[l
         return records, stats
     if source == "sacct":
         stats = ReadStats(source="sacct")
-        return harvest_sacct(subprocess_runner, sacct_start, None, stats), stats
+        return harvest_sacct(sacct.run_sacct, sacct_start, None, stats), stats
     stats = ReadStats(source=source)
     return load_records(source, stats), stats
 
@@ -319,7 +309,7 @@ def train_targets(records: list[JobRecord], targets: list[Target], plan: Plan, e
 
 
 def _print(outcome: Outcome, plan: Plan) -> None:
-    from slurm_harp.core.metrics import format_summary
+    from slurm_harp.core.accuracy import format_summary
 
     target, result = outcome.target, outcome.result
     where = ModelStore(plan.store).target_dir(target)

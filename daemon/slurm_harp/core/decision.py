@@ -46,6 +46,3 @@ class Decision:
     user_message: str = ""
     annotation: str = ""
     mode: str = "off"
-
-    def for_target(self, target: Target) -> TargetDecision | None:
-        return next((t for t in self.targets if t.target is target), None)

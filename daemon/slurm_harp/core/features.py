@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from slurm_harp.core.history import HISTORY_FEATURE_NAMES, user_key
+from slurm_harp.core.history import HISTORY_FEATURE_NAMES
 from slurm_harp.core.key_history import rounded
 from slurm_harp.core.request import JobRequest
 
@@ -78,11 +78,6 @@ _HASH_SCALE = 1.0 / 2**32
 _GPU_TRES = re.compile(r"gres[/:]gpu(?::[^,:=]+)?[:=](\d+)")
 
 
-def stable_hash(value: str) -> float:
-    """CRC-32 of the UTF-8 bytes, scaled into [0, 1)."""
-    return zlib.crc32(value.encode("utf-8")) * _HASH_SCALE
-
-
 def _hash(value: str | None) -> float:
     return _NAN if value is None else zlib.crc32(value.encode("utf-8")) * _HASH_SCALE
 
@@ -112,7 +107,7 @@ def _mem_per_node(request: JobRequest) -> float:
 def row(request: JobRequest) -> list[float]:
     """One request's own features, in REQUEST_FEATURE_NAMES order."""
     submit = request.submit_time
-    user = user_key(request)
+    user = request.user_key
     return [
         _log(request.time_limit_minutes),
         _log(request.time_min_minutes),

@@ -35,10 +35,10 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from slurm_harp.core.job import JobRecord, ended_by
 from slurm_harp.core.key_history import (
     DAY_S,
     HORIZON_DAYS,
@@ -52,9 +52,6 @@ from slurm_harp.core.key_history import (
 )
 from slurm_harp.core.request import JobRequest
 
-if TYPE_CHECKING:
-    from slurm_harp.accounting.record import JobRecord
-
 __all__ = [
     "HISTORY_FEATURE_NAMES",
     "HORIZON_DAYS",
@@ -64,7 +61,6 @@ __all__ = [
     "history_matrix",
     "is_cold",
     "outcome_of",
-    "user_key",
 ]
 
 _NAN = math.nan
@@ -81,13 +77,6 @@ HISTORY_FEATURE_NAMES: tuple[str, ...] = (
 )  # fmt: skip
 USER_JOBS = HISTORY_FEATURE_NAMES.index(f"{_P}user_log_jobs")
 _NAN_BLOCK = [_NAN] * 9
-
-
-def user_key(request: JobRequest) -> str | None:
-    """The user as features.py names it: the name, else the numeric id as text."""
-    if request.user_name is not None:
-        return request.user_name
-    return None if request.user_id is None else str(request.user_id)
 
 
 def is_cold(row: np.ndarray) -> bool:
@@ -129,7 +118,7 @@ class HistoryIndex:
         if outcome is None:
             return False
         request = record.request
-        user = user_key(request)
+        user = request.user_key
         keys: list[tuple[str, ...]] = []
         if user is not None:
             keys.append(("u", user))
@@ -165,7 +154,7 @@ class HistoryIndex:
     def values(self, request: JobRequest, at: int) -> list[float]:
         """The history features of ``request`` submitted at unix time ``at``, as floats."""
         first_s = horizon_start(at)
-        user = user_key(request)
+        user = request.user_key
         name, account, sig = request.job_name, request.account, request.script_signature
         out: list[float] = []
         with self._lock:
@@ -226,7 +215,7 @@ def history_matrix(records: Sequence[JobRecord]) -> np.ndarray:
     for i in by_submit:
         record = records[i]
         at = record.request.submit_time or 0
-        while pending < last and end_at[by_end[pending]] <= at:
+        while pending < last and ended_by(end_at[by_end[pending]], at):
             add(records[by_end[pending]])
             pending += 1
         out[i] = values(record.request, at)

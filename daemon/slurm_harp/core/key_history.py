@@ -13,10 +13,8 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 
 K = 8
 HORIZON_DAYS = 30

@@ -51,7 +51,7 @@ class Policy:
     floors: Mapping[Target, float] = field(default_factory=lambda: dict(DEFAULT_FLOORS))
     # With a job history configured, never rewrite for a user with no recently ended job (annotate).
     require_history: bool = True
-    # "calibrated": a model card's calibrated rule decides when it has one (model.decision);
+    # "calibrated": a model card's calibrated rule decides when it has one (core.safety_rule);
     # "quantile": always the `quantile` model, lowered when it saves min_gain.
     limits: str = "calibrated"
 

@@ -15,7 +15,7 @@ from slurm_harp.core.history import is_cold
 from slurm_harp.core.message import annotation_for, user_message_for
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.model.decision import Calibration, decide_limit, decision_weight, viable_models
+from slurm_harp.core.safety_rule import Calibration, decide_limit, decision_weight, viable_models
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class QuantilePredictor(Protocol):
 
 
 class CalibratedPredictor(QuantilePredictor, Protocol):
-    """A model whose card carries the calibrated safety rule (model.decision)."""
+    """A model whose card carries the calibrated safety rule (core.safety_rule)."""
 
     @property
     def calibration(self) -> Calibration | None: ...

@@ -42,6 +42,13 @@ class JobRequest:
     is_array: bool | None = None
     submit_time: int | None = None  # unix seconds
 
+    @property
+    def user_key(self) -> str | None:
+        """The user as features and history name them: the name, else the numeric id as text."""
+        if self.user_name is not None:
+            return self.user_name
+        return None if self.user_id is None else str(self.user_id)
+
     def requested(self, target: Target) -> float | None:
         """The user's own request for ``target`` in the target's unit, or None if not given."""
         if target is Target.TIME:

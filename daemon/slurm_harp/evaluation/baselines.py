@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.frontier import Curve, pareto_points, smallest_multiplier
 from slurm_harp.evaluation.observed import observe

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 from slurm_harp.evaluation import costs
 from slurm_harp.evaluation.observed import FLOOR, Observed
 

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from slurm_harp.core import metrics
+from slurm_harp.core import accuracy
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.observed import FLOOR, Observed
 
@@ -141,10 +141,10 @@ def assess(obs: Observed, limits: np.ndarray) -> Figures:
     out: Figures = {
         "n": float(n),
         "lowered_pct": 100.0 * float(np.mean(eff < sub.requested)) if n else math.nan,
-        "upp": metrics.upp(eff, sub.actual),
-        "up_mape": metrics.up_mape(eff, sub.actual),
-        "ov_mape": metrics.ov_mape(eff, sub.actual),
-        "aea": metrics.aea(eff, sub.actual),
+        "upp": accuracy.upp(eff, sub.actual),
+        "up_mape": accuracy.up_mape(eff, sub.actual),
+        "ov_mape": accuracy.ov_mape(eff, sub.actual),
+        "aea": accuracy.aea(eff, sub.actual),
         "waste_request": before,
         "waste": after,
         "waste_cut_pct": _cut(before, after),

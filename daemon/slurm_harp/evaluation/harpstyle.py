@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.features import vectorize
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.baselines import cap_at_request
 from slurm_harp.evaluation.frontier import Curve, pareto_points, smallest_multiplier
 from slurm_harp.evaluation.observed import observe
-from slurm_harp.evaluation.split import known_training
+from slurm_harp.evaluation.split import known_before
 from slurm_harp.evaluation.strategy import Split
 
 Kind = Literal["linear", "tree", "mlp"]
@@ -70,7 +70,7 @@ class HarpStyleStrategy:
 
         Raises ValueError when fewer than MIN_TRAIN_JOBS training jobs have the target observed.
         """
-        index = known_training(jobs, split)
+        index = known_before(jobs, split.train_end)
         train = [jobs[i] for i in index]
         actual = observe(train, self.target).actual
         with np.errstate(invalid="ignore"):

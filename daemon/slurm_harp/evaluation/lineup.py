@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.baselines import RequestStrategy, ScaledTsafrirStrategy, TsafrirStrategy
@@ -14,7 +13,6 @@ from slurm_harp.evaluation.strategy import Strategy
 BASELINES: tuple[str, ...] = ("request", "tsafrir", "tsafrir-scaled", "harp-linear", "harp-tree", "harp-mlp")
 OURS = "ours"
 NAMES: tuple[str, ...] = (*BASELINES, OURS)
-OURS_MODULE = "slurm_harp.learning.strategy"
 
 
 class Unavailable(Exception):
@@ -45,17 +43,14 @@ def build(
 
 
 def ours(target: Target, options: Mapping[str, Any]) -> Strategy:
-    """slurm_harp.learning.strategy.HarpStrategy(target, **options), imported lazily so that
-    LightGBM and ONNX (the `train` extra) are loaded only when ours is asked for."""
+    """evaluation.ours.HarpStrategy(target, **options), imported here so that LightGBM and ONNX
+    (the `train` extra) are loaded only when ours is asked for."""
     try:
-        module = importlib.import_module(OURS_MODULE)
+        from slurm_harp.evaluation.ours import HarpStrategy
     except ImportError as exc:
-        raise Unavailable(f"{OURS_MODULE} is not available ({exc})") from exc
-    factory = getattr(module, "HarpStrategy", None)
-    if factory is None:
-        raise Unavailable(f"{OURS_MODULE} has no HarpStrategy")
+        raise Unavailable(f"our strategy needs the train extra ({exc})") from exc
     try:
-        return cast(Strategy, factory(target, **options))
+        return HarpStrategy(target, **options)
     except (ValueError, NotImplementedError) as exc:
         raise Unavailable(f"HarpStrategy does not support target {target.value}: {exc}") from exc
 

@@ -1,10 +1,7 @@
 """What each job asked for and used, per target, as aligned float arrays (NaN = unknown).
 
-Units: time in minutes, memory in MB per node, CPUs in CPUs. Memory on SWF traces: the reader
-takes "used memory per processor" as the per-node peak (the archive's SP2 and CM-5 machines had
-one processor per node) and SWF gives no node count, so here the request is compared per
-processor too (``memory_request_mb``); JobRequest.requested(MEMORY) would multiply it by the
-processor count.
+Units: time in minutes, memory in MB per node, CPUs in CPUs; the values are core.job.JobRecord's
+(``requested``, ``used``, ``stopped_at_limit``, ``limit_units``).
 """
 
 from __future__ import annotations
@@ -15,41 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_harp.accounting.record import JobRecord
-from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import Target
 
 # The smallest limit Slurm takes, per target: a rewrite never goes below it.
 FLOOR = {Target.TIME: 1.0, Target.MEMORY: 1.0, Target.CPUS: 1.0}
 UNIT = {Target.TIME: "min", Target.MEMORY: "MB", Target.CPUS: "CPUs"}
-
-
-def memory_request_mb(request: JobRequest) -> float | None:
-    """Requested memory per node; per processor when only a per-CPU request and no node count is
-    known (SWF), matching how the SWF reader reports the peak."""
-    if request.mem_per_node_mb is None and request.mem_per_cpu_mb is not None and request.min_nodes is None:
-        return float(request.mem_per_cpu_mb)
-    return request.requested(Target.MEMORY)
-
-
-def _units(job: JobRecord, target: Target) -> float:
-    """How many of the target's units one limit value stands for (the waste weight's count)."""
-    request = job.request
-    if target is Target.MEMORY:
-        per_processor = request.mem_per_node_mb is None and request.min_nodes is None
-        if per_processor:
-            return float(job.alloc_cpus or request.min_cpus or 1)
-        return float(request.min_nodes or 1)
-    return 1.0
-
-
-def _values(job: JobRecord, target: Target) -> tuple[float | None, float | None, bool]:
-    """(requested, actual, censored) of one job for ``target``."""
-    if target is Target.TIME:
-        return job.request.requested(target), job.elapsed_s / 60.0, job.censored
-    if target is Target.MEMORY:
-        return memory_request_mb(job.request), job.max_rss_mb, job.state == "OUT_OF_MEMORY"
-    used = None if job.total_cpu_s is None or job.elapsed_s <= 0 else job.total_cpu_s / job.elapsed_s
-    return job.request.requested(target), used, False
 
 
 @dataclass(frozen=True)
@@ -94,13 +62,13 @@ def observe(jobs: Sequence[JobRecord], target: Target) -> Observed:
     run_hours = np.zeros(n)
     units = np.ones(n)
     for i, job in enumerate(jobs):
-        q, a, c = _values(job, target)
+        q, a = job.requested(target), job.used(target)
         if q is not None:
             requested[i] = q
         if a is not None:
             actual[i] = a
-        censored[i] = c
-        cores[i] = float(job.alloc_cpus or job.request.min_cpus or 1)
+        censored[i] = job.stopped_at_limit(target)
+        cores[i] = job.cores
         run_hours[i] = job.elapsed_s / 3600.0
-        units[i] = _units(job, target)
+        units[i] = job.limit_units(target)
     return Observed(target, requested, actual, censored, cores, run_hours, units)

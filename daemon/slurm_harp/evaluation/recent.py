@@ -1,7 +1,7 @@
 """Causal per-user history: what a user's jobs that had already ENDED looked like at a submit time.
 
 One sweep over the jobs in submit order with a heap of end events, O(n log n): before job i is
-looked at, every job whose end time is strictly before i's submit time is released into its
+looked at, every job that had ended by i's submit time (core.job.ended_by) is released into its
 user's window of the most recently ended values. A job still running at i's submit time (or one
 without an end time) is never visible to i.
 """
@@ -15,14 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from slurm_harp.accounting.record import JobRecord
-
-
-def user_key(job: JobRecord) -> str | None:
-    request = job.request
-    if request.user_name is not None:
-        return request.user_name
-    return None if request.user_id is None else f"uid:{request.user_id}"
+from slurm_harp.core.job import JobRecord, ended_by
 
 
 def recent_mean(jobs: Sequence[JobRecord], values: np.ndarray, depth: int = 2) -> np.ndarray:
@@ -37,14 +30,14 @@ def recent_mean(jobs: Sequence[JobRecord], values: np.ndarray, depth: int = 2) -
     if values.shape != (n,):
         raise ValueError(f"values has shape {values.shape}, jobs {n}")
     submit = [math.inf if j.request.submit_time is None else float(j.request.submit_time) for j in jobs]
-    users = [user_key(j) for j in jobs]
+    users = [j.request.user_key for j in jobs]
     order = sorted(range(n), key=submit.__getitem__)
     pending: list[tuple[float, int, str]] = []  # (end time, job index, user): jobs not yet ended
     windows: dict[str, deque[float]] = {}
     out = np.full(n, math.nan)
     for i in order:
         now = submit[i]
-        while pending and pending[0][0] < now:
+        while pending and ended_by(pending[0][0], now):
             _, j, owner = heapq.heappop(pending)
             window = windows.get(owner)
             if window is None:

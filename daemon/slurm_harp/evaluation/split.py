@@ -6,13 +6,12 @@ window, choose and calibrate on the second, and are reported on the last one.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord, ended_by
 from slurm_harp.evaluation.strategy import Split
 
 DEFAULT_FRACTIONS: tuple[float, float] = (0.6, 0.2)
@@ -53,21 +52,17 @@ def chronological_split(
     return Timeline(jobs=usable, split=Split(train_end, validation_end), dropped=len(jobs) - n)
 
 
-def known_training(jobs: Sequence[JobRecord], split: Split) -> np.ndarray:
-    """Indices of training jobs whose outcome was known when the validation window opened.
+def known_before(jobs: Sequence[JobRecord], end: int) -> np.ndarray:
+    """Indices of jobs[:end] whose outcome was known when jobs[end] was submitted.
 
-    As in production, a model fitted at time T only knows jobs that had ended by T; a training job
-    still running at the first validation submission is left out (no end time: kept, as its end
-    cannot be placed).
+    As in production, a model fitted at time T only knows jobs that had ended by T
+    (core.job.ended_by); a job still running then is left out. A job without an end time cannot
+    be placed and is kept.
     """
-    if split.train_end >= len(jobs) or split.train_end == 0:
-        return np.arange(min(split.train_end, len(jobs)))
-    cutoff = jobs[split.train_end].request.submit_time
+    if end >= len(jobs) or end == 0:
+        return np.arange(min(end, len(jobs)))
+    cutoff = jobs[end].request.submit_time
     if cutoff is None:
-        return np.arange(split.train_end)
-    keep = [i for i in range(split.train_end) if _end(jobs[i]) <= cutoff]
+        return np.arange(end)
+    keep = [i for i in range(end) if jobs[i].end_time is None or ended_by(jobs[i].end_time, cutoff)]
     return np.asarray(keep, dtype=np.int64)
-
-
-def _end(job: JobRecord) -> float:
-    return -math.inf if job.end_time is None else float(job.end_time)

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
 
 

@@ -37,15 +37,15 @@ class ParityError(Exception):
 @dataclass(frozen=True)
 class BoosterParams:
     # 100 trees at 0.1 retrain in about 0.7 of the time and do as well for walltime on validation,
-    # but the calibrated rule cut less CPU waste there (docs/evaluation/tried.md): a site's choice
+    # but the calibrated rule cut less CPU waste there (experiments/tried.md): a site's choice
     # (`harp train --trees --learning-rate`), not the default.
     n_estimators: int = 200
     num_leaves: int = 31
     learning_rate: float = 0.05
     min_child_samples: int = 20
-    # One thread by default: on 2 idle cores a second one saves ~10 % (full KTH: 1.5 s vs 1.7 s),
-    # but LightGBM's OpenMP threads spin, and with the cores busy (slurmctld, the daemon) two
-    # threads ran 10x slower here and took CPU from the daemon serving submissions.
+    # One thread by default: on idle cores a second one saves little, but LightGBM's OpenMP
+    # threads spin, and with the cores busy (slurmctld, the daemon) two threads ran far slower
+    # and took CPU from the daemon serving submissions.
     n_jobs: int = 1
     seed: int = 0
 

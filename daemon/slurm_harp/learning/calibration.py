@@ -1,4 +1,4 @@
-"""Calibrating the safety rule (model.decision, "ladder-v1") on the validation window.
+"""Calibrating the safety rule (core.safety_rule, "ladder-v1") on the validation window.
 
 Given the validation predictions of a few models and candidate (model, margin) rungs:
 1. each rung's risk is its conformal-style kill rate on validation: (k + 1) / (n + 1), k the jobs
@@ -15,8 +15,8 @@ finished under its own request (CPUs: "slowed" whenever the limit is below the u
 Σ waste_weight x (limit - use) over the finished jobs that survive (CPUs: over all jobs,
 max(limit - use, 0)). For walltime the figures also give the cut net of the kills: a newly
 killed job's waste is then its attempt cut short plus its waste when run again under its
-request, and a rule whose net cut is not positive loses core-hours for the site (on KTH-SP2's
-validation window every penalty within a 1 % budget does). Nothing here sees the test window.
+request, and a rule whose net cut is not positive loses core-hours for the site (training warns).
+Nothing here sees the test window.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from slurm_harp.core.request import Target
+from slurm_harp.core.safety_rule import BY, MIN_GROUP_JOBS, Calibration, Rung, one_rung_limits
 from slurm_harp.learning.targets import TargetData
-from slurm_harp.model.decision import BY, MIN_GROUP_JOBS, Calibration, Rung, one_rung_limits
 
 Curve = list[tuple[float, float]]
 
@@ -37,11 +37,11 @@ Curve = list[tuple[float, float]]
 class CalibrationConfig:
     kill_budget: float = 0.01  # fraction of the window's usable jobs
     floor: float = 1.0  # no limit below this (target unit)
-    # 4 parts: with 2, the test-window kill rate still exceeded a 1 % budget on KTH, SDSC and
-    # CTC (1.1-1.3 %); with 4 it stayed within it on every shared trace (see HarpStrategy).
+    # 4 parts: with 1 or 2, the test-window kill rate drifted over the budget
+    # (experiments/tried.md#the-record).
     chunks: int = 4
     grid: int = 161
-    by: str = "none"  # "partition": a risk per rung and partition (model.decision.BY)
+    by: str = "none"  # "partition": a risk per rung and partition (core.safety_rule.BY)
     min_group_jobs: int = MIN_GROUP_JOBS  # a partition with fewer uses the window's risks
 
     def __post_init__(self) -> None:
@@ -85,7 +85,7 @@ def rung_limits(
     requested: np.ndarray,
     floor: float,
 ) -> np.ndarray:
-    """(n, R) limits of each rung alone, as model.decision computes them."""
+    """(n, R) limits of each rung alone, as core.safety_rule computes them."""
     cols = [one_rung_limits(predictions[name], m, floor, requested) for name, m in rungs]
     return np.stack(cols, axis=1) if cols else np.empty((len(requested), 0))
 

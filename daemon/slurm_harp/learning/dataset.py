@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.history import history_matrix
+from slurm_harp.core.job import JobRecord
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,8 @@ with a native-vs-ONNX parity check. Members, by name:
 The comparison models (all but the quantile ladder) see at most ``compare_max_rows`` training
 rows: on a million jobs they would otherwise double the training time. The ladder sees at most
 ``ladder_max_rows``. A capped fit takes rows spread evenly over the training window (``spread``),
-not the newest: with the ladder on a third of each shared trace's training jobs, the newest third
-went over the kill budget on three of five targets and lost most of SDSC-SP2's cut, while a third
-spread over the window killed about as often as the whole window did (docs/evaluation/tried.md).
+not the newest: the newest rows alone went over the kill budget on most shared traces, while rows
+spread over the window killed about as often as the whole window did (experiments/tried.md#the-record).
 Every job still feeds the history features of the rows that are fitted.
 ``update_family`` brings fitted boosters up to date with jobs that ended since: a few more trees
 of each one's loss on those jobs only (learning.fitting, Refit.UPDATE).
@@ -60,7 +59,7 @@ class FamilyConfig:
     update_rounds: int = 50  # trees each boosted model adds in update_family (and as many censored)
     sklearn_max_rows: int = 100_000
     compare_max_rows: int = 100_000
-    # 100 k: every target retrains on 1 M jobs within 5 minutes on 2 cores (tests/bench/bench_train.py);
+    # 100 k: every target retrains on 1 M jobs within 5 minutes on 2 cores (benchmarks/bench_train.py);
     # no shared trace's training window reaches it.
     ladder_max_rows: int = 100_000
     params: BoosterParams = field(default_factory=BoosterParams)
@@ -232,8 +231,8 @@ def update_family(
 
     A quantile-q tree's leaves hold at least min_child_samples / (1 - q) of the new jobs, so that
     each leaf's quantile rests on min_child_samples jobs above it: re-fit on a window's few jobs,
-    a 0.99 leaf of 20 would sit near the largest of them, too low for the jobs to come (on KTH-SP2's
-    test window the update killed 1.32 % with 20 rows per leaf, 1.02 % with this rule)."""
+    a 0.99 leaf of 20 would sit near the largest of them, too low for the jobs to come, and the
+    update killed over the budget (experiments/tried.md#the-record)."""
     params, rounds = config.params, config.update_rounds
     boosted = [m for m in members if m.kind in BOOSTED]
     if not boosted or len(y) == 0 or rounds <= 0:
@@ -303,7 +302,3 @@ def _column_onnx(column: int, n_features: int) -> bytes:
     model.ir_version = 8
     data: bytes = model.SerializeToString()
     return data
-
-
-def by_name(members: Sequence[Member]) -> dict[str, Member]:
-    return {m.name: m for m in members}

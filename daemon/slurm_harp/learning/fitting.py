@@ -1,6 +1,6 @@
 """One target, end to end in memory: fit the family on the training rows, choose a model and
 calibrate the safety rule on the validation rows. Shared by `harp train` (learning.trainer) and
-`harp evaluate` (learning.strategy), so both serve exactly the same method.
+`harp evaluate` (evaluation.ours), so both serve exactly the same method.
 
 The rule's rungs: every quantile model of the ladder at ``ladder_margins``, the model the
 selection policy chose at ``point_margins`` (HARP's adjustment factor, as rungs the rule may
@@ -24,6 +24,7 @@ import numpy as np
 
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
+from slurm_harp.core.safety_rule import Calibration
 from slurm_harp.learning.calibration import CalibrationConfig, calibrate, losing
 from slurm_harp.learning.family import (
     HISTORY,
@@ -37,7 +38,6 @@ from slurm_harp.learning.family import (
 )
 from slurm_harp.learning.selection import SelectionPolicy, Table, score_table, select
 from slurm_harp.learning.targets import TargetData
-from slurm_harp.model.decision import Calibration
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,11 @@ class Refit(StrEnum):
     """What is served once the rule is calibrated on models fitted before the validation window.
 
     Served as they are (OFF), those models are one window older on the next jobs than they were
-    on the jobs the rule was calibrated on, and test kill rates drifted past the budget (KTH 1.21 %,
-    SDSC 1.19 % at 1 %: `harp evaluate --refit off`). FULL (the default) fits them again on every
-    job (KTH 1.02 %, SDSC 0.68 %), for about a third of the training time on 1 M jobs. UPDATE
+    on the jobs the rule was calibrated on, and test kill rates drifted past the budget. FULL (the
+    default) fits them again on every job, for about a third of the training time. UPDATE
     continues each with a few trees fitted on the jobs since (family.update_family): the served
-    model is the calibrated one plus a correction for the newest jobs, for 0.80-0.83 of the whole
-    training time; on test it cut more walltime waste at about the same kill rates, but less CPU
-    waste, and LANL-CM5 memory went further over the budget (docs/evaluation/tried.md)."""
+    model is the calibrated one plus a correction for the newest jobs, a little cheaper than FULL
+    and no better overall. The figures: experiments/tried.md#the-record."""
 
     FULL = "full"
     UPDATE = "update"
@@ -67,7 +65,7 @@ class MethodConfig:
     ladder_margins: tuple[float, ...] = (1.0,)
     point_margins: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0)
     # Off by default: with one validation-wide risk per rung, history rungs cut less waste on
-    # three of the four SWF traces (KTH gained); see the learning notes.
+    # most shared traces (experiments/tried.md#the-record).
     history_margins: tuple[float, ...] = ()
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.learning.dataset import Dataset
 from slurm_harp.learning.fitting import MethodConfig, Refit

@@ -6,7 +6,7 @@ submitted after the last job the champion was trained on: both versions are judg
 sample. The challenger by the limits its rule set there with the models fitted before the
 window (its published models were refitted on every job, the window included); the champion
 loaded from the store as the daemon loads it (ONNX, card, probe), by the limits it would set:
-its card's calibrated rule (model.decision), or for a card without one the quantile nearest
+its card's calibrated rule (core.safety_rule), or for a card without one the quantile nearest
 ``quantile``. Limits are graded by learning.calibration.assess: newly killed % and
 reservation-waste cut %. The challenger is also loaded; one that does not load is never promoted.
 
@@ -30,11 +30,11 @@ import numpy as np
 
 from slurm_harp.core.predictor import closest_quantile
 from slurm_harp.core.request import Target
+from slurm_harp.core.safety_rule import ladder_limits
 from slurm_harp.learning.calibration import assess
 from slurm_harp.learning.targets import TargetData, available
 from slurm_harp.learning.trainer import Window
 from slurm_harp.model.card import PROMOTION_FILE
-from slurm_harp.model.decision import ladder_limits
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import ModelStore
 

@@ -6,7 +6,7 @@ over-prediction error (OV_MAPE). Two corrections to HARP's code:
   the whole table, so a model with a worse UPP could win);
 - "tied" means within ``tolerance`` percentage points of the best UPP: with continuous metrics
   exact ties never happen and the rule would reduce to "highest quantile wins".
-Any metric of core.metrics.summary can be primary or secondary (lower is better, except the
+Any metric of core.accuracy.summary can be primary or secondary (lower is better, except the
 ones in HIGHER_IS_BETTER). Selection only ever sees the validation window: callers pass it
 nothing else, and the card records the window it used.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from slurm_harp.core import metrics
+from slurm_harp.core import accuracy
 
 HIGHER_IS_BETTER = frozenset({"aea", "waste_cut_pct"})
 METRICS = ("upp", "up_mape", "ov_mape", "aea", "newly_killed_pct", "waste_cut_pct", "censored_upp")
@@ -54,16 +54,16 @@ def score_table(
     for name, predicted in predictions.items():
         capped = np.fmin(predicted, requested)  # fmin: an unknown request leaves the prediction
         has_request = done & np.isfinite(requested)
-        stats = metrics.summary(capped[done], actual[done])
+        stats = accuracy.summary(capped[done], actual[done])
         if has_request.any():
             w = None if weight is None else weight[has_request]
-            stats["newly_killed_pct"] = metrics.newly_killed_pct(
+            stats["newly_killed_pct"] = accuracy.newly_killed_pct(
                 capped[has_request], actual[has_request], requested[has_request]
             )
-            stats["waste_cut_pct"] = metrics.waste_cut_pct(
+            stats["waste_cut_pct"] = accuracy.waste_cut_pct(
                 capped[has_request], actual[has_request], requested[has_request], w
             )
-        stats["censored_upp"] = metrics.upp(capped[censored], actual[censored])
+        stats["censored_upp"] = accuracy.upp(capped[censored], actual[censored])
         table[name] = stats
     return table
 

@@ -9,10 +9,10 @@
 Model space is log1p of the label (time: of seconds, the card's "log1p_seconds"; memory: MB;
 CPUs: CPUs); a quantile survives this monotone map. Requests and outcomes in the target's unit
 (minutes, MB per node, CPUs). The ``outcome`` arrays are read in hindsight (calibration and
-metrics); ``weight`` is known at submit time (model.decision.decision_weight).
+metrics); ``weight`` is known at submit time (core.safety_rule.decision_weight).
 
-Memory per node: SWF traces give used memory per processor and no node count; for them (a
-per-CPU request and no node count) the request is compared per processor, as the evaluation does.
+What each job asked for and used is core.job.JobRecord's (``requested``, ``used``,
+``stopped_at_limit``): the same as the evaluation's.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_harp.accounting.record import JobRecord
-from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import Target
+from slurm_harp.core.safety_rule import decision_weight
 from slurm_harp.learning.dataset import Dataset
-from slurm_harp.model.decision import decision_weight
 
 TRANSFORM = {Target.TIME: "log1p_seconds", Target.MEMORY: "log1p", Target.CPUS: "log1p"}
 UNIT = {Target.TIME: "minutes", Target.MEMORY: "MB per node", Target.CPUS: "CPUs"}
@@ -40,12 +40,6 @@ def usable_in_order(records: Sequence[JobRecord]) -> list[JobRecord]:
     return usable
 
 
-def memory_request(request: JobRequest) -> float | None:
-    if request.mem_per_node_mb is None and request.mem_per_cpu_mb is not None and request.min_nodes is None:
-        return float(request.mem_per_cpu_mb)
-    return request.requested(Target.MEMORY)
-
-
 @dataclass(frozen=True)
 class TargetData:
     """One target's arrays for the rows of a Dataset. NaN: unknown."""
@@ -54,7 +48,7 @@ class TargetData:
     value: np.ndarray  # observed outcome in the target's unit
     censored: np.ndarray  # value is a lower bound
     requested: np.ndarray  # the user's request in the target's unit
-    weight: np.ndarray  # decision weight (submit-time), see model.decision.decision_weight
+    weight: np.ndarray  # decision weight (submit-time), see core.safety_rule.decision_weight
     waste_weight: np.ndarray  # hindsight: turns (limit - value) into core-min / MB-hours / CPU-hours
     cost: np.ndarray  # cores x requested minutes: the E-Loss row cost
     group: np.ndarray  # object array of str: the partition asked for ("" when none)
@@ -93,19 +87,15 @@ class TargetData:
 
 def _row(record: JobRecord, target: Target) -> tuple[float, bool, float | None, float]:
     """(value, censored, request, hindsight waste weight) of one record."""
-    request = record.request
-    cores = float(record.alloc_cpus or request.min_cpus or 1)
+    used = record.used(target)
+    value = math.nan if used is None else used
     hours = record.elapsed_s / 3600.0
-    if target is Target.TIME:
-        return record.elapsed_s / 60.0, record.censored, request.requested(target), cores
-    if target is Target.MEMORY:
-        value = math.nan if record.max_rss_mb is None else float(record.max_rss_mb)
-        per_processor = request.mem_per_node_mb is None and request.min_nodes is None
-        units = cores if per_processor else float(request.min_nodes or 1)
-        return value, record.state == "OUT_OF_MEMORY", memory_request(request), units * hours
-    cpu = record.total_cpu_s
-    value = math.nan if cpu is None or cpu < 0 else cpu / record.elapsed_s
-    return value, False, request.requested(target), hours
+    waste_weight = {
+        Target.TIME: record.cores,
+        Target.MEMORY: record.limit_units(target) * hours,
+        Target.CPUS: hours,
+    }[target]
+    return value, record.stopped_at_limit(target), record.requested(target), waste_weight
 
 
 def target_data(
@@ -129,7 +119,7 @@ def target_data(
         requested[i] = math.nan if q is None else q
         weight[i] = decision_weight(target, record.request)
         minutes = record.request.time_limit_minutes
-        cost[i] = float(record.alloc_cpus or record.request.min_cpus or 1) * float(minutes or 1)
+        cost[i] = record.cores * float(minutes or 1)
     return TargetData(target, value, censored, requested, weight, waste_weight, cost, group)
 
 

@@ -6,7 +6,7 @@ only knows jobs that had ended by T). The model is chosen and the rule calibrate
 the published models (every quantile model of the ladder, the chosen one, whatever the rule
 reads) are brought up to date with the jobs since, as ``refit`` says (learning.fitting.Refit:
 by default fitted again on every job), and served with the rule calibrated before: the same method
-`harp evaluate` grades as "ours" (learning.strategy). The card's validation figures, and the
+`harp evaluate` grades as "ours" (evaluation.ours). The card's validation figures, and the
 challenger's standing at promotion, come from the models fitted before the validation window:
 out of sample.
 """
@@ -21,15 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from slurm_harp.accounting.record import JobRecord
 from slurm_harp.core.features import FEATURE_NAMES
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
-from slurm_harp.learning import report
+from slurm_harp.core.safety_rule import ladder_limits
+from slurm_harp.learning import card_sections
 from slurm_harp.learning.dataset import Dataset, build_dataset
 from slurm_harp.learning.fitting import Fitted, MethodConfig, Refit, fit_and_calibrate, refreshed
 from slurm_harp.learning.targets import TRANSFORM, UNIT, TargetData, target_data
 from slurm_harp.model.card import CARD_FORMAT, model_file_name
-from slurm_harp.model.decision import ladder_limits
 
 MIN_TRAIN_ROWS = 50
 MIN_VALIDATION_ROWS = 10
@@ -126,7 +126,7 @@ def train_target(
     files, entries, parity = _export(served, data.x[rows.validation][-PARITY_ROWS:])
     # Out of sample: the predictions of the models fitted before the validation window.
     val = td.take(rows.validation)
-    validation = report.legacy_validation(fitted, val)
+    validation = card_sections.legacy_validation(fitted, val)
     card = {
         "format": CARD_FORMAT,
         "target": target.value,
@@ -135,9 +135,9 @@ def train_target(
         "unit": UNIT[target],
         "quantiles": [e for e in entries if e.get("quantile") is not None and e["kind"] == "quantile"],
         "models": entries,
-        "selection": report.selection_section(fitted, config),
-        "calibration": report.calibration_section(fitted, config),
-        "training": report.window(data, td, rows, source, time.monotonic() - started)
+        "selection": card_sections.selection_section(fitted, config),
+        "calibration": card_sections.calibration_section(fitted, config),
+        "training": card_sections.window(data, td, rows, source, time.monotonic() - started)
         | {
             "refit": refit.value,
             "refit_seconds": round(refit_seconds, 3),
@@ -146,9 +146,9 @@ def train_target(
         },
         "validation": validation,
         "parity_max_abs_error": parity,
-        "libraries": report.library_versions(),
+        "libraries": card_sections.library_versions(),
         "params": config.family.params.as_dict(),
-        "censoring": report.CENSORING_NOTE,
+        "censoring": card_sections.CENSORING_NOTE,
         "evaluation": "validation predictions capped at the request; finished jobs only, "
         "censored ones reported apart (censored_upp)",
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from slurm_harp.accounting.record import JobRecord
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.family import FamilyConfig

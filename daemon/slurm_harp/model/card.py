@@ -5,7 +5,7 @@ unit, quantiles ([{quantile, file, sha256}]), files ({name: {sha256, bytes}}), t
 validation ({"0.90": metrics}), parity_max_abs_error, libraries, params.
 Format 2 adds: models ([{name, kind, quantile or null, file, sha256}]: every published model,
 the quantile ones also listed in quantiles with their name), selection ({window, policy, chosen,
-table}: the model choice on validation), calibration (model.decision.Calibration.to_dict() plus
+table}: the model choice on validation), calibration (core.safety_rule.Calibration.to_dict() plus
 how it was chosen: the rule the daemon applies), censoring, evaluation.
 The store fills version, created and the sha256 sums; the trainer fills the rest.
 The runtime reads formats 1 and 2 (READABLE_FORMATS) and refuses any other by name.

@@ -12,8 +12,8 @@ import onnxruntime as ort
 
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
+from slurm_harp.core.safety_rule import Calibration
 from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, TRANSFORMS, to_unit
-from slurm_harp.model.decision import Calibration
 from slurm_harp.model.store import sha256_hex
 
 
@@ -25,7 +25,7 @@ class QuantileModel:
     """One ONNX session per model; predict() returns each quantile in the target's unit.
 
     Format-2 cards also name non-quantile models (predict_named) and carry the calibrated
-    safety rule (``calibration``, for model.decision.decide_limit; None in format 1)."""
+    safety rule (``calibration``, for core.safety_rule.decide_limit; None in format 1)."""
 
     def __init__(
         self,

@@ -21,9 +21,9 @@ from slurm_harp.config import ConfigError, Settings, load
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.predictor import HistorySource, Predictor
 from slurm_harp.server.history_feed import HistoryFeed
-from slurm_harp.server.metrics import ServingMetrics
 from slurm_harp.server.reloader import reload_models, store_fingerprint
 from slurm_harp.server.service import PredictorService
+from slurm_harp.server.serving_metrics import ServingMetrics
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Predictor"].full_name

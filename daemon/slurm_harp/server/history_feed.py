@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.record import JobRecord
 from slurm_harp.config import HistorySettings
 from slurm_harp.core.history import HORIZON_DAYS, HistoryIndex
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from slurm_harp.core.predictor import QuantilePredictor
 from slurm_harp.core.request import Target
 from slurm_harp.model.runtime import ModelError, QuantileModel
 from slurm_harp.model.store import ModelStore
-from slurm_harp.server.metrics import ServingMetrics
+from slurm_harp.server.serving_metrics import ServingMetrics
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.server.convert import decision_to_proto, request_from_proto
-from slurm_harp.server.metrics import ServingMetrics
+from slurm_harp.server.serving_metrics import ServingMetrics
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,122 @@
+"""The card sections a training run writes: validation figures, selection, calibration, window."""
+
+from __future__ import annotations
+
+import math
+import platform
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from slurm_harp.core import accuracy
+from slurm_harp.learning.dataset import Dataset
+from slurm_harp.learning.targets import TargetData
+from slurm_harp.model.card import quantile_key
+
+if TYPE_CHECKING:
+    from slurm_harp.learning.fitting import Fitted, MethodConfig
+    from slurm_harp.learning.trainer import Rows
+
+CENSORING_NOTE = (
+    "censored jobs (stopped at a limit) are kept as lower bounds: quantile and custom-loss "
+    "boosted models use a one-sided loss on them (no loss once the prediction reaches the "
+    "observed value); HARP's comparison models (linear, tree, mlp) read them as observed"
+)
+WEIGHT_NOTE = {
+    "time": "cores (min_cpus): a saved minute is a saved core-minute",
+    "memory": "nodes x requested hours",
+    "cpus": "requested hours",
+}
+
+
+def _finite(stats: dict[str, float]) -> dict[str, float | None]:
+    # JSON has no NaN: a statistic over an empty set is null in the card.
+    return {k: (float(v) if math.isfinite(v) else None) for k, v in stats.items()}
+
+
+def legacy_validation(fitted: Fitted, val: TargetData) -> dict[str, dict[str, float | None]]:
+    """Per quantile model ("0.90": metrics) and the request, as the daemon serves them: sorted
+    across quantiles per row (monotone rearrangement), capped at the request. ``val``: the
+    validation rows ``fitted.predictions`` were made for."""
+    quantiles = [
+        (m.quantile, name) for name, m in fitted.members.items() if m.kind == "quantile" and m.quantile
+    ]
+    quantiles.sort(key=lambda pair: pair[0])
+    out: dict[str, dict[str, float | None]] = {}
+    done = ~val.censored & np.isfinite(val.value)
+    if quantiles:
+        predicted = np.sort(np.stack([fitted.predictions[name] for _, name in quantiles]), axis=0)
+        predicted = np.fmin(predicted, val.requested)  # fmin: a NaN request leaves the prediction
+        for i, (q, _) in enumerate(quantiles):
+            stats = accuracy.summary(
+                predicted[i][done], val.value[done], val.requested[done], val.waste_weight[done]
+            )
+            stats["censored_n"] = float(np.sum(val.censored))
+            stats["censored_upp"] = accuracy.upp(predicted[i][val.censored], val.value[val.censored])
+            out[quantile_key(q)] = _finite(stats)
+    with np.errstate(invalid="ignore"):
+        has_request = done & (val.requested > 0)
+    out["request"] = _finite(
+        accuracy.summary(val.requested[has_request], val.value[has_request], val.requested[has_request])
+    )
+    return out
+
+
+def selection_section(fitted: Fitted, config: MethodConfig) -> dict[str, Any]:
+    return {
+        "window": "validation",
+        "policy": config.selection.as_dict(),
+        "chosen": fitted.chosen,
+        "table": {name: _finite(stats) for name, stats in fitted.table.items()},
+    }
+
+
+def calibration_section(fitted: Fitted, config: MethodConfig) -> dict[str, Any]:
+    """core.safety_rule.Calibration.to_dict() plus how it was chosen and what it did on validation."""
+    out = fitted.calibration.to_dict()
+    out["weight"] = WEIGHT_NOTE[fitted.target.value]
+    out["kill_budget"] = config.calibration.kill_budget
+    out["chunks"] = config.calibration.chunks
+    out["validation"] = _finite(fitted.figures)
+    return out
+
+
+def _iso(epoch: float) -> str | None:
+    return datetime.fromtimestamp(epoch, UTC).isoformat() if math.isfinite(epoch) else None
+
+
+def window(data: Dataset, td: TargetData, rows: Rows, source: str, seconds: float) -> dict[str, Any]:
+    submits = data.submit_time[np.isfinite(data.submit_time)]
+    labelled = td.labelled()
+    return {
+        "source": source,
+        "rows": len(data),
+        "rows_train": int(labelled[rows.train].sum()),
+        "rows_validation": len(rows.validation),
+        "rows_dropped_running_at_cutoff": rows.dropped,
+        "censored_train": int(np.sum(td.censored[rows.train] & labelled[rows.train])),
+        "censored_validation": int(np.sum(td.censored[rows.validation])),
+        "first_submit": _iso(float(submits.min())) if submits.size else None,
+        "last_submit": _iso(float(submits.max())) if submits.size else None,
+        # Promotion judges a later version only on jobs submitted after this (out of sample).
+        "last_submit_epoch": float(submits.max()) if submits.size else None,
+        "validation_from": _iso(rows.cutoff),
+        "seconds": round(seconds, 3),
+    }
+
+
+def library_versions() -> dict[str, str]:
+    import lightgbm
+    import onnx
+    import onnxmltools
+    import onnxruntime
+
+    return {
+        "lightgbm": lightgbm.__version__,
+        "onnx": onnx.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "onnxmltools": onnxmltools.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
