@@ -43,9 +43,10 @@ def trace(count: int) -> Workload:
         processors = sum(w.processors for w in parts)
     rows = []
     for k, (w, offset) in enumerate(zip(parts, offsets, strict=True)):
-        users = 1 + max(w.user)
+        # Users of different traces are different people.
+        base = k * (1 + max(w.user))
         rows += [
-            (f"{k}.{w.ids[i]}", w.submit[i] + offset, w.run[i], w.request[i], w.procs[i], w.user[i] + k * users)
+            (f"{k}.{w.ids[i]}", w.submit[i] + offset, w.run[i], w.request[i], w.procs[i], w.user[i] + base)
             for i in range(len(w))
         ]
     return Workload.build(processors, rows, name=f"{len(parts)} traces merged").head(count)
@@ -103,7 +104,8 @@ def main() -> int:
         r = rows[-1]
         if len(rows) == 1:
             print(f"trace: {r['trace']}, {r['jobs']} jobs on {r['processors']} processors; one core each")
-            print(f"{'scheduler':<10}{'limits':<16}{'seconds':>9}{'x baseline':>12}{'peak RSS MiB':>14}{'bsld':>9}")
+            header = f"{'scheduler':<10}{'limits':<16}{'seconds':>9}{'x baseline':>12}"
+            print(header + f"{'peak RSS MiB':>14}{'bsld':>9}")
         ratio = float(r["seconds"]) / float(rows[0]["seconds"])
         print(
             f"{r['scheduler']:<10}{r['limits']:<16}{r['seconds']:>9.1f}{ratio:>12.2f}"
