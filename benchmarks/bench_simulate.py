@@ -88,7 +88,8 @@ def main() -> int:
     p.add_argument("--one", nargs=2, metavar=("SCHEDULER", "LIMITS"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
-        print(json.dumps(one(*args.one, args.jobs)))
+        scheduler, limits = args.one
+        print(json.dumps(one(scheduler, limits, args.jobs)))
         return 0
     pairs = [("easy", "request")] + [
         (s, lim)
