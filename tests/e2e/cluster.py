@@ -131,6 +131,8 @@ class SlurmCluster:
         job_submit_lua: str | None = None,
         extra_conf_files: Mapping[str, str] | None = None,
         nodes: int = 1,
+        cpus_per_node: int | None = None,
+        scheduler_parameters: str = "",
         slurm_conf_extra: str = "",
         start_timeout: float = 90.0,
     ) -> None:
@@ -141,6 +143,10 @@ class SlurmCluster:
         self.extra_conf_files = dict(extra_conf_files or {})
         self.node_names = [f"c{i}" for i in range(1, nodes + 1)]
         self.slurm_conf_extra = slurm_conf_extra
+        # Virtual nodes wider than this machine (sleep jobs use no CPU): slurmd then registers with
+        # the configured size (config_overrides) instead of draining for "Low CPUs".
+        self.cpus_per_node = cpus_per_node
+        self.scheduler_parameters = scheduler_parameters
         self.start_timeout = start_timeout
         self.start_seconds: float | None = None
         self.phase_seconds: dict[str, float] = {}
@@ -510,6 +516,10 @@ class SlurmCluster:
             target = c / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
+        if self.cpus_per_node is not None:
+            n = str(self.cpus_per_node)
+            shape = {"Boards": "1", "SocketsPerBoard": "1", "CoresPerSocket": n, "ThreadsPerCore": "1"}
+            hw = {**hw, "CPUs": n, **shape}
         hw_text = " ".join(f"{k}={v}" for k, v in hw.items())
         node_lines = "\n".join(
             f"NodeName={n} NodeHostname={self.hostname} NodeAddr=127.0.0.1 Port={p} {hw_text} State=UNKNOWN"
@@ -551,7 +561,8 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
 # Start submitted batch jobs at the next scheduler tick instead of up to 3 s later.
-SchedulerParameters=batch_sched_delay=0
+SchedulerParameters=batch_sched_delay=0{"," + self.scheduler_parameters if self.scheduler_parameters else ""}
+{"SlurmdParameters=config_overrides" if self.cpus_per_node is not None else ""}
 ReturnToService=2
 InactiveLimit=0
 KillWait=5

@@ -82,22 +82,40 @@ class SlurmBackfill:
         procs, planned, floor = sim.procs, sim.planned, sim.floor
         now = sim.now
         horizon = now + self.window
+        res = self.resolution
         profile = self._profile(sim)
-        for rank, job in enumerate(sim.queue[: self.max_job_test]):
-            if profile.free_now == 0 and not (rank == 0 and sim.record_reservations):
-                # Nothing more can start now; later reservations would change nothing this pass.
+        tested = sim.queue[: self.max_job_test]
+        # The narrowest and the shortest (time_min: by its floor) job from each rank on: once none
+        # of them could start now, the rest of the pass could only add reservations nobody uses.
+        narrowest = [0] * len(tested)
+        shortest = [0.0] * len(tested)
+        low_p, low_d = math.inf, math.inf
+        for k in range(len(tested) - 1, -1, -1):
+            job = tested[k]
+            low_p = min(low_p, procs[job])
+            low_d = min(low_d, math.ceil(floor[job] / res) * res)
+            narrowest[k] = int(low_p)
+            shortest[k] = low_d
+        # A job as wide and as long as one placed earlier in this pass cannot start before it did
+        # (the profile only fills up): its search starts there.
+        placed: dict[tuple[int, float], float] = {}
+        for rank, job in enumerate(tested):
+            hopeless = profile.free[0] < narrowest[rank] or profile.zero_at - now < shortest[rank]
+            if hopeless and not (rank == 0 and sim.record_reservations):
                 break
             p = procs[job]
             limit = planned[job]
-            duration = self._round(limit)
-            start = profile.earliest(p, duration, horizon)
+            duration = math.ceil(limit / res) * res
+            start = profile.earliest(p, duration, horizon, placed.get((p, duration)))
+            if start is not None:
+                placed[(p, duration)] = start
             if start == now:
                 sim.start(job, limit)
                 profile.reserve(now, now + duration, p)
                 continue
-            if floor[job] < limit and p <= profile.free_now:
+            if floor[job] < limit and p <= profile.free[0]:
                 span = profile.free_span(p)
-                if span >= self._round(floor[job]):
+                if span >= math.ceil(floor[job] / res) * res:
                     # time_min: start now with the longest limit that fits (Slurm sets it so).
                     cut = min(limit, span)
                     sim.start(job, cut)

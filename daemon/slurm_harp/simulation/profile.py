@@ -14,7 +14,7 @@ from collections.abc import Iterable
 class FreeProfile:
     """Free processors from ``now`` on, given what is free now and when running jobs release theirs."""
 
-    __slots__ = ("free", "times")
+    __slots__ = ("free", "times", "zero_at")
 
     def __init__(self, now: float, free_now: int, releases: Iterable[tuple[float, int]]) -> None:
         times = [now]
@@ -28,16 +28,22 @@ class FreeProfile:
                 free.append(free[-1] + procs)
         self.times = times
         self.free = free
+        # The first time no processor is free (reservations only ever move it earlier): no job
+        # longer than zero_at - now can start now, whatever its width.
+        self.zero_at = now if free_now == 0 else float("inf")
 
     @property
     def free_now(self) -> int:
         return self.free[0]
 
-    def earliest(self, procs: int, duration: float, horizon: float = float("inf")) -> float | None:
-        """The earliest start at which ``procs`` stay free for ``duration``; None past ``horizon``."""
+    def earliest(
+        self, procs: int, duration: float, horizon: float = float("inf"), not_before: float | None = None
+    ) -> float | None:
+        """The earliest start at which ``procs`` stay free for ``duration``; None past ``horizon``.
+        ``not_before``: a start known to be no earlier (the search begins at its segment)."""
         times, free = self.times, self.free
         n = len(times)
-        i = 0
+        i = 0 if not_before is None else max(0, bisect_right(times, not_before) - 1)
         while i < n:
             if free[i] < procs:
                 i += 1
@@ -68,9 +74,11 @@ class FreeProfile:
         """Take ``procs`` processors over [start, end) (the caller has checked they are free)."""
         first = self._breakpoint(start)
         last = self._breakpoint(end)
-        free = self.free
+        free, times = self.free, self.times
         for i in range(first, last):
             free[i] -= procs
+            if free[i] == 0 and times[i] < self.zero_at:
+                self.zero_at = times[i]
 
     def _breakpoint(self, when: float) -> int:
         """The index of the segment starting at ``when``, splitting the segment that holds it."""

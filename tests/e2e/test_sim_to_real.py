@@ -1,0 +1,148 @@
+"""Sim-to-real: replay a slice of the bundled KTH-SP2 trace, time-compressed, as sleep jobs on a real
+Slurm cluster with the backfill scheduler, then run the simulator's Slurm-like backfill configured
+like that cluster on the same jobs, and compare start order and waits.
+
+The slice: 250 consecutive jobs from job 16,300 of the trace, a busy stretch (most jobs wait), with
+every time divided by 1,500 (5 trace days -> ~2.5 minutes). A job asks for its trace request scaled
+the same way and rounded up to Slurm's whole minutes, and sleeps its scaled run time (whole seconds,
+at least 1, ending well before its limit so that no job is killed: slurmctld enforces limits only
+every ~30 s, which the simulator does not model). The cluster: 4 virtual nodes of 25 CPUs (the
+KTH machine's 100 processors), SchedulerType=sched/backfill with bf_interval=1, bf_resolution=1.
+The simulator gets each job's real submit time, run time (ElapsedRaw), limit and CPUs from sacct, so
+only scheduling decisions can differ.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from slurm_harp.simulation import Workload, load_workload, simulate
+from slurm_harp.simulation.backfill import SlurmBackfill
+from slurm_harp.simulation.limits import RequestLimits
+from tests.conftest import BUNDLED_TRACE
+from tests.e2e.cluster import TERMINAL_STATES, ClusterError, SlurmCluster, StartCluster
+
+FIRST, COUNT, COMPRESSION = 16_300, 250, 1500
+NODES, CPUS_PER_NODE = 4, 25
+BF = {"bf_interval": 1, "bf_resolution": 1, "bf_max_job_test": 500, "bf_window": 1440}
+# Limits are checked every ~30 s: a sleep ending this long before its limit is never killed.
+LIMIT_MARGIN_S = 15
+DRAIN_TIMEOUT_S = 420
+ENDLESS = ("", "Unknown")
+
+
+def replay_plan() -> list[tuple[float, int, int, int]]:
+    """(submit offset s, sleep s, limit min, cpus) per job, from the trace slice."""
+    kth = load_workload(BUNDLED_TRACE)
+    t0 = kth.submit[FIRST]
+    plan = []
+    for i in range(FIRST, FIRST + COUNT):
+        minutes = max(1, math.ceil(kth.request[i] / COMPRESSION / 60))
+        sleep = max(1, min(round(kth.run[i] / COMPRESSION), minutes * 60 - LIMIT_MARGIN_S))
+        plan.append(((kth.submit[i] - t0) / COMPRESSION, sleep, minutes, kth.procs[i]))
+    return plan
+
+
+def ranks(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Ranks with ties given their mean rank (as Spearman's correlation wants)."""
+    order = np.argsort(values, kind="stable")
+    ranked = np.empty(len(values))
+    ranked[order] = np.arange(len(values), dtype=np.float64)
+    for value in np.unique(values):
+        tied = values == value
+        ranked[tied] = ranked[tied].mean()
+    return ranked
+
+
+def spearman(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
+    return float(np.corrcoef(ranks(a), ranks(b))[0, 1])
+
+
+def _epoch(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _finished_rows(cluster: SlurmCluster, ids: list[int]) -> list[dict[str, str]]:
+    fields = ["JobIDRaw", "State", "Submit", "Start", "End", "ElapsedRaw", "TimelimitRaw", "NCPUS"]
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    while True:
+        rows = cluster.sacct_rows(ids, fields, allocations_only=True)
+        done = [r for r in rows if r["State"].split()[0] in TERMINAL_STATES and r["End"] not in ENDLESS]
+        if len(done) == len(ids):
+            return sorted(done, key=lambda r: int(r["JobIDRaw"]))
+        if time.monotonic() > deadline:
+            missing = len(ids) - len(done)
+            raise ClusterError(f"{missing} of {len(ids)} replayed jobs unfinished\n{cluster.log_tails()}")
+        time.sleep(2)
+
+
+def test_simulator_agrees_with_slurm_backfill(
+    start_cluster: StartCluster, record_property: Callable[[str, object], None]
+) -> None:
+    plan = replay_plan()
+    params = ",".join(f"{k}={v}" for k, v in BF.items())
+    cluster = start_cluster(nodes=NODES, cpus_per_node=CPUS_PER_NODE, scheduler_parameters=params)
+    ids: list[int] = []
+    begin = time.monotonic() + 1.0
+    for k, (offset, sleep, minutes, cpus) in enumerate(plan):
+        time.sleep(max(0.0, begin + offset - time.monotonic()))
+        res = cluster.sbatch(
+            ["-n", str(cpus), "--mem-per-cpu=1", "-t", str(minutes), "-J", f"replay{k}", "-o", "/dev/null"],
+            f"#!/bin/sh\nsleep {sleep}\n",
+        )
+        assert res.returncode == 0 and res.job_id is not None, res.stderr
+        ids.append(res.job_id)
+    rows = _finished_rows(cluster, ids)
+    states = {r["State"].split()[0] for r in rows}
+    assert states == {"COMPLETED"}, states
+
+    # The simulator on the same jobs, with what Slurm recorded for them.
+    submit = [_epoch(r["Submit"]) for r in rows]
+    t0 = min(submit)
+    real_start = np.array([_epoch(r["Start"]) - t0 for r in rows])
+    jobs = Workload.build(
+        NODES * CPUS_PER_NODE,
+        [
+            (r["JobIDRaw"], s - t0, float(r["ElapsedRaw"]), 60.0 * int(r["TimelimitRaw"]), int(r["NCPUS"]), 0)
+            for r, s in zip(rows, submit, strict=True)
+        ],
+    )
+    scheduler = SlurmBackfill(
+        bf_interval=BF["bf_interval"],
+        bf_resolution=BF["bf_resolution"],
+        bf_max_job_test=BF["bf_max_job_test"],
+        bf_window=BF["bf_window"] * 60,
+    )
+    result = simulate(jobs, scheduler, RequestLimits(jobs))
+    by_id = dict(zip(jobs.ids, result.start, strict=True))
+    sim_start = np.array([by_id[r["JobIDRaw"]] for r in rows])
+    submitted = np.array(submit) - t0
+    real_wait, sim_wait = real_start - submitted, sim_start - submitted
+
+    start_rho = spearman(real_start, sim_start)
+    wait_rho = spearman(real_wait, sim_wait)
+    diff = np.abs(real_wait - sim_wait)
+    within = float(np.mean(diff <= 5))
+    report = {
+        "jobs": len(rows),
+        "start_order_spearman": round(start_rho, 3),
+        "wait_spearman": round(wait_rho, 3),
+        "mean_wait_real_s": round(float(real_wait.mean()), 1),
+        "mean_wait_sim_s": round(float(sim_wait.mean()), 1),
+        "mean_abs_wait_diff_s": round(float(diff.mean()), 1),
+        "median_abs_wait_diff_s": round(float(np.median(diff)), 1),
+        "share_within_5s": round(within, 3),
+        "span_s": round(float(max(real_start)), 1),
+    }
+    print("sim-to-real:", report)
+    for key, value in report.items():
+        record_property(key, value)
+    assert start_rho >= 0.95, report
+    assert wait_rho >= 0.7, report
+    assert abs(real_wait.mean() - sim_wait.mean()) <= 0.25 * real_wait.mean(), report
