@@ -1,6 +1,8 @@
 -- Turn a Decision into a plan of job_desc changes (pure), then commit it (all or nothing).
 -- Rules: a rewrite only ever LOWERS a value the user gave; annotations are appended to admin_comment
 -- as one space-separated "harp:..." token; users (uid ~= 0) cannot bring their own harp tokens.
+-- Modes: "rewrite" lowers any target; "extend" lowers the time limit only (harp guard extends it
+-- again up to the user's own limit); "time_min" sets time_min only, when the user gave none.
 
 local floor, ceil = math.floor, math.ceil
 local type, ipairs, pcall, tostring = type, ipairs, pcall, tostring
@@ -15,10 +17,26 @@ M.MAX_MESSAGE = 512
 M.MAX_ANNOTATION = 512
 
 local TIME, MEMORY, CPUS = 1, 2, 3
-local REWRITE = 2
+local REWRITE, SET_TIME_MIN = 2, 3
+-- The actions each mode may carry out, per target.
+local ALLOWED = {
+  rewrite = {[REWRITE] = {[TIME] = true, [MEMORY] = true, [CPUS] = true}},
+  extend = {[REWRITE] = {[TIME] = true}},
+  time_min = {[SET_TIME_MIN] = {[TIME] = true}},
+}
+M.OPT_OUT = "harp:off"
 
 local function is_harp_token(tok)
   return sub(tok, 1, 5) == "harp:" or sub(tok, 1, 5) == "harp="
+end
+
+-- Whether the user opted this job out with a "harp:off" token in --comment.
+function M.opted_out(comment)
+  if type(comment) ~= "string" then return false end
+  for tok in gmatch(comment, "%S+") do
+    if tok == M.OPT_OUT then return true end
+  end
+  return false
 end
 
 -- admin_comment without harp tokens, or nil when there is nothing to strip.
@@ -56,15 +74,17 @@ function M.plan(job_desc, decision, submit_uid)
   local function note(s) plan.notes[#plan.notes + 1] = s end
   local function current(field) if planned[field] ~= nil then return planned[field] end return get(field) end
 
-  -- first decision per target only; a REWRITE only counts in "rewrite" mode
+  -- first decision per target only; an action counts only where its mode allows it (ALLOWED)
   local by_target, asked = {}, false
+  local allowed = ALLOWED[decision.mode] or {}
   for _, t in ipairs(type(decision.targets) == "table" and decision.targets or {}) do
-    if type(t) == "table" and t.action == REWRITE and by_target[t.target] == nil then
-      if decision.mode == "rewrite" then
+    local changes = type(t) == "table" and (t.action == REWRITE or t.action == SET_TIME_MIN)
+    if changes and by_target[t.target] == nil then
+      if allowed[t.action] and allowed[t.action][t.target] then
         by_target[t.target] = t
         asked = true
       else
-        note("ignored rewrite in mode " .. tostring(decision.mode))
+        note("ignored action " .. tostring(t.action) .. " in mode " .. tostring(decision.mode))
       end
     end
   end
@@ -112,7 +132,18 @@ function M.plan(job_desc, decision, submit_uid)
   end
 
   local minutes = by_target[TIME] and count64(by_target[TIME].new_value, 1)
-  if minutes then
+  if minutes and by_target[TIME].action == SET_TIME_MIN then
+    local limit = count32(get("time_limit"), 1)
+    local tmin = count32(get("time_min"), 1)
+    if tmin then
+      note("time_min: the user's own, left alone")
+    elseif limit and minutes < limit then
+      set("time_min", get("time_min"), minutes)
+      note(format("time_min ->%d min (limit %d)", minutes, limit))
+    else
+      note("time_min: not below the limit, left alone")
+    end
+  elseif minutes then
     local limit = count32(get("time_limit"), 1)
     if limit and minutes < limit then
       set("time_limit", get("time_limit"), minutes)

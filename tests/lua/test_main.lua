@@ -243,3 +243,13 @@ T.test("a broken or missing part_list: no partition sent, the job still served",
   sent_as(tr, no_partition, "nil part_list: no partition")
   T.eq(#T.logs.error, 0, "nothing logged as an error")
 end)
+
+T.test("an opted-out job never reaches the daemon and keeps no forged tokens", function()
+  local tr = fake(REWRITE_TIME)
+  main.configure(config(), {transport = tr})
+  local jd = T.job_desc {comment = "nightly harp:off", admin_comment = "harp:extend,t!=1,t0=9999"}
+  T.eq(main.submit(jd, 1000), "opted_out", "status")
+  T.eq(tr.calls, 0, "no call")
+  T.eq(jd.time_limit, 120, "time kept")
+  T.eq(jd.admin_comment, "", "a user's own harp token is still stripped")
+end)
