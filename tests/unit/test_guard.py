@@ -136,6 +136,9 @@ def test_a_reservation_on_the_job_s_node_refuses_and_is_counted(
     assert dict(slurm.updates) == {"2": 11}
     assert count(registry, results.REFUSED_BOUND) == 1
     assert "reservation maint" in caplog.text and "job 1" in caplog.text
+    caplog.clear()
+    guard.poll()  # refused once: not logged nor counted again at every poll
+    assert count(registry, results.REFUSED_BOUND) == 1 and "job 1" not in caplog.text
 
 
 def test_a_job_gone_and_a_rate_limit_do_not_stop_the_poll(tmp_path: Path) -> None:

@@ -59,6 +59,9 @@ class Guard:
         self.configure(settings)
         self._bounds = Bounds()
         self._bounds_at = -float("inf")
+        # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
+        # tried again only when their limit or the bounds change.
+        self._refused: dict[str, int] = {}
 
     def configure(self, settings: GuardSettings) -> None:
         self.settings = settings
@@ -77,7 +80,9 @@ class Guard:
         self._refresh_bounds(now)
         jobs = list(parse_running(listing.stdout))
         shortened = [j for j in jobs if _below_own_limit(j)]
-        due = [j for j in shortened if self._due(j)]
+        listed = {j.job_id for j in jobs}
+        self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
+        due = [j for j in shortened if self._due(j) and self._refused.get(j.job_id) != j.limit_minutes]
         due.sort(key=lambda j: (j.limit_minutes or 0) * 60.0 - j.elapsed_s)  # the closest first
         outcomes = []
         for job in due[: self.settings.max_updates_per_poll]:
@@ -115,6 +120,7 @@ class Guard:
                 job.job_id, limit, why, own,
             )  # fmt: skip
             self.metrics.extensions.labels(results.REFUSED_BOUND).inc()
+            self._refused[job.job_id] = limit
             return results.REFUSED_BOUND
         done = self._run(("scontrol", "update", f"JobId={job.job_id}", f"TimeLimit={ext.new_limit}"))
         if done.returncode != 0:
@@ -149,6 +155,7 @@ class Guard:
         if now - self._bounds_at < BOUNDS_REFRESH_S:
             return
         old = self._bounds
+        self._refused.clear()  # new bounds: every refusal is worth one more look
         self._bounds = Bounds(
             reservations=self._read("reservations", RESERVATIONS_ARGV, parse_reservations, old.reservations),
             partition_max_minutes=self._read(
