@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slurm_harp.core.extension import DEFAULT_LEAD_S
 from slurm_harp.core.policy import DEFAULT_FLOORS, LIMITS, Mode, Policy, Rule
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY
@@ -72,11 +73,9 @@ class GuardSettings:
     The daemon reads only ``heartbeat`` and ``stale_seconds``: a job is shortened only while the
     guard refreshed its heartbeat within ``stale_seconds``."""
 
-    heartbeat: Path = Path("/run/slurm-harp/guard.heartbeat")
+    heartbeat: Path = Path("/run/slurm-harp-guard/heartbeat")
     poll_seconds: float = 5.0
-    # A job is extended once its remaining time falls below this: it must cover the poll period,
-    # slurmctld's periodic limit check (about 30 s) and a slow scontrol, with room to spare.
-    lead_seconds: float = 120.0
+    lead_seconds: float = DEFAULT_LEAD_S  # extend a job once less than this is left of its limit
     stale_seconds: float = 30.0
     max_updates_per_poll: int = 200  # bounds one poll's work on slurmctld; the rest wait a poll
     metrics_address: str = "127.0.0.1"

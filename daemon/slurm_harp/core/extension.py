@@ -20,6 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# The guard's default lead (config [guard] lead_seconds): the poll period, slurmctld's periodic limit
+# check (about 30 s) and a slow scontrol, with room to spare.
+DEFAULT_LEAD_S = 120.0
 # Tsafrir et al. (2007): 1, 5, 15, 30 minutes, 1, 2, 5, 10, 20, 50, 100 hours after the prediction.
 STEPS_MINUTES: tuple[int, ...] = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 3000, 6000)
 
