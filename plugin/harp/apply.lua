@@ -4,7 +4,7 @@
 -- Modes: "rewrite" lowers any target; "extend" lowers the time limit only (harp guard extends it
 -- again up to the user's own limit); "time_min" sets time_min only, when the user gave none.
 
-local floor, ceil = math.floor, math.ceil
+local floor, ceil, max = math.floor, math.ceil, math.max
 local type, ipairs, pcall, tostring = type, ipairs, pcall, tostring
 local find, gsub, gmatch, sub, format = string.find, string.gsub, string.gmatch, string.sub, string.format
 local concat = table.concat
@@ -90,6 +90,7 @@ function M.plan(job_desc, decision, submit_uid)
   end
 
   local cpus = by_target[CPUS] and count64(by_target[CPUS].new_value, 1)
+  local cpus_before, cpus_after -- the job's CPU count before and after a CPU rewrite
   if cpus then
     local cpt = count16(get("cpus_per_task"), 1)
     local min_cpus = count32(get("min_cpus"), 1)
@@ -104,6 +105,7 @@ function M.plan(job_desc, decision, submit_uid)
         set("cpus_per_task", get("cpus_per_task"), new_cpt)
         if not min_cpus or new_cpt * tasks < min_cpus then set("min_cpus", get("min_cpus"), new_cpt * tasks) end
         note(format("cpus_per_task %d->%d", cpt, new_cpt))
+        cpus_before, cpus_after = max(min_cpus or 0, cpt * tasks), new_cpt * tasks
       end
     end
   end
@@ -129,6 +131,15 @@ function M.plan(job_desc, decision, submit_uid)
     else
       note("memory: not requested, left alone")
     end
+  end
+  -- Slurm allocates --mem-per-cpu x CPUs: fewer CPUs must not mean less memory than the job asked
+  -- for (and so not less than the floor the daemon kept). Scale the per-CPU value up unless a memory
+  -- decision set it.
+  local per_cpu = count64(get("min_mem_per_cpu"), 1)
+  if cpus_after and per_cpu and planned.min_mem_per_cpu == nil and not count64(get("min_mem_per_node"), 1) then
+    local scaled = ceil(per_cpu * cpus_before / cpus_after)
+    set("min_mem_per_cpu", get("min_mem_per_cpu"), scaled)
+    note(format("mem_per_cpu %d->%d MB (same memory on fewer CPUs)", per_cpu, scaled))
   end
 
   local minutes = by_target[TIME] and count64(by_target[TIME].new_value, 1)

@@ -109,6 +109,28 @@ T.test("cpus and per-cpu memory combine to the requested memory per node", funct
   T.eq(jd.min_mem_per_cpu, 500, "2000 MB over the 4 remaining CPUs")
 end)
 
+T.test("a CPU rewrite keeps a --mem-per-cpu job's memory", function()
+  -- -c 2 --mem-per-cpu=600: Slurm allocates 1200 MB; one CPU must bring 1200 MB per CPU, not 600.
+  local jd = T.job_desc {cpus_per_task = 2, min_cpus = 2, num_tasks = 1, min_mem_per_node = T.NIL,
+    min_mem_per_cpu = 600}
+  local plan = run(jd, decision {{target = CPUS, action = REWRITE, new_value = 1}})
+  T.eq(jd.min_cpus, 1, "cpus lowered")
+  T.eq(jd.min_mem_per_cpu, 1200, "same memory on fewer CPUs")
+  T.ok(plan.rewrote, "rewrote")
+  -- A memory decision that is not lower leaves memory as asked, on the new CPU count.
+  jd = T.job_desc {cpus_per_task = 4, min_cpus = 4, num_tasks = 1, min_mem_per_node = T.NIL,
+    min_mem_per_cpu = 1000}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 3},
+    {target = MEMORY, action = REWRITE, new_value = 5000}})
+  T.eq(jd.min_cpus, 3, "cpus")
+  T.eq(jd.min_mem_per_cpu, 1334, "4000 MB over 3 CPUs, rounded up")
+  -- Per-node memory is not touched by a CPU rewrite.
+  jd = T.job_desc {cpus_per_task = 4, min_cpus = 4, num_tasks = 1}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}})
+  T.eq(jd.min_mem_per_node, 4000, "per node kept")
+  T.eq(jd.min_mem_per_cpu, nil, "no per-CPU value invented")
+end)
+
 T.test("first decision per target wins", function()
   local jd = T.job_desc()
   run(jd, decision {{target = TIME, action = REWRITE, new_value = 90},
