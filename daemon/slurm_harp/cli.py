@@ -10,7 +10,7 @@ import sys
 
 from slurm_harp import __version__
 
-COMMANDS = ("serve", "train", "demo", "harvest", "importer", "evaluate", "models", "nightly", "simulate")
+COMMANDS = ("serve", "guard", "train", "demo", "harvest", "importer", "evaluate", "models", "nightly", "simulate")
 
 
 def build_parser() -> argparse.ArgumentParser:

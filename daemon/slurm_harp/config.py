@@ -5,12 +5,14 @@ Every error names the offending key and the file, so a sysadmin can fix it witho
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slurm_harp.core.extension import DEFAULT_LEAD_S
 from slurm_harp.core.policy import DEFAULT_FLOORS, LIMITS, Mode, Policy, Rule
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY
@@ -65,6 +67,22 @@ class TrainingSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class GuardSettings:
+    """`harp guard`: extends the running jobs that harp shortened (time_min and extend modes).
+
+    The daemon reads only ``heartbeat`` and ``stale_seconds``: a job is shortened only while the
+    guard refreshed its heartbeat within ``stale_seconds``."""
+
+    heartbeat: Path = Path("/run/slurm-harp-guard/heartbeat")
+    poll_seconds: float = 5.0
+    lead_seconds: float = DEFAULT_LEAD_S  # extend a job once less than this is left of its limit
+    stale_seconds: float = 30.0
+    max_updates_per_poll: int = 200  # bounds one poll's work on slurmctld; the rest wait a poll
+    metrics_address: str = "127.0.0.1"
+    metrics_port: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     store: Path = DEFAULT_STORE
@@ -72,10 +90,20 @@ class Settings:
     source: Path | None = None
     history: HistorySettings = field(default_factory=HistorySettings)
     training: TrainingSettings = field(default_factory=TrainingSettings)
+    guard: GuardSettings = field(default_factory=GuardSettings)
 
 
 _SCHEMA: dict[str, set[str]] = {
-    "": {"server", "store", "policy", "history", "training"},
+    "": {"server", "store", "policy", "history", "training", "guard"},
+    "guard": {
+        "heartbeat",
+        "poll_seconds",
+        "lead_seconds",
+        "stale_seconds",
+        "max_updates_per_poll",
+        "metrics_address",
+        "metrics_port",
+    },
     "training": {
         "kill_budget",
         "tolerance",
@@ -101,7 +129,17 @@ _SCHEMA: dict[str, set[str]] = {
     },
     "store": {"path"},
     "history": {"db", "window_days", "poll_seconds"},
-    "policy": {"mode", "quantile", "min_gain", "floor", "rule", "require_history", "limits"},
+    "policy": {
+        "mode",
+        "quantile",
+        "min_gain",
+        "floor",
+        "rule",
+        "require_history",
+        "limits",
+        "opt_out_users",
+        "opt_out_accounts",
+    },
     "policy.floor": {"time_minutes", "memory_mb", "cpus"},
     "policy.rule": {"partition", "account", "mode"},
 }
@@ -140,7 +178,15 @@ class _Reader:
         try:
             return Mode(value)
         except ValueError:
-            raise self.fail(key, f"mode must be one of off, shadow, rewrite; got {value!r}") from None
+            modes = ", ".join(m.value for m in Mode)
+            raise self.fail(key, f"mode must be one of {modes}; got {value!r}") from None
+
+    def names(self, data: Mapping[str, Any], key: str) -> frozenset[str]:
+        """A list of names (users, accounts)."""
+        value = data.get(key.rpartition(".")[2], [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(key, f"expected a list of names, got {value!r}")
+        return frozenset(value)
 
 
 def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
@@ -183,6 +229,44 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
         source=Path(path) if not str(path).startswith("<") else None,
         history=_history(r, r.table(top.get("history", {}), "history")),
         training=_training(r, r.table(top.get("training", {}), "training")),
+        guard=_guard(r, r.table(top.get("guard", {}), "guard")),
+    )
+
+
+def _guard(r: _Reader, g: Mapping[str, Any]) -> GuardSettings:
+    d = GuardSettings()
+
+    def seconds(key: str, least: float) -> float:
+        value = float(r.get(g, "guard", key, float, getattr(d, key)))
+        if not (math.isfinite(value) and value >= least):
+            raise r.fail(f"guard.{key}", f"must be a number of seconds >= {least:g}, got {value}")
+        return value
+
+    poll, lead = seconds("poll_seconds", 1.0), seconds("lead_seconds", 30.0)
+    if lead < 2 * poll:
+        raise r.fail(
+            "guard.lead_seconds", f"must be at least twice guard.poll_seconds ({poll:g}), got {lead:g}"
+        )
+    stale = seconds("stale_seconds", 2.0)
+    if stale < 2 * poll:
+        raise r.fail(
+            "guard.stale_seconds", f"must be at least twice guard.poll_seconds ({poll:g}), got {stale:g}"
+        )
+    port = r.get(g, "guard", "metrics_port", int, None)
+    if port is not None and not 0 <= port < 65536:
+        raise r.fail("guard.metrics_port", f"out of range: {port}")
+    return GuardSettings(
+        heartbeat=Path(r.get(g, "guard", "heartbeat", str, str(d.heartbeat))),
+        poll_seconds=poll,
+        lead_seconds=lead,
+        stale_seconds=stale,
+        max_updates_per_poll=_positive(
+            r,
+            "guard.max_updates_per_poll",
+            r.get(g, "guard", "max_updates_per_poll", int, d.max_updates_per_poll),
+        ),
+        metrics_address=r.get(g, "guard", "metrics_address", str, d.metrics_address),
+        metrics_port=port,
     )
 
 
@@ -290,6 +374,8 @@ def _policy(r: _Reader, pol: Mapping[str, Any]) -> Policy:
         floors=floors,
         require_history=r.get(pol, "policy", "require_history", bool, True),
         limits=limits,
+        opt_out_users=r.names(pol, "policy.opt_out_users"),
+        opt_out_accounts=r.names(pol, "policy.opt_out_accounts"),
     )
 
 

@@ -1,8 +1,10 @@
 -- Turn a Decision into a plan of job_desc changes (pure), then commit it (all or nothing).
 -- Rules: a rewrite only ever LOWERS a value the user gave; annotations are appended to admin_comment
 -- as one space-separated "harp:..." token; users (uid ~= 0) cannot bring their own harp tokens.
+-- Modes: "rewrite" lowers any target; "extend" lowers the time limit only (harp guard extends it
+-- again up to the user's own limit); "time_min" sets time_min only, when the user gave none.
 
-local floor, ceil = math.floor, math.ceil
+local floor, ceil, max = math.floor, math.ceil, math.max
 local type, ipairs, pcall, tostring = type, ipairs, pcall, tostring
 local find, gsub, gmatch, sub, format = string.find, string.gsub, string.gmatch, string.sub, string.format
 local concat = table.concat
@@ -15,10 +17,26 @@ M.MAX_MESSAGE = 512
 M.MAX_ANNOTATION = 512
 
 local TIME, MEMORY, CPUS = 1, 2, 3
-local REWRITE = 2
+local REWRITE, SET_TIME_MIN = 2, 3
+-- The actions each mode may carry out, per target.
+local ALLOWED = {
+  rewrite = {[REWRITE] = {[TIME] = true, [MEMORY] = true, [CPUS] = true}},
+  extend = {[REWRITE] = {[TIME] = true}},
+  time_min = {[SET_TIME_MIN] = {[TIME] = true}},
+}
+M.OPT_OUT = "harp:off"
 
 local function is_harp_token(tok)
   return sub(tok, 1, 5) == "harp:" or sub(tok, 1, 5) == "harp="
+end
+
+-- Whether the user opted this job out with a "harp:off" token in --comment.
+function M.opted_out(comment)
+  if type(comment) ~= "string" then return false end
+  for tok in gmatch(comment, "%S+") do
+    if tok == M.OPT_OUT then return true end
+  end
+  return false
 end
 
 -- admin_comment without harp tokens, or nil when there is nothing to strip.
@@ -56,20 +74,23 @@ function M.plan(job_desc, decision, submit_uid)
   local function note(s) plan.notes[#plan.notes + 1] = s end
   local function current(field) if planned[field] ~= nil then return planned[field] end return get(field) end
 
-  -- first decision per target only; a REWRITE only counts in "rewrite" mode
+  -- first decision per target only; an action counts only where its mode allows it (ALLOWED)
   local by_target, asked = {}, false
+  local allowed = ALLOWED[decision.mode] or {}
   for _, t in ipairs(type(decision.targets) == "table" and decision.targets or {}) do
-    if type(t) == "table" and t.action == REWRITE and by_target[t.target] == nil then
-      if decision.mode == "rewrite" then
+    local changes = type(t) == "table" and (t.action == REWRITE or t.action == SET_TIME_MIN)
+    if changes and by_target[t.target] == nil then
+      if allowed[t.action] and allowed[t.action][t.target] then
         by_target[t.target] = t
         asked = true
       else
-        note("ignored rewrite in mode " .. tostring(decision.mode))
+        note("ignored action " .. tostring(t.action) .. " in mode " .. tostring(decision.mode))
       end
     end
   end
 
   local cpus = by_target[CPUS] and count64(by_target[CPUS].new_value, 1)
+  local cpus_before, cpus_after -- the job's CPU count before and after a CPU rewrite
   if cpus then
     local cpt = count16(get("cpus_per_task"), 1)
     local min_cpus = count32(get("min_cpus"), 1)
@@ -84,6 +105,7 @@ function M.plan(job_desc, decision, submit_uid)
         set("cpus_per_task", get("cpus_per_task"), new_cpt)
         if not min_cpus or new_cpt * tasks < min_cpus then set("min_cpus", get("min_cpus"), new_cpt * tasks) end
         note(format("cpus_per_task %d->%d", cpt, new_cpt))
+        cpus_before, cpus_after = max(min_cpus or 0, cpt * tasks), new_cpt * tasks
       end
     end
   end
@@ -110,9 +132,29 @@ function M.plan(job_desc, decision, submit_uid)
       note("memory: not requested, left alone")
     end
   end
+  -- Slurm allocates --mem-per-cpu x CPUs: fewer CPUs must not mean less memory than the job asked
+  -- for (and so not less than the floor the daemon kept). Scale the per-CPU value up unless a memory
+  -- decision set it.
+  local per_cpu = count64(get("min_mem_per_cpu"), 1)
+  if cpus_after and per_cpu and planned.min_mem_per_cpu == nil and not count64(get("min_mem_per_node"), 1) then
+    local scaled = ceil(per_cpu * cpus_before / cpus_after)
+    set("min_mem_per_cpu", get("min_mem_per_cpu"), scaled)
+    note(format("mem_per_cpu %d->%d MB (same memory on fewer CPUs)", per_cpu, scaled))
+  end
 
   local minutes = by_target[TIME] and count64(by_target[TIME].new_value, 1)
-  if minutes then
+  if minutes and by_target[TIME].action == SET_TIME_MIN then
+    local limit = count32(get("time_limit"), 1)
+    local tmin = count32(get("time_min"), 1)
+    if tmin then
+      note("time_min: the user's own, left alone")
+    elseif limit and minutes < limit then
+      set("time_min", get("time_min"), minutes)
+      note(format("time_min ->%d min (limit %d)", minutes, limit))
+    else
+      note("time_min: not below the limit, left alone")
+    end
+  elseif minutes then
     local limit = count32(get("time_limit"), 1)
     if limit and minutes < limit then
       set("time_limit", get("time_limit"), minutes)

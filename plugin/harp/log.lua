@@ -1,15 +1,26 @@
 -- Logging through slurmctld. slurm.log_* run string.format on their arguments, so a message is
 -- always passed as "%s"; a failing logger must never take the submission down with it.
 
-local pcall, tostring, type = pcall, tostring, type
+-- Every line is escaped: a job name with a newline must not forge lines in slurmctld.log.
 
-local M = {prefix = "harp"}
+local pcall, tostring, type = pcall, tostring, type
+local gsub, byte, format, sub = string.gsub, string.byte, string.format, string.sub
+
+local M = {prefix = "harp", MAX = 2048}
+
+-- Control characters (C0, DEL) as \n, \r, \t or \xNN, and a backslash doubled; at most MAX bytes.
+local NAMED = {["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t", ["\\"] = "\\\\"}
+function M.escape(msg)
+  local s = tostring(msg)
+  if #s > M.MAX then s = sub(s, 1, M.MAX) .. "..." end
+  return (gsub(s, "[%c\\]", function(c) return NAMED[c] or format("\\x%02x", byte(c)) end))
+end
 
 local function emit(fn_name, msg)
   local slurm = _G.slurm
   local fn = type(slurm) == "table" and slurm[fn_name]
   if type(fn) ~= "function" then return false end
-  return (pcall(fn, "%s", M.prefix .. ": " .. tostring(msg)))
+  return (pcall(fn, "%s", M.prefix .. ": " .. M.escape(msg)))
 end
 
 function M.info(msg) return emit("log_info", msg) end

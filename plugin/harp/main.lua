@@ -86,6 +86,11 @@ local function ask(job_desc, submit_uid, part_list)
 end
 
 local function pipeline(job_desc, submit_uid, part_list, t0)
+  if apply.opted_out(job_desc.comment) then
+    strip_only(job_desc, submit_uid)
+    log.debug("opted out by --comment " .. apply.OPT_OUT .. " (" .. who(job_desc) .. ")")
+    return "opted_out"
+  end
   if not breaker:allow(t0) then
     strip_only(job_desc, submit_uid)
     return "skipped"
@@ -122,7 +127,8 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
 end
 
 -- Never throws. Returns a short status for tests and callers that care:
--- "disabled", "skipped" (breaker open), "unavailable", "error", "rewritten" or "unchanged".
+-- "disabled", "opted_out", "skipped" (breaker open), "unavailable", "error", "rewritten" or
+-- "unchanged".
 -- part_list (optional): slurm_job_submit's second argument, read for the default partition only.
 function M.submit(job_desc, submit_uid, part_list)
   if not cfg then

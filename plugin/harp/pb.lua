@@ -44,7 +44,7 @@ local DECISION = {
 
 M.SUBMIT_REQUEST_FIELDS = REQUEST
 M.TARGET = {UNSPECIFIED = 0, TIME = 1, MEMORY = 2, CPUS = 3}
-M.ACTION = {NONE = 0, ANNOTATE = 1, REWRITE = 2}
+M.ACTION = {NONE = 0, ANNOTATE = 1, REWRITE = 2, SET_TIME_MIN = 3}
 
 ---------------------------------------------------------------- encoding
 

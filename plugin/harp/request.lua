@@ -15,7 +15,11 @@ local MAX_EXACT = 9007199254740992 -- NO_VAL64 and the MEM_PER_CPU flag bit are 
 M.MAX_STRING = 256
 M.MAX_LINE = 1024
 M.MAX_LINES = 256
-M.MAX_SCAN = 1048576 -- bytes of script looked at, at most
+-- The scan and the hash run in slurmctld before the call's deadline starts: bound them so that no
+-- script costs more than a few milliseconds (a real #SBATCH header is a few hundred bytes).
+M.MAX_SCAN = 65536 -- bytes of script looked at, at most
+M.MAX_SCAN_LINES = 1024 -- lines looked at, at most (blank and comment lines included)
+M.MAX_HASHED = 2048 -- bytes of directives hashed, at most
 
 -- A count below `limit` (the field's sentinel), integral and >= `min`; anything else is "not given".
 local function count(v, limit, least)
@@ -27,10 +31,49 @@ M.count16 = function(v, least) return count(v, NO_VAL16, least) end
 M.count32 = function(v, least) return count(v, NO_VAL, least) end
 M.count64 = function(v, least) return count(v, MAX_EXACT, least) end
 
+-- Valid UTF-8 of at most `max` bytes: the string's first bytes, cut on a character boundary, each byte
+-- of an invalid sequence (a lone continuation byte, an overlong form, a surrogate, a code point past
+-- U+10FFFF, a truncated character) replaced by "?". A protobuf string must be UTF-8: one user's odd job
+-- name must not make the daemon refuse the call. Only the first `max` bytes are ever looked at.
+function M.utf8(s, max)
+  local n = #s
+  if n > max then n = max end
+  local out, k, i, last = {}, 0, 1, 1
+  while i <= n do
+    local c = byte(s, i)
+    local size, lo, hi = 0, 0x80, 0xBF
+    if c < 0x80 then size = 1
+    elseif c >= 0xC2 and c <= 0xDF then size = 2
+    elseif c >= 0xE0 and c <= 0xEF then
+      size = 3
+      if c == 0xE0 then lo = 0xA0 elseif c == 0xED then hi = 0x9F end
+    elseif c >= 0xF0 and c <= 0xF4 then
+      size = 4
+      if c == 0xF0 then lo = 0x90 elseif c == 0xF4 then hi = 0x8F end
+    end
+    local ok = size > 0 and i + size - 1 <= n
+    for j = 1, size - 1 do
+      if not ok then break end
+      local b = byte(s, i + j)
+      if j == 1 then ok = b >= lo and b <= hi else ok = b >= 0x80 and b <= 0xBF end
+    end
+    if ok then
+      i = i + size
+    else
+      if i > last then k = k + 1; out[k] = sub(s, last, i - 1) end
+      k = k + 1; out[k] = "?"
+      i = i + 1
+      last = i
+    end
+  end
+  if last == 1 and n == #s then return s end
+  if n >= last then k = k + 1; out[k] = sub(s, last, n) end
+  return concat(out)
+end
+
 local function text(v)
   if type(v) ~= "string" or v == "" then return nil end
-  if #v > M.MAX_STRING then return sub(v, 1, M.MAX_STRING) end
-  return v
+  return M.utf8(v, M.MAX_STRING)
 end
 M.text = text
 
@@ -94,13 +137,15 @@ end
 M.fnv1a64 = fnv1a64
 
 -- Hex FNV-1a 64 of the script's "#SBATCH" lines, each cut to MAX_LINE bytes then stripped of trailing
--- whitespace, at most MAX_LINES of them within the first MAX_SCAN bytes, joined by "\n".
+-- whitespace, at most MAX_LINES of them within the first MAX_SCAN bytes and MAX_SCAN_LINES lines,
+-- joined by "\n" and cut to MAX_HASHED bytes.
 -- Like sbatch, the scan stops at the first line that is neither blank nor a "#" comment, which also
 -- bounds the work on huge scripts. Only directives are hashed: the body never leaves slurmctld.
 function M.script_signature(script)
   if type(script) ~= "string" or script == "" then return nil end
-  local lines, n, pos, len = {}, 0, 1, #script
-  while pos <= len and pos <= M.MAX_SCAN do
+  local lines, n, pos, len, seen = {}, 0, 1, #script, 0
+  while pos <= len and pos <= M.MAX_SCAN and seen < M.MAX_SCAN_LINES do
+    seen = seen + 1
     local e = find(script, "\n", pos, true) or (len + 1)
     local line = sub(script, pos, min(e - 1, pos + M.MAX_LINE - 1))
     if sub(line, 1, 7) == "#SBATCH" then
@@ -113,7 +158,7 @@ function M.script_signature(script)
     pos = e + 1
   end
   if n == 0 then return nil end
-  return fnv1a64(concat(lines, "\n"))
+  return fnv1a64(sub(concat(lines, "\n"), 1, M.MAX_HASHED))
 end
 
 -- t[k] under pcall (slurmctld's records read their fields in C and may raise): nil on any error.

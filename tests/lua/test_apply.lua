@@ -109,6 +109,28 @@ T.test("cpus and per-cpu memory combine to the requested memory per node", funct
   T.eq(jd.min_mem_per_cpu, 500, "2000 MB over the 4 remaining CPUs")
 end)
 
+T.test("a CPU rewrite keeps a --mem-per-cpu job's memory", function()
+  -- -c 2 --mem-per-cpu=600: Slurm allocates 1200 MB; one CPU must bring 1200 MB per CPU, not 600.
+  local jd = T.job_desc {cpus_per_task = 2, min_cpus = 2, num_tasks = 1, min_mem_per_node = T.NIL,
+    min_mem_per_cpu = 600}
+  local plan = run(jd, decision {{target = CPUS, action = REWRITE, new_value = 1}})
+  T.eq(jd.min_cpus, 1, "cpus lowered")
+  T.eq(jd.min_mem_per_cpu, 1200, "same memory on fewer CPUs")
+  T.ok(plan.rewrote, "rewrote")
+  -- A memory decision that is not lower leaves memory as asked, on the new CPU count.
+  jd = T.job_desc {cpus_per_task = 4, min_cpus = 4, num_tasks = 1, min_mem_per_node = T.NIL,
+    min_mem_per_cpu = 1000}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 3},
+    {target = MEMORY, action = REWRITE, new_value = 5000}})
+  T.eq(jd.min_cpus, 3, "cpus")
+  T.eq(jd.min_mem_per_cpu, 1334, "4000 MB over 3 CPUs, rounded up")
+  -- Per-node memory is not touched by a CPU rewrite.
+  jd = T.job_desc {cpus_per_task = 4, min_cpus = 4, num_tasks = 1}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}})
+  T.eq(jd.min_mem_per_node, 4000, "per node kept")
+  T.eq(jd.min_mem_per_cpu, nil, "no per-CPU value invented")
+end)
+
 T.test("first decision per target wins", function()
   local jd = T.job_desc()
   run(jd, decision {{target = TIME, action = REWRITE, new_value = 90},
@@ -195,4 +217,50 @@ T.test("commit rolls back when a setter fails", function()
   T.ok(err:find("admin_comment", 1, true), err)
   T.eq(store.time_limit, 120, "time rolled back")
   T.eq(store.admin_comment, "orig", "comment intact")
+end)
+
+T.test("extend mode lowers the time limit only", function()
+  local SET_TIME_MIN = 3
+  local jd = T.job_desc()
+  local plan = run(jd, decision({
+    {target = TIME, action = REWRITE, new_value = 30},
+    {target = MEMORY, action = REWRITE, new_value = 1500},
+    {target = CPUS, action = REWRITE, new_value = 1},
+  }, {mode = "extend"}))
+  T.eq(jd.time_limit, 30, "time lowered")
+  T.eq(jd.min_mem_per_node, 4000, "memory kept: a running job cannot be given memory back")
+  T.ok(plan.rewrote, "rewrote")
+  jd = T.job_desc()
+  run(jd, decision({{target = TIME, action = SET_TIME_MIN, new_value = 30}}, {mode = "extend"}))
+  T.eq(jd.time_limit, 120, "a time_min action is not an extend action")
+  T.eq(jd.time_min, T.job_desc().time_min, "time_min untouched")
+end)
+
+T.test("time_min mode sets time_min only, and only when the user gave none", function()
+  local SET_TIME_MIN = 3
+  local jd = T.job_desc {time_min = 4294967294}
+  local plan = run(jd, decision({{target = TIME, action = SET_TIME_MIN, new_value = 30}}, {mode = "time_min"}))
+  T.eq(jd.time_min, 30, "time_min set")
+  T.eq(jd.time_limit, 120, "limit kept")
+  T.ok(plan.rewrote, "a change")
+  jd = T.job_desc {time_min = 100}
+  run(jd, decision({{target = TIME, action = SET_TIME_MIN, new_value = 30}}, {mode = "time_min"}))
+  T.eq(jd.time_min, 100, "the user's own time_min is left alone")
+  jd = T.job_desc {time_min = 4294967294}
+  run(jd, decision({{target = TIME, action = SET_TIME_MIN, new_value = 500}}, {mode = "time_min"}))
+  T.eq(jd.time_min, 4294967294, "never at or above the limit")
+  jd = T.job_desc {time_min = 4294967294}
+  run(jd, decision({{target = TIME, action = REWRITE, new_value = 30}}, {mode = "time_min"}))
+  T.eq(jd.time_limit, 120, "no limit cut in time_min mode")
+  jd = T.job_desc {time_min = 4294967294}
+  run(jd, decision({{target = TIME, action = SET_TIME_MIN, new_value = 30}}, {mode = "rewrite"}))
+  T.eq(jd.time_min, 4294967294, "no time_min action in rewrite mode")
+end)
+
+T.test("a --comment harp:off token opts the job out", function()
+  T.ok(apply.opted_out("harp:off"), "alone")
+  T.ok(apply.opted_out("my run harp:off please"), "among words")
+  T.ok(not apply.opted_out("harp:offline"), "a longer word is not the token")
+  T.ok(not apply.opted_out(nil), "no comment")
+  T.ok(not apply.opted_out(42), "not a string")
 end)

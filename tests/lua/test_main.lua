@@ -243,3 +243,29 @@ T.test("a broken or missing part_list: no partition sent, the job still served",
   sent_as(tr, no_partition, "nil part_list: no partition")
   T.eq(#T.logs.error, 0, "nothing logged as an error")
 end)
+
+T.test("an opted-out job never reaches the daemon and keeps no forged tokens", function()
+  local tr = fake(REWRITE_TIME)
+  main.configure(config(), {transport = tr})
+  local jd = T.job_desc {comment = "nightly harp:off", admin_comment = "harp:extend,t!=1,t0=9999"}
+  T.eq(main.submit(jd, 1000), "opted_out", "status")
+  T.eq(tr.calls, 0, "no call")
+  T.eq(jd.time_limit, 120, "time kept")
+  T.eq(jd.admin_comment, "", "a user's own harp token is still stripped")
+end)
+
+T.test("log lines escape control characters: a job name cannot forge lines", function()
+  local log = require "harp.log"
+  T.eq(log.escape("a\nb\rc\td\\e\1f\127"), "a\\nb\\rc\\td\\\\e\\x01f\\x7f", "escaped")
+  main.configure(config(), {transport = fake(REWRITE_TIME)})
+  local jd = T.job_desc {name = "x\nslurmctld: forged line", comment = "harp:off"}
+  main.submit(jd, 1000)
+  main.configure(config(), {transport = fake(REWRITE_TIME)})
+  main.submit(T.job_desc {name = "x\nforged"}, 1000)
+  for _, level in ipairs {"info", "error", "debug"} do
+    for _, line in ipairs(T.logs[level] or {}) do
+      T.ok(not line:find("\n"), "one line: " .. line)
+    end
+  end
+  T.ok(T.logged("info", "x\\nforged"), "the name is shown escaped")
+end)

@@ -126,14 +126,44 @@ T.test("script signature covers #SBATCH lines only", function()
   T.eq(request.fnv1a64("foobar"), "85944171f73967e8", "foobar")
 end)
 
-T.test("signature of a huge script is bounded", function()
-  local line = "#SBATCH --comment=" .. string.rep(" ", 5000) .. "x"
-  local parts = {"#!/bin/bash"}
-  for _ = 1, 2000 do parts[#parts + 1] = line end
-  local t0 = os.clock()
-  local s = request.script_signature(table.concat(parts, "\n") .. "\n" .. string.rep("y", 5000000))
-  T.ok(s, "signature")
-  T.ok(os.clock() - t0 < 0.5, "fast: " .. (os.clock() - t0))
+-- Hostile 10 MB scripts: the whole request is built within a few milliseconds whatever the script.
+local function hostile_scripts()
+  local mb10 = 10 * 1048576
+  local line = "#SBATCH --comment=" .. string.rep("z", 1000)
+  return {
+    long_directives = "#!/bin/bash\n" .. string.rep(line .. "\n", math.floor(mb10 / #line)),
+    short_directives = "#!/bin/bash\n" .. string.rep("#SBATCH -x\n", math.floor(mb10 / 10)),
+    comment_lines = "#!/bin/bash\n" .. string.rep("#\n", math.floor(mb10 / 2)),
+    blank_lines = string.rep("\n", mb10),
+    one_line = "#SBATCH " .. string.rep("w", mb10),
+  }
+end
+
+T.test("a hostile 10 MB script costs milliseconds, not seconds", function()
+  for name, script in pairs(hostile_scripts()) do
+    local t0 = os.clock()
+    local r = request.build(T.job_desc {script = script}, 1000)
+    local ms = (os.clock() - t0) * 1000
+    T.ok(ms < 20, name .. ": " .. string.format("%.1f ms", ms))
+    T.ok(r.user_name == "alice", name .. ": request built")
+  end
+end)
+
+T.test("text fields are valid UTF-8, cut on a character boundary", function()
+  local utf8 = request.utf8
+  T.eq(utf8("héllo", 100), "héllo", "valid kept")
+  T.eq(utf8("h\233llo", 100), "h?llo", "a Latin-1 byte replaced")
+  T.eq(utf8("\128abc\255", 100), "?abc?", "lone continuation and 0xFF")
+  T.eq(utf8("ab\195\169", 3), "ab?", "a two-byte character cut in the middle")
+  T.eq(utf8("ab\226\130\172", 4), "ab??", "a three-byte character cut")
+  T.eq(utf8("\192\128", 10), "??", "overlong NUL")
+  T.eq(utf8("\237\160\128", 10), "???", "a surrogate")
+  T.eq(utf8("\244\144\128\128", 10), "????", "past U+10FFFF")
+  T.eq(utf8("\240\159\152\128", 10), "\240\159\152\128", "an emoji kept")
+  local name = string.rep("é", 200) -- 400 bytes: cut to 256 on a boundary, no '?'
+  local r = request.build(T.job_desc {name = name, work_dir = "/home/\255\254x"}, 1000)
+  T.eq(r.job_name, string.rep("é", 128), "cut to whole characters")
+  T.eq(r.work_dir, "/home/??x", "invalid bytes replaced")
 end)
 
 T.test("a field that raises on access is dropped, the rest kept", function()

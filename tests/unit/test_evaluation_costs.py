@@ -175,3 +175,24 @@ def test_newly_killed_leaves_censored_jobs_out() -> None:
     figures = costs.assess(o, np.array([30.0, 59.0, 59.0, 30.0]))
     assert figures["newly_killed_pct"] == pytest.approx(25.0)  # only the job that used to finish
     assert figures["censored_lowered_pct"] == pytest.approx(50.0)  # killed earlier than before
+
+
+def test_extend_mode_kills_nothing_and_counts_the_guard_s_extensions() -> None:
+    # Requests 60 min; runs 5, 12, 30 and 70 (the last hits its own request: censored).
+    o = obs([60, 60, 60, 60], [5, 12, 30, 60], censored=[False, False, False, True])
+    limits = np.array([10.0, 10.0, 10.0, 10.0])
+    finals, counts = costs.extended(o, limits, lead_s=120.0)
+    # 10 -> 11 -> 15 (12 min run); 10 -> 11 -> 15 -> 25 -> 40 (30 min run); the censored job to 60.
+    assert finals.tolist() == [10, 15, 40, 60] and counts.tolist()[:3] == [0, 2, 4]
+    figures = costs.assess(o, limits)
+    assert figures["newly_killed_pct"] == 50.0  # in rewrite mode the 12 and 30 min jobs die at 10
+    assert figures["extend_killed_pct"] == 0.0
+    assert figures["extended_pct"] == 75.0
+    # Waste of the finished jobs: request 55 + 48 + 30 core-min; extend mode 5 + 3 + 10.
+    assert figures["extend_waste_cut_pct"] == pytest.approx(100 * (1 - 18 / 133))
+    assert figures["extensions_max"] == counts.max()
+
+
+def test_extend_figures_are_for_time_only() -> None:
+    memory = costs.assess(obs([100, 100], [50, 80], target=Target.MEMORY), np.array([60.0, 60.0]))
+    assert "extend_waste_cut_pct" not in memory

@@ -196,10 +196,10 @@ def test_garbage_and_truncated_decisions_are_errors_not_crashes() -> None:
 def _signature(script: str) -> str | None:
     """Reference of plugin/harp/request.lua script_signature (FNV-1a 64 over the #SBATCH header lines)."""
     lines: list[bytes] = []
-    data = script.encode()[: 1048576 + 1]
+    data = script.encode()[: 65536 + 1]
     pos = 0
-    for raw in data.split(b"\n"):
-        if pos >= 1048576:
+    for seen, raw in enumerate(data.split(b"\n")):
+        if pos >= 65536 or seen >= 1024:
             break
         pos += len(raw) + 1
         line = raw[:1024]
@@ -212,7 +212,7 @@ def _signature(script: str) -> str | None:
     if not lines:
         return None
     h = 0xCBF29CE484222325
-    for b in b"\n".join(lines):
+    for b in b"\n".join(lines)[:2048]:
         h = ((h ^ b) * 0x100000001B3) % 2**64
     return f"{h:016x}"
 

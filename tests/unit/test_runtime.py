@@ -134,14 +134,20 @@ def test_missing_file(copy: Path) -> None:
     ("change", "message"),
     [
         (lambda c: c.__setitem__("format", 3), "card format 3 is unknown"),
-        (lambda c: c.__setitem__("target", "power"), "unknown target"),
-        (lambda c: c.__setitem__("version", "other"), "is not the directory"),
-        (lambda c: c.__setitem__("transform", "sqrt"), "unknown transform"),
-        (lambda c: c.__setitem__("quantiles", []), "no quantiles"),
+        (lambda c: c.__setitem__("target", "power"), r"card schema: at \$\.target: 'power' is not one of"),
+        (lambda c: c.__setitem__("version", "20260101T000000Z"), "is not the directory"),
+        (lambda c: c.__setitem__("version", "../x"), r"at \$\.version: '\.\./x' does not match"),
+        (lambda c: c.__setitem__("transform", "sqrt"), r"at \$\.transform"),
+        (lambda c: c.__setitem__("quantiles", []), r"at \$\.quantiles: \[\] should be non-empty"),
         (lambda c: c["quantiles"][1].__setitem__("quantile", 0.5), "repeated quantile"),
-        (lambda c: c["quantiles"][0].__setitem__("file", "../q0.50.onnx"), "bad file name"),
-        (lambda c: c["quantiles"][0].pop("sha256"), "bad quantile entry"),
-        (lambda c: c.__setitem__("files", []), "'files' is not an object"),
+        (lambda c: c["quantiles"][0].__setitem__("file", "../q0.50.onnx"), r"at \$\.quantiles\[0\]\.file"),
+        (lambda c: c["quantiles"][0].pop("sha256"), r"'sha256' is a required property"),
+        (lambda c: c.__setitem__("files", []), r"at \$\.files: \[\] is not of type 'object'"),
+        (
+            lambda c: c["calibration"]["rungs"][0].__setitem__("risk", 1.5),
+            r"rungs\[0\]\.risk: 1\.5 is greater",
+        ),
+        (lambda c: c.__setitem__("features", "all"), r"at \$\.features"),
     ],
 )
 def test_card_problems(copy: Path, change: Callable[[dict[str, Any]], None], message: str) -> None:

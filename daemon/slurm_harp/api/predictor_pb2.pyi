@@ -19,6 +19,7 @@ class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ACTION_NONE: _ClassVar[Action]
     ACTION_ANNOTATE: _ClassVar[Action]
     ACTION_REWRITE: _ClassVar[Action]
+    ACTION_SET_TIME_MIN: _ClassVar[Action]
 
 class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -31,6 +32,8 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_NO_GAIN: _ClassVar[Reason]
     REASON_BAD_REQUEST: _ClassVar[Reason]
     REASON_MODEL_ERROR: _ClassVar[Reason]
+    REASON_GUARD_DOWN: _ClassVar[Reason]
+    REASON_OPTED_OUT: _ClassVar[Reason]
 TARGET_UNSPECIFIED: Target
 TARGET_TIME: Target
 TARGET_MEMORY: Target
@@ -38,6 +41,7 @@ TARGET_CPUS: Target
 ACTION_NONE: Action
 ACTION_ANNOTATE: Action
 ACTION_REWRITE: Action
+ACTION_SET_TIME_MIN: Action
 REASON_UNSPECIFIED: Reason
 REASON_NO_MODEL: Reason
 REASON_COLD_USER: Reason
@@ -47,6 +51,8 @@ REASON_NOT_REQUESTED: Reason
 REASON_NO_GAIN: Reason
 REASON_BAD_REQUEST: Reason
 REASON_MODEL_ERROR: Reason
+REASON_GUARD_DOWN: Reason
+REASON_OPTED_OUT: Reason
 
 class SubmitRequest(_message.Message):
     __slots__ = ("user_name", "user_id", "account", "partition", "qos", "job_name", "work_dir", "script_signature", "time_limit_minutes", "time_min_minutes", "mem_per_node_mb", "mem_per_cpu_mb", "min_cpus", "cpus_per_task", "num_tasks", "min_nodes", "gpus_per_node", "tres_per_node", "is_array", "submit_time")

@@ -40,6 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--trace", default=None, help=f"SWF/CSV/sacct file (default: bundled {BUNDLED})")
     p.add_argument("--holdout", type=float, default=0.2, help="last fraction replayed (default: %(default)s)")
     p.add_argument("--show", type=int, default=10, help="decisions printed (default: %(default)s)")
+    p.add_argument(
+        "--store",
+        default=None,
+        help="serve this model store instead of training one (e.g. models/reference, trained on the "
+        "same first 80 %% of the bundled trace)",
+    )
     p.set_defaults(func=run)
 
 
@@ -73,42 +79,38 @@ def run(args: argparse.Namespace) -> int:
         logger.setLevel(level)
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from slurm_harp.learning.trainer import TrainingError, train_target
-    from slurm_harp.model.store import ModelStore
+def split_trace(trace: Path, holdout: float) -> tuple[list[JobRecord], list[JobRecord], list[JobRecord]]:
+    """(every record in submit order, the jobs trained on, the later jobs replayed): cut before the
+    last ``holdout`` of the records; replayed jobs must carry a time limit. OSError/ValueError when
+    the trace cannot be read."""
+    records = sorted(load_records(trace), key=lambda r: r.request.submit_time or 0)
+    cut = int(len(records) * (1 - holdout))
+    return records, records[:cut], [r for r in records[cut:] if r.request.time_limit_minutes]
 
-    trace = Path(args.trace) if args.trace else Path(str(resources.files("slurm_harp") / "data" / BUNDLED))
+
+def bundled_trace() -> Path:
+    return Path(str(resources.files("slurm_harp") / "data" / BUNDLED))
+
+
+def _demo(args: argparse.Namespace) -> int:
+    trace = Path(args.trace) if args.trace else bundled_trace()
     try:
-        records = sorted(load_records(trace), key=lambda r: r.request.submit_time or 0)
+        records, past, future = split_trace(trace, args.holdout)
     except (OSError, ValueError) as exc:
         log.error("cannot read %s: %s", trace, exc)
         return 2
-    cut = int(len(records) * (1 - args.holdout))
-    past, future = records[:cut], [r for r in records[cut:] if r.request.time_limit_minutes]
     print(
         f"trace {trace.name}: {len(records)} jobs; training on the first {len(past)}, replaying {len(future)}"
     )
     with tempfile.TemporaryDirectory(prefix="harp-demo-") as tmp:
         work = Path(tmp)
-        t0 = time.monotonic()
-        try:
-            result = train_target(past, Target.TIME, source=trace.name)
-        except TrainingError as exc:
-            print(f"training failed: {exc}")
+        store = Path(args.store) if args.store else _train(past, trace, work / "store")
+        if store is None:
             return 1
-        version = ModelStore(work / "store").publish(Target.TIME, result.files, result.card)
-        rule = result.card["calibration"]
-        print(
-            f"published {len(result.card['models'])} models in {time.monotonic() - t0:.1f} s "
-            f"(chosen on validation: {result.card['selection']['chosen']}; ONNX parity "
-            f"{result.card['parity_max_abs_error']:.1e}); safety rule calibrated to "
-            f"{100 * rule['kill_budget']:.0f} % newly killed on the last 20 % of the training jobs; "
-            f"model {version}"
-        )
         settings = parse(
             {
                 "server": {"socket": str(work / "harp.sock")},
-                "store": {"path": str(work / "store")},
+                "store": {"path": str(store)},
                 "policy": {"mode": "rewrite", "floor": {"time_minutes": 1}},
             }
         )
@@ -120,6 +122,29 @@ def _demo(args: argparse.Namespace) -> int:
             daemon.stop(grace=0)
     _report(future, replies, args.show)
     return 0
+
+
+def _train(past: list[JobRecord], trace: Path, store: Path) -> Path | None:
+    """`harp train`'s method on the past jobs, published into ``store``; None when it fails."""
+    from slurm_harp.learning.trainer import TrainingError, train_target
+    from slurm_harp.model.store import ModelStore
+
+    t0 = time.monotonic()
+    try:
+        result = train_target(past, Target.TIME, source=trace.name)
+    except TrainingError as exc:
+        print(f"training failed: {exc}")
+        return None
+    version = ModelStore(store).publish(Target.TIME, result.files, result.card)
+    rule = result.card["calibration"]
+    print(
+        f"published {len(result.card['models'])} models in {time.monotonic() - t0:.1f} s "
+        f"(chosen on validation: {result.card['selection']['chosen']}; ONNX parity "
+        f"{result.card['parity_max_abs_error']:.1e}); safety rule calibrated to "
+        f"{100 * rule['kill_budget']:.0f} % newly killed on the last 20 % of the training jobs; "
+        f"model {version}"
+    )
+    return store
 
 
 def _replay(sock: Path, jobs: list[JobRecord]) -> list[pb.Decision]:

@@ -11,7 +11,8 @@ from slurm_harp.core.request import Target
 class Action(StrEnum):
     NONE = "none"
     ANNOTATE = "annotate"
-    REWRITE = "rewrite"
+    REWRITE = "rewrite"  # lower the target's limit to new_value
+    SET_TIME_MIN = "set_time_min"  # time only: set the job's time_min to new_value, keep its limit
 
 
 class Reason(StrEnum):
@@ -26,6 +27,8 @@ class Reason(StrEnum):
     NO_GAIN = "no_gain"
     BAD_REQUEST = "bad_request"
     MODEL_ERROR = "model_error"
+    GUARD_DOWN = "guard_down"  # extend/time_min asked, but `harp guard` is not running: annotated
+    OPTED_OUT = "opted_out"  # the site keeps this user or account out of harp
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +38,7 @@ class TargetDecision:
     reason: Reason = Reason.UNSPECIFIED
     predicted: float | None = None  # in the target's unit, at `quantile`
     quantile: float | None = None
-    new_value: int | None = None  # only for Action.REWRITE
+    new_value: int | None = None  # only for Action.REWRITE and Action.SET_TIME_MIN
     model_version: str = ""
     detail: str = ""
 

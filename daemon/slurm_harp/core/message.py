@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from slurm_harp.core.decision import Action, TargetDecision
 from slurm_harp.core.policy import Mode
@@ -29,13 +31,31 @@ def _describe(target: Target, value: float) -> str:
     return f"{value:g} {_UNIT[target]}"
 
 
-def user_message_for(request: JobRequest, targets: Sequence[TargetDecision]) -> str:
-    """One line for sbatch's output, only when something was rewritten."""
+def user_message_for(
+    request: JobRequest, mode: Mode, targets: Sequence[TargetDecision], *, guard_down: bool = False
+) -> str:
+    """One line for sbatch's output: what harp changed, and what happens next."""
+    time = next((t for t in targets if t.target is Target.TIME), None)
+    asked = request.requested(Target.TIME)
+    if time is not None and time.new_value is not None and asked is not None:
+        new, own = format_minutes(time.new_value), format_minutes(asked)
+        if time.action is Action.SET_TIME_MIN:
+            return (
+                f"harp: time_min set to {new}: the job may start sooner with a shorter limit, and is "
+                f"extended up to your {own} while it runs if it needs it."
+            )
+        if time.action is Action.REWRITE and mode is Mode.EXTEND:
+            return (
+                f"harp: time limit set to {new} (you asked {own}); it is extended up to {own} while "
+                "the job runs if it needs it."
+            )
+    if guard_down and time is not None and time.predicted is not None:
+        return "harp: your limits are kept as asked (harp's extension guard is not running)."
     changes = []
     for t in targets:
         if t.action is Action.REWRITE and t.new_value is not None:
-            asked = request.requested(t.target)
-            was = "" if asked is None else f" from {_describe(t.target, asked)}"
+            own_value = request.requested(t.target)
+            was = "" if own_value is None else f" from {_describe(t.target, own_value)}"
             changes.append(f"{t.target.value}{was} to {_describe(t.target, t.new_value)}")
     if not changes:
         return ""
@@ -48,18 +68,77 @@ def user_message_for(request: JobRequest, targets: Sequence[TargetDecision]) -> 
     return "harp: lowered " + ", ".join(changes) + basis + "."
 
 
-def annotation_for(mode: Mode, targets: Sequence[TargetDecision]) -> str:
-    """A compact tag without spaces, e.g. ``harp:shadow,t=45/q0.9,v=time@2026...``."""
+_FLAG = {Action.REWRITE: "!", Action.SET_TIME_MIN: "~"}
+
+
+def annotation_for(mode: Mode, targets: Sequence[TargetDecision], request: JobRequest) -> str:
+    """A compact tag without spaces, e.g. ``harp:shadow,t=45/q0.9,v=time@2026...``.
+
+    ``!`` marks a lowered limit, ``~`` a time_min set; where the guard may extend the job
+    (time_min and extend modes), ``t0=`` records the user's own time limit, so that everything
+    the guard needs is on the job itself."""
     parts = []
     for t in targets:
         if t.predicted is None or t.action is Action.NONE:
             continue
         value = t.new_value if t.new_value is not None else round(t.predicted)
-        flag = "!" if t.action is Action.REWRITE else ""
         quantile = f"/q{t.quantile:g}" if t.quantile is not None else ""
-        parts.append(f"{_KEY[t.target]}{flag}={value}{quantile}")
+        parts.append(f"{_KEY[t.target]}{_FLAG.get(t.action, '')}={value}{quantile}")
+        asked = request.requested(t.target)
+        if mode.needs_guard and t.new_value is not None and asked is not None:
+            parts.append(f"{_KEY[t.target]}0={round(asked)}")
     if not parts:
         return ""
     versions = sorted({t.model_version for t in targets if t.model_version and t.predicted is not None})
     parts.append("v=" + "+".join(v.replace(",", "_").replace(" ", "_") for v in versions))
     return TAG_PREFIX + mode.value + "," + ",".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Tag:
+    """A harp tag read back from a job's admin_comment (annotation_for's format)."""
+
+    mode: str
+    values: Mapping[str, int]  # key ("t", "m", "c") -> value written
+    flags: Mapping[str, str]  # key -> "!" (lowered), "~" (time_min set) or ""
+    own: Mapping[str, int]  # key -> the user's own value (``t0=``), where recorded
+    versions: tuple[str, ...]
+
+    @property
+    def extendable_minutes(self) -> int | None:
+        """The user's own time limit when harp shortened it or set its time_min and the guard may
+        extend the job up to it; None otherwise."""
+        if self.mode in (Mode.EXTEND.value, Mode.TIME_MIN.value) and self.flags.get("t") in ("!", "~"):
+            return self.own.get("t")
+        return None
+
+
+_ITEM = re.compile(r"^([tmc])([!~]?)=(\d+)(?:/q[0-9.e-]+)?$")
+_OWN = re.compile(r"^([tmc])0=(\d+)$")
+
+
+def parse_tag(admin_comment: str | None) -> Tag | None:
+    """The last harp tag in ``admin_comment`` (other tools append their own tokens), or None when
+    there is none or it does not parse (a malformed tag is never acted on)."""
+    if not admin_comment:
+        return None
+    tokens = [tok for tok in admin_comment.split() if tok.startswith(TAG_PREFIX)]
+    if not tokens:
+        return None
+    mode, _, rest = tokens[-1][len(TAG_PREFIX) :].partition(",")
+    if mode not in {m.value for m in Mode}:
+        return None
+    values: dict[str, int] = {}
+    flags: dict[str, str] = {}
+    own: dict[str, int] = {}
+    versions: tuple[str, ...] = ()
+    for item in rest.split(",") if rest else ():
+        if item.startswith("v="):
+            versions = tuple(v for v in item[2:].split("+") if v)
+        elif m := _ITEM.match(item):
+            values[m[1]], flags[m[1]] = int(m[3]), m[2]
+        elif m := _OWN.match(item):
+            own[m[1]] = int(m[2])
+        else:
+            return None
+    return Tag(mode=mode, values=values, flags=flags, own=own, versions=versions)

@@ -2,6 +2,16 @@
 
 Two invariants hold for every rewrite, whatever the model says: the new value is never above
 what the user asked, and never below the configured floor.
+
+Modes, from the least to the most change (docs/configuration.md):
+- off: nothing; shadow: predict and annotate only;
+- time_min: the job keeps its time limit; its time_min is set to the prediction, so Slurm's
+  backfill may start it sooner with a limit cut toward it, and `harp guard` extends it again;
+- extend: the time limit is cut to the prediction and `harp guard` extends it while the job runs,
+  never past the user's own request;
+- rewrite: every target is lowered to the prediction, and a job that needs more is killed at it.
+In time_min and extend modes only the time limit changes (memory and CPUs cannot be given back
+to a running job): the other targets are annotated. Both need a live guard (Predictor).
 """
 
 from __future__ import annotations
@@ -18,7 +28,19 @@ from slurm_harp.core.request import JobRequest, Target
 class Mode(StrEnum):
     OFF = "off"
     SHADOW = "shadow"  # predict and annotate; never change the job
+    TIME_MIN = "time_min"
+    EXTEND = "extend"
     REWRITE = "rewrite"
+
+    @property
+    def changes_limits(self) -> bool:
+        return self in (Mode.TIME_MIN, Mode.EXTEND, Mode.REWRITE)
+
+    @property
+    def needs_guard(self) -> bool:
+        """Whether jobs in this mode may run with a limit below their request, so that only
+        `harp guard` extending them keeps them from being killed before it."""
+        return self in (Mode.TIME_MIN, Mode.EXTEND)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +76,14 @@ class Policy:
     # "calibrated": a model card's calibrated rule decides when it has one (core.safety_rule);
     # "quantile": always the `quantile` model, lowered when it saves min_gain.
     limits: str = "calibrated"
+    # Users and accounts the site keeps out of harp entirely (their jobs pass unchanged).
+    opt_out_users: frozenset[str] = frozenset()
+    opt_out_accounts: frozenset[str] = frozenset()
+
+    def opted_out(self, request: JobRequest) -> bool:
+        return (request.user_name is not None and request.user_name in self.opt_out_users) or (
+            request.account is not None and request.account in self.opt_out_accounts
+        )
 
     def mode_for(self, request: JobRequest) -> Mode:
         """First matching rule wins; otherwise the default mode."""
@@ -83,6 +113,10 @@ class Policy:
             return replace(base, reason=Reason.POLICY_OFF)
         if mode is Mode.SHADOW:
             return replace(base, action=Action.ANNOTATE, reason=Reason.SHADOW)
+        if mode.needs_guard and target is not Target.TIME:
+            return replace(
+                base, action=Action.ANNOTATE, reason=Reason.SHADOW, detail=f"only the time limit in {mode}"
+            )
         asked = request.requested(target)
         if asked is None:
             # The effective limit is a partition default we cannot see: never risk raising it.
@@ -96,4 +130,13 @@ class Policy:
                 reason=Reason.NO_GAIN,
                 detail=f"proposed {proposed} vs asked {asked:g}",
             )
-        return replace(base, action=Action.REWRITE, new_value=int(min(proposed, asked)))
+        new_value = int(min(proposed, asked))
+        if mode is Mode.TIME_MIN:
+            own = request.time_min_minutes
+            if own is not None and own > 0:
+                # The user said how short a start they accept: harp does not overrule it.
+                return replace(
+                    base, action=Action.ANNOTATE, reason=Reason.NO_GAIN, detail=f"user's time_min {own}"
+                )
+            return replace(base, action=Action.SET_TIME_MIN, new_value=new_value)
+        return replace(base, action=Action.REWRITE, new_value=new_value)

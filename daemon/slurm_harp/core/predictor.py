@@ -61,6 +61,12 @@ class HistorySource(Protocol):
     def row(self, request: JobRequest, at: int) -> np.ndarray: ...
 
 
+class GuardStatus(Protocol):
+    """Whether `harp guard` is alive now (satisfied by server.guard_heartbeat.HeartbeatFile)."""
+
+    def alive(self) -> bool: ...
+
+
 TARGETS: tuple[Target, ...] = (Target.TIME, Target.MEMORY, Target.CPUS)
 
 
@@ -73,9 +79,11 @@ class Predictor:
         vectorize: Vectorizer,
         models: Mapping[Target, QuantilePredictor] | None = None,
         history: HistorySource | None = None,
+        guard: GuardStatus | None = None,
     ) -> None:
         self._vectorize = vectorize
         self._history = history
+        self._guard = guard
         # One tuple, replaced as a whole: a request never sees a new policy with old models.
         self._state: tuple[Policy, Mapping[Target, QuantilePredictor]] = (policy, dict(models or {}))
 
@@ -95,7 +103,16 @@ class Predictor:
 
     def decide(self, request: JobRequest) -> Decision:
         policy, models = self._state
+        if policy.opted_out(request):
+            return Decision(
+                targets=tuple(TargetDecision(t, Action.NONE, Reason.OPTED_OUT) for t in TARGETS),
+                mode=Mode.OFF.value,
+            )
         mode = policy.mode_for(request)
+        guard_down = mode.needs_guard and (self._guard is None or not self._guard.alive())
+        if guard_down:
+            # Without the guard a shortened job could be killed before its own limit: annotate only.
+            mode = Mode.SHADOW
         features: np.ndarray | None = None
         cold = False
         outcomes: list[TargetDecision] = []
@@ -133,12 +150,12 @@ class Predictor:
                     )
                 )
                 continue
-            if cold and policy.require_history and mode is Mode.REWRITE:
+            if cold and policy.require_history and mode.changes_limits:
                 # Nothing of this user's to go on: say what the model thinks, change nothing.
                 shadow = policy.decide(target, request, Mode.SHADOW, predicted, quantile, model.version)
                 outcomes.append(replace(shadow, reason=Reason.COLD_USER))
                 continue
-            if keep and mode is Mode.REWRITE:
+            if keep and mode.changes_limits:
                 # The calibrated rule finds the saving not worth the risk for this job.
                 outcomes.append(
                     TargetDecision(
@@ -151,12 +168,15 @@ class Predictor:
                     )
                 )
                 continue
-            outcomes.append(policy.decide(target, request, mode, predicted, quantile, model.version))
+            decided = policy.decide(target, request, mode, predicted, quantile, model.version)
+            if guard_down and target is Target.TIME:
+                decided = replace(decided, reason=Reason.GUARD_DOWN, detail="harp guard not running")
+            outcomes.append(decided)
         targets = tuple(outcomes)
         return Decision(
             targets=targets,
-            user_message=user_message_for(request, targets),
-            annotation=annotation_for(mode, targets),
+            user_message=user_message_for(request, mode, targets, guard_down=guard_down),
+            annotation=annotation_for(mode, targets, request),
             mode=mode.value,
         )
 

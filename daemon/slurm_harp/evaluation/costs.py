@@ -15,6 +15,11 @@ lowers). Then, with r the observed usage and q the request:
 - the cut without kills: the same waste cut with every newly killed job keeping its request's
   waste. The cut above counts a killed job's waste as gone (it no longer finishes), so part of
   it is bought by killing; this one is what the jobs that still finish save.
+- extend mode (time only): the same limits, but a job is extended by `harp guard`'s steps
+  (core.extension) whenever it runs within the lead of its limit, never past its request; so
+  nothing is newly killed, and what is left is the waste of the final limits and how many
+  extensions the jobs needed. (In time_min mode only the jobs a backfill starts early run with a
+  cut limit, so its extensions are at most these; `harp simulate` measures the schedule itself.)
 - re-execution (HARP's model): a killed job is re-run with double the limit until it finishes,
   the last attempt at the request (then it does what it did). A time-killed attempt costs
   cores x limit; an OOM-killed attempt costs cores x its whole run (the peak may come last:
@@ -28,6 +33,7 @@ import math
 import numpy as np
 
 from slurm_harp.core import accuracy
+from slurm_harp.core.extension import DEFAULT_LEAD_S, extensions_needed
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.observed import FLOOR, Observed
 
@@ -110,6 +116,19 @@ def reexecution(obs: Observed, effective: np.ndarray) -> tuple[float, float]:
     return base + extra, extra
 
 
+def extended(
+    obs: Observed, effective: np.ndarray, lead_s: float = DEFAULT_LEAD_S
+) -> tuple[np.ndarray, np.ndarray]:
+    """Time only: (final limit, extensions) of each job run in extend mode under ``effective``."""
+    finals = effective.copy()
+    counts = np.zeros(len(obs), dtype=np.int64)
+    for i in np.flatnonzero(effective < obs.requested):
+        counts[i], finals[i] = extensions_needed(
+            int(effective[i]), float(obs.actual[i]) * 60.0, int(obs.requested[i]), lead_s
+        )
+    return finals, counts
+
+
 def _cut(before: float, after: float) -> float:
     return 100.0 * (1.0 - after / before) if before > 0 else math.nan
 
@@ -171,7 +190,24 @@ def assess(obs: Observed, limits: np.ndarray) -> Figures:
         out["censored_lowered_pct"] = 100.0 * float(np.mean(lost & ~finished(sub))) if n else math.nan
         out["reexec_core_h"] = total
         out["reexec_extra_core_h"] = extra
+    if obs.target is Target.TIME:
+        out |= _extend_figures(sub, eff, before)
     return out
+
+
+def _extend_figures(obs: Observed, effective: np.ndarray, before: float) -> Figures:
+    """The extend mode's keys: extend_waste_cut_pct, extend_killed_pct (0 by construction: shown
+    because it is computed), extended_pct (jobs extended at least once), extensions_mean and
+    extensions_max (per extended job)."""
+    finals, counts = extended(obs, effective)
+    n, many = len(obs), counts[counts > 0]
+    return {
+        "extend_waste_cut_pct": _cut(before, waste(obs, finals)),
+        "extend_killed_pct": 100.0 * float(np.mean(newly_killed(obs, finals))) if n else math.nan,
+        "extended_pct": 100.0 * float(np.mean(counts > 0)) if n else math.nan,
+        "extensions_mean": float(np.mean(many)) if len(many) else 0.0,
+        "extensions_max": float(np.max(many)) if len(many) else 0.0,
+    }
 
 
 def waste_terms(obs: Observed, effective: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ from slurm_harp.evaluation.split import known_before
 from slurm_harp.evaluation.strategy import Split
 from slurm_harp.learning.calibration import Curve, frontier
 from slurm_harp.learning.dataset import build_dataset
-from slurm_harp.learning.family import Member
+from slurm_harp.learning.family import Member, quantile_name
 from slurm_harp.learning.fitting import (
     Fitted,
     MethodConfig,
@@ -92,14 +92,22 @@ class HarpStrategy:
             self._memo = (jobs, data.x, td, rows)
         return self._memo[1], self._memo[2], self._memo[3]
 
-    def fit(self, jobs: Sequence[JobRecord], split: Split, kill_budget: float) -> None:
+    def fit(
+        self, jobs: Sequence[JobRecord], split: Split, kill_budget: float, *, known_only: bool = False
+    ) -> None:
+        """As Strategy.fit; ``known_only``: validate only on the jobs that had ended when jobs[
+        split.validation_end] was submitted, as `harp train` on harvested jobs does (`harp evaluate`
+        reads the whole validation window: its outcomes are known when the test window opens)."""
         x, td, rows = self._features(jobs)
         train = _rows(rows, known_before(jobs, split.train_end))
         if int(td.labelled()[train].sum()) < MIN_TRAIN_JOBS:
             raise ValueError(
                 f"fewer than {MIN_TRAIN_JOBS} training jobs with an observed {self.target.value}"
             )
-        validation = _rows(rows, np.arange(split.train_end, split.validation_end))
+        window = np.arange(split.train_end, split.validation_end)
+        if known_only:
+            window = np.intersect1d(window, known_before(jobs, split.validation_end))
+        validation = _rows(rows, window)
         calibration = replace(self.config.calibration, kill_budget=kill_budget, floor=self.floor)
         self.fitted = fit_and_calibrate(
             x, td, train, validation, replace(self.config, calibration=calibration)
@@ -134,6 +142,16 @@ class HarpStrategy:
         fitted, preds, td, have = self._predictions(jobs, start)
         out = np.full(have.shape[0], np.nan)  # no rungs: NaN everywhere
         out[have] = ladder_limits(preds, td.requested, td.weight, fitted.calibration, td.group)
+        return out
+
+    def quantile_limits(self, jobs: Sequence[JobRecord], start: int, quantile: float) -> np.ndarray:
+        """The published ``quantile`` model's predictions for jobs[start:] in the target's unit,
+        capped at the request (NaN where a job has no row): what the daemon serves with
+        ``policy.limits = "quantile"``."""
+        name = quantile_name(quantile)
+        _, preds, td, have = self._predictions(jobs, start, names=(name,))
+        out = np.full(have.shape[0], np.nan)
+        out[have] = np.minimum(preds[name], td.requested)
         return out
 
     def pareto(self, jobs: Sequence[JobRecord], start: int) -> Curve:

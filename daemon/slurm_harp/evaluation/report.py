@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from slurm_harp.core.extension import DEFAULT_LEAD_S
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.costs import Figures
 from slurm_harp.evaluation.frontier import best_cut, least_lost
@@ -119,7 +120,32 @@ def table(report: TargetReport, ctx: Context) -> str:
         lines.append(f"\n{name}: not evaluated: {why}")
     if target is not Target.CPUS:
         lines += ["", KILL_FREE_NOTE]
+    if target is Target.TIME:
+        lines += _extend_table(report)
     return "\n".join([*lines, *_hindsight(report), *_ceiling(report, ctx.kill_budget), ""])
+
+
+def _extend_table(report: TargetReport) -> list[str]:
+    """The same limits in extend mode: extended by `harp guard` up to the request, never killed."""
+    lines = [
+        "",
+        f"The same limits in extend mode (extended by harp guard's steps up to the request, lead "
+        f"{DEFAULT_LEAD_S:g} s; time_min mode extends at most these):",
+        "",
+        "| strategy | waste cut % | killed before own limit % | jobs extended % "
+        "| extensions per extended job (mean / max) |",
+        "|---|---|---|---|---|",
+    ]
+    for outcome in report.outcomes:
+        f: Figures = outcome.test or {}
+        if outcome.error or "extend_waste_cut_pct" not in f:
+            continue
+        per_job = f"{_number(f.get('extensions_mean'), 2)} / {_number(f.get('extensions_max'), 0)}"
+        cells = [_number(f.get("extend_waste_cut_pct")), _number(f.get("extend_killed_pct"), 2)]
+        lines.append(
+            f"| {outcome.name} | {' | '.join(cells)} | {_number(f.get('extended_pct'))} | {per_job} |"
+        )
+    return lines
 
 
 def frontier_figures(outcome: Outcome) -> dict[str, dict[str, float | None]] | None:

@@ -9,10 +9,18 @@ table}: the model choice on validation), calibration (core.safety_rule.Calibrati
 how it was chosen: the rule the daemon applies), censoring, evaluation.
 The store fills version, created and the sha256 sums; the trainer fills the rest.
 The runtime reads formats 1 and 2 (READABLE_FORMATS) and refuses any other by name.
+card.schema.json (beside this module; models/card.schema.json links to it) is the contract's
+JSON Schema: the daemon validates every card against it before it loads a version.
 """
 
 from __future__ import annotations
 
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
 import numpy as np
 
 CARD_FORMAT = 2
@@ -60,3 +68,19 @@ def model_file_name(name: str) -> str:
 def quantile_key(quantile: float) -> str:
     """The key of a quantile in card dicts ("0.90")."""
     return quantile_file_name(quantile)[1:-5]
+
+
+@cache
+def _validator() -> jsonschema.protocols.Validator:
+    schema = json.loads(resources.files("slurm_harp.model").joinpath("card.schema.json").read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    validator: jsonschema.protocols.Validator = cls(schema)
+    return validator
+
+
+def check_schema(card: Any) -> None:
+    """ValueError naming the first place where ``card`` breaks card.schema.json (a JSON path)."""
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(card))
+    if error is not None:
+        raise ValueError(f"card schema: at {error.json_path}: {error.message[:300]}")

@@ -13,7 +13,7 @@ import onnxruntime as ort
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration
-from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, TRANSFORMS, to_unit
+from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, check_schema, to_unit
 from slurm_harp.model.store import sha256_hex
 
 
@@ -160,60 +160,31 @@ def _read_card(path: Path) -> dict[str, Any]:
 
 
 def _check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
+    """card.schema.json first (shapes, types, names, checksums' form), then what a schema cannot
+    say: the version is the directory, the features are this daemon's, names are unique."""
     if card.get("format") not in READABLE_FORMATS:
         readable = ", ".join(str(f) for f in READABLE_FORMATS)
         raise ModelError(
             f"{path}: card format {card.get('format')!r} is unknown; this daemon reads formats {readable}"
         )
     try:
-        target = Target(str(card.get("target")))
-    except ValueError:
-        raise ModelError(f"{path}: unknown target {card.get('target')!r}") from None
-    if card.get("version") != dir_name:
-        raise ModelError(f"{path}: card version {card.get('version')!r} is not the directory {dir_name!r}")
-    features = card.get("features")
-    if features != list(FEATURE_NAMES):
-        raise ModelError(f"{path}: feature mismatch: {_difference(features)}")
-    if card.get("transform") not in TRANSFORMS:
-        raise ModelError(f"{path}: unknown transform {card.get('transform')!r}")
-    quantiles = card.get("quantiles")
-    if not isinstance(quantiles, list) or not quantiles:
-        raise ModelError(f"{path}: no quantiles listed")
-    seen: set[float] = set()
-    for entry in quantiles:
-        if not isinstance(entry, dict) or not {"quantile", "file", "sha256"} <= entry.keys():
-            raise ModelError(f"{path}: bad quantile entry {entry!r}")
-        quantile = entry["quantile"]
-        if not isinstance(quantile, int | float) or not 0 < quantile < 1 or float(quantile) in seen:
-            raise ModelError(f"{path}: bad or repeated quantile {quantile!r}")
-        _check_file_entry(entry, path)
-        seen.add(float(quantile))
+        check_schema(card)
+    except ValueError as exc:
+        raise ModelError(f"{path}: {exc}") from None
+    if card["version"] != dir_name:
+        raise ModelError(f"{path}: card version {card['version']!r} is not the directory {dir_name!r}")
+    if card["features"] != list(FEATURE_NAMES):
+        raise ModelError(f"{path}: feature mismatch: {_difference(card['features'])}")
+    quantiles = [float(entry["quantile"]) for entry in card["quantiles"]]
+    if len(set(quantiles)) != len(quantiles):
+        raise ModelError(f"{path}: repeated quantile in {quantiles}")
     models = card.get("models", [])
-    if not isinstance(models, list) or (card.get("format") == 1 and models):
-        raise ModelError(f"{path}: 'models' must be a list (format 2 only)")
-    names: set[str] = set()
-    for entry in models:
-        if not isinstance(entry, dict) or not {"name", "file", "sha256"} <= entry.keys():
-            raise ModelError(f"{path}: bad model entry {entry!r}")
-        if not isinstance(entry["name"], str) or entry["name"] in names:
-            raise ModelError(f"{path}: bad or repeated model name {entry['name']!r}")
-        _check_file_entry(entry, path)
-        names.add(entry["name"])
-    files = card.get("files", {})
-    if not isinstance(files, dict) or not all(
-        isinstance(v, dict) and isinstance(v.get("sha256"), str) for v in files.values()
-    ):
-        raise ModelError(f"{path}: 'files' is not an object of {{name: {{sha256, bytes}}}}")
-    return target
-
-
-def _check_file_entry(entry: Mapping[str, Any], path: Path) -> None:
-    """A card entry's file: a plain name inside the version directory, with a sha256."""
-    name = entry["file"]
-    if not isinstance(name, str) or "/" in name or name.startswith("."):
-        raise ModelError(f"{path}: bad file name {name!r}")
-    if not isinstance(entry["sha256"], str):
-        raise ModelError(f"{path}: bad sha256 for {name!r}")
+    if card["format"] == 1 and models:
+        raise ModelError(f"{path}: 'models' is a format 2 key")
+    names = [entry["name"] for entry in models]
+    if len(set(names)) != len(names):
+        raise ModelError(f"{path}: repeated model name in {names}")
+    return Target(card["target"])
 
 
 def _calibration(

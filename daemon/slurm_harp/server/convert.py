@@ -41,6 +41,7 @@ _ACTION = {
     Action.NONE: pb.ACTION_NONE,
     Action.ANNOTATE: pb.ACTION_ANNOTATE,
     Action.REWRITE: pb.ACTION_REWRITE,
+    Action.SET_TIME_MIN: pb.ACTION_SET_TIME_MIN,
 }
 _REASON = {reason: pb.Reason.Value("REASON_" + reason.name) for reason in Reason}
 

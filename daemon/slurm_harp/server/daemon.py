@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 from concurrent import futures
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -15,18 +16,17 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, start_http_server
 
-from slurm_harp.api import predictor_pb2 as pb
-from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from slurm_harp.config import ConfigError, Settings, load
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.predictor import HistorySource, Predictor
+from slurm_harp.heartbeat import HeartbeatFile
 from slurm_harp.server.history_feed import HistoryFeed
 from slurm_harp.server.reloader import reload_models, store_fingerprint
-from slurm_harp.server.service import PredictorService
+from slurm_harp.server.service import SERVICE, PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
 
 log = logging.getLogger(__name__)
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Predictor"].full_name
+SERVICE_NAME = SERVICE
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 # How long start() waits for the job history to be seeded before serving anyway (users whose
@@ -46,7 +46,11 @@ class Daemon:
         self.registry = registry or CollectorRegistry()
         self.metrics = ServingMetrics(self.registry)
         self.history = HistoryFeed(settings.history) if settings.history.db is not None else None
-        self.predictor = Predictor(settings.policy, vectorize, history=history or self.history)
+        # Time_min and extend modes shorten jobs only while `harp guard` beats (core.predictor).
+        heartbeat = HeartbeatFile(settings.guard.heartbeat, settings.guard.stale_seconds)
+        self.predictor = Predictor(
+            settings.policy, vectorize, history=history or self.history, guard=heartbeat
+        )
         self.health = health.HealthServicer()
         self._server: grpc.Server | None = None
         self._fingerprint: tuple[str, ...] = ()
@@ -60,7 +64,7 @@ class Daemon:
             futures.ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="harp-rpc"),
             options=[("grpc.so_reuseport", 0)],
         )
-        pb_grpc.add_PredictorServicer_to_server(PredictorService(self.predictor, self.metrics), server)
+        server.add_generic_rpc_handlers((PredictorService(self.predictor, self.metrics).handler(),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (
@@ -120,15 +124,15 @@ class Daemon:
             except ConfigError as exc:
                 log.error("reload: keeping the previous configuration: %s", exc)
             else:
-                for section in ("server", "history"):
+                for section in ("server", "history", "guard"):
                     if getattr(fresh, section) != getattr(self.settings, section):
                         log.warning("reload: [%s] changes take effect only after a restart", section)
-                self.settings = Settings(
+                self.settings = replace(
+                    fresh,
                     server=self.settings.server,
-                    store=fresh.store,
-                    policy=fresh.policy,
-                    source=source,
                     history=self.settings.history,
+                    guard=self.settings.guard,
+                    source=source,
                 )
                 self.predictor.swap(policy=fresh.policy)
                 log.info("reload: configuration re-read from %s", source)

@@ -1,4 +1,11 @@
-"""The gRPC adapter: a thin servicer around the transport-neutral Predictor."""
+"""The gRPC adapter: a thin handler around the transport-neutral Predictor.
+
+Predict is registered with identity (de)serializers, so the request bytes are parsed here and not
+by grpcio: a request that does not parse (invalid UTF-8 in a string field, truncated or garbage
+bytes) is answered with a no-op Decision (reason bad_request) instead of an RPC error, which would
+trip the plugin's circuit breaker for every user's jobs; and grpcio's own deserialisation-failure
+path, which leaks memory on every failed call (grpc/grpc#36908), is never taken.
+"""
 
 from __future__ import annotations
 
@@ -6,31 +13,55 @@ import logging
 import time
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from slurm_harp.api import predictor_pb2 as pb
-from slurm_harp.api import predictor_pb2_grpc as pb_grpc
-from slurm_harp.core.predictor import Predictor
+from slurm_harp.core.decision import Action, Decision, Reason, TargetDecision
+from slurm_harp.core.predictor import TARGETS, Predictor
 from slurm_harp.server.convert import decision_to_proto, request_from_proto
 from slurm_harp.server.serving_metrics import ServingMetrics
 
 log = logging.getLogger(__name__)
 
+SERVICE = pb.DESCRIPTOR.services_by_name["Predictor"].full_name
 
-class PredictorService(pb_grpc.PredictorServicer):  # type: ignore[misc]
+
+def bad_request(detail: str) -> Decision:
+    """Leave the job alone: the request could not be read."""
+    return Decision(
+        targets=tuple(TargetDecision(t, Action.NONE, Reason.BAD_REQUEST, detail=detail) for t in TARGETS),
+        mode="off",
+    )
+
+
+class PredictorService:
     def __init__(self, predictor: Predictor, metrics: ServingMetrics) -> None:
         self._predictor = predictor
         self._metrics = metrics
 
-    def Predict(self, request: pb.SubmitRequest, context: grpc.ServicerContext) -> pb.Decision:
+    def handler(self) -> grpc.GenericRpcHandler:  # type: ignore[type-arg]
+        """The harp.v1.Predictor service, its request bytes parsed in ``predict``."""
+        method = grpc.unary_unary_rpc_method_handler(self.predict)  # identity (de)serializers
+        return grpc.method_handlers_generic_handler(SERVICE, {"Predict": method})
+
+    def predict(self, data: bytes, _context: grpc.ServicerContext) -> bytes:
         started = time.perf_counter()
         try:
-            decision = self._predictor.decide(request_from_proto(request))
-        except Exception:
-            # The plugin fails open anyway; an empty decision says "do nothing" explicitly and cheaply.
-            log.exception("Predict failed; answering with no action")
-            self._metrics.failures.inc()
-            return pb.Decision(mode="off")
+            request = request_from_proto(pb.SubmitRequest.FromString(data))
+        except (DecodeError, ValueError, TypeError) as exc:
+            # One user's odd job: answered, counted, logged (length only: the bytes are the user's).
+            self._metrics.bad_requests.inc()
+            log.warning("bad request (%d bytes) answered with no action: %.200s", len(data), exc)
+            decision = bad_request(type(exc).__name__)
+        else:
+            try:
+                decision = self._predictor.decide(request)
+            except Exception:
+                # The plugin fails open anyway; an explicit "do nothing" is cheap and clear.
+                log.exception("Predict failed; answering with no action")
+                self._metrics.failures.inc()
+                return bytes(pb.Decision(mode="off").SerializeToString())
         self._metrics.observe(decision)
-        reply = decision_to_proto(decision)
+        reply = bytes(decision_to_proto(decision).SerializeToString())
         self._metrics.latency.observe(time.perf_counter() - started)
         return reply

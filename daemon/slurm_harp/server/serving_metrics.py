@@ -24,6 +24,11 @@ class ServingMetrics:
             ["target", "action", "reason", "mode"],
             registry=registry,
         )
+        self.bad_requests = Counter(
+            "harp_bad_requests",
+            "Predict calls whose request could not be read (answered with no action).",
+            registry=registry,
+        )
         self.failures = Counter(
             "harp_predict_failures",
             "Predict calls that raised inside the daemon (answered with no action).",

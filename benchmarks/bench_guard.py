@@ -1,0 +1,126 @@
+"""Benchmark: one `harp guard` poll over many running jobs, against reading the same listing.
+
+    .venv/bin/python -m benchmarks.bench_guard [--jobs 10000] [--polls 20]
+
+Generates the `squeue -O` listing the guard reads (a third of the jobs shortened by harp in extend
+or time_min mode, a tenth of those due for an extension, the rest plain or annotated; other tools'
+text in some admin comments) and times, in one run, with scontrol faked as instant:
+- baseline: `str.split` of the same listing into fields (the floor of any reader);
+- baseline: `json.loads` of the same jobs as `squeue --json` prints them (22.05: about 2.7 KB a job),
+  the listing the guard does not use;
+- Guard.poll: parsing, tags, site bounds, the decisions and at most max_updates_per_poll updates.
+Target: one poll over 10,000 running jobs in under 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from slurm_harp.config import GuardSettings
+from slurm_harp.guard.loop import Guard
+from slurm_harp.guard.metrics import GuardMetrics
+from slurm_harp.guard.running import SQUEUE_ARGV
+from slurm_harp.guard.slurm import Completed
+
+
+def clock(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def listing(jobs: int, seed: int = 11) -> str:
+    rng = random.Random(seed)
+    lines = []
+    for i in range(jobs):
+        own = rng.choice((60, 120, 240, 720, 1440, 2880))
+        kind = rng.random()
+        if kind < 1 / 3:
+            cut = max(1, own // rng.choice((2, 4, 8)))
+            due = rng.random() < 0.1
+            used = cut * 60 - (rng.randint(0, 100) if due else rng.randint(300, cut * 60))
+            mode, flag = ("extend", "!") if rng.random() < 0.7 else ("time_min", "~")
+            comment = f"harp:{mode},t{flag}={cut}/q0.9,t0={own},m=4000,v=time@20261101T000000Z"
+            limit = cut
+        else:
+            limit, used = own, rng.randint(1, own * 60)
+            comment = "harp:shadow,t=30,v=time@x" if kind < 0.6 else "(null)"
+        if rng.random() < 0.05:
+            comment += " jobstats|efficiency=0.4 note=other tools write here"
+        nodes = f"c[{i % 500}-{i % 500 + 1}]"
+        lines.append(
+            f"{1000 + i}|{clock(limit * 60)}|{clock(max(used, 0))}|batch|normal|(null)|{nodes}|{comment}|"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def as_json(jobs: int) -> str:
+    """The same number of jobs as `squeue --json` would print them (field names of 22.05)."""
+    job = {f"field_{k}": ("x" * 40 if k % 3 else k) for k in range(60)}
+    job.update({"job_id": 1, "time_limit": 60, "start_time": 1, "admin_comment": "harp:extend,t!=1,t0=5"})
+    return json.dumps({"meta": {}, "errors": [], "jobs": [dict(job, job_id=i) for i in range(jobs)]})
+
+
+class Slurm:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.updates = 0
+
+    def __call__(self, argv: Sequence[str]) -> Completed:
+        if tuple(argv) == SQUEUE_ARGV:
+            return Completed(0, self.text, "")
+        if argv[:2] == ("scontrol", "update"):
+            self.updates += 1
+        return Completed(0, "", "")
+
+
+def timed(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--polls", type=int, default=20)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)  # "N jobs due, 200 extended" at every poll is expected here
+    text, payload = listing(args.jobs), as_json(args.jobs)
+    split = timed(lambda: [line.split("|") for line in text.split("\n")], args.polls)
+    loads = timed(lambda: json.loads(payload), args.polls)
+    with tempfile.TemporaryDirectory() as tmp:
+        slurm = Slurm(text)
+        guard = Guard(GuardSettings(heartbeat=Path(tmp) / "hb"), slurm, GuardMetrics(CollectorRegistry()))
+        report = guard.poll()  # first poll: the site bounds are read too
+        assert report is not None
+        poll = timed(lambda: guard.poll(), args.polls)
+    print(f"{args.jobs:,} running jobs: listing {len(text) / 1e6:.1f} MB (squeue -O), "
+          f"{len(payload) / 1e6:.1f} MB as squeue --json")  # fmt: skip
+    print(f"shortened by harp: {report.shortened:,}; due in a poll: {report.due:,}; "
+          f"extended per poll at most: {guard.settings.max_updates_per_poll}")  # fmt: skip
+    print(f"{'step':<44}{'median s':>10}{'x split':>9}")
+    for name, seconds in (
+        ("baseline: str.split of the listing", split),
+        ("baseline: json.loads of squeue --json", loads),
+        ("Guard.poll (parse, decide, extend)", poll),
+    ):
+        print(f"{name:<44}{seconds:>10.3f}{seconds / split:>9.1f}")
+    verdict = "met" if poll < 1.0 else "MISSED"
+    print(f"target: one poll over {args.jobs:,} jobs under 1 s: {verdict} ({poll:.3f} s)")
+
+
+if __name__ == "__main__":
+    main()

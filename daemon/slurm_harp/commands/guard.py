@@ -1,0 +1,70 @@
+"""`harp guard`: extend the running jobs harp shortened (time_min and extend modes) until SIGTERM.
+
+Run it on the controller host beside the daemon, as SlurmUser or root (raising a running job's
+limit needs an operator); deploy/systemd/slurm-harp-guard.service does. SIGHUP re-reads the
+configuration; a bad file is logged and the running one kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from types import FrameType
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from slurm_harp.commands.arguments import config_option, settings_at
+from slurm_harp.guard.loop import Guard
+from slurm_harp.guard.metrics import GuardMetrics
+from slurm_harp.guard.slurm import run_command
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("guard", help="extend the running jobs harp shortened, up to their own limits")
+    config_option(p, "TOML configuration (the [guard] section)")
+    p.add_argument("--once", action="store_true", help="one poll, then exit (0 if it listed the jobs)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_at(args.config)
+    if settings is None:
+        return 2
+    registry = CollectorRegistry()
+    guard = Guard(settings.guard, run_command, GuardMetrics(registry))
+    if args.once:
+        return 0 if guard.poll() is not None else 1
+    if settings.guard.metrics_port is not None:
+        start_http_server(settings.guard.metrics_port, addr=settings.guard.metrics_address, registry=registry)
+    wake = threading.Event()
+    flags = {"stop": False, "hup": False}
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        flags["hup" if signum == signal.SIGHUP else "stop"] = True
+        wake.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+    log.info(
+        "guarding shortened jobs: poll %g s, lead %g s, heartbeat %s",
+        settings.guard.poll_seconds, settings.guard.lead_seconds, settings.guard.heartbeat,
+    )  # fmt: skip
+    while not flags["stop"]:
+        if flags["hup"]:
+            flags["hup"] = False
+            fresh = settings_at(args.config)
+            if fresh is not None:
+                guard.configure(fresh.guard)
+                log.info("SIGHUP: configuration reloaded")
+        try:
+            guard.poll()  # the first poll catches up on every job shortened while the guard was down
+        except Exception:
+            log.exception("poll failed; retrying next period")
+        wake.wait(guard.settings.poll_seconds)
+        wake.clear()
+    log.info("stopped")
+    return 0

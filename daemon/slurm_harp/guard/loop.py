@@ -1,0 +1,179 @@
+"""One poll of `harp guard`: list the running jobs, extend each shortened one that falls due.
+
+Idempotent (every decision is computed from the jobs' current state and their harp tags, so a
+restarted guard catches up on its first poll), rate-limited (at most ``max_updates_per_poll``
+scontrol calls, the jobs closest to their limit first), and one bad job never stops a poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from slurm_harp.config import GuardSettings
+from slurm_harp.core.extension import next_limit
+from slurm_harp.guard import metrics as results
+from slurm_harp.guard.bounds import (
+    PARTITIONS_ARGV,
+    QOS_ARGV,
+    RESERVATIONS_ARGV,
+    Bounds,
+    parse_partition_max,
+    parse_qos_max,
+    parse_reservations,
+)
+from slurm_harp.guard.metrics import GuardMetrics
+from slurm_harp.guard.running import SQUEUE_ARGV, RunningJob, parse_running
+from slurm_harp.guard.slurm import Runner
+from slurm_harp.heartbeat import HeartbeatFile
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# Site bounds change rarely (a new reservation, a partition edit): read them this often.
+BOUNDS_REFRESH_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class PollReport:
+    listed: int  # running jobs seen
+    shortened: int  # of them below their user's own limit
+    due: int  # of them due for an extension now
+    outcomes: tuple[tuple[str, str], ...]  # (job id, result) per attempt
+
+
+class Guard:
+    def __init__(
+        self,
+        settings: GuardSettings,
+        runner: Runner,
+        metrics: GuardMetrics,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._run = runner
+        self.metrics = metrics
+        self._clock = clock
+        self.configure(settings)
+        self._bounds = Bounds()
+        self._bounds_at = -float("inf")
+        # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
+        # tried again only when their limit or the bounds change.
+        self._refused: dict[str, int] = {}
+
+    def configure(self, settings: GuardSettings) -> None:
+        self.settings = settings
+        self.heartbeat = HeartbeatFile(settings.heartbeat, settings.stale_seconds, self._clock)
+
+    def poll(self) -> PollReport | None:
+        """One poll; None when the running jobs could not be listed (the heartbeat is not
+        refreshed then, so the daemon stops shortening new jobs)."""
+        started = self._clock()
+        listing = self._run(SQUEUE_ARGV)
+        if listing.returncode != 0:
+            log.error("squeue failed (exit %d): %.300s", listing.returncode, listing.stderr.strip())
+            self.metrics.polls.labels("failed").inc()
+            return None
+        now = self._clock()
+        self._refresh_bounds(now)
+        jobs = list(parse_running(listing.stdout))
+        shortened = [j for j in jobs if _below_own_limit(j)]
+        listed = {j.job_id for j in jobs}
+        self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
+        due = [j for j in shortened if self._due(j) and self._refused.get(j.job_id) != j.limit_minutes]
+        due.sort(key=lambda j: (j.limit_minutes or 0) * 60.0 - j.elapsed_s)  # the closest first
+        outcomes = []
+        for job in due[: self.settings.max_updates_per_poll]:
+            try:
+                outcomes.append((job.job_id, self._extend(job, now)))
+            except Exception:  # one bad job never stops the poll
+                log.exception("job %s: extension failed", job.job_id)
+                outcomes.append((job.job_id, results.FAILED))
+                self.metrics.extensions.labels(results.FAILED).inc()
+        if len(due) > self.settings.max_updates_per_poll:
+            log.warning("%d jobs due, %d extended this poll", len(due), self.settings.max_updates_per_poll)
+        self.metrics.shortened.set(len(shortened))
+        self.metrics.polls.labels("ok").inc()
+        self.metrics.last_success.set(now)
+        self.metrics.poll_duration.observe(self._clock() - started)
+        self.heartbeat.beat()
+        return PollReport(len(jobs), len(shortened), len(due), tuple(outcomes))
+
+    def _due(self, job: RunningJob) -> bool:
+        limit = job.limit_minutes
+        return limit is not None and limit * 60.0 - job.elapsed_s <= self.settings.lead_seconds
+
+    def _extend(self, job: RunningJob, now: float) -> str:
+        own, limit = job.own_limit_minutes, job.limit_minutes
+        assert own is not None and limit is not None  # _below_own_limit
+        prediction = job.prediction_minutes or limit
+        bound, why = self._bounds.limit_for(job, now)
+        ext = next_limit(prediction, limit, own, job.elapsed_s, self.settings.lead_seconds, bound)
+        if ext is None:
+            return "none"
+        margin = limit * 60.0 - job.elapsed_s
+        if ext.new_limit <= limit:
+            log.warning(
+                "job %s: not extended past %d min (%s); it may be stopped before its own %d min",
+                job.job_id, limit, why, own,
+            )  # fmt: skip
+            self.metrics.extensions.labels(results.REFUSED_BOUND).inc()
+            self._refused[job.job_id] = limit
+            return results.REFUSED_BOUND
+        done = self._run(("scontrol", "update", f"JobId={job.job_id}", f"TimeLimit={ext.new_limit}"))
+        if done.returncode != 0:
+            message = done.stderr.strip() or done.stdout.strip()
+            result = (
+                results.GONE
+                if "already finished" in message or "Invalid job id" in message
+                else results.FAILED
+            )
+            log.log(
+                logging.INFO if result == results.GONE else logging.ERROR,
+                "job %s: scontrol refused TimeLimit=%d: %.200s", job.job_id, ext.new_limit, message,
+            )  # fmt: skip
+            self.metrics.extensions.labels(result).inc()
+            return result
+        if ext.capped_by_bound:
+            result = results.CAPPED
+        elif ext.reaches(own):
+            result = results.REACHED_REQUEST
+        else:
+            result = results.EXTENDED
+        capped = f"; capped by {why}" if ext.capped_by_bound else ""
+        log.info(
+            "job %s: time limit %d -> %d min (own %d, %.0f s were left)%s",
+            job.job_id, limit, ext.new_limit, own, margin, capped,
+        )  # fmt: skip
+        self.metrics.extensions.labels(result).inc()
+        self.metrics.margin.observe(max(margin, 0.0))
+        return result
+
+    def _refresh_bounds(self, now: float) -> None:
+        if now - self._bounds_at < BOUNDS_REFRESH_S:
+            return
+        old = self._bounds
+        self._refused.clear()  # new bounds: every refusal is worth one more look
+        self._bounds = Bounds(
+            reservations=self._read("reservations", RESERVATIONS_ARGV, parse_reservations, old.reservations),
+            partition_max_minutes=self._read(
+                "partitions", PARTITIONS_ARGV, parse_partition_max, old.partition_max_minutes
+            ),
+            qos_max_minutes=self._read("QOS", QOS_ARGV, parse_qos_max, old.qos_max_minutes),
+        )
+        self._bounds_at = now
+
+    def _read(self, what: str, argv: tuple[str, ...], parse: Callable[[str], T], last: T) -> T:
+        """``parse`` of ``argv``'s output, or ``last`` (logged) when the command fails."""
+        done = self._run(argv)
+        if done.returncode != 0:
+            log.warning("could not read %s (kept the last known): %.200s", what, done.stderr.strip())
+            return last
+        return parse(done.stdout)
+
+
+def _below_own_limit(job: RunningJob) -> bool:
+    own = job.own_limit_minutes
+    return own is not None and job.limit_minutes is not None and job.limit_minutes < own

@@ -1,0 +1,40 @@
+"""The guard's subprocess boundary: squeue, scontrol and sacctmgr (faked in unit tests).
+
+The guard runs as SlurmUser or root on the controller host, like slurmctld's own tools: raising a
+running job's limit needs an operator (an ordinary user may only lower it).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+# One slow slurmctld answer must not stall the guard past its lead time.
+COMMAND_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Runner = Callable[[Sequence[str]], Completed]
+
+
+def run_command(argv: Sequence[str]) -> Completed:
+    """The real Runner. Output is decoded leniently: one odd byte in a job's comment must not
+    stop the guard. A timeout or a missing binary comes back as a failed Completed."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, timeout=COMMAND_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return Completed(124, "", f"{argv[0]} timed out after {COMMAND_TIMEOUT_S:g} s")
+    except OSError as exc:
+        return Completed(127, "", f"{argv[0]}: {exc}")
+    return Completed(
+        done.returncode,
+        done.stdout.decode("utf-8", errors="replace"),
+        done.stderr.decode("utf-8", errors="replace"),
+    )

@@ -1,0 +1,163 @@
+"""Hostile submissions by an ordinary user, on a real cluster with our plugin and a real daemon.
+
+The plugin runs inside a wrapper that logs the time slurm_job_submit took (monotonic clock), as
+benchmarks/bench_plugin.py does. Partition debug is in rewrite mode; the daemon serves the bundled
+trace's walltime model and a CPUs model trained on jobs that used half of the CPUs they asked for.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.learning.family import FamilyConfig
+from slurm_harp.learning.fitting import MethodConfig
+from slurm_harp.learning.trainer import train_target
+from slurm_harp.model.store import ModelStore
+from tests.conftest import REPO
+from tests.e2e.cluster import SlurmCluster, StartCluster
+from tests.e2e.daemon_process import DaemonProcess
+
+DEADLINE_MS = 50
+WRAPPER = """
+local clock = require("cqueues").monotime
+dofile(debug.getinfo(1, "S").source:sub(2):match("^(.*)/") .. "/harp_entry.lua")
+local inner = slurm_job_submit
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  local t0 = clock()
+  local rc = inner(job_desc, part_list, submit_uid)
+  slurm.log_info("hostile plugin_us=%d", math.floor((clock() - t0) * 1e6 + 0.5))
+  return rc
+end
+"""
+
+
+def cpu_records(n: int = 1500) -> list[JobRecord]:
+    """Jobs asking 2 CPUs (600 MB each) that kept one busy half of the time."""
+    rng = np.random.default_rng(5)
+    out = []
+    for i in range(n):
+        run = int(rng.integers(60, 3600))
+        submit = 1_700_000_000 + 600 * i
+        request = JobRequest(
+            user_name="nobody", partition="debug", time_limit_minutes=120, min_cpus=2, cpus_per_task=2,
+            num_tasks=1, mem_per_cpu_mb=600, submit_time=submit,
+        )  # fmt: skip
+        out.append(
+            JobRecord(
+                job_id=str(i), request=request, state="COMPLETED", elapsed_s=run, start_time=submit,
+                end_time=submit + run, total_cpu_s=0.5 * run, alloc_cpus=2,
+            )
+        )  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def site(
+    start_module_cluster: StartCluster, trained_store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[SlurmCluster, Path]]:
+    work = Path(tempfile.mkdtemp(prefix="harp-hostile-"))
+    work.chmod(0o755)
+    store = work / "store"
+    shutil.copytree(trained_store, store)
+    config = MethodConfig(family=FamilyConfig(quantiles=(0.5, 0.9), compare=()))
+    cpus = train_target(cpu_records(), Target.CPUS, config)
+    ModelStore(store).publish(Target.CPUS, cpus.files, cpus.card)
+    plugin_conf = (
+        f'return {{ lib_dir = "{REPO / "plugin"}", socket = "{work / "harp.sock"}", '
+        f'deadline_ms = {DEADLINE_MS}, breaker_seconds = 30, disable_file = "{work / "harp.disable"}" }}\n'
+    )
+    cluster = start_module_cluster(
+        job_submit_lua=WRAPPER,
+        extra_conf_files={
+            "harp_plugin.lua": plugin_conf,
+            "harp_entry.lua": (REPO / "plugin" / "job_submit.lua").read_text(),
+        },
+        public=True,
+        slurm_conf_extra="SchedulerParameters=batch_sched_delay=0,max_script_size=33554432\n",
+    )
+    policy = (
+        'limits = "quantile"\n[policy.floor]\ntime_minutes = 1\n'
+        '[[policy.rule]]\npartition = "debug"\nmode = "rewrite"\n'
+    )
+    daemon = DaemonProcess(work, store, mode="shadow", extra=policy)
+    daemon.start()
+    try:
+        yield cluster, work
+    finally:
+        daemon.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def submit_as_nobody(cluster: SlurmCluster, script: bytes) -> tuple[int, str]:
+    done = subprocess.run(
+        ["runuser", "-u", "nobody", "--", "sbatch", "--parsable", "-H", "-o", "/dev/null"],
+        input=script, capture_output=True, cwd="/tmp", env=cluster.env, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.decode().strip().split(";")[0]), done.stderr.decode(errors="replace")
+
+
+def plugin_ms(cluster: SlurmCluster) -> float:
+    return int(re.findall(r"hostile plugin_us=(\d+)", cluster.slurmctld_log())[-1]) / 1e3
+
+
+def script(*directives: str, body: str = "sleep 1") -> bytes:
+    return ("#!/bin/sh\n" + "".join(f"#SBATCH {d}\n" for d in directives) + body + "\n").encode()
+
+
+def test_odd_names_are_served_and_do_not_switch_harp_off(site: tuple[SlurmCluster, Path]) -> None:
+    cluster, _ = site
+    names = [b"job-\xff\xfe-latin1-\xe9", ("é" * 150).encode(), b"ok-" + b"\xf0\x9f\x98"]
+    for name in names:
+        job, _ = submit_as_nobody(cluster, script("-t 120", "-p batch") + b"#SBATCH -J " + name + b"\n")
+        assert "harp:shadow" in cluster.scontrol_show_job(job).get("AdminComment", ""), name
+    # The breaker never opened: the next ordinary job is served too.
+    job, _ = submit_as_nobody(cluster, script("-t 120", "-p batch", "-J plain"))
+    assert "harp:shadow" in cluster.scontrol_show_job(job)["AdminComment"]
+    assert "daemon call failed" not in cluster.slurmctld_log()
+
+
+def test_a_newline_in_a_job_name_forges_no_log_line(site: tuple[SlurmCluster, Path]) -> None:
+    cluster, _ = site
+    forged = "slurmctld: error: FORGED by a job name"
+    # A name from the command line can hold a newline.
+    sbatch = ["runuser", "-u", "nobody", "--", "sbatch", "--parsable", "-H", "-o", "/dev/null"]
+    done = subprocess.run(
+        [*sbatch, f"--job-name=a\n{forged}"], input=script("-t 3-00:00:00", "-p debug"),
+        capture_output=True, cwd="/tmp", env=cluster.env, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = cluster.slurmctld_log().splitlines()
+    assert not any(line.lstrip().startswith(forged) for line in lines)
+    # The plugin logs the rewrite with the job's name, escaped, on one line.
+    assert any("a\\nslurmctld: error: FORGED" in line for line in lines)
+
+
+def test_a_10_mb_script_stays_within_the_deadline(site: tuple[SlurmCluster, Path]) -> None:
+    cluster, _ = site
+    line = "#SBATCH --comment=" + "z" * 1000 + "\n"
+    huge = script("-t 120", "-p debug") + (line * (10 * 1048576 // len(line))).encode() + b"sleep 1\n"
+    assert len(huge) >= 10 * 1000 * 1000
+    job, _ = submit_as_nobody(cluster, huge)
+    spent = plugin_ms(cluster)
+    assert spent < DEADLINE_MS + 20, f"{spent:.1f} ms in slurm_job_submit"
+    assert "harp:" in cluster.scontrol_show_job(job).get("AdminComment", "")
+
+
+def test_a_cpu_rewrite_keeps_a_mem_per_cpu_job_s_memory(site: tuple[SlurmCluster, Path]) -> None:
+    cluster, _ = site
+    job, message = submit_as_nobody(cluster, script("-t 120", "-p debug", "-c 2", "--mem-per-cpu=600"))
+    shown = cluster.scontrol_show_job(job)
+    assert shown["NumCPUs"] == "1", shown  # the CPUs model cut 2 to 1
+    assert shown["MinMemoryCPU"] == "1200M", shown  # still the 1200 MB Slurm gave 2 x 600 MB
+    assert "harp: lowered" in message and "cpus" in message

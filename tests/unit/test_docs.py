@@ -1,0 +1,152 @@
+"""The documentation stays true: its links resolve inside the repository, and the configuration
+reference lists every key with its real default."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slurm_harp.config import _SCHEMA, parse
+from slurm_harp.core.request import Target
+from tests.conftest import REPO
+
+DOC_ROOTS = ("README.md", "CHANGELOG.md", "docs", "models", "benchmarks", "experiments", "plugin", "deploy")
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\(([^)\s]+)\)")
+CODE_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def documents() -> list[Path]:
+    found: list[Path] = []
+    for root in DOC_ROOTS:
+        path = REPO / root
+        found += [path] if path.is_file() else sorted(path.rglob("*.md"))
+    return found
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text = CODE_FENCE.sub("", path.read_text())
+    return {slug(m.group(1)) for m in re.finditer(r"^#+\s+(.*)$", text, re.M)}
+
+
+def links(path: Path) -> list[str]:
+    text = CODE_FENCE.sub("", path.read_text())
+    text = re.sub(r"`[^`\n]*`", "", text)  # inline code is not a link
+    return [m.group(1) or m.group(2) for m in LINK.finditer(text)]
+
+
+@pytest.mark.parametrize("doc", documents(), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_relative_link_resolves_inside_the_repository(doc: Path) -> None:
+    for target in links(doc):
+        if re.match(r"^[a-z]+:", target):  # http(s), mailto: allowed, not fetched
+            continue
+        file_part, _, anchor = target.partition("#")
+        resolved = (doc.parent / file_part).resolve() if file_part else doc
+        assert resolved.is_relative_to(REPO), f"{doc.name}: {target} points outside the repository"
+        assert resolved.exists(), f"{doc.relative_to(REPO)}: {target} does not exist"
+        if anchor and resolved.suffix == ".md":
+            assert anchor in anchors(resolved), (
+                f"{doc.relative_to(REPO)}: no heading #{anchor} in {file_part}"
+            )
+
+
+def reference_rows(section: str) -> dict[str, list[str]]:
+    """The table under ``## section`` of docs/configuration.md: first column (unquoted) -> cells."""
+    text = (REPO / "docs" / "configuration.md").read_text()
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def schema_keys() -> set[str]:
+    """Every leaf key of the configuration schema as a dotted name (tables of keys are sections)."""
+    keys = set()
+    for section, names in _SCHEMA.items():
+        for name in names:
+            dotted = f"{section}.{name}" if section else name
+            if dotted not in _SCHEMA and section != "policy.rule":
+                keys.add(dotted)
+    return keys
+
+
+def documented_default(cell: str) -> Any:
+    cell = cell.strip("`")
+    if cell in ("unset", "none"):
+        return None
+    if cell == "[]":
+        return frozenset()
+    if cell in ("true", "false"):
+        return cell == "true"
+    if cell.startswith('"') and cell.endswith('"'):
+        return cell[1:-1]
+    try:
+        return float(cell)
+    except ValueError:
+        return cell
+
+
+def actual_defaults() -> dict[str, Any]:
+    s = parse({})
+    p = s.policy
+    values: dict[str, Any] = {
+        **{f"server.{k}": getattr(s.server, k) for k in _SCHEMA["server"]},
+        **{f"history.{k}": getattr(s.history, k) for k in _SCHEMA["history"]},
+        **{f"training.{k}": getattr(s.training, k) for k in _SCHEMA["training"]},
+        **{f"guard.{k}": getattr(s.guard, k) for k in _SCHEMA["guard"]},
+        "server.socket_mode": f"{s.server.socket_mode:04o}",
+        "store.path": s.store,
+        "policy.mode": p.default_mode.value,
+        "policy.limits": p.limits,
+        "policy.quantile": p.quantile,
+        "policy.min_gain": p.min_gain,
+        "policy.require_history": p.require_history,
+        "policy.opt_out_users": p.opt_out_users,
+        "policy.opt_out_accounts": p.opt_out_accounts,
+        "policy.floor.time_minutes": p.floors[Target.TIME],
+        "policy.floor.memory_mb": p.floors[Target.MEMORY],
+        "policy.floor.cpus": p.floors[Target.CPUS],
+        "policy.rule": None,
+    }
+    return {k: str(v) if isinstance(v, Path) else v for k, v in values.items()}
+
+
+def test_the_configuration_reference_lists_every_key_with_its_default() -> None:
+    rows = reference_rows("harp.toml")
+    documented = set(rows) - {"policy.rule"}
+    assert documented == schema_keys(), "docs/configuration.md and config._SCHEMA disagree"
+    actual = actual_defaults()
+    for key, cells in rows.items():
+        want, got = documented_default(cells[1]), actual[key]
+        if isinstance(got, bool) or got is None or isinstance(got, frozenset):
+            assert want == got, f"{key}: documented {cells[1]}, is {got!r}"
+        elif isinstance(got, int | float):
+            assert want == float(got), f"{key}: documented {cells[1]}, is {got!r}"
+        else:
+            assert want == str(got), f"{key}: documented {cells[1]}, is {got!r}"
+
+
+def test_the_plugin_reference_lists_every_key_with_its_default() -> None:
+    source = (REPO / "plugin" / "job_submit.lua").read_text()
+    block = source.split("local DEFAULTS = {", 1)[1].split("}", 1)[0]
+    defaults = dict(re.findall(r"(\w+)\s*=\s*\"?([^\",\n]+)\"?,", block))
+    rows = reference_rows("harp_plugin.lua")
+    assert {k: v[0].strip("`") for k, v in rows.items()} == defaults
+
+
+def test_the_sample_configuration_parses() -> None:
+    from slurm_harp.config import load
+
+    load(REPO / "deploy" / "config" / "harp.toml")

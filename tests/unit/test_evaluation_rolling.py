@@ -1,0 +1,83 @@
+"""Limits served along a whole trace by fits renewed as nightly retraining renews them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import pairwise
+
+import numpy as np
+
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.evaluation.ours import HarpStrategy
+from slurm_harp.evaluation.rolling import period_starts, served_limits
+from slurm_harp.learning.family import FamilyConfig
+from slurm_harp.learning.fitting import MethodConfig
+
+DAY = 86400
+FAST = MethodConfig(family=FamilyConfig(quantiles=(0.5, 0.9, 0.99), compare=()))
+
+
+def trace(n: int = 1200, seed: int = 3) -> list[JobRecord]:
+    rng = np.random.default_rng(seed)
+    jobs = []
+    for i in range(n):
+        submit = i * 3600
+        request = int(rng.choice([60, 120, 240]))
+        run = int(request * 60 * rng.uniform(0.05, 0.6))
+        jobs.append(
+            JobRecord(
+                job_id=str(i),
+                request=JobRequest(
+                    user_name=f"u{i % 7}", job_name=f"app{i % 5}", time_limit_minutes=request, min_cpus=1,
+                    submit_time=submit,
+                ),
+                state="COMPLETED",
+                elapsed_s=run,
+                start_time=submit,
+                end_time=submit + run,
+            )
+        )  # fmt: skip
+    return jobs
+
+
+def make() -> HarpStrategy:
+    return HarpStrategy(Target.TIME, config=FAST)
+
+
+def test_periods_start_after_the_training_head() -> None:
+    jobs = trace(200)
+    starts = period_starts(jobs, period_days=2, first_fraction=0.25)
+    assert starts[0] == 50 and starts[-1] == 200
+    gaps = [
+        (jobs[b].request.submit_time or 0) - (jobs[a].request.submit_time or 0)
+        for a, b in pairwise(starts[:-1])
+    ]
+    assert all(g >= 2 * DAY for g in gaps)
+
+
+def test_head_keeps_requests_and_later_limits_never_exceed_them() -> None:
+    jobs = trace()
+    served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
+    head = int(0.3 * len(jobs))
+    assert np.isnan(served.rule[:head]).all() and np.isnan(served.median[:head]).all()
+    assert served.fits == len(period_starts(jobs, 10, 0.3)) - 1
+    requested = np.array([j.request.time_limit_minutes for j in jobs], dtype=float)
+    tail = slice(head, None)
+    assert np.isfinite(served.median[tail]).all()
+    assert (served.median[tail] <= requested[tail]).all()
+    finite = np.isfinite(served.rule)
+    assert (served.rule[finite] <= requested[finite]).all()
+
+
+def test_no_limit_sees_a_job_that_ended_after_its_period_began() -> None:
+    jobs = trace()
+    first = period_starts(jobs, 10, 0.3)
+    # Change what the jobs of the last period did: earlier periods' limits must not move.
+    cut = first[-2]
+    changed = [replace(j, elapsed_s=j.elapsed_s * 3, end_time=(j.request.submit_time or 0) + j.elapsed_s * 3)
+               if i >= cut else j for i, j in enumerate(jobs)]  # fmt: skip
+    a = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
+    b = served_limits(changed, period_days=10, first_fraction=0.3, make=make)
+    np.testing.assert_array_equal(a.median[:cut], b.median[:cut])
+    np.testing.assert_array_equal(a.rule[:cut], b.rule[:cut])

@@ -1,0 +1,184 @@
+"""`harp guard` with Slurm faked at the subprocess boundary (guard.slurm.Runner)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from slurm_harp.config import GuardSettings
+from slurm_harp.guard import metrics as results
+from slurm_harp.guard.bounds import (
+    Bounds,
+    Reservation,
+    parse_partition_max,
+    parse_qos_max,
+    parse_reservations,
+)
+from slurm_harp.guard.hostlist import expand
+from slurm_harp.guard.loop import Guard
+from slurm_harp.guard.metrics import GuardMetrics
+from slurm_harp.guard.running import SQUEUE_ARGV, parse_running
+from slurm_harp.guard.slurm import Completed
+
+NOW = 1_800_000_000.0
+
+
+def line(job: str, limit: str, used: str, comment: str, partition: str = "batch", nodes: str = "c1") -> str:
+    return f"{job}|{limit}|{used}|{partition}|normal|(null)|{nodes}|{comment}|"
+
+
+class FakeSlurm:
+    """squeue answers ``listing``; scontrol update succeeds unless the job is in ``gone``."""
+
+    def __init__(self, listing: Sequence[str], gone: Sequence[str] = (), reservations: str = "") -> None:
+        self.listing = "\n".join(listing) + "\n"
+        self.gone = set(gone)
+        self.reservations = reservations or "No reservations in the system\n"
+        self.updates: list[tuple[str, int]] = []
+        self.squeue_fails = False
+
+    def __call__(self, argv: Sequence[str]) -> Completed:
+        argv = tuple(argv)
+        if argv == SQUEUE_ARGV:
+            return (
+                Completed(1, "", "slurm_load_jobs error: timeout")
+                if self.squeue_fails
+                else Completed(0, self.listing, "")
+            )
+        if argv[:2] == ("scontrol", "update"):
+            job = argv[2].removeprefix("JobId=")
+            if job in self.gone:
+                return Completed(1, "", f"Job has already finished for job {job}\n")
+            self.updates.append((job, int(argv[3].removeprefix("TimeLimit="))))
+            return Completed(0, "", "")
+        if "reservation" in argv:
+            return Completed(0, self.reservations, "")
+        if "partition" in argv:
+            return Completed(0, "PartitionName=batch MaxTime=UNLIMITED State=UP\n", "")
+        return Completed(0, "normal|\nlong|2-00:00:00\n", "")
+
+
+def make_guard(slurm: FakeSlurm, tmp_path: Path, **over: object) -> tuple[Guard, CollectorRegistry]:
+    registry = CollectorRegistry()
+    settings = GuardSettings(heartbeat=tmp_path / "guard.heartbeat", **over)  # type: ignore[arg-type]
+    return Guard(settings, slurm, GuardMetrics(registry), clock=lambda: NOW), registry
+
+
+def count(registry: CollectorRegistry, result: str) -> float:
+    return registry.get_sample_value("harp_guard_extensions_total", {"result": result}) or 0.0
+
+
+def test_squeue_lines_parse_and_bad_lines_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    text = "\n".join(
+        [
+            line("12", "10:00", "8:30", "harp:extend,t!=10,t0=600,v=x other|tool|text"),
+            line("13_4", "1-00:00:00", "1:02:03", "(null)"),
+            "garbage without fields",
+            line("x14", "1:00", "0:10", "(null)"),
+        ]
+    )
+    jobs = list(parse_running(text))
+    assert [j.job_id for j in jobs] == ["12", "13_4"]
+    assert jobs[0].limit_minutes == 10 and jobs[0].elapsed_s == 510 and jobs[0].own_limit_minutes == 600
+    assert jobs[1].limit_minutes == 1440 and jobs[1].tag is None
+    assert "skipped" in caplog.text
+
+
+def test_hostlists_expand_like_scontrol() -> None:
+    assert expand("c[1-3,5],gpu01") == {"c1", "c2", "c3", "c5", "gpu01"}
+    assert expand("n[008-010]") == {"n008", "n009", "n010"}
+    assert expand("(null)") == set()
+    with pytest.raises(ValueError):
+        expand("c[3-1]")
+
+
+def test_due_jobs_are_extended_by_steps_and_others_left_alone(tmp_path: Path) -> None:
+    slurm = FakeSlurm(
+        [
+            line("1", "10:00", "8:30", "harp:extend,t!=10,t0=600,v=x"),  # 90 s left: due
+            line("2", "10:00", "1:00", "harp:extend,t!=10,t0=600,v=x"),  # 9 min left: not yet
+            line("3", "10:00", "9:00", "harp:rewrite,t!=10,v=x"),  # rewrite: killed at its limit
+            line("4", "10:00", "9:00", "harp:shadow,t=10,v=x"),
+            line("5", "10:00", "9:00", "(null)"),
+            line("6", "10:00", "9:30", "harp:time_min,t~=5,t0=60,v=x"),  # started at a cut limit
+            line("7", "59:00", "58:00", "harp:extend,t!=10,t0=60,v=x"),  # last step: its request
+        ]
+    )
+    guard, registry = make_guard(slurm, tmp_path)
+    report = guard.poll()
+    assert report is not None and report.listed == 7 and report.shortened == 4 and report.due == 3
+    # 1: prediction 10 + 1 min leaves the lead; 6: time_min 5, 11.5 min needed -> 5 + 15.
+    assert dict(slurm.updates) == {"1": 11, "6": 20, "7": 60}
+    assert count(registry, results.EXTENDED) == 2 and count(registry, results.REACHED_REQUEST) == 1
+    assert guard.heartbeat.alive()
+    assert registry.get_sample_value("harp_guard_shortened_jobs") == 4
+
+
+def test_a_reservation_on_the_job_s_node_refuses_and_is_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    start = datetime.fromtimestamp(NOW + 60).isoformat(timespec="seconds")
+    end = datetime.fromtimestamp(NOW + 3600).isoformat(timespec="seconds")
+    reservations = f"ReservationName=maint StartTime={start} EndTime={end} Nodes=c[1-2] Flags=MAINT\n"
+    slurm = FakeSlurm(
+        [
+            line("1", "10:00", "9:00", "harp:extend,t!=10,t0=600,v=x", nodes="c1"),
+            line("2", "10:00", "9:00", "harp:extend,t!=10,t0=600,v=x", nodes="c3"),
+        ],
+        reservations=reservations,
+    )
+    guard, registry = make_guard(slurm, tmp_path)
+    guard.poll()
+    assert dict(slurm.updates) == {"2": 11}
+    assert count(registry, results.REFUSED_BOUND) == 1
+    assert "reservation maint" in caplog.text and "job 1" in caplog.text
+    caplog.clear()
+    guard.poll()  # refused once: not logged nor counted again at every poll
+    assert count(registry, results.REFUSED_BOUND) == 1 and "job 1" not in caplog.text
+
+
+def test_a_job_gone_and_a_rate_limit_do_not_stop_the_poll(tmp_path: Path) -> None:
+    due = [line(str(i), "10:00", "9:00", "harp:extend,t!=10,t0=600,v=x") for i in range(1, 6)]
+    slurm = FakeSlurm(due, gone=["1"])
+    guard, registry = make_guard(slurm, tmp_path, max_updates_per_poll=3)
+    report = guard.poll()
+    assert report is not None and len(report.outcomes) == 3
+    assert count(registry, results.GONE) == 1 and len(slurm.updates) == 2
+    # The next poll sees the extended jobs' new limits (here: they left the listing) and takes the rest.
+    done = {"1", *(job for job, _ in slurm.updates)}
+    slurm.listing = "\n".join(d for d in due if d.split("|")[0] not in done) + "\n"
+    guard.poll()
+    assert sorted(job for job, _ in slurm.updates) == ["2", "3", "4", "5"]
+
+
+def test_no_heartbeat_when_the_jobs_cannot_be_listed(tmp_path: Path) -> None:
+    slurm = FakeSlurm([])
+    slurm.squeue_fails = True
+    guard, registry = make_guard(slurm, tmp_path)
+    assert guard.poll() is None
+    assert not guard.heartbeat.alive() and guard.heartbeat.age() is None
+    assert registry.get_sample_value("harp_guard_polls_total", {"result": "failed"}) == 1
+
+
+def test_bounds_from_scontrol_and_sacctmgr() -> None:
+    text = (
+        "ReservationName=r1 StartTime=2026-01-01T10:00:00 EndTime=2026-01-01T11:00:00 Nodes=c1 Flags=MAINT\n"
+        "ReservationName=bad StartTime=never EndTime=2026-01-01T11:00:00 Nodes=c1\n"
+    )
+    (r,) = parse_reservations(text)
+    assert r.name == "r1" and r.nodes == {"c1"} and r.end - r.start == 3600
+    assert parse_partition_max("PartitionName=a MaxTime=1-00:00:00\nPartitionName=b MaxTime=UNLIMITED\n") == {
+        "a": 1440
+    }
+    assert parse_qos_max("normal|\nlong|2-00:00:00\n") == {"long": 2880}
+    job = next(parse_running(line("1", "10:00", "9:00", "harp:extend,t!=10,t0=600,v=x")))
+    bounds = Bounds(
+        reservations=(Reservation("r", NOW + 600, NOW + 900, frozenset({"c1"})),),
+        partition_max_minutes={"batch": 30},
+    )
+    assert bounds.limit_for(job, NOW) == (19, "reservation r")  # started 9 min ago; r in 10 min
+    assert Bounds(partition_max_minutes={"batch": 30}).limit_for(job, NOW) == (30, "partition batch MaxTime")

@@ -1,0 +1,112 @@
+"""The time_min and extend modes in the core: policy, predictor (guard heartbeat, opt-out), the
+user's message and the tag the guard reads back."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slurm_harp.core.decision import Action, Reason
+from slurm_harp.core.message import parse_tag
+from slurm_harp.core.policy import Mode, Policy, Rule
+from slurm_harp.core.predictor import Predictor
+from slurm_harp.core.request import JobRequest, Target
+from tests.conftest import for_target
+from tests.unit.test_predictor import FakeModel, vectorize
+
+
+class Guard:
+    def __init__(self, alive: bool) -> None:
+        self.is_alive = alive
+
+    def alive(self) -> bool:
+        return self.is_alive
+
+
+def predictor(mode: Mode, alive: bool = True, minutes: float = 40.0, **policy: object) -> Predictor:
+    models = {t: FakeModel(minutes, version=f"{t.value}@1") for t in Target}
+    return Predictor(Policy(default_mode=mode, **policy), vectorize, models, guard=Guard(alive))  # type: ignore[arg-type]
+
+
+JOB = JobRequest(user_name="alice", time_limit_minutes=600, mem_per_node_mb=64000, min_cpus=8)
+
+
+def test_extend_cuts_the_time_limit_only_and_records_the_request() -> None:
+    d = predictor(Mode.EXTEND).decide(JOB)
+    time = for_target(d, Target.TIME)
+    assert time is not None and time.action is Action.REWRITE and time.new_value == 40
+    assert [for_target(d, t).action for t in (Target.MEMORY, Target.CPUS)] == [Action.ANNOTATE] * 2  # type: ignore[union-attr]
+    assert d.mode == "extend"
+    tag = parse_tag(d.annotation)
+    assert tag is not None and tag.mode == "extend" and tag.extendable_minutes == 600
+    assert tag.values["t"] == 40 and tag.flags["t"] == "!"
+    assert "extended up to 10:00:00" in d.user_message and "00:40:00" in d.user_message
+
+
+def test_time_min_sets_time_min_and_keeps_the_limit() -> None:
+    d = predictor(Mode.TIME_MIN).decide(JOB)
+    time = for_target(d, Target.TIME)
+    assert time is not None and time.action is Action.SET_TIME_MIN and time.new_value == 40
+    tag = parse_tag(d.annotation)
+    assert tag is not None and tag.flags["t"] == "~" and tag.extendable_minutes == 600
+    assert "time_min set to 00:40:00" in d.user_message
+    # The user's own time_min is theirs: annotated only.
+    own = predictor(Mode.TIME_MIN).decide(JobRequest(time_limit_minutes=600, time_min_minutes=100))
+    assert for_target(own, Target.TIME).action is Action.ANNOTATE  # type: ignore[union-attr]
+
+
+def test_a_dead_guard_means_annotate_and_says_so() -> None:
+    for mode in (Mode.EXTEND, Mode.TIME_MIN):
+        d = predictor(mode, alive=False).decide(JOB)
+        time = for_target(d, Target.TIME)
+        assert time is not None and time.action is Action.ANNOTATE and time.reason is Reason.GUARD_DOWN
+        assert d.mode == "shadow"
+        assert "not running" in d.user_message
+        tag = parse_tag(d.annotation)
+        assert tag is not None and tag.extendable_minutes is None  # nothing for a guard to extend
+    # Without any heartbeat source at all, the same.
+    models = {Target.TIME: FakeModel(40.0)}
+    lonely = Predictor(Policy(default_mode=Mode.EXTEND), vectorize, models).decide(JOB)
+    assert for_target(lonely, Target.TIME).reason is Reason.GUARD_DOWN  # type: ignore[union-attr]
+    # Rewrite mode does not depend on the guard.
+    rewrite = predictor(Mode.REWRITE, alive=False).decide(JOB)
+    assert for_target(rewrite, Target.TIME).action is Action.REWRITE  # type: ignore[union-attr]
+
+
+def test_opted_out_users_and_accounts_are_left_alone() -> None:
+    p = predictor(Mode.EXTEND, opt_out_users=frozenset({"alice"}), opt_out_accounts=frozenset({"lab"}))
+    for job in (JOB, JobRequest(user_name="bob", account="lab", time_limit_minutes=600)):
+        d = p.decide(job)
+        assert all(t.action is Action.NONE and t.reason is Reason.OPTED_OUT for t in d.targets)
+        assert d.annotation == "" and d.user_message == "" and d.mode == "off"
+    assert p.decide(JobRequest(user_name="bob", time_limit_minutes=600)).mode == "extend"
+
+
+def test_rules_choose_the_new_modes_per_partition() -> None:
+    rules = (Rule(Mode.EXTEND, partition="short"), Rule(Mode.TIME_MIN, account="phys"))
+    p = predictor(Mode.SHADOW, rules=rules)
+    assert p.decide(JobRequest(partition="short", time_limit_minutes=600)).mode == "extend"
+    assert p.decide(JobRequest(account="phys", time_limit_minutes=600)).mode == "time_min"
+
+
+@given(asked=st.integers(1, 10**6), predicted=st.floats(0, 2e6), floor=st.floats(0, 1000))
+def test_new_modes_never_raise_nor_cut_below_the_floor(asked: int, predicted: float, floor: float) -> None:
+    policy = Policy(floors={Target.TIME: floor})
+    for mode in (Mode.EXTEND, Mode.TIME_MIN):
+        d = policy.decide(Target.TIME, JobRequest(time_limit_minutes=asked), mode, predicted, None, "v")
+        if d.new_value is not None:
+            assert d.new_value <= asked
+            assert d.new_value >= min(asked, floor)
+
+
+def test_parse_tag_reads_what_annotation_writes_and_refuses_the_rest() -> None:
+    assert parse_tag(None) is None and parse_tag("") is None and parse_tag("no tag here") is None
+    tag = parse_tag("jobstats:ok harp:extend,t!=40/q0.9,t0=600,m=900,v=time@1+memory@2 later:x")
+    assert tag is not None
+    assert tag.values == {"t": 40, "m": 900} and tag.own == {"t": 600}
+    assert tag.versions == ("time@1", "memory@2")
+    assert parse_tag("harp:bogus,t=1") is None  # unknown mode
+    assert parse_tag("harp:extend,t!=40,t0=600;rm") is None  # malformed item: never acted on
+    # A shadow tag or a rewrite (kill at the new limit) is never extendable.
+    assert parse_tag("harp:shadow,t=40,v=x").extendable_minutes is None  # type: ignore[union-attr]
+    assert parse_tag("harp:rewrite,t!=40,v=x").extendable_minutes is None  # type: ignore[union-attr]
