@@ -10,7 +10,9 @@ import sys
 
 from slurm_harp import __version__
 
-COMMANDS = ("serve", "guard", "train", "demo", "harvest", "importer", "evaluate", "models", "nightly", "simulate")
+COMMANDS = (
+    "serve", "guard", "train", "demo", "harvest", "importer", "evaluate", "models", "nightly", "simulate",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

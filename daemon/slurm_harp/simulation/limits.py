@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from slurm_harp.core.extension import STEPS_MINUTES
 from slurm_harp.simulation.workload import Workload
 
-# Tsafrir, Etsion & Feitelson (2007): offsets from the original prediction at the k-th expiry.
-TSAFRIR_STEPS = (60, 300, 900, 1800, 3600, 7200, 18000, 36000, 72000, 180000, 360000)
+# Tsafrir, Etsion & Feitelson (2007): offsets from the original prediction at the k-th expiry, in
+# seconds; the steps `harp guard` extends by (core.extension).
+TSAFRIR_STEPS = tuple(60 * minutes for minutes in STEPS_MINUTES)
 # No planned limit is shorter than this: a zero prediction would make a job look free to backfill.
 MIN_LIMIT = 1.0
 
