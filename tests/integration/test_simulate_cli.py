@@ -42,7 +42,7 @@ def test_simulate_writes_the_table_json_and_plots(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert f"{TRACE}: 3000 jobs on 100 processors, scheduler slurm" in proc.stdout
-    assert "predictions for 1000 of 3000 jobs" in proc.stdout
+    assert "ours-extend: predictions for 1000 of 3000 jobs, 1000 below the request" in proc.stdout
     assert "| slurm | ours-extend |" in proc.stdout
     assert "3000/3000 jobs" in proc.stderr
     doc = json.loads((out / f"{TRACE}-slurm.json").read_text())
@@ -58,8 +58,17 @@ def test_simulate_writes_the_table_json_and_plots(tmp_path: Path) -> None:
         assert (out / f"{TRACE}-slurm-{png}.png").stat().st_size > 5000
 
 
-def test_ours_without_predictions_says_so_and_exits_2() -> None:
-    proc = _harp(str(BUNDLED_TRACE), "--limits", "request,ours-extend")
-    assert proc.returncode == 2
-    assert "ours-extend plan with slurm-harp's predicted limits" in proc.stderr
-    assert "--predictions FILE" in proc.stderr
+def test_ours_without_predictions_fits_along_the_trace() -> None:
+    """No look-ahead: each period is served by a fit on the jobs that had ended before it."""
+    proc = _harp(str(BUNDLED_TRACE), "--max-jobs", "3000", "--limits", "request,ours-rewrite,ours-extend",
+                 "--period-days", "20", "--progress")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    fits = int(proc.stdout.split("ours: ")[1].split(" fits")[0])
+    assert fits >= 2
+    assert f"{fits}/{fits} fits" in proc.stderr
+    # The rule lowers few jobs (its limit kills); the median lowers most (the guard extends).
+    rule = proc.stdout.split("ours-rewrite: predictions for ")[1].split(" below")[0]
+    median = proc.stdout.split("ours-extend: predictions for ")[1].split(" below")[0]
+    served, lowered = int(median.split()[0]), int(median.split(", ")[1])
+    assert served >= 2000 and lowered > max(served // 2, int(rule.split(", ")[1]))
+    assert "| easy | ours-extend |" in proc.stdout

@@ -46,7 +46,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--predictions",
         type=Path,
-        help="ours-*: planned limits, JSON {job id: seconds} or CSV job_id,seconds",
+        help="ours-*: planned limits, JSON {job id: seconds} or CSV job_id,seconds (default: fitted "
+        "along the trace as nightly retraining would: the calibrated rule for rewrite, the median "
+        "model for time_min and extend)",
+    )
+    p.add_argument(
+        "--period-days",
+        type=float,
+        default=30.0,
+        help="ours-*, fitted along the trace: days between refits (default: %(default)s)",
     )
     p.add_argument(
         "--processors", type=count, help="machine size (default: the SWF header's, else the widest job)"
@@ -117,19 +125,45 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def fitted_predictions(args: argparse.Namespace, ids: set[str], show: bool) -> dict[str, dict[str, float]]:
+    """Per ours-* source, job id -> planned limit (seconds) from models fitted along the trace on the
+    jobs ended by then (evaluation.rolling): the calibrated rule for rewrite, whose limit kills; the
+    median model for time_min and extend, where the user's own limit still holds and `harp guard`
+    extends a job that reaches the prediction."""
+    from slurm_harp.accounting import load_records
+    from slurm_harp.accounting.jobstore import JobStore
+    from slurm_harp.evaluation.rolling import served_limits
+
+    if args.db:
+        with JobStore(args.source) as store:
+            records = list(store.records())
+    else:
+        records = load_records(args.source)
+    usable = [r for r in records if r.job_id in ids and r.elapsed_s > 0 and r.request.submit_time is not None]
+    usable.sort(key=lambda r: r.request.submit_time or 0)
+    progress = Progress("fitting along the trace", sys.stderr, "fits") if show else None
+    served = served_limits(usable, period_days=args.period_days, progress=progress)
+    print(f"ours: {served.fits} fits, one every {args.period_days:g} days after the first 20 % of jobs")
+    rule = {r.job_id: 60.0 * m for r, m in zip(usable, served.rule, strict=True) if not math.isnan(m)}
+    median = {r.job_id: 60.0 * m for r, m in zip(usable, served.median, strict=True) if not math.isnan(m)}
+    ours = [name for name in args.limits if name.startswith("ours-")]
+    return {name: rule if name == "ours-rewrite" else median for name in ours}
+
+
 class Progress:
     """A plain-text progress line on stderr, redrawn in place."""
 
-    def __init__(self, label: str, stream: IO[str]) -> None:
+    def __init__(self, label: str, stream: IO[str], unit: str = "jobs") -> None:
         self.label = label
         self.stream = stream
+        self.unit = unit
         self.t0 = time.monotonic()
 
     def __call__(self, done: int, total: int) -> None:
         share = done / total if total else 1.0
         bar = "#" * int(30 * share)
         elapsed = time.monotonic() - self.t0
-        self.stream.write(f"\r{self.label:<24} [{bar:<30}] {done}/{total} jobs {elapsed:5.1f}s")
+        self.stream.write(f"\r{self.label:<24} [{bar:<30}] {done}/{total} {self.unit} {elapsed:5.1f}s")
         if done >= total:
             self.stream.write("\n")
         self.stream.flush()
@@ -144,30 +178,30 @@ def run(args: argparse.Namespace) -> int:
         log.error("%s: no such file", args.source)
         return 2
     ours = [n for n in args.limits if n.startswith("ours-")]
-    if ours and args.predictions is None:
-        print(
-            f"harp simulate: {', '.join(ours)} plan with slurm-harp's predicted limits: give them with "
-            "--predictions FILE (JSON {job id: seconds} or CSV job_id,seconds)",
-            file=sys.stderr,
-        )
-        return 2
+    show = args.progress or sys.stderr.isatty()
     try:
         jobs = load_workload(args.source, args.processors, db=args.db)
-        by_id = read_predictions(args.predictions) if args.predictions else None
+        if args.max_jobs:
+            jobs = jobs.head(args.max_jobs)
+        if not ours:
+            by_mode: dict[str, dict[str, float]] = {}
+        elif args.predictions:
+            from_file = read_predictions(args.predictions)
+            by_mode = {name: from_file for name in ours}
+        else:
+            by_mode = fitted_predictions(args, set(jobs.ids), show)
     except (OSError, ValueError, sqlite3.Error) as exc:
         log.error("cannot simulate %s: %s", args.source, exc)
         return 2
-    if args.max_jobs:
-        jobs = jobs.head(args.max_jobs)
-    predictions = predictions_by_id(jobs, by_id) if by_id is not None else None
-    if predictions is not None:
-        given = sum(not math.isnan(p) for p in predictions)
-        print(f"predictions for {given} of {len(jobs)} jobs (the others planned with their request)")
+    predictions = {name: predictions_by_id(jobs, by_id) for name, by_id in by_mode.items()}
+    for name, planned in predictions.items():
+        given = sum(not math.isnan(p) for p in planned)
+        lowered = sum(p < r for p, r in zip(planned, jobs.request, strict=True) if not math.isnan(p))
+        print(f"{name}: predictions for {given} of {len(jobs)} jobs, {lowered} below the request")
     dropped = "".join(f"; {v} dropped: {k}" for k, v in jobs.dropped.items())
     print(
         f"{jobs.name}: {len(jobs)} jobs on {jobs.processors} processors, scheduler {args.scheduler}{dropped}"
     )
-    show = args.progress or sys.stderr.isatty()
     runs = []
     for name in args.limits:
         scheduler = catalog.scheduler(
@@ -177,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
             bf_window=args.bf_window * 60,
             bf_interval=args.bf_interval,
         )
-        source = catalog.limits(name, jobs, predictions)
+        source = catalog.limits(name, jobs, predictions.get(name))
         progress = Progress(f"{args.scheduler} / {name}", sys.stderr) if show else None
         result = simulate(jobs, scheduler, source, progress=progress)
         runs.append(Run(result, measure(result, args.warmup)))
