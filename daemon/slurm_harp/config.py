@@ -173,7 +173,7 @@ class _Reader:
                 return float(value)
             raise self.fail(f"{section}.{key}", f"expected {kind.__name__}, got {value!r}")
         # TOML has nan and inf; every range check below is false for nan, so refuse them here.
-        if kind is float and not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise self.fail(f"{section}.{key}", f"must be a finite number, got {value!r}")
         return value
 

@@ -117,3 +117,28 @@ def test_a_garbled_current_is_an_error_and_a_dangling_one_is_none(tmp_path: Path
         store.current_dir("time")
     (tmp_path / "time" / "CURRENT").write_text("20990101T000000.000000Z\n")
     assert store.current_dir("time") is None
+
+
+def test_links_inside_the_store_are_refused(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    store = ModelStore(root)
+    version = store.publish(Target.TIME, FILES, CARD)
+    secret = tmp_path / "secret"
+    secret.write_text(version + "\n")
+    current = root / "time" / "CURRENT"
+    current.unlink()
+    current.symlink_to(secret)
+    with pytest.raises(OSError, match="is a symbolic link"):
+        store.current_version(Target.TIME)
+    store.set_current(Target.TIME, version)  # replaces the link with a plain file
+    outside = tmp_path / "outside"
+    (root / "time" / version).rename(outside)
+    (root / "time" / version).symlink_to(outside)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        store.current_dir(Target.TIME)
+    # The store's root itself may be a link (a site keeps models on another disk).
+    alias = tmp_path / "alias"
+    alias.symlink_to(root)
+    (root / "time" / version).unlink()
+    outside.rename(root / "time" / version)
+    assert ModelStore(alias).current_dir(Target.TIME) == alias / "time" / version

@@ -8,10 +8,12 @@ os.replace only after that, so a reader never sees a half-written model.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -92,7 +94,7 @@ class ModelStore:
     def current_version(self, target: Target | str) -> str | None:
         path = self.target_dir(target) / CURRENT_FILE
         try:
-            version = path.read_text(encoding="utf-8").strip()
+            version = read_regular(path).decode("utf-8", errors="replace").strip()
         except FileNotFoundError:
             return None
         if not _VERSION.match(version):
@@ -105,6 +107,9 @@ class ModelStore:
         if version is None:
             return None
         path = self.target_dir(target) / version
+        for part in (path.parent, path):
+            if part.is_symlink():
+                raise ValueError(f"{part} is a symbolic link: the store serves only its own files")
         return path if path.is_dir() else None
 
     def versions(self, target: Target | str) -> list[str]:
@@ -150,6 +155,25 @@ def _with_sums(entries: Iterable[Mapping[str, Any]], sums: Mapping[str, str]) ->
             raise ValueError(f"card names file {entry.get('file')!r} that is not being published")
         out.append({**entry, "sha256": sums[entry["file"]]})
     return out
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of a regular file that is not a symbolic link. Whoever can write into the store
+    must not make the daemon (often more privileged) read, log or hang on a file outside it
+    (a link to a secret, a FIFO, a device). FileNotFoundError passes through; the rest is OSError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(f"{path} is a symbolic link: the store serves only its own files") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
 
 
 def _replace_file(path: Path, data: bytes) -> None:
