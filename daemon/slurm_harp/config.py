@@ -329,7 +329,7 @@ def _history(r: _Reader, hist: Mapping[str, Any]) -> HistorySettings:
     db = r.get(hist, "history", "db", str, None)
     if db is not None and not db.strip():
         raise r.fail("history.db", "must be a path (leave the key out for no history)")
-    poll = r.seconds(hist, "history", "poll_seconds", 60.0, 1.0)
+    poll = r.seconds(hist, "history", "poll_seconds", 60.0, 0.1)
     return HistorySettings(
         db=None if db is None else Path(db),
         window_days=_positive(r, "history.window_days", r.get(hist, "history", "window_days", int, 30)),

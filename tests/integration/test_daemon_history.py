@@ -205,7 +205,7 @@ def test_feed_adds_new_rows_and_rebuilds_for_old_ones(tmp_path: Path) -> None:
     [
         ({"history": {"database": "x"}}, "history.database: unknown key"),
         ({"history": {"db": ""}}, "history.db: must be a path"),
-        ({"history": {"poll_seconds": 0}}, "history.poll_seconds: must be > 0"),
+        ({"history": {"poll_seconds": 0}}, "history.poll_seconds: must be a number of seconds >= 0.1"),
         ({"history": {"window_days": 0}}, "history.window_days: must be >= 1"),
         ({"history": {"window_days": "30"}}, "history.window_days: expected int"),
         ({"policy": {"require_history": "yes"}}, "policy.require_history: expected bool"),

@@ -88,7 +88,7 @@ def test_defaults_are_safe() -> None:
         ("[policy]\nquantile = nan\n", "policy.quantile: must be a finite number"),
         ("[server]\nstore_poll_seconds = 0\n", "server.store_poll_seconds: must be a number of seconds >= 1"),
         ("[server]\ngrace_seconds = -1\n", "server.grace_seconds: must be a number of seconds >= 0"),
-        ("[history]\npoll_seconds = 0.001\n", "history.poll_seconds: must be a number of seconds >= 1"),
+        ("[history]\npoll_seconds = 0.001\n", "history.poll_seconds: must be a number of seconds >= 0.1"),
         ("[guard]\npoll_seconds = -inf\n", "guard.poll_seconds: must be a finite number"),
         ("[[policy.rule]]\nmode = 'off'\n", "policy.rule[0]: needs a partition"),
         ("[[policy.rule]]\npartition = 'x'\n", "policy.rule[0].mode: missing"),
