@@ -36,8 +36,8 @@ def test_publish_writes_a_complete_version_and_points_current_at_it(tmp_path: Pa
     assert card["files"]["q0.90.onnx"] == {"sha256": sums["q0.90.onnx"], "bytes": len(FILES["q0.90.onnx"])}
     assert store.versions(Target.TIME) == [version]
     assert [p.name for p in (tmp_path / "time").iterdir() if p.name.startswith(".")] == []
-    assert os.stat(directory).st_mode & 0o777 == 0o755  # readable by the daemon's own user
-    assert os.stat(tmp_path / "time" / "CURRENT").st_mode & 0o777 == 0o644
+    assert os.stat(directory).st_mode & 0o777 == 0o750  # the service user and its group only
+    assert os.stat(tmp_path / "time" / "CURRENT").st_mode & 0o777 == 0o640
 
 
 def test_versions_are_unique_and_ordered_and_current_can_go_back(tmp_path: Path) -> None:
