@@ -15,6 +15,7 @@ packages=(
     lua5.1 lua-socket lua-http lua-cqueues lua-cjson lua-posix lua-check
     prometheus
     python3-venv python3-dev
+    systemd
 )
 
 # slurm-wlm-emulator replaces the real slurmd/slurmctld binaries with simulator builds.
@@ -45,7 +46,7 @@ apt-get update
 apt-get install -y "${packages[@]}"
 
 # Fail here, not in the middle of the tests, if something did not land.
-for prog in slurmctld slurmd slurmdbd sacctmgr sacct sbatch scontrol sinfo munged mariadbd mariadb-install-db lua5.1 luacheck prometheus; do
+for prog in slurmctld slurmd slurmdbd sacctmgr sacct sbatch scontrol sinfo munged mariadbd mariadb-install-db lua5.1 luacheck prometheus systemd-analyze; do
     if ! PATH="$PATH:/usr/sbin:/sbin" command -v "$prog" >/dev/null; then
         echo "install-system.sh: $prog not found after install" >&2
         exit 1

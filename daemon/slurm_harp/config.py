@@ -172,6 +172,16 @@ class _Reader:
             if kind is float and isinstance(value, int) and not isinstance(value, bool):
                 return float(value)
             raise self.fail(f"{section}.{key}", f"expected {kind.__name__}, got {value!r}")
+        # TOML has nan and inf; every range check below is false for nan, so refuse them here.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(f"{section}.{key}", f"must be a finite number, got {value!r}")
+        return value
+
+    def seconds(self, data: Mapping[str, Any], section: str, key: str, default: float, least: float) -> float:
+        """A period in seconds, at least ``least`` (0 would make a poll loop spin)."""
+        value = float(self.get(data, section, key, float, default))
+        if value < least:
+            raise self.fail(f"{section}.{key}", f"must be a number of seconds >= {least:g}, got {value:g}")
         return value
 
     def mode(self, value: Any, key: str) -> Mode:
@@ -216,10 +226,10 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
         socket_group=r.get(srv, "server", "socket_group", str, None),
         tcp=tcp,
         max_workers=_positive(r, "server.max_workers", r.get(srv, "server", "max_workers", int, 8)),
-        grace_seconds=r.get(srv, "server", "grace_seconds", float, 5.0),
+        grace_seconds=r.seconds(srv, "server", "grace_seconds", 5.0, 0.0),
         metrics_address=r.get(srv, "server", "metrics_address", str, "127.0.0.1"),
         metrics_port=metrics_port,
-        store_poll_seconds=r.get(srv, "server", "store_poll_seconds", float, 30.0),
+        store_poll_seconds=r.seconds(srv, "server", "store_poll_seconds", 30.0, 1.0),
     )
     store = r.table(top.get("store", {}), "store")
     return Settings(
@@ -237,10 +247,7 @@ def _guard(r: _Reader, g: Mapping[str, Any]) -> GuardSettings:
     d = GuardSettings()
 
     def seconds(key: str, least: float) -> float:
-        value = float(r.get(g, "guard", key, float, getattr(d, key)))
-        if not (math.isfinite(value) and value >= least):
-            raise r.fail(f"guard.{key}", f"must be a number of seconds >= {least:g}, got {value}")
-        return value
+        return r.seconds(g, "guard", key, getattr(d, key), least)
 
     poll, lead = seconds("poll_seconds", 1.0), seconds("lead_seconds", 30.0)
     if lead < 2 * poll:
@@ -322,9 +329,7 @@ def _history(r: _Reader, hist: Mapping[str, Any]) -> HistorySettings:
     db = r.get(hist, "history", "db", str, None)
     if db is not None and not db.strip():
         raise r.fail("history.db", "must be a path (leave the key out for no history)")
-    poll = r.get(hist, "history", "poll_seconds", float, 60.0)
-    if not poll > 0:
-        raise r.fail("history.poll_seconds", f"must be > 0, got {poll}")
+    poll = r.seconds(hist, "history", "poll_seconds", 60.0, 0.1)
     return HistorySettings(
         db=None if db is None else Path(db),
         window_days=_positive(r, "history.window_days", r.get(hist, "history", "window_days", int, 30)),

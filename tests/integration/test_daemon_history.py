@@ -172,6 +172,26 @@ def test_store_created_after_start_is_picked_up(tmp_path: Path, store_copy: Path
         daemon.stop(grace=0)
 
 
+def test_a_replaced_store_is_reopened(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite"
+    with JobStore(path) as store:
+        store.merge(BOB, "sacct")
+    feed = HistoryFeed(HistorySettings(db=path, poll_seconds=0.1))
+    feed.start()
+    try:
+        assert feed.seeded.wait(10) and feed.index.added == len(BOB)
+        restored = tmp_path / "restored.sqlite"
+        with JobStore(restored) as store:
+            store.merge([finished("e1", "erin", NOW - 600, elapsed=60)], "sacct")
+        restored.replace(path)  # a restored backup, moved into place
+        assert wait_for(lambda: feed.index.added == 1 and feed.rebuilds == 2)
+        path.unlink()  # removed: what is known stays until a store is back
+        time.sleep(0.5)
+        assert feed.index.added == 1 and feed.rebuilds == 2
+    finally:
+        feed.stop()
+
+
 def test_feed_adds_new_rows_and_rebuilds_for_old_ones(tmp_path: Path) -> None:
     path = tmp_path / "jobs.sqlite"
     clock = [float(NOW)]
@@ -205,7 +225,7 @@ def test_feed_adds_new_rows_and_rebuilds_for_old_ones(tmp_path: Path) -> None:
     [
         ({"history": {"database": "x"}}, "history.database: unknown key"),
         ({"history": {"db": ""}}, "history.db: must be a path"),
-        ({"history": {"poll_seconds": 0}}, "history.poll_seconds: must be > 0"),
+        ({"history": {"poll_seconds": 0}}, "history.poll_seconds: must be a number of seconds >= 0.1"),
         ({"history": {"window_days": 0}}, "history.window_days: must be >= 1"),
         ({"history": {"window_days": "30"}}, "history.window_days: expected int"),
         ({"policy": {"require_history": "yes"}}, "policy.require_history: expected bool"),

@@ -120,3 +120,28 @@ def test_bad_requests_do_not_leak(daemon: DaemonProcess, raw: Raw) -> None:
         raw.predict(body)
     grown = rss_mb(daemon.proc.pid) - before
     assert grown < 20, f"RSS grew {grown:.1f} MB over 10,000 bad requests"
+
+
+ANY_TEXT = st.one_of(st.text(max_size=64), st.text(min_size=300, max_size=5000))
+ANY_U64 = st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([0, 1, 4294967294, 4294967295, 65534, 2**63]))
+ANY_U32 = st.integers(0, 2**32 - 1)
+REQUEST = st.builds(
+    pb.SubmitRequest,
+    user_name=ANY_TEXT, user_id=ANY_U32, account=ANY_TEXT, partition=ANY_TEXT, qos=ANY_TEXT,
+    job_name=ANY_TEXT, work_dir=ANY_TEXT, script_signature=ANY_TEXT, time_limit_minutes=ANY_U64,
+    time_min_minutes=ANY_U64, mem_per_node_mb=ANY_U64, mem_per_cpu_mb=ANY_U64, min_cpus=ANY_U32,
+    cpus_per_task=ANY_U32, num_tasks=ANY_U32, min_nodes=ANY_U32, gpus_per_node=ANY_U32,
+    tres_per_node=ANY_TEXT, is_array=st.booleans(), submit_time=st.integers(-(2**63), 2**63 - 1),
+)  # fmt: skip
+ASKED = {pb.TARGET_TIME: "time_limit_minutes", pb.TARGET_CPUS: "min_cpus"}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(request=REQUEST)
+def test_adversarial_requests_are_served_and_never_raise_a_limit(raw: Raw, request: pb.SubmitRequest) -> None:
+    decision = raw.predict(request.SerializeToString())  # never a grpc.RpcError
+    assert pb.REASON_BAD_REQUEST not in {t.reason for t in decision.targets}
+    for t in decision.targets:
+        if t.action == pb.ACTION_REWRITE and t.target in ASKED:
+            asked = getattr(request, ASKED[t.target])
+            assert 0 < t.new_value <= asked, (t, asked)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.walltime import train_walltime
 from slurm_harp.model.runtime import ModelError, QuantileModel
 from slurm_harp.model.store import ModelStore, sha256_hex
+from slurm_harp.server.reloader import reload_models
 
 
 def _records(n: int = 600) -> list[JobRecord]:
@@ -173,3 +175,39 @@ def test_single_quantile_serving_matches_the_full_prediction(version_dir: Path) 
     np.testing.assert_allclose(np.sort(singles, axis=0), np.stack([full[q] for q in model.quantiles]))
     with pytest.raises(KeyError):
         model.predict_quantile(x, 0.123)
+
+
+def test_a_model_file_that_is_a_link_out_of_the_store_is_refused(copy: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.onnx"
+    model = next(copy.glob("*.onnx"))
+    outside.write_bytes(model.read_bytes())  # even the very same bytes: the store holds no links
+    model.unlink()
+    model.symlink_to(outside)
+    with pytest.raises(ModelError, match="is a symbolic link"):
+        QuantileModel.load(copy)
+
+
+def test_a_fifo_as_card_is_refused_without_hanging(copy: Path) -> None:
+    (copy / "card.json").unlink()
+    os.mkfifo(copy / "card.json")
+    with pytest.raises(ModelError, match="not a regular file"):
+        QuantileModel.load(copy)
+
+
+def test_a_broken_current_version_at_start_falls_back_to_the_newest_that_loads(
+    version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = ModelStore(tmp_path / "store")
+    good = json.loads((version_dir / "card.json").read_text())
+    files = {name: (version_dir / name).read_bytes() for name in good["files"]}
+    card = {k: v for k, v in good.items() if k not in ("version", "created", "files", "target")}
+    older = store.publish(Target.TIME, files, card)
+    good_one = store.publish(Target.TIME, files, card)
+    broken = store.publish(Target.TIME, {**files, next(iter(files)): b"not onnx"}, card)
+    assert store.current_version(Target.TIME) == broken
+    result = reload_models(store.root, {}, None)
+    assert result.models[Target.TIME].version == good_one != older
+    assert any(broken in r for r in result.rejected)
+    assert "serving the older " + good_one in caplog.text
+    # Once something serves, a rejected CURRENT keeps what serves (no walk through history).
+    assert reload_models(store.root, result.models, None).models[Target.TIME].version == good_one

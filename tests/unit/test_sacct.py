@@ -3,12 +3,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TypedDict
 
 import pytest
 
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, harvest_sacct, load_records, read_sacct
 from slurm_harp.accounting.fields import parse_duration_s, parse_size_mb, parse_tres
+from slurm_harp.accounting.sacct import decode_output, run_sacct
 
 HEADER = "|".join(SACCT_FIELDS)
 
@@ -228,3 +230,30 @@ def test_load_records_reads_sacct_text_files(tmp_path: object) -> None:
     stats = ReadStats()
     assert len(load_records(path, stats)) == 7
     assert stats.bad_lines == 4
+
+
+def test_sacct_output_that_is_not_utf8_is_read_and_each_line_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One job name in Latin-1 used to stop the harvester for good (strict decoding)."""
+    latin1 = SACCT_TEXT.replace("|relax|", "|caf\u00e9|").encode("latin-1")
+    fake = tmp_path / "sacct"
+    fake.write_bytes(b"#!/bin/sh\ncat " + str(tmp_path / "out").encode() + b"\n")
+    fake.chmod(0o755)
+    (tmp_path / "out").write_bytes(latin1)
+    with caplog.at_level(logging.WARNING):
+        text = run_sacct([str(fake), "-a"])
+    out = {r.job_id: r for r in read_sacct(text.split("\n"))}
+    assert len(out) == 7
+    assert out["1001"].request.job_name == "caf\ufffd"
+    (logged,) = [r.getMessage() for r in caplog.records]
+    assert "line 2 is not UTF-8" in logged and "caf\\xe9" in logged
+    assert decode_output(b"plain\n", "sacct") == "plain\n"
+
+
+def test_a_failing_sacct_names_its_exit_code_and_stderr(tmp_path: Path) -> None:
+    fake = tmp_path / "sacct"
+    fake.write_bytes(b"#!/bin/sh\necho 'sacct: error: slurmdbd: \xff down' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(RuntimeError, match=r"exited 1: sacct: error: slurmdbd: \ufffd down"):
+        run_sacct([str(fake)])

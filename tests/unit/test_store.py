@@ -36,8 +36,8 @@ def test_publish_writes_a_complete_version_and_points_current_at_it(tmp_path: Pa
     assert card["files"]["q0.90.onnx"] == {"sha256": sums["q0.90.onnx"], "bytes": len(FILES["q0.90.onnx"])}
     assert store.versions(Target.TIME) == [version]
     assert [p.name for p in (tmp_path / "time").iterdir() if p.name.startswith(".")] == []
-    assert os.stat(directory).st_mode & 0o777 == 0o755  # readable by the daemon's own user
-    assert os.stat(tmp_path / "time" / "CURRENT").st_mode & 0o777 == 0o644
+    assert os.stat(directory).st_mode & 0o777 == 0o750  # the service user and its group only
+    assert os.stat(tmp_path / "time" / "CURRENT").st_mode & 0o777 == 0o640
 
 
 def test_versions_are_unique_and_ordered_and_current_can_go_back(tmp_path: Path) -> None:
@@ -117,3 +117,28 @@ def test_a_garbled_current_is_an_error_and_a_dangling_one_is_none(tmp_path: Path
         store.current_dir("time")
     (tmp_path / "time" / "CURRENT").write_text("20990101T000000.000000Z\n")
     assert store.current_dir("time") is None
+
+
+def test_links_inside_the_store_are_refused(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    store = ModelStore(root)
+    version = store.publish(Target.TIME, FILES, CARD)
+    secret = tmp_path / "secret"
+    secret.write_text(version + "\n")
+    current = root / "time" / "CURRENT"
+    current.unlink()
+    current.symlink_to(secret)
+    with pytest.raises(OSError, match="is a symbolic link"):
+        store.current_version(Target.TIME)
+    store.set_current(Target.TIME, version)  # replaces the link with a plain file
+    outside = tmp_path / "outside"
+    (root / "time" / version).rename(outside)
+    (root / "time" / version).symlink_to(outside)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        store.current_dir(Target.TIME)
+    # The store's root itself may be a link (a site keeps models on another disk).
+    alias = tmp_path / "alias"
+    alias.symlink_to(root)
+    (root / "time" / version).unlink()
+    outside.rename(root / "time" / version)
+    assert ModelStore(alias).current_dir(Target.TIME) == alias / "time" / version

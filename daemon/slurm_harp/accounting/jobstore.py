@@ -27,6 +27,7 @@ from typing import Any
 
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
+from slurm_harp.state_dir import create_file
 
 SCHEMA_VERSION = 1
 _SQL_TYPES: dict[type, str] = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
@@ -83,7 +84,9 @@ class JobStore:
             uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro"
             self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Made here, not by SQLite, for its mode and owner; SQLite gives the -wal and -shm files
+            # beside it the same mode, and run as root, the same owner.
+            create_file(self.path)
             # Autocommit mode: every transaction below is an explicit BEGIN IMMEDIATE ... COMMIT.
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         try:

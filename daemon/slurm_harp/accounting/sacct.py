@@ -67,6 +67,7 @@ SACCT_FIELDS: tuple[str, ...] = (
 SacctRunner = Callable[[Sequence[str]], str]
 # A whole harvest window of a large site takes a while; a hung slurmdbd must not hang the timer.
 SACCT_TIMEOUT_S = 600.0
+_LOUD_UNDECODABLE = 20  # lines logged as warnings; the rest at DEBUG
 
 # `--state` for finished jobs (the states a record counts as finished). With states given, sacct
 # selects terminal jobs by End in [-S, -E] (slurmdbd's time_end BETWEEN), which is what a harvest
@@ -103,11 +104,31 @@ def sacct_argv(
 
 def run_sacct(argv: Sequence[str]) -> str:
     """The real SacctRunner: run sacct (SLURM_CONF and the rest of the environment are inherited)
-    and return its stdout; RuntimeError names the exit code and stderr."""
-    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=SACCT_TIMEOUT_S, check=False)
+    and return its stdout, decoded leniently; RuntimeError names the exit code and stderr."""
+    done = subprocess.run(list(argv), capture_output=True, timeout=SACCT_TIMEOUT_S, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"{argv[0]} exited {done.returncode}: {done.stderr.strip()[:500]}")
-    return done.stdout
+        stderr = done.stderr.decode("utf-8", errors="replace").strip()
+        raise RuntimeError(f"{argv[0]} exited {done.returncode}: {stderr[:500]}")
+    return decode_output(done.stdout, argv[0])
+
+
+def decode_output(data: bytes, source: str) -> str:
+    """UTF-8 text of a tool's output. A job name or work dir that is not UTF-8 must not stop a
+    harvest: such bytes become U+FFFD, and each line holding them is logged (the first few loudly)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    bad = 0
+    for lineno, line in enumerate(data.split(b"\n"), 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad += 1
+            level = logging.WARNING if bad <= _LOUD_UNDECODABLE else logging.DEBUG
+            log.log(level, "%s output line %d is not UTF-8 (%s), read with U+FFFD: %r",
+                    source, lineno, exc.reason, line[:200])  # fmt: skip
+    return data.decode("utf-8", errors="replace")
 
 
 def harvest_sacct(

@@ -6,12 +6,16 @@ import argparse
 import logging
 import signal
 import threading
+import time
 from types import FrameType
 
 from slurm_harp.commands.arguments import config_option, settings_at
-from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.daemon import Daemon, DaemonError
 
 log = logging.getLogger(__name__)
+# How often the loop checks that the socket is still there: a removed socket fails every
+# submission open until it is bound again.
+SOCKET_CHECK_S = 5.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -39,9 +43,15 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     signal.signal(signal.SIGHUP, on_hup)
-    daemon.start()
+    try:
+        daemon.start()
+    except DaemonError as exc:
+        log.error("not starting: %s", exc)
+        daemon.stop(0)
+        return 1
+    polled = time.monotonic()
     while True:
-        stop.wait(settings.server.store_poll_seconds)
+        stop.wait(min(settings.server.store_poll_seconds, SOCKET_CHECK_S))
         if hup.is_set():
             hup.clear()
             stop.clear()
@@ -50,7 +60,10 @@ def run(args: argparse.Namespace) -> int:
             continue
         if stop.is_set():
             break
-        daemon.poll_store()
+        daemon.check_socket()
+        if time.monotonic() - polled >= settings.server.store_poll_seconds:
+            polled = time.monotonic()
+            daemon.poll_store()
     daemon.stop()
     log.info("stopped")
     return 0

@@ -14,7 +14,7 @@ from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration
 from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, check_schema, to_unit
-from slurm_harp.model.store import sha256_hex
+from slurm_harp.model.store import read_regular, sha256_hex
 
 
 class ModelError(Exception):
@@ -144,7 +144,7 @@ class QuantileModel:
 
 def _read(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        return read_regular(path)
     except OSError as exc:
         raise ModelError(f"{path}: cannot read: {exc}") from exc
 

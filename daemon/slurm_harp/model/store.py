@@ -8,10 +8,12 @@ os.replace only after that, so a reader never sees a half-written model.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -20,10 +22,9 @@ from typing import Any
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE
+from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, make_dirs
 
 CURRENT_FILE = "CURRENT"
-_DIR_MODE = 0o755
-_FILE_MODE = 0o644
 _VERSION = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -48,13 +49,14 @@ class ModelStore:
     ) -> str:
         """Write a new version (files + card.json) and, by default, point CURRENT at it."""
         target_dir = self.target_dir(target)
-        target_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(target_dir)
         for name in files:
             if not _FILE_NAME.match(name) or name in (CARD_FILE, CURRENT_FILE):
                 raise ValueError(f"bad model file name {name!r}")
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target_dir))
         try:
-            os.chmod(tmp, _DIR_MODE)  # mkdtemp makes 0700; the daemon may run as another user
+            os.chmod(tmp, DIR_MODE)  # mkdtemp makes 0700; the daemon runs as the group's member
+            adopt(tmp)
             version = self._new_version(target_dir)
             full_card = _complete_card(card, Target(target).value, version, files)
             for name, data in files.items():
@@ -92,7 +94,7 @@ class ModelStore:
     def current_version(self, target: Target | str) -> str | None:
         path = self.target_dir(target) / CURRENT_FILE
         try:
-            version = path.read_text(encoding="utf-8").strip()
+            version = read_regular(path).decode("utf-8", errors="replace").strip()
         except FileNotFoundError:
             return None
         if not _VERSION.match(version):
@@ -105,6 +107,9 @@ class ModelStore:
         if version is None:
             return None
         path = self.target_dir(target) / version
+        for part in (path.parent, path):
+            if part.is_symlink():
+                raise ValueError(f"{part} is a symbolic link: the store serves only its own files")
         return path if path.is_dir() else None
 
     def versions(self, target: Target | str) -> list[str]:
@@ -152,16 +157,36 @@ def _with_sums(entries: Iterable[Mapping[str, Any]], sums: Mapping[str, str]) ->
     return out
 
 
+def read_regular(path: Path) -> bytes:
+    """The bytes of a regular file that is not a symbolic link. Whoever can write into the store
+    must not make the daemon (often more privileged) read, log or hang on a file outside it
+    (a link to a secret, a FIFO, a device). FileNotFoundError passes through; the rest is OSError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(f"{path} is a symbolic link: the store serves only its own files") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
+
+
 def _replace_file(path: Path, data: bytes) -> None:
     """Write ``data`` to a hidden temp file beside ``path``, fsync it, rename it over ``path``:
     readers see the old content or the new, never a part."""
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
     try:
-        os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; the daemon may run as another user
+        os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; the daemon runs as the group's member
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        adopt(Path(tmp_name))
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
@@ -170,10 +195,13 @@ def _replace_file(path: Path, data: bytes) -> None:
 
 
 def _write_synced(path: Path, data: bytes) -> None:
-    with path.open("wb") as handle:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    with os.fdopen(fd, "wb") as handle:
+        os.fchmod(fd, FILE_MODE)
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
+    adopt(path)
 
 
 def _fsync_dir(path: Path) -> None:

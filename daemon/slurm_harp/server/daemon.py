@@ -6,6 +6,8 @@ import contextlib
 import grp
 import logging
 import os
+import socket
+import stat
 import threading
 from concurrent import futures
 from dataclasses import replace
@@ -34,6 +36,35 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 HISTORY_SEED_WAIT_S = 60.0
 
 
+class DaemonError(RuntimeError):
+    """The daemon cannot start as configured; the message names the problem."""
+
+
+def claim_socket(sock: Path) -> None:
+    """Remove a stale socket left by a crashed run; refuse one that a live daemon answers on (a
+    second `harp serve` must not take over the first one's clients) and anything not a socket."""
+    try:
+        st = sock.lstat()
+    except FileNotFoundError:
+        return
+    if not (stat.S_ISSOCK(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        raise DaemonError(f"{sock} exists and is not a socket; not removing it")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(sock))
+    except (ConnectionRefusedError, FileNotFoundError):
+        sock.unlink()  # nobody listens: a crashed run's socket, or a dangling link
+        return
+    except OSError as exc:
+        raise DaemonError(
+            f"{sock}: cannot tell whether a daemon serves on it ({exc}); not removing it"
+        ) from None
+    finally:
+        probe.close()
+    raise DaemonError(f"another daemon is serving on {sock}; stop it first (systemctl stop slurm-harp)")
+
+
 class Daemon:
     def __init__(
         self,
@@ -52,14 +83,37 @@ class Daemon:
             settings.policy, vectorize, history=history or self.history, guard=heartbeat
         )
         self.health = health.HealthServicer()
-        self._server: grpc.Server | None = None
+        self._unix: grpc.Server | None = None
+        self._tcp: grpc.Server | None = None
+        self._socket_id = (0, 0)  # (st_dev, st_ino) of the socket this daemon bound
+        self._taken_over = False
         self._fingerprint: tuple[str, ...] = ()
         self._lock = threading.Lock()  # one reload at a time (SIGHUP and the store poller)
 
     def start(self) -> None:
-        """Bind first (NOT_SERVING), then load models, then report SERVING."""
+        """Bind first (NOT_SERVING), then load models, then report SERVING. DaemonError when the
+        socket cannot be taken (another daemon answers on it)."""
         cfg = self.settings.server
         self._set_health(NOT_SERVING)
+        self._unix = self._serve_unix(cfg.socket)
+        if cfg.tcp:  # a server of its own, so that the socket can be bound again alone
+            self._tcp = self._new_server()
+            self._tcp.add_insecure_port(cfg.tcp)
+            self._tcp.start()
+        if cfg.metrics_port is not None:
+            start_http_server(cfg.metrics_port, addr=cfg.metrics_address, registry=self.registry)
+        log.info("listening on unix:%s%s", cfg.socket, f" and {cfg.tcp}" if cfg.tcp else "")
+        self.reload_models()
+        if self.history is None:
+            log.info("no [history] db: history features are unknown (NaN) and no user counts as cold")
+        else:
+            self.history.start()
+            if not self.history.seeded.wait(HISTORY_SEED_WAIT_S):
+                log.warning("history: still seeding after %gs; serving meanwhile", HISTORY_SEED_WAIT_S)
+        self._set_health(SERVING)
+
+    def _new_server(self) -> grpc.Server:
+        cfg = self.settings.server
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="harp-rpc"),
             options=[("grpc.so_reuseport", 0)],
@@ -74,27 +128,47 @@ class Daemon:
             ),
             server,
         )
-        sock = cfg.socket
+        return server
+
+    def _serve_unix(self, sock: Path) -> grpc.Server:
         sock.parent.mkdir(parents=True, exist_ok=True)
-        if sock.exists() or sock.is_symlink():
-            sock.unlink()  # a stale socket from a crashed run would make bind fail
+        claim_socket(sock)
+        server = self._new_server()
         server.add_insecure_port(f"unix:{sock}")
-        if cfg.tcp:
-            server.add_insecure_port(cfg.tcp)
         server.start()
         self._secure_socket(sock)
-        self._server = server
-        if cfg.metrics_port is not None:
-            start_http_server(cfg.metrics_port, addr=cfg.metrics_address, registry=self.registry)
-        log.info("listening on unix:%s%s", sock, f" and {cfg.tcp}" if cfg.tcp else "")
-        self.reload_models()
-        if self.history is None:
-            log.info("no [history] db: history features are unknown (NaN) and no user counts as cold")
+        st = sock.lstat()
+        self._socket_id = (st.st_dev, st.st_ino)
+        return server
+
+    def check_socket(self) -> None:
+        """Bind the socket again if something removed it (a tmpfiles cleaner, an rm): until then
+        every submission fails open. A path taken over by something else is left alone."""
+        sock = self.settings.server.socket
+        if self._socket_id == (0, 0):
+            return  # not started
+        try:
+            st = sock.lstat()
+        except FileNotFoundError:
+            pass
         else:
-            self.history.start()
-            if not self.history.seeded.wait(HISTORY_SEED_WAIT_S):
-                log.warning("history: still seeding after %gs; serving meanwhile", HISTORY_SEED_WAIT_S)
-        self._set_health(SERVING)
+            if (st.st_dev, st.st_ino) != self._socket_id and not self._taken_over:
+                self._taken_over = True
+                log.error(
+                    "%s is no longer this daemon's socket; leaving it alone (restart to claim it)", sock
+                )
+            return
+        log.warning("socket %s was removed; binding it again", sock)
+        # grpcio unlinks a server's socket path when the server stops: stop the old one first.
+        if self._unix is not None:
+            self._unix.stop(self.settings.server.grace_seconds).wait()
+            self._unix = None
+        try:
+            self._unix = self._serve_unix(sock)
+        except (OSError, RuntimeError, DaemonError) as exc:
+            log.error("cannot bind %s again (next try in a few seconds): %s", sock, exc)
+            return
+        self._taken_over = False
 
     def _secure_socket(self, sock: Path) -> None:
         # grpcio creates the socket 0755 as its owner; only SlurmUser's group may reach it.
@@ -147,10 +221,13 @@ class Daemon:
     def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, let in-flight calls finish, then close and remove the socket."""
         self.health.enter_graceful_shutdown()
-        if self._server is not None:
-            self._server.stop(self.settings.server.grace_seconds if grace is None else grace).wait()
-            self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            self.settings.server.socket.unlink()
+        grace = self.settings.server.grace_seconds if grace is None else grace
+        stopping = [server.stop(grace) for server in (self._unix, self._tcp) if server is not None]
+        for done in stopping:
+            done.wait()
+        if self._unix is not None and not self._taken_over:
+            with contextlib.suppress(FileNotFoundError):
+                self.settings.server.socket.unlink()
+        self._unix = self._tcp = None
         if self.history is not None:
             self.history.stop()

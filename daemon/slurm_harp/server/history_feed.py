@@ -5,7 +5,8 @@ At start it seeds a HistoryIndex with the jobs that ended within ``window_days``
 submitted ones and adds those it has not seen. The store is queried by submit time only, so a new
 row submitted longer ago than that look-back (a long job, a late import) cannot be found that way:
 the count tells, and the index is then rebuilt from the whole window and swapped in atomically.
-Rows changed in place (same count) are not re-read. Readers never wait for a rebuild.
+Rows changed in place (same count) are not re-read. Readers never wait for a rebuild. A store file
+replaced (a restored backup) is reopened and read whole; a removed one keeps the history known.
 
 Live features equal training features once every job that ended before a submission is in the
 store: history is as fresh as the harvester runs.
@@ -57,6 +58,7 @@ class HistoryFeed:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._missing_logged = False
+        self._opened = (0, 0)  # (st_dev, st_ino) of the store file open now
         self.seeded = threading.Event()  # set after the first attempt to read the store
         self.polls = 0
         self.rebuilds = 0
@@ -91,6 +93,13 @@ class HistoryFeed:
         try:
             while not self._stop.is_set():
                 try:
+                    if store is not None and self._replaced():
+                        # A restored backup or a store moved into place: the open connection
+                        # would read the old file for good.
+                        log.warning("history: %s was replaced or removed; reopening it", self._db)
+                        store.close()
+                        store = None
+                        self._count = None  # rebuild from the new file
                     if store is None:
                         store = self._open()
                     if store is not None:
@@ -120,7 +129,16 @@ class HistoryFeed:
                 self._missing_logged = True
             return None
         log.info("history: reading jobs from %s", self._db)
+        st = self._db.stat()  # before opening: a file replaced in between is caught next poll
+        self._opened = (st.st_dev, st.st_ino)
         return JobStore(self._db, readonly=True)  # the harvester owns it: never write
+
+    def _replaced(self) -> bool:
+        try:
+            st = self._db.stat()
+        except FileNotFoundError:
+            return True
+        return (st.st_dev, st.st_ino) != self._opened
 
     def refresh(self, store: JobStore) -> None:
         """One poll: add what the store gained since the last one (or rebuild), then expire."""

@@ -49,15 +49,21 @@ def reload_models(
         serving = models.get(target)
         if serving is not None and serving.version == candidate.name:
             continue
+        model: QuantileModel | None
         try:
             model = QuantileModel.load(candidate)
         except ModelError as exc:
             rejected.append(f"{target.value}: {exc}")
-            kept = serving.version if serving is not None else "none"
-            log.error("rejected model %s for %s (%s); still serving %s", candidate, target.value, exc, kept)
             if metrics is not None:
                 metrics.reloads.labels(target.value, "rejected").inc()
-            continue
+            # Nothing serves this target yet (a start): the newest older version that loads.
+            model = _newest_loadable(store, target, candidate.name) if serving is None else None
+            if model is None:
+                kept = serving.version if serving is not None else "none"
+                log.error("rejected model %s for %s (%s); serving %s", candidate, target.value, exc, kept)
+                continue
+            log.error("rejected model %s for %s (%s); serving the older %s until a good one is promoted",
+                      candidate, target.value, exc, model.version)  # fmt: skip
         models[target] = model
         loaded.append(model.version)
         log.info("serving %s model %s", target.value, model.version)
@@ -66,6 +72,19 @@ def reload_models(
     if metrics is not None:
         metrics.serving({t.value: m.version for t, m in models.items()})
     return ReloadResult(models=models, loaded=tuple(loaded), rejected=tuple(rejected))
+
+
+def _newest_loadable(store: ModelStore, target: Target, before: str) -> QuantileModel | None:
+    """The newest version older than ``before`` that loads, or None. Retention keeps the previous
+    champions, so a broken CURRENT after a restart does not leave the target unserved."""
+    for version in reversed(store.versions(target)):
+        if version >= before:
+            continue
+        try:
+            return QuantileModel.load(store.target_dir(target) / version)
+        except ModelError as exc:
+            log.warning("older model %s for %s does not load either: %s", version, target.value, exc)
+    return None
 
 
 def store_fingerprint(store_root: Path) -> tuple[str, ...]:

@@ -1,0 +1,53 @@
+"""The files and directories harp keeps state in (the job store, the model store): private to the
+service's user and group (0640/0750), and owned like the directory they are made in.
+
+Run by hand as root (a first `harp nightly` at install), harp would otherwise leave root-owned,
+world-readable state that the slurm-harp timers can neither write nor replace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+DIR_MODE = 0o750
+FILE_MODE = 0o640
+
+
+def adopt(path: Path) -> None:
+    """Give ``path`` the owner and group of its directory when running as root (else a no-op:
+    whatever a user creates is theirs already)."""
+    if os.geteuid() != 0:
+        return
+    parent = path.parent.stat()
+    st = path.lstat()
+    if (st.st_uid, st.st_gid) != (parent.st_uid, parent.st_gid):
+        os.lchown(path, parent.st_uid, parent.st_gid)
+
+
+def make_dirs(path: Path) -> None:
+    """``mkdir -p path``: each directory it creates gets DIR_MODE and is adopted."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another process made it meanwhile
+            directory.mkdir(DIR_MODE)
+            os.chmod(directory, DIR_MODE)  # mkdir's mode passes through the umask
+            adopt(directory)
+
+
+def create_file(path: Path) -> None:
+    """Create ``path`` empty with FILE_MODE and adopt it, unless it exists."""
+    make_dirs(path.parent)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+    adopt(path)

@@ -1,0 +1,215 @@
+-- Fuzz of the request builder and the whole submit path with random job_desc tables, for a bounded
+-- time (HARP_FUZZ_SECONDS, default 3; HARP_FUZZ_SEED to replay a failure, printed on failure).
+-- Asserted for every job: nothing raises; the request holds only valid UTF-8 strings of bounded
+-- length and counts in range; a daemon that is unreachable or answers bad_request leaves the job
+-- exactly as it was, without tripping the breaker for what the job holds; any decision lowers a
+-- limit at most, never raises it; every slurmctld log line is one line.
+local T = ...
+local main = require "harp.main"
+local request = require "harp.request"
+local pb = require "harp.pb"
+local W = require "pbtest"
+
+local BUDGET_S = tonumber(os.getenv("HARP_FUZZ_SECONDS") or "") or 3
+local SEED = tonumber(os.getenv("HARP_FUZZ_SEED") or "") or os.time()
+local random, floor, char, concat = math.random, math.floor, string.char, table.concat
+local NO_VAL, INFINITE, NO_VAL16 = 4294967294, 4294967295, 65534
+local MAX_EXACT = 2 ^ 53
+
+local function valid_utf8(s)
+  local i, n = 1, #s
+  while i <= n do
+    local c = s:byte(i)
+    local len = c < 0x80 and 1 or (c >= 0xC2 and c <= 0xDF) and 2 or (c >= 0xE0 and c <= 0xEF) and 3
+      or (c >= 0xF0 and c <= 0xF4) and 4 or nil
+    if not len or i + len - 1 > n then return false end
+    for j = i + 1, i + len - 1 do
+      local b = s:byte(j)
+      if b < 0x80 or b > 0xBF then return false end
+    end
+    local c2 = s:byte(i + 1)
+    if (c == 0xE0 and c2 < 0xA0) or (c == 0xED and c2 > 0x9F) or (c == 0xF0 and c2 < 0x90)
+      or (c == 0xF4 and c2 > 0x8F) then
+      return false -- overlong, surrogate, above U+10FFFF
+    end
+    i = i + len
+  end
+  return true
+end
+
+local PIECES = {"é", "😀", "\xff", "\xc3", "\xed\xa0\x80", "\xf0\x9f\x98", "\n", "\r", "\0", "%s", "%d",
+  "harp:", "harp:t=1>2", "#SBATCH -t 5\n", "\\", "\x1b[31m", "a", " "}
+
+local function random_string()
+  local r = random()
+  if r < 0.05 then return "" end
+  local n = r < 0.9 and random(1, 40) or r < 0.98 and random(200, 700) or random(20000, 120000)
+  if random() < 0.5 then -- random bytes
+    local out = {}
+    for i = 1, n do out[i] = char(random(0, 255)) end
+    return concat(out)
+  end
+  local out = {}
+  while #out < n do out[#out + 1] = PIECES[random(#PIECES)] end
+  return concat(out)
+end
+
+local NUMBERS = {0, 1, -1, 0.5, -0.5, 60.7, NO_VAL, INFINITE, NO_VAL16, NO_VAL16 + 1, 2 ^ 31, 2 ^ 32,
+  MAX_EXACT, MAX_EXACT + 2, 2 ^ 64, -(2 ^ 63), 1e308, math.huge, -math.huge}
+
+local function random_number()
+  local r = random()
+  if r < 0.4 then return NUMBERS[random(#NUMBERS)] end
+  if r < 0.45 then return 0 / 0 end
+  return random(0, 100000)
+end
+
+local EXPLODING = setmetatable({}, {__index = function() error("field read failed in C") end,
+  __tostring = function() error("tostring failed") end})
+
+local function wrong_type()
+  local kinds = {function() return true end, function() return {} end, function() return print end,
+    function() return EXPLODING end, function() return random_number() end, function() return random_string() end}
+  return kinds[random(#kinds)]()
+end
+
+local STRINGS = {"user_name", "account", "partition", "qos", "name", "work_dir", "tres_per_node", "array_inx",
+  "comment", "admin_comment", "script"}
+local COUNTS = {"user_id", "time_limit", "time_min", "min_mem_per_node", "min_mem_per_cpu", "min_cpus",
+  "cpus_per_task", "num_tasks", "min_nodes"}
+
+-- Returns job_desc, and whether every field has the type slurmctld gives it.
+local function random_job()
+  local jd, typed = {}, true
+  for _, k in ipairs(STRINGS) do
+    local r = random()
+    if r < 0.03 then jd[k] = wrong_type(); typed = typed and type(jd[k]) == "string"
+    elseif r < 0.7 then jd[k] = random_string() end
+  end
+  if random() < 0.5 and type(jd.script) ~= "table" and type(jd.script) ~= "function" and jd.script ~= true then
+    jd.script = "#!/bin/sh\n#SBATCH -t 60\n" .. (jd.script or "")
+  end
+  for _, k in ipairs(COUNTS) do
+    local r = random()
+    if r < 0.03 then jd[k] = wrong_type(); typed = typed and type(jd[k]) == "number"
+    elseif r < 0.8 then jd[k] = random_number() end
+  end
+  return jd, typed
+end
+
+local function same(a, b)
+  return rawequal(a, b) or (a ~= a and b ~= b) -- NaN stays NaN
+end
+
+local function snapshot(jd)
+  local s = {}
+  for k, v in pairs(jd) do s[k] = v end
+  return s
+end
+
+local function unchanged(before, jd)
+  for k, v in pairs(before) do
+    if not same(jd[k], v) then return false, k end
+  end
+  for k in pairs(jd) do
+    if before[k] == nil then return false, k end
+  end
+  return true
+end
+
+local STRING_FIELDS = {"user_name", "account", "partition", "qos", "job_name", "work_dir", "script_signature",
+  "tres_per_node"}
+local COUNT_FIELDS = {"user_id", "time_limit_minutes", "time_min_minutes", "mem_per_node_mb", "mem_per_cpu_mb",
+  "min_cpus", "cpus_per_task", "num_tasks", "min_nodes", "gpus_per_node"}
+
+local function check_request(r)
+  for _, k in ipairs(STRING_FIELDS) do
+    local v = r[k]
+    if v ~= nil then
+      T.ok(type(v) == "string" and #v <= request.MAX_STRING and valid_utf8(v), "request." .. k .. " is bounded UTF-8")
+    end
+  end
+  for _, k in ipairs(COUNT_FIELDS) do
+    local v = r[k]
+    if v ~= nil then
+      T.ok(type(v) == "number" and v >= 0 and v <= MAX_EXACT and floor(v) == v, "request." .. k .. " is a count")
+    end
+  end
+  T.ok(type(pb.encode_request(r)) == "string", "encodes")
+end
+
+local function transport(reply)
+  return {call = function() if reply then return reply end return nil, "connect: no such file" end}
+end
+
+local BAD_REQUEST = W.decision {targets = {{target = 1, action = 0, reason = 8}, {target = 2, action = 0, reason = 8},
+  {target = 3, action = 0, reason = 8}}, mode = "off"}
+
+local function random_decision()
+  local targets = {}
+  for i = 1, random(0, 4) do
+    local nv = ({0, 1, 5, 59, 60, 1024, NO_VAL, 2 ^ 40, MAX_EXACT})[random(9)]
+    targets[i] = {target = random(0, 3), action = random(0, 3), new_value = random() < 0.8 and nv or nil,
+      model_version = "m"}
+  end
+  return W.decision {targets = targets, mode = ({"rewrite", "extend", "time_min", "shadow", "off", "??"})[random(6)],
+    annotation = random() < 0.5 and "harp:t=1>2" or random_string(), user_message = random_string()}
+end
+
+local function config()
+  return {socket = "/nonexistent/harp.sock", deadline_ms = 50, breaker_seconds = 30,
+    disable_file = "/nonexistent/harp.disable", log_prefix = "harp"}
+end
+
+local LIMITS = {"time_limit", "min_cpus", "min_mem_per_node", "min_mem_per_cpu", "cpus_per_task"}
+
+local function one_line_logs()
+  for _, kind in ipairs {"info", "error", "debug"} do
+    for _, line in ipairs(T.logs[kind]) do
+      T.ok(not line:find("[\r\n]"), "one log line: " .. line:sub(1, 80))
+    end
+  end
+end
+
+T.test("fuzz: random job_desc tables through the builder and the submit path", function()
+  math.randomseed(SEED)
+  local ok, err = pcall(function()
+    local deadline, jobs = os.clock() + BUDGET_S, 0
+    while os.clock() < deadline do
+      jobs = jobs + 1
+      local jd, typed = random_job()
+      local before = snapshot(jd)
+      local built, r = pcall(request.build, jd, random_number(), nil)
+      T.ok(built, "build raised: " .. tostring(r))
+      check_request(r)
+      T.ok(unchanged(before, jd), "build only reads")
+
+      -- Unreachable daemon, then a bad_request answer: the job is exactly as it was.
+      for _, reply in ipairs {false, BAD_REQUEST} do
+        T.fake_slurm()
+        main.configure(config(), {transport = transport(reply or nil), clock = function() return 0 end})
+        local status = main.submit(jd, 1000)
+        local same_job, key = unchanged(before, jd)
+        local forged = type(before.admin_comment) == "string" and before.admin_comment:find("harp:", 1, true)
+        T.ok(same_job or (key == "admin_comment" and forged), "job changed at " .. tostring(key))
+        if typed and reply then T.eq(status, "unchanged", "status on a bad_request answer") end
+        one_line_logs()
+        for k, v in pairs(before) do jd[k] = v end
+      end
+
+      -- Any decision: a limit is lowered at most.
+      T.fake_slurm()
+      main.configure(config(), {transport = transport(random_decision()), clock = function() return 0 end})
+      main.submit(jd, 1000)
+      for _, k in ipairs(LIMITS) do
+        local was, now = before[k], jd[k]
+        if type(was) == "number" and was == was and was >= 1 and was < NO_VAL16 and type(now) == "number" then
+          T.ok(now <= was or k == "min_mem_per_cpu", k .. " raised from " .. was .. " to " .. now)
+        end
+      end
+      one_line_logs()
+    end
+    T.ok(jobs > 50, "fuzzed " .. jobs .. " jobs")
+  end)
+  if not ok then error(tostring(err) .. "\n     (replay: HARP_FUZZ_SEED=" .. SEED .. ")", 0) end
+end)

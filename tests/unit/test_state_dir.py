@@ -1,0 +1,81 @@
+"""State created by harp run as root belongs to the state directory's owner, 0640/0750: the
+install step that trains a first model by hand must not break the slurm-harp timers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import traceback
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.accounting import read_sacct
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.core.request import Target
+from slurm_harp.model.store import ModelStore
+from tests.unit.test_sacct import SACCT_TEXT
+
+NOBODY = 65534
+
+
+def modes_and_owners(root: Path) -> dict[str, tuple[int, int, int]]:
+    return {
+        str(p.relative_to(root)): (p.lstat().st_mode & 0o777, p.lstat().st_uid, p.lstat().st_gid)
+        for p in [root, *root.rglob("*")]
+    }
+
+
+def test_state_is_private_to_the_service_user_and_group(tmp_path: Path) -> None:
+    with JobStore(tmp_path / "db" / "jobs.sqlite") as store:
+        store.merge(read_sacct(SACCT_TEXT.splitlines()), "sacct")
+    ModelStore(tmp_path / "models").publish(Target.TIME, {"q0.50.onnx": b"x"}, {"quantiles": []})
+    for name, (mode, _, _) in modes_and_owners(tmp_path).items():
+        if name == ".":
+            continue
+        path = tmp_path / name
+        assert mode == (0o750 if path.is_dir() else 0o640), name
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="owning files as another user needs root")
+def test_run_as_root_state_belongs_to_the_state_directory_owner() -> None:
+    top = Path(tempfile.mkdtemp(prefix="harp-state-"))  # pytest's tmp_path is root's alone
+    top.chmod(0o755)
+    try:
+        check_root_run_state(top / "var-lib-slurm-harp")
+    finally:
+        shutil.rmtree(top)
+
+
+def check_root_run_state(state: Path) -> None:
+    state.mkdir(0o750)
+    os.chown(state, NOBODY, NOBODY)
+    with JobStore(state / "jobs.sqlite") as store:
+        store.merge(read_sacct(SACCT_TEXT.splitlines()), "sacct")
+        # While open (WAL), the -wal and -shm files exist: the service user must own them too.
+        assert {p.name for p in state.iterdir()} >= {"jobs.sqlite", "jobs.sqlite-wal", "jobs.sqlite-shm"}
+        wal_owners = {p.name: p.stat().st_uid for p in state.iterdir()}
+        assert set(wal_owners.values()) == {NOBODY}, wal_owners
+    models = ModelStore(state / "models")
+    version = models.publish(Target.TIME, {"q0.50.onnx": b"x"}, {"quantiles": []})
+    models.write_note(Target.TIME, version, "promotion.json", {"ok": True})
+    owners = {name: (uid, gid) for name, (_, uid, gid) in modes_and_owners(state).items()}
+    assert set(owners.values()) == {(NOBODY, NOBODY)}, owners
+    # And the service user can go on: append to the job store, publish the next version.
+    pid = os.fork()
+    if pid == 0:  # the child becomes the service user
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            JobStore(state / "jobs.sqlite").close()
+            models.publish(Target.TIME, {"q0.50.onnx": b"y"}, {"quantiles": []})
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert len(models.versions(Target.TIME)) == 2
