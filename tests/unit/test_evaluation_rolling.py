@@ -60,12 +60,12 @@ def test_head_keeps_requests_and_later_limits_never_exceed_them() -> None:
     jobs = trace()
     served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
     head = int(0.3 * len(jobs))
-    assert np.isnan(served.rule[:head]).all() and np.isnan(served.median[:head]).all()
+    assert np.isnan(served.rule[:head]).all() and np.isnan(served.quantile[:head]).all()
     assert served.fits == len(period_starts(jobs, 10, 0.3)) - 1
     requested = np.array([j.request.time_limit_minutes for j in jobs], dtype=float)
     tail = slice(head, None)
-    assert np.isfinite(served.median[tail]).all()
-    assert (served.median[tail] <= requested[tail]).all()
+    assert np.isfinite(served.quantile[tail]).all()
+    assert (served.quantile[tail] <= requested[tail]).all()
     finite = np.isfinite(served.rule)
     assert (served.rule[finite] <= requested[finite]).all()
 
@@ -79,5 +79,5 @@ def test_no_limit_sees_a_job_that_ended_after_its_period_began() -> None:
                if i >= cut else j for i, j in enumerate(jobs)]  # fmt: skip
     a = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
     b = served_limits(changed, period_days=10, first_fraction=0.3, make=make)
-    np.testing.assert_array_equal(a.median[:cut], b.median[:cut])
+    np.testing.assert_array_equal(a.quantile[:cut], b.quantile[:cut])
     np.testing.assert_array_equal(a.rule[:cut], b.rule[:cut])

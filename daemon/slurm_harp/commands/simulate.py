@@ -51,6 +51,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "model for time_min and extend)",
     )
     p.add_argument(
+        "--quantile",
+        type=fraction,
+        default=0.5,
+        help="ours-time_min, ours-extend fitted along the trace: the model quantile planned with "
+        '(policy.quantile with policy.limits = "quantile"; default: %(default)s)',
+    )
+    p.add_argument(
         "--period-days",
         type=float,
         default=30.0,
@@ -128,8 +135,8 @@ def _is_number(text: str) -> bool:
 def fitted_predictions(args: argparse.Namespace, ids: set[str], show: bool) -> dict[str, dict[str, float]]:
     """Per ours-* source, job id -> planned limit (seconds) from models fitted along the trace on the
     jobs ended by then (evaluation.rolling): the calibrated rule for rewrite, whose limit kills; the
-    median model for time_min and extend, where the user's own limit still holds and `harp guard`
-    extends a job that reaches the prediction."""
+    --quantile model (the median by default) for time_min and extend, where the user's own limit
+    still holds and `harp guard` extends a job that reaches the prediction."""
     from slurm_harp.accounting import load_records
     from slurm_harp.accounting.jobstore import JobStore
     from slurm_harp.evaluation.rolling import served_limits
@@ -142,12 +149,12 @@ def fitted_predictions(args: argparse.Namespace, ids: set[str], show: bool) -> d
     usable = [r for r in records if r.job_id in ids and r.elapsed_s > 0 and r.request.submit_time is not None]
     usable.sort(key=lambda r: r.request.submit_time or 0)
     progress = Progress("fitting along the trace", sys.stderr, "fits") if show else None
-    served = served_limits(usable, period_days=args.period_days, progress=progress)
+    served = served_limits(usable, period_days=args.period_days, progress=progress, quantile=args.quantile)
     print(f"ours: {served.fits} fits, one every {args.period_days:g} days after the first 20 % of jobs")
     rule = {r.job_id: 60.0 * m for r, m in zip(usable, served.rule, strict=True) if not math.isnan(m)}
-    median = {r.job_id: 60.0 * m for r, m in zip(usable, served.median, strict=True) if not math.isnan(m)}
+    planned = {r.job_id: 60.0 * m for r, m in zip(usable, served.quantile, strict=True) if not math.isnan(m)}
     ours = [name for name in args.limits if name.startswith("ours-")]
-    return {name: rule if name == "ours-rewrite" else median for name in ours}
+    return {name: rule if name == "ours-rewrite" else planned for name in ours}
 
 
 class Progress:

@@ -30,12 +30,13 @@ TRAIN_SHARE = 0.8
 
 @dataclass(frozen=True)
 class Served:
-    """Per job of the input list (same order): ``rule`` the calibrated rule's limit and ``median``
-    the q0.5 model's prediction, in minutes, capped at the request; NaN keeps the request (and for
-    every job before the first fit). ``fits``: how many fits served the trace."""
+    """Per job of the input list (same order): ``rule`` the calibrated rule's limit and ``quantile``
+    the quantile model's prediction (policy.limits = "quantile"), in minutes, capped at the request;
+    NaN keeps the request (and for every job before the first fit). ``fits``: how many fits served
+    the trace."""
 
     rule: np.ndarray
-    median: np.ndarray
+    quantile: np.ndarray
     fits: int
 
 
@@ -62,11 +63,12 @@ def served_limits(
     kill_budget: float = 0.01,
     make: Callable[[], HarpStrategy] = lambda: HarpStrategy(Target.TIME),
     progress: Callable[[int, int], None] | None = None,
+    quantile: float = 0.5,
 ) -> Served:
     """Limits for ``jobs`` (in submit order, as chronological_split keeps them) from fits renewed
     every ``period_days``; ``progress(done, total)`` is told after each fit."""
     n = len(jobs)
-    rule, median = np.full(n, np.nan), np.full(n, np.nan)
+    rule, by_quantile = np.full(n, np.nan), np.full(n, np.nan)
     bounds = period_starts(jobs, period_days, first_fraction)
     total = len(bounds) - 1
     for k, (first, end) in enumerate(pairwise(bounds)):
@@ -77,7 +79,7 @@ def served_limits(
             pass  # too few jobs known yet: this period keeps the requests
         else:
             rule[first:end] = strategy.limits(jobs, first)[: end - first]
-            median[first:end] = strategy.quantile_limits(jobs, first, 0.5)[: end - first]
+            by_quantile[first:end] = strategy.quantile_limits(jobs, first, quantile)[: end - first]
         if progress is not None:
             progress(k + 1, total)
-    return Served(rule=rule, median=median, fits=total)
+    return Served(rule=rule, quantile=by_quantile, fits=total)
