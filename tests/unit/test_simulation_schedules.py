@@ -9,7 +9,7 @@ from slurm_harp.simulation.backfill import SlurmBackfill
 from slurm_harp.simulation.easy import Easy
 from slurm_harp.simulation.engine import Result
 from slurm_harp.simulation.limits import PredictedLimits, RequestLimits, TsafrirLimits, stepped
-from slurm_harp.simulation.metrics import measure
+from slurm_harp.simulation.schedule_metrics import measure
 from slurm_harp.simulation.workload import Workload
 
 NAN = math.nan

@@ -178,7 +178,7 @@ class Progress:
 
 def run(args: argparse.Namespace) -> int:
     from slurm_harp.simulation import catalog, load_workload, measure, simulate
-    from slurm_harp.simulation.report import Run, document, plot, table
+    from slurm_harp.simulation.schedule_report import Run, document, plot, table
     from slurm_harp.simulation.workload import predictions_by_id
 
     if not Path(args.source).is_file():

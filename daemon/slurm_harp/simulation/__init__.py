@@ -10,7 +10,7 @@ Domain code: no gRPC, no server, no Slurm tool. Traces come in through ``trace``
 """
 
 from slurm_harp.simulation.engine import Result, simulate
-from slurm_harp.simulation.metrics import Metrics, measure
+from slurm_harp.simulation.schedule_metrics import Metrics, measure
 from slurm_harp.simulation.trace import load_workload
 from slurm_harp.simulation.workload import Workload
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from slurm_harp.simulation.engine import Result
-from slurm_harp.simulation.metrics import WARMUP, Metrics, waits
+from slurm_harp.simulation.schedule_metrics import WARMUP, Metrics, waits
 
 
 @dataclass(frozen=True)

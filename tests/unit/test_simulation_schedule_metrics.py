@@ -11,8 +11,8 @@ import pytest
 from slurm_harp.simulation import simulate
 from slurm_harp.simulation.easy import Easy
 from slurm_harp.simulation.limits import RequestLimits
-from slurm_harp.simulation.metrics import bounded_slowdown, measure
-from slurm_harp.simulation.report import Run, document, plot, table
+from slurm_harp.simulation.schedule_metrics import bounded_slowdown, measure
+from slurm_harp.simulation.schedule_report import Run, document, plot, table
 from slurm_harp.simulation.workload import Workload
 
 
