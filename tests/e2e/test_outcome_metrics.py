@@ -106,7 +106,7 @@ def test_accuracy_of_real_jobs_reaches_prometheus(
             expected_ratio.get(r["Partition"], 0.0) + int(r["ElapsedRaw"]) / 60 / value
         )
         if tag.flags.get("t") == "!":
-            expected_saved += (tag.own["t"] - value) / 60 * int(r["NCPUS"])
+            expected_saved += (tag.own["t"] - value) * 60 * int(r["NCPUS"])
     assert expected_saved > 0, [r["AdminComment"] for r in rows]  # the debug jobs were lowered from 2 hours
 
     prom_port = free_port()
@@ -135,7 +135,7 @@ def test_accuracy_of_real_jobs_reaches_prometheus(
         for partition, ratio_sum in expected_ratio.items():
             (got,) = query(prom_port, f'harp_outcome_ratio_gsum{{target="time",partition="{partition}"}}')
             assert math.isclose(float(got["value"][1]), ratio_sum, rel_tol=1e-9), (partition, got)
-        (saved,) = query(prom_port, 'sum(harp_outcome_saved_core_hours{target="time"})')
+        (saved,) = query(prom_port, 'sum(harp_outcome_saved_core_seconds{target="time"})')
         assert math.isclose(float(saved["value"][1]), expected_saved, rel_tol=1e-9)
         (killed,) = query(prom_port, 'sum(harp_outcome_killed_jobs{target="time"})')
         assert float(killed["value"][1]) == 0

@@ -19,7 +19,7 @@ def job(tag: str | None, *, state: str = "COMPLETED", minutes: float, partition:
                      censored=state == "TIMEOUT")  # fmt: skip
 
 
-def test_ratios_underprediction_kills_and_saved_core_hours() -> None:
+def test_ratios_underprediction_kills_and_saved_core_seconds() -> None:
     records = [
         job(f"harp:shadow,t=100/q0.9,v={TIME_V}", minutes=50),  # used half of the prediction
         job(f"harp:shadow,t=100/q0.9,v={TIME_V}", minutes=150),  # needed more: under-predicted
@@ -38,7 +38,7 @@ def test_ratios_underprediction_kills_and_saved_core_hours() -> None:
     assert batch.jobs == 5
     assert batch.underpredicted == 3  # 150 > 100, the kill at 60, the extend job ran to 120 > 60
     assert batch.killed == 1
-    assert batch.saved_core_hours == pytest.approx((600 - 60) / 60 * 4)
+    assert batch.saved_core_seconds == pytest.approx((600 - 60) * 60 * 4)
     assert batch.ratio_sum == pytest.approx(0.5 + 1.5 + 0.5 + 61 / 60 + 2.0)
     cumulative = dict(batch.cumulative())
     assert (

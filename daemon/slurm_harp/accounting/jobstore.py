@@ -222,6 +222,11 @@ class JobStore:
         for row in self._db.execute(sql + " ORDER BY submit_time, source, job_id", params):
             yield _record(row)
 
+    def latest_end(self) -> int | None:
+        """The latest end time of any job in the store (None when empty): how fresh the harvest is."""
+        row = self._db.execute("SELECT MAX(end_time) FROM jobs").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
     # ---- lifecycle -------------------------------------------------------------------------------
 
     def _transaction(self) -> _Transaction:

@@ -4,7 +4,7 @@ Each job harp saw carries its tag (core.message): per target the value harp wrot
 or the limit it set) and, where harp lowered a limit, what the user asked for. Beside what the job
 used (core.job), that gives per target, partition and model version (never per user or per job):
 the distribution of used / harp's value, how often the job used more than harp's value
-(under-prediction), the jobs killed at a time limit harp lowered, and the core-hours harp took off
+(under-prediction), the jobs killed at a time limit harp lowered, and the core-seconds harp took off
 reservations of jobs that then finished within harp's limit. `harp serve` exports them
 (server/outcome_metrics.py); being read from the job store, a restart loses nothing.
 """
@@ -37,7 +37,7 @@ class Outcome:
     ratio_sum: float = 0.0
     underpredicted: int = 0
     killed: int = 0
-    saved_core_hours: float = 0.0
+    saved_core_seconds: float = 0.0
 
     def add(self, ratio: float) -> None:
         self.jobs += 1
@@ -91,7 +91,7 @@ def outcomes(records: Iterable[JobRecord], owner: Callable[[str], Target | None]
                 outcome.underpredicted += 1
             outcome.killed += killed
             if target is Target.TIME and lowered and own is not None and not killed and used <= value:
-                outcome.saved_core_hours += (own - value) / 60.0 * record.cores
+                outcome.saved_core_seconds += (own - value) * 60.0 * record.cores
     return out
 
 

@@ -39,6 +39,7 @@ class OutcomeMetrics(Collector):
         self._clock = clock
         self._figures: dict[Key, Outcome] = {}
         self._computed_at: float | None = None
+        self._latest_end: int | None = None
         self._lock = threading.Lock()
         registry.register(self)
 
@@ -48,8 +49,9 @@ class OutcomeMetrics(Collector):
         if not force and self._computed_at is not None and now - self._computed_at < self.period_s:
             return False
         figures = outcomes(store.records(ended_since=int(now - self.window_s), tagged=True), self._owner)
+        latest = store.latest_end()
         with self._lock:
-            self._figures, self._computed_at = figures, now
+            self._figures, self._computed_at, self._latest_end = figures, now, latest
         return True
 
     def describe(self) -> Iterator[Metric]:
@@ -57,7 +59,7 @@ class OutcomeMetrics(Collector):
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            figures, computed_at = dict(self._figures), self._computed_at
+            figures, computed_at, latest = dict(self._figures), self._computed_at, self._latest_end
         ratio = GaugeHistogramMetricFamily(
             "harp_outcome_ratio",
             "Used / harp's value (prediction or limit) of the jobs that ended in the window.",
@@ -77,8 +79,9 @@ class OutcomeMetrics(Collector):
             labels=LABELS,
         )
         saved = GaugeMetricFamily(
-            "harp_outcome_saved_core_hours",
-            "(User's limit - harp's limit) x CPUs of the jobs harp lowered that finished within it.",
+            "harp_outcome_saved_core_seconds",
+            "(User's limit - harp's limit) x CPUs, in core-seconds, of the jobs harp lowered that "
+            "finished within its limit.",
             labels=LABELS,
         )
         for key, outcome in sorted(figures.items()):
@@ -87,7 +90,7 @@ class OutcomeMetrics(Collector):
             jobs.add_metric(labels, outcome.jobs)
             under.add_metric(labels, outcome.underpredicted_ratio)
             killed.add_metric(labels, outcome.killed)
-            saved.add_metric(labels, outcome.saved_core_hours)
+            saved.add_metric(labels, outcome.saved_core_seconds)
         yield from (ratio, jobs, under, killed, saved)
         yield GaugeMetricFamily(
             "harp_outcome_window_seconds", "The window the outcome figures cover.", value=self.window_s
@@ -97,4 +100,10 @@ class OutcomeMetrics(Collector):
                 "harp_outcome_computed_timestamp_seconds",
                 "When the outcome figures were last computed from the job store.",
                 value=computed_at,
+            )
+        if latest is not None:
+            yield GaugeMetricFamily(
+                "harp_jobstore_latest_end_timestamp_seconds",
+                "The latest end time of a harvested job: a harvest that stopped shows here.",
+                value=latest,
             )
