@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.guard.metrics import GuardMetrics
+from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.server.outcome_metrics import OutcomeMetrics
 from slurm_harp.server.serving_metrics import ServingMetrics
 from tests.conftest import REPO
