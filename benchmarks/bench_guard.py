@@ -27,8 +27,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from slurm_harp.config import GuardSettings
+from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.loop import Guard
-from slurm_harp.guard.metrics import GuardMetrics
 from slurm_harp.guard.running import SQUEUE_ARGV
 from slurm_harp.guard.slurm import Completed
 

@@ -48,6 +48,7 @@ class HistorySettings:
     db: Path | None = None
     window_days: int = 30  # how far back to seed; history features look back HORIZON_DAYS
     poll_seconds: float = 60.0
+    outcome_window_days: int = 7  # the accuracy figures cover the jobs that ended this recently
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,7 @@ _SCHEMA: dict[str, set[str]] = {
         "store_poll_seconds",
     },
     "store": {"path"},
-    "history": {"db", "window_days", "poll_seconds"},
+    "history": {"db", "window_days", "poll_seconds", "outcome_window_days"},
     "policy": {
         "mode",
         "quantile",
@@ -334,6 +335,9 @@ def _history(r: _Reader, hist: Mapping[str, Any]) -> HistorySettings:
         db=None if db is None else Path(db),
         window_days=_positive(r, "history.window_days", r.get(hist, "history", "window_days", int, 30)),
         poll_seconds=poll,
+        outcome_window_days=_positive(
+            r, "history.outcome_window_days", r.get(hist, "history", "outcome_window_days", int, 7)
+        ),
     )
 
 

@@ -20,18 +20,21 @@ from tests.integration.harp_client import Client
 class DaemonProcess:
     """`harp serve --config` in its own process, so it can be stopped, hung (SIGSTOP) or reloaded."""
 
-    def __init__(self, workdir: Path, store: Path, mode: str = "shadow", extra: str = "") -> None:
+    def __init__(
+        self, workdir: Path, store: Path, mode: str = "shadow", extra: str = "", server_extra: str = ""
+    ) -> None:
         self.workdir = workdir
         self.socket = workdir / "harp.sock"
         self.config = workdir / "harp.toml"
         self.log = workdir / "daemon.log"
         self.store = store
+        self.server_extra = server_extra  # more [server] keys, one per line
         self.write_config(mode, extra)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def write_config(self, mode: str, extra: str = "") -> None:
         self.config.write_text(
-            f'[server]\nsocket = "{self.socket}"\nstore_poll_seconds = 3600\n'
+            f'[server]\nsocket = "{self.socket}"\nstore_poll_seconds = 3600\n{self.server_extra}'
             f'[store]\npath = "{self.store}"\n'
             f'[policy]\nmode = "{mode}"\n{extra}'
         )

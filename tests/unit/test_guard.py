@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from slurm_harp.config import GuardSettings
-from slurm_harp.guard import metrics as results
+from slurm_harp.guard import guard_metrics as results
 from slurm_harp.guard.bounds import (
     Bounds,
     Reservation,
@@ -18,9 +18,9 @@ from slurm_harp.guard.bounds import (
     parse_qos_max,
     parse_reservations,
 )
+from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.hostlist import expand
 from slurm_harp.guard.loop import Guard
-from slurm_harp.guard.metrics import GuardMetrics
 from slurm_harp.guard.running import SQUEUE_ARGV, parse_running
 from slurm_harp.guard.slurm import Completed
 

@@ -192,7 +192,7 @@ def test_bad_lines_are_logged_with_their_number_and_counted(
     with caplog.at_level(logging.WARNING):
         _harvest(store, FakeSacct("\n".join(lines)), stats=stats)
     assert stats.bad_lines == 1 and store.count() == 7
-    assert "]:4: 2 fields, header has 25" in caplog.text
+    assert "]:4: 2 fields, header has 26" in caplog.text
 
 
 def test_cli_prints_one_summary_line_and_resumes(

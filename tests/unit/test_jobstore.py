@@ -191,3 +191,22 @@ def test_readonly_store_reads_and_never_writes(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.OperationalError):
         JobStore(tmp_path / "absent.sqlite", readonly=True)
     assert not (tmp_path / "absent.sqlite").exists()
+
+
+def test_a_reader_meets_a_store_not_migrated_yet_and_filters_by_end_and_tag(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite"
+    tagged = JobRecord(
+        "2", JobRequest(submit_time=200), "COMPLETED", 60, end_time=400, harp_tag="harp:shadow,t=5"
+    )
+    with JobStore(path) as s:
+        s.upsert([_job("1", 100), tagged], "site")
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE jobs DROP COLUMN harp_tag")  # as an older harvester left it
+    reader = JobStore(path, readonly=True)
+    assert [r.harp_tag for r in reader.records()] == [None, None]
+    assert list(reader.records(tagged=True)) == []
+    reader.close()
+    with JobStore(path) as s:  # the harvester migrates it
+        s.upsert([tagged], "site")
+        assert [r.job_id for r in s.records(tagged=True)] == ["2"]
+        assert [r.job_id for r in s.records(ended_since=300)] == ["2"]

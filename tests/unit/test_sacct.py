@@ -14,6 +14,14 @@ from slurm_harp.accounting.sacct import decode_output, run_sacct
 
 HEADER = "|".join(SACCT_FIELDS)
 
+
+def _with_admin_comment(line: str) -> str:
+    """``line`` (fields as in SACCT_FIELDS without AdminComment) with it, after ExitCode."""
+    fields = line.split("|")
+    at = SACCT_FIELDS.index("AdminComment")
+    return "|".join([*fields[:at], TAG_1001 if line.startswith("1001|") else "", *fields[at:]])
+
+
 # What `sacct -a -P --noconvert -o <SACCT_FIELDS>` prints on Slurm 22.05: a job line, then its steps.
 SACCT_TEXT = (
     HEADER
@@ -38,11 +46,17 @@ SACCT_TEXT = (
 1040|1040|instant|alice|1000|phys|batch|normal|FAILED|1:0|0|10|100M||1|1|1|1|00:00:00|billing=1,cpu=1,mem=100M,node=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:00|/home/alice|
 """  # noqa: E501
 )
+# Every line gains AdminComment after ExitCode: job 1001 carries a harp tag after another tool's token.
+TAG_1001 = "backup:ok harp:shadow,t=45/q0.9,v=20240301T000000.000000Z"
+SACCT_TEXT = "\n".join(
+    _line if not _line or _line.startswith("JobIDRaw") else _with_admin_comment(_line)
+    for _line in SACCT_TEXT.split("\n")
+)
 
 BAD_LINES = """1050|1050|short|alice|1000|phys|batch|normal|COMPLETED
-1051|1051|bad|alice|1000|phys|batch|normal|COMPLETED|0:0|abc|10|100M||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:01|/home/alice|
-x1052|x1052|badid|alice|1000|phys|batch|normal|COMPLETED|0:0|5|10|100M||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:05|/home/alice|
-1053|1053|badmem|alice|1000|phys|batch|normal|COMPLETED|0:0|5|10|lots||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:05|/home/alice|
+1051|1051|bad|alice|1000|phys|batch|normal|COMPLETED|0:0||abc|10|100M||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:01|/home/alice|
+x1052|x1052|badid|alice|1000|phys|batch|normal|COMPLETED|0:0||5|10|100M||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:05|/home/alice|
+1053|1053|badmem|alice|1000|phys|batch|normal|COMPLETED|0:0||5|10|lots||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:05|/home/alice|
 """
 
 
@@ -257,3 +271,8 @@ def test_a_failing_sacct_names_its_exit_code_and_stderr(tmp_path: Path) -> None:
     fake.chmod(0o755)
     with pytest.raises(RuntimeError, match=r"exited 1: sacct: error: slurmdbd: \ufffd down"):
         run_sacct([str(fake)])
+
+
+def test_the_last_harp_tag_of_the_admin_comment_is_kept(records: Parsed) -> None:
+    assert records["by_id"]["1001"].harp_tag == "harp:shadow,t=45/q0.9,v=20240301T000000.000000Z"
+    assert records["by_id"]["1002"].harp_tag is None

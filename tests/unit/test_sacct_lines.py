@@ -43,6 +43,7 @@ def _job(job_id: str = "2001", name: str = "relax", work_dir: str = "/home/alice
         "End": "2024-03-01T09:20:00",
         "WorkDir": work_dir,
         "Flags": "SchedMain",
+        "AdminComment": "",
     }
     values.update(fields)
     return "|".join(values[name] for name in SACCT_FIELDS)
@@ -133,8 +134,8 @@ def test_ambiguous_or_unrepairable_rows_are_bad_not_guessed(caplog: pytest.LogCa
         jobs, stats = _read("1|COMPLETED|5|a|b|c", "2|COMPLETED|5|ok|/w", header=header)
     assert list(jobs) == ["2"] and stats.bad_lines == 1
     assert "t:2: 6 fields, header has 5: ambiguous" in caplog.text
-    # Extra fields that no free-text column can absorb (here they break ElapsedRaw and State).
-    jobs, stats = _read(_job("3").replace("|600|", "|6|00|"), _job("4"))
+    # Extra fields that no free-text column can absorb (here they break State and ExitCode).
+    jobs, stats = _read(_job("3").replace("|COMPLETED|", "|COMP|LETED|"), _job("4"))
     assert list(jobs) == ["4"] and stats.bad_lines == 1
 
 

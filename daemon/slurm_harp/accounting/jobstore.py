@@ -136,6 +136,7 @@ class JobStore:
                     self._db.execute(f"ALTER TABLE jobs ADD COLUMN {c.name} {_SQL_TYPES[c.kind]}")
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_submit ON jobs (submit_time)")
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_source_submit ON jobs (source, submit_time)")
+            self._db.execute("CREATE INDEX IF NOT EXISTS jobs_end ON jobs (end_time)")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS state (source TEXT PRIMARY KEY, cursor_end INTEGER NOT NULL)"
             )
@@ -190,23 +191,41 @@ class JobStore:
         return [r[0] for r in self._db.execute("SELECT DISTINCT source FROM jobs ORDER BY source")]
 
     def records(
-        self, source: str | None = None, since: int | None = None, until: int | None = None
+        self,
+        source: str | None = None,
+        since: int | None = None,
+        until: int | None = None,
+        *,
+        ended_since: int | None = None,
+        tagged: bool = False,
     ) -> Iterator[JobRecord]:
-        """Jobs ordered by submit time; ``since`` <= submit_time < ``until`` when given."""
-        where, params = [], []
+        """Jobs ordered by submit time; ``since`` <= submit_time < ``until``, ``ended_since`` <=
+        end_time when given; ``tagged``: only jobs with a harp tag."""
+        where, params = ["harp_tag IS NOT NULL"] if tagged else [], []
         for clause, value in (
             ("source = ?", source),
             ("submit_time >= ?", since),
             ("submit_time < ?", until),
+            ("end_time >= ?", ended_since),
         ):
             if value is not None:
                 where.append(clause)
                 params.append(value)
-        sql = f"SELECT {', '.join(c.name for c in COLUMNS)} FROM jobs"
+        # A reader may meet a store the harvester has not migrated yet: a newer column reads as NULL.
+        present = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
+        if tagged and "harp_tag" not in present:
+            return
+        names = [c.name if c.name in present else f"NULL AS {c.name}" for c in COLUMNS]
+        sql = f"SELECT {', '.join(names)} FROM jobs"
         if where:
             sql += " WHERE " + " AND ".join(where)
         for row in self._db.execute(sql + " ORDER BY submit_time, source, job_id", params):
             yield _record(row)
+
+    def latest_end(self) -> int | None:
+        """The latest end time of any job in the store (None when empty): how fresh the harvest is."""
+        row = self._db.execute("SELECT MAX(end_time) FROM jobs").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from slurm_harp.accounting.fields import (
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.accounting.sacct_lines import JOB_ID, split_rows
 from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
+from slurm_harp.core.message import last_tag
 from slurm_harp.core.request import JobRequest
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,9 @@ SACCT_FIELDS: tuple[str, ...] = (
     "QOS",
     "State",
     "ExitCode",
+    # Between two checked columns: a delimiter inside it cannot be mistaken for one in another
+    # free-text column (sacct_lines.split_rows).
+    "AdminComment",
     "ElapsedRaw",
     "TimelimitRaw",
     "ReqMem",
@@ -237,6 +241,7 @@ def _job(key: str, row: _Row) -> _Job | None:
         end_time=parse_time(row.get("End")),
         alloc_cpus=parse_int(row.get("AllocCPUS")),
         censored=state in CENSORING_STATES,
+        harp_tag=last_tag(row.get("AdminComment")),
     )
     if state not in FINISHED_STATES or elapsed is None or elapsed <= 0:
         return None

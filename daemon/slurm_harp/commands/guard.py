@@ -16,8 +16,8 @@ from types import FrameType
 from prometheus_client import CollectorRegistry, start_http_server
 
 from slurm_harp.commands.arguments import config_option, settings_at
+from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.loop import Guard
-from slurm_harp.guard.metrics import GuardMetrics
 from slurm_harp.guard.slurm import run_command
 
 log = logging.getLogger(__name__)

@@ -74,9 +74,9 @@ _FLAG = {Action.REWRITE: "!", Action.SET_TIME_MIN: "~"}
 def annotation_for(mode: Mode, targets: Sequence[TargetDecision], request: JobRequest) -> str:
     """A compact tag without spaces, e.g. ``harp:shadow,t=45/q0.9,v=time@2026...``.
 
-    ``!`` marks a lowered limit, ``~`` a time_min set; where the guard may extend the job
-    (time_min and extend modes), ``t0=`` records the user's own time limit, so that everything
-    the guard needs is on the job itself."""
+    ``!`` marks a lowered limit, ``~`` a time_min set; ``t0=`` (``m0=``, ``c0=``) records what the
+    user asked for beside it, so that the guard (time_min and extend modes) and the accuracy
+    figures (core-hours saved) need nothing but the job itself."""
     parts = []
     for t in targets:
         if t.predicted is None or t.action is Action.NONE:
@@ -85,7 +85,7 @@ def annotation_for(mode: Mode, targets: Sequence[TargetDecision], request: JobRe
         quantile = f"/q{t.quantile:g}" if t.quantile is not None else ""
         parts.append(f"{_KEY[t.target]}{_FLAG.get(t.action, '')}={value}{quantile}")
         asked = request.requested(t.target)
-        if mode.needs_guard and t.new_value is not None and asked is not None:
+        if t.new_value is not None and asked is not None:
             parts.append(f"{_KEY[t.target]}0={round(asked)}")
     if not parts:
         return ""
@@ -117,15 +117,19 @@ _ITEM = re.compile(r"^([tmc])([!~]?)=(\d+)(?:/q[0-9.e-]+)?$")
 _OWN = re.compile(r"^([tmc])0=(\d+)$")
 
 
+def last_tag(admin_comment: str | None) -> str | None:
+    """The last harp token in ``admin_comment`` (other tools append their own), or None."""
+    tokens = [tok for tok in (admin_comment or "").split() if tok.startswith(TAG_PREFIX)]
+    return tokens[-1] if tokens else None
+
+
 def parse_tag(admin_comment: str | None) -> Tag | None:
     """The last harp tag in ``admin_comment`` (other tools append their own tokens), or None when
     there is none or it does not parse (a malformed tag is never acted on)."""
-    if not admin_comment:
+    token = last_tag(admin_comment)
+    if token is None:
         return None
-    tokens = [tok for tok in admin_comment.split() if tok.startswith(TAG_PREFIX)]
-    if not tokens:
-        return None
-    mode, _, rest = tokens[-1][len(TAG_PREFIX) :].partition(",")
+    mode, _, rest = token[len(TAG_PREFIX) :].partition(",")
     if mode not in {m.value for m in Mode}:
         return None
     values: dict[str, int] = {}

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from slurm_harp.config import GuardSettings
 from slurm_harp.core.extension import next_limit
-from slurm_harp.guard import metrics as results
+from slurm_harp.guard import guard_metrics as results
 from slurm_harp.guard.bounds import (
     PARTITIONS_ARGV,
     QOS_ARGV,
@@ -25,7 +25,7 @@ from slurm_harp.guard.bounds import (
     parse_qos_max,
     parse_reservations,
 )
-from slurm_harp.guard.metrics import GuardMetrics
+from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.running import SQUEUE_ARGV, RunningJob, parse_running
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.heartbeat import HeartbeatFile

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import grp
 import logging
 import os
 import socket
 import stat
 import threading
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import replace
 from pathlib import Path
@@ -21,8 +23,10 @@ from prometheus_client import CollectorRegistry, start_http_server
 from slurm_harp.config import ConfigError, Settings, load
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.predictor import HistorySource, Predictor
+from slurm_harp.core.request import Target
 from slurm_harp.heartbeat import HeartbeatFile
 from slurm_harp.server.history_feed import HistoryFeed
+from slurm_harp.server.outcome_metrics import OutcomeMetrics
 from slurm_harp.server.reloader import reload_models, store_fingerprint
 from slurm_harp.server.service import SERVICE, PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
@@ -34,6 +38,19 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 # How long start() waits for the job history to be seeded before serving anyway (users whose
 # history is not loaded yet are cold: annotated, not rewritten).
 HISTORY_SEED_WAIT_S = 60.0
+
+
+def version_owner(store: Path) -> Callable[[str], Target | None]:
+    """Which target a model version belongs to, from the store's directories (cached: versions
+    are never renamed)."""
+
+    @functools.lru_cache(maxsize=4096)
+    def owner(version: str) -> Target | None:
+        if "/" in version or version.startswith("."):
+            return None
+        return next((t for t in Target if (store / t.value / version).is_dir()), None)
+
+    return owner
 
 
 class DaemonError(RuntimeError):
@@ -77,6 +94,13 @@ class Daemon:
         self.registry = registry or CollectorRegistry()
         self.metrics = ServingMetrics(self.registry)
         self.history = HistoryFeed(settings.history) if settings.history.db is not None else None
+        if self.history is not None:
+            # Accuracy from the jobs that ran, read from the same job store as the history.
+            self.history.outcomes = OutcomeMetrics(
+                self.registry,
+                version_owner(settings.store),
+                window_s=settings.history.outcome_window_days * 86400,
+            )
         # Time_min and extend modes shorten jobs only while `harp guard` beats (core.predictor).
         heartbeat = HeartbeatFile(settings.guard.heartbeat, settings.guard.stale_seconds)
         self.predictor = Predictor(

@@ -26,6 +26,7 @@ from slurm_harp.config import HistorySettings
 from slurm_harp.core.history import HORIZON_DAYS, HistoryIndex
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
+from slurm_harp.server.outcome_metrics import OutcomeMetrics
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class HistoryFeed:
         self._missing_logged = False
         self._opened = (0, 0)  # (st_dev, st_ino) of the store file open now
         self.seeded = threading.Event()  # set after the first attempt to read the store
+        self.outcomes: OutcomeMetrics | None = None  # recomputed from the same store, when set
         self.polls = 0
         self.rebuilds = 0
         if settings.window_days < HORIZON_DAYS:
@@ -103,7 +105,9 @@ class HistoryFeed:
                     if store is None:
                         store = self._open()
                     if store is not None:
-                        self.refresh(store)
+                        grew = self.refresh(store)
+                        if self.outcomes is not None:
+                            self.outcomes.refresh(store, force=grew)
                 except Exception:
                     log.exception("history: reading %s failed; retrying in %gs", self._db, self._poll_s)
                     if store is not None:
@@ -140,16 +144,19 @@ class HistoryFeed:
             return True
         return (st.st_dev, st.st_ino) != self._opened
 
-    def refresh(self, store: JobStore) -> None:
-        """One poll: add what the store gained since the last one (or rebuild), then expire."""
+    def refresh(self, store: JobStore) -> bool:
+        """One poll: add what the store gained since the last one (or rebuild), then expire; True
+        when the store's row count changed."""
         count = store.count()  # first: rows added after it are picked up by the next poll
         now = int(self._clock())
-        if count != self._count:
+        changed = count != self._count
+        if changed:
             known = self._count
             if known is None or count < known or not self._add_recent(store, now, count - known):
                 self._rebuild(store, now)
             self._count = count
         self._index.expire(now)
+        return changed
 
     def _add_recent(self, store: JobStore, now: int, added: int) -> bool:
         """Add the unseen recently submitted rows; False when there are fewer than ``added``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from slurm_harp.core.predictor import QuantilePredictor
@@ -70,7 +71,11 @@ def reload_models(
         if metrics is not None:
             metrics.reloads.labels(target.value, "loaded").inc()
     if metrics is not None:
-        metrics.serving({t.value: m.version for t, m in models.items()})
+        created = {t.value: _created(m) for t, m in models.items()}
+        metrics.serving(
+            {t.value: m.version for t, m in models.items()},
+            {t: c for t, c in created.items() if c is not None},
+        )
     return ReloadResult(models=models, loaded=tuple(loaded), rejected=tuple(rejected))
 
 
@@ -98,3 +103,13 @@ def store_fingerprint(store_root: Path) -> tuple[str, ...]:
             current = None
         out.append(current.name if current is not None else "")
     return tuple(out)
+
+
+def _created(model: QuantilePredictor) -> float | None:
+    """The model card's training time as a Unix time, where the model has a card that says."""
+    card = getattr(model, "card", None)
+    text = card.get("created") if isinstance(card, dict) else None
+    try:
+        return datetime.fromisoformat(text).timestamp() if isinstance(text, str) else None
+    except ValueError:
+        return None

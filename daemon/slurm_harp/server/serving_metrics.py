@@ -40,6 +40,12 @@ class ServingMetrics:
             ["target", "version"],
             registry=registry,
         )
+        self.model_created = Gauge(
+            "harp_model_created_timestamp_seconds",
+            "When the serving model version per target was trained (its card's created time).",
+            ["target", "version"],
+            registry=registry,
+        )
         self.reloads = Counter(
             "harp_model_reloads",
             "Model load attempts by result (loaded, rejected).",
@@ -51,7 +57,10 @@ class ServingMetrics:
         for t in decision.targets:
             self.decisions.labels(t.target.value, t.action.value, t.reason.value, decision.mode).inc()
 
-    def serving(self, versions: dict[str, str]) -> None:
+    def serving(self, versions: dict[str, str], created: dict[str, float] | None = None) -> None:
         self.model_info.clear()
+        self.model_created.clear()
         for target, version in versions.items():
             self.model_info.labels(target, version).set(1)
+            if created and target in created:
+                self.model_created.labels(target, version).set(created[target])

@@ -1,0 +1,91 @@
+"""deploy/prometheus and deploy/grafana against the metrics the code exports: promtool checks and
+unit-tests the alert rules and lints the exposition, and every metric the rules and the dashboard
+name is one the daemon or the guard exports."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.guard.guard_metrics import GuardMetrics
+from slurm_harp.server.outcome_metrics import OutcomeMetrics
+from slurm_harp.server.serving_metrics import ServingMetrics
+from tests.conftest import REPO
+
+RULES = REPO / "deploy" / "prometheus" / "harp-alerts.yml"
+DASHBOARD = REPO / "deploy" / "grafana" / "slurm-harp.json"
+NAME = re.compile(r"\b(harp_[a-z_]+)")
+
+
+def promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        if os.environ.get("HARP_REQUIRE_CLUSTER") == "1":
+            pytest.fail("promtool not found (Debian package prometheus)")
+        pytest.skip("promtool not found (Debian package prometheus)")
+    return found
+
+
+def expositions(tmp_path: Path) -> dict[str, bytes]:
+    """What the daemon's and the guard's /metrics serve, with every family filled in."""
+    daemon = CollectorRegistry()
+    serving = ServingMetrics(daemon)
+    serving.latency.observe(0.001)
+    serving.bad_requests.inc()
+    serving.failures.inc()
+    serving.decisions.labels("time", "annotate", "shadow", "shadow").inc()
+    serving.reloads.labels("time", "loaded").inc()
+    serving.serving({"time": "v1"}, {"time": 1.7e9})
+    outcome = OutcomeMetrics(daemon, lambda _: Target.TIME)
+    with JobStore(tmp_path / "jobs.sqlite") as store:
+        tag = "harp:rewrite,t!=60,t0=600,v=v1"
+        now = int(__import__("time").time())
+        request = JobRequest(partition="batch", min_cpus=2, submit_time=now - 600)
+        store.upsert([JobRecord("1", request, "COMPLETED", 1800, end_time=now - 60, harp_tag=tag)], "sacct")
+        assert outcome.refresh(store, force=True)
+    guard = CollectorRegistry()
+    metrics = GuardMetrics(guard)
+    metrics.margin.observe(60)
+    metrics.polls.labels("ok").inc()
+    metrics.poll_duration.observe(0.1)
+    metrics.shortened.set(1)
+    metrics.last_success.set(1.7e9)
+    return {"daemon": generate_latest(daemon), "guard": generate_latest(guard)}
+
+
+def test_alert_rules_pass_promtool_check_and_their_unit_tests() -> None:
+    tool = promtool()
+    for argv in (["check", "rules", RULES.name], ["test", "rules", "harp-alerts.test.yml"]):
+        done = subprocess.run([tool, *argv], cwd=RULES.parent, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "SUCCESS" in done.stdout
+
+
+def test_the_exposition_passes_promtool_check_metrics(tmp_path: Path) -> None:
+    tool = promtool()
+    for name, text in expositions(tmp_path).items():
+        done = subprocess.run([tool, "check", "metrics"], input=text, capture_output=True, timeout=60)
+        assert done.returncode == 0 and not done.stdout.strip(), (name, done.stdout + done.stderr)
+
+
+def test_rules_and_dashboard_name_only_exported_metrics(tmp_path: Path) -> None:
+    exported = {m for text in expositions(tmp_path).values() for m in NAME.findall(text.decode())}
+    assert "harp_outcome_ratio_bucket" in exported and "harp_outcome_jobs" in exported
+    in_rules = set(NAME.findall(RULES.read_text()))
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [v["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    in_dashboard = {m for e in exprs for m in NAME.findall(e)}
+    assert in_rules - exported == set(), "alert rules name metrics nobody exports"
+    assert in_dashboard - exported == set(), "the dashboard names metrics nobody exports"
+    assert len(dashboard["panels"]) >= 8 and all(p["targets"] for p in dashboard["panels"])
