@@ -174,3 +174,18 @@ def test_catalog_builds_every_named_source() -> None:
     w = jobs(4, (0, 10, 20, 1, 0))
     names = [catalog.limits(n, w, [5.0]).name for n in catalog.LIMITS]
     assert names == list(catalog.LIMITS)
+
+
+def test_the_conditional_extension_jumps_to_the_run_time_of_jobs_that_outlived_their_prediction() -> None:
+    # 30 jobs one after the other, each predicted 100 s and running 300 s. Tsafrir's steps extend
+    # each twice (to 100 + 60, then 100 + 300). The conditional extension does the same while fewer
+    # than 20 jobs have ended; then it extends at once to the 0.8 quantile of the ended jobs' ratio
+    # (3, in the bin whose upper edge is 10^(20/40) = 3.16: 316 s): one extension each.
+    rows = [(400 * i, 300, 10_000, 1, 0) for i in range(30)]
+    w = jobs(1, *rows)
+    steps = simulate(w, Easy(), PredictedLimits(w, [100.0] * 30, "extend"))
+    conditional = simulate(w, Easy(), PredictedLimits(w, [100.0] * 30, "extend", extension="conditional"))
+    assert steps.extensions == 30 * 2
+    assert conditional.extensions == 20 * 2 + 10 * 1
+    assert measure(conditional, warmup=0).killed_early_jobs == 0
+    assert conditional.end == steps.end  # extending never changes when a job ends, only the plan

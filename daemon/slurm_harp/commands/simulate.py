@@ -58,6 +58,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         '(policy.quantile with policy.limits = "quantile"; default: %(default)s)',
     )
     p.add_argument(
+        "--extension",
+        choices=("steps", "conditional"),
+        default="steps",
+        help="ours-time_min, ours-extend: how a job that reaches its planned limit is extended: by "
+        "Tsafrir's steps (as harp guard does), or to the 0.8 quantile of the run time of the ended "
+        "jobs that outlived the same share of their prediction (default: %(default)s)",
+    )
+    p.add_argument(
         "--period-days",
         type=float,
         default=30.0,
@@ -218,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
             bf_window=args.bf_window * 60,
             bf_interval=args.bf_interval,
         )
-        source = catalog.limits(name, jobs, predictions.get(name))
+        source = catalog.limits(name, jobs, predictions.get(name), extension=args.extension)
         progress = Progress(f"{args.scheduler} / {name}", sys.stderr) if show else None
         result = simulate(jobs, scheduler, source, progress=progress)
         runs.append(Run(result, measure(result, args.warmup)))

@@ -44,7 +44,9 @@ def scheduler(
     raise ValueError(f"unknown scheduler {name!r}; one of {', '.join(SCHEDULERS)}")
 
 
-def limits(name: str, workload: Workload, predictions: Sequence[float] | None = None) -> LimitSource:
+def limits(
+    name: str, workload: Workload, predictions: Sequence[float] | None = None, extension: str = "steps"
+) -> LimitSource:
     """A fresh limit source (they keep per-run state: build one per run)."""
     if name == "request":
         return RequestLimits(workload)
@@ -53,5 +55,5 @@ def limits(name: str, workload: Workload, predictions: Sequence[float] | None = 
     if name.startswith("ours-") and name in LIMITS:
         if predictions is None:
             raise NeedsPredictions(f"{name} plans with slurm-harp's predictions: give one per job")
-        return PredictedLimits(workload, predictions, name.removeprefix("ours-"))
+        return PredictedLimits(workload, predictions, name.removeprefix("ours-"), extension=extension)
     raise ValueError(f"unknown limit source {name!r}; one of {', '.join(LIMITS)}")

@@ -127,6 +127,7 @@ class PredictedLimits:
     """
 
     MODES = ("rewrite", "time_min", "extend")
+    EXTENSIONS = ("steps", "conditional")
 
     def __init__(
         self,
@@ -135,9 +136,16 @@ class PredictedLimits:
         mode: str,
         *,
         shortest_first: bool = True,
+        extension: str = "steps",
     ) -> None:
         if mode not in self.MODES:
             raise ValueError(f"unknown mode {mode!r}; one of {', '.join(self.MODES)}")
+        if extension not in self.EXTENSIONS:
+            raise ValueError(f"unknown extension {extension!r}; one of {', '.join(self.EXTENSIONS)}")
+        # "conditional": at an expiry, the limit becomes a quantile of the run time of the jobs that
+        # outlived the same share of their prediction (ConditionalRatios); "steps": Tsafrir's.
+        self._conditional = ConditionalRatios() if extension == "conditional" else None
+        self._current: dict[int, float] = {}
         if len(predictions) != len(workload):
             raise ValueError(f"{len(predictions)} predictions for {len(workload)} jobs")
         self.name = f"ours-{mode}"
@@ -159,7 +167,60 @@ class PredictedLimits:
         return Plan(predicted, request, predicted)
 
     def expired(self, job: int, first_planned: float, expiries: int) -> float:
-        return stepped(first_planned, expiries, self._request[job])
+        request = self._request[job]
+        if self._conditional is None:
+            return stepped(first_planned, expiries, request)
+        current = self._current.get(job, first_planned)
+        predicted = self._predicted[job]
+        ratio = self._conditional.quantile_above(current / predicted)
+        step = stepped(first_planned, expiries, request)
+        new = step if ratio is None else min(request, max(current + MIN_EXTENSION, predicted * ratio))
+        self._current[job] = new
+        return new
 
     def ended(self, job: int, now: float, ran: float) -> None:
-        return None
+        self._current.pop(job, None)
+        predicted = self._predicted[job]
+        if self._conditional is not None and predicted < self._request[job]:
+            self._conditional.add(ran / predicted)
+
+
+# An extension adds at least this much: a limit that barely moves is reached again at once.
+MIN_EXTENSION = 60.0
+
+
+class ConditionalRatios:
+    """Run time / prediction of ended jobs, in log-spaced bins, for the conditional extension: given
+    that a job has outlived ``r`` times its prediction, the ``QUANTILE`` of the ratios above ``r``.
+    Bins, not a sorted list: a 100 k-job trace adds 100 k ratios."""
+
+    QUANTILE = 0.8
+    MIN_TAIL = 20  # fewer ended jobs above the ratio than this: no estimate (Tsafrir's step is used)
+    BINS_PER_DECADE = 40
+    DECADES = 4  # ratios from 1 to 10,000; below 1 nothing is asked, above goes in the last bin
+
+    def __init__(self) -> None:
+        self._counts = [0] * (self.BINS_PER_DECADE * self.DECADES + 1)
+
+    def _bin(self, ratio: float) -> int:
+        if ratio <= 1.0:
+            return 0
+        return min(len(self._counts) - 1, 1 + int(math.log10(ratio) * self.BINS_PER_DECADE))
+
+    def _upper(self, index: int) -> float:
+        return float(10 ** (index / self.BINS_PER_DECADE))
+
+    def add(self, ratio: float) -> None:
+        self._counts[self._bin(ratio)] += 1
+
+    def quantile_above(self, ratio: float) -> float | None:
+        first = self._bin(ratio) + 1
+        tail = sum(self._counts[first:])
+        if tail < self.MIN_TAIL:
+            return None
+        need, seen = self.QUANTILE * tail, 0
+        for index in range(first, len(self._counts)):
+            seen += self._counts[index]
+            if seen >= need:
+                return self._upper(index)
+        return self._upper(len(self._counts) - 1)
