@@ -10,7 +10,18 @@ import sys
 
 from slurm_harp import __version__
 
-COMMANDS = ("serve", "guard", "train", "demo", "harvest", "importer", "evaluate", "models", "nightly")
+COMMANDS = (
+    "serve",
+    "guard",
+    "train",
+    "demo",
+    "harvest",
+    "importer",
+    "evaluate",
+    "models",
+    "nightly",
+    "explain",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
