@@ -9,6 +9,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,6 +95,7 @@ def test_accuracy_of_real_jobs_reaches_prometheus(
     assert all(t is not None and "t" in t.values for t in tags.values()), rows
     assert {t.mode for t in tags.values() if t is not None} == {"rewrite", "shadow"}
     _harvest(cluster, work / "jobs.sqlite")
+    explain_a_real_job(cluster, _daemon, next(r for r in rows if r["Partition"] == "debug"))
 
     # What the figures must be, from accounting alone.
     expected_ratio: dict[str, float] = {}
@@ -149,3 +151,26 @@ def test_accuracy_of_real_jobs_reaches_prometheus(
     finally:
         prom.terminate()
         prom.wait(timeout=30)
+
+
+def explain_a_real_job(cluster: SlurmCluster, daemon: DaemonProcess, row: dict[str, str]) -> None:
+    """`harp explain` on a job harp lowered, through real sacct, with the daemon's configuration."""
+    bin_dir = os.path.dirname(sys.executable)
+    env = cluster.env | {"PATH": f"{cluster.env['PATH']}:/usr/bin:{bin_dir}"}
+    argv = [
+        sys.executable,
+        "-m",
+        "slurm_harp.cli",
+        "explain",
+        row["JobIDRaw"],
+        "--config",
+        str(daemon.config),
+    ]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    tag = parse_tag(row["AdminComment"])
+    assert tag is not None
+    assert f"job {row['JobIDRaw']}: user root, partition debug" in done.stdout
+    assert f"time: lowered to {tag.values['t']} min from the user's 120 min" in done.stdout
+    assert "serving now" in done.stdout and "q0.5 prediction for this job:" in done.stdout
+    assert "policy now: mode rewrite for partition debug" in done.stdout

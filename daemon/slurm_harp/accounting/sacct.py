@@ -175,6 +175,25 @@ def read_sacct(lines: Iterable[str], stats: ReadStats | None = None) -> list[Job
     return records
 
 
+def read_one_job(lines: Iterable[str], job_id: str) -> JobRecord | None:
+    """Job ``job_id`` (its JobIDRaw) from sacct output, in any state (pending and running too: `harp
+    explain`); None when it is not there. Bad lines are logged as by read_sacct."""
+    stats = ReadStats(source=f"sacct -j {job_id}")
+    header, rows = split_rows(lines, stats)
+    if header is None:
+        raise ValueError(f"{stats.source}: no sacct header line")
+    for lineno, values in rows:
+        row = _Row(header.columns, values)
+        try:
+            key, step = _ids(row)
+            if step is None and key == job_id:
+                job = _job(key, row, any_state=True)
+                return None if job is None else _finish(job)
+        except ValueError as exc:
+            stats.bad(lineno, str(exc), log)
+    return None
+
+
 class _Row:
     __slots__ = ("_columns", "_values")
 
@@ -202,7 +221,7 @@ def _ids(row: _Row) -> tuple[str, str | None]:
     return raw.split(".", 1)[0], match.group(4)
 
 
-def _job(key: str, row: _Row) -> _Job | None:
+def _job(key: str, row: _Row, any_state: bool = False) -> _Job | None:
     state = row.get("State").split(" ", 1)[0]  # "CANCELLED by 0" -> CANCELLED
     if not state:
         raise ValueError("empty State")
@@ -243,7 +262,7 @@ def _job(key: str, row: _Row) -> _Job | None:
         censored=state in CENSORING_STATES,
         harp_tag=last_tag(row.get("AdminComment")),
     )
-    if state not in FINISHED_STATES or elapsed is None or elapsed <= 0:
+    if not any_state and (state not in FINISHED_STATES or elapsed is None or elapsed <= 0):
         return None
     return _Job(record, None if rss is None else rss[0], parse_duration_s(row.get("TotalCPU")))
 

@@ -1,0 +1,78 @@
+"""`harp explain`: the job's tag, the model version it names, the rule's candidates, the policy now.
+sacct is faked at the subprocess boundary; the model is a real one from the store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.accounting.sacct import SACCT_FIELDS
+from slurm_harp.accounting.sacct_lines import UNIT_SEPARATOR
+from slurm_harp.commands.explain import explain
+from slurm_harp.config import parse
+from slurm_harp.core.request import Target
+from slurm_harp.model.store import ModelStore
+
+FIELDS = {
+    "JobIDRaw": "4242", "JobID": "4242", "JobName": "relax", "User": "alice", "UID": "1000",
+    "Account": "phys", "Partition": "batch", "QOS": "normal", "State": "RUNNING", "ExitCode": "0:0",
+    "AdminComment": "", "ElapsedRaw": "600", "TimelimitRaw": "42", "ReqMem": "4000M", "MaxRSS": "",
+    "ReqCPUS": "8", "AllocCPUS": "8", "NNodes": "1", "ReqNodes": "1", "TotalCPU": "00:00:00",
+    "ReqTRES": "cpu=8,mem=4000M,node=1", "Submit": "2026-11-20T10:00:00", "Start": "2026-11-20T10:01:00",
+    "End": "Unknown", "WorkDir": "/home/alice", "Flags": "SchedMain",
+}  # fmt: skip
+
+
+def sacct_with(tag: str) -> tuple[list[list[str]], object]:
+    calls: list[list[str]] = []
+
+    def runner(argv: Sequence[str]) -> str:
+        calls.append(list(argv))
+        row = {**FIELDS, "AdminComment": tag}
+        return "\n".join(
+            [UNIT_SEPARATOR.join(SACCT_FIELDS), UNIT_SEPARATOR.join(row[f] for f in SACCT_FIELDS), ""]
+        )
+
+    return calls, runner
+
+
+def test_a_lowered_running_job_is_explained_from_its_tag_and_model(trained_store: Path) -> None:
+    version = ModelStore(trained_store).current_version(Target.TIME)
+    settings = parse({"store": {"path": str(trained_store)}, "policy": {"limits": "quantile"}})
+    calls, runner = sacct_with(f"backup:x harp:extend,t!=42,t0=600,v={version}")
+    text = explain("4242", settings, runner)  # type: ignore[arg-type]
+    assert calls[0][:2] == ["sacct", "-a"] and calls[0][calls[0].index("-j") + 1] == "4242"
+    assert "job 4242: user alice, partition batch, account phys; RUNNING" in text
+    assert "ran 10.0 min, limit now 42.0 min" in text
+    assert "time: lowered to 42 min from the user's 600 min; harp guard extends it up to 600 min" in text
+    assert f"time model {version}: trained" in text and "serving now" in text
+    assert "q0.9 prediction for this job:" in text
+    assert "(no [history] db configured" in text
+    assert "policy now: mode shadow for partition batch, account phys; limits quantile" in text
+
+
+def test_the_calibrated_rule_shows_every_rung(tmp_path: Path) -> None:
+    from tests.conftest import REPO
+
+    store = REPO / "models" / "reference"  # its time model carries a calibrated rule
+    version = ModelStore(store).current_version(Target.TIME)
+    settings = parse({"store": {"path": str(store)}, "policy": {"mode": "rewrite"}})
+    _, runner = sacct_with(f"harp:rewrite,t!=42,t0=600,v={version}")
+    text = explain("4242", settings, runner)  # type: ignore[arg-type]
+    assert "calibrated rule (penalty" in text and "rung  model" in text
+    assert ("the rule picks" in text) or ("the rule keeps the request" in text)
+    assert "policy now: mode rewrite" in text
+
+
+def test_no_tag_no_job_and_a_bad_id_are_said_plainly(trained_store: Path) -> None:
+    settings = parse({"store": {"path": str(trained_store)}})
+    _, runner = sacct_with("")
+    assert "no harp tag: harp did not see this job" in explain("4242", settings, runner)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="job 77: not in accounting"):
+        explain("77", settings, runner)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not a job id"):
+        explain("42; rm -rf /", settings, runner)  # type: ignore[arg-type]
+    _, runner = sacct_with("harp:shadow,t=30,v=20000101T000000.000000Z")
+    assert "is not in" in explain("4242", settings, runner)  # type: ignore[arg-type]
