@@ -29,6 +29,19 @@ def lua51() -> str:
     return found
 
 
+def required_tool(name: str, package: str) -> str:
+    """Path of a system tool a test runs: where it is missing the test is skipped, naming the
+    Debian package, except in CI (HARP_REQUIRE_CLUSTER=1), where that is a failure."""
+    found = shutil.which(name)
+    if found is None:
+        if os.environ.get("HARP_REQUIRE_CLUSTER") == "1":
+            pytest.fail(
+                f"{name} is not installed (Debian package {package}; .ci/install-system.sh installs it)"
+            )
+        pytest.skip(f"{name} is not installed (Debian package {package})")
+    return found
+
+
 @pytest.fixture(scope="session")
 def trained_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model store holding a real walltime model trained on a slice of the bundled KTH trace."""

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.core.message import parse_tag
-from tests.conftest import REPO
+from tests.conftest import REPO, required_tool
 from tests.e2e.cluster import TERMINAL_STATES, SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess
 from tests.e2e.test_harvest_e2e import _harvest
@@ -77,11 +77,7 @@ def settled_rows(cluster: SlurmCluster, ids: list[int], timeout: float = 120.0) 
 def test_accuracy_of_real_jobs_reaches_prometheus(
     site: tuple[SlurmCluster, DaemonProcess, Path, int],
 ) -> None:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        if os.environ.get("HARP_REQUIRE_CLUSTER") == "1":
-            pytest.fail("prometheus is not installed (.ci/install-system.sh installs it)")
-        pytest.skip("prometheus is not installed (Debian package prometheus)")
+    binary = required_tool("prometheus", "prometheus")
     cluster, _daemon, work, port = site
     ids = []
     for partition, sleep in [("debug", 2), ("debug", 3), ("debug", 2), ("batch", 2), ("batch", 4)]:

@@ -5,13 +5,10 @@ name is one the daemon or the guard exports."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from slurm_harp.accounting.jobstore import JobStore
@@ -20,7 +17,7 @@ from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.server.outcome_metrics import OutcomeMetrics
 from slurm_harp.server.serving_metrics import ServingMetrics
-from tests.conftest import REPO
+from tests.conftest import REPO, required_tool
 
 RULES = REPO / "deploy" / "prometheus" / "harp-alerts.yml"
 DASHBOARD = REPO / "deploy" / "grafana" / "slurm-harp.json"
@@ -28,12 +25,7 @@ NAME = re.compile(r"\b(harp_[a-z_]+)")
 
 
 def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get("HARP_REQUIRE_CLUSTER") == "1":
-            pytest.fail("promtool not found (Debian package prometheus)")
-        pytest.skip("promtool not found (Debian package prometheus)")
-    return found
+    return required_tool("promtool", "prometheus")
 
 
 def expositions(tmp_path: Path) -> dict[str, bytes]:

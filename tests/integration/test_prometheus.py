@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -13,8 +11,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.conftest import required_tool
 from tests.integration.harp_client import Client
 from tests.integration.test_daemon import make_daemon
 
@@ -33,11 +30,7 @@ def query(port: int, expr: str) -> list[dict[str, Any]]:
 
 
 def test_prometheus_scrapes_serving_metrics(tmp_path: Path, trained_store: Path) -> None:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        if os.environ.get("HARP_REQUIRE_CLUSTER") == "1":
-            pytest.fail("prometheus is not installed (.ci/install-system.sh installs it)")
-        pytest.skip("prometheus is not installed (Debian package prometheus)")
+    binary = required_tool("prometheus", "prometheus")
     metrics_port, prom_port = free_port(), free_port()
     daemon = make_daemon(tmp_path, trained_store, metrics_port=metrics_port)
     daemon.start()

@@ -3,28 +3,21 @@ forbid does not break harp: training and serving run under MemoryDenyWriteExecut
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, required_tool
 
 UNITS = sorted((REPO / "deploy" / "systemd").glob("*.service"))
 EXPOSURE = re.compile(r"Overall exposure level for \S+: (\d+\.\d+)")
 
 
 def systemd_analyze() -> str:
-    found = shutil.which("systemd-analyze")
-    if found is None:
-        if os.environ.get("HARP_REQUIRE_CLUSTER") == "1":
-            pytest.fail("systemd-analyze not found (apt-get install systemd)")
-        pytest.skip("systemd-analyze not found (apt-get install systemd)")
-    return found
+    return required_tool("systemd-analyze", "systemd")
 
 
 @pytest.mark.parametrize("unit", UNITS, ids=[u.name for u in UNITS])
