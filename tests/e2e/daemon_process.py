@@ -17,6 +17,18 @@ import grpc
 from tests.integration.harp_client import Client
 
 
+def plugin_config(work: Path, deadline_ms: int, breaker_seconds: int) -> str:
+    """harp_plugin.lua for a test site in ``work``: our plugin's modules from the repository, the
+    daemon's socket and the switch file in ``work``."""
+    from tests.conftest import REPO
+
+    return (
+        f'return {{ lib_dir = "{REPO / "plugin"}", socket = "{work / "harp.sock"}", '
+        f"deadline_ms = {deadline_ms}, breaker_seconds = {breaker_seconds}, "
+        f'disable_file = "{work / "harp.disable"}" }}\n'
+    )
+
+
 class DaemonProcess:
     """`harp serve --config` in its own process, so it can be stopped, hung (SIGSTOP) or reloaded."""
 

@@ -28,7 +28,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.e2e.cluster import SbatchResult, SlurmCluster, StartCluster
-from tests.e2e.daemon_process import DaemonProcess
+from tests.e2e.daemon_process import DaemonProcess, plugin_config
 
 POLL_S, LEAD_S, STALE_S = 2, 40, 5
 # slurmctld checks limits about every 30 s and waits KillWait (5 s) before the kill.
@@ -76,10 +76,7 @@ def site(
     work = tmp_path_factory.mktemp("guard")
     store = work / "store"
     shutil.copytree(trained_store, store)
-    plugin_conf = (
-        f'return {{ lib_dir = "{REPO / "plugin"}", socket = "{work / "harp.sock"}", '
-        f'deadline_ms = 200, breaker_seconds = 1, disable_file = "{work / "harp.disable"}" }}\n'
-    )
+    plugin_conf = plugin_config(work, deadline_ms=200, breaker_seconds=1)
     cluster = start_cluster(
         job_submit_lua=(REPO / "plugin" / "job_submit.lua").read_text(),
         extra_conf_files={"harp_plugin.lua": plugin_conf},

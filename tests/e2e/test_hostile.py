@@ -25,7 +25,7 @@ from slurm_harp.learning.trainer import train_target
 from slurm_harp.model.store import ModelStore
 from tests.conftest import REPO
 from tests.e2e.cluster import SlurmCluster, StartCluster
-from tests.e2e.daemon_process import DaemonProcess
+from tests.e2e.daemon_process import DaemonProcess, plugin_config
 
 DEADLINE_MS = 50
 WRAPPER = """
@@ -72,10 +72,7 @@ def site(
     config = MethodConfig(family=FamilyConfig(quantiles=(0.5, 0.9), compare=()))
     cpus = train_target(cpu_records(), Target.CPUS, config)
     ModelStore(store).publish(Target.CPUS, cpus.files, cpus.card)
-    plugin_conf = (
-        f'return {{ lib_dir = "{REPO / "plugin"}", socket = "{work / "harp.sock"}", '
-        f'deadline_ms = {DEADLINE_MS}, breaker_seconds = 30, disable_file = "{work / "harp.disable"}" }}\n'
-    )
+    plugin_conf = plugin_config(work, deadline_ms=DEADLINE_MS, breaker_seconds=30)
     cluster = start_module_cluster(
         job_submit_lua=WRAPPER,
         extra_conf_files={

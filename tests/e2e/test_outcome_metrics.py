@@ -19,7 +19,7 @@ import pytest
 from slurm_harp.core.message import parse_tag
 from tests.conftest import REPO, required_tool
 from tests.e2e.cluster import TERMINAL_STATES, SlurmCluster, StartCluster
-from tests.e2e.daemon_process import DaemonProcess
+from tests.e2e.daemon_process import DaemonProcess, plugin_config
 from tests.e2e.test_harvest_e2e import _harvest
 from tests.integration.test_prometheus import free_port, query
 
@@ -40,10 +40,7 @@ def site(
     work = tmp_path_factory.mktemp("outcomes")
     store = work / "store"
     shutil.copytree(trained_store, store)
-    plugin_conf = (
-        f'return {{ lib_dir = "{REPO / "plugin"}", socket = "{work / "harp.sock"}", deadline_ms = 200, '
-        f'breaker_seconds = 1, disable_file = "{work / "harp.disable"}" }}\n'
-    )
+    plugin_conf = plugin_config(work, deadline_ms=200, breaker_seconds=1)
     cluster = start_module_cluster(
         job_submit_lua=(REPO / "plugin" / "job_submit.lua").read_text(),
         extra_conf_files={"harp_plugin.lua": plugin_conf},

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.e2e.cluster import SbatchResult, SlurmCluster, StartCluster
-from tests.e2e.daemon_process import DaemonProcess, GarbageGrpcServer, GarbageSocketServer
+from tests.e2e.daemon_process import DaemonProcess, GarbageGrpcServer, GarbageSocketServer, plugin_config
 
 DEADLINE_MS = 50
 RULES = '[[policy.rule]]\npartition = "debug"\nmode = "rewrite"\n[policy.floor]\ntime_minutes = 1\n'
@@ -65,15 +65,7 @@ def site(
     work = Path(os.environ.get("HARP_E2E_DIR") or tmp_path_factory.mktemp("site"))
     store = work / "store"
     shutil.copytree(trained_store, store)
-    plugin_conf = (
-        "return {\n"
-        f'  lib_dir = "{REPO / "plugin"}",\n'
-        f'  socket = "{work / "harp.sock"}",\n'
-        f"  deadline_ms = {DEADLINE_MS},\n"
-        "  breaker_seconds = 1,\n"
-        f'  disable_file = "{work / "harp.disable"}",\n'
-        "}\n"
-    )
+    plugin_conf = plugin_config(work, deadline_ms=DEADLINE_MS, breaker_seconds=1)
     cluster = start_module_cluster(
         job_submit_lua=(REPO / "plugin" / "job_submit.lua").read_text(),
         extra_conf_files={"harp_plugin.lua": plugin_conf},
