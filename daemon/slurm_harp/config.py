@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slurm_harp.core.extension import DEFAULT_LEAD_S
+from slurm_harp.core.extension import DEFAULT_LEAD_S, EXTENSIONS
 from slurm_harp.core.policy import DEFAULT_FLOORS, LIMITS, Mode, Policy, Rule
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY
@@ -81,6 +81,9 @@ class GuardSettings:
     max_updates_per_poll: int = 200  # bounds one poll's work on slurmctld; the rest wait a poll
     metrics_address: str = "127.0.0.1"
     metrics_port: int | None = None
+    # How a due job is extended (core.extension): "conditional" learns from the recently ended jobs
+    # of history.db (accounting.extension_file), with Tsafrir's steps where they say too little.
+    extension: str = "conditional"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +107,7 @@ _SCHEMA: dict[str, set[str]] = {
         "max_updates_per_poll",
         "metrics_address",
         "metrics_port",
+        "extension",
     },
     "training": {
         "kill_budget",
@@ -263,6 +267,9 @@ def _guard(r: _Reader, g: Mapping[str, Any]) -> GuardSettings:
     port = r.get(g, "guard", "metrics_port", int, None)
     if port is not None and not 0 <= port < 65536:
         raise r.fail("guard.metrics_port", f"out of range: {port}")
+    extension = r.get(g, "guard", "extension", str, d.extension)
+    if extension not in EXTENSIONS:
+        raise r.fail("guard.extension", f"must be one of {', '.join(EXTENSIONS)}, got {extension!r}")
     return GuardSettings(
         heartbeat=Path(r.get(g, "guard", "heartbeat", str, str(d.heartbeat))),
         poll_seconds=poll,
@@ -275,6 +282,7 @@ def _guard(r: _Reader, g: Mapping[str, Any]) -> GuardSettings:
         ),
         metrics_address=r.get(g, "guard", "metrics_address", str, d.metrics_address),
         metrics_port=port,
+        extension=extension,
     )
 
 

@@ -1,7 +1,8 @@
 """Time_min and extend modes on a real cluster, with `harp guard` as a real process.
 
 One test runs the scenarios side by side (each job that runs into a limit costs minutes here):
-(a) an extend-mode job that runs longer than its cut limit is extended in steps and COMPLETED;
+(a) an extend-mode job that runs longer than its cut limit is extended and COMPLETED: by the
+    conditional extension, from a job store of ended jobs that the real `harp harvest` summarised;
 (b) a job that runs longer than its own request is stopped at that request, never later;
 (c) with the guard stopped, a new job is annotated, not shortened, and the user is told;
 (d) the guard is killed while shortened jobs run and restarted: it catches up in time;
@@ -13,6 +14,7 @@ Policy: partition debug is in extend mode, account teaching (in batch) in time_m
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import signal
@@ -26,14 +28,39 @@ from pathlib import Path
 
 import pytest
 
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest
 from tests.conftest import REPO
 from tests.e2e.cluster import SbatchResult, SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess, plugin_config
+from tests.e2e.test_harvest_e2e import _harvest
 
 POLL_S, LEAD_S, STALE_S = 2, 40, 5
 # slurmctld checks limits about every 30 s and waits KillWait (5 s) before the kill.
 KILL_SLACK_S = 50
 TAG = re.compile(r"harp:(\w+),(\S+)")
+# The site's history: 30 jobs ran 2.5 times harp's value (in 40 log bins a decade, the quantile
+# answers the bin's upper edge), so a job that outlives its cut limit is extended to 2.51 times it.
+HISTORY_RATIO, HISTORY_EDGE = 2.5, 10 ** (16 / 40)
+
+
+def seed_history(db: Path) -> None:
+    """Ended jobs in shadow mode that ran HISTORY_RATIO times harp's 10 minutes."""
+    now = int(time.time())
+    jobs = [
+        JobRecord(
+            job_id=str(i),
+            request=JobRequest(user_name="alice", time_limit_minutes=60, submit_time=now - 7200),
+            state="COMPLETED",
+            elapsed_s=round(HISTORY_RATIO * 600),
+            end_time=now - 3600,
+            harp_tag="harp:shadow,t=10,v=seed",
+        )
+        for i in range(30)
+    ]
+    with JobStore(db) as store:
+        store.upsert(jobs, "seed")
 
 
 def _free_port() -> int:
@@ -82,6 +109,9 @@ def site(
         extra_conf_files={"harp_plugin.lua": plugin_conf},
         nodes=4,
     )
+    db = work / "jobs.sqlite"
+    seed_history(db)
+    assert ", 30 jobs in the extension history" in _harvest(cluster, db)
     port = _free_port()
     policy = (
         # The bundled KTH model's median cuts these short requests to the one-minute floor.
@@ -90,6 +120,7 @@ def site(
         '[[policy.rule]]\naccount = "teaching"\nmode = "time_min"\n'
         f'[guard]\nheartbeat = "{work / "guard.heartbeat"}"\npoll_seconds = {POLL_S}\n'
         f"lead_seconds = {LEAD_S}\nstale_seconds = {STALE_S}\nmetrics_port = {port}\n"
+        f'[history]\ndb = "{db}"\n'
     )
     daemon = DaemonProcess(work, store, mode="shadow", extra=policy)
     daemon.start()
@@ -127,7 +158,8 @@ def wait_alive(heartbeat: Path, timeout: float = 30) -> None:
 
 def metric(port: int, name: str, labels: str) -> float:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    match = re.search(rf"^{name}\{{{labels}\}} (\S+)$", text, re.M)
+    selector = rf"\{{{labels}\}}" if labels else ""
+    match = re.search(rf"^{name}{selector} (\S+)$", text, re.M)
     return float(match.group(1)) if match else 0.0
 
 
@@ -196,7 +228,7 @@ def test_time_min_and_extend_modes_never_kill_before_the_own_limit(
             allocations_only=True,
         )
     }
-    # (a)/(d): extended in steps, up to the request, and COMPLETED.
+    # (a)/(d): extended, up to the request, and COMPLETED.
     assert ends[a.job_id] == "COMPLETED", rows[a.job_id]
     assert rows[a.job_id]["TimelimitRaw"] == "5"
     # (b): stopped at its own limit, never later.
@@ -209,5 +241,10 @@ def test_time_min_and_extend_modes_never_kill_before_the_own_limit(
     assert re.search(rf"job {f.job_id}: not extended past {cut} min \(reservation maint\)", log), log[-3000:]
     assert metric(port, "harp_guard_extensions_total", 'result="refused_bound"') >= 1
     assert metric(port, "harp_guard_extensions_total", 'result="reached_request"') >= 2
-    caught_up = re.search(rf"job {a.job_id}: time limit {cut} -> \d+ min \(own 5, (\d+) s were left\)", log)
-    assert caught_up and int(caught_up.group(1)) < LEAD_S, log[-3000:]  # (d): it was due while down
+    # (a): the first extension went where the site's ended jobs say (a step would give cut + 1);
+    # (d): it was due while the guard was down.
+    learned = min(5, math.ceil(cut * HISTORY_EDGE))
+    extended = rf"job {a.job_id}: time limit {cut} -> {learned} min by the site's ended jobs"
+    caught_up = re.search(extended + r" \(own 5, (\d+) s were left\)", log)
+    assert caught_up and int(caught_up.group(1)) < LEAD_S, log[-3000:]
+    assert metric(port, "harp_guard_extension_history_jobs", "") == 30

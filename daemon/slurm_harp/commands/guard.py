@@ -15,7 +15,10 @@ from types import FrameType
 
 from prometheus_client import CollectorRegistry, start_http_server
 
+from slurm_harp.accounting import extension_file
 from slurm_harp.commands.arguments import config_option, settings_at
+from slurm_harp.config import Settings
+from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.loop import Guard
 from slurm_harp.guard.slurm import run_command
@@ -35,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if settings is None:
         return 2
     registry = CollectorRegistry()
-    guard = Guard(settings.guard, run_command, GuardMetrics(registry))
+    guard = Guard(settings.guard, run_command, GuardMetrics(registry), history=history_of(settings))
     if args.once:
         return 0 if guard.poll() is not None else 1
     if settings.guard.metrics_port is not None:
@@ -50,15 +53,16 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, on_signal)
     log.info(
-        "guarding shortened jobs: poll %g s, lead %g s, heartbeat %s",
+        "guarding shortened jobs: poll %g s, lead %g s, heartbeat %s, extension %s",
         settings.guard.poll_seconds, settings.guard.lead_seconds, settings.guard.heartbeat,
+        _extension_of(settings, guard),
     )  # fmt: skip
     while not flags["stop"]:
         if flags["hup"]:
             flags["hup"] = False
             fresh = settings_at(args.config)
             if fresh is not None:
-                guard.configure(fresh.guard)
+                guard.configure(fresh.guard, history_of(fresh))
                 log.info("SIGHUP: configuration reloaded")
         try:
             guard.poll()  # the first poll catches up on every job shortened while the guard was down
@@ -68,3 +72,17 @@ def run(args: argparse.Namespace) -> int:
         wake.clear()
     log.info("stopped")
     return 0
+
+
+def history_of(settings: Settings) -> ExtensionHistory:
+    """The conditional extension's history: the file the harvester writes beside history.db."""
+    db = settings.history.db
+    return ExtensionHistory(None if db is None else extension_file.path_for(db))
+
+
+def _extension_of(settings: Settings, guard: Guard) -> str:
+    if guard.history is None:
+        return "by Tsafrir's steps"
+    if guard.history.path is None:
+        return "conditional, but no history.db: by Tsafrir's steps"
+    return f"conditional on {guard.history.path} (Tsafrir's steps where it knows too few jobs)"

@@ -20,8 +20,9 @@ import subprocess
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
-from slurm_harp.accounting import ReadStats, read_sacct, sacct
+from slurm_harp.accounting import ReadStats, extension_file, read_sacct, sacct
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct import ENDED_STATES, SacctRunner, sacct_argv
 from slurm_harp.accounting.sacct_lines import UNIT_SEPARATOR
@@ -164,13 +165,14 @@ def harvest_into(
     it stopped early (what was committed stays: the next run resumes)."""
     stats = ReadStats(source="sacct")
     report = HarvestReport(source)
+    now = int(time.time())
     try:
         with JobStore(db) as store:
             harvest(
                 store,
                 sacct.run_sacct,  # the one subprocess boundary for sacct
                 source=source,
-                now=int(time.time()),
+                now=now,
                 overlap_s=overlap_s,
                 settle_s=settle_s,
                 start=start,
@@ -178,9 +180,13 @@ def harvest_into(
                 stats=stats,
                 report=report,
             )
+            # What `harp guard` extends by: refreshed from the store, new jobs or not (the window moves).
+            stats.source = "extension history"
+            ratios = extension_file.ratios_from(store, now)
+            extension_file.write(extension_file.path_for(Path(db)), ratios, now)
     except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired, sqlite3.Error) as exc:
         log.error("harvest stopped at %s: %s", stats.source, exc)
         print(report.summary(stats) + " (stopped early: the next run resumes)")
         return False
-    print(report.summary(stats))
+    print(report.summary(stats) + f", {len(ratios)} jobs in the extension history")
     return True

@@ -15,6 +15,7 @@ import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from slurm_harp.core.extension import killed_before_own_limit
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.message import parse_tag
 from slurm_harp.core.request import Target
@@ -22,8 +23,6 @@ from slurm_harp.core.request import Target
 # used / harp's value: below 1 the job used less than harp said; above 1 it needed more.
 RATIO_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 5.0)
 TARGET_OF_KEY = {"t": Target.TIME, "m": Target.MEMORY, "c": Target.CPUS}
-# A job timed out this close to the user's own limit was stopped by that limit, not by harp's.
-OWN_LIMIT_SLACK_S = 60
 
 Key = tuple[str, str, str]  # (target, partition, model version)
 
@@ -86,17 +85,10 @@ def outcomes(records: Iterable[JobRecord], owner: Callable[[str], Target | None]
             outcome.add(used / value)
             lowered = tag.flags.get(key) == "!"
             own = tag.own.get(key)
-            killed = target is Target.TIME and lowered and _killed_by_harp(record, own)
+            killed = target is Target.TIME and lowered and killed_before_own_limit(record, own)
             if killed or used > value:
                 outcome.underpredicted += 1
             outcome.killed += killed
             if target is Target.TIME and lowered and own is not None and not killed and used <= value:
                 outcome.saved_core_seconds += (own - value) * 60.0 * record.cores
     return out
-
-
-def _killed_by_harp(record: JobRecord, own_minutes: int | None) -> bool:
-    """Timed out at a limit harp lowered: before the user's own limit (where the tag records it)."""
-    if record.state != "TIMEOUT":
-        return False
-    return own_minutes is None or record.elapsed_s < own_minutes * 60 - OWN_LIMIT_SLACK_S

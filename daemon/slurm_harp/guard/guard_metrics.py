@@ -51,6 +51,11 @@ class GuardMetrics:
             "Running jobs whose limit is below their user's own request (harp may still extend them).",
             registry=registry,
         )
+        self.history_jobs = Gauge(
+            "harp_guard_extension_history_jobs",
+            "Ended jobs the conditional extension learns from (0: Tsafrir's steps only).",
+            registry=registry,
+        )
         self.last_success = Gauge(
             "harp_guard_last_success_timestamp_seconds",
             "Unix time of the last poll that listed the running jobs.",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from slurm_harp.config import GuardSettings
-from slurm_harp.core.extension import next_limit
+from slurm_harp.core.extension import ConditionalRatios, next_limit
 from slurm_harp.guard import guard_metrics as results
 from slurm_harp.guard.bounds import (
     PARTITIONS_ARGV,
@@ -25,6 +25,7 @@ from slurm_harp.guard.bounds import (
     parse_qos_max,
     parse_reservations,
 )
+from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.running import SQUEUE_ARGV, RunningJob, parse_running
 from slurm_harp.guard.slurm import Runner
@@ -52,20 +53,23 @@ class Guard:
         runner: Runner,
         metrics: GuardMetrics,
         clock: Callable[[], float] = time.time,
+        history: ExtensionHistory | None = None,
     ) -> None:
         self._run = runner
         self.metrics = metrics
         self._clock = clock
-        self.configure(settings)
+        self.configure(settings, history)
         self._bounds = Bounds()
         self._bounds_at = -float("inf")
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
         # tried again only when their limit or the bounds change.
         self._refused: dict[str, int] = {}
 
-    def configure(self, settings: GuardSettings) -> None:
+    def configure(self, settings: GuardSettings, history: ExtensionHistory | None = None) -> None:
+        """``history``: the site's ended jobs for the conditional extension (None: steps only)."""
         self.settings = settings
         self.heartbeat = HeartbeatFile(settings.heartbeat, settings.stale_seconds, self._clock)
+        self.history = history if settings.extension == "conditional" else None
 
     def poll(self) -> PollReport | None:
         """One poll; None when the running jobs could not be listed (the heartbeat is not
@@ -84,10 +88,12 @@ class Guard:
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
         due = [j for j in shortened if self._due(j) and self._refused.get(j.job_id) != j.limit_minutes]
         due.sort(key=lambda j: (j.limit_minutes or 0) * 60.0 - j.elapsed_s)  # the closest first
+        ratios = None if self.history is None else self.history.ratios()
+        self.metrics.history_jobs.set(0 if ratios is None else len(ratios))
         outcomes = []
         for job in due[: self.settings.max_updates_per_poll]:
             try:
-                outcomes.append((job.job_id, self._extend(job, now)))
+                outcomes.append((job.job_id, self._extend(job, now, ratios)))
             except Exception:  # one bad job never stops the poll
                 log.exception("job %s: extension failed", job.job_id)
                 outcomes.append((job.job_id, results.FAILED))
@@ -105,12 +111,14 @@ class Guard:
         limit = job.limit_minutes
         return limit is not None and limit * 60.0 - job.elapsed_s <= self.settings.lead_seconds
 
-    def _extend(self, job: RunningJob, now: float) -> str:
+    def _extend(self, job: RunningJob, now: float, ratios: ConditionalRatios | None) -> str:
         own, limit = job.own_limit_minutes, job.limit_minutes
         assert own is not None and limit is not None  # _below_own_limit
         prediction = job.prediction_minutes or limit
         bound, why = self._bounds.limit_for(job, now)
-        ext = next_limit(prediction, limit, own, job.elapsed_s, self.settings.lead_seconds, bound)
+        ext = next_limit(
+            prediction, limit, own, job.elapsed_s, self.settings.lead_seconds, bound, ratios=ratios
+        )
         if ext is None:
             return "none"
         margin = limit * 60.0 - job.elapsed_s
@@ -143,9 +151,10 @@ class Guard:
         else:
             result = results.EXTENDED
         capped = f"; capped by {why}" if ext.capped_by_bound else ""
+        how = "the site's ended jobs" if ext.conditional else "a step"
         log.info(
-            "job %s: time limit %d -> %d min (own %d, %.0f s were left)%s",
-            job.job_id, limit, ext.new_limit, own, margin, capped,
+            "job %s: time limit %d -> %d min by %s (own %d, %.0f s were left)%s",
+            job.job_id, limit, ext.new_limit, how, own, margin, capped,
         )  # fmt: skip
         self.metrics.extensions.labels(result).inc()
         self.metrics.margin.observe(max(margin, 0.0))

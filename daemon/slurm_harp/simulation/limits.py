@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from slurm_harp.core.extension import STEPS_MINUTES
+from slurm_harp.core.extension import STEPS_MINUTES, ConditionalRatios
 from slurm_harp.simulation.workload import Workload
 
 # Tsafrir, Etsion & Feitelson (2007): offsets from the original prediction at the k-th expiry, in
@@ -187,40 +187,3 @@ class PredictedLimits:
 
 # An extension adds at least this much: a limit that barely moves is reached again at once.
 MIN_EXTENSION = 60.0
-
-
-class ConditionalRatios:
-    """Run time / prediction of ended jobs, in log-spaced bins, for the conditional extension: given
-    that a job has outlived ``r`` times its prediction, the ``QUANTILE`` of the ratios above ``r``.
-    Bins, not a sorted list: a 100 k-job trace adds 100 k ratios."""
-
-    QUANTILE = 0.8
-    MIN_TAIL = 20  # fewer ended jobs above the ratio than this: no estimate (Tsafrir's step is used)
-    BINS_PER_DECADE = 40
-    DECADES = 4  # ratios from 1 to 10,000; below 1 nothing is asked, above goes in the last bin
-
-    def __init__(self) -> None:
-        self._counts = [0] * (self.BINS_PER_DECADE * self.DECADES + 1)
-
-    def _bin(self, ratio: float) -> int:
-        if ratio <= 1.0:
-            return 0
-        return min(len(self._counts) - 1, 1 + int(math.log10(ratio) * self.BINS_PER_DECADE))
-
-    def _upper(self, index: int) -> float:
-        return float(10 ** (index / self.BINS_PER_DECADE))
-
-    def add(self, ratio: float) -> None:
-        self._counts[self._bin(ratio)] += 1
-
-    def quantile_above(self, ratio: float) -> float | None:
-        first = self._bin(ratio) + 1
-        tail = sum(self._counts[first:])
-        if tail < self.MIN_TAIL:
-            return None
-        need, seen = self.QUANTILE * tail, 0
-        for index in range(first, len(self._counts)):
-            seen += self._counts[index]
-            if seen >= need:
-                return self._upper(index)
-        return self._upper(len(self._counts) - 1)

@@ -1,0 +1,80 @@
+"""The conditional extension's history, as a small file beside the job store for `harp guard`.
+
+`harp harvest` writes it after each run: the binned run time / prediction of the tagged jobs that
+ended in the last WINDOW_DAYS (core.extension.ConditionalRatios). The guard reads this file rather
+than the store: it runs as SlurmUser, which may read the store (group) but cannot open a WAL-mode
+SQLite database read-only when no writer has it open (SQLite must then create its -shm file).
+Written to a temporary name and renamed, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.core.extension import ConditionalRatios, observed_ratio
+from slurm_harp.state_dir import FILE_MODE, adopt
+
+FORMAT = 1
+WINDOW_DAYS = 30
+MAX_BYTES = 1 << 20  # a few KB when sound: anything bigger is not ours
+
+
+def path_for(db: Path) -> Path:
+    """Where the file of the job store at ``db`` lives: ``jobs.sqlite`` -> ``jobs.extension.json``."""
+    return db.with_name(db.stem + ".extension.json")
+
+
+def ratios_from(store: JobStore, now: float, window_days: int = WINDOW_DAYS) -> ConditionalRatios:
+    ratios = ConditionalRatios()
+    for record in store.records(ended_since=int(now - window_days * 86400), tagged=True):
+        ratio = observed_ratio(record)
+        if ratio is not None:
+            ratios.add(ratio)
+    return ratios
+
+
+def write(path: Path, ratios: ConditionalRatios, now: float, window_days: int = WINDOW_DAYS) -> None:
+    body = {
+        "format": FORMAT,
+        "computed": int(now),
+        "window_days": window_days,
+        "bins_per_decade": ratios.BINS_PER_DECADE,
+        "counts": ratios.counts,
+    }
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    try:
+        with os.fdopen(fd, "w") as out:
+            os.fchmod(out.fileno(), FILE_MODE)
+            json.dump(body, out)
+        adopt(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def read(path: Path) -> tuple[ConditionalRatios, int]:
+    """(the ratios, when they were computed); ValueError naming the problem for a file that is not
+    one of ours, OSError when it cannot be read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as stream:
+        raw = stream.read(MAX_BYTES + 1)
+    if len(raw) > MAX_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_BYTES} bytes")
+    try:
+        body: Any = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(body, dict) or body.get("format") != FORMAT:
+        raise ValueError(f"{path}: not an extension file of format {FORMAT}")
+    if body.get("bins_per_decade") != ConditionalRatios.BINS_PER_DECADE:
+        raise ValueError(f"{path}: bins_per_decade {body.get('bins_per_decade')!r} is not ours")
+    computed = body.get("computed")
+    if not isinstance(computed, int):
+        raise ValueError(f"{path}: no computed time")
+    return ConditionalRatios.from_counts(body.get("counts")), computed
