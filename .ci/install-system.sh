@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# System packages for the end-to-end tests (a real Slurm 22.05 cluster, the Lua plugin, Prometheus).
+# System packages for the end-to-end tests (a real Slurm 22.05 cluster, the Lua plugin, Prometheus,
+# chromium for harp report's page).
 # For a fresh Debian 12, as root. Idempotent: re-running only refreshes the apt index.
 # The tests start their own private munged/MariaDB/Slurm daemons (tests/e2e/cluster.py), so the
 # system services these packages ship are not started here.
@@ -14,6 +15,7 @@ packages=(
     slurmctld slurmd slurmdbd slurm-client munge mariadb-server
     lua5.1 lua-socket lua-http lua-cqueues lua-cjson lua-posix lua-check
     prometheus
+    chromium
     python3-venv python3-dev
     systemd
 )
@@ -46,7 +48,7 @@ apt-get update
 apt-get install -y "${packages[@]}"
 
 # Fail here, not in the middle of the tests, if something did not land.
-for prog in slurmctld slurmd slurmdbd sacctmgr sacct sbatch scontrol sinfo munged mariadbd mariadb-install-db lua5.1 luacheck prometheus systemd-analyze; do
+for prog in slurmctld slurmd slurmdbd sacctmgr sacct sbatch scontrol sinfo munged mariadbd mariadb-install-db lua5.1 luacheck prometheus chromium systemd-analyze; do
     if ! PATH="$PATH:/usr/sbin:/sbin" command -v "$prog" >/dev/null; then
         echo "install-system.sh: $prog not found after install" >&2
         exit 1

@@ -27,8 +27,8 @@ from slurm_harp.config import Settings
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.history import HistoryIndex, is_cold
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import Tag, parse_tag
-from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.core.message import Tag, parse_tag, submitted_request
+from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import decision_weight
 from slurm_harp.evaluation.outcomes import TARGET_OF_KEY
 from slurm_harp.model.runtime import ModelError, QuantileModel
@@ -85,7 +85,7 @@ def explain(job_id: str, settings: Settings, runner: Runner) -> str:
         return "\n".join(lines + _policy_now(job, settings))
     lines.append(f"tag: {job.harp_tag}")
     lines += _what_was_done(tag)
-    job = replace(job, request=_as_submitted(job.request, tag))
+    job = replace(job, request=submitted_request(job.request, tag))
     store = ModelStore(settings.store)
     for key in tag.values:
         target = TARGET_OF_KEY[key]
@@ -97,19 +97,6 @@ def explain(job_id: str, settings: Settings, runner: Runner) -> str:
             continue
         lines += _recompute(job, target, store.target_dir(target) / version, store, settings)
     return "\n".join(lines + _policy_now(job, settings))
-
-
-def _as_submitted(request: JobRequest, tag: Tag) -> JobRequest:
-    """The request as the daemon saw it: accounting shows the limits harp set, the tag what the
-    user asked for."""
-    own = tag.own
-    if "t" in own:
-        request = replace(request, time_limit_minutes=own["t"])
-    if "c" in own:
-        request = replace(request, min_cpus=own["c"])
-    if "m" in own and request.mem_per_node_mb is not None:
-        request = replace(request, mem_per_node_mb=own["m"])
-    return request
 
 
 def _what_was_done(tag: Tag) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slurm_harp.core.decision import Action, TargetDecision
 from slurm_harp.core.policy import Mode
@@ -146,3 +146,16 @@ def parse_tag(admin_comment: str | None) -> Tag | None:
         else:
             return None
     return Tag(mode=mode, values=values, flags=flags, own=own, versions=versions)
+
+
+def submitted_request(request: JobRequest, tag: Tag) -> JobRequest:
+    """The request as the daemon saw it at submission: accounting shows the limits harp set, the
+    tag's ``t0=`` (``m0=``, ``c0=``) what the user asked for."""
+    own = tag.own
+    if "t" in own:
+        request = replace(request, time_limit_minutes=own["t"])
+    if "c" in own:
+        request = replace(request, min_cpus=own["c"])
+    if "m" in own and request.mem_per_node_mb is not None:
+        request = replace(request, mem_per_node_mb=own["m"])
+    return request

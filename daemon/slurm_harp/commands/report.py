@@ -1,0 +1,119 @@
+"""`harp report --db JOBSTORE --since 30d --out DIR`: what each mode would have done on the site's
+own jobs, as an HTML page with plots (evaluation.site_report), read before switching rewriting on.
+
+Exit status: 0 the page has figures; 1 the page says there is nothing to report (no job in the
+window, none tagged); 2 the job store or the configuration cannot be read, or matplotlib is
+missing (no page).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sqlite3
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.commands.arguments import settings_at
+from slurm_harp.config import DEFAULT_PATH
+from slurm_harp.core.policy import Mode, Policy
+from slurm_harp.evaluation.site_report import site_report
+from slurm_harp.evaluation.site_report_html import nothing_to_report, write_site_report
+
+log = logging.getLogger(__name__)
+AGO = re.compile(r"^(\d+)([dh])$")
+UNIT_S = {"d": 86400, "h": 3600}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "report",
+        help="an HTML report of what each mode would have done on the jobs that ran",
+        description="Reads the job store's jobs that ended in the window and the tag harp left on "
+        "each (in shadow mode: the limit it would have set), and writes DIR/index.html with its "
+        "plots: predicted vs actual, waste and kills per partition and per mode. Viewable offline.",
+    )
+    p.add_argument("--db", required=True, help="the job store (`[history] db`, filled by harp harvest)")
+    p.add_argument(
+        "--since",
+        type=since_time,
+        default="30d",
+        help="jobs that ended after: N days or hours ago (30d, 12h), or a UTC date or time "
+        "(2026-10-01, 2026-10-01T08:00) (default: %(default)s)",
+    )
+    p.add_argument("--out", required=True, type=Path, help="directory for index.html and its images")
+    p.add_argument(
+        "--partition", action="append", default=[], help="only this partition (repeat for several)"
+    )
+    p.add_argument(
+        "--config",
+        help="TOML configuration whose policy (floors, min_gain) is applied to shadow values "
+        f"(default: {DEFAULT_PATH} when it exists, else harp's defaults)",
+    )
+    p.set_defaults(func=run)
+
+
+def since_time(text: str, now: float | None = None) -> int:
+    """Unix time of ``text``: ``Nd``/``Nh`` before ``now``, or an ISO date or time (UTC unless it
+    says otherwise)."""
+    if match := AGO.match(text.strip()):
+        return int((time.time() if now is None else now) - int(match[1]) * UNIT_S[match[2]])
+    try:
+        at = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a window: {text!r} (give e.g. 30d, 12h, 2026-10-01 or 2026-10-01T08:00)"
+        ) from None
+    return int((at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp())
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = _policy(args.config)
+    if policy is None:
+        return 2
+    db = Path(args.db)
+    if not db.is_file():
+        print(f"harp report: no job store at {db} (the daemon's [history] db, filled by `harp harvest`)")
+        return 2
+    partitions = tuple(args.partition)
+    try:
+        with JobStore(db, readonly=True) as store:
+            records = (
+                r
+                for r in store.records(ended_since=args.since)
+                if not partitions or r.request.partition in partitions
+            )
+            report = site_report(records, policy[0], args.since, partitions)
+    except (RuntimeError, sqlite3.Error) as exc:
+        print(f"harp report: cannot read the job store {db}: {exc}")
+        return 2
+    try:
+        page = write_site_report(report, args.out, policy[1])
+    except ImportError as exc:  # matplotlib comes with the train extra, as for harp evaluate
+        print(f"harp report: {exc.name or exc} is needed for the plots: pip install 'slurm-harp[train]'")
+        return 2
+    problem = nothing_to_report(report)
+    if problem is not None:
+        print(f"harp report: {problem} ({page} says so)")
+        return 1
+    rewrite = next(r for r in report.modes if r.mode is Mode.REWRITE)
+    extend = next(r for r in report.modes if r.mode is Mode.EXTEND)
+    asked = report.modes[0].waste_core_h
+    print(
+        f"{page}: {report.jobs:,} jobs, {report.tagged:,} tagged ({report.untagged:,} untagged skipped); "
+        f"waste {asked:,.0f} core-h as asked, {extend.waste_core_h:,.0f} in extend mode, "
+        f"{rewrite.waste_core_h:,.0f} in rewrite mode, which kills {rewrite.killed:,} jobs"
+    )
+    return 0
+
+
+def _policy(config: str | None) -> tuple[Policy, str] | None:
+    """(the policy, where it comes from); None when the configuration named does not load."""
+    path = config or (str(DEFAULT_PATH) if DEFAULT_PATH.is_file() else None)
+    if path is None:
+        return Policy(), f"harp's defaults: no {DEFAULT_PATH}"
+    settings = settings_at(path)
+    return None if settings is None else (settings.policy, path)

@@ -1,0 +1,282 @@
+"""What each mode would have done on a site's own jobs: the figures of `harp report`.
+
+A site reads them before it switches rewriting on. Every job harp saw carries its tag
+(core.message): in shadow mode the value harp would have applied, in the other modes what it did,
+with the user's own limit beside a lowered one. With what the job then used, that gives for every
+mode at once the time limits it would have set (the policy's floor and min_gain applied, as the
+daemon applies them), and from those evaluation.costs's figures, so that they read like
+`harp evaluate`'s: core-hours reserved (limit x cores), the waste left (reserved but unused by the
+jobs that finish), the jobs a rewrite kills before their own limit and what re-running them costs,
+the jobs the guard extends. Harp's real kills (jobs it lowered that timed out before their own
+limit) are evaluation.outcomes's, the figures Prometheus shows.
+
+What a shadow tag cannot say: whether the calibrated rule would have kept the request (the tag then
+shows the chosen model's prediction) and whether the user was cold (policy.require_history). Every
+shadow value is taken as the limit, so for those jobs the cut and the kills are overstated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.message import Tag, parse_tag, submitted_request
+from slurm_harp.core.policy import Mode, Policy
+from slurm_harp.core.request import Target
+from slurm_harp.evaluation.costs import (
+    assess,
+    effective_limits,
+    extended,
+    newly_killed,
+    reexecution,
+    waste,
+)
+from slurm_harp.evaluation.observed import Observed, observe
+from slurm_harp.evaluation.outcomes import TARGET_OF_KEY, outcomes
+
+# The modes compared, least change first; off and shadow leave every job as asked.
+MODES: tuple[Mode, ...] = (Mode.SHADOW, Mode.TIME_MIN, Mode.EXTEND, Mode.REWRITE)
+
+
+@dataclass(frozen=True)
+class ModeRow:
+    """One mode's time limits over the jobs with a time prediction."""
+
+    mode: Mode
+    changed: int  # jobs whose limit (time_min: time_min) the mode sets below the request
+    reserved_core_h: float  # Σ limit x cores at submission
+    waste_core_h: float  # reserved but unused by the jobs that finish (after any extension)
+    killed: int  # jobs killed before their own limit (rewrite: would be, plus harp's real kills)
+    rerun_core_h: float  # extra core-hours to re-run the killed jobs (doubling limits)
+    extended: int | None  # jobs the guard extends at least once; None: depends on the schedule
+
+
+@dataclass(frozen=True)
+class PartitionRow:
+    partition: str
+    jobs: int
+    used_core_h: float
+    reserved_core_h: float  # as asked
+    waste_core_h: dict[Mode, float]  # shadow (as asked), extend, rewrite
+    rewrite_killed: int  # jobs a rewrite would kill before their own limit
+    harp_killed: int  # jobs harp did kill: lowered, then timed out before their own limit
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """Rewrite mode on memory or CPUs (the other modes change only the time limit)."""
+
+    target: Target
+    jobs: int
+    lowered_pct: float
+    waste_cut_pct: float  # memory: MB-hours; CPUs: allocated but idle core-hours
+    harmed_pct: float  # memory: killed out of memory; CPUs: slowed
+
+
+@dataclass(frozen=True)
+class TimePoints:
+    """Per job with a time prediction, in minutes: what the plots draw."""
+
+    actual: np.ndarray
+    predicted: np.ndarray  # harp's value: its prediction, or the limit it set
+    requested: np.ndarray
+    stopped: np.ndarray  # stopped at a limit: the run time is a lower bound
+
+
+@dataclass(frozen=True)
+class SiteReport:
+    since: int
+    partitions: tuple[str, ...]  # the filter asked for; empty: every partition
+    policy: Policy
+    jobs: int  # ended in the window
+    untagged: int  # no harp tag: harp did not see the job (off, daemon down, opted out)
+    unreadable: int  # a harp tag that does not parse
+    tagged: int
+    timed: int  # tagged, with a time prediction and a usable run (in the time figures)
+    first_end: int | None
+    last_end: int | None
+    tag_modes: dict[str, int]
+    versions: dict[str, int]
+    modes: list[ModeRow]
+    by_partition: list[PartitionRow]
+    other_targets: list[TargetRow]
+    points: TimePoints
+    memory_ratios: np.ndarray  # used / harp's value, per job with a memory prediction
+
+
+def site_report(
+    records: Iterable[JobRecord], policy: Policy, since: int, partitions: tuple[str, ...] = ()
+) -> SiteReport:
+    """The figures over ``records`` (the jobs that ended since ``since``, already filtered)."""
+    seen, jobs, tags, ends, untagged, unreadable = [], [], [], [], 0, 0
+    for record in records:
+        if record.end_time is not None:
+            ends.append(record.end_time)
+        tag = parse_tag(record.harp_tag)
+        if tag is None:
+            untagged += record.harp_tag is None
+            unreadable += record.harp_tag is not None
+            continue
+        seen.append(record)
+        jobs.append(_as_submitted(record, tag))
+        tags.append(tag)
+    timed = np.array(["t" in t.values for t in tags], dtype=bool)
+    obs = observe(jobs, Target.TIME)
+    keep = obs.usable() & timed
+    time_obs = obs.take(keep)
+    limits = {m: _limits(jobs, tags, "t", m, policy)[keep] for m in MODES}
+    harp_kills = _harp_kills(seen)
+    parts = np.array([j.request.partition or "" for j in jobs], dtype=object)[keep]
+    return SiteReport(
+        since=since,
+        partitions=partitions,
+        policy=policy,
+        jobs=len(seen) + untagged + unreadable,
+        untagged=untagged,
+        unreadable=unreadable,
+        tagged=len(seen),
+        timed=len(time_obs),
+        first_end=min(ends, default=None),
+        last_end=max(ends, default=None),
+        tag_modes=dict(Counter(t.mode for t in tags).most_common()),
+        versions=dict(Counter(v for t in tags for v in t.versions).most_common()),
+        modes=mode_rows(time_obs, limits, sum(harp_kills.values())),
+        by_partition=_partition_rows(time_obs, limits, parts, harp_kills),
+        other_targets=_other_targets(jobs, tags, policy),
+        points=TimePoints(
+            actual=time_obs.actual,
+            predicted=np.array([t.values["t"] for t, k in zip(tags, keep, strict=True) if k], dtype=float),
+            requested=time_obs.requested,
+            stopped=time_obs.censored,
+        ),
+        memory_ratios=_memory_ratios(jobs, tags),
+    )
+
+
+def _as_submitted(record: JobRecord, tag: Tag) -> JobRecord:
+    return replace(record, request=submitted_request(record.request, tag))
+
+
+def planned_limit(job: JobRecord, tag: Tag, key: str, mode: Mode, policy: Policy) -> float:
+    """The limit ``mode`` would have given ``job`` (as submitted) for the target of ``key``; NaN
+    keeps the request."""
+    value = tag.values.get(key)
+    if value is None:
+        return math.nan
+    if tag.flags.get(key):  # harp changed it: the value is the limit it set
+        return float(value)
+    seen_in = Mode(tag.mode)
+    if seen_in.changes_limits and (key == "t" or not seen_in.needs_guard):
+        return math.nan  # harp could have changed it and chose not to (no gain, cold user, ...)
+    decided = policy.decide(TARGET_OF_KEY[key], job.request, mode, float(value), None, "")
+    return math.nan if decided.new_value is None else float(decided.new_value)
+
+
+def _limits(jobs: list[JobRecord], tags: list[Tag], key: str, mode: Mode, policy: Policy) -> np.ndarray:
+    if mode is Mode.SHADOW:
+        return np.full(len(jobs), math.nan)
+    return np.array([planned_limit(j, t, key, mode, policy) for j, t in zip(jobs, tags, strict=True)])
+
+
+def core_hours(obs: Observed, limits: np.ndarray) -> float:
+    """Σ limit x cores, in core-hours (time limits in minutes)."""
+    return float(np.sum(limits * obs.cores)) / 60.0
+
+
+def mode_rows(obs: Observed, limits: dict[Mode, np.ndarray], harp_killed: int = 0) -> list[ModeRow]:
+    """One row per mode over ``obs`` (time, usable jobs), ``limits`` per mode aligned with it."""
+    asked = obs.requested
+    reserved, wasted = core_hours(obs, asked), waste(obs, asked)
+    rows = [ModeRow(Mode.SHADOW, 0, reserved, wasted, 0, 0.0, 0)]
+    # time_min keeps the limit: only the jobs a backfill starts early run with a cut one, so what it
+    # saves is in the schedule (`harp simulate`), not in the reservations.
+    time_min = effective_limits(obs, limits[Mode.TIME_MIN])
+    rows.append(ModeRow(Mode.TIME_MIN, int(np.sum(time_min < asked)), reserved, wasted, 0, 0.0, None))
+    cut = effective_limits(obs, limits[Mode.EXTEND])
+    finals, counts = extended(obs, cut)
+    rows.append(
+        ModeRow(
+            Mode.EXTEND,
+            int(np.sum(cut < asked)),
+            core_hours(obs, cut),
+            waste(obs, finals),
+            0,
+            0.0,
+            int(np.sum(counts > 0)),
+        )
+    )
+    cut = effective_limits(obs, limits[Mode.REWRITE])
+    killed = int(np.sum(newly_killed(obs, cut))) + harp_killed
+    rerun = reexecution(obs, cut)[1]
+    rows.append(
+        ModeRow(
+            Mode.REWRITE, int(np.sum(cut < asked)), core_hours(obs, cut), waste(obs, cut), killed, rerun, 0
+        )
+    )
+    return rows
+
+
+def _harp_kills(records: list[JobRecord]) -> dict[str, int]:
+    """Per partition, the jobs harp killed: outcomes' count, over every model version."""
+    kills: Counter[str] = Counter()
+    for (target, partition, _), outcome in outcomes(records, lambda _: None).items():
+        if target == Target.TIME.value:
+            kills[partition] += outcome.killed
+    return dict(kills)
+
+
+def _partition_rows(
+    obs: Observed, limits: dict[Mode, np.ndarray], parts: np.ndarray, harp_kills: dict[str, int]
+) -> list[PartitionRow]:
+    rows = []
+    for name in sorted(set(parts.tolist()) | {p for p, n in harp_kills.items() if n}):
+        mine = parts == name
+        sub = obs.take(mine)
+        modes = {r.mode: r for r in mode_rows(sub, {m: v[mine] for m, v in limits.items()})}
+        rows.append(
+            PartitionRow(
+                partition=name,
+                jobs=len(sub),
+                used_core_h=float(np.sum(sub.actual * sub.cores)) / 60.0,
+                reserved_core_h=modes[Mode.SHADOW].reserved_core_h,
+                waste_core_h={m: modes[m].waste_core_h for m in (Mode.SHADOW, Mode.EXTEND, Mode.REWRITE)},
+                rewrite_killed=modes[Mode.REWRITE].killed,
+                harp_killed=harp_kills.get(name, 0),
+            )
+        )
+    return rows
+
+
+def _other_targets(jobs: list[JobRecord], tags: list[Tag], policy: Policy) -> list[TargetRow]:
+    rows = []
+    for key, target in (("m", Target.MEMORY), ("c", Target.CPUS)):
+        have = [i for i, t in enumerate(tags) if key in t.values]
+        if not have:
+            continue
+        sub_jobs, sub_tags = [jobs[i] for i in have], [tags[i] for i in have]
+        figures = assess(observe(sub_jobs, target), _limits(sub_jobs, sub_tags, key, Mode.REWRITE, policy))
+        n = int(figures["n"] or 0)
+        if n == 0:
+            continue
+        cut = figures["alloc_core_h_cut_pct" if target is Target.CPUS else "waste_cut_pct"]
+        harmed = figures["slowed_pct" if target is Target.CPUS else "newly_killed_pct"]
+        rows.append(TargetRow(target, n, figures["lowered_pct"] or 0.0, _or_nan(cut), _or_nan(harmed)))
+    return rows
+
+
+def _memory_ratios(jobs: list[JobRecord], tags: list[Tag]) -> np.ndarray:
+    ratios = []
+    for job, tag in zip(jobs, tags, strict=True):
+        value, used = tag.values.get("m"), job.used(Target.MEMORY)
+        if value and used is not None and used > 0:
+            ratios.append(used / value)
+    return np.array(ratios, dtype=float)
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value

@@ -1,0 +1,179 @@
+"""`harp report`'s figures on a small job store whose every number is worked out by hand, and its
+page: every text from the store escaped, clear messages when there is nothing to report."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.cli import main
+from slurm_harp.commands.report import since_time
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.policy import Mode, Policy
+from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.evaluation.site_report import SiteReport, site_report
+from slurm_harp.evaluation.site_report_html import render, write_site_report
+
+V = "20261101T000000.000000Z"
+START = 1_790_000_000  # the window opens here; every job of the window ends after it
+DAY = 86400
+
+
+def job(job_id: str, tag: str | None, minutes: float, *, partition: str = "a", state: str = "COMPLETED",
+        limit: int = 100, end: int = START + DAY) -> JobRecord:  # fmt: skip
+    """Two cores, the user's limit 100 minutes (unless harp lowered it: accounting shows ``limit``)."""
+    request = JobRequest(partition=partition, min_cpus=2, time_limit_minutes=limit, submit_time=end - 7200)
+    return JobRecord(job_id, request, state, int(minutes * 60), end_time=end, alloc_cpus=2,
+                     censored=state == "TIMEOUT", harp_tag=tag)  # fmt: skip
+
+
+# Policy defaults: time floor 10 min, min_gain 0.1 (a limit must save 10 % of the request).
+JOBS = [
+    job("1", f"harp:shadow,t=50,v={V}", 40),  # lowered to 50, finishes
+    job("2", f"harp:shadow,t=50,v={V}", 70),  # lowered to 50: killed in rewrite, extended in extend
+    job("3", f"harp:shadow,t=95,v={V}", 30, partition="b"),  # 95 > 90: no gain, kept at 100
+    job("4", f"harp:shadow,t=5,v={V}", 3, partition="b"),  # raised to the floor, 10
+    # harp lowered it to 60 in rewrite mode and it timed out there: harp's real kill
+    job("5", f"harp:rewrite,t!=60,t0=100,v={V}", 60, partition="b", state="TIMEOUT", limit=60),
+    job("6", None, 10),  # harp did not see it
+    job("7", "harp:bogus,x=1", 10),  # a tag that does not parse
+    job("8", f"harp:shadow,t=50,v={V}", 10, end=START - DAY),  # ended before the window
+]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.db"
+    with JobStore(path) as store:
+        store.merge(JOBS, "slurm")
+    return path
+
+
+def figures(db: Path) -> SiteReport:
+    with JobStore(db, readonly=True) as store:
+        return site_report(store.records(ended_since=START), Policy(), START)
+
+
+def test_counts_and_each_modes_figures_by_hand(db: Path) -> None:
+    report = figures(db)
+    assert (report.jobs, report.untagged, report.unreadable, report.tagged, report.timed) == (7, 1, 1, 5, 5)
+    assert report.tag_modes == {"shadow": 4, "rewrite": 1} and report.versions == {V: 5}
+    rows = {r.mode: r for r in report.modes}
+    h = 2 / 60  # core-hours per minute of a two-core job
+    # As asked: 5 jobs x 100 min reserved; waste of the four that finished: 60 + 70 + 30 + 97 min.
+    assert rows[Mode.SHADOW].reserved_core_h == pytest.approx(500 * h)
+    assert rows[Mode.SHADOW].waste_core_h == pytest.approx(257 * h)
+    assert (rows[Mode.SHADOW].changed, rows[Mode.SHADOW].killed) == (0, 0)
+    # Limits 50, 50, 100 (kept), 10, 60 (harp's own); job 2 (70 min) no longer fits in 50.
+    rewrite = rows[Mode.REWRITE]
+    assert rewrite.changed == 4
+    assert rewrite.reserved_core_h == pytest.approx(270 * h)
+    assert rewrite.waste_core_h == pytest.approx((10 + 70 + 7) * h)  # jobs 1, 3, 4 still finish
+    assert rewrite.killed == 2  # job 2 would be killed; job 5 was
+    assert rewrite.rerun_core_h == pytest.approx(50 * h)  # job 2's first attempt, then 100 is enough
+    # Extend: job 2 is extended 50 -> 51 -> 55 -> 65 -> 80 (Tsafrir's steps, 2 min lead) and ends at
+    # 70; job 5 (ran 60 under a 60 limit) would have been extended too, its true run time unknown.
+    extend = rows[Mode.EXTEND]
+    assert (extend.changed, extend.killed, extend.extended) == (4, 0, 2)
+    assert extend.reserved_core_h == pytest.approx(270 * h)
+    assert extend.waste_core_h == pytest.approx((10 + 10 + 70 + 7) * h)
+    # time_min keeps every limit: the same reservations as asked, its gain is in the schedule.
+    time_min = rows[Mode.TIME_MIN]
+    assert (time_min.changed, time_min.extended) == (4, None)
+    assert time_min.waste_core_h == pytest.approx(rows[Mode.SHADOW].waste_core_h)
+
+
+def test_per_partition_waste_and_kills(db: Path) -> None:
+    parts = {p.partition: p for p in figures(db).by_partition}
+    h = 2 / 60
+    a, b = parts["a"], parts["b"]
+    assert (a.jobs, a.rewrite_killed, a.harp_killed) == (2, 1, 0)
+    assert a.used_core_h == pytest.approx(110 * h) and a.reserved_core_h == pytest.approx(200 * h)
+    assert a.waste_core_h == {
+        Mode.SHADOW: pytest.approx(90 * h), Mode.EXTEND: pytest.approx(20 * h),
+        Mode.REWRITE: pytest.approx(10 * h),
+    }  # fmt: skip
+    assert (b.jobs, b.rewrite_killed, b.harp_killed) == (3, 0, 1)
+    assert b.used_core_h == pytest.approx(93 * h)
+    assert b.waste_core_h[Mode.SHADOW] == pytest.approx(167 * h)
+    assert b.waste_core_h[Mode.REWRITE] == pytest.approx(77 * h)
+
+
+def test_plot_points_are_harps_values_against_the_runs(db: Path) -> None:
+    points = figures(db).points
+    assert points.predicted.tolist() == [50, 50, 95, 5, 60]
+    assert points.actual.tolist() == [40, 70, 30, 3, 60]
+    assert points.requested.tolist() == [100] * 5  # job 5's own limit, from its tag
+    assert points.stopped.tolist() == [False] * 4 + [True]
+
+
+def test_memory_in_rewrite_mode() -> None:
+    def mem(rss: float) -> JobRecord:
+        request = JobRequest(min_cpus=1, min_nodes=1, mem_per_node_mb=4000, time_limit_minutes=100)
+        return JobRecord("m", request, "COMPLETED", 3600, alloc_cpus=1, max_rss_mb=rss, end_time=START,
+                         harp_tag=f"harp:shadow,t=100,m=1500,v={V}")  # fmt: skip
+
+    report = site_report([mem(1000), mem(2000)], Policy(), START)
+    (memory,) = report.other_targets
+    assert memory.target is Target.MEMORY and memory.jobs == 2
+    assert memory.lowered_pct == 100.0 and memory.harmed_pct == 50.0  # 2000 MB does not fit 1500
+    # Waste (MB-hours): 3000 + 2000 as asked; 500 after (the killed job's is gone with it).
+    assert memory.waste_cut_pct == pytest.approx(90.0)
+    assert report.memory_ratios.tolist() == pytest.approx([1000 / 1500, 2000 / 1500])
+
+
+HOSTILE = "<script>alert(1)</script>&\"'"
+
+
+def test_every_text_from_the_store_is_escaped(tmp_path: Path) -> None:
+    # A partition is any text a site chose; a version any token without spaces or commas. The
+    # partition is also bad TeX: the plots draw it as written.
+    jobs = [
+        job("1", "harp:shadow,t=50,v=<script>x</script>", 40, partition=HOSTILE),
+        job("2", f"harp:shadow,t=50,v={V}", 70, partition="$x^{$"),
+    ]
+    report = site_report(jobs, Policy(), START, partitions=(HOSTILE,))
+    page = write_site_report(report, tmp_path, policy_from="<b>defaults</b>").read_text()
+    assert "<script>" not in page and "<b>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&amp;&quot;&#x27;" in page
+    assert "&lt;script&gt;x&lt;/script&gt;" in page and "&lt;b&gt;defaults&lt;/b&gt;" in page
+    assert len(re.findall(r"<table>", page)) == 3
+    assert {p.name for p in tmp_path.glob("*.png")} == {
+        "modes.png", "partitions.png", "predicted-vs-actual.png", "ratio-cdf.png"
+    }  # fmt: skip
+
+
+def test_nothing_to_report_is_said_on_the_page(tmp_path: Path) -> None:
+    empty = render(site_report([], Policy(), START), {}, "defaults")
+    assert 'class="problem">No job ended since' in empty
+    untagged = render(site_report([job("1", None, 5)], Policy(), START), {}, "defaults")
+    assert "None of the 1 jobs that ended since" in untagged and "has a harp tag" in untagged
+
+
+def test_command_messages_and_exit_codes(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "report"
+    assert main(["report", "--db", str(tmp_path / "none.db"), "--out", str(out)]) == 2
+    assert "no job store at" in capsys.readouterr().out and not out.exists()
+    since = "2026-09-21"  # the day of START: job 8 ended the day before
+    assert main(["report", "--db", str(db), "--since", since, "--out", str(out)]) == 0
+    assert "5 tagged (1 untagged skipped)" in capsys.readouterr().out
+    assert (out / "index.html").is_file() and (out / "modes.png").is_file()
+    assert main(["report", "--db", str(db), "--since", "2027-01-01", "--out", str(out)]) == 1
+    assert "No job ended since 2027-01-01 00:00 UTC" in capsys.readouterr().out
+    assert main(["report", "--db", str(db), "--since", since, "--partition", "zz", "--out", str(out)]) == 1
+    assert "No job ended since 2026-09-21 00:00 UTC in zz" in capsys.readouterr().out
+
+
+def test_since_takes_days_hours_and_dates() -> None:
+    assert since_time("30d", now=100 * DAY) == 70 * DAY
+    assert since_time("12h", now=DAY) == DAY // 2
+    assert since_time("2026-10-01") == 1_790_812_800
+    assert since_time("2026-10-01T02:00+02:00") == 1_790_812_800
+    with pytest.raises(argparse.ArgumentTypeError, match="not a window"):
+        since_time("last month")
