@@ -1,0 +1,155 @@
+"""Benchmark: where the daemon's own time per Predict call goes, back to back and after idle.
+
+    .venv/bin/python -m benchmarks.bench_predict_phases [--calls 2000]
+
+The first step of issue 23 ("find where the time goes before changing anything"). Prints, each
+measured in this run on the same machine, p50 in µs back to back and after 7 ms of sleep:
+- the machine's own wake-up cost: a fixed pure-Python loop and a strided read of 1.6 MB;
+- the daemon's phases on one request (real model trained on the bundled trace, calibrated rule):
+  parse + convert the request, features, the ONNX sessions of the ladder, the rule and the policy,
+  the reply, the serving metrics, and the whole handler;
+- the ONNX part alone: one session, every session of the ladder one after another, and one graph
+  holding the whole ladder (needs the `onnx` package, from the train extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from unittest.mock import Mock
+
+import grpc
+import numpy as np
+import onnxruntime as ort
+from prometheus_client import CollectorRegistry
+
+from benchmarks.bench_daemon import REQUEST
+from benchmarks.common import train_bundled
+from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.config import parse
+from slurm_harp.core.predictor import _calibrated
+from slurm_harp.core.request import Target
+from slurm_harp.server.convert import decision_to_proto, request_from_proto
+from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.service import PredictorService
+
+IDLE_S = 0.007
+
+
+def p50_us(step: Callable[[], object], calls: int, gap_s: float) -> float:
+    times = []
+    for _ in range(calls):
+        if gap_s:
+            time.sleep(gap_s)
+        started = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times[calls // 10 :]) * 1e6
+
+
+def _loop() -> int:
+    total = 0
+    for i in range(3000):
+        total += i
+    return total
+
+
+def _merged_session(paths: list[Path]) -> tuple[ort.InferenceSession, list[str]] | None:
+    try:
+        import onnx
+        from onnx import compose, helper
+    except ImportError:
+        return None
+    nodes, initializers, outputs = [], [], []
+    first = onnx.load(str(paths[0]))
+    for i, path in enumerate(paths):
+        graph = compose.add_prefix(onnx.load(str(path)), prefix=f"m{i}_").graph
+        own_input = graph.input[0].name
+        for node in graph.node:
+            node.input[:] = [first.graph.input[0].name if v == own_input else v for v in node.input]
+            nodes.append(node)
+        initializers += list(graph.initializer)
+        outputs += list(graph.output)
+    merged = helper.make_model(
+        helper.make_graph(nodes, "ladder", [first.graph.input[0]], outputs, initializers),
+        opset_imports=first.opset_import,
+    )
+    merged.ir_version = first.ir_version
+    session = ort.InferenceSession(merged.SerializeToString(), sess_options=_options())
+    return session, [o.name for o in session.get_outputs()]
+
+
+def _options() -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    return options
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=2000)
+    args = ap.parse_args()
+    calls = args.calls
+    idle_calls = max(200, calls // 5)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "store"
+        train_bundled(store)
+        daemon = Daemon(
+            parse({"store": {"path": str(store)}, "policy": {"mode": "rewrite"}}), CollectorRegistry()
+        )
+        daemon.reload_models()
+        service = PredictorService(daemon.predictor, daemon.metrics)
+        predictor = daemon.predictor
+        model = predictor.models[Target.TIME]
+        calibration = model.calibration  # type: ignore[attr-defined]
+        body = REQUEST.SerializeToString()
+        request = request_from_proto(pb.SubmitRequest.FromString(body))
+        features, _cold = predictor._features(request)
+        decision = predictor.decide(request)
+        context = Mock(spec=grpc.ServicerContext)
+        version_dir = next(p for p in (store / "time").iterdir() if p.is_dir())
+        paths = sorted(version_dir.glob("*.onnx"))[: len(model.names)]  # type: ignore[attr-defined]
+        sessions = [ort.InferenceSession(str(p), sess_options=_options()) for p in paths]
+        names = [s.get_outputs()[0].name for s in sessions]
+        x = np.asarray(features, dtype=np.float32)
+
+        def every_session() -> None:
+            for session, name in zip(sessions, names, strict=True):
+                session.run([name], {"features": x})
+
+        phases: list[tuple[str, Callable[[], object]]] = [
+            ("machine: 3000-step Python loop", _loop),
+            ("machine: strided read of 1.6 MB", lambda: _MEMORY[::64].sum()),
+            ("parse + convert the request", lambda: request_from_proto(pb.SubmitRequest.FromString(body))),
+            ("features (request + history)", lambda: predictor._features(request)),
+            (
+                "ladder + calibrated rule",
+                lambda: _calibrated(model, calibration, features, request),  # type: ignore[arg-type]
+            ),
+            ("whole decide (all targets + policy)", lambda: predictor.decide(request)),
+            ("reply to proto + serialise", lambda: decision_to_proto(decision).SerializeToString()),
+            ("whole handler (service.predict)", lambda: service.predict(body, context)),
+            ("ONNX: one session", lambda: sessions[0].run([names[0]], {"features": x})),
+            (f"ONNX: {len(sessions)} sessions one by one", every_session),
+        ]
+        merged = _merged_session(paths)
+        if merged is not None:
+            session, outputs = merged
+            phases.append(
+                (f"ONNX: one graph of {len(sessions)}", lambda: session.run(outputs, {"features": x}))
+            )
+        print(f"p50 µs per call ({calls} back to back, {idle_calls} after {IDLE_S * 1e3:.0f} ms idle)")
+        print(f"{'phase':<40} {'back to back':>12} {'after idle':>11} {'ratio':>6}")
+        for name, step in phases:
+            hot, cold = p50_us(step, calls, 0.0), p50_us(step, idle_calls, IDLE_S)
+            print(f"{name:<40} {hot:>12.1f} {cold:>11.1f} {cold / hot:>6.1f}")
+
+
+_MEMORY = np.random.default_rng(0).random(200_000)
+
+if __name__ == "__main__":
+    main()
