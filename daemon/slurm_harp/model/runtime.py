@@ -13,6 +13,7 @@ import onnxruntime as ort
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration
+from slurm_harp.model import ladder
 from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, check_schema, to_unit
 from slurm_harp.model.store import read_regular, sha256_hex
 
@@ -45,6 +46,7 @@ class QuantileModel:
         self._named = {name: (s, s.get_outputs()[0].name) for name, s in (named or {}).items()}
         self._transform = transform
         self.calibration = calibration
+        self._ladder: ladder.Ladder | None = None  # set by load() where the models merge
         chosen = card.get("selection", {}).get("chosen") if isinstance(card.get("selection"), dict) else None
         self.chosen: str | None = chosen if isinstance(chosen, str) else None
 
@@ -61,6 +63,7 @@ class QuantileModel:
         transform = str(card["transform"])
         listed = card.get("files", {})
         by_file: dict[str, ort.InferenceSession] = {}
+        data_of: dict[str, bytes] = {}
 
         def session_for(entry: Mapping[str, Any]) -> ort.InferenceSession:
             name = str(entry["file"])
@@ -74,6 +77,7 @@ class QuantileModel:
                         f"{path}: sha256 mismatch: file has {digest[:16]}, card says {sorted(claims)}"
                     )
                 by_file[name] = _session(path, data)
+                data_of[name] = data
             return by_file[name]
 
         sessions = {float(entry["quantile"]): session_for(entry) for entry in card["quantiles"]}
@@ -81,19 +85,30 @@ class QuantileModel:
         calibration = _calibration(card, card_path, named)
         model = cls(target, version_dir.name, card, sessions, transform, named, calibration)
         model._probe(version_dir)
+        files = {str(e["name"]): data_of[str(e["file"])] for e in card.get("models", [])}
+        model._ladder = ladder.merge(
+            files, INPUT_NAME, lambda data: _session(version_dir, data), _probe_rows(), model._raw
+        )
         return model
+
+    def _raw(self, name: str, x: np.ndarray) -> np.ndarray:
+        session, output = self._named[name]
+        return np.asarray(session.run([output], {INPUT_NAME: x})[0])
 
     def predict_named(self, x: np.ndarray, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
         """Each named model's predictions (format 2) in the target's unit, >= 0, NOT rearranged
         across models: the calibrated rule was fitted on each model alone."""
         if x.dtype != np.float32:
             x = x.astype(np.float32)
-        out: dict[str, np.ndarray] = {}
-        for name in names if names is not None else self.names:
-            session, output = self._named[name]
-            raw = np.asarray(session.run([output], {INPUT_NAME: x})[0])
-            out[name] = to_unit(self._transform, raw.reshape(1, -1).astype(np.float64))[0]
-        return out
+        wanted = names if names is not None else self.names
+        if self._ladder is not None and len(wanted) >= ladder.MIN_MODELS:
+            everything = self._ladder.run(INPUT_NAME, x)
+            raw = {name: everything[name] for name in wanted}
+        else:
+            raw = {name: self._raw(name, x) for name in wanted}
+        # One conversion for all: each numpy call on a one-row array costs more than its arithmetic.
+        values = to_unit(self._transform, np.stack([r.reshape(-1) for r in raw.values()]).astype(np.float64))
+        return dict(zip(raw, values, strict=True))
 
     def predict(self, x: np.ndarray) -> dict[float, np.ndarray]:
         """Predictions for feature rows ``x`` (n, len(FEATURE_NAMES)) in the target's unit, >= 0.
@@ -124,8 +139,7 @@ class QuantileModel:
 
     def _probe(self, version_dir: Path) -> None:
         """Run a missing-everything row and a plain one; every quantile must give a finite value."""
-        probe = np.full((2, len(FEATURE_NAMES)), np.nan, dtype=np.float32)
-        probe[1] = 1.0
+        probe = _probe_rows()
         # A history column is NaN where there is no history (decide_limit skips it): only the
         # plain row must be finite there.
         kinds = {
@@ -140,6 +154,13 @@ class QuantileModel:
                 raise ModelError(f"{version_dir}: {name}: probe run failed: {exc}") from exc
             if out.shape != (2,) or not np.all(np.isfinite(out[first:])):
                 raise ModelError(f"{version_dir}: {name}: probe gave {out!r}, not finite values")
+
+
+def _probe_rows() -> np.ndarray:
+    """A missing-everything row and a plain one."""
+    probe = np.full((2, len(FEATURE_NAMES)), np.nan, dtype=np.float32)
+    probe[1] = 1.0
+    return probe
 
 
 def _read(path: Path) -> bytes:

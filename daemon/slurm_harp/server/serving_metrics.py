@@ -24,6 +24,7 @@ class ServingMetrics:
             ["target", "action", "reason", "mode"],
             registry=registry,
         )
+        self._decision_children: dict[tuple[str, str, str, str], Counter] = {}
         self.bad_requests = Counter(
             "harp_bad_requests",
             "Predict calls whose request could not be read (answered with no action).",
@@ -55,7 +56,12 @@ class ServingMetrics:
 
     def observe(self, decision: Decision) -> None:
         for t in decision.targets:
-            self.decisions.labels(t.target.value, t.action.value, t.reason.value, decision.mode).inc()
+            key = (t.target.value, t.action.value, t.reason.value, decision.mode)
+            # .labels() validates and locks on every call; the label sets are few and never cleared.
+            child = self._decision_children.get(key)
+            if child is None:
+                child = self._decision_children[key] = self.decisions.labels(*key)
+            child.inc()
 
     def serving(self, versions: dict[str, str], created: dict[str, float] | None = None) -> None:
         self.model_info.clear()
