@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from slurm_harp.core.decision import Action, Reason
-from slurm_harp.core.message import TAG_PREFIX, format_minutes
+from slurm_harp.core.message import TAG_PREFIX, format_minutes, parse_tag
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
@@ -149,6 +149,25 @@ def test_calibrated_rule_in_shadow_only_annotates() -> None:
     time = for_target(d, Target.TIME)
     assert time is not None and time.action is Action.ANNOTATE and time.predicted == 30.0
     assert "t=30," in d.annotation
+
+
+def test_shadow_marks_the_values_a_changing_mode_would_keep() -> None:
+    # The rule keeps this request (see above): shadow says so with /k, for harp report.
+    model = CalibratedFake(20.0, penalty=30000.0)
+    d = Predictor(Policy(default_mode=Mode.SHADOW), vectorize, {Target.TIME: model}).decide(
+        JobRequest(time_limit_minutes=240, min_cpus=1)
+    )
+    time = for_target(d, Target.TIME)
+    assert time is not None and time.kept and time.action is Action.ANNOTATE
+    assert ",t=20/k," in d.annotation
+    tag = parse_tag(d.annotation)
+    assert tag is not None and tag.kept == {"t"} and tag.values["t"] == 20
+    # One it would apply carries no mark.
+    applied = Predictor(Policy(default_mode=Mode.SHADOW), vectorize, {Target.TIME: model}).decide(
+        JobRequest(time_limit_minutes=240, min_cpus=64)
+    )
+    assert "/k" not in applied.annotation
+    assert parse_tag(applied.annotation).kept == frozenset()  # type: ignore[union-attr]
 
 
 def test_calibrated_rule_prices_a_job_with_its_partitions_risk() -> None:

@@ -177,3 +177,13 @@ def test_since_takes_days_hours_and_dates() -> None:
     assert since_time("2026-10-01T02:00+02:00") == 1_790_812_800
     with pytest.raises(argparse.ArgumentTypeError, match="not a window"):
         since_time("last month")
+
+
+def test_a_shadow_value_the_rule_would_keep_keeps_the_request(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    with JobStore(path) as store:
+        # Both would be cut to 50 and job 2 killed in rewrite; marked /k, job 2 keeps its 100.
+        store.merge([job("1", f"harp:shadow,t=50,v={V}", 40), job("2", f"harp:shadow,t=50/k,v={V}", 70)], "s")
+    report = figures(path)
+    rewrite = {r.mode: r for r in report.modes}[Mode.REWRITE]
+    assert (rewrite.changed, rewrite.killed) == (1, 0)

@@ -41,6 +41,9 @@ class TargetDecision:
     new_value: int | None = None  # only for Action.REWRITE and Action.SET_TIME_MIN
     model_version: str = ""
     detail: str = ""
+    # Shadow mode only: a changing mode would have kept the request (the calibrated rule finds no
+    # gain worth the risk, or the user is cold), so the tag says so beside the prediction.
+    kept: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,16 +74,18 @@ _FLAG = {Action.REWRITE: "!", Action.SET_TIME_MIN: "~"}
 def annotation_for(mode: Mode, targets: Sequence[TargetDecision], request: JobRequest) -> str:
     """A compact tag without spaces, e.g. ``harp:shadow,t=45/q0.9,v=time@2026...``.
 
-    ``!`` marks a lowered limit, ``~`` a time_min set; ``t0=`` (``m0=``, ``c0=``) records what the
-    user asked for beside it, so that the guard (time_min and extend modes) and the accuracy
-    figures (core-hours saved) need nothing but the job itself."""
+    ``!`` marks a lowered limit, ``~`` a time_min set, ``/k`` (shadow mode) a value that a changing
+    mode would not have applied (the calibrated rule or a cold user keeps the request); ``t0=``
+    (``m0=``, ``c0=``) records what the user asked for beside it, so that the guard (time_min and
+    extend modes) and the accuracy figures (core-hours saved) need nothing but the job itself."""
     parts = []
     for t in targets:
         if t.predicted is None or t.action is Action.NONE:
             continue
         value = t.new_value if t.new_value is not None else round(t.predicted)
         quantile = f"/q{t.quantile:g}" if t.quantile is not None else ""
-        parts.append(f"{_KEY[t.target]}{_FLAG.get(t.action, '')}={value}{quantile}")
+        kept = "/k" if t.kept else ""
+        parts.append(f"{_KEY[t.target]}{_FLAG.get(t.action, '')}={value}{quantile}{kept}")
         asked = request.requested(t.target)
         if t.new_value is not None and asked is not None:
             parts.append(f"{_KEY[t.target]}0={round(asked)}")
@@ -103,6 +105,7 @@ class Tag:
     flags: Mapping[str, str]  # key -> "!" (lowered), "~" (time_min set) or ""
     own: Mapping[str, int]  # key -> the user's own value (``t0=``), where recorded
     versions: tuple[str, ...]
+    kept: frozenset[str] = frozenset()  # keys marked ``/k``: a changing mode keeps the request
 
     @property
     def extendable_minutes(self) -> int | None:
@@ -113,7 +116,7 @@ class Tag:
         return None
 
 
-_ITEM = re.compile(r"^([tmc])([!~]?)=(\d+)(?:/q[0-9.e-]+)?$")
+_ITEM = re.compile(r"^([tmc])([!~]?)=(\d+)(?:/q[0-9.e-]+)?(/k)?$")
 _OWN = re.compile(r"^([tmc])0=(\d+)$")
 
 
@@ -136,16 +139,19 @@ def parse_tag(admin_comment: str | None) -> Tag | None:
     flags: dict[str, str] = {}
     own: dict[str, int] = {}
     versions: tuple[str, ...] = ()
+    kept: set[str] = set()
     for item in rest.split(",") if rest else ():
         if item.startswith("v="):
             versions = tuple(v for v in item[2:].split("+") if v)
         elif m := _ITEM.match(item):
             values[m[1]], flags[m[1]] = int(m[3]), m[2]
+            if m[4]:
+                kept.add(m[1])
         elif m := _OWN.match(item):
             own[m[1]] = int(m[2])
         else:
             return None
-    return Tag(mode=mode, values=values, flags=flags, own=own, versions=versions)
+    return Tag(mode=mode, values=values, flags=flags, own=own, versions=versions, kept=frozenset(kept))
 
 
 def submitted_request(request: JobRequest, tag: Tag) -> JobRequest:

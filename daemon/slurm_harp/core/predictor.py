@@ -150,6 +150,11 @@ class Predictor:
                     )
                 )
                 continue
+            if mode is Mode.SHADOW and (keep or (cold and policy.require_history)):
+                # What a changing mode would do, for the shadow report: keep the request.
+                shadow = policy.decide(target, request, mode, predicted, quantile, model.version)
+                outcomes.append(replace(shadow, kept=True))
+                continue
             if cold and policy.require_history and mode.changes_limits:
                 # Nothing of this user's to go on: say what the model thinks, change nothing.
                 shadow = policy.decide(target, request, Mode.SHADOW, predicted, quantile, model.version)

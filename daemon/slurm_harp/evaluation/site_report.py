@@ -10,9 +10,9 @@ jobs that finish), the jobs a rewrite kills before their own limit and what re-r
 the jobs the guard extends. Harp's real kills (jobs it lowered that timed out before their own
 limit) are evaluation.outcomes's, the figures Prometheus shows.
 
-What a shadow tag cannot say: whether the calibrated rule would have kept the request (the tag then
-shows the chosen model's prediction) and whether the user was cold (policy.require_history). Every
-shadow value is taken as the limit, so for those jobs the cut and the kills are overstated.
+A shadow value marked ``/k`` is one a changing mode would not have applied (the calibrated rule
+keeps the request, or the user is cold): it keeps the request here too. Tags written before that
+mark existed cannot say so; their values are taken as limits, which overstates the cut and the kills.
 """
 
 from __future__ import annotations
@@ -170,6 +170,8 @@ def planned_limit(job: JobRecord, tag: Tag, key: str, mode: Mode, policy: Policy
         return math.nan
     if tag.flags.get(key):  # harp changed it: the value is the limit it set
         return float(value)
+    if key in tag.kept:  # a changing mode would have kept the request
+        return math.nan
     seen_in = Mode(tag.mode)
     if seen_in.changes_limits and (key == "t" or not seen_in.needs_guard):
         return math.nan  # harp could have changed it and chose not to (no gain, cold user, ...)

@@ -183,9 +183,9 @@ def _notes(report: SiteReport) -> list[str]:
         "<li>A shadow tag holds the limit harp would have set. The policy's floors and min_gain are "
         f"applied to it as the daemon applies them (time floor {floor.get(Target.TIME, 0):g} min, min_gain "
         f"{report.policy.min_gain:g}).</li>",
-        "<li>A shadow tag does not say whether the calibrated rule would have kept the request, nor "
-        "whether the user had no recent job (policy.require_history): those values count as limits, so "
-        "the cut and the kills above overstate what rewriting would do for such jobs.</li>",
+        "<li>A shadow value marked /k is one the calibrated rule (or a cold user) would have left as "
+        "asked: it keeps the request here. Tags from before that mark count as limits, which "
+        "overstates the cut and the kills for such jobs.</li>",
         "<li>time_min saves in the schedule, not in reservations: backfill may start the jobs it changes "
         "early. <code>harp simulate</code> measures waits under each mode.</li>",
         "<li>The same figures over the last days are in Prometheus (harp_outcome_*), and "
