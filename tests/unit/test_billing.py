@@ -7,6 +7,7 @@ import re
 import pytest
 
 from slurm_harp.advice.billing import Mode, billed_units, parse_priority_flags, parse_weights
+from tests.conftest import REPO
 
 SLURM_EXAMPLE = 'TRESBillingWeights="CPU=1.0,Mem=0.25G,GRES/gpu=2.0,license/licA=1.5"'
 GIB = 1024.0
@@ -39,6 +40,22 @@ def test_max_tres_gres_adds_the_gres_to_the_maximum_of_the_rest() -> None:
     # Slurm's page prints 3.0 here; its own formula 1 x 2.0 + max(1 x 1.0, 8 x 0.25) is 4.0.
     one_gpu = {"cpu": 1, "mem": 8 * GIB, "gres/gpu": 1}
     assert billed_units(one_gpu, w, Mode.MAX_TRES_GRES) == pytest.approx(4.0)
+
+
+def test_the_docs_billing_table_is_what_the_code_bills() -> None:
+    text = (REPO / "docs" / "advice.md").read_text()
+    assert SLURM_EXAMPLE.partition("=")[2] in text
+    jobs = {
+        "1 CPU, 8 GiB": {"cpu": 1, "mem": 8 * GIB},
+        "1 CPU, 8 GiB, 1 licA": {"cpu": 1, "mem": 8 * GIB, "license/lica": 1},
+        "1 CPU, 8 GiB, 1 GPU": {"cpu": 1, "mem": 8 * GIB, "gres/gpu": 1},
+    }
+    w = parse_weights(SLURM_EXAMPLE.partition("=")[2])
+    rows = re.findall(r"^\| (1 CPU[^|]*) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+    assert [r[0] for r in rows] == list(jobs)
+    for job, *figures in rows:
+        got = [billed_units(jobs[job], w, mode) for mode in (Mode.SUM, Mode.MAX_TRES, Mode.MAX_TRES_GRES)]
+        assert got == pytest.approx([float(f) for f in figures]), job
 
 
 @pytest.mark.parametrize(

@@ -9,14 +9,23 @@ import pytest
 
 from slurm_harp.advice.gpu_memory import (
     POWERS_OF_TWO,
+    STATE_BYTES,
     Overhead,
     TrainingFacts,
     fewest_gpus,
     model_state_bytes,
 )
+from tests.conftest import REPO
 
 GB = 1e9
 PAPER = TrainingFacts(parameters=7.5e9)  # mixed-precision Adam: 16 bytes a parameter
+
+
+def doc_rows(header: str) -> list[list[str]]:
+    """The rows of the docs/advice.md table whose header line is ``header``."""
+    text = (REPO / "docs" / "advice.md").read_text()
+    body = text.split(header + "\n", 1)[1].split("\n\n", 1)[0]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in body.splitlines()[1:]]
 
 
 def test_the_papers_figure_1() -> None:
@@ -24,6 +33,14 @@ def test_the_papers_figure_1() -> None:
     exact = [model_state_bytes(TrainingFacts(7.5e9, stage=s), 64) for s in range(4)]
     assert exact == [120e9, 31.40625e9, 16.640625e9, 1.875e9]
     assert [round(b / GB, 1) for b in exact] == [120.0, 31.4, 16.6, 1.9]
+    rows = doc_rows("| ZeRO stage | GB per GPU |")
+    assert [(int(s), float(gb)) for s, gb in rows] == [(s, round(b / GB, 1)) for s, b in enumerate(exact)]
+
+
+def test_the_docs_bytes_table_is_the_codes() -> None:
+    rows = doc_rows("| precision | optimizer | p | g | k |")
+    table = {(p, o): (float(a), float(b), float(c)) for p, o, a, b, c in rows}
+    assert table == {key: (v.params, v.grads, v.optimizer) for key, v in STATE_BYTES.items()}
 
 
 def test_stages_with_other_precisions_and_optimizers() -> None:

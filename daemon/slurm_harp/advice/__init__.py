@@ -4,7 +4,7 @@ Pure functions on text and numbers (no Slurm tool is run, no gRPC): billing (Slu
 TRESBillingWeights), partition_table (slurm.conf and scontrol text), tariff (Slurm's billing
 under harp.toml's prices), survival (a job's run-time distribution), reexecution (HARP's
 doubled-limit reruns), quote (the expected cost of one configuration) and gpu_memory (ZeRO's
-per-GPU memory).
+per-GPU memory). docs/advice.md has the formulas and their sources.
 """
 
 from __future__ import annotations
