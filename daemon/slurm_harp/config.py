@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slurm_harp.advice.billing import Mode as BillingMode
+from slurm_harp.advice.billing import Weights, parse_weights
+from slurm_harp.advice.tariff import PartitionPrice, Prices
 from slurm_harp.core.extension import DEFAULT_LEAD_S, EXTENSIONS
 from slurm_harp.core.policy import DEFAULT_FLOORS, LIMITS, Mode, Policy, Rule
 from slurm_harp.core.request import Target
@@ -95,10 +98,13 @@ class Settings:
     history: HistorySettings = field(default_factory=HistorySettings)
     training: TrainingSettings = field(default_factory=TrainingSettings)
     guard: GuardSettings = field(default_factory=GuardSettings)
+    billing: Prices = field(default_factory=Prices)
 
 
 _SCHEMA: dict[str, set[str]] = {
-    "": {"server", "store", "policy", "history", "training", "guard"},
+    "": {"server", "store", "policy", "history", "training", "guard", "billing"},
+    "billing": {"price", "currency", "mode", "partition"},
+    "billing.partition": {"name", "price", "weights"},
     "guard": {
         "heartbeat",
         "poll_seconds",
@@ -148,6 +154,8 @@ _SCHEMA: dict[str, set[str]] = {
     "policy.floor": {"time_minutes", "memory_mb", "cpus"},
     "policy.rule": {"partition", "account", "mode"},
 }
+# Sections that are arrays of tables ([[...]]): their keys are documented with the array.
+ARRAY_TABLES = frozenset({"policy.rule", "billing.partition"})
 _FLOOR_KEYS = {"time_minutes": Target.TIME, "memory_mb": Target.MEMORY, "cpus": Target.CPUS}
 
 
@@ -245,7 +253,61 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
         history=_history(r, r.table(top.get("history", {}), "history")),
         training=_training(r, r.table(top.get("training", {}), "training")),
         guard=_guard(r, r.table(top.get("guard", {}), "guard")),
+        billing=_billing(r, r.table(top.get("billing", {}), "billing")),
     )
+
+
+def _billing(r: _Reader, b: Mapping[str, Any]) -> Prices:
+    d = Prices()
+    price = _price(r, "billing", r.get(b, "billing", "price", float, d.price))
+    currency = r.get(b, "billing", "currency", str, d.currency)
+    if not currency.strip():
+        raise r.fail("billing.currency", 'must name what prices are in (e.g. "EUR", "SU")')
+    mode_text = r.get(b, "billing", "mode", str, None)
+    modes = [m.value for m in BillingMode]
+    if mode_text is not None and mode_text not in modes:
+        raise r.fail(
+            "billing.mode",
+            f"must be one of {', '.join(modes)} (or unset: Slurm's PriorityFlags); got {mode_text!r}",
+        )
+    raw = b.get("partition", [])
+    if not isinstance(raw, list):
+        raise r.fail("billing.partition", "must be an array of tables ([[billing.partition]])")
+    partitions: list[PartitionPrice] = []
+    for i, item in enumerate(raw):
+        t, key = r.table(item, "billing.partition"), f"billing.partition[{i}]"
+        name = r.get(t, key, "name", str, "")
+        if not name.strip():
+            raise r.fail(f"{key}.name", "missing: the Slurm partition this prices")
+        if any(p.name == name for p in partitions):
+            raise r.fail(f"{key}.name", f"partition {name!r} is listed twice")
+        own_price = r.get(t, key, "price", float, None)
+        weights = _weights(r, f"{key}.weights", r.get(t, key, "weights", str, None))
+        if own_price is None and weights is None:
+            raise r.fail(key, "needs a price and/or weights")
+        own = None if own_price is None else _price(r, key, own_price)
+        partitions.append(PartitionPrice(name=name, price=own, weights=weights))
+    return Prices(
+        price=price,
+        currency=currency,
+        mode=None if mode_text is None else BillingMode(mode_text),
+        partitions=tuple(partitions),
+    )
+
+
+def _price(r: _Reader, section: str, value: float) -> float:
+    if value < 0:
+        raise r.fail(f"{section}.price", f"must be >= 0 (per billed unit-hour), got {value:g}")
+    return value
+
+
+def _weights(r: _Reader, key: str, text: str | None) -> Weights | None:
+    if text is None:
+        return None
+    try:
+        return parse_weights(text)
+    except ValueError as exc:
+        raise r.fail(key, str(exc)) from None
 
 
 def _guard(r: _Reader, g: Mapping[str, Any]) -> GuardSettings:

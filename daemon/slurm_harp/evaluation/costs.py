@@ -20,10 +20,11 @@ lowers). Then, with r the observed usage and q the request:
   nothing is newly killed, and what is left is the waste of the final limits and how many
   extensions the jobs needed. (In time_min mode only the jobs a backfill starts early run with a
   cut limit, so its extensions are at most these; `harp simulate` measures the schedule itself.)
-- re-execution (HARP's model): a killed job is re-run with double the limit until it finishes,
-  the last attempt at the request (then it does what it did). A time-killed attempt costs
-  cores x limit; an OOM-killed attempt costs cores x its whole run (the peak may come last:
-  an upper bound). Reported in core-hours: the total and the extra over no rewriting.
+- re-execution (HARP's model, advice.reexecution's policy): a killed job is re-run with double
+  the limit until it finishes, the last attempt at the request (then it does what it did). A
+  time-killed attempt costs cores x limit; an OOM-killed attempt costs cores x its whole run (the
+  peak may come last: an upper bound). Reported in core-hours: the total and the extra over no
+  rewriting. (advice.reexecution prices the same policy before the run, from a distribution.)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import math
 
 import numpy as np
 
+from slurm_harp.advice.reexecution import next_limit
 from slurm_harp.core import accuracy
 from slurm_harp.core.extension import DEFAULT_LEAD_S, extensions_needed
 from slurm_harp.core.request import Target
@@ -111,7 +113,7 @@ def reexecution(obs: Observed, effective: np.ndarray) -> tuple[float, float]:
             extra += float(np.sum(obs.cores[active] * limit[active])) / 60.0
         else:
             extra += float(np.sum(obs.cores[active] * obs.run_hours[active]))
-        limit[active] = np.minimum(2.0 * limit[active], obs.requested[active])
+        limit[active] = next_limit(limit[active], obs.requested[active])
         active &= limit < need
     return base + extra, extra
 

@@ -1,0 +1,103 @@
+"""The price of one way to run a job: its tariff rate times its expected re-executed hours.
+
+A ``Configuration`` is what the advice compares: a partition, an allocation and a first time
+limit. Its ``Quote`` is
+
+    expected cost = rate x E[minutes charged over all attempts] / 60
+
+with the rate from the site's tariff (tariff.py: billed units x price per unit-hour, the same
+for every attempt: only the limit changes) and the minutes from HARP's re-execution policy
+(reexecution.py), attempts capped at the partition's MaxTime or, tighter, the given cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from slurm_harp.advice.reexecution import Reexecution, expected_reexecution
+from slurm_harp.advice.survival import Runtime
+from slurm_harp.advice.tariff import Tariff
+from slurm_harp.core.request import JobRequest
+
+__all__ = ["Allocation", "Configuration", "Quote", "price"]
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What a job holds while it runs, in Slurm's TRES units (memory in MiB, the whole job's)."""
+
+    cpus: int
+    mem_mb: float = 0.0
+    nodes: int = 1
+    gpus: int = 0
+    other: Mapping[str, float] = field(default_factory=dict)  # e.g. {"license/ansys": 1}
+
+    def tres(self) -> dict[str, float]:
+        """The allocation as billing.billed_units reads it."""
+        base = {"cpu": float(self.cpus), "mem": float(self.mem_mb), "node": float(self.nodes)}
+        gpus = {"gres/gpu": float(self.gpus)} if self.gpus else {}
+        return base | gpus | {k.lower(): float(v) for k, v in self.other.items()}
+
+    @classmethod
+    def of_request(cls, request: JobRequest) -> Allocation:
+        """A submitted job's request as an allocation: memory per node times nodes, or per CPU
+        times CPUs; GPUs per node times nodes; unknown counts are 1 CPU, 1 node, no memory."""
+        nodes = max(request.min_nodes or 1, 1)
+        cpus = max(request.min_cpus or 1, 1)
+        if request.mem_per_node_mb is not None:
+            mem = float(request.mem_per_node_mb * nodes)
+        else:
+            mem = float((request.mem_per_cpu_mb or 0) * cpus)
+        return cls(cpus=cpus, mem_mb=mem, nodes=nodes, gpus=(request.gpus_per_node or 0) * nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    partition: str
+    allocation: Allocation
+    limit_minutes: float  # the first attempt's time limit
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    configuration: Configuration
+    billed_units: float
+    rate: float  # currency per hour
+    currency: str
+    cap_minutes: float  # the largest limit an attempt may have
+    reexecution: Reexecution
+
+    @property
+    def expected_cost(self) -> float:
+        return self.rate * self.reexecution.expected_minutes / 60.0
+
+    @property
+    def p_unfinished(self) -> float:
+        """P(the job is killed at the cap: it cannot finish in this configuration)."""
+        return self.reexecution.p_unfinished
+
+
+def price(tariff: Tariff, configuration: Configuration, runtime: Runtime, cap: float | None = None) -> Quote:
+    """The expected cost of ``configuration`` for a job whose run time (minutes) follows
+    ``runtime``, re-executions included. Attempts stop at the partition's MaxTime or at ``cap``
+    (the user's own request, say), whichever is lower; ValueError when there is neither, or the
+    first limit is above it."""
+    place = tariff.partition(configuration.partition)
+    bounds = [b for b in (place.max_minutes, cap) if b is not None]
+    if not bounds:
+        raise ValueError(
+            f"partition {configuration.partition} has no MaxTime: give a cap (the user's request)"
+        )
+    top = float(min(bounds))
+    if configuration.limit_minutes > top:
+        raise ValueError(f"limit {configuration.limit_minutes:g} min is above the cap {top:g} min")
+    tres = configuration.allocation.tres()
+    return Quote(
+        configuration=configuration,
+        billed_units=tariff.billed(configuration.partition, tres),
+        rate=tariff.rate(configuration.partition, tres),
+        currency=tariff.currency,
+        cap_minutes=top,
+        reexecution=expected_reexecution(configuration.limit_minutes, top, runtime),
+    )
