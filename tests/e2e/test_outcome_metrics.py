@@ -89,6 +89,7 @@ def test_accuracy_of_real_jobs_reaches_prometheus(
     assert {t.mode for t in tags.values() if t is not None} == {"rewrite", "shadow"}
     _harvest(cluster, work / "jobs.sqlite")
     explain_a_real_job(cluster, _daemon, next(r for r in rows if r["Partition"] == "debug"))
+    report_on_real_jobs(work, _daemon, rows)
 
     # What the figures must be, from accounting alone.
     expected_ratio: dict[str, float] = {}
@@ -167,3 +168,17 @@ def explain_a_real_job(cluster: SlurmCluster, daemon: DaemonProcess, row: dict[s
     assert f"time: lowered to {tag.values['t']} min from the user's 120 min" in done.stdout
     assert "serving now" in done.stdout and "q0.5 prediction for this job:" in done.stdout
     assert "policy now: mode rewrite for partition debug" in done.stdout
+
+
+def report_on_real_jobs(work: Path, daemon: DaemonProcess, rows: list[dict[str, str]]) -> None:
+    """`harp report` on the harvested store: every job is in it, by partition, as accounting has it."""
+    out = work / "report"
+    argv = [sys.executable, "-m", "slurm_harp.cli", "report", "--db", str(work / "jobs.sqlite")]
+    argv += ["--since", "1d", "--out", str(out), "--config", str(daemon.config)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = (out / "index.html").read_text()
+    assert f"{len(rows)} jobs, {len(rows)} tagged" in done.stdout, done.stdout
+    for partition in {r["Partition"] for r in rows}:
+        assert f"<td>{partition}</td>" in page, partition
+    assert sorted(p.suffix for p in out.iterdir()).count(".png") >= 3
