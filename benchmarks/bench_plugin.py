@@ -5,7 +5,7 @@
 Needs root and Debian's Slurm packages (as the end-to-end tests). Both variants run under the same
 wrapper, which times the inner slurm_job_submit with a monotonic clock and logs it; sbatch wall time
 is measured by the client. Three variants: a no-op script; our plugin talking to a no-op gRPC server
-(the transport's floor: lua-http client + grpcio server, nothing predicted); our plugin talking to a
+(the transport's floor: the plugin's HTTP/2 client + grpcio server, nothing predicted); our plugin talking to a
 real `harp serve` (KTH-trained model; the "debug" partition in rewrite mode, so every job gets the
 full predict-and-rewrite path). Held jobs
 (sbatch -H) keep the cluster idle, so only submission is measured. The first 10 submissions of each
