@@ -5,11 +5,14 @@
 Needs root and Debian's Slurm packages (as the end-to-end tests). Both variants run under the same
 wrapper, which times the inner slurm_job_submit with a monotonic clock and logs it; sbatch wall time
 is measured by the client. Three variants: a no-op script; our plugin talking to a no-op gRPC server
-(the transport's floor: lua-http client + grpcio server, nothing predicted); our plugin talking to a
-real `harp serve` (KTH-trained model; the "debug" partition in rewrite mode, so every job gets the
-full predict-and-rewrite path). Held jobs
-(sbatch -H) keep the cluster idle, so only submission is measured. The first 10 submissions of each
-variant are warm-up (script load, first connection) and are left out.
+(the transport's floor: the plugin's HTTP/2 client + grpcio server, nothing predicted); our plugin
+talking to a real `harp serve` (KTH-trained model; the "debug" partition in rewrite mode, so every job
+gets the full predict-and-rewrite path). Held jobs (sbatch -H) keep the cluster idle, so only
+submission is measured. The first 10 submissions of each variant are warm-up (script load, first
+connection) and are left out.
+
+--compare-lib DIR adds a variant: the plugin of another checkout (DIR: its plugin/ directory, with
+job_submit.lua and harp/) against the same no-op gRPC server, e.g. `git archive main plugin | tar -x`.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ def run_variant(cluster: SlurmCluster, name: str, jobs: int) -> tuple[list[float
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=500)
+    ap.add_argument("--compare-lib", type=Path, help="another checkout's plugin/ directory")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="harp-bench-") as tmp:
         work = Path(tmp)
@@ -102,6 +106,17 @@ def main() -> None:
                 time.sleep(0.01)
             try:
                 results["harp plugin + no-op gRPC server"] = run_variant(cluster, "floor", args.jobs)
+                if args.compare_lib:
+                    other = work / "compare"
+                    other.mkdir()
+                    lib = args.compare_lib.absolute()
+                    (other / "harp_entry.lua").write_text((lib / "job_submit.lua").read_text())
+                    (other / "harp_plugin.lua").write_text(
+                        plugin_conf.replace(str(REPO / "plugin"), str(lib))
+                    )
+                    cluster.write_job_submit(WRAPPER.format(inner=HARP.format(conf_dir=other)))
+                    results["compare-lib plugin + no-op server"] = run_variant(cluster, "compare", args.jobs)
+                    cluster.write_job_submit(WRAPPER.format(inner=HARP.format(conf_dir=cluster.conf_dir)))
             finally:
                 stop.set()
                 floor.join()
@@ -117,8 +132,12 @@ def main() -> None:
     for name, (plugin, walls) in results.items():
         figures = (pct(plugin, 50), pct(plugin, 99), pct(walls, 50), pct(walls, 99))
         print(f"{name:<34} " + " ".join(f"{v:>10.3f}" for v in figures))
-    (bp, bw), (fp, fw), (hp, hw) = results.values()
-    for name, (p, w) in (("gRPC floor", (fp, fw)), ("harp", (hp, hw))):
+    (bp, bw) = results["no-op job_submit.lua (baseline)"]
+    added = {"gRPC floor": "harp plugin + no-op gRPC server", "harp": "harp plugin + harp daemon"}
+    if args.compare_lib:
+        added["compare-lib floor"] = "compare-lib plugin + no-op server"
+    for name, variant in added.items():
+        p, w = results[variant]
         print(
             f"added by {name}: plugin p50 +{pct(p, 50) - pct(bp, 50):.3f} ms,"
             f" p99 +{pct(p, 99) - pct(bp, 99):.3f} ms;"

@@ -17,8 +17,8 @@ local cfg, breaker, transport, transport_err, clock
 local was_disabled = false
 
 local function default_clock()
-  local ok, cqueues = pcall(require, "cqueues")
-  if ok and type(cqueues) == "table" and cqueues.monotime then return cqueues.monotime end
+  local ok, clock_mod = pcall(require, "harp.clock")
+  if ok and type(clock_mod) == "table" and clock_mod.now then return clock_mod.now end
   return os_time
 end
 
@@ -35,7 +35,7 @@ function M.configure(config, deps)
     if ok then
       transport = mod
     else
-      transport_err = "gRPC transport unavailable (lua-http/cqueues missing?): " .. tostring(mod)
+      transport_err = "gRPC transport unavailable (lua-socket/lua-http/lua-posix missing?): " .. tostring(mod)
       log.error(transport_err .. "; every job passes unchanged")
     end
   end
@@ -99,7 +99,7 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
   local decision, err = ask(job_desc, submit_uid, part_list)
   if not decision then
     local ms = (clock() - t0) * 1000
-    -- lua-http errors may carry a traceback: one line is enough for slurmctld.log
+    -- an error may carry a traceback: one line is enough for slurmctld.log
     local why = match(tostring(err), "^[^\n]*")
     if breaker:failure(clock()) then
       log.error(format("daemon call failed after %.1f ms (%s): jobs pass unchanged, next try in %s s",

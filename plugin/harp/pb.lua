@@ -49,6 +49,7 @@ M.ACTION = {NONE = 0, ANNOTATE = 1, REWRITE = 2, SET_TIME_MIN = 3}
 ---------------------------------------------------------------- encoding
 
 local function varint(n)
+  if n < 128 then return char(n) end -- tags and most values: no table
   local out, i = {}, 0
   while n >= 128 do
     i = i + 1

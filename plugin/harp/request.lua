@@ -115,24 +115,20 @@ for a = 0, 15 do
   end
 end
 
--- FNV-1a 64 with four 16-bit limbs; every product stays below 2^53.
+-- FNV-1a 64 with two 32-bit limbs; every intermediate stays below 2^53.
+-- h * prime mod 2^64, prime = 2^40 + 0x1b3: lo' = lo * 0x1b3 mod 2^32, and the high limb gets the
+-- carry, hi * 0x1b3 and the low 24 bits of lo shifted by 8 (the 2^40 term).
+local TWO32, TWO24 = 4294967296, 16777216
 local function fnv1a64(s)
-  local h0, h1, h2, h3 = 0x2325, 0x8422, 0x9ce4, 0xcbf2 -- offset basis 0xcbf29ce484222325
+  local lo, hi = 0x84222325, 0xcbf29ce4 -- offset basis 0xcbf29ce484222325
   for i = 1, #s do
-    local b, lo = byte(s, i), h0 % 256
-    local x = XOR4[floor(lo / 16) * 16 + floor(b / 16)] * 16 + XOR4[(lo % 16) * 16 + b % 16]
-    h0 = h0 - lo + x
-    -- multiply by the prime 2^40 + 0x1b3 modulo 2^64
-    local r0, r1, r2, r3 = h0 * 0x1b3, h1 * 0x1b3, h2 * 0x1b3, h3 * 0x1b3
-    r2 = r2 + h0 * 256
-    r3 = r3 + h1 * 256
-    local c
-    c = floor(r0 / 65536); h0 = r0 % 65536; r1 = r1 + c
-    c = floor(r1 / 65536); h1 = r1 % 65536; r2 = r2 + c
-    c = floor(r2 / 65536); h2 = r2 % 65536; r3 = r3 + c
-    h3 = r3 % 65536
+    local b, low = byte(s, i), lo % 256
+    lo = lo - low + XOR4[floor(low / 16) * 16 + floor(b / 16)] * 16 + XOR4[(low % 16) * 16 + b % 16]
+    local r = lo * 0x1b3
+    hi = (hi * 0x1b3 + floor(r / TWO32) + (lo % TWO24) * 256) % TWO32
+    lo = r % TWO32
   end
-  return format("%04x%04x%04x%04x", h3, h2, h1, h0)
+  return format("%08x%08x", hi, lo)
 end
 M.fnv1a64 = fnv1a64
 
@@ -162,8 +158,11 @@ function M.script_signature(script)
 end
 
 -- t[k] under pcall (slurmctld's records read their fields in C and may raise): nil on any error.
+local function index(t, k)
+  return t[k]
+end
 local function field(t, k)
-  local ok, v = pcall(function() return t[k] end)
+  local ok, v = pcall(index, t, k)
   if ok then return v end
   return nil
 end
@@ -192,7 +191,7 @@ end
 -- Slurm will put the job and what accounting will record. A failed read of job_desc.partition is not
 -- "none given": nothing is sent then. job_desc is only read.
 local function partition(job_desc, part_list)
-  local ok, v = pcall(function() return job_desc.partition end)
+  local ok, v = pcall(index, job_desc, "partition")
   if not ok then return nil end
   if v == nil or v == "" then return M.default_partition(part_list) end
   return text(v)
@@ -200,7 +199,11 @@ end
 
 -- Build the request. Reads every field under pcall: a field access error drops that field only.
 function M.build(job_desc, submit_uid, part_list)
-  local function get(k) return field(job_desc, k) end
+  local function get(k)
+    local ok, v = pcall(index, job_desc, k)
+    if ok then return v end
+    return nil
+  end
   local tres = text(get("tres_per_node"))
   local array = get("array_inx")
   local uid = count(get("user_id"), NO_VAL) or count(submit_uid, NO_VAL)

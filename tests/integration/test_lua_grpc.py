@@ -1,4 +1,4 @@
-"""The Lua plugin's gRPC client (lua-http over a Unix socket) against a real grpcio server."""
+"""The Lua plugin's gRPC client (harp.h2 over a Unix socket) against a real grpcio server."""
 
 from __future__ import annotations
 

@@ -5,6 +5,10 @@
 --   {"op":"call","deadline_ms":50,"job_desc":{...},"submit_uid":1000}
 --       -> {"ok":bool,"err":str,"ms":float,"decision":{...},"stats":{calls,connects,retries}}
 --   {"op":"bench","n":200,"deadline_ms":50,"job_desc":{...}} -> {"p50_ms":..,"p99_ms":..,"errors":n}
+--   {"op":"raw","method":"/pkg.Svc/M","payload":"..","repeat":1,"deadline_ms":50}
+--       -> {"ok":bool,"err":str,"ms":float,"size":n,"sum":n,"head":hex,"stats":{..},"connected":bool}
+--          (the payload repeated `repeat` times is sent as it is; sum: the response's bytes added up)
+--   {"op":"set","max_response":n,"window":n,"precheck":bool} -> {"ok":true,"sigpipe":..}
 --   {"op":"precheck","on":false}   -> {"ok":true}   (idle-connection check before reuse)
 --   {"op":"close"}                 -> {"ok":true}
 --   {"op":"submit","job_desc":{...},"submit_uid":1000}
@@ -13,8 +17,8 @@ local here = (arg[0]):match("^(.*)/[^/]*$") or "."
 package.path = here .. "/../../plugin/?.lua;" .. package.path
 
 local cjson = require "cjson"
-local cqueues = require "cqueues"
 local grpc = require "harp.grpc"
+local now = require "harp.clock".now
 local pb = require "harp.pb"
 local request = require "harp.request"
 
@@ -32,9 +36,9 @@ end
 
 local function one_call(cmd)
   local payload = pb.encode_request(request.build(cmd.job_desc or {}, cmd.submit_uid))
-  local t0 = cqueues.monotime()
+  local t0 = now()
   local bytes, err = grpc.call(socket_path, METHOD, payload, (cmd.deadline_ms or 50) / 1000)
-  local ms = (cqueues.monotime() - t0) * 1000
+  local ms = (now() - t0) * 1000
   local decision
   if bytes then decision, err = pb.decode_decision(bytes) end
   return decision, err, ms
@@ -61,9 +65,9 @@ local function submit(cmd)
   end
   reset_logs()
   local jd = cmd.job_desc or {}
-  local t0 = cqueues.monotime()
+  local t0 = now()
   local rc = entry.slurm_job_submit(jd, {}, cmd.submit_uid or 1000)
-  return {rc = rc, job_desc = jd, logs = logs, ms = (cqueues.monotime() - t0) * 1000}
+  return {rc = rc, job_desc = jd, logs = logs, ms = (now() - t0) * 1000}
 end
 
 local function stats()
@@ -101,6 +105,23 @@ for line in io.lines() do
         max_ms = times[#times], errors = errors, stats = stats()}
     elseif cmd.op == "submit" then
       out = submit(cmd)
+    elseif cmd.op == "raw" then
+      local payload = string.rep(cmd.payload or "", cmd["repeat"] or 1)
+      local t0 = now()
+      local bytes, err = grpc.call(socket_path, cmd.method, payload, (cmd.deadline_ms or 50) / 1000)
+      local ms = (now() - t0) * 1000
+      out = {ok = bytes ~= nil, err = err, ms = ms, stats = stats(), connected = grpc.connected()}
+      if bytes then
+        local sum = 0
+        for i = 1, #bytes do sum = sum + bytes:byte(i) end
+        out.size, out.sum = #bytes, sum
+        out.head = bytes:sub(1, 64):gsub(".", function(c) return string.format("%02x", c:byte()) end)
+      end
+    elseif cmd.op == "set" then
+      if cmd.max_response then grpc.MAX_RESPONSE = cmd.max_response end
+      if cmd.window then grpc.h2.WINDOW = cmd.window end
+      if cmd.precheck ~= nil then grpc.precheck = cmd.precheck end
+      out = {ok = true, sigpipe = grpc.h2.sigpipe}
     elseif cmd.op == "precheck" then
       grpc.precheck = cmd.on and true or false
       out = {ok = true}
