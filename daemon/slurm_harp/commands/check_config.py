@@ -1,0 +1,24 @@
+"""`harp check-config FILE`: read a harp.toml as the daemon, the guard and nightly would, and say
+whether it is good (exit 0) or what is wrong (exit 2), changing nothing. Ansible's template module
+runs it before it installs a new harp.toml (deploy/ansible), so a bad file never replaces a good one.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from slurm_harp.commands.arguments import settings_at
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("check-config", help="check a harp.toml without using it")
+    p.add_argument("file", help="the configuration to check")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_at(args.file)  # logs the problem, naming the key, when there is one
+    if settings is None:
+        return 2
+    print(f"{args.file}: ok (policy mode {settings.policy.default_mode.value})")
+    return 0
