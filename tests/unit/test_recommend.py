@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 
 import pytest
 
 from slurm_harp.advice.billing import parse_weights
 from slurm_harp.advice.gpu_memory import TrainingFacts
 from slurm_harp.advice.partition_shape import PartitionShape
-from slurm_harp.advice.recommend import Advice, Ask, Option, Run, Scaling, advise
+from slurm_harp.advice.recommend import Advice, Ask, Empirical, Option, Run, Scaling, advise
+from slurm_harp.advice.survival import PointMasses
 from slurm_harp.advice.tariff import PartitionPrice, Prices, Tariff
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
@@ -146,7 +148,7 @@ def test_runs_with_the_scripts_signature_win_over_the_name() -> None:
 
 
 def test_memory_from_the_peaks_and_the_nodes_that_hold_it() -> None:
-    # 1000 MB peak on 2 CPUs: 1 CPU keeps 1000, 4 CPUs grow to 2000 (per process); plus 20 %.
+    # 1000 MB peak on 2 CPUs: at most that on 1 CPU, twice that on 4 (in proportion); plus 20 %.
     runs = [run("ann", 2, 10, max_rss_mb=1000.0)]
     priced = Tariff.of(Prices(partitions=(PartitionPrice("batch", weights=parse_weights("CPU=1,Mem=1G")),)))
     shapes = {"batch": PartitionShape("batch", nodes=1, cpus=4, mem_mb=2000)}
@@ -158,6 +160,14 @@ def test_memory_from_the_peaks_and_the_nodes_that_hold_it() -> None:
     four = option(advice, 4)
     assert four.mem_per_node_mb == 2400 and not four.priced
     assert four.note == "needs 2400 MB per node; a node has 2000 MB"
+    # Runs at two sizes bound it from both sides: 1000 MB on 2 CPUs, 1500 on 4.
+    both = [*runs, run("ann", 4, 6, max_rss_mb=1500.0)]
+    eight = {"batch": PartitionShape("batch", nodes=1, cpus=8, mem_mb=8000)}
+    bounded = advise(ask(min_cpus=2), both, CPU_HOURS, eight)
+    assert [option(bounded, n).mem_per_node_mb for n in (1, 2, 4, 8)] == [1200, 1200, 1800, 3600]
+    # A floor (harp.toml's policy.floor.memory_mb) under the peaks.
+    floored = advise(ask(min_cpus=2), runs, priced, shapes, memory_floor_mb=1500)
+    assert option(floored, 1).mem_per_node_mb == 1500 and option(floored, 2).mem_per_node_mb == 1500
     # No peak known: the job's own request (per CPU here).
     no_peak = advise(ask(min_cpus=2, mem_per_cpu_mb=500), [run("ann", 2, 10)], CPU_HOURS, SHAPES)
     assert option(no_peak, 2).mem_per_node_mb == 1000
@@ -233,3 +243,21 @@ def test_gpu_jobs_scale_by_gpus_and_the_model_states_must_fit() -> None:
     # The CPU partition has no GPUs for it.
     both = advise(Ask(job), runs, CPU_HOURS, {"gpu": GPU, "batch": BATCH})
     assert "partition batch: has no GPUs for this job" in both.notes
+
+
+def test_the_empirical_run_time_is_point_masses_by_bisection() -> None:
+    values = [3.0, 1.0, 7.5, 3.0, 12.0]
+    fast, slow = Empirical(values), PointMasses(values, [0.2] * 5)
+    for t in (0, 1, 2.9, 3, 3.1, 12, 13):
+        assert fast.survival(t) == pytest.approx(slow.survival(t))
+        for high in (0, 1, 3, 7.5, 20):
+            assert fast.partial_mean(t, high) == pytest.approx(slow.partial_mean(t, high))
+
+
+def test_a_thousand_runs_over_many_partitions_are_advised_quickly() -> None:
+    runs = [run("ann", 1 if i % 2 else 1024, 10 + i % 97) for i in range(1000)]
+    shapes = {f"p{i}": PartitionShape(f"p{i}", nodes=16, cpus=1024) for i in range(8)}
+    started = time.perf_counter()
+    advice = advise(ask(), runs, CPU_HOURS, shapes)
+    assert sum(o.priced for o in advice.options) == 8 * 11
+    assert time.perf_counter() - started < 2.0

@@ -19,15 +19,18 @@ runs at that size as they are. Sizes outside the sizes run get no run time: "no 
 extrapolation). Runs that did not complete (failed, cancelled, killed at a limit) are counted,
 not used: their run time says nothing about a full run.
 
-Memory: a run's peak per node is taken to stay as it was on fewer CPUs per node and to grow in
-proportion on more (per-process memory); the larger of the two over every run, plus 20 %. No
-peak known: the job's own memory request.
+Memory per node is taken to grow with the size per node, but no faster than in proportion: a
+run bounds a candidate with no more per node than it had by its peak, one with more by its peak
+scaled up in proportion; the least of these bounds, plus 20 %. No peak known: the job's own
+memory request.
 
 docs/advice.md explains the answer to users.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,17 +40,17 @@ from slurm_harp.advice.gpu_memory import TrainingFacts, fewest_gpus, model_state
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.quote import Allocation, Configuration, Quote, price
 from slurm_harp.advice.reexecution import attempt_limits
-from slurm_harp.advice.survival import PointMasses
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 
-__all__ = ["Advice", "Ask", "Evidence", "Option", "Run", "Scaling", "advise", "evidence_of"]
+__all__ = ["Advice", "Ask", "Empirical", "Evidence", "Option", "Run", "Scaling", "advise", "evidence_of"]
 
 LIMIT_MARGIN = 1.1  # a first limit is a run time of the evidence plus 10 %, in whole minutes
 MEMORY_MARGIN = 1.2  # a memory request is the peak the evidence gives plus 20 %
 NO_MAX_TIME = 366 * 1440  # the cap on attempts in a partition without MaxTime (minutes)
 LARGEST_POWER = 10  # candidate sizes: powers of two up to 2**10, with the sizes run and requested
+MOST_LIMITS = 16  # first limits tried per option: run times of the evidence, evenly spread, the longest too
 GB = 1e9
 
 
@@ -249,31 +252,68 @@ def _sizes(most: int | None, evidence: Evidence, requested: int | None) -> list[
     return sorted(sizes)
 
 
-def _mem_per_node(evidence: Evidence, job: JobRequest, cpus: int, nodes: int) -> float:
-    """MiB per node a candidate should ask for (0: unknown, the partition's default applies)."""
-    per_node = cpus / nodes
-    peaks = [
-        max(r.peak_mb, r.peak_mb * per_node / (r.size / r.nodes)) if evidence.unit == "CPU" else r.peak_mb
-        for r in evidence.runs
-        if r.peak_mb is not None and r.peak_mb > 0
-    ]
-    if peaks:
-        return float(math.ceil(max(peaks) * MEMORY_MARGIN))
+def _mem_per_node(evidence: Evidence, job: JobRequest, size: int, nodes: int, floor: float) -> float:
+    """MiB per node a candidate should ask for (0: unknown, the partition's default applies).
+
+    Memory per node is taken to grow with the job's size per node, but no faster than in
+    proportion: then runs with at least the candidate's size per node bound it by their peak, and
+    runs with less by their peak scaled up in proportion. Each size's runs (their largest peak)
+    give a bound; the least of them, plus 20 %, at least ``floor``."""
+    per_node = size / nodes
+    bounds: dict[float, float] = {}
+    for r in evidence.runs:
+        if r.peak_mb is None or r.peak_mb <= 0:
+            continue
+        theirs = r.size / r.nodes
+        bound = r.peak_mb * max(1.0, per_node / theirs)
+        bounds[theirs] = max(bounds.get(theirs, 0.0), bound)
+    if bounds:
+        return float(max(math.ceil(min(bounds.values()) * MEMORY_MARGIN), math.ceil(floor)))
     if job.mem_per_node_mb is not None:
         return float(job.mem_per_node_mb)
     if job.mem_per_cpu_mb is not None:
-        return float(job.mem_per_cpu_mb * math.ceil(per_node))
+        cpus = size if evidence.unit == "CPU" else (job.min_cpus or 1)
+        return float(job.mem_per_cpu_mb * math.ceil(cpus / nodes))
     return 0.0
+
+
+class Empirical:
+    """Equally likely run times as a survival.Runtime (PointMasses' meaning, by bisection: a
+    thousand runs cost no more than ten)."""
+
+    def __init__(self, minutes: Sequence[float]) -> None:
+        if not minutes or not all(math.isfinite(t) and t >= 0 for t in minutes):
+            raise ValueError(f"run times must be finite and >= 0, at least one: {minutes}")
+        self.values = sorted(minutes)
+        self._sums = [0.0, *itertools.accumulate(self.values)]
+
+    def survival(self, t: float) -> float:
+        return (len(self.values) - bisect.bisect_right(self.values, t)) / len(self.values)
+
+    def partial_mean(self, low: float, high: float) -> float:
+        if high <= low:
+            return 0.0
+        lo, hi = bisect.bisect_right(self.values, low), bisect.bisect_right(self.values, high)
+        return (self._sums[hi] - self._sums[lo]) / len(self.values)
+
+
+def _limit_grid(runtime: Empirical, cap: float) -> list[float]:
+    """At most MOST_LIMITS first limits: evenly spread run times (the longest always) plus 10 %,
+    in whole minutes, at most the cap."""
+    values = runtime.values
+    step = max(1, math.ceil(len(values) / (MOST_LIMITS - 1)))
+    picked = {*values[step - 1 :: step], values[-1]}
+    return sorted({min(float(max(1, math.ceil(_same(LIMIT_MARGIN * t)))), cap) for t in picked})
 
 
 def _best_quote(
     tariff: Tariff, partition: str, allocation: Allocation, minutes: Sequence[float], cap: float
 ) -> tuple[Quote, float]:
-    """The first limit of least expected cost among each run time of the evidence plus 10 % (in
+    """The first limit of least expected cost among run times of the evidence plus 10 % (in
     whole minutes, at most the cap), ties to the shorter limit; and the longest run's minutes
     with the attempts killed before it (inf when it cannot finish under the cap)."""
-    runtime = PointMasses(list(minutes), [1.0 / len(minutes)] * len(minutes))
-    limits = sorted({min(float(max(1, math.ceil(_same(LIMIT_MARGIN * t)))), cap) for t in minutes})
+    runtime = Empirical(minutes)
+    limits = _limit_grid(runtime, cap)
     best: tuple[tuple[float, float, float], Quote] | None = None
     for limit in limits:
         quote = price(tariff, Configuration(partition, allocation, limit), runtime, cap)
@@ -315,11 +355,13 @@ def advise(
     tariff: Tariff,
     shapes: Mapping[str, PartitionShape],
     gpu_memory_bytes: Mapping[str, float] | None = None,
+    memory_floor_mb: float = 0.0,
 ) -> Advice:
     """The advice for ``ask`` from ``records`` (the caller's runs; anyone else's are ignored),
     under ``tariff``, in the partitions of ``shapes`` (their sizes; a partition named by the ask
     but unknown there gets the sizes run and asked for). ``gpu_memory_bytes``: partition -> one
-    GPU's memory, for the training check."""
+    GPU's memory, for the training check. ``memory_floor_mb``: no memory request from the peaks
+    below this (harp.toml's policy.floor.memory_mb: a sampled peak may miss a short spike)."""
     records = [
         r for r in records if ask.job.user_name is not None and r.request.user_name == ask.job.user_name
     ]
@@ -332,9 +374,11 @@ def advise(
     notes = _notes(ask, evidence, gpu_memory)
 
     names = list(ask.partitions) or sorted(set(shapes) | set(tariff.partitions))
-    if not ask.partitions and ask.job.partition in names:  # the job's own partition first
-        names.remove(ask.job.partition)
-        names.insert(0, ask.job.partition)
+    own = ask.job.partition
+    if not ask.partitions and own is not None:  # the job's own partition first
+        names = [own, *(n for n in names if n != own)]
+    if not names:
+        notes.append("no partition is known (scontrol could not be read): name one to compare")
     options: list[Option] = []
     for name in names:
         shape = shapes.get(name)
@@ -346,8 +390,9 @@ def advise(
             continue
         for size in _sizes(most, evidence, requested):
             options.append(
-                _option(ask, name, shape, size, gpu, cpus_per_gpu, evidence, scaling, tariff, gpu_memory)
-            )
+                _option(ask, name, shape, size, gpu, cpus_per_gpu, evidence, scaling, tariff, gpu_memory,
+                        memory_floor_mb)
+            )  # fmt: skip
 
     order = {id(o): i for i, o in enumerate(options)}
     finishing = [o for o in options if o.quote is not None and o.quote.p_unfinished == 0.0]
@@ -398,6 +443,7 @@ def _option(
     scaling: Scaling | None,
     tariff: Tariff,
     gpu_memory: Mapping[str, float],
+    memory_floor_mb: float,
 ) -> Option:
     job = ask.job
     cpus = size * cpus_per_gpu if gpu else size
@@ -407,7 +453,7 @@ def _option(
         nodes = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
     if nodes is None:  # cannot be reached from _sizes, which stays within the partition
         return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
-    mem_node = _mem_per_node(evidence, job, cpus, nodes)
+    mem_node = _mem_per_node(evidence, job, size, nodes, memory_floor_mb)
     allocation = Allocation(cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0)
     minutes = scaling.minutes(size) if scaling is not None else None
     label = _label(evidence, size)
