@@ -92,6 +92,9 @@ def channel_as(uid: int, path: Path) -> Iterator[grpc.Channel]:
     finally:
         channel.close()
         listener.close()
+        # shutdown, not only close: a pump blocked in recv keeps a closed socket alive, unseen.
+        with contextlib.suppress(OSError):
+            upstream.shutdown(socket.SHUT_RDWR)
         upstream.close()
         thread.join(timeout=5)
         with contextlib.suppress(OSError):
