@@ -268,3 +268,17 @@ def test_a_socket_with_another_owner_at_the_path_is_not_taken(tmp_path: Path) ->
     finally:
         daemon.stop(0)
         listener.close()
+
+
+def test_a_path_taken_over_is_left_alone(site: tuple[Daemon, Path], caplog: pytest.LogCaptureFixture) -> None:
+    daemon, work = site
+    sock = work / "advice.sock"
+    sock.unlink()
+    sock.write_text("someone else's")
+    for _ in range(3):
+        daemon.check_socket()
+    assert sock.read_text() == "someone else's"
+    taken = [r for r in caplog.records if "is no longer the advice socket" in r.getMessage()]
+    assert len(taken) == 1  # said once, not every few seconds
+    daemon.stop(0)
+    assert sock.read_text() == "someone else's"

@@ -71,6 +71,7 @@ class PeerRelay:
         self._private: Path | None = None
         self._listener: socket.socket | None = None
         self._socket_id = (0, 0)
+        self._taken_over = False
         self._peers: dict[str, Peer] = {}
         self._open: dict[str, tuple[socket.socket, socket.socket]] = {}
         self._per_uid: Counter[int] = Counter()
@@ -139,8 +140,12 @@ class PeerRelay:
             old, self._listener = self._listener, fresh
             old.close()
             return
-        if (st.st_dev, st.st_ino) != self._socket_id or not stat.S_ISSOCK(st.st_mode):
-            log.error("%s is no longer the advice socket; leaving it alone", self.public)
+        taken = (st.st_dev, st.st_ino) != self._socket_id or not stat.S_ISSOCK(st.st_mode)
+        if taken and not self._taken_over:
+            log.error(
+                "%s is no longer the advice socket; leaving it alone (restart to claim it)", self.public
+            )
+        self._taken_over = taken
 
     def _accept_loop(self) -> None:
         while not self._stop.is_set():
