@@ -12,7 +12,7 @@ from slurm_harp import __version__
 
 COMMANDS = (
     "serve", "guard", "train", "demo", "harvest", "importer", "evaluate", "models", "nightly", "simulate",
-    "explain", "report", "check_config",
+    "explain", "report", "check_config", "advise",
 )  # fmt: skip
 
 

@@ -23,6 +23,9 @@ from slurm_harp.core.safety_rule import BY
 DEFAULT_PATH = Path("/etc/slurm-harp/harp.toml")
 DEFAULT_SOCKET = Path("/run/slurm-harp/harp.sock")
 DEFAULT_STORE = Path("/var/lib/slurm-harp/models")
+# Where `harp advise` looks for the advice socket when nothing else says ([advice] socket is unset
+# by default: no advice socket).
+DEFAULT_ADVICE_SOCKET = Path("/run/slurm-harp/advice.sock")
 # learning.fitting.Refit's values, default first (tested equal): this reader imports no learning.
 REFIT = ("full", "update", "off")
 
@@ -90,6 +93,16 @@ class GuardSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class AdviceSettings:
+    """The advice for users (docs/advice.md): its socket, which any user may open."""
+
+    socket: Path | None = None  # None: no advice socket
+    max_connections: int = 64  # open advice connections at most; a user has at most a quarter
+    # partition -> one GPU's memory in bytes, for the ZeRO check ([[advice.partition]] gpu_memory_gb)
+    gpu_memory_bytes: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     store: Path = DEFAULT_STORE
@@ -99,10 +112,13 @@ class Settings:
     training: TrainingSettings = field(default_factory=TrainingSettings)
     guard: GuardSettings = field(default_factory=GuardSettings)
     billing: Prices = field(default_factory=Prices)
+    advice: AdviceSettings = field(default_factory=AdviceSettings)
 
 
 _SCHEMA: dict[str, set[str]] = {
-    "": {"server", "store", "policy", "history", "training", "guard", "billing"},
+    "": {"server", "store", "policy", "history", "training", "guard", "billing", "advice"},
+    "advice": {"socket", "max_connections", "partition"},
+    "advice.partition": {"name", "gpu_memory_gb"},
     "billing": {"price", "currency", "mode", "partition"},
     "billing.partition": {"name", "price", "weights"},
     "guard": {
@@ -155,7 +171,7 @@ _SCHEMA: dict[str, set[str]] = {
     "policy.rule": {"partition", "account", "mode"},
 }
 # Sections that are arrays of tables ([[...]]): their keys are documented with the array.
-ARRAY_TABLES = frozenset({"policy.rule", "billing.partition"})
+ARRAY_TABLES = frozenset({"policy.rule", "billing.partition", "advice.partition"})
 _FLOOR_KEYS = {"time_minutes": Target.TIME, "memory_mb": Target.MEMORY, "cpus": Target.CPUS}
 
 
@@ -254,6 +270,37 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
         training=_training(r, r.table(top.get("training", {}), "training")),
         guard=_guard(r, r.table(top.get("guard", {}), "guard")),
         billing=_billing(r, r.table(top.get("billing", {}), "billing")),
+        advice=_advice(r, r.table(top.get("advice", {}), "advice"), server.socket),
+    )
+
+
+def _advice(r: _Reader, a: Mapping[str, Any], submission_socket: Path) -> AdviceSettings:
+    path = r.get(a, "advice", "socket", str, None)
+    if path is not None and not path.strip():
+        raise r.fail("advice.socket", "must be a path (leave the key out for no advice socket)")
+    if path is not None and Path(path) == submission_socket:
+        raise r.fail("advice.socket", "must not be server.socket: that one is SlurmUser's alone")
+    raw = a.get("partition", [])
+    if not isinstance(raw, list):
+        raise r.fail("advice.partition", "must be an array of tables ([[advice.partition]])")
+    memory: dict[str, float] = {}
+    for i, item in enumerate(raw):
+        t, key = r.table(item, "advice.partition"), f"advice.partition[{i}]"
+        name = r.get(t, key, "name", str, "")
+        if not name.strip():
+            raise r.fail(f"{key}.name", "missing: the Slurm partition this describes")
+        if name in memory:
+            raise r.fail(f"{key}.name", f"partition {name!r} is listed twice")
+        gb = r.get(t, key, "gpu_memory_gb", float, None)
+        if gb is None or gb <= 0:
+            raise r.fail(f"{key}.gpu_memory_gb", "must be a number of GB > 0 (one GPU's memory)")
+        memory[name] = gb * 1e9
+    return AdviceSettings(
+        socket=None if path is None else Path(path),
+        max_connections=_positive(
+            r, "advice.max_connections", r.get(a, "advice", "max_connections", int, 64)
+        ),
+        gpu_memory_bytes=memory,
     )
 
 

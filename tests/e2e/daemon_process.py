@@ -33,9 +33,17 @@ class DaemonProcess:
     """`harp serve --config` in its own process, so it can be stopped, hung (SIGSTOP) or reloaded."""
 
     def __init__(
-        self, workdir: Path, store: Path, mode: str = "shadow", extra: str = "", server_extra: str = ""
+        self,
+        workdir: Path,
+        store: Path,
+        mode: str = "shadow",
+        extra: str = "",
+        server_extra: str = "",
+        env: dict[str, str] | None = None,
     ) -> None:
+        """``env``: the daemon's environment (a cluster's, for the scontrol the advice runs)."""
         self.workdir = workdir
+        self.env = env
         self.socket = workdir / "harp.sock"
         self.config = workdir / "harp.toml"
         self.log = workdir / "daemon.log"
@@ -57,6 +65,7 @@ class DaemonProcess:
                 [sys.executable, "-m", "slurm_harp.cli", "serve", "--config", str(self.config)],
                 stdout=log,
                 stderr=log,
+                env=self.env,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

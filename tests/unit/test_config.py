@@ -117,3 +117,44 @@ def test_the_shipped_example_config_is_valid() -> None:
     assert s.history.db == Path("/var/lib/slurm-harp/jobs.sqlite")
     assert s.training.refit == "full"
     assert s.training == TrainingSettings()  # it spells out the defaults
+
+
+def test_advice_settings() -> None:
+    s = parse({})
+    assert s.advice.socket is None and s.advice.max_connections == 64 and s.advice.gpu_memory_bytes == {}
+    s = parse(
+        {
+            "advice": {
+                "socket": "/run/slurm-harp/advice.sock",
+                "max_connections": 8,
+                "partition": [{"name": "gpu", "gpu_memory_gb": 80}, {"name": "a40", "gpu_memory_gb": 48.0}],
+            }
+        }
+    )
+    assert s.advice.socket == Path("/run/slurm-harp/advice.sock") and s.advice.max_connections == 8
+    assert s.advice.gpu_memory_bytes == {"gpu": 80e9, "a40": 48e9}
+
+
+@pytest.mark.parametrize(
+    ("advice", "names"),
+    [
+        ({"socket": ""}, "advice.socket: must be a path"),
+        ({"socket": "/run/slurm-harp/harp.sock"}, "advice.socket: must not be server.socket"),
+        ({"max_connections": 0}, "advice.max_connections: must be >= 1"),
+        ({"partition": {"name": "gpu"}}, "advice.partition: must be an array of tables"),
+        ({"partition": [{"gpu_memory_gb": 80}]}, r"advice.partition\[0\].name: missing"),
+        (
+            {"partition": [{"name": "gpu"}]},
+            r"advice.partition\[0\].gpu_memory_gb: must be a number of GB > 0",
+        ),
+        (
+            {"partition": [{"name": "g", "gpu_memory_gb": 1}, {"name": "g", "gpu_memory_gb": 2}]},
+            "listed twice",
+        ),
+        ({"partition": [{"name": "g", "gpu_memory_gb": 1, "gpus": 8}]}, "unknown key"),
+        ({"sockets": "/x"}, "advice.sockets: unknown key"),
+    ],
+)
+def test_advice_errors_name_the_key(advice: dict[str, object], names: str) -> None:
+    with pytest.raises(ConfigError, match=names):
+        parse({"advice": advice})

@@ -122,6 +122,9 @@ def actual_defaults() -> dict[str, Any]:
         "policy.floor.cpus": p.floors[Target.CPUS],
         "policy.rule": None,
         "billing.partition": None,
+        "advice.socket": s.advice.socket,
+        "advice.max_connections": s.advice.max_connections,
+        "advice.partition": None,
     }
     return {k: str(v) if isinstance(v, Path) else v for k, v in values.items()}
 

@@ -120,6 +120,28 @@ def test_records_are_ordered_by_submit_time_and_filtered(store: JobStore) -> Non
     assert [r.job_id for r in store.records(until=150)] == ["1"]
 
 
+def test_runs_of_one_user_and_name_newest_first(store: JobStore) -> None:
+    def mine(job_id: str, submit: int, user: str = "alice", name: str = "sim") -> JobRecord:
+        job = _job(job_id, submit)
+        return dataclasses.replace(
+            job, request=dataclasses.replace(job.request, user_name=user, job_name=name)
+        )
+
+    store.upsert([mine("1", 100), mine("2", 300), mine("3", 200, user="bob"), mine("4", 400, name="x")], "a")
+    store.upsert([mine("5", 250)], "b")
+    assert [r.job_id for r in store.runs_of("alice", "sim")] == ["2", "5", "1"]
+    assert [r.job_id for r in store.runs_of("alice", "sim", newest=2)] == ["2", "5"]
+    assert [r.job_id for r in store.runs_of("bob", "sim")] == ["3"]
+    assert store.runs_of("alice", "SIM") == [] and store.runs_of("alice' OR '1'='1", "sim") == []
+    plan = " ".join(
+        str(row) for row in store._db.execute(  # the advice's query uses its index
+            "EXPLAIN QUERY PLAN SELECT job_id FROM jobs WHERE user_name = ? AND job_name = ? "
+            "ORDER BY submit_time DESC", ("alice", "sim"),
+        )
+    )  # fmt: skip
+    assert "jobs_user_name" in plan
+
+
 def test_cursor_never_moves_backwards(store: JobStore) -> None:
     assert store.cursor("a") is None
     store.upsert([], "a", cursor=500)

@@ -137,6 +137,10 @@ class JobStore:
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_submit ON jobs (submit_time)")
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_source_submit ON jobs (source, submit_time)")
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_end ON jobs (end_time)")
+            # The advice reads one user's runs of one job name.
+            self._db.execute(
+                "CREATE INDEX IF NOT EXISTS jobs_user_name ON jobs (user_name, job_name, submit_time)"
+            )
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS state (source TEXT PRIMARY KEY, cursor_end INTEGER NOT NULL)"
             )
@@ -221,6 +225,17 @@ class JobStore:
             sql += " WHERE " + " AND ".join(where)
         for row in self._db.execute(sql + " ORDER BY submit_time, source, job_id", params):
             yield _record(row)
+
+    def runs_of(self, user_name: str, job_name: str, *, newest: int = 1000) -> list[JobRecord]:
+        """The ``newest`` jobs of one user with one job name, newest first: the only rows the
+        advice reads for that user (the filter is in the query, not after it)."""
+        present = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
+        names = [c.name if c.name in present else f"NULL AS {c.name}" for c in COLUMNS]
+        sql = (
+            f"SELECT {', '.join(names)} FROM jobs WHERE user_name = ? AND job_name = ? "
+            "ORDER BY submit_time DESC, source, job_id LIMIT ?"
+        )
+        return [_record(row) for row in self._db.execute(sql, (user_name, job_name, int(newest)))]
 
     def latest_end(self) -> int | None:
         """The latest end time of any job in the store (None when empty): how fresh the harvest is."""

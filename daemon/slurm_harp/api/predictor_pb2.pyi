@@ -129,3 +129,89 @@ class Decision(_message.Message):
     annotation: str
     mode: str
     def __init__(self, targets: _Optional[_Iterable[_Union[TargetDecision, _Mapping]]] = ..., user_message: _Optional[str] = ..., annotation: _Optional[str] = ..., mode: _Optional[str] = ...) -> None: ...
+
+class TrainingFacts(_message.Message):
+    __slots__ = ("parameters", "precision", "optimizer", "zero_stage")
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    OPTIMIZER_FIELD_NUMBER: _ClassVar[int]
+    ZERO_STAGE_FIELD_NUMBER: _ClassVar[int]
+    parameters: float
+    precision: str
+    optimizer: str
+    zero_stage: int
+    def __init__(self, parameters: _Optional[float] = ..., precision: _Optional[str] = ..., optimizer: _Optional[str] = ..., zero_stage: _Optional[int] = ...) -> None: ...
+
+class AdviceRequest(_message.Message):
+    __slots__ = ("job", "partitions", "deadline_minutes", "budget", "training")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_MINUTES_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_FIELD_NUMBER: _ClassVar[int]
+    job: SubmitRequest
+    partitions: _containers.RepeatedScalarFieldContainer[str]
+    deadline_minutes: float
+    budget: float
+    training: TrainingFacts
+    def __init__(self, job: _Optional[_Union[SubmitRequest, _Mapping]] = ..., partitions: _Optional[_Iterable[str]] = ..., deadline_minutes: _Optional[float] = ..., budget: _Optional[float] = ..., training: _Optional[_Union[TrainingFacts, _Mapping]] = ...) -> None: ...
+
+class AdviceOption(_message.Message):
+    __slots__ = ("partition", "size", "cpus", "nodes", "gpus", "mem_per_node_mb", "evidence", "priced", "time_limit_minutes", "expected_minutes", "longest_minutes", "expected_cost", "rate", "expected_attempts", "p_unfinished", "note")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    MEM_PER_NODE_MB_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    PRICED_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_MINUTES_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_MINUTES_FIELD_NUMBER: _ClassVar[int]
+    LONGEST_MINUTES_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_COST_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    P_UNFINISHED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    partition: str
+    size: int
+    cpus: int
+    nodes: int
+    gpus: int
+    mem_per_node_mb: int
+    evidence: str
+    priced: bool
+    time_limit_minutes: int
+    expected_minutes: float
+    longest_minutes: float
+    expected_cost: float
+    rate: float
+    expected_attempts: float
+    p_unfinished: float
+    note: str
+    def __init__(self, partition: _Optional[str] = ..., size: _Optional[int] = ..., cpus: _Optional[int] = ..., nodes: _Optional[int] = ..., gpus: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., evidence: _Optional[str] = ..., priced: _Optional[bool] = ..., time_limit_minutes: _Optional[int] = ..., expected_minutes: _Optional[float] = ..., longest_minutes: _Optional[float] = ..., expected_cost: _Optional[float] = ..., rate: _Optional[float] = ..., expected_attempts: _Optional[float] = ..., p_unfinished: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
+
+class Advice(_message.Message):
+    __slots__ = ("user_name", "job_name", "unit", "currency", "evidence", "options", "cheapest", "fastest", "pareto", "notes")
+    USER_NAME_FIELD_NUMBER: _ClassVar[int]
+    JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    CURRENCY_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    CHEAPEST_FIELD_NUMBER: _ClassVar[int]
+    FASTEST_FIELD_NUMBER: _ClassVar[int]
+    PARETO_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    user_name: str
+    job_name: str
+    unit: str
+    currency: str
+    evidence: str
+    options: _containers.RepeatedCompositeFieldContainer[AdviceOption]
+    cheapest: int
+    fastest: int
+    pareto: _containers.RepeatedScalarFieldContainer[int]
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, user_name: _Optional[str] = ..., job_name: _Optional[str] = ..., unit: _Optional[str] = ..., currency: _Optional[str] = ..., evidence: _Optional[str] = ..., options: _Optional[_Iterable[_Union[AdviceOption, _Mapping]]] = ..., cheapest: _Optional[int] = ..., fastest: _Optional[int] = ..., pareto: _Optional[_Iterable[int]] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...

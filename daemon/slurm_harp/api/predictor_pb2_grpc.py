@@ -97,3 +97,90 @@ class Predictor:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class AdvisorStub:
+    """---- Advice for users (docs/advice.md) -------------------------------------------------------------
+
+    Served only on the daemon's advice socket, which any user may open. The caller is who the kernel
+    says connected (SO_PEERCRED): the request names no user, and the answer comes from that user's
+    own jobs alone. Predictor is not served there, nor Advisor on the submission socket.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Advise = channel.unary_unary(
+                '/harp.v1.Advisor/Advise',
+                request_serializer=harp_dot_v1_dot_predictor__pb2.AdviceRequest.SerializeToString,
+                response_deserializer=harp_dot_v1_dot_predictor__pb2.Advice.FromString,
+                _registered_method=True)
+
+
+class AdvisorServicer:
+    """---- Advice for users (docs/advice.md) -------------------------------------------------------------
+
+    Served only on the daemon's advice socket, which any user may open. The caller is who the kernel
+    says connected (SO_PEERCRED): the request names no user, and the answer comes from that user's
+    own jobs alone. Predictor is not served there, nor Advisor on the submission socket.
+    """
+
+    def Advise(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_AdvisorServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Advise': grpc.unary_unary_rpc_method_handler(
+                    servicer.Advise,
+                    request_deserializer=harp_dot_v1_dot_predictor__pb2.AdviceRequest.FromString,
+                    response_serializer=harp_dot_v1_dot_predictor__pb2.Advice.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'harp.v1.Advisor', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('harp.v1.Advisor', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Advisor:
+    """---- Advice for users (docs/advice.md) -------------------------------------------------------------
+
+    Served only on the daemon's advice socket, which any user may open. The caller is who the kernel
+    says connected (SO_PEERCRED): the request names no user, and the answer comes from that user's
+    own jobs alone. Predictor is not served there, nor Advisor on the submission socket.
+    """
+
+    @staticmethod
+    def Advise(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/harp.v1.Advisor/Advise',
+            harp_dot_v1_dot_predictor__pb2.AdviceRequest.SerializeToString,
+            harp_dot_v1_dot_predictor__pb2.Advice.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -25,8 +25,11 @@ from slurm_harp.core.features import vectorize
 from slurm_harp.core.predictor import HistorySource, Predictor
 from slurm_harp.core.request import Target
 from slurm_harp.heartbeat import HeartbeatFile
+from slurm_harp.server.advice_service import ADVISOR, AdvisorService
+from slurm_harp.server.advisor import Advisor
 from slurm_harp.server.history_feed import HistoryFeed
 from slurm_harp.server.outcome_metrics import OutcomeMetrics
+from slurm_harp.server.peer_relay import PeerRelay
 from slurm_harp.server.reloader import reload_models, store_fingerprint
 from slurm_harp.server.service import SERVICE, PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
@@ -38,6 +41,8 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 # How long start() waits for the job history to be seeded before serving anyway (users whose
 # history is not loaded yet are cold: annotated, not rewritten).
 HISTORY_SEED_WAIT_S = 60.0
+# Advice calls computed at once: they share the process (and its GIL) with the submissions.
+ADVICE_WORKERS = 2
 
 
 def version_owner(store: Path) -> Callable[[str], Target | None]:
@@ -109,6 +114,8 @@ class Daemon:
         self.health = health.HealthServicer()
         self._unix: grpc.Server | None = None
         self._tcp: grpc.Server | None = None
+        self._advice: grpc.Server | None = None
+        self._relay: PeerRelay | None = None
         self._socket_id = (0, 0)  # (st_dev, st_ino) of the socket this daemon bound
         self._taken_over = False
         self._fingerprint: tuple[str, ...] = ()
@@ -127,6 +134,8 @@ class Daemon:
         if cfg.metrics_port is not None:
             start_http_server(cfg.metrics_port, addr=cfg.metrics_address, registry=self.registry)
         log.info("listening on unix:%s%s", cfg.socket, f" and {cfg.tcp}" if cfg.tcp else "")
+        if self.settings.advice.socket is not None:
+            self._serve_advice(self.settings.advice.socket)
         self.reload_models()
         if self.history is None:
             log.info("no [history] db: history features are unknown (NaN) and no user counts as cold")
@@ -165,9 +174,34 @@ class Daemon:
         self._socket_id = (st.st_dev, st.st_ino)
         return server
 
+    def _serve_advice(self, sock: Path) -> None:
+        """The advice socket (any user, mode 0666) through the peer relay, to a gRPC server of
+        its own that serves Advisor alone (not Predictor: its answers would tell one user's
+        history to another)."""
+        sock.parent.mkdir(parents=True, exist_ok=True)
+        claim_socket(sock)
+        relay = PeerRelay(sock, max_connections=self.settings.advice.max_connections)
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=ADVICE_WORKERS, thread_name_prefix="harp-advice"),
+            options=[("grpc.so_reuseport", 0)],
+        )
+        service = AdvisorService(Advisor(lambda: self.settings), relay.peer)
+        server.add_generic_rpc_handlers((service.handler(),))
+        reflection.enable_server_reflection((ADVISOR, reflection.SERVICE_NAME), server)
+        server.add_insecure_port(f"unix:{relay.inner}")
+        server.start()
+        self._advice, self._relay = server, relay
+        relay.start()
+        log.info("advice for users on unix:%s (any user; each answered from their own jobs)", sock)
+        closed = [p for p in (sock.parent, *sock.parent.parents) if not p.stat().st_mode & stat.S_IXOTH]
+        if closed:
+            log.warning("users cannot reach %s: %s is not searchable by others (o+x)", sock, closed[0])
+
     def check_socket(self) -> None:
         """Bind the socket again if something removed it (a tmpfiles cleaner, an rm): until then
         every submission fails open. A path taken over by something else is left alone."""
+        if self._relay is not None:
+            self._relay.check_socket()
         sock = self.settings.server.socket
         if self._socket_id == (0, 0):
             return  # not started
@@ -222,7 +256,7 @@ class Daemon:
             except ConfigError as exc:
                 log.error("reload: keeping the previous configuration: %s", exc)
             else:
-                for section in ("server", "history", "guard"):
+                for section in ("server", "history", "guard", "advice"):
                     if getattr(fresh, section) != getattr(self.settings, section):
                         log.warning("reload: [%s] changes take effect only after a restart", section)
                 self.settings = replace(
@@ -230,6 +264,7 @@ class Daemon:
                     server=self.settings.server,
                     history=self.settings.history,
                     guard=self.settings.guard,
+                    advice=self.settings.advice,
                     source=source,
                 )
                 self.predictor.swap(policy=fresh.policy)
@@ -246,12 +281,16 @@ class Daemon:
         """Report NOT_SERVING, let in-flight calls finish, then close and remove the socket."""
         self.health.enter_graceful_shutdown()
         grace = self.settings.server.grace_seconds if grace is None else grace
-        stopping = [server.stop(grace) for server in (self._unix, self._tcp) if server is not None]
+        if self._relay is not None:  # no new advice connection; the open ones end
+            self._relay.stop()
+        servers = (self._unix, self._tcp, self._advice)
+        stopping = [server.stop(grace) for server in servers if server is not None]
         for done in stopping:
             done.wait()
         if self._unix is not None and not self._taken_over:
             with contextlib.suppress(FileNotFoundError):
                 self.settings.server.socket.unlink()
-        self._unix = self._tcp = None
+        self._unix = self._tcp = self._advice = None
+        self._relay = None
         if self.history is not None:
             self.history.stop()

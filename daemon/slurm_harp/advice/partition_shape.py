@@ -1,0 +1,152 @@
+"""How big a job each partition can hold, from ``scontrol show partition`` text.
+
+The advice's candidates must be configurations the partition accepts: scontrol gives each
+partition's node and CPU totals (``TotalNodes``, ``TotalCPUs``), its per-job limits
+(``MaxNodes``, ``MaxCPUsPerNode``, ``MaxMemPerNode``, ``MaxTime``) and its TRES, whose
+``mem`` and ``gres/gpu`` totals give the memory and GPUs a node has. Nodes are taken as alike
+(a partition's totals divided by its node count, rounded down): HARP proposes nothing a node of
+average size could not hold, and Slurm refuses at submission what does not fit.
+slurm.conf alone does not say how big the nodes are (that is in the NodeName lines, with host
+lists); the daemon reads scontrol.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from slurm_harp.advice.partition_table import parse_time_limit
+
+__all__ = ["PartitionShape", "parse_memory_mb", "shapes_from_scontrol"]
+
+_UNLIMITED = frozenset({"UNLIMITED", "INFINITE", "NONE", "N/A", ""})
+_MEMORY_UNITS = {"K": 1.0 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2, "P": 1024.0**3}
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionShape:
+    name: str
+    nodes: int = 0  # TotalNodes
+    cpus: int = 0  # TotalCPUs
+    gpus: int = 0  # gres/gpu in the partition's TRES
+    mem_mb: float = 0.0  # mem in the partition's TRES (0: unknown)
+    max_nodes: int | None = None  # MaxNodes per job (None: UNLIMITED)
+    max_cpus_per_node: int | None = None  # MaxCPUsPerNode (None: UNLIMITED)
+    max_mem_per_node_mb: float | None = None  # MaxMemPerNode (None: UNLIMITED)
+    max_minutes: int | None = None  # MaxTime (None: UNLIMITED)
+
+    @property
+    def cpus_per_node(self) -> int:
+        """CPUs a job may use on one node (0: unknown)."""
+        per_node = self.cpus // self.nodes if self.nodes else 0
+        if self.max_cpus_per_node is not None:
+            per_node = min(per_node, self.max_cpus_per_node)
+        return per_node
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.gpus // self.nodes if self.nodes else 0
+
+    @property
+    def mem_per_node_mb(self) -> float | None:
+        """Memory a job may hold on one node (None: unknown)."""
+        per_node = self.mem_mb / self.nodes if self.nodes and self.mem_mb else None
+        if self.max_mem_per_node_mb is not None:
+            per_node = (
+                self.max_mem_per_node_mb if per_node is None else min(per_node, self.max_mem_per_node_mb)
+            )
+        return per_node
+
+    @property
+    def job_nodes(self) -> int:
+        """Nodes one job may have: the partition's, at most MaxNodes."""
+        return self.nodes if self.max_nodes is None else min(self.nodes, self.max_nodes)
+
+    def nodes_for_cpus(self, cpus: int) -> int | None:
+        """The fewest nodes that hold ``cpus`` CPUs in this partition (None: it cannot)."""
+        if self.cpus_per_node < 1 or cpus < 1:
+            return None
+        nodes = math.ceil(cpus / self.cpus_per_node)
+        return nodes if nodes <= self.job_nodes else None
+
+    def nodes_for_gpus(self, gpus: int) -> int | None:
+        """The fewest nodes that hold ``gpus`` GPUs in this partition (None: it cannot)."""
+        if self.gpus_per_node < 1 or gpus < 1:
+            return None
+        nodes = math.ceil(gpus / self.gpus_per_node)
+        return nodes if nodes <= self.job_nodes else None
+
+    @property
+    def most_cpus(self) -> int:
+        return self.cpus_per_node * self.job_nodes
+
+    @property
+    def most_gpus(self) -> int:
+        return self.gpus_per_node * self.job_nodes
+
+
+def parse_memory_mb(text: str) -> float:
+    """A Slurm memory amount (``7940M``, ``500G``, a bare number of MiB) in MiB."""
+    value = text.strip().upper()
+    unit = value[-1:] if value[-1:] in _MEMORY_UNITS else ""
+    number = value[: len(value) - len(unit)]
+    try:
+        amount = float(number)
+    except ValueError:
+        raise ValueError(f"memory {text!r}: expected a number with an optional K, M, G, T or P") from None
+    if not math.isfinite(amount) or amount < 0:
+        raise ValueError(f"memory {text!r}: must be a finite amount >= 0")
+    return amount * _MEMORY_UNITS.get(unit, 1.0)
+
+
+def shapes_from_scontrol(text: str) -> dict[str, PartitionShape]:
+    """Each partition's shape from ``scontrol show partition`` (with or without ``--oneliner``).
+    ValueError names the partition and the field it cannot read."""
+    blocks: list[dict[str, str]] = []
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if not sep:
+            continue
+        if key == "PartitionName":
+            blocks.append({})
+        if blocks:
+            blocks[-1][key] = value
+    out = {}
+    for block in blocks:
+        name = block["PartitionName"]
+        try:
+            out[name] = _shape(name, block)
+        except ValueError as exc:
+            raise ValueError(f"scontrol partition {name}: {exc}") from None
+    return out
+
+
+def _shape(name: str, block: dict[str, str]) -> PartitionShape:
+    tres = dict(item.partition("=")[::2] for item in block.get("TRES", "").split(",") if "=" in item)
+    typed_gpus = sum(_count(v, "TRES gres/gpu") for k, v in tres.items() if k.startswith("gres/gpu:"))
+    max_time = block.get("MaxTime", "UNLIMITED")
+    return PartitionShape(
+        name=name,
+        nodes=_count(block.get("TotalNodes", "0"), "TotalNodes"),
+        cpus=_count(block.get("TotalCPUs", "0"), "TotalCPUs"),
+        gpus=_count(tres["gres/gpu"], "TRES gres/gpu") if "gres/gpu" in tres else typed_gpus,
+        mem_mb=parse_memory_mb(tres["mem"]) if "mem" in tres else 0.0,
+        max_nodes=_limit(block.get("MaxNodes"), "MaxNodes"),
+        max_cpus_per_node=_limit(block.get("MaxCPUsPerNode"), "MaxCPUsPerNode"),
+        max_mem_per_node_mb=_memory_limit(block.get("MaxMemPerNode")),
+        max_minutes=None if max_time.upper() in _UNLIMITED else parse_time_limit(max_time),
+    )
+
+
+def _count(text: str, what: str) -> int:
+    if not text.isdigit():
+        raise ValueError(f"{what} {text!r}: expected a whole number")
+    return int(text)
+
+
+def _limit(text: str | None, what: str) -> int | None:
+    return None if text is None or text.upper() in _UNLIMITED else _count(text, what)
+
+
+def _memory_limit(text: str | None) -> float | None:
+    return None if text is None or text.upper() in _UNLIMITED else parse_memory_mb(text)

@@ -1,0 +1,136 @@
+"""The advice service's core, without gRPC: who asks, their own runs, the site's partitions and
+prices, then advice.recommend.
+
+The caller is a uid the kernel gave (server/peer_relay.py), resolved to a user name on this host.
+Whatever user the request names is replaced by that one before anything is read, and the job
+store is queried for that user's rows alone (JobStore.runs_of); recommend drops any other user's
+run again. Partitions (sizes, MaxTime, billing weights) come from ``scontrol``, read at most every
+few minutes; prices from harp.toml's ``[billing]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import pwd
+import sqlite3
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.advice.partition_shape import PartitionShape, shapes_from_scontrol
+from slurm_harp.advice.partition_table import PartitionTable, from_scontrol
+from slurm_harp.advice.recommend import Advice, Ask, advise
+from slurm_harp.advice.tariff import Tariff
+from slurm_harp.config import Settings
+from slurm_harp.core.request import Target
+
+log = logging.getLogger(__name__)
+
+PARTITIONS_ARGV = ("scontrol", "--oneliner", "show", "partition")
+CONFIG_ARGV = ("scontrol", "show", "config")
+COMMAND_TIMEOUT_S = 10.0
+REFRESH_S = 300.0
+NEWEST_RUNS = 1000  # the evidence: a user's newest runs of a job name, at most
+
+Runner = Callable[[Sequence[str]], str]
+Partitions = tuple[PartitionTable, Mapping[str, PartitionShape]]
+
+
+class AdviceRefused(Exception):
+    """The daemon cannot advise now (the job store cannot be read); the message is for the user."""
+
+
+class UnknownUser(AdviceRefused):
+    """The caller's uid has no user name here: there is no history to answer from."""
+
+
+def run_scontrol(argv: Sequence[str]) -> str:
+    """``scontrol``'s output; RuntimeError when it fails."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, timeout=COMMAND_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError(f"{' '.join(argv)}: {exc}") from None
+    if done.returncode != 0:
+        detail = done.stderr.decode("utf-8", errors="replace").strip()[:200]
+        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {detail}")
+    return done.stdout.decode("utf-8", errors="replace")
+
+
+@dataclass
+class SlurmPartitions:
+    """The cluster's partitions from scontrol, read at most every ``refresh_seconds``; when
+    scontrol fails the last good reading is kept (none yet: no partition known)."""
+
+    runner: Runner = run_scontrol
+    refresh_seconds: float = REFRESH_S
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value: Partitions = (PartitionTable(), {})
+        self._read_at: float | None = None
+
+    def __call__(self) -> Partitions:
+        with self._lock:
+            now = self.clock()
+            if self._read_at is None or now - self._read_at >= self.refresh_seconds:
+                self._read_at = now
+                try:
+                    text = self.runner(PARTITIONS_ARGV)
+                    self._value = (from_scontrol(text, self.runner(CONFIG_ARGV)), shapes_from_scontrol(text))
+                except (RuntimeError, ValueError) as exc:
+                    log.warning("advice: cannot read the partitions (keeping the last reading): %s", exc)
+            return self._value
+
+
+def user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        raise UnknownUser(f"uid {uid} has no user name on this host") from None
+
+
+class Advisor:
+    def __init__(
+        self,
+        settings: Settings | Callable[[], Settings],
+        partitions: Callable[[], Partitions] | None = None,
+        name_of: Callable[[int], str] = user_name,
+    ) -> None:
+        """``settings``: or a function giving the current ones (the daemon's, which SIGHUP renews:
+        new prices apply at once)."""
+        self._settings = settings if callable(settings) else (lambda: settings)
+        self._partitions = partitions or SlurmPartitions()
+        self._name_of = name_of
+
+    def advise(self, uid: int, ask: Ask) -> Advice:
+        """Advice for the user ``uid`` (from the kernel) on ``ask``, from that user's jobs alone."""
+        name = self._name_of(uid)
+        job = replace(ask.job, user_name=name, user_id=uid)
+        settings = self._settings()
+        db = settings.history.db
+        runs = []
+        if db is not None and job.job_name is not None:
+            try:
+                with JobStore(db, readonly=True) as store:
+                    runs = store.runs_of(name, job.job_name, newest=NEWEST_RUNS)
+            except (OSError, RuntimeError, sqlite3.Error) as exc:
+                log.warning("advice: cannot read the job store %s: %s", db, exc)
+                raise AdviceRefused("the site's job history cannot be read now; try again later") from None
+        table, shapes = self._partitions()
+        tariff = Tariff.of(settings.billing, table)
+        floor = settings.policy.floors.get(Target.MEMORY, 0.0)
+        advice = advise(
+            replace(ask, job=job),
+            runs,
+            tariff,
+            shapes,
+            settings.advice.gpu_memory_bytes,
+            memory_floor_mb=floor,
+        )
+        if db is None:
+            advice = replace(advice, notes=(*advice.notes, "the site keeps no job history ([history] db)"))
+        return advice

@@ -1,0 +1,284 @@
+"""The advice socket: any user may open it, and each user is answered from their own jobs alone.
+
+A real daemon (in process) with its real advice socket, a real job store holding two users' runs of
+the same job name, and a stand-in `scontrol` on PATH. Calls are made over connections that real
+processes running as root and as `nobody` opened (tests/integration/as_user.py): the daemon learns
+who is calling from the kernel, whatever the request says.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import stat
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from prometheus_client import CollectorRegistry
+
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.api import predictor_pb2_grpc as pb_grpc
+from slurm_harp.config import parse
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest
+from slurm_harp.server.daemon import Daemon
+from tests.integration.as_user import channel_as, connect_as
+
+NOBODY = pwd.getpwnam("nobody")
+ROOT = 0
+NO_SUCH_UID = 54321  # no passwd entry
+PARTITIONS = (
+    "PartitionName=batch MaxNodes=UNLIMITED MaxTime=UNLIMITED MaxCPUsPerNode=UNLIMITED TotalCPUs=8 "
+    "TotalNodes=1 TRES=cpu=8,mem=16000M,node=1,billing=8"
+)
+SCONTROL = f"""#!/bin/sh
+case "$*" in
+  *partition*) echo '{PARTITIONS}' ;;
+  *config*) echo 'PriorityFlags           = ' ;;
+  *) exit 1 ;;
+esac
+"""
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs callers as two real users: root only")
+
+
+def record(job_id: int, user: str, uid: int, name: str, cpus: int, seconds: int) -> JobRecord:
+    request = JobRequest(user_name=user, user_id=uid, job_name=name, min_cpus=cpus, submit_time=1000 + job_id)
+    return JobRecord(
+        job_id=str(job_id), request=request, state="COMPLETED", elapsed_s=seconds, alloc_cpus=cpus,
+        end_time=2000 + job_id, max_rss_mb=100.0,
+    )  # fmt: skip
+
+
+# Both users ran "sim". Root: 1 CPU for 20 min, 2 CPUs for 8. Nobody: 4 and 8 CPUs, a minute each
+# (were those root's, 8 CPUs would be root's cheapest). Each also ran a job name the other did not.
+JOBS = [
+    record(1, "root", ROOT, "sim", 1, 1200),
+    record(2, "root", ROOT, "sim", 2, 480),
+    record(3, "root", ROOT, "root-only", 1, 600),
+    record(4, "nobody", NOBODY.pw_uid, "sim", 4, 60),
+    record(5, "nobody", NOBODY.pw_uid, "sim", 8, 60),
+    record(6, "nobody", NOBODY.pw_uid, "nobody-only", 2, 60),
+]
+
+
+@pytest.fixture
+def site(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Daemon, Path]]:
+    # Other users must reach the socket: not under pytest's 0700 tmp_path.
+    work = Path(tempfile.mkdtemp(prefix="harp-advice-"))
+    work.chmod(0o755)
+    bin_dir = work / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(SCONTROL)
+    (bin_dir / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    with JobStore(work / "jobs.sqlite") as store:
+        store.merge(JOBS, "sacct")
+    settings = parse(
+        {
+            "server": {"socket": str(work / "harp.sock")},
+            "store": {"path": str(work / "store")},
+            "history": {"db": str(work / "jobs.sqlite")},
+            "advice": {"socket": str(work / "advice.sock"), "max_connections": 8},
+        }
+    )
+    daemon = Daemon(settings, CollectorRegistry())
+    daemon.start()
+    try:
+        yield daemon, work
+    finally:
+        daemon.stop(0)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def ask(name: str = "sim", **job: object) -> pb.AdviceRequest:
+    return pb.AdviceRequest(job=pb.SubmitRequest(job_name=name, **job))  # type: ignore[arg-type]
+
+
+def advise(channel: grpc.Channel, request: pb.AdviceRequest) -> pb.Advice:
+    reply: pb.Advice = pb_grpc.AdvisorStub(channel).Advise(request, timeout=10)
+    return reply
+
+
+def refusal(request: pb.AdviceRequest | bytes, channel: grpc.Channel) -> tuple[grpc.StatusCode, str]:
+    """The status and message of an Advise call that fails."""
+    call = channel.unary_unary("/harp.v1.Advisor/Advise", request_serializer=None, response_deserializer=None)
+    data = request if isinstance(request, bytes) else request.SerializeToString()
+    with pytest.raises(grpc.RpcError) as failed:
+        call(data, timeout=10)
+    error = failed.value
+    assert isinstance(error, grpc.Call)
+    return error.code(), error.details() or ""
+
+
+def sizes_priced(advice: pb.Advice) -> set[int]:
+    return {o.size for o in advice.options if o.priced}
+
+
+def as_text(advice: pb.Advice) -> str:
+    return str(advice)
+
+
+def test_each_user_is_answered_from_their_own_jobs(site: tuple[Daemon, Path]) -> None:
+    _, work = site
+    sock = work / "advice.sock"
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o666
+    with channel_as(ROOT, sock) as channel:
+        mine = advise(channel, ask())
+    assert mine.user_name == "root" and mine.evidence == "1 run at 1 CPU, 1 at 2 CPUs"
+    assert sizes_priced(mine) == {1, 2}
+    assert mine.options[mine.cheapest].size == 2  # 2 x 8 CPU-minutes beat 1 x 20
+    with channel_as(NOBODY.pw_uid, sock) as channel:
+        theirs = advise(channel, ask())
+    assert theirs.user_name == "nobody" and theirs.evidence == "1 run at 4 CPUs, 1 at 8 CPUs"
+    assert sizes_priced(theirs) == {4, 8}
+    assert "root" not in as_text(theirs) and "nobody" not in as_text(mine)
+
+
+def test_a_forged_user_in_the_request_changes_nothing(site: tuple[Daemon, Path]) -> None:
+    _, work = site
+    forged = ask(user_name="root", user_id=ROOT)
+    with channel_as(NOBODY.pw_uid, work / "advice.sock") as channel:
+        advice = advise(channel, forged)
+        # Root's job name: no evidence, for nobody never ran it; nothing of root's shows.
+        other = advise(channel, ask("root-only", user_name="root", user_id=ROOT))
+    assert advice.user_name == "nobody" and advice.evidence == "1 run at 4 CPUs, 1 at 8 CPUs"
+    assert other.user_name == "nobody" and other.evidence == "no evidence"
+    assert not sizes_priced(other) and not other.HasField("cheapest") and not other.pareto
+    assert "no completed run of 'root-only' by nobody: no evidence for any option" in other.notes
+    for text in (as_text(advice), as_text(other)):
+        assert "root" not in text.replace("root-only", "")  # the name it asked about
+
+
+def test_another_users_job_names_never_appear(site: tuple[Daemon, Path]) -> None:
+    _, work = site
+    with channel_as(ROOT, work / "advice.sock") as channel:
+        answers = [advise(channel, ask(name)) for name in ("sim", "root-only", "nobody-only")]
+    assert [a.evidence for a in answers] == ["1 run at 1 CPU, 1 at 2 CPUs", "1 run at 1 CPU", "no evidence"]
+    for advice in answers:
+        assert "nobody" not in as_text(advice).replace("nobody-only", "")  # the name it asked about
+
+
+def test_the_advice_socket_serves_advice_only_and_the_submission_socket_no_advice(
+    site: tuple[Daemon, Path],
+) -> None:
+    _, work = site
+    with channel_as(NOBODY.pw_uid, work / "advice.sock") as channel, pytest.raises(grpc.RpcError) as predict:
+        pb_grpc.PredictorStub(channel).Predict(pb.SubmitRequest(user_name="root"), timeout=10)
+    assert isinstance(predict.value, grpc.Call) and predict.value.code() is grpc.StatusCode.UNIMPLEMENTED
+    with grpc.insecure_channel(f"unix:{work / 'harp.sock'}") as channel:
+        assert refusal(ask(), channel)[0] is grpc.StatusCode.UNIMPLEMENTED
+    # The submission socket stays SlurmUser's: nobody cannot even connect.
+    with pytest.raises(OSError, match="PermissionError"):
+        connect_as(NOBODY.pw_uid, work / "harp.sock")
+
+
+def test_the_relay_is_the_only_way_in(site: tuple[Daemon, Path]) -> None:
+    daemon, _ = site
+    relay = daemon._relay
+    assert relay is not None
+    inner = relay.inner
+    assert stat.S_IMODE(inner.parent.stat().st_mode) == 0o700
+    with pytest.raises(OSError, match="PermissionError"):  # nobody cannot reach the gRPC server behind
+        connect_as(NOBODY.pw_uid, inner)
+    # Root can, but a call that did not come through the relay has no credentials: refused.
+    with grpc.insecure_channel(f"unix:{inner}") as channel:
+        assert refusal(ask(), channel)[0] is grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_a_uid_without_a_name_is_refused(site: tuple[Daemon, Path]) -> None:
+    _, work = site
+    with channel_as(NO_SUCH_UID, work / "advice.sock") as channel:
+        code, message = refusal(ask(), channel)
+    assert code is grpc.StatusCode.PERMISSION_DENIED and "uid 54321 has no user name" in message
+
+
+def test_one_user_cannot_take_every_connection(site: tuple[Daemon, Path]) -> None:
+    daemon, work = site
+    relay = daemon._relay
+    assert relay is not None and relay.per_user == 2  # a quarter of max_connections = 8
+    held = [connect_as(NOBODY.pw_uid, work / "advice.sock") for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 5
+        while relay.open_connections < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        extra = connect_as(NOBODY.pw_uid, work / "advice.sock")
+        extra.settimeout(5)
+        assert extra.recv(1) == b""  # closed at once
+        extra.close()
+        with channel_as(ROOT, work / "advice.sock") as channel:  # others are still served
+            assert advise(channel, ask()).user_name == "root"
+    finally:
+        for sock in held:
+            sock.close()
+    deadline = time.monotonic() + 5
+    while relay.open_connections:  # closed connections are forgotten
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_a_removed_advice_socket_is_bound_again_and_stop_cleans_up(site: tuple[Daemon, Path]) -> None:
+    daemon, work = site
+    sock = work / "advice.sock"
+    relay = daemon._relay
+    assert relay is not None
+    private = relay.inner.parent
+    sock.unlink()
+    daemon.check_socket()
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o666
+    with channel_as(NOBODY.pw_uid, sock) as channel:
+        assert advise(channel, ask()).user_name == "nobody"
+    daemon.stop(0)
+    assert not sock.exists() and not private.exists()
+
+
+def test_bad_requests_are_invalid_arguments(site: tuple[Daemon, Path]) -> None:
+    _, work = site
+    bad = pb.AdviceRequest(job=pb.SubmitRequest(job_name="sim"), deadline_minutes=-1)
+    with channel_as(ROOT, work / "advice.sock") as channel:
+        code, message = refusal(bad, channel)
+        assert code is grpc.StatusCode.INVALID_ARGUMENT
+        assert "deadline must be a finite number > 0" in message
+        assert refusal(b"\xff\xff\xff", channel)[0] is grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_a_socket_with_another_owner_at_the_path_is_not_taken(tmp_path: Path) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "advice.sock"))
+    listener.listen(1)
+    settings = parse(
+        {
+            "server": {"socket": str(tmp_path / "harp.sock")},
+            "store": {"path": str(tmp_path / "store")},
+            "advice": {"socket": str(tmp_path / "advice.sock")},
+        }
+    )
+    daemon = Daemon(settings, CollectorRegistry())
+    try:
+        with pytest.raises(RuntimeError, match="another daemon is serving"):
+            daemon.start()
+    finally:
+        daemon.stop(0)
+        listener.close()
+
+
+def test_a_path_taken_over_is_left_alone(site: tuple[Daemon, Path], caplog: pytest.LogCaptureFixture) -> None:
+    daemon, work = site
+    sock = work / "advice.sock"
+    sock.unlink()
+    sock.write_text("someone else's")
+    for _ in range(3):
+        daemon.check_socket()
+    assert sock.read_text() == "someone else's"
+    taken = [r for r in caplog.records if "is no longer the advice socket" in r.getMessage()]
+    assert len(taken) == 1  # said once, not every few seconds
+    daemon.stop(0)
+    assert sock.read_text() == "someone else's"

@@ -1,0 +1,135 @@
+"""advice.script and advice.partition_shape: a batch script's header and scontrol's partitions."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_harp.advice.gpu_memory import TrainingFacts
+from slurm_harp.advice.partition_shape import PartitionShape, parse_memory_mb, shapes_from_scontrol
+from slurm_harp.advice.script import facts_from_comment, parse_script, script_signature
+from slurm_harp.core.request import JobRequest
+
+SCRIPT = """#!/bin/bash
+#SBATCH -J relax --partition=batch,long
+#SBATCH -n 4 -c2
+#SBATCH --time=1-02:00:00
+#SBATCH --mem=8G          # trailing words are not options
+#SBATCH --comment "harp-params=7.5e9 harp-zero=2 other=x"
+# a comment
+#SBATCH --nodes 2-4
+srun ./relax
+#SBATCH --mem=1   (after the first command: not read, as in sbatch)
+"""
+
+
+def test_the_header_as_sbatch_reads_it() -> None:
+    job = parse_script(SCRIPT)
+    assert job.request == JobRequest(
+        job_name="relax",
+        partition="batch",
+        script_signature=script_signature(SCRIPT),
+        time_limit_minutes=26 * 60,
+        mem_per_node_mb=8192,
+        min_cpus=8,
+        cpus_per_task=2,
+        num_tasks=4,
+        min_nodes=2,
+    )
+    assert job.training == TrainingFacts(parameters=7.5e9, stage=2)
+
+
+@pytest.mark.parametrize(
+    ("lines", "fields"),
+    [
+        ("#SBATCH --gres=gpu:a100:2\n", {"gpus_per_node": 2}),
+        ("#SBATCH --gres=gpu:2,license:x:1\n", {"gpus_per_node": 2}),
+        ("#SBATCH -N 2 --gpus=a100:6\n", {"gpus_per_node": 3, "min_nodes": 2}),
+        ("#SBATCH --gpus-per-node=4 --mem-per-cpu=2000\n", {"gpus_per_node": 4, "mem_per_cpu_mb": 2000}),
+        ("#SBATCH --ntasks-per-node=8 -N 2\n", {"num_tasks": 16, "min_cpus": 16, "min_nodes": 2}),
+        ("#SBATCH -t 90 -A phys\n", {"time_limit_minutes": 90, "account": "phys"}),
+        ("#SBATCH --exclusive --mail-type=ALL\n", {}),
+    ],
+)
+def test_directives(lines: str, fields: dict[str, object]) -> None:
+    script = "#!/bin/sh\n" + lines
+    want = JobRequest(script_signature=script_signature(script), **fields)  # type: ignore[arg-type]
+    assert parse_script(script).request == want
+
+
+@pytest.mark.parametrize(
+    ("lines", "error"),
+    [
+        ("#SBATCH -n zero\n", "--ntasks=zero: expected a whole number"),
+        ("#SBATCH --time=1:2:3:4\n", "time limit"),
+        ("#SBATCH --mem=lots\n", "--mem=lots: expected an amount"),
+        ("#SBATCH -J\n", "--job-name without a value"),
+        ('#SBATCH -J "open\n', "script line 2"),
+    ],
+)
+def test_bad_directives_are_named(lines: str, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        parse_script("#!/bin/sh\n" + lines)
+
+
+def test_training_facts_from_comment_tokens() -> None:
+    assert facts_from_comment("nothing here") is None
+    facts = facts_from_comment("harp-params=1e9,harp-precision=FP32 harp-optimizer=sgd harp-zero=3")
+    assert facts == TrainingFacts(parameters=1e9, precision="fp32", optimizer="sgd", stage=3)
+    with pytest.raises(ValueError, match="need harp-params"):
+        facts_from_comment("harp-zero=2")
+    with pytest.raises(ValueError, match="ZeRO stage 5"):
+        facts_from_comment("harp-params=1e9 harp-zero=5")
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "#!/bin/bash\n#SBATCH -t 10\n#SBATCH --mem=1G\necho hi\n",
+        "#!/bin/sh\n\n# note\n#SBATCH -J x   \r\n#SBATCH -c 4\n\tpython run.py\n#SBATCH --late\n",
+        "#!/bin/bash\necho no directives\n",
+        "#SBATCH --comment=" + "é" * 700 + "\n",
+    ],
+)
+def test_the_signature_is_the_plugins(script: str) -> None:
+    from tests.unit.test_lua_plugin import _signature  # the plugin's Python twin
+
+    assert script_signature(script) == _signature(script)
+
+
+SCONTROL = """PartitionName=batch
+   AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL
+   MaxNodes=UNLIMITED MaxTime=UNLIMITED MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED
+   Nodes=c[1-2]
+   State=UP TotalCPUs=8 TotalNodes=2 SelectTypeParameters=NONE
+   DefMemPerCPU=512 MaxMemPerNode=UNLIMITED
+   TRES=cpu=8,mem=15880M,node=2,billing=8
+
+PartitionName=gpu
+   MaxNodes=2 MaxTime=2-00:00:00 MinNodes=0 LLN=NO MaxCPUsPerNode=32
+   State=UP TotalCPUs=256 TotalNodes=4
+   DefMemPerCPU=512 MaxMemPerNode=400G
+   TRES=cpu=256,mem=2000G,node=4,billing=256,gres/gpu=16,gres/gpu:a100=16
+"""
+
+
+def test_partition_shapes_from_scontrol() -> None:
+    shapes = shapes_from_scontrol(SCONTROL)
+    assert shapes == shapes_from_scontrol(SCONTROL.replace("\n   ", " "))  # --oneliner too
+    batch, gpu = shapes["batch"], shapes["gpu"]
+    assert batch == PartitionShape("batch", nodes=2, cpus=8, mem_mb=15880.0)
+    assert batch.cpus_per_node == 4 and batch.most_cpus == 8 and batch.mem_per_node_mb == 7940.0
+    assert batch.nodes_for_cpus(5) == 2 and batch.nodes_for_cpus(9) is None and batch.most_gpus == 0
+    # gpu: 64 CPUs a node but 32 a job per node; 2 nodes a job; 400 GB of a node's 500.
+    assert gpu.cpus_per_node == 32 and gpu.most_cpus == 64 and gpu.gpus_per_node == 4
+    assert gpu.most_gpus == 8 and gpu.nodes_for_gpus(5) == 2 and gpu.nodes_for_gpus(9) is None
+    assert gpu.mem_per_node_mb == 400 * 1024 and gpu.max_minutes == 2880
+    with pytest.raises(ValueError, match="scontrol partition batch: TotalCPUs 'many'"):
+        shapes_from_scontrol(SCONTROL.replace("TotalCPUs=8", "TotalCPUs=many"))
+
+
+def test_memory_amounts() -> None:
+    assert parse_memory_mb("7940M") == 7940 and parse_memory_mb("2G") == 2048
+    assert parse_memory_mb("1T") == 1024**2 and parse_memory_mb("512") == 512
+    assert parse_memory_mb("1024K") == 1
+    with pytest.raises(ValueError, match="memory '-1'"):
+        parse_memory_mb("-1")

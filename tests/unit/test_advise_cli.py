@@ -1,0 +1,118 @@
+"""`harp advise`'s command line: the request it builds, the table it prints, the socket it finds."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.advice.partition_shape import PartitionShape
+from slurm_harp.advice.recommend import Ask, advise
+from slurm_harp.advice.tariff import Prices, Tariff
+from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.cli import build_parser, main
+from slurm_harp.commands.advise import SOCKET_ENV, advice_socket, build_request, minutes, render
+from slurm_harp.config import DEFAULT_ADVICE_SOCKET
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest
+from slurm_harp.server.advice_service import advice_to_proto
+from tests.conftest import REPO
+
+
+def args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["advise", *argv])
+
+
+def relax(job_id: int, cpus: int, minutes: float, peak: float | None, state: str = "COMPLETED") -> JobRecord:
+    request = JobRequest(user_name="ann", job_name="relax", min_cpus=cpus)
+    return JobRecord(
+        job_id=str(job_id), request=request, state=state, elapsed_s=round(minutes * 60), alloc_cpus=cpus,
+        max_rss_mb=peak,
+    )  # fmt: skip
+
+
+def test_the_answer_in_the_docs_is_what_harp_advise_prints() -> None:
+    runs = [
+        relax(1, 4, 75, 1900), relax(2, 4, 86, 2000), relax(3, 16, 21, 7000), relax(4, 16, 25.6, 7400),
+        relax(5, 16, 23, 7100), relax(6, 16, 60, None, state="TIMEOUT"),
+    ]  # fmt: skip
+    shapes = {"batch": PartitionShape("batch", nodes=4, cpus=128, mem_mb=4 * 256000, max_minutes=2880)}
+    job = JobRequest(user_name="ann", job_name="relax", min_cpus=16, partition="batch")
+    tariff = Tariff.of(Prices(price=0.1, currency="EUR"))
+    printed = render(
+        advice_to_proto(advise(Ask(job), runs, tariff, shapes, memory_floor_mb=1024)), pb.AdviceRequest()
+    )
+    docs = (REPO / "docs" / "advice.md").read_text()
+    found = re.search(r"```\n(advice for \"relax\".*?)```\n", docs, re.S)
+    assert found is not None and found.group(1) == printed + "\n"
+
+
+def test_the_request_from_a_script_and_options(tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/sh\n#SBATCH -J relax -p batch -n 4 -t 60\n"
+        '#SBATCH --comment="harp-params=1e9 harp-zero=1"\nsrun ./relax\n'
+    )
+    request = build_request(args("--script", str(script), "--deadline", "2h", "--budget", "3.5"))
+    assert request.job.job_name == "relax" and request.job.partition == "batch"
+    assert request.job.min_cpus == 4 and request.job.time_limit_minutes == 60
+    assert request.deadline_minutes == 120 and request.budget == 3.5 and not request.partitions
+    assert request.training.parameters == 1e9 and request.training.zero_stage == 1
+    assert request.training.precision == "mixed" and request.training.optimizer == "adam"
+    # Options win over the script; the partitions to compare are only those named.
+    request = build_request(
+        args("--script", str(script), "--name", "other", "--cpus", "8", "--partition", "long",
+             "--partition", "short", "--params", "7.5e9", "--zero-stage", "2", "--precision", "fp32")
+    )  # fmt: skip
+    assert (
+        request.job.job_name == "other"
+        and request.job.min_cpus == 8
+        and not request.job.HasField("num_tasks")
+    )
+    assert list(request.partitions) == ["long", "short"]
+    assert request.training.parameters == 7.5e9 and request.training.zero_stage == 2
+    assert request.training.precision == "fp32"
+    assert not request.job.HasField("user_name")  # the daemon knows who asks
+
+
+def test_bad_requests_are_refused_before_asking(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match="give the job's name"):
+        build_request(args("--cpus", "4"))
+    with pytest.raises(ValueError, match="give --params too"):
+        build_request(args("--name", "x", "--zero-stage", "2"))
+    assert main(["advise", "--cpus", "4"]) == 2
+    assert "harp advise: give the job's name" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("90m", 90), ("2h", 120), ("1.5h", 90), ("30s", 0.5), ("1d", 1440), ("1:30:00", 90)]
+)
+def test_durations(text: str, value: float) -> None:
+    assert minutes(text) == value
+
+
+@pytest.mark.parametrize("text", ["soon", "0m", "UNLIMITED", "-5"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        minutes(text)
+
+
+def test_where_the_socket_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(SOCKET_ENV, raising=False)
+    monkeypatch.setattr("slurm_harp.commands.advise.DEFAULT_PATH", tmp_path / "missing.toml")
+    assert advice_socket(None) == DEFAULT_ADVICE_SOCKET
+    config = tmp_path / "harp.toml"
+    config.write_text('[advice]\nsocket = "/run/site/advice.sock"\n')
+    monkeypatch.setattr("slurm_harp.commands.advise.DEFAULT_PATH", config)
+    assert advice_socket(None) == Path("/run/site/advice.sock")
+    monkeypatch.setenv(SOCKET_ENV, "/env/advice.sock")
+    assert advice_socket(None) == Path("/env/advice.sock")
+    assert advice_socket(Path("/given.sock")) == Path("/given.sock")
+
+
+def test_no_daemon_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["advise", "--name", "x", "--socket", str(tmp_path / "none.sock"), "--timeout", "2"])
+    assert code == 1
+    assert f"no advice socket at {tmp_path / 'none.sock'}" in capsys.readouterr().err

@@ -1,0 +1,92 @@
+"""server.advisor: the caller's uid, not the request, decides whose jobs are read; scontrol's partitions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.advice.recommend import Ask
+from slurm_harp.config import parse
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest
+from slurm_harp.server.advisor import (
+    CONFIG_ARGV,
+    PARTITIONS_ARGV,
+    AdviceRefused,
+    Advisor,
+    SlurmPartitions,
+    UnknownUser,
+)
+from slurm_harp.server.advisor import user_name as real_user_name
+
+PARTITION = "PartitionName=batch MaxNodes=UNLIMITED MaxTime=60 TotalCPUs=8 TotalNodes=1 TRES=cpu=8,node=1"
+NAMES = {1000: "ann", 1001: "bob"}
+
+
+def job(job_id: str, user: str, cpus: int, seconds: int) -> JobRecord:
+    request = JobRequest(user_name=user, job_name="sim", min_cpus=cpus, submit_time=int(job_id))
+    return JobRecord(job_id=job_id, request=request, state="COMPLETED", elapsed_s=seconds, alloc_cpus=cpus)
+
+
+def runner(argv: Sequence[str]) -> str:
+    return PARTITION if tuple(argv) == PARTITIONS_ARGV else "PriorityFlags = MAX_TRES\n"
+
+
+@pytest.fixture
+def advisor(tmp_path: Path) -> Advisor:
+    with JobStore(tmp_path / "jobs.sqlite") as store:
+        store.merge([job("1", "ann", 1, 600), job("2", "ann", 2, 240), job("3", "bob", 8, 10)], "sacct")
+    settings = parse({"history": {"db": str(tmp_path / "jobs.sqlite")}})
+    return Advisor(settings, SlurmPartitions(runner), name_of=lambda uid: NAMES[uid])
+
+
+def test_the_uid_decides_whose_runs_are_read(advisor: Advisor) -> None:
+    forged = Ask(JobRequest(user_name="bob", user_id=1001, job_name="sim"))
+    advice = advisor.advise(1000, forged)
+    assert advice.user == "ann" and advice.evidence.describe() == "1 run at 1 CPU, 1 at 2 CPUs"
+    assert advisor.advise(1001, forged).evidence.describe() == "1 run at 8 CPUs"
+    # The partition came from scontrol: 8 CPUs at most, MaxTime 60.
+    assert {o.size for o in advice.options} == {1, 2, 4, 8}
+    assert advice.options[0].quote is not None and advice.options[0].quote.cap_minutes == 60
+
+
+def test_refusals(advisor: Advisor, tmp_path: Path) -> None:
+    with pytest.raises(UnknownUser, match="uid 54321 has no user name"):
+        real_user_name(54321)
+    (tmp_path / "jobs.sqlite").write_bytes(b"not a database at all" * 100)
+    for leftover in tmp_path.glob("jobs.sqlite-*"):
+        leftover.unlink()
+    with pytest.raises(AdviceRefused, match="the site's job history cannot be read now"):
+        advisor.advise(1000, Ask(JobRequest(job_name="sim")))
+
+
+def test_no_history_configured_is_said() -> None:
+    advisor = Advisor(parse({}), SlurmPartitions(runner), name_of=lambda uid: "ann")
+    advice = advisor.advise(1000, Ask(JobRequest(job_name="sim")))
+    assert advice.evidence.runs == () and "the site keeps no job history ([history] db)" in advice.notes
+
+
+def test_partitions_are_read_now_and_then_and_kept_when_scontrol_fails() -> None:
+    calls: list[tuple[str, ...]] = []
+    now = [0.0]
+    failing = [False]
+
+    def counted(argv: Sequence[str]) -> str:
+        calls.append(tuple(argv))
+        if failing[0]:
+            raise RuntimeError("scontrol: slurmctld is down")
+        return runner(argv)
+
+    partitions = SlurmPartitions(counted, refresh_seconds=300, clock=lambda: now[0])
+    table, shapes = partitions()
+    assert calls == [PARTITIONS_ARGV, CONFIG_ARGV] and set(shapes) == {"batch"}
+    assert table.mode.value == "max_tres" and table.partitions["batch"].max_minutes == 60
+    now[0] = 299
+    partitions()
+    assert len(calls) == 2  # not read again yet
+    now[0], failing[0] = 300, True
+    assert partitions()[1] == shapes  # read again, failed: the last reading stays
+    assert len(calls) == 3
