@@ -1,74 +1,202 @@
-"""The Ansible role (deploy/ansible) before it changes anything: lint, syntax, argument validation
-and the preflight checks, run for real against this machine. Installing is tests/e2e/test_ansible_role.py."""
+"""deploy/ansible without a cluster: ansible-lint and the syntax check pass; a wrong variable, a
+slurm.conf without the plugin or a site's own job_submit.lua stop the role before it changes
+anything; the opt-in slurm.conf edit is idempotent and never restarts slurmctld; and the role's unit
+templates render to deploy/systemd with the defaults. tests/e2e/test_ansible_role.py installs for real."""
 
 from __future__ import annotations
 
+import filecmp
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from tests.ansible_run import ANSIBLE_DIR, ansible_playbook, recap, run_role, write_inventory, write_vars
-from tests.conftest import required_tool
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.integration.ansible_play import (
+    ANSIBLE_DIR,
+    INSTALL_DIRS,
+    ROLE_DIR,
+    ansible_tool,
+    clean_env,
+    require_root,
+    role_vars,
+    run_role,
+)
+
+SLURM_CONF = "ClusterName=test\nSlurmUser=root\nJobSubmitPlugins=lua\nAccountingStoreFlags=job_comment\n"
 
 
-def site_vars(work: Path, **over: Any) -> dict[str, Any]:
-    """Every path of the role inside ``work``; nothing is started."""
-    values: dict[str, Any] = {
-        "slurm_harp_venv": str(work / "venv"),
-        "slurm_harp_config_dir": str(work / "etc-harp"),
-        "slurm_harp_state_dir": str(work / "state"),
-        "slurm_harp_run_dir": str(work / "run"),
-        "slurm_harp_lua_dir": str(work / "lua"),
-        "slurm_harp_slurm_conf_dir": str(work / "etc-slurm"),
-        "slurm_harp_systemd_dir": str(work / "systemd"),
-        "slurm_harp_guard_heartbeat": str(work / "run" / "guard.heartbeat"),
-        "slurm_harp_socket_group": "root",
-        "slurm_harp_create_user": False,
-        "slurm_harp_user": "root",
-        "slurm_harp_manage_services": False,
-    }
-    return values | over
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A directory with a slurm.conf that has what the plugin needs; the role installs under tmp_path."""
+    conf_dir = tmp_path / "slurm"
+    conf_dir.mkdir()
+    (conf_dir / "slurm.conf").write_text(SLURM_CONF)
+    return conf_dir
 
 
-def test_the_role_is_ansible_lint_clean() -> None:
-    lint = required_tool(str(Path(sys.executable).parent / "ansible-lint"), "ansible-lint (pip)")
+def installed(base: Path) -> list[str]:
+    return sorted(d for d in INSTALL_DIRS if (base / d).exists())
+
+
+def test_ansible_lint_is_clean() -> None:
     done = subprocess.run(
-        [lint, "--offline", "--nocolor"],
-        cwd=ANSIBLE_DIR,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        [ansible_tool("ansible-lint"), "--nocolor"],
+        cwd=ANSIBLE_DIR, env=clean_env(), capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "Profile 'production' was required, and it passed" in done.stdout + done.stderr
 
 
-def test_the_playbook_parses(tmp_path: Path) -> None:
-    inventory = write_inventory(tmp_path)
+def test_the_example_playbook_passes_the_syntax_check() -> None:
     done = subprocess.run(
-        [ansible_playbook(), "-i", str(inventory), "--syntax-check", str(ANSIBLE_DIR / "site.yml")],
-        capture_output=True, text=True, timeout=300, check=False,
-        env={"ANSIBLE_ROLES_PATH": str(ANSIBLE_DIR / "roles"), "PATH": "/usr/bin:/bin"},
+        [ansible_tool("ansible-playbook"), "--syntax-check", "-i", "inventory.example.ini", "site.yml"],
+        cwd=ANSIBLE_DIR, env=clean_env(), capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_a_wrong_variable_fails_by_name_before_anything_changes(tmp_path: Path) -> None:
-    done = run_role(tmp_path, write_vars(tmp_path, site_vars(tmp_path, slurm_harp_mode="agressive")))
-    assert done.returncode != 0
-    assert "value of slurm_harp_mode must be one of" in done.stdout, done.stdout[-3000:]
-    assert recap(done)[1] == 0  # nothing changed
-    assert not any((tmp_path / d).exists() for d in ("venv", "etc-harp", "state", "lua", "systemd"))
+WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
+    "unknown mode": (
+        {"slurm_harp_policy_mode": "rewrit"},
+        "value of slurm_harp_policy_mode must be one of: off, shadow, time_min, extend, rewrite, got: rewrit",
+    ),
+    "mode of the wrong type": (
+        {"slurm_harp_plugin_deadline_ms": "fast"},
+        "argument 'slurm_harp_plugin_deadline_ms' is of type str and we were unable to convert to int",
+    ),
+    "rule without a match": (
+        {"slurm_harp_policy_rules": [{"mode": "extend"}]},
+        "one of the following is required: partition, account found in slurm_harp_policy_rules",
+    ),
+    "deadline out of range": (
+        {"slurm_harp_plugin_deadline_ms": 5000},
+        "slurm_harp_plugin_deadline_ms must be 1 to 1000",
+    ),
+    "relative path": (
+        {"slurm_harp_state_dir": "var/lib/slurm-harp"},
+        "slurm_harp_state_dir must be an absolute path",
+    ),
+}
 
 
-def test_preflight_names_what_slurm_conf_lacks(tmp_path: Path) -> None:
-    required_tool("slurmctld", "slurmctld")
-    conf = tmp_path / "etc-slurm"
-    conf.mkdir()
-    (conf / "slurm.conf").write_text("ClusterName=site\nAccountingStoreFlags=job_comment\n")
-    done = run_role(tmp_path, write_vars(tmp_path, site_vars(tmp_path)))
-    assert done.returncode != 0
-    assert "needs JobSubmitPlugins=lua" in done.stdout and "slurm_harp_manage_slurm_conf" in done.stdout
-    assert recap(done)[1] == 0
-    assert not (tmp_path / "etc-harp").exists()
+@pytest.mark.parametrize("wrong", WRONG_VARIABLES, ids=list(WRONG_VARIABLES))
+def test_a_wrong_variable_stops_the_role_before_any_change(wrong: str, site: Path, tmp_path: Path) -> None:
+    overrides, message = WRONG_VARIABLES[wrong]
+    result = run_role(tmp_path / "play", role_vars(tmp_path, site, **overrides))
+    assert result.returncode != 0
+    assert message in result.output, result.output[-3000:]
+    assert result.recap()["changed"] == 0
+    assert installed(tmp_path) == []
+
+
+def test_a_slurm_conf_without_the_plugin_stops_the_role_with_instructions(site: Path, tmp_path: Path) -> None:
+    (site / "slurm.conf").write_text(
+        "ClusterName=test\n# JobSubmitPlugins=lua\nAccountingStoreFlags=job_comment\n"
+    )
+    result = run_role(tmp_path / "play", role_vars(tmp_path, site))
+    assert result.returncode != 0
+    text = " ".join(result.output.split())
+    assert f"{site}/slurm.conf lacks JobSubmitPlugins=lua. This role does not edit slurm.conf" in text
+    assert "restart slurmctld once, then run this play again" in text
+    assert "set slurm_harp_manage_slurm_conf: true" in text
+    assert installed(tmp_path) == []
+    assert sorted(p.name for p in site.iterdir()) == ["slurm.conf"]
+
+
+def test_a_sites_own_job_submit_lua_is_left_alone(site: Path, tmp_path: Path) -> None:
+    own = "function slurm_job_submit() return slurm.SUCCESS end\n"
+    (site / "job_submit.lua").write_text(own)
+    result = run_role(tmp_path / "play", role_vars(tmp_path, site))
+    assert result.returncode != 0
+    text = " ".join(result.output.split())
+    assert "is the site's own job_submit.lua, not slurm-harp's: this role does not replace it" in text
+    assert "Set slurm_harp_install_job_submit: false" in text
+    assert (site / "job_submit.lua").read_text() == own
+    assert installed(tmp_path) == []
+
+
+def test_the_opt_in_slurm_conf_edit_adds_the_lines_once(site: Path, tmp_path: Path) -> None:
+    (site / "slurm.conf").write_text("ClusterName=test\nJobSubmitPlugins=all_partitions\n")
+    variables = role_vars(tmp_path, site, slurm_harp_manage_slurm_conf=True)
+    first = run_role(tmp_path / "play", variables, "--tags", "slurm_harp_slurm_conf")
+    assert first.returncode == 0, first.output[-3000:]
+    assert first.recap()["changed"] == 2
+    assert "slurm.conf changed: restart slurmctld once" in first.output
+    lines = (site / "slurm.conf").read_text().splitlines()
+    assert "JobSubmitPlugins=all_partitions,lua" in lines
+    assert "AccountingStoreFlags=job_comment" in lines
+    assert len(list(site.glob("slurm.conf.*~"))) == 2  # lineinfile's backups, one per change
+    second = run_role(tmp_path / "play", variables, "--tags", "slurm_harp_slurm_conf")
+    assert second.returncode == 0 and second.recap()["changed"] == 0, second.output[-3000:]
+
+
+CONTROLLING = {"systemctl", "scontrol", "service", "kill", "pkill", "killall"}
+SERVICE_MODULES = ("ansible.builtin.systemd_service", "ansible.builtin.systemd", "ansible.builtin.service")
+
+
+def test_the_lines_may_sit_in_a_file_slurm_conf_includes(site: Path, tmp_path: Path) -> None:
+    (site / "slurm.conf").write_text("ClusterName=test\nInclude harp.conf\n")
+    (site / "harp.conf").write_text("JobSubmitPlugins=lua\nAccountingStoreFlags=job_comment\n")
+    # The preflight (tagged always) alone: the slurm.conf tasks are off without manage_slurm_conf.
+    result = run_role(tmp_path / "play", role_vars(tmp_path, site), "--tags", "slurm_harp_slurm_conf")
+    assert result.returncode == 0, result.output[-3000:]
+    assert result.recap()["changed"] == 0 and installed(tmp_path) == []
+
+
+def _tasks(path: Path) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for task in yaml.safe_load(path.read_text()) or []:
+        found.append(task)
+        found += task.get("block", [])
+    return found
+
+
+def test_the_role_manages_only_its_own_services() -> None:
+    """Never slurmctld: no task or handler starts, stops or restarts anything but harp's units."""
+    units = set(yaml.safe_load((ROLE_DIR / "vars" / "main.yml").read_text())["__slurm_harp_units"])
+    named = []
+    for path in [*sorted((ROLE_DIR / "tasks").glob("*.yml")), ROLE_DIR / "handlers" / "main.yml"]:
+        for task in _tasks(path):
+            for module in SERVICE_MODULES:
+                if module in task and "name" in task[module]:
+                    named.append(task[module]["name"])
+            assert "ansible.builtin.shell" not in task, task
+            argv = task.get("ansible.builtin.command", {}).get("argv", [])
+            assert not CONTROLLING & {Path(str(a)).name for a in argv}, task
+            assert "slurmctld" not in str(argv) or argv[1:] == ["-V"], task  # only its version is read
+    assert named and all(name in units or "{{" in name for name in named), named
+    assert "{{ item }}" in named  # the timers, looped over __slurm_harp_timers
+
+
+TEMPLATE_PLAY = """\
+- name: The role's unit templates with its defaults, for a site whose SlurmUser is slurm
+  hosts: localhost
+  gather_facts: false
+  vars:
+    __slurm_harp_slurm_user: slurm
+    __slurm_harp_slurm_group: slurm
+    __slurm_harp_socket_group: slurm
+  tasks:
+    - name: Render the units
+      ansible.builtin.include_role:
+        name: slurm_harp
+        tasks_from: units
+"""
+
+
+def test_the_unit_templates_render_to_deploy_systemd_with_the_defaults(tmp_path: Path) -> None:
+    """deploy/systemd holds the rendered defaults of the role's templates: one home, kept equal."""
+    require_root()
+    out = tmp_path / "units"
+    out.mkdir()
+    variables = {"slurm_harp_systemd_dir": str(out), "slurm_harp_manage_services": False}
+    result = run_role(tmp_path / "play", variables, playbook=TEMPLATE_PLAY)
+    assert result.returncode == 0, result.output[-3000:]
+    shipped = REPO / "deploy" / "systemd"
+    names = sorted(p.name for p in shipped.iterdir())
+    assert sorted(p.name for p in out.iterdir()) == names
+    _same, mismatch, errors = filecmp.cmpfiles(shipped, out, names, shallow=False)
+    assert mismatch == [] and errors == [], (mismatch, errors)
