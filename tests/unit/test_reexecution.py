@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slurm_harp.advice.reexecution import attempt_limits, expected_reexecution, next_limit
+from slurm_harp.advice.reexecution import attempt_limits, charged_minutes, expected_reexecution, next_limit
 from slurm_harp.advice.survival import PiecewiseSurvival, PointMasses
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation import costs
@@ -17,6 +17,15 @@ def test_limits_double_up_to_the_cap() -> None:
     assert attempt_limits(10, 35) == (10, 20, 35)
     assert attempt_limits(10, 10) == (10,)
     assert next_limit(np.array([10.0, 30.0]), np.array([100.0, 50.0])).tolist() == [20.0, 50.0]
+
+
+def test_a_known_run_is_charged_its_killed_attempts_and_itself() -> None:
+    # Limits 10, 20, 40, 80, 100: a 35-minute run is killed at 10 and 20, then runs 35.
+    assert charged_minutes(10, 100, 35) == 10 + 20 + 35
+    assert charged_minutes(10, 100, 10) == 10  # a run as long as its limit finishes
+    assert charged_minutes(10, 100, 5) == 5
+    assert charged_minutes(10, 100, 100) == 10 + 20 + 40 + 80 + 100
+    assert charged_minutes(10, 100, 101) == float("inf")  # longer than the cap: never finishes
 
 
 @pytest.mark.parametrize(("first", "cap"), [(0, 10), (20, 10), (10, float("inf")), (float("nan"), 10)])

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from slurm_harp.advice.gpu_memory import TrainingFacts, fewest_gpus, model_state_bytes
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.quote import Allocation, Configuration, Quote, price
-from slurm_harp.advice.reexecution import attempt_limits
+from slurm_harp.advice.reexecution import charged_minutes
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
@@ -321,11 +321,8 @@ def _best_quote(
         if best is None or key < best[0]:
             best = (key, quote)
     assert best is not None
-    chosen, longest = best[1], max(minutes)
-    if longest > chosen.cap_minutes:
-        return chosen, math.inf
-    limits_run = attempt_limits(chosen.configuration.limit_minutes, chosen.cap_minutes)
-    return chosen, sum(t for t in limits_run if t < longest) + longest
+    chosen = best[1]
+    return chosen, charged_minutes(chosen.configuration.limit_minutes, chosen.cap_minutes, max(minutes))
 
 
 def _same(value: float) -> float:

@@ -22,7 +22,15 @@ import numpy as np
 
 from slurm_harp.advice.survival import Runtime
 
-__all__ = ["GROWTH", "Attempt", "Reexecution", "attempt_limits", "expected_reexecution", "next_limit"]
+__all__ = [
+    "GROWTH",
+    "Attempt",
+    "Reexecution",
+    "attempt_limits",
+    "charged_minutes",
+    "expected_reexecution",
+    "next_limit",
+]
 
 GROWTH = 2.0  # a killed run's next limit, as a multiple of the limit that killed it
 Limit = TypeVar("Limit", float, np.ndarray)
@@ -42,6 +50,16 @@ def attempt_limits(first: float, cap: float) -> tuple[float, ...]:
     while limits[-1] < cap:
         limits.append(float(next_limit(limits[-1], cap)))
     return tuple(limits)
+
+
+def charged_minutes(first: float, cap: float, minutes: float) -> float:
+    """Minutes a run of known length ``minutes`` holds its allocation from a first limit ``first``:
+    each attempt killed before it (its whole limit: killed when the run is longer than the limit),
+    then the run itself; inf when it is longer than the cap (it never finishes)."""
+    limits = attempt_limits(first, cap)
+    if minutes > limits[-1]:
+        return math.inf
+    return sum(t for t in limits if t < minutes) + minutes
 
 
 @dataclass(frozen=True, slots=True)
