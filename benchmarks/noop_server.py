@@ -1,0 +1,77 @@
+"""A gRPC Predictor server that answers an empty Decision without any work: the benchmarks' baseline.
+
+    python -m benchmarks.noop_server SOCKET [--grpcio-defaults]
+
+A process of its own (started by the benchmarks), so that grpcio reads its core settings here: by
+default the daemon's (slurm_harp.server.grpc_core, set before grpc is imported, as `harp serve`
+does); --grpcio-defaults leaves grpcio's own. Serves until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from slurm_harp.server import grpc_core
+
+GRPCIO_DEFAULTS = "--grpcio-defaults"
+
+
+def main(argv: list[str]) -> None:
+    if GRPCIO_DEFAULTS not in argv:
+        grpc_core.configure()
+    from concurrent import futures
+
+    import grpc
+
+    from slurm_harp.api import predictor_pb2 as pb
+    from slurm_harp.api import predictor_pb2_grpc as pb_grpc
+
+    class NoopService(pb_grpc.PredictorServicer):
+        def Predict(self, request: pb.SubmitRequest, context: grpc.ServicerContext) -> pb.Decision:
+            return pb.Decision()
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    pb_grpc.add_PredictorServicer_to_server(NoopService(), server)
+    server.add_insecure_port(f"unix:{argv[0]}")
+    server.start()
+    stop.wait()
+    server.stop(0)
+
+
+class NoopServer:
+    """The no-op server as a subprocess on ``sock``: ``with NoopServer(sock):``."""
+
+    def __init__(self, sock: Path, grpcio_defaults: bool = False) -> None:
+        self.sock = sock
+        self.args = [sys.executable, "-m", "benchmarks.noop_server", str(sock)]
+        if grpcio_defaults:
+            self.args.append(GRPCIO_DEFAULTS)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> NoopServer:
+        env = dict(os.environ)
+        env.pop("GRPC_EXPERIMENTS", None)  # this benchmark's choice, not the caller's
+        self.proc = subprocess.Popen(self.args, env=env)
+        while not self.sock.exists():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"no-op server exited with {self.proc.returncode}")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.sock.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
