@@ -14,7 +14,9 @@ variant are warm-up (script load, first connection) and are left out; "failed" c
 failed daemon calls (the job went through unchanged), so every other call reached the model.
 
 Under load: --submitters sbatch loops at once submit --load-jobs jobs in all, with the no-op script
-and with the plugin and the daemon; slurmctld's submissions per second, and their ratio.
+and then with the plugin and the daemon, --rounds times in turn (the machine's load drifts: each
+round's ratio compares two runs a few seconds apart); slurmctld's submissions per second, the time
+in the plugin, and the median ratio.
 
 --compare-lib DIR adds a variant: the plugin of another checkout (DIR: its plugin/ directory, with
 job_submit.lua and harp/) against the same no-op gRPC server, e.g. `git archive main plugin | tar -x`.
@@ -85,11 +87,12 @@ def run_variant(cluster: SlurmCluster, name: str, jobs: int) -> tuple[list[float
     return plugin[WARMUP:], walls[WARMUP:], failures(cluster, start)
 
 
-def run_load(cluster: SlurmCluster, jobs: int, submitters: int) -> tuple[float, int]:
-    """``submitters`` sbatch loops at once, ``jobs`` in all: submissions per second, failed calls."""
-    start = len(cluster.slurmctld_log())
+def run_load(cluster: SlurmCluster, jobs: int, submitters: int) -> tuple[float, float, float, int]:
+    """``submitters`` sbatch loops at once, ``jobs`` in all: submissions per second, the time in
+    the plugin (p50, p99 ms), failed calls."""
     for _ in range(WARMUP):
         cluster.sbatch(["-H"], SCRIPT)
+    start = len(cluster.slurmctld_log())
 
     def loop(count: int) -> list[str]:
         ids = []
@@ -104,7 +107,9 @@ def run_load(cluster: SlurmCluster, jobs: int, submitters: int) -> tuple[float, 
         list(pool.map(loop, [jobs // submitters] * submitters))  # raises what a loop raised
     rate = submitters * (jobs // submitters) / (time.monotonic() - t0)
     cluster.run(["scancel", "-u", "root"])
-    return rate, failures(cluster, start)
+    log = cluster.slurmctld_log()[start:]
+    plugin = [int(x) / 1e3 for x in re.findall(r"bench plugin_us=(\d+)", log)]
+    return rate, pct(plugin, 50), pct(plugin, 99), failures(cluster, start)
 
 
 def main() -> None:
@@ -112,10 +117,11 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=500)
     ap.add_argument("--load-jobs", type=int, default=400, help="jobs in all under load (0: no load runs)")
     ap.add_argument("--submitters", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=3, help="under-load runs of each, in turn")
     ap.add_argument("--compare-lib", type=Path, help="another checkout's plugin/ directory")
     args = ap.parse_args()
     results = {}
-    load: dict[str, tuple[float, int]] = {}
+    load: list[tuple[str, tuple[float, float, float, int]]] = []
     with tempfile.TemporaryDirectory(prefix="harp-bench-") as tmp:
         work = Path(tmp)
         store = work / "store"
@@ -147,6 +153,7 @@ def main() -> None:
             },
         )
         harp = WRAPPER.format(inner=HARP.format(conf_dir=cluster.conf_dir))
+        noop_script = WRAPPER.format(inner=NOOP)
 
         def point(target: Path) -> None:
             sock.unlink(missing_ok=True)
@@ -155,8 +162,6 @@ def main() -> None:
         try:
             cluster.start()
             results["no-op job_submit.lua (baseline)"] = run_variant(cluster, "noop", args.jobs)
-            if args.load_jobs:
-                load["no-op job_submit.lua (baseline)"] = run_load(cluster, args.load_jobs, args.submitters)
             cluster.write_job_submit(harp)
             for label in ("", DEFAULTS):
                 with NoopServer(work / "noop.sock", grpcio_defaults=bool(label)) as noop:
@@ -180,10 +185,13 @@ def main() -> None:
                 point(daemon.socket)
                 try:
                     results["harp plugin + harp daemon" + label] = run_variant(cluster, "harp", args.jobs)
-                    if args.load_jobs:
-                        load["harp plugin + harp daemon" + label] = run_load(
-                            cluster, args.load_jobs, args.submitters
-                        )
+                    for _ in range(args.rounds if args.load_jobs and not label else 0):
+                        for name, script in (
+                            ("no-op job_submit.lua", noop_script),
+                            ("harp plugin + harp daemon", harp),
+                        ):
+                            cluster.write_job_submit(script)
+                            load.append((name, run_load(cluster, args.load_jobs, args.submitters)))
                 finally:
                     daemon.stop()
             rewrites = cluster.slurmctld_log().count("time_limit 4320->")
@@ -211,11 +219,15 @@ def main() -> None:
         )
     print(f"jobs rewritten by the plugin: {rewrites} of {args.jobs * len(daemons)}")
     if load:
-        print(f"under load: {args.submitters} sbatch loops at once, {args.load_jobs} held jobs in all")
-        base = load["no-op job_submit.lua (baseline)"][0]
-        for name, (rate, failed) in load.items():
-            print(f"{name:<42} {rate:>8.1f} submissions/s  x{rate / base:.2f}  failed {failed}")
-
-
-if __name__ == "__main__":
-    main()
+        print(
+            f"under load: {args.submitters} sbatch loops at once, {args.load_jobs} held jobs in all, in turn"
+        )
+        print(f"{'variant':<42} {'subm/s':>8} {'plugin p50':>10} {'plugin p99':>10} {'failed':>6}")
+        for name, (rate, p50, p99, failed) in load:
+            print(f"{name:<42} {rate:>8.1f} {p50:>10.3f} {p99:>10.3f} {failed:>6}")
+        ratios = [h[1][0] / b[1][0] for b, h in zip(load[::2], load[1::2], strict=True)]
+        print(
+            "submissions/s with harp / with the no-op script, per round: "
+            + ", ".join(f"{r:.2f}" for r in ratios)
+            + f"; median {statistics.median(ratios):.2f}"
+        )

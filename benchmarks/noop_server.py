@@ -1,14 +1,16 @@
 """A gRPC Predictor server that answers an empty Decision without any work: the benchmarks' baseline.
 
-    python -m benchmarks.noop_server SOCKET [--grpcio-defaults]
+    python -m benchmarks.noop_server SOCKET [--grpcio-defaults] [--aio]
 
 A process of its own (started by the benchmarks), so that grpcio reads its core settings here: by
 default the daemon's (slurm_harp.server.grpc_core, set before grpc is imported, as `harp serve`
-does); --grpcio-defaults leaves grpcio's own. Serves until SIGTERM.
+does); --grpcio-defaults leaves grpcio's own. --aio: grpc.aio's server (the handler runs on the
+event loop) instead of the thread-pool server the daemon runs. Serves until SIGTERM.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -20,6 +22,7 @@ from pathlib import Path
 from slurm_harp.server import grpc_core
 
 GRPCIO_DEFAULTS = "--grpcio-defaults"
+AIO = "--aio"
 
 
 def main(argv: list[str]) -> None:
@@ -38,6 +41,18 @@ def main(argv: list[str]) -> None:
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if AIO in argv:
+
+        async def serve_aio() -> None:
+            server = grpc.aio.server()
+            pb_grpc.add_PredictorServicer_to_server(NoopService(), server)
+            server.add_insecure_port(f"unix:{argv[0]}")
+            await server.start()
+            await asyncio.to_thread(stop.wait)
+            await server.stop(0)
+
+        asyncio.run(serve_aio())
+        return
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     pb_grpc.add_PredictorServicer_to_server(NoopService(), server)
     server.add_insecure_port(f"unix:{argv[0]}")
@@ -49,11 +64,11 @@ def main(argv: list[str]) -> None:
 class NoopServer:
     """The no-op server as a subprocess on ``sock``: ``with NoopServer(sock):``."""
 
-    def __init__(self, sock: Path, grpcio_defaults: bool = False) -> None:
+    def __init__(self, sock: Path, grpcio_defaults: bool = False, aio: bool = False) -> None:
         self.sock = sock
         self.args = [sys.executable, "-m", "benchmarks.noop_server", str(sock)]
-        if grpcio_defaults:
-            self.args.append(GRPCIO_DEFAULTS)
+        self.args += [GRPCIO_DEFAULTS] if grpcio_defaults else []
+        self.args += [AIO] if aio else []
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> NoopServer:
