@@ -231,3 +231,7 @@ def main() -> None:
             + ", ".join(f"{r:.2f}" for r in ratios)
             + f"; median {statistics.median(ratios):.2f}"
         )
+
+
+if __name__ == "__main__":
+    main()
