@@ -1,11 +1,14 @@
 """A gRPC Predictor server that answers an empty Decision without any work: the benchmarks' baseline.
 
-    python -m benchmarks.noop_server SOCKET [--grpcio-defaults] [--aio]
+    python -m benchmarks.noop_server SOCKET [--grpcio-defaults] [--aio | --core-loop]
 
 A process of its own (started by the benchmarks), so that grpcio reads its core settings here: by
 default the daemon's (slurm_harp.server.grpc_core, set before grpc is imported, as `harp serve`
 does); --grpcio-defaults leaves grpcio's own. --aio: grpc.aio's server (the handler runs on the
-event loop) instead of the thread-pool server the daemon runs. Serves until SIGTERM.
+event loop) instead of the thread-pool server the daemon runs. --core-loop: an experiment, grpc
+core's completion queue driven by one Python thread through grpcio's private cygrpc layer (what
+grpc.Server does underneath, without its thread pool and hand-offs): real gRPC on the wire, every
+method answered with an empty message. Serves until SIGTERM.
 """
 
 from __future__ import annotations
@@ -23,6 +26,41 @@ from slurm_harp.server import grpc_core
 
 GRPCIO_DEFAULTS = "--grpcio-defaults"
 AIO = "--aio"
+CORE_LOOP = "--core-loop"
+
+
+def serve_core_loop(sock: str, stop: threading.Event) -> None:
+    """One thread takes each new call, asks for its message and, when it is there, answers it with
+    initial metadata, the message and an OK status in one batch."""
+    from grpc._cython import cygrpc  # type: ignore[attr-defined]
+
+    queue = cygrpc.CompletionQueue()
+    server = cygrpc.Server((), False)
+    server.register_completion_queue(queue)
+    server.add_http2_port(f"unix:{sock}".encode())
+    server.start()
+    new_call = object()
+    server.request_call(queue, queue, new_call)
+
+    def loop() -> None:
+        while True:
+            event = queue.poll()
+            if event.tag is new_call:
+                server.request_call(queue, queue, new_call)
+                if event.success:
+                    call = event.call
+                    call.start_server_batch((cygrpc.ReceiveMessageOperation(0),), call)
+            elif isinstance(event.tag, cygrpc.Call):
+                answer = (
+                    cygrpc.SendInitialMetadataOperation((), 0),
+                    cygrpc.SendMessageOperation(b"", 0),
+                    cygrpc.SendStatusFromServerOperation((), cygrpc.StatusCode.ok, b"", 0),
+                    cygrpc.ReceiveCloseOnServerOperation(0),
+                )
+                event.tag.start_server_batch(answer, None)
+
+    threading.Thread(target=loop, daemon=True).start()
+    stop.wait()
 
 
 def main(argv: list[str]) -> None:
@@ -41,6 +79,9 @@ def main(argv: list[str]) -> None:
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if CORE_LOOP in argv:
+        serve_core_loop(argv[0], stop)
+        return
     if AIO in argv:
 
         async def serve_aio() -> None:
@@ -64,11 +105,12 @@ def main(argv: list[str]) -> None:
 class NoopServer:
     """The no-op server as a subprocess on ``sock``: ``with NoopServer(sock):``."""
 
-    def __init__(self, sock: Path, grpcio_defaults: bool = False, aio: bool = False) -> None:
+    def __init__(self, sock: Path, grpcio_defaults: bool = False, kind: str = "") -> None:
+        """kind: "" (the daemon's thread-pool server), AIO or CORE_LOOP."""
         self.sock = sock
         self.args = [sys.executable, "-m", "benchmarks.noop_server", str(sock)]
         self.args += [GRPCIO_DEFAULTS] if grpcio_defaults else []
-        self.args += [AIO] if aio else []
+        self.args += [kind] if kind else []
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> NoopServer:
