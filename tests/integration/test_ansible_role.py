@@ -308,10 +308,7 @@ def test_the_advice_and_billing_variables_make_a_harp_toml_the_daemon_accepts(tm
         "price": 0.02,
         "currency": "EUR",
         "mode": "max_tres",
-        "partition": [
-            {"name": "gpu", "price": 0.1, "weights": "CPU=1.0,Mem=0.25G,GRES/gpu=8.0"},
-            {"name": "big", "price": 1},
-        ],
+        "partition": ADVICE["slurm_harp_billing_partitions"],
     }
     settings = load(toml)  # what the daemon makes of it
     assert settings.advice.socket == Path("/run/slurm-harp/advice.sock")
