@@ -30,7 +30,7 @@ local function asked_size(unit, req)
     local g = req.gpus_per_node
     return g and g * max(req.min_nodes or 1, 1)
   end
-  return req.min_cpus
+  return req.min_cpus or 1 -- no -n, no -c: one task of one CPU
 end
 
 -- The option standing for what the job asks; the cheapest when the partition is not known.

@@ -3,7 +3,8 @@
 -- (daemon/slurm_harp/advice/script.py). pre_submit sees the options from the script, the environment
 -- and the command line together, as strings that Slurm formats itself; an option never given reads as
 -- its reset value (time "2982616-04:14:00", i.e. NO_VAL minutes; nodes "1-0"; cpus-per-task "0";
--- ntasks "1"), and those mean "not given" here.
+-- ntasks "1"), and those mean "not given" here, as in `harp advise --script` (no -n, no -c: no CPU
+-- count is sent, and the line compares with Slurm's default of one CPU).
 
 local request = require "harp.request"
 
@@ -110,7 +111,11 @@ function M.build(options)
   local nodes = not (node_range and match(node_range, "%-0$")) and whole(node_range) or nil -- "1-0": reset
   local tasks = whole(get("ntasks"))
   local per_node = whole(get("ntasks-per-node"))
-  if per_node and (tasks == nil or tasks == 1) then tasks = per_node * (nodes or 1) end
+  if per_node and (tasks == nil or tasks == 1) then
+    tasks = per_node * (nodes or 1)
+  elseif tasks == 1 then
+    tasks = nil -- what sbatch shows when -n was not given
+  end
   local cpt = whole(get("cpus-per-task"))
   local gpus = M.gpu_count(get("gpus-per-node")) or request.gpus_from_tres(get("gres"))
   if not gpus then
@@ -129,7 +134,7 @@ function M.build(options)
     time_min_minutes = M.minutes(get("time-min")),
     mem_per_node_mb = M.megabytes(get("mem")),
     mem_per_cpu_mb = M.megabytes(get("mem-per-cpu")),
-    min_cpus = request.count32((tasks or 1) * (cpt or 1), 1),
+    min_cpus = (tasks or cpt) and request.count32((tasks or 1) * (cpt or 1), 1) or nil,
     cpus_per_task = cpt,
     num_tasks = tasks,
     min_nodes = nodes,

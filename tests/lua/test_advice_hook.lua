@@ -62,12 +62,13 @@ T.test("an sbatch with options becomes the request harp advise would send", func
   T.eq(r.user_name, nil, "no user: the daemon knows the caller")
 end)
 
-T.test("options never given are left out; one task of one CPU", function()
+T.test("options never given are left out", function()
   local r = sbatch_request.build(options())
   T.eq(r.time_limit_minutes, nil, "time")
   T.eq(r.min_nodes, nil, "nodes 1-0")
   T.eq(r.cpus_per_task, nil, "cpus-per-task 0")
-  T.eq(r.min_cpus, 1, "min cpus")
+  T.eq(r.min_cpus, nil, "no CPU count (sbatch shows ntasks 1 when -n was not given)")
+  T.eq(r.num_tasks, nil, "no task count")
   T.eq(r.gpus_per_node, nil, "gpus")
   T.eq(r.mem_per_node_mb, nil, "mem")
   T.eq(r.is_array, false, "array")
@@ -109,7 +110,7 @@ T.test("an options table whose reads raise gives a request without those fields"
   end})
   local r = sbatch_request.build(o)
   T.eq(r.job_name, "sbatch", "default name")
-  T.eq(r.min_cpus, 1, "cpus")
+  T.eq(r.min_cpus, nil, "cpus")
   T.ok(#pb.encode_advice_request(r) > 0, "encodes")
 end)
 
@@ -133,6 +134,7 @@ T.test("a cheaper size is named with its time and cost against what was asked", 
   T.eq(advice_line.line(a, {min_cpus = 1, partition = "batch"}),
     "harp: 2 CPUs in batch would take ~12 min and cost ~0.4 EUR (you asked 1 CPU: ~40 min, ~0.67 EUR); "
     .. "harp advise for more", "line")
+  T.eq(advice_line.line(a, {}), advice_line.line(a, {min_cpus = 1}), "no CPU count asked: one CPU")
 end)
 
 T.test("a faster size at no more cost is named when none is cheaper", function()
