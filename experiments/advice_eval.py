@@ -41,8 +41,9 @@ How to read them (costs are core-hours; evaluation/advice_replay.py has the meth
 
 - **fits with slope ≥ 0 %**: of the completed test jobs with runs at ≥ 2 sizes, those whose fit says
   larger runs took as long or longer. Such runs did other work (a larger problem, other input), not
-  the same work faster; the fit then calls fewer CPUs both cheaper and faster, which no run can
-  confirm. The rows "slope < 0" and "no slope ≥ 0" leave these fits out.
+  the same work faster. The advice compares no sizes on such a fit: it prices the job's own size
+  alone, so its answer keeps the size and only sets a limit. The rows "slope < 0" and "no slope ≥ 0"
+  leave these jobs out.
 - **jobs scored**: completed test jobs with evidence, in the row's subset; **their core-h**: what
   they used, CPUs x elapsed hours.
 - **answered %**: jobs the answer exists for (within the request: some option's longest run, its

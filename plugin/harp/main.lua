@@ -6,6 +6,7 @@ local request = require "harp.request"
 local pb = require "harp.pb"
 local apply = require "harp.apply"
 local new_breaker = require "harp.breaker".new
+local load_transport = require "harp.transport".load
 
 local io_open, os_time, pcall, tostring, type = io.open, os.time, pcall, tostring, type
 local format, match, concat = string.format, string.match, table.concat
@@ -31,13 +32,8 @@ function M.configure(config, deps)
   breaker = new_breaker(config.breaker_seconds)
   transport, transport_err = deps.transport, nil
   if not transport then
-    local ok, mod = pcall(require, "harp.grpc")
-    if ok then
-      transport = mod
-    else
-      transport_err = "gRPC transport unavailable (lua-socket/lua-http/lua-posix missing?): " .. tostring(mod)
-      log.error(transport_err .. "; every job passes unchanged")
-    end
+    transport, transport_err = load_transport()
+    if not transport then log.error(transport_err .. "; every job passes unchanged") end
   end
 end
 

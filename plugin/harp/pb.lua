@@ -42,6 +42,31 @@ local DECISION = {
   defaults = {user_message = "", annotation = "", mode = ""},
 }
 
+-- harp.v1.Advice (the advice socket's answer, docs/advice.md). Advice.pareto (packed) is not read.
+local ADVICE_OPTION = {
+  fields = {
+    [1] = {"partition", "string"}, [2] = {"size", "uint32"}, [3] = {"cpus", "uint32"}, [4] = {"nodes", "uint32"},
+    [5] = {"gpus", "uint32"}, [6] = {"mem_per_node_mb", "uint64"}, [7] = {"evidence", "string"},
+    [8] = {"priced", "bool"}, [9] = {"time_limit_minutes", "uint64"}, [10] = {"expected_minutes", "double"},
+    [11] = {"longest_minutes", "double"}, [12] = {"expected_cost", "double"}, [13] = {"rate", "double"},
+    [14] = {"expected_attempts", "double"}, [15] = {"p_unfinished", "double"}, [16] = {"note", "string"},
+  },
+  defaults = {partition = "", size = 0, cpus = 0, nodes = 0, gpus = 0, mem_per_node_mb = 0, evidence = "",
+    priced = false, time_limit_minutes = 0, expected_minutes = 0, longest_minutes = 0, expected_cost = 0,
+    rate = 0, expected_attempts = 0, p_unfinished = 0, note = ""},
+}
+
+local ADVICE = {
+  fields = {
+    [1] = {"user_name", "string"}, [2] = {"job_name", "string"}, [3] = {"unit", "string"},
+    [4] = {"currency", "string"}, [5] = {"evidence", "string"},
+    [6] = {"options", "message", ADVICE_OPTION, repeated = true},
+    [7] = {"cheapest", "uint32"}, [8] = {"fastest", "uint32"}, -- optional: nil when absent
+    [10] = {"notes", "string", repeated = true},
+  },
+  defaults = {user_name = "", job_name = "", unit = "", currency = "", evidence = ""},
+}
+
 M.SUBMIT_REQUEST_FIELDS = REQUEST
 M.TARGET = {UNSPECIFIED = 0, TIME = 1, MEMORY = 2, CPUS = 3}
 M.ACTION = {NONE = 0, ANNOTATE = 1, REWRITE = 2, SET_TIME_MIN = 3}
@@ -95,6 +120,13 @@ function M.encode_request(req)
     end
   end
   return concat(parts)
+end
+
+-- AdviceRequest with only its `job` (a SubmitRequest table): every partition compared, no deadline,
+-- no budget, no training facts.
+function M.encode_advice_request(job)
+  local inner = M.encode_request(job)
+  return varint(1 * 8 + 2) .. varint(#inner) .. inner
 end
 
 ---------------------------------------------------------------- decoding
@@ -191,13 +223,22 @@ decode_message = function(s, pos, last, schema, depth)
   return out
 end
 
--- Decision bytes -> table {targets = {...}, user_message, annotation, mode}, or nil, err.
-function M.decode_decision(s)
-  if type(s) ~= "string" then return nil, "decision is not a string" end
-  local ok, res, err = pcall(decode_message, s, 1, #s, DECISION, 1)
+local function decode(s, schema, what)
+  if type(s) ~= "string" then return nil, what .. " is not a string" end
+  local ok, res, err = pcall(decode_message, s, 1, #s, schema, 1)
   if not ok then return nil, "decode failed: " .. tostring(res) end
   if not res then return nil, err end
   return res
+end
+
+-- Decision bytes -> table {targets = {...}, user_message, annotation, mode}, or nil, err.
+function M.decode_decision(s)
+  return decode(s, DECISION, "decision")
+end
+
+-- Advice bytes -> table {options = {...}, cheapest, fastest, unit, currency, notes, ...}, or nil, err.
+function M.decode_advice(s)
+  return decode(s, ADVICE, "advice")
 end
 
 return M

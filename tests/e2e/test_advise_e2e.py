@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,9 +19,9 @@ import pytest
 
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
+from tests.e2e.advice_site import advice_daemon, open_site, submit_two_sizes
 from tests.e2e.cluster import SlurmCluster, StartCluster
-from tests.e2e.daemon_process import DaemonProcess
-from tests.e2e.test_harvest_e2e import _harvest, _settled
+from tests.e2e.test_harvest_e2e import _settled
 from tests.integration.as_user import channel_as
 
 NAME = "advise-me"
@@ -32,14 +30,7 @@ NOBODY = pwd.getpwnam("nobody")
 
 @pytest.fixture
 def site(start_cluster: StartCluster) -> Iterator[tuple[SlurmCluster, Path]]:
-    # Wider than this machine (sleep jobs use no CPU): the three jobs run at once.
-    cluster = start_cluster(public=True, cpus_per_node=4)
-    work = Path(tempfile.mkdtemp(prefix="harp-advise-"))
-    work.chmod(0o755)  # the advice socket's directory: every user reaches it
-    try:
-        yield cluster, work
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    yield from open_site(start_cluster)
 
 
 def submit_as_nobody(cluster: SlurmCluster, args: list[str], script: str) -> int:
@@ -63,20 +54,12 @@ def harp_advise(cluster: SlurmCluster, *args: str) -> str:
 def test_a_user_gets_the_cheaper_of_the_two_sizes_they_ran(site: tuple[SlurmCluster, Path]) -> None:
     cluster, work = site
     started = time.monotonic()
-    one = cluster.sbatch(["-J", NAME, "-n", "1", "-t", "5"], "#!/bin/sh\nsleep 20\n")
-    two = cluster.sbatch(["-J", NAME, "-n", "2", "-t", "5"], "#!/bin/sh\nsleep 6\n")
-    assert one.job_id is not None and two.job_id is not None, one.stderr + two.stderr
+    one, two = submit_two_sizes(cluster, NAME)  # 1 CPU for 20 s, 2 CPUs for 6 s
     theirs = submit_as_nobody(cluster, ["-J", NAME, "-n", "1", "-t", "5"], "#!/bin/sh\nsleep 1\n")
-    rows = {job: _settled(cluster, job)[0] for job in (one.job_id, two.job_id, theirs)}
+    rows = {job: _settled(cluster, job)[0] for job in (one, two, theirs)}
     assert all(r["State"] == "COMPLETED" for r in rows.values()), rows
-    _harvest(cluster, work / "jobs.sqlite")
 
-    daemon = DaemonProcess(
-        work,
-        work / "store",  # no model: the advice needs none
-        extra=f'[history]\ndb = "{work / "jobs.sqlite"}"\n[advice]\nsocket = "{work / "advice.sock"}"\n',
-        env=cluster.env,  # the daemon reads the partitions with this cluster's scontrol
-    )
+    daemon = advice_daemon(cluster, work)
     daemon.start()
     try:
         socket = str(work / "advice.sock")
@@ -98,7 +81,7 @@ def test_a_user_gets_the_cheaper_of_the_two_sizes_they_ran(site: tuple[SlurmClus
     assert cheapest["partition"] == "batch" and cheapest["cpus"] == 2 and cheapest["nodes"] == 1
     # Two sizes, one run each: the fit runs through both, so each option's expected run time is
     # what accounting measured, and its cost is CPUs x that time at 1 billed unit per CPU-hour.
-    for job_id, cpus in ((one.job_id, 1), (two.job_id, 2)):
+    for job_id, cpus in ((one, 1), (two, 2)):
         option = next(o for o in options if o["partition"] == "batch" and o["cpus"] == cpus)
         minutes = int(rows[job_id]["ElapsedRaw"]) / 60
         assert option["expected_minutes"] == pytest.approx(minutes)

@@ -1,8 +1,9 @@
 """The slurm_harp Ansible role installs a working site: run against this machine (connection local)
 with its paths in a temporary directory and the test cluster's slurm.conf directory, twice (the
-second run changes nothing); its units pass `systemd-analyze verify`; and, with the daemon it
-installed started here as its user (no systemd as PID 1 here), a job submitted to the cluster goes
-through the job_submit.lua, the Lua modules and the harp_plugin.lua the role wrote."""
+second run changes nothing); its units and the advice drop-in pass `systemd-analyze verify`; and,
+with the daemon it installed started here as its user (no systemd as PID 1 here), a job submitted to
+the cluster goes through the job_submit.lua, the Lua modules and the harp_plugin.lua the role wrote,
+and user nobody gets advice through the advice socket but cannot connect to the submission socket."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +27,21 @@ import pytest
 from tests.conftest import REPO, required_tool
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.integration.ansible_play import PlayResult, clean_env, require_root, role_vars, run_role
+from tests.integration.as_user import connect_as
 from tests.integration.harp_client import Client
 
 # The role's system user, removed again at the end; its own name per run, so that two runs of this
 # test at once on one machine (other checkouts) do not delete each other's user.
 USER = f"harp-e2e-{os.getpid()}"
+NOBODY = pwd.getpwnam("nobody")
+# The advice socket for users, with prices and a GPU partition (docs/advice.md).
+ADVICE = {
+    "slurm_harp_advice_enabled": True,
+    "slurm_harp_billing_price": 0.05,
+    "slurm_harp_billing_currency": "EUR",
+    "slurm_harp_billing_partitions": [{"name": "debug", "price": 0.1, "weights": "CPU=1.0,Mem=0.25G"}],
+    "slurm_harp_advice_partitions": [{"name": "debug", "gpu_memory_gb": 80}],
+}
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,14 @@ class Deployment:
     @property
     def socket(self) -> Path:
         return self.base / "run" / "harp.sock"
+
+    @property
+    def advice_socket(self) -> Path:
+        return self.base / "run" / "advice.sock"
+
+    @property
+    def dropin(self) -> Path:
+        return self.base / "systemd" / "slurm-harp.service.d" / "advice.conf"
 
 
 def _remove_user() -> None:
@@ -75,6 +95,7 @@ def deployed(start_module_cluster: StartCluster) -> Iterator[Deployment]:
         slurm_harp_policy_rules=[{"partition": "debug", "mode": "off"}],
         # The bundled model's calibrated rule keeps small requests; the quantile always annotates.
         slurm_harp_config={"policy": {"limits": "quantile"}},
+        **ADVICE,
     )
     try:
         first = run_role(base / "play", variables)
@@ -104,7 +125,9 @@ def test_files_users_and_modes(deployed: Deployment) -> None:
     assert _mode_owner(base / "etc-harp") == ("0o750", "root", "root")
     assert _mode_owner(base / "etc-harp" / "harp.toml") == ("0o640", "root", "root")
     assert _mode_owner(base / "state") == ("0o750", USER, "root")
-    assert _mode_owner(base / "run") == ("0o750", USER, "root")
+    # With the advice socket users may enter the sockets' directory, not list it.
+    assert _mode_owner(base / "run") == ("0o751", USER, "root")
+    assert _mode_owner(deployed.dropin) == ("0o644", "root", "root")
     assert "root" in {g.gr_name for g in grp.getgrall() if USER in g.gr_mem}
     assert (conf / "job_submit.lua").read_bytes() == (REPO / "plugin" / "job_submit.lua").read_bytes()
     lua = sorted(p.name for p in (base / "lua" / "harp").iterdir())
@@ -112,27 +135,56 @@ def test_files_users_and_modes(deployed: Deployment) -> None:
     assert f'lib_dir = "{base / "lua"}"' in (conf / "harp_plugin.lua").read_text()
 
 
-def test_the_installed_units_pass_systemd_analyze_verify(deployed: Deployment) -> None:
-    assert deployed.first.returncode == 0, deployed.first.output[-4000:]
-    units = sorted(str(p) for p in (deployed.base / "systemd").iterdir())
+def _verify(systemd_dir: Path) -> subprocess.CompletedProcess[str]:
+    """`systemd-analyze verify` of the units there, with their drop-ins (it looks for them beside)."""
+    units = sorted(str(p) for p in systemd_dir.iterdir() if p.is_file())
     assert len(units) == 6
-    done = subprocess.run(
+    return subprocess.run(
         [required_tool("systemd-analyze", "systemd"), "verify", "--man=no", *units],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
+
+
+def test_the_installed_units_pass_systemd_analyze_verify(deployed: Deployment) -> None:
+    assert deployed.first.returncode == 0, deployed.first.output[-4000:]
+    assert "RuntimeDirectoryMode=0751" in deployed.dropin.read_text().splitlines()
+    done = _verify(deployed.base / "systemd")
     # verify also checks that each ExecStart= program exists: the installed venv's harp.
     assert done.returncode == 0 and done.stdout + done.stderr == "", done.stdout + done.stderr
+
+
+def test_systemd_analyze_verify_reads_the_advice_drop_in(deployed: Deployment, tmp_path: Path) -> None:
+    """The check above covers the drop-in: a bad line in a copy of it is found, naming the file."""
+    copy = tmp_path / "systemd"
+    shutil.copytree(deployed.base / "systemd", copy)
+    bad = copy / "slurm-harp.service.d" / "advice.conf"
+    bad.write_text(bad.read_text().replace("RuntimeDirectoryMode=0751", "RuntimeDirectoryMode=banana"))
+    done = _verify(copy)
+    said = done.stdout + done.stderr
+    assert f"{bad}:" in said and "Failed to parse mode value, ignoring: banana" in said, said
 
 
 @pytest.fixture(scope="module")
 def daemon(deployed: Deployment, trained_store: Path) -> Iterator[Path]:
     """The installed venv's `harp serve` with the installed harp.toml, as the role's user."""
     assert deployed.first.returncode == 0, deployed.first.output[-4000:]
-    models = deployed.base / "state" / "models"
-    shutil.copytree(trained_store, models)
-    subprocess.run(["chown", "-R", f"{USER}:root", str(models)], check=True)
+    state, harp = deployed.base / "state", deployed.base / "opt" / "bin" / "harp"
+    shutil.copytree(trained_store, state / "models")
+    # The job store the advice reads, as the harvest timer makes it (here as root: the cluster's
+    # slurm.conf is not the role's user's to read).
+    env = deployed.cluster.env
+    harvest = [str(harp), "harvest", "--db", str(state / "jobs.sqlite"), "--settle-seconds", "0"]
+    done = subprocess.run(
+        harvest,
+        env={k: v for k, v in env.items() if k != "PYTHONPATH"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    subprocess.run(["chown", "-R", f"{USER}:root", str(state)], check=True)
     log = deployed.base / "daemon.log"
-    harp = deployed.base / "opt" / "bin" / "harp"
     config = deployed.base / "etc-harp" / "harp.toml"
     runuser = shutil.which("runuser") or "/usr/sbin/runuser"
     with log.open("wb") as out:
@@ -186,6 +238,35 @@ def test_a_job_goes_through_the_deployed_plugin_and_daemon(deployed: Deployment,
     assert os.access(deployed.base / "opt" / "bin" / "harp", os.X_OK)
 
 
+def test_nobody_gets_advice_but_cannot_reach_the_submission_socket(
+    deployed: Deployment, daemon: Path
+) -> None:
+    """The directory is 0751 for the advice socket: the submission socket must refuse users itself."""
+    advice = deployed.advice_socket.stat()
+    assert oct(advice.st_mode & 0o777) == "0o666", oct(advice.st_mode)
+    with pytest.raises(OSError, match="Permission denied"):
+        connect_as(NOBODY.pw_uid, deployed.socket).close()
+    runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+    harp = deployed.base / "opt" / "bin" / "harp"
+    argv = [str(harp), "advise", "--socket", str(deployed.advice_socket), "--name", "deployed"]
+    done = subprocess.run(
+        [runuser, "-u", "nobody", "--", *argv],
+        cwd="/tmp", env=clean_env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr, daemon.read_text()[-2000:])
+    print(done.stdout)  # shown with -s
+    # Nobody ran no job "deployed" (root did): the daemon knows the caller, and prices in the role's EUR.
+    first, second, *_ = done.stdout.splitlines()
+    assert first == 'advice for "deployed" of user nobody, from your runs: no evidence', done.stdout
+    assert second.startswith("(costs in EUR,"), done.stdout
+    # Users may enter the directory, not list it.
+    listing = subprocess.run(
+        [runuser, "-u", "nobody", "--", "ls", str(deployed.socket.parent)],
+        cwd="/tmp", env=clean_env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert listing.returncode != 0 and "Permission denied" in listing.stderr, listing.stdout + listing.stderr
+
+
 def test_a_bad_harp_toml_is_refused_by_the_daemons_reader_before_it_is_written(deployed: Deployment) -> None:
     config = deployed.base / "etc-harp" / "harp.toml"
     before = config.read_bytes()
@@ -220,3 +301,16 @@ def test_a_changed_plugin_setting_reaches_slurmctld_without_a_restart(
     assert job.job_id is not None, job.stderr
     cluster.run(["scancel", str(job.job_id)])
     assert f"(socket {deployed.socket}, deadline 60 ms)" in cluster.slurmctld_log()
+
+
+def test_turning_advice_off_removes_the_drop_in_and_closes_the_directory(deployed: Deployment) -> None:
+    """Last: it changes the deployment the tests above share."""
+    off = deployed.again(slurm_harp_advice_enabled=False)
+    assert off.returncode == 0, off.output[-3000:]
+    assert "RUNNING HANDLER [slurm_harp : Reload systemd]" in off.output  # skipped here: no systemd
+    assert not deployed.dropin.exists()
+    assert _mode_owner(deployed.socket.parent) == ("0o750", USER, "root")
+    written = tomllib.loads((deployed.base / "etc-harp" / "harp.toml").read_text())
+    assert "socket" not in written["advice"]  # its GPU partitions stay: they are still set
+    again = deployed.again(slurm_harp_advice_enabled=False)
+    assert again.returncode == 0 and again.recap()["changed"] == 0, again.output[-3000:]

@@ -57,13 +57,13 @@ def record(job_id: int, user: str, uid: int, name: str, cpus: int, seconds: int)
     )  # fmt: skip
 
 
-# Both users ran "sim". Root: 1 CPU for 20 min, 2 CPUs for 8. Nobody: 4 and 8 CPUs, a minute each
+# Both users ran "sim". Root: 1 CPU for 20 min, 2 CPUs for 8. Nobody: 4 CPUs for 2 min, 8 for 1
 # (were those root's, 8 CPUs would be root's cheapest). Each also ran a job name the other did not.
 JOBS = [
     record(1, "root", ROOT, "sim", 1, 1200),
     record(2, "root", ROOT, "sim", 2, 480),
     record(3, "root", ROOT, "root-only", 1, 600),
-    record(4, "nobody", NOBODY.pw_uid, "sim", 4, 60),
+    record(4, "nobody", NOBODY.pw_uid, "sim", 4, 120),
     record(5, "nobody", NOBODY.pw_uid, "sim", 8, 60),
     record(6, "nobody", NOBODY.pw_uid, "nobody-only", 2, 60),
 ]

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import filecmp
 import subprocess
+import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from slurm_harp.config import load
 from tests.conftest import REPO
 from tests.integration.ansible_play import (
     ANSIBLE_DIR,
@@ -78,6 +81,47 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
     "relative path": (
         {"slurm_harp_state_dir": "var/lib/slurm-harp"},
         "slurm_harp_state_dir must be an absolute path",
+    ),
+    "advice socket outside the socket's directory": (
+        {"slurm_harp_advice_enabled": True, "slurm_harp_advice_socket": "/tmp/advice.sock"},
+        "slurm_harp_advice_socket must be another file in the directory of slurm_harp_socket",
+    ),
+    "advice socket that is the submission socket": (
+        {"slurm_harp_advice_enabled": True, "slurm_harp_advice_socket": "/run/slurm-harp/harp.sock"},
+        "slurm_harp_advice_socket must be another file in the directory of slurm_harp_socket",
+    ),
+    "negative price": (
+        {"slurm_harp_billing_price": -1},
+        "slurm_harp_billing_price must be a number of 0 or more, got -1",
+    ),
+    "price that is no number": (
+        {"slurm_harp_billing_price": "cheap"},
+        "argument 'slurm_harp_billing_price' is of type str and we were unable to convert to float",
+    ),
+    "quoted partition price": (
+        {"slurm_harp_billing_partitions": [{"name": "gpu", "price": "2.5"}]},
+        "every price in slurm_harp_billing_partitions must be a number of 0 or more (unquoted)",
+    ),
+    "partition neither priced nor weighted": (
+        {"slurm_harp_billing_partitions": [{"name": "gpu"}]},
+        "one of the following is required: price, weights found in slurm_harp_billing_partitions",
+    ),
+    "unknown billing mode": (
+        {"slurm_harp_billing_mode": "max"},
+        "value of slurm_harp_billing_mode must be one of: , sum, max_tres, max_tres_gres, got: max",
+    ),
+    "GPU without memory": (
+        {"slurm_harp_advice_partitions": [{"name": "gpu", "gpu_memory_gb": 0}]},
+        "every gpu_memory_gb in slurm_harp_advice_partitions must be a number of GB above 0",
+    ),
+    "partition named twice": (
+        {
+            "slurm_harp_advice_partitions": [
+                {"name": "gpu", "gpu_memory_gb": 80},
+                {"name": "gpu", "gpu_memory_gb": 40},
+            ]
+        },
+        "slurm_harp_billing_partitions and slurm_harp_advice_partitions must each name a partition once",
     ),
 }
 
@@ -200,3 +244,94 @@ def test_the_unit_templates_render_to_deploy_systemd_with_the_defaults(tmp_path:
     assert sorted(p.name for p in out.iterdir()) == names
     _same, mismatch, errors = filecmp.cmpfiles(shipped, out, names, shallow=False)
     assert mismatch == [] and errors == [], (mismatch, errors)
+
+
+CONFIG_PLAY = """\
+- name: harp.toml and the advice drop-in from the role's templates, for a site whose SlurmUser is slurm
+  hosts: localhost
+  gather_facts: false
+  vars_files: [{role}/defaults/main.yml, {role}/vars/main.yml]
+  vars:
+    __slurm_harp_socket_group: slurm
+  tasks:
+    - name: Render harp.toml
+      ansible.builtin.template:
+        src: {role}/templates/harp.toml.j2
+        dest: {out}/harp.toml
+        mode: "0644"
+    - name: Render the advice drop-in
+      ansible.builtin.template:
+        src: {role}/templates/systemd/slurm-harp.service.d/advice.conf.j2
+        dest: {out}/advice.conf
+        mode: "0644"
+"""
+ADVICE = {
+    "slurm_harp_advice_enabled": True,
+    "slurm_harp_advice_partitions": [{"name": "gpu", "gpu_memory_gb": 80}],
+    "slurm_harp_billing_price": 0.02,
+    "slurm_harp_billing_currency": "EUR",
+    "slurm_harp_billing_mode": "max_tres",
+    "slurm_harp_billing_partitions": [
+        {"name": "gpu", "price": 0.1, "weights": "CPU=1.0,Mem=0.25G,GRES/gpu=8.0"},
+        {"name": "big", "price": 1},
+    ],
+}
+
+
+def _rendered(tmp_path: Path, variables: dict[str, Any]) -> tuple[Path, Path]:
+    out = tmp_path / "out"
+    out.mkdir()
+    play = CONFIG_PLAY.format(role=ROLE_DIR, out=out)
+    result = run_role(tmp_path / "play", variables, playbook=play)
+    assert result.returncode == 0, result.output[-3000:]
+    return out / "harp.toml", out / "advice.conf"
+
+
+def _check_config(path: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "slurm_harp.cli", "check-config", str(path)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_the_advice_and_billing_variables_make_a_harp_toml_the_daemon_accepts(tmp_path: Path) -> None:
+    toml, dropin = _rendered(tmp_path, ADVICE)
+    assert "ok (policy mode shadow)" in _check_config(toml)
+    data = tomllib.loads(toml.read_text())
+    assert data["advice"] == {
+        "socket": "/run/slurm-harp/advice.sock",
+        "partition": [{"name": "gpu", "gpu_memory_gb": 80}],
+    }
+    assert data["billing"] == {
+        "price": 0.02,
+        "currency": "EUR",
+        "mode": "max_tres",
+        "partition": ADVICE["slurm_harp_billing_partitions"],
+    }
+    settings = load(toml)  # what the daemon makes of it
+    assert settings.advice.socket == Path("/run/slurm-harp/advice.sock")
+    assert settings.advice.gpu_memory_bytes == {"gpu": 80e9}
+    assert settings.billing.currency == "EUR" and settings.billing.price == 0.02
+    # The submission socket stays SlurmUser's group's alone.
+    assert (settings.server.socket_mode, settings.server.socket_group) == (0o660, "slurm")
+    lines = dropin.read_text().splitlines()
+    assert lines[lines.index("[Service]") + 1] == "RuntimeDirectoryMode=0751"
+    assert [line for line in lines if line and not line.startswith("#")] == [
+        "[Service]",
+        "RuntimeDirectoryMode=0751",
+    ]
+    # The [advice] settings ride along (as a comment), so that changing them restarts the daemon.
+    assert (
+        '# {"socket": "/run/slurm-harp/advice.sock", "partition": [{"name": "gpu", "gpu_memory_gb": 80}]}'
+        in lines
+    )
+
+
+def test_without_the_advice_variables_harp_toml_has_no_advice_socket_nor_billing(tmp_path: Path) -> None:
+    toml, _ = _rendered(tmp_path, {})
+    _check_config(toml)
+    data = tomllib.loads(toml.read_text())
+    assert "advice" not in data and "billing" not in data
+    assert load(toml).advice.socket is None

@@ -133,4 +133,49 @@ function T.part_list(names, default, by_index)
   return list
 end
 
+-- Load an entry script (job_submit.lua, cli_filter.lua) the way Slurm does (a file chunk), into its own
+-- global table.
+function T.load_entry(path)
+  local chunk = assert(loadfile(path))
+  local env = setmetatable({}, {__index = _G})
+  setfenv(chunk, env)
+  chunk()
+  return env
+end
+
+-- Each load gets fresh harp modules and package.path, as after a slurmctld reload or in a new sbatch.
+function T.fresh(fn)
+  local saved_loaded, saved_path = {}, package.path
+  for k, v in pairs(package.loaded) do
+    if k:sub(1, 5) == "harp." then saved_loaded[k] = v; package.loaded[k] = nil end
+  end
+  -- like slurmctld's Lua state: the plugin's directory is not on package.path until the entry adds it
+  local parts = {}
+  for entry in saved_path:gmatch("[^;]+") do
+    if not entry:find("/plugin/?.lua", 1, true) then parts[#parts + 1] = entry end
+  end
+  package.path = table.concat(parts, ";")
+  local ok, err = pcall(fn)
+  for k in pairs(package.loaded) do
+    if k:sub(1, 5) == "harp." then package.loaded[k] = nil end
+  end
+  for k, v in pairs(saved_loaded) do package.loaded[k] = v end
+  package.path = saved_path
+  if not ok then error(err, 0) end
+end
+
+-- transport stand-in: answers with `reply` (bytes), or fails with `fail`, or raises `raise`
+function T.fake_transport(reply)
+  local f = {calls = 0, requests = {}}
+  function f.call(socket, method, payload, timeout_s)
+    f.calls = f.calls + 1
+    f.last = {socket = socket, method = method, payload = payload, timeout_s = timeout_s}
+    if f.raise then error(f.raise) end
+    if f.fail then return nil, f.fail end
+    return f.reply
+  end
+  f.reply = reply
+  return f
+end
+
 return T

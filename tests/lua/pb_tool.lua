@@ -4,12 +4,19 @@
 --   lua5.1 pb_tool.lua decode     stdin: JSON array of hex Decision bytes -> JSON array of decisions/errors
 --                                 (predicted, quantile, new_value as "%.17g" strings)
 --   lua5.1 pb_tool.lua signature  stdin: script text -> signature (or empty line)
+--   lua5.1 pb_tool.lua advice_request  stdin: JSON array of sbatch option tables -> JSON array of
+--                                 {hex = AdviceRequest bytes, request = the SubmitRequest table}
+--   lua5.1 pb_tool.lua advice     stdin: JSON array of hex Advice bytes -> JSON array of
+--                                 {line = the sbatch line or "", advice = decoded} (numbers as "%.17g");
+--                                 each line is for a 1-CPU job (min_cpus = 1) in no partition
 local here = (arg[0]):match("^(.*)/[^/]*$") or "."
 package.path = here .. "/?.lua;" .. here .. "/../../plugin/?.lua;" .. package.path
 
 local cjson = require "cjson"
 local pb = require "harp.pb"
 local request = require "harp.request"
+local sbatch_request = require "harp.sbatch_request"
+local advice_line = require "harp.advice_line"
 local W = require "pbtest"
 
 local function denull(t)
@@ -46,7 +53,29 @@ elseif mode == "decode" then
   io.write(cjson.encode(out), "\n")
 elseif mode == "signature" then
   io.write(request.script_signature(input) or "", "\n")
+elseif mode == "advice_request" then
+  local out = {}
+  for i, o in ipairs(cjson.decode(input)) do
+    local r = sbatch_request.build(o)
+    out[i] = {hex = W.tohex(pb.encode_advice_request(r)), request = r}
+  end
+  io.write(cjson.encode(out), "\n")
+elseif mode == "advice" then
+  local out = {}
+  for i, h in ipairs(cjson.decode(input)) do
+    local a, err = pb.decode_advice(W.hex(h))
+    local line = a and advice_line.line(a, {min_cpus = 1}) or ""
+    for _, o in ipairs(a and a.options or {}) do
+      for _, k in ipairs {"expected_minutes", "longest_minutes", "expected_cost", "rate", "expected_attempts",
+        "p_unfinished"} do
+        o[k] = string.format("%.17g", o[k])
+      end
+    end
+    out[i] = a and {line = line, advice = a} or {error = err}
+  end
+  cjson.encode_sparse_array(true)
+  io.write(cjson.encode(out), "\n")
 else
-  io.stderr:write("usage: pb_tool.lua encode|build|decode|signature\n")
+  io.stderr:write("usage: pb_tool.lua encode|build|decode|signature|advice_request|advice\n")
   os.exit(2)
 end

@@ -1,4 +1,4 @@
--- Test-side protobuf writer for Decision messages (the plugin only ever decodes them).
+-- Test-side protobuf writer for Decision and Advice messages (the plugin only ever decodes them).
 local pb = require "harp.pb"
 local V = pb.varint
 
@@ -37,6 +37,46 @@ function M.decision(d)
   if d.user_message then out[#out + 1] = M.str(2, d.user_message) end
   if d.annotation then out[#out + 1] = M.str(3, d.annotation) end
   if d.mode then out[#out + 1] = M.str(4, d.mode) end
+  return table.concat(out)
+end
+
+-- 8 little-endian bytes of a finite double >= 0 (what the daemon writes for costs and minutes).
+function M.double(v)
+  if v == 0 then return string.rep("\0", 8) end
+  local m, e = math.frexp(v) -- v = m * 2^e, 0.5 <= m < 1
+  local exp, mant = e + 1022, (m * 2 - 1) * 2 ^ 52
+  local out = {}
+  for i = 1, 6 do
+    out[i] = string.char(mant % 256)
+    mant = math.floor(mant / 256)
+  end
+  out[7] = string.char(mant + (exp % 16) * 16)
+  out[8] = string.char(math.floor(exp / 16))
+  return table.concat(out)
+end
+
+-- o: {partition=, size=, cpus=, nodes=, priced=, expected_minutes=, expected_cost=, p_unfinished=}
+function M.option(o)
+  local out = {M.str(1, o.partition or "batch"), M.uint(2, o.size), M.uint(3, o.cpus or o.size),
+    M.uint(4, o.nodes or 1), M.str(7, o.evidence or "log-log fit")}
+  if o.priced ~= false then
+    out[#out + 1] = M.uint(8, 1)
+    out[#out + 1] = M.uint(9, o.limit or 60)
+    out[#out + 1] = M.fixed64(10, M.double(o.expected_minutes))
+    out[#out + 1] = M.fixed64(12, M.double(o.expected_cost))
+    if o.p_unfinished then out[#out + 1] = M.fixed64(15, M.double(o.p_unfinished)) end
+  end
+  return table.concat(out)
+end
+
+-- a: {unit=, currency=, evidence=, options = {...}, cheapest=, notes = {...}}
+function M.advice(a)
+  local out = {M.str(1, a.user_name or "alice"), M.str(2, a.job_name or "relax"), M.str(3, a.unit or "CPU"),
+    M.str(4, a.currency or "EUR"), M.str(5, a.evidence or "2 runs")}
+  for _, o in ipairs(a.options or {}) do out[#out + 1] = M.str(6, M.option(o)) end
+  if a.cheapest then out[#out + 1] = M.uint(7, a.cheapest) end
+  out[#out + 1] = M.str(9, "\0\1") -- pareto, packed: skipped by the decoder
+  for _, n in ipairs(a.notes or {}) do out[#out + 1] = M.str(10, n) end
   return table.concat(out)
 end
 

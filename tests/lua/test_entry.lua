@@ -1,34 +1,6 @@
 local T = ...
 
--- Load job_submit.lua the way slurmctld does (a file chunk), into its own global table.
-local function load_entry(path)
-  local chunk = assert(loadfile(path))
-  local env = setmetatable({}, {__index = _G})
-  setfenv(chunk, env)
-  chunk()
-  return env
-end
-
--- Each load gets fresh harp modules and package.path, as after a slurmctld reload.
-local function fresh(fn)
-  local saved_loaded, saved_path = {}, package.path
-  for k, v in pairs(package.loaded) do
-    if k:sub(1, 5) == "harp." then saved_loaded[k] = v; package.loaded[k] = nil end
-  end
-  -- like slurmctld's Lua state: the plugin's directory is not on package.path until the entry adds it
-  local parts = {}
-  for entry in saved_path:gmatch("[^;]+") do
-    if not entry:find("/plugin/?.lua", 1, true) then parts[#parts + 1] = entry end
-  end
-  package.path = table.concat(parts, ";")
-  local ok, err = pcall(fn)
-  for k in pairs(package.loaded) do
-    if k:sub(1, 5) == "harp." then package.loaded[k] = nil end
-  end
-  for k, v in pairs(saved_loaded) do package.loaded[k] = v end
-  package.path = saved_path
-  if not ok then error(err, 0) end
-end
+local load_entry, fresh = T.load_entry, T.fresh
 
 local function copy_entry(dir, config_text)
   local src = assert(io.open(T.root .. "/plugin/job_submit.lua")):read("*a")

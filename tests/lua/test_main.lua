@@ -9,19 +9,7 @@ local function config(over)
   return c
 end
 
--- transport stand-in: answers with `reply` (bytes), or fails with `fail`, or raises `raise`
-local function fake(reply)
-  local f = {calls = 0, requests = {}}
-  function f.call(socket, method, payload, timeout_s)
-    f.calls = f.calls + 1
-    f.last = {socket = socket, method = method, payload = payload, timeout_s = timeout_s}
-    if f.raise then error(f.raise) end
-    if f.fail then return nil, f.fail end
-    return f.reply
-  end
-  f.reply = reply
-  return f
-end
+local fake = T.fake_transport
 
 local function clock_at(t)
   local c = {now = t}

@@ -49,6 +49,19 @@ def test_the_answer_in_the_docs_is_what_harp_advise_prints() -> None:
     assert found is not None and found.group(1) == printed + "\n"
 
 
+def test_a_fit_that_does_not_scale_is_shown_as_not_compared() -> None:
+    # 4 CPUs took 80 min, 16 CPUs longer still: the runs did different work.
+    runs = [relax(1, 4, 80, None), relax(2, 16, 95, None)]
+    shapes = {"batch": PartitionShape("batch", nodes=1, cpus=16, mem_mb=64000, max_minutes=2880)}
+    job = JobRequest(user_name="ann", job_name="relax", min_cpus=16, partition="batch")
+    printed = render(advice_to_proto(advise(Ask(job), runs, Tariff.of(Prices()), shapes)), pb.AdviceRequest())
+    rows = [line for line in printed.splitlines() if line.startswith("CFP")]
+    assert len(rows) == 1 and " 16 " in rows[0] and "runs at this size" in rows[0]
+    assert "not priced in batch, 1, 2 CPUs: no evidence" in printed  # below the sizes run
+    assert "not priced in batch, 4, 8 CPUs: your runs at more CPUs took no less time" in printed
+    assert "sizes are not compared; only the size you asked for (16 CPUs) is priced" in printed
+
+
 def test_the_request_from_a_script_and_options(tmp_path: Path) -> None:
     script = tmp_path / "job.sh"
     script.write_text(

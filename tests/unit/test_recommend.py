@@ -9,10 +9,12 @@ import time
 import pytest
 
 from slurm_harp.advice.billing import parse_weights
+from slurm_harp.advice.evidence import Run
 from slurm_harp.advice.gpu_memory import TrainingFacts
 from slurm_harp.advice.partition_shape import PartitionShape
-from slurm_harp.advice.recommend import Advice, Ask, Empirical, Option, Run, Scaling, advise
-from slurm_harp.advice.survival import PointMasses
+from slurm_harp.advice.recommend import Advice, Ask, Option, advise
+from slurm_harp.advice.sizing import Scaling
+from slurm_harp.advice.survival import Empirical, PointMasses
 from slurm_harp.advice.tariff import PartitionPrice, Prices, Tariff
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
@@ -92,6 +94,51 @@ def test_cheapest_fastest_and_pareto_by_hand() -> None:
     assert advice.cheapest is one and advice.fastest is four
     assert advice.pareto == (one, two, four)  # cost up, time down: none beats another on both
     assert [o.size for o in advice.options] == [1, 2, 4]  # 4 CPUs is the partition's most
+
+
+# Bob ran "sim" on 1 CPU for 20 and 30 min and on 4 CPUs for 60: larger took longer (slope > 0),
+# so the runs did different work and the fit says nothing of how the size changes the run time.
+BOB = [run("bob", 1, 20), run("bob", 1, 30), run("bob", 4, 60)]
+
+
+def test_a_fit_where_larger_runs_took_longer_compares_no_sizes() -> None:
+    advice = advise(ask(user_name="bob", min_cpus=4), BOB, CPU_HOURS, SHAPES)
+    four = option(advice, 4)
+    # The size asked for is priced by its own run as it is: 60 min, limit 66, 4 CPUs for an hour.
+    assert four.evidence == "1 run at this size" and four.limit_minutes == 66
+    assert four.expected_minutes == pytest.approx(60) and four.expected_cost == pytest.approx(4.0)
+    for size in (1, 2):  # 1 CPU would look cheaper and faster on the fit: not compared
+        other = option(advice, size)
+        assert not other.priced and other.evidence == "not compared"
+        assert other.note == "your runs at more CPUs took no less time"
+    assert advice.cheapest is four and advice.fastest is four and advice.pareto == (four,)
+    assert any(
+        "sizes are not compared; only the size you asked for (4 CPUs) is priced" in n for n in advice.notes
+    )
+
+
+def test_a_fit_that_does_not_scale_prices_a_size_between_by_the_fit() -> None:
+    advice = advise(ask(user_name="bob", min_cpus=2), BOB, CPU_HOURS, SHAPES)
+    two = option(advice, 2)
+    scaling = Scaling.fit([Run(1, 20), Run(1, 30), Run(4, 60)])
+    assert scaling is not None and scaling.slope > 0 and not scaling.scales
+    expected = scaling.minutes(2)
+    assert expected is not None and two.evidence.startswith("fit of")
+    assert two.expected_minutes == pytest.approx(sum(expected) / 3)
+    assert [o.size for o in advice.options if o.priced] == [2]
+
+
+def test_a_fit_that_does_not_scale_and_no_size_asked_prices_nothing() -> None:
+    advice = advise(ask(user_name="bob", min_cpus=None), BOB, CPU_HOURS, SHAPES)
+    assert not any(o.priced for o in advice.options)
+    assert advice.cheapest is None and advice.fastest is None and advice.pareto == ()
+    assert any("give the CPUs you would ask for to price them" in n for n in advice.notes)
+
+
+def test_only_a_negative_slope_over_two_sizes_scales() -> None:
+    assert Scaling.fit([Run(1, 40), Run(1, 90), Run(4, 30)]).scales  # type: ignore[union-attr]
+    assert not Scaling.fit([Run(2, 10), Run(2, 14)]).scales  # type: ignore[union-attr]
+    assert not Scaling.fit([Run(1, 10), Run(4, 10)]).scales  # type: ignore[union-attr]  # slope 0
 
 
 def test_a_deadline_and_a_budget() -> None:

@@ -8,19 +8,26 @@ limit. Its ``Quote`` is
 with the rate from the site's tariff (tariff.py: billed units x price per unit-hour, the same
 for every attempt: only the limit changes) and the minutes from HARP's re-execution policy
 (reexecution.py), attempts capped at the partition's MaxTime or, tighter, the given cap.
+
+``cheapest_limit`` picks the first limit of a configuration from the user's own run times: the
+one of least expected cost among those run times plus 10 %.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from slurm_harp.advice.reexecution import Reexecution, expected_reexecution
-from slurm_harp.advice.survival import Runtime
+from slurm_harp.advice.survival import Empirical, Runtime
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.core.request import JobRequest
 
-__all__ = ["Allocation", "Configuration", "Quote", "price"]
+__all__ = ["Allocation", "Configuration", "Quote", "cheapest_limit", "price", "same"]
+
+LIMIT_MARGIN = 1.1  # a first limit is a run time of the evidence plus 10 %, in whole minutes
+MOST_LIMITS = 16  # first limits tried: run times of the evidence, evenly spread, the longest too
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,3 +108,32 @@ def price(tariff: Tariff, configuration: Configuration, runtime: Runtime, cap: f
         cap_minutes=top,
         reexecution=expected_reexecution(configuration.limit_minutes, top, runtime),
     )
+
+
+def cheapest_limit(
+    tariff: Tariff, partition: str, allocation: Allocation, minutes: Sequence[float], cap: float
+) -> Quote:
+    """The quote of least expected cost for ``allocation`` in ``partition``, whose run time is
+    one of ``minutes`` (equally likely), over first limits of at most MOST_LIMITS of those run
+    times (evenly spread, the longest always) plus 10 %, in whole minutes, at most ``cap``; ties
+    to the faster, then the shorter limit."""
+    runtime = Empirical(minutes)
+    values = runtime.values
+    step = max(1, math.ceil(len(values) / (MOST_LIMITS - 1)))
+    picked = {*values[step - 1 :: step], values[-1]}
+    limits = sorted({min(float(max(1, math.ceil(same(LIMIT_MARGIN * t)))), cap) for t in picked})
+    quotes = [price(tariff, Configuration(partition, allocation, limit), runtime, cap) for limit in limits]
+    return min(
+        quotes,
+        key=lambda q: (
+            same(q.expected_cost),
+            same(q.reexecution.expected_minutes),
+            q.configuration.limit_minutes,
+        ),
+    )
+
+
+def same(value: float) -> float:
+    """``value`` to 9 significant digits: costs and times equal but for rounding compare equal
+    (perfect scaling gives every size the same cost, reached by different float paths)."""
+    return float(f"{value:.9g}")

@@ -240,7 +240,7 @@ def render(advice: pb.Advice, request: pb.AdviceRequest) -> str:
         if not o.priced:
             unpriced.setdefault((o.partition, o.note or o.evidence), []).append(o.size)
             continue
-        evidence = "runs at this size" if o.evidence == advice.evidence else "log-log fit"
+        evidence = "log-log fit" if o.evidence.startswith("fit of") else "runs at this size"
         rows.append((
             mark[i], o.partition, str(o.size), str(o.nodes),
             f"{o.mem_per_node_mb} MB" if o.mem_per_node_mb else "default", f"{o.time_limit_minutes} min",

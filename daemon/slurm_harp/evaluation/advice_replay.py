@@ -3,7 +3,7 @@
 Each job of a test window meets the advice as `harp advise` would have met it at its submission:
 
 - Evidence: the runs of its user and job name that had ended by then (core.job.ended_by), the
-  newest ``newest`` by submit time (the daemon reads its job store so); recommend.evidence_of uses
+  newest ``newest`` by submit time (the daemon reads its job store so); evidence.evidence_of uses
   the completed ones. Coverage: the job's user and name had completed runs at one size or more,
   at two sizes or more (only then does the log-log fit price sizes the user did not run).
 - Its own cost: the billed rate of the CPUs it held times its elapsed hours. The traces carry no
@@ -32,8 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_harp.advice.recommend import Ask, Option, Scaling, advise, evidence_of
+from slurm_harp.advice.evidence import evidence_of
+from slurm_harp.advice.recommend import Ask, Option, advise
 from slurm_harp.advice.reexecution import charged_minutes
+from slurm_harp.advice.sizing import Scaling
 from slurm_harp.advice.tariff import PartitionTariff, Tariff
 from slurm_harp.core.job import JobRecord
 

@@ -15,7 +15,8 @@ finished under its own request (CPUs: "slowed" whenever the limit is below the u
 Σ waste_weight x (limit - use) over the finished jobs that survive (CPUs: over all jobs,
 max(limit - use, 0)). For walltime the figures also give the cut net of the kills: a newly
 killed job's waste is then its attempt cut short plus its waste when run again under its
-request, and a rule whose net cut is not positive loses core-hours for the site (training warns).
+request (one re-run, as the simulator has it: a lower bound on HARP's doubling re-execution),
+and a rule whose net cut is not positive loses core-hours for the site (training warns).
 Nothing here sees the test window.
 """
 

@@ -2,8 +2,10 @@
 
 A job runs for min(its real run time, its kill limit). The scheduler plans with each running job's
 planned limit; when a job outlives it (an expiry), the limit source gives a longer one. A job killed
-before its user's own request (rewrite mode) is submitted again at the kill time with that request,
-as HARP's re-execution model has it. Events at one instant are all applied (ends, then expiries,
+before its user's own request (rewrite mode) is submitted again at the kill time with that request:
+one re-run, the cheapest re-execution (HARP's doubling of the limit, evaluation/costs.py and
+advice/reexecution.py, runs attempts of 2x, 4x... the cut limit before reaching the request, so it
+costs at least as much). Events at one instant are all applied (ends, then expiries,
 then arrivals) before the scheduler runs once.
 """
 
@@ -170,7 +172,7 @@ class Simulation:
                     attempts.killed.append(killed)
                     self.released = True
                     if early:
-                        # HARP's re-execution: the user submits it again, with their own request.
+                        # The user submits it again with their own request (one re-run).
                         self._enqueue(job, request[job], request[job], request[job])
                     else:
                         final_start[job] = self.started_at[job]

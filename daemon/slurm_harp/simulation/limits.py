@@ -119,7 +119,7 @@ class PredictedLimits:
     request), in one of its modes:
 
     - ``rewrite``: the prediction replaces the request: planned with it and killed at it (the
-      engine then runs the job again with the user's request, HARP's re-execution model);
+      engine then runs the job again with the user's request: one re-run, engine.py);
     - ``time_min``: the job keeps its request; backfill may start it with any limit down to the
       prediction; one started with a cut limit is extended by Tsafrir's steps when it reaches it;
     - ``extend``: planned with the prediction, killed only at the request, extended by Tsafrir's

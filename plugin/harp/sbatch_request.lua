@@ -1,0 +1,157 @@
+-- sbatch's options (cli_filter/lua's `options` in slurm_cli_pre_submit, Slurm 22.05) -> SubmitRequest
+-- table for pb.encode_request, read as `harp advise --script` reads #SBATCH lines
+-- (daemon/slurm_harp/advice/script.py). pre_submit sees the options from the script, the environment
+-- and the command line together, as strings that Slurm formats itself; an option never given reads as
+-- its reset value (time "2982616-04:14:00", i.e. NO_VAL minutes; nodes "1-0"; cpus-per-task "0";
+-- ntasks "1"), and those mean "not given" here, as in `harp advise --script` (no -n, no -c: no CPU
+-- count is sent, and the line compares with Slurm's default of one CPU).
+
+local request = require "harp.request"
+
+local tonumber, type, pcall, ceil = tonumber, type, pcall, math.ceil
+local match, gmatch = string.match, string.gmatch
+local io_open = io.open
+
+local M = {}
+
+local NO_VAL = 4294967294
+local MB_PER = {[""] = 1, M = 1, G = 1024, T = 1048576, P = 1073741824}
+
+local function index(t, k) return t[k] end
+
+-- options[name] as a non-empty string, or nil (the C accessor may raise: pcall).
+local function option(options, name)
+  local ok, v = pcall(index, options, name)
+  if ok and type(v) == "string" and v ~= "" then return v end
+  return nil
+end
+M.option = option
+
+-- Slurm's time formats: "M", "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S"; seconds round up to a minute.
+-- "UNLIMITED"/"INFINITE", a reset value (>= NO_VAL minutes) or anything else: nil.
+function M.minutes(text)
+  if type(text) ~= "string" or #text > 32 then return nil end
+  local days, rest = match(text, "^(%d+)%-([%d:]+)$")
+  local parts = {}
+  for p in gmatch(rest or text, "[^:]+") do parts[#parts + 1] = tonumber(match(p, "^%d+$")) end
+  if #parts == 0 or #parts > 3 or not match(rest or text, "^%d+[%d:]*$") then return nil end
+  for i = 1, #parts do if parts[i] == nil then return nil end end
+  local d, h, m, s = tonumber(days) or 0, 0
+  if days then
+    h, m, s = parts[1], parts[2] or 0, parts[3] or 0
+  elseif #parts == 3 then
+    h, m, s = parts[1], parts[2], parts[3]
+  else
+    m, s = parts[1], parts[2] or 0
+  end
+  local total = ((d * 24 + h) * 60 + m) + ceil(s / 60)
+  if total >= NO_VAL then return nil end
+  return total
+end
+
+-- "500", "2G", "1T" (Slurm writes MB without a unit): MB, or nil for 0 ("all of the node"), bad text.
+function M.megabytes(text)
+  if type(text) ~= "string" then return nil end
+  local n, unit = match(text, "^(%d+)([MGTP]?)$")
+  n = tonumber(n)
+  if not n or n < 1 or #text > 20 then return nil end
+  return request.count64(n * MB_PER[unit], 1)
+end
+
+-- A whole number >= 1 (the lower bound of "2-4"), or nil.
+local function whole(text)
+  local n = tonumber(text and match(text, "^(%d+)"))
+  return request.count32(n, 1)
+end
+
+-- GPUs of --gpus / --gpus-per-node: "2", "a100:2", "a100:1,v100:1" (a missing count is 1).
+function M.gpu_count(text)
+  if type(text) ~= "string" then return nil end
+  local total = 0
+  for item in gmatch(text, "[^,]+") do
+    local n = match(item, ":(%d+)$") or match(item, "^(%d+)$")
+    total = total + (tonumber(n) or 1)
+  end
+  return request.count32(total, 1)
+end
+
+-- The name sbatch will give the job: -J, else "wrap" for --wrap, else the script's file name, else
+-- "sbatch" (a script read from stdin): sbatch's own rule, applied after pre_submit.
+function M.job_name(options, argv1)
+  local name = option(options, "job-name")
+  if name then return name end
+  if option(options, "wrap") then return "wrap" end
+  if type(argv1) == "string" and argv1 ~= "" then return match(argv1, "([^/]*)$") end
+  return "sbatch"
+end
+
+-- The first MAX_SCAN bytes of the batch script, where the #SBATCH lines are; nil when unreadable.
+local function script_head(path)
+  if type(path) ~= "string" or path == "" then return nil end
+  local f = io_open(path, "rb")
+  if not f then return nil end
+  local ok, head = pcall(f.read, f, request.MAX_SCAN + 1)
+  f:close()
+  if ok and type(head) == "string" then return head end
+  return nil
+end
+
+local function first_arg(options)
+  local ok, argv = pcall(index, options, "argv")
+  if ok and type(argv) == "table" and type(argv[1]) == "string" then return argv[1] end
+  return nil
+end
+
+-- The SubmitRequest of the job sbatch is about to send. Reads each option under pcall; an option that
+-- cannot be read or parsed is left out. Its user fields stay empty: the daemon knows the caller.
+function M.build(options)
+  local get = function(name) return option(options, name) end
+  local script = not get("wrap") and first_arg(options) or nil
+  local node_range = get("nodes")
+  local nodes = not (node_range and match(node_range, "%-0$")) and whole(node_range) or nil -- "1-0": reset
+  local tasks = whole(get("ntasks"))
+  local per_node = whole(get("ntasks-per-node"))
+  if per_node and (tasks == nil or tasks == 1) then
+    tasks = per_node * (nodes or 1)
+  elseif tasks == 1 then
+    tasks = nil -- what sbatch shows when -n was not given
+  end
+  local cpt = whole(get("cpus-per-task"))
+  local gpus = M.gpu_count(get("gpus-per-node")) or request.gpus_from_tres(get("gres"))
+  if not gpus then
+    local total = M.gpu_count(get("gpus"))
+    gpus = total and ceil(total / (nodes or 1))
+  end
+  local partition = get("partition")
+  return {
+    job_name = request.text(M.job_name(options, script)),
+    partition = partition and request.text(match(partition, "^[^,]*")),
+    account = request.text(get("account")),
+    qos = request.text(get("qos")),
+    work_dir = request.text(get("chdir")),
+    script_signature = request.script_signature(script_head(script)),
+    time_limit_minutes = M.minutes(get("time")),
+    time_min_minutes = M.minutes(get("time-min")),
+    mem_per_node_mb = M.megabytes(get("mem")),
+    mem_per_cpu_mb = M.megabytes(get("mem-per-cpu")),
+    min_cpus = (tasks or cpt) and request.count32((tasks or 1) * (cpt or 1), 1) or nil,
+    cpus_per_task = cpt,
+    num_tasks = tasks,
+    min_nodes = nodes,
+    gpus_per_node = gpus,
+    is_array = get("array") ~= nil,
+  }
+end
+
+-- Is this an sbatch submission (not srun, salloc or scrontab)?
+function M.is_sbatch(options)
+  return option(options, "type") == "sbatch"
+end
+
+-- sbatch -Q/--quiet: the user asked for no messages.
+function M.quiet(options)
+  local q = tonumber(option(options, "quiet"))
+  return q ~= nil and q > 0
+end
+
+return M

@@ -1,0 +1,250 @@
+local T = ...
+-- The cli_filter hook: sbatch options -> AdviceRequest, Advice -> one line, and the hook failing silent.
+local sbatch_request = require "harp.sbatch_request"
+local advice_line = require "harp.advice_line"
+local hook = require "harp.advice_hook"
+local pb = require "harp.pb"
+local W = require "pbtest"
+
+local NO_TIME = "2982616-04:14:00" -- how 22.05 shows a time never given (NO_VAL minutes)
+
+-- What cli_filter/lua's options table returns in pre_submit for `sbatch job.sh` with nothing set
+-- (read from a real sbatch 22.05 on this machine), overridden by `over`.
+local function options(over)
+  local o = {type = "sbatch", time = NO_TIME, ["time-min"] = NO_TIME, ntasks = "1", ["cpus-per-task"] = "0",
+    nodes = "1-0", ["ntasks-per-node"] = "-2", chdir = "/home/alice", argv = {}}
+  for k, v in pairs(over or {}) do o[k] = v end
+  return o
+end
+
+T.test("time strings: Slurm's formats, reset and unlimited values are absent", function()
+  local m = sbatch_request.minutes
+  T.eq(m("00:10:00"), 10, "h:m:s")
+  T.eq(m("1-02:00:00"), 1560, "d-h:m:s")
+  T.eq(m("90"), 90, "minutes")
+  T.eq(m("0:30"), 1, "seconds round up")
+  T.eq(m("2-3"), 3060, "d-h")
+  T.eq(m("1-00:01"), 1441, "d-h:m")
+  T.eq(m(NO_TIME), nil, "NO_VAL")
+  T.eq(m("UNLIMITED"), nil, "unlimited")
+  T.eq(m("1:2:3:4"), nil, "too many parts")
+  T.eq(m("-5"), nil, "negative")
+  T.eq(m(""), nil, "empty")
+  T.eq(m(string.rep("9", 400)), nil, "huge")
+end)
+
+T.test("memory strings: MB, G/T suffixes; 0 (all of a node) and junk are absent", function()
+  local mb = sbatch_request.megabytes
+  T.eq(mb("500"), 500, "plain MB")
+  T.eq(mb("2G"), 2048, "G")
+  T.eq(mb("1T"), 1048576, "T")
+  T.eq(mb("0?"), nil, "--mem=0")
+  T.eq(mb("12Q"), nil, "unknown unit")
+  T.eq(mb(nil), nil, "unset")
+end)
+
+T.test("an sbatch with options becomes the request harp advise would send", function()
+  local r = sbatch_request.build(options {["job-name"] = "relax", time = "00:10:00", ntasks = "2",
+    ["cpus-per-task"] = "3", nodes = "1-2", mem = "2G", partition = "batch,debug", gres = "gres:gpu:2",
+    array = "1-3", account = "physics"})
+  T.eq(r.job_name, "relax", "name")
+  T.eq(r.partition, "batch", "first partition")
+  T.eq(r.account, "physics", "account")
+  T.eq(r.time_limit_minutes, 10, "time")
+  T.eq(r.time_min_minutes, nil, "no time-min")
+  T.eq(r.mem_per_node_mb, 2048, "mem")
+  T.eq(r.num_tasks, 2, "tasks")
+  T.eq(r.cpus_per_task, 3, "cpus per task")
+  T.eq(r.min_cpus, 6, "cpus")
+  T.eq(r.min_nodes, 1, "least nodes")
+  T.eq(r.gpus_per_node, 2, "gres gpus")
+  T.eq(r.is_array, true, "array")
+  T.eq(r.user_name, nil, "no user: the daemon knows the caller")
+end)
+
+T.test("options never given are left out", function()
+  local r = sbatch_request.build(options())
+  T.eq(r.time_limit_minutes, nil, "time")
+  T.eq(r.min_nodes, nil, "nodes 1-0")
+  T.eq(r.cpus_per_task, nil, "cpus-per-task 0")
+  T.eq(r.min_cpus, nil, "no CPU count (sbatch shows ntasks 1 when -n was not given)")
+  T.eq(r.num_tasks, nil, "no task count")
+  T.eq(r.gpus_per_node, nil, "gpus")
+  T.eq(r.mem_per_node_mb, nil, "mem")
+  T.eq(r.is_array, false, "array")
+  T.eq(r.job_name, "sbatch", "stdin script: sbatch's own default name")
+end)
+
+T.test("tasks per node, --gpus spread over nodes, --gpus-per-node with a type", function()
+  local r = sbatch_request.build(options {["ntasks-per-node"] = "4", nodes = "2"})
+  T.eq(r.num_tasks, 8, "tasks from per node")
+  T.eq(r.min_cpus, 8, "cpus")
+  T.eq(sbatch_request.build(options {gpus = "8", nodes = "3"}).gpus_per_node, 3, "ceil(8/3)")
+  T.eq(sbatch_request.build(options {["gpus-per-node"] = "a100:4"}).gpus_per_node, 4, "typed")
+end)
+
+T.test("job name defaults as sbatch's: wrap, then the script's file name", function()
+  T.eq(sbatch_request.build(options {wrap = "sleep 1", argv = {}}).job_name, "wrap", "wrap")
+  local dir = T.tmpdir()
+  local path = dir .. "/relax.sbatch"
+  T.write(path, "#!/bin/sh\n#SBATCH -n 2\nsleep 1\n")
+  local r = sbatch_request.build(options {argv = {path}})
+  T.rmdir(dir)
+  T.eq(r.job_name, "relax.sbatch", "basename")
+  T.eq(r.script_signature, require("harp.request").script_signature("#!/bin/sh\n#SBATCH -n 2\nsleep 1\n"),
+    "signature of the script file, as the job_submit plugin computes it")
+end)
+
+T.test("a hostile name is cut to valid UTF-8; an unreadable script has no signature", function()
+  local name = string.rep("\255\254x", 40000)
+  local r = sbatch_request.build(options {["job-name"] = name, argv = {"/nonexistent/job.sh"}})
+  T.ok(#r.job_name <= 256, "bounded")
+  T.ok(not r.job_name:find("[\128-\255]"), "no invalid bytes left")
+  T.eq(r.script_signature, nil, "no signature")
+end)
+
+T.test("an options table whose reads raise gives a request without those fields", function()
+  local o = setmetatable({}, {__index = function(_, k)
+    if k == "type" then return "sbatch" end
+    error("boom " .. k)
+  end})
+  local r = sbatch_request.build(o)
+  T.eq(r.job_name, "sbatch", "default name")
+  T.eq(r.min_cpus, nil, "cpus")
+  T.ok(#pb.encode_advice_request(r) > 0, "encodes")
+end)
+
+---------------------------------------------------------------- the line
+
+local function opt(partition, size, minutes, cost, extra)
+  local o = {partition = partition, size = size, cpus = size, nodes = 1, priced = true, p_unfinished = 0,
+    expected_minutes = minutes, expected_cost = cost}
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+
+local function advice(options_list, over)
+  local a = {unit = "CPU", currency = "EUR", evidence = "1 run at 1 CPU, 1 at 2 CPUs", options = options_list}
+  for k, v in pairs(over or {}) do a[k] = v end
+  return a
+end
+
+T.test("a cheaper size is named with its time and cost against what was asked", function()
+  local a = advice {opt("batch", 1, 40, 0.667), opt("batch", 2, 12, 0.4), opt("batch", 4, 10, 0.667)}
+  T.eq(advice_line.line(a, {min_cpus = 1, partition = "batch"}),
+    "harp: 2 CPUs in batch would take ~12 min and cost ~0.4 EUR (you asked 1 CPU: ~40 min, ~0.67 EUR); "
+    .. "harp advise for more", "line")
+  T.eq(advice_line.line(a, {}), advice_line.line(a, {min_cpus = 1}), "no CPU count asked: one CPU")
+end)
+
+T.test("a faster size at no more cost is named when none is cheaper", function()
+  local a = advice {opt("batch", 1, 40, 0.667), opt("batch", 2, 20, 0.667), opt("batch", 4, 10, 0.667)}
+  local line = advice_line.line(a, {min_cpus = 1, partition = "batch"})
+  T.ok(line and line:find("4 CPUs in batch would take ~10 min", 1, true), tostring(line))
+end)
+
+T.test("no line: nothing better by the margin, no evidence at the size asked, or nothing priced", function()
+  local a = advice {opt("batch", 1, 40, 0.667), opt("batch", 2, 39, 0.64)}
+  T.eq(advice_line.line(a, {min_cpus = 1, partition = "batch"}), nil, "within the margin")
+  T.eq(advice_line.line(a, {min_cpus = 8, partition = "batch"}), nil, "asked size has no option")
+  local unpriced = advice {opt("batch", 1, 40, 0.667), {partition = "batch", size = 2, priced = false,
+    p_unfinished = 0, expected_minutes = 0, expected_cost = 0}}
+  T.eq(advice_line.line(unpriced, {min_cpus = 1}), nil, "unpriced ignored")
+  local slower = advice {opt("batch", 1, 40, 0.667), opt("batch", 2, 60, 2)}
+  T.eq(advice_line.line(slower, {min_cpus = 1}), nil, "worse on both")
+  T.eq(advice_line.line(advice {}, {min_cpus = 1}), nil, "no options: no evidence")
+  T.eq(advice_line.line(nil, {min_cpus = 1}), nil, "no advice")
+end)
+
+T.test("an option that may never finish is not advice", function()
+  local a = advice {opt("batch", 1, 40, 0.667), opt("short", 2, 5, 0.1, {p_unfinished = 0.5})}
+  T.eq(advice_line.line(a, {min_cpus = 1}), nil, "p_unfinished > 0")
+end)
+
+T.test("without -p the asked size's cheapest partition is the comparison", function()
+  local a = advice {opt("debug", 1, 40, 0.3), opt("batch", 1, 40, 0.667), opt("batch", 2, 20, 0.5)}
+  T.eq(advice_line.line(a, {min_cpus = 1}), nil, "0.5 is not cheaper than debug's 0.3")
+  local line = advice_line.line(a, {min_cpus = 1, partition = "batch"})
+  T.ok(line and line:find("in debug", 1, true), tostring(line))
+end)
+
+T.test("GPU jobs are sized in GPUs per node times nodes", function()
+  local a = advice({opt("gpu", 4, 60, 8), opt("gpu", 2, 70, 4.7)}, {unit = "GPU", currency = "SU"})
+  local line = advice_line.line(a, {gpus_per_node = 2, min_nodes = 2, min_cpus = 8})
+  T.ok(line and line:find("^harp: 2 GPUs in gpu would take ~70 min and cost ~4.7 SU %(you asked 4 GPUs"), line)
+end)
+
+T.test("the daemon's text is shown without control characters", function()
+  local a = advice({opt("batch", 1, 40, 0.667), opt("b\27[31mad\n", 2, 12, 0.4)}, {currency = "E\rUR"})
+  local line = advice_line.line(a, {min_cpus = 1})
+  T.ok(line and not line:find("%c"), tostring(line))
+end)
+
+T.test("durations and numbers read short", function()
+  T.eq(advice_line.duration(0.1), "6 s", "seconds")
+  T.eq(advice_line.duration(2.5), "2.5 min", "minutes")
+  T.eq(advice_line.duration(150), "2.5 h", "hours")
+  T.eq(advice_line.number(0.0055), "0.0055", "small")
+  T.eq(advice_line.number(1234.4), "1234", "large")
+end)
+
+---------------------------------------------------------------- the hook
+
+local ANSWER = W.advice {options = {{size = 1, expected_minutes = 40, expected_cost = 0.667},
+  {size = 2, expected_minutes = 12, expected_cost = 0.4}}, cheapest = 1, notes = {"a note"}}
+
+local fake = T.fake_transport
+
+local function setup(reply, env)
+  local out, tr = {}, fake(reply)
+  hook.configure({socket = "/run/x/advice.sock", deadline_ms = 300}, {transport = tr,
+    getenv = function(k) return (env or {})[k] end, write = function(s) out[#out + 1] = s end})
+  return out, tr
+end
+
+T.test("the hook asks Advisor/Advise within the deadline and prints one line", function()
+  local out, tr = setup(ANSWER)
+  T.eq(hook.pre_submit(options {["job-name"] = "relax", partition = "batch"}, 0), "printed", "status")
+  T.eq(#out, 1, "one line")
+  T.ok(out[1]:find("^harp: 2 CPUs in batch"), out[1])
+  T.eq(tr.last.method, "/harp.v1.Advisor/Advise", "method")
+  T.eq(tr.last.socket, "/run/x/advice.sock", "socket")
+  T.eq(tr.last.timeout_s, 0.3, "deadline")
+  T.eq(tr.last.payload:sub(1, 1), "\10", "AdviceRequest.job (field 1, length-delimited)")
+end)
+
+T.test("daemon down, garbage, an error raised: no line, and why only with HARP_ADVICE_DEBUG=1", function()
+  local out, tr = setup(nil)
+  tr.fail = "connect /run/x/advice.sock: No such file or directory"
+  T.eq(hook.pre_submit(options(), 0), "unavailable", "down")
+  T.eq(#out, 0, "silent")
+  out = setup("\255\255\255", {HARP_ADVICE_DEBUG = "1"})
+  T.eq(hook.pre_submit(options(), 0), "unavailable", "garbage")
+  T.ok(out[1] and out[1]:find("^harp: no advice %(bad answer"), tostring(out[1]))
+  out, tr = setup(ANSWER)
+  tr.raise = "kaboom"
+  T.eq(hook.pre_submit(options(), 0), "unavailable", "raised")
+  T.eq(#out, 0, "silent")
+end)
+
+T.test("nothing better: no line", function()
+  local out = setup(W.advice {options = {{size = 1, expected_minutes = 40, expected_cost = 0.667}}})
+  T.eq(hook.pre_submit(options(), 0), "nothing", "status")
+  T.eq(#out, 0, "silent")
+end)
+
+T.test("HARP_ADVICE=0 or off, -Q, srun/salloc and later het components: no call at all", function()
+  for _, v in ipairs {"0", "off", "OFF", "no", "false"} do
+    local out, tr = setup(ANSWER, {HARP_ADVICE = v})
+    T.eq(hook.pre_submit(options(), 0), "silenced", v)
+    T.eq(tr.calls + #out, 0, "no call, no line for " .. v)
+  end
+  local _, tr = setup(ANSWER)
+  T.eq(hook.pre_submit(options {quiet = "1"}, 0), "silenced", "-Q")
+  T.eq(hook.pre_submit(options {type = "srun"}, 0), "not_sbatch", "srun")
+  T.eq(hook.pre_submit(options(), 1), "not_sbatch", "het component 1")
+  T.eq(tr.calls, 0, "no call")
+  local out2 = setup(ANSWER, {HARP_ADVICE = "1"})
+  T.eq(hook.pre_submit(options(), 0), "printed", "HARP_ADVICE=1 is not silence")
+  T.eq(#out2, 1, "line")
+end)

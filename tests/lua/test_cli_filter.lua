@@ -1,0 +1,107 @@
+local T = ...
+-- plugin/cli_filter.lua loaded as cli_filter/lua loads it: off unless harp_advice.lua enables it, and
+-- every function returns slurm.SUCCESS whatever happens.
+local load_entry, fresh = T.load_entry, T.fresh
+
+local SBATCH = {type = "sbatch", ["job-name"] = "relax", ntasks = "1", ["cpus-per-task"] = "0", nodes = "1-0",
+  argv = {}}
+
+-- cli_filter.lua copied into a fresh directory (as beside slurm.conf), with harp_advice.lua if given.
+local function site(config_text)
+  local dir = T.tmpdir()
+  T.write(dir .. "/cli_filter.lua", assert(io.open(T.root .. "/plugin/cli_filter.lua")):read("*a"))
+  if config_text then T.write(dir .. "/harp_advice.lua", config_text) end
+  return dir
+end
+
+local function enabled(extra)
+  return 'return { enabled = true, lib_dir = "' .. T.root .. '/plugin", socket = "/nonexistent/advice.sock"'
+    .. (extra or "") .. ' }\n'
+end
+
+local function all_succeed(env, options)
+  T.eq(env.slurm_cli_setup_defaults(options, true), slurm.SUCCESS, "setup_defaults early")
+  T.eq(env.slurm_cli_setup_defaults(options, false), slurm.SUCCESS, "setup_defaults")
+  T.eq(env.slurm_cli_pre_submit(options, 0), slurm.SUCCESS, "pre_submit")
+  T.eq(env.slurm_cli_post_submit(0, 42, 4294967294), slurm.SUCCESS, "post_submit")
+end
+
+T.test("only the three cli_filter functions become globals", function()
+  fresh(function()
+    local env = load_entry(T.root .. "/plugin/cli_filter.lua")
+    local names = {}
+    for k in pairs(env) do names[#names + 1] = k end
+    table.sort(names)
+    T.eq(table.concat(names, ","), "slurm_cli_post_submit,slurm_cli_pre_submit,slurm_cli_setup_defaults", "globals")
+  end)
+end)
+
+T.test("off by default: without harp_advice.lua nothing is loaded", function()
+  fresh(function()
+    local dir = site(nil)
+    local env = load_entry(dir .. "/cli_filter.lua")
+    all_succeed(env, SBATCH)
+    T.rmdir(dir)
+    T.eq(package.loaded["harp.advice_hook"], nil, "hook not loaded")
+  end)
+  fresh(function()
+    local dir = site(enabled():gsub("enabled = true", "enabled = false"))
+    all_succeed(load_entry(dir .. "/cli_filter.lua"), SBATCH)
+    T.rmdir(dir)
+    T.eq(package.loaded["harp.advice_hook"], nil, "enabled = false")
+  end)
+end)
+
+T.test("enabled with the daemon absent: the hook runs, fails silent, sbatch goes on", function()
+  fresh(function()
+    local dir = site(enabled(", deadline_ms = 100"))
+    local env = load_entry(dir .. "/cli_filter.lua")
+    all_succeed(env, SBATCH)
+    T.rmdir(dir)
+    T.ok(package.loaded["harp.advice_hook"], "hook loaded")
+  end)
+end)
+
+T.test("srun and salloc never load the hook", function()
+  fresh(function()
+    local dir = site(enabled())
+    local env = load_entry(dir .. "/cli_filter.lua")
+    all_succeed(env, {type = "srun"})
+    all_succeed(env, setmetatable({}, {__index = function() error("no such option") end}))
+    T.rmdir(dir)
+    T.eq(package.loaded["harp.advice_hook"], nil, "not loaded")
+  end)
+end)
+
+T.test("broken settings, missing modules, a raising options table: still SUCCESS", function()
+  for _, text in ipairs {"return {", "error('x')", "return 42", enabled(', deadline_ms = "fast", bogus = 1'),
+    'return { enabled = true, lib_dir = "/nonexistent" }'} do
+    fresh(function()
+      local dir = site(text)
+      all_succeed(load_entry(dir .. "/cli_filter.lua"), SBATCH)
+      T.rmdir(dir)
+    end)
+  end
+  fresh(function()
+    local dir = site(enabled())
+    local env = load_entry(dir .. "/cli_filter.lua")
+    local hostile = setmetatable({}, {__index = function(_, k)
+      if k == "type" then return "sbatch" end
+      error("boom")
+    end})
+    all_succeed(env, hostile)
+    T.rmdir(dir)
+  end)
+end)
+
+T.test("without a global slurm table the functions return 0", function()
+  fresh(function()
+    local env = load_entry(T.root .. "/plugin/cli_filter.lua")
+    local saved = slurm
+    slurm = nil -- luacheck: ignore 111
+    local ok, rc = pcall(env.slurm_cli_pre_submit, SBATCH, 0)
+    slurm = saved -- luacheck: ignore 111
+    T.ok(ok, "no error")
+    T.eq(rc, 0, "0")
+  end)
+end)

@@ -1,0 +1,139 @@
+"""The cli_filter hook's protobuf against the real runtime: the AdviceRequest the Lua side builds from
+sbatch's options is what `harp advise --script` builds from the same #SBATCH lines, and any Advice
+the daemon can write decodes in Lua."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from slurm_harp.advice.script import parse_script
+from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.server.convert import request_from_proto
+from tests.conftest import REPO, lua51
+
+TOOL = REPO / "tests" / "lua" / "pb_tool.lua"
+NO_TIME = "2982616-04:14:00"  # how sbatch 22.05 shows a time never given
+UNSET = {"type": "sbatch", "time": NO_TIME, "ntasks": "1", "cpus-per-task": "0", "nodes": "1-0", "argv": []}
+
+
+def _tool(mode: str, payload: Any) -> Any:
+    proc = subprocess.run(
+        [lua51(), str(TOOL), mode], input=json.dumps(payload), capture_output=True, text=True, timeout=60,
+        cwd=REPO, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+# (options as sbatch 22.05 shows them in pre_submit, the same job as #SBATCH lines)
+SAME_JOB = [
+    ({"job-name": "relax", "ntasks": "2", "cpus-per-task": "3", "nodes": "2", "time": "01:30:00",
+      "mem": "4G", "partition": "batch,debug"},
+     "-J relax\n-n 2\n-c 3\n-N 2\n-t 1:30:00\n--mem=4G\n-p batch,debug"),
+    ({"job-name": "train", "gpus-per-node": "a100:2", "mem-per-cpu": "500", "time": "1-02:00:00"},
+     "-J train\n--gpus-per-node=a100:2\n--mem-per-cpu=500\n-t 1-02:00:00"),
+    ({"job-name": "wide", "ntasks-per-node": "4", "nodes": "3", "gres": "gres:gpu:2"},
+     "-J wide\n--ntasks-per-node=4\n-N 3\n--gres=gpu:2"),
+    ({"job-name": "spread", "gpus": "8", "nodes": "3"}, "-J spread\n--gpus=8\n-N 3"),
+    ({"job-name": "plain"}, "-J plain"),  # (sbatch shows "-n 1" as it shows no -n: both send no count)
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("options", "directives"), SAME_JOB)
+def test_sbatch_options_give_the_request_harp_advise_gives(options: dict[str, str], directives: str) -> None:
+    ((result,),) = [_tool("advice_request", [UNSET | options])]
+    msg = pb.AdviceRequest.FromString(bytes.fromhex(result["hex"]))
+    assert msg.SerializeToString() == bytes.fromhex(result["hex"])  # canonical: fields in number order
+    lua = request_from_proto(msg.job)
+    script = "#!/bin/sh\n" + "".join(f"#SBATCH {d}\n" for d in directives.split("\n")) + "true\n"
+    python = parse_script(script).request
+    for name in ("job_name", "partition", "time_limit_minutes", "mem_per_node_mb", "mem_per_cpu_mb",
+                 "min_cpus", "cpus_per_task", "num_tasks", "min_nodes", "gpus_per_node"):  # fmt: skip
+        assert getattr(lua, name) == getattr(python, name), name
+    assert not msg.partitions and not msg.HasField("deadline_minutes") and not msg.HasField("training")
+
+
+# cjson prints 14 digits: integers stay below 2^40 here (doubles travel as "%.17g" text)
+FINITE = st.floats(0, 1e9, allow_nan=False)
+OPTION = st.builds(
+    pb.AdviceOption,
+    partition=st.text(max_size=12), size=st.integers(0, 2**32 - 1), cpus=st.integers(0, 2**32 - 1),
+    nodes=st.integers(0, 2**32 - 1), gpus=st.integers(0, 2**32 - 1), mem_per_node_mb=st.integers(0, 2**40),
+    evidence=st.text(max_size=20), priced=st.booleans(), time_limit_minutes=st.integers(0, 2**40),
+    expected_minutes=FINITE, longest_minutes=st.floats(0, math.inf, allow_nan=False), expected_cost=FINITE,
+    rate=FINITE, expected_attempts=FINITE, p_unfinished=st.floats(0, 1), note=st.text(max_size=20),
+)  # fmt: skip
+
+
+@st.composite
+def advices(draw: st.DrawFn) -> pb.Advice:
+    options = draw(st.lists(OPTION, max_size=6))
+    index = st.integers(0, max(len(options) - 1, 0))
+    advice = pb.Advice(
+        user_name=draw(st.text(max_size=10)), job_name=draw(st.text(max_size=10)),
+        unit=draw(st.sampled_from(["CPU", "GPU"])), currency=draw(st.text(max_size=5)),
+        evidence=draw(st.text(max_size=20)), options=options, notes=draw(st.lists(st.text(max_size=10))),
+        pareto=draw(st.lists(index, max_size=3)),
+    )  # fmt: skip
+    for name in ("cheapest", "fastest"):
+        present: bool = draw(st.booleans())
+        if options and present:
+            setattr(advice, name, draw(index))
+    return advice
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(advices(), min_size=1, max_size=30))
+def test_advice_from_python_decodes_in_lua(answers: list[pb.Advice]) -> None:
+    decoded = _tool("advice", [a.SerializeToString().hex() for a in answers])
+    for want, got in zip(answers, decoded, strict=True):
+        assert "error" not in got, got
+        a = got["advice"]
+        for name in ("user_name", "job_name", "unit", "currency", "evidence"):
+            assert a[name] == getattr(want, name), name
+        assert (a["notes"] or []) == list(want.notes)  # cjson writes an empty list as {}
+        for name in ("cheapest", "fastest"):
+            assert a.get(name) == (getattr(want, name) if want.HasField(name) else None), name
+        options = a["options"] or []
+        assert len(options) == len(want.options)
+        for o, w in zip(options, want.options, strict=True):
+            for name in ("partition", "size", "cpus", "nodes", "gpus", "mem_per_node_mb", "evidence",
+                         "priced", "time_limit_minutes", "note"):  # fmt: skip
+                assert o[name] == getattr(w, name), name
+            for name in ("expected_minutes", "longest_minutes", "expected_cost", "rate", "p_unfinished"):
+                assert float(o[name]) == getattr(w, name), name
+
+
+def test_a_daemon_answer_becomes_the_line() -> None:
+    answer = pb.Advice(
+        unit="CPU", currency="EUR", evidence="1 run at 1 CPU, 1 at 2 CPUs", cheapest=1,
+        options=[
+            pb.AdviceOption(partition="batch", size=1, cpus=1, nodes=1, priced=True, expected_minutes=40,
+                            expected_cost=2 / 3),
+            pb.AdviceOption(partition="batch", size=2, cpus=2, nodes=1, priced=True, expected_minutes=12,
+                            expected_cost=0.4),
+            pb.AdviceOption(partition="batch", size=4, cpus=4, nodes=1, evidence="no evidence"),
+        ],
+    )  # fmt: skip
+    ((got,),) = [_tool("advice", [answer.SerializeToString().hex()])]
+    assert got["line"] == (
+        "harp: 2 CPUs in batch would take ~12 min and cost ~0.4 EUR (you asked 1 CPU: ~40 min, ~0.67 EUR); "
+        "harp advise for more"
+    )
+
+
+def test_garbage_advice_is_an_error_not_a_crash() -> None:
+    option = pb.AdviceOption(partition="b", size=1, priced=True)
+    good = pb.Advice(unit="CPU", options=[option]).SerializeToString()
+    samples = [good[:n].hex() for n in range(1, len(good))] + ["ff" * 11, "0b", os.urandom(64).hex()]
+    results = _tool("advice", samples)
+    assert len(results) == len(samples)
+    assert all("error" in r for r in results[len(good) - 1 : len(good) + 1]), results
