@@ -4,24 +4,25 @@
 
 Clients are separate processes (the GIL would otherwise measure the client, not the daemon). Prints
 predictions/s and p50/p99 latency per concurrency, for the real daemon (real ONNX model, rewrite policy)
-and for a baseline server that answers an empty Decision without any work.
+and for a baseline server that answers an empty Decision without any work; each with the daemon's
+grpcio settings (slurm_harp.server.grpc_core) and with grpcio's defaults ("grpcio defaults").
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import multiprocessing.synchronize
+import os
 import statistics
 import tempfile
 import time
-from concurrent import futures
 from pathlib import Path
 from unittest.mock import Mock
 
 import grpc
 
 from benchmarks.common import train_bundled
+from benchmarks.noop_server import NoopServer
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from tests.e2e.daemon_process import DaemonProcess
@@ -70,20 +71,6 @@ def measure(sock: Path, clients: int, calls: int) -> tuple[float, float, float]:
     return len(lats) / wall, q[49] * 1e3, q[98] * 1e3
 
 
-class NoopService(pb_grpc.PredictorServicer):  # type: ignore[misc]
-    def Predict(self, request: pb.SubmitRequest, context: grpc.ServicerContext) -> pb.Decision:
-        return pb.Decision()
-
-
-def _serve_noop(sock: str, stop: mp.synchronize.Event) -> None:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    pb_grpc.add_PredictorServicer_to_server(NoopService(), server)
-    server.add_insecure_port(f"unix:{sock}")
-    server.start()
-    stop.wait()
-    server.stop(0)
-
-
 def in_process(store: Path, gap_s: float, calls: int = 500) -> float:
     """p50 µs of PredictorService.Predict called directly (no transport), with an idle sleep between calls."""
     from prometheus_client import CollectorRegistry
@@ -119,40 +106,33 @@ def main() -> None:
         store = work / "store"
         train_bundled(store)
         hot, idle = in_process(store, 0.0), in_process(store, 0.007)
-        daemon = DaemonProcess(work, store, mode="rewrite")
-        daemon.start()
         rows = []
-        try:
-            for n in args.clients:
-                rows.append(("harp daemon", n, *measure(daemon.socket, n, args.calls)))
-        finally:
-            daemon.stop()
-        noop_sock = work / "noop.sock"
-        # The baseline runs in its own process like the daemon, so both are measured the same way.
-        stop = mp.Event()
-        noop = mp.Process(target=_serve_noop, args=(str(noop_sock), stop))
-        noop.start()
-        while not noop_sock.exists():
-            time.sleep(0.01)
-        try:
-            for n in args.clients:
-                rows.append(("no-op gRPC server (baseline)", n, *measure(noop_sock, n, args.calls)))
-        finally:
-            stop.set()
-            noop.join()
+        for label, env in (("", None), (", grpcio defaults", {**os.environ, "GRPC_EXPERIMENTS": ""})):
+            daemon = DaemonProcess(work, store, mode="rewrite", env=env)
+            daemon.start()
+            try:
+                for n in args.clients:
+                    rows.append(("harp daemon" + label, n, *measure(daemon.socket, n, args.calls)))
+            finally:
+                daemon.stop()
+            # The baseline runs in its own process like the daemon, so both are measured the same way.
+            with NoopServer(work / "noop.sock", grpcio_defaults=bool(label)) as noop:
+                for n in args.clients:
+                    rows.append(("no-op server" + label, n, *measure(noop.sock, n, args.calls)))
     print(
         f"daemon's own work per call (no transport), p50: {hot:.0f} µs back to back,"
         f" {idle:.0f} µs after 7 ms idle"
     )
-    print(f"{'server':<30} {'clients':>7} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
+    print(f"{'server':<32} {'clients':>7} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
     for name, n, rate, p50, p99 in rows:
-        print(f"{name:<30} {n:>7} {rate:>9.0f} {p50:>8.3f} {p99:>8.3f}")
-    base = {n: (rate, p50) for name, n, rate, p50, _ in rows if name.startswith("no-op")}
-    for name, n, rate, p50, _ in rows:
-        if name == "harp daemon":
+        print(f"{name:<32} {n:>7} {rate:>9.0f} {p50:>8.3f} {p99:>8.3f}")
+    figures = {(name, n): (rate, p50) for name, n, rate, p50, _ in rows}
+    for label in ("", ", grpcio defaults"):
+        for n in args.clients:
+            (rate, p50), (brate, bp50) = figures["harp daemon" + label, n], figures["no-op server" + label, n]
             print(
-                f"ratio daemon/baseline at {n} clients: "
-                f"throughput {rate / base[n][0]:.2f}, p50 {p50 / base[n][1]:.2f}"
+                f"ratio daemon/baseline{label} at {n} clients: "
+                f"throughput {rate / brate:.2f}, p50 {p50 / bp50:.2f}"
             )
 
 

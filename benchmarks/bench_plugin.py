@@ -1,15 +1,22 @@
 """Benchmark: our job_submit.lua inside a real slurmctld vs. a no-op job_submit.lua, in the same run.
 
-    .venv/bin/python -m benchmarks.bench_plugin [--jobs 500]
+    .venv/bin/python -m benchmarks.bench_plugin [--jobs 500] [--load-jobs 400] [--submitters 8]
 
-Needs root and Debian's Slurm packages (as the end-to-end tests). Both variants run under the same
+Needs root and Debian's Slurm packages (as the end-to-end tests). All variants run under the same
 wrapper, which times the inner slurm_job_submit with a monotonic clock and logs it; sbatch wall time
-is measured by the client. Three variants: a no-op script; our plugin talking to a no-op gRPC server
-(the transport's floor: the plugin's HTTP/2 client + grpcio server, nothing predicted); our plugin
-talking to a real `harp serve` (KTH-trained model; the "debug" partition in rewrite mode, so every job
-gets the full predict-and-rewrite path). Held jobs (sbatch -H) keep the cluster idle, so only
-submission is measured. The first 10 submissions of each variant are warm-up (script load, first
-connection) and are left out.
+is measured by the client. Variants: a no-op script; our plugin talking to a no-op gRPC server (the
+transport's floor: the plugin's HTTP/2 client + grpcio server, nothing predicted); our plugin talking
+to a real `harp serve` (KTH-trained model; the "debug" partition in rewrite mode, so every job gets
+the full predict-and-rewrite path). The servers run with the daemon's grpcio settings
+(slurm_harp.server.grpc_core) and again with grpcio's defaults ("grpcio defaults"). Held jobs
+(sbatch -H) keep the cluster idle, so only submission is measured. The first 10 submissions of each
+variant are warm-up (script load, first connection) and are left out; "failed" counts the plugin's
+failed daemon calls (the job went through unchanged), so every other call reached the model.
+
+Under load: --submitters sbatch loops at once submit --load-jobs jobs in all, with the no-op script
+and then with the plugin and the daemon, --rounds times in turn (the machine's load drifts: each
+round's ratio compares two runs a few seconds apart); slurmctld's submissions per second, the time
+in the plugin, and the median ratio.
 
 --compare-lib DIR adds a variant: the plugin of another checkout (DIR: its plugin/ directory, with
 job_submit.lua and harp/) against the same no-op gRPC server, e.g. `git archive main plugin | tar -x`.
@@ -18,15 +25,16 @@ job_submit.lua and harp/) against the same no-op gRPC server, e.g. `git archive 
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
+import os
 import re
 import statistics
 import tempfile
 import time
+from concurrent import futures
 from pathlib import Path
 
-from benchmarks.bench_daemon import _serve_noop
 from benchmarks.common import train_bundled
+from benchmarks.noop_server import NoopServer
 from tests.conftest import REPO
 from tests.e2e.cluster import SlurmCluster
 from tests.e2e.daemon_process import DaemonProcess
@@ -55,7 +63,16 @@ def pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1]
 
 
-def run_variant(cluster: SlurmCluster, name: str, jobs: int) -> tuple[list[float], list[float]]:
+FAILED = re.compile(r"daemon call failed|daemon still unavailable")
+DEFAULTS = ", grpcio defaults"
+
+
+def failures(cluster: SlurmCluster, since: int) -> int:
+    return len(FAILED.findall(cluster.slurmctld_log()[since:]))
+
+
+def run_variant(cluster: SlurmCluster, name: str, jobs: int) -> tuple[list[float], list[float], int]:
+    start = len(cluster.slurmctld_log())
     before = len(re.findall(r"bench plugin_us=", cluster.slurmctld_log()))
     walls = []
     ids = []
@@ -67,23 +84,64 @@ def run_variant(cluster: SlurmCluster, name: str, jobs: int) -> tuple[list[float
     cluster.run(["scancel", *ids])
     plugin = [int(x) / 1e3 for x in re.findall(r"bench plugin_us=(\d+)", cluster.slurmctld_log())[before:]]
     assert len(plugin) == jobs, f"{name}: {len(plugin)} timings for {jobs} jobs"
-    return plugin[WARMUP:], walls[WARMUP:]
+    return plugin[WARMUP:], walls[WARMUP:], failures(cluster, start)
+
+
+def run_load(cluster: SlurmCluster, jobs: int, submitters: int) -> tuple[float, float, float, int]:
+    """``submitters`` sbatch loops at once, ``jobs`` in all: submissions per second, the time in
+    the plugin (p50, p99 ms), failed calls."""
+    for _ in range(WARMUP):
+        cluster.sbatch(["-H"], SCRIPT)
+    start = len(cluster.slurmctld_log())
+
+    def loop(count: int) -> list[str]:
+        ids = []
+        for _ in range(count):
+            r = cluster.sbatch(["-H"], SCRIPT)
+            assert r.returncode == 0 and r.job_id is not None, r.stderr
+            ids.append(str(r.job_id))
+        return ids
+
+    t0 = time.monotonic()
+    with futures.ThreadPoolExecutor(submitters) as pool:
+        list(pool.map(loop, [jobs // submitters] * submitters))  # raises what a loop raised
+    rate = submitters * (jobs // submitters) / (time.monotonic() - t0)
+    cluster.run(["scancel", "-u", "root"])
+    log = cluster.slurmctld_log()[start:]
+    plugin = [int(x) / 1e3 for x in re.findall(r"bench plugin_us=(\d+)", log)]
+    return rate, pct(plugin, 50), pct(plugin, 99), failures(cluster, start)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=500)
+    ap.add_argument("--load-jobs", type=int, default=400, help="jobs in all under load (0: no load runs)")
+    ap.add_argument("--submitters", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=3, help="under-load runs of each, in turn")
     ap.add_argument("--compare-lib", type=Path, help="another checkout's plugin/ directory")
     args = ap.parse_args()
+    results = {}
+    load: list[tuple[str, tuple[float, float, float, int]]] = []
     with tempfile.TemporaryDirectory(prefix="harp-bench-") as tmp:
         work = Path(tmp)
         store = work / "store"
         train_bundled(store)
-        daemon = DaemonProcess(
-            work, store, mode="shadow", extra='[[policy.rule]]\npartition = "debug"\nmode = "rewrite"\n'
-        )
+        defaults_env = {**os.environ, "GRPC_EXPERIMENTS": ""}
+        for i in range(2):
+            (work / f"d{i}").mkdir()
+        daemons = {
+            label: DaemonProcess(
+                work / f"d{i}",
+                store,
+                mode="shadow",
+                extra='[[policy.rule]]\npartition = "debug"\nmode = "rewrite"\n',
+                env=env,
+            )
+            for i, (label, env) in enumerate((("", None), (DEFAULTS, defaults_env)))
+        }
+        sock = work / "harp.sock"  # the plugin's socket: a link to the server of the variant
         plugin_conf = (
-            f'return {{ lib_dir = "{REPO / "plugin"}", socket = "{daemon.socket}",'
+            f'return {{ lib_dir = "{REPO / "plugin"}", socket = "{sock}",'
             f' disable_file = "{work / "harp.disable"}" }}\n'
         )
         cluster = SlurmCluster(
@@ -94,56 +152,85 @@ def main() -> None:
                 "harp_entry.lua": (REPO / "plugin" / "job_submit.lua").read_text(),
             },
         )
-        results = {}
+        harp = WRAPPER.format(inner=HARP.format(conf_dir=cluster.conf_dir))
+        noop_script = WRAPPER.format(inner=NOOP)
+
+        def point(target: Path) -> None:
+            sock.unlink(missing_ok=True)
+            sock.symlink_to(target)
+
         try:
             cluster.start()
             results["no-op job_submit.lua (baseline)"] = run_variant(cluster, "noop", args.jobs)
-            cluster.write_job_submit(WRAPPER.format(inner=HARP.format(conf_dir=cluster.conf_dir)))
-            stop = mp.Event()
-            floor = mp.Process(target=_serve_noop, args=(str(daemon.socket), stop))
-            floor.start()
-            while not daemon.socket.exists():
-                time.sleep(0.01)
-            try:
-                results["harp plugin + no-op gRPC server"] = run_variant(cluster, "floor", args.jobs)
-                if args.compare_lib:
-                    other = work / "compare"
-                    other.mkdir()
-                    lib = args.compare_lib.absolute()
-                    (other / "harp_entry.lua").write_text((lib / "job_submit.lua").read_text())
-                    (other / "harp_plugin.lua").write_text(
-                        plugin_conf.replace(str(REPO / "plugin"), str(lib))
-                    )
-                    cluster.write_job_submit(WRAPPER.format(inner=HARP.format(conf_dir=other)))
-                    results["compare-lib plugin + no-op server"] = run_variant(cluster, "compare", args.jobs)
-                    cluster.write_job_submit(WRAPPER.format(inner=HARP.format(conf_dir=cluster.conf_dir)))
-            finally:
-                stop.set()
-                floor.join()
-            daemon.start()
-            results["harp plugin + harp daemon"] = run_variant(cluster, "harp", args.jobs)
+            cluster.write_job_submit(harp)
+            for label in ("", DEFAULTS):
+                with NoopServer(work / "noop.sock", grpcio_defaults=bool(label)) as noop:
+                    point(noop.sock)
+                    results["harp plugin + no-op server" + label] = run_variant(cluster, "floor", args.jobs)
+                    if args.compare_lib and not label:
+                        other = work / "compare"
+                        other.mkdir()
+                        lib = args.compare_lib.absolute()
+                        (other / "harp_entry.lua").write_text((lib / "job_submit.lua").read_text())
+                        (other / "harp_plugin.lua").write_text(
+                            plugin_conf.replace(str(REPO / "plugin"), str(lib))
+                        )
+                        cluster.write_job_submit(WRAPPER.format(inner=HARP.format(conf_dir=other)))
+                        results["compare-lib plugin + no-op server"] = run_variant(
+                            cluster, "compare", args.jobs
+                        )
+                        cluster.write_job_submit(harp)
+            for label, daemon in daemons.items():
+                daemon.start()
+                point(daemon.socket)
+                try:
+                    results["harp plugin + harp daemon" + label] = run_variant(cluster, "harp", args.jobs)
+                    for _ in range(args.rounds if args.load_jobs and not label else 0):
+                        for name, script in (
+                            ("no-op job_submit.lua", noop_script),
+                            ("harp plugin + harp daemon", harp),
+                        ):
+                            cluster.write_job_submit(script)
+                            load.append((name, run_load(cluster, args.load_jobs, args.submitters)))
+                finally:
+                    daemon.stop()
             rewrites = cluster.slurmctld_log().count("time_limit 4320->")
         finally:
             cluster.stop()
-            daemon.stop()
+            for daemon in daemons.values():
+                daemon.stop()
     n = args.jobs - WARMUP
     print(f"{n} held sbatch submissions per variant (after {WARMUP} warm-up), times in ms")
-    print(f"{'variant':<34} {'plugin p50':>10} {'plugin p99':>10} {'sbatch p50':>10} {'sbatch p99':>10}")
-    for name, (plugin, walls) in results.items():
+    print(
+        f"{'variant':<42} {'plugin p50':>10} {'plugin p99':>10} {'sbatch p50':>10} {'sbatch p99':>10}"
+        f" {'failed':>6}"
+    )
+    for name, (plugin, walls, failed) in results.items():
         figures = (pct(plugin, 50), pct(plugin, 99), pct(walls, 50), pct(walls, 99))
-        print(f"{name:<34} " + " ".join(f"{v:>10.3f}" for v in figures))
-    (bp, bw) = results["no-op job_submit.lua (baseline)"]
-    added = {"gRPC floor": "harp plugin + no-op gRPC server", "harp": "harp plugin + harp daemon"}
-    if args.compare_lib:
-        added["compare-lib floor"] = "compare-lib plugin + no-op server"
-    for name, variant in added.items():
-        p, w = results[variant]
+        print(f"{name:<42} " + " ".join(f"{v:>10.3f}" for v in figures) + f" {failed:>6}")
+    (bp, bw, _) = results["no-op job_submit.lua (baseline)"]
+    for name, (p, w, _) in results.items():
+        if name.startswith("no-op"):
+            continue
         print(
             f"added by {name}: plugin p50 +{pct(p, 50) - pct(bp, 50):.3f} ms,"
             f" p99 +{pct(p, 99) - pct(bp, 99):.3f} ms;"
             f" sbatch p50 x{pct(w, 50) / pct(bw, 50):.2f}, p99 x{pct(w, 99) / pct(bw, 99):.2f}"
         )
-    print(f"jobs rewritten by the plugin: {rewrites} of {args.jobs}")
+    print(f"jobs rewritten by the plugin: {rewrites} of {args.jobs * len(daemons)}")
+    if load:
+        print(
+            f"under load: {args.submitters} sbatch loops at once, {args.load_jobs} held jobs in all, in turn"
+        )
+        print(f"{'variant':<42} {'subm/s':>8} {'plugin p50':>10} {'plugin p99':>10} {'failed':>6}")
+        for name, (rate, p50, p99, failed) in load:
+            print(f"{name:<42} {rate:>8.1f} {p50:>10.3f} {p99:>10.3f} {failed:>6}")
+        ratios = [h[1][0] / b[1][0] for b, h in zip(load[::2], load[1::2], strict=True)]
+        print(
+            "submissions/s with harp / with the no-op script, per round: "
+            + ", ".join(f"{r:.2f}" for r in ratios)
+            + f"; median {statistics.median(ratios):.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ import pytest
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.core.decision import Decision, TargetDecision
 from slurm_harp.core.request import Target
+from slurm_harp.server import grpc_core
+
+# The test servers run with the daemon's grpcio settings (none of the imports above loads grpc).
+grpc_core.configure()
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED_TRACE = REPO / "daemon" / "slurm_harp" / "data" / "KTH-SP2-1996-2.1-cln.swf.gz"

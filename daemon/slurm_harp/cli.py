@@ -9,6 +9,10 @@ import os
 import sys
 
 from slurm_harp import __version__
+from slurm_harp.server import grpc_core
+
+# Before any subcommand imports grpc (grpcio reads its core settings once, on import).
+grpc_core.configure()
 
 COMMANDS = (
     "serve", "guard", "train", "demo", "harvest", "importer", "evaluate", "models", "nightly", "simulate",
