@@ -173,7 +173,7 @@ def advise(
     requested = _request_size(ask.job, gpu)
     gpu_memory = gpu_memory_bytes or {}
     cpus_per_gpu = _cpus_per_gpu(ask.job, evidence, records) if gpu else 0
-    notes = _notes(ask, evidence, scaling, gpu_memory)
+    notes = _notes(ask, evidence, scaling, requested, gpu_memory)
 
     names = list(ask.partitions) or sorted(set(shapes) | set(tariff.partitions))
     own = ask.job.partition
@@ -248,16 +248,17 @@ def _option(
     memory_floor_mb: float,
 ) -> Option:
     job = ask.job
+    requested = _request_size(job, gpu)
     cpus = size * cpus_per_gpu if gpu else size
     if shape is None:
-        nodes: int | None = max(job.min_nodes or 1, 1) if size == _request_size(job, gpu) else 1
+        nodes: int | None = max(job.min_nodes or 1, 1) if size == requested else 1
     else:
         nodes = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
     if nodes is None:  # cannot be reached from _sizes, which stays within the partition
         return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
     mem_node = mem_per_node(evidence, job, size, nodes, memory_floor_mb)
     allocation = Allocation(cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0)
-    minutes, label, refused = _run_times(evidence, scaling, size, _request_size(job, gpu))
+    minutes, label, refused = _run_times(evidence, scaling, size, requested)
     if shape is not None and gpu and cpus > shape.cpus_per_node * nodes:
         return Option(name, size, allocation, label, note=f"{cpus} CPUs do not fit on {nodes} node(s)")
     room = None if shape is None else shape.mem_per_node_mb
@@ -304,7 +305,11 @@ def _run_times(
 
 
 def _notes(
-    ask: Ask, evidence: Evidence, scaling: Scaling | None, gpu_memory: Mapping[str, float]
+    ask: Ask,
+    evidence: Evidence,
+    scaling: Scaling | None,
+    requested: int | None,
+    gpu_memory: Mapping[str, float],
 ) -> list[str]:
     notes = []
     job = ask.job
@@ -313,13 +318,12 @@ def _notes(
     elif not evidence.runs:
         notes.append(f"no completed run of {job.job_name!r} by {job.user_name}: no evidence for any option")
     if evidence.runs and scaling is not None and scaling.low < scaling.high and not scaling.scales:
-        asked = _request_size(job, evidence.unit == "GPU")
         notes.append(
             f"your runs at more {evidence.unit}s took no less time (log-log slope {scaling.slope:+.2f}): "
             "they did different work, so sizes are not compared; "
             + (
-                f"only the size you asked for ({amount(asked, evidence.unit)}) is priced"
-                if asked
+                f"only the size you asked for ({amount(requested, evidence.unit)}) is priced"
+                if requested
                 else f"give the {evidence.unit}s you would ask for to price them"
             )
         )
