@@ -4,15 +4,15 @@
 
 Clients are separate processes (the GIL would otherwise measure the client, not the daemon). Prints
 predictions/s and p50/p99 latency per concurrency, for the real daemon (real ONNX model, rewrite policy)
-and for a baseline server that answers an empty Decision without any work; each with the daemon's
-grpcio settings (slurm_harp.server.grpc_core) and with grpcio's defaults ("grpcio defaults").
+and for a baseline server that answers an empty Decision without any work; each with Predict in
+the core lane (the daemon's default, slurm_harp.server.unary_lane) and in grpcio's worker pool
+("worker pool": server.predict_lane = false).
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import os
 import statistics
 import tempfile
 import time
@@ -22,11 +22,12 @@ from unittest.mock import Mock
 import grpc
 
 from benchmarks.common import train_bundled
-from benchmarks.noop_server import NoopServer
+from benchmarks.noop_server import LANE, NoopServer
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from tests.e2e.daemon_process import DaemonProcess
 
+POOL = ", worker pool"
 REQUEST = pb.SubmitRequest(
     user_name="u42",
     user_id=42,
@@ -107,8 +108,9 @@ def main() -> None:
         train_bundled(store)
         hot, idle = in_process(store, 0.0), in_process(store, 0.007)
         rows = []
-        for label, env in (("", None), (", grpcio defaults", {**os.environ, "GRPC_EXPERIMENTS": ""})):
-            daemon = DaemonProcess(work, store, mode="rewrite", env=env)
+        for label, lane in (("", True), (POOL, False)):
+            lane_key = f"predict_lane = {str(lane).lower()}\n"
+            daemon = DaemonProcess(work, store, mode="rewrite", server_extra=lane_key)
             daemon.start()
             try:
                 for n in args.clients:
@@ -116,7 +118,7 @@ def main() -> None:
             finally:
                 daemon.stop()
             # The baseline runs in its own process like the daemon, so both are measured the same way.
-            with NoopServer(work / "noop.sock", grpcio_defaults=bool(label)) as noop:
+            with NoopServer(work / "noop.sock", kind=LANE if lane else "") as noop:
                 for n in args.clients:
                     rows.append(("no-op server" + label, n, *measure(noop.sock, n, args.calls)))
     print(
@@ -127,7 +129,7 @@ def main() -> None:
     for name, n, rate, p50, p99 in rows:
         print(f"{name:<32} {n:>7} {rate:>9.0f} {p50:>8.3f} {p99:>8.3f}")
     figures = {(name, n): (rate, p50) for name, n, rate, p50, _ in rows}
-    for label in ("", ", grpcio defaults"):
+    for label in ("", POOL):
         for n in args.clients:
             (rate, p50), (brate, bp50) = figures["harp daemon" + label, n], figures["no-op server" + label, n]
             print(

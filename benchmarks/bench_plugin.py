@@ -7,8 +7,8 @@ wrapper, which times the inner slurm_job_submit with a monotonic clock and logs 
 is measured by the client. Variants: a no-op script; our plugin talking to a no-op gRPC server (the
 transport's floor: the plugin's HTTP/2 client + grpcio server, nothing predicted); our plugin talking
 to a real `harp serve` (KTH-trained model; the "debug" partition in rewrite mode, so every job gets
-the full predict-and-rewrite path). The servers run with the daemon's grpcio settings
-(slurm_harp.server.grpc_core) and again with grpcio's defaults ("grpcio defaults"). Held jobs
+the full predict-and-rewrite path). The servers answer Predict in their core lane (the daemon's
+default, slurm_harp.server.unary_lane) and again in grpcio's worker pool ("worker pool"). Held jobs
 (sbatch -H) keep the cluster idle, so only submission is measured. The first 10 submissions of each
 variant are warm-up (script load, first connection) and are left out; "failed" counts the plugin's
 failed daemon calls (the job went through unchanged), so every other call reached the model.
@@ -25,7 +25,6 @@ job_submit.lua and harp/) against the same no-op gRPC server, e.g. `git archive 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import tempfile
@@ -34,7 +33,7 @@ from concurrent import futures
 from pathlib import Path
 
 from benchmarks.common import train_bundled
-from benchmarks.noop_server import NoopServer
+from benchmarks.noop_server import LANE, NoopServer
 from tests.conftest import REPO
 from tests.e2e.cluster import SlurmCluster
 from tests.e2e.daemon_process import DaemonProcess
@@ -64,7 +63,7 @@ def pct(values: list[float], q: int) -> float:
 
 
 FAILED = re.compile(r"daemon call failed|daemon still unavailable")
-DEFAULTS = ", grpcio defaults"
+POOL = ", worker pool"
 
 
 def failures(cluster: SlurmCluster, since: int) -> int:
@@ -126,7 +125,6 @@ def main() -> None:
         work = Path(tmp)
         store = work / "store"
         train_bundled(store)
-        defaults_env = {**os.environ, "GRPC_EXPERIMENTS": ""}
         for i in range(2):
             (work / f"d{i}").mkdir()
         daemons = {
@@ -135,9 +133,9 @@ def main() -> None:
                 store,
                 mode="shadow",
                 extra='[[policy.rule]]\npartition = "debug"\nmode = "rewrite"\n',
-                env=env,
+                server_extra=f"predict_lane = {str(lane).lower()}\n",
             )
-            for i, (label, env) in enumerate((("", None), (DEFAULTS, defaults_env)))
+            for i, (label, lane) in enumerate((("", True), (POOL, False)))
         }
         sock = work / "harp.sock"  # the plugin's socket: a link to the server of the variant
         plugin_conf = (
@@ -163,8 +161,8 @@ def main() -> None:
             cluster.start()
             results["no-op job_submit.lua (baseline)"] = run_variant(cluster, "noop", args.jobs)
             cluster.write_job_submit(harp)
-            for label in ("", DEFAULTS):
-                with NoopServer(work / "noop.sock", grpcio_defaults=bool(label)) as noop:
+            for label in ("", POOL):
+                with NoopServer(work / "noop.sock", kind="" if label else LANE) as noop:
                     point(noop.sock)
                     results["harp plugin + no-op server" + label] = run_variant(cluster, "floor", args.jobs)
                     if args.compare_lib and not label:

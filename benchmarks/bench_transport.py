@@ -6,8 +6,9 @@ Where the time of a round trip from the plugin goes, outside slurmctld: one Lua 
 plugin's own harp.grpc, a persistent connection per server) calls each server in turn with an idle
 gap before every call, so all servers are measured at the same moments of a shared machine. The
 servers, each a process of its own answering an empty Decision: grpcio's thread-pool server with the
-daemon's settings (slurm_harp.server.grpc_core) and with grpcio's defaults, grpc.aio's server, grpc
-core driven by one Python thread (an experiment: benchmarks/noop_server.py --core-loop), and the
+daemon's settings (slurm_harp.server.grpc_core) and with grpcio's defaults, the same server with
+Predict in its core lane (the daemon's default: slurm_harp.server.unary_lane), grpc.aio's server,
+grpc core driven by one Python thread (an experiment: benchmarks/noop_server.py --core-loop), and the
 floor: a Python thread answering with canned HTTP/2 frames (not gRPC: no grpcio at all).
 """
 
@@ -23,7 +24,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchmarks.noop_server import AIO, CORE_LOOP, NoopServer
+from benchmarks.noop_server import AIO, CORE_LOOP, LANE, NoopServer
 from tests.conftest import REPO, lua51
 
 DRIVER = REPO / "benchmarks" / "lua" / "alternate.lua"
@@ -94,6 +95,7 @@ def main() -> None:
     names = (
         "grpcio server, harp's settings",
         "grpcio server, grpcio defaults",
+        "grpcio server, Predict lane",
         "grpc.aio server",
         "grpc core, one thread (cygrpc)",
         "canned HTTP/2 (no gRPC)",
@@ -103,6 +105,7 @@ def main() -> None:
         socks = [
             stack.enter_context(NoopServer(work / "harp.sock")).sock,
             stack.enter_context(NoopServer(work / "defaults.sock", grpcio_defaults=True)).sock,
+            stack.enter_context(NoopServer(work / "lane.sock", kind=LANE)).sock,
             stack.enter_context(NoopServer(work / "aio.sock", kind=AIO)).sock,
             stack.enter_context(NoopServer(work / "core.sock", kind=CORE_LOOP)).sock,
             stack.enter_context(canned_server(work / "canned.sock")),

@@ -1,6 +1,6 @@
 """A gRPC Predictor server that answers an empty Decision without any work: the benchmarks' baseline.
 
-    python -m benchmarks.noop_server SOCKET [--grpcio-defaults] [--aio | --core-loop]
+    python -m benchmarks.noop_server SOCKET [--grpcio-defaults] [--aio | --core-loop | --lane]
 
 A process of its own (started by the benchmarks), so that grpcio reads its core settings here: by
 default the daemon's (slurm_harp.server.grpc_core, set before grpc is imported, as `harp serve`
@@ -8,7 +8,8 @@ does); --grpcio-defaults leaves grpcio's own. --aio: grpc.aio's server (the hand
 event loop) instead of the thread-pool server the daemon runs. --core-loop: an experiment, grpc
 core's completion queue driven by one Python thread through grpcio's private cygrpc layer (what
 grpc.Server does underneath, without its thread pool and hand-offs): real gRPC on the wire, every
-method answered with an empty message. Serves until SIGTERM.
+method answered with an empty message. --lane: the daemon's server, Predict answered in its core
+lane (slurm_harp.server.unary_lane). Serves until SIGTERM.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from slurm_harp.server import grpc_core
 GRPCIO_DEFAULTS = "--grpcio-defaults"
 AIO = "--aio"
 CORE_LOOP = "--core-loop"
+LANE = "--lane"
 
 
 def serve_core_loop(sock: str, stop: threading.Event) -> None:
@@ -95,9 +97,22 @@ def main(argv: list[str]) -> None:
         asyncio.run(serve_aio())
         return
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    pb_grpc.add_PredictorServicer_to_server(NoopService(), server)
+    lane = None
+    if LANE in argv:
+        from slurm_harp.server.service import PREDICT, SERVICE
+        from slurm_harp.server.unary_lane import UnaryLane
+
+        empty = bytes(pb.Decision().SerializeToString())
+        lane = UnaryLane.attach(server, PREDICT, lambda _request: empty)
+        # A generic handler, as the daemon's: a registered one would take Predict from the lane.
+        method = grpc.unary_unary_rpc_method_handler(lambda _request, _context: empty)
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Predict": method}),))
+    else:
+        pb_grpc.add_PredictorServicer_to_server(NoopService(), server)
     server.add_insecure_port(f"unix:{argv[0]}")
     server.start()
+    if lane is not None:
+        lane.start()
     stop.wait()
     server.stop(0)
 
@@ -106,7 +121,7 @@ class NoopServer:
     """The no-op server as a subprocess on ``sock``: ``with NoopServer(sock):``."""
 
     def __init__(self, sock: Path, grpcio_defaults: bool = False, kind: str = "") -> None:
-        """kind: "" (the daemon's thread-pool server), AIO or CORE_LOOP."""
+        """kind: "" (the daemon's thread-pool server), AIO, CORE_LOOP or LANE."""
         self.sock = sock
         self.args = [sys.executable, "-m", "benchmarks.noop_server", str(sock)]
         self.args += [GRPCIO_DEFAULTS] if grpcio_defaults else []

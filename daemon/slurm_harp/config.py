@@ -45,6 +45,8 @@ class ServerSettings:
     metrics_address: str = "127.0.0.1"
     metrics_port: int | None = None
     store_poll_seconds: float = 30.0
+    # Predict answered in grpc core's polling thread instead of the worker pool (server.unary_lane).
+    predict_lane: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +155,7 @@ _SCHEMA: dict[str, set[str]] = {
         "metrics_address",
         "metrics_port",
         "store_poll_seconds",
+        "predict_lane",
     },
     "store": {"path"},
     "history": {"db", "window_days", "poll_seconds", "outcome_window_days"},
@@ -259,6 +262,7 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
         metrics_address=r.get(srv, "server", "metrics_address", str, "127.0.0.1"),
         metrics_port=metrics_port,
         store_poll_seconds=r.seconds(srv, "server", "store_poll_seconds", 30.0, 1.0),
+        predict_lane=r.get(srv, "server", "predict_lane", bool, True),
     )
     store = r.table(top.get("store", {}), "store")
     return Settings(

@@ -244,3 +244,31 @@ def test_optional_tcp_listener(tmp_path: Path, store_copy: Path) -> None:
         assert target(reply, "time").HasField("predicted")
     finally:
         daemon.stop(grace=0)
+
+
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "pool"])
+def test_predict_is_answered_in_the_lane_or_the_pool_alike(
+    tmp_path: Path, store_copy: Path, monkeypatch: pytest.MonkeyPatch, lane: bool
+) -> None:
+    import threading
+
+    from slurm_harp.server.service import PredictorService
+
+    threads: list[str] = []
+    predict = PredictorService.predict
+
+    def spy(self: PredictorService, data: bytes, context: Any = None) -> bytes:
+        threads.append(threading.current_thread().name)
+        return predict(self, data, context)
+
+    monkeypatch.setattr(PredictorService, "predict", spy)
+    daemon = make_daemon(tmp_path, store_copy, predict_lane=lane)
+    daemon.start()
+    try:
+        with Client(tmp_path / "harp.sock") as client:
+            reply = client.predict(user_name="u5", time_limit_minutes=24 * 60, min_cpus=32)
+            assert client.status("harp.v1.Predictor") == "SERVING"
+    finally:
+        daemon.stop(grace=0)
+    assert target(reply, "time").action == pb.ACTION_REWRITE
+    assert len(threads) == 1 and threads[0].startswith("harp-lane" if lane else "harp-rpc"), threads

@@ -25,6 +25,7 @@ from typing import Any
 import grpc
 import pytest
 
+from slurm_harp.server.unary_lane import UnaryLane
 from tests.integration.test_lua_grpc import SLACK_MS, Driver
 
 SERVICE = "conf.Test"
@@ -83,13 +84,37 @@ def conformance_handlers(rec: Recorder) -> dict[str, Any]:
     }
 
 
-def start_conformance_server(sock: Path, rec: Recorder) -> grpc.Server:
+def lane_sleep(request: bytes) -> bytes:
+    time.sleep(float(request or b"0"))
+    return b"slept"
+
+
+# Unary methods that the server can also answer in a core lane (slurm_harp.server.unary_lane).
+LANE_METHODS = {
+    "Echo": lambda request: request,
+    "Big": lambda request: pattern(int(request)),
+    "Sleep": lane_sleep,
+    "Empty": lambda request: b"",
+}
+
+
+def start_conformance_server(sock: Path, rec: Recorder, lane: bool = False) -> grpc.Server:
+    """grpcio's server; with ``lane``, Echo, Big, Sleep and Empty are answered in core lanes
+    (as the daemon answers Predict) and the other methods by the worker pool beside them."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    lanes = []
+    if lane:
+        for name, handler in LANE_METHODS.items():
+            attached = UnaryLane.attach(server, f"/{SERVICE}/{name}", handler)
+            assert attached is not None, "the pinned grpcio offers the core lane"
+            lanes.append(attached)
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(SERVICE, conformance_handlers(rec)),)
     )
     server.add_insecure_port(f"unix:{sock}")
     server.start()
+    for attached in lanes:
+        attached.start()
     return server
 
 
@@ -103,8 +128,20 @@ def rec() -> Recorder:
     return Recorder()
 
 
+@pytest.fixture(params=[False, True], ids=["pool", "lane"])
+def lane(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
 @pytest.fixture
-def server(sock: Path, rec: Recorder) -> Iterator[grpc.Server]:
+def server(sock: Path, rec: Recorder, lane: bool) -> Iterator[grpc.Server]:
+    srv = start_conformance_server(sock, rec, lane)
+    yield srv
+    srv.stop(0)
+
+
+@pytest.fixture
+def pool_server(sock: Path, rec: Recorder) -> Iterator[grpc.Server]:
     srv = start_conformance_server(sock, rec)
     yield srv
     srv.stop(0)
@@ -133,7 +170,9 @@ def expect_pattern(out: dict[str, Any], n: int) -> None:
 # --- Part 1: a real grpcio server ----------------------------------------------------------------------
 
 
-def test_ok_response_with_headers_grpc_accepts(server: grpc.Server, rec: Recorder, driver: Driver) -> None:
+def test_ok_response_with_headers_grpc_accepts(
+    pool_server: grpc.Server, rec: Recorder, driver: Driver
+) -> None:
     out = call(driver, "Sleep", "0", deadline_ms=80)
     assert out["ok"] and bytes.fromhex(out["head"]) == b"slept", out
     (remaining,) = rec.time_remaining
@@ -173,7 +212,7 @@ def test_two_messages_for_a_unary_call_is_an_error(server: grpc.Server, driver: 
     assert not out["ok"] and "gRPC frame length" in out["err"], out
 
 
-def test_deadline_exceeded_against_a_slow_handler(server: grpc.Server, rec: Recorder, driver: Driver) -> None:
+def test_deadline_exceeded_against_a_slow_handler(server: grpc.Server, driver: Driver) -> None:
     out = call(driver, "Sleep", "0.3", deadline_ms=50)
     assert not out["ok"] and out["err"] == "deadline exceeded", out
     assert 45 <= out["ms"] < 50 + SLACK_MS, out
@@ -212,8 +251,8 @@ def test_many_calls_on_one_connection_top_up_the_windows(server: grpc.Server, dr
     assert out["stats"]["connects"] == 1 and out["stats"]["retries"] == 0, out
 
 
-def test_graceful_stop_finishes_the_call_in_flight(sock: Path, rec: Recorder) -> None:
-    srv = start_conformance_server(sock, rec)
+def test_graceful_stop_finishes_the_call_in_flight(sock: Path, rec: Recorder, lane: bool) -> None:
+    srv = start_conformance_server(sock, rec, lane)
     drv = Driver(sock)
     try:
         assert call(drv, "Echo", "x")["ok"]
@@ -224,7 +263,7 @@ def test_graceful_stop_finishes_the_call_in_flight(sock: Path, rec: Recorder) ->
         timer.join()
         assert out["ok"], out
         stopped[0].wait(5)
-        srv = start_conformance_server(sock, rec)
+        srv = start_conformance_server(sock, rec, lane)
         again = call(drv, "Echo", "x")
         assert again["ok"], again
         assert again["stats"]["connects"] == 2 and again["stats"]["retries"] == 0, again
@@ -234,15 +273,15 @@ def test_graceful_stop_finishes_the_call_in_flight(sock: Path, rec: Recorder) ->
 
 
 @pytest.mark.parametrize("precheck", [True, False])
-def test_restart_reconnects(sock: Path, rec: Recorder, precheck: bool) -> None:
-    srv = start_conformance_server(sock, rec)
+def test_restart_reconnects(sock: Path, rec: Recorder, lane: bool, precheck: bool) -> None:
+    srv = start_conformance_server(sock, rec, lane)
     drv = Driver(sock)
     try:
         drv("set", precheck=precheck)
         for restart in range(3):
             assert call(drv, "Echo", "x")["ok"]
             srv.stop(grace=None if restart % 2 else 1).wait()  # GOAWAY then EOF, or just EOF
-            srv = start_conformance_server(sock, rec)
+            srv = start_conformance_server(sock, rec, lane)
         out = call(drv, "Echo", "x")
         assert out["ok"] and out["stats"]["connects"] == 4, out
         assert out["stats"]["retries"] == (0 if precheck else 3), out

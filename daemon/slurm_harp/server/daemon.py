@@ -31,8 +31,9 @@ from slurm_harp.server.history_feed import HistoryFeed
 from slurm_harp.server.outcome_metrics import OutcomeMetrics
 from slurm_harp.server.peer_relay import PeerRelay
 from slurm_harp.server.reloader import reload_models, store_fingerprint
-from slurm_harp.server.service import SERVICE, PredictorService
+from slurm_harp.server.service import PREDICT, SERVICE, PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
+from slurm_harp.server.unary_lane import UnaryLane
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = SERVICE
@@ -128,9 +129,7 @@ class Daemon:
         self._set_health(NOT_SERVING)
         self._unix = self._serve_unix(cfg.socket)
         if cfg.tcp:  # a server of its own, so that the socket can be bound again alone
-            self._tcp = self._new_server()
-            self._tcp.add_insecure_port(cfg.tcp)
-            self._tcp.start()
+            self._tcp = self._start_server(cfg.tcp)
         if cfg.metrics_port is not None:
             start_http_server(cfg.metrics_port, addr=cfg.metrics_address, registry=self.registry)
         log.info("listening on unix:%s%s", cfg.socket, f" and {cfg.tcp}" if cfg.tcp else "")
@@ -145,13 +144,18 @@ class Daemon:
                 log.warning("history: still seeding after %gs; serving meanwhile", HISTORY_SEED_WAIT_S)
         self._set_health(SERVING)
 
-    def _new_server(self) -> grpc.Server:
+    def _start_server(self, address: str) -> grpc.Server:
+        """A started gRPC server on ``address``: Predict (in the lane unless configured off),
+        health and reflection."""
         cfg = self.settings.server
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="harp-rpc"),
             options=[("grpc.so_reuseport", 0)],
         )
-        server.add_generic_rpc_handlers((PredictorService(self.predictor, self.metrics).handler(),))
+        service = PredictorService(self.predictor, self.metrics)
+        lane = UnaryLane.attach(server, PREDICT, service.predict) if cfg.predict_lane else None
+        # Registered in both: grpc core routes Predict to the lane when it has one.
+        server.add_generic_rpc_handlers((service.handler(),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (
@@ -161,14 +165,16 @@ class Daemon:
             ),
             server,
         )
+        server.add_insecure_port(address)
+        server.start()
+        if lane is not None:
+            lane.start()
         return server
 
     def _serve_unix(self, sock: Path) -> grpc.Server:
         sock.parent.mkdir(parents=True, exist_ok=True)
         claim_socket(sock)
-        server = self._new_server()
-        server.add_insecure_port(f"unix:{sock}")
-        server.start()
+        server = self._start_server(f"unix:{sock}")
         self._secure_socket(sock)
         st = sock.lstat()
         self._socket_id = (st.st_dev, st.st_ino)

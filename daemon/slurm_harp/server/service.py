@@ -24,6 +24,7 @@ from slurm_harp.server.serving_metrics import ServingMetrics
 log = logging.getLogger(__name__)
 
 SERVICE = pb.DESCRIPTOR.services_by_name["Predictor"].full_name
+PREDICT = f"/{SERVICE}/Predict"  # the method's path, as grpc core routes it
 
 
 def bad_request(detail: str) -> Decision:
@@ -44,7 +45,8 @@ class PredictorService:
         method = grpc.unary_unary_rpc_method_handler(self.predict)  # identity (de)serializers
         return grpc.method_handlers_generic_handler(SERVICE, {"Predict": method})
 
-    def predict(self, data: bytes, _context: grpc.ServicerContext) -> bytes:
+    def predict(self, data: bytes, _context: grpc.ServicerContext | None = None) -> bytes:
+        """Request bytes in, Decision bytes out: the same from the worker pool and the lane."""
         started = time.perf_counter()
         try:
             request = request_from_proto(pb.SubmitRequest.FromString(data))

@@ -1,0 +1,139 @@
+"""The core lane (slurm_harp.server.unary_lane) against grpcio's own client, over a Unix socket.
+
+The plugin's client against the lane is in test_lua_grpc_conformance.py (the "lane" cases)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+
+from slurm_harp.server.unary_lane import UnaryLane
+
+SERVICE = "lane.Test"
+
+
+def handle(request: bytes) -> bytes:
+    if request == b"fail":
+        raise RuntimeError("the handler broke")
+    if request.startswith(b"sleep "):
+        time.sleep(float(request[6:]))
+    if request == b"thread":
+        return threading.current_thread().name.encode()
+    return request[::-1]
+
+
+class Served:
+    def __init__(self, sock: Path, handler: Callable[[bytes], bytes] = handle) -> None:
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="pool"))
+        lane = UnaryLane.attach(self.server, f"/{SERVICE}/Lane", handler)
+        assert lane is not None
+        self.lane = lane
+        pool = grpc.unary_unary_rpc_method_handler(lambda request, context: handler(request))
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, {"Pool": pool, "Lane": pool}),)
+        )
+        self.server.add_insecure_port(f"unix:{sock}")
+        self.server.start()
+        self.lane.start()
+        self.channel = grpc.insecure_channel(f"unix:{sock}")
+
+    def call(self, method: str, request: bytes, timeout: float = 5.0) -> bytes:
+        stub = self.channel.unary_unary(f"/{SERVICE}/{method}", None, None)
+        return bytes(stub(request, timeout=timeout))
+
+    def close(self) -> None:
+        self.channel.close()
+        self.server.stop(0).wait()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    s = Served(tmp_path / "lane.sock")
+    yield s
+    s.close()
+
+
+def test_the_lane_answers_its_method_in_its_own_thread(served: Served) -> None:
+    assert served.call("Lane", b"abc") == b"cba"
+    assert served.call("Lane", b"thread") == b"harp-lane", "registered in core: the lane takes it"
+    assert served.call("Pool", b"thread").startswith(b"pool"), "other methods keep the pool"
+
+
+def test_large_messages_both_ways(served: Served) -> None:
+    request = bytes(range(256)) * 4096  # 1 MiB: many HTTP/2 frames and window updates
+    assert served.call("Lane", request) == request[::-1]
+
+
+def test_handler_error_is_internal_and_the_lane_goes_on(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, "slurm_harp.server.unary_lane"), pytest.raises(grpc.RpcError) as err:
+        served.call("Lane", b"fail")
+    assert err.value.code() == grpc.StatusCode.INTERNAL
+    assert "/lane.Test/Lane handler failed" in caplog.text and "the handler broke" in caplog.text
+    assert served.call("Lane", b"ok") == b"ko"
+
+
+def test_a_call_without_a_message_is_unimplemented(served: Served) -> None:
+    stub = served.channel.stream_unary(f"/{SERVICE}/Lane", None, None)  # lets the client send no message
+    with pytest.raises(grpc.RpcError) as err:
+        stub(iter(()), timeout=5)
+    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert served.call("Lane", b"ok") == b"ko"
+
+
+def test_deadline_exceeded_then_the_next_call_works(served: Served) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        served.call("Lane", b"sleep 0.3", timeout=0.05)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert served.call("Lane", b"ok") == b"ko"
+
+
+def test_concurrent_clients_each_get_their_own_answer(served: Served) -> None:
+    def client(i: int) -> bool:
+        return all(served.call("Lane", f"{i}-{n}".encode()) == f"{i}-{n}".encode()[::-1] for n in range(50))
+
+    with futures.ThreadPoolExecutor(16) as pool:
+        assert all(pool.map(client, range(16)))
+
+
+def test_graceful_stop_answers_the_call_in_flight_then_the_lane_ends(served: Served) -> None:
+    result: list[bytes] = []
+    caller = threading.Thread(target=lambda: result.append(served.call("Lane", b"sleep 0.3")))
+    caller.start()
+    time.sleep(0.1)
+    served.server.stop(grace=5).wait(5)
+    caller.join(5)
+    assert result == [b"3.0 peels"]
+    assert served.lane.join(5), "the lane thread ends with its server"
+
+
+def test_hard_stop_ends_the_lane(served: Served) -> None:
+    assert served.call("Lane", b"ok") == b"ko"
+    served.server.stop(None).wait(5)
+    assert served.lane.join(5)
+
+
+def test_attach_refuses_a_method_the_server_registers_itself(caplog: pytest.LogCaptureFixture) -> None:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    echo = grpc.unary_unary_rpc_method_handler(lambda request, context: request)
+    server.add_registered_method_handlers(SERVICE, {"Lane": echo})  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING, "slurm_harp.server.unary_lane"):
+        assert UnaryLane.attach(server, f"/{SERVICE}/Lane", handle) is None
+    assert "no core lane for /lane.Test/Lane: the server already registers it" in caplog.text
+
+
+def test_attach_without_grpc_core_falls_back_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    class OtherServer:  # a grpcio whose server no longer has the Cython core under it
+        pass
+
+    with caplog.at_level(logging.WARNING, "slurm_harp.server.unary_lane"):
+        assert UnaryLane.attach(OtherServer(), f"/{SERVICE}/Lane", handle) is None  # type: ignore[arg-type]
+    assert "no core lane for /lane.Test/Lane in this grpcio; the worker pool answers it" in caplog.text
