@@ -33,13 +33,20 @@ def test_the_merged_ladder_answers_exactly_as_the_models_one_by_one(trained_stor
     assert model._ladder is not None and set(model._ladder.names) == set(model.names)
     x = _rows()
     merged = model._ladder.run("features", x)
+    stacked = model._ladder.run_stacked("features", x)
+    assert stacked.shape == (len(model.names), len(x))
     for name in model.names:
         assert np.array_equal(merged[name], model._raw(name, x), equal_nan=True), name
+        own = model._raw(name, x).reshape(-1).astype(np.float64)
+        assert np.array_equal(stacked[model._ladder.index[name]], own, equal_nan=True), name
     # The serving path uses it from MIN_MODELS models on, and gives what each model gives alone.
     many = model.names[: ladder.MIN_MODELS]
-    together = model.predict_named(x[:1], many)
+    together = model.predict_named(x[:5], many)
+    assert list(together) == list(many)
     for name in many:
-        assert together[name] == pytest.approx(model.predict_named(x[:1], (name,))[name], rel=0, abs=0)
+        alone = model.predict_named(x[:5], (name,))[name]
+        assert alone.shape == (5,) and np.array_equal(together[name], alone, equal_nan=True), name
+    assert model.predict_named(x[:1], ()) == {}
 
 
 def test_a_ladder_that_cannot_merge_runs_one_by_one(

@@ -31,9 +31,20 @@ class Ladder:
         self._outputs = outputs
         self._index = {name: i for i, name in enumerate(names)}
 
+    @property
+    def index(self) -> Mapping[str, int]:
+        """Each model's row in ``run_stacked``'s answer."""
+        return self._index
+
     def run(self, input_name: str, x: np.ndarray) -> dict[str, np.ndarray]:
         raw = self._session.run(self._outputs, {input_name: x})
         return {name: np.asarray(raw[i]) for name, i in self._index.items()}
+
+    def run_stacked(self, input_name: str, x: np.ndarray) -> np.ndarray:
+        """All models' outputs for the rows ``x`` as one float64 array (models, rows): one numpy
+        call instead of one per model (after the trees' memory sweep each call starts cold)."""
+        raw = self._session.run(self._outputs, {input_name: x})
+        return np.concatenate(raw, axis=None).astype(np.float64).reshape(len(raw), -1)
 
 
 def merge(

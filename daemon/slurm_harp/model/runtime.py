@@ -101,14 +101,16 @@ class QuantileModel:
         if x.dtype != np.float32:
             x = x.astype(np.float32)
         wanted = names if names is not None else self.names
-        if self._ladder is not None and len(wanted) >= ladder.MIN_MODELS:
-            everything = self._ladder.run(INPUT_NAME, x)
-            raw = {name: everything[name] for name in wanted}
-        else:
-            raw = {name: self._raw(name, x) for name in wanted}
+        if not wanted:
+            return {}
         # One conversion for all: each numpy call on a one-row array costs more than its arithmetic.
-        values = to_unit(self._transform, np.stack([r.reshape(-1) for r in raw.values()]).astype(np.float64))
-        return dict(zip(raw, values, strict=True))
+        if self._ladder is not None and len(wanted) >= ladder.MIN_MODELS:
+            values = to_unit(self._transform, self._ladder.run_stacked(INPUT_NAME, x))
+            index = self._ladder.index
+            return {name: values[index[name]] for name in wanted}
+        raw = [self._raw(name, x) for name in wanted]
+        stacked = np.concatenate(raw, axis=None).astype(np.float64).reshape(len(raw), -1)
+        return dict(zip(wanted, to_unit(self._transform, stacked), strict=True))
 
     def predict(self, x: np.ndarray) -> dict[float, np.ndarray]:
         """Predictions for feature rows ``x`` (n, len(FEATURE_NAMES)) in the target's unit, >= 0.
