@@ -7,7 +7,8 @@ measured in this run on the same machine, p50 in µs back to back and after 7 ms
 - the machine's own wake-up cost: a fixed pure-Python loop and a strided read of 1.6 MB;
 - the daemon's phases on one request (real model trained on the bundled trace, calibrated rule):
   parse + convert the request, features, the ONNX sessions of the ladder, the rule and the policy,
-  the reply, the serving metrics, and the whole handler;
+  the reply, the serving metrics, and the whole handler, also for jobs of other sizes (the number
+  of models the calibrated rule reads follows the job's size);
 - the ONNX part alone: one session, every session of the ladder one after another, and one graph
   holding the whole ladder (needs the `onnx` package, from the train extra).
 """
@@ -33,6 +34,7 @@ from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.config import parse
 from slurm_harp.core.predictor import _calibrated
 from slurm_harp.core.request import Target
+from slurm_harp.core.safety_rule import Calibration, decision_weight, viable_models
 from slurm_harp.server.convert import decision_to_proto, request_from_proto
 from slurm_harp.server.daemon import Daemon
 from slurm_harp.server.service import PredictorService
@@ -133,6 +135,10 @@ def main() -> None:
             ("whole decide (all targets + policy)", lambda: predictor.decide(request)),
             ("reply to proto + serialise", lambda: decision_to_proto(decision).SerializeToString()),
             ("whole handler (service.predict)", lambda: service.predict(body, context)),
+            *(
+                (f"  {label} ({reads} models read)", lambda b=other: service.predict(b, context))
+                for label, reads, other in _sized_requests(calibration)
+            ),
             ("ONNX: one session", lambda: sessions[0].run([names[0]], {"features": x})),
             (f"ONNX: {len(sessions)} sessions one by one", every_session),
         ]
@@ -150,6 +156,23 @@ def main() -> None:
 
 
 _MEMORY = np.random.default_rng(0).random(200_000)
+# Jobs of other sizes: how many models the calibrated rule reads follows the size.
+SIZES = ((1, 60), (4, 600), (1, 3 * 1440), (64, 3 * 1440))
+
+
+def _sized_requests(calibration: Calibration) -> list[tuple[str, int, bytes]]:
+    """(label, models the rule reads, request bytes) for REQUEST resized to each of SIZES."""
+    out = []
+    for cpus, minutes in SIZES:
+        msg = pb.SubmitRequest()
+        msg.CopyFrom(REQUEST)
+        msg.min_cpus, msg.time_limit_minutes = cpus, minutes
+        request = request_from_proto(msg)
+        weight = decision_weight(Target.TIME, request)
+        reads = len(viable_models(float(minutes), weight, calibration, request.partition))
+        out.append((f"{cpus} CPU x {minutes / 60:g} h", reads, msg.SerializeToString()))
+    return out
+
 
 if __name__ == "__main__":
     main()

@@ -17,9 +17,10 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-# A merged run costs about what three or four single ones do (docs/benchmarks.md): below this many
-# models the single sessions are quicker.
-MIN_MODELS = 3
+# The merged graph walks every model's trees, however few the rule reads. The whole handler is
+# quicker with single sessions up to four models read, back to back and after idle
+# (docs/benchmarks.md, "The trees' memory"): most jobs' rules read one to four.
+MIN_MODELS = 5
 
 
 class Ladder:
