@@ -137,3 +137,22 @@ def test_attach_without_grpc_core_falls_back_with_a_warning(caplog: pytest.LogCa
     with caplog.at_level(logging.WARNING, "slurm_harp.server.unary_lane"):
         assert UnaryLane.attach(OtherServer(), f"/{SERVICE}/Lane", handle) is None  # type: ignore[arg-type]
     assert "no core lane for /lane.Test/Lane in this grpcio; the worker pool answers it" in caplog.text
+
+
+def test_a_call_taken_as_the_server_stops_is_still_answered(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lane asks for the next call as soon as it takes one; when the server began stopping in
+    between, core refuses to take the request (ValueError): the call in hand is answered all the
+    same and the lane ends."""
+    ask = UnaryLane._request
+    stopped: list[threading.Event] = []
+
+    def stop_first(lane: UnaryLane) -> None:
+        stopped.append(served.server.stop(grace=5))
+        ask(lane)
+
+    monkeypatch.setattr(UnaryLane, "_request", stop_first)
+    assert served.call("Lane", b"abc") == b"cba"
+    assert stopped[0].wait(5)
+    assert served.lane.join(5)

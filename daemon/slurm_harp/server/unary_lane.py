@@ -68,7 +68,7 @@ class UnaryLane:
 
     def start(self) -> None:
         """Begin taking calls; the server must be started."""
-        self._request()
+        self._core.request_registered_call(self._queue, self._queue, self._method, _REQUEST)
         self._thread.start()
 
     def join(self, timeout: float | None = None) -> bool:
@@ -77,7 +77,11 @@ class UnaryLane:
         return not self._thread.is_alive()
 
     def _request(self) -> None:
-        self._core.request_registered_call(self._queue, self._queue, self._method, _REQUEST)
+        """Ask for the next call; once the server is stopping, core refuses and none will come."""
+        try:
+            self._core.request_registered_call(self._queue, self._queue, self._method, _REQUEST)
+        except ValueError:  # "server must be started and not shutting down"
+            self._stopping = True
 
     def _serve(self) -> None:
         while True:
@@ -87,16 +91,22 @@ class UnaryLane:
                 return
             if kind != cygrpc.CompletionType.operation_complete:
                 continue  # a poll timeout: nothing happened
-            if event.tag == _REQUEST:
-                self._take(event)
-            else:
-                step, call = event.tag
-                if step == "received":
-                    self._answer(call, event)
-                else:  # "closed": the answer is sent and the client's half-close seen
-                    self._open -= 1
+            try:
+                self._dispatch(event)
+            except Exception:  # the lane must outlive any one call: a dead lane answers nobody
+                log.exception("%s: a call's event could not be handled", self._method)
             if self._stopping and self._open == 0:
                 self._queue.shutdown()
+
+    def _dispatch(self, event: Any) -> None:
+        if event.tag == _REQUEST:
+            self._take(event)
+            return
+        step, call = event.tag
+        if step == "received":
+            self._answer(call, event)
+        else:  # "closed": the answer is sent and the client's half-close seen
+            self._open -= 1
 
     def _take(self, event: Any) -> None:
         if not event.success:  # the server is shutting down: no more calls will come
@@ -105,7 +115,11 @@ class UnaryLane:
         self._open += 1
         self._request()  # the next call may arrive while this one is answered
         call = event.call
-        call.start_server_batch((cygrpc.ReceiveMessageOperation(_NO_FLAGS),), ("received", call))
+        try:
+            call.start_server_batch((cygrpc.ReceiveMessageOperation(_NO_FLAGS),), ("received", call))
+        except Exception:  # a call core already ended: nothing will complete for it
+            log.debug("%s: could not read a call that ended", self._method, exc_info=True)
+            self._open -= 1
 
     def _answer(self, call: Any, event: Any) -> None:
         request = event.batch_operations[0].message() if event.success else None
