@@ -8,7 +8,9 @@ is measured by the client. Variants: a no-op script; our plugin talking to a no-
 transport's floor: the plugin's HTTP/2 client + grpcio server, nothing predicted); our plugin
 talking to a real `harp serve` (KTH-trained model; the "debug" partition in rewrite mode, so every
 job gets the full predict-and-rewrite path), with 1-CPU 3-day jobs (the bundled model's rule reads four
-models for them) and, with the lane, 1-CPU 1-hour jobs (one model, as for most jobs). The servers
+models for them) and, with the lane, 1-CPU 1-hour jobs (one model, as for most jobs); our plugin
+talking to a no-op server that answers what the daemon answered for the 3-day job ("canned
+decision": the plugin's own cost of applying a decision, without the daemon's work). The servers
 answer Predict in their core lane (the daemon's default, slurm_harp.server.unary_lane) and again in
 grpcio's worker pool ("worker pool"). Held jobs (sbatch -H) keep the cluster idle, so only
 submission is measured. The first 10 submissions of each variant are warm-up (script load, first
@@ -33,12 +35,14 @@ import tempfile
 import time
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 from benchmarks.common import train_bundled
 from benchmarks.noop_server import LANE, NoopServer
 from tests.conftest import REPO
 from tests.e2e.cluster import SlurmCluster
 from tests.e2e.daemon_process import DaemonProcess
+from tests.integration.harp_client import Client
 
 WARMUP = 10
 WRAPPER = """
@@ -58,6 +62,13 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid) return slurm
 """
 HARP = 'dofile("{conf_dir}/harp_entry.lua")'
 SCRIPT = "#!/bin/sh\n#SBATCH -t 3-00:00:00\n#SBATCH -p debug\n#SBATCH -J bench\nsleep 1\n"
+# What the plugin sends for SCRIPT, as far as the decision goes (request.lua builds the rest).
+BENCH_JOB: dict[str, Any] = {
+    "user_name": "root",
+    "partition": "debug",
+    "job_name": "bench",
+    "time_limit_minutes": 4320,
+}
 # A 1-CPU hour: the calibrated rule reads one model for it (three days: four), as for most jobs.
 SHORT_SCRIPT = SCRIPT.replace("3-00:00:00", "1:00:00")
 
@@ -193,6 +204,8 @@ def main() -> None:
                         results["harp plugin + harp daemon, 1-hour job"] = run_variant(
                             cluster, "harp-short", args.jobs, SHORT_SCRIPT
                         )
+                        with Client(daemon.socket) as client:
+                            canned = client.predict(**BENCH_JOB).SerializeToString()
                     for _ in range(args.rounds if args.load_jobs and not label else 0):
                         for name, script in (
                             ("no-op job_submit.lua", noop_script),
@@ -202,6 +215,10 @@ def main() -> None:
                             load.append((name, run_load(cluster, args.load_jobs, args.submitters)))
                 finally:
                     daemon.stop()
+            # The daemon's answer without its work: the plugin's own cost of applying a decision.
+            with NoopServer(work / "canned.sock", kind=LANE, reply=canned) as server:
+                point(server.sock)
+                results["harp plugin + canned decision"] = run_variant(cluster, "canned", args.jobs)
             rewrites = len(re.findall(r"time_limit \d+->", cluster.slurmctld_log()))
         finally:
             cluster.stop()
@@ -225,7 +242,7 @@ def main() -> None:
             f" p99 +{pct(p, 99) - pct(bp, 99):.3f} ms;"
             f" sbatch p50 x{pct(w, 50) / pct(bw, 50):.2f}, p99 x{pct(w, 99) / pct(bw, 99):.2f}"
         )
-    print(f"jobs rewritten by the plugin: {rewrites} of {args.jobs * (len(daemons) + 1)}")
+    print(f"jobs rewritten by the plugin: {rewrites} of {args.jobs * (len(daemons) + 2)}")
     if load:
         print(
             f"under load: {args.submitters} sbatch loops at once, {args.load_jobs} held jobs in all, in turn"

@@ -1,6 +1,7 @@
 """A gRPC Predictor server that answers an empty Decision without any work: the benchmarks' baseline.
 
     python -m benchmarks.noop_server SOCKET [--grpcio-defaults] [--aio | --core-loop | --lane]
+        [--reply HEX]
 
 A process of its own (started by the benchmarks), so that grpcio reads its core settings here: by
 default the daemon's (slurm_harp.server.grpc_core, set before grpc is imported, as `harp serve`
@@ -9,7 +10,9 @@ event loop) instead of the thread-pool server the daemon runs. --core-loop: an e
 core's completion queue driven by one Python thread through grpcio's private cygrpc layer (what
 grpc.Server does underneath, without its thread pool and hand-offs): real gRPC on the wire, every
 method answered with an empty message. --lane: the daemon's server, Predict answered in its core
-lane (slurm_harp.server.unary_lane). Serves until SIGTERM.
+lane (slurm_harp.server.unary_lane). --reply: with --lane, answer these Decision bytes (hex) instead
+of an empty Decision, without reading the request (what the daemon answered, without its work).
+Serves until SIGTERM.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ GRPCIO_DEFAULTS = "--grpcio-defaults"
 AIO = "--aio"
 CORE_LOOP = "--core-loop"
 LANE = "--lane"
+REPLY = "--reply"
 
 
 def serve_core_loop(sock: str, stop: threading.Event) -> None:
@@ -103,6 +107,8 @@ def main(argv: list[str]) -> None:
         from slurm_harp.server.unary_lane import UnaryLane
 
         empty = bytes(pb.Decision().SerializeToString())
+        if REPLY in argv:
+            empty = bytes.fromhex(argv[argv.index(REPLY) + 1])
         lane = UnaryLane.attach(server, PREDICT, lambda _request: empty)
         # A generic handler, as the daemon's: a registered one would take Predict from the lane.
         method = grpc.unary_unary_rpc_method_handler(lambda _request, _context: empty)
@@ -120,12 +126,16 @@ def main(argv: list[str]) -> None:
 class NoopServer:
     """The no-op server as a subprocess on ``sock``: ``with NoopServer(sock):``."""
 
-    def __init__(self, sock: Path, grpcio_defaults: bool = False, kind: str = "") -> None:
-        """kind: "" (the daemon's thread-pool server), AIO, CORE_LOOP or LANE."""
+    def __init__(
+        self, sock: Path, grpcio_defaults: bool = False, kind: str = "", reply: bytes | None = None
+    ) -> None:
+        """kind: "" (the daemon's thread-pool server), AIO, CORE_LOOP or LANE; reply: with LANE,
+        the Decision bytes to answer."""
         self.sock = sock
         self.args = [sys.executable, "-m", "benchmarks.noop_server", str(sock)]
         self.args += [GRPCIO_DEFAULTS] if grpcio_defaults else []
         self.args += [kind] if kind else []
+        self.args += [REPLY, reply.hex()] if reply is not None else []
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> NoopServer:
