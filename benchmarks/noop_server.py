@@ -106,12 +106,12 @@ def main(argv: list[str]) -> None:
         from slurm_harp.server.service import PREDICT, SERVICE
         from slurm_harp.server.unary_lane import UnaryLane
 
-        empty = bytes(pb.Decision().SerializeToString())
+        answer = bytes(pb.Decision().SerializeToString())
         if REPLY in argv:
-            empty = bytes.fromhex(argv[argv.index(REPLY) + 1])
-        lane = UnaryLane.attach(server, PREDICT, lambda _request: empty)
+            answer = bytes.fromhex(argv[argv.index(REPLY) + 1])
+        lane = UnaryLane.attach(server, PREDICT, lambda _request: answer)
         # A generic handler, as the daemon's: a registered one would take Predict from the lane.
-        method = grpc.unary_unary_rpc_method_handler(lambda _request, _context: empty)
+        method = grpc.unary_unary_rpc_method_handler(lambda _request, _context: answer)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Predict": method}),))
     else:
         pb_grpc.add_PredictorServicer_to_server(NoopService(), server)

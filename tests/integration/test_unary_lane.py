@@ -86,6 +86,7 @@ def test_a_call_without_a_message_is_unimplemented(served: Served) -> None:
     with pytest.raises(grpc.RpcError) as err:
         stub(iter(()), timeout=5)
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert err.value.details() == "/lane.Test/Lane requires exactly one request message"
     assert served.call("Lane", b"ok") == b"ko"
 
 

@@ -125,7 +125,8 @@ class UnaryLane:
         request = event.batch_operations[0].message() if event.success else None
         if request is None:
             # No message: the client half-closed without one, or the call was cancelled.
-            self._finish(call, None, cygrpc.StatusCode.unimplemented, b"Predict takes exactly one request")
+            details = f"{self._method} requires exactly one request message".encode()
+            self._finish(call, None, cygrpc.StatusCode.unimplemented, details)
             return
         try:
             response = self._handler(request)
