@@ -10,7 +10,7 @@ local find, gsub, gmatch, sub, format = string.find, string.gsub, string.gmatch,
 local concat = table.concat
 
 local request = require "harp.request"
-local count16, count32, count64 = request.count16, request.count32, request.count64
+local count16, count32, count64, absent32 = request.count16, request.count32, request.count64, request.absent32
 
 local M = {}
 M.MAX_MESSAGE = 512
@@ -96,6 +96,8 @@ function M.plan(job_desc, decision, submit_uid)
     local min_cpus = count32(get("min_cpus"), 1)
     if not cpt then
       note("cpus: no --cpus-per-task, left alone")
+    elseif not min_cpus and not absent32(get("min_cpus")) then
+      note("cpus: min_cpus is not a count, left alone")
     else
       local tasks = count32(get("num_tasks"), 1) or (min_cpus and floor(min_cpus / cpt)) or 1
       if tasks < 1 then tasks = 1 end
@@ -148,6 +150,8 @@ function M.plan(job_desc, decision, submit_uid)
     local tmin = count32(get("time_min"), 1)
     if tmin then
       note("time_min: the user's own, left alone")
+    elseif not absent32(get("time_min")) then
+      note("time_min: not a count, left alone")
     elseif limit and minutes < limit then
       set("time_min", get("time_min"), minutes)
       note(format("time_min ->%d min (limit %d)", minutes, limit))

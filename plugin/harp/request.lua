@@ -31,6 +31,14 @@ M.count16 = function(v, least) return count(v, NO_VAL16, least) end
 M.count32 = function(v, least) return count(v, NO_VAL, least) end
 M.count64 = function(v, least) return count(v, MAX_EXACT, least) end
 
+-- Whether a 32-bit count field was left out: nil or a Slurm sentinel. A value that is there but no
+-- count (fractional, negative, text) is neither: harp must not write that field over it.
+function M.absent32(v)
+  if v == nil then return true end
+  local n = tonumber(v)
+  return n ~= nil and n >= NO_VAL
+end
+
 -- Valid UTF-8 of at most `max` bytes: the string's first bytes, cut on a character boundary, each byte
 -- of an invalid sequence (a lone continuation byte, an overlong form, a surrogate, a code point past
 -- U+10FFFF, a truncated character) replaced by "?". A protobuf string must be UTF-8: one user's odd job

@@ -100,6 +100,22 @@ T.test("cpus: cpus_per_task and min_cpus together, never raised", function()
   T.eq(jd.min_cpus, 4, "min_cpus unchanged")
 end)
 
+T.test("cpus: a min_cpus that is there but no count is never written over", function()
+  -- Not given (the sentinel): min_cpus follows the lowered CPUs per task.
+  local jd = T.job_desc {cpus_per_task = 8, min_cpus = 4294967294, num_tasks = 2}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 8}})
+  T.eq(jd.cpus_per_task, 4, "per task")
+  T.eq(jd.min_cpus, 8, "not given: set to the new total")
+  -- Malformed (found by the fuzz test: 60.7 became 77673): the job's CPUs are left alone.
+  for _, bad in ipairs {60.7, -3, 0, "many"} do
+    jd = T.job_desc {cpus_per_task = 8, min_cpus = bad, num_tasks = 9709}
+    local plan = run(jd, decision {{target = CPUS, action = REWRITE, new_value = 9709}})
+    T.eq(jd.min_cpus, bad, "min_cpus " .. tostring(bad) .. " kept")
+    T.eq(jd.cpus_per_task, 8, "per task kept beside min_cpus " .. tostring(bad))
+    T.ok(not plan.rewrote, "no change for min_cpus " .. tostring(bad))
+  end
+end)
+
 T.test("cpus and per-cpu memory combine to the requested memory per node", function()
   local jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, num_tasks = 1, min_mem_per_node = T.NIL,
     min_mem_per_cpu = 1000}
@@ -255,6 +271,9 @@ T.test("time_min mode sets time_min only, and only when the user gave none", fun
   jd = T.job_desc {time_min = 4294967294}
   run(jd, decision({{target = TIME, action = SET_TIME_MIN, new_value = 30}}, {mode = "rewrite"}))
   T.eq(jd.time_min, 4294967294, "no time_min action in rewrite mode")
+  jd = T.job_desc {time_min = 12.5}
+  run(jd, decision({{target = TIME, action = SET_TIME_MIN, new_value = 30}}, {mode = "time_min"}))
+  T.eq(jd.time_min, 12.5, "a time_min that is no count is not written over")
 end)
 
 T.test("a --comment harp:off token opts the job out", function()
