@@ -93,10 +93,11 @@ function M.plan(job_desc, decision, submit_uid)
   local cpus_before, cpus_after -- the job's CPU count before and after a CPU rewrite
   if cpus then
     local cpt = count16(get("cpus_per_task"), 1)
-    local min_cpus = count32(get("min_cpus"), 1)
+    local min_raw = get("min_cpus")
+    local min_cpus = count32(min_raw, 1)
     if not cpt then
       note("cpus: no --cpus-per-task, left alone")
-    elseif not min_cpus and not absent32(get("min_cpus")) then
+    elseif not min_cpus and not absent32(min_raw) then
       note("cpus: min_cpus is not a count, left alone")
     else
       local tasks = count32(get("num_tasks"), 1) or (min_cpus and floor(min_cpus / cpt)) or 1
@@ -147,10 +148,11 @@ function M.plan(job_desc, decision, submit_uid)
   local minutes = by_target[TIME] and count64(by_target[TIME].new_value, 1)
   if minutes and by_target[TIME].action == SET_TIME_MIN then
     local limit = count32(get("time_limit"), 1)
-    local tmin = count32(get("time_min"), 1)
+    local tmin_raw = get("time_min")
+    local tmin = count32(tmin_raw, 1)
     if tmin then
       note("time_min: the user's own, left alone")
-    elseif not absent32(get("time_min")) then
+    elseif not absent32(tmin_raw) then
       note("time_min: not a count, left alone")
     elseif limit and minutes < limit then
       set("time_min", get("time_min"), minutes)

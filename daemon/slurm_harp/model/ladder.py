@@ -10,7 +10,7 @@ models keep running one by one, which is what the rule was calibrated on anyway.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,10 +42,14 @@ class Ladder:
         return {name: np.asarray(raw[i]) for name, i in self._index.items()}
 
     def run_stacked(self, input_name: str, x: np.ndarray) -> np.ndarray:
-        """All models' outputs for the rows ``x`` as one float64 array (models, rows): one numpy
-        call instead of one per model (after the trees' memory sweep each call starts cold)."""
-        raw = self._session.run(self._outputs, {input_name: x})
-        return np.concatenate(raw, axis=None).astype(np.float64).reshape(len(raw), -1)
+        """All models' outputs for the rows ``x`` as one ``stacked`` array."""
+        return stacked(self._session.run(self._outputs, {input_name: x}))
+
+
+def stacked(outputs: Sequence[np.ndarray]) -> np.ndarray:
+    """Model outputs for the same rows as one float64 array (models, rows): one numpy call instead
+    of one per model (after the trees' memory sweep each call starts cold)."""
+    return np.concatenate(outputs, axis=None).astype(np.float64).reshape(len(outputs), -1)
 
 
 def merge(

@@ -108,9 +108,8 @@ class QuantileModel:
             values = to_unit(self._transform, self._ladder.run_stacked(INPUT_NAME, x))
             index = self._ladder.index
             return {name: values[index[name]] for name in wanted}
-        raw = [self._raw(name, x) for name in wanted]
-        stacked = np.concatenate(raw, axis=None).astype(np.float64).reshape(len(raw), -1)
-        return dict(zip(wanted, to_unit(self._transform, stacked), strict=True))
+        values = to_unit(self._transform, ladder.stacked([self._raw(name, x) for name in wanted]))
+        return dict(zip(wanted, values, strict=True))
 
     def predict(self, x: np.ndarray) -> dict[float, np.ndarray]:
         """Predictions for feature rows ``x`` (n, len(FEATURE_NAMES)) in the target's unit, >= 0.
