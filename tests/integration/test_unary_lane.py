@@ -26,6 +26,8 @@ def handle(request: bytes) -> bytes:
         time.sleep(float(request[6:]))
     if request == b"thread":
         return threading.current_thread().name.encode()
+    if request == b"text":
+        return "not bytes"  # type: ignore[return-value]
     return request[::-1]
 
 
@@ -60,9 +62,12 @@ def served(tmp_path: Path) -> Iterator[Served]:
     s.close()
 
 
-def test_the_lane_answers_its_method_in_its_own_thread(served: Served) -> None:
+def test_the_lane_answers_its_method_in_the_servers_polling_thread(served: Served) -> None:
     assert served.call("Lane", b"abc") == b"cba"
-    assert served.call("Lane", b"thread") == b"harp-lane", "registered in core: the lane takes it"
+    # threading names a thread after its target: grpcio's polling loop is grpc._server._serve.
+    polling = served.call("Lane", b"thread")
+    assert polling.endswith(b"(_serve)"), f"registered in core, the lane takes it: {polling!r}"
+    assert served.call("Lane", b"thread") == polling
     assert served.call("Pool", b"thread").startswith(b"pool"), "other methods keep the pool"
 
 
@@ -79,6 +84,36 @@ def test_handler_error_is_internal_and_the_lane_goes_on(
     assert err.value.code() == grpc.StatusCode.INTERNAL
     assert "/lane.Test/Lane handler failed" in caplog.text and "the handler broke" in caplog.text
     assert served.call("Lane", b"ok") == b"ko"
+
+
+def test_a_handler_answering_no_bytes_is_internal(served: Served) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        served.call("Lane", b"text")
+    assert err.value.code() == grpc.StatusCode.INTERNAL
+    assert served.call("Lane", b"ok") == b"ko"
+
+
+def test_an_error_in_the_lane_leaves_grpcios_polling_thread_serving(
+    served: Served, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lane's events run in grpcio's polling thread, which an exception would end: every
+    method of the server would then go unanswered."""
+    answer = UnaryLane._answer
+    broken: list[bool] = []
+
+    def fails_once(lane: UnaryLane, call: object, event: object) -> None:
+        if not broken:
+            broken.append(True)
+            raise RuntimeError("the lane broke")
+        answer(lane, call, event)
+
+    monkeypatch.setattr(UnaryLane, "_answer", fails_once)
+    with caplog.at_level(logging.ERROR, "slurm_harp.server.unary_lane"), pytest.raises(grpc.RpcError) as err:
+        served.call("Lane", b"lost", timeout=0.5)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, "that one call is not answered"
+    assert "/lane.Test/Lane: a call's event could not be handled" in caplog.text
+    assert served.call("Lane", b"ok") == b"ko"
+    assert served.call("Pool", b"ok") == b"ko"
 
 
 def test_a_call_without_a_message_is_unimplemented(served: Served) -> None:
@@ -113,7 +148,7 @@ def test_graceful_stop_answers_the_call_in_flight_then_the_lane_ends(served: Ser
     served.server.stop(grace=5).wait(5)
     caller.join(5)
     assert result == [b"3.0 peels"]
-    assert served.lane.join(5), "the lane thread ends with its server"
+    assert served.lane.join(5), "the lane ends with its server"
 
 
 def test_hard_stop_ends_the_lane(served: Served) -> None:
