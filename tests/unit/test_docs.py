@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from slurm_harp.config import _SCHEMA, ARRAY_TABLES, parse
+from slurm_harp.config import ARRAY_TABLES, SCHEMA, parse
 from slurm_harp.core.request import Target
 from tests.conftest import REPO
 
@@ -75,10 +75,10 @@ def schema_keys() -> set[str]:
     """Every leaf key of the configuration schema as a dotted name (tables of keys are sections; an
     array of tables is one row, its keys described there)."""
     keys = set()
-    for section, names in _SCHEMA.items():
+    for section, names in SCHEMA.items():
         for name in names:
             dotted = f"{section}.{name}" if section else name
-            if dotted not in _SCHEMA and section not in ARRAY_TABLES:
+            if dotted not in SCHEMA and section not in ARRAY_TABLES:
                 keys.add(dotted)
     return keys
 
@@ -103,11 +103,11 @@ def actual_defaults() -> dict[str, Any]:
     s = parse({})
     p = s.policy
     values: dict[str, Any] = {
-        **{f"server.{k}": getattr(s.server, k) for k in _SCHEMA["server"]},
-        **{f"history.{k}": getattr(s.history, k) for k in _SCHEMA["history"]},
-        **{f"training.{k}": getattr(s.training, k) for k in _SCHEMA["training"]},
-        **{f"guard.{k}": getattr(s.guard, k) for k in _SCHEMA["guard"]},
-        **{f"billing.{k}": getattr(s.billing, k) for k in _SCHEMA["billing"] - {"partition"}},
+        **{f"server.{k}": getattr(s.server, k) for k in SCHEMA["server"]},
+        **{f"history.{k}": getattr(s.history, k) for k in SCHEMA["history"]},
+        **{f"training.{k}": getattr(s.training, k) for k in SCHEMA["training"]},
+        **{f"guard.{k}": getattr(s.guard, k) for k in SCHEMA["guard"]},
+        **{f"billing.{k}": getattr(s.billing, k) for k in SCHEMA["billing"] - {"partition"}},
         "server.socket_mode": f"{s.server.socket_mode:04o}",
         "store.path": s.store,
         "policy.mode": p.default_mode.value,
@@ -132,7 +132,7 @@ def actual_defaults() -> dict[str, Any]:
 def test_the_configuration_reference_lists_every_key_with_its_default() -> None:
     rows = reference_rows("harp.toml")
     documented = set(rows) - ARRAY_TABLES
-    assert documented == schema_keys(), "docs/configuration.md and config._SCHEMA disagree"
+    assert documented == schema_keys(), "docs/configuration.md and config.SCHEMA disagree"
     actual = actual_defaults()
     for key, cells in rows.items():
         want, got = documented_default(cells[1]), actual[key]

@@ -1,0 +1,87 @@
+"""The daemon's TOML configuration, validated once into a frozen Settings object.
+
+Every error names the offending key and the file, so a sysadmin can fix it without reading code.
+The settings and their defaults are in ``settings``, what each section may hold and the checked
+reads in ``reader``, each section's parser in ``sections`` and ``advice``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from slurm_harp.config.advice import read_advice, read_billing
+from slurm_harp.config.reader import ARRAY_TABLES, SCHEMA, Reader
+from slurm_harp.config.sections import (
+    read_guard,
+    read_history,
+    read_policy,
+    read_server,
+    read_training,
+)
+from slurm_harp.config.settings import (
+    DEFAULT_ADVICE_SOCKET,
+    DEFAULT_PATH,
+    DEFAULT_SOCKET,
+    DEFAULT_STORE,
+    REFIT,
+    AdviceSettings,
+    ConfigError,
+    GuardSettings,
+    HistorySettings,
+    ServerSettings,
+    Settings,
+    TrainingSettings,
+)
+
+__all__ = [
+    "ARRAY_TABLES",
+    "DEFAULT_ADVICE_SOCKET",
+    "DEFAULT_PATH",
+    "DEFAULT_SOCKET",
+    "DEFAULT_STORE",
+    "REFIT",
+    "SCHEMA",
+    "AdviceSettings",
+    "ConfigError",
+    "GuardSettings",
+    "HistorySettings",
+    "ServerSettings",
+    "Settings",
+    "TrainingSettings",
+    "load",
+    "parse",
+]
+
+
+def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
+    r = Reader(path)
+    top = r.table(data, "")
+    server = read_server(r, r.table(top.get("server", {}), "server"))
+    store = r.table(top.get("store", {}), "store")
+    return Settings(
+        server=server,
+        store=Path(r.get(store, "store", "path", str, str(DEFAULT_STORE))),
+        policy=read_policy(r, r.table(top.get("policy", {}), "policy")),
+        source=Path(path) if not str(path).startswith("<") else None,
+        history=read_history(r, r.table(top.get("history", {}), "history")),
+        training=read_training(r, r.table(top.get("training", {}), "training")),
+        guard=read_guard(r, r.table(top.get("guard", {}), "guard")),
+        billing=read_billing(r, r.table(top.get("billing", {}), "billing")),
+        advice=read_advice(r, r.table(top.get("advice", {}), "advice"), server.socket),
+    )
+
+
+def load(path: Path | str) -> Settings:
+    """Read and validate ``path``; raise ConfigError naming the problem."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    return parse(data, p)

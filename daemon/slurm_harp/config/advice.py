@@ -1,0 +1,94 @@
+"""The [advice] and [billing] sections: what users are told and what their jobs cost."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from slurm_harp.advice.billing import Mode as BillingMode
+from slurm_harp.advice.billing import Weights, parse_weights
+from slurm_harp.advice.tariff import PartitionPrice, Prices
+from slurm_harp.config.reader import Reader, positive
+from slurm_harp.config.settings import AdviceSettings
+
+
+def read_advice(r: Reader, a: Mapping[str, Any], submission_socket: Path) -> AdviceSettings:
+    path = r.get(a, "advice", "socket", str, None)
+    if path is not None and not path.strip():
+        raise r.fail("advice.socket", "must be a path (leave the key out for no advice socket)")
+    if path is not None and Path(path) == submission_socket:
+        raise r.fail("advice.socket", "must not be server.socket: that one is SlurmUser's alone")
+    raw = a.get("partition", [])
+    if not isinstance(raw, list):
+        raise r.fail("advice.partition", "must be an array of tables ([[advice.partition]])")
+    memory: dict[str, float] = {}
+    for i, item in enumerate(raw):
+        t, key = r.table(item, "advice.partition"), f"advice.partition[{i}]"
+        name = r.get(t, key, "name", str, "")
+        if not name.strip():
+            raise r.fail(f"{key}.name", "missing: the Slurm partition this describes")
+        if name in memory:
+            raise r.fail(f"{key}.name", f"partition {name!r} is listed twice")
+        gb = r.get(t, key, "gpu_memory_gb", float, None)
+        if gb is None or gb <= 0:
+            raise r.fail(f"{key}.gpu_memory_gb", "must be a number of GB > 0 (one GPU's memory)")
+        memory[name] = gb * 1e9
+    return AdviceSettings(
+        socket=None if path is None else Path(path),
+        max_connections=positive(r, "advice.max_connections", r.get(a, "advice", "max_connections", int, 64)),
+        gpu_memory_bytes=memory,
+    )
+
+
+def read_billing(r: Reader, b: Mapping[str, Any]) -> Prices:
+    d = Prices()
+    price = _price(r, "billing", r.get(b, "billing", "price", float, d.price))
+    currency = r.get(b, "billing", "currency", str, d.currency)
+    if not currency.strip():
+        raise r.fail("billing.currency", 'must name what prices are in (e.g. "EUR", "SU")')
+    mode_text = r.get(b, "billing", "mode", str, None)
+    modes = [m.value for m in BillingMode]
+    if mode_text is not None and mode_text not in modes:
+        raise r.fail(
+            "billing.mode",
+            f"must be one of {', '.join(modes)} (or unset: Slurm's PriorityFlags); got {mode_text!r}",
+        )
+    raw = b.get("partition", [])
+    if not isinstance(raw, list):
+        raise r.fail("billing.partition", "must be an array of tables ([[billing.partition]])")
+    partitions: list[PartitionPrice] = []
+    for i, item in enumerate(raw):
+        t, key = r.table(item, "billing.partition"), f"billing.partition[{i}]"
+        name = r.get(t, key, "name", str, "")
+        if not name.strip():
+            raise r.fail(f"{key}.name", "missing: the Slurm partition this prices")
+        if any(p.name == name for p in partitions):
+            raise r.fail(f"{key}.name", f"partition {name!r} is listed twice")
+        own_price = r.get(t, key, "price", float, None)
+        weights = _weights(r, f"{key}.weights", r.get(t, key, "weights", str, None))
+        if own_price is None and weights is None:
+            raise r.fail(key, "needs a price and/or weights")
+        own = None if own_price is None else _price(r, key, own_price)
+        partitions.append(PartitionPrice(name=name, price=own, weights=weights))
+    return Prices(
+        price=price,
+        currency=currency,
+        mode=None if mode_text is None else BillingMode(mode_text),
+        partitions=tuple(partitions),
+    )
+
+
+def _price(r: Reader, section: str, value: float) -> float:
+    if value < 0:
+        raise r.fail(f"{section}.price", f"must be >= 0 (per billed unit-hour), got {value:g}")
+    return value
+
+
+def _weights(r: Reader, key: str, text: str | None) -> Weights | None:
+    if text is None:
+        return None
+    try:
+        return parse_weights(text)
+    except ValueError as exc:
+        raise r.fail(key, str(exc)) from None

@@ -1,0 +1,133 @@
+"""What each harp.toml section may hold, and the checked reads every section parser uses."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from slurm_harp.config.settings import ConfigError
+from slurm_harp.core.policy import Mode
+
+# The keys each section accepts; any other is refused by name (docs/configuration.md lists them
+# all: tests/unit/test_docs.py).
+SCHEMA: dict[str, set[str]] = {
+    "": {"server", "store", "policy", "history", "training", "guard", "billing", "advice"},
+    "advice": {"socket", "max_connections", "partition"},
+    "advice.partition": {"name", "gpu_memory_gb"},
+    "billing": {"price", "currency", "mode", "partition"},
+    "billing.partition": {"name", "price", "weights"},
+    "guard": {
+        "heartbeat",
+        "poll_seconds",
+        "lead_seconds",
+        "stale_seconds",
+        "max_updates_per_poll",
+        "metrics_address",
+        "metrics_port",
+        "extension",
+    },
+    "training": {
+        "kill_budget",
+        "tolerance",
+        "keep",
+        "max_jobs",
+        "threads",
+        "refit",
+        "trees",
+        "learning_rate",
+        "ladder_rows",
+        "calibrate_by",
+    },
+    "server": {
+        "socket",
+        "socket_mode",
+        "socket_group",
+        "tcp",
+        "max_workers",
+        "grace_seconds",
+        "metrics_address",
+        "metrics_port",
+        "store_poll_seconds",
+        "predict_lane",
+    },
+    "store": {"path"},
+    "history": {"db", "window_days", "poll_seconds", "outcome_window_days"},
+    "policy": {
+        "mode",
+        "quantile",
+        "min_gain",
+        "floor",
+        "rule",
+        "require_history",
+        "limits",
+        "opt_out_users",
+        "opt_out_accounts",
+    },
+    "policy.floor": {"time_minutes", "memory_mb", "cpus"},
+    "policy.rule": {"partition", "account", "mode"},
+}
+# Sections that are arrays of tables ([[...]]): their keys are documented with the array.
+ARRAY_TABLES = frozenset({"policy.rule", "billing.partition", "advice.partition"})
+
+
+class Reader:
+    """Checked reads from one file's sections: every error names the file and the key."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+
+    def fail(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.path}: {key}: {problem}")
+
+    def table(self, data: Any, section: str) -> Mapping[str, Any]:
+        if not isinstance(data, Mapping):
+            raise self.fail(section or "(top level)", "must be a table")
+        allowed = SCHEMA[section]
+        for key in data:
+            if key not in allowed:
+                where = f"{section}.{key}" if section else key
+                raise self.fail(where, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        return data
+
+    def get(self, data: Mapping[str, Any], section: str, key: str, kind: type, default: Any) -> Any:
+        if key not in data:
+            return default
+        value = data[key]
+        # bool is an int in Python; a sysadmin writing `true` for a number is an error.
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                return float(value)
+            raise self.fail(f"{section}.{key}", f"expected {kind.__name__}, got {value!r}")
+        # TOML has nan and inf; every range check below is false for nan, so refuse them here.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(f"{section}.{key}", f"must be a finite number, got {value!r}")
+        return value
+
+    def seconds(self, data: Mapping[str, Any], section: str, key: str, default: float, least: float) -> float:
+        """A period in seconds, at least ``least`` (0 would make a poll loop spin)."""
+        value = float(self.get(data, section, key, float, default))
+        if value < least:
+            raise self.fail(f"{section}.{key}", f"must be a number of seconds >= {least:g}, got {value:g}")
+        return value
+
+    def mode(self, value: Any, key: str) -> Mode:
+        try:
+            return Mode(value)
+        except ValueError:
+            modes = ", ".join(m.value for m in Mode)
+            raise self.fail(key, f"mode must be one of {modes}; got {value!r}") from None
+
+    def names(self, data: Mapping[str, Any], key: str) -> frozenset[str]:
+        """A list of names (users, accounts)."""
+        value = data.get(key.rpartition(".")[2], [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(key, f"expected a list of names, got {value!r}")
+        return frozenset(value)
+
+
+def positive(r: Reader, key: str, value: int) -> int:
+    if value < 1:
+        raise r.fail(key, f"must be >= 1, got {value}")
+    return value

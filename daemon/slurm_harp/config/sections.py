@@ -1,0 +1,203 @@
+"""The [server], [policy], [history], [training] and [guard] sections."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from slurm_harp.config.reader import Reader, positive
+from slurm_harp.config.settings import (
+    DEFAULT_SOCKET,
+    REFIT,
+    GuardSettings,
+    HistorySettings,
+    ServerSettings,
+    TrainingSettings,
+)
+from slurm_harp.core.extension import EXTENSIONS
+from slurm_harp.core.policy import DEFAULT_FLOORS, LIMITS, Policy, Rule
+from slurm_harp.core.request import Target
+from slurm_harp.core.safety_rule import BY
+
+_FLOOR_KEYS = {"time_minutes": Target.TIME, "memory_mb": Target.MEMORY, "cpus": Target.CPUS}
+
+
+def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
+    mode_text = r.get(srv, "server", "socket_mode", str, "0660")
+    try:
+        socket_mode = int(mode_text, 8)
+    except ValueError:
+        raise r.fail(
+            "server.socket_mode", f"expected an octal string like '0660', got {mode_text!r}"
+        ) from None
+    if socket_mode & ~0o777:
+        raise r.fail("server.socket_mode", f"not a permission mode: {mode_text!r}")
+    if socket_mode & 0o007:
+        raise r.fail("server.socket_mode", "must not grant access to others (only SlurmUser's group)")
+    metrics_port = r.get(srv, "server", "metrics_port", int, None)
+    if metrics_port is not None and not 0 <= metrics_port < 65536:
+        raise r.fail("server.metrics_port", f"out of range: {metrics_port}")
+    tcp = r.get(srv, "server", "tcp", str, None)
+    if tcp is not None and not tcp.rpartition(":")[2].isdigit():
+        raise r.fail("server.tcp", f"expected host:port, got {tcp!r}")
+    return ServerSettings(
+        socket=Path(r.get(srv, "server", "socket", str, str(DEFAULT_SOCKET))),
+        socket_mode=socket_mode,
+        socket_group=r.get(srv, "server", "socket_group", str, None),
+        tcp=tcp,
+        max_workers=positive(r, "server.max_workers", r.get(srv, "server", "max_workers", int, 8)),
+        grace_seconds=r.seconds(srv, "server", "grace_seconds", 5.0, 0.0),
+        metrics_address=r.get(srv, "server", "metrics_address", str, "127.0.0.1"),
+        metrics_port=metrics_port,
+        store_poll_seconds=r.seconds(srv, "server", "store_poll_seconds", 30.0, 1.0),
+        predict_lane=r.get(srv, "server", "predict_lane", bool, True),
+    )
+
+
+def read_guard(r: Reader, g: Mapping[str, Any]) -> GuardSettings:
+    d = GuardSettings()
+
+    def seconds(key: str, least: float) -> float:
+        return r.seconds(g, "guard", key, getattr(d, key), least)
+
+    poll, lead = seconds("poll_seconds", 1.0), seconds("lead_seconds", 30.0)
+    if lead < 2 * poll:
+        raise r.fail(
+            "guard.lead_seconds", f"must be at least twice guard.poll_seconds ({poll:g}), got {lead:g}"
+        )
+    stale = seconds("stale_seconds", 2.0)
+    if stale < 2 * poll:
+        raise r.fail(
+            "guard.stale_seconds", f"must be at least twice guard.poll_seconds ({poll:g}), got {stale:g}"
+        )
+    port = r.get(g, "guard", "metrics_port", int, None)
+    if port is not None and not 0 <= port < 65536:
+        raise r.fail("guard.metrics_port", f"out of range: {port}")
+    extension = r.get(g, "guard", "extension", str, d.extension)
+    if extension not in EXTENSIONS:
+        raise r.fail("guard.extension", f"must be one of {', '.join(EXTENSIONS)}, got {extension!r}")
+    return GuardSettings(
+        heartbeat=Path(r.get(g, "guard", "heartbeat", str, str(d.heartbeat))),
+        poll_seconds=poll,
+        lead_seconds=lead,
+        stale_seconds=stale,
+        max_updates_per_poll=positive(
+            r,
+            "guard.max_updates_per_poll",
+            r.get(g, "guard", "max_updates_per_poll", int, d.max_updates_per_poll),
+        ),
+        metrics_address=r.get(g, "guard", "metrics_address", str, d.metrics_address),
+        metrics_port=port,
+        extension=extension,
+    )
+
+
+def read_training(r: Reader, tr: Mapping[str, Any]) -> TrainingSettings:
+    d = TrainingSettings()  # the defaults, written once
+
+    def get(key: str, kind: type) -> Any:
+        return r.get(tr, "training", key, kind, getattr(d, key))
+
+    def count(key: str) -> int:
+        return positive(r, f"training.{key}", get(key, int))
+
+    budget = get("kill_budget", float)
+    if not 0.0 <= budget < 1.0:
+        raise r.fail("training.kill_budget", f"must be a fraction in [0, 1), got {budget}")
+    tolerance = get("tolerance", float)
+    if not 0.0 <= tolerance <= 100.0:
+        raise r.fail("training.tolerance", f"must be in [0, 100] points, got {tolerance}")
+    rate = get("learning_rate", float)
+    if not 0.0 < rate <= 1.0:
+        raise r.fail("training.learning_rate", f"must be in (0, 1], got {rate}")
+    return TrainingSettings(
+        kill_budget=budget,
+        tolerance=tolerance,
+        keep=count("keep"),
+        max_jobs=count("max_jobs"),
+        threads=count("threads"),
+        refit=_refit(r, tr),
+        trees=count("trees"),
+        learning_rate=rate,
+        ladder_rows=count("ladder_rows"),
+        calibrate_by=_calibrate_by(r, get("calibrate_by", str)),
+    )
+
+
+def _calibrate_by(r: Reader, value: str) -> str:
+    if value not in BY:
+        raise r.fail("training.calibrate_by", f"must be one of {', '.join(BY)}; got {value!r}")
+    return value
+
+
+def _refit(r: Reader, tr: Mapping[str, Any]) -> str:
+    """A REFIT name; true (earlier versions' refit on every job) is "full", false "off"."""
+    value = tr.get("refit", REFIT[0])
+    if isinstance(value, bool):
+        return REFIT[0] if value else "off"
+    if value not in REFIT:
+        raise r.fail("training.refit", f"must be one of {', '.join(REFIT)} (or true, false); got {value!r}")
+    return str(value)
+
+
+def read_history(r: Reader, hist: Mapping[str, Any]) -> HistorySettings:
+    db = r.get(hist, "history", "db", str, None)
+    if db is not None and not db.strip():
+        raise r.fail("history.db", "must be a path (leave the key out for no history)")
+    poll = r.seconds(hist, "history", "poll_seconds", 60.0, 0.1)
+    return HistorySettings(
+        db=None if db is None else Path(db),
+        window_days=positive(r, "history.window_days", r.get(hist, "history", "window_days", int, 30)),
+        poll_seconds=poll,
+        outcome_window_days=positive(
+            r, "history.outcome_window_days", r.get(hist, "history", "outcome_window_days", int, 7)
+        ),
+    )
+
+
+def read_policy(r: Reader, pol: Mapping[str, Any]) -> Policy:
+    quantile = r.get(pol, "policy", "quantile", float, 0.9)
+    if not 0.0 < quantile < 1.0:
+        raise r.fail("policy.quantile", f"must be between 0 and 1, got {quantile}")
+    min_gain = r.get(pol, "policy", "min_gain", float, 0.1)
+    if not 0.0 <= min_gain < 1.0:
+        raise r.fail("policy.min_gain", f"must be in [0, 1), got {min_gain}")
+    limits = r.get(pol, "policy", "limits", str, "calibrated")
+    if limits not in LIMITS:
+        raise r.fail("policy.limits", f"must be one of {', '.join(LIMITS)}, got {limits!r}")
+    floors = dict(DEFAULT_FLOORS)
+    for key, value in r.table(pol.get("floor", {}), "policy.floor").items():
+        number = r.get({key: value}, "policy.floor", key, float, None)
+        if number < 0:
+            raise r.fail(f"policy.floor.{key}", f"must be >= 0, got {number}")
+        floors[_FLOOR_KEYS[key]] = number
+    rules = []
+    raw_rules = pol.get("rule", [])
+    if not isinstance(raw_rules, list):
+        raise r.fail("policy.rule", "must be an array of tables ([[policy.rule]])")
+    for i, raw in enumerate(raw_rules):
+        rule = r.table(raw, "policy.rule")
+        key = f"policy.rule[{i}]"
+        if "mode" not in rule:
+            raise r.fail(f"{key}.mode", "missing")
+        if "partition" not in rule and "account" not in rule:
+            raise r.fail(key, "needs a partition and/or an account to match")
+        rules.append(
+            Rule(
+                mode=r.mode(rule["mode"], f"{key}.mode"),
+                partition=r.get(rule, key, "partition", str, None),
+                account=r.get(rule, key, "account", str, None),
+            )
+        )
+    return Policy(
+        default_mode=r.mode(pol.get("mode", "shadow"), "policy.mode"),
+        rules=tuple(rules),
+        quantile=quantile,
+        min_gain=min_gain,
+        floors=floors,
+        require_history=r.get(pol, "policy", "require_history", bool, True),
+        limits=limits,
+        opt_out_users=r.names(pol, "policy.opt_out_users"),
+        opt_out_accounts=r.names(pol, "policy.opt_out_accounts"),
+    )
