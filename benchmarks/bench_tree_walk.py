@@ -126,10 +126,10 @@ def p50s(cases: dict[str, Callable[[], object]], rounds: int) -> dict[str, tuple
                 started = time.perf_counter()
                 cases[name]()
                 times[(name, idle)].append(time.perf_counter() - started)
-    return {n: (p50_us(times[(n, False)]), p50_us(times[(n, True)])) for n in cases}
+    return {n: (median_us(times[(n, False)]), median_us(times[(n, True)])) for n in cases}
 
 
-def p50_us(seconds: list[float]) -> float:
+def median_us(seconds: list[float]) -> float:
     return statistics.median(seconds) * 1e6
 
 
