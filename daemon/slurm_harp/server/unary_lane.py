@@ -131,7 +131,9 @@ class UnaryLane:
             self._finish(call, None, cygrpc.StatusCode.unimplemented, details)
             return
         try:
-            response = bytes(self._handler(request))  # the same object when it is bytes
+            response = self._handler(request)
+            if not isinstance(response, bytes):  # core would refuse it later, outside this try
+                raise TypeError(f"the handler answered {type(response).__name__}, not bytes")
         except Exception:
             log.exception("%s handler failed", self._method)
             self._finish(call, None, cygrpc.StatusCode.internal, b"handler failed")
