@@ -106,7 +106,7 @@ function M.plan(job_desc, decision, submit_uid)
       local new_cpt = ceil(cpus / tasks)
       if new_cpt >= 1 and new_cpt < cpt then
         set("cpus_per_task", get("cpus_per_task"), new_cpt)
-        if not min_cpus or new_cpt * tasks < min_cpus then set("min_cpus", get("min_cpus"), new_cpt * tasks) end
+        if not min_cpus or new_cpt * tasks < min_cpus then set("min_cpus", min_raw, new_cpt * tasks) end
         note(format("cpus_per_task %d->%d", cpt, new_cpt))
         cpus_before, cpus_after = max(min_cpus or 0, cpt * tasks), new_cpt * tasks
       end
@@ -155,7 +155,7 @@ function M.plan(job_desc, decision, submit_uid)
     elseif not absent32(tmin_raw) then
       note("time_min: not a count, left alone")
     elseif limit and minutes < limit then
-      set("time_min", get("time_min"), minutes)
+      set("time_min", tmin_raw, minutes)
       note(format("time_min ->%d min (limit %d)", minutes, limit))
     else
       note("time_min: not below the limit, left alone")
@@ -164,8 +164,9 @@ function M.plan(job_desc, decision, submit_uid)
     local limit = count32(get("time_limit"), 1)
     if limit and minutes < limit then
       set("time_limit", get("time_limit"), minutes)
-      local tmin = count32(get("time_min"), 1)
-      if tmin and tmin > minutes then set("time_min", get("time_min"), minutes) end
+      local tmin_raw = get("time_min")
+      local tmin = count32(tmin_raw, 1)
+      if tmin and tmin > minutes then set("time_min", tmin_raw, minutes) end
       note(format("time_limit %d->%d min", limit, minutes))
     elseif not limit then
       note("time: not requested, left alone")
