@@ -21,7 +21,7 @@ from unittest.mock import Mock
 
 import grpc
 
-from benchmarks.common import train_bundled
+from benchmarks.common import serving, train_bundled
 from benchmarks.noop_server import LANE, NoopServer
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
@@ -74,17 +74,7 @@ def measure(sock: Path, clients: int, calls: int) -> tuple[float, float, float]:
 
 def in_process(store: Path, gap_s: float, calls: int = 500) -> float:
     """p50 µs of PredictorService.Predict called directly (no transport), with an idle sleep between calls."""
-    from prometheus_client import CollectorRegistry
-
-    from slurm_harp.config import parse
-    from slurm_harp.server.daemon import Daemon
-    from slurm_harp.server.service import PredictorService
-
-    daemon = Daemon(
-        parse({"store": {"path": str(store)}, "policy": {"mode": "rewrite"}}), CollectorRegistry()
-    )
-    daemon.reload_models()
-    service = PredictorService(daemon.predictor, daemon.metrics)
+    _, service = serving(store)
     context = Mock(spec=grpc.ServicerContext)  # no transport: predict does not use its context
     body = REQUEST.SerializeToString()  # the handler parses the bytes itself, as gRPC hands them over
     times = []

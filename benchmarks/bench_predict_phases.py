@@ -26,18 +26,14 @@ from unittest.mock import Mock
 import grpc
 import numpy as np
 import onnxruntime as ort
-from prometheus_client import CollectorRegistry
 
 from benchmarks.bench_daemon import REQUEST
-from benchmarks.common import train_bundled
+from benchmarks.common import serving, train_bundled
 from slurm_harp.api import predictor_pb2 as pb
-from slurm_harp.config import parse
 from slurm_harp.core.predictor import _calibrated
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration, decision_weight, viable_models
 from slurm_harp.server.convert import decision_to_proto, request_from_proto
-from slurm_harp.server.daemon import Daemon
-from slurm_harp.server.service import PredictorService
 
 IDLE_S = 0.007
 
@@ -100,11 +96,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
         train_bundled(store)
-        daemon = Daemon(
-            parse({"store": {"path": str(store)}, "policy": {"mode": "rewrite"}}), CollectorRegistry()
-        )
-        daemon.reload_models()
-        service = PredictorService(daemon.predictor, daemon.metrics)
+        daemon, service = serving(store)
         predictor = daemon.predictor
         model = predictor.models[Target.TIME]
         calibration = model.calibration  # type: ignore[attr-defined]

@@ -31,15 +31,11 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
-from prometheus_client import CollectorRegistry
 
 from benchmarks.bench_predict_phases import IDLE_S, _sized_requests
-from benchmarks.common import train_bundled
-from slurm_harp.config import parse
+from benchmarks.common import serving, train_bundled
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import INPUT_NAME
-from slurm_harp.server.daemon import Daemon
-from slurm_harp.server.service import PredictorService
 
 SOURCE = Path(__file__).parent / "c" / "tree_walk.c"
 NODE = np.dtype([("value", "<f4"), ("right", "<i4"), ("feature", "<u2"), ("flags", "u1"), ("unused", "u1")])
@@ -131,13 +127,6 @@ def p50s(cases: dict[str, Callable[[], object]], rounds: int) -> dict[str, tuple
 
 def median_us(seconds: list[float]) -> float:
     return statistics.median(seconds) * 1e6
-
-
-def serving(store: Path) -> tuple[Daemon, PredictorService]:
-    settings = parse({"store": {"path": str(store)}, "policy": {"mode": "rewrite"}})
-    daemon = Daemon(settings, CollectorRegistry())
-    daemon.reload_models()
-    return daemon, PredictorService(daemon.predictor, daemon.metrics)
 
 
 def main() -> None:

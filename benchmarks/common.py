@@ -1,4 +1,5 @@
-"""Shared set-up for the benchmarks: training the bundled model in a separate process."""
+"""Shared set-up for the benchmarks: training the bundled model in a separate process, and the
+daemon's Predict handler on it without a transport."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import TYPE_CHECKING
 from tests.conftest import BUNDLED_TRACE
 
 if TYPE_CHECKING:
-    pass
+    from slurm_harp.server.daemon import Daemon
+    from slurm_harp.server.service import PredictorService
 
 
 def train_argv(source: Path, store: Path, *extra: str) -> list[str]:
@@ -26,3 +28,18 @@ def train_bundled(store: Path) -> None:
         check=True,
         stdout=subprocess.DEVNULL,
     )
+
+
+def serving(store: Path) -> tuple[Daemon, PredictorService]:
+    """A daemon in rewrite mode on ``store``'s models, and its Predict handler (no transport)."""
+    from prometheus_client import CollectorRegistry
+
+    from slurm_harp.config import parse
+    from slurm_harp.server.daemon import Daemon
+    from slurm_harp.server.service import PredictorService
+
+    daemon = Daemon(
+        parse({"store": {"path": str(store)}, "policy": {"mode": "rewrite"}}), CollectorRegistry()
+    )
+    daemon.reload_models()
+    return daemon, PredictorService(daemon.predictor, daemon.metrics)
