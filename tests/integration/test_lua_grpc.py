@@ -160,13 +160,6 @@ def server(sock: Path, servicer: Servicer) -> Iterator[grpc.Server]:
     srv.stop(0)
 
 
-@pytest.fixture
-def driver(sock: Path) -> Iterator[Driver]:
-    drv = Driver(sock)
-    yield drv
-    drv.close()
-
-
 def test_round_trip_decodes_the_decision_and_sends_the_job(
     server: grpc.Server, servicer: Servicer, driver: Driver
 ) -> None:

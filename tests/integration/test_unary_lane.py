@@ -1,6 +1,6 @@
 """The core lane (slurm_harp.server.unary_lane) against grpcio's own client, over a Unix socket.
 
-The plugin's client against the lane is in test_lua_grpc_conformance.py (the "lane" cases)."""
+The plugin's client against the lane is in the test_lua_grpc_*.py modules (the "lane" cases)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,76 @@
+"""Fixtures of the conformance modules of the plugin's Lua gRPC client (test_lua_grpc_*.py).
+
+A socket path, a grpcio server of conf.Test answering in its worker pool or in core lanes (``lane``),
+a scripted HTTP/2 peer on that socket, and the Lua driver on it. test_lua_grpc.py has its own sock and
+server fixtures, which take precedence in that module (its driver is this one, on its sock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+import pytest
+
+from tests.integration.conformance_service import Recorder, start_conformance_server
+from tests.integration.h2_peer import PeerConn, ScriptedPeer
+
+if TYPE_CHECKING:
+    from tests.integration.test_lua_grpc import Driver
+
+
+@pytest.fixture
+def sock(tmp_path: Path) -> Path:
+    return tmp_path / "conf.sock"
+
+
+@pytest.fixture
+def rec() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture(params=[False, True], ids=["pool", "lane"])
+def lane(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+@pytest.fixture
+def server(sock: Path, rec: Recorder, lane: bool) -> Iterator[grpc.Server]:
+    srv = start_conformance_server(sock, rec, lane)
+    yield srv
+    srv.stop(0)
+
+
+@pytest.fixture
+def pool_server(sock: Path, rec: Recorder) -> Iterator[grpc.Server]:
+    srv = start_conformance_server(sock, rec)
+    yield srv
+    srv.stop(0)
+
+
+@pytest.fixture
+def driver(sock: Path) -> Iterator[Driver]:
+    # Imported here: test_lua_grpc skips its module where lua5.1 is missing, and a skip in a conftest
+    # would skip every module of this directory.
+    from tests.integration.test_lua_grpc import Driver
+
+    drv = Driver(sock)
+    yield drv
+    drv.close()
+
+
+@pytest.fixture
+def peer_at(sock: Path) -> Iterator[Callable[[Callable[[PeerConn], None]], ScriptedPeer]]:
+    peers: list[ScriptedPeer] = []
+
+    def make(script: Callable[[PeerConn], None]) -> ScriptedPeer:
+        peers.append(ScriptedPeer(sock, script))
+        return peers[-1]
+
+    yield make
+    for p in peers:
+        p.close()
+    for p in peers:
+        assert not p.errors, p.errors
