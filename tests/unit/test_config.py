@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.config import ConfigError, TrainingSettings, load, parse
+from slurm_harp.config import ConfigError, GuardSettings, ServerSettings, TrainingSettings, load, parse
 from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
 
@@ -57,6 +57,12 @@ def test_refit_modes(text: str, mode: str) -> None:
 def test_defaults_are_safe() -> None:
     s = parse({})
     assert s.policy.default_mode is Mode.SHADOW and s.server.socket_mode == 0o660 and s.server.tcp is None
+
+
+def test_an_empty_file_gives_the_settings_defaults() -> None:
+    """The sections' readers take their defaults from the settings classes: one home for each."""
+    s = parse({"server": {}, "guard": {}, "training": {}})
+    assert (s.server, s.guard, s.training) == (ServerSettings(), GuardSettings(), TrainingSettings())
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,9 @@ import pytest
 from slurm_harp.advice.billing import parse_weights
 from slurm_harp.advice.evidence import Run
 from slurm_harp.advice.gpu_memory import TrainingFacts
+from slurm_harp.advice.option import Option
 from slurm_harp.advice.partition_shape import PartitionShape
-from slurm_harp.advice.recommend import Advice, Ask, Option, advise
+from slurm_harp.advice.recommend import Advice, Ask, advise
 from slurm_harp.advice.sizing import Scaling
 from slurm_harp.advice.survival import Empirical, PointMasses
 from slurm_harp.advice.tariff import PartitionPrice, Prices, Tariff

@@ -13,6 +13,7 @@ import pytest
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord
 from slurm_harp.accounting import sacct as sacct_module
 from slurm_harp.accounting.swf import parse_swf
+from slurm_harp.commands import method
 from slurm_harp.commands import train as train_command
 from slurm_harp.config import parse
 from slurm_harp.core.features import FEATURE_NAMES
@@ -262,11 +263,11 @@ def test_tree_settings_agree_and_scale_the_side_fits() -> None:
     """The CLI's and the config's defaults are the boosters' own; a site's number of trees scales
     the censored refinement and the custom-loss start with it (a quarter each)."""
     default = BoosterParams()
-    assert (default.n_estimators, default.learning_rate) == (train_command.TREES, train_command.LEARNING_RATE)
+    assert (default.n_estimators, default.learning_rate) == (method.TREES, method.LEARNING_RATE)
     settings = parse({}).training
     assert (settings.trees, settings.learning_rate) == (default.n_estimators, default.learning_rate)
     family = FamilyConfig()
-    assert family.ladder_max_rows == train_command.LADDER_ROWS == settings.ladder_rows
+    assert family.ladder_max_rows == method.LADDER_ROWS == settings.ladder_rows
     assert CalibrationConfig().by == settings.calibrate_by == "none"
     assert (
         family.censored_rounds
@@ -274,7 +275,7 @@ def test_tree_settings_agree_and_scale_the_side_fits() -> None:
         == family.update_rounds
         == side_rounds(default.n_estimators)
     )
-    config = train_command.method_config(
+    config = method.method_config(
         (0.9,),
         (),
         ("upp", "ov_mape", 1.0),

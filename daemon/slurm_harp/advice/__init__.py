@@ -6,7 +6,8 @@ under harp.toml's prices), survival (a job's run-time distribution), reexecution
 doubled-limit reruns), quote (the expected cost of one configuration), gpu_memory (ZeRO's
 per-GPU memory), partition_shape (how big a job each partition holds), script (a batch script's
 header as a request), evidence (a user's completed runs of a job name), sizing (run time and
-memory by size from them) and recommend (the advice itself: candidates, answers).
+memory by size from them), option (one way of running the job, priced) and recommend (the
+advice itself: the candidates and the answers).
 docs/advice.md has the formulas and their sources.
 """
 
@@ -15,10 +16,11 @@ from __future__ import annotations
 from slurm_harp.advice.billing import Mode, Weights, billed_units, parse_priority_flags, parse_weights
 from slurm_harp.advice.evidence import Evidence, Run
 from slurm_harp.advice.gpu_memory import Fit, Overhead, TrainingFacts, fewest_gpus, model_state_bytes
+from slurm_harp.advice.option import Option
 from slurm_harp.advice.partition_shape import PartitionShape, shapes_from_scontrol
 from slurm_harp.advice.partition_table import Partition, PartitionTable, from_scontrol, from_slurm_conf
 from slurm_harp.advice.quote import Allocation, Configuration, Quote, price
-from slurm_harp.advice.recommend import Advice, Ask, Option, advise
+from slurm_harp.advice.recommend import Advice, Ask, advise
 from slurm_harp.advice.reexecution import Reexecution, expected_reexecution, next_limit
 from slurm_harp.advice.survival import PiecewiseSurvival, PointMasses, RiskCurve, Runtime
 from slurm_harp.advice.tariff import PartitionPrice, Prices, Tariff

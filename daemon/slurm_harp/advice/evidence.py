@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 
-__all__ = ["Evidence", "Run", "evidence_of", "run_size"]
+__all__ = ["Evidence", "Run", "evidence_of", "request_size", "run_size"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +60,13 @@ def run_size(record: JobRecord, gpu: bool) -> int:
     if gpu:
         return (request.gpus_per_node or 0) * max(request.min_nodes or 1, 1)
     return int(record.cores)
+
+
+def request_size(job: JobRequest, gpu: bool) -> int | None:
+    """The size ``job`` asks for: its GPUs for a GPU job, else its CPUs (None: not said)."""
+    if gpu:
+        return (job.gpus_per_node or 0) * max(job.min_nodes or 1, 1) or None
+    return job.min_cpus
 
 
 def evidence_of(job: JobRequest, records: Iterable[JobRecord], gpu: bool) -> Evidence:

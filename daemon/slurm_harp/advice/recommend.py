@@ -4,7 +4,7 @@ For a job as submitted (``Ask``) and the finished runs of the same user and job 
 the caller reads only that user's jobs, and runs of anyone else are dropped here too), each
 candidate configuration (a partition and a size: CPUs, or GPUs for a GPU job, on the fewest
 nodes that hold them) gets a run-time distribution, a memory request and a first time limit,
-and is priced with the site's tariff, HARP's re-executions included (quote.py). Then:
+and is priced with the site's tariff, HARP's re-executions included (option.py). Then:
 
 - the cheapest option whose longest expected run (the longest run the evidence has, with the
   attempts killed before it) ends within the deadline;
@@ -24,21 +24,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from slurm_harp.advice.evidence import Evidence, amount, evidence_of, run_size
-from slurm_harp.advice.gpu_memory import TrainingFacts, fewest_gpus, model_state_bytes
+from slurm_harp.advice.evidence import Evidence, amount, evidence_of, request_size, run_size
+from slurm_harp.advice.gpu_memory import TrainingFacts, fewest_gpus
+from slurm_harp.advice.option import GB, Option, Pricing
 from slurm_harp.advice.partition_shape import PartitionShape
-from slurm_harp.advice.quote import Allocation, Quote, cheapest_limit, same
-from slurm_harp.advice.reexecution import charged_minutes
-from slurm_harp.advice.sizing import Scaling, mem_per_node
+from slurm_harp.advice.quote import same
+from slurm_harp.advice.sizing import Scaling
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 
-__all__ = ["Advice", "Ask", "Option", "advise"]
+__all__ = ["Advice", "Ask", "advise"]
 
-NO_MAX_TIME = 366 * 1440  # the cap on attempts in a partition without MaxTime (minutes)
 LARGEST_POWER = 10  # candidate sizes: powers of two up to 2**10, with the sizes run and requested
-GB = 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,37 +48,6 @@ class Ask:
     deadline_minutes: float | None = None
     budget: float | None = None  # in the tariff's currency
     training: TrainingFacts | None = None  # a DNN training: checks the model states fit a GPU
-
-
-@dataclass(frozen=True, slots=True)
-class Option:
-    partition: str
-    size: int
-    allocation: Allocation
-    evidence: str  # what its run time rests on, or why there is none
-    quote: Quote | None = None  # None: not priced (no evidence, or it does not fit)
-    longest_minutes: float | None = None  # the longest run of the evidence, its killed attempts included
-    note: str = ""
-
-    @property
-    def priced(self) -> bool:
-        return self.quote is not None
-
-    @property
-    def limit_minutes(self) -> float | None:
-        return None if self.quote is None else self.quote.configuration.limit_minutes
-
-    @property
-    def expected_minutes(self) -> float | None:
-        return None if self.quote is None else self.quote.reexecution.expected_minutes
-
-    @property
-    def expected_cost(self) -> float | None:
-        return None if self.quote is None else self.quote.expected_cost
-
-    @property
-    def mem_per_node_mb(self) -> float:
-        return self.allocation.mem_mb / max(self.allocation.nodes, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,14 +72,8 @@ def _is_gpu_job(ask: Ask, records: Sequence[JobRecord]) -> bool:
     return bool(named) and all((r.request.gpus_per_node or 0) > 0 for r in named)
 
 
-def _request_size(job: JobRequest, gpu: bool) -> int | None:
-    if gpu:
-        return (job.gpus_per_node or 0) * max(job.min_nodes or 1, 1) or None
-    return job.min_cpus
-
-
 def _cpus_per_gpu(job: JobRequest, evidence: Evidence, records: Sequence[JobRecord]) -> int:
-    size = _request_size(job, True)
+    size = request_size(job, True)
     if size and job.min_cpus:
         return max(1, job.min_cpus // size)
     ratios = sorted(
@@ -170,9 +131,12 @@ def advise(
     gpu = _is_gpu_job(ask, records)
     evidence = evidence_of(ask.job, records, gpu)
     scaling = Scaling.fit(evidence.runs)
-    requested = _request_size(ask.job, gpu)
+    requested = request_size(ask.job, gpu)
     gpu_memory = gpu_memory_bytes or {}
     cpus_per_gpu = _cpus_per_gpu(ask.job, evidence, records) if gpu else 0
+    pricing = Pricing(
+        ask.job, gpu, cpus_per_gpu, evidence, scaling, tariff, ask.training, gpu_memory, memory_floor_mb
+    )
     notes = _notes(ask, evidence, scaling, requested, gpu_memory)
 
     names = list(ask.partitions) or sorted(set(shapes) | set(tariff.partitions))
@@ -190,11 +154,7 @@ def advise(
         if shape is not None and most == 0:
             notes.append(f"partition {name}: has no {'GPUs' if gpu else 'CPUs'} for this job")
             continue
-        for size in _sizes(most, evidence, requested):
-            options.append(
-                _option(ask, name, shape, size, gpu, cpus_per_gpu, evidence, scaling, tariff, gpu_memory,
-                        memory_floor_mb)
-            )  # fmt: skip
+        options += [pricing.option(name, shape, size) for size in _sizes(most, evidence, requested)]
 
     order = {id(o): i for i, o in enumerate(options)}
     finishing = [o for o in options if o.quote is not None and o.quote.p_unfinished == 0.0]
@@ -232,76 +192,6 @@ def advise(
         pareto=tuple(sorted(_pareto(finishing), key=by_cost)),
         notes=tuple(notes),
     )
-
-
-def _option(
-    ask: Ask,
-    name: str,
-    shape: PartitionShape | None,
-    size: int,
-    gpu: bool,
-    cpus_per_gpu: int,
-    evidence: Evidence,
-    scaling: Scaling | None,
-    tariff: Tariff,
-    gpu_memory: Mapping[str, float],
-    memory_floor_mb: float,
-) -> Option:
-    job = ask.job
-    requested = _request_size(job, gpu)
-    cpus = size * cpus_per_gpu if gpu else size
-    if shape is None:
-        nodes: int | None = max(job.min_nodes or 1, 1) if size == requested else 1
-    else:
-        nodes = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
-    if nodes is None:  # cannot be reached from _sizes, which stays within the partition
-        return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
-    mem_node = mem_per_node(evidence, job, size, nodes, memory_floor_mb)
-    allocation = Allocation(cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0)
-    minutes, label, refused = _run_times(evidence, scaling, size, requested)
-    if shape is not None and gpu and cpus > shape.cpus_per_node * nodes:
-        return Option(name, size, allocation, label, note=f"{cpus} CPUs do not fit on {nodes} node(s)")
-    room = None if shape is None else shape.mem_per_node_mb
-    if room is not None and mem_node > room:
-        return Option(
-            name, size, allocation, label, note=f"needs {mem_node:.0f} MB per node; a node has {room:.0f} MB"
-        )
-    if ask.training is not None:
-        need = model_state_bytes(ask.training, size)
-        has = gpu_memory.get(name)
-        if has is not None and need > has:
-            return Option(
-                name, size, allocation, label,
-                note=f"model states need {need / GB:.1f} GB per GPU; a GPU here has {has / GB:.1f} GB",
-            )  # fmt: skip
-    if minutes is None:
-        return Option(name, size, allocation, label, note=refused)
-    bounds = [b for b in (shape and shape.max_minutes, tariff.partition(name).max_minutes) if b]
-    cap = float(min(bounds, default=NO_MAX_TIME))
-    quote = cheapest_limit(tariff, name, allocation, minutes, cap)
-    longest = charged_minutes(quote.configuration.limit_minutes, quote.cap_minutes, max(minutes))
-    note = "" if quote.p_unfinished == 0 else "runs past the partition's MaxTime: cannot finish"
-    return Option(name, size, allocation, label, quote=quote, longest_minutes=longest, note=note)
-
-
-def _run_times(
-    evidence: Evidence, scaling: Scaling | None, size: int, requested: int | None
-) -> tuple[tuple[float, ...] | None, str, str]:
-    """The run times at ``size`` (None: not priced), what they rest on, and why not priced.
-    A fit that does not scale prices the size asked for alone: by its own runs where there are
-    some, else by the fit between the sizes run."""
-    if scaling is None or not scaling.low <= size <= scaling.high:
-        return None, "no evidence", ""
-    if scaling.low == scaling.high:
-        return scaling.minutes(size), evidence.describe(), ""
-    if scaling.scales:
-        return scaling.minutes(size), f"fit of {evidence.describe()}", ""
-    if size != requested:
-        return None, "not compared", f"your runs at more {evidence.unit}s took no less time"
-    here = tuple(r.minutes for r in evidence.runs if r.size == size)
-    if here:
-        return here, f"{len(here)} run{'s' if len(here) != 1 else ''} at this size", ""
-    return scaling.minutes(size), f"fit of {evidence.describe()}", ""
 
 
 def _notes(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
 from slurm_harp.commands.arguments import count, fraction, rate
-from slurm_harp.commands.train import LADDER_ROWS, LEARNING_RATE, TREES
+from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY

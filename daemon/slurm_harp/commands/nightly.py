@@ -17,6 +17,7 @@ import time
 from slurm_harp.accounting import JobRecord
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.commands import harvest as harvest_command
+from slurm_harp.commands import method
 from slurm_harp.commands import train as train_command
 from slurm_harp.commands.arguments import config_option, settings_at
 from slurm_harp.config import Settings
@@ -76,10 +77,10 @@ def _train(settings: Settings, records: list[JobRecord]) -> int:
     from slurm_harp.learning.pipeline import Plan
 
     t = settings.training
-    config = train_command.method_config(
-        train_command.quantiles(train_command.QUANTILES),
-        train_command.names(train_command.COMPARE),
-        train_command.selection(train_command.SELECT),
+    config = method.method_config(
+        method.quantiles(method.QUANTILES),
+        method.names(method.COMPARE),
+        method.selection(method.SELECT),
         t.kill_budget,
         1.0,
         t.threads,

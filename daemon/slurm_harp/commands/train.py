@@ -17,27 +17,29 @@ from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_records, sacct
 from slurm_harp.commands.arguments import count, fraction, rate
+from slurm_harp.commands.method import (
+    COMPARE,
+    LADDER_ROWS,
+    LEARNING_RATE,
+    QUANTILES,
+    SELECT,
+    TREES,
+    method_config,
+    names,
+    quantiles,
+    selection,
+)
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY, MIN_GROUP_JOBS
 from slurm_harp.model.store import ModelStore
 
 if TYPE_CHECKING:
-    from slurm_harp.learning.fitting import MethodConfig
     from slurm_harp.learning.pipeline import Outcome, Plan
 
 log = logging.getLogger(__name__)
 
 ALL = "all"
-# The method's defaults, as command-line text (harp nightly parses the same strings).
-QUANTILES = "0.5,0.7,0.8,0.9,0.95,0.98,0.99"
-COMPARE = "huber,eloss,linear,tree,mlp"
-SELECT = "upp,ov_mape,1.0"
-# booster.BoosterParams' defaults, here so that --help works without the training extra (tested).
-TREES = 200
-LEARNING_RATE = 0.05
-# family.FamilyConfig.ladder_max_rows' default, likewise.
-LADDER_ROWS = 100_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -151,41 +153,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=run)
 
 
-def quantiles(text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
-    if not values or not all(0.0 < q < 1.0 for q in values):
-        raise argparse.ArgumentTypeError(f"quantiles must lie in (0, 1): {text!r}")
-    return values
-
-
-def names(text: str) -> tuple[str, ...]:
-    from slurm_harp.learning.family import COMPARISON
-
-    picked = tuple(part.strip() for part in text.split(",") if part.strip() and part.strip() != "none")
-    unknown = [n for n in picked if n not in COMPARISON]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown models {unknown}; known: {', '.join(COMPARISON)}")
-    return picked
-
-
-def selection(text: str) -> tuple[str, str, float]:
-    parts = [part.strip() for part in text.split(",")]
-    try:
-        primary, secondary, tolerance = parts[0], parts[1], float(parts[2]) if len(parts) > 2 else 0.0
-    except (IndexError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected PRIMARY,SECONDARY[,TOLERANCE]: {text!r}") from None
-    from slurm_harp.learning.selection import METRICS
-
-    if primary not in METRICS or secondary not in METRICS or not tolerance >= 0:
-        raise argparse.ArgumentTypeError(
-            f"expected PRIMARY,SECONDARY[,TOLERANCE >= 0] with metrics among {', '.join(METRICS)}: {text!r}"
-        )
-    return primary, secondary, tolerance
-
-
 def read_source(source: str, sacct_start: str, db: str | None = None) -> tuple[list[JobRecord], ReadStats]:
     if db:
         from slurm_harp.accounting.jobstore import JobStore
@@ -248,38 +215,6 @@ def run(args: argparse.Namespace) -> int:
     )
     targets = list(Target) if args.target == ALL else [Target(args.target)]
     return train_targets(records, targets, plan, every=args.target == ALL)
-
-
-def method_config(
-    quantiles: tuple[float, ...],
-    compare: tuple[str, ...],
-    select: tuple[str, str, float],
-    kill_budget: float,
-    floor: float,
-    threads: int,
-    trees: int = TREES,
-    learning_rate: float = LEARNING_RATE,
-    ladder_rows: int = LADDER_ROWS,
-    calibrate_by: str = BY[0],
-) -> MethodConfig:
-    # Imported here so that the daemon's own commands work without the training extra installed.
-    from slurm_harp.learning.booster import BoosterParams
-    from slurm_harp.learning.calibration import CalibrationConfig
-    from slurm_harp.learning.family import FamilyConfig
-    from slurm_harp.learning.fitting import MethodConfig
-    from slurm_harp.learning.selection import SelectionPolicy
-
-    family = FamilyConfig(
-        quantiles=quantiles,
-        compare=compare,
-        ladder_max_rows=ladder_rows,
-        params=BoosterParams(n_jobs=max(1, threads)),
-    )
-    return MethodConfig(
-        family=family.boosted(trees, learning_rate),
-        selection=SelectionPolicy(*select),
-        calibration=CalibrationConfig(kill_budget=kill_budget, floor=floor, by=calibrate_by),
-    )
 
 
 def train_targets(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:

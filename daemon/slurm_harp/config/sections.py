@@ -8,7 +8,6 @@ from typing import Any
 
 from slurm_harp.config.reader import Reader, positive
 from slurm_harp.config.settings import (
-    DEFAULT_SOCKET,
     REFIT,
     GuardSettings,
     HistorySettings,
@@ -24,7 +23,12 @@ _FLOOR_KEYS = {"time_minutes": Target.TIME, "memory_mb": Target.MEMORY, "cpus": 
 
 
 def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
-    mode_text = r.get(srv, "server", "socket_mode", str, "0660")
+    d = ServerSettings()
+
+    def get(key: str, kind: type) -> Any:
+        return r.get(srv, "server", key, kind, getattr(d, key))
+
+    mode_text = r.get(srv, "server", "socket_mode", str, f"{d.socket_mode:04o}")
     try:
         socket_mode = int(mode_text, 8)
     except ValueError:
@@ -35,23 +39,23 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
         raise r.fail("server.socket_mode", f"not a permission mode: {mode_text!r}")
     if socket_mode & 0o007:
         raise r.fail("server.socket_mode", "must not grant access to others (only SlurmUser's group)")
-    metrics_port = r.get(srv, "server", "metrics_port", int, None)
+    metrics_port = get("metrics_port", int)
     if metrics_port is not None and not 0 <= metrics_port < 65536:
         raise r.fail("server.metrics_port", f"out of range: {metrics_port}")
-    tcp = r.get(srv, "server", "tcp", str, None)
+    tcp = get("tcp", str)
     if tcp is not None and not tcp.rpartition(":")[2].isdigit():
         raise r.fail("server.tcp", f"expected host:port, got {tcp!r}")
     return ServerSettings(
-        socket=Path(r.get(srv, "server", "socket", str, str(DEFAULT_SOCKET))),
+        socket=Path(r.get(srv, "server", "socket", str, str(d.socket))),
         socket_mode=socket_mode,
-        socket_group=r.get(srv, "server", "socket_group", str, None),
+        socket_group=get("socket_group", str),
         tcp=tcp,
-        max_workers=positive(r, "server.max_workers", r.get(srv, "server", "max_workers", int, 8)),
-        grace_seconds=r.seconds(srv, "server", "grace_seconds", 5.0, 0.0),
-        metrics_address=r.get(srv, "server", "metrics_address", str, "127.0.0.1"),
+        max_workers=positive(r, "server.max_workers", get("max_workers", int)),
+        grace_seconds=r.seconds(srv, "server", "grace_seconds", d.grace_seconds, 0.0),
+        metrics_address=get("metrics_address", str),
         metrics_port=metrics_port,
-        store_poll_seconds=r.seconds(srv, "server", "store_poll_seconds", 30.0, 1.0),
-        predict_lane=r.get(srv, "server", "predict_lane", bool, True),
+        store_poll_seconds=r.seconds(srv, "server", "store_poll_seconds", d.store_poll_seconds, 1.0),
+        predict_lane=get("predict_lane", bool),
     )
 
 

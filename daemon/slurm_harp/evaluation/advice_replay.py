@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurm_harp.advice.evidence import evidence_of
-from slurm_harp.advice.recommend import Ask, Option, advise
+from slurm_harp.advice.option import Option
+from slurm_harp.advice.recommend import Ask, advise
 from slurm_harp.advice.reexecution import charged_minutes
 from slurm_harp.advice.sizing import Scaling
 from slurm_harp.advice.tariff import PartitionTariff, Tariff

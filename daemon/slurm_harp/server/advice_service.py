@@ -18,7 +18,8 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from slurm_harp.advice.gpu_memory import TrainingFacts
-from slurm_harp.advice.recommend import Advice, Ask, Option
+from slurm_harp.advice.option import Option
+from slurm_harp.advice.recommend import Advice, Ask
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.server.advisor import AdviceRefused, Advisor, UnknownUser
 from slurm_harp.server.convert import MAX_STRING, request_from_proto

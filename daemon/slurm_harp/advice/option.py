@@ -1,0 +1,131 @@
+"""One way of running a job (a partition and a size), priced: or why it is not.
+
+An option's allocation holds its size on the fewest nodes of the partition, with the memory the
+evidence says it needs (sizing.py). Its run times come from the user's runs at that size or from
+a fit between the sizes run; a fit that says larger runs took no less time prices the size asked
+for alone. The quote is the cheapest first time limit under the site's tariff, HARP's
+re-executions included (quote.py). An option that does not fit (memory, CPUs beside the GPUs, the
+model states of a training) or has no run times is listed with a note and no quote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from slurm_harp.advice.evidence import Evidence, request_size
+from slurm_harp.advice.gpu_memory import TrainingFacts, model_state_bytes
+from slurm_harp.advice.partition_shape import PartitionShape
+from slurm_harp.advice.quote import Allocation, Quote, cheapest_limit
+from slurm_harp.advice.reexecution import charged_minutes
+from slurm_harp.advice.sizing import Scaling, mem_per_node
+from slurm_harp.advice.tariff import Tariff
+from slurm_harp.core.request import JobRequest
+
+__all__ = ["GB", "Option", "Pricing"]
+
+NO_MAX_TIME = 366 * 1440  # the cap on attempts in a partition without MaxTime (minutes)
+GB = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    partition: str
+    size: int
+    allocation: Allocation
+    evidence: str  # what its run time rests on, or why there is none
+    quote: Quote | None = None  # None: not priced (no evidence, or it does not fit)
+    longest_minutes: float | None = None  # the longest run of the evidence, its killed attempts included
+    note: str = ""
+
+    @property
+    def priced(self) -> bool:
+        return self.quote is not None
+
+    @property
+    def limit_minutes(self) -> float | None:
+        return None if self.quote is None else self.quote.configuration.limit_minutes
+
+    @property
+    def expected_minutes(self) -> float | None:
+        return None if self.quote is None else self.quote.reexecution.expected_minutes
+
+    @property
+    def expected_cost(self) -> float | None:
+        return None if self.quote is None else self.quote.expected_cost
+
+    @property
+    def mem_per_node_mb(self) -> float:
+        return self.allocation.mem_mb / max(self.allocation.nodes, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    """What every option of one job is priced with: the job, its evidence and the site's tariff."""
+
+    job: JobRequest
+    gpu: bool
+    cpus_per_gpu: int  # CPUs beside each GPU (0 for a CPU job)
+    evidence: Evidence
+    scaling: Scaling | None
+    tariff: Tariff
+    training: TrainingFacts | None = None  # a DNN training: its model states must fit a GPU
+    gpu_memory: Mapping[str, float] | None = None  # partition -> one GPU's memory (bytes)
+    memory_floor_mb: float = 0.0
+
+    def option(self, name: str, shape: PartitionShape | None, size: int) -> Option:
+        """``size`` CPUs (GPUs for a GPU job) in partition ``name`` (``shape``: None if unknown)."""
+        job, gpu = self.job, self.gpu
+        requested = request_size(job, gpu)
+        cpus = size * self.cpus_per_gpu if gpu else size
+        if shape is None:
+            nodes: int | None = max(job.min_nodes or 1, 1) if size == requested else 1
+        else:
+            nodes = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
+        if nodes is None:  # cannot be reached from the advice's sizes, which stay within the partition
+            return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
+        mem_node = mem_per_node(self.evidence, job, size, nodes, self.memory_floor_mb)
+        allocation = Allocation(cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0)
+        minutes, label, refused = _run_times(self.evidence, self.scaling, size, requested)
+        if shape is not None and gpu and cpus > shape.cpus_per_node * nodes:
+            return Option(name, size, allocation, label, note=f"{cpus} CPUs do not fit on {nodes} node(s)")
+        room = None if shape is None else shape.mem_per_node_mb
+        if room is not None and mem_node > room:
+            note = f"needs {mem_node:.0f} MB per node; a node has {room:.0f} MB"
+            return Option(name, size, allocation, label, note=note)
+        if self.training is not None:
+            need = model_state_bytes(self.training, size)
+            has = (self.gpu_memory or {}).get(name)
+            if has is not None and need > has:
+                return Option(
+                    name, size, allocation, label,
+                    note=f"model states need {need / GB:.1f} GB per GPU; a GPU here has {has / GB:.1f} GB",
+                )  # fmt: skip
+        if minutes is None:
+            return Option(name, size, allocation, label, note=refused)
+        bounds = [b for b in (shape and shape.max_minutes, self.tariff.partition(name).max_minutes) if b]
+        cap = float(min(bounds, default=NO_MAX_TIME))
+        quote = cheapest_limit(self.tariff, name, allocation, minutes, cap)
+        longest = charged_minutes(quote.configuration.limit_minutes, quote.cap_minutes, max(minutes))
+        note = "" if quote.p_unfinished == 0 else "runs past the partition's MaxTime: cannot finish"
+        return Option(name, size, allocation, label, quote=quote, longest_minutes=longest, note=note)
+
+
+def _run_times(
+    evidence: Evidence, scaling: Scaling | None, size: int, requested: int | None
+) -> tuple[tuple[float, ...] | None, str, str]:
+    """The run times at ``size`` (None: not priced), what they rest on, and why not priced.
+    A fit that does not scale prices the size asked for alone: by its own runs where there are
+    some, else by the fit between the sizes run."""
+    if scaling is None or not scaling.low <= size <= scaling.high:
+        return None, "no evidence", ""
+    if scaling.low == scaling.high:
+        return scaling.minutes(size), evidence.describe(), ""
+    if scaling.scales:
+        return scaling.minutes(size), f"fit of {evidence.describe()}", ""
+    if size != requested:
+        return None, "not compared", f"your runs at more {evidence.unit}s took no less time"
+    here = tuple(r.minutes for r in evidence.runs if r.size == size)
+    if here:
+        return here, f"{len(here)} run{'s' if len(here) != 1 else ''} at this size", ""
+    return scaling.minutes(size), f"fit of {evidence.describe()}", ""
