@@ -22,6 +22,10 @@ and then with the plugin and the daemon, --rounds times in turn (the machine's l
 round's ratio compares two runs a few seconds apart); slurmctld's submissions per second, the time
 in the plugin, and the median ratio.
 
+--pin-cpu N adds variants: the no-op server and the daemon again with every thread of theirs on
+CPU N (as systemd's CPUAffinity= would pin `harp serve`), and under load a third run per round with
+the daemon pinned.
+
 --compare-lib DIR adds a variant: the plugin of another checkout (DIR: its plugin/ directory, with
 job_submit.lua and harp/) against the same no-op gRPC server, e.g. `git archive main plugin | tar -x`.
 """
@@ -29,6 +33,7 @@ job_submit.lua and harp/) against the same no-op gRPC server, e.g. `git archive 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import tempfile
@@ -85,6 +90,12 @@ def failures(cluster: SlurmCluster, since: int) -> int:
     return len(FAILED.findall(cluster.slurmctld_log()[since:]))
 
 
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process ``pid`` on ``cpus`` (threads it starts later inherit it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), cpus)
+
+
 def run_variant(
     cluster: SlurmCluster, name: str, jobs: int, script: str = SCRIPT
 ) -> tuple[list[float], list[float], int]:
@@ -135,7 +146,11 @@ def main() -> None:
     ap.add_argument("--submitters", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3, help="under-load runs of each, in turn")
     ap.add_argument("--compare-lib", type=Path, help="another checkout's plugin/ directory")
+    ap.add_argument("--pin-cpu", type=int, help="also run the servers with their threads on this CPU")
     args = ap.parse_args()
+    everywhere = os.sched_getaffinity(0)
+    pinned = None if args.pin_cpu is None else {args.pin_cpu}
+    on_cpu = f", pinned to CPU {args.pin_cpu}"
     results = {}
     load: list[tuple[str, tuple[float, float, float, int]]] = []
     with tempfile.TemporaryDirectory(prefix="harp-bench-") as tmp:
@@ -195,6 +210,10 @@ def main() -> None:
                             cluster, "compare", args.jobs
                         )
                         cluster.write_job_submit(harp)
+                    if pinned and not label and noop.proc is not None:
+                        pin(noop.proc.pid, pinned)
+                        floor = run_variant(cluster, "floor", args.jobs)
+                        results["harp plugin + no-op server" + on_cpu] = floor
             for label, daemon in daemons.items():
                 daemon.start()
                 point(daemon.socket)
@@ -206,11 +225,25 @@ def main() -> None:
                         )
                         with Client(daemon.socket) as client:
                             canned = client.predict(**BENCH_JOB).SerializeToString()
+                    if pinned and not label:
+                        assert daemon.proc is not None
+                        pin(daemon.proc.pid, pinned)
+                        results["harp plugin + harp daemon" + on_cpu] = run_variant(
+                            cluster, "harp", args.jobs
+                        )
+                        results["harp plugin + harp daemon, 1-hour job" + on_cpu] = run_variant(
+                            cluster, "harp-short", args.jobs, SHORT_SCRIPT
+                        )
+                        pin(daemon.proc.pid, everywhere)
                     for _ in range(args.rounds if args.load_jobs and not label else 0):
-                        for name, script in (
-                            ("no-op job_submit.lua", noop_script),
-                            ("harp plugin + harp daemon", harp),
-                        ):
+                        assert daemon.proc is not None
+                        variants = [
+                            ("no-op job_submit.lua", noop_script, everywhere),
+                            ("harp plugin + harp daemon", harp, everywhere),
+                        ]
+                        variants += [("harp plugin + harp daemon" + on_cpu, harp, pinned)] if pinned else []
+                        for name, script, cpus in variants:
+                            pin(daemon.proc.pid, cpus)
                             cluster.write_job_submit(script)
                             load.append((name, run_load(cluster, args.load_jobs, args.submitters)))
                 finally:
@@ -227,12 +260,12 @@ def main() -> None:
     n = args.jobs - WARMUP
     print(f"{n} held sbatch submissions per variant (after {WARMUP} warm-up), times in ms")
     print(
-        f"{'variant':<42} {'plugin p50':>10} {'plugin p99':>10} {'sbatch p50':>10} {'sbatch p99':>10}"
+        f"{'variant':<56} {'plugin p50':>10} {'plugin p99':>10} {'sbatch p50':>10} {'sbatch p99':>10}"
         f" {'failed':>6}"
     )
     for name, (plugin, walls, failed) in results.items():
         figures = (pct(plugin, 50), pct(plugin, 99), pct(walls, 50), pct(walls, 99))
-        print(f"{name:<42} " + " ".join(f"{v:>10.3f}" for v in figures) + f" {failed:>6}")
+        print(f"{name:<56} " + " ".join(f"{v:>10.3f}" for v in figures) + f" {failed:>6}")
     (bp, bw, _) = results["no-op job_submit.lua (baseline)"]
     for name, (p, w, _) in results.items():
         if name.startswith("no-op"):
@@ -247,15 +280,18 @@ def main() -> None:
         print(
             f"under load: {args.submitters} sbatch loops at once, {args.load_jobs} held jobs in all, in turn"
         )
-        print(f"{'variant':<42} {'subm/s':>8} {'plugin p50':>10} {'plugin p99':>10} {'failed':>6}")
+        print(f"{'variant':<56} {'subm/s':>8} {'plugin p50':>10} {'plugin p99':>10} {'failed':>6}")
         for name, (rate, p50, p99, failed) in load:
-            print(f"{name:<42} {rate:>8.1f} {p50:>10.3f} {p99:>10.3f} {failed:>6}")
-        ratios = [h[1][0] / b[1][0] for b, h in zip(load[::2], load[1::2], strict=True)]
-        print(
-            "submissions/s with harp / with the no-op script, per round: "
-            + ", ".join(f"{r:.2f}" for r in ratios)
-            + f"; median {statistics.median(ratios):.2f}"
-        )
+            print(f"{name:<56} {rate:>8.1f} {p50:>10.3f} {p99:>10.3f} {failed:>6}")
+        per_round = 3 if pinned else 2
+        rounds = [load[i : i + per_round] for i in range(0, len(load), per_round)]
+        for k, what in ((1, "harp"), (2, "harp" + on_cpu))[: per_round - 1]:
+            ratios = [r[k][1][0] / r[0][1][0] for r in rounds]
+            print(
+                f"submissions/s with {what} / with the no-op script, per round: "
+                + ", ".join(f"{x:.2f}" for x in ratios)
+                + f"; median {statistics.median(ratios):.2f}"
+            )
 
 
 if __name__ == "__main__":
