@@ -8,6 +8,7 @@ from slurm_harp.advice.gpu_memory import TrainingFacts
 from slurm_harp.advice.partition_shape import PartitionShape, parse_memory_mb, shapes_from_scontrol
 from slurm_harp.advice.script import facts_from_comment, parse_script, script_signature
 from slurm_harp.core.request import JobRequest
+from tests.unit.test_lua_plugin import SIGNED_SCRIPTS, _signature
 
 SCRIPT = """#!/bin/bash
 #SBATCH -J relax --partition=batch,long
@@ -81,17 +82,9 @@ def test_training_facts_from_comment_tokens() -> None:
         facts_from_comment("harp-params=1e9 harp-zero=5")
 
 
-@pytest.mark.parametrize(
-    "script",
-    [
-        "#!/bin/bash\n#SBATCH -t 10\n#SBATCH --mem=1G\necho hi\n",
-        "#!/bin/sh\n\n# note\n#SBATCH -J x   \r\n#SBATCH -c 4\n\tpython run.py\n#SBATCH --late\n",
-        "#!/bin/bash\necho no directives\n",
-        "#SBATCH --comment=" + "é" * 700 + "\n",
-    ],
-)
+@pytest.mark.parametrize("script", SIGNED_SCRIPTS)
 def test_the_signature_is_the_plugins(script: str) -> None:
-    from tests.unit.test_lua_plugin import _signature  # the plugin's Python twin
+    """_signature is the plugin's Python twin."""
 
     assert script_signature(script) == _signature(script)
 

@@ -193,6 +193,15 @@ def test_garbage_and_truncated_decisions_are_errors_not_crashes() -> None:
 # --- script signature: the Python twin a harvester would use ----------------------------------------------
 
 
+# Batch scripts whose signatures the plugin, the advice's reader and _signature must agree on.
+SIGNED_SCRIPTS = [
+    "#!/bin/bash\n#SBATCH -t 10\n#SBATCH --mem=1G\necho hi\n",
+    "#!/bin/sh\n\n# note\n#SBATCH -J x   \r\n#SBATCH -c 4\n\tpython run.py\n#SBATCH --late\n",
+    "#!/bin/bash\necho no directives\n",
+    "#SBATCH --comment=" + "é" * 700 + "\n",
+]
+
+
 def _signature(script: str) -> str | None:
     """Reference of plugin/harp/request.lua script_signature (FNV-1a 64 over the #SBATCH header lines)."""
     lines: list[bytes] = []
@@ -217,14 +226,6 @@ def _signature(script: str) -> str | None:
     return f"{h:016x}"
 
 
-@pytest.mark.parametrize(
-    "script",
-    [
-        "#!/bin/bash\n#SBATCH -t 10\n#SBATCH --mem=1G\necho hi\n",
-        "#!/bin/sh\n\n# note\n#SBATCH -J x   \r\n#SBATCH -c 4\n\tpython run.py\n#SBATCH --late\n",
-        "#!/bin/bash\necho no directives\n",
-        "#SBATCH --comment=" + "é" * 700 + "\n",
-    ],
-)
+@pytest.mark.parametrize("script", SIGNED_SCRIPTS)
 def test_signature_matches_python_reference(script: str) -> None:
     assert (_tool("signature", script) or None) == _signature(script)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from slurm_harp.advice.billing import Mode
-from slurm_harp.advice.partition_table import from_scontrol, from_slurm_conf, parse_time_limit
+from slurm_harp.advice.partition_table import (
+    from_scontrol,
+    from_slurm_conf,
+    parse_time_limit,
+    scontrol_blocks,
+)
 
 SLURM_CONF = r"""
 # cluster billing
@@ -107,3 +112,16 @@ def test_time_limits_as_slurm_reads_them(text: str, minutes: int | None) -> None
 def test_bad_time_limits_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="time limit"):
         parse_time_limit(text)
+
+
+def test_scontrol_blocks_read_both_layouts_alike() -> None:
+    """One block per partition, as scontrol spells the keys, with or without --oneliner; a line
+    before the first partition and words without '=' are not fields."""
+    lines = "note\nPartitionName=batch\n   MaxTime=1-00:00:00 State=UP\nPartitionName=gpu\n   TotalCPUs=8\n"
+    oneliner = "PartitionName=batch MaxTime=1-00:00:00 State=UP\nPartitionName=gpu TotalCPUs=8\n"
+    want = [
+        {"PartitionName": "batch", "MaxTime": "1-00:00:00", "State": "UP"},
+        {"PartitionName": "gpu", "TotalCPUs": "8"},
+    ]
+    assert scontrol_blocks(lines) == scontrol_blocks(oneliner) == want
+    assert scontrol_blocks("State=UP\n") == []

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from slurm_harp.advice.partition_table import parse_time_limit
+from slurm_harp.advice.partition_table import parse_time_limit, scontrol_blocks
 
 __all__ = ["PartitionShape", "parse_memory_mb", "shapes_from_scontrol"]
 
@@ -102,17 +102,8 @@ def parse_memory_mb(text: str) -> float:
 def shapes_from_scontrol(text: str) -> dict[str, PartitionShape]:
     """Each partition's shape from ``scontrol show partition`` (with or without ``--oneliner``).
     ValueError names the partition and the field it cannot read."""
-    blocks: list[dict[str, str]] = []
-    for token in text.split():
-        key, sep, value = token.partition("=")
-        if not sep:
-            continue
-        if key == "PartitionName":
-            blocks.append({})
-        if blocks:
-            blocks[-1][key] = value
     out = {}
-    for block in blocks:
+    for block in scontrol_blocks(text):
         name = block["PartitionName"]
         try:
             out[name] = _shape(name, block)

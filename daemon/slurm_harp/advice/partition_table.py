@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 
 from slurm_harp.advice.billing import Mode, Weights, parse_priority_flags, parse_weights
 
-__all__ = ["Partition", "PartitionTable", "from_scontrol", "from_slurm_conf", "parse_time_limit"]
+__all__ = [
+    "Partition",
+    "PartitionTable",
+    "from_scontrol",
+    "from_slurm_conf",
+    "parse_time_limit",
+    "scontrol_blocks",
+]
 
 _UNLIMITED = frozenset({"UNLIMITED", "INFINITE"})
 _CONFIG_FLAGS = re.compile(r"^\s*PriorityFlags\s*=\s*(.*?)\s*$", re.I | re.M)
@@ -91,25 +98,29 @@ def from_slurm_conf(text: str) -> PartitionTable:
     return PartitionTable(partitions=partitions, mode=mode)
 
 
-def from_scontrol(partitions_text: str, config_text: str = "") -> PartitionTable:
-    """The partitions of ``scontrol show partition`` and the mode in ``scontrol show config``'s
-    PriorityFlags line (none given: SUM). ValueError names the partition."""
-    partitions: dict[str, Partition] = {}
-    current: dict[str, str] | None = None
+def scontrol_blocks(text: str) -> list[dict[str, str]]:
+    """Each partition's ``Key=Value`` fields in ``scontrol show partition`` text (with or without
+    ``--oneliner``), keyed as scontrol spells them; a block starts at each PartitionName."""
     blocks: list[dict[str, str]] = []
-    for token in partitions_text.split():
+    for token in text.split():
         key, sep, value = token.partition("=")
         if not sep:
             continue
         if key.lower() == "partitionname":
-            current = {"partitionname": value}
-            blocks.append(current)
-        elif current is not None:
-            current[key.lower()] = value
-    for block in blocks:
-        name = block["partitionname"]
+            blocks.append({"PartitionName": value})
+        elif blocks:
+            blocks[-1][key] = value
+    return blocks
+
+
+def from_scontrol(partitions_text: str, config_text: str = "") -> PartitionTable:
+    """The partitions of ``scontrol show partition`` and the mode in ``scontrol show config``'s
+    PriorityFlags line (none given: SUM). ValueError names the partition."""
+    partitions: dict[str, Partition] = {}
+    for block in scontrol_blocks(partitions_text):
+        name = block["PartitionName"]
         try:
-            partitions[name] = _partition(name, block)
+            partitions[name] = _partition(name, {key.lower(): value for key, value in block.items()})
         except ValueError as exc:
             raise ValueError(f"scontrol partition {name}: {exc}") from None
     found = _CONFIG_FLAGS.search(config_text)
