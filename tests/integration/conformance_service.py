@@ -12,16 +12,12 @@ import time
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
 from slurm_harp.server.unary_lane import UnaryLane
-
-# For annotations only: the conftest imports this module, and importing test_lua_grpc skips the
-# importer where lua5.1 is missing.
-if TYPE_CHECKING:
-    from tests.integration.test_lua_grpc import Driver
+from tests.integration.lua_driver import Driver
 
 SERVICE = "conf.Test"
 PATTERN = bytes(range(256))

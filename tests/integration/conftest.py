@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import grpc
 import pytest
 
 from tests.integration.conformance_service import Recorder, start_conformance_server
 from tests.integration.h2_peer import PeerConn, ScriptedPeer
-
-if TYPE_CHECKING:
-    from tests.integration.test_lua_grpc import Driver
+from tests.integration.lua_driver import Driver
 
 
 @pytest.fixture
@@ -52,10 +49,6 @@ def pool_server(sock: Path, rec: Recorder) -> Iterator[grpc.Server]:
 
 @pytest.fixture
 def driver(sock: Path) -> Iterator[Driver]:
-    # Imported here: test_lua_grpc skips its module where lua5.1 is missing, and a skip in a conftest
-    # would skip every module of this directory.
-    from tests.integration.test_lua_grpc import Driver
-
     drv = Driver(sock)
     yield drv
     drv.close()

@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-import json
 import os
-import selectors
 import shutil
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
 
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
-from tests.conftest import REPO, lua51
+from tests.conftest import REPO
+from tests.integration.lua_driver import DEADLINE_MS, JOB_DESC, SLACK_MS, Driver, lua_or_skip
 
-DRIVER = REPO / "tests" / "lua" / "drive_grpc.lua"
-LUA = lua51()
-
-DEADLINE_MS = 50
-# A deadline overrun is measured inside Lua; a little scheduling slack on a busy 2-core machine.
-SLACK_MS = 25
+lua_or_skip()  # skips this module where lua5.1 or the driver's Lua libraries are missing
 
 DECISION = pb.Decision(
     targets=[
@@ -52,24 +44,6 @@ DECISION = pb.Decision(
     annotation="harp:rewrite,t!=60/q0.9,m=1234,v=mem@test+time@test",
     mode="rewrite",
 )
-
-JOB_DESC: dict[str, Any] = {
-    "user_name": "alice",
-    "user_id": 1000,
-    "name": "train",
-    "partition": "batch",
-    "account": "physics",
-    "work_dir": "/home/alice",
-    "time_limit": 120,
-    "time_min": 4294967294,
-    "min_mem_per_node": 4000,
-    "min_cpus": 4,
-    "cpus_per_task": 4,
-    "num_tasks": 1,
-    "min_nodes": 1,
-    "tres_per_node": "gres:gpu:a100:2",
-    "script": "#!/bin/bash\n#SBATCH -t 120\nsrun ./train\n",
-}
 
 
 class Servicer(pb_grpc.PredictorServicer):
@@ -105,42 +79,6 @@ def start_garbage_server(sock: Path, reply: bytes) -> grpc.Server:
     server.add_insecure_port(f"unix:{sock}")
     server.start()
     return server
-
-
-class Driver:
-    """tests/lua/drive_grpc.lua: one JSON command per line in, one JSON result per line out."""
-
-    def __init__(self, sock: Path, entry: Path | None = None) -> None:
-        args = [LUA, str(DRIVER), str(sock)] + ([str(entry)] if entry else [])
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
-        self.sel = selectors.DefaultSelector()
-        assert self.proc.stdout is not None
-        self.sel.register(self.proc.stdout, selectors.EVENT_READ)
-
-    def __call__(self, op: str, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
-        self.proc.stdin.flush()
-        if not self.sel.select(timeout):
-            raise AssertionError(f"driver gave no answer to {op} within {timeout} s")
-        line = self.proc.stdout.readline()
-        assert line, f"driver exited with {self.proc.wait()}"
-        result: dict[str, Any] = json.loads(line)
-        return result
-
-    def call(self, **args: Any) -> dict[str, Any]:
-        args.setdefault("job_desc", JOB_DESC)
-        args.setdefault("deadline_ms", DEADLINE_MS)
-        return self("call", **args)
-
-    def close(self) -> None:
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture

@@ -37,7 +37,9 @@ from tests.integration.h2_peer import (
     lit,
     message,
 )
-from tests.integration.test_lua_grpc import Driver
+from tests.integration.lua_driver import Driver, lua_or_skip
+
+lua_or_skip()  # skips this module where lua5.1 or the driver's Lua libraries are missing
 
 BAD_SERVERS: dict[str, tuple[Callable[[int], bytes], str]] = {
     # name: (what the server sends after reading the request, after its SETTINGS; expected error)

@@ -1,5 +1,5 @@
 -- Drives the plugin's gRPC client against a real server, one JSON command per stdin line,
--- one JSON result per stdout line (for tests/integration/test_lua_grpc.py).
+-- one JSON result per stdout line (for tests/integration/lua_driver.py).
 --   lua5.1 drive_grpc.lua SOCKET [ENTRY]   (ENTRY: a job_submit.lua for the "submit" op)
 -- Commands:
 --   {"op":"call","deadline_ms":50,"job_desc":{...},"submit_uid":1000}
