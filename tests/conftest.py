@@ -19,7 +19,7 @@ grpc_core.configure()
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED_TRACE = REPO / "daemon" / "slurm_harp" / "data" / "KTH-SP2-1996-2.1-cln.swf.gz"
 SHARED_TRACES = REPO.parent / "shared" / "data" / "traces"
-LUA_PACKAGES = "apt install lua5.1 lua-cjson lua-http lua-cqueues"
+LUA_PACKAGES = "apt install lua5.1 lua-cjson lua-socket lua-http lua-cqueues lua-posix"
 
 
 def lua51() -> str:
