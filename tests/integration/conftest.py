@@ -1,8 +1,8 @@
 """Fixtures of the conformance modules of the plugin's Lua gRPC client (test_lua_grpc_*.py).
 
 A socket path, a grpcio server of conf.Test answering in its worker pool or in core lanes (``lane``),
-a scripted HTTP/2 peer on that socket, and the Lua driver on it. test_lua_grpc.py has its own sock and
-server fixtures, which take precedence in that module (its driver is this one, on its sock).
+a scripted HTTP/2 peer on that socket, and the Lua driver on it. test_lua_grpc.py uses this socket
+and this driver with a server fixture of its own, which takes precedence in that module.
 """
 
 from __future__ import annotations

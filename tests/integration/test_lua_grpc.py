@@ -82,11 +82,6 @@ def start_garbage_server(sock: Path, reply: bytes) -> grpc.Server:
 
 
 @pytest.fixture
-def sock(tmp_path: Path) -> Path:
-    return tmp_path / "harp.sock"
-
-
-@pytest.fixture
 def servicer() -> Servicer:
     return Servicer()
 
