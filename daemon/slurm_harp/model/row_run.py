@@ -2,9 +2,9 @@
 
 The daemon asks its models for one row per submission. ``session.run`` checks the feed, wraps the
 row in a new tensor and allocates every output on each call; bound to buffers that each thread
-keeps, a run is one copy into the input buffer and the run itself, which after idle takes about
-a third off a session run (docs/benchmarks.md, "Bound runs"). The kernels are the same, so the
-values are too.
+keeps, a run is one copy into the input buffer and the run itself: after idle, a quarter to a
+third less time per session run (docs/benchmarks.md, "Bound runs"). The kernels are the same, so
+the values are too.
 """
 
 from __future__ import annotations
