@@ -9,13 +9,15 @@ measured in this run on the same machine, p50 in µs back to back and after 7 ms
   parse + convert the request, features, the ONNX sessions of the ladder, the rule and the policy,
   the reply, the serving metrics, and the whole handler, also for jobs of other sizes (the number
   of models the calibrated rule reads follows the job's size);
-- the ONNX part alone: one session, every session of the ladder one after another, and one graph
-  holding the whole ladder (needs the `onnx` package, from the train extra).
+- the ONNX part alone: one session (with session.run, and on buffers bound once as the daemon runs
+  it: model/row_run.py), every session of the ladder one after another, and one graph holding the
+  whole ladder (needs the `onnx` package, from the train extra).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import tempfile
 import time
@@ -33,6 +35,7 @@ from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.predictor import _calibrated
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration, decision_weight, viable_models
+from slurm_harp.model.row_run import RowRun
 from slurm_harp.server.convert import decision_to_proto, request_from_proto
 
 IDLE_S = 0.007
@@ -111,6 +114,9 @@ def main() -> None:
         names = [s.get_outputs()[0].name for s in sessions]
         x = np.asarray(features, dtype=np.float32)
 
+        bound = RowRun.of(sessions[0], "features", [names[0]], x.shape[1])
+        assert bound is not None
+
         def every_session() -> None:
             for session, name in zip(sessions, names, strict=True):
                 session.run([name], {"features": x})
@@ -132,6 +138,7 @@ def main() -> None:
                 for label, reads, other in _sized_requests(calibration)
             ),
             ("ONNX: one session", lambda: sessions[0].run([names[0]], {"features": x})),
+            ("ONNX: one session, bound buffers", functools.partial(bound, x)),
             (f"ONNX: {len(sessions)} sessions one by one", every_session),
         ]
         merged = _merged_session(paths)

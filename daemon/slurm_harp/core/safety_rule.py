@@ -60,6 +60,11 @@ class Calibration:
     by: str = "none"  # one of BY
     # Per group (partition name), each rung's risk in rung order; other jobs use Rung.risk.
     group_risks: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    # Each rung's Rung.risk, read on every decision: made once.
+    _risks: tuple[float, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_risks", tuple(r.risk for r in self.rungs))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -76,7 +81,7 @@ class Calibration:
     def risks(self, group: str | None = None) -> tuple[float, ...]:
         """Each rung's risk for a job of ``group`` (its partition; None or unknown: the window's)."""
         own = self.group_risks.get(group) if group is not None else None
-        return own if own is not None else tuple(r.risk for r in self.rungs)
+        return own if own is not None else self._risks
 
     def risk_matrix(self, groups: Sequence[str] | np.ndarray | None, n: int) -> np.ndarray:
         """(n, rungs) risks of n jobs whose groups are ``groups`` (None: all the window's)."""

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from slurm_harp.model.row_run import RowRun
+
 log = logging.getLogger(__name__)
 
 # The merged graph walks every model's trees, however few the rule reads. The whole handler is
@@ -31,6 +33,11 @@ class Ladder:
         self._session = session
         self._outputs = outputs
         self._index = {name: i for i, name in enumerate(names)}
+        self._row_run: RowRun | None = None
+
+    def bind_rows(self, input_name: str, width: int) -> None:
+        """Run one-row inputs on bound buffers (model.row_run), where the outputs allow."""
+        self._row_run = RowRun.of(self._session, input_name, self._outputs, width)
 
     @property
     def index(self) -> Mapping[str, int]:
@@ -43,6 +50,8 @@ class Ladder:
 
     def run_stacked(self, input_name: str, x: np.ndarray) -> np.ndarray:
         """All models' outputs for the rows ``x`` as one ``stacked`` array."""
+        if self._row_run is not None and x.shape[0] == 1:
+            return self._row_run(x)
         return stacked(self._session.run(self._outputs, {input_name: x}))
 
 
@@ -75,6 +84,7 @@ def merge(
         if got[name].shape != own.shape or not np.array_equal(got[name], own, equal_nan=True):
             log.warning("merged graph differs from model %s on the probe rows: run one by one", name)
             return None
+    ladder.bind_rows(input_name, probe.shape[1])
     return ladder
 
 

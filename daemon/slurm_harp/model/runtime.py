@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration
 from slurm_harp.model import ladder
 from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, check_schema, to_unit
+from slurm_harp.model.row_run import RowRun
 from slurm_harp.model.store import read_regular, sha256_hex
 
 
@@ -47,6 +48,7 @@ class QuantileModel:
         self._transform = transform
         self.calibration = calibration
         self._ladder: ladder.Ladder | None = None  # set by load() where the models merge
+        self._row_runs: dict[int, RowRun] = {}  # by id(session), set by load(): one-row runs
         chosen = card.get("selection", {}).get("chosen") if isinstance(card.get("selection"), dict) else None
         self.chosen: str | None = chosen if isinstance(chosen, str) else None
 
@@ -89,11 +91,27 @@ class QuantileModel:
         model._ladder = ladder.merge(
             files, INPUT_NAME, lambda data: _session(version_dir, data), _probe_rows(), model._raw
         )
+        model._bind_rows(by_file.values())
         return model
+
+    def _bind_rows(self, sessions: Iterable[ort.InferenceSession]) -> None:
+        """One-row runs on bound buffers for every session, where its output allows."""
+        width = len(FEATURE_NAMES)
+        for session in sessions:
+            run = RowRun.of(session, INPUT_NAME, [session.get_outputs()[0].name], width)
+            if run is not None:
+                self._row_runs[id(session)] = run
+
+    def _run(self, session: ort.InferenceSession, output: str, x: np.ndarray) -> np.ndarray:
+        """One session's output for the rows ``x``: (rows, 1), float32 or, bound, float64."""
+        run = self._row_runs.get(id(session)) if x.shape[0] == 1 else None
+        if run is not None:
+            return run(x)
+        return np.asarray(session.run([output], {INPUT_NAME: x})[0])
 
     def _raw(self, name: str, x: np.ndarray) -> np.ndarray:
         session, output = self._named[name]
-        return np.asarray(session.run([output], {INPUT_NAME: x})[0])
+        return self._run(session, output, x)
 
     def predict_named(self, x: np.ndarray, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
         """Each named model's predictions (format 2) in the target's unit, >= 0, NOT rearranged
@@ -133,7 +151,7 @@ class QuantileModel:
             x = x.astype(np.float32)
         for q, session, output in self._runs:
             if q == quantile:
-                raw = np.asarray(session.run([output], {INPUT_NAME: x})[0])  # same dtype as predict()
+                raw = self._run(session, output, x).astype(np.float32)  # same dtype as predict()
                 values: np.ndarray = to_unit(self._transform, raw.reshape(1, -1))[0]
                 return values
         raise KeyError(f"model {self.version} has no quantile {quantile}")

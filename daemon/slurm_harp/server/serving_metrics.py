@@ -56,7 +56,8 @@ class ServingMetrics:
 
     def observe(self, decision: Decision) -> None:
         for t in decision.targets:
-            key = (t.target.value, t.action.value, t.reason.value, decision.mode)
+            # The enums are StrEnums: strings already (Enum.value is a slow descriptor).
+            key = (t.target, t.action, t.reason, decision.mode)
             # .labels() validates and locks on every call; the label sets are few and never cleared.
             child = self._decision_children.get(key)
             if child is None:
