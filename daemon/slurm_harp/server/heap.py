@@ -10,9 +10,10 @@ seeding or rebuild of the history does, and so does its steady growth.
 ``settle`` collects what is not frozen yet, then freezes the survivors (``gc.freeze``: they move to
 a permanent generation that collections skip). Called after every chunk of history read or built,
 full collections then walk at most what was allocated since the last call. Nothing is kept that
-should go: the history index, the job records and the models hold no reference cycles
-(tests/unit/test_heap.py), so whatever of them is dropped later is freed by reference counting,
-frozen or not. Only ``harp serve`` settles: a test process keeps the collector as it is.
+should go: the history index, the job records, the models and Predict calls (good or unreadable)
+leave no reference cycles (tests/unit/test_heap.py, tests/integration/test_heap_serving.py), so
+whatever of them is dropped later is freed by reference counting, frozen or not. Only ``harp
+serve`` settles: a test process keeps the collector as it is.
 """
 
 from __future__ import annotations
