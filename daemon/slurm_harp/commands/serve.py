@@ -10,6 +10,7 @@ import time
 from types import FrameType
 
 from slurm_harp.commands.arguments import config_option, settings_at
+from slurm_harp.server import heap
 from slurm_harp.server.daemon import Daemon, DaemonError
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_at(args.config)
     if settings is None:
         return 2
-    daemon = Daemon(settings)
+    daemon = Daemon(settings, settle=heap.settle)
     stop = threading.Event()
     hup = threading.Event()
 

@@ -94,13 +94,18 @@ class Daemon:
         settings: Settings,
         registry: CollectorRegistry | None = None,
         history: HistorySource | None = None,
+        settle: Callable[[], object] | None = None,
     ) -> None:
-        """``history``: a history source instead of the store feed (a trace replay: harp demo)."""
+        """``history``: a history source instead of the store feed (a trace replay: harp demo).
+        ``settle``: called after models load and as the history grows (``harp serve`` passes
+        server.heap.settle, which keeps full garbage collections short)."""
         self.settings = settings
+        self._settle = settle
         self.registry = registry or CollectorRegistry()
         self.metrics = ServingMetrics(self.registry)
         self.history = HistoryFeed(settings.history) if settings.history.db is not None else None
         if self.history is not None:
+            self.history.settle = settle
             # Accuracy from the jobs that ran, read from the same job store as the history.
             self.history.outcomes = OutcomeMetrics(
                 self.registry,
@@ -251,6 +256,8 @@ class Daemon:
             result = reload_models(self.settings.store, self.predictor.models, self.metrics)
             self.predictor.swap(models=result.models)
             self._fingerprint = store_fingerprint(self.settings.store)
+            if self._settle is not None:  # loading leaves the onnx package's objects behind
+                self._settle()
             return result.rejected
 
     def reload(self) -> None:

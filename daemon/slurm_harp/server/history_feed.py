@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from slurm_harp.config import HistorySettings
 from slurm_harp.core.history import HORIZON_DAYS, HistoryIndex
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
+from slurm_harp.server.heap import RECORDS_PER_SETTLE
 from slurm_harp.server.outcome_metrics import OutcomeMetrics
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,9 @@ class HistoryFeed:
         self._opened = (0, 0)  # (st_dev, st_ino) of the store file open now
         self.seeded = threading.Event()  # set after the first attempt to read the store
         self.outcomes: OutcomeMetrics | None = None  # recomputed from the same store, when set
+        # Called after every RECORDS_PER_SETTLE records read or added and after each poll that
+        # grew the history (harp serve: server.heap.settle, which keeps full collections short).
+        self.settle: Callable[[], object] | None = None
         self.polls = 0
         self.rebuilds = 0
         if settings.window_days < HORIZON_DAYS:
@@ -108,6 +112,8 @@ class HistoryFeed:
                         grew = self.refresh(store)
                         if self.outcomes is not None:
                             self.outcomes.refresh(store, force=grew)
+                        if grew and self.settle is not None:
+                            self.settle()
                 except Exception:
                     log.exception("history: reading %s failed; retrying in %gs", self._db, self._poll_s)
                     if store is not None:
@@ -160,7 +166,7 @@ class HistoryFeed:
 
     def _add_recent(self, store: JobStore, now: int, added: int) -> bool:
         """Add the unseen recently submitted rows; False when there are fewer than ``added``."""
-        recent = list(store.records(since=now - self._lookback_s))
+        recent = list(self._settling(store.records(since=now - self._lookback_s)))
         fresh = [r for r in recent if _seen_key(r) not in self._seen]
         if len(fresh) < added:
             return False
@@ -179,7 +185,7 @@ class HistoryFeed:
         # What a later look-back may meet again: it never reaches further back than this.
         submitted: list[tuple[int, _Seen]] = []
         lookback_floor = now - max(window_s, MIN_LOOKBACK_S)
-        for record in store.records(since=first_end - window_s):
+        for record in self._settling(store.records(since=first_end - window_s)):
             submit = record.request.submit_time or 0
             if submit >= lookback_floor:
                 submitted.append((submit, _seen_key(record)))
@@ -187,7 +193,7 @@ class HistoryFeed:
                 jobs.append(record)
         jobs.sort(key=lambda r: r.end_time or 0)
         index = HistoryIndex(max_keys=MAX_KEYS)
-        for record in jobs:
+        for record in self._settling(jobs):
             index.add(record)
         self._lookback_s = max(MIN_LOOKBACK_S, min(window_s, _longest_stay(jobs)))
         since = now - self._lookback_s
@@ -195,6 +201,14 @@ class HistoryFeed:
         self._index = index  # one assignment: readers see the old index or the new one
         self.rebuilds += 1
         log.info("history: %d jobs from %s (%d keys)", index.added, self._db, len(index))
+
+    def _settling(self, records: Iterable[JobRecord]) -> Iterator[JobRecord]:
+        """``records`` one by one, settling after every RECORDS_PER_SETTLE of them: a burst of new
+        objects would otherwise make the collector walk all of them at once."""
+        for i, record in enumerate(records, 1):
+            yield record
+            if self.settle is not None and i % RECORDS_PER_SETTLE == 0:
+                self.settle()
 
 
 def _longest_stay(jobs: Iterable[JobRecord]) -> int:
