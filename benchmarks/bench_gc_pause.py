@@ -9,10 +9,11 @@ plugin's deadline, it fails open while slurmctld waits). Each variant runs in a 
 - seed: read --jobs records into a list, then add them to a HistoryIndex (the feed's rebuild);
 - polls: --polls times, 2,000 newer jobs added (the feed's poll);
 - rebuild: the whole window read and built again beside the live index (a store replaced).
-``gc.callbacks`` time every collection. Printed per phase: the full (generation 2) collections, the
-longest and the total pause, and the longest collection of any generation. Variants: the collector
-as CPython sets it (the baseline), and with server.heap.settle called where the feed calls it
-(every RECORDS_PER_SETTLE records read or added, and after each poll).
+``gc.callbacks`` time every collection, and every settle is timed whole. Printed per phase: the full
+(generation 2) collections, the longest and the total pause, the longest collection of any
+generation, and the settles' longest and total time. Variants: the collector as CPython sets it
+(the baseline), and with server.heap.settle called where the feed calls it (every
+RECORDS_PER_SETTLE records read or added, and after each poll).
 """
 
 from __future__ import annotations
@@ -81,6 +82,24 @@ def jobs(n: int, first: int, rng: random.Random) -> Iterator[JobRecord]:
         yield JobRecord(str(i), request, "COMPLETED", elapsed, end_time=min(submit + elapsed, NOW - 1))
 
 
+class Settles:
+    """server.heap.settle, each call timed whole (the collection and the freeze)."""
+
+    def __init__(self) -> None:
+        self.took: list[float] = []
+
+    def __call__(self) -> None:
+        started = time.perf_counter()
+        settle()
+        self.took.append(time.perf_counter() - started)
+
+    def take(self) -> dict[str, float]:
+        out = {"settles": len(self.took), "settle_longest_ms": max(self.took, default=0.0) * 1e3}
+        out["settle_total_ms"] = sum(self.took) * 1e3
+        self.took = []
+        return out
+
+
 def settling(records: Iterator[JobRecord], every: Callable[[], object] | None) -> Iterator[JobRecord]:
     for i, record in enumerate(records, 1):
         yield record
@@ -97,24 +116,25 @@ def build(records: Iterator[JobRecord], every: Callable[[], object] | None) -> H
 
 
 def child(n: int, polls: int, settled: bool) -> None:
-    every = settle if settled else None
+    settles = Settles()
+    every = settles if settled else None
     rng = random.Random(1)
     pauses = Pauses()
     figures: dict[str, dict[str, float]] = {}
     index = build(jobs(n, 0, rng), every)
     if every is not None:
         every()
-    figures["seed"] = pauses.take()
+    figures["seed"] = pauses.take() | settles.take()
     for p in range(polls):
         for record in settling(jobs(POLL_JOBS, n + p * POLL_JOBS, rng), every):
             index.add(record)
         if every is not None:
             every()
-    figures["polls"] = pauses.take()
+    figures["polls"] = pauses.take() | settles.take()
     again = build(jobs(n, 0, random.Random(1)), every)
     if every is not None:
         every()
-    figures["rebuild"] = pauses.take()
+    figures["rebuild"] = pauses.take() | settles.take()
     figures["keys"] = {"live": len(index), "rebuilt": len(again)}
     print(json.dumps(figures))
 
@@ -134,7 +154,7 @@ def main() -> None:
     )
     print(
         f"{'variant':<10} {'phase':<8} {'full GCs':>8} {'longest ms':>11} {'total ms':>9}"
-        f" {'any GC max ms':>14}"
+        f" {'any GC max ms':>14} {'settle max ms':>14} {'settles ms':>11}"
     )
     for variant in ("cpython", "settled"):
         argv = [sys.executable, "-m", "benchmarks.bench_gc_pause", "--child", variant]
@@ -145,7 +165,7 @@ def main() -> None:
             f = figures[phase]
             print(
                 f"{variant:<10} {phase:<8} {f['full']:>8.0f} {f['longest_ms']:>11.1f} {f['total_ms']:>9.1f}"
-                f" {f['longest_any_ms']:>14.1f}"
+                f" {f['longest_any_ms']:>14.1f} {f['settle_longest_ms']:>14.1f} {f['settle_total_ms']:>11.1f}"
             )
     print(f"history keys: {figures['keys']['live']:,}")
 

@@ -46,6 +46,16 @@ def test_settle_freezes_the_survivors(collector: None) -> None:
     assert id(kept) not in walked and id(kept[0]) not in walked
 
 
+def test_settle_never_walks_the_frozen_objects(collector: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # gc.get_freeze_count() walks the whole permanent generation: with a large history, longer
+    # than the collection itself (benchmarks/bench_gc_pause.py, "settle max ms").
+    def walks() -> int:
+        raise AssertionError("settle walked the frozen objects")
+
+    monkeypatch.setattr(gc, "get_freeze_count", walks)
+    heap.settle()
+
+
 def test_a_dropped_history_is_freed_without_the_collector(collector: None) -> None:
     index = HistoryIndex()
     for record in jobs(3000, 0, random.Random(2)):
