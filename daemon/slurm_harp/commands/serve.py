@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sys
 import threading
 import time
 from types import FrameType
@@ -17,6 +18,11 @@ log = logging.getLogger(__name__)
 # How often the loop checks that the socket is still there: a removed socket fails every
 # submission open until it is bound again.
 SOCKET_CHECK_S = 5.0
+# Predict is answered in grpcio's polling thread; while another thread of the daemon runs Python
+# (the history feed reading the store, a model loading), each call waits for the interpreter until
+# that thread is made to let go, after this long: CPython's 5 ms puts whole polls into the
+# submissions' p99 (docs/benchmarks.md, "The history feed's polls").
+SWITCH_INTERVAL_S = 0.0005
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -29,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_at(args.config)
     if settings is None:
         return 2
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     daemon = Daemon(settings, settle=heap.settle)
     stop = threading.Event()
     hup = threading.Event()

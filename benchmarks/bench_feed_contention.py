@@ -1,0 +1,151 @@
+"""Benchmark: Predict latency while the history feed reads the job store in the daemon's process.
+
+    .venv/bin/python -m benchmarks.bench_feed_contention [--jobs 100000] [--seconds 6] [--rounds 2]
+
+The feed polls the store in a thread of its own; when the harvester added rows, a poll reads again
+every job submitted within its look-back (two days or more). While it runs, the thread answering
+Predict (the lane, in grpcio's polling thread) needs the interpreter each time a call arrives and
+waits until the feed's thread is made to let go, after the switch interval. A daemon (rewrite mode,
+the bundled model, its own socket) runs in this process beside a HistoryFeed on a store of --jobs
+generated jobs (benchmarks.bench_gc_pause) that polls without pause, each poll as when the
+harvester added a row, settling the heap as `harp serve` does. A client process calls Predict with
+2 ms between calls for --seconds. Variants, in turn for --rounds rounds: no feed running (the
+baseline); the feed polling with CPython's switch interval (5 ms); the feed polling with `harp
+serve`'s (commands/serve.py, SWITCH_INTERVAL_S). Prints p50, p99, p99.9 and the longest call, ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import grpc
+from prometheus_client import CollectorRegistry
+
+from benchmarks.bench_daemon import REQUEST
+from benchmarks.bench_gc_pause import NOW, jobs
+from benchmarks.common import train_bundled
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.api import predictor_pb2_grpc as pb_grpc
+from slurm_harp.commands.serve import SWITCH_INTERVAL_S
+from slurm_harp.config import HistorySettings, parse
+from slurm_harp.server import heap
+from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.history_feed import HistoryFeed
+
+GAP_S = 0.002
+
+
+def _client(sock: str, seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    channel = grpc.insecure_channel(f"unix:{sock}")
+    stub = pb_grpc.PredictorStub(channel)
+    for _ in range(50):
+        stub.Predict(REQUEST, timeout=5)  # warm the connection
+    latencies = []
+    end = time.time() + seconds
+    while time.time() < end:
+        time.sleep(GAP_S)
+        started = time.perf_counter()
+        stub.Predict(REQUEST, timeout=5)
+        latencies.append(time.perf_counter() - started)
+    channel.close()
+    out.put(latencies)
+
+
+def calls(sock: Path, seconds: float) -> list[float]:
+    out: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+    process = mp.Process(target=_client, args=(str(sock), seconds, out))
+    process.start()
+    latencies: list[float] = out.get()
+    process.join()
+    return latencies
+
+
+class Polling:
+    """The feed polling without pause in a thread, each poll re-reading its look-back."""
+
+    def __init__(self, feed: HistoryFeed, db: Path) -> None:
+        self._feed, self._db = feed, db
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.polls = 0
+
+    def _run(self) -> None:
+        with JobStore(self._db, readonly=True) as store:
+            while not self._stop.is_set():
+                self._feed._count = store.count() - 1  # "the harvester added a row"
+                self._feed._seen = set()  # so the poll adds what it read, as a real one does
+                self._feed.refresh(store)
+                self.polls += 1
+
+    def __enter__(self) -> Polling:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=100_000)
+    ap.add_argument("--seconds", type=float, default=6.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    default_interval = sys.getswitchinterval()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        train_bundled(work / "models")
+        db = work / "jobs.sqlite"
+        with JobStore(db) as store:
+            store.merge(list(jobs(args.jobs, 0, random.Random(5))), "sacct")
+        feed = HistoryFeed(HistorySettings(db=db, poll_seconds=60), clock=lambda: float(NOW))
+        feed.settle = heap.settle
+        with JobStore(db, readonly=True) as store:
+            feed.refresh(store)  # seeded before any variant: the polls are what is measured
+        sock = work / "harp.sock"
+        settings = {"server": {"socket": str(sock)}, "store": {"path": str(work / "models")}}
+        daemon = Daemon(parse(settings | {"policy": {"mode": "rewrite"}}), CollectorRegistry())
+        daemon.start()
+        variants = {
+            "no feed running": None,
+            f"feed polling, switch interval {default_interval * 1e3:g} ms": default_interval,
+            f"feed polling, switch interval {SWITCH_INTERVAL_S * 1e3:g} ms": SWITCH_INTERVAL_S,
+        }
+        results: dict[str, list[float]] = {name: [] for name in variants}
+        polls = 0
+        try:
+            for _ in range(args.rounds):
+                for name, interval in variants.items():
+                    if interval is None:
+                        results[name] += calls(sock, args.seconds)
+                        continue
+                    sys.setswitchinterval(interval)
+                    with Polling(feed, db) as polling:
+                        results[name] += calls(sock, args.seconds)
+                    polls += polling.polls
+                    sys.setswitchinterval(default_interval)
+        finally:
+            daemon.stop(0)
+    print(f"{args.jobs:,} jobs in the store, {len(feed.index):,} history keys; {polls} polls measured;")
+    rounds = f"{args.rounds} rounds of {args.seconds:g} s per variant"
+    print(f"one client, {GAP_S * 1e3:g} ms between calls, {rounds}")
+    print(f"{'variant':<38} {'calls':>6} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>9} {'max ms':>7}")
+    for name, latencies in results.items():
+        q = statistics.quantiles(latencies, n=1000)
+        print(
+            f"{name:<38} {len(latencies):>6} {q[499] * 1e3:>7.3f} {q[989] * 1e3:>7.3f}"
+            f" {q[998] * 1e3:>9.3f} {max(latencies) * 1e3:>7.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
