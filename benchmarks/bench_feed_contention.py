@@ -8,10 +8,12 @@ Predict (the lane, in grpcio's polling thread) needs the interpreter each time a
 waits until the feed's thread is made to let go, after the switch interval. A daemon (rewrite mode,
 the bundled model, its own socket) runs in this process beside a HistoryFeed on a store of --jobs
 generated jobs (benchmarks.bench_gc_pause) that polls without pause, each poll as when the
-harvester added a row, settling the heap as `harp serve` does. A client process calls Predict with
-2 ms between calls for --seconds. Variants, in turn for --rounds rounds: no feed running (the
-baseline); the feed polling with CPython's switch interval (5 ms); the feed polling with `harp
-serve`'s (commands/serve.py, SWITCH_INTERVAL_S). Prints p50, p99, p99.9 and the longest call, ms.
+harvester added a row (or, in the last variant, rebuilding the index from the whole window, as
+when the store was replaced), settling the heap as `harp serve` does. A client process calls
+Predict with 2 ms between calls for --seconds. Variants, in turn for --rounds rounds: no feed
+running (the baseline); the feed polling with CPython's switch interval (5 ms); the feed polling
+with `harp serve`'s (commands/serve.py, SWITCH_INTERVAL_S); the feed rebuilding with `harp
+serve`'s. Prints p50, p99, p99.9 and the longest call, ms.
 """
 
 from __future__ import annotations
@@ -69,10 +71,11 @@ def calls(sock: Path, seconds: float) -> list[float]:
 
 
 class Polling:
-    """The feed polling without pause in a thread, each poll re-reading its look-back."""
+    """The feed polling without pause in a thread, each poll re-reading its look-back (or, with
+    ``rebuild``, reading the whole window into a new index, as when the store was replaced)."""
 
-    def __init__(self, feed: HistoryFeed, db: Path) -> None:
-        self._feed, self._db = feed, db
+    def __init__(self, feed: HistoryFeed, db: Path, rebuild: bool = False) -> None:
+        self._feed, self._db, self._rebuild = feed, db, rebuild
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.polls = 0
@@ -80,8 +83,11 @@ class Polling:
     def _run(self) -> None:
         with JobStore(self._db, readonly=True) as store:
             while not self._stop.is_set():
-                self._feed._count = store.count() - 1  # "the harvester added a row"
-                self._feed._seen = set()  # so the poll adds what it read, as a real one does
+                if self._rebuild:
+                    self._feed._count = None
+                else:
+                    self._feed._count = store.count() - 1  # "the harvester added a row"
+                    self._feed._seen = set()  # so the poll adds what it read, as a real one does
                 self._feed.refresh(store)
                 self.polls += 1
 
@@ -116,20 +122,21 @@ def main() -> None:
         daemon = Daemon(parse(settings | {"policy": {"mode": "rewrite"}}), CollectorRegistry())
         daemon.start()
         variants = {
-            "no feed running": None,
-            f"feed polling, switch interval {default_interval * 1e3:g} ms": default_interval,
-            f"feed polling, switch interval {SWITCH_INTERVAL_S * 1e3:g} ms": SWITCH_INTERVAL_S,
+            "no feed running": (None, False),
+            f"feed polling, switch interval {default_interval * 1e3:g} ms": (default_interval, False),
+            f"feed polling, switch interval {SWITCH_INTERVAL_S * 1e3:g} ms": (SWITCH_INTERVAL_S, False),
+            f"feed rebuilding, switch interval {SWITCH_INTERVAL_S * 1e3:g} ms": (SWITCH_INTERVAL_S, True),
         }
         results: dict[str, list[float]] = {name: [] for name in variants}
         polls = 0
         try:
             for _ in range(args.rounds):
-                for name, interval in variants.items():
+                for name, (interval, rebuild) in variants.items():
                     if interval is None:
                         results[name] += calls(sock, args.seconds)
                         continue
                     sys.setswitchinterval(interval)
-                    with Polling(feed, db) as polling:
+                    with Polling(feed, db, rebuild) as polling:
                         results[name] += calls(sock, args.seconds)
                     polls += polling.polls
                     sys.setswitchinterval(default_interval)
@@ -138,11 +145,11 @@ def main() -> None:
     print(f"{args.jobs:,} jobs in the store, {len(feed.index):,} history keys; {polls} polls measured;")
     rounds = f"{args.rounds} rounds of {args.seconds:g} s per variant"
     print(f"one client, {GAP_S * 1e3:g} ms between calls, {rounds}")
-    print(f"{'variant':<38} {'calls':>6} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>9} {'max ms':>7}")
+    print(f"{'variant':<41} {'calls':>6} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>9} {'max ms':>7}")
     for name, latencies in results.items():
         q = statistics.quantiles(latencies, n=1000)
         print(
-            f"{name:<38} {len(latencies):>6} {q[499] * 1e3:>7.3f} {q[989] * 1e3:>7.3f}"
+            f"{name:<41} {len(latencies):>6} {q[499] * 1e3:>7.3f} {q[989] * 1e3:>7.3f}"
             f" {q[998] * 1e3:>9.3f} {max(latencies) * 1e3:>7.1f}"
         )
 

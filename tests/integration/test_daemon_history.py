@@ -242,3 +242,18 @@ def test_history_config_defaults() -> None:
     assert settings.policy.require_history is True
     on = parse({"history": {"db": "/var/lib/slurm-harp/jobs.sqlite", "window_days": 45}})
     assert on.history.db == Path("/var/lib/slurm-harp/jobs.sqlite") and on.history.window_days == 45
+
+
+def test_a_replaced_index_is_drained_at_the_next_poll(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite"
+    feed = HistoryFeed(HistorySettings(db=path, poll_seconds=60), clock=lambda: float(NOW))
+    with JobStore(path) as store:
+        store.merge(BOB, "sacct")
+        feed.refresh(store)  # the first rebuild replaces the empty index
+        first = feed.index
+        store.merge([finished("e0", "eve", NOW - 20 * 86400, elapsed=20 * 86400 - 60)], "sacct")
+        feed.refresh(store)  # older than the look-back: rebuilt
+        assert feed.rebuilds == 2 and feed.index is not first
+        assert len(first) > 0  # a reader may still hold it: kept until the next poll
+        feed.refresh(store)
+        assert len(first) == 0 and len(feed.index) > 0

@@ -295,3 +295,12 @@ def test_row_is_fast() -> None:
     per_row_us = (time.perf_counter() - started) / n * 1e6
     # Target < 20 µs on this machine; the bound leaves room for a loaded CI runner.
     assert per_row_us < 100, f"{per_row_us:.1f} µs per row"
+
+
+def test_drain_forgets_every_key() -> None:
+    index = HistoryIndex()
+    for i in range(2500):
+        index.add(job(str(i), T0 + i, 60, user=f"u{i}"))
+    assert len(index) >= 2500
+    index.drain()
+    assert len(index) == 0

@@ -151,6 +151,15 @@ class HistoryIndex:
                 del self._keys[name]
         return len(stale)
 
+    def drain(self) -> None:
+        """Forget every key, one at a time: a large index freed at once holds the interpreter for
+        as long as it takes (docs/benchmarks.md, "The history feed's polls")."""
+        keys = self._keys
+        while keys:
+            with self._lock:
+                for _ in range(min(len(keys), 1000)):
+                    keys.popitem()
+
     def values(self, request: JobRequest, at: int) -> list[float]:
         """The history features of ``request`` submitted at unix time ``at``, as floats."""
         first_s = horizon_start(at)

@@ -54,6 +54,9 @@ class HistoryFeed:
         self._db = settings.db
         self._clock = clock
         self._index = HistoryIndex(max_keys=MAX_KEYS)
+        # The index a rebuild replaced, freed a key at a time at the next poll (a reader may still
+        # hold it until then): freed at once, a large one holds the interpreter for tens of ms.
+        self._retired: HistoryIndex | None = None
         self._count: int | None = None
         self._seen: set[_Seen] = set()
         self._lookback_s = MIN_LOOKBACK_S
@@ -155,6 +158,9 @@ class HistoryFeed:
         when the store's row count changed."""
         count = store.count()  # first: rows added after it are picked up by the next poll
         now = int(self._clock())
+        retired, self._retired = self._retired, None
+        if retired is not None:
+            retired.drain()
         changed = count != self._count
         if changed:
             known = self._count
@@ -198,7 +204,9 @@ class HistoryFeed:
         self._lookback_s = max(MIN_LOOKBACK_S, min(window_s, _longest_stay(jobs)))
         since = now - self._lookback_s
         self._seen = {key for submit, key in submitted if submit >= since}
-        self._index = index  # one assignment: readers see the old index or the new one
+        self._retired, self._index = self._index, index  # readers see the old index or the new one
+        while jobs:  # the records too, a chunk at a time
+            del jobs[-RECORDS_PER_SETTLE:]
         self.rebuilds += 1
         log.info("history: %d jobs from %s (%d keys)", index.added, self._db, len(index))
 
