@@ -12,8 +12,8 @@ plugin's deadline, it fails open while slurmctld waits). Each variant runs in a 
 ``gc.callbacks`` time every collection, and every settle is timed whole. Printed per phase: the full
 (generation 2) collections, the longest and the total pause, the longest collection of any
 generation, and the settles' longest and total time. Variants: the collector as CPython sets it
-(the baseline), and with server.heap.settle called where the feed calls it (every
-RECORDS_PER_SETTLE records read or added, and after each poll).
+(the baseline), and with server.heap.settle called as the feed calls it (through
+server.heap.settling: every RECORDS_PER_SETTLE records read or added; and after each poll).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from slurm_harp.core.history import HistoryIndex
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
-from slurm_harp.server.heap import RECORDS_PER_SETTLE, settle
+from slurm_harp.server.heap import settle, settling
 
 NOW = 1_800_000_000
 POLL_JOBS = 2_000
@@ -98,13 +98,6 @@ class Settles:
         out["settle_total_ms"] = sum(self.took) * 1e3
         self.took = []
         return out
-
-
-def settling(records: Iterator[JobRecord], every: Callable[[], object] | None) -> Iterator[JobRecord]:
-    for i, record in enumerate(records, 1):
-        yield record
-        if every is not None and i % RECORDS_PER_SETTLE == 0:
-            every()
 
 
 def build(records: Iterator[JobRecord], every: Callable[[], object] | None) -> HistoryIndex:

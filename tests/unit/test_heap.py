@@ -21,7 +21,7 @@ from slurm_harp.core.history import HistoryIndex
 from slurm_harp.core.request import Target
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import ModelStore
-from slurm_harp.server import heap, history_feed
+from slurm_harp.server import heap
 from slurm_harp.server.daemon import Daemon
 from slurm_harp.server.history_feed import HistoryFeed
 
@@ -78,7 +78,7 @@ def test_a_replaced_model_is_freed_without_the_collector(trained_store: Path, co
 
 
 def test_the_feed_settles_as_it_reads_and_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(history_feed, "RECORDS_PER_SETTLE", 2)
+    monkeypatch.setattr(heap, "RECORDS_PER_SETTLE", 2)
     path = tmp_path / "jobs.sqlite"
     with JobStore(path) as store:
         store.merge(list(jobs(7, 0, random.Random(3))), "sacct")

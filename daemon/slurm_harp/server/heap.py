@@ -21,12 +21,16 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
 
 # Objects allocated between two settles while the history is read or built: each settle's
 # collection walks about this many records' objects (a few milliseconds at most).
 RECORDS_PER_SETTLE = 5_000
+
+T = TypeVar("T")
 
 
 def settle() -> float:
@@ -38,3 +42,12 @@ def settle() -> float:
     # Not gc.get_freeze_count(): it walks every frozen object, longer than the collection.
     log.debug("heap settled in %.1f ms", took * 1e3)
     return took
+
+
+def settling(items: Iterable[T], settle: Callable[[], object] | None) -> Iterator[T]:
+    """``items`` one by one, calling ``settle`` (None: nothing) after every RECORDS_PER_SETTLE of
+    them: a burst of new objects would otherwise make the collector walk all of them at once."""
+    for i, item in enumerate(items, 1):
+        yield item
+        if settle is not None and i % RECORDS_PER_SETTLE == 0:
+            settle()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from slurm_harp.config import HistorySettings
 from slurm_harp.core.history import HORIZON_DAYS, HistoryIndex
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
-from slurm_harp.server.heap import RECORDS_PER_SETTLE
+from slurm_harp.server.heap import RECORDS_PER_SETTLE, settling
 from slurm_harp.server.outcome_metrics import OutcomeMetrics
 
 log = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ class HistoryFeed:
 
     def _add_recent(self, store: JobStore, now: int, added: int) -> bool:
         """Add the unseen recently submitted rows; False when there are fewer than ``added``."""
-        recent = list(self._settling(store.records(since=now - self._lookback_s)))
+        recent = list(settling(store.records(since=now - self._lookback_s), self.settle))
         fresh = [r for r in recent if _seen_key(r) not in self._seen]
         if len(fresh) < added:
             return False
@@ -191,7 +191,7 @@ class HistoryFeed:
         # What a later look-back may meet again: it never reaches further back than this.
         submitted: list[tuple[int, _Seen]] = []
         lookback_floor = now - max(window_s, MIN_LOOKBACK_S)
-        for record in self._settling(store.records(since=first_end - window_s)):
+        for record in settling(store.records(since=first_end - window_s), self.settle):
             submit = record.request.submit_time or 0
             if submit >= lookback_floor:
                 submitted.append((submit, _seen_key(record)))
@@ -199,7 +199,7 @@ class HistoryFeed:
                 jobs.append(record)
         jobs.sort(key=lambda r: r.end_time or 0)
         index = HistoryIndex(max_keys=MAX_KEYS)
-        for record in self._settling(jobs):
+        for record in settling(jobs, self.settle):
             index.add(record)
         self._lookback_s = max(MIN_LOOKBACK_S, min(window_s, _longest_stay(jobs)))
         since = now - self._lookback_s
@@ -209,14 +209,6 @@ class HistoryFeed:
             del jobs[-RECORDS_PER_SETTLE:]
         self.rebuilds += 1
         log.info("history: %d jobs from %s (%d keys)", index.added, self._db, len(index))
-
-    def _settling(self, records: Iterable[JobRecord]) -> Iterator[JobRecord]:
-        """``records`` one by one, settling after every RECORDS_PER_SETTLE of them: a burst of new
-        objects would otherwise make the collector walk all of them at once."""
-        for i, record in enumerate(records, 1):
-            yield record
-            if self.settle is not None and i % RECORDS_PER_SETTLE == 0:
-                self.settle()
 
 
 def _longest_stay(jobs: Iterable[JobRecord]) -> int:
