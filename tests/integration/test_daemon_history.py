@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -192,7 +193,7 @@ def test_a_replaced_store_is_reopened(tmp_path: Path) -> None:
         feed.stop()
 
 
-def test_feed_adds_new_rows_and_rebuilds_for_old_ones(tmp_path: Path) -> None:
+def test_feed_reads_only_the_rows_added_whenever_their_jobs_were_submitted(tmp_path: Path) -> None:
     path = tmp_path / "jobs.sqlite"
     clock = [float(NOW)]
     feed = HistoryFeed(HistorySettings(db=path, poll_seconds=60), clock=lambda: clock[0])
@@ -204,12 +205,13 @@ def test_feed_adds_new_rows_and_rebuilds_for_old_ones(tmp_path: Path) -> None:
         store.merge([finished("d1", "dave", NOW - 600, elapsed=60)], "sacct")
         feed.refresh(store)
         assert feed.rebuilds == 1 and feed.index.added == len(BOB) + 1  # incremental
-        feed.refresh(store)  # nothing new: nothing read
+        assert not feed.refresh(store)  # nothing new: nothing read
         assert feed.index.added == len(BOB) + 1
-        # A job submitted 20 days ago that just ended is older than the look-back: rebuild.
+        # A job submitted 20 days ago that just ended, and one that ended before the window.
         store.merge([finished("d0", "dave", NOW - 20 * 86400, elapsed=20 * 86400 - 60)], "sacct")
-        feed.refresh(store)
-        assert feed.rebuilds == 2 and feed.index.added == len(BOB) + 2
+        store.merge([finished("old", "dave", NOW - 40 * 86400, elapsed=60)], "sacct")
+        assert feed.refresh(store)
+        assert feed.rebuilds == 1 and feed.index.added == len(BOB) + 2
         expected = history_matrix(
             [*store.records(), JobRecord("x", replace(request, submit_time=NOW), "", 0)]
         )
@@ -218,6 +220,41 @@ def test_feed_adds_new_rows_and_rebuilds_for_old_ones(tmp_path: Path) -> None:
         clock[0] = NOW + 31 * 86400
         feed.refresh(store)
         assert len(feed.index) == 0
+
+
+def _delete(path: Path, job_id: str) -> None:
+    with sqlite3.connect(path) as db:  # an operator's hand: the harvester never deletes
+        db.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,))
+
+
+def test_feed_rebuilds_when_rows_were_deleted(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite"
+    feed = HistoryFeed(HistorySettings(db=path, poll_seconds=60), clock=lambda: float(NOW))
+    with JobStore(path) as store:
+        store.merge(BOB, "sacct")
+        feed.refresh(store)
+        _delete(path, "0")  # fewer rows
+        feed.refresh(store)
+        assert feed.rebuilds == 2 and feed.index.added == len(BOB) - 1
+        # One gone and one added in between two polls: the count alone would not tell.
+        _delete(path, "1")
+        store.merge([finished("d1", "dave", NOW - 600, elapsed=60)], "sacct")
+        feed.refresh(store)
+        assert feed.rebuilds == 3 and feed.index.added == len(BOB) - 1
+        # The newest row deleted, then rows added: SQLite may give a new row the deleted one's rowid.
+        _delete(path, "d1")
+        store.merge([finished("d2", "dave", NOW - 500, elapsed=60)], "sacct")
+        feed.refresh(store)
+        assert feed.rebuilds == 4 and feed.index.added == len(BOB) - 1
+        _delete(path, "d2")
+        store.merge([finished(f"d{i}", "dave", NOW - 500 + i, elapsed=60) for i in (3, 4)], "sacct")
+        feed.refresh(store)
+        assert feed.rebuilds == 5 and feed.index.added == len(BOB)
+        for user in ("bob", "dave"):
+            request = JobRequest(user_name=user)
+            asked = JobRecord("x", replace(request, submit_time=NOW), "", 0)
+            expected = history_matrix([*store.records(), asked])
+            np.testing.assert_array_equal(feed.row(request, NOW), expected[-1])
 
 
 @pytest.mark.parametrize(
@@ -251,8 +288,8 @@ def test_a_replaced_index_is_drained_at_the_next_poll(tmp_path: Path) -> None:
         store.merge(BOB, "sacct")
         feed.refresh(store)  # the first rebuild replaces the empty index
         first = feed.index
-        store.merge([finished("e0", "eve", NOW - 20 * 86400, elapsed=20 * 86400 - 60)], "sacct")
-        feed.refresh(store)  # older than the look-back: rebuilt
+        _delete(path, "0")
+        feed.refresh(store)  # a row gone: rebuilt
         assert feed.rebuilds == 2 and feed.index is not first
         assert len(first) > 0  # a reader may still hold it: kept until the next poll
         feed.refresh(store)

@@ -229,6 +229,18 @@ def test_horizon_counts_whole_utc_days() -> None:
     assert is_cold(index.row(job("3", at, 10).request, at + DAY))
 
 
+def test_keys_expire_once_a_day_when_the_horizon_moves() -> None:
+    at = T0 + 40 * DAY + 3600
+    index = HistoryIndex()
+    index.add(job("1", at - 100, 50))
+    assert index.expire(at) == 0
+    old = job("2", at - 35 * DAY, 50, user="olga")  # ended before the horizon, added afterwards
+    index.add(old)
+    assert index.expire(at + 3600) == 0 and len(index) == 4  # the same day: nothing walked
+    assert is_cold(index.row(old.request, at + 3600))  # a stale key reads as no key
+    assert index.expire(at + DAY) == 2 and len(index) == 2  # the next day: olga's keys go
+
+
 def test_ring_keeps_the_last_k_and_counts_all() -> None:
     jobs = [job(str(i), T0 + 100 * i, 10 + i) for i in range(3 * K)]
     row = history_matrix([*jobs, job("x", T0 + DAY, 1)])[-1]

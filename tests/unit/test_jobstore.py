@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records, read_sacct
-from slurm_harp.accounting.jobstore import COLUMNS, SCHEMA_VERSION, JobStore
+from slurm_harp.accounting.jobstore import COLUMNS, SCHEMA_VERSION, JobStore, Position
 from slurm_harp.core.request import JobRequest
 from tests.conftest import SHARED_TRACES, store_checksum
 from tests.unit.test_sacct import SACCT_TEXT
@@ -118,6 +118,34 @@ def test_records_are_ordered_by_submit_time_and_filtered(store: JobStore) -> Non
     assert [r.job_id for r in store.records("a", since=100, until=300)] == ["1", "2"]
     assert [r.job_id for r in store.records(since=150)] == ["9", "2", "3"]
     assert [r.job_id for r in store.records(until=150)] == ["1"]
+
+
+def test_rows_added_since_a_position_whenever_their_jobs_were_submitted(store: JobStore) -> None:
+    assert store.position() == Position(0, 0)
+    store.upsert([_job("1", 100), _job("2", 200)], "a")
+    first = store.position()
+    assert first.rows == 2
+    # Added later: a job submitted long before the others, and one that changed in place.
+    store.merge([_job("2", 200, state="FAILED"), _job("0", 5)], "a")
+    store.upsert([_job("1", 100)], "b")
+    now = store.position()
+    assert now.rows == 4 and now.last_row > first.last_row
+    assert [(r.job_id, r.state) for r in store.added(first.last_row, now.last_row)] == [
+        ("0", "COMPLETED"),
+        ("1", "COMPLETED"),
+    ]
+    store.upsert([_job("2", 200, state="TIMEOUT")], "a")  # a change keeps its row: same position
+    assert store.position() == now
+    store.upsert([_job("4", 400)], "a")
+    assert [r.job_id for r in store.added(first.last_row, now.last_row)] == ["0", "1"]  # up to now only
+    assert [r.job_id for r in store.records(upto_row=now.last_row)] == ["0", "1", "1", "2"]
+    assert [r.job_id for r in store.records(upto_row=first.last_row)] == ["1", "2"]
+    assert store.holds(first) and store.holds(now)
+    newest = store.position()
+    store._db.execute("DELETE FROM jobs WHERE job_id = '4'")  # an operator's hand
+    store.upsert([_job("5", 500)], "a")  # may be given the deleted row's rowid
+    assert not store.holds(newest) and store.holds(now)
+    assert store.position().rows == newest.rows
 
 
 def test_runs_of_one_user_and_name_newest_first(store: JobStore) -> None:

@@ -2,6 +2,8 @@
 
 One row per (source, job_id) holding every JobRecord field, with the JobRequest fields flattened
 into columns of the same names, plus ``ingested_at`` (unix seconds of the last insert or change).
+SQLite numbers each inserted row above every row already there, and an update keeps the number: a
+reader finds the rows added since it last looked by that number (``position``, ``added``).
 Columns follow the dataclasses: a field added to JobRecord or JobRequest becomes a nullable column,
 added to an existing database when it is opened. ``schema_version`` in ``meta`` is for changes that
 cannot be made that way.
@@ -61,6 +63,16 @@ COLUMNS: tuple[_Column, ...] = (*_columns_of(JobRecord, False), *_columns_of(Job
 _DATA = [c.name for c in COLUMNS if c.name != "job_id"]
 if len({c.name for c in COLUMNS} | {"source", "ingested_at"}) != len(COLUMNS) + 2:
     raise TypeError("JobRecord and JobRequest field names must be distinct (one flat jobs table)")
+
+
+@dataclass(frozen=True)
+class Position:
+    """How far the store has grown: its row count, and the rowid (0 when empty) and (source,
+    job_id) of its newest row; that row deleted, a new one may be given its rowid."""
+
+    rows: int
+    last_row: int
+    newest: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +206,20 @@ class JobStore:
     def sources(self) -> list[str]:
         return [r[0] for r in self._db.execute("SELECT DISTINCT source FROM jobs ORDER BY source")]
 
+    def position(self) -> Position:
+        """Where the store stands now, read in one statement (one snapshot)."""
+        row = self._db.execute(
+            "SELECT (SELECT count(*) FROM jobs), rowid, source, job_id FROM jobs "
+            "WHERE rowid = (SELECT max(rowid) FROM jobs)"
+        ).fetchone()
+        return Position(0, 0) if row is None else Position(int(row[0]), int(row[1]), (row[2], row[3]))
+
+    def holds(self, position: Position) -> bool:
+        """Whether ``position``'s newest row is still there under its rowid: rows added since are
+        then exactly those above it."""
+        row = self._db.execute("SELECT source, job_id FROM jobs WHERE rowid = ?", (position.last_row,))
+        return tuple(row.fetchone() or ()) == (position.newest or ())
+
     def records(
         self,
         source: str | None = None,
@@ -202,40 +228,48 @@ class JobStore:
         *,
         ended_since: int | None = None,
         tagged: bool = False,
+        upto_row: int | None = None,
     ) -> Iterator[JobRecord]:
         """Jobs ordered by submit time; ``since`` <= submit_time < ``until``, ``ended_since`` <=
-        end_time when given; ``tagged``: only jobs with a harp tag."""
+        end_time when given; ``tagged``: only jobs with a harp tag; ``upto_row``: only rows added
+        up to that position's ``last_row``."""
         where, params = ["harp_tag IS NOT NULL"] if tagged else [], []
         for clause, value in (
             ("source = ?", source),
             ("submit_time >= ?", since),
             ("submit_time < ?", until),
             ("end_time >= ?", ended_since),
+            ("rowid <= ?", upto_row),
         ):
             if value is not None:
                 where.append(clause)
                 params.append(value)
-        # A reader may meet a store the harvester has not migrated yet: a newer column reads as NULL.
-        present = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
+        present = self._present()
         if tagged and "harp_tag" not in present:
             return
-        names = [c.name if c.name in present else f"NULL AS {c.name}" for c in COLUMNS]
-        sql = f"SELECT {', '.join(names)} FROM jobs"
+        select = _select(present)
         if where:
-            sql += " WHERE " + " AND ".join(where)
-        for row in self._db.execute(sql + " ORDER BY submit_time, source, job_id", params):
+            select += " WHERE " + " AND ".join(where)
+        for row in self._db.execute(select + " ORDER BY submit_time, source, job_id", params):
+            yield _record(row)
+
+    def added(self, after_row: int, upto_row: int) -> Iterator[JobRecord]:
+        """The rows added after one position's ``last_row`` up to another's, in the order added."""
+        sql = _select(self._present()) + " WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
+        for row in self._db.execute(sql, (after_row, upto_row)):
             yield _record(row)
 
     def runs_of(self, user_name: str, job_name: str, *, newest: int = 1000) -> list[JobRecord]:
         """The ``newest`` jobs of one user with one job name, newest first: the only rows the
         advice reads for that user (the filter is in the query, not after it)."""
-        present = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
-        names = [c.name if c.name in present else f"NULL AS {c.name}" for c in COLUMNS]
         sql = (
-            f"SELECT {', '.join(names)} FROM jobs WHERE user_name = ? AND job_name = ? "
+            _select(self._present()) + " WHERE user_name = ? AND job_name = ? "
             "ORDER BY submit_time DESC, source, job_id LIMIT ?"
         )
         return [_record(row) for row in self._db.execute(sql, (user_name, job_name, int(newest)))]
+
+    def _present(self) -> set[str]:
+        return {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
 
     def latest_end(self) -> int | None:
         """The latest end time of any job in the store (None when empty): how fresh the harvest is."""
@@ -281,6 +315,12 @@ class _Transaction:
     def _rollback(self) -> None:
         if self._db.in_transaction:  # some errors (disk full, I/O) already rolled back
             self._db.execute("ROLLBACK")
+
+
+def _select(present: set[str]) -> str:
+    # A reader may meet a store the harvester has not migrated yet: a newer column reads as NULL.
+    names = [c.name if c.name in present else f"NULL AS {c.name}" for c in COLUMNS]
+    return f"SELECT {', '.join(names)} FROM jobs"
 
 
 def _values(record: JobRecord) -> tuple[Any, ...]:

@@ -107,6 +107,7 @@ class HistoryIndex:
         self._keys: dict[tuple[str, ...], KeyHistory] = {}
         self._max_keys = max_keys
         self._lock = threading.Lock()
+        self._expired_day = -(2**62)  # the horizon's first day at the last expire
         self.added = 0
 
     def __len__(self) -> int:
@@ -143,12 +144,21 @@ class HistoryIndex:
         return True
 
     def expire(self, now: int) -> int:
-        """Forget keys with no job ended within the horizon of ``now``; returns how many."""
+        """Forget keys with no job ended within the horizon of ``now``; returns how many.
+
+        Only memory is at stake (a stale key reads as no key). The horizon moves at UTC midnight,
+        so a second call within a day returns at once; the writer finds stale keys without the
+        lock (it alone changes them) and drops them a thousand at a time, so readers never wait
+        for a walk of every key."""
         first_day = horizon_start(now) // DAY_S
-        with self._lock:
-            stale = [name for name, key in self._keys.items() if key.last_day < first_day]
-            for name in stale:
-                del self._keys[name]
+        if first_day <= self._expired_day:
+            return 0
+        self._expired_day = first_day
+        stale = [name for name, key in self._keys.items() if key.last_day < first_day]
+        for start in range(0, len(stale), 1000):
+            with self._lock:
+                for name in stale[start : start + 1000]:
+                    del self._keys[name]
         return len(stale)
 
     def drain(self) -> None:

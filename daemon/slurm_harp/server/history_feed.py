@@ -1,12 +1,12 @@
 """Keeps the daemon's job history current from the harvester's job store, in a background thread.
 
 At start it seeds a HistoryIndex with the jobs that ended within ``window_days``; then every
-``poll_seconds`` it checks the store's row count and, when rows were added, reads the recently
-submitted ones and adds those it has not seen. The store is queried by submit time only, so a new
-row submitted longer ago than that look-back (a long job, a late import) cannot be found that way:
-the count tells, and the index is then rebuilt from the whole window and swapped in atomically.
-Rows changed in place (same count) are not re-read. Readers never wait for a rebuild. A store file
-replaced (a restored backup) is reopened and read whole; a removed one keeps the history known.
+``poll_seconds`` it reads the store's position (row count, newest rowid) and, when rows were added,
+reads those rows only, whenever their jobs were submitted: a poll costs what the harvester brought.
+When the store did not just grow (rows deleted, or renumbered), the index is rebuilt from the whole
+window and swapped in atomically. Rows changed in place are not re-read. Readers never wait for a
+rebuild. A store file replaced (a restored backup) is reopened and read whole; a removed one keeps
+the history known.
 
 Live features equal training features once every job that ended before a submission is in the
 store: history is as fresh as the harvester runs.
@@ -17,11 +17,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import numpy as np
 
-from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.jobstore import JobStore, Position
 from slurm_harp.config import HistorySettings
 from slurm_harp.core.history import HORIZON_DAYS, HistoryIndex
 from slurm_harp.core.job import JobRecord
@@ -34,14 +34,6 @@ log = logging.getLogger(__name__)
 DAY_S = 86400
 # Keys (users, user+names, accounts, signatures) kept at most: bounds memory on a huge site.
 MAX_KEYS = 1_000_000
-# The incremental look-back covers at least this much, and the longest submit-to-end time seen.
-MIN_LOOKBACK_S = 2 * DAY_S
-
-_Seen = tuple[str, int | None, str | None]
-
-
-def _seen_key(record: JobRecord) -> _Seen:
-    return (record.job_id, record.request.submit_time, record.request.user_name)
 
 
 class HistoryFeed:
@@ -57,9 +49,7 @@ class HistoryFeed:
         # The index a rebuild replaced, freed a key at a time at the next poll (a reader may still
         # hold it until then): freed at once, a large one holds the interpreter for tens of ms.
         self._retired: HistoryIndex | None = None
-        self._count: int | None = None
-        self._seen: set[_Seen] = set()
-        self._lookback_s = MIN_LOOKBACK_S
+        self._position: Position | None = None  # the store's, at the last poll
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._missing_logged = False
@@ -108,7 +98,7 @@ class HistoryFeed:
                         log.warning("history: %s was replaced or removed; reopening it", self._db)
                         store.close()
                         store = None
-                        self._count = None  # rebuild from the new file
+                        self._position = None  # rebuild from the new file
                     if store is None:
                         store = self._open()
                     if store is not None:
@@ -154,66 +144,51 @@ class HistoryFeed:
         return (st.st_dev, st.st_ino) != self._opened
 
     def refresh(self, store: JobStore) -> bool:
-        """One poll: add what the store gained since the last one (or rebuild), then expire; True
-        when the store's row count changed."""
-        count = store.count()  # first: rows added after it are picked up by the next poll
+        """One poll: add the rows the store gained since the last one (or rebuild), then expire;
+        True when the store's position changed."""
+        position = store.position()  # first: rows added after it are read by the next poll
         now = int(self._clock())
         retired, self._retired = self._retired, None
         if retired is not None:
             retired.drain()
-        changed = count != self._count
+        changed = position != self._position
         if changed:
-            known = self._count
-            if known is None or count < known or not self._add_recent(store, now, count - known):
-                self._rebuild(store, now)
-            self._count = count
+            if not self._add_new(store, now, position):
+                self._rebuild(store, now, position)
+            self._position = position
         self._index.expire(now)
         return changed
 
-    def _add_recent(self, store: JobStore, now: int, added: int) -> bool:
-        """Add the unseen recently submitted rows; False when there are fewer than ``added``."""
-        recent = list(settling(store.records(since=now - self._lookback_s), self.settle))
-        fresh = [r for r in recent if _seen_key(r) not in self._seen]
-        if len(fresh) < added:
+    def _add_new(self, store: JobStore, now: int, position: Position) -> bool:
+        """Add the rows added since the last poll; False unless the store only grew by them (a
+        first read, rows deleted or renumbered: only a rebuild is then right)."""
+        known = self._position
+        if known is None or position.last_row <= known.last_row or not store.holds(known):
+            return False
+        first_end = now - self._settings.window_days * DAY_S
+        read = 0
+        fresh: list[JobRecord] = []
+        for record in settling(store.added(known.last_row, position.last_row), self.settle):
+            read += 1
+            if (record.end_time or 0) >= first_end:
+                fresh.append(record)
+        if read != position.rows - known.rows:
             return False
         fresh.sort(key=lambda r: r.end_time or 0)
-        for record in fresh:
+        for record in settling(fresh, self.settle):
             self._index.add(record)
-        self._seen = {_seen_key(r) for r in recent}
-        log.debug("history: %d new jobs", len(fresh))
+        log.debug("history: %d new jobs, %d within the window", read, len(fresh))
         return True
 
-    def _rebuild(self, store: JobStore, now: int) -> None:
-        window_s = self._settings.window_days * DAY_S
-        first_end = now - window_s
-        # A job that ended inside the window may have been submitted up to a window earlier.
-        jobs: list[JobRecord] = []
-        # What a later look-back may meet again: it never reaches further back than this.
-        submitted: list[tuple[int, _Seen]] = []
-        lookback_floor = now - max(window_s, MIN_LOOKBACK_S)
-        for record in settling(store.records(since=first_end - window_s), self.settle):
-            submit = record.request.submit_time or 0
-            if submit >= lookback_floor:
-                submitted.append((submit, _seen_key(record)))
-            if (record.end_time or 0) >= first_end:
-                jobs.append(record)
+    def _rebuild(self, store: JobStore, now: int, position: Position) -> None:
+        first_end = now - self._settings.window_days * DAY_S
+        jobs = list(settling(store.records(ended_since=first_end, upto_row=position.last_row), self.settle))
         jobs.sort(key=lambda r: r.end_time or 0)
         index = HistoryIndex(max_keys=MAX_KEYS)
         for record in settling(jobs, self.settle):
             index.add(record)
-        self._lookback_s = max(MIN_LOOKBACK_S, min(window_s, _longest_stay(jobs)))
-        since = now - self._lookback_s
-        self._seen = {key for submit, key in submitted if submit >= since}
         self._retired, self._index = self._index, index  # readers see the old index or the new one
         while jobs:  # the records too, a chunk at a time
             del jobs[-RECORDS_PER_SETTLE:]
         self.rebuilds += 1
         log.info("history: %d jobs from %s (%d keys)", index.added, self._db, len(index))
-
-
-def _longest_stay(jobs: Iterable[JobRecord]) -> int:
-    """Longest submit-to-end time among ``jobs`` (0 if none is known)."""
-    return max(
-        (r.end_time - r.request.submit_time for r in jobs if r.end_time and r.request.submit_time),
-        default=0,
-    )
