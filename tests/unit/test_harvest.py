@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats
+from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, job_columns
 from slurm_harp.accounting import jobstore as jobstore_module
 from slurm_harp.accounting import sacct as sacct_module
 from slurm_harp.accounting.jobstore import JobStore
@@ -170,14 +170,14 @@ def test_a_crash_in_a_later_window_keeps_what_was_committed_and_resumes(store: J
 
 
 def test_a_failing_upsert_rolls_back_the_cursor_too(store: JobStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = jobstore_module._values
+    real = job_columns.row_of
 
     def broken(record: JobRecord) -> tuple[object, ...]:
         if record.job_id == "1030":
             raise OSError("disk went away")
         return real(record)
 
-    monkeypatch.setattr(jobstore_module, "_values", broken)
+    monkeypatch.setattr(jobstore_module, "row_of", broken)  # as the store imported it
     with pytest.raises(OSError, match="disk"):
         _harvest(store, FakeSacct(TEXT))
     assert store.cursor("c1") is None and store.count() == 0

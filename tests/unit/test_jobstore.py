@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records, read_sacct
-from slurm_harp.accounting.jobstore import COLUMNS, SCHEMA_VERSION, JobStore, Position
+from slurm_harp.accounting.job_columns import COLUMNS
+from slurm_harp.accounting.jobstore import SCHEMA_VERSION, JobStore, Position
 from slurm_harp.core.request import JobRequest
 from tests.conftest import SHARED_TRACES, store_checksum
 from tests.unit.test_sacct import SACCT_TEXT

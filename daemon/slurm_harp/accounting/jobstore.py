@@ -1,7 +1,8 @@
 """The job store: finished jobs from every source in one embedded SQLite database.
 
 One row per (source, job_id) holding every JobRecord field, with the JobRequest fields flattened
-into columns of the same names, plus ``ingested_at`` (unix seconds of the last insert or change).
+into columns of the same names (job_columns.py), plus ``ingested_at`` (unix seconds of the last
+insert or change).
 SQLite numbers each inserted row above every row already there, and an update keeps the number: a
 reader finds the rows added since it last looked by that number (``position``, ``added``).
 Columns follow the dataclasses: a field added to JobRecord or JobRequest becomes a nullable column,
@@ -15,11 +16,8 @@ written in the same transaction as the rows it covers: a crash loses both or nei
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 import time
-import types
-import typing
 import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -27,42 +25,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from slurm_harp.accounting.job_columns import COLUMNS, DATA_NAMES, SQL_TYPES, record_of, row_of, select_sql
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.request import JobRequest
 from slurm_harp.state_dir import create_file
 
 SCHEMA_VERSION = 1
-_SQL_TYPES: dict[type, str] = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
-
-
-@dataclass(frozen=True)
-class _Column:
-    name: str
-    kind: type  # str, int, float or bool
-    optional: bool  # the field may be None
-    in_request: bool  # a JobRequest field, else a JobRecord field
-
-
-def _columns_of(cls: type, in_request: bool) -> list[_Column]:
-    hints = typing.get_type_hints(cls)
-    out = []
-    for item in dataclasses.fields(cls):
-        if item.name == "request":
-            continue
-        hint = hints[item.name]
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        optional = isinstance(hint, types.UnionType) and len(args) == 1
-        kind = args[0] if optional else hint
-        if kind not in _SQL_TYPES:
-            raise TypeError(f"{cls.__name__}.{item.name}: no SQLite column type for {hint!r}")
-        out.append(_Column(item.name, kind, optional, in_request))
-    return out
-
-
-COLUMNS: tuple[_Column, ...] = (*_columns_of(JobRecord, False), *_columns_of(JobRequest, True))
-_DATA = [c.name for c in COLUMNS if c.name != "job_id"]
-if len({c.name for c in COLUMNS} | {"source", "ingested_at"}) != len(COLUMNS) + 2:
-    raise TypeError("JobRecord and JobRequest field names must be distinct (one flat jobs table)")
 
 
 @dataclass(frozen=True)
@@ -111,12 +78,12 @@ class JobStore:
         except BaseException:
             self._db.close()
             raise
-        names = ["source", "job_id", *_DATA, "ingested_at"]
-        changed = " OR ".join(f"jobs.{n} IS NOT excluded.{n}" for n in _DATA)
+        names = ["source", "job_id", *DATA_NAMES, "ingested_at"]
+        changed = " OR ".join(f"jobs.{n} IS NOT excluded.{n}" for n in DATA_NAMES)
         self._upsert_sql = (
             f"INSERT INTO jobs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
             f"ON CONFLICT (source, job_id) DO UPDATE SET "
-            + ", ".join(f"{n} = excluded.{n}" for n in [*_DATA, "ingested_at"])
+            + ", ".join(f"{n} = excluded.{n}" for n in [*DATA_NAMES, "ingested_at"])
             + f" WHERE {changed}"
         )
 
@@ -136,7 +103,7 @@ class JobStore:
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
             )
-            defs = [f"{c.name} {_SQL_TYPES[c.kind]}{'' if c.optional else ' NOT NULL'}" for c in COLUMNS]
+            defs = [c.definition for c in COLUMNS]
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS jobs (source TEXT NOT NULL, "
                 + ", ".join(defs)
@@ -145,7 +112,7 @@ class JobStore:
             present = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
             for c in COLUMNS:
                 if c.name not in present:
-                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {c.name} {_SQL_TYPES[c.kind]}")
+                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {c.name} {SQL_TYPES[c.kind]}")
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_submit ON jobs (submit_time)")
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_source_submit ON jobs (source, submit_time)")
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_end ON jobs (end_time)")
@@ -168,7 +135,7 @@ class JobStore:
             nonlocal received
             for record in records:
                 received += 1
-                yield (source, *_values(record), now)
+                yield (source, *row_of(record), now)
 
         with self._transaction():
             if cursor is not None:  # first, so that a failing row is seen to roll it back too
@@ -247,26 +214,26 @@ class JobStore:
         present = self._present()
         if tagged and "harp_tag" not in present:
             return
-        select = _select(present)
+        select = select_sql(present)
         if where:
             select += " WHERE " + " AND ".join(where)
         for row in self._db.execute(select + " ORDER BY submit_time, source, job_id", params):
-            yield _record(row)
+            yield record_of(row)
 
     def added(self, after_row: int, upto_row: int) -> Iterator[JobRecord]:
         """The rows added after one position's ``last_row`` up to another's, in the order added."""
-        sql = _select(self._present()) + " WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
+        sql = select_sql(self._present()) + " WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
         for row in self._db.execute(sql, (after_row, upto_row)):
-            yield _record(row)
+            yield record_of(row)
 
     def runs_of(self, user_name: str, job_name: str, *, newest: int = 1000) -> list[JobRecord]:
         """The ``newest`` jobs of one user with one job name, newest first: the only rows the
         advice reads for that user (the filter is in the query, not after it)."""
         sql = (
-            _select(self._present()) + " WHERE user_name = ? AND job_name = ? "
+            select_sql(self._present()) + " WHERE user_name = ? AND job_name = ? "
             "ORDER BY submit_time DESC, source, job_id LIMIT ?"
         )
-        return [_record(row) for row in self._db.execute(sql, (user_name, job_name, int(newest)))]
+        return [record_of(row) for row in self._db.execute(sql, (user_name, job_name, int(newest)))]
 
     def _present(self) -> set[str]:
         return {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
@@ -315,31 +282,3 @@ class _Transaction:
     def _rollback(self) -> None:
         if self._db.in_transaction:  # some errors (disk full, I/O) already rolled back
             self._db.execute("ROLLBACK")
-
-
-def _select(present: set[str]) -> str:
-    # A reader may meet a store the harvester has not migrated yet: a newer column reads as NULL.
-    names = [c.name if c.name in present else f"NULL AS {c.name}" for c in COLUMNS]
-    return f"SELECT {', '.join(names)} FROM jobs"
-
-
-def _values(record: JobRecord) -> tuple[Any, ...]:
-    out: list[Any] = []
-    for column in COLUMNS:
-        if column.name == "job_id":
-            continue
-        value = getattr(record.request if column.in_request else record, column.name)
-        out.append(int(value) if column.kind is bool and value is not None else value)
-    return (record.job_id, *out)
-
-
-def _record(row: tuple[Any, ...]) -> JobRecord:
-    own: dict[str, Any] = {}
-    request: dict[str, Any] = {}
-    for column, value in zip(COLUMNS, row, strict=True):
-        if value is None and not column.optional:
-            continue  # a column added to an older database: the field's default applies
-        if column.kind is bool and value is not None:
-            value = bool(value)
-        (request if column.in_request else own)[column.name] = value
-    return JobRecord(request=JobRequest(**request), **own)

@@ -1,0 +1,86 @@
+"""The job store's columns: one per JobRecord field and one per JobRequest field, flattened under
+the same names, and the mapping between a JobRecord and a row of them.
+
+A field added to either dataclass becomes a column of its SQLite type (nullable when the field may
+be None); a reader meeting an older database reads the missing column as NULL, and the field's
+default applies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest
+
+SQL_TYPES: dict[type, str] = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: type  # str, int, float or bool
+    optional: bool  # the field may be None
+    in_request: bool  # a JobRequest field, else a JobRecord field
+
+    @property
+    def definition(self) -> str:
+        return f"{self.name} {SQL_TYPES[self.kind]}{'' if self.optional else ' NOT NULL'}"
+
+
+def _columns_of(cls: type, in_request: bool) -> list[Column]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for item in dataclasses.fields(cls):
+        if item.name == "request":
+            continue
+        hint = hints[item.name]
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = isinstance(hint, types.UnionType) and len(args) == 1
+        kind = args[0] if optional else hint
+        if kind not in SQL_TYPES:
+            raise TypeError(f"{cls.__name__}.{item.name}: no SQLite column type for {hint!r}")
+        out.append(Column(item.name, kind, optional, in_request))
+    return out
+
+
+COLUMNS: tuple[Column, ...] = (*_columns_of(JobRecord, False), *_columns_of(JobRequest, True))
+# Every column but the key's job_id (the other part of the key, source, is not a field).
+DATA_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.name != "job_id")
+if len({c.name for c in COLUMNS} | {"source", "ingested_at"}) != len(COLUMNS) + 2:
+    raise TypeError("JobRecord and JobRequest field names must be distinct (one flat jobs table)")
+
+
+def select_sql(present: set[str]) -> str:
+    """``SELECT`` of every column from ``jobs``, given the columns the table has now."""
+    # A reader may meet a store the harvester has not migrated yet: a newer column reads as NULL.
+    names = [c.name if c.name in present else f"NULL AS {c.name}" for c in COLUMNS]
+    return f"SELECT {', '.join(names)} FROM jobs"
+
+
+def row_of(record: JobRecord) -> tuple[Any, ...]:
+    """job_id, then the DATA_NAMES columns' values of ``record``."""
+    out: list[Any] = []
+    for column in COLUMNS:
+        if column.name == "job_id":
+            continue
+        value = getattr(record.request if column.in_request else record, column.name)
+        out.append(int(value) if column.kind is bool and value is not None else value)
+    return (record.job_id, *out)
+
+
+def record_of(row: tuple[Any, ...]) -> JobRecord:
+    """The JobRecord of a row selected by select_sql."""
+    own: dict[str, Any] = {}
+    request: dict[str, Any] = {}
+    for column, value in zip(COLUMNS, row, strict=True):
+        if value is None and not column.optional:
+            continue  # a column added to an older database: the field's default applies
+        if column.kind is bool and value is not None:
+            value = bool(value)
+        (request if column.in_request else own)[column.name] = value
+    return JobRecord(request=JobRequest(**request), **own)
