@@ -194,18 +194,20 @@ class JobStore:
         until: int | None = None,
         *,
         ended_since: int | None = None,
+        ended_before: int | None = None,
         tagged: bool = False,
         upto_row: int | None = None,
     ) -> Iterator[JobRecord]:
         """Jobs ordered by submit time; ``since`` <= submit_time < ``until``, ``ended_since`` <=
-        end_time when given; ``tagged``: only jobs with a harp tag; ``upto_row``: only rows added
-        up to that position's ``last_row``."""
+        end_time < ``ended_before`` when given; ``tagged``: only jobs with a harp tag;
+        ``upto_row``: only rows added up to that position's ``last_row``."""
         where, params = ["harp_tag IS NOT NULL"] if tagged else [], []
         for clause, value in (
             ("source = ?", source),
             ("submit_time >= ?", since),
             ("submit_time < ?", until),
             ("end_time >= ?", ended_since),
+            ("end_time < ?", ended_before),
             ("rowid <= ?", upto_row),
         ):
             if value is not None:
@@ -225,6 +227,18 @@ class JobStore:
         sql = select_sql(self._present()) + " WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
         for row in self._db.execute(sql, (after_row, upto_row)):
             yield record_of(row)
+
+    def tagged_hours(self, ended_since: int) -> dict[int, tuple[int, float, int]]:
+        """Per hour of end time (end_time // 3600) from ``ended_since`` on, a signature of its
+        tagged rows: count, sum of ingested_at and newest rowid. A row added, changed (ingested_at
+        moves) or deleted changes its hour's signature; computed in SQLite, no row is read here."""
+        if "harp_tag" not in self._present():
+            return {}
+        sql = (
+            "SELECT end_time / 3600, count(*), total(ingested_at), max(rowid) FROM jobs "
+            "WHERE end_time >= ? AND harp_tag IS NOT NULL GROUP BY end_time / 3600"
+        )
+        return {int(h): (int(n), float(s), int(r)) for h, n, s, r in self._db.execute(sql, (ended_since,))}
 
     def runs_of(self, user_name: str, job_name: str, *, newest: int = 1000) -> list[JobRecord]:
         """The ``newest`` jobs of one user with one job name, newest first: the only rows the

@@ -25,6 +25,8 @@ RATIO_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 5.0)
 TARGET_OF_KEY = {"t": Target.TIME, "m": Target.MEMORY, "c": Target.CPUS}
 
 Key = tuple[str, str, str]  # (target, partition, model version)
+# (target, partition, the tag's versions): a Key once the versions' owners are known (resolve).
+TagKey = tuple[str, str, tuple[str, ...]]
 
 
 @dataclass
@@ -44,6 +46,15 @@ class Outcome:
         at = bisect.bisect_left(RATIO_BUCKETS, ratio)
         if at < len(RATIO_BUCKETS):
             self.bucket_counts[at] += 1
+
+    def merge(self, other: Outcome) -> None:
+        """Count ``other``'s jobs too."""
+        self.jobs += other.jobs
+        self.bucket_counts = [a + b for a, b in zip(self.bucket_counts, other.bucket_counts, strict=True)]
+        self.ratio_sum += other.ratio_sum
+        self.underpredicted += other.underpredicted
+        self.killed += other.killed
+        self.saved_core_seconds += other.saved_core_seconds
 
     def cumulative(self) -> list[tuple[str, int]]:
         """(le, count) pairs as Prometheus histograms give them, +Inf last."""
@@ -70,7 +81,26 @@ def version_for(target: Target, versions: tuple[str, ...], owner: Callable[[str]
 def outcomes(records: Iterable[JobRecord], owner: Callable[[str], Target | None]) -> dict[Key, Outcome]:
     """The figures per (target, partition, version) over ``records`` (tagged or not: untagged and
     unreadable tags are skipped)."""
+    return resolve([outcomes_by_tag(records)], owner)
+
+
+def resolve(
+    parts: Iterable[dict[TagKey, Outcome]], owner: Callable[[str], Target | None]
+) -> dict[Key, Outcome]:
+    """``parts``' figures merged per (target, partition, version), each tag's versions resolved by
+    ``owner`` now (it changes as the model store does)."""
     out: dict[Key, Outcome] = {}
+    for part in parts:
+        for (target, partition, versions), outcome in part.items():
+            key = (target, partition, version_for(Target(target), versions, owner))
+            out.setdefault(key, Outcome()).merge(outcome)
+    return out
+
+
+def outcomes_by_tag(records: Iterable[JobRecord]) -> dict[TagKey, Outcome]:
+    """The figures per (target, partition, the tag's versions) over ``records``: what does not
+    depend on which model version served which target."""
+    out: dict[TagKey, Outcome] = {}
     for record in records:
         tag = parse_tag(record.harp_tag)
         if tag is None:
@@ -80,8 +110,7 @@ def outcomes(records: Iterable[JobRecord], owner: Callable[[str], Target | None]
             used = record.used(target)
             if used is None or value <= 0:
                 continue
-            version = version_for(target, tag.versions, owner)
-            outcome = out.setdefault((target.value, record.request.partition or "", version), Outcome())
+            outcome = out.setdefault((target.value, record.request.partition or "", tag.versions), Outcome())
             outcome.add(used / value)
             lowered = tag.flags.get(key) == "!"
             own = tag.own.get(key)
