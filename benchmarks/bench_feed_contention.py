@@ -81,7 +81,7 @@ def back(db: Path, rows: int) -> Position:
     with sqlite3.connect(db) as con:
         last = now.last_row - rows
         source, job_id = con.execute("SELECT source, job_id FROM jobs WHERE rowid = ?", (last,)).fetchone()
-    return Position(now.rows - rows, last, (source, job_id))
+    return Position(now.rows - rows, last, (source, job_id), now.ingested)  # one merge: one ingested_at
 
 
 class Polling:

@@ -21,7 +21,7 @@ from slurm_harp.core.history import USER_JOBS, history_matrix
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.server.daemon import Daemon
-from slurm_harp.server.history_feed import HistoryFeed
+from slurm_harp.server.history_feed import REBUILD_AFTER_CHANGE_S, HistoryFeed
 from tests.integration.harp_client import Client, target
 
 NOW = int(time.time())
@@ -220,6 +220,35 @@ def test_feed_reads_only_the_rows_added_whenever_their_jobs_were_submitted(tmp_p
         clock[0] = NOW + 31 * 86400
         feed.refresh(store)
         assert len(feed.index) == 0
+
+
+def test_rows_changed_in_place_are_taken_in_by_a_rebuild_when_due(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite"
+    clock = [float(NOW)]
+    feed = HistoryFeed(HistorySettings(db=path, poll_seconds=60), clock=lambda: clock[0])
+    request = JobRequest(user_name="bob", job_name="relax")
+
+    def training_row() -> np.ndarray:
+        asked = JobRecord("x", replace(request, submit_time=int(clock[0])), "", 0)
+        return np.asarray(history_matrix([*store.records(), asked])[-1])
+
+    with JobStore(path) as store:
+        half = replace(BOB[-1], request=replace(BOB[-1].request, time_limit_minutes=None))
+        store.merge([*BOB[:-1], half], "sacct")  # the newest job read half-filled
+        feed.refresh(store)
+        assert feed.rebuilds == 1
+        store.merge([BOB[-1]], "sacct")  # the harvester's overlap completes it
+        store.merge([finished("d1", "dave", NOW - 600, elapsed=60)], "sacct")
+        feed.refresh(store)  # the new job is added; the change waits for a rebuild
+        assert feed.rebuilds == 1 and feed.index.added == len(BOB) + 1
+        assert not np.array_equal(feed.row(request, int(clock[0])), training_row(), equal_nan=True)
+        clock[0] += REBUILD_AFTER_CHANGE_S
+        assert not feed.refresh(store)  # nothing new, but the rebuild is due
+        assert feed.rebuilds == 2
+        np.testing.assert_array_equal(feed.row(request, int(clock[0])), training_row())
+        clock[0] += REBUILD_AFTER_CHANGE_S
+        feed.refresh(store)  # no change since: no rebuild
+        assert feed.rebuilds == 2
 
 
 def _delete(path: Path, job_id: str) -> None:

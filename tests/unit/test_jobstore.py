@@ -135,8 +135,13 @@ def test_rows_added_since_a_position_whenever_their_jobs_were_submitted(store: J
         ("0", "COMPLETED"),
         ("1", "COMPLETED"),
     ]
-    store.upsert([_job("2", 200, state="TIMEOUT")], "a")  # a change keeps its row: same position
-    assert store.position() == now
+    assert store.changed_since(now) == 0
+    store.upsert([_job("2", 200, state="TIMEOUT")], "a")  # a change keeps its row, moves ingested_at
+    changed = store.position()
+    assert (changed.rows, changed.last_row, changed.newest) == (now.rows, now.last_row, now.newest)
+    assert changed.ingested > now.ingested and store.changed_since(now) == 1
+    store.upsert([_job("2", 200, state="TIMEOUT")], "a")  # the same again: nothing changes
+    assert store.position() == changed and store.changed_since(changed) == 0
     store.upsert([_job("4", 400)], "a")
     assert [r.job_id for r in store.added(first.last_row, now.last_row)] == ["0", "1"]  # up to now only
     assert [r.job_id for r in store.records(upto_row=now.last_row)] == ["0", "1", "1", "2"]

@@ -34,12 +34,14 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class Position:
-    """How far the store has grown: its row count, and the rowid (0 when empty) and (source,
-    job_id) of its newest row; that row deleted, a new one may be given its rowid."""
+    """How far the store has grown: its row count, the rowid (0 when empty) and (source, job_id)
+    of its newest row (that row deleted, a new one may be given its rowid), and the latest
+    ingested_at, which a row changed in place moves too."""
 
     rows: int
     last_row: int
     newest: tuple[str, str] | None = None
+    ingested: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,8 @@ class JobStore:
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_submit ON jobs (submit_time)")
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_source_submit ON jobs (source, submit_time)")
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_end ON jobs (end_time)")
+            # Readers find the rows changed since they last looked (changed_since).
+            self._db.execute("CREATE INDEX IF NOT EXISTS jobs_ingested ON jobs (ingested_at)")
             # The advice reads one user's runs of one job name.
             self._db.execute(
                 "CREATE INDEX IF NOT EXISTS jobs_user_name ON jobs (user_name, job_name, submit_time)"
@@ -176,10 +180,18 @@ class JobStore:
     def position(self) -> Position:
         """Where the store stands now, read in one statement (one snapshot)."""
         row = self._db.execute(
-            "SELECT (SELECT count(*) FROM jobs), rowid, source, job_id FROM jobs "
-            "WHERE rowid = (SELECT max(rowid) FROM jobs)"
+            "SELECT (SELECT count(*) FROM jobs), rowid, source, job_id, (SELECT max(ingested_at) FROM jobs) "
+            "FROM jobs WHERE rowid = (SELECT max(rowid) FROM jobs)"
         ).fetchone()
-        return Position(0, 0) if row is None else Position(int(row[0]), int(row[1]), (row[2], row[3]))
+        if row is None:
+            return Position(0, 0)
+        return Position(int(row[0]), int(row[1]), (row[2], row[3]), float(row[4]))
+
+    def changed_since(self, position: Position) -> int:
+        """How many of the rows ``position`` covers were changed in place after it (by their
+        ingested_at: a harvester whose clock went back hides its changes)."""
+        sql = "SELECT count(*) FROM jobs WHERE ingested_at > ? AND rowid <= ?"
+        return int(self._db.execute(sql, (position.ingested, position.last_row)).fetchone()[0])
 
     def holds(self, position: Position) -> bool:
         """Whether ``position``'s newest row is still there under its rowid: rows added since are

@@ -1,12 +1,13 @@
 """Keeps the daemon's job history current from the harvester's job store, in a background thread.
 
 At start it seeds a HistoryIndex with the jobs that ended within ``window_days``; then every
-``poll_seconds`` it reads the store's position (row count, newest rowid) and, when rows were added,
-reads those rows only, whenever their jobs were submitted: a poll costs what the harvester brought.
-When the store did not just grow (rows deleted, or renumbered), the index is rebuilt from the whole
-window and swapped in atomically. Rows changed in place are not re-read. Readers never wait for a
-rebuild. A store file replaced (a restored backup) is reopened and read whole; a removed one keeps
-the history known.
+``poll_seconds`` it reads the store's position (row count, newest rowid, latest ingested_at) and,
+when rows were added, reads those rows only, whenever their jobs were submitted: a poll costs what
+the harvester brought. When the store did not just grow (rows deleted, or renumbered), the index
+is rebuilt from the whole window and swapped in atomically. Rows changed in place (their
+ingested_at moves) are taken in by a rebuild too, at most once every REBUILD_AFTER_CHANGE_S.
+Readers never wait for a rebuild. A store file replaced (a restored backup) is reopened and read
+whole; a removed one keeps the history known.
 
 Live features equal training features once every job that ended before a submission is in the
 store: history is as fresh as the harvester runs.
@@ -34,6 +35,9 @@ log = logging.getLogger(__name__)
 DAY_S = 86400
 # Keys (users, user+names, accounts, signatures) kept at most: bounds memory on a huge site.
 MAX_KEYS = 1_000_000
+# Rows changed in place (the harvester completing a row it read half-filled) are taken in by a
+# rebuild, at most this often: a site whose rows change at every harvest is not rebuilt each time.
+REBUILD_AFTER_CHANGE_S = 3600
 
 
 class HistoryFeed:
@@ -50,6 +54,8 @@ class HistoryFeed:
         # hold it until then): freed at once, a large one holds the interpreter for tens of ms.
         self._retired: HistoryIndex | None = None
         self._position: Position | None = None  # the store's, at the last poll
+        self._changed_in_place = False  # rows read before were changed since: rebuild when due
+        self._rebuilt_at = -float("inf")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._missing_logged = False
@@ -144,26 +150,35 @@ class HistoryFeed:
         return (st.st_dev, st.st_ino) != self._opened
 
     def refresh(self, store: JobStore) -> bool:
-        """One poll: add the rows the store gained since the last one (or rebuild), then expire;
+        """One poll: add the rows the store gained since the last one (or rebuild, also when rows
+        read before changed and the last rebuild is REBUILD_AFTER_CHANGE_S old), then expire;
         True when the store's position changed."""
         position = store.position()  # first: rows added after it are read by the next poll
         now = int(self._clock())
         retired, self._retired = self._retired, None
         if retired is not None:
             retired.drain()
-        changed = position != self._position
+        known = self._position
+        changed = position != known
         if changed:
+            if known is not None and position.ingested > known.ingested:
+                in_place = store.changed_since(known)
+                if in_place and not self._changed_in_place:
+                    log.info("history: %d jobs changed in place; rebuilding when due", in_place)
+                self._changed_in_place |= in_place > 0
             if not self._add_new(store, now, position):
                 self._rebuild(store, now, position)
             self._position = position
+        if self._changed_in_place and now - self._rebuilt_at >= REBUILD_AFTER_CHANGE_S:
+            self._rebuild(store, now, position)
         self._index.expire(now)
         return changed
 
     def _add_new(self, store: JobStore, now: int, position: Position) -> bool:
-        """Add the rows added since the last poll; False unless the store only grew by them (a
-        first read, rows deleted or renumbered: only a rebuild is then right)."""
+        """Add the rows added since the last poll; False unless the store only grew by them, if at
+        all (a first read, rows deleted or renumbered: only a rebuild is then right)."""
         known = self._position
-        if known is None or position.last_row <= known.last_row or not store.holds(known):
+        if known is None or position.last_row < known.last_row or not store.holds(known):
             return False
         first_end = now - self._settings.window_days * DAY_S
         read = 0
@@ -191,4 +206,5 @@ class HistoryFeed:
         while jobs:  # the records too, a chunk at a time
             del jobs[-RECORDS_PER_SETTLE:]
         self.rebuilds += 1
+        self._changed_in_place, self._rebuilt_at = False, now
         log.info("history: %d jobs from %s (%d keys)", index.added, self._db, len(index))
