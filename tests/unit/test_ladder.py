@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,23 @@ def test_the_merged_ladder_answers_exactly_as_the_models_one_by_one(trained_stor
         alone = model.predict_named(x[:5], (name,))[name]
         assert alone.shape == (5,) and np.array_equal(together[name], alone, equal_nan=True), name
     assert model.predict_named(x[:1], ()) == {}
+
+
+def test_one_row_predictions_are_bit_for_bit_predict_named(trained_store: Path) -> None:
+    model = _model(trained_store)
+    x = _rows(200)
+    count = len(model.names)
+    choices = [model.names[i : i + n] for n in range(1, count + 1) for i in (0, count - n)]  # both ends
+    for names in choices:
+        batch = model.predict_named(x, names)
+        for i in range(len(x)):
+            row = model.predict_row(x[i : i + 1], names)
+            alone = model.predict_named(x[i : i + 1], names)
+            assert list(row) == list(names)
+            for name in names:
+                expected = float(alone[name][0])
+                assert row[name] == expected or (math.isnan(row[name]) and math.isnan(expected)), (names, i)
+                assert float(batch[name][i]) == expected or math.isnan(expected), (names, i)
 
 
 def test_a_ladder_that_cannot_merge_runs_one_by_one(

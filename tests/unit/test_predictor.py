@@ -105,9 +105,9 @@ class CalibratedFake(FakeModel):
             rungs=(Rung("q0.95", 1.5, 0.01),), penalty=penalty, floor=1.0, target=Target.TIME
         )
 
-    def predict_named(self, x: np.ndarray, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
-        self.asked.append(names or self.names)
-        return {name: np.array([self.minutes]) for name in names or self.names}
+    def predict_row(self, x: np.ndarray, names: tuple[str, ...]) -> dict[str, float]:
+        self.asked.append(names)
+        return {name: self.minutes for name in names}
 
 
 def test_calibrated_rule_sets_the_limit_and_the_policy_still_guards_it() -> None:

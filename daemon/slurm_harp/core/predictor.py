@@ -44,7 +44,7 @@ class CalibratedPredictor(QuantilePredictor, Protocol):
     @property
     def names(self) -> tuple[str, ...]: ...
 
-    def predict_named(self, x: np.ndarray, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]: ...
+    def predict_row(self, x: np.ndarray, names: tuple[str, ...]) -> dict[str, float]: ...
 
 
 class Vectorizer(Protocol):
@@ -208,7 +208,7 @@ def _calibrated(
     names = viable_models(asked, weight, calibration, request.partition)
     shown = model.chosen if model.chosen in model.names else next(iter(names or calibration.models), None)
     wanted = names if shown is None or shown in names else (*names, shown)
-    predictions = {name: float(values[0]) for name, values in model.predict_named(features, wanted).items()}
+    predictions = model.predict_row(features, wanted)
     limit = decide_limit(predictions, asked, weight, calibration, request.partition)
     if limit is not None:
         return limit, False

@@ -49,6 +49,17 @@ def to_unit(transform: str, values: np.ndarray) -> np.ndarray:
     return values
 
 
+def unit_value(transform: str, value: float) -> float:
+    """to_unit for one value, without the arrays: the same numpy expm1 (whose bits may differ from
+    math.expm1's), scale and clamp. The serving path's one-row predictions."""
+    undo_log, scale = TRANSFORMS[transform]
+    if undo_log:
+        value = float(np.expm1(value))
+    if scale != 1.0:
+        value *= scale
+    return max(value, 0.0)
+
+
 def quantile_file_name(quantile: float) -> str:
     """q0.50.onnx, q0.90.onnx, q0.95.onnx; more digits only when the quantile needs them."""
     if not 0.0 < quantile < 1.0:

@@ -14,7 +14,7 @@ from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration
 from slurm_harp.model import ladder
-from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, check_schema, to_unit
+from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, check_schema, to_unit, unit_value
 from slurm_harp.model.row_run import RowRun
 from slurm_harp.model.store import read_regular, sha256_hex
 
@@ -128,6 +128,16 @@ class QuantileModel:
             return {name: values[index[name]] for name in wanted}
         values = to_unit(self._transform, ladder.stacked([self._raw(name, x) for name in wanted]))
         return dict(zip(wanted, values, strict=True))
+
+    def predict_row(self, x: np.ndarray, names: tuple[str, ...]) -> dict[str, float]:
+        """predict_named for one row (shape (1, n)), as floats: the serving path. Below the merged
+        ladder's threshold each value is converted alone; numpy calls on one-value arrays cost
+        more than their arithmetic, most after the daemon sat idle."""
+        if self._ladder is not None and len(names) >= ladder.MIN_MODELS:
+            return {name: float(values[0]) for name, values in self.predict_named(x, names).items()}
+        if x.dtype != np.float32:
+            x = x.astype(np.float32)
+        return {name: unit_value(self._transform, self._raw(name, x).item(0)) for name in names}
 
     def predict(self, x: np.ndarray) -> dict[float, np.ndarray]:
         """Predictions for feature rows ``x`` (n, len(FEATURE_NAMES)) in the target's unit, >= 0.
