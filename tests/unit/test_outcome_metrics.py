@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.jobstore import HOUR_S, JobStore
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.server.outcome_metrics import HOUR_S, OutcomeMetrics
+from slurm_harp.server.outcome_metrics import OutcomeMetrics
 
 NOW = 1_790_000_000
 WINDOW_S = 7 * 86400

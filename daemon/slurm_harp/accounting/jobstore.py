@@ -30,6 +30,7 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.state_dir import create_file
 
 SCHEMA_VERSION = 1
+HOUR_S = 3600  # tagged_hours' span
 
 
 @dataclass(frozen=True)
@@ -241,14 +242,14 @@ class JobStore:
             yield record_of(row)
 
     def tagged_hours(self, ended_since: int) -> dict[int, tuple[int, float, int]]:
-        """Per hour of end time (end_time // 3600) from ``ended_since`` on, a signature of its
+        """Per hour of end time (end_time // HOUR_S) from ``ended_since`` on, a signature of its
         tagged rows: count, sum of ingested_at and newest rowid. A row added, changed (ingested_at
         moves) or deleted changes its hour's signature; computed in SQLite, no row is read here."""
         if "harp_tag" not in self._present():
             return {}
         sql = (
-            "SELECT end_time / 3600, count(*), total(ingested_at), max(rowid) FROM jobs "
-            "WHERE end_time >= ? AND harp_tag IS NOT NULL GROUP BY end_time / 3600"
+            f"SELECT end_time / {HOUR_S}, count(*), total(ingested_at), max(rowid) FROM jobs "
+            f"WHERE end_time >= ? AND harp_tag IS NOT NULL GROUP BY end_time / {HOUR_S}"
         )
         return {int(h): (int(n), float(s), int(r)) for h, n, s, r in self._db.execute(sql, (ended_since,))}
 

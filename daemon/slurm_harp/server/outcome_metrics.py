@@ -20,13 +20,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.jobstore import HOUR_S, JobStore
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.outcomes import Key, Outcome, TagKey, outcomes_by_tag, resolve
 
 LABELS = ("target", "partition", "version")
 DAY_S = 86400
-HOUR_S = 3600
 
 _Hour = tuple[tuple[int, float, int], dict[TagKey, Outcome]]  # (signature, figures by tag)
 
