@@ -5,17 +5,17 @@
 
 The feed polls the store in a thread of its own; when the harvester added rows, a poll reads those
 rows. While it runs, the thread answering Predict (the lane, in grpcio's polling thread) needs the
-interpreter each time a call arrives and waits until the feed's thread is made to let go, after
-the switch interval. A daemon (rewrite mode,
-the bundled model, its own socket) runs in this process beside a HistoryFeed on a store of --jobs
-generated jobs (benchmarks.bench_gc_pause) that polls without pause, each poll as when the
-harvester added --added rows (or, in the last variant, rebuilding the index from the whole window, as
-when the store was replaced), settling the heap as `harp serve` does. A client process calls
-Predict with 2 ms between calls for --seconds. Variants, in turn for --rounds rounds: no feed
-running (the baseline); the feed polling with CPython's switch interval (5 ms); the feed polling
-with `harp serve`'s (commands/serve.py, SWITCH_INTERVAL_S); the feed rebuilding with `harp
-serve`'s. Prints p50, p99, p99.9 and the longest call, ms; first, what one poll costs, and what
-each poll did before: re-read the two-day look-back, and walk every key for stale ones.
+interpreter each time a call arrives and waits until the feed's thread is made to let go, after the
+switch interval. A daemon (rewrite mode, the bundled model, its own socket) runs in this process
+beside a HistoryFeed on a store of --jobs generated jobs (benchmarks.bench_gc_pause) that polls
+without pause, each poll as when the harvester added --added rows (or, in the last variant,
+rebuilding the index from the whole window, as when the store was replaced), settling the heap as
+`harp serve` does. A client process calls Predict with 2 ms between calls for --seconds. Variants,
+in turn for --rounds rounds: no feed running (the baseline); the feed polling with CPython's switch
+interval (5 ms); the feed polling with `harp serve`'s (commands/serve.py, SWITCH_INTERVAL_S); the
+feed rebuilding with `harp serve`'s. Prints p50, p99, p99.9 and the longest call, ms; first, what
+one poll costs, and what each poll did before: re-read the two-day look-back, and walk every key for
+stale ones.
 """
 
 from __future__ import annotations

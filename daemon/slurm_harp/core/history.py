@@ -77,6 +77,8 @@ HISTORY_FEATURE_NAMES: tuple[str, ...] = (
 )  # fmt: skip
 USER_JOBS = HISTORY_FEATURE_NAMES.index(f"{_P}user_log_jobs")
 _NAN_BLOCK = [_NAN] * 9
+# Keys expire() and drain() drop per hold of the lock: readers wait for a chunk, never a whole walk.
+KEYS_PER_LOCK = 1000
 
 
 def is_cold(row: np.ndarray) -> bool:
@@ -148,26 +150,25 @@ class HistoryIndex:
 
         Only memory is at stake (a stale key reads as no key). The horizon moves at UTC midnight,
         so a second call within a day returns at once; the writer finds stale keys without the
-        lock (it alone changes them) and drops them a thousand at a time, so readers never wait
-        for a walk of every key."""
+        lock (it alone changes them) and drops them KEYS_PER_LOCK at a time."""
         first_day = horizon_start(now) // DAY_S
         if first_day <= self._expired_day:
             return 0
         self._expired_day = first_day
         stale = [name for name, key in self._keys.items() if key.last_day < first_day]
-        for start in range(0, len(stale), 1000):
+        for start in range(0, len(stale), KEYS_PER_LOCK):
             with self._lock:
-                for name in stale[start : start + 1000]:
+                for name in stale[start : start + KEYS_PER_LOCK]:
                     del self._keys[name]
         return len(stale)
 
     def drain(self) -> None:
-        """Forget every key, one at a time: a large index freed at once holds the interpreter for
-        as long as it takes (docs/benchmarks.md, "The history feed's polls")."""
+        """Forget every key, KEYS_PER_LOCK at a time: a large index freed at once holds the
+        interpreter for as long as it takes (docs/benchmarks.md, "The history feed's polls")."""
         keys = self._keys
         while keys:
             with self._lock:
-                for _ in range(min(len(keys), 1000)):
+                for _ in range(min(len(keys), KEYS_PER_LOCK)):
                     keys.popitem()
 
     def values(self, request: JobRequest, at: int) -> list[float]:
