@@ -40,10 +40,13 @@ class DaemonProcess:
         extra: str = "",
         server_extra: str = "",
         env: dict[str, str] | None = None,
+        module: str = "slurm_harp.cli",
     ) -> None:
-        """``env``: the daemon's environment (a cluster's, for the scontrol the advice runs)."""
+        """``env``: the daemon's environment (a cluster's, for the scontrol the advice runs);
+        ``module``: what runs `serve` (a benchmark's instrumented command line)."""
         self.workdir = workdir
         self.env = env
+        self.module = module
         self.socket = workdir / "harp.sock"
         self.config = workdir / "harp.toml"
         self.log = workdir / "daemon.log"
@@ -62,7 +65,7 @@ class DaemonProcess:
     def start(self, timeout: float = 30) -> None:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "slurm_harp.cli", "serve", "--config", str(self.config)],
+                [sys.executable, "-m", self.module, "serve", "--config", str(self.config)],
                 stdout=log,
                 stderr=log,
                 env=self.env,
