@@ -8,7 +8,8 @@ gRPC call, decoding the answer, planning and committing the changes ("other" is 
 disable switch, the breaker, the log line). The daemon runs with its Predict call timed phase by
 phase (benchmarks.phased_serve): parsing the request, its features, the calibrated rule with its
 models, policy and messages, the serving counters, the reply; "transport" is the gRPC call as the
-plugin saw it minus the daemon's handler, call by call. The same variants as bench_plugin: a no-op
+plugin saw it minus the daemon's handler, call by call; "after" is what the daemon does once the
+answer is sent (counting it), which no submission waits for. The same variants as bench_plugin: a no-op
 server (the transport's floor), the daemon with a 3-day and a 1-hour job, and a no-op server
 answering the daemon's decision ("canned decision"). The timers cost about a microsecond per
 phase: compare phases, and take whole costs from bench_plugin. Needs root and Slurm, as
@@ -66,7 +67,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   return rc
 end
 """
-DAEMON_PHASES = ("parse", "features", "rule", "policy and messages", "counters", "reply", "handler")
+DAEMON_PHASES = ("parse", "features", "rule", "policy and messages", "counters", "reply", "handler", "after")
 
 
 def run(cluster: SlurmCluster, jobs: int, script: str) -> list[dict[str, float]]:
@@ -170,12 +171,13 @@ def report(plugin: dict[str, list[dict[str, float]]], calls: list[dict[str, floa
     for variant, rows in plugin.items():
         print(row(variant, p50s(rows, names)))
     print("\nin the daemon (policy: policy and messages; transport: the call minus the handler)")
-    print(header("job", (*DAEMON_PHASES[:3], "policy", *DAEMON_PHASES[4:], "transport")))
+    print(header("job", (*DAEMON_PHASES[:3], "policy", *DAEMON_PHASES[4:-1], "transport", "after")))
     for variant, minutes in (("daemon, 3-day job", 4320), ("daemon, 1-hour job", 60)):
         mine = [c for c in calls if c["limit"] == minutes][WARMUP:jobs]
         # One Predict call per submission, in order: pair them to see the transport's share.
         transport = [lua["call"] - call["handler"] for lua, call in zip(plugin[variant], mine, strict=True)]
-        print(row(variant, [*p50s(mine, DAEMON_PHASES), pct(transport, 50)]))
+        figures = p50s(mine, DAEMON_PHASES)
+        print(row(variant, [*figures[:-1], pct(transport, 50), figures[-1]]))
 
 
 if __name__ == "__main__":
