@@ -1,6 +1,6 @@
 """Benchmark: where a submission's time goes inside a real slurmctld, phase by phase.
 
-    .venv/bin/python -m benchmarks.bench_plugin_phases [--jobs 500]
+    .venv/bin/python -m benchmarks.bench_plugin_phases [--jobs 500] [--plugin DIR]
 
 bench_plugin measures what the plugin adds per submission; this one splits it. The plugin's
 modules are wrapped, in slurmctld's Lua, by timers around building the request, encoding it, the
@@ -13,7 +13,8 @@ answer is sent (counting it), which no submission waits for. The same variants a
 server (the transport's floor), the daemon with a 3-day and a 1-hour job, and a no-op server
 answering the daemon's decision ("canned decision"). The timers cost about a microsecond per
 phase: compare phases, and take whole costs from bench_plugin. Needs root and Slurm, as
-bench_plugin.
+bench_plugin. --plugin DIR: the plugin of another checkout (its plugin/ directory, e.g. from
+`git archive main plugin | tar -x`) instead of this one's, with this checkout's daemon.
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ def p50s(rows: list[dict[str, float]], names: tuple[str, ...]) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=500)
+    ap.add_argument("--plugin", type=Path, default=REPO / "plugin", help="a checkout's plugin/ directory")
     args = ap.parse_args()
+    lib = args.plugin.absolute()
     plugin: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="harp-bench-") as tmp:
         work = Path(tmp)
@@ -120,9 +123,9 @@ def main() -> None:
             work / "c",
             job_submit_lua=WRAPPER.format(inner=NOOP),
             extra_conf_files={
-                "harp_plugin.lua": f'return {{ lib_dir = "{REPO / "plugin"}", socket = "{sock}",'
+                "harp_plugin.lua": f'return {{ lib_dir = "{lib}", socket = "{sock}",'
                 f' disable_file = "{work / "harp.disable"}" }}\n',
-                "harp_entry.lua": (REPO / "plugin" / "job_submit.lua").read_text(),
+                "harp_entry.lua": (lib / "job_submit.lua").read_text(),
             },
         )
 
