@@ -1,6 +1,6 @@
 """Benchmark: where a submission's time goes inside a real slurmctld, phase by phase.
 
-    .venv/bin/python -m benchmarks.bench_plugin_phases [--jobs 500]
+    .venv/bin/python -m benchmarks.bench_plugin_phases [--jobs 500] [--plugin DIR]
 
 bench_plugin measures what the plugin adds per submission; this one splits it. The plugin's
 modules are wrapped, in slurmctld's Lua, by timers around building the request, encoding it, the
@@ -8,11 +8,13 @@ gRPC call, decoding the answer, planning and committing the changes ("other" is 
 disable switch, the breaker, the log line). The daemon runs with its Predict call timed phase by
 phase (benchmarks.phased_serve): parsing the request, its features, the calibrated rule with its
 models, policy and messages, the serving counters, the reply; "transport" is the gRPC call as the
-plugin saw it minus the daemon's handler, call by call. The same variants as bench_plugin: a no-op
+plugin saw it minus the daemon's handler, call by call; "after" is what the daemon does once the
+answer is sent (counting it), which no submission waits for. The same variants as bench_plugin: a no-op
 server (the transport's floor), the daemon with a 3-day and a 1-hour job, and a no-op server
 answering the daemon's decision ("canned decision"). The timers cost about a microsecond per
 phase: compare phases, and take whole costs from bench_plugin. Needs root and Slurm, as
-bench_plugin.
+bench_plugin. --plugin DIR: the plugin of another checkout (its plugin/ directory, e.g. from
+`git archive main plugin | tar -x`) instead of this one's, with this checkout's daemon.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   return rc
 end
 """
-DAEMON_PHASES = ("parse", "features", "rule", "policy and messages", "counters", "reply", "handler")
+DAEMON_PHASES = ("parse", "features", "rule", "policy and messages", "counters", "reply", "handler", "after")
 
 
 def run(cluster: SlurmCluster, jobs: int, script: str) -> list[dict[str, float]]:
@@ -98,7 +100,9 @@ def p50s(rows: list[dict[str, float]], names: tuple[str, ...]) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=500)
+    ap.add_argument("--plugin", type=Path, default=REPO / "plugin", help="a checkout's plugin/ directory")
     args = ap.parse_args()
+    lib = args.plugin.absolute()
     plugin: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="harp-bench-") as tmp:
         work = Path(tmp)
@@ -119,9 +123,9 @@ def main() -> None:
             work / "c",
             job_submit_lua=WRAPPER.format(inner=NOOP),
             extra_conf_files={
-                "harp_plugin.lua": f'return {{ lib_dir = "{REPO / "plugin"}", socket = "{sock}",'
+                "harp_plugin.lua": f'return {{ lib_dir = "{lib}", socket = "{sock}",'
                 f' disable_file = "{work / "harp.disable"}" }}\n',
-                "harp_entry.lua": (REPO / "plugin" / "job_submit.lua").read_text(),
+                "harp_entry.lua": (lib / "job_submit.lua").read_text(),
             },
         )
 
@@ -170,12 +174,13 @@ def report(plugin: dict[str, list[dict[str, float]]], calls: list[dict[str, floa
     for variant, rows in plugin.items():
         print(row(variant, p50s(rows, names)))
     print("\nin the daemon (policy: policy and messages; transport: the call minus the handler)")
-    print(header("job", (*DAEMON_PHASES[:3], "policy", *DAEMON_PHASES[4:], "transport")))
+    print(header("job", (*DAEMON_PHASES[:3], "policy", *DAEMON_PHASES[4:-1], "transport", "after")))
     for variant, minutes in (("daemon, 3-day job", 4320), ("daemon, 1-hour job", 60)):
         mine = [c for c in calls if c["limit"] == minutes][WARMUP:jobs]
         # One Predict call per submission, in order: pair them to see the transport's share.
         transport = [lua["call"] - call["handler"] for lua, call in zip(plugin[variant], mine, strict=True)]
-        print(row(variant, [*p50s(mine, DAEMON_PHASES), pct(transport, 50)]))
+        figures = p50s(mine, DAEMON_PHASES)
+        print(row(variant, [*figures[:-1], pct(transport, 50), figures[-1]]))
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@
     HARP_BENCH_PHASES=FILE python -m benchmarks.phased_serve serve --config harp.toml
 
 Wraps the functions a Predict call runs through (the handler, the decision, the features, the
-calibrated rule, the serving counters, the reply's conversion) with a monotonic clock, then runs the
-`harp` command line as is. At exit, FILE gets one line per call: the job's time limit in minutes
-and each phase in µs. The wrappers cost about a microsecond per call; the phases are for comparing
-parts of one call, not for the daemon's whole cost (bench_plugin measures that without them).
+calibrated rule, the serving counters) and the counting after the answer is sent with a monotonic
+clock, then runs the `harp` command line as is. At exit, FILE gets one line per call: the job's
+time limit in minutes and each phase in µs. The wrappers cost about a microsecond per call; the
+phases are for comparing parts of one call, not for the daemon's whole cost (bench_plugin measures
+that without them).
 """
 
 from __future__ import annotations
@@ -47,16 +48,28 @@ def timed(owner: Any, name: str, phase: str) -> None:
 
 
 def handler(inner: Callable[..., bytes]) -> Callable[..., bytes]:
-    def predict(self: service.PredictorService, data: bytes, context: Any = None) -> bytes:
+    def answer(self: service.PredictorService, data: bytes) -> bytes:
         current.clear()
         t0 = clock()
-        reply = inner(self, data, context)
+        reply = inner(self, data)
         current["handler"] = clock() - t0
         current["handler@"] = t0
         calls.append(dict(current))
         return reply
 
-    return predict
+    return answer
+
+
+def afterwards(inner: Callable[..., None]) -> Callable[..., None]:
+    """The counting after an answer is sent: added to the call just answered."""
+
+    def count(self: service.PredictorService) -> None:
+        t0 = clock()
+        inner(self)
+        if calls:
+            calls[-1]["after"] = calls[-1].get("after", 0) + clock() - t0
+
+    return count
 
 
 def record_limit(inner: Callable[..., Any]) -> Callable[..., Any]:
@@ -81,7 +94,8 @@ def dump(path: Path) -> None:
 
 
 def install() -> None:
-    service.PredictorService.predict = handler(service.PredictorService.predict)  # type: ignore[method-assign]
+    service.PredictorService.answer = handler(service.PredictorService.answer)  # type: ignore[method-assign]
+    service.PredictorService.count = afterwards(service.PredictorService.count)  # type: ignore[method-assign]
     timed(predictor.Predictor, "decide", "decide")
     predictor.Predictor.decide = record_limit(predictor.Predictor.decide)  # type: ignore[method-assign]
     timed(predictor.Predictor, "_features", "features")

@@ -9,7 +9,7 @@ local new_breaker = require "harp.breaker".new
 local load_transport = require "harp.transport".load
 
 local io_open, os_time, pcall, tostring, type = io.open, os.time, pcall, tostring, type
-local format, match, concat = string.format, string.match, table.concat
+local format, match, concat, sub = string.format, string.match, table.concat, string.sub
 
 local M = {}
 M.METHOD = "/harp.v1.Predictor/Predict"
@@ -73,10 +73,9 @@ local function strip_only(job_desc, submit_uid)
   end
 end
 
-local function ask(job_desc, submit_uid, part_list)
+local function ask(req)
   if not transport then return nil, transport_err end
-  local payload = pb.encode_request(request.build(job_desc, submit_uid, part_list))
-  local bytes, err = transport.call(cfg.socket, M.METHOD, payload, cfg.deadline_ms / 1000)
+  local bytes, err = transport.call(cfg.socket, M.METHOD, pb.encode_request(req), cfg.deadline_ms / 1000)
   if not bytes then return nil, err end
   return pb.decode_decision(bytes)
 end
@@ -92,7 +91,8 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
     return "skipped"
   end
   local was_open = breaker:is_open()
-  local decision, err = ask(job_desc, submit_uid, part_list)
+  local req = request.build(job_desc, submit_uid, part_list)
+  local decision, err = ask(req)
   if not decision then
     local ms = (clock() - t0) * 1000
     -- an error may carry a traceback: one line is enough for slurmctld.log
@@ -116,7 +116,9 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
     return "error"
   end
   if plan.message then log.user(plan.message) end
-  local line = format("%s mode=%s %s (%.2f ms)", who(job_desc), tostring(decision.mode),
+  -- the names as the request carries them: job_desc's fields are read in C, and were read once
+  local line = format("user=%s name=%s mode=%s %s (%.2f ms)", tostring(req.user_name),
+    sub(tostring(req.job_name), 1, 64), tostring(decision.mode),
     #plan.notes > 0 and concat(plan.notes, ", ") or "no change", (clock() - t0) * 1000)
   if plan.rewrote then log.info(line) else log.debug(line) end
   return plan.rewrote and "rewritten" or "unchanged"

@@ -92,34 +92,39 @@ end
 
 local LIMITS = {uint32 = TWO32 - 1, uint64 = MAX_EXACT, int64 = MAX_EXACT}
 
--- Encode one field; returns nil when the value does not fit the field.
-local function encode_field(num, kind, v)
-  if kind == "string" then
-    if type(v) ~= "string" then return nil end
-    return varint(num * 8 + 2) .. varint(#v) .. v
-  elseif kind == "bool" then
-    if type(v) ~= "boolean" then return nil end
-    return varint(num * 8) .. (v and "\1" or "\0")
-  end
-  -- int64 negatives would need exact 64-bit two's complement; no field of ours is negative
-  if not is_int(v, 0, LIMITS[kind] or -1) then return nil end
-  return varint(num * 8) .. varint(v)
+-- Each request field's key (field number and wire type) as bytes, made once.
+local KEYS = {}
+for i, f in ipairs(REQUEST) do
+  KEYS[i] = varint(f[1] * 8 + (f[3] == "string" and 2 or 0))
 end
 
--- SubmitRequest table (proto field names) -> bytes. Absent or ill-typed fields are left out.
+-- SubmitRequest table (proto field names) -> bytes. Absent or ill-typed fields are left out, and
+-- so is a value that does not fit its field.
 function M.encode_request(req)
   local parts, n = {}, 0
-  for _, f in ipairs(REQUEST) do
+  for i = 1, #REQUEST do
+    local f = REQUEST[i]
     local v = req[f[2]]
     if v ~= nil then
-      local enc = encode_field(f[1], f[3], v)
-      if enc then
-        n = n + 1
-        parts[n] = enc
+      local kind = f[3]
+      if kind == "string" then
+        if type(v) == "string" then
+          parts[n + 1], parts[n + 2], parts[n + 3] = KEYS[i], varint(#v), v
+          n = n + 3
+        end
+      elseif kind == "bool" then
+        if type(v) == "boolean" then
+          parts[n + 1], parts[n + 2] = KEYS[i], v and "\1" or "\0"
+          n = n + 2
+        end
+      -- int64 negatives would need exact 64-bit two's complement; no field of ours is negative
+      elseif is_int(v, 0, LIMITS[kind] or -1) then
+        parts[n + 1], parts[n + 2] = KEYS[i], varint(v)
+        n = n + 2
       end
     end
   end
-  return concat(parts)
+  return concat(parts, "", 1, n)
 end
 
 -- AdviceRequest with only its `job` (a SubmitRequest table): every partition compared, no deadline,
@@ -132,13 +137,16 @@ end
 ---------------------------------------------------------------- decoding
 
 local function read_varint(s, pos, len)
-  local v, mul = 0, 1
-  for i = 0, 9 do
+  if pos > len then return nil, "truncated varint" end
+  local b = byte(s, pos)
+  if b < 128 then return b, pos + 1 end -- tags, lengths and most values: one byte
+  local v, mul = b - 128, 128
+  for i = 1, 9 do
     local p = pos + i
     if p > len then return nil, "truncated varint" end
-    local b = byte(s, p)
-    v = v + (b % 128) * mul
-    if b < 128 then return v, p + 1 end
+    b = byte(s, p)
+    if b < 128 then return v + b * mul, p + 1 end
+    v = v + (b - 128) * mul
     mul = mul * 128
   end
   return nil, "varint too long"
@@ -192,13 +200,13 @@ local EXPECTED_WIRE = {string = 2, message = 2, double = 1}
 decode_message = function(s, pos, last, schema, depth)
   if depth > MAX_DEPTH then return nil, "message nested too deep" end
   local out = {}
-  for _, f in pairs(schema.fields) do
-    if f.repeated then out[f[1]] = {} end
-  end
+  local lists = schema.lists
+  for i = 1, #lists do out[lists[i]] = {} end
   while pos <= last do
     local key, np = read_varint(s, pos, last)
     if not key then return nil, np end
-    local num, wire = floor(key / 8), key % 8
+    local wire = key % 8
+    local num = (key - wire) / 8
     if num == 0 then return nil, "field number 0" end
     local f = schema.fields[num]
     local kind = f and f[2]
@@ -217,11 +225,26 @@ decode_message = function(s, pos, last, schema, depth)
     end
     pos = np
   end
-  for k, d in pairs(schema.defaults) do
-    if out[k] == nil then out[k] = d end
+  local names, values = schema.default_names, schema.default_values
+  for i = 1, #names do
+    local k = names[i]
+    if out[k] == nil then out[k] = values[i] end
   end
   return out
 end
+
+-- Once per schema: its repeated fields and its defaults as arrays, read by every decode.
+local function prepare(schema)
+  schema.lists, schema.default_names, schema.default_values = {}, {}, {}
+  for _, f in pairs(schema.fields) do
+    if f.repeated then schema.lists[#schema.lists + 1] = f[1] end
+  end
+  for k, d in pairs(schema.defaults) do
+    schema.default_names[#schema.default_names + 1] = k
+    schema.default_values[#schema.default_values + 1] = d
+  end
+end
+for _, schema in ipairs {TARGET_DECISION, DECISION, ADVICE_OPTION, ADVICE} do prepare(schema) end
 
 local function decode(s, schema, what)
   if type(s) ~= "string" then return nil, what .. " is not a string" end

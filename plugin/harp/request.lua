@@ -46,6 +46,9 @@ end
 function M.utf8(s, max)
   local n = #s
   if n > max then n = max end
+  local head = n < #s and sub(s, 1, n) or s
+  -- All ASCII (the usual case): nothing to replace, and one scan in C instead of a loop per byte.
+  if not find(head, "[\128-\255]") then return head end
   local out, k, i, last = {}, 0, 1, 1
   while i <= n do
     local c = byte(s, i)
@@ -126,15 +129,20 @@ end
 -- FNV-1a 64 with two 32-bit limbs; every intermediate stays below 2^53.
 -- h * prime mod 2^64, prime = 2^40 + 0x1b3: lo' = lo * 0x1b3 mod 2^32, and the high limb gets the
 -- carry, hi * 0x1b3 and the low 24 bits of lo shifted by 8 (the 2^40 term).
+-- It runs in slurmctld for every byte hashed: whole divisions are written as (x - x % d) / d, which
+-- is exact here and spares a call to math.floor.
 local TWO32, TWO24 = 4294967296, 16777216
 local function fnv1a64(s)
   local lo, hi = 0x84222325, 0xcbf29ce4 -- offset basis 0xcbf29ce484222325
   for i = 1, #s do
-    local b, low = byte(s, i), lo % 256
-    lo = lo - low + XOR4[floor(low / 16) * 16 + floor(b / 16)] * 16 + XOR4[(low % 16) * 16 + b % 16]
+    local b = byte(s, i)
+    local low = lo % 256
+    local low4, b4 = low % 16, b % 16
+    lo = lo - low + XOR4[low - low4 + (b - b4) / 16] * 16 + XOR4[low4 * 16 + b4]
     local r = lo * 0x1b3
-    hi = (hi * 0x1b3 + floor(r / TWO32) + (lo % TWO24) * 256) % TWO32
-    lo = r % TWO32
+    local r_lo = r % TWO32
+    hi = (hi * 0x1b3 + (r - r_lo) / TWO32 + (lo % TWO24) * 256) % TWO32
+    lo = r_lo
   end
   return format("%08x%08x", hi, lo)
 end

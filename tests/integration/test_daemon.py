@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import shutil
 import stat
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -161,8 +162,14 @@ def test_metrics_are_scraped_over_http(tmp_path: Path, store_copy: Path) -> None
         with Client(tmp_path / "harp.sock") as client:
             reply = client.predict(time_limit_minutes=3 * 24 * 60, min_cpus=32)
             assert target(reply, "time").action == pb.ACTION_REWRITE
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
+        # The lane counts a call once its answer is sent: the count may trail the answer a little.
+        deadline = time.monotonic() + 5
+        while True:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+            if "harp_decisions_total{" in text or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
     finally:
         daemon.stop(grace=0)
     assert "harp_predict_duration_seconds_count 1.0" in text
@@ -255,13 +262,13 @@ def test_predict_is_answered_in_the_lane_or_the_pool_alike(
     from slurm_harp.server.service import PredictorService
 
     threads: list[str] = []
-    predict = PredictorService.predict
+    answer = PredictorService.answer
 
-    def spy(self: PredictorService, data: bytes, context: Any = None) -> bytes:
+    def spy(self: PredictorService, data: bytes) -> bytes:
         threads.append(threading.current_thread().name)
-        return predict(self, data, context)
+        return answer(self, data)
 
-    monkeypatch.setattr(PredictorService, "predict", spy)
+    monkeypatch.setattr(PredictorService, "answer", spy)
     daemon = make_daemon(tmp_path, store_copy, predict_lane=lane)
     daemon.start()
     try:

@@ -1,11 +1,13 @@
 """The plugin's Lua gRPC client keeps to a call's deadline, and a timed-out call costs no more.
 
 Against a slow grpcio handler (the timed-out connection is dropped, the next call works), a scripted
-HTTP/2 peer that reads the request and never answers, and a listener that never accepts.
+HTTP/2 peer that reads the request and never answers, one that answers in pieces (the rest of a
+frame waited for within the deadline), and a listener that never accepts.
 """
 
 from __future__ import annotations
 
+import itertools
 import socket
 import time
 from pathlib import Path
@@ -14,7 +16,16 @@ from typing import Any
 import grpc
 
 from tests.integration.conformance_service import call
-from tests.integration.h2_peer import PeerConn
+from tests.integration.h2_peer import (
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    HEADERS,
+    OK_HEADERS,
+    OK_TRAILERS,
+    PeerConn,
+    frame,
+)
 from tests.integration.lua_driver import SLACK_MS, Driver, lua_or_skip
 
 lua_or_skip()  # skips this module where lua5.1 or the driver's Lua libraries are missing
@@ -52,3 +63,40 @@ def test_listener_that_never_accepts_costs_the_deadline(tmp_path: Path) -> None:
     finally:
         drv.close()
         listener.close()
+
+
+def answer_in_pieces(cut: list[int], pause: float) -> Any:
+    """A peer answering each call with the usual three frames, sent in pieces cut at the byte
+    offsets ``cut`` (mid-frame: the client has part of a frame and must wait for the rest)."""
+
+    def script(pc: PeerConn) -> None:
+        pc.start()
+        while True:
+            sid, _, body = pc.read_request()
+            whole = (
+                frame(HEADERS, END_HEADERS, sid, OK_HEADERS)
+                + frame(DATA, 0, sid, body)  # the request's gRPC message, echoed
+                + frame(HEADERS, END_HEADERS | END_STREAM, sid, OK_TRAILERS)
+            )
+            edges = [0, *cut, len(whole)]
+            for start, end in itertools.pairwise(edges):
+                pc.send(whole[start:end])
+                time.sleep(pause)
+
+    return script
+
+
+def test_an_answer_arriving_in_pieces_is_read_whole(peer_at: Any, driver: Driver) -> None:
+    # Cut inside the first frame's header, inside the DATA frame's header and inside its payload.
+    peer_at(answer_in_pieces([4, 9 + len(OK_HEADERS) + 5, 9 + len(OK_HEADERS) + 9 + 3], 0.01))
+    out = call(driver, "Echo", "pieces", deadline_ms=1000)
+    assert out["ok"] and bytes.fromhex(out["head"]) == b"pieces", out
+    assert call(driver, "Echo", "again", deadline_ms=1000)["ok"], "the connection is kept"
+
+
+def test_the_rest_of_an_answer_that_never_comes_costs_the_deadline(peer_at: Any, driver: Driver) -> None:
+    # Part of the DATA frame arrives at once; the rest comes far past the deadline.
+    peer_at(answer_in_pieces([9 + len(OK_HEADERS) + 9 + 3], 1.0))
+    out = call(driver, "Echo", "x", deadline_ms=50)
+    assert out["err"] == "deadline exceeded", out
+    assert 45 <= out["ms"] < 50 + SLACK_MS, out

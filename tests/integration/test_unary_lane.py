@@ -32,9 +32,14 @@ def handle(request: bytes) -> bytes:
 
 
 class Served:
-    def __init__(self, sock: Path, handler: Callable[[bytes], bytes] = handle) -> None:
+    def __init__(
+        self,
+        sock: Path,
+        handler: Callable[[bytes], bytes] = handle,
+        after: Callable[[], None] | None = None,
+    ) -> None:
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="pool"))
-        lane = UnaryLane.attach(self.server, f"/{SERVICE}/Lane", handler)
+        lane = UnaryLane.attach(self.server, f"/{SERVICE}/Lane", handler, after)
         assert lane is not None
         self.lane = lane
         pool = grpc.unary_unary_rpc_method_handler(lambda request, context: handler(request))
@@ -69,6 +74,32 @@ def test_the_lane_answers_its_method_in_the_servers_polling_thread(served: Serve
     assert polling.endswith(b"(_serve)"), f"registered in core, the lane takes it: {polling!r}"
     assert served.call("Lane", b"thread") == polling
     assert served.call("Pool", b"thread").startswith(b"pool"), "other methods keep the pool"
+
+
+def test_after_runs_once_the_answer_is_sent(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    answered = threading.Event()
+    ran: list[str] = []
+
+    def after() -> None:
+        ran.append(threading.current_thread().name)
+        if len(ran) == 1:
+            answered.wait(10)  # the client has its answer before this returns, or it never would
+        else:
+            raise RuntimeError("the work after broke")
+
+    served = Served(tmp_path / "lane.sock", after=after)
+    try:
+        # Had the answer waited for `after`, this call would run out of time.
+        assert served.call("Lane", b"abc", timeout=5) == b"cba"
+        answered.set()
+        with caplog.at_level(logging.ERROR, logger="slurm_harp.server.unary_lane"):
+            assert served.call("Lane", b"xyz") == b"zyx"
+            assert served.call("Lane", b"thread").endswith(b"(_serve)"), "a failing `after` ends nothing"
+    finally:
+        served.close()
+    assert ran[0].endswith("(_serve)"), ran
+    assert len(ran) == 3, ran
+    assert "the work after an answer failed" in caplog.text
 
 
 def test_large_messages_both_ways(served: Served) -> None:

@@ -126,6 +126,38 @@ T.test("script signature covers #SBATCH lines only", function()
   T.eq(request.fnv1a64("foobar"), "85944171f73967e8", "foobar")
 end)
 
+-- FNV-1a 64 as defined, on 64-bit integers spelled as two 32-bit limbs with plain arithmetic: the
+-- plugin's arithmetic is written for speed, this for reading.
+local function fnv_reference(s)
+  local function xor8(a, b)
+    local x, bit = 0, 1
+    for _ = 1, 8 do
+      if a % 2 ~= b % 2 then x = x + bit end
+      a, b, bit = math.floor(a / 2), math.floor(b / 2), bit * 2
+    end
+    return x
+  end
+  local lo, hi = 0x84222325, 0xcbf29ce4
+  for i = 1, #s do
+    lo = lo - lo % 256 + xor8(lo % 256, s:byte(i))
+    -- (hi * 2^32 + lo) * (2^40 + 0x1b3) mod 2^64
+    local r = lo * 0x1b3
+    hi = (hi * 0x1b3 + math.floor(r / 2^32) + (lo % 2^24) * 2^8) % 2^32
+    lo = r % 2^32
+  end
+  return string.format("%08x%08x", hi, lo)
+end
+
+T.test("FNV-1a 64 matches its definition on random bytes", function()
+  math.randomseed(23)
+  for n = 1, 500 do
+    local bytes = {}
+    for k = 1, n % 97 do bytes[k] = string.char(math.random(0, 255)) end
+    local s = table.concat(bytes)
+    T.eq(request.fnv1a64(s), fnv_reference(s), "random string " .. n)
+  end
+end)
+
 -- Hostile 10 MB scripts: the whole request is built within a few milliseconds whatever the script.
 local function hostile_scripts()
   local mb10 = 10 * 1048576
@@ -160,6 +192,11 @@ T.test("text fields are valid UTF-8, cut on a character boundary", function()
   T.eq(utf8("\237\160\128", 10), "???", "a surrogate")
   T.eq(utf8("\244\144\128\128", 10), "????", "past U+10FFFF")
   T.eq(utf8("\240\159\152\128", 10), "\240\159\152\128", "an emoji kept")
+  T.eq(utf8("plain", 100), "plain", "ASCII kept")
+  T.eq(utf8("abcdef", 3), "abc", "ASCII cut")
+  T.eq(utf8(string.rep("a", 300) .. "\255", 256), string.rep("a", 256), "bytes past the cut not looked at")
+  T.eq(utf8("ab\0cd", 10), "ab\0cd", "NUL is ASCII")
+  T.eq(utf8("", 10), "", "empty")
   local name = string.rep("é", 200) -- 400 bytes: cut to 256 on a boundary, no '?'
   local r = request.build(T.job_desc {name = name, work_dir = "/home/\255\254x"}, 1000)
   T.eq(r.job_name, string.rep("é", 128), "cut to whole characters")

@@ -158,7 +158,7 @@ class Daemon:
             options=[("grpc.so_reuseport", 0)],
         )
         service = PredictorService(self.predictor, self.metrics)
-        lane = UnaryLane.attach(server, PREDICT, service.predict) if cfg.predict_lane else None
+        lane = UnaryLane.attach(server, PREDICT, service.answer, service.count) if cfg.predict_lane else None
         # Registered in both: grpc core routes Predict to the lane when it has one.
         server.add_generic_rpc_handlers((service.handler(),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)

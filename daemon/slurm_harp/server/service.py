@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -39,6 +40,8 @@ class PredictorService:
     def __init__(self, predictor: Predictor, metrics: ServingMetrics) -> None:
         self._predictor = predictor
         self._metrics = metrics
+        # Decisions answered and not counted yet: (decision, started, answered), perf_counter s.
+        self._answered: deque[tuple[Decision, float, float]] = deque()
 
     def handler(self) -> grpc.GenericRpcHandler:  # type: ignore[type-arg]
         """The harp.v1.Predictor service, its request bytes parsed in ``predict``."""
@@ -46,7 +49,14 @@ class PredictorService:
         return grpc.method_handlers_generic_handler(SERVICE, {"Predict": method})
 
     def predict(self, data: bytes, _context: grpc.ServicerContext | None = None) -> bytes:
-        """Request bytes in, Decision bytes out: the same from the worker pool and the lane."""
+        """Request bytes in, Decision bytes out, counted before they are returned (the worker
+        pool's path; the lane answers first and counts after: ``answer``, then ``count``)."""
+        reply = self.answer(data)
+        self.count()
+        return reply
+
+    def answer(self, data: bytes) -> bytes:
+        """Request bytes in, Decision bytes out; the decision is counted by the next ``count``."""
         started = time.perf_counter()
         try:
             request = request_from_proto(pb.SubmitRequest.FromString(data))
@@ -63,7 +73,17 @@ class PredictorService:
                 log.exception("Predict failed; answering with no action")
                 self._metrics.failures.inc()
                 return bytes(pb.Decision(mode="off").SerializeToString())
-        self._metrics.observe(decision)
         reply = bytes(decision_to_proto(decision).SerializeToString())
-        self._metrics.latency.observe(time.perf_counter() - started)
+        self._answered.append((decision, started, time.perf_counter()))
         return reply
+
+    def count(self) -> None:
+        """Count the decisions answered so far in the serving metrics. slurmctld waits for the
+        answer, not for this: the lane calls it once the answer is sent."""
+        while self._answered:
+            try:
+                decision, started, answered = self._answered.popleft()
+            except IndexError:  # another thread counted it meanwhile
+                return
+            self._metrics.latency.observe(answered - started)
+            self._metrics.observe(decision)  # last: counted decisions imply their latencies are

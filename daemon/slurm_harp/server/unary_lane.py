@@ -47,13 +47,22 @@ class UnaryLane:
     """Serve ``method`` (``/package.Service/Method``) of ``server`` with ``handler(request bytes)
     -> response bytes`` in the server's polling thread. Create it with ``attach`` before the server
     starts, then ``start`` it after ``server.start()``; it ends by itself when the server stops
-    (after its open calls are answered)."""
+    (after its open calls are answered). ``after``, if given, is called once each answer is sent:
+    for work the caller need not wait for."""
 
-    def __init__(self, core: Any, queue: Any, method: str, handler: Callable[[bytes], bytes]) -> None:
+    def __init__(
+        self,
+        core: Any,
+        queue: Any,
+        method: str,
+        handler: Callable[[bytes], bytes],
+        after: Callable[[], None] | None = None,
+    ) -> None:
         self._core = core
         self._queue = queue
         self._method = method
         self._handler = handler
+        self._after = after
         core.register_method(method)
         self._waiting = False  # a request for the next call is pending in core
         self._open = 0  # calls taken and not yet answered
@@ -61,7 +70,13 @@ class UnaryLane:
         self._on_call = self._take  # one bound method, not a new one per request
 
     @classmethod
-    def attach(cls, server: grpc.Server, method: str, handler: Callable[[bytes], bytes]) -> UnaryLane | None:
+    def attach(
+        cls,
+        server: grpc.Server,
+        method: str,
+        handler: Callable[[bytes], bytes],
+        after: Callable[[], None] | None = None,
+    ) -> UnaryLane | None:
         """A lane for ``method`` on a server not started yet, or None (logged) when this grpcio
         lacks the core API it needs or the server already has a handler registered for it."""
         core = getattr(server, "_cy_server", None)
@@ -74,7 +89,7 @@ class UnaryLane:
         if method in getattr(state, "registered_method_handlers", {}):
             log.warning("no core lane for %s: the server already registers it", method)
             return None
-        return cls(core, queue, method, handler)
+        return cls(core, queue, method, handler, after)
 
     def start(self) -> None:
         """Begin taking calls; the server must be started."""
@@ -115,6 +130,11 @@ class UnaryLane:
             self._answer(call, event)
         except Exception:  # the lane must outlive any one call, and so must grpcio's thread
             log.exception("%s: a call's event could not be handled", self._method)
+        if self._after is not None:
+            try:
+                self._after()  # the answer is on its way: the client no longer waits for this
+            except Exception:
+                log.exception("%s: the work after an answer failed", self._method)
         self._open -= 1  # answered: what core does after the send is core's
         self._end_when_idle()
         return _DONE
