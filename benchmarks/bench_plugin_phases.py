@@ -7,14 +7,15 @@ modules are wrapped, in slurmctld's Lua, by timers around building the request, 
 gRPC call, decoding the answer, planning and committing the changes ("other" is the rest: the
 disable switch, the breaker, the log line). The daemon runs with its Predict call timed phase by
 phase (benchmarks.phased_serve): parsing the request, its features, the calibrated rule with its
-models, policy and messages, the serving counters, the reply; "transport" is the gRPC call as the
-plugin saw it minus the daemon's handler, call by call; "after" is what the daemon does once the
-answer is sent (counting it), which no submission waits for. The same variants as bench_plugin: a no-op
-server (the transport's floor), the daemon with a 3-day and a 1-hour job, and a no-op server
-answering the daemon's decision ("canned decision"). The timers cost about a microsecond per
-phase: compare phases, and take whole costs from bench_plugin. Needs root and Slurm, as
-bench_plugin. --plugin DIR: the plugin of another checkout (its plugin/ directory, e.g. from
-`git archive main plugin | tar -x`) instead of this one's, with this checkout's daemon.
+models, policy and messages, the reply; "transport" is the gRPC call as the plugin saw it minus
+the daemon's handler, call by call; "after" is what the daemon does once the answer is sent
+(counting it), which no submission waits for. The same variants as bench_plugin: a no-op server
+(the transport's floor), the daemon with a 3-day and a 1-hour job, and a no-op server answering
+the daemon's decision ("canned decision"). The timers cost about a microsecond per phase: compare
+phases, and take whole costs from bench_plugin. Needs root and Slurm, as bench_plugin.
+
+--plugin DIR: the plugin of another checkout (its plugin/ directory, e.g. from `git archive main
+plugin | tar -x`) instead of this one's, with this checkout's daemon.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   return rc
 end
 """
-DAEMON_PHASES = ("parse", "features", "rule", "policy and messages", "counters", "reply", "handler", "after")
+DAEMON_PHASES = ("parse", "features", "rule", "policy and messages", "reply", "handler", "after")
 
 
 def run(cluster: SlurmCluster, jobs: int, script: str) -> list[dict[str, float]]:

@@ -3,11 +3,11 @@
     HARP_BENCH_PHASES=FILE python -m benchmarks.phased_serve serve --config harp.toml
 
 Wraps the functions a Predict call runs through (the handler, the decision, the features, the
-calibrated rule, the serving counters) and the counting after the answer is sent with a monotonic
-clock, then runs the `harp` command line as is. At exit, FILE gets one line per call: the job's
-time limit in minutes and each phase in µs. The wrappers cost about a microsecond per call; the
-phases are for comparing parts of one call, not for the daemon's whole cost (bench_plugin measures
-that without them).
+calibrated rule) and the counting after the answer is sent with a monotonic clock, then runs the
+`harp` command line as is. At exit, FILE gets one line per call: the job's time limit in minutes
+and each phase in µs. The wrappers cost about a microsecond per call; the phases are for comparing
+parts of one call, not for the daemon's whole cost (bench_plugin measures that without them).
+Test: tests/unit/test_phased_serve.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Any
 from slurm_harp import cli  # first: it sets grpcio's core settings before grpc is imported
 from slurm_harp.core import predictor
 from slurm_harp.server import service
-from slurm_harp.server.serving_metrics import ServingMetrics
 
 ENV = "HARP_BENCH_PHASES"
 clock = time.perf_counter_ns
@@ -85,7 +84,7 @@ def phases(call: dict[str, Any]) -> dict[str, float]:
     us = {k: v / 1e3 for k, v in call.items() if not k.endswith("@") and k != "limit"}
     us["parse"] = (call["decide@"] - call["handler@"]) / 1e3
     us["policy and messages"] = us["decide"] - us.get("features", 0) - us.get("rule", 0)
-    us["reply"] = us["handler"] - us["parse"] - us["decide"] - us.get("counters", 0)
+    us["reply"] = us["handler"] - us["parse"] - us["decide"]
     return us
 
 
@@ -100,7 +99,6 @@ def install() -> None:
     predictor.Predictor.decide = record_limit(predictor.Predictor.decide)  # type: ignore[method-assign]
     timed(predictor.Predictor, "_features", "features")
     timed(predictor, "_calibrated", "rule")
-    timed(ServingMetrics, "observe", "counters")
 
 
 if __name__ == "__main__":
