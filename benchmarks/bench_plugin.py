@@ -76,6 +76,19 @@ BENCH_JOB: dict[str, Any] = {
 }
 # A 1-CPU hour: the calibrated rule reads one model for it (three days: four), as for most jobs.
 SHORT_SCRIPT = SCRIPT.replace("3-00:00:00", "1:00:00")
+# The daemon's policy: the "debug" partition in rewrite mode, so every job gets the whole path.
+REWRITE_DEBUG = '[[policy.rule]]\npartition = "debug"\nmode = "rewrite"\n'
+
+
+def plugin_conf(lib: Path, sock: Path, disable: Path) -> str:
+    """harp_plugin.lua for the plugin in ``lib`` (a plugin/ directory) talking to ``sock``."""
+    return f'return {{ lib_dir = "{lib}", socket = "{sock}", disable_file = "{disable}" }}\n'
+
+
+def point(sock: Path, target: Path) -> None:
+    """Make the plugin's socket ``sock`` a link to the server of the next variant."""
+    sock.unlink(missing_ok=True)
+    sock.symlink_to(target)
 
 
 def pct(values: list[float], q: int) -> float:
@@ -96,11 +109,10 @@ def pin(pid: int, cpus: set[int]) -> None:
         os.sched_setaffinity(int(tid), cpus)
 
 
-def run_variant(
-    cluster: SlurmCluster, name: str, jobs: int, script: str = SCRIPT
-) -> tuple[list[float], list[float], int]:
+def submit_held(cluster: SlurmCluster, jobs: int, script: str) -> tuple[list[float], str]:
+    """``jobs`` held submissions, then cancelled: sbatch's wall times (ms) and what slurmctld
+    logged meanwhile."""
     start = len(cluster.slurmctld_log())
-    before = len(re.findall(r"bench plugin_us=", cluster.slurmctld_log()))
     walls = []
     ids = []
     for _ in range(jobs):
@@ -109,9 +121,16 @@ def run_variant(
         walls.append(r.wall_seconds * 1e3)
         ids.append(str(r.job_id))
     cluster.run(["scancel", *ids])
-    plugin = [int(x) / 1e3 for x in re.findall(r"bench plugin_us=(\d+)", cluster.slurmctld_log())[before:]]
+    return walls, cluster.slurmctld_log()[start:]
+
+
+def run_variant(
+    cluster: SlurmCluster, name: str, jobs: int, script: str = SCRIPT
+) -> tuple[list[float], list[float], int]:
+    walls, log = submit_held(cluster, jobs, script)
+    plugin = [int(x) / 1e3 for x in re.findall(r"bench plugin_us=(\d+)", log)]
     assert len(plugin) == jobs, f"{name}: {len(plugin)} timings for {jobs} jobs"
-    return plugin[WARMUP:], walls[WARMUP:], failures(cluster, start)
+    return plugin[WARMUP:], walls[WARMUP:], len(FAILED.findall(log))
 
 
 def run_load(cluster: SlurmCluster, jobs: int, submitters: int) -> tuple[float, float, float, int]:
@@ -164,30 +183,22 @@ def main() -> None:
                 work / f"d{i}",
                 store,
                 mode="shadow",
-                extra='[[policy.rule]]\npartition = "debug"\nmode = "rewrite"\n',
+                extra=REWRITE_DEBUG,
                 server_extra=f"predict_lane = {str(lane).lower()}\n",
             )
             for i, (label, lane) in enumerate((("", True), (POOL, False)))
         }
         sock = work / "harp.sock"  # the plugin's socket: a link to the server of the variant
-        plugin_conf = (
-            f'return {{ lib_dir = "{REPO / "plugin"}", socket = "{sock}",'
-            f' disable_file = "{work / "harp.disable"}" }}\n'
-        )
         cluster = SlurmCluster(
             work / "c",
             job_submit_lua=WRAPPER.format(inner=NOOP),
             extra_conf_files={
-                "harp_plugin.lua": plugin_conf,
+                "harp_plugin.lua": plugin_conf(REPO / "plugin", sock, work / "harp.disable"),
                 "harp_entry.lua": (REPO / "plugin" / "job_submit.lua").read_text(),
             },
         )
         harp = WRAPPER.format(inner=HARP.format(conf_dir=cluster.conf_dir))
         noop_script = WRAPPER.format(inner=NOOP)
-
-        def point(target: Path) -> None:
-            sock.unlink(missing_ok=True)
-            sock.symlink_to(target)
 
         try:
             cluster.start()
@@ -195,16 +206,14 @@ def main() -> None:
             cluster.write_job_submit(harp)
             for label in ("", POOL):
                 with NoopServer(work / "noop.sock", kind="" if label else LANE) as noop:
-                    point(noop.sock)
+                    point(sock, noop.sock)
                     results["harp plugin + no-op server" + label] = run_variant(cluster, "floor", args.jobs)
                     if args.compare_lib and not label:
                         other = work / "compare"
                         other.mkdir()
                         lib = args.compare_lib.absolute()
                         (other / "harp_entry.lua").write_text((lib / "job_submit.lua").read_text())
-                        (other / "harp_plugin.lua").write_text(
-                            plugin_conf.replace(str(REPO / "plugin"), str(lib))
-                        )
+                        (other / "harp_plugin.lua").write_text(plugin_conf(lib, sock, work / "harp.disable"))
                         cluster.write_job_submit(WRAPPER.format(inner=HARP.format(conf_dir=other)))
                         results["compare-lib plugin + no-op server"] = run_variant(
                             cluster, "compare", args.jobs
@@ -216,7 +225,7 @@ def main() -> None:
                         results["harp plugin + no-op server" + on_cpu] = floor
             for label, daemon in daemons.items():
                 daemon.start()
-                point(daemon.socket)
+                point(sock, daemon.socket)
                 try:
                     results["harp plugin + harp daemon" + label] = run_variant(cluster, "harp", args.jobs)
                     if not label:
@@ -250,7 +259,7 @@ def main() -> None:
                     daemon.stop()
             # The daemon's answer without its work: the plugin's own cost of applying a decision.
             with NoopServer(work / "canned.sock", kind=LANE, reply=canned) as server:
-                point(server.sock)
+                point(sock, server.sock)
                 results["harp plugin + canned decision"] = run_variant(cluster, "canned", args.jobs)
             rewrites = len(re.findall(r"time_limit \d+->", cluster.slurmctld_log()))
         finally:

@@ -26,7 +26,19 @@ import os
 import tempfile
 from pathlib import Path
 
-from benchmarks.bench_plugin import BENCH_JOB, NOOP, SCRIPT, SHORT_SCRIPT, WARMUP, WRAPPER, pct
+from benchmarks.bench_plugin import (
+    BENCH_JOB,
+    NOOP,
+    REWRITE_DEBUG,
+    SCRIPT,
+    SHORT_SCRIPT,
+    WARMUP,
+    WRAPPER,
+    pct,
+    plugin_conf,
+    point,
+    submit_held,
+)
 from benchmarks.common import train_bundled
 from benchmarks.noop_server import LANE, NoopServer
 from benchmarks.phased_serve import ENV
@@ -74,15 +86,9 @@ DAEMON_PHASES = ("parse", "features", "rule", "policy and messages", "reply", "h
 
 def run(cluster: SlurmCluster, jobs: int, script: str) -> list[dict[str, float]]:
     """``jobs`` held submissions; each one's plugin phases in µs, warm-up left out."""
-    before = len(cluster.slurmctld_log())
-    ids = []
-    for _ in range(jobs):
-        r = cluster.sbatch(["-H"], script)
-        assert r.returncode == 0 and r.job_id is not None, r.stderr
-        ids.append(str(r.job_id))
-    cluster.run(["scancel", *ids])
+    _, log = submit_held(cluster, jobs, script)
     rows = []
-    for line in cluster.slurmctld_log()[before:].splitlines():
+    for line in log.splitlines():
         if "bench plugin_us=" not in line:
             continue
         total, _, parts = line.split("bench plugin_us=")[1].partition(" phases ")
@@ -115,7 +121,7 @@ def main() -> None:
             work / "d",
             store,
             mode="shadow",
-            extra='[[policy.rule]]\npartition = "debug"\nmode = "rewrite"\n',
+            extra=REWRITE_DEBUG,
             env={**os.environ, ENV: str(phases_file)},
             module="benchmarks.phased_serve",
         )
@@ -124,24 +130,19 @@ def main() -> None:
             work / "c",
             job_submit_lua=WRAPPER.format(inner=NOOP),
             extra_conf_files={
-                "harp_plugin.lua": f'return {{ lib_dir = "{lib}", socket = "{sock}",'
-                f' disable_file = "{work / "harp.disable"}" }}\n',
+                "harp_plugin.lua": plugin_conf(lib, sock, work / "harp.disable"),
                 "harp_entry.lua": (lib / "job_submit.lua").read_text(),
             },
         )
-
-        def point(target: Path) -> None:
-            sock.unlink(missing_ok=True)
-            sock.symlink_to(target)
 
         try:
             cluster.start()
             cluster.write_job_submit(PHASED.format(conf_dir=cluster.conf_dir))
             with NoopServer(work / "noop.sock", kind=LANE) as noop:
-                point(noop.sock)
+                point(sock, noop.sock)
                 plugin["no-op server"] = run(cluster, args.jobs, SCRIPT)
             daemon.start()
-            point(daemon.socket)
+            point(sock, daemon.socket)
             try:
                 plugin["daemon, 3-day job"] = run(cluster, args.jobs, SCRIPT)
                 plugin["daemon, 1-hour job"] = run(cluster, args.jobs, SHORT_SCRIPT)
@@ -150,7 +151,7 @@ def main() -> None:
             finally:
                 daemon.stop()
             with NoopServer(work / "canned.sock", kind=LANE, reply=canned) as server:
-                point(server.sock)
+                point(sock, server.sock)
                 plugin["canned decision"] = run(cluster, args.jobs, SCRIPT)
         finally:
             cluster.stop()

@@ -60,8 +60,8 @@ local function disabled()
   return now_disabled
 end
 
-local function who(job_desc)
-  return format("user=%s name=%s", tostring(job_desc.user_name), tostring(job_desc.name):sub(1, 64))
+local function who(user, name)
+  return format("user=%s name=%s", tostring(user), sub(tostring(name), 1, 64))
 end
 
 -- Users may not bring their own harp tokens, even when the daemon cannot be asked.
@@ -69,7 +69,8 @@ local function strip_only(job_desc, submit_uid)
   local cleaned = apply.strip_forged(job_desc.admin_comment, submit_uid)
   if cleaned then
     apply.commit(job_desc, {changes = {{"admin_comment", job_desc.admin_comment, cleaned}}})
-    log.info("stripped user-supplied harp tokens from admin_comment (" .. who(job_desc) .. ")")
+    log.info("stripped user-supplied harp tokens from admin_comment ("
+      .. who(job_desc.user_name, job_desc.name) .. ")")
   end
 end
 
@@ -83,7 +84,7 @@ end
 local function pipeline(job_desc, submit_uid, part_list, t0)
   if apply.opted_out(job_desc.comment) then
     strip_only(job_desc, submit_uid)
-    log.debug("opted out by --comment " .. apply.OPT_OUT .. " (" .. who(job_desc) .. ")")
+    log.debug("opted out by --comment " .. apply.OPT_OUT .. " (" .. who(job_desc.user_name, job_desc.name) .. ")")
     return "opted_out"
   end
   if not breaker:allow(t0) then
@@ -117,8 +118,7 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
   end
   if plan.message then log.user(plan.message) end
   -- the names as the request carries them: job_desc's fields are read in C, and were read once
-  local line = format("user=%s name=%s mode=%s %s (%.2f ms)", tostring(req.user_name),
-    sub(tostring(req.job_name), 1, 64), tostring(decision.mode),
+  local line = format("%s mode=%s %s (%.2f ms)", who(req.user_name, req.job_name), tostring(decision.mode),
     #plan.notes > 0 and concat(plan.notes, ", ") or "no change", (clock() - t0) * 1000)
   if plan.rewrote then log.info(line) else log.debug(line) end
   return plan.rewrote and "rewritten" or "unchanged"
