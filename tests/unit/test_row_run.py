@@ -52,6 +52,8 @@ def test_bound_runs_answer_as_session_run(trained_store: Path) -> None:
             bound = model._raw(name, row)
             assert bound.dtype == np.float64 and bound.shape == (1, 1)
             assert np.array_equal(bound, _unbound(model, name, row), equal_nan=True), name
+            one = model._row_runs[id(model._named[name][0])].first(row)
+            assert np.array_equal(np.array([[one]]), bound, equal_nan=True), name
         everything = stacked([_unbound(model, name, row) for name in model._ladder.names])
         assert np.array_equal(model._ladder.run_stacked("features", row), everything, equal_nan=True)
         for q in model.quantiles:

@@ -53,14 +53,24 @@ class RowRun:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """The outputs for the one row ``x`` (shape (1, width), float32) as a new float64 array
         (outputs, 1), as ``ladder.stacked`` gives them."""
+        result: np.ndarray = self._run(x).astype(np.float64)
+        return result
+
+    def first(self, x: np.ndarray) -> float:
+        """The first output for the one row ``x``, as a float (the same value ``__call__`` gives):
+        the serving path's one value per model, without an array to hold it."""
+        value: float = self._run(x).item(0)
+        return value
+
+    def _run(self, x: np.ndarray) -> np.ndarray:
+        """Run on this thread's buffers; returns its output buffer, valid until its next run."""
         bound = getattr(self._local, "bound", None)
         if bound is None:
             bound = self._local.bound = self._bind()
         binding, row, out = bound
         row[...] = x
         self._session.run_with_iobinding(binding)
-        result: np.ndarray = out.astype(np.float64)
-        return result
+        return out
 
     def _bind(self) -> tuple[Any, np.ndarray, np.ndarray]:
         row = np.zeros((1, self._width), dtype=np.float32)

@@ -137,7 +137,13 @@ class QuantileModel:
             return {name: float(values[0]) for name, values in self.predict_named(x, names).items()}
         if x.dtype != np.float32:
             x = x.astype(np.float32)
-        return {name: unit_value(self._transform, self._raw(name, x).item(0)) for name in names}
+        return {name: unit_value(self._transform, self._raw_value(name, x)) for name in names}
+
+    def _raw_value(self, name: str, x: np.ndarray) -> float:
+        """``_raw`` for one row, as a float."""
+        session, output = self._named[name]
+        run = self._row_runs.get(id(session))
+        return run.first(x) if run is not None else float(self._run(session, output, x).item(0))
 
     def predict(self, x: np.ndarray) -> dict[float, np.ndarray]:
         """Predictions for feature rows ``x`` (n, len(FEATURE_NAMES)) in the target's unit, >= 0.
