@@ -17,14 +17,15 @@ submission is measured. The first 10 submissions of each variant are warm-up (sc
 connection) and are left out; "failed" counts the plugin's failed daemon calls (the job went through
 unchanged), so every other call reached the model.
 
-Under load: --submitters sbatch loops at once submit --load-jobs jobs in all, with the no-op script
-and then with the plugin and the daemon, --rounds times in turn (the machine's load drifts: each
-round's ratio compares two runs a few seconds apart); slurmctld's submissions per second, the time
-in the plugin, and the median ratio.
+Under load: --submitters sbatch loops at once submit --load-jobs jobs in all, with the no-op script,
+then with the plugin and the daemon, then with the plugin and a no-op server (what the transport
+alone leaves of the rate), --rounds times in turn (the machine's load drifts: each round's ratios
+compare runs a few seconds apart); slurmctld's submissions per second, the time in the plugin, and
+the median ratio of each variant to the no-op script.
 
 --pin-cpu N adds variants: the no-op server and the daemon again with every thread of theirs on
-CPU N (as systemd's CPUAffinity= would pin `harp serve`), and under load a third run per round with
-the daemon pinned.
+CPU N (as systemd's CPUAffinity= would pin `harp serve`), and under load a run per round with the
+daemon pinned.
 
 --compare-lib DIR adds a variant: the plugin of another checkout (DIR: its plugin/ directory, with
 job_submit.lua and harp/) against the same no-op gRPC server, e.g. `git archive main plugin | tar -x`.
@@ -159,6 +160,42 @@ def run_load(cluster: SlurmCluster, jobs: int, submitters: int) -> tuple[float, 
     return rate, pct(plugin, 50), pct(plugin, 99), failures(log)
 
 
+def run_rounds(
+    cluster: SlurmCluster,
+    args: argparse.Namespace,
+    daemon: DaemonProcess,
+    work: Path,
+    scripts: tuple[str, str],
+    pinned: set[int] | None,
+) -> list[tuple[str, tuple[float, float, float, int]]]:
+    """The runs under load, ``args.rounds`` rounds of each variant in turn: the no-op script, the
+    plugin with the daemon, the plugin with a no-op server (what the transport alone leaves of the
+    rate) and, with ``pinned``, the daemon on those CPUs."""
+    noop_script, harp = scripts
+    everywhere = os.sched_getaffinity(0)
+    sock = work / "harp.sock"
+    assert daemon.proc is not None
+    out = []
+    with NoopServer(work / "noop-load.sock", kind=LANE) as noop:
+        variants = [
+            ("no-op job_submit.lua", noop_script, daemon.socket, everywhere),
+            ("harp plugin + harp daemon", harp, daemon.socket, everywhere),
+            ("harp plugin + no-op server", harp, noop.sock, everywhere),
+        ]
+        if pinned:
+            variants.append(
+                (f"harp plugin + harp daemon, pinned to CPU {min(pinned)}", harp, daemon.socket, pinned)
+            )
+        for _ in range(args.rounds):
+            for name, script, server, cpus in variants:
+                pin(daemon.proc.pid, cpus)
+                point(sock, server)
+                cluster.write_job_submit(script)  # a new script: a new Lua state, a new connection
+                out.append((name, run_load(cluster, args.load_jobs, args.submitters)))
+    pin(daemon.proc.pid, everywhere)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=500)
@@ -245,17 +282,8 @@ def main() -> None:
                             cluster, "harp-short", args.jobs, SHORT_SCRIPT
                         )
                         pin(daemon.proc.pid, everywhere)
-                    for _ in range(args.rounds if args.load_jobs and not label else 0):
-                        assert daemon.proc is not None
-                        variants = [
-                            ("no-op job_submit.lua", noop_script, everywhere),
-                            ("harp plugin + harp daemon", harp, everywhere),
-                        ]
-                        variants += [("harp plugin + harp daemon" + on_cpu, harp, pinned)] if pinned else []
-                        for name, script, cpus in variants:
-                            pin(daemon.proc.pid, cpus)
-                            cluster.write_job_submit(script)
-                            load.append((name, run_load(cluster, args.load_jobs, args.submitters)))
+                    if args.load_jobs and not label:
+                        load += run_rounds(cluster, args, daemon, work, (noop_script, harp), pinned)
                 finally:
                     daemon.stop()
             # The daemon's answer without its work: the plugin's own cost of applying a decision.
@@ -293,9 +321,10 @@ def main() -> None:
         print(f"{'variant':<56} {'subm/s':>8} {'plugin p50':>10} {'plugin p99':>10} {'failed':>6}")
         for name, (rate, p50, p99, failed) in load:
             print(f"{name:<56} {rate:>8.1f} {p50:>10.3f} {p99:>10.3f} {failed:>6}")
-        per_round = 3 if pinned else 2
-        rounds = [load[i : i + per_round] for i in range(0, len(load), per_round)]
-        for k, what in ((1, "harp"), (2, "harp" + on_cpu))[: per_round - 1]:
+        # Each round starts with the no-op script; every other variant is compared with it.
+        names = list(dict.fromkeys(name for name, _ in load))
+        rounds = [load[i : i + len(names)] for i in range(0, len(load), len(names))]
+        for k, what in enumerate(names[1:], start=1):
             ratios = [r[k][1][0] / r[0][1][0] for r in rounds]
             print(
                 f"submissions/s with {what} / with the no-op script, per round: "
