@@ -160,17 +160,21 @@ def run_load(cluster: SlurmCluster, jobs: int, submitters: int) -> tuple[float, 
     return rate, pct(plugin, 50), pct(plugin, 99), failures(log)
 
 
+def pinned_label(cpu: int | None) -> str:
+    """What a variant's name says when its server runs on CPU ``cpu`` (--pin-cpu)."""
+    return f", pinned to CPU {cpu}"
+
+
 def run_rounds(
     cluster: SlurmCluster,
     args: argparse.Namespace,
     daemon: DaemonProcess,
     work: Path,
     scripts: tuple[str, str],
-    pinned: set[int] | None,
 ) -> list[tuple[str, tuple[float, float, float, int]]]:
     """The runs under load, ``args.rounds`` rounds of each variant in turn: the no-op script, the
     plugin with the daemon, the plugin with a no-op server (what the transport alone leaves of the
-    rate) and, with ``pinned``, the daemon on those CPUs."""
+    rate) and, with --pin-cpu, the daemon on that CPU."""
     noop_script, harp = scripts
     everywhere = os.sched_getaffinity(0)
     sock = work / "harp.sock"
@@ -182,10 +186,9 @@ def run_rounds(
             ("harp plugin + harp daemon", harp, daemon.socket, everywhere),
             ("harp plugin + no-op server", harp, noop.sock, everywhere),
         ]
-        if pinned:
-            variants.append(
-                (f"harp plugin + harp daemon, pinned to CPU {min(pinned)}", harp, daemon.socket, pinned)
-            )
+        if args.pin_cpu is not None:
+            label = "harp plugin + harp daemon" + pinned_label(args.pin_cpu)
+            variants.append((label, harp, daemon.socket, {args.pin_cpu}))
         for _ in range(args.rounds):
             for name, script, server, cpus in variants:
                 pin(daemon.proc.pid, cpus)
@@ -207,7 +210,7 @@ def main() -> None:
     args = ap.parse_args()
     everywhere = os.sched_getaffinity(0)
     pinned = None if args.pin_cpu is None else {args.pin_cpu}
-    on_cpu = f", pinned to CPU {args.pin_cpu}"
+    on_cpu = pinned_label(args.pin_cpu)
     results = {}
     load: list[tuple[str, tuple[float, float, float, int]]] = []
     with tempfile.TemporaryDirectory(prefix="harp-bench-") as tmp:
@@ -283,7 +286,7 @@ def main() -> None:
                         )
                         pin(daemon.proc.pid, everywhere)
                     if args.load_jobs and not label:
-                        load += run_rounds(cluster, args, daemon, work, (noop_script, harp), pinned)
+                        load += run_rounds(cluster, args, daemon, work, (noop_script, harp))
                 finally:
                     daemon.stop()
             # The daemon's answer without its work: the plugin's own cost of applying a decision.
