@@ -100,6 +100,11 @@ FAILED = re.compile(r"daemon call failed|daemon still unavailable")
 POOL = ", worker pool"
 
 
+def plugin_ms(log: str) -> list[float]:
+    """The wrapper's time in the plugin (ms) for each submission in ``log`` (slurmctld's)."""
+    return [int(x) / 1e3 for x in re.findall(r"bench plugin_us=(\d+)", log)]
+
+
 def failures(log: str) -> int:
     """The plugin's failed daemon calls in ``log`` (slurmctld's, over one variant)."""
     return len(FAILED.findall(log))
@@ -130,7 +135,7 @@ def run_variant(
     cluster: SlurmCluster, name: str, jobs: int, script: str = SCRIPT
 ) -> tuple[list[float], list[float], int]:
     walls, log = submit_held(cluster, jobs, script)
-    plugin = [int(x) / 1e3 for x in re.findall(r"bench plugin_us=(\d+)", log)]
+    plugin = plugin_ms(log)
     assert len(plugin) == jobs, f"{name}: {len(plugin)} timings for {jobs} jobs"
     return plugin[WARMUP:], walls[WARMUP:], failures(log)
 
@@ -156,7 +161,7 @@ def run_load(cluster: SlurmCluster, jobs: int, submitters: int) -> tuple[float, 
     rate = submitters * (jobs // submitters) / (time.monotonic() - t0)
     cluster.run(["scancel", "-u", "root"])
     log = cluster.slurmctld_log()[start:]
-    plugin = [int(x) / 1e3 for x in re.findall(r"bench plugin_us=(\d+)", log)]
+    plugin = plugin_ms(log)
     return rate, pct(plugin, 50), pct(plugin, 99), failures(log)
 
 
