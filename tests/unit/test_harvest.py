@@ -195,6 +195,39 @@ def test_bad_lines_are_logged_with_their_number_and_counted(
     assert "]:4: 2 fields, header has 26" in caplog.text
 
 
+HUGE = "18446744073709551614"  # NO_VAL64: past SQLite's 64-bit integers
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("ElapsedRaw", HUGE),
+        ("UID", HUGE),
+        ("ReqCPUS", "9" * 400),
+        ("ReqMem", "9" * 400 + "M"),
+        ("TotalCPU", "9" * 400 + "-00:00:00"),
+        ("ReqTRES", f"cpu=4,gres/gpu:a100={HUGE}"),
+    ],
+)
+def test_a_number_too_large_to_store_is_a_bad_line_and_the_harvest_goes_on(
+    store: JobStore, column: str, value: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One such value once made SQLite (or float()) raise OverflowError: the window's transaction
+    rolled back and every later run stopped at the same window."""
+    lines = TEXT.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("1002" + US))
+    header = lines[0].split(US)
+    values = lines[at].split(US)
+    values[header.index(column)] = value
+    lines[at] = US.join(values)
+    stats = ReadStats()
+    with caplog.at_level(logging.WARNING):
+        _harvest(store, FakeSacct("\n".join(lines)), stats=stats)
+    assert stats.bad_lines == 1 and store.count() == 6
+    assert f"]:{at + 1}: number out of range" in caplog.text
+    assert store.cursor("c1") == LAST_END  # the next run resumes after this window
+
+
 def test_cli_prints_one_summary_line_and_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
