@@ -119,6 +119,22 @@ def test_a_row_read_half_filled_is_completed_by_the_overlap(store: JobStore) -> 
     assert job.request.partition == "batch" and job.request.time_limit_minutes == 120
 
 
+def test_a_re_read_with_fewer_steps_or_unknowns_forgets_nothing(store: JobStore) -> None:
+    """Job 1001's MaxRSS is its largest step's (1001.0, 3G). A re-read in the overlap whose .0
+    line came out bad, or that lost the step lines and its partition, changes nothing stored."""
+    lines = TEXT.splitlines()[:5]  # the header, job 1001 and its three steps
+    _harvest(store, FakeSacct("\n".join(lines)), settle_s=0)
+    (before,) = store.records("c1")
+    assert before.max_rss_mb == 3072.0 and before.request.partition == "batch"
+    checksum = store_checksum(store)
+    truncated = [*lines[:4], lines[4][:30]]
+    no_steps = [lines[0], lines[1].replace(f"{US}batch{US}normal{US}", f"{US}{US}normal{US}")]
+    for reread in (truncated, no_steps):
+        report = _harvest(store, FakeSacct("\n".join(reread)), now=NOW + HOUR, settle_s=0)
+        assert (report.inserted, report.updated) == (0, 0)
+        assert store_checksum(store) == checksum
+
+
 def test_explicit_start_overrides_the_cursor(store: JobStore) -> None:
     _harvest(store, FakeSacct(TEXT))
     sacct = FakeSacct(TEXT)
