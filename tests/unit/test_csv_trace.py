@@ -53,12 +53,13 @@ def test_bad_rows_counted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> N
         + f"4,u,a,p,normal,600.0,1,2,0,0.0,yesterday,{T1},{T2},300.0,COMPLETED,n,w,s\n"
         + f"5,u,a,p,normal,600.0,1,2,0,0.0,{T0},,,0.0,COMPLETED,n,w,s\n"
         + f"6,u,a,p,normal,600.0,2,2,4,1000.0,{T0},,,610.0,TIMEOUT,n,w,s\n"
+        + f"7,u,a,p,normal,1e300,1,2,0,0.0,{T0},{T1},{T2},300.0,COMPLETED,n,w,s\n"
     )
     stats = ReadStats(source="t.csv")
     records = read_csv_trace(path, stats)
     assert [r.job_id for r in records] == ["1", "6"]
-    assert (stats.bad_lines, stats.skipped) == (3, 1)
-    assert "t.csv:3:" in caplog.text
+    assert (stats.bad_lines, stats.skipped) == (4, 1)
+    assert "t.csv:3:" in caplog.text and "t.csv:8: number out of range '1e300'" in caplog.text
     six = records[1]
     assert six.censored and six.request.gpus_per_node == 2 and six.request.mem_per_node_mb == 500
     assert six.start_time is None

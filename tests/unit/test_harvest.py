@@ -119,6 +119,22 @@ def test_a_row_read_half_filled_is_completed_by_the_overlap(store: JobStore) -> 
     assert job.request.partition == "batch" and job.request.time_limit_minutes == 120
 
 
+def test_a_re_read_with_fewer_steps_or_unknowns_forgets_nothing(store: JobStore) -> None:
+    """Job 1001's MaxRSS is its largest step's (1001.0, 3G). A re-read in the overlap whose .0
+    line came out bad, or that lost the step lines and its partition, changes nothing stored."""
+    lines = TEXT.splitlines()[:5]  # the header, job 1001 and its three steps
+    _harvest(store, FakeSacct("\n".join(lines)), settle_s=0)
+    (before,) = store.records("c1")
+    assert before.max_rss_mb == 3072.0 and before.request.partition == "batch"
+    checksum = store_checksum(store)
+    truncated = [*lines[:4], lines[4][:30]]
+    no_steps = [lines[0], lines[1].replace(f"{US}batch{US}normal{US}", f"{US}{US}normal{US}")]
+    for reread in (truncated, no_steps):
+        report = _harvest(store, FakeSacct("\n".join(reread)), now=NOW + HOUR, settle_s=0)
+        assert (report.inserted, report.updated) == (0, 0)
+        assert store_checksum(store) == checksum
+
+
 def test_explicit_start_overrides_the_cursor(store: JobStore) -> None:
     _harvest(store, FakeSacct(TEXT))
     sacct = FakeSacct(TEXT)
@@ -193,6 +209,39 @@ def test_bad_lines_are_logged_with_their_number_and_counted(
         _harvest(store, FakeSacct("\n".join(lines)), stats=stats)
     assert stats.bad_lines == 1 and store.count() == 7
     assert "]:4: 2 fields, header has 26" in caplog.text
+
+
+HUGE = "18446744073709551614"  # NO_VAL64: past SQLite's 64-bit integers
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("ElapsedRaw", HUGE),
+        ("UID", HUGE),
+        ("ReqCPUS", "9" * 400),
+        ("ReqMem", "9" * 400 + "M"),
+        ("TotalCPU", "9" * 400 + "-00:00:00"),
+        ("ReqTRES", f"cpu=4,gres/gpu:a100={HUGE}"),
+    ],
+)
+def test_a_number_too_large_to_store_is_a_bad_line_and_the_harvest_goes_on(
+    store: JobStore, column: str, value: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One such value once made SQLite (or float()) raise OverflowError: the window's transaction
+    rolled back and every later run stopped at the same window."""
+    lines = TEXT.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("1002" + US))
+    header = lines[0].split(US)
+    values = lines[at].split(US)
+    values[header.index(column)] = value
+    lines[at] = US.join(values)
+    stats = ReadStats()
+    with caplog.at_level(logging.WARNING):
+        _harvest(store, FakeSacct("\n".join(lines)), stats=stats)
+    assert stats.bad_lines == 1 and store.count() == 6
+    assert f"]:{at + 1}: number out of range" in caplog.text
+    assert store.cursor("c1") == LAST_END  # the next run resumes after this window
 
 
 def test_cli_prints_one_summary_line_and_resumes(

@@ -66,12 +66,14 @@ def test_censoring_unknowns_and_bad_lines(caplog: pytest.LogCaptureFixture) -> N
         "6 9 1 ten 1 -1 -1 1 60 -1 1 5 6 7 8 -1 -1 -1\n"  # not a number
         "\n"
         "7 9 1 nan 1 -1 -1 1 60 -1 1 5 6 7 8 -1 -1 -1\n"  # not finite
+        "8 9 1 1e300 1 -1 -1 1 60 -1 1 5 6 7 8 -1 -1 -1\n"  # finite, but no integer SQLite stores
     )
     stats = ReadStats(source="t.swf")
     records = parse_swf(text.splitlines(), stats)
     by_id = {r.job_id: r for r in records}
     assert sorted(by_id) == ["1", "2", "3"]
-    assert (stats.bad_lines, stats.skipped, stats.lines) == (3, 1, 7)
+    assert (stats.bad_lines, stats.skipped, stats.lines) == (4, 1, 8)
+    assert "t.swf:12: number out of range '1e300'" in caplog.text
     assert "t.swf:8:" in caplog.text  # line numbers count the header lines
     assert by_id["1"].censored and by_id["1"].request.submit_time == 1_000_000_000
     assert by_id["1"].request.partition == "q8"

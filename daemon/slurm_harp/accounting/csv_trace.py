@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
-from slurm_harp.accounting.fields import is_sentinel
+from slurm_harp.accounting.fields import in_range, is_sentinel
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
 from slurm_harp.core.request import JobRequest
@@ -107,8 +107,8 @@ def _text(value: str) -> str | None:
 def _float(value: str) -> float | None:
     if is_sentinel(value):
         return None
-    number = float(value)
-    if not math.isfinite(number) or number < 0:
+    number = in_range(float(value), value)
+    if number < 0:
         raise ValueError(f"bad number {value!r}")
     return number
 

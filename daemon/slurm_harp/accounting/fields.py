@@ -1,7 +1,9 @@
 """Parsers for the value forms Slurm prints in accounting output.
 
 Sentinels (empty, Unknown, None, INVALID, Partition_Limit, UNLIMITED) become None; anything
-else that does not parse raises ValueError so the caller can count the line as bad.
+else that does not parse raises ValueError so the caller can count the line as bad. So does a
+number too large to store: SQLite's integers are 64-bit, and one such value in a window would
+otherwise stop every harvest of that window.
 """
 
 from __future__ import annotations
@@ -9,12 +11,16 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime
+from typing import TypeVar
 
 _SENTINELS = frozenset({"", "unknown", "none", "invalid", "partition_limit", "unlimited", "n/a"})
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)([nc]?)$")
 # Binary multiples, as Slurm's convert_num_unit uses.
 _MULTIPLIER = {"": 1.0, "K": 1024.0, "M": 1024.0**2, "G": 1024.0**3, "T": 1024.0**4, "P": 1024.0**5}
 _MB = 1024.0**2
+# SQLite's INTEGER is signed 64-bit; 2**60 leaves room for the sum of a few values (start + run).
+_INT_LIMIT = 2**60
+_N = TypeVar("_N", int, float)
 
 
 def is_sentinel(text: str) -> bool:
@@ -24,7 +30,15 @@ def is_sentinel(text: str) -> bool:
 def parse_int(text: str) -> int | None:
     if is_sentinel(text):
         return None
-    return int(text.strip())
+    return in_range(int(text.strip()), text)
+
+
+def in_range(value: _N, text: str) -> _N:
+    """``value`` (read from ``text``) if SQLite can store it as an integer, else ValueError naming
+    the text (NaN and infinities too)."""
+    if not -_INT_LIMIT < value < _INT_LIMIT:
+        raise ValueError(f"number out of range {text[:40]!r}")
+    return value
 
 
 def parse_limit_minutes(text: str) -> int | None:
@@ -45,15 +59,14 @@ def parse_size_mb(text: str, bare_unit: str) -> tuple[float, str] | None:
     if match is None:
         raise ValueError(f"bad size {text!r}")
     number, unit, flavour = match.groups()
-    multiplier = _MULTIPLIER[unit or bare_unit]
-    return float(number) * multiplier / _MB, flavour
+    return in_range(float(number) * _MULTIPLIER[unit or bare_unit] / _MB, text), flavour
 
 
 def parse_duration_s(text: str) -> float | None:
     """Slurm durations: ``1-02:03:04``, ``02:03:04``, ``02:03.123`` (MM:SS.mmm), ``45.5``."""
     if is_sentinel(text):
         return None
-    text = text.strip()
+    whole = text = text.strip()
     days = 0
     if "-" in text:
         day_text, text = text.split("-", 1)
@@ -66,7 +79,9 @@ def parse_duration_s(text: str) -> float | None:
     hours = int(parts[-3]) if len(parts) == 3 else 0
     if days < 0 or hours < 0 or minutes < 0 or seconds < 0 or not math.isfinite(seconds):
         raise ValueError(f"bad duration {text!r}")
-    return days * 86400.0 + hours * 3600.0 + minutes * 60.0 + seconds
+    for part in (days, hours, minutes, seconds):  # each first: a huge int is not even a float
+        in_range(part, whole)
+    return in_range(days * 86400.0 + hours * 3600.0 + minutes * 60.0 + seconds, whole)
 
 
 def parse_time(text: str) -> int | None:
@@ -92,6 +107,6 @@ def parse_tres(text: str) -> dict[str, str]:
 def gpus_in_tres(tres: dict[str, str]) -> int | None:
     """Total GPUs in a TRES map: ``gres/gpu`` if present, else the sum of typed ``gres/gpu:x``."""
     if "gres/gpu" in tres:
-        return int(tres["gres/gpu"])
-    typed = [int(v) for k, v in tres.items() if k.startswith("gres/gpu:")]
-    return sum(typed) if typed else None
+        return parse_int(tres["gres/gpu"])
+    typed = [parse_int(v) or 0 for k, v in tres.items() if k.startswith("gres/gpu:")]
+    return in_range(sum(typed), "the sum of gres/gpu:*") if typed else None

@@ -10,7 +10,10 @@ added to an existing database when it is opened. ``schema_version`` in ``meta`` 
 cannot be made that way.
 
 Writes are idempotent: an upsert that brings nothing new leaves a row untouched (ingested_at
-included), so harvesting the same window twice changes nothing. The per-source harvest cursor is
+included), so harvesting the same window twice changes nothing. A re-read never forgets: it fills
+in what was unknown (accounting completes a job's row seconds after it ends) but never erases a
+known value, nor lowers a maximum over the job's steps (a re-read whose step line came out bad
+has fewer steps, not a smaller job). The per-source harvest cursor is
 written in the same transaction as the rows it covers: a crash loses both or neither.
 """
 
@@ -31,6 +34,17 @@ from slurm_harp.state_dir import create_file
 
 SCHEMA_VERSION = 1
 HOUR_S = 3600  # tagged_hours' span
+# Columns that sacct.read_sacct may build from the job's step lines.
+_OVER_STEPS = frozenset({"max_rss_mb", "total_cpu_s"})
+
+
+def _merged(name: str) -> str:
+    """The SQL for column ``name`` after an upsert: the re-read's value unless it is unknown, and
+    for the columns made from steps never less than what was stored."""
+    kept = f"COALESCE(excluded.{name}, jobs.{name})"
+    if name in _OVER_STEPS:  # SQLite's two-argument MAX is NULL if either is
+        return f"MAX({kept}, COALESCE(jobs.{name}, excluded.{name}))"
+    return kept
 
 
 @dataclass(frozen=True)
@@ -82,12 +96,12 @@ class JobStore:
             self._db.close()
             raise
         names = ["source", "job_id", *DATA_NAMES, "ingested_at"]
-        changed = " OR ".join(f"jobs.{n} IS NOT excluded.{n}" for n in DATA_NAMES)
+        changed = " OR ".join(f"jobs.{n} IS NOT {_merged(n)}" for n in DATA_NAMES)
         self._upsert_sql = (
             f"INSERT INTO jobs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
             f"ON CONFLICT (source, job_id) DO UPDATE SET "
-            + ", ".join(f"{n} = excluded.{n}" for n in [*DATA_NAMES, "ingested_at"])
-            + f" WHERE {changed}"
+            + ", ".join(f"{n} = {_merged(n)}" for n in DATA_NAMES)
+            + f", ingested_at = excluded.ingested_at WHERE {changed}"
         )
 
     def _check_version(self) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 
+from slurm_harp.accounting.fields import in_range
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
@@ -60,17 +61,14 @@ def _header_start(line: str, current: int) -> int:
     key, sep, value = line.lstrip("; \t").partition(":")
     if sep and key.strip() == "UnixStartTime":
         try:
-            return int(value.strip())
+            return in_range(int(value.strip()), value)
         except ValueError:
             return current
     return current
 
 
 def _number(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"non-finite value {text!r}")
-    return value
+    return in_range(float(text), text)
 
 
 def _known(value: float) -> float | None:
