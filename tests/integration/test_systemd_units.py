@@ -1,4 +1,4 @@
-"""The shipped systemd units are hardened (systemd-analyze's exposure below 3), and what the units
+"""The shipped systemd units are hardened (systemd-analyze's exposure below 2), and what the units
 forbid does not break harp: training and serving run under MemoryDenyWriteExecute."""
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ def systemd_analyze() -> str:
 
 
 @pytest.mark.parametrize("unit", UNITS, ids=[u.name for u in UNITS])
-def test_units_are_rated_below_3(unit: Path) -> None:
+def test_units_are_rated_below_2(unit: Path) -> None:
     done = subprocess.run(
         [systemd_analyze(), "security", "--offline=yes", "--no-pager", str(unit)],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     match = EXPOSURE.search(done.stdout + done.stderr)
     assert match, done.stdout + done.stderr
-    assert float(match.group(1)) < 3.0, done.stdout
+    assert float(match.group(1)) < 2.0, done.stdout
 
 
 # PR_SET_MDWE (Linux >= 6.3) is the kernel's form of MemoryDenyWriteExecute=: no mapping may be
