@@ -8,6 +8,7 @@ import stat
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,28 @@ def test_bad_config_on_reload_keeps_policy(tmp_path: Path, store_copy: Path) -> 
         daemon.reload()
         with Client(tmp_path / "harp.sock") as client:
             assert client.predict(time_limit_minutes=60).mode == "off"
+    finally:
+        daemon.stop(grace=0)
+
+
+def test_a_reader_error_on_reload_keeps_policy(
+    tmp_path: Path, store_copy: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever reading the file raises, SIGHUP must not end the daemon that serves every job."""
+    daemon = make_daemon(tmp_path, store_copy, mode="shadow")
+    daemon.settings = replace(daemon.settings, source=tmp_path / "harp.toml")
+    daemon.start()
+    try:
+
+        def broken(path: object) -> object:
+            raise TypeError("a reader's bug")
+
+        monkeypatch.setattr("slurm_harp.server.daemon.load", broken)
+        daemon.reload()
+        assert daemon.predictor.policy.default_mode.value == "shadow"
+        assert f"reading {tmp_path / 'harp.toml'} failed" in caplog.text and "a reader's bug" in caplog.text
+        with Client(tmp_path / "harp.sock") as client:
+            assert client.predict(time_limit_minutes=60).mode == "shadow"
     finally:
         daemon.stop(grace=0)
 

@@ -115,6 +115,34 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
         load(tmp_path / "absent.toml")
 
 
+def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "harp.toml"
+    path.write_bytes("# site: Z\u00fcrich\n[policy]\nmode = 'shadow'\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as err:
+        load(path)
+    assert str(err.value) == f"{path}: not UTF-8 text: byte 0xfc at offset 9"
+
+
+def test_a_directory_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path)
+    assert str(err.value) == f"{tmp_path}: cannot read: Is a directory"
+
+
+def test_an_unreadable_file_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "harp.toml"
+    path.write_text("")
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> object:
+        # The tests run as root, whom file modes do not stop: the error open() gives anyone else.
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(ConfigError) as err:
+        load(path)
+    assert str(err.value) == f"{path}: cannot read: Permission denied"
+
+
 def test_the_shipped_example_config_is_valid() -> None:
     from tests.conftest import REPO
 

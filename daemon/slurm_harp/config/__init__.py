@@ -82,6 +82,12 @@ def load(path: Path | str) -> Settings:
             data = tomllib.load(fh)
     except FileNotFoundError:
         raise ConfigError(f"{p}: no such file") from None
+    except OSError as exc:  # a directory, no permission, an I/O error
+        raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # tomllib decodes the whole file first
+        raise ConfigError(
+            f"{p}: not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from None
     return parse(data, p)

@@ -268,6 +268,8 @@ class Daemon:
                 fresh = load(source)
             except ConfigError as exc:
                 log.error("reload: keeping the previous configuration: %s", exc)
+            except Exception:  # a reader's bug must not end the daemon that serves every job
+                log.exception("reload: keeping the previous configuration: reading %s failed", source)
             else:
                 for section in ("server", "history", "guard", "advice"):
                     if getattr(fresh, section) != getattr(self.settings, section):
