@@ -20,7 +20,7 @@ from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.config import parse
 from slurm_harp.core.request import Target
 from slurm_harp.model.store import ModelStore
-from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.daemon import Daemon, DaemonError
 from tests.integration.harp_client import Client, target
 
 
@@ -250,6 +250,53 @@ def test_socket_group_is_applied(tmp_path: Path, store_copy: Path) -> None:
     try:
         st = (tmp_path / "harp.sock").stat()
         assert st.st_gid == other.gr_gid and stat.S_IMODE(st.st_mode) == 0o660
+    finally:
+        daemon.stop(grace=0)
+
+
+def test_a_socket_group_gone_when_the_socket_is_bound_again_is_logged_and_retried(
+    tmp_path: Path, store_copy: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import grp
+    import os
+
+    group = grp.getgrgid(os.getgid())
+    sock = tmp_path / "harp.sock"
+    daemon = make_daemon(tmp_path, store_copy, socket_group=group.gr_name, grace_seconds=0)
+    daemon.start()
+    try:
+        sock.unlink()  # a cleaner removed it, and the group went with an account clean-up
+
+        def gone(name: str) -> grp.struct_group:
+            raise KeyError(name)
+
+        monkeypatch.setattr("slurm_harp.config.host.grp.getgrnam", gone)
+        daemon.check_socket()  # must not raise: the loop calling it is the daemon's
+        assert f"server.socket_group: no group {group.gr_name!r} on this host" in caplog.text
+        assert not sock.exists()  # no socket rather than one with grpcio's own mode
+        monkeypatch.undo()
+        daemon.check_socket()
+        st = sock.stat()
+        assert st.st_gid == group.gr_gid and stat.S_IMODE(st.st_mode) == 0o660
+        with Client(sock) as client:
+            assert client.status() == "SERVING"
+    finally:
+        daemon.stop(grace=0)
+
+
+def test_a_socket_that_cannot_be_secured_is_removed(
+    tmp_path: Path, store_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(path: object, mode: int) -> None:
+        raise PermissionError(1, "Operation not permitted", str(path))
+
+    monkeypatch.setattr("slurm_harp.server.daemon.os.chmod", refuse)
+    daemon = make_daemon(tmp_path, store_copy)
+    try:
+        with pytest.raises(DaemonError) as err:
+            daemon.start()
+        assert str(err.value).startswith(f"cannot give {tmp_path / 'harp.sock'} its group and mode:")
+        assert not (tmp_path / "harp.sock").exists()
     finally:
         daemon.stop(grace=0)
 

@@ -90,6 +90,21 @@ def test_an_unreadable_config_exits_2_naming_the_file(tmp_path: Path, bad: str) 
     assert f"{conf}: {problem}" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_an_unknown_socket_group_exits_2_before_binding(tmp_path: Path) -> None:
+    sock = tmp_path / "harp.sock"
+    conf = tmp_path / "harp.toml"
+    conf.write_text(f'[server]\nsocket = "{sock}"\nsocket_group = "nosuchgroup-harp"\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurm_harp.cli", "serve", "--config", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    assert f"{conf}: server.socket_group: no group 'nosuchgroup-harp' on this host" in proc.stderr
+    assert "Traceback" not in proc.stderr and not sock.exists()
+
+
 def _spoil(conf: Path, bad: str) -> str:
     """Make ``conf`` a file tomllib cannot read; the problem the daemon should name."""
     conf.unlink(missing_ok=True)

@@ -2,7 +2,8 @@
 
 Every error names the offending key and the file, so a sysadmin can fix it without reading code.
 The settings and their defaults are in ``settings``, what each section may hold and the checked
-reads in ``reader``, each section's parser in ``sections`` and ``advice``.
+reads in ``reader``, each section's parser in ``sections`` and ``advice``; what only the host can
+check (the socket's group exists) in ``host``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_harp.config.advice import read_advice, read_billing
+from slurm_harp.config.host import check_host, socket_gid
 from slurm_harp.config.reader import ARRAY_TABLES, SCHEMA, Reader
 from slurm_harp.config.sections import (
     read_guard,
@@ -51,8 +53,10 @@ __all__ = [
     "ServerSettings",
     "Settings",
     "TrainingSettings",
+    "check_host",
     "load",
     "parse",
+    "socket_gid",
 ]
 
 
