@@ -211,3 +211,29 @@ def test_a_broken_current_version_at_start_falls_back_to_the_newest_that_loads(
     assert "serving the older " + good_one in caplog.text
     # Once something serves, a rejected CURRENT keeps what serves (no walk through history).
     assert reload_models(store.root, result.models, None).models[Target.TIME].version == good_one
+
+
+def test_a_store_that_cannot_be_listed_leaves_the_target_unserved_and_logged(
+    version_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fall-back to an older version lists the directory: a refusal there (root ignores file
+    modes, hence the patch) must not end the reload, nor the daemon's loop or start."""
+    store = ModelStore(tmp_path / "store")
+    shutil.copytree(version_dir, store.target_dir(Target.TIME) / version_dir.name)
+    store.set_current(Target.TIME, version_dir.name)
+    broken = store.target_dir(Target.CPUS) / version_dir.name
+    shutil.copytree(version_dir, broken)
+    next(broken.glob("*.onnx")).write_bytes(b"not onnx")
+    store.set_current(Target.CPUS, version_dir.name)
+
+    def refused(self: ModelStore, target: Target | str) -> list[str]:
+        raise PermissionError(13, "Permission denied", str(self.target_dir(target)))
+
+    monkeypatch.setattr(ModelStore, "versions", refused)
+    result = reload_models(store.root, {}, None)
+    assert Target.CPUS not in result.models
+    assert result.models[Target.TIME].version == version_dir.name  # the other targets load
+    assert (
+        f"model store {store.root}: cannot list the older cpus versions: [Errno 13] Permission denied"
+        in caplog.text
+    )
