@@ -125,6 +125,27 @@ def test_corrupt_new_model_is_rejected_and_old_keeps_serving(
     assert target(client.predict(time_limit_minutes=600), "time").model_version == old
 
 
+def test_a_version_of_another_target_is_rejected_not_served(
+    running: tuple[Daemon, Client], store_copy: Path
+) -> None:
+    daemon, client = running
+    store = ModelStore(store_copy)
+    current = store.current_dir(Target.TIME)
+    assert current is not None and store.current_dir(Target.MEMORY) is None
+    # The time model copied into the memory directory and made its CURRENT (a slip by hand).
+    shutil.copytree(current, store.target_dir(Target.MEMORY) / current.name)
+    store.set_current(Target.MEMORY, current.name)
+    rejected = daemon.reload_models()
+    assert rejected == (
+        f"memory: {store.target_dir(Target.MEMORY) / current.name / 'card.json'}: the card is for "
+        "target 'time', the version is in the store's 'memory' directory",
+    )
+    assert Target.MEMORY not in daemon.predictor.models
+    reply = client.predict(time_limit_minutes=600, mem_per_node_mb=64000)
+    assert target(reply, "memory").reason == pb.REASON_NO_MODEL
+    assert target(reply, "time").model_version == current.name
+
+
 def test_bad_config_on_reload_keeps_policy(tmp_path: Path, store_copy: Path) -> None:
     conf = tmp_path / "harp.toml"
     conf.write_text(f'[server]\nsocket = "{tmp_path}/harp.sock"\n[store]\npath = "{store_copy}"\n')

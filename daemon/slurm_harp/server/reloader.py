@@ -52,7 +52,7 @@ def reload_models(
             continue
         model: QuantileModel | None
         try:
-            model = QuantileModel.load(candidate)
+            model = QuantileModel.load(candidate, target)  # the card must be for this directory's target
         except ModelError as exc:
             rejected.append(f"{target.value}: {exc}")
             if metrics is not None:
@@ -92,7 +92,7 @@ def _newest_loadable(store: ModelStore, target: Target, before: str) -> Quantile
         if version >= before:
             continue
         try:
-            return QuantileModel.load(store.target_dir(target) / version)
+            return QuantileModel.load(store.target_dir(target) / version, target)
         except ModelError as exc:
             log.warning("older model %s for %s does not load either: %s", version, target.value, exc)
     return None
