@@ -8,6 +8,7 @@ import stat
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.config import parse
 from slurm_harp.core.request import Target
 from slurm_harp.model.store import ModelStore
-from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.daemon import Daemon, DaemonError
 from tests.integration.harp_client import Client, target
 
 
@@ -124,6 +125,27 @@ def test_corrupt_new_model_is_rejected_and_old_keeps_serving(
     assert target(client.predict(time_limit_minutes=600), "time").model_version == old
 
 
+def test_a_version_of_another_target_is_rejected_not_served(
+    running: tuple[Daemon, Client], store_copy: Path
+) -> None:
+    daemon, client = running
+    store = ModelStore(store_copy)
+    current = store.current_dir(Target.TIME)
+    assert current is not None and store.current_dir(Target.MEMORY) is None
+    # The time model copied into the memory directory and made its CURRENT (a slip by hand).
+    shutil.copytree(current, store.target_dir(Target.MEMORY) / current.name)
+    store.set_current(Target.MEMORY, current.name)
+    rejected = daemon.reload_models()
+    assert rejected == (
+        f"memory: {store.target_dir(Target.MEMORY) / current.name / 'card.json'}: the card is for "
+        "target 'time', the version is in the store's 'memory' directory",
+    )
+    assert Target.MEMORY not in daemon.predictor.models
+    reply = client.predict(time_limit_minutes=600, mem_per_node_mb=64000)
+    assert target(reply, "memory").reason == pb.REASON_NO_MODEL
+    assert target(reply, "time").model_version == current.name
+
+
 def test_bad_config_on_reload_keeps_policy(tmp_path: Path, store_copy: Path) -> None:
     conf = tmp_path / "harp.toml"
     conf.write_text(f'[server]\nsocket = "{tmp_path}/harp.sock"\n[store]\npath = "{store_copy}"\n')
@@ -139,6 +161,28 @@ def test_bad_config_on_reload_keeps_policy(tmp_path: Path, store_copy: Path) -> 
         daemon.reload()
         with Client(tmp_path / "harp.sock") as client:
             assert client.predict(time_limit_minutes=60).mode == "off"
+    finally:
+        daemon.stop(grace=0)
+
+
+def test_a_reader_error_on_reload_keeps_policy(
+    tmp_path: Path, store_copy: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever reading the file raises, SIGHUP must not end the daemon that serves every job."""
+    daemon = make_daemon(tmp_path, store_copy, mode="shadow")
+    daemon.settings = replace(daemon.settings, source=tmp_path / "harp.toml")
+    daemon.start()
+    try:
+
+        def broken(path: object) -> object:
+            raise TypeError("a reader's bug")
+
+        monkeypatch.setattr("slurm_harp.server.daemon.load", broken)
+        daemon.reload()
+        assert daemon.predictor.policy.default_mode.value == "shadow"
+        assert f"reading {tmp_path / 'harp.toml'} failed" in caplog.text and "a reader's bug" in caplog.text
+        with Client(tmp_path / "harp.sock") as client:
+            assert client.predict(time_limit_minutes=60).mode == "shadow"
     finally:
         daemon.stop(grace=0)
 
@@ -227,6 +271,53 @@ def test_socket_group_is_applied(tmp_path: Path, store_copy: Path) -> None:
     try:
         st = (tmp_path / "harp.sock").stat()
         assert st.st_gid == other.gr_gid and stat.S_IMODE(st.st_mode) == 0o660
+    finally:
+        daemon.stop(grace=0)
+
+
+def test_a_socket_group_gone_when_the_socket_is_bound_again_is_logged_and_retried(
+    tmp_path: Path, store_copy: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import grp
+    import os
+
+    group = grp.getgrgid(os.getgid())
+    sock = tmp_path / "harp.sock"
+    daemon = make_daemon(tmp_path, store_copy, socket_group=group.gr_name, grace_seconds=0)
+    daemon.start()
+    try:
+        sock.unlink()  # a cleaner removed it, and the group went with an account clean-up
+
+        def gone(name: str) -> grp.struct_group:
+            raise KeyError(name)
+
+        monkeypatch.setattr("slurm_harp.config.host.grp.getgrnam", gone)
+        daemon.check_socket()  # must not raise: the loop calling it is the daemon's
+        assert f"server.socket_group: no group {group.gr_name!r} on this host" in caplog.text
+        assert not sock.exists()  # no socket rather than one with grpcio's own mode
+        monkeypatch.undo()
+        daemon.check_socket()
+        st = sock.stat()
+        assert st.st_gid == group.gr_gid and stat.S_IMODE(st.st_mode) == 0o660
+        with Client(sock) as client:
+            assert client.status() == "SERVING"
+    finally:
+        daemon.stop(grace=0)
+
+
+def test_a_socket_that_cannot_be_secured_is_removed(
+    tmp_path: Path, store_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(path: object, mode: int) -> None:
+        raise PermissionError(1, "Operation not permitted", str(path))
+
+    monkeypatch.setattr("slurm_harp.server.daemon.os.chmod", refuse)
+    daemon = make_daemon(tmp_path, store_copy)
+    try:
+        with pytest.raises(DaemonError) as err:
+            daemon.start()
+        assert str(err.value).startswith(f"cannot give {tmp_path / 'harp.sock'} its group and mode:")
+        assert not (tmp_path / "harp.sock").exists()
     finally:
         daemon.stop(grace=0)
 

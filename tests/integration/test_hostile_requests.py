@@ -88,6 +88,17 @@ def test_huge_and_odd_but_valid_fields_are_served(daemon: DaemonProcess) -> None
         assert any(t.HasField("predicted") for t in ok.targets)
 
 
+def test_an_absurd_gpu_count_is_unknown_not_a_model_error(daemon: DaemonProcess) -> None:
+    """A 400-digit count overflowed float() inside the features: the model was blamed (model_error)."""
+    with Client(daemon.socket) as client:
+        reply = client.predict(user_name="u5", time_limit_minutes=600, tres_per_node="gres/gpu:" + "9" * 400)
+    assert pb.REASON_MODEL_ERROR not in {t.reason for t in reply.targets}
+    assert any(t.HasField("predicted") for t in reply.targets)
+    log = daemon.log.read_text()
+    assert "tres_per_node: GPU count out of range (0 to 4294967295); read as unknown" in log
+    assert "OverflowError" not in log
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.binary(max_size=2048))
 def test_any_bytes_get_a_decision(raw: Raw, body: bytes) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import grpc
+import pytest
 
 from tests.integration.harp_client import Client
 
@@ -72,6 +74,100 @@ def test_bad_config_exits_with_a_message(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert f"{conf}: policy.mod: unknown key" in proc.stderr
+
+
+@pytest.mark.parametrize("bad", ["latin-1", "directory"])
+def test_an_unreadable_config_exits_2_naming_the_file(tmp_path: Path, bad: str) -> None:
+    conf = tmp_path / "harp.toml"
+    problem = _spoil(conf, bad)
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurm_harp.cli", "serve", "--config", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    assert f"{conf}: {problem}" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_unknown_socket_group_exits_2_before_binding(tmp_path: Path) -> None:
+    sock = tmp_path / "harp.sock"
+    conf = tmp_path / "harp.toml"
+    conf.write_text(f'[server]\nsocket = "{sock}"\nsocket_group = "nosuchgroup-harp"\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurm_harp.cli", "serve", "--config", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    assert f"{conf}: server.socket_group: no group 'nosuchgroup-harp' on this host" in proc.stderr
+    assert "Traceback" not in proc.stderr and not sock.exists()
+
+
+def _spoil(conf: Path, bad: str) -> str:
+    """Make ``conf`` a file tomllib cannot read; the problem the daemon should name."""
+    conf.unlink(missing_ok=True)
+    if bad == "latin-1":
+        conf.write_bytes("# site: Z\u00fcrich\n[policy]\nmode = 'off'\n".encode("latin-1"))
+        return "not UTF-8 text: byte 0xfc at offset 9"
+    conf.mkdir()
+    return "cannot read: Is a directory"
+
+
+class StderrLines:
+    """A running process's stderr, read line by line in a thread, so a test can wait for a line."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        self.lines: list[str] = []
+        self._stream = proc.stderr
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self._stream:
+            self.lines.append(line)
+
+    def wait_for(self, text: str, after: int = 0, timeout: float = 15) -> str:
+        """The first line from line ``after`` on that holds ``text``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = next((line for line in self.lines[after:] if text in line), None)
+            if found is not None:
+                return found
+            time.sleep(0.05)
+        raise AssertionError(f"no log line with {text!r} in:\n{''.join(self.lines)}")
+
+
+def test_an_unreadable_config_on_sighup_keeps_the_running_one(tmp_path: Path, trained_store: Path) -> None:
+    sock = tmp_path / "harp.sock"
+    conf = tmp_path / "harp.toml"
+    base = f'[server]\nsocket = "{sock}"\nstore_poll_seconds = 3600\n[store]\npath = "{trained_store}"\n'
+    conf.write_text(base + '[policy]\nmode = "shadow"\n')
+    proc = start_serve(conf)
+    stderr = StderrLines(proc)
+    try:
+        client = wait_serving(sock, proc)
+        for bad in ("latin-1", "directory"):
+            problem, seen = _spoil(conf, bad), len(stderr.lines)
+            proc.send_signal(signal.SIGHUP)
+            line = stderr.wait_for("reload: keeping the previous configuration", after=seen)
+            assert f"{conf}: {problem}" in line
+            assert proc.poll() is None and client.predict(time_limit_minutes=600).mode == "shadow"
+        conf.rmdir()  # a good file again: the next SIGHUP takes it
+        conf.write_text(base + '[policy]\nmode = "off"\n')
+        proc.send_signal(signal.SIGHUP)
+        stderr.wait_for(f"reload: configuration re-read from {conf}", after=len(stderr.lines))
+        assert client.predict(time_limit_minutes=600).mode == "off"
+        client.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in "".join(stderr.lines)
 
 
 def start_serve(conf: Path) -> subprocess.Popen[str]:

@@ -1,11 +1,23 @@
 from __future__ import annotations
 
+import grp
+import os
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from slurm_harp.config import ConfigError, GuardSettings, ServerSettings, TrainingSettings, load, parse
+from slurm_harp.cli import main
+from slurm_harp.config import (
+    ConfigError,
+    GuardSettings,
+    ServerSettings,
+    TrainingSettings,
+    check_host,
+    load,
+    parse,
+    socket_gid,
+)
 from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
 
@@ -113,6 +125,73 @@ def test_errors_name_key_and_file(tmp_path: Path, text: str, names: str) -> None
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
         load(tmp_path / "absent.toml")
+
+
+def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "harp.toml"
+    path.write_bytes("# site: Z\u00fcrich\n[policy]\nmode = 'shadow'\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as err:
+        load(path)
+    assert str(err.value) == f"{path}: not UTF-8 text: byte 0xfc at offset 9"
+
+
+def test_a_directory_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path)
+    assert str(err.value) == f"{tmp_path}: cannot read: Is a directory"
+
+
+def test_an_unreadable_file_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "harp.toml"
+    path.write_text("")
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> object:
+        # The tests run as root, whom file modes do not stop: the error open() gives anyone else.
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(ConfigError) as err:
+        load(path)
+    assert str(err.value) == f"{path}: cannot read: Permission denied"
+
+
+def test_an_unknown_socket_group_is_refused_for_serving_naming_key_and_group(tmp_path: Path) -> None:
+    path = tmp_path / "harp.toml"
+    path.write_text("[server]\nsocket_group = 'nosuchgroup-harp'\n")
+    settings = load(path)  # a file other hosts may read: the group is checked where it serves
+    with pytest.raises(ConfigError) as err:
+        check_host(settings)
+    assert str(err.value) == f"{path}: server.socket_group: no group 'nosuchgroup-harp' on this host"
+
+
+def test_a_known_socket_group_resolves_to_its_gid() -> None:
+    group = grp.getgrgid(os.getgid())
+    assert socket_gid(parse({"server": {"socket_group": group.gr_name}})) == group.gr_gid
+    assert socket_gid(parse({})) is None
+    check_host(parse({}))
+
+
+@pytest.mark.parametrize(
+    ("group", "code", "said"),
+    [
+        ("nosuchgroup-harp", 2, "server.socket_group: no group 'nosuchgroup-harp' on this host"),
+        (None, 0, "ok (policy mode shadow)"),
+    ],
+    ids=["unknown", "known"],
+)
+def test_check_config_checks_the_socket_group(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    group: str | None,
+    code: int,
+    said: str,
+) -> None:
+    path = tmp_path / "harp.toml"
+    name = group or grp.getgrgid(os.getgid()).gr_name
+    path.write_text(f"[server]\nsocket_group = '{name}'\n")
+    assert main(["check-config", str(path)]) == code
+    assert said in capsys.readouterr().out + caplog.text
 
 
 def test_the_shipped_example_config_is_valid() -> None:

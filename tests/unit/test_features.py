@@ -88,6 +88,27 @@ def test_missing_values_are_nan_except_gpus_and_array() -> None:
             assert math.isnan(_col(x, name)), name
 
 
+@pytest.mark.parametrize(
+    ("request_", "gpus"),
+    [
+        (JobRequest(tres_per_node="gres/gpu:4294967295"), float(np.float32(4294967295))),
+        (JobRequest(tres_per_node="gres/gpu:" + "0" * 400 + "3"), 3.0),
+        (JobRequest(tres_per_node="gres/gpu:" + "9" * 400), math.nan),
+        (JobRequest(tres_per_node="gres/gpu:" + "9" * 5000), math.nan),  # past int()'s digit limit
+        (JobRequest(tres_per_node="gres/gpu:2,gres/gpu:a100:4294967295"), math.nan),
+        (JobRequest(gpus_per_node=-1), math.nan),
+    ],
+    ids=["largest", "leading zeros", "400 digits", "5000 digits", "sum too large", "negative"],
+)
+def test_a_gpu_count_no_request_can_hold_is_unknown_and_logged(
+    request_: JobRequest, gpus: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    got = _col(vectorize([request_]), "gpus_per_node")
+    assert got == gpus or (math.isnan(gpus) and math.isnan(got))
+    field = "gpus_per_node" if request_.gpus_per_node is not None else "tres_per_node"
+    assert (f"{field}: GPU count out of range" in caplog.text) == math.isnan(gpus)
+
+
 def test_memory_per_node_and_gpu_sources() -> None:
     per_node = vectorize([JobRequest(mem_per_node_mb=4096, mem_per_cpu_mb=1, min_cpus=64)])
     assert _col(per_node, "log_mem_per_node_mb") == pytest.approx(math.log1p(4096))

@@ -211,3 +211,64 @@ def test_a_broken_current_version_at_start_falls_back_to_the_newest_that_loads(
     assert "serving the older " + good_one in caplog.text
     # Once something serves, a rejected CURRENT keeps what serves (no walk through history).
     assert reload_models(store.root, result.models, None).models[Target.TIME].version == good_one
+
+
+class _Serving:
+    """Stands for the last good model of a target, serving before a reload."""
+
+    version = "20200101T000000.000000Z"
+    quantiles = (0.9,)
+
+    def predict_quantile(self, x: np.ndarray, quantile: float) -> np.ndarray:
+        return np.full(len(x), 4096.0)
+
+
+def test_a_version_whose_card_is_for_another_target_is_rejected(
+    version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A time model copied into the memory directory would answer memory requests in minutes."""
+    store = ModelStore(tmp_path / "store")
+    misplaced = store.target_dir(Target.MEMORY) / version_dir.name
+    shutil.copytree(version_dir, misplaced)
+    store.set_current(Target.MEMORY, version_dir.name)
+    with pytest.raises(ModelError) as err:
+        QuantileModel.load(misplaced, Target.MEMORY)
+    assert str(err.value) == (
+        f"{misplaced / 'card.json'}: the card is for target 'time', the version is in the store's "
+        "'memory' directory"
+    )
+    assert QuantileModel.load(misplaced).target is Target.TIME  # read alone, it is a time model
+    last_good = _Serving()
+    result = reload_models(store.root, {Target.MEMORY: last_good}, None)
+    assert result.models[Target.MEMORY] is last_good and result.loaded == ()
+    assert result.rejected == (f"memory: {err.value}",)
+    assert f"rejected model {misplaced} for memory" in caplog.text
+    assert f"serving {last_good.version}" in caplog.text
+    # At a start nothing older in the directory loads either: memory stays unserved, not misserved.
+    assert Target.MEMORY not in reload_models(store.root, {}, None).models
+
+
+def test_a_store_that_cannot_be_listed_leaves_the_target_unserved_and_logged(
+    version_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fall-back to an older version lists the directory: a refusal there (root ignores file
+    modes, hence the patch) must not end the reload, nor the daemon's loop or start."""
+    store = ModelStore(tmp_path / "store")
+    shutil.copytree(version_dir, store.target_dir(Target.TIME) / version_dir.name)
+    store.set_current(Target.TIME, version_dir.name)
+    broken = store.target_dir(Target.CPUS) / version_dir.name
+    shutil.copytree(version_dir, broken)
+    next(broken.glob("*.onnx")).write_bytes(b"not onnx")
+    store.set_current(Target.CPUS, version_dir.name)
+
+    def refused(self: ModelStore, target: Target | str) -> list[str]:
+        raise PermissionError(13, "Permission denied", str(self.target_dir(target)))
+
+    monkeypatch.setattr(ModelStore, "versions", refused)
+    result = reload_models(store.root, {}, None)
+    assert Target.CPUS not in result.models
+    assert result.models[Target.TIME].version == version_dir.name  # the other targets load
+    assert (
+        f"model store {store.root}: cannot list the older cpus versions: [Errno 13] Permission denied"
+        in caplog.text
+    )

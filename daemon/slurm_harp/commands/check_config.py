@@ -1,13 +1,18 @@
 """`harp check-config FILE`: read a harp.toml as the daemon, the guard and nightly would, and say
-whether it is good (exit 0) or what is wrong (exit 2), changing nothing. Ansible's template module
+whether it is good (exit 0) or what is wrong (exit 2), changing nothing. It checks the host too (the
+socket's group exists), as `harp serve` does before it binds. Ansible's template module
 runs it before it installs a new harp.toml (deploy/ansible), so a bad file never replaces a good one.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 
 from slurm_harp.commands.arguments import settings_at
+from slurm_harp.config import ConfigError, check_host
+
+log = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -19,6 +24,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     settings = settings_at(args.file)  # logs the problem, naming the key, when there is one
     if settings is None:
+        return 2
+    try:
+        check_host(settings)  # this host is where it will serve: its socket group must exist
+    except ConfigError as exc:
+        log.error("%s", exc)
         return 2
     print(f"{args.file}: ok (policy mode {settings.policy.default_mode.value})")
     return 0

@@ -8,9 +8,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 
 from slurm_harp.commands.arguments import config_option, settings_at
+from slurm_harp.config import ConfigError, check_host
 from slurm_harp.server import heap
 from slurm_harp.server.daemon import Daemon, DaemonError
 
@@ -34,6 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     settings = settings_at(args.config)
     if settings is None:
+        return 2
+    try:
+        check_host(settings)  # before anything is bound: an unknown group leaves no socket behind
+    except ConfigError as exc:
+        log.error("%s", exc)
         return 2
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     daemon = Daemon(settings, settle=heap.settle)
@@ -64,14 +71,23 @@ def run(args: argparse.Namespace) -> int:
             hup.clear()
             stop.clear()
             log.info("SIGHUP: reloading configuration and models")
-            daemon.reload()
+            _tend(daemon.reload)
             continue
         if stop.is_set():
             break
-        daemon.check_socket()
+        _tend(daemon.check_socket)
         if time.monotonic() - polled >= settings.server.store_poll_seconds:
             polled = time.monotonic()
-            daemon.poll_store()
+            _tend(daemon.poll_store)
     daemon.stop()
     log.info("stopped")
     return 0
+
+
+def _tend(chore: Callable[[], object]) -> None:
+    """Run one of the loop's chores. The gRPC threads answer the submissions meanwhile: an error
+    here is logged and the chore tried again on its next turn, never the end of the daemon."""
+    try:
+        chore()
+    except Exception:
+        log.exception("%s failed; serving on, trying again on the next turn", chore.__name__)

@@ -2,7 +2,8 @@
 
 Every error names the offending key and the file, so a sysadmin can fix it without reading code.
 The settings and their defaults are in ``settings``, what each section may hold and the checked
-reads in ``reader``, each section's parser in ``sections`` and ``advice``.
+reads in ``reader``, each section's parser in ``sections`` and ``advice``; what only the host can
+check (the socket's group exists) in ``host``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_harp.config.advice import read_advice, read_billing
+from slurm_harp.config.host import check_host, socket_gid
 from slurm_harp.config.reader import ARRAY_TABLES, SCHEMA, Reader
 from slurm_harp.config.sections import (
     read_guard,
@@ -51,8 +53,10 @@ __all__ = [
     "ServerSettings",
     "Settings",
     "TrainingSettings",
+    "check_host",
     "load",
     "parse",
+    "socket_gid",
 ]
 
 
@@ -82,6 +86,12 @@ def load(path: Path | str) -> Settings:
             data = tomllib.load(fh)
     except FileNotFoundError:
         raise ConfigError(f"{p}: no such file") from None
+    except OSError as exc:  # a directory, no permission, an I/O error
+        raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # tomllib decodes the whole file first
+        raise ConfigError(
+            f"{p}: not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from None
     return parse(data, p)

@@ -7,7 +7,8 @@ HistoryIndex row; without history those columns are NaN), then the request again
 on one column at a time, so "asks far more than this job name ever ran" is one split on a
 derived column, and a staircase of splits on the two columns apart.
 Only what is known at submit time goes in. NaN marks a value the user did not give, except
-GPUs and the array flag, where "not given" means none / not an array (0), as Slurm reads it.
+GPUs and the array flag, where "not given" means none / not an array (0), as Slurm reads it; a GPU
+count no request can hold is unknown (NaN), like a negative size.
 Counts and sizes are log1p-scaled (trees do not care; it keeps later linear models sane).
 Hour of day and day of week (Monday = 0) are in UTC: the daemon and the traces agree on UTC,
 and a site's local offset is a constant shift that trees absorb.
@@ -17,6 +18,7 @@ processes, machines and Python versions, unlike hash(); no vocabulary needs to b
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import zlib
@@ -72,10 +74,16 @@ _SPEC = tuple(
     (REQUEST_FEATURE_NAMES.index(own), HISTORY_FEATURE_NAMES.index(past)) for _, own, past in _DERIVED
 )
 
+log = logging.getLogger(__name__)
+
 _NAN = math.nan
 _HASH_SCALE = 1.0 / 2**32
 # "gres/gpu:2", "gres/gpu:a100:2", "gres:gpu:2" (older spelling) in a TRES-per-node string.
 _GPU_TRES = re.compile(r"gres[/:]gpu(?::[^,:=]+)?[:=](\d+)")
+# The most GPUs a request can hold: gpus_per_node is a uint32 in harp.v1. A longer digit string in
+# tres_per_node is not converted (float() of hundreds of digits overflows, int() of thousands raises).
+_MAX_GPUS = 2**32 - 1
+_MAX_GPU_DIGITS = len(str(_MAX_GPUS))
 
 
 def _hash(value: str | None) -> float:
@@ -87,12 +95,24 @@ def _log(value: int | None) -> float:
 
 
 def _gpus(request: JobRequest) -> float:
-    if request.gpus_per_node is not None:
-        return float(request.gpus_per_node)
+    gpus = request.gpus_per_node
+    if gpus is not None:
+        return float(gpus) if 0 <= gpus <= _MAX_GPUS else _unknown_gpus("gpus_per_node")
     tres = request.tres_per_node
-    if tres:
-        return float(sum(int(n) for n in _GPU_TRES.findall(tres)))
-    return 0.0
+    if not tres:
+        return 0.0
+    counts = _GPU_TRES.findall(tres)
+    if any(len(n.lstrip("0")) > _MAX_GPU_DIGITS for n in counts):
+        return _unknown_gpus("tres_per_node")
+    total = sum(int(n) for n in counts)
+    return float(total) if total <= _MAX_GPUS else _unknown_gpus("tres_per_node")
+
+
+def _unknown_gpus(field: str) -> float:
+    """A GPU count no request can hold: unknown, logged naming the request's field (and not the
+    model, which would be blamed for the overflow otherwise)."""
+    log.warning("%s: GPU count out of range (0 to %d); read as unknown", field, _MAX_GPUS)
+    return _NAN
 
 
 def _mem_per_node(request: JobRequest) -> float:

@@ -135,7 +135,7 @@ def challenge(
 ) -> Verdict:
     """Judge the published, not yet serving ``version`` against the serving one on ``window``.
     Raises runtime.ModelError when the challenger itself does not load."""
-    QuantileModel.load(store.target_dir(target) / version)  # it must load as the daemon loads it
+    QuantileModel.load(store.target_dir(target) / version, target)  # it must load as the daemon loads it
 
     def verdict(promote: bool, reason: str, challenger: Standing) -> Verdict:
         return Verdict(promote, reason, challenger, None, kill_budget, tolerance)
@@ -148,7 +148,7 @@ def challenge(
     if current is None or current.name == version:
         return judge(whole, None, kill_budget, tolerance)
     try:  # whatever the old model does wrong (load, card, predict), it cannot be compared
-        champion = QuantileModel.load(current)
+        champion = QuantileModel.load(current, target)
         seen_until = float(champion.card.get("training", {}).get("last_submit_epoch") or -math.inf)
         rows = np.flatnonzero(window.submit_time > seen_until)
         td = window.td.take(rows)

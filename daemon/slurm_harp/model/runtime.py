@@ -57,11 +57,19 @@ class QuantileModel:
         return tuple(self._named)
 
     @classmethod
-    def load(cls, version_dir: Path) -> QuantileModel:
+    def load(cls, version_dir: Path, target: Target | None = None) -> QuantileModel:
+        """The model in ``version_dir``, or ModelError naming the file and the problem. ``target``:
+        the store directory's, which the card must name (a copied version would otherwise serve
+        another quantity's predictions, in its unit)."""
         version_dir = Path(version_dir)
         card_path = version_dir / CARD_FILE
         card = _read_card(card_path)
-        target = _check_card(card, card_path, version_dir.name)
+        card_target = _check_card(card, card_path, version_dir.name)
+        if target is not None and card_target is not target:
+            raise ModelError(
+                f"{card_path}: the card is for target {card_target.value!r}, the version is in the "
+                f"store's {target.value!r} directory"
+            )
         transform = str(card["transform"])
         listed = card.get("files", {})
         by_file: dict[str, ort.InferenceSession] = {}
@@ -85,7 +93,7 @@ class QuantileModel:
         sessions = {float(entry["quantile"]): session_for(entry) for entry in card["quantiles"]}
         named = {str(entry["name"]): session_for(entry) for entry in card.get("models", [])}
         calibration = _calibration(card, card_path, named)
-        model = cls(target, version_dir.name, card, sessions, transform, named, calibration)
+        model = cls(card_target, version_dir.name, card, sessions, transform, named, calibration)
         model._probe(version_dir)
         files = {str(e["name"]): data_of[str(e["file"])] for e in card.get("models", [])}
         model._ladder = ladder.merge(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import grp
 import logging
 import os
 import socket
@@ -20,7 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, start_http_server
 
-from slurm_harp.config import ConfigError, Settings, load
+from slurm_harp.config import ConfigError, Settings, load, socket_gid
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.predictor import HistorySource, Predictor
 from slurm_harp.core.request import Target
@@ -177,10 +176,24 @@ class Daemon:
         return server
 
     def _serve_unix(self, sock: Path) -> grpc.Server:
+        """Bind ``sock`` with its configured group and mode, or raise DaemonError and leave no
+        socket: grpcio creates it 0755 as its owner, which SlurmUser's group cannot connect to."""
+        try:
+            gid = socket_gid(self.settings)  # first: a group gone since start binds nothing
+        except ConfigError as exc:
+            raise DaemonError(str(exc)) from None
         sock.parent.mkdir(parents=True, exist_ok=True)
         claim_socket(sock)
         server = self._start_server(f"unix:{sock}")
-        self._secure_socket(sock)
+        try:
+            if gid is not None:
+                os.chown(sock, -1, gid)
+            os.chmod(sock, self.settings.server.socket_mode)
+        except OSError as exc:
+            server.stop(0).wait()  # grpcio unlinks the path as it stops
+            with contextlib.suppress(FileNotFoundError):
+                sock.unlink()
+            raise DaemonError(f"cannot give {sock} its group and mode: {exc}") from None
         st = sock.lstat()
         self._socket_id = (st.st_dev, st.st_ino)
         return server
@@ -239,13 +252,6 @@ class Daemon:
             return
         self._taken_over = False
 
-    def _secure_socket(self, sock: Path) -> None:
-        # grpcio creates the socket 0755 as its owner; only SlurmUser's group may reach it.
-        cfg = self.settings.server
-        if cfg.socket_group is not None:
-            os.chown(sock, -1, grp.getgrnam(cfg.socket_group).gr_gid)
-        os.chmod(sock, cfg.socket_mode)
-
     def _set_health(self, status: int) -> None:
         for name in ("", SERVICE_NAME):
             self.health.set(name, status)
@@ -268,6 +274,8 @@ class Daemon:
                 fresh = load(source)
             except ConfigError as exc:
                 log.error("reload: keeping the previous configuration: %s", exc)
+            except Exception:  # a reader's bug must not end the daemon that serves every job
+                log.exception("reload: keeping the previous configuration: reading %s failed", source)
             else:
                 for section in ("server", "history", "guard", "advice"):
                     if getattr(fresh, section) != getattr(self.settings, section):

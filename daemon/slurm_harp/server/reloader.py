@@ -52,7 +52,7 @@ def reload_models(
             continue
         model: QuantileModel | None
         try:
-            model = QuantileModel.load(candidate)
+            model = QuantileModel.load(candidate, target)  # the card must be for this directory's target
         except ModelError as exc:
             rejected.append(f"{target.value}: {exc}")
             if metrics is not None:
@@ -81,12 +81,18 @@ def reload_models(
 
 def _newest_loadable(store: ModelStore, target: Target, before: str) -> QuantileModel | None:
     """The newest version older than ``before`` that loads, or None. Retention keeps the previous
-    champions, so a broken CURRENT after a restart does not leave the target unserved."""
-    for version in reversed(store.versions(target)):
+    champions, so a broken CURRENT after a restart does not leave the target unserved. None, logged,
+    when the store cannot be listed: the other targets' models load all the same."""
+    try:
+        versions = store.versions(target)
+    except OSError as exc:
+        log.error("model store %s: cannot list the older %s versions: %s", store.root, target.value, exc)
+        return None
+    for version in reversed(versions):
         if version >= before:
             continue
         try:
-            return QuantileModel.load(store.target_dir(target) / version)
+            return QuantileModel.load(store.target_dir(target) / version, target)
         except ModelError as exc:
             log.warning("older model %s for %s does not load either: %s", version, target.value, exc)
     return None
