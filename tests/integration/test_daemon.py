@@ -119,8 +119,11 @@ def test_corrupt_new_model_is_rejected_and_old_keeps_serving(
     onnx_file = next(bad.glob("*.onnx"))
     onnx_file.write_bytes(onnx_file.read_bytes()[: onnx_file.stat().st_size // 2])
     store.set_current(Target.TIME, bad.name)
+    counted = {"target": "time", "result": "rejected"}
+    before = daemon.registry.get_sample_value("harp_model_reloads_total", counted) or 0.0
     rejected = daemon.reload_models()
     assert rejected and "time" in rejected[0]
+    assert daemon.registry.get_sample_value("harp_model_reloads_total", counted) == before + 1
     assert daemon.predictor.models[Target.TIME].version == old
     assert target(client.predict(time_limit_minutes=600), "time").model_version == old
 
