@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import grp
+import os
 import signal
 import subprocess
 import sys
@@ -183,8 +185,10 @@ def test_a_second_daemon_refuses_a_live_socket_and_a_removed_one_comes_back(
 ) -> None:
     sock = tmp_path / "harp.sock"
     conf = tmp_path / "harp.toml"
+    group = grp.getgrgid(65534 if os.geteuid() == 0 else os.getgid())  # root may give any group
     conf.write_text(
-        f'[server]\nsocket = "{sock}"\nstore_poll_seconds = 3600\n[store]\npath = "{trained_store}"\n'
+        f'[server]\nsocket = "{sock}"\nsocket_group = "{group.gr_name}"\nstore_poll_seconds = 3600\n'
+        f'[store]\npath = "{trained_store}"\n'
     )
     first = start_serve(conf)
     try:
@@ -206,6 +210,7 @@ def test_a_second_daemon_refuses_a_live_socket_and_a_removed_one_comes_back(
         client = wait_serving(sock, first)
         assert client.predict(time_limit_minutes=600).mode == "shadow"
         assert oct(sock.stat().st_mode & 0o777) == oct(0o660)  # secured like the first one
+        assert sock.stat().st_gid == group.gr_gid
         client.close()
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=15) == 0
