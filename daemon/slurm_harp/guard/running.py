@@ -3,12 +3,18 @@
 `squeue -O` prints only the fields asked for (about 100 bytes a job, against several KB a job
 with `--json`), so one poll over 10,000 running jobs stays cheap for slurmctld and the guard.
 The admin comment is the last field: free text of other tools may hold the separator, and
-everything after the fifth one is the comment.
+everything after the seventh one is the comment.
+
+A job is read by the id that addresses it alone in `scontrol update` (squeue's JobArrayID):
+``1000_7`` for a task of array 1000 and ``1000+1`` for a component of heterogeneous job 1000. Its raw
+id is not enough: Slurm (22.05 update_job_str) takes a bare array id for the whole array, even when
+that record is running one task, and a bare leader id for every component of its heterogeneous job.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -18,18 +24,29 @@ from slurm_harp.core.message import Tag, parse_tag
 log = logging.getLogger(__name__)
 
 SEPARATOR = "|"
-_FIELDS = ("JobID", "TimeLimit", "TimeUsed", "Partition", "QOS", "Reservation", "NodeList", "admin_comment")
+_FIELDS = (
+    "JobArrayID",
+    "TimeLimit",
+    "TimeUsed",
+    "Partition",
+    "QOS",
+    "Reservation",
+    "NodeList",
+    "admin_comment",
+)
 SQUEUE_ARGV: tuple[str, ...] = (
     "squeue",
     "--noheader",
     "--states=RUNNING",
     "--Format=" + ",".join(f"{field}:0{SEPARATOR}" for field in _FIELDS),
 )
+# A job, an array task (job_task) or a heterogeneous job's component (leader+offset).
+_JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+|\+[0-9]+)?")
 
 
 @dataclass(frozen=True, slots=True)
 class RunningJob:
-    job_id: str
+    job_id: str  # the id that addresses this job alone (see the module's note)
     limit_minutes: int | None  # None: unlimited
     elapsed_s: float
     partition: str
@@ -65,7 +82,7 @@ def _job(line: str) -> RunningJob:
     if len(parts) != len(_FIELDS):
         raise ValueError(f"{len(parts)} fields, expected {len(_FIELDS)}")
     job_id, limit, used, partition, qos, reservation, nodes, comment = (p.strip() for p in parts)
-    if not job_id or not job_id.replace("_", "").isdigit():
+    if not _JOB_ID.fullmatch(job_id):
         raise ValueError(f"bad job id {job_id[:40]!r}")
     comment = comment[: -len(SEPARATOR)] if comment.endswith(SEPARATOR) else comment
     limit_s = parse_duration_s(limit)

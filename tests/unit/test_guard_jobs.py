@@ -1,0 +1,39 @@
+"""The jobs `harp guard` reads from squeue: array tasks and heterogeneous components addressed alone
+(Slurm faked at the subprocess boundary)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.guard.running import SQUEUE_ARGV, parse_running
+from tests.unit.test_guard import FakeSlurm, line, make_guard
+
+TAG = "harp:extend,t!=40,t0=600,v=x"
+
+
+def test_squeue_is_asked_for_the_id_that_addresses_one_job() -> None:
+    # JobID prints the raw id, which scontrol update takes for a whole array or heterogeneous job.
+    assert SQUEUE_ARGV[-1].startswith("--Format=JobArrayID:0|,")
+
+
+def test_an_array_task_and_a_het_component_are_extended_alone(tmp_path: Path) -> None:
+    slurm = FakeSlurm(
+        [
+            line("1000_2", "40:00", "39:00", TAG),  # the array's own record (raw id 1000) runs task 2
+            line("1000_0", "1:40:00", "1:35:00", TAG, nodes="c2"),  # extended further already
+            line("7+0", "40:00", "39:00", TAG),  # a heterogeneous job's leader
+            line("7+1", "1:40:00", "1:35:00", TAG),
+        ]
+    )
+    guard, _ = make_guard(slurm, tmp_path)
+    report = guard.poll()
+    assert report is not None and report.due == 2
+    assert slurm.updates == [("1000_2", 41), ("7+0", 41)]
+
+
+@pytest.mark.parametrize("job_id", ["1000_[3-5]", "7+", "+1", "12_3+1", "1_2_3", " ", "١٢"])
+def test_an_id_that_is_not_one_job_is_skipped(job_id: str, caplog: pytest.LogCaptureFixture) -> None:
+    assert list(parse_running(line(job_id, "40:00", "39:00", TAG))) == []
+    assert "skipped" in caplog.text
