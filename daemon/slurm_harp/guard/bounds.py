@@ -80,8 +80,8 @@ def parse_reservations(text: str) -> tuple[Reservation, ...]:
                     nodes=frozenset(expand(fields.get("Nodes", ""))),
                 )
             )
-        except (KeyError, ValueError) as exc:
-            log.warning("reservation line skipped (%s): %.200s", exc, line)
+        except Exception as exc:  # one odd line, whatever it raises, never stops a poll
+            log.warning("reservation line skipped (%s: %s): %.200s", type(exc).__name__, exc, line)
     return tuple(out)
 
 
@@ -108,11 +108,15 @@ def parse_qos_max(text: str) -> dict[str, int]:
 
 
 def _duration(text: str) -> float | None:
+    """Seconds, or None for no limit and (logged) for anything that does not read as a duration."""
     try:
-        return parse_duration_s(text)
-    except ValueError:
+        seconds = parse_duration_s(text)
+    except Exception:  # ValueError, and OverflowError for a 400-digit field
+        seconds = math.nan
+    if seconds is not None and not math.isfinite(seconds):
         log.warning("unreadable duration %.40r", text)
         return None
+    return seconds
 
 
 def _key_values(line: str) -> dict[str, str]:

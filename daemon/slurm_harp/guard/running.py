@@ -14,6 +14,7 @@ that record is running one task, and a bare leader id for every component of its
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -67,14 +68,16 @@ class RunningJob:
 
 def parse_running(text: str) -> Iterator[RunningJob]:
     """Every parseable line of SQUEUE_ARGV's output; a line that does not parse is logged and
-    skipped (one odd job never stops a poll)."""
+    skipped, whatever it raises (one odd job never stops a poll)."""
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
-            yield _job(line)
-        except ValueError as exc:
-            log.warning("squeue line %d skipped: %s", lineno, exc)
+            job = _job(line)
+        except Exception as exc:  # ValueError, and OverflowError for a 400-digit duration
+            log.warning("squeue line %d skipped: %s: %s", lineno, type(exc).__name__, exc)
+            continue
+        yield job
 
 
 def _job(line: str) -> RunningJob:
@@ -89,6 +92,8 @@ def _job(line: str) -> RunningJob:
     elapsed = parse_duration_s(used)
     if elapsed is None:
         raise ValueError(f"job {job_id}: no run time {used[:40]!r}")
+    if not math.isfinite(elapsed) or (limit_s is not None and not math.isfinite(limit_s)):
+        raise ValueError(f"job {job_id}: out of range {limit[:40]!r} or {used[:40]!r}")
     return RunningJob(
         job_id=job_id,
         limit_minutes=None if limit_s is None else round(limit_s / 60.0),
