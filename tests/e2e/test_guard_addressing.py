@@ -1,10 +1,12 @@
-"""`harp guard` on the jobs a bare job id does not address alone, in real Slurm.
+"""`harp guard` on the jobs a bare job id does not address alone, and on reservations, in real Slurm.
 
 The jobs are tagged and their limits set by hand (as root, as the plugin and an earlier guard would
 have), then one `harp guard --once` runs against the real squeue and scontrol:
 - an array whose own record runs a task (its raw id is the array's id, which Slurm's update takes
   for the whole array): only that task is extended, the others keep their limits;
-- a heterogeneous job whose leader is due: only the leader is extended, not its other component.
+- a heterogeneous job whose leader is due: only the leader is extended, not its other component;
+- a job beside an active core-based reservation on its node is extended, and so is a job submitted
+  with --reservation=R1,R2 running in R1, by steps and not capped by R2's end (R2 is elsewhere).
 """
 
 from __future__ import annotations
@@ -115,3 +117,30 @@ def test_array_task_and_het_component_are_extended_alone(
     assert len(others) == 3 and all(after[a] == minutes(FURTHER) for a in others), (after, log)
     assert re.search(rf"job {re.escape(own['address'])}: time limit {DUE} -> {EXTENDED} min", log), log
     assert re.search(rf"job {re.escape(leader)}: time limit {DUE} -> {EXTENDED} min", log), log
+
+
+def test_core_reservation_beside_and_own_reservations_do_not_refuse(
+    cluster: SlurmCluster, guard_once: GuardOnce
+) -> None:
+    for spec in (
+        ["ReservationName=cores", "StartTime=now", "Duration=120", "Nodes=c4", "CoreCnt=2"],
+        ["ReservationName=R1", "StartTime=now", "Duration=120", "Nodes=c3"],
+        ["ReservationName=R2", "StartTime=now", "Duration=4", "Nodes=c2"],
+    ):
+        made = cluster.run(["scontrol", "create", "reservation", *spec, "Users=root"])
+        assert made.returncode == 0, made.stderr
+    beside = cluster.sbatch(["-w", "c4", "-n1", "-t", "10"], "#!/bin/sh\nsleep 600\n")
+    inside = cluster.sbatch(["--reservation=R1,R2", "-w", "c3", "-n1", "-t", "10"], "#!/bin/sh\nsleep 600\n")
+    assert beside.job_id and inside.job_id, (beside.stderr, inside.stderr)
+    ids = {beside.job_id, inside.job_id}
+    jobs = wait_running(cluster, ids, 2)
+    shown = cluster.scontrol_show_job(inside.job_id)
+    assert shown["Reservation"] == "R1,R2" and shown["NodeList"] == "c3", shown
+    for job in jobs:
+        tag_and_limit(cluster, job["address"], DUE)
+
+    log = guard_once()
+
+    after = limits(cluster, ids)
+    assert after == {str(beside.job_id): minutes(EXTENDED), str(inside.job_id): minutes(EXTENDED)}, log
+    assert "not extended" not in log and "capped" not in log, log

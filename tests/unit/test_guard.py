@@ -32,12 +32,20 @@ def line(job: str, limit: str, used: str, comment: str, partition: str = "batch"
 
 
 class FakeSlurm:
-    """squeue answers ``listing``; scontrol update succeeds unless the job is in ``gone``."""
+    """squeue answers ``listing``; scontrol update succeeds unless the job is in ``gone``; sinfo answers
+    ``node_cores``."""
 
-    def __init__(self, listing: Sequence[str], gone: Sequence[str] = (), reservations: str = "") -> None:
+    def __init__(
+        self,
+        listing: Sequence[str],
+        gone: Sequence[str] = (),
+        reservations: str = "",
+        node_cores: str = "c[1-8]|2|4\n",
+    ) -> None:
         self.listing = "\n".join(listing) + "\n"
         self.gone = set(gone)
         self.reservations = reservations or "No reservations in the system\n"
+        self.node_cores = node_cores
         self.updates: list[tuple[str, int]] = []
         self.squeue_fails = False
 
@@ -59,6 +67,8 @@ class FakeSlurm:
             return Completed(0, self.reservations, "")
         if "partition" in argv:
             return Completed(0, "PartitionName=batch MaxTime=UNLIMITED State=UP\n", "")
+        if argv[0] == "sinfo":
+            return Completed(0, self.node_cores, "")
         return Completed(0, "normal|\nlong|2-00:00:00\n", "")
 
 

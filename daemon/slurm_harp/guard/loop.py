@@ -17,10 +17,12 @@ from slurm_harp.config import GuardSettings
 from slurm_harp.core.extension import ConditionalRatios, next_limit
 from slurm_harp.guard import guard_metrics as results
 from slurm_harp.guard.bounds import (
+    NODE_CORES_ARGV,
     PARTITIONS_ARGV,
     QOS_ARGV,
     RESERVATIONS_ARGV,
     Bounds,
+    parse_node_cores,
     parse_partition_max,
     parse_qos_max,
     parse_reservations,
@@ -171,6 +173,7 @@ class Guard:
                 "partitions", PARTITIONS_ARGV, parse_partition_max, old.partition_max_minutes
             ),
             qos_max_minutes=self._read("QOS", QOS_ARGV, parse_qos_max, old.qos_max_minutes),
+            node_cores=self._read("node cores", NODE_CORES_ARGV, parse_node_cores, old.node_cores),
         )
         self._bounds_at = now
 
