@@ -2,7 +2,8 @@
 
 Idempotent (every decision is computed from the jobs' current state and their harp tags, so a
 restarted guard catches up on its first poll), rate-limited (at most ``max_updates_per_poll``
-scontrol calls, the jobs closest to their limit first), and one bad job never stops a poll.
+scontrol calls, the jobs closest to their limit first), and one bad job never stops a poll. The guard
+also remembers each job's limit from poll to poll, to see one its user lowered (guard.lowered_limits).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from slurm_harp.guard.bounds import (
 )
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
+from slurm_harp.guard.lowered_limits import LoweredLimits
 from slurm_harp.guard.running import SQUEUE_ARGV, RunningJob, parse_running
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.heartbeat import HeartbeatFile
@@ -66,6 +68,7 @@ class Guard:
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
         # tried again only when their limit or the bounds change.
         self._refused: dict[str, int] = {}
+        self._lowered = LoweredLimits()
 
     def configure(self, settings: GuardSettings, history: ExtensionHistory | None = None) -> None:
         """``history``: the site's ended jobs for the conditional extension (None: steps only)."""
@@ -84,7 +87,7 @@ class Guard:
             return None
         now = self._clock()
         self._refresh_bounds(now)
-        jobs = list(parse_running(listing.stdout))
+        jobs = self._lowered.apply(parse_running(listing.stdout))
         shortened = [j for j in jobs if _below_own_limit(j)]
         listed = {j.job_id for j in jobs}
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}

@@ -55,11 +55,16 @@ class RunningJob:
     reservation: str | None
     nodes: str
     tag: Tag | None
+    lowered_to: int | None = None  # a limit its user or an admin lowered it to while it ran
 
     @property
     def own_limit_minutes(self) -> int | None:
-        """The user's own limit when harp shortened the job (or set its time_min) and may extend it."""
-        return None if self.tag is None else self.tag.extendable_minutes
+        """The user's own limit when harp shortened the job (or set its time_min) and may extend it:
+        the tag's, or the lower one set while the job ran (guard.lowered_limits)."""
+        own = None if self.tag is None else self.tag.extendable_minutes
+        if own is None or self.lowered_to is None:
+            return own
+        return min(own, self.lowered_to)
 
     @property
     def prediction_minutes(self) -> int | None:
