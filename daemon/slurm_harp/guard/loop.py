@@ -4,6 +4,10 @@ Idempotent (every decision is computed from the jobs' current state and their ha
 restarted guard catches up on its first poll), rate-limited (at most ``max_updates_per_poll``
 scontrol calls, the jobs closest to their limit first), and one bad job never stops a poll. The guard
 also remembers each job's limit from poll to poll, to see one its user lowered (guard.lowered_limits).
+
+A poll refreshes the heartbeat only when it is good: it listed the jobs, and not every extension it
+tried failed. A guard whose every `scontrol update` fails (no operator rights, say) must not let the
+daemon go on shortening jobs that nothing can extend.
 """
 
 from __future__ import annotations
@@ -49,6 +53,11 @@ class PollReport:
     due: int  # of them due for an extension now
     outcomes: tuple[tuple[str, str], ...]  # (job id, result) per attempt
 
+    @property
+    def good(self) -> bool:
+        """Not a poll whose every extension attempt failed (the heartbeat is refreshed)."""
+        return not self.outcomes or any(result != results.FAILED for _, result in self.outcomes)
+
 
 class Guard:
     def __init__(
@@ -77,8 +86,8 @@ class Guard:
         self.history = history if settings.extension == "conditional" else None
 
     def poll(self) -> PollReport | None:
-        """One poll; None when the running jobs could not be listed (the heartbeat is not
-        refreshed then, so the daemon stops shortening new jobs)."""
+        """One poll; None when the running jobs could not be listed. The heartbeat is refreshed only
+        after a good poll (PollReport.good), so that otherwise the daemon stops shortening new jobs."""
         started = self._clock()
         listing = self._run(SQUEUE_ARGV)
         if listing.returncode != 0:
@@ -106,11 +115,16 @@ class Guard:
         if len(due) > self.settings.max_updates_per_poll:
             log.warning("%d jobs due, %d extended this poll", len(due), self.settings.max_updates_per_poll)
         self.metrics.shortened.set(len(shortened))
+        self.metrics.poll_duration.observe(self._clock() - started)
+        report = PollReport(len(jobs), len(shortened), len(due), tuple(outcomes))
+        if not report.good:
+            log.error("every extension failed: heartbeat not refreshed (new jobs keep their limits)")
+            self.metrics.polls.labels("failed").inc()
+            return report
         self.metrics.polls.labels("ok").inc()
         self.metrics.last_success.set(now)
-        self.metrics.poll_duration.observe(self._clock() - started)
         self.heartbeat.beat()
-        return PollReport(len(jobs), len(shortened), len(due), tuple(outcomes))
+        return report
 
     def _due(self, job: RunningJob) -> bool:
         limit = job.limit_minutes
