@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from slurm_harp.commands import guard as guard_command
 from slurm_harp.config import GuardSettings
 from slurm_harp.guard import guard_metrics as results
 from slurm_harp.guard.bounds import (
@@ -20,7 +22,7 @@ from slurm_harp.guard.bounds import (
 )
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.hostlist import expand
-from slurm_harp.guard.loop import Guard
+from slurm_harp.guard.loop import Guard, PollReport
 from slurm_harp.guard.running import SQUEUE_ARGV, parse_running
 from slurm_harp.guard.slurm import Completed
 
@@ -32,12 +34,21 @@ def line(job: str, limit: str, used: str, comment: str, partition: str = "batch"
 
 
 class FakeSlurm:
-    """squeue answers ``listing``; scontrol update succeeds unless the job is in ``gone``."""
+    """squeue answers ``listing``; scontrol update succeeds unless the job is in ``gone`` (it ended)
+    or ``refused`` (scontrol fails); sinfo answers ``node_cores``."""
 
-    def __init__(self, listing: Sequence[str], gone: Sequence[str] = (), reservations: str = "") -> None:
+    def __init__(
+        self,
+        listing: Sequence[str],
+        gone: Sequence[str] = (),
+        reservations: str = "",
+        node_cores: str = "c[1-8]|2|4\n",
+        refused: Sequence[str] = (),
+    ) -> None:
         self.listing = "\n".join(listing) + "\n"
-        self.gone = set(gone)
+        self.gone, self.refused = set(gone), set(refused)
         self.reservations = reservations or "No reservations in the system\n"
+        self.node_cores = node_cores
         self.updates: list[tuple[str, int]] = []
         self.squeue_fails = False
 
@@ -53,12 +64,16 @@ class FakeSlurm:
             job = argv[2].removeprefix("JobId=")
             if job in self.gone:
                 return Completed(1, "", f"Job has already finished for job {job}\n")
+            if job in self.refused:
+                return Completed(1, "", f"Access/permission denied for job {job}\n")
             self.updates.append((job, int(argv[3].removeprefix("TimeLimit="))))
             return Completed(0, "", "")
         if "reservation" in argv:
             return Completed(0, self.reservations, "")
         if "partition" in argv:
             return Completed(0, "PartitionName=batch MaxTime=UNLIMITED State=UP\n", "")
+        if argv[0] == "sinfo":
+            return Completed(0, self.node_cores, "")
         return Completed(0, "normal|\nlong|2-00:00:00\n", "")
 
 
@@ -182,3 +197,34 @@ def test_bounds_from_scontrol_and_sacctmgr() -> None:
     )
     assert bounds.limit_for(job, NOW) == (19, "reservation r")  # started 9 min ago; r in 10 min
     assert Bounds(partition_max_minutes={"batch": 30}).limit_for(job, NOW) == (30, "partition batch MaxTime")
+
+
+def test_a_poll_whose_every_extension_failed_does_not_beat(tmp_path: Path) -> None:
+    due = [line(str(i), "10:00", "9:00", "harp:extend,t!=10,t0=600,v=x") for i in (1, 2, 3)]
+    slurm = FakeSlurm(due, refused=["1", "2", "3"])  # say the guard lost its operator rights
+    guard, registry = make_guard(slurm, tmp_path)
+    report = guard.poll()
+    assert report is not None and not report.good and count(registry, results.FAILED) == 3
+    assert guard.heartbeat.age() is None  # the daemon stops shortening new jobs
+    assert registry.get_sample_value("harp_guard_polls_total", {"result": "failed"}) == 1
+    assert registry.get_sample_value("harp_guard_last_success_timestamp_seconds") == 0
+    # One extension that works is enough: a job-specific refusal must not stop the cuts.
+    slurm.refused = {"1", "2"}
+    report = guard.poll()
+    assert report is not None and report.good and guard.heartbeat.alive()
+    # Nothing due, nothing tried: a good poll.
+    slurm.listing = line("4", "10:00", "1:00", "harp:extend,t!=10,t0=600,v=x") + "\n"
+    assert guard.poll() == PollReport(1, 1, 0, ())
+
+
+def test_guard_once_exits_1_when_every_extension_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "harp.toml"
+    config.write_text(f'[guard]\nheartbeat = "{tmp_path / "hb"}"\nextension = "steps"\n')
+    slurm = FakeSlurm([line("1", "10:00", "9:00", "harp:extend,t!=10,t0=600,v=x")], refused=["1"])
+    monkeypatch.setattr(guard_command, "run_command", slurm)
+    assert guard_command.run(argparse.Namespace(config=str(config), once=True)) == 1
+    slurm.refused = set()
+    assert guard_command.run(argparse.Namespace(config=str(config), once=True)) == 0
+    assert slurm.updates == [("1", 11)]

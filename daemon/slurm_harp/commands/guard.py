@@ -29,7 +29,11 @@ log = logging.getLogger(__name__)
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("guard", help="extend the running jobs harp shortened, up to their own limits")
     config_option(p, "TOML configuration (the [guard] section)")
-    p.add_argument("--once", action="store_true", help="one poll, then exit (0 if it listed the jobs)")
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="one poll, then exit (0 if it listed the jobs and not every extension it tried failed)",
+    )
     p.set_defaults(func=run)
 
 
@@ -40,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     registry = CollectorRegistry()
     guard = Guard(settings.guard, run_command, GuardMetrics(registry), history=history_of(settings))
     if args.once:
-        return 0 if guard.poll() is not None else 1
+        report = guard.poll()
+        return 0 if report is not None and report.good else 1
     if settings.guard.metrics_port is not None:
         start_http_server(settings.guard.metrics_port, addr=settings.guard.metrics_address, registry=registry)
     wake = threading.Event()

@@ -4,6 +4,13 @@ partition's MaxTime and its QOS's MaxWall.
 The guard runs as an operator, and Slurm lets an operator raise a limit through all of these
 (checked on Slurm 22.05: into a maintenance reservation, past a partition MaxTime). So the guard
 checks them itself and refuses, logged and counted, what the site's own limits would forbid.
+
+Reservations: a job is never extended past the end of a reservation it may run in (it may name
+several, ``--reservation=R1,R2``), nor into another reservation on its nodes. A core-based
+reservation (CoreCnt below its nodes' cores) bounds the jobs beside it only until it starts: before,
+the cores Slurm chose for it may be a job's; once it runs, Slurm has kept its cores apart from every
+job it did not ignore, so extending them takes nothing from it. One flagged MAINT or IGNORE_JOBS
+(placed over running jobs) bounds them as a whole-node one does.
 """
 
 from __future__ import annotations
@@ -23,6 +30,10 @@ log = logging.getLogger(__name__)
 RESERVATIONS_ARGV = ("scontrol", "--oneliner", "show", "reservation")
 PARTITIONS_ARGV = ("scontrol", "--oneliner", "show", "partition")
 QOS_ARGV = ("sacctmgr", "--noheader", "--parsable2", "show", "qos", "format=Name,MaxWall")
+# Node names (a host list), sockets per node and cores per socket, one line per kind of node.
+NODE_CORES_ARGV = ("sinfo", "--noheader", "--format=%N|%X|%Y")
+# Reservations placed over running jobs: they bound the jobs on their nodes whatever their size.
+_OVER_JOBS = frozenset({"MAINT", "IGNORE_JOBS"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +42,20 @@ class Reservation:
     start: float  # unix seconds
     end: float
     nodes: frozenset[str]
+    cores: int = 0  # CoreCnt: the cores it holds on its nodes (0: not known)
+    flags: frozenset[str] = frozenset()
+
+    def bounds_others(self, now: float, node_cores: Mapping[str, int]) -> bool:
+        """Whether it bounds the jobs on its nodes that do not run in it (see the module's note)."""
+        if self.start > now or self.flags & _OVER_JOBS:
+            return True
+        return not self.holds_some_cores(node_cores)
+
+    def holds_some_cores(self, node_cores: Mapping[str, int]) -> bool:
+        """Core-based: fewer cores than its nodes have (False where a node's cores are unknown)."""
+        if not self.cores or not self.nodes or any(n not in node_cores for n in self.nodes):
+            return False
+        return self.cores < sum(node_cores[n] for n in self.nodes)
 
 
 @dataclass(frozen=True)
@@ -38,6 +63,7 @@ class Bounds:
     reservations: tuple[Reservation, ...] = ()
     partition_max_minutes: Mapping[str, int] = field(default_factory=dict)
     qos_max_minutes: Mapping[str, int] = field(default_factory=dict)
+    node_cores: Mapping[str, int] = field(default_factory=dict)
 
     def limit_for(self, job: RunningJob, now: float) -> tuple[int | None, str]:
         """(the largest limit in minutes the site allows ``job``, what sets it); None: no bound."""
@@ -57,10 +83,14 @@ class Bounds:
             nodes = expand(job.nodes)
         except ValueError:
             nodes = set()
+        own = set(job.reservation.split(",")) if job.reservation else set()
         for r in self.reservations:
-            if r.name == job.reservation:
-                lower(math.floor((r.end - started) / 60.0), f"end of its reservation {r.name}")
-            elif r.end > now and r.nodes & nodes:
+            if r.name in own:
+                # Slurm keeps "R1,R2" for a job that may run in either: one that holds nodes but
+                # none of the job's is not the one it runs in.
+                if not (r.nodes and nodes and not r.nodes & nodes):
+                    lower(math.floor((r.end - started) / 60.0), f"end of its reservation {r.name}")
+            elif r.end > now and r.nodes & nodes and r.bounds_others(now, self.node_cores):
                 lower(math.floor((max(r.start, now) - started) / 60.0), f"reservation {r.name}")
         return best
 
@@ -78,10 +108,12 @@ def parse_reservations(text: str) -> tuple[Reservation, ...]:
                     start=datetime.fromisoformat(fields["StartTime"]).timestamp(),
                     end=datetime.fromisoformat(fields["EndTime"]).timestamp(),
                     nodes=frozenset(expand(fields.get("Nodes", ""))),
+                    cores=int(fields.get("CoreCnt", "0")),
+                    flags=frozenset(fields.get("Flags", "").upper().split(",")) - {"", "(NULL)"},
                 )
             )
-        except (KeyError, ValueError) as exc:
-            log.warning("reservation line skipped (%s): %.200s", exc, line)
+        except Exception as exc:  # one odd line, whatever it raises, never stops a poll
+            log.warning("reservation line skipped (%s: %s): %.200s", type(exc).__name__, exc, line)
     return tuple(out)
 
 
@@ -107,12 +139,32 @@ def parse_qos_max(text: str) -> dict[str, int]:
     return out
 
 
+def parse_node_cores(text: str) -> dict[str, int]:
+    """NODE_CORES_ARGV's output: node -> cores. A line that does not read is logged and skipped
+    (its nodes' reservations then count as whole-node ones)."""
+    out = {}
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        try:
+            hosts, sockets, cores = line.strip().split("|")
+            per_node = int(sockets) * int(cores)
+            out.update(dict.fromkeys(expand(hosts), per_node))
+        except Exception as exc:
+            log.warning("node line skipped (%s: %s): %.200s", type(exc).__name__, exc, line)
+    return out
+
+
 def _duration(text: str) -> float | None:
+    """Seconds, or None for no limit and (logged) for anything that does not read as a duration."""
     try:
-        return parse_duration_s(text)
-    except ValueError:
+        seconds = parse_duration_s(text)
+    except Exception:  # ValueError, and OverflowError for a 400-digit field
+        seconds = math.nan
+    if seconds is not None and not math.isfinite(seconds):
         log.warning("unreadable duration %.40r", text)
         return None
+    return seconds
 
 
 def _key_values(line: str) -> dict[str, str]:

@@ -36,7 +36,7 @@ class GuardMetrics:
         )
         self.polls = Counter(
             "harp_guard_polls",
-            "Polls of the running jobs, by result (ok, failed).",
+            "Polls of the running jobs, by result: ok, failed (no listing, or every extension failed).",
             ["result"],
             registry=registry,
         )
@@ -58,6 +58,6 @@ class GuardMetrics:
         )
         self.last_success = Gauge(
             "harp_guard_last_success_timestamp_seconds",
-            "Unix time of the last poll that listed the running jobs.",
+            "Unix time of the last good poll (the heartbeat refreshed).",
             registry=registry,
         )

@@ -2,7 +2,12 @@
 
 Idempotent (every decision is computed from the jobs' current state and their harp tags, so a
 restarted guard catches up on its first poll), rate-limited (at most ``max_updates_per_poll``
-scontrol calls, the jobs closest to their limit first), and one bad job never stops a poll.
+scontrol calls, the jobs closest to their limit first), and one bad job never stops a poll. The guard
+also remembers each job's limit from poll to poll, to see one its user lowered (guard.lowered_limits).
+
+A poll refreshes the heartbeat only when it is good: it listed the jobs, and not every extension it
+tried failed. A guard whose every `scontrol update` fails (no operator rights, say) must not let the
+daemon go on shortening jobs that nothing can extend.
 """
 
 from __future__ import annotations
@@ -17,16 +22,19 @@ from slurm_harp.config import GuardSettings
 from slurm_harp.core.extension import ConditionalRatios, next_limit
 from slurm_harp.guard import guard_metrics as results
 from slurm_harp.guard.bounds import (
+    NODE_CORES_ARGV,
     PARTITIONS_ARGV,
     QOS_ARGV,
     RESERVATIONS_ARGV,
     Bounds,
+    parse_node_cores,
     parse_partition_max,
     parse_qos_max,
     parse_reservations,
 )
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
+from slurm_harp.guard.lowered_limits import LoweredLimits
 from slurm_harp.guard.running import SQUEUE_ARGV, RunningJob, parse_running
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.heartbeat import HeartbeatFile
@@ -44,6 +52,11 @@ class PollReport:
     shortened: int  # of them below their user's own limit
     due: int  # of them due for an extension now
     outcomes: tuple[tuple[str, str], ...]  # (job id, result) per attempt
+
+    @property
+    def good(self) -> bool:
+        """Not a poll whose every extension attempt failed (the heartbeat is refreshed)."""
+        return not self.outcomes or any(result != results.FAILED for _, result in self.outcomes)
 
 
 class Guard:
@@ -64,6 +77,7 @@ class Guard:
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
         # tried again only when their limit or the bounds change.
         self._refused: dict[str, int] = {}
+        self._lowered = LoweredLimits()
 
     def configure(self, settings: GuardSettings, history: ExtensionHistory | None = None) -> None:
         """``history``: the site's ended jobs for the conditional extension (None: steps only)."""
@@ -72,8 +86,8 @@ class Guard:
         self.history = history if settings.extension == "conditional" else None
 
     def poll(self) -> PollReport | None:
-        """One poll; None when the running jobs could not be listed (the heartbeat is not
-        refreshed then, so the daemon stops shortening new jobs)."""
+        """One poll; None when the running jobs could not be listed. The heartbeat is refreshed only
+        after a good poll (PollReport.good), so that otherwise the daemon stops shortening new jobs."""
         started = self._clock()
         listing = self._run(SQUEUE_ARGV)
         if listing.returncode != 0:
@@ -82,7 +96,7 @@ class Guard:
             return None
         now = self._clock()
         self._refresh_bounds(now)
-        jobs = list(parse_running(listing.stdout))
+        jobs = self._lowered.apply(parse_running(listing.stdout))
         shortened = [j for j in jobs if _below_own_limit(j)]
         listed = {j.job_id for j in jobs}
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
@@ -101,11 +115,16 @@ class Guard:
         if len(due) > self.settings.max_updates_per_poll:
             log.warning("%d jobs due, %d extended this poll", len(due), self.settings.max_updates_per_poll)
         self.metrics.shortened.set(len(shortened))
+        self.metrics.poll_duration.observe(self._clock() - started)
+        report = PollReport(len(jobs), len(shortened), len(due), tuple(outcomes))
+        if not report.good:
+            log.error("every extension failed: heartbeat not refreshed (new jobs keep their limits)")
+            self.metrics.polls.labels("failed").inc()
+            return report
         self.metrics.polls.labels("ok").inc()
         self.metrics.last_success.set(now)
-        self.metrics.poll_duration.observe(self._clock() - started)
         self.heartbeat.beat()
-        return PollReport(len(jobs), len(shortened), len(due), tuple(outcomes))
+        return report
 
     def _due(self, job: RunningJob) -> bool:
         limit = job.limit_minutes
@@ -171,6 +190,7 @@ class Guard:
                 "partitions", PARTITIONS_ARGV, parse_partition_max, old.partition_max_minutes
             ),
             qos_max_minutes=self._read("QOS", QOS_ARGV, parse_qos_max, old.qos_max_minutes),
+            node_cores=self._read("node cores", NODE_CORES_ARGV, parse_node_cores, old.node_cores),
         )
         self._bounds_at = now
 

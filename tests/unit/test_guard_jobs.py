@@ -1,0 +1,82 @@
+"""The jobs `harp guard` reads from squeue: array tasks and heterogeneous components addressed alone,
+and odd lines that never stop a poll (Slurm faked at the subprocess boundary)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.guard import running
+from slurm_harp.guard.bounds import parse_partition_max, parse_qos_max, parse_reservations
+from slurm_harp.guard.running import SQUEUE_ARGV, parse_running
+from tests.unit.test_guard import FakeSlurm, line, make_guard
+
+TAG = "harp:extend,t!=40,t0=600,v=x"
+
+
+def test_squeue_is_asked_for_the_id_that_addresses_one_job() -> None:
+    # JobID prints the raw id, which scontrol update takes for a whole array or heterogeneous job.
+    assert SQUEUE_ARGV[-1].startswith("--Format=JobArrayID:0|,")
+
+
+def test_an_array_task_and_a_het_component_are_extended_alone(tmp_path: Path) -> None:
+    slurm = FakeSlurm(
+        [
+            line("1000_2", "40:00", "39:00", TAG),  # the array's own record (raw id 1000) runs task 2
+            line("1000_0", "1:40:00", "1:35:00", TAG, nodes="c2"),  # extended further already
+            line("7+0", "40:00", "39:00", TAG),  # a heterogeneous job's leader
+            line("7+1", "1:40:00", "1:35:00", TAG),
+        ]
+    )
+    guard, _ = make_guard(slurm, tmp_path)
+    report = guard.poll()
+    assert report is not None and report.due == 2
+    assert slurm.updates == [("1000_2", 41), ("7+0", 41)]
+
+
+@pytest.mark.parametrize("job_id", ["1000_[3-5]", "7+", "+1", "12_3+1", "1_2_3", " ", "١٢"])
+def test_an_id_that_is_not_one_job_is_skipped(job_id: str, caplog: pytest.LogCaptureFixture) -> None:
+    assert list(parse_running(line(job_id, "40:00", "39:00", TAG))) == []
+    assert "skipped" in caplog.text
+
+
+def test_an_overflowing_line_never_stops_a_poll(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    big = "9" * 400  # the audit's input: OverflowError from float(), not a ValueError
+    slurm = FakeSlurm(
+        [
+            line("1", "40:00", "39:00", TAG),
+            line("2", f"{big}:00", "1:00", ""),
+            line("3", "40:00", f"{big}:00:00", TAG),
+            line("4", f"{'9' * 306}:00:00", "1:00", TAG),  # a finite number of hours, infinite seconds
+        ]
+    )
+    guard, _ = make_guard(slurm, tmp_path)
+    report = guard.poll()
+    assert report is not None and report.listed == 1 and slurm.updates == [("1", 41)]
+    assert guard.heartbeat.alive()
+    assert caplog.text.count("skipped") == 3 and "OverflowError" in caplog.text
+
+
+def test_a_line_that_raises_anything_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    def tag_of(comment: str | None) -> None:
+        if comment == "odd":
+            raise RuntimeError("a parser bug")
+
+    monkeypatch.setattr(running, "parse_tag", tag_of)
+    jobs = parse_running("\n".join([line("1", "40:00", "1:00", "odd"), line("2", "40:00", "1:00", "")]))
+    assert [j.job_id for j in jobs] == ["2"]
+
+
+def test_overflowing_site_bounds_are_skipped() -> None:
+    big = "9" * 400
+    assert parse_partition_max(
+        f"PartitionName=p MaxTime={big}-00:00:00\nPartitionName=q MaxTime={'9' * 306}:00:00\n"
+        "PartitionName=batch MaxTime=1-00:00:00\n"
+    ) == {"batch": 1440}
+    assert parse_qos_max(f"huge|{big}-00:00:00\nlong|2-00:00:00\n") == {"long": 2880}
+    hour = "StartTime=2026-01-01T10:00:00 EndTime=2026-01-01T11:00:00 Nodes=c1"
+    reservations = parse_reservations(
+        f"ReservationName=odd {hour} CoreCnt=x\nReservationName=ok {hour} CoreCnt={big}\n"
+    )
+    assert [r.name for r in reservations] == ["ok"]

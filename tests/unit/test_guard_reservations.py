@@ -1,0 +1,99 @@
+"""Reservations as `harp guard` bounds: the ones a job runs in, and core-based ones beside it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.guard import guard_metrics as results
+from slurm_harp.guard.bounds import Bounds, Reservation, parse_node_cores, parse_reservations
+from slurm_harp.guard.running import parse_running
+from tests.unit.test_guard import NOW, FakeSlurm, count, make_guard
+
+TAG = "harp:extend,t!=40,t0=600,v=x"
+DAY = 86400.0
+
+
+def at(t: float) -> str:
+    return datetime.fromtimestamp(t).isoformat(timespec="seconds")
+
+
+def reservation(name: str, start: float, end: float, nodes: str, extra: str = "") -> str:
+    return f"ReservationName={name} StartTime={at(start)} EndTime={at(end)} Nodes={nodes} {extra}\n"
+
+
+def job_in(reservations: str, nodes: str = "c1") -> str:
+    return f"7|40:00|39:00|batch|normal|{reservations}|{nodes}|{TAG}|"
+
+
+def test_a_job_may_name_several_reservations(tmp_path: Path) -> None:
+    # Submitted --reservation=R1,R2, it runs in R1 (on c1); Slurm keeps "R1,R2" as its reservation.
+    r1 = reservation("R1", NOW - DAY, NOW + 7 * DAY, "c[1-4]")
+    r2 = reservation("R2", NOW - DAY, NOW + 60, "c[5-8]")
+    slurm = FakeSlurm([job_in("R1,R2")], reservations=r1 + r2)
+    guard, registry = make_guard(slurm, tmp_path)
+    guard.poll()
+    # Not refused as if R1 were another's reservation, nor capped at the end of R2, elsewhere.
+    assert slurm.updates == [("7", 41)] and count(registry, results.EXTENDED) == 1
+
+
+def test_the_end_of_a_reservation_the_job_may_run_in_caps_it() -> None:
+    (job,) = parse_running(job_in("R1,R2"))
+    # Both on its node: it runs in one of them, which one squeue does not say; the earlier end caps.
+    both = Bounds(
+        reservations=(
+            Reservation("R1", NOW - DAY, NOW + 7 * DAY, frozenset({"c1"})),
+            Reservation("R2", NOW - DAY, NOW + 60, frozenset({"c1", "c2"})),
+        )
+    )
+    assert both.limit_for(job, NOW) == (40, "end of its reservation R2")  # started 39 min ago
+    # Its nodes unknown: every reservation it names caps it.
+    (lost,) = parse_running(job_in("R1,R2", nodes="(null)"))
+    elsewhere = Bounds(reservations=(Reservation("R2", NOW - DAY, NOW + 60, frozenset({"c5"})),))
+    assert elsewhere.limit_for(lost, NOW)[1] == "end of its reservation R2"
+    assert elsewhere.limit_for(job, NOW) == (None, "")
+
+
+CORES = "CoreCnt=2 Flags=SPEC_NODES"  # 2 of c1's 8 cores
+
+
+@pytest.mark.parametrize(
+    ("start", "extra", "node_cores", "extended"),
+    [
+        (NOW - 3600, CORES, "c[1-8]|2|4\n", True),  # active: Slurm keeps its cores apart from the job
+        (NOW + 30, CORES, "c[1-8]|2|4\n", False),  # starts in 30 s: its cores may be the job's
+        (NOW - 3600, "CoreCnt=2 Flags=MAINT,SPEC_NODES", "c[1-8]|2|4\n", False),  # placed over jobs
+        (NOW - 3600, "CoreCnt=2 Flags=IGNORE_JOBS", "c[1-8]|2|4\n", False),
+        (NOW - 3600, "CoreCnt=8 Flags=SPEC_NODES", "c[1-8]|2|4\n", False),  # all of c1's cores
+        (NOW - 3600, CORES, "c[2-8]|2|4\n", False),  # c1's cores unknown: taken as whole-node
+        (NOW - 3600, CORES, "garbage\n", False),
+    ],
+)
+def test_a_core_based_reservation_beside_a_job(
+    tmp_path: Path, start: float, extra: str, node_cores: str, extended: bool
+) -> None:
+    text = reservation("cores", start, NOW + 30 * DAY, "c1", extra)
+    slurm = FakeSlurm([job_in("(null)")], reservations=text, node_cores=node_cores)
+    guard, registry = make_guard(slurm, tmp_path)
+    guard.poll()
+    assert slurm.updates == ([("7", 41)] if extended else [])
+    assert count(registry, results.REFUSED_BOUND) == (0 if extended else 1)
+
+
+def test_a_core_based_reservation_yet_to_start_caps_at_its_start() -> None:
+    (job,) = parse_running(job_in("(null)"))
+    cores = Reservation("cores", NOW + 600, NOW + DAY, frozenset({"c1"}), cores=2)
+    bounds = Bounds(reservations=(cores,), node_cores={"c1": 8})
+    assert bounds.limit_for(job, NOW) == (49, "reservation cores")
+
+
+def test_reservation_cores_and_flags_and_node_cores_parse() -> None:
+    (r,) = parse_reservations(reservation("m", NOW, NOW + 60, "c[1-2]", "CoreCnt=4 Flags=MAINT,SPEC_NODES"))
+    assert r.cores == 4 and r.flags == {"MAINT", "SPEC_NODES"}
+    (r,) = parse_reservations(reservation("n", NOW, NOW + 60, "c1", "Flags=(null)"))
+    assert r.cores == 0 and r.flags == frozenset()
+    # sinfo prints one line per kind of node (and per partition): sockets x cores per socket.
+    cores = parse_node_cores("c[1-2]|2|4\ngpu01|1|16\nc[1-2]|2|4\nbad line\n")
+    assert cores == {"c1": 8, "c2": 8, "gpu01": 16}
