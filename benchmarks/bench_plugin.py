@@ -18,8 +18,9 @@ connection) and are left out; "failed" counts the plugin's failed daemon calls (
 unchanged), so every other call reached the model.
 
 Under load: --submitters sbatch loops at once submit --load-jobs jobs in all, with the no-op script,
-then with the plugin and the daemon, then with the plugin and a no-op server (what the transport
-alone leaves of the rate), --rounds times in turn (the machine's load drifts: each round's ratios
+then with the plugin and the daemon, with the plugin and a no-op server (what the transport
+alone leaves of the rate), and with the plugin and the canned decision (what any decision path
+leaves of it, the daemon's work aside), --rounds times in turn (the machine's load drifts: each round's ratios
 compare runs a few seconds apart); slurmctld's submissions per second, the time in the plugin, and
 the median ratio of each variant to the no-op script.
 
@@ -176,20 +177,26 @@ def run_rounds(
     daemon: DaemonProcess,
     work: Path,
     scripts: tuple[str, str],
+    canned: bytes,
 ) -> list[tuple[str, tuple[float, float, float, int]]]:
     """The runs under load, ``args.rounds`` rounds of each variant in turn: the no-op script, the
     plugin with the daemon, the plugin with a no-op server (what the transport alone leaves of the
-    rate) and, with --pin-cpu, the daemon on that CPU."""
+    rate), the plugin with a server answering ``canned`` (the daemon's decision without its work)
+    and, with --pin-cpu, the daemon on that CPU."""
     noop_script, harp = scripts
     everywhere = os.sched_getaffinity(0)
     sock = work / "harp.sock"
     assert daemon.proc is not None
     out = []
-    with NoopServer(work / "noop-load.sock", kind=LANE) as noop:
+    with (
+        NoopServer(work / "noop-load.sock", kind=LANE) as noop,
+        NoopServer(work / "canned-load.sock", kind=LANE, reply=canned) as decided,
+    ):
         variants = [
             ("no-op job_submit.lua", noop_script, daemon.socket, everywhere),
             ("harp plugin + harp daemon", harp, daemon.socket, everywhere),
             ("harp plugin + no-op server", harp, noop.sock, everywhere),
+            ("harp plugin + canned decision", harp, decided.sock, everywhere),
         ]
         if args.pin_cpu is not None:
             label = "harp plugin + harp daemon" + pinned_label(args.pin_cpu)
@@ -291,7 +298,7 @@ def main() -> None:
                         )
                         pin(daemon.proc.pid, everywhere)
                     if args.load_jobs and not label:
-                        load += run_rounds(cluster, args, daemon, work, (noop_script, harp))
+                        load += run_rounds(cluster, args, daemon, work, (noop_script, harp), canned)
                 finally:
                     daemon.stop()
             # The daemon's answer without its work: the plugin's own cost of applying a decision.
