@@ -18,8 +18,10 @@ connection) and are left out; "failed" counts the plugin's failed daemon calls (
 unchanged), so every other call reached the model.
 
 Under load: --submitters sbatch loops at once submit --load-jobs jobs in all, with the no-op script,
-then with the plugin and the daemon, then with the plugin and a no-op server (what the transport
-alone leaves of the rate), --rounds times in turn (the machine's load drifts: each round's ratios
+then with the plugin and the daemon, with the plugin and a no-op server (what the transport
+alone leaves of the rate), and with the plugin and the canned decision (what any decision path
+leaves of it, the daemon's work aside), --rounds times in turn, the variants after the no-op
+script in a rotated order (the machine's load drifts: each round's ratios
 compare runs a few seconds apart); slurmctld's submissions per second, the time in the plugin, and
 the median ratio of each variant to the no-op script.
 
@@ -176,26 +178,35 @@ def run_rounds(
     daemon: DaemonProcess,
     work: Path,
     scripts: tuple[str, str],
+    canned: bytes,
 ) -> list[tuple[str, tuple[float, float, float, int]]]:
     """The runs under load, ``args.rounds`` rounds of each variant in turn: the no-op script, the
     plugin with the daemon, the plugin with a no-op server (what the transport alone leaves of the
-    rate) and, with --pin-cpu, the daemon on that CPU."""
+    rate), the plugin with a server answering ``canned`` (the daemon's decision without its work)
+    and, with --pin-cpu, the daemon on that CPU."""
     noop_script, harp = scripts
     everywhere = os.sched_getaffinity(0)
     sock = work / "harp.sock"
     assert daemon.proc is not None
     out = []
-    with NoopServer(work / "noop-load.sock", kind=LANE) as noop:
+    with (
+        NoopServer(work / "noop-load.sock", kind=LANE) as noop,
+        NoopServer(work / "canned-load.sock", kind=LANE, reply=canned) as decided,
+    ):
         variants = [
             ("no-op job_submit.lua", noop_script, daemon.socket, everywhere),
             ("harp plugin + harp daemon", harp, daemon.socket, everywhere),
             ("harp plugin + no-op server", harp, noop.sock, everywhere),
+            ("harp plugin + canned decision", harp, decided.sock, everywhere),
         ]
         if args.pin_cpu is not None:
             label = "harp plugin + harp daemon" + pinned_label(args.pin_cpu)
             variants.append((label, harp, daemon.socket, {args.pin_cpu}))
-        for _ in range(args.rounds):
-            for name, script, server, cpus in variants:
+        for k in range(args.rounds):
+            # The no-op script first, the others rotated: the rate drifts within a round, and
+            # no variant should always run last.
+            at = k % (len(variants) - 1)
+            for name, script, server, cpus in [variants[0], *variants[1 + at :], *variants[1 : 1 + at]]:
                 pin(daemon.proc.pid, cpus)
                 point(sock, server)
                 cluster.write_job_submit(script)  # a new script: a new Lua state, a new connection
@@ -291,7 +302,7 @@ def main() -> None:
                         )
                         pin(daemon.proc.pid, everywhere)
                     if args.load_jobs and not label:
-                        load += run_rounds(cluster, args, daemon, work, (noop_script, harp))
+                        load += run_rounds(cluster, args, daemon, work, (noop_script, harp), canned)
                 finally:
                     daemon.stop()
             # The daemon's answer without its work: the plugin's own cost of applying a decision.
@@ -331,9 +342,9 @@ def main() -> None:
             print(f"{name:<56} {rate:>8.1f} {p50:>10.3f} {p99:>10.3f} {failed:>6}")
         # Each round starts with the no-op script; every other variant is compared with it.
         names = list(dict.fromkeys(name for name, _ in load))
-        rounds = [load[i : i + len(names)] for i in range(0, len(load), len(names))]
-        for k, what in enumerate(names[1:], start=1):
-            ratios = [r[k][1][0] / r[0][1][0] for r in rounds]
+        rounds = [dict(load[i : i + len(names)]) for i in range(0, len(load), len(names))]
+        for what in names[1:]:
+            ratios = [r[what][0] / r[names[0]][0] for r in rounds]
             print(
                 f"submissions/s with {what} / with the no-op script, per round: "
                 + ", ".join(f"{x:.2f}" for x in ratios)
