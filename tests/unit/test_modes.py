@@ -3,6 +3,7 @@ user's message and the tag the guard reads back."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -110,3 +111,11 @@ def test_parse_tag_reads_what_annotation_writes_and_refuses_the_rest() -> None:
     # A shadow tag or a rewrite (kill at the new limit) is never extendable.
     assert parse_tag("harp:shadow,t=40,v=x").extendable_minutes is None  # type: ignore[union-attr]
     assert parse_tag("harp:rewrite,t!=40,v=x").extendable_minutes is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("separator", ["\x1f", "\u00a0", "\u2003", "\x85"])
+def test_a_tag_joined_by_other_than_ascii_whitespace_is_no_tag(separator: str) -> None:
+    """The plugin strips a user's harp tokens split on ASCII whitespace (Lua's %s): what it keeps
+    must not read as a tag here either."""
+    assert parse_tag(f"x{separator}harp:extend,t!=1,t0=99999,v=forged") is None
+    assert parse_tag("x\tharp:extend,t!=1,t0=600,v=a\ny").own == {"t": 600}  # type: ignore[union-attr]

@@ -120,9 +120,15 @@ _ITEM = re.compile(r"^([tmc])([!~]?)=(\d+)(?:/q[0-9.e-]+)?(/k)?$")
 _OWN = re.compile(r"^([tmc])0=(\d+)$")
 
 
+# Tokens are split as the plugin splits them (Lua's %s: ASCII whitespace only), so that the tokens it
+# strips from what a user sent and the tokens read here are the same: str.split() would also split on
+# U+00A0, U+2003 or \x1f, which would make "x\x1fharp:..." a tag here and no tag to the plugin.
+_SPACE = re.compile(r"[ \t\n\v\f\r]+")
+
+
 def last_tag(admin_comment: str | None) -> str | None:
     """The last harp token in ``admin_comment`` (other tools append their own), or None."""
-    tokens = [tok for tok in (admin_comment or "").split() if tok.startswith(TAG_PREFIX)]
+    tokens = [tok for tok in _SPACE.split(admin_comment or "") if tok.startswith(TAG_PREFIX)]
     return tokens[-1] if tokens else None
 
 
