@@ -1,7 +1,8 @@
 -- Unary gRPC over HTTP/2 (prior knowledge, no TLS) on a Unix socket, with harp.h2.
 --   call(socket_path, method_path, request_bytes, timeout_s) -> response_bytes | nil, err
 -- One persistent connection lives in this module; it is dropped on any error. A call that fails on a
--- REUSED connection (transport error) is retried once on a fresh one within the same deadline.
+-- REUSED connection (transport error) is retried once on a fresh one within the same deadline; one
+-- that ran out of time is not.
 -- Loads luasocket, lua-http's HPACK module (not the rest of lua-http) and lua-posix's clock.
 
 local h2 = require "harp.h2"
@@ -130,7 +131,9 @@ function M.call(path, method, payload, timeout_s)
   local res, err, transport = guarded_attempt(conn, method, payload, deadline)
   if res then return res end
   drop()
-  if not (reused and transport) or deadline - now() <= 0 then return nil, err end
+  -- a retry is for a reused connection the server had closed, not for a call out of time (a wait
+  -- may end up to a millisecond before the deadline: luasocket waits in whole milliseconds)
+  if err == TIMEOUT or not (reused and transport) or deadline - now() <= 0 then return nil, err end
 
   -- exactly one retry, only because the failed connection had been reused
   M.stats.retries = M.stats.retries + 1

@@ -77,8 +77,8 @@ local function flush(c, deadline)
   local left = deadline and deadline - now() or 0
   c.sock:settimeout(left > 0 and left or 0, "t")
   local sent, err = c.sock:send(data)
-  if not sent then
-    c.dead = "send: " .. tostring(err)
+  if not sent then -- a server that reads nothing more holds the write until the deadline
+    c.dead = err == "timeout" and "deadline exceeded" or ("send: " .. tostring(err))
     return nil, c.dead
   end
   local w = c.recv

@@ -124,6 +124,7 @@ FLOODS: dict[str, tuple[bool, bool, Callable[[int], bytes]]] = {
     "unknown frames of 16 KiB": (False, True, lambda sid: frame(0xFA, 0, 0, b"x" * 16384)),
     "PING ACKs": (False, True, lambda sid: frame(PING, ACK, 0, b"12345678")),
     "PINGs (each owed an ACK)": (False, True, lambda sid: frame(PING, 0, 0, b"12345678")),
+    "PINGs whose ACKs are never read": (False, False, lambda sid: frame(PING, 0, 0, b"12345678")),
     "SETTINGS (each owed an ACK)": (False, True, lambda sid: frame(SETTINGS, 0, 0)),
     "PRIORITY": (False, True, lambda sid: frame(PRIORITY, 0, sid, b"\0\0\0\0\x10")),
     "WINDOW_UPDATE of 1": (False, True, lambda sid: frame(WINDOW_UPDATE, 0, sid, b"\0\0\0\1")),
