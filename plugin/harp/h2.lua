@@ -3,6 +3,7 @@
 --   conn = h2.connect(path, deadline)             -> conn | nil, err
 --   conn:request(header_block, body, deadline, max_body)
 --       -> {headers = {...}, trailers = {...} | nil, body = "..."} | nil, err, transport
+--       (err is M.TOO_BIG when the body passed max_body bytes: the rest is not read)
 --   conn:usable()                                  -> false once the server said GOAWAY or hung up
 --   conn:close()
 -- luasocket does the I/O (a blocking socket, every wait bounded by the caller's deadline);
@@ -52,6 +53,7 @@ M.sigpipe = sigpipe_state()
 -- below HTTP/2's 65,535). Larger than any response we accept: a call needs no WINDOW_UPDATE.
 -- Read at connect time; the tests lower it to make window top-ups happen.
 M.WINDOW = 16777216
+M.TOO_BIG = "response body too large"
 
 local on_frame = frames.on_frame
 local frame, u32, get_u31, queue, error_name = wire.frame, wire.u32, wire.get_u31, wire.queue, wire.error_name
@@ -243,7 +245,7 @@ function Conn:request(block, body, deadline, max_body)
     return nil, "GOAWAY before the request was processed (" .. tostring(self.goaway_reason) .. ")", true
   end
   if s.reset then return nil, "stream reset by the server: " .. error_name(s.reset), s.reset == REFUSED_STREAM end
-  if s.too_big then return nil, "response larger than " .. max_body .. " bytes", false end
+  if s.too_big then return nil, M.TOO_BIG, false end
   return {headers = s.headers, trailers = s.trailers, body = concat(s.parts)}
 end
 
