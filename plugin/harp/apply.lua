@@ -74,8 +74,9 @@ function M.plan(job_desc, decision, submit_uid)
   local function note(s) plan.notes[#plan.notes + 1] = s end
   local function current(field) if planned[field] ~= nil then return planned[field] end return get(field) end
 
-  -- first decision per target only; an action counts only where its mode allows it (ALLOWED)
-  local by_target, asked = {}, false
+  -- first decision per target only; an action counts only where its mode allows it (ALLOWED);
+  -- one note per action ignored, however many targets carry it
+  local by_target, asked, ignored = {}, false, nil
   local allowed = ALLOWED[decision.mode] or {}
   for _, t in ipairs(type(decision.targets) == "table" and decision.targets or {}) do
     local changes = type(t) == "table" and (t.action == REWRITE or t.action == SET_TIME_MIN)
@@ -83,7 +84,9 @@ function M.plan(job_desc, decision, submit_uid)
       if allowed[t.action] and allowed[t.action][t.target] then
         by_target[t.target] = t
         asked = true
-      else
+      elseif not (ignored and ignored[t.action]) then
+        ignored = ignored or {}
+        ignored[t.action] = true
         note("ignored action " .. tostring(t.action) .. " in mode " .. tostring(decision.mode))
       end
     end

@@ -1,7 +1,9 @@
 -- Unary gRPC over HTTP/2 (prior knowledge, no TLS) on a Unix socket, with harp.h2.
---   call(socket_path, method_path, request_bytes, timeout_s) -> response_bytes | nil, err
+--   call(socket_path, method_path, request_bytes, timeout_s[, max_response]) -> response_bytes | nil, err
+--   (max_response: the largest response message taken, in bytes; M.MAX_RESPONSE by default)
 -- One persistent connection lives in this module; it is dropped on any error. A call that fails on a
--- REUSED connection (transport error) is retried once on a fresh one within the same deadline.
+-- REUSED connection (transport error) is retried once on a fresh one within the same deadline; one
+-- that ran out of time is not.
 -- Loads luasocket, lua-http's HPACK module (not the rest of lua-http) and lua-posix's clock.
 
 local h2 = require "harp.h2"
@@ -13,7 +15,7 @@ local byte, char, sub, format, floor, gsub = string.byte, string.char, string.su
 local concat, pcall, tostring, tonumber = table.concat, pcall, tostring, tonumber
 
 local M = {}
-M.MAX_RESPONSE = 1048576 -- bytes; a Decision is a few hundred
+M.MAX_RESPONSE = 1048576 -- bytes, unless the caller says (harp.main takes a Decision of 16 KiB at most)
 M.precheck = true -- look for GOAWAY/EOF on an idle connection before reusing it (tests turn it off)
 M.stats = {calls = 0, connects = 0, retries = 0}
 M.h2 = h2
@@ -58,12 +60,12 @@ local function frame(msg)
   return "\0" .. char(floor(n / 16777216) % 256, floor(n / 65536) % 256, floor(n / 256) % 256, n % 256) .. msg
 end
 
-local function unframe(body)
+local function unframe(body, max)
   if #body < 5 then return nil, "short gRPC response (" .. #body .. " bytes)" end
   local flag, a, b, c, d = byte(body, 1, 5)
   if flag ~= 0 then return nil, "compressed or unknown gRPC frame flag " .. flag end
   local n = ((a * 256 + b) * 256 + c) * 256 + d
-  if n > M.MAX_RESPONSE then return nil, "response larger than " .. M.MAX_RESPONSE .. " bytes" end
+  if n > max then return nil, "response larger than " .. max .. " bytes" end
   if n ~= #body - 5 then return nil, format("gRPC frame length %d, body has %d", n, #body - 5) end
   return sub(body, 6)
 end
@@ -81,11 +83,14 @@ end
 
 -- One attempt. Returns response bytes, or nil, err, transport (true when the connection failed,
 -- as opposed to the server answering with an error).
-local function attempt(c, method, payload, deadline)
+local function attempt(c, method, payload, deadline, max)
   local left = deadline - now()
   if left <= 0 then return nil, TIMEOUT, true end
-  local resp, err, transport = c:request(header_block(method, left), frame(payload), deadline, M.MAX_RESPONSE + 5)
-  if not resp then return nil, err, transport end
+  local resp, err, transport = c:request(header_block(method, left), frame(payload), deadline, max + 5)
+  if not resp then
+    if err == h2.TOO_BIG then err = "response larger than " .. max .. " bytes" end
+    return nil, err, transport
+  end
   local h, t = resp.headers, resp.trailers
   if h[":status"] ~= "200" then return nil, "HTTP status " .. tostring(h[":status"]), false end
   local ct = h["content-type"]
@@ -94,11 +99,11 @@ local function attempt(c, method, payload, deadline)
   local serr = status_error(t)
   if serr then return nil, serr, false end
   if t == h then return nil, "OK without a response message", false end -- trailers-only
-  return unframe(resp.body)
+  return unframe(resp.body, max)
 end
 
-local function guarded_attempt(c, method, payload, deadline)
-  local ok, res, err, transport = pcall(attempt, c, method, payload, deadline)
+local function guarded_attempt(c, method, payload, deadline, max)
+  local ok, res, err, transport = pcall(attempt, c, method, payload, deadline, max)
   if not ok then return nil, "gRPC call raised: " .. tostring(res), true end
   return res, err, transport
 end
@@ -110,8 +115,9 @@ local function connect(path, deadline)
   return c, err
 end
 
-function M.call(path, method, payload, timeout_s)
+function M.call(path, method, payload, timeout_s, max_response)
   local deadline = now() + (tonumber(timeout_s) or 0.05)
+  local max = tonumber(max_response) or M.MAX_RESPONSE
   M.stats.calls = M.stats.calls + 1
   local reused = false
   if conn and conn_path == path then
@@ -127,17 +133,19 @@ function M.call(path, method, payload, timeout_s)
     conn, conn_path = c, path
   end
 
-  local res, err, transport = guarded_attempt(conn, method, payload, deadline)
+  local res, err, transport = guarded_attempt(conn, method, payload, deadline, max)
   if res then return res end
   drop()
-  if not (reused and transport) or deadline - now() <= 0 then return nil, err end
+  -- a retry is for a reused connection the server had closed, not for a call out of time (a wait
+  -- may end up to a millisecond before the deadline: luasocket waits in whole milliseconds)
+  if err == TIMEOUT or not (reused and transport) or deadline - now() <= 0 then return nil, err end
 
   -- exactly one retry, only because the failed connection had been reused
   M.stats.retries = M.stats.retries + 1
   local c, cerr = connect(path, deadline)
   if not c then return nil, err .. "; reconnect: " .. tostring(cerr) end
   conn, conn_path = c, path
-  res, err = guarded_attempt(c, method, payload, deadline)
+  res, err = guarded_attempt(c, method, payload, deadline, max)
   if res then return res end
   drop()
   return nil, "after retry: " .. tostring(err)

@@ -3,6 +3,7 @@
 --   conn = h2.connect(path, deadline)             -> conn | nil, err
 --   conn:request(header_block, body, deadline, max_body)
 --       -> {headers = {...}, trailers = {...} | nil, body = "..."} | nil, err, transport
+--       (err is M.TOO_BIG when the body passed max_body bytes: the rest is not read)
 --   conn:usable()                                  -> false once the server said GOAWAY or hung up
 --   conn:close()
 -- luasocket does the I/O (a blocking socket, every wait bounded by the caller's deadline);
@@ -52,6 +53,7 @@ M.sigpipe = sigpipe_state()
 -- below HTTP/2's 65,535). Larger than any response we accept: a call needs no WINDOW_UPDATE.
 -- Read at connect time; the tests lower it to make window top-ups happen.
 M.WINDOW = 16777216
+M.TOO_BIG = "response body too large"
 
 local on_frame = frames.on_frame
 local frame, u32, get_u31, queue, error_name = wire.frame, wire.u32, wire.get_u31, wire.queue, wire.error_name
@@ -77,8 +79,8 @@ local function flush(c, deadline)
   local left = deadline and deadline - now() or 0
   c.sock:settimeout(left > 0 and left or 0, "t")
   local sent, err = c.sock:send(data)
-  if not sent then
-    c.dead = "send: " .. tostring(err)
+  if not sent then -- a server that reads nothing more holds the write until the deadline
+    c.dead = err == "timeout" and "deadline exceeded" or ("send: " .. tostring(err))
     return nil, c.dead
   end
   local w = c.recv
@@ -94,7 +96,8 @@ end
 -- Make c.buf hold at least n bytes. deadline nil: take only what has already arrived.
 -- Frames we owe the server (ACKs, WINDOW_UPDATE) go out before any wait.
 -- Bytes the socket has already read (the rest of an answer, usually) are taken first without a
--- wait, so without reading the clock, which costs a microsecond or more in slurmctld.
+-- wait, so without reading the clock, which costs a microsecond or more in slurmctld. Once the clock
+-- says the deadline has passed, nothing more is read, even bytes already waiting: "timeout".
 local function fill(c, n, deadline)
   local buf = c.buf
   local sock = c.sock
@@ -103,7 +106,10 @@ local function fill(c, n, deadline)
     local buffered = deadline and c.nout == 0 and sock:dirty()
     if deadline and not buffered then
       left = deadline - now()
-      if left < 0 then left = 0 end
+      if left <= 0 then
+        c.buf = buf
+        return nil, "timeout"
+      end
       if c.nout > 0 and not sock:dirty() then
         local ok, err = flush(c, deadline)
         if not ok then
@@ -149,6 +155,13 @@ local function read_frame(c, deadline)
 end
 
 -- Read and handle one frame. -> true | nil, err (the connection is then unusable)
+-- A server that keeps sending (frames of unknown types, PINGs, empty DATA, without end) keeps the
+-- socket's buffer full, and a read of buffered bytes looks at no clock: so each frame handled spends
+-- its payload's bytes and FRAME_COST from c.budget, and once that is spent the clock is read (and the
+-- budget renewed). A call's answer (three frames, a few hundred bytes) never spends it: no clock read
+-- on the normal path; a flood is cut within BUDGET bytes' work of the deadline.
+local BUDGET, FRAME_COST = 16384, 64
+
 local function step(c, s, deadline)
   local ftype, flags, sid, payload = read_frame(c, deadline)
   if not ftype then
@@ -165,18 +178,28 @@ local function step(c, s, deadline)
     c.dead = err
     return nil, err
   end
+  local budget = c.budget - #payload - FRAME_COST
+  if budget < 0 then
+    if not s.done and deadline - now() <= 0 then return nil, "deadline exceeded" end
+    budget = BUDGET
+  end
+  c.budget = budget
   return true
 end
 
 -- Handle what the server sent while the connection sat idle (without waiting);
 -- false if it should not take another request.
+-- At most 64 frames or BUDGET bytes: the request reads the rest, within its deadline.
 function Conn:usable()
   if self.dead or self.goaway or self.next_id > MAX_WINDOW then return false end
+  local budget = BUDGET
   for _ = 1, 64 do
     local ftype, flags, sid, payload = read_frame(self, nil)
     if not ftype then return flags == "timeout" end
     if not on_frame(self, nil, ftype, flags, sid, payload) then return false end
     if self.goaway then return false end
+    budget = budget - #payload - FRAME_COST
+    if budget < 0 then return true end
   end
   return true
 end
@@ -190,6 +213,7 @@ function Conn:request(block, body, deadline, max_body)
   if id > MAX_WINDOW then return nil, "stream ids used up", true end
   if #block > self.peer_max_frame then return nil, "request header block too large", false end
   self.next_id = id + 2
+  self.budget = BUDGET
   local s = {id = id, send_window = self.peer_window, parts = {}, size = 0, max_body = max_body,
     recv = {left = self.stream_window, unacked = 0, queued = 0}}
   self.stream = s
@@ -221,7 +245,7 @@ function Conn:request(block, body, deadline, max_body)
     return nil, "GOAWAY before the request was processed (" .. tostring(self.goaway_reason) .. ")", true
   end
   if s.reset then return nil, "stream reset by the server: " .. error_name(s.reset), s.reset == REFUSED_STREAM end
-  if s.too_big then return nil, "response larger than " .. max_body .. " bytes", false end
+  if s.too_big then return nil, M.TOO_BIG, false end
   return {headers = s.headers, trailers = s.trailers, body = concat(s.parts)}
 end
 

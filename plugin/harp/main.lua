@@ -13,6 +13,10 @@ local format, match, concat, sub = string.format, string.match, table.concat, st
 
 local M = {}
 M.METHOD = "/harp.v1.Predictor/Predict"
+-- The largest Decision taken, in bytes. One is a few hundred (three targets, a message, an annotation);
+-- a larger reply is refused unread, which bounds what is decoded (harp.pb: ~3 ms for 16 KiB of the
+-- costliest fields) and applied inside slurmctld's locks.
+M.MAX_DECISION = 16384
 
 local cfg, breaker, transport, transport_err, clock
 local was_disabled = false
@@ -76,7 +80,8 @@ end
 
 local function ask(req)
   if not transport then return nil, transport_err end
-  local bytes, err = transport.call(cfg.socket, M.METHOD, pb.encode_request(req), cfg.deadline_ms / 1000)
+  local bytes, err = transport.call(cfg.socket, M.METHOD, pb.encode_request(req), cfg.deadline_ms / 1000,
+    M.MAX_DECISION)
   if not bytes then return nil, err end
   return pb.decode_decision(bytes)
 end

@@ -34,9 +34,13 @@ local TARGET_DECISION = {
   defaults = {target = 0, action = 0, reason = 0, model_version = "", detail = ""},
 }
 
+-- A Decision has one TargetDecision per target the daemon knows (three); more than MAX_TARGETS is
+-- not a Decision but a broken or hostile reply: decoding stops there (nil, err), so the work done on
+-- any reply stays small (harp.main also bounds its size).
+M.MAX_TARGETS = 16
 local DECISION = {
   fields = {
-    [1] = {"targets", "message", TARGET_DECISION, repeated = true},
+    [1] = {"targets", "message", TARGET_DECISION, repeated = true, max = M.MAX_TARGETS},
     [2] = {"user_message", "string"}, [3] = {"annotation", "string"}, [4] = {"mode", "string"},
   },
   defaults = {user_message = "", annotation = "", mode = ""},
@@ -218,7 +222,9 @@ decode_message = function(s, pos, last, schema, depth)
     if f and v ~= nil then
       if f.repeated then
         local list = out[f[1]]
-        list[#list + 1] = v
+        local n = #list + 1
+        if f.max and n > f.max then return nil, "more than " .. f.max .. " " .. f[1] end
+        list[n] = v
       else
         out[f[1]] = v
       end

@@ -227,13 +227,18 @@ def test_fresh_connection_failure_is_not_retried(sock: Path) -> None:
         srv.stop(0)
 
 
-def test_full_plugin_rewrites_through_real_grpc(tmp_path: Path, sock: Path, server: grpc.Server) -> None:
+def plugin_driver(tmp_path: Path, sock: Path) -> Driver:
+    """The driver with the whole plugin (job_submit.lua and its config) for the "submit" op."""
     entry = tmp_path / "job_submit.lua"
     shutil.copy(REPO / "plugin" / "job_submit.lua", entry)
     (tmp_path / "harp_plugin.lua").write_text(
         f'return {{lib_dir = "{REPO / "plugin"}", socket = "{sock}", disable_file = "{tmp_path / "off"}"}}\n'
     )
-    drv = Driver(sock, entry)
+    return Driver(sock, entry)
+
+
+def test_full_plugin_rewrites_through_real_grpc(tmp_path: Path, sock: Path, server: grpc.Server) -> None:
+    drv = plugin_driver(tmp_path, sock)
     try:
         out = drv("submit", job_desc={**JOB_DESC, "admin_comment": "harp:forged site=x"}, submit_uid=1000)
         assert out["rc"] == 0
@@ -269,3 +274,61 @@ def test_p50_of_200_round_trips(server: grpc.Server, driver: Driver) -> None:
     )
     assert out["errors"] == 0, out
     assert out["p50_ms"] < 10, out
+
+
+# --- replies too large to be a Decision: refused, the job unchanged, one line ---------------------------
+
+REWRITE_TARGET = pb.TargetDecision(target=pb.TARGET_TIME, action=pb.ACTION_REWRITE, new_value=60)
+TARGET_BYTES = len(pb.Decision(targets=[REWRITE_TARGET]).SerializeToString())
+
+
+def decision_of(size: int) -> bytes:
+    """DECISION (which lowers the time limit to 60) with a `detail` making it `size` bytes long."""
+    d = pb.Decision()
+    d.CopyFrom(DECISION)
+    d.targets[1].detail = "x" * (size - len(DECISION.SerializeToString()))
+    while len(out := d.SerializeToString()) > size:  # the lengths' own bytes
+        d.targets[1].detail = d.targets[1].detail[: size - len(out)]
+    assert len(out) == size
+    return out
+
+
+HOSTILE_REPLIES = {
+    # the audit's reply: 1 MiB of targets (174,759: 400 ms to decode and apply in slurmctld's locks)
+    "1 MiB of targets": pb.Decision(
+        targets=[REWRITE_TARGET] * ((1 << 20) // TARGET_BYTES)
+    ).SerializeToString(),
+    "16,385 bytes": decision_of(16385),
+    "17 targets": pb.Decision(targets=[REWRITE_TARGET] * 17, mode="rewrite").SerializeToString(),
+    "8,000 empty targets": b"\x0a\x00" * 8000,  # 16,000 bytes: within the size, not within 16 targets
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_REPLIES))
+def test_a_reply_too_large_for_a_decision_leaves_the_job_unchanged(
+    tmp_path: Path, sock: Path, name: str
+) -> None:
+    srv = start_garbage_server(sock, HOSTILE_REPLIES[name])
+    drv = plugin_driver(tmp_path, sock)
+    try:
+        out = drv("submit", job_desc=JOB_DESC, submit_uid=1000)
+        assert out["rc"] == 0 and out["job_desc"] == JOB_DESC, out["job_desc"]
+        assert out["ms"] < SLACK_MS, "refused on its size or its 17th target, not decoded whole"
+        (line,) = [*(out["logs"]["error"] or []), *(out["logs"]["info"] or [])]  # cjson: [] is {}
+        assert "daemon call failed" in line, line
+        assert "response larger than 16384 bytes" in line or "more than 16 targets" in line, line
+        assert not out["logs"]["user"], out["logs"]
+    finally:
+        drv.close()
+        srv.stop(0)
+
+
+def test_a_decision_of_16_kib_is_applied(tmp_path: Path, sock: Path) -> None:
+    srv = start_garbage_server(sock, decision_of(16384))
+    drv = plugin_driver(tmp_path, sock)
+    try:
+        out = drv("submit", job_desc=JOB_DESC, submit_uid=1000)
+        assert out["job_desc"]["time_limit"] == 60 and not out["logs"]["error"], out
+    finally:
+        drv.close()
+        srv.stop(0)

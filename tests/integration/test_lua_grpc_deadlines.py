@@ -2,27 +2,38 @@
 
 Against a slow grpcio handler (the timed-out connection is dropped, the next call works), a scripted
 HTTP/2 peer that reads the request and never answers, one that answers in pieces (the rest of a
-frame waited for within the deadline), and a listener that never accepts.
+frame waited for within the deadline), a listener that never accepts, and peers that never stop
+sending frames the client may not refuse (unknown types, PINGs, empty DATA, header blocks of a
+stream that is over...): each call ends at its deadline whatever the peer sends.
 """
 
 from __future__ import annotations
 
 import itertools
 import socket
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 
 from tests.integration.conformance_service import call
 from tests.integration.h2_peer import (
+    ACK,
+    CONTINUATION,
     DATA,
     END_HEADERS,
     END_STREAM,
     HEADERS,
     OK_HEADERS,
     OK_TRAILERS,
+    PING,
+    PRIORITY,
+    SETTINGS,
+    WINDOW_UPDATE,
     PeerConn,
     frame,
 )
@@ -100,3 +111,71 @@ def test_the_rest_of_an_answer_that_never_comes_costs_the_deadline(peer_at: Any,
     out = call(driver, "Echo", "x", deadline_ms=50)
     assert out["err"] == "deadline exceeded", out
     assert 45 <= out["ms"] < 50 + SLACK_MS, out
+
+
+# --- floods: a peer that never stops sending -----------------------------------------------------------
+
+# name: (HEADERS of an OK response first, the client's frames read, the frames sent over and over once
+# the request is read (sid: its stream)). A header block of stream 1 is decoded each time (stream 1 is
+# over: the flood follows a first call answered normally, on the same connection).
+BIG_BLOCK = b"\x82" * 16384  # :method GET, 16,384 times: the longest header block the client decodes
+FLOODS: dict[str, tuple[bool, bool, Callable[[int], bytes]]] = {
+    "unknown frame types": (False, True, lambda sid: frame(0xFA, 0, 0)),
+    "unknown frames of 16 KiB": (False, True, lambda sid: frame(0xFA, 0, 0, b"x" * 16384)),
+    "PING ACKs": (False, True, lambda sid: frame(PING, ACK, 0, b"12345678")),
+    "PINGs (each owed an ACK)": (False, True, lambda sid: frame(PING, 0, 0, b"12345678")),
+    "PINGs whose ACKs are never read": (False, False, lambda sid: frame(PING, 0, 0, b"12345678")),
+    "SETTINGS (each owed an ACK)": (False, True, lambda sid: frame(SETTINGS, 0, 0)),
+    "PRIORITY": (False, True, lambda sid: frame(PRIORITY, 0, sid, b"\0\0\0\0\x10")),
+    "WINDOW_UPDATE of 1": (False, True, lambda sid: frame(WINDOW_UPDATE, 0, sid, b"\0\0\0\1")),
+    "empty DATA": (True, True, lambda sid: frame(DATA, 0, sid)),
+    "header blocks of a stream that is over": (
+        False,
+        True,
+        lambda sid: (
+            frame(HEADERS, 0, 1, BIG_BLOCK[:16000]) + frame(CONTINUATION, END_HEADERS, 1, BIG_BLOCK[16000:])
+        ),
+    ),
+}
+
+
+def flood(
+    headers_first: bool, drain: bool, unit: Callable[[int], bytes], seconds: float = 3.0
+) -> Callable[[PeerConn], None]:
+    """Answer the first call, then flood the second: `unit` over and over (in 256 KB writes) for at most
+    `seconds` or until the client hangs up, reading what the client sends meanwhile (ACKs) if `drain`."""
+
+    def script(pc: PeerConn) -> None:
+        pc.start()
+        sid, _, _ = pc.read_request()
+        pc.respond(sid)
+        sid, _, _ = pc.read_request()
+        if drain:
+            threading.Thread(target=read_all, args=(pc.conn,), daemon=True).start()
+        if headers_first:
+            pc.send(frame(HEADERS, END_HEADERS, sid, OK_HEADERS))
+        one = unit(sid)
+        blob = one * max(1, 262144 // len(one))
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < seconds:
+            pc.send(blob)
+
+    return script
+
+
+def read_all(conn: socket.socket) -> None:
+    try:
+        while conn.recv(65536):
+            pass
+    except OSError:
+        pass
+
+
+@pytest.mark.parametrize("name", list(FLOODS))
+def test_a_flood_of_frames_costs_the_deadline_and_no_more(peer_at: Any, driver: Driver, name: str) -> None:
+    peer_at(flood(*FLOODS[name]))
+    assert call(driver, "Echo", "x", deadline_ms=1000)["ok"]
+    out = call(driver, "Echo", "x", deadline_ms=50)
+    assert not out["ok"] and out["err"] == "deadline exceeded", out
+    assert 45 <= out["ms"] < 50 + SLACK_MS, out
+    assert out["connected"] is False, "the flooded connection is dropped"

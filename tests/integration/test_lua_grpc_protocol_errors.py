@@ -3,9 +3,9 @@
 Every violation must come back as an error string soon (the plugin then fails open), with the
 connection dropped and the Lua state intact, never as a Lua error or a wait for the deadline: an
 HTTP/1.1 reply, an oversized frame, bad HPACK and Huffman, DATA before HEADERS, PUSH_PROMISE, a cut
-header block, malformed SETTINGS, WINDOW_UPDATE and GOAWAY frames, a window overrun, a close
-mid-response, missing trailers or grpc-status, HTTP 503, not gRPC, a compressed message, RST_STREAM,
-and a first frame that is not SETTINGS.
+header block, a header block over 16 KiB, malformed SETTINGS, WINDOW_UPDATE and GOAWAY frames, a
+window overrun, a close mid-response, missing trailers or grpc-status, HTTP 503, not gRPC, a
+compressed message, RST_STREAM, and a first frame that is not SETTINGS.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 
 from tests.integration.conformance_service import call
 from tests.integration.h2_peer import (
+    CONTINUATION,
     DATA,
     END_HEADERS,
     END_STREAM,
@@ -69,6 +70,12 @@ BAD_SERVERS: dict[str, tuple[Callable[[int], bytes], str]] = {
     "CONTINUATION cut": (
         lambda sid: frame(HEADERS, 0, sid, OK_HEADERS[:1]) + frame(PING, 0, 0, b"x" * 8),
         "header block cut",
+    ),
+    "header block over 16 KiB": (  # 16,385 bytes: one more than the client decodes
+        lambda sid: (
+            frame(HEADERS, 0, sid, b"\x82" * 16000) + frame(CONTINUATION, END_HEADERS, sid, b"\x82" * 385)
+        ),
+        "header block over 16384 bytes",
     ),
     "bad SETTINGS length": (lambda sid: frame(SETTINGS, 0, 0, b"\0\4\0\0\0"), "FRAME_SIZE_ERROR"),
     "WINDOW_UPDATE of 0": (lambda sid: frame(WINDOW_UPDATE, 0, 0, b"\0\0\0\0"), "WINDOW_UPDATE of 0"),

@@ -167,9 +167,10 @@ end
 -- transport stand-in: answers with `reply` (bytes), or fails with `fail`, or raises `raise`
 function T.fake_transport(reply)
   local f = {calls = 0, requests = {}}
-  function f.call(socket, method, payload, timeout_s)
+  function f.call(socket, method, payload, timeout_s, max_response)
     f.calls = f.calls + 1
-    f.last = {socket = socket, method = method, payload = payload, timeout_s = timeout_s}
+    f.last = {socket = socket, method = method, payload = payload, timeout_s = timeout_s,
+      max_response = max_response}
     if f.raise then error(f.raise) end
     if f.fail then return nil, f.fail end
     return f.reply

@@ -283,3 +283,15 @@ T.test("a --comment harp:off token opts the job out", function()
   T.ok(not apply.opted_out(nil), "no comment")
   T.ok(not apply.opted_out(42), "not a string")
 end)
+
+T.test("one note per action a mode ignores, however many targets carry it", function()
+  local targets = {}
+  for i = 1, 16 do targets[i] = {target = i % 2 == 0 and MEMORY or CPUS, action = REWRITE, new_value = 1} end
+  targets[17] = {target = TIME, action = 3, new_value = 30}
+  local jd = T.job_desc()
+  local plan = run(jd, decision(targets, {mode = "extend"}))
+  T.eq(#plan.notes, 2, "two actions ignored: two notes")
+  T.eq(plan.notes[1], "ignored action 2 in mode extend", "rewrite")
+  T.eq(plan.notes[2], "ignored action 3 in mode extend", "set_time_min")
+  T.same(jd, T.job_desc(), "unchanged")
+end)

@@ -31,6 +31,7 @@ T.test("full pipeline applies the decision and tells the user once", function()
   T.eq(tr.last.method, "/harp.v1.Predictor/Predict", "method")
   T.eq(tr.last.socket, "/nonexistent/harp.sock", "socket")
   T.eq(tr.last.timeout_s, 0.05, "deadline")
+  T.eq(tr.last.max_response, 16384, "a Decision of 16 KiB at most")
   T.ok(T.logged("info", "time_limit 120->60 min"), "logged")
 end)
 
@@ -108,6 +109,20 @@ T.test("garbage from the daemon counts as a failure, job unchanged", function()
   T.eq(main.submit(jd, 1000), "unavailable", "status")
   T.same(jd, T.job_desc(), "unchanged")
   T.ok(T.logs.error[1]:find("truncated", 1, true), T.logs.error[1])
+end)
+
+T.test("a decision of more than 16 targets: job unchanged, one line", function()
+  local t = {target = 1, action = 2, new_value = 60, model_version = "m"}
+  local targets = {}
+  for i = 1, 17 do targets[i] = t end
+  main.configure(config(), {transport = fake(W.decision {targets = targets, mode = "rewrite",
+    annotation = "harp:t=60", user_message = "lowered"})})
+  local jd = T.job_desc()
+  T.eq(main.submit(jd, 1000), "unavailable", "status")
+  T.same(jd, T.job_desc(), "unchanged")
+  T.eq(#T.logs.error + #T.logs.info, 1, "one line")
+  T.ok(T.logged("error", "(more than 16 targets)"), T.logs.error[1])
+  T.eq(#T.logs.user, 0, "nothing told to the user")
 end)
 
 T.test("runtime errors inside the pipeline leave job_desc unchanged", function()

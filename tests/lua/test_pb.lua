@@ -121,3 +121,29 @@ T.test("deeply nested garbage is bounded", function()
   T.ok(ok, "no throw")
   T.ok(d == nil or type(d) == "table", "result")
 end)
+
+T.test("a decision with more than MAX_TARGETS targets is refused, and soon", function()
+  T.eq(pb.MAX_TARGETS, 16, "the cap")
+  local one = W.str(1, W.target {target = 1, action = 2, new_value = 60})
+  local d = T.ok(pb.decode_decision(string.rep(one, 16) .. W.str(4, "rewrite")))
+  T.eq(#d.targets, 16, "16 targets decode")
+  local none, err = pb.decode_decision(string.rep(one, 17) .. W.str(4, "rewrite"))
+  T.eq(none, nil, "17 do not")
+  T.eq(err, "more than 16 targets", "why")
+  -- the audit's reply: 1 MiB of empty targets took 617 ms to decode; the cap stops at the 17th
+  local clock = require "harp.clock".now
+  local reply = string.rep("\10\0", 524280) .. W.str(4, "rewrite")
+  collectgarbage() -- the time measured is the decoder's, not a GC cycle's owed by earlier tests
+  local t0 = clock()
+  none, err = pb.decode_decision(reply)
+  local ms = (clock() - t0) * 1000
+  T.eq(none, nil, "refused")
+  T.eq(err, "more than 16 targets", "why")
+  T.ok(ms < 20, string.format("decoding stopped early (%.2f ms)", ms))
+end)
+
+T.test("the Advice's repeated fields have no cap", function()
+  local opt = W.str(6, W.option {size = 1, expected_minutes = 10, expected_cost = 1})
+  local a = T.ok(pb.decode_advice(string.rep(opt, 40)))
+  T.eq(#a.options, 40, "40 options")
+end)
