@@ -226,9 +226,11 @@ function M.build(job_desc, submit_uid, part_list)
   return {
     user_name = text(get("user_name")),
     user_id = uid,
-    account = text(get("account")),
+    -- Without -A or --qos, the user's default account and its default QOS, which slurmctld gives the
+    -- job and accounting records (what training learns from; per-account rules match them).
+    account = text(get("account")) or text(get("default_account")),
     partition = partition(job_desc, part_list),
-    qos = text(get("qos")),
+    qos = text(get("qos")) or text(get("default_qos")),
     job_name = text(get("name")),
     work_dir = text(get("work_dir")),
     script_signature = M.script_signature(get("script")),

@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.e2e.cluster import SbatchResult, SlurmCluster, StartCluster
+from tests.e2e.cluster_config import ACCOUNTS, DEFAULT_ACCOUNT
 from tests.e2e.daemon_process import DaemonProcess, GarbageGrpcServer, GarbageSocketServer, plugin_config
 
 DEADLINE_MS = 50
@@ -221,6 +222,27 @@ def test_a_job_without_partition_reaches_the_daemon_with_the_default_partition(s
         assert job["Partition"] == default, job  # Slurm filled in the default itself
         assert "harp:rewrite" in job["AdminComment"], job["AdminComment"]
         site.cancel(before.job_id, after.job_id)
+    finally:
+        _reconfigure(site, saved)
+
+
+def test_a_job_without_account_reaches_the_daemon_with_the_default_account(site: Site) -> None:
+    """As for the partition: accounting records the user's default account for a job submitted
+    without -A, and a rule for that account must match it. Seen through an account rule."""
+    before = site.submit("-t 3-00:00:00", "-J noaccount", hold=True)
+    assert before.job_id is not None and "harp:shadow" in tag_of(site, before.job_id)
+    saved = site.daemon.config.read_text()
+    _reconfigure(site, saved + f'[[policy.rule]]\naccount = "{DEFAULT_ACCOUNT}"\nmode = "rewrite"\n')
+    try:
+        after = site.submit("-t 3-00:00:00", "-J noaccount", hold=True)
+        assert after.job_id is not None
+        job = site.job(after.job_id)
+        assert job["Account"] == DEFAULT_ACCOUNT, job  # Slurm filled in the default itself
+        assert "harp:rewrite" in job["AdminComment"], job["AdminComment"]
+        other = next(a for a in ACCOUNTS if a != DEFAULT_ACCOUNT)
+        given = site.submit("-t 3-00:00:00", "-J noaccount", f"-A {other}", hold=True)
+        assert given.job_id is not None and "harp:shadow" in tag_of(site, given.job_id)
+        site.cancel(before.job_id, after.job_id, given.job_id)
     finally:
         _reconfigure(site, saved)
 

@@ -126,6 +126,22 @@ T.test("script signature covers #SBATCH lines only", function()
   T.eq(request.fnv1a64("foobar"), "85944171f73967e8", "foobar")
 end)
 
+T.test("the scan's bounds: 64 KiB, 1024 lines, 2 KiB hashed", function()
+  local sig = request.script_signature
+  T.eq(request.MAX_SCAN, 65536, "bytes scanned")
+  T.eq(request.MAX_SCAN_LINES, 1024, "lines scanned")
+  T.eq(request.MAX_HASHED, 2048, "bytes hashed")
+  local comment = "#" .. string.rep("c", 999) .. "\n" -- 1000 bytes
+  T.ok(sig(string.rep(comment, 65) .. "#SBATCH -t 5\n") ~= nil, "a directive starting within 64 KiB")
+  T.eq(sig(string.rep(comment, 66) .. "#SBATCH -t 5\n"), nil, "a directive past 64 KiB is not looked at")
+  T.ok(sig(string.rep("\n", 1023) .. "#SBATCH -t 5\n") ~= nil, "a directive on line 1024")
+  T.eq(sig(string.rep("\n", 1024) .. "#SBATCH -t 5\n"), nil, "a directive on line 1025 is not looked at")
+  local head = string.rep("#SBATCH --comment=" .. string.rep("h", 100) .. "\n", 20) -- 2,380 bytes
+  local joined = (head .. "#SBATCH -t 5"):gsub("\n$", "")
+  T.eq(sig(head .. "#SBATCH -t 5\n"), request.fnv1a64(joined:sub(1, 2048)), "the first 2048 bytes hashed")
+  T.eq(sig(head .. "#SBATCH -t 5\n"), sig(head .. "#SBATCH -t 6\n"), "a difference past them does not count")
+end)
+
 -- FNV-1a 64 as defined, on 64-bit integers spelled as two 32-bit limbs with plain arithmetic: the
 -- plugin's arithmetic is written for speed, this for reading.
 local function fnv_reference(s)
@@ -207,6 +223,34 @@ T.test("a field that raises on access is dropped, the rest kept", function()
   local r = request.build(raising_at("time_limit"), 1)
   T.eq(r.time_limit_minutes, nil, "dropped")
   T.eq(r.min_cpus, 4, "kept")
+end)
+
+-- Jobs without -A or --qos: slurmctld gives them the user's default account and its default QOS, and
+-- job_desc answers those as default_account and default_qos.
+T.test("no account or QOS given: the defaults job_desc answers are sent", function()
+  local jd = T.job_desc {account = T.NIL, default_account = "research", default_qos = "normal"}
+  local r = request.build(jd, 1000)
+  T.eq(r.account, "research", "default account")
+  T.eq(r.qos, "normal", "default QOS")
+  T.eq(jd.account, nil, "job_desc not modified")
+  r = request.build(T.job_desc {account = "", qos = "", default_account = "research", default_qos = "low"}, 1)
+  T.eq(r.account, "research", "empty account")
+  T.eq(r.qos, "low", "empty QOS")
+end)
+
+T.test("a given account or QOS wins over the defaults; no default is no field", function()
+  local r = request.build(T.job_desc {qos = "high", default_account = "research", default_qos = "normal"}, 1)
+  T.eq(r.account, "physics", "given account")
+  T.eq(r.qos, "high", "given QOS")
+  r = request.build(T.job_desc {account = T.NIL}, 1)
+  T.eq(r.account, nil, "no default account (no association)")
+  T.eq(r.qos, nil, "no default QOS")
+  -- Each default is a lookup in slurmctld's association manager: only made when needed.
+  local reads = {}
+  local jd = setmetatable({}, {__index = function(_, k) reads[k] = true; return T.job_desc()[k] end})
+  request.build(jd, 1)
+  T.eq(reads.default_account, nil, "no default account read when an account is given")
+  T.eq(reads.default_qos, true, "the default QOS read when no QOS is given")
 end)
 
 -- Jobs without -p: Slurm runs (and accounting records) them in the default partition.
