@@ -314,7 +314,10 @@ def test_a_reply_too_large_for_a_decision_leaves_the_job_unchanged(
         out = drv("submit", job_desc=JOB_DESC, submit_uid=1000)
         assert out["rc"] == 0 and out["job_desc"] == JOB_DESC, out["job_desc"]
         assert out["ms"] < SLACK_MS, "refused on its size or its 17th target, not decoded whole"
-        (line,) = [*(out["logs"]["error"] or []), *(out["logs"]["info"] or [])]  # cjson: [] is {}
+        logs = out["logs"]
+        lines: list[str] = list(logs["error"] or []) + list(logs["info"] or [])  # cjson: [] is {}
+        assert len(lines) == 1, lines
+        line = lines[0]
         assert "daemon call failed" in line, line
         assert "response larger than 16384 bytes" in line or "more than 16 targets" in line, line
         assert not out["logs"]["user"], out["logs"]
