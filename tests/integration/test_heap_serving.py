@@ -34,16 +34,22 @@ def test_predict_calls_leave_no_cycles(tmp_path: Path, store_copy: Path) -> None
             for _ in range(50):  # the connection, the lane and the caches settle first
                 client.predict(user_name="ann", time_limit_minutes=600, min_cpus=4)
                 raw(b"\x0a\x02\xff\xfe")  # user_name of bad UTF-8: answered bad_request
-            gc.collect()
-            gc.disable()
-            try:
-                for i in range(500):
-                    client.predict(user_name=f"u{i % 7}", time_limit_minutes=60 + i, min_cpus=1 + i % 8)
-                    if i % 10 == 0:
-                        raw(b"\x0a\x02\xff\xfe")
-                left = gc.collect()
-            finally:
-                gc.enable()
+            # gc.collect() counts the whole process's cyclic garbage: a thread an earlier test left
+            # behind may add to one window now and then, where a cycle per call shows in every one.
+            left = []
+            for _ in range(3):
+                gc.collect()
+                gc.disable()
+                try:
+                    for i in range(500):
+                        client.predict(user_name=f"u{i % 7}", time_limit_minutes=60 + i, min_cpus=1 + i % 8)
+                        if i % 10 == 0:
+                            raw(b"\x0a\x02\xff\xfe")
+                    left.append(gc.collect())
+                finally:
+                    gc.enable()
+                if left[-1] == 0:
+                    break
     finally:
         daemon.stop(0)
-    assert left == 0
+    assert left[-1] == 0, f"cyclic garbage after each window of 500 calls: {left}"
