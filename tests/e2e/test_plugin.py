@@ -6,6 +6,7 @@ Policy: partition "debug" is in rewrite mode, everything else in shadow mode.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -205,46 +206,50 @@ def _reconfigure(site: Site, text: str) -> None:
         time.sleep(0.1)
 
 
+@contextlib.contextmanager
+def _rewrite_rule(site: Site, key: str, value: str) -> Iterator[None]:
+    """The daemon's policy with one more rule, ``key = value`` in rewrite mode, for the block."""
+    saved = site.daemon.config.read_text()
+    _reconfigure(site, saved + f'[[policy.rule]]\n{key} = "{value}"\nmode = "rewrite"\n')
+    try:
+        yield
+    finally:
+        _reconfigure(site, saved)
+
+
+def _default_reaches_the_daemon(site: Site, key: str, default: str, shown_as: str) -> list[int]:
+    """A job submitted without ``key`` gets the shadow default; under a rule for ``key = default``
+    it is rewritten, so the plugin sent the default that Slurm filled in (scontrol's ``shown_as``).
+    Returns the job ids, to cancel."""
+    before = site.submit("-t 3-00:00:00", f"-J no{key}", hold=True)
+    assert before.job_id is not None and "harp:shadow" in tag_of(site, before.job_id)
+    with _rewrite_rule(site, key, default):
+        after = site.submit("-t 3-00:00:00", f"-J no{key}", hold=True)
+        assert after.job_id is not None
+        job = site.job(after.job_id)
+        assert job[shown_as] == default, job  # Slurm filled in the default itself
+        assert "harp:rewrite" in job["AdminComment"], job["AdminComment"]
+    return [before.job_id, after.job_id]
+
+
 def test_a_job_without_partition_reaches_the_daemon_with_the_default_partition(site: Site) -> None:
     """Accounting (what training learns from) records the default partition of a job submitted without
     -p: the plugin must send the daemon that name too, not nothing. Seen through a policy rule for the
     default partition, which only a request carrying that name can match."""
     default = _default_partition(site)
     assert default != "debug"  # "debug" already has a rule; other partitions get the shadow default
-    before = site.submit("-t 3-00:00:00", "-J nopartition", hold=True)
-    assert before.job_id is not None and "harp:shadow" in tag_of(site, before.job_id)
-    saved = site.daemon.config.read_text()
-    _reconfigure(site, saved + f'[[policy.rule]]\npartition = "{default}"\nmode = "rewrite"\n')
-    try:
-        after = site.submit("-t 3-00:00:00", "-J nopartition", hold=True)
-        assert after.job_id is not None
-        job = site.job(after.job_id)
-        assert job["Partition"] == default, job  # Slurm filled in the default itself
-        assert "harp:rewrite" in job["AdminComment"], job["AdminComment"]
-        site.cancel(before.job_id, after.job_id)
-    finally:
-        _reconfigure(site, saved)
+    site.cancel(*_default_reaches_the_daemon(site, "partition", default, "Partition"))
 
 
 def test_a_job_without_account_reaches_the_daemon_with_the_default_account(site: Site) -> None:
     """As for the partition: accounting records the user's default account for a job submitted
-    without -A, and a rule for that account must match it. Seen through an account rule."""
-    before = site.submit("-t 3-00:00:00", "-J noaccount", hold=True)
-    assert before.job_id is not None and "harp:shadow" in tag_of(site, before.job_id)
-    saved = site.daemon.config.read_text()
-    _reconfigure(site, saved + f'[[policy.rule]]\naccount = "{DEFAULT_ACCOUNT}"\nmode = "rewrite"\n')
-    try:
-        after = site.submit("-t 3-00:00:00", "-J noaccount", hold=True)
-        assert after.job_id is not None
-        job = site.job(after.job_id)
-        assert job["Account"] == DEFAULT_ACCOUNT, job  # Slurm filled in the default itself
-        assert "harp:rewrite" in job["AdminComment"], job["AdminComment"]
-        other = next(a for a in ACCOUNTS if a != DEFAULT_ACCOUNT)
-        given = site.submit("-t 3-00:00:00", "-J noaccount", f"-A {other}", hold=True)
+    without -A, and a rule for that account must match it; a job that names another does not."""
+    jobs = _default_reaches_the_daemon(site, "account", DEFAULT_ACCOUNT, "Account")
+    other = next(a for a in ACCOUNTS if a != DEFAULT_ACCOUNT)
+    with _rewrite_rule(site, "account", DEFAULT_ACCOUNT):
+        given = site.submit("-t 3-00:00:00", f"-A {other}", hold=True)
         assert given.job_id is not None and "harp:shadow" in tag_of(site, given.job_id)
-        site.cancel(before.job_id, after.job_id, given.job_id)
-    finally:
-        _reconfigure(site, saved)
+    site.cancel(*jobs, given.job_id)
 
 
 def test_corrupt_model_on_reload_keeps_the_old_model(site: Site) -> None:

@@ -65,15 +65,20 @@ def test_serve_reload_and_terminate(tmp_path: Path, trained_store: Path) -> None
     assert "SIGHUP: reloading" in log and "stopped" in log
 
 
-def test_bad_config_exits_with_a_message(tmp_path: Path) -> None:
-    conf = tmp_path / "harp.toml"
-    conf.write_text("[policy]\nmod = 'shadow'\n")
-    proc = subprocess.run(
+def serve_to_exit(conf: Path) -> subprocess.CompletedProcess[str]:
+    """`harp serve --config conf` run to its exit (a config it refuses), output captured."""
+    return subprocess.run(
         [sys.executable, "-m", "slurm_harp.cli", "serve", "--config", str(conf)],
         capture_output=True,
         text=True,
         timeout=30,
     )
+
+
+def test_bad_config_exits_with_a_message(tmp_path: Path) -> None:
+    conf = tmp_path / "harp.toml"
+    conf.write_text("[policy]\nmod = 'shadow'\n")
+    proc = serve_to_exit(conf)
     assert proc.returncode == 2
     assert f"{conf}: policy.mod: unknown key" in proc.stderr
 
@@ -82,12 +87,7 @@ def test_bad_config_exits_with_a_message(tmp_path: Path) -> None:
 def test_an_unreadable_config_exits_2_naming_the_file(tmp_path: Path, bad: str) -> None:
     conf = tmp_path / "harp.toml"
     problem = _spoil(conf, bad)
-    proc = subprocess.run(
-        [sys.executable, "-m", "slurm_harp.cli", "serve", "--config", str(conf)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    proc = serve_to_exit(conf)
     assert proc.returncode == 2
     assert f"{conf}: {problem}" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -96,12 +96,7 @@ def test_an_unknown_socket_group_exits_2_before_binding(tmp_path: Path) -> None:
     sock = tmp_path / "harp.sock"
     conf = tmp_path / "harp.toml"
     conf.write_text(f'[server]\nsocket = "{sock}"\nsocket_group = "nosuchgroup-harp"\n')
-    proc = subprocess.run(
-        [sys.executable, "-m", "slurm_harp.cli", "serve", "--config", str(conf)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    proc = serve_to_exit(conf)
     assert proc.returncode == 2
     assert f"{conf}: server.socket_group: no group 'nosuchgroup-harp' on this host" in proc.stderr
     assert "Traceback" not in proc.stderr and not sock.exists()
