@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import os
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -33,17 +35,32 @@ def wait_serving(sock: Path, proc: subprocess.Popen[str], timeout: float = 30) -
     raise AssertionError("daemon did not become SERVING")
 
 
+def start_serve(conf: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "slurm_harp.cli", "serve", "--config", str(conf)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@contextlib.contextmanager
+def serving(conf: Path) -> Iterator[subprocess.Popen[str]]:
+    """`harp serve` on ``conf`` for the block; killed after it if the test left it running."""
+    proc = start_serve(conf)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_serve_reload_and_terminate(tmp_path: Path, trained_store: Path) -> None:
     sock = tmp_path / "run" / "harp.sock"
     conf = tmp_path / "harp.toml"
     base = f'[server]\nsocket = "{sock}"\nstore_poll_seconds = 3600\n[store]\npath = "{trained_store}"\n'
     conf.write_text(base + '[policy]\nmode = "shadow"\n')
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "slurm_harp.cli", "serve", "--config", str(conf)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with serving(conf) as proc:
         client = wait_serving(sock, proc)
         assert client.predict(time_limit_minutes=600).mode == "shadow"
         conf.write_text(base + '[policy]\nmode = "off"\n')
@@ -55,10 +72,6 @@ def test_serve_reload_and_terminate(tmp_path: Path, trained_store: Path) -> None
         client.close()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert not sock.exists()
     assert proc.stderr is not None
     log = proc.stderr.read()
@@ -142,9 +155,8 @@ def test_an_unreadable_config_on_sighup_keeps_the_running_one(tmp_path: Path, tr
     conf = tmp_path / "harp.toml"
     base = f'[server]\nsocket = "{sock}"\nstore_poll_seconds = 3600\n[store]\npath = "{trained_store}"\n'
     conf.write_text(base + '[policy]\nmode = "shadow"\n')
-    proc = start_serve(conf)
-    stderr = StderrLines(proc)
-    try:
+    with serving(conf) as proc:
+        stderr = StderrLines(proc)
         client = wait_serving(sock, proc)
         for bad in ("latin-1", "directory"):
             problem, seen = _spoil(conf, bad), len(stderr.lines)
@@ -160,19 +172,7 @@ def test_an_unreadable_config_on_sighup_keeps_the_running_one(tmp_path: Path, tr
         client.close()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert "Traceback" not in "".join(stderr.lines)
-
-
-def start_serve(conf: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "slurm_harp.cli", "serve", "--config", str(conf)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def test_a_second_daemon_refuses_a_live_socket_and_a_removed_one_comes_back(
@@ -185,8 +185,7 @@ def test_a_second_daemon_refuses_a_live_socket_and_a_removed_one_comes_back(
         f'[server]\nsocket = "{sock}"\nsocket_group = "{group.gr_name}"\nstore_poll_seconds = 3600\n'
         f'[store]\npath = "{trained_store}"\n'
     )
-    first = start_serve(conf)
-    try:
+    with serving(conf) as first:
         client = wait_serving(sock, first)
         inode = sock.stat().st_ino
         # Same config, second daemon: it must not unlink and take over the live one's socket.
@@ -209,10 +208,6 @@ def test_a_second_daemon_refuses_a_live_socket_and_a_removed_one_comes_back(
         client.close()
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=15) == 0
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
     assert first.stderr is not None
     assert f"socket {sock} was removed; binding it again" in first.stderr.read()
     # A stale socket of a crashed daemon is removed and taken (nothing answers on it).
