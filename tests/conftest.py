@@ -4,6 +4,8 @@ import hashlib
 import os
 import shutil
 import sqlite3
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,24 @@ def required_tool(name: str, package: str) -> str:
             )
         pytest.skip(f"{name} is not installed (Debian package {package})")
     return found
+
+
+@pytest.fixture
+def local_zone() -> Iterator[Callable[[str], None]]:
+    """``local_zone(name)`` makes ``name`` (a TZ value) this process's local time zone until the
+    test ends."""
+    before = os.environ.get("TZ")
+
+    def use(name: str) -> None:
+        os.environ["TZ"] = name
+        time.tzset()
+
+    yield use
+    if before is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = before
+    time.tzset()
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """`harp harvest` against a real cluster: finished jobs (one failing, an array, one using memory) land in
 the job store with the states, run times and step MaxRSS that sacct reports; a second run changes
-nothing; a later job is then the only addition and moves the cursor."""
+nothing; a later job is then the only addition and moves the cursor. A harvester whose local clock
+has just gone back an hour stores a job's true times."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from slurm_harp.accounting import JobRecord
@@ -44,9 +46,10 @@ def _settled(
         time.sleep(0.3)
 
 
-def _harvest(cluster: SlurmCluster, db: Path, *extra: str) -> str:
+def _harvest(cluster: SlurmCluster, db: Path, *extra: str, zone: str | None = None) -> str:
+    """Run `harp harvest` (in the time zone ``zone``, a TZ value, if given); its summary line."""
     bin_dir = os.path.dirname(sys.executable)
-    env = cluster.env | {"PATH": f"{cluster.env['PATH']}:/usr/bin:{bin_dir}"}
+    env = cluster.env | {"PATH": f"{cluster.env['PATH']}:/usr/bin:{bin_dir}"} | ({"TZ": zone} if zone else {})
     argv = [sys.executable, "-m", "slurm_harp.cli", "harvest", "--db", str(db), "--settle-seconds", "0"]
     done = subprocess.run([*argv, *extra], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -120,3 +123,48 @@ def test_harvest_a_real_cluster_twice_then_once_more(slurm_cluster: SlurmCluster
     assert moved is not None and cursor is not None and moved > cursor
     assert moved == after[str(late.job_id)].end_time
     assert late_row["State"] == after[str(late.job_id)].state == "COMPLETED"
+
+
+def _zone_falling_back_at(at: int) -> str:
+    """A POSIX TZ value far from UTC whose clocks go back an hour at unix time ``at``, so that local
+    times in the hour after ``at`` were shown once already. Summer time runs from 1 January (day 0)
+    to ``at``, given as the summer wall clock; of two offsets (+5:30, +6:30 in summer; -6, -5), one
+    whose wall clock at ``at`` is far from midnight, where the rule's day would be ambiguous."""
+    for std_hours, names in ((5.5, "HRS-5:30HRD-6:30"), (-6.0, "HRS6HRD5")):
+        summer = time.gmtime(at + int((std_hours + 1) * 3600))
+        if 2 <= summer.tm_hour < 22:
+            day, clock = summer.tm_yday - 1, time.strftime("%H:%M:%S", summer)
+            return f"{names},0/0,{day}/{clock}"
+    raise AssertionError("one of the offsets keeps the wall clock at the change away from midnight")
+
+
+def test_a_harvester_whose_clock_just_went_back_stores_true_times(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """sacct prints, and reads -S/-E, in its process's local time; in the hour repeated when clocks
+    go back those times are ambiguous. A job harvested there was read an hour early, or not at all
+    (the window's end read an hour early too): sacct must run in UTC."""
+    cluster = slurm_cluster
+    before = time.time()
+    zone = _zone_falling_back_at(int(before) - 120)
+    clocks = [
+        cluster.run(["date", "-d", f"@{t}", "+%T %Z"], env=cluster.env | {"TZ": zone}).stdout.strip()
+        for t in (int(before) - 3600, int(before))
+    ]
+    assert clocks[0].split()[0] == clocks[1].split()[0] and clocks[0] != clocks[1], (zone, clocks)
+    submitted = cluster.sbatch(["-t", "5", "-J", "harvest-zone"], "#!/bin/sh\nsleep 2\n")
+    assert submitted.job_id is not None, submitted.stderr
+    _settled(cluster, submitted.job_id)
+    after = time.time()
+
+    db = tmp_path / "jobs.sqlite"
+    start = datetime.fromtimestamp(before - 60, UTC).isoformat()
+    summary = _harvest(cluster, db, "--start", start, zone=zone)
+    jobs, _, cursor = _stored(db)
+    job = jobs.get(str(submitted.job_id))
+    assert job is not None, (zone, summary)
+    times = (job.request.submit_time, job.start_time, job.end_time)
+    assert all(t is not None and before - 2 <= t <= after + 2 for t in times), (zone, before, times, after)
+    assert job.end_time is not None and job.start_time is not None
+    assert job.end_time - job.start_time == job.elapsed_s >= 2
+    assert cursor == job.end_time

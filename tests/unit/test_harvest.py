@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -21,10 +22,17 @@ from tests.unit.test_sacct import SACCT_TEXT
 
 US = "\x1f"
 HOUR, DAY = 3600, 86400
-# What sacct prints with --delimiter=$'\x1f' (the harvester's choice), same jobs as test_sacct.
+# What sacct prints with --delimiter=$'\x1f' (the harvester's choice), same jobs as test_sacct; its
+# times are UTC, as sacct prints them under run_sacct.
 TEXT = SACCT_TEXT.replace("|", US)
-NOW = int(datetime.fromisoformat("2024-03-02T12:00:00").timestamp())
-LAST_END = int(datetime.fromisoformat("2024-03-01T12:00:42").timestamp())  # job 1030, the latest usable
+
+
+def _utc(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp())
+
+
+NOW = _utc("2024-03-02T12:00:00")
+LAST_END = _utc("2024-03-01T12:00:42")  # job 1030, the latest usable
 
 
 def _arg(argv: Sequence[str], flag: str) -> str:
@@ -32,7 +40,7 @@ def _arg(argv: Sequence[str], flag: str) -> str:
 
 
 def _t(argv: Sequence[str], flag: str) -> int:
-    return int(datetime.fromisoformat(_arg(argv, flag)).timestamp())
+    return _utc(_arg(argv, flag))  # as sacct reads it under run_sacct
 
 
 class FakeSacct:
@@ -158,6 +166,50 @@ def test_the_cursor_stays_inside_the_window_asked_for(store: JobStore) -> None:
     assert store.cursor("c1") == now
 
 
+class UtcSacct:
+    """sacct as run_sacct runs it (TZ=UTC0): -S/-E read, and the jobs' times printed, in UTC; the
+    jobs whose End is in [-S, -E]. ``ends``: unix end times of 5-minute jobs."""
+
+    def __init__(self, ends: list[int]) -> None:
+        self.ends = ends
+        self.calls: list[list[str]] = []
+        self.header, template = TEXT.splitlines()[:2]  # job 1001's line, without its steps
+        self.names = self.header.split(US)
+        self.template = template.split(US)
+
+    def __call__(self, argv: Sequence[str]) -> str:
+        self.calls.append(list(argv))
+        low, high = _t(argv, "-S"), _t(argv, "-E")
+        lines = [self.header]
+        for n, end in enumerate(self.ends):
+            if low <= end <= high:
+                values = dict(zip(self.names, self.template, strict=True))
+                at = {"Submit": end - 310, "Start": end - 300, "End": end}
+                values |= {name: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) for name, t in at.items()}
+                values |= {"JobIDRaw": str(n + 1), "JobID": str(n + 1), "ElapsedRaw": "300"}
+                lines.append(US.join(values[name] for name in self.names))
+        return "\n".join(lines)
+
+
+def test_jobs_that_end_while_the_clocks_go_back_keep_their_times(
+    local_zone: Callable[[str], None], store: JobStore
+) -> None:
+    """Local time repeats 02:00-03:00 in Berlin on 2024-10-27; sacct printed local time and the
+    windows were local, so a job ending at 02:30 (twice) was stored an hour off, or not at all."""
+    local_zone("Europe/Berlin")
+    change = _utc("2024-10-27T01:00:00")
+    assert time.localtime(change - 1800).tm_hour == time.localtime(change + 1800).tm_hour == 2
+    ends = list(range(change - 2 * HOUR, change + 2 * HOUR, 600))
+    sacct = UtcSacct(ends)
+    _harvest(store, sacct, start=change - 3 * HOUR, now=change + 3 * HOUR, window_s=1200, settle_s=0)
+    stored = {int(r.job_id) - 1: r for r in store.records("c1")}
+    assert {n: r.end_time for n, r in stored.items()} == dict(enumerate(ends))
+    assert all(r.start_time == r.end_time - 300 for r in stored.values() if r.end_time is not None)
+    assert store.cursor("c1") == ends[-1]
+    # The windows tile the span in UTC: one sacct call per 20 minutes, each 20 minutes long.
+    assert [_t(argv, "-S") for argv in sacct.calls] == list(range(change - 3 * HOUR, change + 3 * HOUR, 1200))
+
+
 def test_windows_are_separate_sacct_calls_and_transactions(store: JobStore) -> None:
     header = TEXT.splitlines()[0]
     sacct = FakeSacct(header, TEXT, header)  # the jobs ended in the second window
@@ -252,12 +304,12 @@ def test_cli_prints_one_summary_line_and_resumes(
     db = tmp_path / "jobs.sqlite"
     monkeypatch.setenv("HARP_DB", str(db))
     assert (
-        main(["harvest", "--settle-seconds", "0", "--start", "2024-03-01T00:00:00", "--window-hours", "1e6"])
+        main(["harvest", "--settle-seconds", "0", "--start", "2024-03-01T00:00Z", "--window-hours", "1e6"])
         == 0
     )
     out = capsys.readouterr().out.strip()
     assert out.startswith("harvest sacct: 1 windows, ") and "7 jobs, 0 bad lines, 7 new, 0 updated" in out
-    assert f"cursor {sacct_time(LAST_END)} (moved)" in out
+    assert f"cursor {sacct_time(LAST_END)} UTC (moved)" in out
     monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(RuntimeError("sacct exited 1: boom")))
     assert main(["harvest", "--db", str(db)]) == 1
     assert "stopped early" in capsys.readouterr().out
