@@ -89,7 +89,7 @@ def store_checksum(store: JobStore) -> str:
     """SHA-256 over every row of the job store's tables: equal before and after a no-op harvest."""
     digest = hashlib.sha256()
     with sqlite3.connect(f"file:{store.path.absolute()}?mode=ro", uri=True) as db:
-        for table, key in (("jobs", "source, job_id"), ("state", "source")):
+        for table, key in (("jobs", "source, job_id, submit_time"), ("state", "source")):
             for row in db.execute(f"SELECT * FROM {table} ORDER BY {key}"):
                 digest.update(repr(row).encode())
     return digest.hexdigest()

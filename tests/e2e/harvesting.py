@@ -22,7 +22,7 @@ def settled(
     cluster: SlurmCluster, job_id: int, tasks: int = 1, timeout: float = 120.0
 ) -> list[dict[str, str]]:
     """Allocation rows of a job (every task of an array) once terminal and fully recorded, batch steps too."""
-    fields = ["JobIDRaw", "JobID", "State", "Partition", "ElapsedRaw", "End", "MaxRSS"]
+    fields = ["JobIDRaw", "JobID", "State", "Partition", "ElapsedRaw", "Submit", "End", "MaxRSS"]
     deadline = time.monotonic() + timeout
     while True:
         rows = cluster.sacct_rows([job_id], fields)
@@ -42,6 +42,11 @@ def settled(
 
 def harvest(cluster: SlurmCluster, db: Path, *extra: str, zone: str | None = None) -> str:
     """Run `harp harvest` (in the time zone ``zone``, a TZ value, if given); its summary line."""
+    return harvest_logged(cluster, db, *extra, zone=zone)[0]
+
+
+def harvest_logged(cluster: SlurmCluster, db: Path, *extra: str, zone: str | None = None) -> tuple[str, str]:
+    """Like harvest(); the summary line and the log (stderr)."""
     bin_dir = os.path.dirname(sys.executable)
     env = cluster.env | {"PATH": f"{cluster.env['PATH']}:/usr/bin:{bin_dir}"} | ({"TZ": zone} if zone else {})
     argv = [sys.executable, "-m", "slurm_harp.cli", "harvest", "--db", str(db), "--settle-seconds", "0"]
@@ -49,7 +54,7 @@ def harvest(cluster: SlurmCluster, db: Path, *extra: str, zone: str | None = Non
     assert done.returncode == 0, done.stdout + done.stderr
     (line,) = done.stdout.splitlines()
     print(line)  # shown with -s: what an operator sees
-    return line
+    return line, done.stderr
 
 
 def counts(summary: str) -> tuple[int, int, int]:

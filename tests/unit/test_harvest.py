@@ -143,6 +143,47 @@ def test_a_re_read_with_fewer_steps_or_unknowns_forgets_nothing(store: JobStore)
         assert store_checksum(store) == checksum
 
 
+def _job_1001(day: str, name: str, step_rss: str) -> str:
+    """Job 1001's lines (the job, then its batch, extern and .0 steps) as run on ``day`` under the job
+    name ``name``, its .0 step's MaxRSS ``step_rss``."""
+    lines = [line.replace("2024-03-01", day) for line in TEXT.splitlines()[1:5]]
+    lines[0] = lines[0].replace(f"{US}relax{US}", f"{US}{name}{US}")
+    lines[3] = lines[3].replace(f"{US}3G{US}", f"{US}{step_rss}{US}")
+    return "\n".join(lines)
+
+
+HEADER_LINE = TEXT.splitlines()[0]
+OLD_1001 = _job_1001("2024-03-01", "relax", "3G")  # ended 2024-03-01T11:00:00
+NEW_1001 = _job_1001("2024-03-02", "other", "100M")  # the same id given again
+
+
+def test_a_reused_job_id_is_stored_as_a_job_of_its_own_and_logged_once(
+    store: JobStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Keyed by id alone, the new job overwrote the old one, MaxRSS kept the old job's 3 GB."""
+    _harvest(store, FakeSacct(f"{HEADER_LINE}\n{OLD_1001}"))
+    with caplog.at_level(logging.WARNING):
+        report = _harvest(store, FakeSacct(f"{HEADER_LINE}\n{NEW_1001}"), now=NOW + DAY)
+    stored = [(r.job_id, r.request.submit_time, r.request.job_name, r.max_rss_mb) for r in store.records()]
+    submit = _utc("2024-03-01T09:55:00")
+    assert stored == [("1001", submit, "relax", 3072.0), ("1001", submit + DAY, "other", 100.0)]
+    assert (report.inserted, report.updated, report.reused) == (1, 0, 1)
+    (line,) = [r.getMessage() for r in caplog.records if "already stored" in r.getMessage()]
+    assert line.startswith("harvest c1: 1 new jobs have the id of a job already stored")
+
+
+def test_every_record_of_an_id_in_one_window_is_read_with_its_own_steps(store: JobStore) -> None:
+    """sacct shows only the newest record of an id unless given --duplicates; with it, each job
+    line is followed by its own steps."""
+    sacct = FakeSacct(f"{HEADER_LINE}\n{OLD_1001}\n{NEW_1001}")
+    report = _harvest(store, sacct, now=NOW + DAY)
+    stored = [(r.request.job_name, r.max_rss_mb) for r in store.records("c1")]
+    assert stored == [("relax", 3072.0), ("other", 100.0)]
+    assert "--duplicates" in sacct.calls[0]
+    assert (report.inserted, report.reused) == (2, 1)
+    assert _harvest(store, sacct, now=NOW + DAY).reused == 0  # a re-read is no new job
+
+
 def test_explicit_start_overrides_the_cursor(store: JobStore) -> None:
     _harvest(store, FakeSacct(TEXT))
     sacct = FakeSacct(TEXT)

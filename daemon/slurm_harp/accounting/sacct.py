@@ -7,6 +7,10 @@ it in UTC (SACCT_ZONE), which never repeats an hour; a saved sacct file is read 
 max_rss_mb is the largest MaxRSS over the steps: MaxRSS is the peak of one task, so it is the
 per-node peak for one task per node and under-states it when tasks share a node.
 Record ids are JobIDRaw (unique per array task and het component); JobID tells array tasks.
+A JobIDRaw is not unique over time: an id given again (MaxJobId wrapped, slurmctld started without
+its state) and each run of a requeued job are accounting records of their own, with their own Submit.
+sacct shows only the newest record of an id unless given --duplicates, which sacct_argv gives; each
+job line is a record, and the step lines after it are its steps.
 Rows split or widened by a newline or delimiter inside a free-text field are repaired (or counted
 as bad) by sacct_lines.split_rows; the delimiter is read from the header ("|" or --delimiter=$'\\x1f').
 """
@@ -103,8 +107,9 @@ def sacct_argv(
     delimiter: str = "|",
     fields: Sequence[str] = SACCT_FIELDS,
 ) -> list[str]:
-    """The sacct command line for all users' jobs in [start, end] (sacct's -S/-E syntax)."""
-    argv = ["sacct", "-a", "-P", "--noconvert"]
+    """The sacct command line for all users' jobs in [start, end] (sacct's -S/-E syntax): every
+    accounting record, not only the newest of each job id (--duplicates)."""
+    argv = ["sacct", "-a", "-P", "--noconvert", "--duplicates"]
     if delimiter != "|":
         argv.append(f"--delimiter={delimiter}")
     argv += ["-S", start, "-E", end, "-o", ",".join(fields)]
@@ -166,23 +171,27 @@ def read_sacct(
     header, rows = split_rows(lines, stats)
     if header is None:
         raise ValueError(f"{stats.source}: no sacct header line")
-    jobs: dict[str, _Job | None] = {}  # None: job seen but not usable (unfinished, zero elapsed)
+    jobs: list[_Job] = []
+    # Each id's latest job line, whose steps follow it (None: not usable: unfinished, zero elapsed).
+    latest: dict[str, _Job | None] = {}
     for lineno, values in rows:
         row = _Row(header.columns, values)
         try:
             key, step = _ids(row)
             if step is None:
-                jobs[key] = _job(key, row, zone)
-                if jobs[key] is None:
+                job = latest[key] = _job(key, row, zone)
+                if job is None:
                     stats.skipped += 1
-            elif key in jobs:
-                _add_step(jobs[key], row)
+                else:
+                    jobs.append(job)
+            elif key in latest:
+                _add_step(latest[key], row)
             else:
                 _add_step(None, row)  # still validated: a garbled step line is a bad line
                 stats.skipped += 1  # sacct lists a job before its steps; a lone step has no job
         except ValueError as exc:
             stats.bad(lineno, str(exc), log)
-    records = [_finish(job) for job in jobs.values() if job is not None]
+    records = [_finish(job) for job in jobs]
     stats.records += len(records)
     return records
 

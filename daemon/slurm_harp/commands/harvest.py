@@ -10,6 +10,8 @@ as the rows, so a crash or a failing sacct loses nothing and the next run resume
   raise --overlap-minutes after such an outage, or give --start.
 sacct runs in UTC (sacct.run_sacct): the windows are given to it, and its times read, in UTC; local
 time would repeat an hour when clocks go back.
+A job id met again with another submit time (ids reused, a requeued job's next run) is stored as a
+job of its own (store_schema.py) and counted in one log line per run.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ class HarvestReport:
     windows: int = 0
     inserted: int = 0
     updated: int = 0
+    reused: int = 0
     cursor_before: int | None = None
     cursor: int | None = None
 
@@ -145,7 +148,16 @@ def harvest(
         report.windows += 1
         report.inserted += result.inserted
         report.updated += result.updated
+        report.reused += result.reused
         report.cursor = store.cursor(source)
+    if report.reused:
+        log.warning(
+            "harvest %s: %d new jobs have the id of a job already stored, with another submit time "
+            "(ids given again after MaxJobId wrapped or slurmctld lost its StateSaveLocation, or a "
+            "requeued job's next run); each is stored as a job of its own",
+            source,
+            report.reused,
+        )
     return report
 
 
