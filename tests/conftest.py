@@ -4,6 +4,8 @@ import hashlib
 import os
 import shutil
 import sqlite3
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,24 @@ def required_tool(name: str, package: str) -> str:
     return found
 
 
+@pytest.fixture
+def local_zone() -> Iterator[Callable[[str], None]]:
+    """``local_zone(name)`` makes ``name`` (a TZ value) this process's local time zone until the
+    test ends."""
+    before = os.environ.get("TZ")
+
+    def use(name: str) -> None:
+        os.environ["TZ"] = name
+        time.tzset()
+
+    yield use
+    if before is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = before
+    time.tzset()
+
+
 @pytest.fixture(scope="session")
 def trained_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model store holding a real walltime model trained on a slice of the bundled KTH trace."""
@@ -69,7 +89,7 @@ def store_checksum(store: JobStore) -> str:
     """SHA-256 over every row of the job store's tables: equal before and after a no-op harvest."""
     digest = hashlib.sha256()
     with sqlite3.connect(f"file:{store.path.absolute()}?mode=ro", uri=True) as db:
-        for table, key in (("jobs", "source, job_id"), ("state", "source")):
+        for table, key in (("jobs", "source, job_id, submit_time"), ("state", "source")):
             for row in db.execute(f"SELECT * FROM {table} ORDER BY {key}"):
                 digest.update(repr(row).encode())
     return digest.hexdigest()

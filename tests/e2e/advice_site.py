@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess
-from tests.e2e.test_harvest_e2e import _harvest
+from tests.e2e.harvesting import harvest
 
 # (tasks, seconds) of the two runs
 SIZES = ((1, 20), (2, 6))
@@ -42,7 +42,7 @@ def submit_two_sizes(cluster: SlurmCluster, name: str) -> list[int]:
 def advice_daemon(cluster: SlurmCluster, work: Path) -> DaemonProcess:
     """`harp serve` (not started) on the history harvested into ``work``/jobs.sqlite, advising on
     ``work``/advice.sock."""
-    _harvest(cluster, work / "jobs.sqlite")
+    harvest(cluster, work / "jobs.sqlite")
     return DaemonProcess(
         work,
         work / "store",  # no model: the advice needs none

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import shutil
 import socket
 import subprocess
 import time
@@ -296,6 +297,20 @@ class SlurmCluster:
             (self.conf_dir / "job_submit.lua").write_text(self.job_submit_lua)
             self._job_submit_mtime = (self.conf_dir / "job_submit.lua").stat().st_mtime
         write_conf_files(self, hw)
+
+    def reset_controller(self) -> None:
+        """Stop slurmctld, empty its StateSaveLocation and start it again, as after a lost state
+        directory: job ids start again at FirstJobId (1) while accounting keeps the jobs that had
+        them. Run it with no job in the cluster."""
+        self._daemons.stop_one("slurmctld")
+        for entry in self.state_dir.iterdir():
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        startup = Startup(self, self._daemons, deadline=time.monotonic() + self.start_timeout)
+        startup.start_slurmctld()
+        startup.wait_nodes_idle()
 
     def stop(self) -> None:
         """Stop every daemon and any job process of this cluster (TERM, then KILL). Idempotent."""

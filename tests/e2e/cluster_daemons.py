@@ -61,6 +61,10 @@ class Daemons:
         self.procs[name] = proc
         return proc
 
+    def stop_one(self, name: str) -> None:
+        """Stop daemon ``name`` (TERM, then KILL); the others and the jobs run on."""
+        _terminate([self.procs.pop(name)], grace=10.0)
+
     def stop(self) -> None:
         """Stop every daemon and any job process of the cluster (TERM, then KILL). Idempotent."""
         # Jobs first: a slurmstepd whose daemons are gone retries for seconds before it gives up.

@@ -21,7 +21,7 @@ from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from tests.e2e.advice_site import advice_daemon, open_site, submit_two_sizes
 from tests.e2e.cluster import SlurmCluster, StartCluster
-from tests.e2e.test_harvest_e2e import _settled
+from tests.e2e.harvesting import settled
 from tests.integration.as_user import channel_as
 
 NAME = "advise-me"
@@ -56,7 +56,7 @@ def test_a_user_gets_the_cheaper_of_the_two_sizes_they_ran(site: tuple[SlurmClus
     started = time.monotonic()
     one, two = submit_two_sizes(cluster, NAME)  # 1 CPU for 20 s, 2 CPUs for 6 s
     theirs = submit_as_nobody(cluster, ["-J", NAME, "-n", "1", "-t", "5"], "#!/bin/sh\nsleep 1\n")
-    rows = {job: _settled(cluster, job)[0] for job in (one, two, theirs)}
+    rows = {job: settled(cluster, job)[0] for job in (one, two, theirs)}
     assert all(r["State"] == "COMPLETED" for r in rows.values()), rows
 
     daemon = advice_daemon(cluster, work)

@@ -27,7 +27,7 @@ from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from tests.conftest import REPO
 from tests.e2e.advice_site import advice_daemon, open_site, submit_two_sizes
 from tests.e2e.cluster import SlurmCluster, StartCluster
-from tests.e2e.test_harvest_e2e import _settled
+from tests.e2e.harvesting import settled
 from tests.integration.as_user import channel_as
 
 NAME = "advise-at-submit"
@@ -74,7 +74,7 @@ def sbatch(cluster: SlurmCluster, env: dict[str, str], *args: str | bytes) -> tu
 def test_sbatch_prints_the_advice_and_never_blocks(site: tuple[SlurmCluster, Path]) -> None:
     cluster, work = site
     one, two = submit_two_sizes(cluster, NAME)
-    rows = {job: _settled(cluster, job)[0] for job in (one, two)}
+    rows = {job: settled(cluster, job)[0] for job in (one, two)}
     assert all(r["State"] == "COMPLETED" for r in rows.values()), rows
     daemon = advice_daemon(cluster, work)
     daemon.start()

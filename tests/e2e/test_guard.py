@@ -34,7 +34,7 @@ from slurm_harp.core.request import JobRequest
 from tests.conftest import REPO
 from tests.e2e.cluster import SbatchResult, SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess, plugin_config
-from tests.e2e.test_harvest_e2e import _harvest
+from tests.e2e.harvesting import harvest
 
 POLL_S, LEAD_S, STALE_S = 2, 40, 5
 # slurmctld checks limits about every 30 s and waits KillWait (5 s) before the kill.
@@ -111,7 +111,7 @@ def site(
     )
     db = work / "jobs.sqlite"
     seed_history(db)
-    assert ", 30 jobs in the extension history" in _harvest(cluster, db)
+    assert ", 30 jobs in the extension history" in harvest(cluster, db)
     port = _free_port()
     policy = (
         # The bundled KTH model's median cuts these short requests to the one-minute floor.

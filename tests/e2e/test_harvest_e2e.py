@@ -1,65 +1,19 @@
 """`harp harvest` against a real cluster: finished jobs (one failing, an array, one using memory) land in
 the job store with the states, run times and step MaxRSS that sacct reports; a second run changes
-nothing; a later job is then the only addition and moves the cursor."""
+nothing; a later job is then the only addition and moves the cursor. A harvester whose local clock
+has just gone back an hour stores a job's true times."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from slurm_harp.accounting import JobRecord
 from slurm_harp.accounting.jobstore import JobStore
 from tests.conftest import store_checksum
-from tests.e2e.cluster import TERMINAL_STATES, SlurmCluster
-
-MEMORY_MB = 200
-MEMORY_JOB = (
-    f"#!/bin/sh\n/usr/bin/python3 -c 'import time; x = b\"x\" * ({MEMORY_MB} << 20); time.sleep(4)'\n"
-)
-
-
-def _settled(
-    cluster: SlurmCluster, job_id: int, tasks: int = 1, timeout: float = 120.0
-) -> list[dict[str, str]]:
-    """Allocation rows of a job (every task of an array) once terminal and fully recorded, batch steps too."""
-    fields = ["JobIDRaw", "JobID", "State", "Partition", "ElapsedRaw", "End", "MaxRSS"]
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = cluster.sacct_rows([job_id], fields)
-        jobs = [r for r in rows if "." not in r["JobIDRaw"]]
-        batch = {r["JobIDRaw"].split(".")[0]: r for r in rows if r["JobIDRaw"].endswith(".batch")}
-        done = len(jobs) == tasks and all(
-            r["State"].split()[0] in TERMINAL_STATES
-            and r["Partition"]
-            and batch.get(r["JobIDRaw"], {}).get("MaxRSS")
-            for r in jobs
-        )
-        if done:
-            return jobs
-        assert time.monotonic() < deadline, f"job {job_id} not settled in accounting: {rows}"
-        time.sleep(0.3)
-
-
-def _harvest(cluster: SlurmCluster, db: Path, *extra: str) -> str:
-    bin_dir = os.path.dirname(sys.executable)
-    env = cluster.env | {"PATH": f"{cluster.env['PATH']}:/usr/bin:{bin_dir}"}
-    argv = [sys.executable, "-m", "slurm_harp.cli", "harvest", "--db", str(db), "--settle-seconds", "0"]
-    done = subprocess.run([*argv, *extra], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    (line,) = done.stdout.splitlines()
-    print(line)  # shown with -s: what an operator sees
-    return line
-
-
-def _counts(summary: str) -> tuple[int, int, int]:
-    m = re.search(r"(\d+) bad lines, (\d+) new, (\d+) updated", summary)
-    assert m is not None, summary
-    bad, new, updated = (int(g) for g in m.groups())
-    return bad, new, updated
+from tests.e2e.cluster import SlurmCluster
+from tests.e2e.harvesting import MEMORY_JOB, MEMORY_MB, counts, harvest, settled
 
 
 def _stored(db: Path) -> tuple[dict[str, JobRecord], str, int | None]:
@@ -80,12 +34,12 @@ def test_harvest_a_real_cluster_twice_then_once_more(slurm_cluster: SlurmCluster
     for name, res in submitted.items():
         assert res.job_id is not None, res.stderr
         ids[name] = res.job_id
-    rows = {name: _settled(cluster, job_id, 3 if name == "array" else 1) for name, job_id in ids.items()}
+    rows = {name: settled(cluster, job_id, 3 if name == "array" else 1) for name, job_id in ids.items()}
 
     db = tmp_path / "jobs.sqlite"
-    first = _harvest(cluster, db, "--start", start)
+    first = harvest(cluster, db, "--start", start)
     jobs, checksum, cursor = _stored(db)
-    assert _counts(first)[0] == 0 and _counts(first)[1] == len(jobs), first
+    assert counts(first)[0] == 0 and counts(first)[1] == len(jobs), first
     for name, allocations in rows.items():
         for row in allocations:
             job = jobs[row["JobIDRaw"]]
@@ -105,18 +59,63 @@ def test_harvest_a_real_cluster_twice_then_once_more(slurm_cluster: SlurmCluster
     assert small is not None and small < MEMORY_MB / 2
     assert cursor == max(j.end_time for j in jobs.values() if j.end_time is not None)
 
-    second = _harvest(cluster, db)  # from the cursor, minus the overlap
-    assert _counts(second) == (0, 0, 0), second
+    second = harvest(cluster, db)  # from the cursor, minus the overlap
+    assert counts(second) == (0, 0, 0), second
     assert _stored(db)[1] == checksum
 
     late = cluster.sbatch(["-t", "5", "-J", "harvest-late"], "#!/bin/sh\nsleep 1\n")
     assert late.job_id is not None, late.stderr
-    (late_row,) = _settled(cluster, late.job_id)
-    third = _harvest(cluster, db)
+    (late_row,) = settled(cluster, late.job_id)
+    third = harvest(cluster, db)
     after, _, moved = _stored(db)
-    assert _counts(third) == (0, 1, 0), third
+    assert counts(third) == (0, 1, 0), third
     assert set(after) - set(jobs) == {str(late.job_id)}
     assert all(after[k] == v for k, v in jobs.items())
     assert moved is not None and cursor is not None and moved > cursor
     assert moved == after[str(late.job_id)].end_time
     assert late_row["State"] == after[str(late.job_id)].state == "COMPLETED"
+
+
+def _zone_falling_back_at(at: int) -> str:
+    """A POSIX TZ value far from UTC whose clocks go back an hour at unix time ``at``, so that local
+    times in the hour after ``at`` were shown once already. Summer time runs from 1 January (day 0)
+    to ``at``, given as the summer wall clock; of two offsets (+5:30, +6:30 in summer; -6, -5), one
+    whose wall clock at ``at`` is far from midnight, where the rule's day would be ambiguous."""
+    for std_hours, names in ((5.5, "HRS-5:30HRD-6:30"), (-6.0, "HRS6HRD5")):
+        summer = time.gmtime(at + int((std_hours + 1) * 3600))
+        if 2 <= summer.tm_hour < 22:
+            day, clock = summer.tm_yday - 1, time.strftime("%H:%M:%S", summer)
+            return f"{names},0/0,{day}/{clock}"
+    raise AssertionError("one of the offsets keeps the wall clock at the change away from midnight")
+
+
+def test_a_harvester_whose_clock_just_went_back_stores_true_times(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """sacct prints, and reads -S/-E, in its process's local time; in the hour repeated when clocks
+    go back those times are ambiguous. A job harvested there was read an hour early, or not at all
+    (the window's end read an hour early too): sacct must run in UTC."""
+    cluster = slurm_cluster
+    before = time.time()
+    zone = _zone_falling_back_at(int(before) - 120)
+    clocks = [
+        cluster.run(["date", "-d", f"@{t}", "+%T %Z"], env=cluster.env | {"TZ": zone}).stdout.strip()
+        for t in (int(before) - 3600, int(before))
+    ]
+    assert clocks[0].split()[0] == clocks[1].split()[0] and clocks[0] != clocks[1], (zone, clocks)
+    submitted = cluster.sbatch(["-t", "5", "-J", "harvest-zone"], "#!/bin/sh\nsleep 2\n")
+    assert submitted.job_id is not None, submitted.stderr
+    settled(cluster, submitted.job_id)
+    after = time.time()
+
+    db = tmp_path / "jobs.sqlite"
+    start = datetime.fromtimestamp(before - 60, UTC).isoformat()
+    summary = harvest(cluster, db, "--start", start, zone=zone)
+    jobs, _, cursor = _stored(db)
+    job = jobs.get(str(submitted.job_id))
+    assert job is not None, (zone, summary)
+    times = (job.request.submit_time, job.start_time, job.end_time)
+    assert all(t is not None and before - 2 <= t <= after + 2 for t in times), (zone, before, times, after)
+    assert job.end_time is not None and job.start_time is not None
+    assert job.end_time - job.start_time == job.elapsed_s >= 2
+    assert cursor == job.end_time

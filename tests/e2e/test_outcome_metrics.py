@@ -20,7 +20,7 @@ from slurm_harp.core.message import parse_tag
 from tests.conftest import REPO, required_tool
 from tests.e2e.cluster import TERMINAL_STATES, SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess, plugin_config
-from tests.e2e.test_harvest_e2e import _harvest
+from tests.e2e.harvesting import harvest
 from tests.integration.test_prometheus import free_port, query
 
 # The bundled trace's median model cuts a 2-hour request (to tens of minutes); this cluster's users
@@ -87,7 +87,7 @@ def test_accuracy_of_real_jobs_reaches_prometheus(
     tags = {r["JobIDRaw"]: parse_tag(r["AdminComment"]) for r in rows}
     assert all(t is not None and "t" in t.values for t in tags.values()), rows
     assert {t.mode for t in tags.values() if t is not None} == {"rewrite", "shadow"}
-    _harvest(cluster, work / "jobs.sqlite")
+    harvest(cluster, work / "jobs.sqlite")
     explain_a_real_job(cluster, _daemon, next(r for r in rows if r["Partition"] == "debug"))
     report_on_real_jobs(work, _daemon, rows)
 

@@ -4,15 +4,18 @@ sacct is faked at the subprocess boundary; the model is a real one from the stor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct import SACCT_FIELDS
 from slurm_harp.accounting.sacct_lines import UNIT_SEPARATOR
 from slurm_harp.commands.explain import explain
 from slurm_harp.config import parse
-from slurm_harp.core.request import Target
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.model.store import ModelStore
 
 FIELDS = {
@@ -76,3 +79,25 @@ def test_no_tag_no_job_and_a_bad_id_are_said_plainly(trained_store: Path) -> Non
         explain("42; rm -rf /", settings, runner)  # type: ignore[arg-type]
     _, runner = sacct_with("harp:shadow,t=30,v=20000101T000000.000000Z")
     assert "is not in" in explain("4242", settings, runner)  # type: ignore[arg-type]
+
+
+def test_an_older_job_with_the_same_id_is_in_the_users_history(trained_store: Path, tmp_path: Path) -> None:
+    """A job id given again (MaxJobId wrapped, slurmctld lost its state) names two jobs: the older
+    one, ended the day before this one was submitted, is history, as the daemon's feed had it."""
+    submit = int(datetime.fromisoformat(FIELDS["Submit"]).replace(tzinfo=UTC).timestamp())
+    day_before = submit - 86400
+    older = JobRecord(
+        "4242", JobRequest(user_name="alice", job_name="relax", submit_time=day_before), "COMPLETED", 600,
+        start_time=day_before, end_time=day_before + 600,
+    )  # fmt: skip
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as store:
+        store.upsert([older], "sacct")
+    version = ModelStore(trained_store).current_version(Target.TIME)
+    settings = parse(
+        {"store": {"path": str(trained_store)}, "history": {"db": str(db)}, "policy": {"limits": "quantile"}}
+    )
+    _, runner = sacct_with(f"harp:shadow,t=30,v={version}")
+    text = explain("4242", settings, runner)  # type: ignore[arg-type]
+    assert "q0.9 prediction for this job:" in text
+    assert "no job ended in the history window" not in text

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -21,10 +22,17 @@ from tests.unit.test_sacct import SACCT_TEXT
 
 US = "\x1f"
 HOUR, DAY = 3600, 86400
-# What sacct prints with --delimiter=$'\x1f' (the harvester's choice), same jobs as test_sacct.
+# What sacct prints with --delimiter=$'\x1f' (the harvester's choice), same jobs as test_sacct; its
+# times are UTC, as sacct prints them under run_sacct.
 TEXT = SACCT_TEXT.replace("|", US)
-NOW = int(datetime.fromisoformat("2024-03-02T12:00:00").timestamp())
-LAST_END = int(datetime.fromisoformat("2024-03-01T12:00:42").timestamp())  # job 1030, the latest usable
+
+
+def _utc(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp())
+
+
+NOW = _utc("2024-03-02T12:00:00")
+LAST_END = _utc("2024-03-01T12:00:42")  # job 1030, the latest usable
 
 
 def _arg(argv: Sequence[str], flag: str) -> str:
@@ -32,7 +40,7 @@ def _arg(argv: Sequence[str], flag: str) -> str:
 
 
 def _t(argv: Sequence[str], flag: str) -> int:
-    return int(datetime.fromisoformat(_arg(argv, flag)).timestamp())
+    return _utc(_arg(argv, flag))  # as sacct reads it under run_sacct
 
 
 class FakeSacct:
@@ -135,6 +143,47 @@ def test_a_re_read_with_fewer_steps_or_unknowns_forgets_nothing(store: JobStore)
         assert store_checksum(store) == checksum
 
 
+def _job_1001(day: str, name: str, step_rss: str) -> str:
+    """Job 1001's lines (the job, then its batch, extern and .0 steps) as run on ``day`` under the job
+    name ``name``, its .0 step's MaxRSS ``step_rss``."""
+    lines = [line.replace("2024-03-01", day) for line in TEXT.splitlines()[1:5]]
+    lines[0] = lines[0].replace(f"{US}relax{US}", f"{US}{name}{US}")
+    lines[3] = lines[3].replace(f"{US}3G{US}", f"{US}{step_rss}{US}")
+    return "\n".join(lines)
+
+
+HEADER_LINE = TEXT.splitlines()[0]
+OLD_1001 = _job_1001("2024-03-01", "relax", "3G")  # ended 2024-03-01T11:00:00
+NEW_1001 = _job_1001("2024-03-02", "other", "100M")  # the same id given again
+
+
+def test_a_reused_job_id_is_stored_as_a_job_of_its_own_and_logged_once(
+    store: JobStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Keyed by id alone, the new job overwrote the old one, MaxRSS kept the old job's 3 GB."""
+    _harvest(store, FakeSacct(f"{HEADER_LINE}\n{OLD_1001}"))
+    with caplog.at_level(logging.WARNING):
+        report = _harvest(store, FakeSacct(f"{HEADER_LINE}\n{NEW_1001}"), now=NOW + DAY)
+    stored = [(r.job_id, r.request.submit_time, r.request.job_name, r.max_rss_mb) for r in store.records()]
+    submit = _utc("2024-03-01T09:55:00")
+    assert stored == [("1001", submit, "relax", 3072.0), ("1001", submit + DAY, "other", 100.0)]
+    assert (report.inserted, report.updated, report.reused) == (1, 0, 1)
+    (line,) = [r.getMessage() for r in caplog.records if "already stored" in r.getMessage()]
+    assert line.startswith("harvest c1: 1 new jobs have the id of a job already stored")
+
+
+def test_every_record_of_an_id_in_one_window_is_read_with_its_own_steps(store: JobStore) -> None:
+    """sacct shows only the newest record of an id unless given --duplicates; with it, each job
+    line is followed by its own steps."""
+    sacct = FakeSacct(f"{HEADER_LINE}\n{OLD_1001}\n{NEW_1001}")
+    report = _harvest(store, sacct, now=NOW + DAY)
+    stored = [(r.request.job_name, r.max_rss_mb) for r in store.records("c1")]
+    assert stored == [("relax", 3072.0), ("other", 100.0)]
+    assert "--duplicates" in sacct.calls[0]
+    assert (report.inserted, report.reused) == (2, 1)
+    assert _harvest(store, sacct, now=NOW + DAY).reused == 0  # a re-read is no new job
+
+
 def test_explicit_start_overrides_the_cursor(store: JobStore) -> None:
     _harvest(store, FakeSacct(TEXT))
     sacct = FakeSacct(TEXT)
@@ -156,6 +205,50 @@ def test_the_cursor_stays_inside_the_window_asked_for(store: JobStore) -> None:
     now = LAST_END - 10 * 60
     _harvest(store, sacct, now=now, settle_s=0)
     assert store.cursor("c1") == now
+
+
+class UtcSacct:
+    """sacct as run_sacct runs it (TZ=UTC0): -S/-E read, and the jobs' times printed, in UTC; the
+    jobs whose End is in [-S, -E]. ``ends``: unix end times of 5-minute jobs."""
+
+    def __init__(self, ends: list[int]) -> None:
+        self.ends = ends
+        self.calls: list[list[str]] = []
+        self.header, template = TEXT.splitlines()[:2]  # job 1001's line, without its steps
+        self.names = self.header.split(US)
+        self.template = template.split(US)
+
+    def __call__(self, argv: Sequence[str]) -> str:
+        self.calls.append(list(argv))
+        low, high = _t(argv, "-S"), _t(argv, "-E")
+        lines = [self.header]
+        for n, end in enumerate(self.ends):
+            if low <= end <= high:
+                values = dict(zip(self.names, self.template, strict=True))
+                at = {"Submit": end - 310, "Start": end - 300, "End": end}
+                values |= {name: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) for name, t in at.items()}
+                values |= {"JobIDRaw": str(n + 1), "JobID": str(n + 1), "ElapsedRaw": "300"}
+                lines.append(US.join(values[name] for name in self.names))
+        return "\n".join(lines)
+
+
+def test_jobs_that_end_while_the_clocks_go_back_keep_their_times(
+    local_zone: Callable[[str], None], store: JobStore
+) -> None:
+    """Local time repeats 02:00-03:00 in Berlin on 2024-10-27; sacct printed local time and the
+    windows were local, so a job ending at 02:30 (twice) was stored an hour off, or not at all."""
+    local_zone("Europe/Berlin")
+    change = _utc("2024-10-27T01:00:00")
+    assert time.localtime(change - 1800).tm_hour == time.localtime(change + 1800).tm_hour == 2
+    ends = list(range(change - 2 * HOUR, change + 2 * HOUR, 600))
+    sacct = UtcSacct(ends)
+    _harvest(store, sacct, start=change - 3 * HOUR, now=change + 3 * HOUR, window_s=1200, settle_s=0)
+    stored = {int(r.job_id) - 1: r for r in store.records("c1")}
+    assert {n: r.end_time for n, r in stored.items()} == dict(enumerate(ends))
+    assert all(r.start_time == r.end_time - 300 for r in stored.values() if r.end_time is not None)
+    assert store.cursor("c1") == ends[-1]
+    # The windows tile the span in UTC: one sacct call per 20 minutes, each 20 minutes long.
+    assert [_t(argv, "-S") for argv in sacct.calls] == list(range(change - 3 * HOUR, change + 3 * HOUR, 1200))
 
 
 def test_windows_are_separate_sacct_calls_and_transactions(store: JobStore) -> None:
@@ -252,12 +345,12 @@ def test_cli_prints_one_summary_line_and_resumes(
     db = tmp_path / "jobs.sqlite"
     monkeypatch.setenv("HARP_DB", str(db))
     assert (
-        main(["harvest", "--settle-seconds", "0", "--start", "2024-03-01T00:00:00", "--window-hours", "1e6"])
+        main(["harvest", "--settle-seconds", "0", "--start", "2024-03-01T00:00Z", "--window-hours", "1e6"])
         == 0
     )
     out = capsys.readouterr().out.strip()
     assert out.startswith("harvest sacct: 1 windows, ") and "7 jobs, 0 bad lines, 7 new, 0 updated" in out
-    assert f"cursor {sacct_time(LAST_END)} (moved)" in out
+    assert f"cursor {sacct_time(LAST_END)} UTC (moved)" in out
     monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(RuntimeError("sacct exited 1: boom")))
     assert main(["harvest", "--db", str(db)]) == 1
     assert "stopped early" in capsys.readouterr().out

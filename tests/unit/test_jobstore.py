@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records, read_sacct
-from slurm_harp.accounting.job_columns import COLUMNS
+from slurm_harp.accounting.job_columns import COLUMNS, DATA_NAMES, row_of
 from slurm_harp.accounting.jobstore import SCHEMA_VERSION, JobStore, Position
 from slurm_harp.core.request import JobRequest
 from tests.conftest import SHARED_TRACES, store_checksum
@@ -103,6 +103,24 @@ def test_a_changed_job_is_updated_in_place(store: JobStore) -> None:
     assert (result.inserted, result.updated) == (0, 1)
     assert store_checksum(store) != checksum
     assert [r.request.partition for r in store.records("a")] == [None, "batch"]
+
+
+def test_a_reused_job_id_with_another_submit_time_is_a_job_of_its_own(store: JobStore) -> None:
+    """After MaxJobId wraps or slurmctld loses its state, a new job gets an old one's id: keyed by
+    id alone, it overwrote the old job, and MaxRSS (a maximum over re-reads) stayed the old one's."""
+    old = _job("7", 100, max_rss_mb=900.0, state="TIMEOUT", censored=True)
+    new = _job("7", 90_000, max_rss_mb=10.0, request=JobRequest(user_name="bob", submit_time=90_000))
+    store.upsert([old], "a")
+    result = store.merge([new], "a")
+    assert list(store.records("a")) == [old, new]
+    assert (result.inserted, result.updated, result.reused) == (1, 0, 1)
+    # A re-read is still the same job: it merges into its own row only, never erasing or lowering.
+    again = store.merge([dataclasses.replace(old, max_rss_mb=None, state="TIMEOUT"), new], "a")
+    assert (again.inserted, again.updated, again.reused) == (0, 0, 0)
+    assert list(store.records("a")) == [old, new]
+    # Another source, and a job whose submit time is unknown, are keys of their own too.
+    assert store.merge([new], "b").reused == 0
+    assert store.upsert([_job("7", None)], "a") == 1 and store.upsert([_job("7", None)], "a") == 0
 
 
 def test_sources_are_separate_keys(store: JobStore) -> None:
@@ -266,3 +284,49 @@ def test_a_reader_meets_a_store_not_migrated_yet_and_filters_by_end_and_tag(tmp_
         s.upsert([tagged], "site")
         assert [r.job_id for r in s.records(tagged=True)] == ["2"]
         assert [r.job_id for r in s.records(ended_since=300)] == ["2"]
+
+
+def _version_1_store(path: Path, rows: list[JobRecord]) -> None:
+    """A store as schema version 1 left it: keyed (source, job_id); ``censored`` added later, by
+    ALTER TABLE (nullable, NULL in the rows before), rowids with a gap; a cursor."""
+    defs = ", ".join(c.definition for c in COLUMNS if c.name != "censored")
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        db.execute(
+            f"CREATE TABLE jobs (source TEXT NOT NULL, {defs}, ingested_at REAL NOT NULL, "
+            "PRIMARY KEY (source, job_id))"
+        )
+        db.execute("CREATE INDEX jobs_submit ON jobs (submit_time)")
+        db.execute("ALTER TABLE jobs ADD COLUMN censored INTEGER")
+        db.execute("CREATE TABLE state (source TEXT PRIMARY KEY, cursor_end INTEGER NOT NULL)")
+        db.execute("INSERT INTO state VALUES ('sacct', 5000)")
+        names = [c.name for c in COLUMNS]
+        for rowid, record in zip((3, 4, 9), rows, strict=True):
+            values = dict(zip(["job_id", *DATA_NAMES], row_of(record), strict=True)) | {"censored": None}
+            db.execute(
+                f"INSERT INTO jobs (rowid, source, {', '.join(names)}, ingested_at) "
+                f"VALUES (?, 'sacct', {', '.join('?' * len(names))}, 1.5)",
+                (rowid, *(values[n] for n in names)),
+            )
+
+
+def test_a_version_1_store_opens_with_its_rows_and_takes_a_reused_id(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite"
+    rows = [_job("1", 100), _job("2", 200, max_rss_mb=50.0), _job("3", 300)]
+    _version_1_store(path, rows)
+    with JobStore(path, readonly=True) as reader:  # a reader may meet it before the harvester
+        assert list(reader.records()) == rows
+    with JobStore(path) as store:
+        assert list(store.records()) == rows and store.cursor("sacct") == 5000
+        assert store.position() == Position(3, 9, ("sacct", "3"), 1.5)  # rowids kept: readers go on
+        result = store.merge([_job("2", 250, max_rss_mb=1.0), _job("3", 300, max_rss_mb=7.0)], "sacct")
+        assert [(r.job_id, r.request.submit_time, r.max_rss_mb) for r in store.records()] == [
+            ("1", 100, None), ("2", 200, 50.0), ("2", 250, 1.0), ("3", 300, 7.0)
+        ]  # fmt: skip
+        assert (result.inserted, result.updated, result.reused) == (1, 1, 1)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        assert not [r for r in db.execute("PRAGMA table_info(jobs)") if r[5]]  # no primary key left
+        indexes = {r[1] for r in db.execute("PRAGMA index_list(jobs)")}
+        assert {"jobs_identity", "jobs_submit", "jobs_end", "jobs_user_name"} <= indexes

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TypedDict
@@ -276,3 +276,26 @@ def test_a_failing_sacct_names_its_exit_code_and_stderr(tmp_path: Path) -> None:
 def test_the_last_harp_tag_of_the_admin_comment_is_kept(records: Parsed) -> None:
     assert records["by_id"]["1001"].harp_tag == "harp:shadow,t=45/q0.9,v=20240301T000000.000000Z"
     assert records["by_id"]["1002"].harp_tag is None
+
+
+def test_sacct_runs_in_utc_with_the_rest_of_the_environment_inherited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sacct prints and reads times in its process's zone: local time repeats an hour when clocks
+    go back, so run_sacct runs it in UTC; SLURM_CONF and the rest still reach it."""
+    fake = tmp_path / "sacct"
+    fake.write_text('#!/bin/sh\necho "$TZ|$SLURM_CONF|$(date -d @0 +%H:%M)"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    monkeypatch.setenv("SLURM_CONF", "/etc/slurm/other.conf")
+    assert run_sacct([str(fake)]) == "UTC0|/etc/slurm/other.conf|00:00\n"
+
+
+def test_times_are_read_in_the_zone_sacct_printed_them_in(local_zone: Callable[[str], None]) -> None:
+    """A runner's output (harvest_sacct) is UTC; a saved file is read in this host's zone."""
+    local_zone("Asia/Kolkata")
+    (from_runner,) = [r for r in harvest_sacct(lambda argv: SACCT_TEXT, "2024-03-01") if r.job_id == "1030"]
+    (from_file,) = [r for r in read_sacct(SACCT_TEXT.splitlines()) if r.job_id == "1030"]
+    end = int(datetime.fromisoformat("2024-03-01T12:00:42+00:00").timestamp())
+    assert from_runner.end_time == end
+    assert from_file.end_time == end - 5 * 3600 - 1800  # 12:00:42 in Kolkata, UTC+5:30

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest
 from slurm_harp.simulation import catalog, load_workload, measure, simulate
-from slurm_harp.simulation.trace import swf_processors
+from slurm_harp.simulation.trace import swf_processors, workload_from_records
+from slurm_harp.simulation.workload import predictions_by_job
 from tests.conftest import BUNDLED_TRACE
 
 
@@ -27,3 +30,15 @@ def test_easy_plus_plus_beats_easy_on_kth() -> None:
     assert plus.mean_bsld < 0.85 * easy.mean_bsld
     assert plus.mean_wait_s < easy.mean_wait_s
     assert easy.killed_early_jobs == plus.killed_early_jobs == 0
+
+
+def test_two_jobs_of_one_id_each_get_their_own_planned_limit() -> None:
+    """A job store may hold several jobs of one id (an id given again): planned limits go by id and
+    submit time, or the older job ran with the newer one's limit."""
+    older, newer = (
+        JobRecord("7", JobRequest(submit_time=t, min_cpus=1, time_limit_minutes=60), "COMPLETED", 600)
+        for t in (100, 5000)
+    )
+    jobs = workload_from_records([newer, older], processors=4)
+    assert list(zip(jobs.ids, jobs.submit, strict=True)) == [("7", 100.0), ("7", 5000.0)]
+    assert predictions_by_job(jobs, {("7", 100.0): 900.0, ("7", 5000.0): 1200.0}) == [900.0, 1200.0]

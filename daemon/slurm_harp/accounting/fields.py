@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import TypeVar
 
 _SENTINELS = frozenset({"", "unknown", "none", "invalid", "partition_limit", "unlimited", "n/a"})
@@ -84,11 +84,16 @@ def parse_duration_s(text: str) -> float | None:
     return in_range(days * 86400.0 + hours * 3600.0 + minutes * 60.0 + seconds, whole)
 
 
-def parse_time(text: str) -> int | None:
-    """sacct's ``2024-03-01T10:00:00`` in the local time zone of the host that ran sacct."""
+def parse_time(text: str, zone: tzinfo | None = None) -> int | None:
+    """sacct's ``2024-03-01T10:00:00`` in ``zone``, or None: this host's local time zone (a saved
+    sacct file, printed in the zone of the host that made it; an hour of it repeats when clocks go
+    back). harp runs sacct itself in UTC (sacct.SACCT_ZONE)."""
     if is_sentinel(text):
         return None
-    return int(datetime.fromisoformat(text.strip()).timestamp())
+    moment = datetime.fromisoformat(text.strip())
+    if moment.tzinfo is None and zone is not None:
+        moment = moment.replace(tzinfo=zone)
+    return int(moment.timestamp())
 
 
 def parse_tres(text: str) -> dict[str, str]:

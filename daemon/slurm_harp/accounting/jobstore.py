@@ -1,16 +1,18 @@
 """The job store: finished jobs from every source in one embedded SQLite database.
 
-One row per (source, job_id) holding every JobRecord field, with the JobRequest fields flattened
-into columns of the same names (job_columns.py), plus ``ingested_at`` (unix seconds of the last
-insert or change).
+One row per job, (source, job_id, submit_time) (store_schema.py: a reused job id, or a requeued
+job's next run, is a job of its own), holding every JobRecord field, with the JobRequest fields
+flattened into columns of the same names (job_columns.py), plus ``ingested_at`` (unix seconds of the
+last insert or change).
 SQLite numbers each inserted row above every row already there, and an update keeps the number: a
 reader finds the rows added since it last looked by that number (``position``, ``added``).
 Columns follow the dataclasses: a field added to JobRecord or JobRequest becomes a nullable column,
 added to an existing database when it is opened. ``schema_version`` in ``meta`` is for changes that
-cannot be made that way.
+cannot be made that way (store_schema.py).
 
 Writes are idempotent: an upsert that brings nothing new leaves a row untouched (ingested_at
-included), so harvesting the same window twice changes nothing. A re-read never forgets: it fills
+included), so harvesting the same window twice changes nothing. A re-read (the same job: the same
+source, job id and submit time) never mixes with another job, and never forgets: it fills
 in what was unknown (accounting completes a job's row seconds after it ends) but never erases a
 known value, nor lowers a maximum over the job's steps (a re-read whose step line came out bad
 has fewer steps, not a smaller job). The per-source harvest cursor is
@@ -28,11 +30,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from slurm_harp.accounting.job_columns import COLUMNS, DATA_NAMES, SQL_TYPES, record_of, row_of, select_sql
+from slurm_harp.accounting.job_columns import DATA_NAMES, record_of, row_of, select_sql
+from slurm_harp.accounting.store_schema import IDENTITY, SCHEMA_VERSION, check_version, migrate
 from slurm_harp.core.job import JobRecord
 from slurm_harp.state_dir import create_file
 
-SCHEMA_VERSION = 1
+__all__ = ["SCHEMA_VERSION", "JobStore", "MergeResult", "Position"]
+
 HOUR_S = 3600  # tagged_hours' span
 # Columns that sacct.read_sacct may build from the job's step lines.
 _OVER_STEPS = frozenset({"max_rss_mb", "total_cpu_s"})
@@ -45,6 +49,13 @@ def _merged(name: str) -> str:
     if name in _OVER_STEPS:  # SQLite's two-argument MAX is NULL if either is
         return f"MAX({kept}, COALESCE(jobs.{name}, excluded.{name}))"
     return kept
+
+
+# Rows inserted after ``last_row`` whose (source, job_id) an older row has (jobs_identity's prefix).
+_REUSED_SQL = (
+    "SELECT count(*) FROM jobs AS new WHERE new.rowid > ? AND EXISTS (SELECT 1 FROM jobs AS old "
+    "WHERE old.source = new.source AND old.job_id = new.job_id AND old.rowid < new.rowid)"
+)
 
 
 @dataclass(frozen=True)
@@ -61,9 +72,14 @@ class Position:
 
 @dataclass(frozen=True)
 class MergeResult:
+    """``reused``: of the rows inserted, those whose job id the source had already, with another
+    submit time (an id given again after MaxJobId wrapped or slurmctld lost its state, or a requeued
+    job's next run): each is a job of its own."""
+
     received: int
     inserted: int
     updated: int
+    reused: int = 0
 
     @property
     def changed(self) -> int:
@@ -87,11 +103,12 @@ class JobStore:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         try:
             if readonly:
-                self._check_version()
+                check_version(self._db, self.path)
             else:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
-                self._migrate()
+                with self._transaction():
+                    migrate(self._db, self.path)
         except BaseException:
             self._db.close()
             raise
@@ -99,49 +116,10 @@ class JobStore:
         changed = " OR ".join(f"jobs.{n} IS NOT {_merged(n)}" for n in DATA_NAMES)
         self._upsert_sql = (
             f"INSERT INTO jobs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
-            f"ON CONFLICT (source, job_id) DO UPDATE SET "
+            f"ON CONFLICT ({IDENTITY}) DO UPDATE SET "
             + ", ".join(f"{n} = {_merged(n)}" for n in DATA_NAMES)
             + f", ingested_at = excluded.ingested_at WHERE {changed}"
         )
-
-    def _check_version(self) -> None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None or int(row[0]) > SCHEMA_VERSION:
-            found = "none" if row is None else row[0]
-            raise RuntimeError(f"{self.path}: schema version {found}, this reader knows {SCHEMA_VERSION}")
-
-    def _migrate(self) -> None:
-        with self._transaction():
-            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is not None and int(row[0]) > SCHEMA_VERSION:
-                raise RuntimeError(f"{self.path}: schema version {row[0]} is newer than {SCHEMA_VERSION}")
-            self._db.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-            defs = [c.definition for c in COLUMNS]
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS jobs (source TEXT NOT NULL, "
-                + ", ".join(defs)
-                + ", ingested_at REAL NOT NULL, PRIMARY KEY (source, job_id))"
-            )
-            present = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
-            for c in COLUMNS:
-                if c.name not in present:
-                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {c.name} {SQL_TYPES[c.kind]}")
-            self._db.execute("CREATE INDEX IF NOT EXISTS jobs_submit ON jobs (submit_time)")
-            self._db.execute("CREATE INDEX IF NOT EXISTS jobs_source_submit ON jobs (source, submit_time)")
-            self._db.execute("CREATE INDEX IF NOT EXISTS jobs_end ON jobs (end_time)")
-            # Readers find the rows changed since they last looked (changed_since).
-            self._db.execute("CREATE INDEX IF NOT EXISTS jobs_ingested ON jobs (ingested_at)")
-            # The advice reads one user's runs of one job name.
-            self._db.execute(
-                "CREATE INDEX IF NOT EXISTS jobs_user_name ON jobs (user_name, job_name, submit_time)"
-            )
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS state (source TEXT PRIMARY KEY, cursor_end INTEGER NOT NULL)"
-            )
 
     # ---- writing ---------------------------------------------------------------------------------
 
@@ -160,9 +138,11 @@ class JobStore:
             if cursor is not None:  # first, so that a failing row is seen to roll it back too
                 self._advance(source, cursor)
             before = self._count(source)
+            last_row = self._db.execute("SELECT ifnull(max(rowid), 0) FROM jobs").fetchone()[0]
             written = self._db.executemany(self._upsert_sql, rows()).rowcount
             inserted = self._count(source) - before
-        return MergeResult(received, inserted, max(written, 0) - inserted)
+            reused = self._db.execute(_REUSED_SQL, (last_row,)).fetchone()[0]
+        return MergeResult(received, inserted, max(written, 0) - inserted, reused)
 
     def upsert(self, records: Iterable[JobRecord], source: str, *, cursor: int | None = None) -> int:
         """Like merge(); returns how many rows were inserted or changed."""

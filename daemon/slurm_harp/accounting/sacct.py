@@ -2,10 +2,15 @@
 
 Units as Slurm 22.05 prints them with --noconvert: ElapsedRaw seconds, TimelimitRaw minutes,
 ReqMem MB for the whole job (older releases: a per-node "n" / per-CPU "c" suffix, both read),
-MaxRSS bytes on step lines. Submit/Start/End are local time of the host running sacct.
+MaxRSS bytes on step lines. Submit/Start/End are in the time zone sacct runs in: run_sacct runs
+it in UTC (SACCT_ZONE), which never repeats an hour; a saved sacct file is read in this host's zone.
 max_rss_mb is the largest MaxRSS over the steps: MaxRSS is the peak of one task, so it is the
 per-node peak for one task per node and under-states it when tasks share a node.
 Record ids are JobIDRaw (unique per array task and het component); JobID tells array tasks.
+A JobIDRaw is not unique over time: an id given again (MaxJobId wrapped, slurmctld started without
+its state) and each run of a requeued job are accounting records of their own, with their own Submit.
+sacct shows only the newest record of an id unless given --duplicates, which sacct_argv gives; each
+job line is a record, and the step lines after it are its steps.
 Rows split or widened by a newline or delimiter inside a free-text field are repaired (or counted
 as bad) by sacct_lines.split_rows; the delimiter is read from the header ("|" or --delimiter=$'\\x1f').
 """
@@ -14,9 +19,11 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, tzinfo
 
 from slurm_harp.accounting.fields import (
     gpus_in_tres,
@@ -69,6 +76,10 @@ SACCT_FIELDS: tuple[str, ...] = (
 
 # The subprocess boundary: argv in, stdout text out (faked in unit tests).
 SacctRunner = Callable[[Sequence[str]], str]
+# The zone run_sacct runs sacct in: sacct prints Submit/Start/End and reads -S/-E in the local time of
+# its process, whose hour repeats when clocks go back (an End read an hour off, a window that misses).
+SACCT_ZONE = UTC
+_SACCT_TZ = "UTC0"  # POSIX for SACCT_ZONE: needs no time zone database
 # A whole harvest window of a large site takes a while; a hung slurmdbd must not hang the timer.
 SACCT_TIMEOUT_S = 600.0
 _LOUD_UNDECODABLE = 20  # lines logged as warnings; the rest at DEBUG
@@ -96,8 +107,9 @@ def sacct_argv(
     delimiter: str = "|",
     fields: Sequence[str] = SACCT_FIELDS,
 ) -> list[str]:
-    """The sacct command line for all users' jobs in [start, end] (sacct's -S/-E syntax)."""
-    argv = ["sacct", "-a", "-P", "--noconvert"]
+    """The sacct command line for all users' jobs in [start, end] (sacct's -S/-E syntax): every
+    accounting record, not only the newest of each job id (--duplicates)."""
+    argv = ["sacct", "-a", "-P", "--noconvert", "--duplicates"]
     if delimiter != "|":
         argv.append(f"--delimiter={delimiter}")
     argv += ["-S", start, "-E", end, "-o", ",".join(fields)]
@@ -107,9 +119,10 @@ def sacct_argv(
 
 
 def run_sacct(argv: Sequence[str]) -> str:
-    """The real SacctRunner: run sacct (SLURM_CONF and the rest of the environment are inherited)
-    and return its stdout, decoded leniently; RuntimeError names the exit code and stderr."""
-    done = subprocess.run(list(argv), capture_output=True, timeout=SACCT_TIMEOUT_S, check=False)
+    """The real SacctRunner: run sacct in SACCT_ZONE (TZ; SLURM_CONF and the rest of the environment
+    are inherited) and return its stdout, decoded leniently; RuntimeError names the exit code and stderr."""
+    env = {**os.environ, "TZ": _SACCT_TZ}
+    done = subprocess.run(list(argv), capture_output=True, timeout=SACCT_TIMEOUT_S, check=False, env=env)
     if done.returncode != 0:
         stderr = done.stderr.decode("utf-8", errors="replace").strip()
         raise RuntimeError(f"{argv[0]} exited {done.returncode}: {stderr[:500]}")
@@ -138,14 +151,18 @@ def decode_output(data: bytes, source: str) -> str:
 def harvest_sacct(
     runner: SacctRunner, start: str, end: str | None = None, stats: ReadStats | None = None
 ) -> list[JobRecord]:
-    """Run sacct for jobs that ran between ``start`` and ``end`` (default now) and read them."""
+    """Run sacct for jobs that ran between ``start`` and ``end`` (default now; sacct's syntax, a
+    date in SACCT_ZONE) and read them."""
     text = runner(sacct_argv(start, end or "now"))
     # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
-    return read_sacct(text.split("\n"), stats or ReadStats(source="sacct"))
+    return read_sacct(text.split("\n"), stats or ReadStats(source="sacct"), zone=SACCT_ZONE)
 
 
-def read_sacct(lines: Iterable[str], stats: ReadStats | None = None) -> list[JobRecord]:
-    """Parse pipe-separated sacct output whose first line is the header.
+def read_sacct(
+    lines: Iterable[str], stats: ReadStats | None = None, *, zone: tzinfo | None = None
+) -> list[JobRecord]:
+    """Parse pipe-separated sacct output whose first line is the header; its times are in ``zone``
+    (SACCT_ZONE for a runner's output; None: this host's local zone, for a saved file).
 
     Only finished jobs with ElapsedRaw > 0 become records. MaxRSS is the maximum over the job's
     steps (the job line carries none); TotalCPU is the job line's (the sum over steps).
@@ -154,30 +171,35 @@ def read_sacct(lines: Iterable[str], stats: ReadStats | None = None) -> list[Job
     header, rows = split_rows(lines, stats)
     if header is None:
         raise ValueError(f"{stats.source}: no sacct header line")
-    jobs: dict[str, _Job | None] = {}  # None: job seen but not usable (unfinished, zero elapsed)
+    jobs: list[_Job] = []
+    # Each id's latest job line, whose steps follow it (None: not usable: unfinished, zero elapsed).
+    latest: dict[str, _Job | None] = {}
     for lineno, values in rows:
         row = _Row(header.columns, values)
         try:
             key, step = _ids(row)
             if step is None:
-                jobs[key] = _job(key, row)
-                if jobs[key] is None:
+                job = latest[key] = _job(key, row, zone)
+                if job is None:
                     stats.skipped += 1
-            elif key in jobs:
-                _add_step(jobs[key], row)
+                else:
+                    jobs.append(job)
+            elif key in latest:
+                _add_step(latest[key], row)
             else:
                 _add_step(None, row)  # still validated: a garbled step line is a bad line
                 stats.skipped += 1  # sacct lists a job before its steps; a lone step has no job
         except ValueError as exc:
             stats.bad(lineno, str(exc), log)
-    records = [_finish(job) for job in jobs.values() if job is not None]
+    records = [_finish(job) for job in jobs]
     stats.records += len(records)
     return records
 
 
 def read_one_job(lines: Iterable[str], job_id: str) -> JobRecord | None:
-    """Job ``job_id`` (its JobIDRaw) from sacct output, in any state (pending and running too: `harp
-    explain`); None when it is not there. Bad lines are logged as by read_sacct."""
+    """Job ``job_id`` (its JobIDRaw) from a runner's sacct output (times in SACCT_ZONE), in any state
+    (pending and running too: `harp explain`); None when it is not there. Bad lines are logged as by
+    read_sacct."""
     stats = ReadStats(source=f"sacct -j {job_id}")
     header, rows = split_rows(lines, stats)
     if header is None:
@@ -187,7 +209,7 @@ def read_one_job(lines: Iterable[str], job_id: str) -> JobRecord | None:
         try:
             key, step = _ids(row)
             if step is None and key == job_id:
-                job = _job(key, row, any_state=True)
+                job = _job(key, row, SACCT_ZONE, any_state=True)
                 return None if job is None else _finish(job)
         except ValueError as exc:
             stats.bad(lineno, str(exc), log)
@@ -221,7 +243,7 @@ def _ids(row: _Row) -> tuple[str, str | None]:
     return raw.split(".", 1)[0], match.group(4)
 
 
-def _job(key: str, row: _Row, any_state: bool = False) -> _Job | None:
+def _job(key: str, row: _Row, zone: tzinfo | None, any_state: bool = False) -> _Job | None:
     state = row.get("State").split(" ", 1)[0]  # "CANCELLED by 0" -> CANCELLED
     if not state:
         raise ValueError("empty State")
@@ -248,7 +270,7 @@ def _job(key: str, row: _Row, any_state: bool = False) -> _Job | None:
         min_nodes=nodes,
         gpus_per_node=None if gpus is None else math.ceil(gpus / (nodes or 1)),
         is_array="_" in display_id if display_id else None,
-        submit_time=parse_time(row.get("Submit")),
+        submit_time=parse_time(row.get("Submit"), zone),
     )
     rss = parse_size_mb(row.get("MaxRSS"), bare_unit="")
     record = JobRecord(
@@ -256,8 +278,8 @@ def _job(key: str, row: _Row, any_state: bool = False) -> _Job | None:
         request=request,
         state=state,
         elapsed_s=elapsed or 0,
-        start_time=parse_time(row.get("Start")),
-        end_time=parse_time(row.get("End")),
+        start_time=parse_time(row.get("Start"), zone),
+        end_time=parse_time(row.get("End"), zone),
         alloc_cpus=parse_int(row.get("AllocCPUS")),
         censored=state in CENSORING_STATES,
         harp_tag=last_tag(row.get("AdminComment")),

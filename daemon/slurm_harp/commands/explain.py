@@ -182,10 +182,12 @@ def _history_row(job: JobRecord, settings: Settings) -> tuple[np.ndarray | None,
         return None, False
     window = settings.history.window_days * DAY_S
     index = HistoryIndex()
+    itself = (job.job_id, submit)  # an id alone may name an older job too (ids given again)
     with JobStore(db, readonly=True) as store:
         known = [
             r for r in store.records(since=submit - 2 * window)
-            if r.end_time is not None and submit - window <= r.end_time <= submit and r.job_id != job.job_id
+            if r.end_time is not None and submit - window <= r.end_time <= submit
+            and (r.job_id, r.request.submit_time) != itself
         ]  # fmt: skip
     for record in sorted(known, key=lambda r: r.end_time or 0):
         index.add(record)

@@ -8,6 +8,10 @@ as the rows, so a crash or a failing sacct loses nothing and the next run resume
 - overlap: jobs near the cursor are read again, and the upsert completes rows read half-filled.
   A job whose accounting row arrives later than the overlap (slurmdbd down longer) is missed:
   raise --overlap-minutes after such an outage, or give --start.
+sacct runs in UTC (sacct.run_sacct): the windows are given to it, and its times read, in UTC; local
+time would repeat an hour when clocks go back.
+A job id met again with another submit time (ids reused, a requeued job's next run) is stored as a
+job of its own (store_schema.py) and counted in one log line per run.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, extension_file, read_sacct, sacct
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.sacct import ENDED_STATES, SacctRunner, sacct_argv
+from slurm_harp.accounting.sacct import ENDED_STATES, SACCT_ZONE, SacctRunner, sacct_argv
 from slurm_harp.accounting.sacct_lines import UNIT_SEPARATOR
 
 log = logging.getLogger(__name__)
@@ -54,8 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--start",
         type=_local_time,
         default=None,
-        help=f"read from this time (ISO, local), even with a cursor; default: the cursor, "
-        f"or {FIRST_RUN_DAYS} days ago on the first run",
+        help="read from this time (ISO, local unless it has an offset), even with a cursor; default: "
+        f"the cursor, or {FIRST_RUN_DAYS} days ago on the first run",
     )
     p.add_argument("--window-hours", type=_amount, default=24.0, help="span of one sacct call (%(default)s)")
     p.set_defaults(func=run)
@@ -73,13 +77,14 @@ def _amount(text: str) -> float:
 
 def _local_time(text: str) -> int:
     try:
-        return int(datetime.fromisoformat(text).timestamp())  # naive = local, as sacct reads -S
+        return int(datetime.fromisoformat(text).timestamp())  # naive = local: an admin's clock
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO time: {text!r}") from None
 
 
 def sacct_time(t: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+    """Unix time ``t`` as sacct's -S/-E read it under run_sacct: in SACCT_ZONE (UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
 
 
 @dataclass
@@ -88,11 +93,12 @@ class HarvestReport:
     windows: int = 0
     inserted: int = 0
     updated: int = 0
+    reused: int = 0
     cursor_before: int | None = None
     cursor: int | None = None
 
     def summary(self, stats: ReadStats) -> str:
-        cursor = "none" if self.cursor is None else sacct_time(self.cursor)
+        cursor = "none" if self.cursor is None else sacct_time(self.cursor) + " UTC"
         moved = "" if self.cursor == self.cursor_before else " (moved)"
         return (
             f"harvest {self.source}: {self.windows} windows, {stats.lines} lines, {stats.records} jobs, "
@@ -131,10 +137,10 @@ def harvest(
         start = now - FIRST_RUN_DAYS * 86400 if cursor is None else cursor - overlap_s
     end = now - settle_s
     for low, high in windows(start, end, max(1, window_s)):
-        stats.source = f"sacct[{sacct_time(low)}..{sacct_time(high)}]"
+        stats.source = f"sacct[{sacct_time(low)}..{sacct_time(high)} UTC]"
         argv = sacct_argv(sacct_time(low), sacct_time(high), states=ENDED_STATES, delimiter=UNIT_SEPARATOR)
         # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
-        records = read_sacct(runner(argv).split("\n"), stats)
+        records = read_sacct(runner(argv).split("\n"), stats, zone=SACCT_ZONE)
         ends = [r.end_time for r in records if r.end_time is not None]
         # Never past the window asked for: a clock ahead on the DBD host must not skip later jobs.
         window_cursor = min(max(ends), high) if ends else None
@@ -142,7 +148,16 @@ def harvest(
         report.windows += 1
         report.inserted += result.inserted
         report.updated += result.updated
+        report.reused += result.reused
         report.cursor = store.cursor(source)
+    if report.reused:
+        log.warning(
+            "harvest %s: %d new jobs have the id of a job already stored, with another submit time "
+            "(ids given again after MaxJobId wrapped or slurmctld lost its StateSaveLocation, or a "
+            "requeued job's next run); each is stored as a job of its own",
+            source,
+            report.reused,
+        )
     return report
 
 

@@ -140,13 +140,17 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def fitted_predictions(args: argparse.Namespace, ids: set[str], show: bool) -> dict[str, dict[str, float]]:
-    """Per ours-* source, job id -> planned limit (seconds) from models fitted along the trace on the
-    jobs ended by then (evaluation.rolling): the calibrated rule for rewrite, whose limit kills; the
-    --quantile model (the median by default) for time_min and extend, where the user's own limit
-    still holds and `harp guard` extends a job that reaches the prediction."""
+def fitted_predictions(
+    args: argparse.Namespace, jobs: set[tuple[str, float]], show: bool
+) -> dict[str, dict[tuple[str, float], float]]:
+    """Per ours-* source, (job id, submit time) of each of ``jobs`` -> planned limit (seconds) from
+    models fitted along the trace on the jobs ended by then (evaluation.rolling): the calibrated rule
+    for rewrite, whose limit kills; the --quantile model (the median by default) for time_min and
+    extend, where the user's own limit still holds and `harp guard` extends a job that reaches the
+    prediction. A job is its id and submit time: a job store may hold several jobs of one id."""
     from slurm_harp.accounting import load_records
     from slurm_harp.accounting.jobstore import JobStore
+    from slurm_harp.core.job import JobRecord
     from slurm_harp.evaluation.rolling import served_limits
 
     if args.db:
@@ -154,13 +158,17 @@ def fitted_predictions(args: argparse.Namespace, ids: set[str], show: bool) -> d
             records = list(store.records())
     else:
         records = load_records(args.source)
-    usable = [r for r in records if r.job_id in ids and r.elapsed_s > 0 and r.request.submit_time is not None]
+
+    def job(r: JobRecord) -> tuple[str, float]:
+        return r.job_id, float(r.request.submit_time or 0)
+
+    usable = [r for r in records if r.request.submit_time is not None and job(r) in jobs and r.elapsed_s > 0]
     usable.sort(key=lambda r: r.request.submit_time or 0)
     progress = Progress("fitting along the trace", sys.stderr, "fits") if show else None
     served = served_limits(usable, period_days=args.period_days, progress=progress, quantile=args.quantile)
     print(f"ours: {served.fits} fits, one every {args.period_days:g} days after the first 20 % of jobs")
-    rule = {r.job_id: 60.0 * m for r, m in zip(usable, served.rule, strict=True) if not math.isnan(m)}
-    planned = {r.job_id: 60.0 * m for r, m in zip(usable, served.quantile, strict=True) if not math.isnan(m)}
+    rule = {job(r): 60.0 * m for r, m in zip(usable, served.rule, strict=True) if not math.isnan(m)}
+    planned = {job(r): 60.0 * m for r, m in zip(usable, served.quantile, strict=True) if not math.isnan(m)}
     ours = [name for name in args.limits if name.startswith("ours-")]
     return {name: rule if name == "ours-rewrite" else planned for name in ours}
 
@@ -187,7 +195,7 @@ class Progress:
 def run(args: argparse.Namespace) -> int:
     from slurm_harp.simulation import catalog, load_workload, measure, simulate
     from slurm_harp.simulation.schedule_report import Run, document, plot, table
-    from slurm_harp.simulation.workload import predictions_by_id
+    from slurm_harp.simulation.workload import predictions_by_id, predictions_by_job
 
     if not Path(args.source).is_file():
         log.error("%s: no such file", args.source)
@@ -198,17 +206,16 @@ def run(args: argparse.Namespace) -> int:
         jobs = load_workload(args.source, args.processors, db=args.db)
         if args.max_jobs:
             jobs = jobs.head(args.max_jobs)
-        if not ours:
-            by_mode: dict[str, dict[str, float]] = {}
-        elif args.predictions:
+        predictions: dict[str, list[float]] = {}
+        if ours and args.predictions:
             from_file = read_predictions(args.predictions)
-            by_mode = {name: from_file for name in ours}
-        else:
-            by_mode = fitted_predictions(args, set(jobs.ids), show)
+            predictions = {name: predictions_by_id(jobs, from_file) for name in ours}
+        elif ours:
+            fitted = fitted_predictions(args, set(zip(jobs.ids, jobs.submit, strict=True)), show)
+            predictions = {name: predictions_by_job(jobs, by_job) for name, by_job in fitted.items()}
     except (OSError, ValueError, sqlite3.Error) as exc:
         log.error("cannot simulate %s: %s", args.source, exc)
         return 2
-    predictions = {name: predictions_by_id(jobs, by_id) for name, by_id in by_mode.items()}
     for name, planned in predictions.items():
         given = sum(not math.isnan(p) for p in planned)
         lowered = sum(p < r for p, r in zip(planned, jobs.request, strict=True) if not math.isnan(p))

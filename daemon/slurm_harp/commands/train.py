@@ -148,7 +148,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--sacct-start",
         default="now-90days",
-        help="with --source sacct: sacct -S value (default: %(default)s)",
+        help="with --source sacct: sacct -S value (sacct runs in UTC: a date is UTC; default: %(default)s)",
     )
     p.set_defaults(func=run)
 

@@ -91,3 +91,9 @@ class Workload:
 def predictions_by_id(workload: Workload, by_id: dict[str, float]) -> list[float]:
     """A per-job planned-limit array (seconds, NaN where none) from a job id -> seconds map."""
     return [float(by_id.get(job_id, math.nan)) for job_id in workload.ids]
+
+
+def predictions_by_job(workload: Workload, by_job: dict[tuple[str, float], float]) -> list[float]:
+    """Like predictions_by_id, from a (job id, submit time) -> seconds map: a job store may hold
+    several jobs of one id (ids given again, a requeued job's runs)."""
+    return [float(by_job.get(job, math.nan)) for job in zip(workload.ids, workload.submit, strict=True)]
