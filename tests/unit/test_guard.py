@@ -35,7 +35,7 @@ def line(job: str, limit: str, used: str, comment: str, partition: str = "batch"
 
 class FakeSlurm:
     """squeue answers ``listing``; scontrol update succeeds unless the job is in ``gone`` (it ended)
-    or ``refused`` (scontrol fails); sinfo answers ``node_cores``."""
+    or ``refused`` (scontrol fails); sinfo answers ``node_cores``. ``calls``: every argv, in order."""
 
     def __init__(
         self,
@@ -50,10 +50,12 @@ class FakeSlurm:
         self.reservations = reservations or "No reservations in the system\n"
         self.node_cores = node_cores
         self.updates: list[tuple[str, int]] = []
-        self.squeue_fails = False
+        self.squeue_fails = self.reservations_fail = False
+        self.calls: list[tuple[str, ...]] = []
 
     def __call__(self, argv: Sequence[str]) -> Completed:
         argv = tuple(argv)
+        self.calls.append(argv)
         if argv == SQUEUE_ARGV:
             return (
                 Completed(1, "", "slurm_load_jobs error: timeout")
@@ -69,6 +71,8 @@ class FakeSlurm:
             self.updates.append((job, int(argv[3].removeprefix("TimeLimit="))))
             return Completed(0, "", "")
         if "reservation" in argv:
+            if self.reservations_fail:
+                return Completed(1, "", "slurm_load_reservations error: Socket timed out\n")
             return Completed(0, self.reservations, "")
         if "partition" in argv:
             return Completed(0, "PartitionName=batch MaxTime=UNLIMITED State=UP\n", "")

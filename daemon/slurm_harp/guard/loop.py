@@ -5,6 +5,10 @@ restarted guard catches up on its first poll), rate-limited (at most ``max_updat
 scontrol calls, the jobs closest to their limit first), and one bad job never stops a poll. The guard
 also remembers each job's limit from poll to poll, to see one its user lowered (guard.lowered_limits).
 
+Site bounds are read once a minute, but reservations again in every poll that is about to extend a
+job: an operator's extension may run into a reservation created a second ago (Slurm lets it), so the
+guard must see it. When that read fails, no job is extended in that poll (each counted as failed).
+
 A poll refreshes the heartbeat only when it is good: it listed the jobs, and not every extension it
 tried failed. A guard whose every `scontrol update` fails (no operator rights, say) must not let the
 daemon go on shortening jobs that nothing can extend.
@@ -12,6 +16,7 @@ daemon go on shortening jobs that nothing can extend.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -42,7 +47,8 @@ from slurm_harp.heartbeat import HeartbeatFile
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-# Site bounds change rarely (a new reservation, a partition edit): read them this often.
+U = TypeVar("U")
+# Partitions, QOS and nodes change rarely: read them this often (reservations: see the module's note).
 BOUNDS_REFRESH_S = 60.0
 
 
@@ -95,7 +101,7 @@ class Guard:
             self.metrics.polls.labels("failed").inc()
             return None
         now = self._clock()
-        self._refresh_bounds(now)
+        reservations_read = self._refresh_bounds(now)
         jobs = self._lowered.apply(parse_running(listing.stdout))
         shortened = [j for j in jobs if _below_own_limit(j)]
         listed = {j.job_id for j in jobs}
@@ -105,7 +111,13 @@ class Guard:
         ratios = None if self.history is None else self.history.ratios()
         self.metrics.history_jobs.set(0 if ratios is None else len(ratios))
         outcomes = []
-        for job in due[: self.settings.max_updates_per_poll]:
+        batch = due[: self.settings.max_updates_per_poll]
+        if batch and not reservations_read and not self._read_reservations():
+            log.error("reservations unreadable: none of %d due jobs extended this poll", len(batch))
+            outcomes = [(job.job_id, results.FAILED) for job in batch]
+            self.metrics.extensions.labels(results.FAILED).inc(len(batch))
+            batch = []
+        for job in batch:
             try:
                 outcomes.append((job.job_id, self._extend(job, now, ratios)))
             except Exception:  # one bad job never stops the poll
@@ -179,13 +191,15 @@ class Guard:
         self.metrics.margin.observe(max(margin, 0.0))
         return result
 
-    def _refresh_bounds(self, now: float) -> None:
+    def _refresh_bounds(self, now: float) -> bool:
+        """Every bound, once a minute (the last known kept where a read fails); whether the
+        reservations were read now."""
         if now - self._bounds_at < BOUNDS_REFRESH_S:
-            return
+            return False
         old = self._bounds
         self._refused.clear()  # new bounds: every refusal is worth one more look
         self._bounds = Bounds(
-            reservations=self._read("reservations", RESERVATIONS_ARGV, parse_reservations, old.reservations),
+            reservations=old.reservations,
             partition_max_minutes=self._read(
                 "partitions", PARTITIONS_ARGV, parse_partition_max, old.partition_max_minutes
             ),
@@ -193,12 +207,20 @@ class Guard:
             node_cores=self._read("node cores", NODE_CORES_ARGV, parse_node_cores, old.node_cores),
         )
         self._bounds_at = now
+        return self._read_reservations()
 
-    def _read(self, what: str, argv: tuple[str, ...], parse: Callable[[str], T], last: T) -> T:
+    def _read_reservations(self) -> bool:
+        """The reservations into the bounds; False (logged, the last known kept) when unreadable."""
+        fresh = self._read("reservations", RESERVATIONS_ARGV, parse_reservations, None)
+        if fresh is not None:
+            self._bounds = dataclasses.replace(self._bounds, reservations=fresh)
+        return fresh is not None
+
+    def _read(self, what: str, argv: tuple[str, ...], parse: Callable[[str], T], last: U) -> T | U:
         """``parse`` of ``argv``'s output, or ``last`` (logged) when the command fails."""
         done = self._run(argv)
         if done.returncode != 0:
-            log.warning("could not read %s (kept the last known): %.200s", what, done.stderr.strip())
+            log.warning("could not read %s: %.200s", what, done.stderr.strip())
             return last
         return parse(done.stdout)
 
