@@ -29,8 +29,21 @@ from slurm_harp.guard.slurm import Completed
 NOW = 1_800_000_000.0
 
 
-def line(job: str, limit: str, used: str, comment: str, partition: str = "batch", nodes: str = "c1") -> str:
-    return f"{job}|{limit}|{used}|{partition}|normal|(null)|{nodes}|{comment}|"
+SUBMITTED = "2026-11-27T10:00:00"
+
+
+def line(
+    job: str,
+    limit: str,
+    used: str,
+    comment: str,
+    partition: str = "batch",
+    nodes: str = "c1",
+    state: str = "R",
+    restarts: int = 0,
+) -> str:
+    """One line of SQUEUE_ARGV's output."""
+    return f"{job}|{state}|{restarts}|{SUBMITTED}|{limit}|{used}|{partition}|normal|(null)|{nodes}|{comment}|"
 
 
 class FakeSlurm:
@@ -85,6 +98,16 @@ def make_guard(slurm: FakeSlurm, tmp_path: Path, **over: object) -> tuple[Guard,
     registry = CollectorRegistry()
     settings = GuardSettings(heartbeat=tmp_path / "guard.heartbeat", **over)  # type: ignore[arg-type]
     return Guard(settings, slurm, GuardMetrics(registry), clock=lambda: NOW), registry
+
+
+def polled(tmp_path: Path, *listings: Sequence[str]) -> tuple[FakeSlurm, Guard]:
+    """A guard that polled once per listing (squeue's lines), in order."""
+    slurm = FakeSlurm(listings[0])
+    guard, _ = make_guard(slurm, tmp_path)
+    for lines in listings:
+        slurm.listing = "\n".join(lines) + "\n"
+        guard.poll()
+    return slurm, guard
 
 
 def count(registry: CollectorRegistry, result: str) -> float:

@@ -25,7 +25,7 @@ def reservation(name: str, start: float, end: float, nodes: str, extra: str = ""
 
 
 def job_in(reservations: str, nodes: str = "c1") -> str:
-    return f"7|40:00|39:00|batch|normal|{reservations}|{nodes}|{TAG}|"
+    return line("7", "40:00", "39:00", TAG, nodes=nodes).replace("|(null)|", f"|{reservations}|", 1)
 
 
 def test_a_job_may_name_several_reservations(tmp_path: Path) -> None:

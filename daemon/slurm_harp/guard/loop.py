@@ -1,9 +1,10 @@
-"""One poll of `harp guard`: list the running jobs, extend each shortened one that falls due.
+"""One poll of `harp guard`: list the jobs, extend each shortened running one that falls due.
 
 Idempotent (every decision is computed from the jobs' current state and their harp tags, so a
 restarted guard catches up on its first poll), rate-limited (at most ``max_updates_per_poll``
 scontrol calls, the jobs closest to their limit first), and one bad job never stops a poll. The guard
-also remembers each job's limit from poll to poll, to see one its user lowered (guard.lowered_limits).
+also follows each tagged job's limit from poll to poll, pending or running, to see one its user
+lowered (guard.lowered_limits).
 
 Site bounds are read once a minute, but reservations again in every poll that is about to extend a
 job: an operator's extension may run into a reservation created a second ago (Slurm lets it), so the
@@ -40,7 +41,7 @@ from slurm_harp.guard.bounds import (
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.lowered_limits import LoweredLimits
-from slurm_harp.guard.running import SQUEUE_ARGV, RunningJob, parse_running
+from slurm_harp.guard.running import RUNNING, SQUEUE_ARGV, RunningJob, parse_running
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.heartbeat import HeartbeatFile
 
@@ -102,7 +103,7 @@ class Guard:
             return None
         now = self._clock()
         reservations_read = self._refresh_bounds(now)
-        jobs = self._lowered.apply(parse_running(listing.stdout))
+        jobs = [j for j in self._lowered.apply(parse_running(listing.stdout)) if j.state == RUNNING]
         shortened = [j for j in jobs if _below_own_limit(j)]
         listed = {j.job_id for j in jobs}
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
