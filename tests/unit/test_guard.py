@@ -96,7 +96,8 @@ class FakeSlurm:
 
 def make_guard(slurm: FakeSlurm, tmp_path: Path, **over: object) -> tuple[Guard, CollectorRegistry]:
     registry = CollectorRegistry()
-    settings = GuardSettings(heartbeat=tmp_path / "guard.heartbeat", **over)  # type: ignore[arg-type]
+    files = {"heartbeat": tmp_path / "guard.heartbeat", "state": tmp_path / "guard" / "limits.json"}
+    settings = GuardSettings(**{**files, **over})  # type: ignore[arg-type]
     return Guard(settings, slurm, GuardMetrics(registry), clock=lambda: NOW), registry
 
 
@@ -248,7 +249,8 @@ def test_guard_once_exits_1_when_every_extension_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = tmp_path / "harp.toml"
-    config.write_text(f'[guard]\nheartbeat = "{tmp_path / "hb"}"\nextension = "steps"\n')
+    files = f'heartbeat = "{tmp_path / "hb"}"\nstate = "{tmp_path / "limits.json"}"\n'
+    config.write_text(f'[guard]\n{files}extension = "steps"\n')
     slurm = FakeSlurm([line("1", "10:00", "9:00", "harp:extend,t!=10,t0=600,v=x")], refused=["1"])
     monkeypatch.setattr(guard_command, "run_command", slurm)
     assert guard_command.run(argparse.Namespace(config=str(config), once=True)) == 1

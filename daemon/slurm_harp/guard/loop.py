@@ -1,10 +1,11 @@
 """One poll of `harp guard`: list the jobs, extend each shortened running one that falls due.
 
-Idempotent (every decision is computed from the jobs' current state and their harp tags, so a
-restarted guard catches up on its first poll), rate-limited (at most ``max_updates_per_poll``
-scontrol calls, the jobs closest to their limit first), and one bad job never stops a poll. The guard
-also follows each tagged job's limit from poll to poll, pending or running, to see one its user
-lowered (guard.lowered_limits).
+Idempotent (every decision is computed from the jobs' current state, their harp tags and the limits
+seen before, kept in a file, so a restarted guard catches up on its first poll), rate-limited (at
+most ``max_updates_per_poll`` scontrol calls, the jobs closest to their limit first), and one bad job
+never stops a poll. The guard follows each tagged job's limit from poll to poll, pending or running,
+to see one its user lowered (guard.lowered_limits), and keeps what it saw in a file for the next
+guard (guard.seen_file).
 
 Site bounds are read once a minute, but reservations again in every poll that is about to extend a
 job: an operator's extension may run into a reservation created a second ago (Slurm lets it), so the
@@ -27,6 +28,7 @@ from typing import TypeVar
 from slurm_harp.config import GuardSettings
 from slurm_harp.core.extension import ConditionalRatios, next_limit
 from slurm_harp.guard import guard_metrics as results
+from slurm_harp.guard import seen_file
 from slurm_harp.guard.bounds import (
     NODE_CORES_ARGV,
     PARTITIONS_ARGV,
@@ -84,7 +86,8 @@ class Guard:
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
         # tried again only when their limit or the bounds change.
         self._refused: dict[str, int] = {}
-        self._lowered = LoweredLimits()
+        self._lowered = LoweredLimits(seen_file.load(settings.state))
+        self._save_failed = False  # a failing save is logged once until one works again
 
     def configure(self, settings: GuardSettings, history: ExtensionHistory | None = None) -> None:
         """``history``: the site's ended jobs for the conditional extension (None: steps only)."""
@@ -128,6 +131,7 @@ class Guard:
         if len(due) > self.settings.max_updates_per_poll:
             log.warning("%d jobs due, %d extended this poll", len(due), self.settings.max_updates_per_poll)
         self.metrics.shortened.set(len(shortened))
+        self._save_seen()
         self.metrics.poll_duration.observe(self._clock() - started)
         report = PollReport(len(jobs), len(shortened), len(due), tuple(outcomes))
         if not report.good:
@@ -138,6 +142,19 @@ class Guard:
         self.metrics.last_success.set(now)
         self.heartbeat.beat()
         return report
+
+    def _save_seen(self) -> None:
+        if not self._lowered.changed:
+            return
+        try:
+            seen_file.save(self.settings.state, self._lowered.seen)
+        except Exception as exc:  # whatever it raises: the poll, its extensions and heartbeat go on
+            if not self._save_failed:
+                log.error("could not write %s (a restarted guard forgets what this one saw): %s",
+                          self.settings.state, exc)  # fmt: skip
+            self._save_failed = True
+            return
+        self._lowered.changed = self._save_failed = False
 
     def _due(self, job: RunningJob) -> bool:
         limit = job.limit_minutes

@@ -25,8 +25,8 @@ time (a new count, or a run time that went back, starts afresh):
 
 What the guard did not see it cannot tell: a limit lowered before it first saw the job (other than
 below the submitted one of a job that never ran), or lowered within a poll of the start, is taken
-for one Slurm started the job with. The guard keeps what it saw in memory; a job (id, submit time)
-no longer listed is forgotten.
+for one Slurm started the job with. What it saw it keeps in a file (guard.seen_file), so a restarted
+guard goes on from there; a job (id, submit time) no longer listed is forgotten.
 """
 
 from __future__ import annotations
@@ -64,8 +64,9 @@ class Seen:
 class LoweredLimits:
     """The limits of the jobs the guard may extend, as it saw them poll after poll."""
 
-    def __init__(self) -> None:
-        self.seen: dict[str, Seen] = {}
+    def __init__(self, seen: dict[str, Seen] | None = None) -> None:
+        self.seen: dict[str, Seen] = seen or {}
+        self.changed = False  # since the last save, in anything but run times
 
     def apply(self, jobs: Iterable[RunningJob]) -> list[RunningJob]:
         """``jobs``, with ``lowered_to`` set on those whose user or an admin lowered the limit.
@@ -78,12 +79,15 @@ class LoweredLimits:
                 continue
             key = _key(job.job_id)
             prior = self._prior(job, key)
+            before = None if prior is None else _kept(prior)
             now = prior if job.state == CONFIGURING else self._see(job, prior)
             if now is not None:
                 seen[key] = now
+                self.changed |= before is None or _kept(now) != before
                 if now.lowered_to is not None:
                     job = dataclasses.replace(job, lowered_to=now.lowered_to)
             out.append(job)
+        self.changed |= seen.keys() != self.seen.keys()
         self.seen = seen
         return out
 
@@ -132,6 +136,11 @@ class LoweredLimits:
             log.info("job %s: limit raised back to %d min while pending", job.job_id, limit)
         seen.limit, seen.lowered_to = limit, lowered
         return seen
+
+
+def _kept(s: Seen) -> tuple[object, ...]:
+    """What the file keeps of ``s`` (guard.seen_file): all but the run time, which grows every poll."""
+    return (s.submitted, s.restarts, s.pending, s.highest, s.limit, s.lowered_to)
 
 
 def _submitted_limit(tag: Tag | None) -> int:
