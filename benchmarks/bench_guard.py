@@ -1,14 +1,18 @@
 """Benchmark: one `harp guard` poll over many running jobs, against reading the same listing.
 
-    .venv/bin/python -m benchmarks.bench_guard [--jobs 10000] [--polls 20]
+    .venv/bin/python -m benchmarks.bench_guard [--jobs 10000] [--pending 0] [--polls 20]
 
 Generates the `squeue -O` listing the guard reads (a third of the jobs shortened by harp in extend
 or time_min mode, a tenth of those due for an extension, the rest plain or annotated; other tools'
-text in some admin comments) and times, in one run, with scontrol faked as instant:
+text in some admin comments; ``--pending`` pending jobs as many of them tagged) and times, in one
+run, with scontrol faked as instant:
 - baseline: `str.split` of the same listing into fields (the floor of any reader);
 - baseline: `json.loads` of the same jobs as `squeue --json` prints them (22.05: about 2.7 KB a job),
   the listing the guard does not use;
-- Guard.poll: parsing, tags, site bounds, the decisions and at most max_updates_per_poll updates.
+- Guard.poll: parsing, tags, following the tagged jobs' limits, site bounds (the reservations re-read
+  as a job is due), the decisions and at most max_updates_per_poll updates;
+- the guard's state file written over (a poll does so when what it saw changed, a busy site's every
+  poll): guard.seen_file.save of every job the guard follows.
 Target: one poll over 10,000 running jobs in under 1 s.
 """
 
@@ -27,6 +31,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from slurm_harp.config import GuardSettings
+from slurm_harp.guard import seen_file
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.loop import Guard
 from slurm_harp.guard.running import SQUEUE_ARGV
@@ -38,10 +43,10 @@ def clock(seconds: int) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-def listing(jobs: int, seed: int = 11) -> str:
+def listing(jobs: int, pending: int = 0, seed: int = 11) -> str:
     rng = random.Random(seed)
     lines = []
-    for i in range(jobs):
+    for i in range(jobs + pending):
         own = rng.choice((60, 120, 240, 720, 1440, 2880))
         kind = rng.random()
         if kind < 1 / 3:
@@ -56,10 +61,10 @@ def listing(jobs: int, seed: int = 11) -> str:
             comment = "harp:shadow,t=30,v=time@x" if kind < 0.6 else "(null)"
         if rng.random() < 0.05:
             comment += " jobstats|efficiency=0.4 note=other tools write here"
-        nodes = f"c[{i % 500}-{i % 500 + 1}]"
-        lines.append(
-            f"{1000 + i}|{clock(limit * 60)}|{clock(max(used, 0))}|batch|normal|(null)|{nodes}|{comment}|"
-        )
+        state, nodes = ("R", f"c[{i % 500}-{i % 500 + 1}]") if i < jobs else ("PD", "")
+        used = used if i < jobs else 0
+        fields = (state, "0", "2026-11-27T10:00:00", clock(limit * 60), clock(max(used, 0)))
+        lines.append(f"{1000 + i}|{'|'.join(fields)}|batch|normal|(null)|{nodes}|{comment}|")
     return "\n".join(lines) + "\n"
 
 
@@ -95,20 +100,25 @@ def timed(fn: Callable[[], object], repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--pending", type=int, default=0, help="pending jobs listed besides")
     parser.add_argument("--polls", type=int, default=20)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # "N jobs due, 200 extended" at every poll is expected here
-    text, payload = listing(args.jobs), as_json(args.jobs)
+    text, payload = listing(args.jobs, args.pending), as_json(args.jobs + args.pending)
     split = timed(lambda: [line.split("|") for line in text.split("\n")], args.polls)
     loads = timed(lambda: json.loads(payload), args.polls)
     with tempfile.TemporaryDirectory() as tmp:
         slurm = Slurm(text)
-        guard = Guard(GuardSettings(heartbeat=Path(tmp) / "hb"), slurm, GuardMetrics(CollectorRegistry()))
+        settings = GuardSettings(heartbeat=Path(tmp) / "hb", state=Path(tmp) / "limits.json")
+        guard = Guard(settings, slurm, GuardMetrics(CollectorRegistry()))
         report = guard.poll()  # first poll: the site bounds are read too
         assert report is not None
         poll = timed(lambda: guard.poll(), args.polls)
-    print(f"{args.jobs:,} running jobs: listing {len(text) / 1e6:.1f} MB (squeue -O), "
-          f"{len(payload) / 1e6:.1f} MB as squeue --json")  # fmt: skip
+        followed = guard._lowered.seen
+        save = timed(lambda: seen_file.save(settings.state, followed), args.polls)
+        size = settings.state.stat().st_size
+    print(f"{args.jobs:,} running jobs, {args.pending:,} pending: listing {len(text) / 1e6:.1f} MB "
+          f"(squeue -O), {len(payload) / 1e6:.1f} MB as squeue --json")  # fmt: skip
     print(f"shortened by harp: {report.shortened:,}; due in a poll: {report.due:,}; "
           f"extended per poll at most: {guard.settings.max_updates_per_poll}")  # fmt: skip
     print(f"{'step':<44}{'median s':>10}{'x split':>9}")
@@ -116,6 +126,7 @@ def main() -> None:
         ("baseline: str.split of the listing", split),
         ("baseline: json.loads of squeue --json", loads),
         ("Guard.poll (parse, decide, extend)", poll),
+        (f"state file of {len(followed):,} jobs ({size / 1e6:.1f} MB)", save),
     ):
         print(f"{name:<44}{seconds:>10.3f}{seconds / split:>9.1f}")
     verdict = "met" if poll < 1.0 else "MISSED"

@@ -1,5 +1,6 @@
-"""The files and directories harp keeps state in (the job store, the model store): private to the
-service's user and group (0640/0750), and owned like the directory they are made in.
+"""The files and directories harp keeps state in (the job store, the model store, the guard's state
+file): private to the service's user and group (0640/0750), and owned like the directory they are
+made in.
 
 Run by hand as root (a first `harp nightly` at install), harp would otherwise leave root-owned,
 world-readable state that the slurm-harp timers can neither write nor replace.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 DIR_MODE = 0o750
@@ -51,3 +53,29 @@ def create_file(path: Path) -> None:
     finally:
         os.close(fd)
     adopt(path)
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to a hidden temp file beside ``path``, fsync it, rename it over ``path``:
+    readers see the old content or the new, never a part."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; the service runs as the group's member
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        adopt(Path(tmp_name))
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

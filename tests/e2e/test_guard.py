@@ -118,7 +118,8 @@ def site(
         'limits = "quantile"\nquantile = 0.5\n[policy.floor]\ntime_minutes = 1\n'
         '[[policy.rule]]\npartition = "debug"\nmode = "extend"\n'
         '[[policy.rule]]\naccount = "teaching"\nmode = "time_min"\n'
-        f'[guard]\nheartbeat = "{work / "guard.heartbeat"}"\npoll_seconds = {POLL_S}\n'
+        f'[guard]\nheartbeat = "{work / "guard.heartbeat"}"\nstate = "{work / "limits.json"}"\n'
+        f"poll_seconds = {POLL_S}\n"
         f"lead_seconds = {LEAD_S}\nstale_seconds = {STALE_S}\nmetrics_port = {port}\n"
     )
     daemon = DaemonProcess(work, store, mode="shadow", extra=policy)

@@ -41,7 +41,8 @@ def cluster(start_module_cluster: StartCluster) -> SlurmCluster:
 def guard_once(cluster: SlurmCluster, tmp_path: Path) -> Iterator[GuardOnce]:
     """One `harp guard --once` (its log returned); the test's jobs are cancelled after the test."""
     config = tmp_path / "guard.toml"
-    config.write_text(f'[guard]\nheartbeat = "{tmp_path / "hb"}"\nextension = "steps"\nlead_seconds = 120\n')
+    files = f'heartbeat = "{tmp_path / "hb"}"\nstate = "{tmp_path / "limits.json"}"\n'
+    config.write_text(f'[guard]\n{files}extension = "steps"\nlead_seconds = 120\n')
 
     def run() -> str:
         done = subprocess.run(

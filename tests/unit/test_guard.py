@@ -29,13 +29,26 @@ from slurm_harp.guard.slurm import Completed
 NOW = 1_800_000_000.0
 
 
-def line(job: str, limit: str, used: str, comment: str, partition: str = "batch", nodes: str = "c1") -> str:
-    return f"{job}|{limit}|{used}|{partition}|normal|(null)|{nodes}|{comment}|"
+SUBMITTED = "2026-11-27T10:00:00"
+
+
+def line(
+    job: str,
+    limit: str,
+    used: str,
+    comment: str,
+    partition: str = "batch",
+    nodes: str = "c1",
+    state: str = "R",
+    restarts: int = 0,
+) -> str:
+    """One line of SQUEUE_ARGV's output."""
+    return f"{job}|{state}|{restarts}|{SUBMITTED}|{limit}|{used}|{partition}|normal|(null)|{nodes}|{comment}|"
 
 
 class FakeSlurm:
     """squeue answers ``listing``; scontrol update succeeds unless the job is in ``gone`` (it ended)
-    or ``refused`` (scontrol fails); sinfo answers ``node_cores``."""
+    or ``refused`` (scontrol fails); sinfo answers ``node_cores``. ``calls``: every argv, in order."""
 
     def __init__(
         self,
@@ -50,10 +63,12 @@ class FakeSlurm:
         self.reservations = reservations or "No reservations in the system\n"
         self.node_cores = node_cores
         self.updates: list[tuple[str, int]] = []
-        self.squeue_fails = False
+        self.squeue_fails = self.reservations_fail = False
+        self.calls: list[tuple[str, ...]] = []
 
     def __call__(self, argv: Sequence[str]) -> Completed:
         argv = tuple(argv)
+        self.calls.append(argv)
         if argv == SQUEUE_ARGV:
             return (
                 Completed(1, "", "slurm_load_jobs error: timeout")
@@ -69,6 +84,8 @@ class FakeSlurm:
             self.updates.append((job, int(argv[3].removeprefix("TimeLimit="))))
             return Completed(0, "", "")
         if "reservation" in argv:
+            if self.reservations_fail:
+                return Completed(1, "", "slurm_load_reservations error: Socket timed out\n")
             return Completed(0, self.reservations, "")
         if "partition" in argv:
             return Completed(0, "PartitionName=batch MaxTime=UNLIMITED State=UP\n", "")
@@ -79,8 +96,19 @@ class FakeSlurm:
 
 def make_guard(slurm: FakeSlurm, tmp_path: Path, **over: object) -> tuple[Guard, CollectorRegistry]:
     registry = CollectorRegistry()
-    settings = GuardSettings(heartbeat=tmp_path / "guard.heartbeat", **over)  # type: ignore[arg-type]
+    files = {"heartbeat": tmp_path / "guard.heartbeat", "state": tmp_path / "guard" / "limits.json"}
+    settings = GuardSettings(**{**files, **over})  # type: ignore[arg-type]
     return Guard(settings, slurm, GuardMetrics(registry), clock=lambda: NOW), registry
+
+
+def polled(tmp_path: Path, *listings: Sequence[str]) -> tuple[FakeSlurm, Guard]:
+    """A guard that polled once per listing (squeue's lines), in order."""
+    slurm = FakeSlurm(listings[0])
+    guard, _ = make_guard(slurm, tmp_path)
+    for lines in listings:
+        slurm.listing = "\n".join(lines) + "\n"
+        guard.poll()
+    return slurm, guard
 
 
 def count(registry: CollectorRegistry, result: str) -> float:
@@ -221,7 +249,8 @@ def test_guard_once_exits_1_when_every_extension_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = tmp_path / "harp.toml"
-    config.write_text(f'[guard]\nheartbeat = "{tmp_path / "hb"}"\nextension = "steps"\n')
+    files = f'heartbeat = "{tmp_path / "hb"}"\nstate = "{tmp_path / "limits.json"}"\n'
+    config.write_text(f'[guard]\n{files}extension = "steps"\n')
     slurm = FakeSlurm([line("1", "10:00", "9:00", "harp:extend,t!=10,t0=600,v=x")], refused=["1"])
     monkeypatch.setattr(guard_command, "run_command", slurm)
     assert guard_command.run(argparse.Namespace(config=str(config), once=True)) == 1

@@ -80,3 +80,23 @@ def test_overflowing_site_bounds_are_skipped() -> None:
         f"ReservationName=odd {hour} CoreCnt=x\nReservationName=ok {hour} CoreCnt={big}\n"
     )
     assert [r.name for r in reservations] == ["ok"]
+
+
+def test_jobs_not_running_are_read_only_when_tagged_for_the_guard(caplog: pytest.LogCaptureFixture) -> None:
+    other = "harp:shadow,t=40,v=x"
+    text = "\n".join(
+        [
+            line("1", "40:00", "0:00", TAG, state="PD", nodes=""),
+            line("2_[3-5%2]", "NOT_SET", "0:00", TAG, state="PD", nodes=""),  # an array's own record
+            line("3", "40:00", "0:00", other, state="PD", nodes=""),  # annotated only: not followed
+            line("4", "garbage", "0:00", "(null)", state="PD", nodes=""),  # untagged: never parsed
+            line("5", "40:00", "10:00", TAG, state="S", restarts=2),
+            line("6", "40:00", "0:00", TAG, state="CF"),
+            line("7_[1-2]", "40:00", "1:00", TAG),  # running: not one job
+            line("8", "40:00", "1:00", TAG, state="CG"),
+        ]
+    )
+    jobs = {j.job_id: j for j in parse_running(text)}
+    assert list(jobs) == ["1", "2_[3-5%2]", "5", "6"]
+    assert jobs["2_[3-5%2]"].limit_minutes is None and jobs["5"].restarts == 2 and jobs["5"].state == "S"
+    assert caplog.text.count("skipped") == 2 and "line 4" not in caplog.text

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_guard import FakeSlurm, line, make_guard
+from tests.unit.test_guard import FakeSlurm, line, make_guard, polled
 
 TIME_MIN = "harp:time_min,t~=40,t0=600,v=x"
 EXTEND = "harp:extend,t!=40,t0=600,v=x"
@@ -67,3 +67,92 @@ def test_a_new_run_and_a_job_gone_are_seen_afresh(tmp_path: Path) -> None:
     guard.poll()
     # 8 is the closer to its limit; 7, 115 s left, gets the first step that leaves the lead (40 + 5).
     assert slurm.updates == [("7", 41), ("8", 41), ("7", 45)]
+
+
+def pending(job: str, limit: str, comment: str, restarts: int = 0) -> str:
+    return line(job, limit, "0:00", comment, nodes="", state="PD", restarts=restarts)
+
+
+def test_a_limit_lowered_while_pending_bounds_the_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    slurm, _ = polled(
+        tmp_path,
+        [pending("5", "10:00:00", TIME_MIN)],
+        [pending("5", "5:00:00", TIME_MIN)],  # its user lowers it to 300 min
+        [line("5", "4:40:00", "4:39:00", TIME_MIN)],  # backfill starts it at 280 (within time_min)
+    )
+    assert "job 5: limit lowered from 600 to 300 min while it was pending" in caplog.text
+    assert slurm.updates == [("5", 300)]  # extended, but only up to its user's 300
+
+
+def test_a_start_below_the_pending_limit_is_not_a_lowering(tmp_path: Path) -> None:
+    # Backfill starts a time_min job at 100 of its 600 min: Slurm's cut, extended as ever.
+    slurm, _ = polled(
+        tmp_path,
+        [pending("5", "10:00:00", TIME_MIN), pending("6", "40:00", EXTEND)],
+        [line("5", "1:40:00", "1:39:00", TIME_MIN), line("6", "40:00", "39:00", EXTEND)],
+    )
+    assert slurm.updates == [("5", 160), ("6", 41)]
+
+
+@pytest.mark.parametrize(
+    ("tag", "limit", "started", "extended"),
+    [
+        (TIME_MIN, "5:00:00", "4:40:00", 300),  # submitted with the user's 600, lowered to 300
+        (EXTEND, "30:00", "30:00", None),  # cut to 40 at submission, lowered to 30: never extended
+        (TIME_MIN, "10:00:00", "4:40:00", 340),  # as submitted: a start at 280 is backfill's
+    ],
+)
+def test_a_job_first_seen_pending_below_its_submitted_limit_was_lowered(
+    tmp_path: Path, tag: str, limit: str, started: str, extended: int | None
+) -> None:
+    # Lowered before the guard first saw it (submitted while no guard ran, say), still pending: the
+    # tag says what the limit was at submission, and only its user or an admin lowers a pending job's.
+    minutes = int(started.split(":")[0]) * 60 + int(started.split(":")[1])
+    slurm, _ = polled(tmp_path, [pending("5", limit, tag)], [line("5", started, f"{minutes - 1}:00", tag)])
+    assert slurm.updates == ([] if extended is None else [("5", extended)])
+
+
+def test_a_raise_while_pending_is_the_user_s_own_limit_again(tmp_path: Path) -> None:
+    # A user may raise a pending job's limit (up to its partition's MaxTime): the own limit follows.
+    def waiting(*limits: str) -> list[str]:
+        return [pending(job, limit, TIME_MIN) for job, limit in zip("567", limits, strict=True)]
+
+    # 5 starts at its 450 (its own now: not extended), 6 at a backfill cut of 280 (own 600 again), 7
+    # at 450, above the 300 last seen: raised in between, perhaps by its user (own 600 again).
+    started = (("7:30:00", "7:29:00"), ("4:40:00", "4:39:00"), ("7:30:00", "7:29:00"))
+    slurm, _ = polled(
+        tmp_path,
+        waiting("10:00:00", "10:00:00", "10:00:00"),
+        waiting("5:00:00", "5:00:00", "5:00:00"),  # lowered
+        waiting("7:30:00", "10:00:00", "5:00:00"),  # raised again
+        [line(job, *times, TIME_MIN) for job, times in zip("567", started, strict=True)],
+    )
+    assert slurm.updates == [("6", 340), ("7", 600)]
+
+
+def test_a_job_requeued_unseen_is_seen_afresh_by_its_restart_count(tmp_path: Path) -> None:
+    # Seen pending at 600; it ran unseen (cut to 100 by backfill), was requeued and waits again at 100
+    # with one restart: not a lowering (a run in between), so it runs to its own 600 again.
+    slurm, _ = polled(
+        tmp_path,
+        [pending("5", "10:00:00", TIME_MIN)],
+        [pending("5", "1:40:00", TIME_MIN, restarts=1)],
+        [line("5", "1:40:00", "1:39:00", TIME_MIN, restarts=1)],
+    )
+    assert slurm.updates == [("5", 160)]
+
+
+def test_an_array_task_keeps_what_its_pending_record_was_lowered_to(tmp_path: Path) -> None:
+    # Tasks 1 and 2 start (backfill cut 1 to 280); 2 is configuring a poll before it runs.
+    started = [line("9_1", "4:40:00", "4:39:00", TIME_MIN), pending("9_[3-4]", "5:00:00", TIME_MIN)]
+    slurm, _ = polled(
+        tmp_path,
+        [pending("9_[1-4]", "10:00:00", TIME_MIN)],
+        [pending("9_[1-4]", "5:00:00", TIME_MIN)],  # the array lowered to 300
+        [*started, line("9_2", "5:00:00", "0:00", TIME_MIN, state="CF")],
+        [*started, line("9_2", "5:00:00", "4:59:00", TIME_MIN)],
+    )
+    assert set(slurm.updates) == {("9_1", 300)}  # 2 never (the fake keeps 1's limit: asked twice)

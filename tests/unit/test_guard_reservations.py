@@ -10,7 +10,7 @@ import pytest
 from slurm_harp.guard import guard_metrics as results
 from slurm_harp.guard.bounds import Bounds, Reservation, parse_node_cores, parse_reservations
 from slurm_harp.guard.running import parse_running
-from tests.unit.test_guard import NOW, FakeSlurm, count, make_guard
+from tests.unit.test_guard import NOW, FakeSlurm, count, line, make_guard
 
 TAG = "harp:extend,t!=40,t0=600,v=x"
 DAY = 86400.0
@@ -25,7 +25,7 @@ def reservation(name: str, start: float, end: float, nodes: str, extra: str = ""
 
 
 def job_in(reservations: str, nodes: str = "c1") -> str:
-    return f"7|40:00|39:00|batch|normal|{reservations}|{nodes}|{TAG}|"
+    return line("7", "40:00", "39:00", TAG, nodes=nodes).replace("|(null)|", f"|{reservations}|", 1)
 
 
 def test_a_job_may_name_several_reservations(tmp_path: Path) -> None:
@@ -97,3 +97,41 @@ def test_reservation_cores_and_flags_and_node_cores_parse() -> None:
     # sinfo prints one line per kind of node (and per partition): sockets x cores per socket.
     cores = parse_node_cores("c[1-2]|2|4\ngpu01|1|16\nc[1-2]|2|4\nbad line\n")
     assert cores == {"c1": 8, "c2": 8, "gpu01": 16}
+
+
+def reservation_reads(slurm: FakeSlurm) -> int:
+    return sum("reservation" in argv for argv in slurm.calls)
+
+
+def test_a_reservation_made_within_the_minute_bounds_the_next_extension(tmp_path: Path) -> None:
+    # The guard read the bounds at its first poll (nothing due, no reservation); seconds later, an
+    # admin makes one on the job's node from right after its limit, and the job falls due.
+    slurm = FakeSlurm([line("7", "40:00", "30:00", TAG)])
+    guard, registry = make_guard(slurm, tmp_path)
+    guard.poll()
+    assert slurm.updates == [] and reservation_reads(slurm) == 1
+    guard.poll()  # nothing due: the partitions' and reservations' minute is not over, nothing re-read
+    assert reservation_reads(slurm) == 1
+    slurm.reservations = reservation("maint", NOW + 90, NOW + DAY, "c1", "Flags=MAINT")
+    slurm.listing = line("7", "40:00", "39:00", TAG) + "\n"
+    guard.poll()
+    assert slurm.updates == [] and count(registry, results.REFUSED_BOUND) == 1
+    assert reservation_reads(slurm) == 2
+
+
+def test_no_extension_while_the_reservations_cannot_be_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    slurm = FakeSlurm([line("7", "40:00", "30:00", TAG)])
+    guard, registry = make_guard(slurm, tmp_path)
+    guard.poll()
+    slurm.reservations_fail = True
+    slurm.listing = line("7", "40:00", "39:00", TAG) + "\n"
+    report = guard.poll()
+    # Not extended on a view of the reservations a minute old; failed, so no heartbeat is refreshed
+    # by this poll (a guard that can never read them stops the daemon's cuts).
+    assert report is not None and not report.good and slurm.updates == []
+    assert count(registry, results.FAILED) == 1 and "reservations unreadable" in caplog.text
+    slurm.reservations_fail = False
+    report = guard.poll()
+    assert report is not None and report.good and slurm.updates == [("7", 41)]

@@ -20,6 +20,7 @@ SCHEMA: dict[str, set[str]] = {
     "billing.partition": {"name", "price", "weights"},
     "guard": {
         "heartbeat",
+        "state",
         "poll_seconds",
         "lead_seconds",
         "stale_seconds",

@@ -83,6 +83,7 @@ def read_guard(r: Reader, g: Mapping[str, Any]) -> GuardSettings:
         raise r.fail("guard.extension", f"must be one of {', '.join(EXTENSIONS)}, got {extension!r}")
     return GuardSettings(
         heartbeat=Path(r.get(g, "guard", "heartbeat", str, str(d.heartbeat))),
+        state=Path(r.get(g, "guard", "state", str, str(d.state))),
         poll_seconds=poll,
         lead_seconds=lead,
         stale_seconds=stale,

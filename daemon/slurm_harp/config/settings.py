@@ -73,6 +73,9 @@ class GuardSettings:
     guard refreshed its heartbeat within ``stale_seconds``."""
 
     heartbeat: Path = Path("/run/slurm-harp-guard/heartbeat")
+    # What the guard saw of its jobs' limits, for a restarted guard (guard.seen_file): it must outlive
+    # the guard, unlike the heartbeat's runtime directory.
+    state: Path = Path("/var/lib/slurm-harp-guard/limits.json")
     poll_seconds: float = 5.0
     lead_seconds: float = DEFAULT_LEAD_S  # extend a job once less than this is left of its limit
     stale_seconds: float = 30.0

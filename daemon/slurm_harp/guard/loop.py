@@ -1,9 +1,15 @@
-"""One poll of `harp guard`: list the running jobs, extend each shortened one that falls due.
+"""One poll of `harp guard`: list the jobs, extend each shortened running one that falls due.
 
-Idempotent (every decision is computed from the jobs' current state and their harp tags, so a
-restarted guard catches up on its first poll), rate-limited (at most ``max_updates_per_poll``
-scontrol calls, the jobs closest to their limit first), and one bad job never stops a poll. The guard
-also remembers each job's limit from poll to poll, to see one its user lowered (guard.lowered_limits).
+Idempotent (every decision is computed from the jobs' current state, their harp tags and the limits
+seen before, kept in a file, so a restarted guard catches up on its first poll), rate-limited (at
+most ``max_updates_per_poll`` scontrol calls, the jobs closest to their limit first), and one bad job
+never stops a poll. The guard follows each tagged job's limit from poll to poll, pending or running,
+to see one its user lowered (guard.lowered_limits), and keeps what it saw in a file for the next
+guard (guard.seen_file).
+
+Site bounds are read once a minute, but reservations again in every poll that is about to extend a
+job: an operator's extension may run into a reservation created a second ago (Slurm lets it), so the
+guard must see it. When that read fails, no job is extended in that poll (each counted as failed).
 
 A poll refreshes the heartbeat only when it is good: it listed the jobs, and not every extension it
 tried failed. A guard whose every `scontrol update` fails (no operator rights, say) must not let the
@@ -12,6 +18,7 @@ daemon go on shortening jobs that nothing can extend.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -21,6 +28,7 @@ from typing import TypeVar
 from slurm_harp.config import GuardSettings
 from slurm_harp.core.extension import ConditionalRatios, next_limit
 from slurm_harp.guard import guard_metrics as results
+from slurm_harp.guard import seen_file
 from slurm_harp.guard.bounds import (
     NODE_CORES_ARGV,
     PARTITIONS_ARGV,
@@ -35,14 +43,15 @@ from slurm_harp.guard.bounds import (
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.lowered_limits import LoweredLimits
-from slurm_harp.guard.running import SQUEUE_ARGV, RunningJob, parse_running
+from slurm_harp.guard.running import RUNNING, SQUEUE_ARGV, RunningJob, parse_running
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.heartbeat import HeartbeatFile
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-# Site bounds change rarely (a new reservation, a partition edit): read them this often.
+U = TypeVar("U")
+# Partitions, QOS and nodes change rarely: read them this often (reservations: see the module's note).
 BOUNDS_REFRESH_S = 60.0
 
 
@@ -77,7 +86,8 @@ class Guard:
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
         # tried again only when their limit or the bounds change.
         self._refused: dict[str, int] = {}
-        self._lowered = LoweredLimits()
+        self._lowered = LoweredLimits(seen_file.load(settings.state))
+        self._save_failed = False  # a failing save is logged once until one works again
 
     def configure(self, settings: GuardSettings, history: ExtensionHistory | None = None) -> None:
         """``history``: the site's ended jobs for the conditional extension (None: steps only)."""
@@ -95,8 +105,8 @@ class Guard:
             self.metrics.polls.labels("failed").inc()
             return None
         now = self._clock()
-        self._refresh_bounds(now)
-        jobs = self._lowered.apply(parse_running(listing.stdout))
+        reservations_read = self._refresh_bounds(now)
+        jobs = [j for j in self._lowered.apply(parse_running(listing.stdout)) if j.state == RUNNING]
         shortened = [j for j in jobs if _below_own_limit(j)]
         listed = {j.job_id for j in jobs}
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
@@ -105,7 +115,13 @@ class Guard:
         ratios = None if self.history is None else self.history.ratios()
         self.metrics.history_jobs.set(0 if ratios is None else len(ratios))
         outcomes = []
-        for job in due[: self.settings.max_updates_per_poll]:
+        batch = due[: self.settings.max_updates_per_poll]
+        if batch and not reservations_read and not self._read_reservations():
+            log.error("reservations unreadable: none of %d due jobs extended this poll", len(batch))
+            outcomes = [(job.job_id, results.FAILED) for job in batch]
+            self.metrics.extensions.labels(results.FAILED).inc(len(batch))
+            batch = []
+        for job in batch:
             try:
                 outcomes.append((job.job_id, self._extend(job, now, ratios)))
             except Exception:  # one bad job never stops the poll
@@ -115,6 +131,7 @@ class Guard:
         if len(due) > self.settings.max_updates_per_poll:
             log.warning("%d jobs due, %d extended this poll", len(due), self.settings.max_updates_per_poll)
         self.metrics.shortened.set(len(shortened))
+        self._save_seen()
         self.metrics.poll_duration.observe(self._clock() - started)
         report = PollReport(len(jobs), len(shortened), len(due), tuple(outcomes))
         if not report.good:
@@ -125,6 +142,19 @@ class Guard:
         self.metrics.last_success.set(now)
         self.heartbeat.beat()
         return report
+
+    def _save_seen(self) -> None:
+        if not self._lowered.changed:
+            return
+        try:
+            seen_file.save(self.settings.state, self._lowered.seen)
+        except Exception as exc:  # whatever it raises: the poll, its extensions and heartbeat go on
+            if not self._save_failed:
+                log.error("could not write %s (a restarted guard forgets what this one saw): %s",
+                          self.settings.state, exc)  # fmt: skip
+            self._save_failed = True
+            return
+        self._lowered.changed = self._save_failed = False
 
     def _due(self, job: RunningJob) -> bool:
         limit = job.limit_minutes
@@ -179,13 +209,15 @@ class Guard:
         self.metrics.margin.observe(max(margin, 0.0))
         return result
 
-    def _refresh_bounds(self, now: float) -> None:
+    def _refresh_bounds(self, now: float) -> bool:
+        """Every bound, once a minute (the last known kept where a read fails); whether the
+        reservations were read now."""
         if now - self._bounds_at < BOUNDS_REFRESH_S:
-            return
+            return False
         old = self._bounds
         self._refused.clear()  # new bounds: every refusal is worth one more look
         self._bounds = Bounds(
-            reservations=self._read("reservations", RESERVATIONS_ARGV, parse_reservations, old.reservations),
+            reservations=old.reservations,
             partition_max_minutes=self._read(
                 "partitions", PARTITIONS_ARGV, parse_partition_max, old.partition_max_minutes
             ),
@@ -193,12 +225,20 @@ class Guard:
             node_cores=self._read("node cores", NODE_CORES_ARGV, parse_node_cores, old.node_cores),
         )
         self._bounds_at = now
+        return self._read_reservations()
 
-    def _read(self, what: str, argv: tuple[str, ...], parse: Callable[[str], T], last: T) -> T:
+    def _read_reservations(self) -> bool:
+        """The reservations into the bounds; False (logged, the last known kept) when unreadable."""
+        fresh = self._read("reservations", RESERVATIONS_ARGV, parse_reservations, None)
+        if fresh is not None:
+            self._bounds = dataclasses.replace(self._bounds, reservations=fresh)
+        return fresh is not None
+
+    def _read(self, what: str, argv: tuple[str, ...], parse: Callable[[str], T], last: U) -> T | U:
         """``parse`` of ``argv``'s output, or ``last`` (logged) when the command fails."""
         done = self._run(argv)
         if done.returncode != 0:
-            log.warning("could not read %s (kept the last known): %.200s", what, done.stderr.strip())
+            log.warning("could not read %s: %.200s", what, done.stderr.strip())
             return last
         return parse(done.stdout)
 

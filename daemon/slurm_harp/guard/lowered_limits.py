@@ -1,16 +1,32 @@
-"""Limits lowered while a job runs, by its user or an admin: the guard never raises a job past them.
+"""Limits lowered by a job's user (or an admin), before or while it runs: the guard never raises a
+job past them.
 
 The tag's ``t0`` is the user's limit at submission, and Slurm lets a user lower their job's limit
-later (`scontrol update JobId=N TimeLimit=M`). Slurm itself sets a running job's limit only as it
-starts the job (backfill within time_min, 22.05 backfill.c), and only operators raise it (the guard,
-an admin); a requeued job waits at least slurmctld's credential window (about two minutes) before it
-runs again, so it leaves the listing of running jobs in between. A limit below the highest one the
-guard saw for the job in this run was therefore lowered by its user or an admin, and from then on it
-is the job's own limit.
+later (`scontrol update JobId=N TimeLimit=M`); a pending job's, also raise it again up to its
+partition's MaxTime (22.05 update_job). What Slurm itself does to a limit (22.05):
+- it never changes a pending job's: backfill tries a limit cut toward time_min only while it holds
+  the job lock, and puts it back before it yields;
+- it sets a running job's limit as it starts it (backfill within time_min, a deadline, the
+  partition's DefaultTime), and only then; only operators raise a running job's limit;
+- a requeue counts a restart (squeue's RestartCnt) and leaves the job pending with the limit it ran
+  with (cut by backfill, raised by the guard).
 
-What the guard did not see it cannot tell: a limit lowered while the job was pending, before the
-guard's first poll of the job, or while no guard ran (the guard keeps this in memory) is taken for
-the limit the job started with.
+So the guard follows each tagged job through its pending spell and its run, one restart count at a
+time (a new count, or a run time that went back, starts afresh):
+- pending: a limit below the highest seen in this spell is the user's own from then on, and so is
+  one below the limit harp gave the job at submission while it never ran (the tag's cut in extend
+  mode, its ``t0`` in time_min mode). A raise while pending may be the user's own, so the own limit
+  follows it (none once it is back at that highest);
+- starting: the pending spell's own limit goes on into the run, unless the job starts above the
+  limit last seen pending (raised meanwhile). A start below it is Slurm's doing, not a lowering;
+- running: a limit below the highest seen in this run was lowered, and the lowest such is the own
+  limit for the rest of the run, an admin's later raise included;
+- configuring (nodes booting): what was seen is kept as it was until the job runs.
+
+What the guard did not see it cannot tell: a limit lowered before it first saw the job (other than
+below the submitted one of a job that never ran), or lowered within a poll of the start, is taken
+for one Slurm started the job with. What it saw it keeps in a file (guard.seen_file), so a restarted
+guard goes on from there; a job (id, submit time) no longer listed is forgotten.
 """
 
 from __future__ import annotations
@@ -21,56 +37,128 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from slurm_harp.guard.running import RunningJob
+from slurm_harp.core.message import Tag
+from slurm_harp.guard.running import CONFIGURING, PENDING, RunningJob
 
 log = logging.getLogger(__name__)
 
 # squeue prints whole seconds; within one run a job's run time never goes back (a suspended job's
 # stands still), so a drop by more than this is a new run.
 RUN_TIME_SLACK_S = 1.0
-_UNLIMITED = sys.maxsize
+UNLIMITED = sys.maxsize
 
 
 @dataclass(slots=True)
-class _Run:
-    highest: int  # the highest limit seen in this run, minutes (_UNLIMITED: none)
-    elapsed_s: float  # the run time seen last
-    lowered_to: int | None = None  # the lowest limit seen below ``highest``
+class Seen:
+    """One job as the guard saw it, in its current pending spell or run (minutes)."""
+
+    submitted: str  # the job's submit time: the same id later is another job
+    restarts: int
+    pending: bool
+    highest: int  # the highest limit seen in this spell or run (UNLIMITED: none)
+    limit: int  # the limit seen last
+    elapsed_s: float  # the run time seen last (0 while pending)
+    lowered_to: int | None = None  # its user's (or an admin's) own limit, below ``highest``
 
 
 class LoweredLimits:
-    """The limits of the running jobs the guard may extend, as this guard saw them poll after poll."""
+    """The limits of the jobs the guard may extend, as it saw them poll after poll."""
 
-    def __init__(self) -> None:
-        self._runs: dict[str, _Run] = {}
+    def __init__(self, seen: dict[str, Seen] | None = None) -> None:
+        self.seen: dict[str, Seen] = seen or {}
+        self.changed = False  # since the last save, in anything but run times
 
     def apply(self, jobs: Iterable[RunningJob]) -> list[RunningJob]:
-        """``jobs``, with ``lowered_to`` set on those whose limit was lowered while they ran. Jobs
-        no longer listed are forgotten."""
-        runs: dict[str, _Run] = {}
+        """``jobs``, with ``lowered_to`` set on those whose user or an admin lowered the limit.
+        Jobs no longer listed are forgotten."""
+        seen: dict[str, Seen] = {}
         out = []
         for job in jobs:
             if job.tag is None or job.tag.extendable_minutes is None:
                 out.append(job)
                 continue
-            run = runs[job.job_id] = self._see(job)
-            out.append(job if run.lowered_to is None else dataclasses.replace(job, lowered_to=run.lowered_to))
-        self._runs = runs
+            key = _key(job.job_id)
+            prior = self._prior(job, key)
+            before = None if prior is None else _kept(prior)
+            now = prior if job.state == CONFIGURING else self._see(job, prior)
+            if now is not None:
+                seen[key] = now
+                self.changed |= before is None or _kept(now) != before
+                if now.lowered_to is not None:
+                    job = dataclasses.replace(job, lowered_to=now.lowered_to)
+            out.append(job)
+        self.changed |= seen.keys() != self.seen.keys()
+        self.seen = seen
         return out
 
-    def _see(self, job: RunningJob) -> _Run:
-        limit = _UNLIMITED if job.limit_minutes is None else job.limit_minutes
-        run = self._runs.get(job.job_id)
-        if run is None or job.elapsed_s < run.elapsed_s - RUN_TIME_SLACK_S:
-            return _Run(limit, job.elapsed_s)  # first seen, or a new run after a requeue
-        run.elapsed_s = job.elapsed_s
-        if limit >= run.highest:
-            run.highest = limit
-        elif run.lowered_to is None or limit < run.lowered_to:
-            log.info(
-                "job %s: limit lowered from %d to %d min while it ran (by its user or an admin): "
-                "the guard will not raise it past %d min",
-                job.job_id, run.highest, limit, limit,
-            )  # fmt: skip
-            run.lowered_to = limit
-        return run
+    def _prior(self, job: RunningJob, key: str) -> Seen | None:
+        """What was seen of this job in this spell or run; or of the array record it came from (a
+        task that starts or is updated alone leaves the array's pending record with its limit)."""
+        prior = self.seen.get(key)
+        if prior is None and "_" in key:
+            prior = self.seen.get(key.split("_")[0] + "_[")
+            prior = None if prior is None else dataclasses.replace(prior)  # each task its own copy
+        if prior is None or (prior.submitted, prior.restarts) != (job.submitted, job.restarts):
+            return None  # first seen, another job of that id, or requeued since
+        return prior
+
+    def _see(self, job: RunningJob, prior: Seen | None) -> Seen:
+        limit = UNLIMITED if job.limit_minutes is None else job.limit_minutes
+        pending = job.state == PENDING
+        went_back = prior is not None and job.elapsed_s < prior.elapsed_s - RUN_TIME_SLACK_S
+        if prior is None or (pending and not prior.pending) or went_back:  # first seen, or a new run
+            fresh = Seen(job.submitted, job.restarts, pending, limit, limit, job.elapsed_s)
+            if not pending:
+                return fresh
+            if job.restarts == 0:
+                fresh.highest = max(limit, _submitted_limit(job.tag))
+            return self._pending(job, fresh, limit)
+        if pending:
+            prior.highest = max(prior.highest, limit)
+            return self._pending(job, prior, limit)
+        if prior.pending:  # it started: Slurm may have cut its limit (backfill, a deadline)
+            lowered = prior.lowered_to if limit <= prior.limit else None
+            return Seen(job.submitted, job.restarts, False, limit, limit, job.elapsed_s, lowered)
+        prior.elapsed_s, prior.limit = job.elapsed_s, limit
+        if limit >= prior.highest:
+            prior.highest = limit
+        elif prior.lowered_to is None or limit < prior.lowered_to:
+            _lowered(job, prior.highest, limit, "while it ran")
+            prior.lowered_to = limit
+        return prior
+
+    @staticmethod
+    def _pending(job: RunningJob, seen: Seen, limit: int) -> Seen:
+        lowered = limit if limit < seen.highest else None
+        if lowered is not None and lowered != seen.lowered_to:
+            _lowered(job, seen.highest, limit, "while it was pending")
+        elif seen.lowered_to is not None and lowered is None:
+            log.info("job %s: limit raised back to %d min while pending", job.job_id, limit)
+        seen.limit, seen.lowered_to = limit, lowered
+        return seen
+
+
+def _kept(s: Seen) -> tuple[object, ...]:
+    """What the file keeps of ``s`` (guard.seen_file): all but the run time, which grows every poll."""
+    return (s.submitted, s.restarts, s.pending, s.highest, s.limit, s.lowered_to)
+
+
+def _submitted_limit(tag: Tag | None) -> int:
+    """The limit harp gave a job at submission: its cut in extend mode, the user's in time_min."""
+    if tag is None or tag.extendable_minutes is None:
+        return 0
+    return tag.values.get("t", 0) if tag.flags.get("t") == "!" else tag.extendable_minutes
+
+
+def _key(job_id: str) -> str:
+    """A pending array record's id names tasks that change as they leave it: key it by its array."""
+    return job_id[: job_id.index("_[") + 2] if "_[" in job_id else job_id
+
+
+def _lowered(job: RunningJob, highest: int, limit: int, when: str) -> None:
+    was = "unlimited" if highest == UNLIMITED else str(highest)
+    log.info(
+        "job %s: limit lowered from %s to %d min %s (by its user or an admin): "
+        "the guard will not raise it past %d min",
+        job.job_id, was, limit, when, limit,
+    )  # fmt: skip

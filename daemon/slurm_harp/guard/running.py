@@ -1,14 +1,20 @@
-"""The running jobs the guard looks at, read from one `squeue` call per poll.
+"""The jobs the guard looks at, read from one `squeue` call per poll.
 
-`squeue -O` prints only the fields asked for (about 100 bytes a job, against several KB a job
+`squeue -O` prints only the fields asked for (about 120 bytes a job, against several KB a job
 with `--json`), so one poll over 10,000 running jobs stays cheap for slurmctld and the guard.
 The admin comment is the last field: free text of other tools may hold the separator, and
-everything after the seventh one is the comment.
+everything after the tenth one is the comment.
 
 A job is read by the id that addresses it alone in `scontrol update` (squeue's JobArrayID):
 ``1000_7`` for a task of array 1000 and ``1000+1`` for a component of heterogeneous job 1000. Its raw
 id is not enough: Slurm (22.05 update_job_str) takes a bare array id for the whole array, even when
 that record is running one task, and a bare leader id for every component of its heterogeneous job.
+
+Running jobs are the ones the guard extends. It lists the pending, suspended and configuring ones
+too, but reads only those harp tagged in time_min or extend mode (a substring test skips the others
+before any parsing): the guard follows their limits to see one their user lowered before they ran
+(guard.lowered_limits). A pending array's own record, ``1000_[3-9]``, stands for its pending tasks.
+squeue filters by state in the client (22.05): slurmctld sends every job whatever the filter.
 """
 
 from __future__ import annotations
@@ -20,13 +26,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from slurm_harp.accounting.fields import parse_duration_s
-from slurm_harp.core.message import Tag, parse_tag
+from slurm_harp.core.message import TAG_PREFIX, Tag, parse_tag
+from slurm_harp.core.policy import Mode
 
 log = logging.getLogger(__name__)
 
 SEPARATOR = "|"
+# squeue's StateCompact of the states listed (a state with a flag prints the flag: CF, configuring).
+RUNNING, PENDING, SUSPENDED, CONFIGURING = "R", "PD", "S", "CF"
 _FIELDS = (
     "JobArrayID",
+    "StateCompact",
+    "RestartCnt",
+    "SubmitTime",
     "TimeLimit",
     "TimeUsed",
     "Partition",
@@ -38,11 +50,15 @@ _FIELDS = (
 SQUEUE_ARGV: tuple[str, ...] = (
     "squeue",
     "--noheader",
-    "--states=RUNNING",
+    "--states=RUNNING,PENDING,SUSPENDED,CONFIGURING",
     "--Format=" + ",".join(f"{field}:0{SEPARATOR}" for field in _FIELDS),
 )
 # A job, an array task (job_task) or a heterogeneous job's component (leader+offset).
 _JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+|\+[0-9]+)?")
+# A pending array's own record: its pending tasks (squeue may cut the list short).
+_ARRAY_RECORD = re.compile(r"[0-9]+_\[[0-9,\-%\]]*")
+# The tags whose jobs the guard follows before they run: no other job that is not running is parsed.
+_FOLLOWED = tuple(f"{TAG_PREFIX}{mode.value}," for mode in (Mode.EXTEND, Mode.TIME_MIN))
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,12 +71,15 @@ class RunningJob:
     reservation: str | None
     nodes: str
     tag: Tag | None
-    lowered_to: int | None = None  # a limit its user or an admin lowered it to while it ran
+    state: str = RUNNING
+    restarts: int = 0  # times Slurm requeued it: each run has its own count
+    submitted: str = ""  # its submit time as squeue prints it: a job id may name another job later
+    lowered_to: int | None = None  # a limit its user or an admin lowered it to (guard.lowered_limits)
 
     @property
     def own_limit_minutes(self) -> int | None:
         """The user's own limit when harp shortened the job (or set its time_min) and may extend it:
-        the tag's, or the lower one set while the job ran (guard.lowered_limits)."""
+        the tag's, or the lower one its user or an admin set (guard.lowered_limits)."""
         own = None if self.tag is None else self.tag.extendable_minutes
         if own is None or self.lowered_to is None:
             return own
@@ -77,23 +96,29 @@ def parse_running(text: str) -> Iterator[RunningJob]:
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
+        parts = line.split(SEPARATOR, len(_FIELDS) - 1)
+        if len(parts) > 1 and parts[1].strip() != RUNNING and not any(t in parts[-1] for t in _FOLLOWED):
+            continue  # not running, and no tag of a job the guard may extend
         try:
-            job = _job(line)
+            job = _job(parts)
         except Exception as exc:  # ValueError, and OverflowError for a 400-digit duration
             log.warning("squeue line %d skipped: %s: %s", lineno, type(exc).__name__, exc)
             continue
         yield job
 
 
-def _job(line: str) -> RunningJob:
-    parts = line.split(SEPARATOR, len(_FIELDS) - 1)
+def _job(parts: list[str]) -> RunningJob:
     if len(parts) != len(_FIELDS):
         raise ValueError(f"{len(parts)} fields, expected {len(_FIELDS)}")
-    job_id, limit, used, partition, qos, reservation, nodes, comment = (p.strip() for p in parts)
-    if not _JOB_ID.fullmatch(job_id):
+    job_id, state, restarts, submitted, limit, used, partition, qos, reservation, nodes, comment = (
+        p.strip() for p in parts
+    )
+    if state not in (RUNNING, PENDING, SUSPENDED, CONFIGURING):
+        raise ValueError(f"job {job_id[:40]!r}: state {state[:10]!r} not listed")
+    if not (_JOB_ID.fullmatch(job_id) or (state == PENDING and _ARRAY_RECORD.fullmatch(job_id))):
         raise ValueError(f"bad job id {job_id[:40]!r}")
     comment = comment[: -len(SEPARATOR)] if comment.endswith(SEPARATOR) else comment
-    limit_s = parse_duration_s(limit)
+    limit_s = None if limit == "NOT_SET" else parse_duration_s(limit)  # NOT_SET: set as it starts
     elapsed = parse_duration_s(used)
     if elapsed is None:
         raise ValueError(f"job {job_id}: no run time {used[:40]!r}")
@@ -108,4 +133,7 @@ def _job(line: str) -> RunningJob:
         reservation=None if reservation in ("", "(null)") else reservation,
         nodes=nodes,
         tag=parse_tag(None if comment == "(null)" else comment),
+        state=state,
+        restarts=int(restarts),
+        submitted=submitted,
     )

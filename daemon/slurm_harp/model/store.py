@@ -22,7 +22,7 @@ from typing import Any
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE
-from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, make_dirs
+from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, fsync_dir, make_dirs, replace_file
 
 CURRENT_FILE = "CURRENT"
 _VERSION = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
@@ -64,12 +64,12 @@ class ModelStore:
             _write_synced(
                 tmp / CARD_FILE, json.dumps(full_card, indent=2, sort_keys=True, allow_nan=False).encode()
             )
-            _fsync_dir(tmp)
+            fsync_dir(tmp)
             os.rename(tmp, target_dir / version)
         except BaseException:
             _remove_tree(tmp)
             raise
-        _fsync_dir(target_dir)
+        fsync_dir(target_dir)
         if make_current:
             self.set_current(target, version)
         return version
@@ -83,13 +83,13 @@ class ModelStore:
         if not (version_dir / CARD_FILE).is_file():
             raise ValueError(f"no complete version {version!r} under {version_dir.parent}")
         data = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False).encode()
-        _replace_file(version_dir / name, data)
+        replace_file(version_dir / name, data)
 
     def set_current(self, target: Target | str, version: str) -> None:
         target_dir = self.target_dir(target)
         if not _VERSION.match(version) or not (target_dir / version / CARD_FILE).is_file():
             raise ValueError(f"no complete version {version!r} under {target_dir}")
-        _replace_file(target_dir / CURRENT_FILE, f"{version}\n".encode())
+        replace_file(target_dir / CURRENT_FILE, f"{version}\n".encode())
 
     def current_version(self, target: Target | str) -> str | None:
         path = self.target_dir(target) / CURRENT_FILE
@@ -176,24 +176,6 @@ def read_regular(path: Path) -> bytes:
         os.close(fd)
 
 
-def _replace_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to a hidden temp file beside ``path``, fsync it, rename it over ``path``:
-    readers see the old content or the new, never a part."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; the daemon runs as the group's member
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        adopt(Path(tmp_name))
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
 def _write_synced(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
     with os.fdopen(fd, "wb") as handle:
@@ -202,14 +184,6 @@ def _write_synced(path: Path, data: bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     adopt(path)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _remove_tree(path: Path) -> None:

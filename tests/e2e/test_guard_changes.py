@@ -1,0 +1,161 @@
+"""`harp guard` as a real process on a real cluster, on what changes while it runs or is down.
+
+The jobs are tagged and their limits set by hand, as root (as the plugin would have, and as their
+users would lower them); the guard polls every second, with a lead of LEAD_S:
+(a) a reservation made on a running job's node after the guard's once-a-minute read of the bounds:
+    the job falls due within that minute and is not extended into it;
+(b) a pending job's limit lowered while the guard watches: it starts and is not extended past it;
+(c) the same, with the guard stopped between the lowering and the start;
+(d) a running job's limit lowered while the guard was stopped: the restarted guard knows, from its
+    state file, the higher limit it saw, and does not extend the job past the lowered one.
+Each job would otherwise be extended by steps from its 1-minute prediction to 6 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.cluster import SlurmCluster, StartCluster
+from tests.e2e.test_guard import GuardProcess, wait_alive
+
+LEAD_S = 150
+TIME_MIN = "harp:time_min,t~=1,t0=10,v=e2e"
+EXTEND = "harp:extend,t!=1,t0=10,v=e2e"
+SLEEP = "#!/bin/sh\nsleep 600\n"
+
+
+@pytest.fixture(scope="module")
+def cluster(start_module_cluster: StartCluster) -> SlurmCluster:
+    return start_module_cluster(nodes=2, cpus_per_node=2)
+
+
+@pytest.fixture
+def guard(cluster: SlurmCluster, tmp_path: Path) -> Iterator[GuardProcess]:
+    """A running guard (its first poll done); the test's jobs are cancelled after the test."""
+    config = tmp_path / "guard.toml"
+    config.write_text(
+        f'[guard]\nheartbeat = "{tmp_path / "hb"}"\nstate = "{tmp_path / "limits.json"}"\n'
+        f'poll_seconds = 1\nlead_seconds = {LEAD_S}\nstale_seconds = 5\nextension = "steps"\n'
+    )
+    process = GuardProcess(config, cluster.env, tmp_path / "guard.log")
+    process.start()
+    try:
+        wait_alive(tmp_path / "hb")
+        yield process
+    finally:
+        process.stop()
+        cluster.run(["scancel", "--user=root"])
+
+
+def update(cluster: SlurmCluster, job: int, *items: str) -> None:
+    done = cluster.run(["scontrol", "update", f"JobId={job}", *items])
+    assert done.returncode == 0, done.stderr
+
+
+def submit(cluster: SlurmCluster, *args: str) -> int:
+    result = cluster.sbatch(["-n1", "-t", "10", *args], SLEEP)
+    assert result.job_id is not None, result.stderr
+    return result.job_id
+
+
+def squeue(cluster: SlurmCluster, job: int) -> tuple[str, str, str]:
+    """(state, time limit, run time) as squeue prints them."""
+    done = cluster.run(
+        ["squeue", "--noheader", f"--jobs={job}", "--Format=State:0|,TimeLimit:0|,TimeUsed:0|"]
+    )
+    assert done.returncode == 0, done.stderr
+    state, limit, used, _ = done.stdout.strip().split("|")
+    return state, limit, used
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.25)
+
+
+def followed(tmp_path: Path, job: int) -> list[Any] | None:
+    """The guard's state file's entry of ``job``: [submitted, restarts, pending, highest, limit,
+    run time, lowered_to], or None."""
+    try:
+        entry = json.loads((tmp_path / "limits.json").read_text())["jobs"].get(str(job))
+    except (OSError, ValueError):
+        return None
+    return entry if isinstance(entry, list) else None
+
+
+def log_of(tmp_path: Path) -> str:
+    return (tmp_path / "guard.log").read_text()
+
+
+def seconds(used: str) -> int:
+    minutes, secs = used.split(":")[-2:]
+    return int(minutes) * 60 + int(secs)
+
+
+def test_a_reservation_made_after_the_guard_s_minute_read_bounds_the_extension(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    read_at = time.monotonic()  # the guard's first poll read every bound; the next is a minute away
+    job = submit(cluster, "-w", "c1")
+    wait_for("the job to run", lambda: squeue(cluster, job)[0] == "RUNNING")
+    # Cut to 1 minute, limit 3: due once 30 s have run (less than LEAD_S left).
+    update(cluster, job, f"AdminComment={EXTEND}", "TimeLimit=3")
+    made = cluster.run(
+        ["scontrol", "create", "reservation", "ReservationName=fresh", "StartTime=now+190", "Duration=5",
+         "Nodes=c1", "Users=root"]
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    try:
+        assert time.monotonic() - read_at < 25, "too slow to make the reservation within the guard's minute"
+        wait_for("the job to fall due", lambda: seconds(squeue(cluster, job)[2]) >= 35)
+        assert time.monotonic() - read_at < 55, "the guard's minute was over before the job fell due"
+        time.sleep(2)
+        assert squeue(cluster, job)[1] == "3:00", log_of(tmp_path)
+        assert re.search(rf"job {job}: not extended past 3 min \(reservation fresh\)", log_of(tmp_path))
+    finally:
+        cluster.run(["scontrol", "delete", "ReservationName=fresh"])
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["watched", "guard-restarted"])
+def test_a_limit_lowered_while_pending_is_never_extended_past(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path, restart: bool
+) -> None:
+    job = submit(cluster, "-w", "c2", "--hold")
+    update(cluster, job, f"AdminComment={TIME_MIN}")  # time_min mode: the user's 10 minutes kept
+    wait_for("the guard to see it pending", lambda: followed(tmp_path, job) is not None)
+    if restart:
+        guard.stop()
+    update(cluster, job, "TimeLimit=2")  # its user lowers it
+    if restart:
+        guard.start()
+    wait_for("the guard to see it lowered", lambda: (followed(tmp_path, job) or [None] * 7)[6] == 2)
+    assert cluster.run(["scontrol", "release", str(job)]).returncode == 0
+    wait_for("the job to run", lambda: squeue(cluster, job)[0] == "RUNNING")
+    time.sleep(4)  # four polls, with less than the lead left of its 2 minutes
+    assert squeue(cluster, job)[1] == "2:00", log_of(tmp_path)
+    assert f"job {job}: limit lowered from 10 to 2 min while it was pending" in log_of(tmp_path)
+
+
+def test_a_limit_lowered_while_no_guard_ran_is_known_from_its_state_file(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    job = submit(cluster, "-w", "c2")
+    wait_for("the job to run", lambda: squeue(cluster, job)[0] == "RUNNING")
+    update(cluster, job, f"AdminComment={EXTEND}")  # at its own 10 minutes already: not due
+    wait_for("the guard to see it run", lambda: (followed(tmp_path, job) or [None] * 7)[2] is False)
+    guard.stop()
+    update(cluster, job, "TimeLimit=2")  # its user lowers it while no guard runs
+    guard.start()
+    wait_for("the guard to see it lowered", lambda: (followed(tmp_path, job) or [None] * 7)[6] == 2)
+    time.sleep(4)
+    assert squeue(cluster, job)[1] == "2:00", log_of(tmp_path)
+    assert f"job {job}: limit lowered from 10 to 2 min while it ran" in log_of(tmp_path)

@@ -1,0 +1,123 @@
+"""What `harp guard` saw of its jobs' limits, kept for the next guard (guard.seen_file)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.guard import seen_file
+from tests.unit.test_guard import SUBMITTED, FakeSlurm, line, make_guard, polled
+
+EXTEND = "harp:extend,t!=40,t0=600,v=x"
+TIME_MIN = "harp:time_min,t~=40,t0=600,v=x"
+
+
+def state_of(tmp_path: Path) -> Path:
+    return tmp_path / "guard" / "limits.json"  # make_guard's
+
+
+def write_state(tmp_path: Path, body: object) -> None:
+    state_of(tmp_path).parent.mkdir(exist_ok=True)
+    state_of(tmp_path).write_text(json.dumps(body))
+
+
+def test_a_restarted_guard_goes_on_from_what_the_last_one_saw(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    # 6 runs, extended to 100 min already; 7 was requeued once and waits at the 100 min it ran with.
+    slurm = FakeSlurm(
+        [
+            line("6", "1:40:00", "50:00", EXTEND),
+            line("7", "1:40:00", "0:00", TIME_MIN, state="PD", nodes="", restarts=1),
+        ]
+    )
+    make_guard(slurm, tmp_path)[0].poll()
+    # The guard stops; meanwhile 6's user lowers it to 80 and 7's to 50. A new guard:
+    slurm.listing = "\n".join(
+        [
+            line("6", "1:20:00", "1:19:00", EXTEND),
+            line("7", "50:00", "0:00", TIME_MIN, state="PD", restarts=1),
+        ]
+    )
+    guard, _ = make_guard(slurm, tmp_path)
+    guard.poll()
+    slurm.listing = "\n".join(
+        [line("6", "1:20:00", "1:19:00", EXTEND), line("7", "50:00", "49:00", TIME_MIN, restarts=1)]
+    )
+    report = guard.poll()
+    assert report is not None and report.shortened == 0 and slurm.updates == []
+    assert "job 6: limit lowered from 100 to 80 min while it ran" in caplog.text
+    assert "2 jobs as the last guard saw them" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\x00\xffnot json",
+        b"[1, 2]",
+        b'{"format": "harp-guard-limits/0", "jobs": {}}',
+        b'{"format": "harp-guard-limits/1", "jobs": []}',
+        b'{"name": "someone else\'s"}',
+    ],
+)
+def test_a_corrupt_or_foreign_file_is_logged_and_ignored(
+    tmp_path: Path, content: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    state_of(tmp_path).parent.mkdir()
+    state_of(tmp_path).write_bytes(content)
+    slurm = FakeSlurm([line("6", "40:00", "39:00", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path)
+    report = guard.poll()
+    assert "ignored" in caplog.text
+    assert report is not None and report.good and slurm.updates == [("6", 41)] and guard.heartbeat.alive()
+    assert list(seen_file.load(state_of(tmp_path))) == ["6"]  # written over with what it saw
+
+
+def test_an_entry_that_does_not_read_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    good = [SUBMITTED, 0, False, 100, 80, 3000.0, 80]  # 6 was lowered from 100 to 80 while it ran
+    bad = {
+        "1": [SUBMITTED, 0, False, 100, 80, 3000.0, 100],  # "lowered" to its highest
+        "2": [SUBMITTED, -1, False, 100, 80, 3000.0, None],
+        "3": [SUBMITTED, 0, 0, 100, 80, 3000.0, None],  # not a bool
+        "4": [SUBMITTED, 0, False, True, 80, 3000.0, None],  # a bool, not a count
+        "5": [SUBMITTED, 0, False, 100, 80],
+        "7": "6",
+    }
+    write_state(tmp_path, {"format": seen_file.FORMAT, "jobs": {"6": good, **bad}})
+    slurm = FakeSlurm([line("6", "1:20:00", "1:19:00", EXTEND), line("1", "1:20:00", "1:19:00", EXTEND)])
+    make_guard(slurm, tmp_path)[0].poll()
+    assert slurm.updates == [("1", 100)] and "6 entries that do not read ignored" in caplog.text
+
+
+def test_another_job_under_the_same_id_is_not_taken_for_it(tmp_path: Path) -> None:
+    # Job ids start again from 1 on a reinstalled cluster: the file's 6 ran at 100 min, this 6 is new.
+    old = ["2020-01-01T00:00:00", 0, False, 100, 100, 0, None]
+    write_state(tmp_path, {"format": seen_file.FORMAT, "jobs": {"6": old}})
+    slurm, _ = polled(tmp_path, [line("6", "40:00", "39:00", EXTEND)])
+    assert slurm.updates == [("6", 41)]
+
+
+def test_gone_jobs_are_dropped_and_run_times_alone_write_nothing(tmp_path: Path) -> None:
+    polled(tmp_path, [line("6", "40:00", "10:00", EXTEND), line("7", "40:00", "10:00", EXTEND)])
+    polled(tmp_path, [line("7", "40:00", "11:00", EXTEND)])  # a guard after the last
+    written = state_of(tmp_path).stat()
+    assert list(seen_file.load(state_of(tmp_path))) == ["7"]
+    polled(tmp_path, [line("7", "40:00", "12:00", EXTEND)])
+    assert state_of(tmp_path).stat().st_ino == written.st_ino  # not replaced
+
+
+def test_a_file_that_cannot_be_written_is_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "not-a-dir").write_text("")
+    slurm = FakeSlurm([line("6", "40:00", "39:00", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path, state=tmp_path / "not-a-dir" / "limits.json")
+    report = guard.poll()
+    slurm.listing = line("7", "40:00", "39:00", EXTEND) + "\n"
+    guard.poll()
+    assert report is not None and report.good and guard.heartbeat.alive()
+    assert slurm.updates == [("6", 41), ("7", 41)] and caplog.text.count("could not write") == 1
