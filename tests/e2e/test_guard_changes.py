@@ -7,7 +7,8 @@ users would lower them); the guard polls every second, with a lead of LEAD_S:
 (b) a pending job's limit lowered while the guard watches: it starts and is not extended past it;
 (c) the same, with the guard stopped between the lowering and the start;
 (d) a running job's limit lowered while the guard was stopped: the restarted guard knows, from its
-    state file, the higher limit it saw, and does not extend the job past the lowered one.
+    state file, the higher limit it saw, and does not extend the job past the lowered one;
+(e) a reservation in the hour that repeats in the guard's local time, its clocks gone back.
 Each job would otherwise be extended by steps from its 1-minute prediction to 6 minutes.
 """
 
@@ -24,6 +25,7 @@ import pytest
 
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.test_guard import GuardProcess, wait_alive
+from tests.e2e.zones import zone_falling_back_at
 
 LEAD_S = 150
 TIME_MIN = "harp:time_min,t~=1,t0=10,v=e2e"
@@ -36,15 +38,20 @@ def cluster(start_module_cluster: StartCluster) -> SlurmCluster:
     return start_module_cluster(nodes=2, cpus_per_node=2)
 
 
-@pytest.fixture
-def guard(cluster: SlurmCluster, tmp_path: Path) -> Iterator[GuardProcess]:
-    """A running guard (its first poll done); the test's jobs are cancelled after the test."""
+def guard_process(tmp_path: Path, env: dict[str, str]) -> GuardProcess:
+    """A guard polling every second, its files in ``tmp_path``; not started."""
     config = tmp_path / "guard.toml"
     config.write_text(
         f'[guard]\nheartbeat = "{tmp_path / "hb"}"\nstate = "{tmp_path / "limits.json"}"\n'
         f'poll_seconds = 1\nlead_seconds = {LEAD_S}\nstale_seconds = 5\nextension = "steps"\n'
     )
-    process = GuardProcess(config, cluster.env, tmp_path / "guard.log")
+    return GuardProcess(config, env, tmp_path / "guard.log")
+
+
+@pytest.fixture
+def guard(cluster: SlurmCluster, tmp_path: Path) -> Iterator[GuardProcess]:
+    """A running guard (its first poll done); the test's jobs are cancelled after the test."""
+    process = guard_process(tmp_path, cluster.env)
     process.start()
     try:
         wait_alive(tmp_path / "hb")
@@ -105,24 +112,53 @@ def test_a_reservation_made_after_the_guard_s_minute_read_bounds_the_extension(
     cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
 ) -> None:
     read_at = time.monotonic()  # the guard's first poll read every bound; the next is a minute away
+    job = job_before_a_fresh_reservation(cluster)
+    try:
+        assert time.monotonic() - read_at < 25, "too slow to make the reservation within the guard's minute"
+        wait_for("the job to fall due", lambda: seconds(squeue(cluster, job)[2]) >= 35)
+        assert time.monotonic() - read_at < 55, "the guard's minute was over before the job fell due"
+        assert_not_extended_into_fresh(cluster, job, tmp_path)
+    finally:
+        cluster.run(["scontrol", "delete", "ReservationName=fresh"])
+
+
+def job_before_a_fresh_reservation(cluster: SlurmCluster) -> int:
+    """A running job on c1, cut to 1 minute with a limit of 3 (due once 30 s have run: less than
+    LEAD_S left), and a reservation ``fresh`` on c1 from 190 s on, which any extension runs into."""
     job = submit(cluster, "-w", "c1")
     wait_for("the job to run", lambda: squeue(cluster, job)[0] == "RUNNING")
-    # Cut to 1 minute, limit 3: due once 30 s have run (less than LEAD_S left).
     update(cluster, job, f"AdminComment={EXTEND}", "TimeLimit=3")
     made = cluster.run(
         ["scontrol", "create", "reservation", "ReservationName=fresh", "StartTime=now+190", "Duration=5",
          "Nodes=c1", "Users=root"]
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
+    return job
+
+
+def assert_not_extended_into_fresh(cluster: SlurmCluster, job: int, tmp_path: Path) -> None:
+    time.sleep(2)  # two polls more
+    assert squeue(cluster, job)[1] == "3:00", log_of(tmp_path)
+    assert re.search(rf"job {job}: not extended past 3 min \(reservation fresh\)", log_of(tmp_path))
+
+
+def test_a_reservation_in_the_hour_its_clocks_repeat_bounds_the_guard(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """The guard's local clocks went back two minutes ago: scontrol, printing local time, showed the
+    reservation in the hour shown once already, which read as local time ended an hour ago."""
+    job = job_before_a_fresh_reservation(cluster)
+    zone = zone_falling_back_at(int(time.time()) - 120)
+    process = guard_process(tmp_path, cluster.env | {"TZ": zone})
+    process.start()
     try:
-        assert time.monotonic() - read_at < 25, "too slow to make the reservation within the guard's minute"
+        wait_alive(tmp_path / "hb")
         wait_for("the job to fall due", lambda: seconds(squeue(cluster, job)[2]) >= 35)
-        assert time.monotonic() - read_at < 55, "the guard's minute was over before the job fell due"
-        time.sleep(2)
-        assert squeue(cluster, job)[1] == "3:00", log_of(tmp_path)
-        assert re.search(rf"job {job}: not extended past 3 min \(reservation fresh\)", log_of(tmp_path))
+        assert_not_extended_into_fresh(cluster, job, tmp_path)
     finally:
+        process.stop()
         cluster.run(["scontrol", "delete", "ReservationName=fresh"])
+        cluster.run(["scancel", "--user=root"])
 
 
 @pytest.mark.parametrize("restart", [False, True], ids=["watched", "guard-restarted"])

@@ -14,6 +14,7 @@ from slurm_harp.accounting.jobstore import JobStore
 from tests.conftest import store_checksum
 from tests.e2e.cluster import SlurmCluster
 from tests.e2e.harvesting import MEMORY_JOB, MEMORY_MB, counts, harvest, settled
+from tests.e2e.zones import zone_falling_back_at
 
 
 def _stored(db: Path) -> tuple[dict[str, JobRecord], str, int | None]:
@@ -76,19 +77,6 @@ def test_harvest_a_real_cluster_twice_then_once_more(slurm_cluster: SlurmCluster
     assert late_row["State"] == after[str(late.job_id)].state == "COMPLETED"
 
 
-def _zone_falling_back_at(at: int) -> str:
-    """A POSIX TZ value far from UTC whose clocks go back an hour at unix time ``at``, so that local
-    times in the hour after ``at`` were shown once already. Summer time runs from 1 January (day 0)
-    to ``at``, given as the summer wall clock; of two offsets (+5:30, +6:30 in summer; -6, -5), one
-    whose wall clock at ``at`` is far from midnight, where the rule's day would be ambiguous."""
-    for std_hours, names in ((5.5, "HRS-5:30HRD-6:30"), (-6.0, "HRS6HRD5")):
-        summer = time.gmtime(at + int((std_hours + 1) * 3600))
-        if 2 <= summer.tm_hour < 22:
-            day, clock = summer.tm_yday - 1, time.strftime("%H:%M:%S", summer)
-            return f"{names},0/0,{day}/{clock}"
-    raise AssertionError("one of the offsets keeps the wall clock at the change away from midnight")
-
-
 def test_a_harvester_whose_clock_just_went_back_stores_true_times(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
@@ -97,7 +85,7 @@ def test_a_harvester_whose_clock_just_went_back_stores_true_times(
     (the window's end read an hour early too): sacct must run in UTC."""
     cluster = slurm_cluster
     before = time.time()
-    zone = _zone_falling_back_at(int(before) - 120)
+    zone = zone_falling_back_at(int(before) - 120)
     clocks = [
         cluster.run(["date", "-d", f"@{t}", "+%T %Z"], env=cluster.env | {"TZ": zone}).stdout.strip()
         for t in (int(before) - 3600, int(before))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from slurm_harp.guard import guard_metrics as results
 from slurm_harp.guard.bounds import Bounds, Reservation, parse_node_cores, parse_reservations
 from slurm_harp.guard.running import parse_running
+from slurm_harp.guard.slurm import run_command
 from tests.unit.test_guard import NOW, FakeSlurm, count, line, make_guard
 
 TAG = "harp:extend,t!=40,t0=600,v=x"
@@ -17,7 +19,8 @@ DAY = 86400.0
 
 
 def at(t: float) -> str:
-    return datetime.fromtimestamp(t).isoformat(timespec="seconds")
+    """``t`` as scontrol prints it in the guard's runner: in UTC (guard.slurm)."""
+    return datetime.fromtimestamp(t, UTC).replace(tzinfo=None).isoformat(timespec="seconds")
 
 
 def reservation(name: str, start: float, end: float, nodes: str, extra: str = "") -> str:
@@ -135,3 +138,20 @@ def test_no_extension_while_the_reservations_cannot_be_read(
     slurm.reservations_fail = False
     report = guard.poll()
     assert report is not None and report.good and slurm.updates == [("7", 41)]
+
+
+def test_scontrol_runs_in_utc_and_reservation_times_are_read_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local_zone: Callable[[str], None]
+) -> None:
+    """In local time, a reservation starting in the hour that repeats when clocks go back was read
+    an hour early: past already, it bounded nothing. The guard's tools run in UTC."""
+    local_zone("Europe/Berlin")  # 2024-10-27 02:00-03:00 happened twice
+    tool = tmp_path / "scontrol"
+    tool.write_text('#!/bin/sh\necho "$TZ|$SLURM_CONF|$(date -d @0 +%H:%M)"\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("SLURM_CONF", "/etc/slurm/other.conf")
+    assert run_command([str(tool)]).stdout == "UTC0|/etc/slurm/other.conf|00:00\n"
+    start = datetime(2024, 10, 27, 0, 30, tzinfo=UTC).timestamp()  # 02:30 CEST, the first 02:30 there
+    later = start + 3600  # 02:30 CET, the second
+    (r,) = parse_reservations(reservation("maint", later, later + 600, "c1"))
+    assert (r.start, r.end) == (later, later + 600)

@@ -4,15 +4,20 @@ Sentinels (empty, Unknown, None, INVALID, Partition_Limit, UNLIMITED) become Non
 else that does not parse raises ValueError so the caller can count the line as bad. So does a
 number too large to store: SQLite's integers are 64-bit, and one such value in a window would
 otherwise stop every harvest of that window.
+Slurm's tools print, and read, times in their process's local zone, whose hour repeats when clocks go
+back: harp runs them in SLURM_ZONE (slurm_tool_environ) and reads their times there.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import TypeVar
 
+SLURM_ZONE = UTC
+_SLURM_TZ = "UTC0"  # POSIX for SLURM_ZONE: needs no time zone database
 _SENTINELS = frozenset({"", "unknown", "none", "invalid", "partition_limit", "unlimited", "n/a"})
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)([nc]?)$")
 # Binary multiples, as Slurm's convert_num_unit uses.
@@ -87,13 +92,18 @@ def parse_duration_s(text: str) -> float | None:
 def parse_time(text: str, zone: tzinfo | None = None) -> int | None:
     """sacct's ``2024-03-01T10:00:00`` in ``zone``, or None: this host's local time zone (a saved
     sacct file, printed in the zone of the host that made it; an hour of it repeats when clocks go
-    back). harp runs sacct itself in UTC (sacct.SACCT_ZONE)."""
+    back). harp runs sacct itself in SLURM_ZONE."""
     if is_sentinel(text):
         return None
     moment = datetime.fromisoformat(text.strip())
     if moment.tzinfo is None and zone is not None:
         moment = moment.replace(tzinfo=zone)
     return int(moment.timestamp())
+
+
+def slurm_tool_environ() -> dict[str, str]:
+    """This process's environment (SLURM_CONF and the rest) for a Slurm tool, in SLURM_ZONE."""
+    return {**os.environ, "TZ": _SLURM_TZ}
 
 
 def parse_tres(text: str) -> dict[str, str]:

@@ -3,7 +3,7 @@
 Units as Slurm 22.05 prints them with --noconvert: ElapsedRaw seconds, TimelimitRaw minutes,
 ReqMem MB for the whole job (older releases: a per-node "n" / per-CPU "c" suffix, both read),
 MaxRSS bytes on step lines. Submit/Start/End are in the time zone sacct runs in: run_sacct runs
-it in UTC (SACCT_ZONE), which never repeats an hour; a saved sacct file is read in this host's zone.
+it in UTC (SLURM_ZONE), which never repeats an hour; a saved sacct file is read in this host's zone.
 max_rss_mb is the largest MaxRSS over the steps: MaxRSS is the peak of one task, so it is the
 per-node peak for one task per node and under-states it when tasks share a node.
 Record ids are JobIDRaw (unique per array task and het component); JobID tells array tasks.
@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, tzinfo
+from datetime import tzinfo
 
 from slurm_harp.accounting.fields import (
+    SLURM_ZONE,
     gpus_in_tres,
     is_sentinel,
     parse_duration_s,
@@ -34,6 +34,7 @@ from slurm_harp.accounting.fields import (
     parse_size_mb,
     parse_time,
     parse_tres,
+    slurm_tool_environ,
 )
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.accounting.sacct_lines import JOB_ID, split_rows
@@ -76,10 +77,6 @@ SACCT_FIELDS: tuple[str, ...] = (
 
 # The subprocess boundary: argv in, stdout text out (faked in unit tests).
 SacctRunner = Callable[[Sequence[str]], str]
-# The zone run_sacct runs sacct in: sacct prints Submit/Start/End and reads -S/-E in the local time of
-# its process, whose hour repeats when clocks go back (an End read an hour off, a window that misses).
-SACCT_ZONE = UTC
-_SACCT_TZ = "UTC0"  # POSIX for SACCT_ZONE: needs no time zone database
 # A whole harvest window of a large site takes a while; a hung slurmdbd must not hang the timer.
 SACCT_TIMEOUT_S = 600.0
 _LOUD_UNDECODABLE = 20  # lines logged as warnings; the rest at DEBUG
@@ -119,9 +116,9 @@ def sacct_argv(
 
 
 def run_sacct(argv: Sequence[str]) -> str:
-    """The real SacctRunner: run sacct in SACCT_ZONE (TZ; SLURM_CONF and the rest of the environment
+    """The real SacctRunner: run sacct in SLURM_ZONE (TZ; SLURM_CONF and the rest of the environment
     are inherited) and return its stdout, decoded leniently; RuntimeError names the exit code and stderr."""
-    env = {**os.environ, "TZ": _SACCT_TZ}
+    env = slurm_tool_environ()
     done = subprocess.run(list(argv), capture_output=True, timeout=SACCT_TIMEOUT_S, check=False, env=env)
     if done.returncode != 0:
         stderr = done.stderr.decode("utf-8", errors="replace").strip()
@@ -152,17 +149,17 @@ def harvest_sacct(
     runner: SacctRunner, start: str, end: str | None = None, stats: ReadStats | None = None
 ) -> list[JobRecord]:
     """Run sacct for jobs that ran between ``start`` and ``end`` (default now; sacct's syntax, a
-    date in SACCT_ZONE) and read them."""
+    date in SLURM_ZONE) and read them."""
     text = runner(sacct_argv(start, end or "now"))
     # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
-    return read_sacct(text.split("\n"), stats or ReadStats(source="sacct"), zone=SACCT_ZONE)
+    return read_sacct(text.split("\n"), stats or ReadStats(source="sacct"), zone=SLURM_ZONE)
 
 
 def read_sacct(
     lines: Iterable[str], stats: ReadStats | None = None, *, zone: tzinfo | None = None
 ) -> list[JobRecord]:
     """Parse pipe-separated sacct output whose first line is the header; its times are in ``zone``
-    (SACCT_ZONE for a runner's output; None: this host's local zone, for a saved file).
+    (SLURM_ZONE for a runner's output; None: this host's local zone, for a saved file).
 
     Only finished jobs with ElapsedRaw > 0 become records. MaxRSS is the maximum over the job's
     steps (the job line carries none); TotalCPU is the job line's (the sum over steps).
@@ -197,7 +194,7 @@ def read_sacct(
 
 
 def read_one_job(lines: Iterable[str], job_id: str) -> JobRecord | None:
-    """Job ``job_id`` (its JobIDRaw) from a runner's sacct output (times in SACCT_ZONE), in any state
+    """Job ``job_id`` (its JobIDRaw) from a runner's sacct output (times in SLURM_ZONE), in any state
     (pending and running too: `harp explain`); None when it is not there. Bad lines are logged as by
     read_sacct."""
     stats = ReadStats(source=f"sacct -j {job_id}")
@@ -209,7 +206,7 @@ def read_one_job(lines: Iterable[str], job_id: str) -> JobRecord | None:
         try:
             key, step = _ids(row)
             if step is None and key == job_id:
-                job = _job(key, row, SACCT_ZONE, any_state=True)
+                job = _job(key, row, SLURM_ZONE, any_state=True)
                 return None if job is None else _finish(job)
         except ValueError as exc:
             stats.bad(lineno, str(exc), log)

@@ -27,8 +27,9 @@ from datetime import datetime
 from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, extension_file, read_sacct, sacct
+from slurm_harp.accounting.fields import SLURM_ZONE
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.sacct import ENDED_STATES, SACCT_ZONE, SacctRunner, sacct_argv
+from slurm_harp.accounting.sacct import ENDED_STATES, SacctRunner, sacct_argv
 from slurm_harp.accounting.sacct_lines import UNIT_SEPARATOR
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ def _local_time(text: str) -> int:
 
 
 def sacct_time(t: int) -> str:
-    """Unix time ``t`` as sacct's -S/-E read it under run_sacct: in SACCT_ZONE (UTC)."""
+    """Unix time ``t`` as sacct's -S/-E read it under run_sacct: in SLURM_ZONE (UTC)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
 
 
@@ -140,7 +141,7 @@ def harvest(
         stats.source = f"sacct[{sacct_time(low)}..{sacct_time(high)} UTC]"
         argv = sacct_argv(sacct_time(low), sacct_time(high), states=ENDED_STATES, delimiter=UNIT_SEPARATOR)
         # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
-        records = read_sacct(runner(argv).split("\n"), stats, zone=SACCT_ZONE)
+        records = read_sacct(runner(argv).split("\n"), stats, zone=SLURM_ZONE)
         ends = [r.end_time for r in records if r.end_time is not None]
         # Never past the window asked for: a clock ahead on the DBD host must not skip later jobs.
         window_cursor = min(max(ends), high) if ends else None

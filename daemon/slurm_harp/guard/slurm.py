@@ -1,7 +1,9 @@
 """The guard's subprocess boundary: squeue, scontrol and sacctmgr (faked in unit tests).
 
 The guard runs as SlurmUser or root on the controller host, like slurmctld's own tools: raising a
-running job's limit needs an operator (an ordinary user may only lower it).
+running job's limit needs an operator (an ordinary user may only lower it). The tools run in
+SLURM_ZONE: a reservation's times in local time would be ambiguous in the hour that repeats when
+clocks go back.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from slurm_harp.accounting.fields import slurm_tool_environ
 
 # One slow slurmctld answer must not stall the guard past its lead time.
 COMMAND_TIMEOUT_S = 20.0
@@ -25,10 +29,12 @@ Runner = Callable[[Sequence[str]], Completed]
 
 
 def run_command(argv: Sequence[str]) -> Completed:
-    """The real Runner. Output is decoded leniently: one odd byte in a job's comment must not
-    stop the guard. A timeout or a missing binary comes back as a failed Completed."""
+    """The real Runner, in SLURM_ZONE. Output is decoded leniently: one odd byte in a job's comment
+    must not stop the guard. A timeout or a missing binary comes back as a failed Completed."""
     try:
-        done = subprocess.run(list(argv), capture_output=True, timeout=COMMAND_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            list(argv), capture_output=True, timeout=COMMAND_TIMEOUT_S, check=False, env=slurm_tool_environ()
+        )
     except subprocess.TimeoutExpired:
         return Completed(124, "", f"{argv[0]} timed out after {COMMAND_TIMEOUT_S:g} s")
     except OSError as exc:
