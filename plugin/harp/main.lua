@@ -7,8 +7,9 @@ local pb = require "harp.pb"
 local apply = require "harp.apply"
 local new_breaker = require "harp.breaker".new
 local load_transport = require "harp.transport".load
+local switch_present = require "harp.switch".present
 
-local io_open, os_time, pcall, tostring, type = io.open, os.time, pcall, tostring, type
+local os_time, pcall, tostring, type = os.time, pcall, tostring, type
 local format, match, concat, sub = string.format, string.match, table.concat, string.sub
 
 local M = {}
@@ -39,19 +40,6 @@ function M.configure(config, deps)
     transport, transport_err = load_transport()
     if not transport then log.error(transport_err .. "; every job passes unchanged") end
   end
-end
-
--- The switch counts as present unless the path is known not to exist: a file that slurmctld's user
--- may not read (EACCES) still switches the plugin off.
-local ENOENT, ENOTDIR = 2, 20
-local function switch_present(path)
-  if not path then return false end
-  local f, _, errno = io_open(path, "r")
-  if f then
-    f:close()
-    return true
-  end
-  return errno ~= ENOENT and errno ~= ENOTDIR
 end
 
 local function disabled()

@@ -206,6 +206,33 @@ T.test("an unreadable disable file still disables", function()
   T.rmdir(dir)
 end)
 
+-- A FIFO at `path`, and a writer that opens it a second later: a check that opened it for reading
+-- would wait that second (for good, without the writer) instead of failing the test by hanging it.
+local function fifo_with_late_writer(path)
+  T.ok(os.execute("mkfifo '" .. path .. "'") == 0, "mkfifo")
+  os.execute("(sleep 1; exec 3<>'" .. path .. "'; sleep 1) >/dev/null 2>&1 &")
+end
+
+T.test("a FIFO as the disable file disables at once, lua-posix or not", function()
+  local dir = T.tmpdir()
+  local fifo = dir .. "/off"
+  fifo_with_late_writer(fifo)
+  local clock = require "harp.clock".now
+  local tr = fake(REWRITE_TIME)
+  main.configure(config {disable_file = fifo}, {transport = tr})
+  local t0 = clock()
+  T.eq(main.submit(T.job_desc(), 1000), "disabled", "present")
+  T.ok(clock() - t0 < 0.1, string.format("did not wait for a writer (%.3f s)", clock() - t0))
+  T.eq(tr.calls, 0, "daemon not asked")
+  local without_posix = require "harp.switch".checker(nil)
+  t0 = clock()
+  T.eq(without_posix(fifo), true, "present without lua-posix")
+  T.ok(clock() - t0 < 0.1, string.format("without lua-posix, no wait either (%.3f s)", clock() - t0))
+  T.eq(without_posix(dir .. "/none"), false, "absent without lua-posix")
+  T.eq(without_posix(dir), true, "a directory is there without lua-posix")
+  T.rmdir(dir)
+end)
+
 local function encoded(job_desc, part_list)
   local r = require("harp.request").build(job_desc, 1000, part_list)
   r.submit_time = nil
