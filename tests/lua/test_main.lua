@@ -125,6 +125,35 @@ T.test("a decision of more than 16 targets: job unchanged, one line", function()
   T.eq(#T.logs.user, 0, "nothing told to the user")
 end)
 
+T.test("a Decision padded to 16 KiB: job unchanged, one line, soon", function()
+  local clock = require "harp.clock".now
+  for _, case in ipairs(W.padded_decisions(main.MAX_DECISION)) do
+    T.fake_slurm()
+    main.configure(config(), {transport = fake(case[2])})
+    local jd = T.job_desc()
+    local t0 = clock()
+    T.eq(main.submit(jd, 1000), "unavailable", case[1] .. ": status")
+    T.ok(clock() - t0 < 0.005, string.format("%s: %.2f ms", case[1], (clock() - t0) * 1000))
+    T.same(jd, T.job_desc(), case[1] .. ": unchanged")
+    T.eq(#T.logs.error, 1, case[1] .. ": one line")
+    T.ok(T.logs.error[1]:find("longer than") or T.logs.error[1]:find("unknown or repeated fields"),
+      T.logs.error[1])
+    T.eq(#T.logs.user, 0, case[1] .. ": nothing told to the user")
+  end
+end)
+
+T.test("a Decision at the bounds is applied", function()
+  main.configure(config(), {transport = fake(W.maximal_decision())})
+  local jd = T.job_desc()
+  T.eq(main.submit(jd, 1000), "rewritten", "status")
+  T.eq(jd.time_limit, 60, "time")
+  T.eq(jd.min_mem_per_node, 2000, "memory")
+  T.eq(jd.min_cpus, 2, "cpus")
+  T.eq(#jd.admin_comment, 512, "the longest annotation appended")
+  T.eq(#T.logs.user[1], 512, "the longest message shown")
+  T.eq(#T.logs.error, 0, "no error")
+end)
+
 T.test("runtime errors inside the pipeline leave job_desc unchanged", function()
   -- the transport raises
   local tr = fake(REWRITE_TIME)
