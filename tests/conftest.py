@@ -3,7 +3,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import socket
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -98,3 +100,42 @@ def store_checksum(store: JobStore) -> str:
 def for_target(decision: Decision, target: Target) -> TargetDecision | None:
     """The decision's outcome for ``target`` (None when it has none)."""
     return next((t for t in decision.targets if t.target is target), None)
+
+
+def not_a_file(path: Path, kind: str) -> str:
+    """Make ``path`` a "FIFO", a "socket" or a "directory"; what harp says of it when it wants a file.
+    A test that makes a FIFO where a file is read sets a timeout: open() would wait for a writer."""
+    if kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "socket":
+        cwd = Path.cwd()
+        os.chdir(path.parent)  # a socket's path must fit in 108 bytes: bound by its name
+        try:
+            with socket.socket(socket.AF_UNIX) as listener:
+                listener.bind(path.name)
+        finally:
+            os.chdir(cwd)
+    else:
+        path.mkdir()
+    return f"a {kind}, not a regular file"
+
+
+def raised_within(seconds: float, call: Callable[[], object]) -> BaseException | None:
+    """What ``call()`` raised (None: nothing), run in a daemon thread that must end within ``seconds``:
+    a call stuck in C (SQLite retries an open() that a signal interrupts, so pytest-timeout cannot
+    end it) fails the test instead of hanging the run."""
+    raised: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            raised.append(exc)
+        else:
+            raised.append(None)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert raised, f"still running after {seconds} s"
+    return raised[0]

@@ -24,26 +24,37 @@ local REQUEST = {
   {19, "is_array", "bool"}, {20, "submit_time", "int64"},
 }
 
+-- A Decision is bounded field by field, at what the daemon can send (core/message.py, core/policy.py;
+-- tests/unit/test_lua_plugin.py makes its longest) with room to spare: a string longer than its `len`,
+-- more than MAX_TARGETS targets, or more than MAX_EXTRA unknown or repeated fields in one message is
+-- not a Decision but a broken or hostile reply, and decoding stops there (nil, err). harp.main bounds
+-- the reply's size (16 KiB), but within it 16 KiB of 2-byte fields took 2.6 ms to decode.
+M.MAX_TARGETS = 16 -- the daemon sends one per target it knows: three
+M.MAX_EXTRA = 8 -- per message: fields a newer daemon may add; the daemon repeats none
 local TARGET_DECISION = {
+  name = "TargetDecision",
   fields = {
     [1] = {"target", "enum"}, [2] = {"action", "enum"}, [3] = {"predicted", "double"},
     [4] = {"quantile", "double"}, [5] = {"new_value", "uint64"}, [6] = {"reason", "enum"},
-    [7] = {"model_version", "string"}, [8] = {"detail", "string"},
+    -- a store version's name: 23 bytes; "proposed N vs asked X": 339 bytes for N = 1.8e308
+    [7] = {"model_version", "string", len = 64}, [8] = {"detail", "string", len = 512},
   },
   -- proto3 implicit-presence fields get their defaults; `optional` ones stay nil when absent
   defaults = {target = 0, action = 0, reason = 0, model_version = "", detail = ""},
+  max_extra = M.MAX_EXTRA,
 }
 
--- A Decision has one TargetDecision per target the daemon knows (three); more than MAX_TARGETS is
--- not a Decision but a broken or hostile reply: decoding stops there (nil, err), so the work done on
--- any reply stays small (harp.main also bounds its size).
-M.MAX_TARGETS = 16
 local DECISION = {
+  name = "Decision",
   fields = {
     [1] = {"targets", "message", TARGET_DECISION, repeated = true, max = M.MAX_TARGETS},
-    [2] = {"user_message", "string"}, [3] = {"annotation", "string"}, [4] = {"mode", "string"},
+    -- one line for sbatch: 179 bytes at most; the admin_comment tag: 180 bytes for predictions of
+    -- float32's largest, 990 for float64's (harp.apply appends none over 512)
+    [2] = {"user_message", "string", len = 512}, [3] = {"annotation", "string", len = 1024},
+    [4] = {"mode", "string", len = 16}, -- "time_min" the longest
   },
   defaults = {user_message = "", annotation = "", mode = ""},
+  max_extra = M.MAX_EXTRA,
 }
 
 -- harp.v1.Advice (the advice socket's answer, docs/advice.md). Advice.pareto (packed) is not read.
@@ -171,7 +182,8 @@ end
 
 local decode_message
 
-local function decode_value(kind, spec, wire, s, pos, len, depth)
+-- f: the field's spec, nil for an unknown field
+local function decode_value(f, kind, wire, s, pos, len, depth)
   if wire == 0 then
     local v, np = read_varint(s, pos, len)
     if not v then return nil, np end
@@ -187,10 +199,11 @@ local function decode_value(kind, spec, wire, s, pos, len, depth)
   elseif wire == 2 then
     local n, np = read_varint(s, pos, len)
     if not n then return nil, np end
+    if f and f.len and n > f.len then return nil, f[1] .. " longer than " .. f.len .. " bytes" end
     local e = np + n - 1
     if e > len then return nil, "truncated length-delimited field" end
     if kind == "message" then
-      local m, err = decode_message(s, np, e, spec, depth + 1)
+      local m, err = decode_message(s, np, e, f[3], depth + 1)
       if not m then return nil, err end
       return m, e + 1
     end
@@ -206,6 +219,7 @@ decode_message = function(s, pos, last, schema, depth)
   local out = {}
   local lists = schema.lists
   for i = 1, #lists do out[lists[i]] = {} end
+  local extra, max_extra = 0, schema.max_extra
   while pos <= last do
     local key, np = read_varint(s, pos, last)
     if not key then return nil, np end
@@ -216,8 +230,14 @@ decode_message = function(s, pos, last, schema, depth)
     local kind = f and f[2]
     -- a known field on an unexpected wire type is handled like an unknown field
     if f and (EXPECTED_WIRE[kind] or 0) ~= wire then kind, f = nil, nil end
+    if max_extra and (not f or (not f.repeated and out[f[1]] ~= nil)) then
+      extra = extra + 1
+      if extra > max_extra then
+        return nil, "more than " .. max_extra .. " unknown or repeated fields in a " .. schema.name
+      end
+    end
     local v
-    v, np = decode_value(kind, f and f[3], wire, s, np, last, depth)
+    v, np = decode_value(f, kind, wire, s, np, last, depth)
     if np == nil or type(np) == "string" then return nil, np or "bad field" end
     if f and v ~= nil then
       if f.repeated then

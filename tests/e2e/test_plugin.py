@@ -186,6 +186,21 @@ def test_disable_file_turns_the_plugin_into_a_pass_through(site: Site) -> None:
     site.cancel(r.job_id)
 
 
+def test_a_fifo_as_the_disable_file_disables_without_blocking_slurmctld(site: Site) -> None:
+    os.mkfifo(site.disable_file)  # open() of it for reading waits for a writer, in slurmctld's locks
+    try:
+        r = site.cluster.sbatch(["-H"], "#!/bin/sh\n#SBATCH -t 3-00:00:00\n#SBATCH -p debug\nsleep 1\n")
+        assert r.returncode == 0 and r.job_id is not None, r.stderr
+        assert r.wall_seconds < 5, f"sbatch took {r.wall_seconds:.1f} s"
+        job = site.job(r.job_id)
+        assert job["TimeLimit"] == "3-00:00:00" and "harp:" not in job.get("AdminComment", "")
+        site.cancel(r.job_id)
+    finally:
+        with contextlib.suppress(OSError):  # a reader waiting on it (a regression): let it go
+            os.close(os.open(site.disable_file, os.O_WRONLY | os.O_NONBLOCK))
+        site.disable_file.unlink()
+
+
 def _default_partition(site: Site) -> str:
     listing = site.cluster.run(["sinfo", "-h", "-o", "%P"])
     assert listing.returncode == 0, listing.stderr

@@ -22,6 +22,7 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.server.daemon import Daemon
 from slurm_harp.server.history_feed import REBUILD_AFTER_CHANGE_S, HistoryFeed
+from tests.conftest import not_a_file
 from tests.integration.harp_client import Client, target
 
 NOW = int(time.time())
@@ -189,6 +190,25 @@ def test_a_replaced_store_is_reopened(tmp_path: Path) -> None:
         path.unlink()  # removed: what is known stays until a store is back
         time.sleep(0.5)
         assert feed.index.added == 1 and feed.rebuilds == 2
+    finally:
+        feed.stop()
+
+
+def test_a_fifo_at_the_store_is_logged_and_a_store_moved_there_is_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "jobs.sqlite"
+    said = not_a_file(path, "FIFO")  # SQLite's open() would wait for a writer: the thread, for good
+    feed = HistoryFeed(HistorySettings(db=path, poll_seconds=0.1))
+    feed.start()
+    try:
+        assert wait_for(lambda: feed.polls >= 2), "the feed polls on"
+        assert f"{path} is {said}" in caplog.text
+        restored = tmp_path / "restored.sqlite"
+        with JobStore(restored) as store:
+            store.merge(BOB, "sacct")
+        restored.replace(path)
+        assert wait_for(lambda: feed.index.added == len(BOB))
     finally:
         feed.stop()
 

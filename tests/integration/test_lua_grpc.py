@@ -301,7 +301,12 @@ HOSTILE_REPLIES = {
     "16,385 bytes": decision_of(16385),
     "17 targets": pb.Decision(targets=[REWRITE_TARGET] * 17, mode="rewrite").SerializeToString(),
     "8,000 empty targets": b"\x0a\x00" * 8000,  # 16,000 bytes: within the size, not within 16 targets
+    # within the size, past harp.pb's bounds on a field (a detail of 16 KiB), or on unknown fields
+    "16,384 bytes": decision_of(16384),
+    "8,000 unknown fields": DECISION.SerializeToString() + b"\x48\x01" * 8000,
 }
+# Why each is refused, as the one log line says.
+REFUSED = ("response larger than 16384 bytes", "more than 16 targets", "longer than", "unknown or repeated")
 
 
 @pytest.mark.parametrize("name", list(HOSTILE_REPLIES))
@@ -319,19 +324,34 @@ def test_a_reply_too_large_for_a_decision_leaves_the_job_unchanged(
         assert len(lines) == 1, lines
         line = lines[0]
         assert "daemon call failed" in line, line
-        assert "response larger than 16384 bytes" in line or "more than 16 targets" in line, line
+        assert any(why in line for why in REFUSED), line
         assert not out["logs"]["user"], out["logs"]
     finally:
         drv.close()
         srv.stop(0)
 
 
-def test_a_decision_of_16_kib_is_applied(tmp_path: Path, sock: Path) -> None:
-    srv = start_garbage_server(sock, decision_of(16384))
+def decision_at_the_bounds() -> bytes:
+    """DECISION with 16 targets, each string at harp.pb's bound (the annotation at harp.apply's)."""
+    d = pb.Decision()
+    d.CopyFrom(DECISION)
+    d.targets.extend([pb.TargetDecision(target=pb.TARGET_CPUS, reason=pb.REASON_NO_GAIN)] * 14)
+    for t in d.targets:
+        t.model_version, t.detail = "v" * 64, "d" * 512
+    d.user_message = d.user_message.ljust(512, ".")
+    d.annotation = d.annotation.ljust(512, "x")
+    return d.SerializeToString()
+
+
+def test_a_decision_at_the_bounds_is_applied(tmp_path: Path, sock: Path) -> None:
+    reply = decision_at_the_bounds()
+    srv = start_garbage_server(sock, reply)
     drv = plugin_driver(tmp_path, sock)
     try:
         out = drv("submit", job_desc=JOB_DESC, submit_uid=1000)
-        assert out["job_desc"]["time_limit"] == 60 and not out["logs"]["error"], out
+        sent = pb.Decision.FromString(reply)
+        assert out["job_desc"]["time_limit"] == 60 and out["job_desc"]["admin_comment"] == sent.annotation
+        assert out["logs"]["user"] == [sent.user_message] and not out["logs"]["error"], out
     finally:
         drv.close()
         srv.stop(0)

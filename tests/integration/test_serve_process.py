@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.conftest import not_a_file
 from tests.integration.harp_client import Client
 
 
@@ -96,7 +97,7 @@ def test_bad_config_exits_with_a_message(tmp_path: Path) -> None:
     assert f"{conf}: policy.mod: unknown key" in proc.stderr
 
 
-@pytest.mark.parametrize("bad", ["latin-1", "directory"])
+@pytest.mark.parametrize("bad", ["latin-1", "FIFO", "directory"])
 def test_an_unreadable_config_exits_2_naming_the_file(tmp_path: Path, bad: str) -> None:
     conf = tmp_path / "harp.toml"
     problem = _spoil(conf, bad)
@@ -121,8 +122,7 @@ def _spoil(conf: Path, bad: str) -> str:
     if bad == "latin-1":
         conf.write_bytes("# site: Z\u00fcrich\n[policy]\nmode = 'off'\n".encode("latin-1"))
         return "not UTF-8 text: byte 0xfc at offset 9"
-    conf.mkdir()
-    return "cannot read: Is a directory"
+    return "cannot read: " + not_a_file(conf, bad)
 
 
 class StderrLines:
@@ -158,7 +158,7 @@ def test_an_unreadable_config_on_sighup_keeps_the_running_one(tmp_path: Path, tr
     with serving(conf) as proc:
         stderr = StderrLines(proc)
         client = wait_serving(sock, proc)
-        for bad in ("latin-1", "directory"):
+        for bad in ("latin-1", "FIFO", "directory"):
             problem, seen = _spoil(conf, bad), len(stderr.lines)
             proc.send_signal(signal.SIGHUP)
             line = stderr.wait_for("reload: keeping the previous configuration", after=seen)

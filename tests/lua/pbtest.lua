@@ -80,4 +80,33 @@ function M.advice(a)
   return table.concat(out)
 end
 
+-- A Decision of every target the daemon knows lowered, each string at harp.pb's bound (the annotation
+-- at the 512 bytes harp.apply appends), and MAX_EXTRA fields of a newer daemon in every message.
+function M.maximal_decision()
+  local extra = string.rep(M.uint(99, 1), pb.MAX_EXTRA)
+  local targets = {}
+  for target, value in ipairs {60, 2000, 2} do
+    targets[target] = M.str(1, M.target {target = target, action = 2, new_value = value,
+      predicted = M.DOUBLE_42_5, quantile = M.DOUBLE_0_9, reason = 0,
+      model_version = string.rep("v", 64), detail = string.rep("d", 512)} .. extra)
+  end
+  return table.concat(targets) .. M.str(2, "harp: lowered" .. string.rep(".", 499))
+    .. M.str(3, "harp:rewrite," .. string.rep("x", 499)) .. M.str(4, "rewrite") .. extra
+end
+
+-- Ways to pad a valid Decision to `size` bytes (16 KiB: all harp.main takes), each a {name, bytes}.
+function M.padded_decisions(size)
+  local base = M.decision {targets = {{target = 1, action = 2, new_value = 60, model_version = "m"}},
+    user_message = "harp: lowered time", annotation = "harp:rewrite,t!=60", mode = "rewrite"}
+  local function fill(unit) return base .. string.rep(unit, math.floor((size - #base) / #unit)) end
+  local in_target = string.rep(M.uint(9, 1), math.floor((size - #base) / 2) - 2)
+  return {
+    {"a long user_message", base .. M.str(2, string.rep("x", size - #base - 4))},
+    {"unknown varint fields", fill(M.uint(9, 1))},
+    {"unknown empty strings", fill(M.str(9, ""))},
+    {"the mode repeated", fill(M.str(4, ""))},
+    {"unknown fields in a target", base .. M.str(1, in_target)},
+  }
+end
+
 return M

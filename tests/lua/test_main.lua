@@ -125,6 +125,35 @@ T.test("a decision of more than 16 targets: job unchanged, one line", function()
   T.eq(#T.logs.user, 0, "nothing told to the user")
 end)
 
+T.test("a Decision padded to 16 KiB: job unchanged, one line, soon", function()
+  local clock = require "harp.clock".now
+  for _, case in ipairs(W.padded_decisions(main.MAX_DECISION)) do
+    T.fake_slurm()
+    main.configure(config(), {transport = fake(case[2])})
+    local jd = T.job_desc()
+    local t0 = clock()
+    T.eq(main.submit(jd, 1000), "unavailable", case[1] .. ": status")
+    T.ok(clock() - t0 < 0.005, string.format("%s: %.2f ms", case[1], (clock() - t0) * 1000))
+    T.same(jd, T.job_desc(), case[1] .. ": unchanged")
+    T.eq(#T.logs.error, 1, case[1] .. ": one line")
+    T.ok(T.logs.error[1]:find("longer than") or T.logs.error[1]:find("unknown or repeated fields"),
+      T.logs.error[1])
+    T.eq(#T.logs.user, 0, case[1] .. ": nothing told to the user")
+  end
+end)
+
+T.test("a Decision at the bounds is applied", function()
+  main.configure(config(), {transport = fake(W.maximal_decision())})
+  local jd = T.job_desc()
+  T.eq(main.submit(jd, 1000), "rewritten", "status")
+  T.eq(jd.time_limit, 60, "time")
+  T.eq(jd.min_mem_per_node, 2000, "memory")
+  T.eq(jd.min_cpus, 2, "cpus")
+  T.eq(#jd.admin_comment, 512, "the longest annotation appended")
+  T.eq(#T.logs.user[1], 512, "the longest message shown")
+  T.eq(#T.logs.error, 0, "no error")
+end)
+
 T.test("runtime errors inside the pipeline leave job_desc unchanged", function()
   -- the transport raises
   local tr = fake(REWRITE_TIME)
@@ -203,6 +232,33 @@ T.test("an unreadable disable file still disables", function()
   T.eq(main.submit(T.job_desc(), 1000), "rewritten", "ENOTDIR means absent")
   main.configure(config {disable_file = dir}, {transport = tr})
   T.eq(main.submit(T.job_desc(), 1000), "disabled", "present")
+  T.rmdir(dir)
+end)
+
+-- A FIFO at `path`, and a writer that opens it a second later: a check that opened it for reading
+-- would wait that second (for good, without the writer) instead of failing the test by hanging it.
+local function fifo_with_late_writer(path)
+  T.ok(os.execute("mkfifo '" .. path .. "'") == 0, "mkfifo")
+  os.execute("(sleep 1; exec 3<>'" .. path .. "'; sleep 1) >/dev/null 2>&1 &")
+end
+
+T.test("a FIFO as the disable file disables at once, lua-posix or not", function()
+  local dir = T.tmpdir()
+  local fifo = dir .. "/off"
+  fifo_with_late_writer(fifo)
+  local clock = require "harp.clock".now
+  local tr = fake(REWRITE_TIME)
+  main.configure(config {disable_file = fifo}, {transport = tr})
+  local t0 = clock()
+  T.eq(main.submit(T.job_desc(), 1000), "disabled", "present")
+  T.ok(clock() - t0 < 0.1, string.format("did not wait for a writer (%.3f s)", clock() - t0))
+  T.eq(tr.calls, 0, "daemon not asked")
+  local without_posix = require "harp.switch".checker(nil)
+  t0 = clock()
+  T.eq(without_posix(fifo), true, "present without lua-posix")
+  T.ok(clock() - t0 < 0.1, string.format("without lua-posix, no wait either (%.3f s)", clock() - t0))
+  T.eq(without_posix(dir .. "/none"), false, "absent without lua-posix")
+  T.eq(without_posix(dir), true, "a directory is there without lua-posix")
   T.rmdir(dir)
 end)
 

@@ -142,6 +142,69 @@ T.test("a decision with more than MAX_TARGETS targets is refused, and soon", fun
   T.ok(ms < 20, string.format("decoding stopped early (%.2f ms)", ms))
 end)
 
+T.test("a Decision at every bound decodes: the daemon's longest fields, a newer daemon's extra fields", function()
+  local d = T.ok(pb.decode_decision(W.maximal_decision()))
+  T.eq(#d.targets, 3, "targets")
+  T.eq(#d.targets[1].model_version, 64, "model_version")
+  T.eq(#d.targets[3].detail, 512, "detail")
+  T.eq(#d.user_message, 512, "user_message")
+  T.eq(d.mode, "rewrite", "mode")
+  local one = W.str(1, W.target {target = 1, action = 2, new_value = 60} .. string.rep(W.uint(99, 1), 8))
+  local bounds = string.rep(one, pb.MAX_TARGETS) .. W.str(2, string.rep("m", 512))
+    .. W.str(3, "harp:" .. string.rep("a", 1019)) .. W.str(4, string.rep("o", 16))
+    .. string.rep(W.str(98, ""), pb.MAX_EXTRA)
+  d = T.ok(pb.decode_decision(bounds))
+  T.eq(#d.targets, 16, "every target")
+  T.eq(#d.annotation, 1024, "annotation")
+end)
+
+T.test("a string past its bound is refused, naming it", function()
+  local bounds = {model_version = 64, detail = 512, user_message = 512, annotation = 1024, mode = 16}
+  for name, len in pairs(bounds) do
+    local at, past = {}, {}
+    at[name], past[name] = string.rep("x", len), string.rep("x", len + 1)
+    local in_target = name == "model_version" or name == "detail"
+    local function decision(t) return W.decision(in_target and {targets = {t}} or t) end
+    T.ok(pb.decode_decision(decision(at)), name .. " at its bound")
+    local none, err = pb.decode_decision(decision(past))
+    T.eq(none, nil, name .. " past its bound")
+    T.eq(err, name .. " longer than " .. len .. " bytes", "why")
+  end
+end)
+
+T.test("a ninth unknown or repeated field in a message is refused", function()
+  T.eq(pb.MAX_EXTRA, 8, "the budget")
+  local unknown, mode = W.uint(99, 1), W.str(4, "rewrite")
+  T.ok(pb.decode_decision(string.rep(unknown, 8) .. mode), "8 unknown")
+  T.ok(pb.decode_decision(string.rep(mode, 9)), "8 repeats")
+  local why = "more than 8 unknown or repeated fields in a Decision"
+  T.eq(select(2, pb.decode_decision(string.rep(unknown, 9) .. mode)), why, "9 unknown")
+  T.eq(select(2, pb.decode_decision(string.rep(mode, 10))), why, "9 repeats")
+  T.eq(select(2, pb.decode_decision(string.rep(unknown, 4) .. string.rep(mode, 6))), why, "both")
+  T.eq(select(2, pb.decode_decision(W.uint(2, 5) .. string.rep(unknown, 8))), why, "a wrong wire type")
+  local target = W.str(1, W.uint(1, 1) .. string.rep(W.uint(2, 2), 10))
+  T.eq(select(2, pb.decode_decision(target)), "more than 8 unknown or repeated fields in a TargetDecision",
+    "in a target")
+  local per_message = string.rep(W.str(1, string.rep(unknown, 8)), 3) .. string.rep(unknown, 8)
+  T.ok(pb.decode_decision(per_message), "a budget per message")
+end)
+
+T.test("a Decision padded to 16 KiB is refused, and soon", function()
+  local clock = require "harp.clock".now
+  for _, case in ipairs(W.padded_decisions(16384)) do
+    local name, bytes = case[1], case[2]
+    T.ok(#bytes > 16000 and #bytes <= 16384, name .. ": size " .. #bytes)
+    collectgarbage() -- the time measured is the decoder's, not a GC cycle's owed by earlier tests
+    local t0, none, err = clock()
+    for _ = 1, 20 do none, err = pb.decode_decision(bytes) end
+    local ms = (clock() - t0) * 1000 / 20
+    T.eq(none, nil, name .. ": refused")
+    T.ok(err:find("longer than") or err:find("unknown or repeated"), name .. ": " .. tostring(err))
+    -- decoded whole, each took 1.5-2.6 ms; refused at the first field past a bound, ~0.02 ms
+    T.ok(ms < 0.5, string.format("%s: refused in %.3f ms", name, ms))
+  end
+end)
+
 T.test("the Advice's repeated fields have no cap", function()
   local opt = W.str(6, W.option {size = 1, expected_minutes = 10, expected_cost = 1})
   local a = T.ok(pb.decode_advice(string.rep(opt, 40)))

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import stat
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from slurm_harp.core.extension import ConditionalRatios, Extension, next_limit, 
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.guard.extension_history import CHECK_S, ExtensionHistory
+from tests.conftest import not_a_file
 from tests.unit.test_guard import NOW, FakeSlurm, line, make_guard
 
 LEAD = 40.0
@@ -150,6 +152,21 @@ def test_the_guard_s_history_keeps_the_last_good_ratios_and_says_so_once(
         clock[0] += CHECK_S
         assert history.ratios() is good
     assert "keeping the last good one" in caplog.text
+
+
+@pytest.mark.timeout(10)  # open() of a FIFO waits for a writer: a regression fails, not hangs
+def test_a_fifo_is_neither_read_by_the_guard_nor_written_by_the_harvester(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "jobs.extension.json"
+    said = not_a_file(path, "FIFO")
+    with caplog.at_level(logging.WARNING):
+        assert ExtensionHistory(path, clock=lambda: NOW).ratios() is None
+    assert f"extension history {path}: {path} is {said}; extending by steps" in caplog.text
+    # The harvester's temporary file had a fixed name beside it: a FIFO there would block the write.
+    not_a_file(tmp_path / f".{path.name}.{os.getpid()}", "FIFO")
+    extension_file.write(path, ConditionalRatios([2.5] * 30), NOW)
+    assert len(extension_file.read(path)[0]) == 30
 
 
 def test_the_guard_extends_by_the_history_and_counts_what_it_knows(tmp_path: Path) -> None:

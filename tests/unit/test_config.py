@@ -20,6 +20,7 @@ from slurm_harp.config import (
 )
 from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
+from tests.conftest import not_a_file
 
 GOOD = """
 [server]
@@ -135,21 +136,33 @@ def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
     assert str(err.value) == f"{path}: not UTF-8 text: byte 0xfc at offset 9"
 
 
-def test_a_directory_is_a_clear_error(tmp_path: Path) -> None:
+@pytest.mark.timeout(10)  # open() of a FIFO waits for a writer: a regression fails, not hangs
+@pytest.mark.parametrize("kind", ["FIFO", "directory"])
+def test_a_fifo_or_a_directory_is_a_clear_error(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "harp.toml"
+    problem = not_a_file(path, kind)
     with pytest.raises(ConfigError) as err:
-        load(tmp_path)
-    assert str(err.value) == f"{tmp_path}: cannot read: Is a directory"
+        load(path)
+    assert str(err.value) == f"{path}: cannot read: {problem}"
+
+
+@pytest.mark.timeout(10)
+def test_check_config_refuses_a_fifo_naming_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "harp.toml"
+    problem = not_a_file(path, "FIFO")
+    assert main(["check-config", str(path)]) == 2
+    assert f"{path}: cannot read: {problem}" in caplog.text
 
 
 def test_an_unreadable_file_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "harp.toml"
     path.write_text("")
 
-    def refuse(self: Path, *args: object, **kwargs: object) -> object:
+    def refuse(file: str | Path, *args: object, **kwargs: object) -> int:
         # The tests run as root, whom file modes do not stop: the error open() gives anyone else.
-        raise PermissionError(13, "Permission denied", str(self))
+        raise PermissionError(13, "Permission denied", str(file))
 
-    monkeypatch.setattr(Path, "open", refuse)
+    monkeypatch.setattr(os, "open", refuse)
     with pytest.raises(ConfigError) as err:
         load(path)
     assert str(err.value) == f"{path}: cannot read: Permission denied"

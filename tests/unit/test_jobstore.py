@@ -12,7 +12,7 @@ from slurm_harp.accounting import JobRecord, ReadStats, load_records, read_sacct
 from slurm_harp.accounting.job_columns import COLUMNS, DATA_NAMES, row_of
 from slurm_harp.accounting.jobstore import SCHEMA_VERSION, JobStore, Position
 from slurm_harp.core.request import JobRequest
-from tests.conftest import SHARED_TRACES, store_checksum
+from tests.conftest import SHARED_TRACES, not_a_file, raised_within, store_checksum
 from tests.unit.test_sacct import SACCT_TEXT
 
 KTH = SHARED_TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
@@ -265,6 +265,14 @@ def test_readonly_store_reads_and_never_writes(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.OperationalError):
         JobStore(tmp_path / "absent.sqlite", readonly=True)
     assert not (tmp_path / "absent.sqlite").exists()
+
+
+@pytest.mark.parametrize("readonly", [True, False], ids=["reader", "harvester"])
+def test_a_fifo_is_refused_naming_it(tmp_path: Path, readonly: bool) -> None:
+    path = tmp_path / "jobs.sqlite"
+    said = not_a_file(path, "FIFO")  # SQLite's open() of it waits for a writer (the reader's, for good)
+    raised = raised_within(10, lambda: JobStore(path, readonly=readonly))
+    assert isinstance(raised, OSError) and str(raised) == f"{path} is {said}", raised
 
 
 def test_a_reader_meets_a_store_not_migrated_yet_and_filters_by_end_and_tag(tmp_path: Path) -> None:

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
+import sys
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.core.policy import Mode, Policy
+from slurm_harp.core.predictor import Predictor
+from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.server.convert import decision_to_proto
+from slurm_harp.server.service import bad_request
 from tests.conftest import REPO, lua51
+from tests.unit.test_modes import Guard
+from tests.unit.test_predictor import FakeModel, vectorize
 
 LUA_TESTS = REPO / "tests" / "lua"
 LUA = lua51()
@@ -130,7 +140,7 @@ TARGET = st.builds(
     quantile=st.one_of(st.none(), st.floats(0, 1)),
     new_value=st.one_of(st.none(), st.integers(0, 2**53)),
     reason=st.integers(0, 8),
-    model_version=TEXT,
+    model_version=st.text(max_size=16),  # harp.pb takes 64 bytes of it at most (a version has 23)
     detail=TEXT,
 )
 DECISION = st.builds(
@@ -159,6 +169,31 @@ def test_decision_from_python_decodes_in_lua(decisions: list[pb.Decision]) -> No
             for name in ("predicted", "quantile", "new_value"):
                 value = float(t[name]) if name in t else None
                 assert value == (getattr(w, name) if w.HasField(name) else None), name
+
+
+# Requests at the limits of their fields, and predictions up to float64's largest (a model's raw output
+# goes through float(np.expm1()) on the calibrated path): the longest strings the daemon can write.
+EXTREME_REQUEST = JobRequest(
+    user_name="alice", time_limit_minutes=2**64 - 1, mem_per_node_mb=2**64 - 1, min_cpus=2**32 - 1
+)
+EXTREME_PREDICTIONS = (40.0, 2.0**63, float(np.finfo(np.float32).max), sys.float_info.max)
+
+
+def test_the_daemons_longest_decisions_decode_in_lua() -> None:
+    """Every mode, the guard alive or not, every target lowered or only annotated: harp.pb's bounds on
+    each field (docs/faults.md) hold what the daemon sends."""
+    decisions = [bad_request("DecodeError")]
+    for mode, minutes, alive in itertools.product(Mode, EXTREME_PREDICTIONS, (True, False)):
+        models = {t: FakeModel(minutes, version="20260101T000000.000000Z") for t in Target}
+        policy = Policy(default_mode=mode, limits="quantile")
+        predictor = Predictor(policy, vectorize, models, guard=Guard(alive))
+        decisions.append(predictor.decide(EXTREME_REQUEST))
+    wire = [decision_to_proto(d).SerializeToString() for d in decisions]
+    decoded = _tool("decode", [w.hex() for w in wire])
+    assert [got.get("error") for got in decoded] == [None] * len(wire), decoded
+    longest = max(decisions, key=lambda d: len(d.annotation))
+    assert len(longest.annotation) > 512, "an annotation harp.apply does not append, yet a Decision"
+    assert max(len(w) for w in wire) < 4096
 
 
 def test_garbage_and_truncated_decisions_are_errors_not_crashes() -> None:

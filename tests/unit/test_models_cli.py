@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from slurm_harp.cli import main
 from slurm_harp.core.request import Target
+from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE
 from slurm_harp.model.retention import prune
 from slurm_harp.model.store import ModelStore
 
@@ -39,6 +41,22 @@ def test_models_show_the_rules_validation_figures(tmp_path: Path, capsys: pytest
     said = "validation: cuts 13.3 % of the waste at 0.44 % newly killed"
     assert f"{newer}  trained on ? jobs, {said} (-8.4 % net of the kills)" in out
     assert f"{older}  trained on ? jobs, {said}" in out and f"{said} (" not in out.split(older)[1]
+
+
+@pytest.mark.timeout(10)  # open() of a FIFO waits for a writer: a regression fails, not hangs
+def test_models_lists_a_version_whose_notes_are_fifos(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ModelStore(tmp_path)
+    version = publish(store, 1)[0]
+    os.mkfifo(store.target_dir(Target.TIME) / version / PROMOTION_FILE)
+    assert main(["models", "--store", str(tmp_path)]) == 0
+    assert f"* {version}  trained on 0 jobs" in capsys.readouterr().out
+    card = store.target_dir(Target.TIME) / version / CARD_FILE
+    card.unlink()
+    os.mkfifo(card)  # the version is no longer complete: listed no more
+    assert main(["models", "--store", str(tmp_path)]) == 0
+    assert "time: no model" in capsys.readouterr().out
 
 
 def test_rollback_serves_the_previous_or_a_named_version(tmp_path: Path) -> None:

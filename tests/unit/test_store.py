@@ -119,6 +119,17 @@ def test_a_garbled_current_is_an_error_and_a_dangling_one_is_none(tmp_path: Path
     assert store.current_dir("time") is None
 
 
+@pytest.mark.timeout(10)  # open() of a FIFO waits for a writer: a regression fails, not hangs
+def test_a_fifo_as_current_is_refused_naming_it(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    store.publish(Target.TIME, FILES, CARD)
+    current = tmp_path / "time" / "CURRENT"
+    current.unlink()
+    os.mkfifo(current)
+    with pytest.raises(OSError, match=f"{current} is a FIFO, not a regular file"):
+        store.current_dir(Target.TIME)
+
+
 def test_links_inside_the_store_are_refused(tmp_path: Path) -> None:
     root = tmp_path / "store"
     store = ModelStore(root)

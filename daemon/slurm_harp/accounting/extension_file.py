@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.core.extension import ConditionalRatios, observed_ratio
+from slurm_harp.regular_file import read_regular
 from slurm_harp.state_dir import FILE_MODE, adopt
 
 FORMAT = 1
@@ -45,8 +47,9 @@ def write(path: Path, ratios: ConditionalRatios, now: float, window_days: int = 
         "bins_per_decade": ratios.BINS_PER_DECADE,
         "counts": ratios.counts,
     }
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    # A new file of a name no one could foresee: whatever waits at a fixed one (a FIFO) is not written to.
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    temporary = Path(name)
     try:
         with os.fdopen(fd, "w") as out:
             os.fchmod(out.fileno(), FILE_MODE)
@@ -60,10 +63,8 @@ def write(path: Path, ratios: ConditionalRatios, now: float, window_days: int = 
 
 def read(path: Path) -> tuple[ConditionalRatios, int]:
     """(the ratios, when they were computed); ValueError naming the problem for a file that is not
-    one of ours, OSError when it cannot be read."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as stream:
-        raw = stream.read(MAX_BYTES + 1)
+    one of ours, OSError when it cannot be read or is no regular file (a FIFO would hang the guard)."""
+    raw = read_regular(path, follow_links=False, size=MAX_BYTES + 1)
     if len(raw) > MAX_BYTES:
         raise ValueError(f"{path}: larger than {MAX_BYTES} bytes")
     try:

@@ -33,6 +33,7 @@ from typing import Any
 from slurm_harp.accounting.job_columns import DATA_NAMES, record_of, row_of, select_sql
 from slurm_harp.accounting.store_schema import IDENTITY, SCHEMA_VERSION, check_version, migrate
 from slurm_harp.core.job import JobRecord
+from slurm_harp.regular_file import refuse_non_regular
 from slurm_harp.state_dir import create_file
 
 __all__ = ["SCHEMA_VERSION", "JobStore", "MergeResult", "Position"]
@@ -92,6 +93,7 @@ class JobStore:
     def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
         """``readonly``: for readers such as the daemon; the database must exist and is never written."""
         self.path = Path(path)
+        refuse_non_regular(self.path)  # SQLite's open of a FIFO would wait for a writer for good
         if readonly:
             uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro"
             self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)

@@ -9,7 +9,7 @@ import os
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE
-from slurm_harp.model.store import ModelStore
+from slurm_harp.model.store import ModelStore, read_store_file
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _summary(store: ModelStore, target: Target, version: str) -> str:
     try:
-        card = json.loads((store.target_dir(target) / version / CARD_FILE).read_text())
+        card = json.loads(read_store_file(store.target_dir(target) / version / CARD_FILE))
     except (OSError, ValueError) as exc:
         return f"(card unreadable: {exc})"
     training = card.get("training", {})
@@ -45,7 +45,7 @@ def _summary(store: ModelStore, target: Target, version: str) -> str:
             + (f" ({net:.1f} % net of the kills)" if isinstance(net, int | float) else "")
         )
     try:  # written by the promotion step (learning.promotion), absent for older versions
-        promotion = json.loads((store.target_dir(target) / version / PROMOTION_FILE).read_text())
+        promotion = json.loads(read_store_file(store.target_dir(target) / version / PROMOTION_FILE))
     except (OSError, ValueError):
         promotion = None
     if isinstance(promotion, dict) and "verdict" in promotion:

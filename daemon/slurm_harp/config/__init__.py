@@ -37,6 +37,7 @@ from slurm_harp.config.settings import (
     Settings,
     TrainingSettings,
 )
+from slurm_harp.regular_file import read_regular
 
 __all__ = [
     "ARRAY_TABLES",
@@ -82,11 +83,10 @@ def load(path: Path | str) -> Settings:
     """Read and validate ``path``; raise ConfigError naming the problem."""
     p = Path(path)
     try:
-        with p.open("rb") as fh:
-            data = tomllib.load(fh)
+        data = tomllib.loads(read_regular(p).decode())
     except FileNotFoundError:
         raise ConfigError(f"{p}: no such file") from None
-    except OSError as exc:  # a directory, no permission, an I/O error
+    except OSError as exc:  # a FIFO, a directory or a device, no permission, an I/O error
         raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:  # tomllib decodes the whole file first
         raise ConfigError(

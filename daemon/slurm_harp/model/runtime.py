@@ -16,7 +16,7 @@ from slurm_harp.core.safety_rule import Calibration
 from slurm_harp.model import ladder
 from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, check_schema, to_unit, unit_value
 from slurm_harp.model.row_run import RowRun
-from slurm_harp.model.store import read_regular, sha256_hex
+from slurm_harp.model.store import read_store_file, sha256_hex
 
 
 class ModelError(Exception):
@@ -208,7 +208,7 @@ def _probe_rows() -> np.ndarray:
 
 def _read(path: Path) -> bytes:
     try:
-        return read_regular(path)
+        return read_store_file(path)
     except OSError as exc:
         raise ModelError(f"{path}: cannot read: {exc}") from exc
 

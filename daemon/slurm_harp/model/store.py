@@ -8,12 +8,10 @@ os.replace only after that, so a reader never sees a half-written model.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import re
-import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -22,6 +20,7 @@ from typing import Any
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE
+from slurm_harp.regular_file import read_regular
 from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, fsync_dir, make_dirs, replace_file
 
 CURRENT_FILE = "CURRENT"
@@ -94,7 +93,7 @@ class ModelStore:
     def current_version(self, target: Target | str) -> str | None:
         path = self.target_dir(target) / CURRENT_FILE
         try:
-            version = read_regular(path).decode("utf-8", errors="replace").strip()
+            version = read_store_file(path).decode("utf-8", errors="replace").strip()
         except FileNotFoundError:
             return None
         if not _VERSION.match(version):
@@ -157,23 +156,11 @@ def _with_sums(entries: Iterable[Mapping[str, Any]], sums: Mapping[str, str]) ->
     return out
 
 
-def read_regular(path: Path) -> bytes:
+def read_store_file(path: Path) -> bytes:
     """The bytes of a regular file that is not a symbolic link. Whoever can write into the store
     must not make the daemon (often more privileged) read, log or hang on a file outside it
     (a link to a secret, a FIFO, a device). FileNotFoundError passes through; the rest is OSError."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise OSError(f"{path} is a symbolic link: the store serves only its own files") from None
-        raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path}: not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read()
-    finally:
-        os.close(fd)
+    return read_regular(path, follow_links=False)
 
 
 def _write_synced(path: Path, data: bytes) -> None:

@@ -1,0 +1,70 @@
+"""Reading a file that an operator or another process controls (the configuration, the model store's
+files, the guard's extension file; the job store, which SQLite opens) only when it is a regular file.
+
+open() of a FIFO waits for a writer, for good when none comes: `harp serve` at start or on SIGHUP,
+`harp check-config`, the guard's poll or the daemon's history thread would hang. A device may block or
+never end, and a directory or a socket is no file to read either. The file is opened with O_NONBLOCK,
+which makes open() of a FIFO return at once, and fstat()ed: anything but a regular file is refused
+with NotRegularFile, an OSError naming the path and what is there, as an unreadable file would be.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+class NotRegularFile(OSError):
+    """``path`` is a FIFO, a socket, a device, a directory (or a link where none may be)."""
+
+    def __init__(self, path: Path | str, kind: str) -> None:
+        super().__init__(None, f"{kind}, not a regular file", str(path))
+
+    def __str__(self) -> str:
+        return f"{self.filename} is {self.strerror}"
+
+
+def _refuse(path: Path | str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise NotRegularFile(path, next((kind for test, kind in _KINDS if test(mode)), "no regular file"))
+
+
+def refuse_non_regular(path: Path | str) -> None:
+    """For a file another library opens by its path (SQLite): NotRegularFile when something other
+    than a regular file is there; nothing when nothing is (the opener says so its own way)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    _refuse(path, mode)
+
+
+def read_regular(path: Path | str, *, follow_links: bool = True, size: int = -1) -> bytes:
+    """The bytes of the regular file at ``path`` (at most ``size`` of them when it is not -1).
+    ``follow_links=False``: a symbolic link is refused too. FileNotFoundError passes through;
+    NotRegularFile, or the OSError of open() or read(), for the rest."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_links:
+            raise NotRegularFile(path, "a symbolic link") from None
+        if exc.errno == errno.ENXIO:  # what open() of a socket says
+            refuse_non_regular(path)
+        raise
+    try:
+        _refuse(path, os.fstat(fd).st_mode)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(size)
+    finally:
+        os.close(fd)

@@ -1,0 +1,41 @@
+"""Reading only regular files: a FIFO, a socket, a device or a directory is refused at once, named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.regular_file import NotRegularFile, read_regular, refuse_non_regular
+from tests.conftest import not_a_file
+
+
+@pytest.mark.timeout(10)  # an open() that waits for a FIFO's writer fails the test, not hangs it
+@pytest.mark.parametrize("kind", ["FIFO", "socket", "directory"])
+def test_what_is_not_a_regular_file_is_refused_naming_path_and_kind(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "f"
+    said = not_a_file(path, kind)
+    for check in (read_regular, refuse_non_regular):
+        with pytest.raises(NotRegularFile) as err:
+            check(path)
+        assert str(err.value) == f"{path} is {said}"
+        assert err.value.strerror == said and err.value.filename == str(path)
+
+
+def test_a_device_is_refused() -> None:
+    with pytest.raises(NotRegularFile, match="/dev/null is a character device"):
+        read_regular("/dev/null")
+
+
+def test_regular_files_are_read_and_links_followed_unless_refused(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789")
+    link = tmp_path / "link"
+    link.symlink_to(path)
+    refuse_non_regular(path)
+    assert read_regular(link) == b"0123456789" and read_regular(path, size=4) == b"0123"
+    with pytest.raises(NotRegularFile, match="link is a symbolic link"):
+        read_regular(link, follow_links=False)
+    with pytest.raises(FileNotFoundError):
+        read_regular(tmp_path / "absent")
+    refuse_non_regular(tmp_path / "absent")  # nothing there: the opener says so its own way
