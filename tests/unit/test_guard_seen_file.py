@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.guard import seen_file
+from tests.conftest import not_a_file, raised_within
 from tests.unit.test_guard import SUBMITTED, FakeSlurm, line, make_guard, polled
 
 EXTEND = "harp:extend,t!=40,t0=600,v=x"
@@ -121,3 +122,14 @@ def test_a_file_that_cannot_be_written_is_logged_once(
     guard.poll()
     assert report is not None and report.good and guard.heartbeat.alive()
     assert slurm.updates == [("6", 41), ("7", 41)] and caplog.text.count("could not write") == 1
+
+
+def test_a_fifo_as_the_state_file_is_refused_not_waited_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """open() of a FIFO waits for a writer: the guard would never start polling."""
+    state_of(tmp_path).parent.mkdir()
+    said = not_a_file(state_of(tmp_path), "FIFO")
+    loaded: list[dict[str, object]] = []
+    assert raised_within(5, lambda: loaded.append(seen_file.load(state_of(tmp_path)))) is None
+    assert loaded == [{}] and said in caplog.text

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from slurm_harp.guard.lowered_limits import Seen
+from slurm_harp.regular_file import read_regular
 from slurm_harp.state_dir import make_dirs, replace_file
 
 log = logging.getLogger(__name__)
@@ -30,9 +30,7 @@ MAX_BYTES = 256 << 20
 def load(path: Path) -> dict[str, Seen]:
     """The jobs the last guard saw; {} (logged) when there is no usable file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as stream:
-            raw = stream.read(MAX_BYTES + 1)
+        raw = read_regular(path, follow_links=False, size=MAX_BYTES + 1)  # a FIFO would hang the guard
     except FileNotFoundError:
         log.info("no %s: the guard starts from the jobs it sees", path)
         return {}
