@@ -130,6 +130,6 @@ def test_a_fifo_as_the_state_file_is_refused_not_waited_on(
     """open() of a FIFO waits for a writer: the guard would never start polling."""
     state_of(tmp_path).parent.mkdir()
     said = not_a_file(state_of(tmp_path), "FIFO")
-    loaded: list[dict[str, object]] = []
+    loaded: list[object] = []
     assert raised_within(5, lambda: loaded.append(seen_file.load(state_of(tmp_path)))) is None
     assert loaded == [{}] and said in caplog.text
