@@ -7,7 +7,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -139,3 +139,10 @@ def raised_within(seconds: float, call: Callable[[], object]) -> BaseException |
     worker.join(seconds)
     assert raised, f"still running after {seconds} s"
     return raised[0]
+
+
+def delimited(text: str, argv: Sequence[str], sep: str = "|") -> str:
+    """Saved sacct ``text`` (fields split by ``sep``) as sacct prints it when run with ``argv``'s
+    --delimiter (harp gives each run a fresh one: sacct_lines.fresh_delimiter)."""
+    given = next((a.split("=", 1)[1] for a in argv if a.startswith("--delimiter=")), "|")
+    return text.replace(sep, given)

@@ -11,12 +11,12 @@ import pytest
 
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct import SACCT_FIELDS
-from slurm_harp.accounting.sacct_lines import UNIT_SEPARATOR
 from slurm_harp.commands.explain import explain
 from slurm_harp.config import parse
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.model.store import ModelStore
+from tests.conftest import delimited
 
 FIELDS = {
     "JobIDRaw": "4242", "JobID": "4242", "JobName": "relax", "User": "alice", "UID": "1000",
@@ -34,8 +34,8 @@ def sacct_with(tag: str) -> tuple[list[list[str]], object]:
     def runner(argv: Sequence[str]) -> str:
         calls.append(list(argv))
         row = {**FIELDS, "AdminComment": tag}
-        return "\n".join(
-            [UNIT_SEPARATOR.join(SACCT_FIELDS), UNIT_SEPARATOR.join(row[f] for f in SACCT_FIELDS), ""]
+        return delimited(
+            "\n".join(["|".join(SACCT_FIELDS), "|".join(row[f] for f in SACCT_FIELDS), ""]), argv
         )
 
     return calls, runner

@@ -17,7 +17,8 @@ from slurm_harp.cli import main
 from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows
 from slurm_harp.commands.importer import source_name
-from tests.conftest import SHARED_TRACES, store_checksum
+from slurm_harp.core.message import last_tag
+from tests.conftest import SHARED_TRACES, delimited, store_checksum
 from tests.unit.test_sacct import SACCT_TEXT
 
 US = "\x1f"
@@ -44,7 +45,8 @@ def _t(argv: Sequence[str], flag: str) -> int:
 
 
 class FakeSacct:
-    """The subprocess boundary: records argv, answers with ``outputs`` in turn (an exception is raised)."""
+    """The subprocess boundary: records argv, answers with ``outputs`` in turn (an exception is raised),
+    split by the delimiter that argv gives."""
 
     def __init__(self, *outputs: str | Exception) -> None:
         self.outputs = list(outputs)
@@ -55,7 +57,7 @@ class FakeSacct:
         out = self.outputs[min(len(self.calls), len(self.outputs)) - 1]
         if isinstance(out, Exception):
             raise out
-        return out
+        return delimited(out, argv, US)
 
 
 @pytest.fixture()
@@ -89,7 +91,8 @@ def test_first_run_reads_from_30_days_ago_to_now_minus_settle(store: JobStore) -
     report = _harvest(store, sacct)
     (argv,) = sacct.calls
     assert argv[:4] == ["sacct", "-a", "-P", "--noconvert"]
-    assert f"--delimiter={US}" in argv
+    (delimiter,) = (a.split("=", 1)[1] for a in argv if a.startswith("--delimiter="))
+    assert delimiter.startswith(US) and delimiter.endswith(US) and len(delimiter) == 18  # fresh_delimiter
     assert _arg(argv, "-o") == ",".join(SACCT_FIELDS)
     assert argv[-1] == "--state=" + ",".join(ENDED_STATES)  # finished jobs only, selected by End
     assert _t(argv, "-S") == NOW - FIRST_RUN_DAYS * DAY
@@ -229,7 +232,7 @@ class UtcSacct:
                 values |= {name: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) for name, t in at.items()}
                 values |= {"JobIDRaw": str(n + 1), "JobID": str(n + 1), "ElapsedRaw": "300"}
                 lines.append(US.join(values[name] for name in self.names))
-        return "\n".join(lines)
+        return delimited("\n".join(lines), argv, US)
 
 
 def test_jobs_that_end_while_the_clocks_go_back_keep_their_times(
@@ -412,3 +415,23 @@ def test_import_the_kth_trace_in_place(tmp_path: Path, capsys: pytest.CaptureFix
     with JobStore(db) as s:
         assert s.sources() == ["KTH-SP2-1996-2.1-cln"] and s.count() > 28_000
     assert "28468 new" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("guess", [US, "|"])  # the harvester's delimiter before, and sacct's default
+def test_a_work_dir_holding_a_row_of_its_own_forges_no_job(store: JobStore, guess: str) -> None:
+    """A user names their work dir "d\\n<a whole row>" (every column but Flags, which sacct prints
+    after it) split by the delimiter they expect: it stays their work dir, never a job of another user
+    with a harp tag of their choosing (on Slurm: tests/e2e/test_forged_rows_e2e.py)."""
+    header, line = SACCT_TEXT.split("\n")[:2]
+    values = dict(zip(SACCT_FIELDS, line.split("|"), strict=True))
+    fake = {**values, "JobIDRaw": "987654", "JobID": "987654", "User": "victim", "UID": "4242"}
+    fake["AdminComment"] = "harp:extend,t!=1,t0=100000,v=forged"
+    work_dir = "/home/alice/d\n" + guess.join(fake[name] for name in SACCT_FIELDS[:-1])
+    sep = "\x1e"  # stands for whatever delimiter the harvester gives sacct
+    row = sep.join({**values, "WorkDir": work_dir}[name] for name in SACCT_FIELDS)
+    text = header.replace("|", sep) + "\n" + row + "\n"
+    report = _harvest(store, lambda argv: delimited(text, argv, sep), start=NOW - 2 * DAY)
+    (record,) = store.records("c1")
+    assert report.inserted == 1 and record.job_id == "1001" and record.request.user_name == "alice"
+    assert record.request.work_dir == work_dir, (record.request.work_dir, work_dir)
+    assert record.harp_tag == last_tag(values["AdminComment"])

@@ -11,6 +11,7 @@ import pytest
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, harvest_sacct, load_records, read_sacct
 from slurm_harp.accounting.fields import parse_duration_s, parse_size_mb, parse_tres
 from slurm_harp.accounting.sacct import decode_output, run_sacct
+from tests.conftest import delimited
 
 HEADER = "|".join(SACCT_FIELDS)
 
@@ -222,7 +223,7 @@ def test_harvest_runs_sacct_through_the_runner() -> None:
 
     def fake_runner(argv: Sequence[str]) -> str:
         calls.append(list(argv))
-        return SACCT_TEXT
+        return delimited(SACCT_TEXT, argv)
 
     out = harvest_sacct(fake_runner, "2024-03-01", None)
     assert len(out) == 7
@@ -294,7 +295,9 @@ def test_sacct_runs_in_utc_with_the_rest_of_the_environment_inherited(
 def test_times_are_read_in_the_zone_sacct_printed_them_in(local_zone: Callable[[str], None]) -> None:
     """A runner's output (harvest_sacct) is UTC; a saved file is read in this host's zone."""
     local_zone("Asia/Kolkata")
-    (from_runner,) = [r for r in harvest_sacct(lambda argv: SACCT_TEXT, "2024-03-01") if r.job_id == "1030"]
+    (from_runner,) = [
+        r for r in harvest_sacct(lambda argv: delimited(SACCT_TEXT, argv), "2024-03-01") if r.job_id == "1030"
+    ]
     (from_file,) = [r for r in read_sacct(SACCT_TEXT.splitlines()) if r.job_id == "1030"]
     end = int(datetime.fromisoformat("2024-03-01T12:00:42+00:00").timestamp())
     assert from_runner.end_time == end

@@ -11,6 +11,7 @@ import pytest
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, harvest_sacct, read_sacct
 from slurm_harp.accounting.fields import parse_limit_minutes, parse_size_mb, parse_time
 from slurm_harp.accounting.sacct_lines import split_rows
+from tests.conftest import delimited
 
 HEADER = "|".join(SACCT_FIELDS)
 WIDTH = len(SACCT_FIELDS)
@@ -188,7 +189,7 @@ def test_harvest_does_not_split_on_unicode_line_breaks() -> None:
     text = HEADER + "\n" + _job(name="a\x85b\u2028c\x1ed") + "\n"
 
     def runner(argv: Sequence[str]) -> str:
-        return text
+        return delimited(text, argv)
 
     (record,) = harvest_sacct(runner, "2024-03-01")
     assert record.request.job_name == "a\x85b\u2028c\x1ed"

@@ -27,6 +27,7 @@ from slurm_harp.learning.trainer import split_rows
 from slurm_harp.learning.walltime import TrainingError, train_walltime
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import ModelStore
+from tests.conftest import delimited
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
 KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
@@ -227,7 +228,7 @@ def test_cli_from_live_sacct_with_env_store(
 
     def fake_sacct(argv: Sequence[str]) -> str:
         seen.append(argv)
-        return "\n".join(lines) + "\n"
+        return delimited("\n".join(lines) + "\n", argv)
 
     monkeypatch.setattr(sacct_module, "run_sacct", fake_sacct)
     monkeypatch.setenv("HARP_STORE", str(tmp_path / "envstore"))

@@ -12,7 +12,8 @@ its state) and each run of a requeued job are accounting records of their own, w
 sacct shows only the newest record of an id unless given --duplicates, which sacct_argv gives; each
 job line is a record, and the step lines after it are its steps.
 Rows split or widened by a newline or delimiter inside a free-text field are repaired (or counted
-as bad) by sacct_lines.split_rows; the delimiter is read from the header ("|" or --delimiter=$'\\x1f').
+as bad) by sacct_lines.split_rows. harp runs sacct with a delimiter of its own for each run
+(sacct_lines.fresh_delimiter), which no user text can hold; a saved file's is read from its header.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from slurm_harp.accounting.fields import (
     slurm_tool_environ,
 )
 from slurm_harp.accounting.read_stats import ReadStats
-from slurm_harp.accounting.sacct_lines import JOB_ID, split_rows
+from slurm_harp.accounting.sacct_lines import JOB_ID, fresh_delimiter, split_rows
 from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
 from slurm_harp.core.message import last_tag
 from slurm_harp.core.request import JobRequest
@@ -150,22 +151,30 @@ def harvest_sacct(
 ) -> list[JobRecord]:
     """Run sacct for jobs that ran between ``start`` and ``end`` (default now; sacct's syntax, a
     date in SLURM_ZONE) and read them."""
-    text = runner(sacct_argv(start, end or "now"))
+    delimiter = fresh_delimiter()
+    text = runner(sacct_argv(start, end or "now", delimiter=delimiter))
     # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
-    return read_sacct(text.split("\n"), stats or ReadStats(source="sacct"), zone=SLURM_ZONE)
+    return read_sacct(
+        text.split("\n"), stats or ReadStats(source="sacct"), zone=SLURM_ZONE, delimiter=delimiter
+    )
 
 
 def read_sacct(
-    lines: Iterable[str], stats: ReadStats | None = None, *, zone: tzinfo | None = None
+    lines: Iterable[str],
+    stats: ReadStats | None = None,
+    *,
+    zone: tzinfo | None = None,
+    delimiter: str | None = None,
 ) -> list[JobRecord]:
     """Parse pipe-separated sacct output whose first line is the header; its times are in ``zone``
     (SLURM_ZONE for a runner's output; None: this host's local zone, for a saved file).
+    ``delimiter``: the one sacct was run with (None: read from the header, for a saved file).
 
     Only finished jobs with ElapsedRaw > 0 become records. MaxRSS is the maximum over the job's
     steps (the job line carries none); TotalCPU is the job line's (the sum over steps).
     """
     stats = stats if stats is not None else ReadStats(source="sacct")
-    header, rows = split_rows(lines, stats)
+    header, rows = split_rows(lines, stats, delimiter)
     if header is None:
         raise ValueError(f"{stats.source}: no sacct header line")
     jobs: list[_Job] = []
@@ -193,12 +202,12 @@ def read_sacct(
     return records
 
 
-def read_one_job(lines: Iterable[str], job_id: str) -> JobRecord | None:
-    """Job ``job_id`` (its JobIDRaw) from a runner's sacct output (times in SLURM_ZONE), in any state
-    (pending and running too: `harp explain`); None when it is not there. Bad lines are logged as by
-    read_sacct."""
+def read_one_job(lines: Iterable[str], job_id: str, delimiter: str | None = None) -> JobRecord | None:
+    """Job ``job_id`` (its JobIDRaw) from a runner's sacct output (times in SLURM_ZONE, fields split
+    by ``delimiter``), in any state (pending and running too: `harp explain`); None when it is not
+    there. Bad lines are logged as by read_sacct."""
     stats = ReadStats(source=f"sacct -j {job_id}")
-    header, rows = split_rows(lines, stats)
+    header, rows = split_rows(lines, stats, delimiter)
     if header is None:
         raise ValueError(f"{stats.source}: no sacct header line")
     for lineno, values in rows:

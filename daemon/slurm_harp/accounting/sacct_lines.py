@@ -9,7 +9,10 @@ comment) gives the row extra fields; a newline inside one splits the row over se
   the next line is a valid row by itself; if the join overshoots and cannot be repaired, the first
   line is bad and the next is read on its own.
 The delimiter is the header's: "|" by default, or the ASCII unit separator (--delimiter=$'\\x1f'),
-which the harvester uses so that a "|" in a name is harmless.
+or the one the caller gave sacct. What harp runs sacct with itself is ``fresh_delimiter()``: one
+no user can know when their job's name or work dir was set, so that no free text can widen a row
+or hold a row of its own (a work dir "d\\n2001<delimiter>..." would otherwise be read as a job of any
+user, with any harp tag).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+import secrets
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -73,8 +77,17 @@ class Header:
     trailing: bool  # `sacct -p` ends every line, the header too, with the delimiter
 
 
-def parse_header(line: str) -> Header:
-    delimiter = UNIT_SEPARATOR if UNIT_SEPARATOR in line else "|"
+def fresh_delimiter() -> str:
+    """A delimiter for one sacct run: unit separators around 64 random bits (sacct takes a string)."""
+    return f"{UNIT_SEPARATOR}{secrets.token_hex(8)}{UNIT_SEPARATOR}"
+
+
+def parse_header(line: str, delimiter: str | None = None) -> Header:
+    """``delimiter``: the one sacct was given (None: "|" or the unit separator, as the line holds)."""
+    if delimiter is None:
+        delimiter = UNIT_SEPARATOR if UNIT_SEPARATOR in line else "|"
+    elif delimiter not in line:
+        raise ValueError(f"not a sacct -P header delimited as asked: {line[:120]!r}")
     names = [name.strip() for name in line.split(delimiter)]
     trailing = len(names) > 1 and names[-1] == ""
     if trailing:
@@ -90,13 +103,16 @@ def parse_header(line: str) -> Header:
 Rows = Iterator[tuple[int, list[str]]]
 
 
-def split_rows(lines: Iterable[str], stats: ReadStats) -> tuple[Header | None, Rows]:
-    """Read the header, then yield (line number, fields) per row; bad rows go to ``stats``."""
+def split_rows(
+    lines: Iterable[str], stats: ReadStats, delimiter: str | None = None
+) -> tuple[Header | None, Rows]:
+    """Read the header, then yield (line number, fields) per row; bad rows go to ``stats``.
+    ``delimiter``: the one sacct was given (None: read from the header)."""
     numbered = enumerate(lines, start=1)
     for _, raw in numbered:
         line = raw.rstrip("\r\n")
         if line.strip():
-            header = parse_header(line)
+            header = parse_header(line, delimiter)
             return header, _Splitter(header, stats).rows(numbered)
     return None, iter(())
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from slurm_harp.accounting import sacct
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.sacct_lines import UNIT_SEPARATOR
+from slurm_harp.accounting.sacct_lines import fresh_delimiter
 from slurm_harp.commands.arguments import config_option, settings_at
 from slurm_harp.config import Settings
 from slurm_harp.core.features import vectorize
@@ -64,8 +64,9 @@ def read_job(job_id: str, runner: Runner) -> JobRecord:
     if not job_id.isdigit():
         raise ValueError(f"not a job id: {job_id!r} (give the number sacct shows as JobIDRaw)")
     fields = ",".join(sacct.SACCT_FIELDS)
-    argv = ["sacct", "-a", "-P", "--noconvert", f"--delimiter={UNIT_SEPARATOR}", "-j", job_id, "-o", fields]
-    record = sacct.read_one_job(runner(argv).split("\n"), job_id)
+    delimiter = fresh_delimiter()  # no other job's free text can pass for this job's row
+    argv = ["sacct", "-a", "-P", "--noconvert", f"--delimiter={delimiter}", "-j", job_id, "-o", fields]
+    record = sacct.read_one_job(runner(argv).split("\n"), job_id, delimiter)
     if record is None:
         raise ValueError(f"job {job_id}: not in accounting (sacct -j {job_id} shows nothing)")
     return record
