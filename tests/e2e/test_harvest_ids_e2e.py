@@ -93,6 +93,10 @@ def _requeue_now(cluster: SlurmCluster, job_id: int) -> None:
     while cluster.scontrol_show_job(job_id).get("JobState") != "PENDING":  # a running job completes first
         assert time.monotonic() < deadline, cluster.scontrol_show_job(job_id)
         time.sleep(0.2)
+    # The requeue revoked the run's credential on its node, and slurmd refuses a launch whose
+    # credential is not younger than that ("Job credential revoked": the run FAILED at once). Slurm's
+    # own hold of a requeued job covers this; skipping it, let the clock pass the revocation's second.
+    time.sleep(2.0)
     done = cluster.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
     assert done.returncode == 0, done.stderr
 
