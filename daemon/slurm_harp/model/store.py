@@ -122,8 +122,15 @@ class ModelStore:
 
     @staticmethod
     def _new_version(target_dir: Path) -> str:
-        # Microsecond UTC timestamps sort as strings; bump past any name already taken.
+        # Microsecond UTC timestamps sort as strings; bump past any name already taken. A clock
+        # gone back (NTP correcting a clock that ran ahead) must not name a version older than the
+        # newest one: retention would prune it at once and keep the others, the daemon's fallback
+        # and `harp rollback` take the newest name for the newest version. Names stay in order.
         moment = datetime.now(UTC)
+        names = [p.name for p in target_dir.iterdir() if _VERSION.match(p.name)]
+        if names:
+            newest = datetime.strptime(max(names), "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=UTC)
+            moment = max(moment, newest + timedelta(microseconds=1))
         while True:
             name = moment.strftime("%Y%m%dT%H%M%S.%fZ")
             if not (target_dir / name).exists():
