@@ -70,6 +70,16 @@ def test_rollback_serves_the_previous_or_a_named_version(tmp_path: Path) -> None
     assert store.current_version(Target.TIME) == versions[2]
 
 
+def test_rollback_skips_a_challenger_refused_at_promotion(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    champion, refused, serving = publish(store, 3)
+    store.write_note(Target.TIME, refused, PROMOTION_FILE, {"promote": False})
+    assert main(["rollback", "--store", str(tmp_path)]) == 0
+    assert store.current_version(Target.TIME) == champion
+    assert main(["rollback", "--store", str(tmp_path), refused]) == 0  # named: served as asked
+    assert store.current_version(Target.TIME) == refused != serving
+
+
 def test_rollback_with_nothing_older_fails(tmp_path: Path) -> None:
     publish(ModelStore(tmp_path), 1)
     assert main(["rollback", "--store", str(tmp_path)]) == 1
