@@ -43,6 +43,7 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 HISTORY_SEED_WAIT_S = 60.0
 # Advice calls computed at once: they share the process (and its GIL) with the submissions.
 ADVICE_WORKERS = 2
+ADVICE_REQUEST_BYTES = 256 * 1024  # a job's fields and 64 partition names, each cut to 1 KiB
 
 
 @contextlib.contextmanager
@@ -228,11 +229,21 @@ class Daemon:
         make_socket_dir(sock.parent)
         claim_socket(sock)
         relay = PeerRelay(sock, max_connections=self.settings.advice.max_connections)
+        # grpcio gives a call its pool thread when the call's headers arrive, and the thread waits
+        # there for the request: one connection's unfinished calls held every thread of a small
+        # pool, and no other user was answered. One call per connection (the relay caps each uid's
+        # connections), a thread for each, and ADVICE_WORKERS computing at once (AdvisorService).
+        calls = relay.max_connections
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=ADVICE_WORKERS, thread_name_prefix="harp-advice"),
-            options=[("grpc.so_reuseport", 0)],
+            futures.ThreadPoolExecutor(max_workers=calls, thread_name_prefix="harp-advice"),
+            options=[
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_concurrent_streams", 1),
+                ("grpc.max_receive_message_length", ADVICE_REQUEST_BYTES),
+            ],
+            maximum_concurrent_rpcs=calls,
         )
-        service = AdvisorService(Advisor(lambda: self.settings), relay.peer)
+        service = AdvisorService(Advisor(lambda: self.settings), relay.peer, ADVICE_WORKERS)
         server.add_generic_rpc_handlers((service.handler(),))
         reflection.enable_server_reflection((ADVISOR, reflection.SERVICE_NAME), server)
         server.add_insecure_port(f"unix:{relay.inner}")
