@@ -28,6 +28,15 @@ def adopt(path: Path) -> None:
         os.lchown(path, parent.st_uid, parent.st_gid)
 
 
+def _adopt_open(fd: int, directory: Path) -> None:
+    """``adopt`` for an open file."""
+    if os.geteuid() != 0:
+        return
+    parent, st = directory.stat(), os.fstat(fd)
+    if (st.st_uid, st.st_gid) != (parent.st_uid, parent.st_gid):
+        os.fchown(fd, parent.st_uid, parent.st_gid)
+
+
 def make_dirs(path: Path) -> None:
     """``mkdir -p path``: each directory it creates gets DIR_MODE and is adopted."""
     missing = []
@@ -55,17 +64,19 @@ def create_file(path: Path) -> None:
     adopt(path)
 
 
-def replace_file(path: Path, data: bytes) -> None:
+def replace_file(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
     """Write ``data`` to a hidden temp file beside ``path``, fsync it, rename it over ``path``:
-    readers see the old content or the new, never a part."""
+    readers see the old content or the new, never a part. A link at ``path`` is replaced, never
+    followed (mkstemp creates its file exclusively): whoever may write in the directory cannot
+    turn the write into one of another file."""
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
     try:
-        os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; the service runs as the group's member
+        os.fchmod(fd, mode)  # mkstemp makes 0600; the service runs as the group's member
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        adopt(Path(tmp_name))
+            _adopt_open(handle.fileno(), path.parent)  # by descriptor: the name may be swapped
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)

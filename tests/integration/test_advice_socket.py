@@ -30,6 +30,7 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.server.daemon import Daemon
 from tests.integration.as_user import channel_as, connect_as
+from tests.integration.h2_peer import END_HEADERS, HEADERS, PREFACE, SETTINGS, frame, lit
 
 NOBODY = pwd.getpwnam("nobody")
 ROOT = 0
@@ -223,6 +224,33 @@ def test_one_user_cannot_take_every_connection(site: tuple[Daemon, Path]) -> Non
     while relay.open_connections:  # closed connections are forgotten
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+def test_one_users_unfinished_calls_do_not_starve_the_others(site: tuple[Daemon, Path]) -> None:
+    # grpcio gives a call a pool thread when its headers arrive, and the thread waits for the
+    # request. Two advice threads: nobody's calls sent without a request held both, and root's call
+    # waited out its deadline. Here on both connections nobody may open, 50 calls each, from a raw
+    # HTTP/2 client that never acknowledges the server's SETTINGS (its stream limit).
+    _, work = site
+    block = (
+        b"\x83\x86"  # :method POST, :scheme http
+        + lit(":path", "/harp.v1.Advisor/Advise") + lit(":authority", "x")
+        + lit("content-type", "application/grpc") + lit("te", "trailers")
+    )  # fmt: skip
+    with channel_as(ROOT, work / "advice.sock") as channel:  # before: a fork among busy threads
+        assert advise(channel, ask()).user_name == "root"
+        held = [connect_as(NOBODY.pw_uid, work / "advice.sock") for _ in range(2)]
+        try:
+            for sock in held:
+                sock.sendall(PREFACE + frame(SETTINGS, 0, 0))
+                sock.sendall(b"".join(frame(HEADERS, END_HEADERS, 2 * i + 1, block) for i in range(50)))
+            time.sleep(0.5)
+            started = time.monotonic()
+            assert pb_grpc.AdvisorStub(channel).Advise(ask(), timeout=5).user_name == "root"
+            assert time.monotonic() - started < 2
+        finally:
+            for sock in held:
+                sock.close()
 
 
 def test_a_removed_advice_socket_is_bound_again_and_stop_cleans_up(site: tuple[Daemon, Path]) -> None:

@@ -325,6 +325,47 @@ def test_a_socket_that_cannot_be_secured_is_removed(
         daemon.stop(grace=0)
 
 
+def test_under_umask_0_no_one_else_can_connect_before_the_socket_has_its_mode(
+    store_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `harp serve` by hand from a shell with umask 0: grpcio bound the socket 0777 and mkdir made
+    # its directory 0777; anyone connecting before the chmod kept a served connection after it.
+    import os
+    import tempfile
+
+    from tests.integration.as_user import connect_as
+
+    base = Path(tempfile.mkdtemp(prefix="harp-umask-"))
+    os.chmod(base, 0o755)  # others may search it, as /run
+    sock = base / "run" / "harp.sock"
+    seen: dict[str, object] = {}
+    chmod = os.chmod
+
+    def at_chmod(path: Any, mode: int) -> None:
+        if Path(path) == sock and not seen:
+            seen["socket"] = stat.S_IMODE(sock.stat().st_mode)
+            seen["dir"] = stat.S_IMODE(sock.parent.stat().st_mode)
+            if os.geteuid() == 0:
+                try:
+                    seen["connected"] = connect_as(65534, sock)
+                except OSError as exc:
+                    seen["connected"] = exc
+        chmod(path, mode)
+
+    monkeypatch.setattr("slurm_harp.server.daemon.os.chmod", at_chmod)
+    daemon = make_daemon(base / "run", store_copy)
+    old = os.umask(0)
+    try:
+        daemon.start()
+    finally:
+        os.umask(old)
+        daemon.stop(grace=0)
+        shutil.rmtree(base)
+    assert seen["socket"] == 0o700 and seen["dir"] == 0o755
+    if "connected" in seen:
+        assert "PermissionError" in str(seen["connected"]), seen["connected"]  # not a socket
+
+
 def test_optional_tcp_listener(tmp_path: Path, store_copy: Path) -> None:
     import socket
 

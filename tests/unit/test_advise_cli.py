@@ -62,6 +62,22 @@ def test_a_fit_that_does_not_scale_is_shown_as_not_compared() -> None:
     assert "sizes are not compared; only the size you asked for (16 CPUs) is priced" in printed
 
 
+def test_text_from_a_script_or_the_answer_reaches_the_terminal_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An admin runs `harp advise --script` on a user's script: its name comes back in the answer,
+    # its values in the errors.
+    advice = pb.Advice(job_name="relax\x1b]0;owned\x07", user_name="ann", notes=["a\x9b2Jb\nc"])
+    printed = render(advice, pb.AdviceRequest())
+    assert all(c.isprintable() for line in printed.splitlines() for c in line)
+    assert 'advice for "relax\\x1b]0;owned\\x07"' in printed and "note: a\\x9b2Jb\\nc" in printed
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -J x --cpus-per-task=\x1b[2J\n")
+    assert main(["advise", "--script", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "--cpus-per-task=\\x1b[2J: expected a whole number" in err
+
+
 def test_the_request_from_a_script_and_options(tmp_path: Path) -> None:
     script = tmp_path / "job.sh"
     script.write_text(

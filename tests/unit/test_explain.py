@@ -28,12 +28,12 @@ FIELDS = {
 }  # fmt: skip
 
 
-def sacct_with(tag: str) -> tuple[list[list[str]], object]:
+def sacct_with(tag: str, **fields: str) -> tuple[list[list[str]], object]:
     calls: list[list[str]] = []
 
     def runner(argv: Sequence[str]) -> str:
         calls.append(list(argv))
-        row = {**FIELDS, "AdminComment": tag}
+        row = {**FIELDS, **fields, "AdminComment": tag}
         return delimited(
             "\n".join(["|".join(SACCT_FIELDS), "|".join(row[f] for f in SACCT_FIELDS), ""]), argv
         )
@@ -67,6 +67,18 @@ def test_the_calibrated_rule_shows_every_rung(tmp_path: Path) -> None:
     assert "calibrated rule (penalty" in text and "rung  model" in text
     assert ("the rule picks" in text) or ("the rule keeps the request" in text)
     assert "policy now: mode rewrite" in text
+
+
+def test_what_a_user_chose_reaches_the_admins_terminal_escaped(trained_store: Path) -> None:
+    # An account Slurm took as given (no AccountingStorageEnforce=associations): an OSC sequence
+    # that sets the terminal's title, a CSI that clears the screen, a bidi override, a newline.
+    settings = parse({"store": {"path": str(trained_store)}, "policy": {"limits": "quantile"}})
+    account = "phys\x1b]0;owned\x07\x9b2J\u202etxt\nfake line"
+    _, runner = sacct_with("", Account=account)
+    text = explain("4242", settings, runner)  # type: ignore[arg-type]
+    assert all(c.isprintable() for line in text.splitlines() for c in line)
+    assert "account phys\\x1b]0;owned\\x07\\x9b2J\\u202etxt\\nfake line;" in text
+    assert len(text.splitlines()) == 3  # the job's line, "no harp tag", the policy now
 
 
 def test_no_tag_no_job_and_a_bad_id_are_said_plainly(trained_store: Path) -> None:

@@ -338,3 +338,28 @@ def test_a_version_1_store_opens_with_its_rows_and_takes_a_reused_id(tmp_path: P
         assert not [r for r in db.execute("PRAGMA table_info(jobs)") if r[5]]  # no primary key left
         indexes = {r[1] for r in db.execute("PRAGMA index_list(jobs)")}
         assert {"jobs_identity", "jobs_submit", "jobs_end", "jobs_user_name"} <= indexes
+
+
+def test_an_infinite_number_is_stored_and_read_as_unknown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An infinite MaxRSS or TotalCPU (through the API: the readers refuse one) crashed the history
+    features of `harp nightly` and the daemon, and MAX() on a re-read kept it for good."""
+    request = JobRequest(user_name="u", time_limit_minutes=60, submit_time=1000)
+    jobs = [
+        JobRecord("1", request, "COMPLETED", 60, end_time=1060, max_rss_mb=float("inf"), total_cpu_s=-1e400),
+        JobRecord("2", request, "COMPLETED", 60, end_time=1060, max_rss_mb=512.0, total_cpu_s=60.0),
+    ]
+    path = tmp_path / "jobs.sqlite"
+    with JobStore(path) as store:
+        store.merge(jobs, "sacct")
+        assert "1 sacct jobs have a number that is not finite, stored as unknown (job 1: " in caplog.text
+        assert "max_rss_mb, total_cpu_s)" in caplog.text
+        store.merge([dataclasses.replace(jobs[0], max_rss_mb=256.0)], "sacct")  # a re-read knows it
+        assert [(r.max_rss_mb, r.total_cpu_s) for r in store.records()] == [(256.0, None), (512.0, 60.0)]
+    db = sqlite3.connect(path)  # as an older release stored it
+    with db:
+        db.execute("UPDATE jobs SET max_rss_mb = ? WHERE job_id = '2'", (float("inf"),))
+    db.close()
+    with JobStore(path, readonly=True) as store:
+        assert [r.max_rss_mb for r in store.records()] == [256.0, None]

@@ -70,6 +70,16 @@ def test_rollback_serves_the_previous_or_a_named_version(tmp_path: Path) -> None
     assert store.current_version(Target.TIME) == versions[2]
 
 
+def test_rollback_skips_a_challenger_refused_at_promotion(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    champion, refused, serving = publish(store, 3)
+    store.write_note(Target.TIME, refused, PROMOTION_FILE, {"promote": False})
+    assert main(["rollback", "--store", str(tmp_path)]) == 0
+    assert store.current_version(Target.TIME) == champion
+    assert main(["rollback", "--store", str(tmp_path), refused]) == 0  # named: served as asked
+    assert store.current_version(Target.TIME) == refused != serving
+
+
 def test_rollback_with_nothing_older_fails(tmp_path: Path) -> None:
     publish(ModelStore(tmp_path), 1)
     assert main(["rollback", "--store", str(tmp_path)]) == 1
@@ -85,3 +95,17 @@ def test_prune_keeps_the_newest_and_the_serving_version(tmp_path: Path) -> None:
     assert not list(store.target_dir(Target.TIME).glob(".trash-*"))
     with pytest.raises(ValueError):
         prune(store, Target.TIME, keep=0)
+
+
+def test_prune_keeps_the_champions_behind_refused_challengers(tmp_path: Path) -> None:
+    """Nights of refused challengers are the newest versions: kept by count alone, they left no
+    champion for the fallback or `harp rollback` (both skip refused versions)."""
+    store = ModelStore(tmp_path)
+    older, serving, *challengers = publish(store, 5)
+    store.set_current(Target.TIME, serving)
+    for version in challengers:
+        store.write_note(Target.TIME, version, PROMOTION_FILE, {"promote": False})
+    assert prune(store, Target.TIME, keep=2) == [challengers[0]]
+    assert store.versions(Target.TIME) == [older, serving, *challengers[1:]]
+    assert main(["rollback", "--store", str(tmp_path)]) == 0
+    assert store.current_version(Target.TIME) == older

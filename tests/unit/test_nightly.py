@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import json
 import logging
 from pathlib import Path
@@ -13,6 +15,7 @@ from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.cli import main
 from slurm_harp.core.request import Target
 from slurm_harp.learning.promotion import NOTE
+from slurm_harp.model import store as store_module
 from slurm_harp.model.store import ModelStore
 from tests.unit.test_harvest import TEXT, FakeSacct
 from tests.unit.test_promotion import regular_users
@@ -85,6 +88,35 @@ def test_a_failed_harvest_stops_the_chain(
     assert card["training"]["calibrate_by"] == "partition"
     assert card["calibration"]["by"] == "partition" and card["calibration"]["rungs"]
     assert "risks of their own for 0 partitions" in caplog.text  # the site's jobs name none
+
+
+def test_a_store_that_cannot_be_written_fails_that_target_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The disk fills while tonight's time version is written: that target is logged and its
+    serving version stays; the other targets are still trained and published."""
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as jobs:
+        jobs.merge([dataclasses.replace(r, total_cpu_s=4.0 * r.elapsed_s) for r in regular_users(700)], "x")
+    config = tmp_path / "harp.toml"
+    config.write_text(f'[store]\npath = "{tmp_path / "models"}"\n[history]\ndb = "{db}"\n')
+    assert main(["nightly", "--config", str(config), "--skip-harvest"]) == 0
+    models = ModelStore(tmp_path / "models")
+    serving = {t: models.current_version(t) for t in (Target.TIME, Target.CPUS)}
+    write = store_module._write_synced
+
+    def full_for_time(path: Path, data: bytes) -> None:
+        if path.parent.parent.name == Target.TIME.value:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        write(path, data)
+
+    monkeypatch.setattr(store_module, "_write_synced", full_for_time)
+    assert main(["nightly", "--config", str(config), "--skip-harvest"]) == 1
+    assert f"time: trained but not published in {tmp_path / 'models'}: [Errno 28]" in caplog.text
+    assert models.current_version(Target.TIME) == serving[Target.TIME]
+    assert models.versions(Target.TIME) == [serving[Target.TIME]]
+    assert [p.name for p in models.target_dir(Target.TIME).iterdir() if p.name.startswith(".")] == []
+    assert len(models.versions(Target.CPUS)) == 2  # the next target was trained all the same
 
 
 def test_config_problems_are_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

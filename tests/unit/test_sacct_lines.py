@@ -140,6 +140,22 @@ def test_ambiguous_or_unrepairable_rows_are_bad_not_guessed(caplog: pytest.LogCa
     assert list(jobs) == ["4"] and stats.bad_lines == 1
 
 
+def test_a_row_with_too_many_readings_is_bad_not_read_from_the_first_ones(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A saved file (harp import, harp train --source FILE) is split on "|". A work dir holding the
+    # columns from User to WorkDir as a forger wants them, behind enough padding, has 1,000+ readings:
+    # the true one (every extra field in WorkDir) came past the first 500 tried and a shifted one
+    # (JobName taking the extras, the forged User and UID read as the job's) won alone.
+    fields = _job("2001").split("|")
+    fields[SACCT_FIELDS.index("User")], fields[SACCT_FIELDS.index("UID")] = "root", "0"
+    forged = fields[SACCT_FIELDS.index("JobName") + 1 : SACCT_FIELDS.index("WorkDir") + 1]
+    with caplog.at_level(logging.WARNING):
+        jobs, stats = _read(_job("2001", work_dir="|".join(["x"] * 11 + forged)), _job("2002"))
+    assert list(jobs) == ["2002"] and stats.bad_lines == 1
+    assert "t:2: 58 fields, header has 26: too many delimiters in free text (561 readings" in caplog.text
+
+
 def test_unit_separator_delimiter_makes_pipes_plain_text() -> None:
     us = "\x1f"
     jobs, stats = _read(

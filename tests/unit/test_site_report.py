@@ -4,7 +4,9 @@ page: every text from the store escaped, clear messages when there is nothing to
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import stat
 from pathlib import Path
 
 import pytest
@@ -168,6 +170,27 @@ def test_command_messages_and_exit_codes(
     assert "No job ended since 2027-01-01 00:00 UTC" in capsys.readouterr().out
     assert main(["report", "--db", str(db), "--since", since, "--partition", "zz", "--out", str(out)]) == 1
     assert "No job ended since 2026-09-21 00:00 UTC in zz" in capsys.readouterr().out
+
+
+def test_links_planted_in_the_out_directory_are_replaced_not_written_through(
+    db: Path, tmp_path: Path
+) -> None:
+    # `harp report --out` a directory someone else may write (a user's, a shared one): run as root,
+    # the page and plots were written through the links planted there, over any file.
+    out, victim, other = tmp_path / "shared", tmp_path / "victim", tmp_path / "other"
+    out.mkdir()
+    victim.write_text("root's file\n")
+    other.write_text("another file\n")
+    (out / "index.html").symlink_to(victim)
+    os.link(other, out / "modes.png")
+    (out / "partitions.png").symlink_to(tmp_path / "created")
+    assert main(["report", "--db", str(db), "--since", "2026-09-21", "--out", str(out)]) == 0
+    assert victim.read_text() == "root's file\n" and other.read_text() == "another file\n"
+    assert not (tmp_path / "created").exists()
+    for name in ("index.html", "modes.png", "partitions.png"):
+        st = (out / name).lstat()
+        assert stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and stat.S_IMODE(st.st_mode) == 0o644
+    assert (out / "index.html").read_text().startswith("<!DOCTYPE html>")
 
 
 def test_since_takes_days_hours_and_dates() -> None:

@@ -3,12 +3,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 
 import pytest
 
 from slurm_harp.core.request import Target
 from slurm_harp.model import store as store_module
+from slurm_harp.model.retention import prune
 from slurm_harp.model.store import ModelStore
 
 FILES = {"q0.50.onnx": b"model fifty", "q0.90.onnx": b"model ninety"}
@@ -153,3 +155,26 @@ def test_links_inside_the_store_are_refused(tmp_path: Path) -> None:
     (root / "time" / version).unlink()
     outside.rename(root / "time" / version)
     assert ModelStore(alias).current_dir(Target.TIME) == alias / "time" / version
+
+
+def test_a_clock_gone_back_names_a_version_after_the_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Versions published while the clock ran a year ahead, then the clock put right: the next
+    version's name still sorts last, so retention prunes the old ones, not the new one."""
+    store = ModelStore(tmp_path)
+
+    class Ahead(datetime):
+        @classmethod
+        def now(cls, tz: tzinfo | None = None) -> Ahead:
+            moment = datetime.now(UTC) + timedelta(days=365)
+            return cls.fromtimestamp(moment.timestamp(), tz)
+
+    monkeypatch.setattr(store_module, "datetime", Ahead)
+    ahead = [store.publish("time", FILES, CARD) for _ in range(2)]
+    monkeypatch.setattr(store_module, "datetime", datetime)
+    champion = store.publish("time", FILES, CARD)
+    challenger = store.publish("time", FILES, CARD, make_current=False)
+    assert store.versions("time") == [*ahead, champion, challenger]
+    assert prune(store, Target.TIME, 2) == ahead
+    assert store.versions("time") == [champion, challenger]

@@ -9,6 +9,7 @@ default applies.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -62,19 +63,39 @@ def select_sql(present: set[str]) -> str:
     return f"SELECT {', '.join(names)} FROM jobs"
 
 
+def _known(column: Column, value: Any) -> Any:
+    """``value``, or None (unknown) for an infinite number in a column that may be NULL. SQLite
+    stores NaN as NULL itself; an infinity it keeps, and the history features, training and MAX()
+    on a re-read (which then could never lower it) all choke on one."""
+    if column.optional and isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def not_finite(record: JobRecord) -> list[str]:
+    """The fields of ``record`` that row_of stores as unknown because they are not finite."""
+    return [
+        c.name
+        for c in COLUMNS
+        if isinstance(value := getattr(record.request if c.in_request else record, c.name), float)
+        and not math.isfinite(value)
+    ]
+
+
 def row_of(record: JobRecord) -> tuple[Any, ...]:
-    """job_id, then the DATA_NAMES columns' values of ``record``."""
+    """job_id, then the DATA_NAMES columns' values of ``record`` (an infinite number as None)."""
     out: list[Any] = []
     for column in COLUMNS:
         if column.name == "job_id":
             continue
-        value = getattr(record.request if column.in_request else record, column.name)
+        value = _known(column, getattr(record.request if column.in_request else record, column.name))
         out.append(int(value) if column.kind is bool and value is not None else value)
     return (record.job_id, *out)
 
 
 def record_of(row: tuple[Any, ...]) -> JobRecord:
-    """The JobRecord of a row selected by select_sql."""
+    """The JobRecord of a row selected by select_sql (an infinite number, stored by an older
+    release, read as None)."""
     own: dict[str, Any] = {}
     request: dict[str, Any] = {}
     for column, value in zip(COLUMNS, row, strict=True):
@@ -82,5 +103,5 @@ def record_of(row: tuple[Any, ...]) -> JobRecord:
             continue  # a column added to an older database: the field's default applies
         if column.kind is bool and value is not None:
             value = bool(value)
-        (request if column.in_request else own)[column.name] = value
+        (request if column.in_request else own)[column.name] = _known(column, value)
     return JobRecord(request=JobRequest(**request), **own)

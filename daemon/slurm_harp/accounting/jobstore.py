@@ -21,6 +21,7 @@ written in the same transaction as the rows it covers: a crash loses both or nei
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 import urllib.parse
@@ -30,13 +31,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from slurm_harp.accounting.job_columns import DATA_NAMES, record_of, row_of, select_sql
+from slurm_harp.accounting.job_columns import DATA_NAMES, not_finite, record_of, row_of, select_sql
 from slurm_harp.accounting.store_schema import IDENTITY, SCHEMA_VERSION, check_version, migrate
 from slurm_harp.core.job import JobRecord
 from slurm_harp.regular_file import refuse_non_regular
 from slurm_harp.state_dir import create_file
 
 __all__ = ["SCHEMA_VERSION", "JobStore", "MergeResult", "Position"]
+
+log = logging.getLogger(__name__)
 
 HOUR_S = 3600  # tagged_hours' span
 # Columns that sacct.read_sacct may build from the job's step lines.
@@ -129,11 +132,14 @@ class JobStore:
         """Upsert ``records`` and (if given) advance the cursor of ``source``, in one transaction."""
         received = 0
         now = time.time()
+        unknown: list[str] = []  # "job_id: field, ..." of the records with a number not finite
 
         def rows() -> Iterator[tuple[Any, ...]]:
             nonlocal received
             for record in records:
                 received += 1
+                if fields := not_finite(record):
+                    unknown.append(f"{record.job_id}: {', '.join(fields)}")
                 yield (source, *row_of(record), now)
 
         with self._transaction():
@@ -144,6 +150,13 @@ class JobStore:
             written = self._db.executemany(self._upsert_sql, rows()).rowcount
             inserted = self._count(source) - before
             reused = self._db.execute(_REUSED_SQL, (last_row,)).fetchone()[0]
+        if unknown:
+            log.warning(
+                "%d %s jobs have a number that is not finite, stored as unknown (job %s)",
+                len(unknown),
+                source,
+                unknown[0],
+            )
         return MergeResult(received, inserted, max(written, 0) - inserted, reused)
 
     def upsert(self, records: Iterable[JobRecord], source: str, *, cursor: int | None = None) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import re
 import secrets
 from collections.abc import Callable, Iterable, Iterator
@@ -37,6 +38,8 @@ JOB_ID = re.compile(r"^(\d+)(_(?:\d+|\[[^\]]*\]))?(\+\d+)?(?:\.(\S+))?$")
 _STATE = re.compile(r"^[A-Z_]+(?: by \d+)?$")
 _EXIT = re.compile(r"^(?:\d+:\d+)?$")
 _MAX_JOINED_LINES = 50  # a row split by more newlines than this is given up as bad
+# A row with more ways of giving its extra fields back than this is bad, not read from the first
+# ones: the true reading could be past them and a shifted one (another user, UID 0) among them.
 _MAX_CANDIDATES = 500
 
 
@@ -179,6 +182,12 @@ class _Splitter:
     def _resolve(self, values: list[str]) -> tuple[list[str] | None, str]:
         if len(values) == self.width:
             return values, ""
+        ways = math.comb(len(self.free) + len(values) - self.width - 1, len(values) - self.width)
+        if ways > _MAX_CANDIDATES:
+            return None, (
+                f"{len(values)} fields, header has {self.width}: too many delimiters in free text "
+                f"({ways} readings, at most {_MAX_CANDIDATES} are tried)"
+            )
         plausible = [c for c in self._candidates(values) if self._plausible(c)]
         if len(plausible) == 1:
             log.debug("repaired a row of %d fields: %r", len(values), plausible[0][:3])
@@ -193,8 +202,6 @@ class _Splitter:
         if not self.header.trailing and extra == 1 and values[-1] == "":
             out.append(values[:-1])  # sacct -p rows under a header that lost its trailing delimiter
         for cuts in itertools.combinations_with_replacement(self.free, extra):
-            if len(out) >= _MAX_CANDIDATES:
-                break
             out.append(self._merge(values, cuts))
         unique = {tuple(c): c for c in out}
         return list(unique.values())

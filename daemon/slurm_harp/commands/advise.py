@@ -28,6 +28,7 @@ from slurm_harp.advice.partition_table import parse_time_limit
 from slurm_harp.advice.script import parse_script
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
+from slurm_harp.commands.terminal import printable, printable_lines
 from slurm_harp.config import DEFAULT_ADVICE_SOCKET, DEFAULT_PATH, ConfigError, load
 from slurm_harp.core.request import JobRequest
 from slurm_harp.server.convert import request_to_proto
@@ -165,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         request = build_request(args)
     except (OSError, ValueError) as exc:
-        print(f"harp advise: {exc}", file=sys.stderr)
+        print(printable(f"harp advise: {exc}"), file=sys.stderr)
         return 2
     sock = advice_socket(args.socket)
     try:
@@ -175,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         detail = exc.details() if isinstance(exc, grpc.Call) else str(exc)
         if code is grpc.StatusCode.UNAVAILABLE and not sock.exists():
             detail = f"no advice socket at {sock} (is the daemon's [advice] socket set? --socket PATH)"
-        print(f"harp advise: {detail}", file=sys.stderr)
+        print(printable(f"harp advise: {detail}"), file=sys.stderr)
         return 1
     if args.json:
         print(json_format.MessageToJson(reply, preserving_proto_field_name=True))
@@ -207,7 +208,8 @@ def describe(o: pb.AdviceOption, unit: str, currency: str) -> str:
 
 
 def render(advice: pb.Advice, request: pb.AdviceRequest) -> str:
-    """The answer as a short table and three lines."""
+    """The answer as a short table and three lines; the job's name, the notes and all other text
+    shown escaped where not printable (a name may come from someone else's script)."""
     unit = advice.unit
     lines = [
         f'advice for "{advice.job_name}" of user {advice.user_name}, from your runs: {advice.evidence}',
@@ -270,4 +272,4 @@ def render(advice: pb.Advice, request: pb.AdviceRequest) -> str:
                  + (", ".join(f"{advice.options[i].partition} {_size(advice.options[i], unit)}"
                               for i in advice.pareto) or "none"))  # fmt: skip
     lines += [f"note: {n}" for n in advice.notes]
-    return "\n".join(lines)
+    return printable_lines(lines)

@@ -23,6 +23,7 @@ from slurm_harp.accounting import sacct
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct_lines import fresh_delimiter
 from slurm_harp.commands.arguments import config_option, settings_at
+from slurm_harp.commands.terminal import printable, printable_lines
 from slurm_harp.config import Settings
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.history import HistoryIndex, is_cold
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         text = explain(args.job_id, settings, sacct.run_sacct)
     except (OSError, RuntimeError, ValueError) as exc:
-        print(f"harp explain: {exc}")
+        print(printable(f"harp explain: {exc}"))
         return 1
     print(text)
     return 0
@@ -73,6 +74,7 @@ def read_job(job_id: str, runner: Runner) -> JobRecord:
 
 
 def explain(job_id: str, settings: Settings, runner: Runner) -> str:
+    """The explanation, every character a user may have chosen (an account, a tag) shown escaped."""
     job = read_job(job_id, runner)
     request = job.request
     lines = [
@@ -83,7 +85,7 @@ def explain(job_id: str, settings: Settings, runner: Runner) -> str:
     tag = parse_tag(job.harp_tag)
     if tag is None:
         lines.append("no harp tag: harp did not see this job (switched off, daemon down, or opted out)")
-        return "\n".join(lines + _policy_now(job, settings))
+        return printable_lines(lines + _policy_now(job, settings))
     lines.append(f"tag: {job.harp_tag}")
     lines += _what_was_done(tag)
     job = replace(job, request=submitted_request(job.request, tag))
@@ -97,7 +99,7 @@ def explain(job_id: str, settings: Settings, runner: Runner) -> str:
             )
             continue
         lines += _recompute(job, target, store.target_dir(target) / version, store, settings)
-    return "\n".join(lines + _policy_now(job, settings))
+    return printable_lines(lines + _policy_now(job, settings))
 
 
 def _what_was_done(tag: Tag) -> list[str]:

@@ -76,9 +76,14 @@ def rollback(args: argparse.Namespace) -> int:
     current = store.current_version(target)
     version = args.version
     if version is None:
-        older = [v for v in versions if current is None or v < current]
+        older = [v for v in versions if (current is None or v < current) and not store.refused(target, v)]
         if not older:
-            log.error("%s: no version older than %s to roll back to", target.value, current)
+            log.error(
+                "%s: no version older than %s to roll back to (challengers refused at promotion are "
+                "skipped: name one to serve it)",
+                target.value,
+                current,
+            )
             return 1
         version = older[-1]
     if version not in versions:

@@ -219,13 +219,15 @@ def run(args: argparse.Namespace) -> int:
 
 def train_targets(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:
     """Train, publish and judge each target; ``every``: a target without enough data is skipped
-    with a warning (the exit code is 1 only when none was published)."""
+    with a warning (the exit code is 1 only when none was published). A store that cannot be
+    written (disk full, permissions) fails that target, logged, and the run goes on with the next
+    one; the exit code is then 1. The serving version stays (model.store publishes atomically)."""
     from slurm_harp.learning.dataset import build_dataset
     from slurm_harp.learning.pipeline import train_and_publish
     from slurm_harp.learning.trainer import TrainingError
 
     data = build_dataset(records, max_rows=plan.max_rows)  # the same features serve every target
-    published = 0
+    published, unwritten = 0, 0
     for target in targets:
         try:
             outcome = train_and_publish(records, data, target, plan)
@@ -235,12 +237,20 @@ def train_targets(records: list[JobRecord], targets: list[Target], plan: Plan, e
                 return 1
             log.warning("%s: not trained: %s", target.value, exc)
             continue
+        except OSError as exc:
+            log.error(
+                "%s: trained but not published in %s: %s; the serving version stays",
+                target.value,
+                plan.store,
+                exc,
+            )
+            unwritten += 1
+            continue
         published += 1
         _print(outcome, plan)
-    if not published:
+    if not published and not unwritten:
         log.error("training failed: no target had enough data")
-        return 1
-    return 0
+    return 0 if published and not unwritten else 1
 
 
 def _print(outcome: Outcome, plan: Plan) -> None:

@@ -1,4 +1,10 @@
-"""Which model versions to keep: the newest N and always the one being served."""
+"""Which model versions to keep: the newest N, the newest N that promotion did not refuse, and always
+the one being served.
+
+The daemon's fallback (a CURRENT that does not load after a restart) and `harp rollback` take the
+newest older version that promotion did not refuse: nights of refused challengers must not prune
+the champions before them.
+"""
 
 from __future__ import annotations
 
@@ -16,22 +22,29 @@ STALE_TEMP_S = 3600.0
 
 
 def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
-    """Delete all but the newest ``keep`` versions of ``target``; CURRENT is never deleted.
+    """Delete all but the newest ``keep`` versions of ``target`` and the newest ``keep`` of those
+    promotion did not refuse; CURRENT is never deleted.
 
     Returns the removed version names. A rollback target must exist, so ``keep`` is at least 1.
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
     versions = store.versions(target)
-    current = store.current_version(target)
-    doomed = [v for v in versions[:-keep] if v != current]
+    judged = [v for v in versions if not store.refused(target, v)]
+    kept = {*versions[-keep:], *judged[-keep:], store.current_version(target)}
+    doomed = [v for v in versions if v not in kept]
     for version in doomed:
         # Renamed first so a half-deleted directory never looks like a complete version.
         path = store.target_dir(target) / version
         trash = path.with_name(f".trash-{version}")
         path.rename(trash)
         shutil.rmtree(trash, ignore_errors=True)
-        log.info("removed %s model %s (keeping the newest %d)", target.value, version, keep)
+        log.info(
+            "removed %s model %s (keeping the newest %d, and of those not refused)",
+            target.value,
+            version,
+            keep,
+        )
     return doomed
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_harp.core.request import Target
-from slurm_harp.model.card import CARD_FILE
+from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE
 from slurm_harp.regular_file import read_regular
 from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, fsync_dir, make_dirs, replace_file
 
@@ -120,10 +120,27 @@ class ModelStore:
             p.name for p in target_dir.iterdir() if _VERSION.match(p.name) and (p / CARD_FILE).is_file()
         )
 
+    def refused(self, target: Target | str, version: str) -> bool:
+        """Whether promotion judged ``version`` worse than the champion and kept the champion (its
+        ``promotion.json`` says so). A version without a readable verdict is not refused: those of
+        ``--promote always|never`` and of releases before promotion have none."""
+        try:
+            note = json.loads(read_store_file(self.target_dir(target) / version / PROMOTION_FILE))
+        except (OSError, ValueError):
+            return False
+        return isinstance(note, dict) and note.get("promote") is False
+
     @staticmethod
     def _new_version(target_dir: Path) -> str:
-        # Microsecond UTC timestamps sort as strings; bump past any name already taken.
+        # Microsecond UTC timestamps sort as strings; bump past any name already taken. A clock
+        # gone back (NTP correcting a clock that ran ahead) must not name a version older than the
+        # newest one: retention would prune it at once and keep the others, the daemon's fallback
+        # and `harp rollback` take the newest name for the newest version. Names stay in order.
         moment = datetime.now(UTC)
+        names = [p.name for p in target_dir.iterdir() if _VERSION.match(p.name)]
+        if names:
+            newest = datetime.strptime(max(names), "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=UTC)
+            moment = max(moment, newest + timedelta(microseconds=1))
         while True:
             name = moment.strftime("%Y%m%dT%H%M%S.%fZ")
             if not (target_dir / name).exists():

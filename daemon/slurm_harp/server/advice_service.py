@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Callable
 
 import grpc
@@ -95,9 +96,11 @@ def advice_to_proto(advice: Advice) -> pb.Advice:
 
 
 class AdvisorService:
-    def __init__(self, advisor: Advisor, identify: Callable[[str], Peer | None]) -> None:
+    def __init__(self, advisor: Advisor, identify: Callable[[str], Peer | None], at_once: int = 2) -> None:
+        """``at_once``: advice computed at the same time; other calls wait their turn."""
         self._advisor = advisor
         self._identify = identify
+        self._turns = threading.BoundedSemaphore(at_once)
 
     def handler(self) -> grpc.GenericRpcHandler:  # type: ignore[type-arg]
         """The harp.v1.Advisor service, its request bytes parsed in ``advise``."""
@@ -113,7 +116,8 @@ class AdvisorService:
         except (DecodeError, ValueError, TypeError) as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad advice request: {exc}"[:300])
         try:
-            advice = self._advisor.advise(peer.uid, ask)
+            with self._turns:
+                advice = self._advisor.advise(peer.uid, ask)
         except UnknownUser as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         except AdviceRefused as exc:

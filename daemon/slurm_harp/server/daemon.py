@@ -9,7 +9,7 @@ import os
 import socket
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import replace
 from pathlib import Path
@@ -43,6 +43,27 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 HISTORY_SEED_WAIT_S = 60.0
 # Advice calls computed at once: they share the process (and its GIL) with the submissions.
 ADVICE_WORKERS = 2
+ADVICE_REQUEST_BYTES = 256 * 1024  # a job's fields and 64 partition names, each cut to 1 KiB
+
+
+@contextlib.contextmanager
+def umask_at_least(bits: int) -> Iterator[None]:
+    """Add ``bits`` to the process's umask for the block (it is the process's: files other threads
+    create meanwhile are made no more open than they would be)."""
+    old = os.umask(0o077)
+    os.umask(old | bits)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def make_socket_dir(directory: Path) -> None:
+    """``mkdir -p`` with no directory writable by group or others, whatever the umask (0 in a
+    shell that set it: a world-writable directory lets anyone put a server of their own at the
+    socket's path)."""
+    with umask_at_least(0o022):
+        directory.mkdir(parents=True, exist_ok=True)
 
 
 def version_owner(store: Path) -> Callable[[str], Target | None]:
@@ -177,14 +198,17 @@ class Daemon:
 
     def _serve_unix(self, sock: Path) -> grpc.Server:
         """Bind ``sock`` with its configured group and mode, or raise DaemonError and leave no
-        socket: grpcio creates it 0755 as its owner, which SlurmUser's group cannot connect to."""
+        socket: grpcio creates it 0777 less the umask, which SlurmUser's group may not connect to. It
+        binds under a umask of 077, so that until its mode is set no one else can connect (with a
+        umask of 0 anyone could, and a connection made then stays open after the chmod)."""
         try:
             gid = socket_gid(self.settings)  # first: a group gone since start binds nothing
         except ConfigError as exc:
             raise DaemonError(str(exc)) from None
-        sock.parent.mkdir(parents=True, exist_ok=True)
+        make_socket_dir(sock.parent)
         claim_socket(sock)
-        server = self._start_server(f"unix:{sock}")
+        with umask_at_least(0o077):
+            server = self._start_server(f"unix:{sock}")
         try:
             if gid is not None:
                 os.chown(sock, -1, gid)
@@ -202,14 +226,24 @@ class Daemon:
         """The advice socket (any user, mode 0666) through the peer relay, to a gRPC server of
         its own that serves Advisor alone (not Predictor: its answers would tell one user's
         history to another)."""
-        sock.parent.mkdir(parents=True, exist_ok=True)
+        make_socket_dir(sock.parent)
         claim_socket(sock)
         relay = PeerRelay(sock, max_connections=self.settings.advice.max_connections)
+        # grpcio gives a call its pool thread when the call's headers arrive, and the thread waits
+        # there for the request: one connection's unfinished calls held every thread of a small
+        # pool, and no other user was answered. One call per connection (the relay caps each uid's
+        # connections), a thread for each, and ADVICE_WORKERS computing at once (AdvisorService).
+        calls = relay.max_connections
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=ADVICE_WORKERS, thread_name_prefix="harp-advice"),
-            options=[("grpc.so_reuseport", 0)],
+            futures.ThreadPoolExecutor(max_workers=calls, thread_name_prefix="harp-advice"),
+            options=[
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_concurrent_streams", 1),
+                ("grpc.max_receive_message_length", ADVICE_REQUEST_BYTES),
+            ],
+            maximum_concurrent_rpcs=calls,
         )
-        service = AdvisorService(Advisor(lambda: self.settings), relay.peer)
+        service = AdvisorService(Advisor(lambda: self.settings), relay.peer, ADVICE_WORKERS)
         server.add_generic_rpc_handlers((service.handler(),))
         reflection.enable_server_reflection((ADVISOR, reflection.SERVICE_NAME), server)
         server.add_insecure_port(f"unix:{relay.inner}")

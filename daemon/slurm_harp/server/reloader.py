@@ -80,9 +80,11 @@ def reload_models(
 
 
 def _newest_loadable(store: ModelStore, target: Target, before: str) -> QuantileModel | None:
-    """The newest version older than ``before`` that loads, or None. Retention keeps the previous
-    champions, so a broken CURRENT after a restart does not leave the target unserved. None, logged,
-    when the store cannot be listed: the other targets' models load all the same."""
+    """The newest version older than ``before`` that loads and that promotion did not refuse, or
+    None. Retention keeps the previous champions, so a broken CURRENT after a restart does not
+    leave the target unserved; a challenger judged worse than its champion (over the kill budget,
+    say) is never served in its place. None, logged, when the store cannot be listed: the other
+    targets' models load all the same."""
     try:
         versions = store.versions(target)
     except OSError as exc:
@@ -90,6 +92,9 @@ def _newest_loadable(store: ModelStore, target: Target, before: str) -> Quantile
         return None
     for version in reversed(versions):
         if version >= before:
+            continue
+        if store.refused(target, version):
+            log.warning("older model %s for %s was refused at promotion: not served", version, target.value)
             continue
         try:
             return QuantileModel.load(store.target_dir(target) / version, target)
