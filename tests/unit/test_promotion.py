@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import time
@@ -181,3 +182,27 @@ def test_sweep_removes_only_stale_leftovers(tmp_path: Path) -> None:
     os.utime(stale, (old, old))
     assert sweep(store, Target.TIME) == [".tmp-crashed"]
     assert fresh.is_dir() and not stale.exists()
+
+
+def test_a_verdict_that_cannot_be_written_leaves_no_unjudged_version(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The disk fills between publishing a challenger and writing its promotion.json: a refused
+    challenger without its verdict looked unjudged, and the daemon's fallback and `harp rollback`
+    would take it. It is removed instead, the run exits 1 and the champion serves on."""
+    store_dir = tmp_path / "models"
+    store = ModelStore(store_dir)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST) == 0
+    champion = store.current_version(Target.TIME)
+    assert champion is not None
+
+    def disk_full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ModelStore, "write_note", disk_full)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--floor", "150") == 1
+    assert "time: trained but not published" in caplog.text and "[Errno 28]" in caplog.text
+    assert "cannot write the verdict on" in caplog.text and "removing it" in caplog.text
+    assert store.versions(Target.TIME) == [champion]
+    assert store.current_version(Target.TIME) == champion
+    assert [p.name for p in store.target_dir(Target.TIME).iterdir() if p.name.startswith(".")] == []
