@@ -72,6 +72,32 @@ def test_failing_model_degrades_to_no_action() -> None:
     assert time is not None and (time.action, time.reason) == (Action.NONE, Reason.MODEL_ERROR)
 
 
+@pytest.mark.parametrize("mode", [Mode.REWRITE, Mode.SHADOW])
+@pytest.mark.parametrize("output", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_prediction_is_a_model_error_for_that_target_only(
+    mode: Mode, output: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """NaN or an infinity out of a model raised out of Policy.decide (math.ceil) and failed the
+    whole call; now that target is a model error, its request unchanged, the others served."""
+    models = {Target.TIME: FakeModel(output), Target.MEMORY: FakeModel(2000.0, version="memory@1")}
+    d = Predictor(Policy(default_mode=mode), vectorize, models).decide(
+        JobRequest(time_limit_minutes=240, mem_per_node_mb=64000)
+    )
+    time, memory = for_target(d, Target.TIME), for_target(d, Target.MEMORY)
+    assert time is not None and (time.action, time.reason) == (Action.NONE, Reason.MODEL_ERROR)
+    assert time.new_value is None and time.detail == "NonFinitePrediction"
+    assert memory is not None and memory.reason is not Reason.MODEL_ERROR
+    assert "model time@1 failed for target time" in caplog.text and "time model predicted" in caplog.text
+    # The calibrated path too, whether the rule would set a limit or keep the request.
+    for penalty in (1.0, 30000.0):
+        calibrated = CalibratedFake(output, penalty=penalty)
+        d = Predictor(Policy(default_mode=mode), vectorize, {Target.TIME: calibrated}).decide(
+            JobRequest(time_limit_minutes=240)
+        )
+        time = for_target(d, Target.TIME)
+        assert time is not None and (time.action, time.reason) == (Action.NONE, Reason.MODEL_ERROR)
+
+
 def test_off_mode_skips_the_model() -> None:
     model = FakeModel(10)
     p = Predictor(Policy(default_mode=Mode.OFF), vectorize, {Target.TIME: model})

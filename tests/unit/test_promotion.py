@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,7 +21,8 @@ from slurm_harp.commands import train as train_command
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning.promotion import NOTE, Standing, judge
 from slurm_harp.model.retention import STALE_TEMP_S, sweep
-from slurm_harp.model.store import ModelStore
+from slurm_harp.model.runtime import QuantileModel
+from slurm_harp.model.store import LOCK_FILE, ModelStore, StoreBusy
 
 BUDGET = 0.01
 
@@ -181,3 +185,83 @@ def test_sweep_removes_only_stale_leftovers(tmp_path: Path) -> None:
     os.utime(stale, (old, old))
     assert sweep(store, Target.TIME) == [".tmp-crashed"]
     assert fresh.is_dir() and not stale.exists()
+
+
+def test_a_verdict_that_cannot_be_written_leaves_no_unjudged_version(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The disk fills between publishing a challenger and writing its promotion.json: a refused
+    challenger without its verdict looked unjudged, and the daemon's fallback and `harp rollback`
+    would take it. It is removed instead, the run exits 1 and the champion serves on."""
+    store_dir = tmp_path / "models"
+    store = ModelStore(store_dir)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST) == 0
+    champion = store.current_version(Target.TIME)
+    assert champion is not None
+
+    def disk_full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ModelStore, "write_note", disk_full)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--floor", "150") == 1
+    assert "time: trained but not published" in caplog.text and "[Errno 28]" in caplog.text
+    assert "cannot write the verdict on" in caplog.text and "removing it" in caplog.text
+    assert store.versions(Target.TIME) == [champion]
+    assert store.current_version(Target.TIME) == champion
+    assert [p.name for p in store.target_dir(Target.TIME).iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_second_run_on_a_held_store_exits_75_and_touches_nothing(
+    db: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two runs at once on one store: one's prune could delete what the other had just published
+    or promoted. Another process holds the store's lock: this run logs it and exits 75 at once."""
+    store_dir = tmp_path / "models"
+    store = ModelStore(store_dir)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST) == 0
+    champion = store.current_version(Target.TIME)
+    assert champion is not None
+    hold = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "os.pwrite(fd, b'%d\\n' % os.getpid(), 0)\n"
+        "print('held', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", hold, str(store_dir / LOCK_FILE)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as other:
+        assert other.stdout is not None and other.stdout.readline() == "held\n"
+        assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--keep", "1") == 75
+        assert f"held by another harp train or nightly (pid {other.pid})" in caplog.text
+        assert "not training" in caplog.text
+        assert store.versions(Target.TIME) == [champion]
+        # Readers never take the lock: the daemon loads what CURRENT names while it is held.
+        current = store.current_dir(Target.TIME)
+        assert current is not None and QuantileModel.load(current, Target.TIME).version == champion
+        assert other.stdin is not None
+        other.stdin.close()
+    assert other.returncode == 0
+    # Released (or its holder gone): the next run trains; the lock file is no version to anyone.
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--keep", "1") == 0
+    assert (store_dir / LOCK_FILE).is_file()
+    assert len(store.versions(Target.TIME)) == 1 and store.versions(Target.TIME) != [champion]
+    capsys.readouterr()
+    parser = argparse.ArgumentParser()
+    models_command.register(parser.add_subparsers())
+    args = parser.parse_args(["models", "--store", str(store_dir)])
+    assert args.func(args) == 0
+    assert LOCK_FILE not in capsys.readouterr().out
+
+
+def test_the_writer_lock_excludes_a_second_holder_in_the_same_process(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path / "models")
+    second = ModelStore(tmp_path / "models")
+    with store.writer(), pytest.raises(StoreBusy, match=f"pid {os.getpid()}"), second.writer():
+        pass
+    with store.writer():  # released
+        pass

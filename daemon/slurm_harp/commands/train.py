@@ -8,6 +8,7 @@ recent ones (learning.trainer), and a new version is published with its card.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sqlite3
@@ -32,7 +33,7 @@ from slurm_harp.commands.method import (
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY, MIN_GROUP_JOBS
-from slurm_harp.model.store import ModelStore
+from slurm_harp.model.store import ModelStore, StoreBusy
 
 if TYPE_CHECKING:
     from slurm_harp.learning.pipeline import Outcome, Plan
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ALL = "all"
+# Another `harp train` or `harp nightly` holds the model store (sysexits' EX_TEMPFAIL: try later).
+STORE_BUSY = 75
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -218,10 +221,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def train_targets(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:
-    """Train, publish and judge each target; ``every``: a target without enough data is skipped
+    """Train, publish and judge each target, holding the store's writer lock; another run holding
+    it: logged, nothing done, exit STORE_BUSY. ``every``: a target without enough data is skipped
     with a warning (the exit code is 1 only when none was published). A store that cannot be
     written (disk full, permissions) fails that target, logged, and the run goes on with the next
     one; the exit code is then 1. The serving version stays (model.store publishes atomically)."""
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(ModelStore(plan.store).writer())
+        except StoreBusy as exc:
+            log.error("%s: not training; the next run will (exit %d)", exc, STORE_BUSY)
+            return STORE_BUSY
+        except OSError as exc:
+            log.error("cannot lock the model store %s: %s", plan.store, exc)
+            return 1
+        return _train_each(records, targets, plan, every)
+
+
+def _train_each(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:
     from slurm_harp.learning.dataset import build_dataset
     from slurm_harp.learning.pipeline import train_and_publish
     from slurm_harp.learning.trainer import TrainingError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -68,6 +69,10 @@ class GuardStatus(Protocol):
 
 
 TARGETS: tuple[Target, ...] = (Target.TIME, Target.MEMORY, Target.CPUS)
+
+
+class NonFinitePrediction(ValueError):
+    """A model answered NaN or an infinity: no limit can come of it (math.ceil raises on it)."""
 
 
 class Predictor:
@@ -138,6 +143,8 @@ class Predictor:
                 else:
                     quantile = closest_quantile(model.quantiles, policy.quantile)
                     predicted, keep = float(model.predict_quantile(features, quantile)[0]), False
+                if not math.isfinite(predicted):
+                    raise NonFinitePrediction(f"{target.value} model predicted {predicted!r}")
             except Exception as exc:  # a broken model must never break the submission path
                 log.exception("model %s failed for target %s", model.version, target.value)
                 outcomes.append(

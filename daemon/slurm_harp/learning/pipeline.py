@@ -20,7 +20,7 @@ from slurm_harp.learning.dataset import Dataset
 from slurm_harp.learning.fitting import MethodConfig, Refit
 from slurm_harp.learning.promotion import NOTE, Verdict, challenge
 from slurm_harp.learning.trainer import TrainingError, TrainResult, train_target
-from slurm_harp.model.retention import prune, sweep
+from slurm_harp.model.retention import discard, prune, sweep
 from slurm_harp.model.runtime import ModelError
 from slurm_harp.model.store import ModelStore
 
@@ -78,7 +78,14 @@ def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Targe
             )
         except ModelError as exc:
             raise TrainingError(f"the new version {version} does not load: {exc}") from exc
-        store.write_note(target, version, NOTE, verdict.to_dict())
+        try:
+            store.write_note(target, version, NOTE, verdict.to_dict())
+        except OSError as exc:
+            # Without its verdict a refused challenger would look unjudged: the daemon's fallback
+            # and `harp rollback` would take it. Never judged is safer than misjudged: it goes.
+            log.error("%s: cannot write the verdict on %s (%s): removing it", target.value, version, exc)
+            discard(store, target, version)
+            raise
     promoted = plan.promote == "always" or (verdict is not None and verdict.promote)
     if promoted:
         store.set_current(target, version)

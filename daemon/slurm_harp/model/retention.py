@@ -34,11 +34,7 @@ def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
     kept = {*versions[-keep:], *judged[-keep:], store.current_version(target)}
     doomed = [v for v in versions if v not in kept]
     for version in doomed:
-        # Renamed first so a half-deleted directory never looks like a complete version.
-        path = store.target_dir(target) / version
-        trash = path.with_name(f".trash-{version}")
-        path.rename(trash)
-        shutil.rmtree(trash, ignore_errors=True)
+        discard(store, target, version)
         log.info(
             "removed %s model %s (keeping the newest %d, and of those not refused)",
             target.value,
@@ -46,6 +42,15 @@ def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
             keep,
         )
     return doomed
+
+
+def discard(store: ModelStore, target: Target, version: str) -> None:
+    """Remove one version. Renamed first so a half-deleted directory never looks like a complete
+    version (what is left of it, a hidden ``.trash-`` directory, is swept by a later run)."""
+    path = store.target_dir(target) / version
+    trash = path.with_name(f".trash-{version}")
+    path.rename(trash)
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def sweep(store: ModelStore, target: Target, now: float | None = None) -> list[str]:

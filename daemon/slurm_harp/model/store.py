@@ -8,12 +8,14 @@ os.replace only after that, so a reader never sees a half-written model.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,9 @@ from slurm_harp.regular_file import read_regular
 from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, fsync_dir, make_dirs, replace_file
 
 CURRENT_FILE = "CURRENT"
+# At the store's root, beside the target directories: no reader lists the root, and its name is
+# no version's. Only writers (`harp train`, `harp nightly`) take it; the daemon never does.
+LOCK_FILE = ".harp-train.lock"
 _VERSION = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -32,12 +37,38 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class StoreBusy(Exception):
+    """Another process holds the store's writer lock."""
+
+
 class ModelStore:
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
 
     def target_dir(self, target: Target | str) -> Path:
         return self.root / Target(target).value
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[None]:
+        """Hold the store for one writer: publish, promote and prune of two runs at once would
+        interleave (one's prune deleting what the other just published or promoted). Never
+        waits: raises StoreBusy naming the holder's pid when another process has it. The lock
+        (flock) goes with the process, so a crashed run leaves nothing to clean up."""
+        make_dirs(self.root)
+        path = self.root / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                raise StoreBusy(f"{path} is held by another harp train or nightly (pid {holder})") from None
+            adopt(path)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)
 
     def publish(
         self,
