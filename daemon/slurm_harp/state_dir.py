@@ -9,12 +9,21 @@ world-readable state that the slurm-harp timers can neither write nor replace.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import tempfile
 from pathlib import Path
+from typing import Any, Protocol
 
 DIR_MODE = 0o750
 FILE_MODE = 0o640
+REPORT_MODE = 0o644  # the reports and plots of harp report, evaluate and simulate: an admin shares them
+
+
+class Figure(Protocol):
+    """A matplotlib figure, as far as ``replace_png`` uses it."""
+
+    def savefig(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
 def adopt(path: Path) -> None:
@@ -102,6 +111,18 @@ def replace_file(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
         Path(tmp_name).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def replace_report(path: Path, text: str) -> None:
+    """``replace_file`` for a report's text, REPORT_MODE."""
+    replace_file(path, text.encode("utf-8"), REPORT_MODE)
+
+
+def replace_png(path: Path, figure: Figure) -> None:
+    """``replace_file`` for a figure drawn as PNG, REPORT_MODE."""
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=110)
+    replace_file(path, png.getvalue(), REPORT_MODE)
 
 
 def fsync_dir(path: Path) -> None:
