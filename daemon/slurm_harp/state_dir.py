@@ -8,13 +8,22 @@ world-readable state that the slurm-harp timers can neither write nor replace.
 
 from __future__ import annotations
 
-import contextlib
+import errno
+import io
 import os
 import tempfile
 from pathlib import Path
+from typing import Any, Protocol
 
 DIR_MODE = 0o750
 FILE_MODE = 0o640
+REPORT_MODE = 0o644  # the reports and plots of harp report, evaluate and simulate: an admin shares them
+
+
+class Figure(Protocol):
+    """A matplotlib figure, as far as ``replace_png`` uses it."""
+
+    def savefig(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
 def adopt(path: Path) -> None:
@@ -38,16 +47,36 @@ def _adopt_open(fd: int, directory: Path) -> None:
 
 
 def make_dirs(path: Path) -> None:
-    """``mkdir -p path``: each directory it creates gets DIR_MODE and is adopted."""
+    """``mkdir -p path``: each directory it creates gets DIR_MODE and is adopted, through a
+    descriptor opened without following a link: a link swapped in for a directory just made (by
+    whoever may write in its parent) is refused with an OSError naming it, its target untouched."""
     missing = []
     while not path.exists():
         missing.append(path)
         path = path.parent
     for directory in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # another process made it meanwhile
-            directory.mkdir(DIR_MODE)
-            os.chmod(directory, DIR_MODE)  # mkdir's mode passes through the umask
-            adopt(directory)
+        try:
+            os.mkdir(directory, DIR_MODE)
+        except FileExistsError:  # another process made it meanwhile
+            continue
+        _settle_dir(directory)
+
+
+def _settle_dir(directory: Path) -> None:
+    """DIR_MODE (mkdir's mode passes through the umask) and ``adopt`` for a directory just made."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        raise OSError(exc.errno, "no longer the directory harp made (a link?)", str(directory)) from exc
+    try:
+        if os.fstat(fd).st_uid != os.geteuid():
+            raise OSError(errno.EPERM, "no longer the directory harp made", str(directory))
+        os.fchmod(fd, DIR_MODE)
+        _adopt_open(fd, directory.parent)
+    finally:
+        os.close(fd)
 
 
 def create_file(path: Path) -> None:
@@ -82,6 +111,18 @@ def replace_file(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
         Path(tmp_name).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def replace_report(path: Path, text: str) -> None:
+    """``replace_file`` for a report's text, REPORT_MODE."""
+    replace_file(path, text.encode("utf-8"), REPORT_MODE)
+
+
+def replace_png(path: Path, figure: Figure) -> None:
+    """``replace_file`` for a figure drawn as PNG, REPORT_MODE."""
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=110)
+    replace_file(path, png.getvalue(), REPORT_MODE)
 
 
 def fsync_dir(path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -194,16 +195,22 @@ def test_a_replaced_store_is_reopened(tmp_path: Path) -> None:
         feed.stop()
 
 
-def test_a_fifo_at_the_store_is_logged_and_a_store_moved_there_is_read(
+def test_a_fifo_at_the_store_is_logged_once_and_a_store_moved_there_is_read(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # SQLite's open() of a FIFO would wait for a writer (the thread, for good). It is refused: every
+    # poll fails the same way, which was logged with a full traceback each time.
+    caplog.set_level(logging.DEBUG, logger="slurm_harp.server.history_feed")
     path = tmp_path / "jobs.sqlite"
-    said = not_a_file(path, "FIFO")  # SQLite's open() would wait for a writer: the thread, for good
+    said = not_a_file(path, "FIFO")
     feed = HistoryFeed(HistorySettings(db=path, poll_seconds=0.1))
     feed.start()
     try:
-        assert wait_for(lambda: feed.polls >= 2), "the feed polls on"
-        assert f"{path} is {said}" in caplog.text
+        assert wait_for(lambda: feed.polls >= 5), "the feed polls on"
+        failed = [r for r in caplog.records if "failed" in r.getMessage()]
+        assert [r.levelno for r in failed[:5]] == [logging.ERROR] + [logging.DEBUG] * 4
+        assert f"{path} is {said}" in failed[0].getMessage()
+        assert all(r.exc_info is None for r in caplog.records), "no traceback"
         restored = tmp_path / "restored.sqlite"
         with JobStore(restored) as store:
             store.merge(BOB, "sacct")
@@ -211,6 +218,9 @@ def test_a_fifo_at_the_store_is_logged_and_a_store_moved_there_is_read(
         assert wait_for(lambda: feed.index.added == len(BOB))
     finally:
         feed.stop()
+    again = [r for r in caplog.records if "reads again" in r.getMessage()]
+    assert [r.levelno for r in again] == [logging.INFO]
+    assert [r.levelno for r in caplog.records if r.levelno >= logging.ERROR] == [logging.ERROR]
 
 
 def test_feed_reads_only_the_rows_added_whenever_their_jobs_were_submitted(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,19 @@ def test_evaluate_refuses_bad_input(argv: list[str]) -> None:
 def test_evaluate_rejects_bad_options(flag: list[str]) -> None:
     with pytest.raises(SystemExit):
         main(["evaluate", str(BUNDLED_TRACE), *flag])
+
+
+def test_a_link_planted_at_an_output_is_replaced_not_written_through(tmp_path: Path) -> None:
+    # `harp evaluate --out` a directory others may write: run as root, the table went through the
+    # link planted at its name, over any file.
+    out, victim = tmp_path / "shared", tmp_path / "victim"
+    out.mkdir()
+    victim.write_text("root's file\n")
+    (out / f"{TRACE}.md").symlink_to(victim)
+    argv = ["evaluate", str(BUNDLED_TRACE), "--max-jobs", "2000", "--target", "time"]
+    assert main([*argv, "--strategies", "request,tsafrir", "--out", str(out)]) == 0
+    assert victim.read_text() == "root's file\n"
+    for kind in ("md", "json", "png"):
+        st = (out / f"{TRACE}.{kind}").lstat()
+        assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o644, kind
+    assert "| strategy |" in (out / f"{TRACE}.md").read_text()

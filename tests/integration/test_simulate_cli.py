@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
+from slurm_harp.cli import main
 from tests.conftest import BUNDLED_TRACE
 
 TRACE = "KTH-SP2-1996-2.1-cln"
@@ -72,3 +74,20 @@ def test_ours_without_predictions_fits_along_the_trace() -> None:
     served, lowered = int(median.split()[0]), int(median.split(", ")[1])
     assert served >= 2000 and lowered > max(served // 2, int(rule.split(", ")[1]))
     assert "| easy | ours-extend |" in proc.stdout
+
+
+def test_a_link_planted_at_an_output_is_replaced_not_written_through(tmp_path: Path) -> None:
+    # `harp simulate --out` a directory others may write: run as root, the JSON and the plots went
+    # through the links planted at their names, over any file.
+    out, victim = tmp_path / "shared", tmp_path / "victim"
+    out.mkdir()
+    victim.write_text("root's file\n")
+    (out / f"{TRACE}-easy.json").symlink_to(victim)
+    (out / f"{TRACE}-easy-waits.png").symlink_to(victim)
+    argv = ["simulate", str(BUNDLED_TRACE), "--max-jobs", "500", "--limits", "request", "--out", str(out)]
+    assert main(argv) == 0
+    assert victim.read_text() == "root's file\n"
+    for name in ("easy.md", "easy.json", "easy-waits.png", "easy-bsld.png"):
+        st = (out / f"{TRACE}-{name}").lstat()
+        assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o644, name
+    assert json.loads((out / f"{TRACE}-easy.json").read_text())["runs"]

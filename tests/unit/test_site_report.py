@@ -210,3 +210,30 @@ def test_a_shadow_value_the_rule_would_keep_keeps_the_request(tmp_path: Path) ->
     report = figures(path)
     rewrite = {r.mode: r for r in report.modes}[Mode.REWRITE]
     assert (rewrite.changed, rewrite.killed) == (1, 0)
+
+
+def test_an_out_that_is_a_link_of_another_user_is_refused(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A user plants `report` -> a directory of root's in a directory they own; root runs
+    # `harp report --out .../report`: the page and plots replaced root's files of those names.
+    victim = tmp_path / "root-only"
+    victim.mkdir()
+    (victim / "index.html").write_text("root's page\n")
+    out = tmp_path / "report"
+    out.symlink_to(victim)
+    if os.geteuid() == 0:
+        os.lchown(out, 65534, 65534)
+    else:  # the link is the caller's: run as someone else
+        monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)
+    assert main(["report", "--db", str(db), "--since", "2026-09-21", "--out", str(out)]) == 2
+    assert "is a symbolic link owned by uid" in capsys.readouterr().out
+    assert [p.name for p in victim.iterdir()] == ["index.html"]
+    assert (victim / "index.html").read_text() == "root's page\n"
+
+
+def test_an_out_that_is_a_link_of_the_callers_own_is_followed(db: Path, tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "report").symlink_to(tmp_path / "real")
+    assert main(["report", "--db", str(db), "--since", "2026-09-21", "--out", str(tmp_path / "report")]) == 0
+    assert (tmp_path / "real" / "index.html").is_file()

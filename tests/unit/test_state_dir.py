@@ -15,6 +15,7 @@ from slurm_harp.accounting import read_sacct
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.core.request import Target
 from slurm_harp.model.store import ModelStore
+from slurm_harp.state_dir import make_dirs
 from tests.unit.test_sacct import SACCT_TEXT
 
 NOBODY = 65534
@@ -79,3 +80,26 @@ def check_root_run_state(state: Path) -> None:
             os._exit(code)
     assert os.waitpid(pid, 0)[1] == 0
     assert len(models.versions(Target.TIME)) == 2
+
+
+def test_a_link_swapped_in_for_a_directory_just_made_is_refused_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(0o700)
+    elsewhere.chmod(0o700)
+    made = tmp_path / "state" / "models"
+    real_mkdir = os.mkdir
+
+    def mkdir_then_swap(path: str | os.PathLike[str], mode: int = 0o777, **kwargs: object) -> None:
+        real_mkdir(path, mode)
+        if Path(path) == made:  # between mkdir and chmod, whoever may write in state/ swaps it
+            os.rmdir(path)
+            os.symlink(elsewhere, path)
+
+    monkeypatch.setattr(os, "mkdir", mkdir_then_swap)
+    with pytest.raises(OSError, match="no longer the directory harp made") as raised:
+        make_dirs(made)
+    assert raised.value.filename == str(made)
+    assert elsewhere.stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "state").stat().st_mode & 0o777 == 0o750

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import stat
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from slurm_harp.config import DEFAULT_PATH, ConfigError, Settings, load
@@ -24,6 +27,22 @@ def _parsed(text: str, kind: Callable[[str], Number], ok: Callable[[Number], boo
     if not ok(value):
         raise argparse.ArgumentTypeError(f"must be {rule}: {text!r}")
     return value
+
+
+def foreign_link(out: Path) -> str | None:
+    """Why ``out`` may not take a command's files (``--out DIR``), or None: a symbolic link owned
+    by neither the caller nor root. Whoever owns it (a user, in a directory of theirs) could point
+    it anywhere, and the files would land there, replacing those of the same names."""
+    try:
+        st = out.lstat()
+    except OSError:
+        return None  # nothing there yet, or the command's own error says why
+    if stat.S_ISLNK(st.st_mode) and st.st_uid not in (0, os.geteuid()):
+        return (
+            f"{out} is a symbolic link owned by uid {st.st_uid}, not by you or root: "
+            "give the directory it points to if that is meant"
+        )
+    return None
 
 
 def fraction(text: str) -> float:

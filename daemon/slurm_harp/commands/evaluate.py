@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
-from slurm_harp.commands.arguments import count, fraction, rate
+from slurm_harp.commands.arguments import count, foreign_link, fraction, rate
 from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY
+from slurm_harp.state_dir import replace_report
 
 if TYPE_CHECKING:
     from slurm_harp.evaluation.report import Context
@@ -123,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
     if not Path(origin).is_file():
         log.error("%s: no such file", origin)
         return 2
+    if args.out and (problem := foreign_link(args.out)):
+        log.error("--out %s", problem)
+        return 2
     # Imported here: the evaluation needs the training extra, the daemon's commands do not.
     from slurm_harp.evaluation import lineup, report
     from slurm_harp.evaluation.runner import evaluate_target
@@ -187,8 +191,8 @@ def _write(out: Path, ctx: Context, results: list[TargetReport]) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     paths = {kind: out / f"{ctx.trace}.{kind}" for kind in ("md", "json", "png")}
-    paths["md"].write_text("\n".join(report.table(r, ctx) for r in results), encoding="utf-8")
-    paths["json"].write_text(json.dumps(report.document(results, ctx), indent=1) + "\n", encoding="utf-8")
+    replace_report(paths["md"], "\n".join(report.table(r, ctx) for r in results))
+    replace_report(paths["json"], json.dumps(report.document(results, ctx), indent=1) + "\n")
     drawn = report.plot(results, ctx, paths["png"])
     written = [paths["md"], paths["json"], *([paths["png"]] if drawn else [])]
     print("wrote " + ", ".join(str(p) for p in written) + ("" if drawn else " (nothing to plot)"))

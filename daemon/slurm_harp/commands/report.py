@@ -2,8 +2,8 @@
 own jobs, as an HTML page with plots (evaluation.site_report), read before switching rewriting on.
 
 Exit status: 0 the page has figures; 1 the page says there is nothing to report (no job in the
-window, none tagged); 2 the job store or the configuration cannot be read, or matplotlib is
-missing (no page).
+window, none tagged); 2 the job store or the configuration cannot be read, matplotlib is
+missing, or --out is a symbolic link owned by neither the caller nor root (no page).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.commands.arguments import settings_at
+from slurm_harp.commands.arguments import foreign_link, settings_at
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.evaluation.site_report import site_report
@@ -71,6 +71,9 @@ def since_time(text: str, now: float | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (problem := foreign_link(args.out)) is not None:
+        print(f"harp report: --out {problem}")
+        return 2
     policy = _policy(args.config)
     if policy is None:
         return 2

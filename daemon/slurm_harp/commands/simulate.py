@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import IO
 
-from slurm_harp.commands.arguments import count, fraction
+from slurm_harp.commands.arguments import count, foreign_link, fraction
+from slurm_harp.state_dir import replace_report
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +201,9 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.source).is_file():
         log.error("%s: no such file", args.source)
         return 2
+    if args.out and (problem := foreign_link(args.out)):
+        log.error("--out %s", problem)
+        return 2
     ours = [n for n in args.limits if n.startswith("ours-")]
     show = args.progress or sys.stderr.isatty()
     try:
@@ -248,9 +252,9 @@ def run(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         stem = f"{jobs.name}-{args.scheduler}"
         md = args.out / f"{stem}.md"
-        md.write_text(text, encoding="utf-8")
+        replace_report(md, text)
         js = args.out / f"{stem}.json"
-        js.write_text(json.dumps(document(runs, command), indent=1) + "\n", encoding="utf-8")
+        replace_report(js, json.dumps(document(runs, command), indent=1) + "\n")
         pngs = plot(runs, args.out, stem, args.warmup)
         print("wrote " + ", ".join(str(p) for p in [md, js, *pngs]))
     return 0

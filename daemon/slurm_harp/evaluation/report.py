@@ -16,6 +16,7 @@ from slurm_harp.evaluation.frontier import best_cut, least_lost
 from slurm_harp.evaluation.observed import UNIT
 from slurm_harp.evaluation.runner import Outcome, TargetReport
 from slurm_harp.evaluation.split import Timeline
+from slurm_harp.state_dir import replace_png
 
 FORMAT = "harp-evaluation/1"
 # Where the hindsight frontier is read: the cut at these % lost, and the % lost a cut of
@@ -309,6 +310,6 @@ def plot(reports: Sequence[TargetReport], ctx: Context, path: Path) -> bool:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    replace_png(path, fig)
     plt.close(fig)
     return True

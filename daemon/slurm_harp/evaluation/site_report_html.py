@@ -14,8 +14,8 @@ from pathlib import Path
 from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.site_report import SiteReport
-from slurm_harp.evaluation.site_report_plots import REPORT_MODE, plot_all
-from slurm_harp.state_dir import replace_file
+from slurm_harp.evaluation.site_report_plots import plot_all
+from slurm_harp.state_dir import replace_report
 
 STYLE = """
 body { font-family: sans-serif; max-width: 70em; margin: 1em auto; padding: 0 1em; color: #222; }
@@ -61,7 +61,7 @@ def write_site_report(report: SiteReport, out: Path, policy_from: str) -> Path:
     plots = plot_all(report, out)
     page = out / "index.html"
     images = {name: path.name for name, path in plots.items()}
-    replace_file(page, render(report, images, policy_from).encode(), REPORT_MODE)
+    replace_report(page, render(report, images, policy_from))
     return page
 
 

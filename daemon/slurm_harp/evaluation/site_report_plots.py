@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +9,8 @@ import numpy as np
 
 from slurm_harp.core.policy import Mode
 from slurm_harp.evaluation.site_report import SiteReport
-from slurm_harp.state_dir import replace_file
+from slurm_harp.state_dir import replace_png
 
-# The report's files (written as their own files, never through a link: state_dir.replace_file):
-# readable by all, as a page to be served or passed around.
-REPORT_MODE = 0o644
 # A scatter of a million jobs says no more than one of this many, and takes far longer to draw.
 MAX_POINTS = 20_000
 MAX_PARTITIONS = 15  # the ones with the most waste as asked; the table has them all
@@ -44,10 +40,8 @@ def plot_all(report: SiteReport, out: Path) -> dict[str, Path]:
         draw(report, ax)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=110)
+        replace_png(out / filename, fig)
         plt.close(fig)
-        replace_file(out / filename, png.getvalue(), REPORT_MODE)
         written[name] = out / filename
     return written
 

@@ -16,6 +16,7 @@ store: history is as fresh as the harvester runs.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -59,6 +60,7 @@ class HistoryFeed:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._missing_logged = False
+        self._failing: str | None = None  # the error of the polls failing since the last good one
         self._opened = (0, 0)  # (st_dev, st_ino) of the store file open now
         self.seeded = threading.Event()  # set after the first attempt to read the store
         self.outcomes: OutcomeMetrics | None = None  # recomputed from the same store, when set
@@ -113,11 +115,15 @@ class HistoryFeed:
                             self.outcomes.refresh(store, force=grew)
                         if grew and self.settle is not None:
                             self.settle()
-                except Exception:
-                    log.exception("history: reading %s failed; retrying in %gs", self._db, self._poll_s)
+                except Exception as exc:
+                    self._failed(exc)
                     if store is not None:
                         store.close()
                     store = None
+                else:
+                    if self._failing is not None and store is not None:
+                        log.info("history: %s reads again", self._db)
+                        self._failing = None
                 finally:
                     self.polls += 1
                     self.seeded.set()
@@ -125,6 +131,24 @@ class HistoryFeed:
         finally:
             if store is not None:
                 store.close()
+
+    def _failed(self, exc: Exception) -> None:
+        """Log a poll's error: at ERROR when it is new (a FIFO at the store's path fails every
+        poll the same way: one line, not a traceback each time), then at DEBUG while it repeats.
+        An error that is neither an OSError nor SQLite's is a bug: its first line has the traceback."""
+        said = f"{type(exc).__name__}: {exc}"
+        if said == self._failing:
+            log.debug("history: reading %s failed again: %s", self._db, said)
+            return
+        expected = isinstance(exc, OSError | sqlite3.Error)
+        log.error(
+            "history: reading %s failed: %s; retrying every %gs, logged again when it reads",
+            self._db,
+            said,
+            self._poll_s,
+            exc_info=None if expected else exc,
+        )
+        self._failing = said
 
     @property
     def _poll_s(self) -> float:

@@ -11,6 +11,7 @@ import numpy as np
 
 from slurm_harp.simulation.engine import Result
 from slurm_harp.simulation.schedule_metrics import WARMUP, Metrics, waits
+from slurm_harp.state_dir import replace_png
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def plot(runs: Sequence[Run], out: Path, stem: str, warmup: float = WARMUP) -> l
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(cdf_path, dpi=110)
+    replace_png(cdf_path, fig)
     plt.close(fig)
 
     bsld_path = out / f"{stem}-bsld.png"
@@ -145,6 +146,6 @@ def plot(runs: Sequence[Run], out: Path, stem: str, warmup: float = WARMUP) -> l
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(bsld_path, dpi=110)
+    replace_png(bsld_path, fig)
     plt.close(fig)
     return [cdf_path, bsld_path]
