@@ -10,15 +10,13 @@ Written to a temporary name and renamed, so a reader never sees half a file.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.core.extension import ConditionalRatios, observed_ratio
 from slurm_harp.regular_file import read_regular
-from slurm_harp.state_dir import FILE_MODE, adopt
+from slurm_harp.state_dir import replace_file
 
 FORMAT = 1
 WINDOW_DAYS = 30
@@ -47,18 +45,9 @@ def write(path: Path, ratios: ConditionalRatios, now: float, window_days: int = 
         "bins_per_decade": ratios.BINS_PER_DECADE,
         "counts": ratios.counts,
     }
-    # A new file of a name no one could foresee: whatever waits at a fixed one (a FIFO) is not written to.
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    temporary = Path(name)
-    try:
-        with os.fdopen(fd, "w") as out:
-            os.fchmod(out.fileno(), FILE_MODE)
-            json.dump(body, out)
-        adopt(temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    # A new file of a name no one could foresee, renamed into place: whatever waits at a fixed name
+    # (a FIFO, a link) is not written to.
+    replace_file(path, json.dumps(body).encode("utf-8"))
 
 
 def read(path: Path) -> tuple[ConditionalRatios, int]:
