@@ -147,12 +147,18 @@ def decode_output(data: bytes, source: str) -> str:
 
 
 def harvest_sacct(
-    runner: SacctRunner, start: str, end: str | None = None, stats: ReadStats | None = None
+    runner: SacctRunner,
+    start: str,
+    end: str | None = None,
+    stats: ReadStats | None = None,
+    *,
+    states: Sequence[str] = (),
 ) -> list[JobRecord]:
     """Run sacct for jobs that ran between ``start`` and ``end`` (default now; sacct's syntax, a
-    date in SLURM_ZONE) and read them."""
+    date in SLURM_ZONE), in ``states`` if given, and read them. A delimiter no user knew when they
+    named their job: no free text forges a row (sacct_lines.fresh_delimiter)."""
     delimiter = fresh_delimiter()
-    text = runner(sacct_argv(start, end or "now", delimiter=delimiter))
+    text = runner(sacct_argv(start, end or "now", states=states, delimiter=delimiter))
     # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
     return read_sacct(
         text.split("\n"), stats or ReadStats(source="sacct"), zone=SLURM_ZONE, delimiter=delimiter

@@ -26,11 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from slurm_harp.accounting import ReadStats, extension_file, read_sacct, sacct
-from slurm_harp.accounting.fields import SLURM_ZONE
+from slurm_harp.accounting import ReadStats, extension_file, sacct
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.sacct import ENDED_STATES, SacctRunner, sacct_argv
-from slurm_harp.accounting.sacct_lines import fresh_delimiter
+from slurm_harp.accounting.sacct import ENDED_STATES, SacctRunner, harvest_sacct
 
 log = logging.getLogger(__name__)
 
@@ -139,11 +137,7 @@ def harvest(
     end = now - settle_s
     for low, high in windows(start, end, max(1, window_s)):
         stats.source = f"sacct[{sacct_time(low)}..{sacct_time(high)} UTC]"
-        # A delimiter no user knew when they named their job: no free text forges a row (sacct_lines).
-        delimiter = fresh_delimiter()
-        argv = sacct_argv(sacct_time(low), sacct_time(high), states=ENDED_STATES, delimiter=delimiter)
-        # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
-        records = read_sacct(runner(argv).split("\n"), stats, zone=SLURM_ZONE, delimiter=delimiter)
+        records = harvest_sacct(runner, sacct_time(low), sacct_time(high), stats, states=ENDED_STATES)
         ends = [r.end_time for r in records if r.end_time is not None]
         # Never past the window asked for: a clock ahead on the DBD host must not skip later jobs.
         window_cursor = min(max(ends), high) if ends else None
