@@ -55,10 +55,11 @@ def _merged(name: str) -> str:
     return kept
 
 
-# Rows inserted after ``last_row`` whose (source, job_id) an older row has (jobs_identity's prefix).
-_REUSED_SQL = (
-    "SELECT count(*) FROM jobs AS new WHERE new.rowid > ? AND EXISTS (SELECT 1 FROM jobs AS old "
-    "WHERE old.source = new.source AND old.job_id = new.job_id AND old.rowid < new.rowid)"
+# The rows inserted after ``last_row`` (SQLite numbers a new row above every row there), and of those
+# the ones whose (source, job_id) an older row has (jobs_identity's prefix).
+_INSERTED_SQL = (
+    "SELECT count(*), ifnull(sum(EXISTS (SELECT 1 FROM jobs AS old WHERE old.source = new.source "
+    "AND old.job_id = new.job_id AND old.rowid < new.rowid)), 0) FROM jobs AS new WHERE new.rowid > ?"
 )
 
 
@@ -145,11 +146,9 @@ class JobStore:
         with self._transaction():
             if cursor is not None:  # first, so that a failing row is seen to roll it back too
                 self._advance(source, cursor)
-            before = self._count(source)
             last_row = self._db.execute("SELECT ifnull(max(rowid), 0) FROM jobs").fetchone()[0]
             written = self._db.executemany(self._upsert_sql, rows()).rowcount
-            inserted = self._count(source) - before
-            reused = self._db.execute(_REUSED_SQL, (last_row,)).fetchone()[0]
+            inserted, reused = self._db.execute(_INSERTED_SQL, (last_row,)).fetchone()
         if unknown:
             log.warning(
                 "%d %s jobs have a number that is not finite, stored as unknown (job %s)",
