@@ -29,7 +29,7 @@ local function drop()
 end
 M.close = drop
 
-local TIMEOUT = "deadline exceeded"
+local TIMEOUT = h2.TIMEOUT
 
 -- Request headers as an HPACK block: static-table entries and literals without indexing, so the
 -- server's decoder state never depends on ours. Everything but grpc-timeout is fixed per method.

@@ -54,6 +54,7 @@ M.sigpipe = sigpipe_state()
 -- Read at connect time; the tests lower it to make window top-ups happen.
 M.WINDOW = 16777216
 M.TOO_BIG = "response body too large"
+M.TIMEOUT = "deadline exceeded"  -- grpc.lua never retries a call that failed so
 
 local on_frame = frames.on_frame
 local frame, u32, get_u31, queue, error_name = wire.frame, wire.u32, wire.get_u31, wire.queue, wire.error_name
@@ -80,7 +81,7 @@ local function flush(c, deadline)
   c.sock:settimeout(left > 0 and left or 0, "t")
   local sent, err = c.sock:send(data)
   if not sent then -- a server that reads nothing more holds the write until the deadline
-    c.dead = err == "timeout" and "deadline exceeded" or ("send: " .. tostring(err))
+    c.dead = err == "timeout" and M.TIMEOUT or ("send: " .. tostring(err))
     return nil, c.dead
   end
   local w = c.recv
@@ -166,7 +167,7 @@ local function step(c, s, deadline)
   local ftype, flags, sid, payload = read_frame(c, deadline)
   if not ftype then
     local err = flags
-    if err == "timeout" then return nil, "deadline exceeded" end
+    if err == "timeout" then return nil, M.TIMEOUT end
     if err == "closed" then
       err = "connection closed by the server" .. (c.goaway_reason and (" (GOAWAY " .. c.goaway_reason .. ")") or "")
     end
@@ -180,7 +181,7 @@ local function step(c, s, deadline)
   end
   local budget = c.budget - #payload - FRAME_COST
   if budget < 0 then
-    if not s.done and deadline - now() <= 0 then return nil, "deadline exceeded" end
+    if not s.done and deadline - now() <= 0 then return nil, M.TIMEOUT end
     budget = BUDGET
   end
   c.budget = budget
@@ -256,7 +257,7 @@ function M.connect(path, deadline)
   local left = deadline - now()
   if left <= 0 then
     sock:close()
-    return nil, "deadline exceeded"
+    return nil, M.TIMEOUT
   end
   sock:settimeout(left, "t")
   local ok, cerr = sock:connect(path)
