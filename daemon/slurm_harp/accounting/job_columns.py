@@ -77,8 +77,8 @@ def not_finite(record: JobRecord) -> list[str]:
     return [
         c.name
         for c in COLUMNS
-        if isinstance(value := getattr(record.request if c.in_request else record, c.name), float)
-        and not math.isfinite(value)
+        if (value := getattr(record.request if c.in_request else record, c.name)) is not None
+        and _known(c, value) is None
     ]
 
 
