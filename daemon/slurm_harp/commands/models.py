@@ -76,8 +76,10 @@ def rollback(args: argparse.Namespace) -> int:
     current = store.current_version(target)
     version = args.version
     if version is None:
-        older = [v for v in versions if (current is None or v < current) and not store.refused(target, v)]
-        if not older:
+        # The newest older one not refused: its verdict is read, not every older version's.
+        older = (v for v in reversed(versions) if current is None or v < current)
+        version = next((v for v in older if not store.refused(target, v)), None)
+        if version is None:
             log.error(
                 "%s: no version older than %s to roll back to (challengers refused at promotion are "
                 "skipped: name one to serve it)",
@@ -85,7 +87,6 @@ def rollback(args: argparse.Namespace) -> int:
                 current,
             )
             return 1
-        version = older[-1]
     if version not in versions:
         log.error("%s: no complete version %r in %s", target.value, version, store.target_dir(target))
         return 1
