@@ -62,6 +62,25 @@ T.test("enabled with the daemon absent: the hook runs, fails silent, sbatch goes
   end)
 end)
 
+T.test("the shipped harp_advice.lua.example enables the hook without a complaint", function()
+  local example = assert(io.open(T.root .. "/plugin/harp_advice.lua.example")):read("*a")
+  local here, n = example:gsub('"/usr/share/slurm%-harp/lua"', string.format("%q", T.root .. "/plugin"))
+  T.eq(n, 1, "the example names lib_dir once")
+  local said, getenv, stderr = {}, os.getenv, io.stderr
+  os.getenv = function(name) if name == "HARP_ADVICE_DEBUG" then return "1" end return getenv(name) end
+  io.stderr = {write = function(_, ...) said[#said + 1] = table.concat({...}) end} -- luacheck: ignore 122
+  local ok, err = pcall(fresh, function()
+    local dir = site(here)
+    all_succeed(load_entry(dir .. "/cli_filter.lua"), SBATCH)
+    T.rmdir(dir)
+    T.ok(package.loaded["harp.advice_hook"], "enabled: the hook loaded")
+  end)
+  os.getenv, io.stderr = getenv, stderr -- luacheck: ignore 122
+  assert(ok, err)
+  T.ok(#said > 0, "HARP_ADVICE_DEBUG lines captured")
+  for _, line in ipairs(said) do T.ok(not line:find("harp_advice.lua", 1, true), line) end
+end)
+
 T.test("srun and salloc never load the hook", function()
   fresh(function()
     local dir = site(enabled())
