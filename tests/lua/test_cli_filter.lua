@@ -81,6 +81,19 @@ T.test("the shipped harp_advice.lua.example enables the hook without a complaint
   for _, line in ipairs(said) do T.ok(not line:find("harp_advice.lua", 1, true), line) end
 end)
 
+T.test("enabled alone: the advice socket and a 300 ms deadline, as docs/advice.md says", function()
+  fresh(function()
+    local dir = site("return { enabled = true }")
+    local given
+    package.loaded["harp.advice_hook"] = {configure = function(c) given = c end, pre_submit = function() end}
+    all_succeed(load_entry(dir .. "/cli_filter.lua"), SBATCH)
+    T.rmdir(dir)
+    T.ok(given, "the hook was configured")
+    T.eq(given.socket, "/run/slurm-harp/advice.sock", "socket")
+    T.eq(given.deadline_ms, 300, "deadline_ms")
+  end)
+end)
+
 T.test("srun and salloc never load the hook", function()
   fresh(function()
     local dir = site(enabled())
