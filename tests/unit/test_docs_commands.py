@@ -15,12 +15,9 @@ import pytest
 
 from slurm_harp.cli import build_parser
 from tests.conftest import REPO
+from tests.unit.test_docs import CLAIM_DOCS
 
-# docs/guard.md and docs/benchmarks.md have owners of their own; the rest of the user-facing docs.
-DOCS = [
-    REPO / "README.md",
-    *(p for p in sorted((REPO / "docs").glob("*.md")) if p.name not in ("guard.md", "benchmarks.md")),
-]
+DOCS = CLAIM_DOCS
 FENCE = re.compile(r"^ *```[^\n]*\n(.*?)^ *```", re.S | re.M)
 INLINE = re.compile(r"`([^`\n]+)`")
 # A command line in a code block: `harp SUB ...`, after a prompt, a path (/opt/.../bin/harp) or
@@ -153,6 +150,8 @@ def percent(text: str) -> float:
 
 # (document, what it says with the value as group 1, command, its argument, the value as the parser has it)
 DEFAULTS: list[tuple[str, str, str, str, Callable[[str], Any]]] = [
+    ("README.md", r"The demo \(about \d+ s\) trains on the first (\d+) %", "demo", "holdout",
+     lambda v: 1 - percent(v)),
     ("docs/training.md", r"\(`--overlap-minutes`, default (\d+)\)", "harvest", "overlap_minutes", float),
     ("docs/training.md", r"\(`--settle-seconds`, default (\d+):", "harvest", "settle_seconds", float),
     ("docs/training.md", r"`--kill-budget` \(default (\d+) % newly killed", "train", "kill_budget", percent),
