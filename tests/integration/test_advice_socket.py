@@ -358,3 +358,25 @@ def test_the_daemon_warns_when_users_cannot_reach_the_advice_socket(
     sock = tmp_path / "run" / "advice.sock"
     said = start_and_stop(sock)
     assert f"users cannot reach {sock}: {tmp_path} is not searchable by others (o+x)" in said
+
+
+def test_an_idle_connection_is_closed_after_5_minutes(site: tuple[Daemon, Path]) -> None:
+    """docs/advice.md: "an idle connection is closed after 5 minutes". The daemon's relay has that
+    timer; shortened, a connection that sends nothing is closed by it and no longer counted."""
+    daemon, work = site
+    relay = daemon._relay
+    assert relay is not None and relay.idle_seconds == 5 * 60
+    relay.idle_seconds = 0.5  # the same timer, for connections accepted from now on
+    conn = connect_as(NOBODY.pw_uid, work / "advice.sock")
+    try:
+        conn.settimeout(10)
+        opened = time.monotonic()
+        while conn.recv(65536):  # the gRPC server's settings, perhaps; then the end
+            pass
+        assert 0.4 < time.monotonic() - opened < 5
+    finally:
+        conn.close()
+    deadline = time.monotonic() + 5
+    while relay.open_connections:
+        assert time.monotonic() < deadline, "the idle connection is still counted"
+        time.sleep(0.05)
