@@ -8,6 +8,7 @@ who is calling from the kernel, whatever the request says.
 
 from __future__ import annotations
 
+import logging
 import os
 import pwd
 import shutil
@@ -310,3 +311,72 @@ def test_a_path_taken_over_is_left_alone(site: tuple[Daemon, Path], caplog: pyte
     assert len(taken) == 1  # said once, not every few seconds
     daemon.stop(0)
     assert sock.read_text() == "someone else's"
+
+
+def test_a_request_over_256_kib_is_refused_unread(site: tuple[Daemon, Path]) -> None:
+    """docs/advice.md: "A request is at most 256 KiB"."""
+    _, work = site
+    with channel_as(ROOT, work / "advice.sock") as channel:
+        code, _ = refusal(ask(work_dir="w" * (256 * 1024 + 1)), channel)
+        assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        answered = advise(channel, ask(work_dir="w" * (255 * 1024)))  # within: read, and answered
+        assert answered.user_name == "root"
+
+
+def test_the_daemon_warns_when_users_cannot_reach_the_advice_socket(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/advice.md: "The daemon logs a warning at start when users cannot reach the socket" (a
+    directory above it that others may not search), and only then."""
+    caplog.set_level(logging.INFO, logger="slurm_harp.server.daemon")
+
+    def start_and_stop(sock: Path) -> list[str]:
+        settings = parse(
+            {
+                "server": {"socket": str(tmp_path / "harp.sock")},
+                "store": {"path": str(tmp_path / "store")},
+                "advice": {"socket": str(sock)},
+            }
+        )
+        daemon = Daemon(settings, CollectorRegistry())
+        caplog.clear()
+        try:
+            daemon.start()
+        finally:
+            daemon.stop(0)
+        return [r.getMessage() for r in caplog.records]
+
+    reachable = Path(tempfile.mkdtemp(prefix="harp-advice-"))
+    try:
+        reachable.chmod(0o755)
+        said = start_and_stop(reachable / "advice.sock")
+    finally:
+        shutil.rmtree(reachable, ignore_errors=True)
+    assert any("advice for users on unix:" in m for m in said)
+    assert not [m for m in said if "users cannot reach" in m]
+    tmp_path.chmod(0o700)
+    sock = tmp_path / "run" / "advice.sock"
+    said = start_and_stop(sock)
+    assert f"users cannot reach {sock}: {tmp_path} is not searchable by others (o+x)" in said
+
+
+def test_an_idle_connection_is_closed_after_5_minutes(site: tuple[Daemon, Path]) -> None:
+    """docs/advice.md: "an idle connection is closed after 5 minutes". The daemon's relay has that
+    timer; shortened, a connection that sends nothing is closed by it and no longer counted."""
+    daemon, work = site
+    relay = daemon._relay
+    assert relay is not None and relay.idle_seconds == 5 * 60
+    relay.idle_seconds = 0.5  # the same timer, for connections accepted from now on
+    conn = connect_as(NOBODY.pw_uid, work / "advice.sock")
+    try:
+        conn.settimeout(10)
+        opened = time.monotonic()
+        while conn.recv(65536):  # the gRPC server's settings, perhaps; then the end
+            pass
+        assert 0.4 < time.monotonic() - opened < 5
+    finally:
+        conn.close()
+    deadline = time.monotonic() + 5
+    while relay.open_connections:
+        assert time.monotonic() < deadline, "the idle connection is still counted"
+        time.sleep(0.05)

@@ -35,6 +35,19 @@ def make_daemon(tmp: Path, store: Path, mode: str = "rewrite", **server: object)
     return Daemon(settings, CollectorRegistry())
 
 
+def promote_a_copy(root: Path) -> tuple[Path, Path]:
+    """Publish a copy of the store's serving time model as a newer version and make it CURRENT, as
+    a promotion or `harp rollback` does: (the version that served, the new one)."""
+    store = ModelStore(root)
+    current = store.current_dir(Target.TIME)
+    assert current is not None
+    newer = current.with_name("20991231T235959.000000Z")
+    shutil.copytree(current, newer)
+    (newer / "card.json").write_text((current / "card.json").read_text().replace(current.name, newer.name))
+    store.set_current(Target.TIME, newer.name)
+    return current, newer
+
+
 @pytest.fixture
 def running(tmp_path: Path, store_copy: Path) -> Iterator[tuple[Daemon, Client]]:
     daemon = make_daemon(tmp_path, store_copy)
@@ -186,6 +199,45 @@ def test_a_reader_error_on_reload_keeps_policy(
         assert f"reading {tmp_path / 'harp.toml'} failed" in caplog.text and "a reader's bug" in caplog.text
         with Client(tmp_path / "harp.sock") as client:
             assert client.predict(time_limit_minutes=60).mode == "shadow"
+    finally:
+        daemon.stop(grace=0)
+
+
+def test_a_reload_applies_store_policy_and_billing_at_once_and_the_rest_after_a_restart(
+    tmp_path: Path, store_copy: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/configuration.md: SIGHUP's reload applies [store], [policy] and [billing] changes at
+    once; [server], [history], [guard] and [advice] changes are logged and wait for a restart."""
+    from slurm_harp.config import load
+
+    sock, conf = tmp_path / "harp.sock", tmp_path / "harp.toml"
+    conf.write_text(
+        f'[server]\nsocket = "{sock}"\n[store]\npath = "{store_copy}"\n[policy]\nmode = "shadow"\n'
+    )
+    other = tmp_path / "other-store"  # another store, whose CURRENT time model is a newer version
+    shutil.copytree(store_copy, other)
+    current, newer = promote_a_copy(other)
+    daemon = Daemon(load(conf), CollectorRegistry())
+    daemon.start()
+    try:
+        with Client(sock) as client:
+            before = client.predict(time_limit_minutes=600)
+            assert before.mode == "shadow" and target(before, "time").model_version == current.name
+            conf.write_text(
+                f'[server]\nsocket = "{tmp_path}/elsewhere.sock"\nmax_workers = 2\n'
+                f'[store]\npath = "{other}"\n[policy]\nmode = "off"\n[billing]\nprice = 2.5\n'
+                "[history]\nwindow_days = 40\n[guard]\npoll_seconds = 9\n[advice]\nmax_connections = 4\n"
+            )
+            daemon.reload()
+            after = client.predict(time_limit_minutes=600)  # on the socket it had
+            assert after.mode == "off" and target(after, "time").model_version == newer.name
+        assert daemon.settings.store == other and daemon.settings.billing.price == 2.5
+        assert daemon.settings.server.socket == sock and daemon.settings.server.max_workers == 8
+        assert not (tmp_path / "elsewhere.sock").exists()
+        assert daemon.settings.history.window_days == 30 and daemon.settings.guard.poll_seconds == 5.0
+        assert daemon.settings.advice.max_connections == 64
+        for section in ("server", "history", "guard", "advice"):
+            assert f"reload: [{section}] changes take effect only after a restart" in caplog.text
     finally:
         daemon.stop(grace=0)
 

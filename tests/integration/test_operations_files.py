@@ -1,6 +1,6 @@
 """deploy/prometheus and deploy/grafana against the metrics the code exports: promtool checks and
-unit-tests the alert rules and lints the exposition, and every metric the rules and the dashboard
-name is one the daemon or the guard exports."""
+unit-tests the alert rules and lints the exposition, every metric the rules and the dashboard
+name is one the daemon or the guard exports, and docs/install.md lists the daemon's, as exported."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 
 from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.core.decision import Action, Reason
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.guard.guard_metrics import GuardMetrics
@@ -28,8 +29,8 @@ def promtool() -> str:
     return required_tool("promtool", "prometheus")
 
 
-def expositions(tmp_path: Path) -> dict[str, bytes]:
-    """What the daemon's and the guard's /metrics serve, with every family filled in."""
+def registries(tmp_path: Path) -> dict[str, CollectorRegistry]:
+    """The daemon's and the guard's metrics, with every family filled in."""
     daemon = CollectorRegistry()
     serving = ServingMetrics(daemon)
     serving.latency.observe(0.001)
@@ -52,7 +53,12 @@ def expositions(tmp_path: Path) -> dict[str, bytes]:
     metrics.poll_duration.observe(0.1)
     metrics.shortened.set(1)
     metrics.last_success.set(1.7e9)
-    return {"daemon": generate_latest(daemon), "guard": generate_latest(guard)}
+    return {"daemon": daemon, "guard": guard}
+
+
+def expositions(tmp_path: Path) -> dict[str, bytes]:
+    """What the daemon's and the guard's /metrics serve, with every family filled in."""
+    return {name: generate_latest(registry) for name, registry in registries(tmp_path).items()}
 
 
 def test_alert_rules_pass_promtool_check_and_their_unit_tests() -> None:
@@ -81,3 +87,35 @@ def test_rules_and_dashboard_name_only_exported_metrics(tmp_path: Path) -> None:
     assert in_rules - exported == set(), "alert rules name metrics nobody exports"
     assert in_dashboard - exported == set(), "the dashboard names metrics nobody exports"
     assert len(dashboard["panels"]) >= 8 and all(p["targets"] for p in dashboard["panels"])
+
+
+def documented_metrics(text: str) -> dict[str, set[str] | None]:
+    """The metrics of the tables of a document: name -> its labels where the row gives them."""
+    found: dict[str, set[str] | None] = {}
+    for row in re.findall(r"^\| (`harp_.*?) \|", text, re.M):
+        for name, labels in re.findall(r"`(harp_[a-z_]+)(?:\{([a-z_,]+)\})?`", row):
+            found[name] = set(labels.split(",")) if labels else None
+    return found
+
+
+def test_the_install_guide_documents_every_daemon_metric_as_exported(tmp_path: Path) -> None:
+    """docs/install.md's metric tables are the daemon's /metrics: each family, its labels, the
+    label values and the outcome gauges' labels the prose names."""
+    text = (REPO / "docs" / "install.md").read_text()
+    documented = documented_metrics(text)
+    exported: dict[str, set[str]] = {}
+    for family in registries(tmp_path)["daemon"].collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        exported[name] = {k for s in family.samples for k in s.labels if k != "le"}
+    assert set(documented) == set(exported), "docs/install.md and the daemon's metrics differ"
+    for name, labels in documented.items():
+        assert labels is None or labels == exported[name], name
+    unlabelled = {n for n, labels in documented.items() if labels is None and exported[n]}
+    per = re.search(r"per `(\w+)`, `(\w+)` and model `(\w+)` \(never per user or job\)", text)
+    assert per, "docs/install.md no longer says what the outcome gauges are per"
+    assert unlabelled and all(n.startswith("harp_outcome_") for n in unlabelled)
+    assert all(exported[n] == set(per.groups()) for n in unlabelled)
+    actions = re.search(r"`action` ([a-z_, ]+);", text)
+    assert actions and set(actions.group(1).split(", ")) == {a.value for a in Action}
+    reasons = re.search(r"`reason` why a target was left alone \(([a-z_, ]+), \.\.\.\)", text)
+    assert reasons and set(reasons.group(1).split(", ")) <= {r.value for r in Reason}

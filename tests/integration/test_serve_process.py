@@ -17,7 +17,8 @@ import grpc
 import pytest
 
 from tests.conftest import not_a_file
-from tests.integration.harp_client import Client
+from tests.integration.harp_client import Client, target
+from tests.integration.test_daemon import promote_a_copy
 
 
 def wait_serving(sock: Path, proc: subprocess.Popen[str], timeout: float = 30) -> Client:
@@ -77,6 +78,31 @@ def test_serve_reload_and_terminate(tmp_path: Path, trained_store: Path) -> None
     assert proc.stderr is not None
     log = proc.stderr.read()
     assert "SIGHUP: reloading" in log and "stopped" in log
+
+
+def test_a_promoted_model_is_served_within_store_poll_seconds_without_a_signal(
+    tmp_path: Path, store_copy: Path
+) -> None:
+    """docs/install.md: after `harp rollback` (or a promotion) the daemon serves the version CURRENT
+    names within `server.store_poll_seconds`, with no SIGHUP."""
+    sock = tmp_path / "harp.sock"
+    conf = tmp_path / "harp.toml"
+    conf.write_text(f'[server]\nsocket = "{sock}"\nstore_poll_seconds = 1\n[store]\npath = "{store_copy}"\n')
+    with serving(conf) as proc:
+        client = wait_serving(sock, proc)
+        version = target(client.predict(time_limit_minutes=600), "time").model_version
+        current, newer = promote_a_copy(store_copy)
+        assert version == current.name
+        promoted = time.monotonic()
+        while target(client.predict(time_limit_minutes=600), "time").model_version != newer.name:
+            assert time.monotonic() - promoted < 10, "the promoted version is not served"
+            time.sleep(0.05)
+        client.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    assert proc.stderr is not None
+    log = proc.stderr.read()
+    assert "model store changed; reloading" in log and "SIGHUP" not in log
 
 
 def serve_to_exit(conf: Path) -> subprocess.CompletedProcess[str]:

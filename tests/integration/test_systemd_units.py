@@ -1,5 +1,6 @@
-"""The shipped systemd units are hardened (systemd-analyze's exposure below 2), and what the units
-forbid does not break harp: training and serving run under MemoryDenyWriteExecute."""
+"""The shipped systemd units are hardened (systemd-analyze's exposure below 2), what the units
+forbid does not break harp (training and serving run under MemoryDenyWriteExecute), and the timers
+and commands are the ones docs/install.md describes."""
 
 from __future__ import annotations
 
@@ -58,3 +59,33 @@ def test_training_and_serving_work_without_writable_executable_memory() -> None:
         pytest.skip("the kernel has no PR_SET_MDWE (Linux < 6.3)")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "rewritten" in done.stdout  # trained LightGBM -> ONNX, served over gRPC, replayed
+
+
+def unit_values(path: Path, key: str) -> list[str]:
+    return re.findall(rf"^{key}=(.*)$", path.read_text(), re.M)
+
+
+def test_the_timers_run_what_and_when_the_install_guide_says() -> None:
+    """docs/install.md: the harvest timer runs every N minutes and the nightly one daily, each
+    starting the service of its name, whose command is one `harp` takes."""
+    from slurm_harp.cli import build_parser
+
+    guide = re.sub(r"\s+", " ", (REPO / "docs" / "install.md").read_text())
+    every = re.search(r"`slurm-harp-harvest\.timer` \(every (\d+) minutes\)", guide)
+    assert every and "`slurm-harp-nightly.timer` (daily)" in guide
+    systemd = REPO / "deploy" / "systemd"
+    (span,) = unit_values(systemd / "slurm-harp-harvest.timer", "OnUnitActiveSec")
+    done = subprocess.run(
+        [systemd_analyze(), "timespan", span], capture_output=True, text=True, timeout=60, check=True
+    )
+    micro = re.search(r"μs: (\d+)", done.stdout)
+    assert micro and int(micro.group(1)) == int(every.group(1)) * 60_000_000, done.stdout
+    assert unit_values(systemd / "slurm-harp-nightly.timer", "OnCalendar") == ["daily"]
+    for timer in sorted(systemd.glob("*.timer")):
+        service = timer.with_suffix(".service")
+        assert service.exists(), f"{timer.name} starts {service.name}, which is not shipped"
+    for service in sorted(systemd.glob("*.service")):
+        (command,) = unit_values(service, "ExecStart")
+        program, *argv = command.split()
+        assert program == "/opt/slurm-harp/bin/harp", service.name
+        build_parser().parse_args(argv)  # exits (a failure) on an option harp does not take

@@ -62,6 +62,52 @@ T.test("enabled with the daemon absent: the hook runs, fails silent, sbatch goes
   end)
 end)
 
+T.test("the shipped harp_advice.lua.example enables the hook without a complaint", function()
+  local example = assert(io.open(T.root .. "/plugin/harp_advice.lua.example")):read("*a")
+  local here, n = example:gsub('"/usr/share/slurm%-harp/lua"', string.format("%q", T.root .. "/plugin"))
+  T.eq(n, 1, "the example names lib_dir once")
+  local said, getenv, stderr = {}, os.getenv, io.stderr
+  os.getenv = function(name) if name == "HARP_ADVICE_DEBUG" then return "1" end return getenv(name) end
+  io.stderr = {write = function(_, ...) said[#said + 1] = table.concat({...}) end} -- luacheck: ignore 122
+  local ok, err = pcall(fresh, function()
+    local dir = site(here)
+    all_succeed(load_entry(dir .. "/cli_filter.lua"), SBATCH)
+    T.rmdir(dir)
+    T.ok(package.loaded["harp.advice_hook"], "enabled: the hook loaded")
+  end)
+  os.getenv, io.stderr = getenv, stderr -- luacheck: ignore 122
+  assert(ok, err)
+  T.ok(#said > 0, "HARP_ADVICE_DEBUG lines captured")
+  for _, line in ipairs(said) do T.ok(not line:find("harp_advice.lua", 1, true), line) end
+end)
+
+T.test("enabled alone: the advice socket and a 300 ms deadline, as docs/advice.md says", function()
+  fresh(function()
+    local dir = site("return { enabled = true }")
+    local given
+    package.loaded["harp.advice_hook"] = {configure = function(c) given = c end, pre_submit = function() end}
+    all_succeed(load_entry(dir .. "/cli_filter.lua"), SBATCH)
+    T.rmdir(dir)
+    T.ok(given, "the hook was configured")
+    T.eq(given.socket, "/run/slurm-harp/advice.sock", "socket")
+    T.eq(given.deadline_ms, 300, "deadline_ms")
+  end)
+end)
+
+T.test("the lines docs/advice.md gives a site's own cli_filter.lua configure the hook", function()
+  local doc = assert(io.open(T.root .. "/docs/advice.md")):read("*a")
+  local lines = assert(doc:match("```lua\n(.-)```"), "docs/advice.md shows the lines")
+  local here, n = lines:gsub("/usr/share/slurm%-harp/lua/", T.root .. "/plugin/")
+  T.eq(n, 1, "the lines name the modules' directory once")
+  fresh(function()
+    local chunk = assert(loadstring("local options, pack_offset = ...\n" .. here .. "\nreturn ok, harp"))
+    local ok, harp = chunk(SBATCH, 0)
+    T.eq(ok, true, "the hook loaded and configured")
+    local status = harp.pre_submit(SBATCH, 0)
+    T.ok(status ~= "not_configured" and status ~= "not_sbatch", "an sbatch is advised: " .. tostring(status))
+  end)
+end)
+
 T.test("srun and salloc never load the hook", function()
   fresh(function()
     local dir = site(enabled())

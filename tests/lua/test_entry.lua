@@ -57,6 +57,38 @@ T.test("config file is read; bad values are logged and defaults kept", function(
   T.rmdir(dir)
 end)
 
+T.test("deadline_ms is taken from 1 to 1000 ms, refused outside", function()
+  local dir = T.tmpdir()
+  for _, case in ipairs {{1, 1}, {1000, 1000}, {0, 50}, {1001, 50}, {-5, 50}} do
+    local given, kept = case[1], case[2]
+    fresh(function()
+      T.fake_slurm()
+      copy_entry(dir, string.format("return { lib_dir = %q, deadline_ms = %d }", T.root .. "/plugin", given))
+      load_entry(dir .. "/job_submit.lua")
+      T.ok(T.logged("info", "deadline " .. kept .. " ms)"), given .. ": " .. tostring(T.logs.info[1]))
+      local refused = T.logged("error", "bad value " .. given .. ' for "deadline_ms", keeping 50')
+      T.ok((given ~= kept) == (refused ~= nil), given .. " refused: " .. tostring(refused))
+    end)
+  end
+  T.rmdir(dir)
+end)
+
+T.test("the shipped harp_plugin.lua.example loads without a complaint", function()
+  local dir = T.tmpdir()
+  fresh(function()
+    T.fake_slurm()
+    local example = assert(io.open(T.root .. "/plugin/harp_plugin.lua.example")):read("*a")
+    local here, n = example:gsub('"/usr/share/slurm%-harp/lua"', string.format("%q", T.root .. "/plugin"))
+    T.eq(n, 1, "the example names lib_dir once")
+    copy_entry(dir, here)
+    load_entry(dir .. "/job_submit.lua")
+    T.eq(#T.logs.error, 0, "no error: " .. tostring(T.logs.error[1]))
+    local applied = "harp: loaded from " .. T.root .. "/plugin (socket /run/slurm-harp/harp.sock, deadline 50 ms)"
+    T.ok(T.logged("info", applied), "its values applied: " .. tostring(T.logs.info[1]))
+  end)
+  T.rmdir(dir)
+end)
+
 T.test("broken config file: defaults, logged", function()
   local dir = T.tmpdir()
   fresh(function()

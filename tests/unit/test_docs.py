@@ -1,5 +1,5 @@
-"""The documentation stays true: its links resolve inside the repository, and the configuration
-reference lists every key with its real default."""
+"""The documentation stays true: its links resolve inside the repository, the configuration
+reference lists every key with its real default, and every test it cites for a claim exists."""
 
 from __future__ import annotations
 
@@ -156,3 +156,66 @@ def test_the_sample_configuration_parses() -> None:
     from slurm_harp.config import load
 
     load(REPO / "deploy" / "config" / "harp.toml")
+
+
+# README.md and docs/: their claims cite the tests that show them, and their commands are harp's
+# (test_docs_commands.py). docs/guard.md and docs/benchmarks.md are left to their owners.
+CLAIM_DOCS = [
+    REPO / "README.md",
+    *(p for p in sorted((REPO / "docs").glob("*.md")) if p.name not in ("guard.md", "benchmarks.md")),
+]
+PY_CITE = re.compile(r"`((?:tests/)?[\w/]*test_\w+\.py)?(?:::(\w+))?`")
+LUA_CITE = re.compile(r"`(test_\w+\.lua)`|\"([^\"]+)\"")
+
+
+def cited_python(path: Path) -> list[tuple[str, str | None]]:
+    """(test file, test name or None) of every `tests/f.py::name`, `::name` (of the file before it in
+    the same table cell or line) and `test_f.py` a document cites."""
+    found: list[tuple[str, str | None]] = []
+    for cell in re.split(r"\||\n", path.read_text()):
+        current = None
+        for m in PY_CITE.finditer(cell):
+            if m.group(1):
+                current = m.group(1)
+                found.append((current, None))
+            if m.group(2):
+                assert current, f"{path.name}: ::{m.group(2)} names no file"
+                found.append((current, m.group(2)))
+    return found
+
+
+def cited_lua(path: Path) -> list[tuple[str, str]]:
+    """(Lua test file, the start of a test's name) of every `test_f.lua` "name" in a table cell."""
+    found = []
+    for cell in re.split(r"\||\n", path.read_text()):
+        current = None
+        for m in LUA_CITE.finditer(cell):
+            current = m.group(1) or current
+            if m.group(2) and current:
+                found.append((current, m.group(2)))
+    return found
+
+
+def test_the_docs_show_their_tests() -> None:
+    assert (
+        sum(len(cited_python(p)) for p in CLAIM_DOCS) > 100
+        and sum(len(cited_lua(p)) for p in CLAIM_DOCS) > 10
+    )
+
+
+@pytest.mark.parametrize("doc", CLAIM_DOCS, ids=lambda p: p.name)
+def test_every_test_the_docs_cite_exists(doc: Path) -> None:
+    missing = []
+    for file, name in cited_python(doc):
+        path = (
+            REPO / file if file.startswith("tests/") else next((REPO / "tests").rglob(Path(file).name), None)
+        )
+        if path is None or not path.is_file():
+            missing.append(file)
+        elif name and not re.search(rf"^(?:async )?def {name}\(", path.read_text(), re.M):
+            missing.append(f"{file}::{name}")
+    for file, name in cited_lua(doc):
+        names = re.findall(r'T\.test\("([^"]+)"', (REPO / "tests" / "lua" / file).read_text())
+        if not any(name in test for test in names):
+            missing.append(f'{file} "{name}"')
+    assert not missing, f"{doc.name} cites tests that do not exist: {missing}"

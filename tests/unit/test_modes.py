@@ -56,6 +56,14 @@ def test_time_min_sets_time_min_and_keeps_the_limit() -> None:
     assert for_target(own, Target.TIME).action is Action.ANNOTATE  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("mode", list(Mode))
+def test_memory_and_cpus_change_only_in_rewrite_mode(mode: Mode) -> None:
+    """README.md, Modes: "Memory and CPUs change only in rewrite mode"."""
+    d = predictor(mode, minutes=2.0).decide(JOB)  # 2 MB, 2 CPUs: far below what the job asks
+    actions = {for_target(d, t).action for t in (Target.MEMORY, Target.CPUS)}  # type: ignore[union-attr]
+    assert actions == {{Mode.REWRITE: Action.REWRITE, Mode.OFF: Action.NONE}.get(mode, Action.ANNOTATE)}
+
+
 def test_a_dead_guard_means_annotate_and_says_so() -> None:
     for mode in (Mode.EXTEND, Mode.TIME_MIN):
         d = predictor(mode, alive=False).decide(JOB)

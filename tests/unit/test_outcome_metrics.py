@@ -104,3 +104,22 @@ def test_a_refresh_reads_only_the_hours_that_changed(tmp_path: Path) -> None:
         assert metrics.hours_read - everything == 1  # its hour
         metrics.refresh(store, force=True)
         assert metrics.hours_read - everything == 1  # nothing changed: nothing read
+
+
+def test_with_no_new_jobs_the_window_moves_on_every_5_minutes(tmp_path: Path) -> None:
+    """docs/install.md: the gauges are recomputed every 5 minutes, not only when the harvester adds
+    jobs: a job that leaves the window leaves them by the next recomputation."""
+    now = [float(NOW)]
+    metrics = OutcomeMetrics(CollectorRegistry(), {V1: Target.TIME}.get, window_s=WINDOW_S,
+                             clock=lambda: now[0])  # fmt: skip
+    request = JobRequest(partition="batch", min_cpus=4, time_limit_minutes=600)
+    leaving = JobRecord("1", request, "COMPLETED", 1800, end_time=NOW - WINDOW_S + 60, alloc_cpus=4,
+                        harp_tag=f"harp:shadow,t=60,v={V1}")  # fmt: skip
+    jobs = ("harp_outcome_jobs", (("partition", "batch"), ("target", "time"), ("version", V1)))
+    with JobStore(tmp_path / "jobs.sqlite") as store:
+        store.merge([leaving], "sacct")
+        assert metrics.refresh(store) and samples(metrics)[jobs] == 1
+        now[0] += 299  # the job left the window; the figures wait for the period
+        assert not metrics.refresh(store) and samples(metrics)[jobs] == 1
+        now[0] += 1
+        assert metrics.refresh(store) and jobs not in samples(metrics)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
 from slurm_harp.accounting import JobRecord
 from slurm_harp.core.features import FEATURE_NAMES, vectorize
@@ -91,16 +92,43 @@ def test_flipped_bytes_in_a_model_file(copy: Path) -> None:
         QuantileModel.load(copy)
 
 
-def test_garbage_model_with_a_matching_checksum(copy: Path) -> None:
-    garbage = b"\x08\x07this is not an onnx model"
-    (copy / "q0.50.onnx").write_bytes(garbage)
+def _replace_median(directory: Path, data: bytes) -> None:
+    """The 0.5 quantile's model file replaced by ``data``, its checksums in the card to match."""
+    (directory / "q0.50.onnx").write_bytes(data)
 
     def fix(card: dict[str, Any]) -> None:
-        card["quantiles"][0]["sha256"] = sha256_hex(garbage)
-        card["files"]["q0.50.onnx"]["sha256"] = sha256_hex(garbage)
+        card["quantiles"][0]["sha256"] = sha256_hex(data)
+        card["files"]["q0.50.onnx"]["sha256"] = sha256_hex(data)
 
-    _edit_card(copy, fix)
+    _edit_card(directory, fix)
+
+
+def test_garbage_model_with_a_matching_checksum(copy: Path) -> None:
+    _replace_median(copy, b"\x08\x07this is not an onnx model")
     with pytest.raises(ModelError, match=r"q0\.50\.onnx: not a loadable ONNX model"):
+        QuantileModel.load(copy)
+
+
+def test_a_model_that_predicts_nan_fails_its_probe(copy: Path) -> None:
+    """docs/install.md: a version whose probe prediction fails is rejected. A well-formed ONNX model
+    with matching checksums that answers NaN for any job."""
+    width = len(FEATURE_NAMES)
+    zero = helper.make_tensor("w", TensorProto.FLOAT, [width, 1], [0.0] * width)
+    nan = helper.make_tensor("nan", TensorProto.FLOAT, [1], [float("nan")])
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["features", "w"], ["zero"]),
+            helper.make_node("Add", ["zero", "nan"], ["variable"]),
+        ],
+        "nan",
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, [None, width])],
+        [helper.make_tensor_value_info("variable", TensorProto.FLOAT, [None, 1])],
+        initializer=[zero, nan],
+    )
+    _replace_median(
+        copy, helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    )
+    with pytest.raises(ModelError, match=r"q0\.5: probe gave .*not finite values"):
         QuantileModel.load(copy)
 
 
