@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.sacct import SACCT_FIELDS
+from slurm_harp.accounting.sacct_runner import SACCT_FIELDS
 from tests.e2e.cluster import SlurmCluster
 from tests.e2e.harvesting import harvest, settled
 

@@ -20,7 +20,8 @@ from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.config import parse
 from slurm_harp.core.request import Target
 from slurm_harp.model.store import ModelStore
-from slurm_harp.server.daemon import Daemon, DaemonError
+from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.socket_path import DaemonError
 from tests.integration.harp_client import Client, target
 
 

@@ -123,10 +123,11 @@ def test_round_trip_decodes_the_decision_and_sends_the_job(
 
 
 def test_connection_is_reused(server: grpc.Server, driver: Driver) -> None:
-    for _ in range(5):
-        assert driver.call()["ok"]
-    out = driver.call()
-    assert out["stats"]["connects"] == 1 and out["stats"]["retries"] == 0, out
+    # Reuse, not speed, is checked: a call past its deadline drops its connection by design, and the
+    # production 50 ms is overrun under load (the first call, which connects, most often).
+    outs = [driver.call(deadline_ms=5000) for _ in range(6)]
+    assert all(out["ok"] for out in outs), outs
+    assert outs[-1]["stats"]["connects"] == 1 and outs[-1]["stats"]["retries"] == 0, outs
 
 
 def test_server_past_the_deadline_is_an_error_within_the_deadline(

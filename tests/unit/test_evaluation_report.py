@@ -5,7 +5,7 @@ from pathlib import Path
 
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.evaluation import report
+from slurm_harp.evaluation import report, report_plot
 from slurm_harp.evaluation.baselines import RequestStrategy, ScaledTsafrirStrategy
 from slurm_harp.evaluation.ceiling import ceiling
 from slurm_harp.evaluation.observed import observe
@@ -152,6 +152,6 @@ def test_document_is_strict_json_with_every_figure() -> None:
 def test_plot_writes_a_png(tmp_path: Path) -> None:
     ctx, results = evaluated()
     path = tmp_path / "curve.png"
-    assert report.plot(results, ctx, path)
+    assert report_plot.plot(results, ctx, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not report.plot(results[1:], ctx, tmp_path / "none.png")
+    assert not report_plot.plot(results[1:], ctx, tmp_path / "none.png")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.sacct import SACCT_FIELDS
+from slurm_harp.accounting.sacct_runner import SACCT_FIELDS
 from slurm_harp.commands.explain import explain
 from slurm_harp.config import parse
 from slurm_harp.core.job import JobRecord

@@ -10,9 +10,9 @@ import pytest
 
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, job_columns
 from slurm_harp.accounting import jobstore as jobstore_module
-from slurm_harp.accounting import sacct as sacct_module
+from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.sacct import ENDED_STATES
+from slurm_harp.accounting.sacct_runner import ENDED_STATES
 from slurm_harp.cli import main
 from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.accounting import sacct as sacct_module
+from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.cli import main
 from slurm_harp.core.request import Target

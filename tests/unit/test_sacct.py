@@ -10,7 +10,7 @@ import pytest
 
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, harvest_sacct, load_records, read_sacct
 from slurm_harp.accounting.fields import parse_duration_s, parse_size_mb, parse_tres
-from slurm_harp.accounting.sacct import decode_output, run_sacct
+from slurm_harp.accounting.sacct_runner import decode_output, run_sacct
 from tests.conftest import delimited
 
 HEADER = "|".join(SACCT_FIELDS)

@@ -15,7 +15,7 @@ import pytest
 
 from slurm_harp.commands import serve
 from slurm_harp.server import heap
-from slurm_harp.server.daemon import DaemonError
+from slurm_harp.server.socket_path import DaemonError
 
 
 @pytest.fixture

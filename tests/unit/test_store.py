@@ -178,3 +178,14 @@ def test_a_clock_gone_back_names_a_version_after_the_newest(
     assert store.versions("time") == [*ahead, champion, challenger]
     assert prune(store, Target.TIME, 2) == ahead
     assert store.versions("time") == [champion, challenger]
+
+
+def test_a_verdict_is_read_from_promotion_json_and_refused_follows_it(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    judged, unjudged, garbled = (store.publish(Target.TIME, FILES, CARD) for _ in range(3))
+    store.write_note(Target.TIME, judged, "promotion.json", {"promote": False, "verdict": "kept"})
+    (tmp_path / "time" / garbled / "promotion.json").write_text("[1, 2]")
+    assert store.verdict(Target.TIME, judged) == {"promote": False, "verdict": "kept"}
+    assert store.refused(Target.TIME, judged)
+    for version in (unjudged, garbled):  # no readable verdict: not refused, nothing to list
+        assert store.verdict(Target.TIME, version) is None and not store.refused(Target.TIME, version)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord
-from slurm_harp.accounting import sacct as sacct_module
+from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting.swf import parse_swf
 from slurm_harp.commands import method
 from slurm_harp.commands import train as train_command

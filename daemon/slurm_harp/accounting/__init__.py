@@ -6,7 +6,8 @@ from pathlib import Path
 
 from slurm_harp.accounting.csv_trace import read_csv_trace
 from slurm_harp.accounting.read_stats import ReadStats
-from slurm_harp.accounting.sacct import SACCT_FIELDS, harvest_sacct, read_sacct
+from slurm_harp.accounting.sacct import read_sacct
+from slurm_harp.accounting.sacct_runner import SACCT_FIELDS, harvest_sacct
 from slurm_harp.accounting.swf import read_swf
 from slurm_harp.core.job import JobRecord
 

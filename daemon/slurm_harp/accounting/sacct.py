@@ -2,14 +2,14 @@
 
 Units as Slurm 22.05 prints them with --noconvert: ElapsedRaw seconds, TimelimitRaw minutes,
 ReqMem MB for the whole job (older releases: a per-node "n" / per-CPU "c" suffix, both read),
-MaxRSS bytes on step lines. Submit/Start/End are in the time zone sacct runs in: run_sacct runs
+MaxRSS bytes on step lines. Submit/Start/End are in the time zone sacct runs in: sacct_runner runs
 it in UTC (SLURM_ZONE), which never repeats an hour; a saved sacct file is read in this host's zone.
 max_rss_mb is the largest MaxRSS over the steps: MaxRSS is the peak of one task, so it is the
 per-node peak for one task per node and under-states it when tasks share a node.
 Record ids are JobIDRaw (unique per array task and het component); JobID tells array tasks.
 A JobIDRaw is not unique over time: an id given again (MaxJobId wrapped, slurmctld started without
 its state) and each run of a requeued job are accounting records of their own, with their own Submit.
-sacct shows only the newest record of an id unless given --duplicates, which sacct_argv gives; each
+sacct shows only the newest record of an id unless given --duplicates, which sacct_runner gives; each
 job line is a record, and the step lines after it are its steps.
 Rows split or widened by a newline or delimiter inside a free-text field are repaired (or counted
 as bad) by sacct_lines.split_rows. harp runs sacct with a delimiter of its own for each run
@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
-import subprocess
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import tzinfo
 
@@ -35,57 +34,14 @@ from slurm_harp.accounting.fields import (
     parse_size_mb,
     parse_time,
     parse_tres,
-    slurm_tool_environ,
 )
 from slurm_harp.accounting.read_stats import ReadStats
-from slurm_harp.accounting.sacct_lines import JOB_ID, fresh_delimiter, split_rows
+from slurm_harp.accounting.sacct_lines import JOB_ID, split_rows
 from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
 from slurm_harp.core.message import last_tag
 from slurm_harp.core.request import JobRequest
 
 log = logging.getLogger(__name__)
-
-SACCT_FIELDS: tuple[str, ...] = (
-    "JobIDRaw",
-    "JobID",
-    "JobName",
-    "User",
-    "UID",
-    "Account",
-    "Partition",
-    "QOS",
-    "State",
-    "ExitCode",
-    # Between two checked columns: a delimiter inside it cannot be mistaken for one in another
-    # free-text column (sacct_lines.split_rows).
-    "AdminComment",
-    "ElapsedRaw",
-    "TimelimitRaw",
-    "ReqMem",
-    "MaxRSS",
-    "ReqCPUS",
-    "AllocCPUS",
-    "NNodes",
-    "ReqNodes",
-    "TotalCPU",
-    "ReqTRES",
-    "Submit",
-    "Start",
-    "End",
-    "WorkDir",
-    "Flags",
-)
-
-# The subprocess boundary: argv in, stdout text out (faked in unit tests).
-SacctRunner = Callable[[Sequence[str]], str]
-# A whole harvest window of a large site takes a while; a hung slurmdbd must not hang the timer.
-SACCT_TIMEOUT_S = 600.0
-_LOUD_UNDECODABLE = 20  # lines logged as warnings; the rest at DEBUG
-
-# `--state` for finished jobs (the states a record counts as finished). With states given, sacct
-# selects terminal jobs by End in [-S, -E] (slurmdbd's time_end BETWEEN), which is what a harvest
-# cursor on End needs.
-ENDED_STATES: tuple[str, ...] = tuple(sorted(FINISHED_STATES))
 
 
 @dataclass
@@ -95,74 +51,6 @@ class _Job:
     total_cpu_s: float | None
     step_rss_mb: list[float] = field(default_factory=list)
     step_cpu_s: list[float] = field(default_factory=list)
-
-
-def sacct_argv(
-    start: str,
-    end: str,
-    *,
-    states: Sequence[str] = (),
-    delimiter: str = "|",
-    fields: Sequence[str] = SACCT_FIELDS,
-) -> list[str]:
-    """The sacct command line for all users' jobs in [start, end] (sacct's -S/-E syntax): every
-    accounting record, not only the newest of each job id (--duplicates)."""
-    argv = ["sacct", "-a", "-P", "--noconvert", "--duplicates"]
-    if delimiter != "|":
-        argv.append(f"--delimiter={delimiter}")
-    argv += ["-S", start, "-E", end, "-o", ",".join(fields)]
-    if states:
-        argv.append("--state=" + ",".join(states))
-    return argv
-
-
-def run_sacct(argv: Sequence[str]) -> str:
-    """The real SacctRunner: run sacct in SLURM_ZONE (TZ; SLURM_CONF and the rest of the environment
-    are inherited) and return its stdout, decoded leniently; RuntimeError names the exit code and stderr."""
-    env = slurm_tool_environ()
-    done = subprocess.run(list(argv), capture_output=True, timeout=SACCT_TIMEOUT_S, check=False, env=env)
-    if done.returncode != 0:
-        stderr = done.stderr.decode("utf-8", errors="replace").strip()
-        raise RuntimeError(f"{argv[0]} exited {done.returncode}: {stderr[:500]}")
-    return decode_output(done.stdout, argv[0])
-
-
-def decode_output(data: bytes, source: str) -> str:
-    """UTF-8 text of a tool's output. A job name or work dir that is not UTF-8 must not stop a
-    harvest: such bytes become U+FFFD, and each line holding them is logged (the first few loudly)."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    bad = 0
-    for lineno, line in enumerate(data.split(b"\n"), 1):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            bad += 1
-            level = logging.WARNING if bad <= _LOUD_UNDECODABLE else logging.DEBUG
-            log.log(level, "%s output line %d is not UTF-8 (%s), read with U+FFFD: %r",
-                    source, lineno, exc.reason, line[:200])  # fmt: skip
-    return data.decode("utf-8", errors="replace")
-
-
-def harvest_sacct(
-    runner: SacctRunner,
-    start: str,
-    end: str | None = None,
-    stats: ReadStats | None = None,
-    *,
-    states: Sequence[str] = (),
-) -> list[JobRecord]:
-    """Run sacct for jobs that ran between ``start`` and ``end`` (default now; sacct's syntax, a
-    date in SLURM_ZONE), in ``states`` if given, and read them. A delimiter no user knew when they
-    named their job: no free text forges a row (sacct_lines.fresh_delimiter)."""
-    delimiter = fresh_delimiter()
-    text = runner(sacct_argv(start, end or "now", states=states, delimiter=delimiter))
-    # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
-    return read_sacct(
-        text.split("\n"), stats or ReadStats(source="sacct"), zone=SLURM_ZONE, delimiter=delimiter
-    )
 
 
 def read_sacct(

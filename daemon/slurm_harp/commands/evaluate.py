@@ -187,12 +187,12 @@ def _submit(record: JobRecord) -> int:
 
 
 def _write(out: Path, ctx: Context, results: list[TargetReport]) -> None:
-    from slurm_harp.evaluation import report
+    from slurm_harp.evaluation import report, report_plot
 
     out.mkdir(parents=True, exist_ok=True)
     paths = {kind: out / f"{ctx.trace}.{kind}" for kind in ("md", "json", "png")}
     replace_report(paths["md"], "\n".join(report.table(r, ctx) for r in results))
     replace_report(paths["json"], json.dumps(report.document(results, ctx), indent=1) + "\n")
-    drawn = report.plot(results, ctx, paths["png"])
+    drawn = report_plot.plot(results, ctx, paths["png"])
     written = [paths["md"], paths["json"], *([paths["png"]] if drawn else [])]
     print("wrote " + ", ".join(str(p) for p in written) + ("" if drawn else " (nothing to plot)"))

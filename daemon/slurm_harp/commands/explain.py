@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slurm_harp.accounting import sacct
+from slurm_harp.accounting import sacct, sacct_runner
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct_lines import fresh_delimiter
 from slurm_harp.commands.arguments import config_option, settings_at
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if settings is None:
         return 2
     try:
-        text = explain(args.job_id, settings, sacct.run_sacct)
+        text = explain(args.job_id, settings, sacct_runner.run_sacct)
     except (OSError, RuntimeError, ValueError) as exc:
         print(printable(f"harp explain: {exc}"))
         return 1
@@ -64,7 +64,7 @@ def read_job(job_id: str, runner: Runner) -> JobRecord:
     """The job from sacct (pending and running jobs too)."""
     if not job_id.isdigit():
         raise ValueError(f"not a job id: {job_id!r} (give the number sacct shows as JobIDRaw)")
-    fields = ",".join(sacct.SACCT_FIELDS)
+    fields = ",".join(sacct_runner.SACCT_FIELDS)
     delimiter = fresh_delimiter()  # no other job's free text can pass for this job's row
     argv = ["sacct", "-a", "-P", "--noconvert", f"--delimiter={delimiter}", "-j", job_id, "-o", fields]
     record = sacct.read_one_job(runner(argv).split("\n"), job_id, delimiter)

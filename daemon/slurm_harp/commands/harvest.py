@@ -8,7 +8,7 @@ as the rows, so a crash or a failing sacct loses nothing and the next run resume
 - overlap: jobs near the cursor are read again, and the upsert completes rows read half-filled.
   A job whose accounting row arrives later than the overlap (slurmdbd down longer) is missed:
   raise --overlap-minutes after such an outage, or give --start.
-sacct runs in UTC (sacct.run_sacct): the windows are given to it, and its times read, in UTC; local
+sacct runs in UTC (sacct_runner.run_sacct): the windows are given to it, and its times read, in UTC; local
 time would repeat an hour when clocks go back.
 A job id met again with another submit time (ids reused, a requeued job's next run) is stored as a
 job of its own (store_schema.py) and counted in one log line per run.
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from slurm_harp.accounting import ReadStats, extension_file, sacct
+from slurm_harp.accounting import ReadStats, extension_file, sacct_runner
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.sacct import ENDED_STATES, SacctRunner, harvest_sacct
+from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def harvest_into(
         with JobStore(db) as store:
             harvest(
                 store,
-                sacct.run_sacct,  # the one subprocess boundary for sacct
+                sacct_runner.run_sacct,  # the one subprocess boundary for sacct
                 source=source,
                 now=now,
                 overlap_s=overlap_s,

@@ -8,7 +8,7 @@ import logging
 import os
 
 from slurm_harp.core.request import Target
-from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE
+from slurm_harp.model.card import CARD_FILE
 from slurm_harp.model.store import ModelStore, read_store_file
 
 log = logging.getLogger(__name__)
@@ -44,12 +44,9 @@ def _summary(store: ModelStore, target: Target, version: str) -> str:
             f"{figures['newly_killed_pct']:.2f} % newly killed"
             + (f" ({net:.1f} % net of the kills)" if isinstance(net, int | float) else "")
         )
-    try:  # written by the promotion step (learning.promotion), absent for older versions
-        promotion = json.loads(read_store_file(store.target_dir(target) / version / PROMOTION_FILE))
-    except (OSError, ValueError):
-        promotion = None
-    if isinstance(promotion, dict) and "verdict" in promotion:
-        parts.append(str(promotion["verdict"]))
+    verdict = store.verdict(target, version)
+    if verdict is not None and "verdict" in verdict:
+        parts.append(str(verdict["verdict"]))
     return ", ".join(parts)
 
 

@@ -14,7 +14,8 @@ from types import FrameType
 from slurm_harp.commands.arguments import config_option, settings_at
 from slurm_harp.config import ConfigError, check_host
 from slurm_harp.server import heap
-from slurm_harp.server.daemon import Daemon, DaemonError
+from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.socket_path import DaemonError
 
 log = logging.getLogger(__name__)
 # How often the loop checks that the socket is still there: a removed socket fails every

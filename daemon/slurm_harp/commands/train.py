@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_records, sacct
+from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_records, sacct_runner
 from slurm_harp.commands.arguments import count, fraction, rate
 from slurm_harp.commands.method import (
     COMPARE,
@@ -167,7 +167,7 @@ def read_source(source: str, sacct_start: str, db: str | None = None) -> tuple[l
         return records, stats
     if source == "sacct":
         stats = ReadStats(source="sacct")
-        return harvest_sacct(sacct.run_sacct, sacct_start, None, stats), stats
+        return harvest_sacct(sacct_runner.run_sacct, sacct_start, None, stats), stats
     stats = ReadStats(source=source)
     return load_records(source, stats), stats
 

@@ -1,4 +1,5 @@
-"""Render evaluation results: Markdown tables, a JSON document of every figure, a Pareto PNG."""
+"""Render evaluation results: Markdown tables and a JSON document of every figure (the Pareto PNG:
+report_plot.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from slurm_harp.core.extension import DEFAULT_LEAD_S
@@ -16,7 +16,6 @@ from slurm_harp.evaluation.frontier import best_cut, least_lost
 from slurm_harp.evaluation.observed import UNIT
 from slurm_harp.evaluation.runner import Outcome, TargetReport
 from slurm_harp.evaluation.split import Timeline
-from slurm_harp.state_dir import replace_png
 
 FORMAT = "harp-evaluation/1"
 # Where the hindsight frontier is read: the cut at these % lost, and the % lost a cut of
@@ -276,40 +275,3 @@ def document(reports: Sequence[TargetReport], ctx: Context) -> dict[str, Any]:
         }
     )
     return doc
-
-
-def plot(reports: Sequence[TargetReport], ctx: Context, path: Path) -> bool:
-    """Waste cut vs newly killed on the test window, one panel per target; False if nothing to draw."""
-    shown = [r for r in reports if not r.skipped and any(o.test for o in r.outcomes)]
-    if not shown:
-        return False
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(shown), figsize=(6.5 * len(shown), 5), squeeze=False)
-    for ax, report in zip(axes[0], shown, strict=True):
-        lost_key = "slowed_pct" if report.target is Target.CPUS else "newly_killed_pct"
-        for i, outcome in enumerate(o for o in report.outcomes if o.test):
-            color = f"C{i % 10}"
-            if outcome.curve:
-                xs, ys = zip(*outcome.curve, strict=True)
-                ax.plot(xs, ys, color=color, lw=1.2, alpha=0.8)
-            test = outcome.test or {}
-            x, y = test.get(lost_key), test.get("waste_cut_pct")
-            if x is not None and y is not None and math.isfinite(x) and math.isfinite(y):
-                ax.plot([x], [y], "o", color=color, label=outcome.name)
-        ax.axvline(100 * ctx.kill_budget, color="grey", ls="--", lw=0.8, label="kill budget")
-        ax.set_xscale("symlog", linthresh=0.1)
-        ax.set_xlim(0, 100)
-        ax.set_ylim(-5, 100)
-        ax.set_xlabel("slowed jobs %" if report.target is Target.CPUS else "newly killed jobs %")
-        ax.set_ylabel("reservation waste cut %")
-        ax.set_title(f"{ctx.trace}: {report.target.value} (test, {report.usable['test']} jobs)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    replace_png(path, fig)
-    plt.close(fig)
-    return True

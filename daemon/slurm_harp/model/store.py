@@ -151,15 +151,21 @@ class ModelStore:
             p.name for p in target_dir.iterdir() if _VERSION.match(p.name) and (p / CARD_FILE).is_file()
         )
 
-    def refused(self, target: Target | str, version: str) -> bool:
-        """Whether promotion judged ``version`` worse than the champion and kept the champion (its
-        ``promotion.json`` says so). A version without a readable verdict is not refused: those of
-        ``--promote always|never`` and of releases before promotion have none."""
+    def verdict(self, target: Target | str, version: str) -> dict[str, Any] | None:
+        """The promotion verdict on ``version`` (its ``promotion.json``, written by
+        learning.promotion), or None when it has no readable one: versions of ``--promote
+        always|never`` and of releases before promotion have none."""
         try:
             note = json.loads(read_store_file(self.target_dir(target) / version / PROMOTION_FILE))
         except (OSError, ValueError):
-            return False
-        return isinstance(note, dict) and note.get("promote") is False
+            return None
+        return note if isinstance(note, dict) else None
+
+    def refused(self, target: Target | str, version: str) -> bool:
+        """Whether promotion judged ``version`` worse than the champion and kept the champion.
+        A version without a readable verdict is not refused."""
+        note = self.verdict(target, version)
+        return note is not None and note.get("promote") is False
 
     @staticmethod
     def _new_version(target_dir: Path) -> str:

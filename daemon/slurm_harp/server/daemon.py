@@ -6,10 +6,9 @@ import contextlib
 import functools
 import logging
 import os
-import socket
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +31,7 @@ from slurm_harp.server.peer_relay import PeerRelay
 from slurm_harp.server.reloader import reload_models, store_fingerprint
 from slurm_harp.server.service import PREDICT, SERVICE, PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
+from slurm_harp.server.socket_path import DaemonError, claim_socket, make_socket_dir, umask_at_least
 from slurm_harp.server.unary_lane import UnaryLane
 
 log = logging.getLogger(__name__)
@@ -46,26 +46,6 @@ ADVICE_WORKERS = 2
 ADVICE_REQUEST_BYTES = 256 * 1024  # a job's fields and 64 partition names, each cut to 1 KiB
 
 
-@contextlib.contextmanager
-def umask_at_least(bits: int) -> Iterator[None]:
-    """Add ``bits`` to the process's umask for the block (it is the process's: files other threads
-    create meanwhile are made no more open than they would be)."""
-    old = os.umask(0o077)
-    os.umask(old | bits)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
-def make_socket_dir(directory: Path) -> None:
-    """``mkdir -p`` with no directory writable by group or others, whatever the umask (0 in a
-    shell that set it: a world-writable directory lets anyone put a server of their own at the
-    socket's path)."""
-    with umask_at_least(0o022):
-        directory.mkdir(parents=True, exist_ok=True)
-
-
 def version_owner(store: Path) -> Callable[[str], Target | None]:
     """Which target a model version belongs to, from the store's directories (cached: versions
     are never renamed)."""
@@ -77,35 +57,6 @@ def version_owner(store: Path) -> Callable[[str], Target | None]:
         return next((t for t in Target if (store / t.value / version).is_dir()), None)
 
     return owner
-
-
-class DaemonError(RuntimeError):
-    """The daemon cannot start as configured; the message names the problem."""
-
-
-def claim_socket(sock: Path) -> None:
-    """Remove a stale socket left by a crashed run; refuse one that a live daemon answers on (a
-    second `harp serve` must not take over the first one's clients) and anything not a socket."""
-    try:
-        st = sock.lstat()
-    except FileNotFoundError:
-        return
-    if not (stat.S_ISSOCK(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-        raise DaemonError(f"{sock} exists and is not a socket; not removing it")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
-    try:
-        probe.connect(str(sock))
-    except (ConnectionRefusedError, FileNotFoundError):
-        sock.unlink()  # nobody listens: a crashed run's socket, or a dangling link
-        return
-    except OSError as exc:
-        raise DaemonError(
-            f"{sock}: cannot tell whether a daemon serves on it ({exc}); not removing it"
-        ) from None
-    finally:
-        probe.close()
-    raise DaemonError(f"another daemon is serving on {sock}; stop it first (systemctl stop slurm-harp)")
 
 
 class Daemon:

@@ -1,0 +1,131 @@
+"""Running sacct: the fields harp asks for, its command line, the one subprocess call (a
+SacctRunner: argv in, stdout out, faked in unit tests), and a window of jobs run and read.
+
+sacct runs in SLURM_ZONE (UTC), which never repeats an hour, and with a delimiter of its own for
+each run (sacct_lines.fresh_delimiter), which no user text can hold; sacct.read_sacct reads what
+it prints.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Callable, Sequence
+
+from slurm_harp.accounting.fields import SLURM_ZONE, slurm_tool_environ
+from slurm_harp.accounting.read_stats import ReadStats
+from slurm_harp.accounting.sacct import read_sacct
+from slurm_harp.accounting.sacct_lines import fresh_delimiter
+from slurm_harp.core.job import FINISHED_STATES, JobRecord
+
+log = logging.getLogger(__name__)
+
+SACCT_FIELDS: tuple[str, ...] = (
+    "JobIDRaw",
+    "JobID",
+    "JobName",
+    "User",
+    "UID",
+    "Account",
+    "Partition",
+    "QOS",
+    "State",
+    "ExitCode",
+    # Between two checked columns: a delimiter inside it cannot be mistaken for one in another
+    # free-text column (sacct_lines.split_rows).
+    "AdminComment",
+    "ElapsedRaw",
+    "TimelimitRaw",
+    "ReqMem",
+    "MaxRSS",
+    "ReqCPUS",
+    "AllocCPUS",
+    "NNodes",
+    "ReqNodes",
+    "TotalCPU",
+    "ReqTRES",
+    "Submit",
+    "Start",
+    "End",
+    "WorkDir",
+    "Flags",
+)
+
+# The subprocess boundary: argv in, stdout text out (faked in unit tests).
+SacctRunner = Callable[[Sequence[str]], str]
+# A whole harvest window of a large site takes a while; a hung slurmdbd must not hang the timer.
+SACCT_TIMEOUT_S = 600.0
+_LOUD_UNDECODABLE = 20  # lines logged as warnings; the rest at DEBUG
+
+# `--state` for finished jobs (the states a record counts as finished). With states given, sacct
+# selects terminal jobs by End in [-S, -E] (slurmdbd's time_end BETWEEN), which is what a harvest
+# cursor on End needs.
+ENDED_STATES: tuple[str, ...] = tuple(sorted(FINISHED_STATES))
+
+
+def sacct_argv(
+    start: str,
+    end: str,
+    *,
+    states: Sequence[str] = (),
+    delimiter: str = "|",
+    fields: Sequence[str] = SACCT_FIELDS,
+) -> list[str]:
+    """The sacct command line for all users' jobs in [start, end] (sacct's -S/-E syntax): every
+    accounting record, not only the newest of each job id (--duplicates)."""
+    argv = ["sacct", "-a", "-P", "--noconvert", "--duplicates"]
+    if delimiter != "|":
+        argv.append(f"--delimiter={delimiter}")
+    argv += ["-S", start, "-E", end, "-o", ",".join(fields)]
+    if states:
+        argv.append("--state=" + ",".join(states))
+    return argv
+
+
+def run_sacct(argv: Sequence[str]) -> str:
+    """The real SacctRunner: run sacct in SLURM_ZONE (TZ; SLURM_CONF and the rest of the environment
+    are inherited) and return its stdout, decoded leniently; RuntimeError names the exit code and stderr."""
+    env = slurm_tool_environ()
+    done = subprocess.run(list(argv), capture_output=True, timeout=SACCT_TIMEOUT_S, check=False, env=env)
+    if done.returncode != 0:
+        stderr = done.stderr.decode("utf-8", errors="replace").strip()
+        raise RuntimeError(f"{argv[0]} exited {done.returncode}: {stderr[:500]}")
+    return decode_output(done.stdout, argv[0])
+
+
+def decode_output(data: bytes, source: str) -> str:
+    """UTF-8 text of a tool's output. A job name or work dir that is not UTF-8 must not stop a
+    harvest: such bytes become U+FFFD, and each line holding them is logged (the first few loudly)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    bad = 0
+    for lineno, line in enumerate(data.split(b"\n"), 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad += 1
+            level = logging.WARNING if bad <= _LOUD_UNDECODABLE else logging.DEBUG
+            log.log(level, "%s output line %d is not UTF-8 (%s), read with U+FFFD: %r",
+                    source, lineno, exc.reason, line[:200])  # fmt: skip
+    return data.decode("utf-8", errors="replace")
+
+
+def harvest_sacct(
+    runner: SacctRunner,
+    start: str,
+    end: str | None = None,
+    stats: ReadStats | None = None,
+    *,
+    states: Sequence[str] = (),
+) -> list[JobRecord]:
+    """Run sacct for jobs that ran between ``start`` and ``end`` (default now; sacct's syntax, a
+    date in SLURM_ZONE), in ``states`` if given, and read them. A delimiter no user knew when they
+    named their job: no free text forges a row (sacct_lines.fresh_delimiter)."""
+    delimiter = fresh_delimiter()
+    text = runner(sacct_argv(start, end or "now", states=states, delimiter=delimiter))
+    # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
+    return read_sacct(
+        text.split("\n"), stats or ReadStats(source="sacct"), zone=SLURM_ZONE, delimiter=delimiter
+    )
