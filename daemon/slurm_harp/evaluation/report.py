@@ -6,7 +6,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from slurm_harp.core.extension import DEFAULT_LEAD_S
@@ -16,7 +15,7 @@ from slurm_harp.evaluation.frontier import best_cut, least_lost
 from slurm_harp.evaluation.observed import UNIT
 from slurm_harp.evaluation.runner import Outcome, TargetReport
 from slurm_harp.evaluation.split import Timeline
-from slurm_harp.state_dir import replace_png
+from slurm_harp.output_dir import OutputDir
 
 FORMAT = "harp-evaluation/1"
 # Where the hindsight frontier is read: the cut at these % lost, and the % lost a cut of
@@ -278,8 +277,9 @@ def document(reports: Sequence[TargetReport], ctx: Context) -> dict[str, Any]:
     return doc
 
 
-def plot(reports: Sequence[TargetReport], ctx: Context, path: Path) -> bool:
-    """Waste cut vs newly killed on the test window, one panel per target; False if nothing to draw."""
+def plot(reports: Sequence[TargetReport], ctx: Context, out: OutputDir, name: str) -> bool:
+    """Waste cut vs newly killed on the test window, one panel per target, as ``name`` in ``out``;
+    False if nothing to draw."""
     shown = [r for r in reports if not r.skipped and any(o.test for o in r.outcomes)]
     if not shown:
         return False
@@ -310,6 +310,6 @@ def plot(reports: Sequence[TargetReport], ctx: Context, path: Path) -> bool:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    replace_png(path, fig)
+    out.write_png(name, fig)
     plt.close(fig)
     return True
