@@ -8,22 +8,14 @@ world-readable state that the slurm-harp timers can neither write nor replace.
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import io
 import os
-import tempfile
+import secrets
 from pathlib import Path
-from typing import Any, Protocol
 
 DIR_MODE = 0o750
 FILE_MODE = 0o640
-REPORT_MODE = 0o644  # the reports and plots of harp report, evaluate and simulate: an admin shares them
-
-
-class Figure(Protocol):
-    """A matplotlib figure, as far as ``replace_png`` uses it."""
-
-    def savefig(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
 def adopt(path: Path) -> None:
@@ -37,11 +29,11 @@ def adopt(path: Path) -> None:
         os.lchown(path, parent.st_uid, parent.st_gid)
 
 
-def _adopt_open(fd: int, directory: Path) -> None:
-    """``adopt`` for an open file."""
+def _adopt_open(fd: int, parent: os.stat_result) -> None:
+    """``adopt`` for an open file, in the directory ``parent`` is the status of."""
     if os.geteuid() != 0:
         return
-    parent, st = directory.stat(), os.fstat(fd)
+    st = os.fstat(fd)
     if (st.st_uid, st.st_gid) != (parent.st_uid, parent.st_gid):
         os.fchown(fd, parent.st_uid, parent.st_gid)
 
@@ -74,7 +66,7 @@ def _settle_dir(directory: Path) -> None:
         if os.fstat(fd).st_uid != os.geteuid():
             raise OSError(errno.EPERM, "no longer the directory harp made", str(directory))
         os.fchmod(fd, DIR_MODE)
-        _adopt_open(fd, directory.parent)
+        _adopt_open(fd, directory.parent.stat())
     finally:
         os.close(fd)
 
@@ -94,35 +86,46 @@ def create_file(path: Path) -> None:
 
 
 def replace_file(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
-    """Write ``data`` to a hidden temp file beside ``path``, fsync it, rename it over ``path``:
-    readers see the old content or the new, never a part. A link at ``path`` is replaced, never
-    followed (mkstemp creates its file exclusively): whoever may write in the directory cannot
-    turn the write into one of another file."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    """``replace_at`` in ``path``'s directory, opened by name (harp's own state directories)."""
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        os.fchmod(fd, mode)  # mkstemp makes 0600; the service runs as the group's member
+        replace_at(directory, path.name, data, mode)
+    finally:
+        os.close(directory)
+
+
+def replace_at(directory: int, name: str, data: bytes, mode: int) -> None:
+    """Write ``data`` to a hidden new file in the directory open at ``directory``, fsync it, rename
+    it over ``name`` there: readers see the old content or the new, never a part. A link at
+    ``name`` is replaced, never followed (the new file is created exclusively, without following
+    links): whoever may write in the directory cannot turn the write into one of another file. All
+    by descriptor: a directory swapped for a link meanwhile changes nothing."""
+    fd, tmp = _new_file(directory, name)
+    try:
+        os.fchmod(fd, mode)  # created 0600 until complete; the service runs as the group's member
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-            _adopt_open(handle.fileno(), path.parent)  # by descriptor: the name may be swapped
-        os.replace(tmp_name, path)
+            _adopt_open(handle.fileno(), os.fstat(directory))
+        os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
     except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=directory)
         raise
-    fsync_dir(path.parent)
+    os.fsync(directory)
 
 
-def replace_report(path: Path, text: str) -> None:
-    """``replace_file`` for a report's text, REPORT_MODE."""
-    replace_file(path, text.encode("utf-8"), REPORT_MODE)
-
-
-def replace_png(path: Path, figure: Figure) -> None:
-    """``replace_file`` for a figure drawn as PNG, REPORT_MODE."""
-    png = io.BytesIO()
-    figure.savefig(png, format="png", dpi=110)
-    replace_file(path, png.getvalue(), REPORT_MODE)
+def _new_file(directory: int, name: str) -> tuple[int, str]:
+    """A new empty file of an unforeseeable hidden name beside ``name`` (as mkstemp, by descriptor)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = f".{name}-{secrets.token_hex(6)}"
+        try:
+            return os.open(tmp, flags, 0o600, dir_fd=directory), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", name)
 
 
 def fsync_dir(path: Path) -> None:

@@ -31,7 +31,7 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.server.daemon import Daemon
 from tests.integration.as_user import channel_as, connect_as
-from tests.integration.h2_peer import END_HEADERS, HEADERS, PREFACE, SETTINGS, frame, lit
+from tests.integration.h2_peer import ACK, END_HEADERS, HEADERS, PREFACE, SETTINGS, PeerConn, frame, lit
 
 NOBODY = pwd.getpwnam("nobody")
 ROOT = 0
@@ -225,6 +225,87 @@ def test_one_user_cannot_take_every_connection(site: tuple[Daemon, Path]) -> Non
     while relay.open_connections:  # closed connections are forgotten
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+COLLUDERS = range(NO_SUCH_UID, NO_SUCH_UID + 8)  # uids the daemon sees as they connect
+
+
+def hold(uid: int, sock: Path) -> PeerConn:
+    """A connection of ``uid``'s that the relay let through (the gRPC server's SETTINGS came)."""
+    held = PeerConn(connect_as(uid, sock), uid)
+    try:
+        held.read_frame()
+    except EOFError:
+        raise AssertionError(f"uid {uid} refused") from None
+    time.sleep(0.02)  # each held a little longer idle than the next
+    return held
+
+
+def touch(held: PeerConn) -> None:
+    """Bytes both ways across the connection (an HTTP/2 client's opening, the server's
+    acknowledgement): no longer the longest idle."""
+    held.send(PREFACE + frame(SETTINGS, 0, 0))
+    held.wait_for(SETTINGS, ACK)
+
+
+def ended(held: PeerConn, within: float = 5.0) -> bool:
+    """Whether the relay closed ``held`` (its end read within ``within`` s)."""
+    held.conn.settimeout(within)
+    try:
+        while held.conn.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("uids", "each"), [(4, 2), (8, 1)], ids=["4 uids at their cap", "8 uids, 1 each"])
+def test_colluding_users_cannot_keep_another_out(site: tuple[Daemon, Path], uids: int, each: int) -> None:
+    # The relay's 8 slots, 2 per uid: four uids at their cap held all 8, and no other user was
+    # served. Now a uid holding none takes the longest-idle connection of a uid holding the most.
+    _, work = site
+    sock = work / "advice.sock"
+    held = [hold(uid, sock) for uid in COLLUDERS[:uids] for _ in range(each)]
+    try:
+        for other in held[1:]:
+            touch(other)
+        with channel_as(ROOT, sock) as channel:
+            assert advise(channel, ask()).user_name == "root"
+            assert ended(held[0])  # the longest idle
+            assert not any(ended(other, within=0.2) for other in held[1:])
+            with channel_as(NOBODY.pw_uid, sock) as theirs:  # another newcomer: another colluder's goes
+                assert advise(theirs, ask()).user_name == "nobody"
+            assert sum(ended(other, within=0.5) for other in held[1:]) == 1
+            assert advise(channel, ask()).user_name == "root"  # root's own was not taken
+    finally:
+        for other in held:
+            other.conn.close()
+
+
+def test_a_users_only_connection_goes_only_when_every_slot_is_another_users(
+    site: tuple[Daemon, Path],
+) -> None:
+    # Nobody's connection, the oldest and idle longest; three colluders at their cap of 2 and a
+    # fourth with 1 fill the 8 slots. The fourth's second connection takes a connection of a uid
+    # holding 2, never nobody's only one; and a uid at its cap is refused, not served.
+    daemon, work = site
+    sock = work / "advice.sock"
+    opened: list[PeerConn] = []
+    try:
+        for uid in [NOBODY.pw_uid, *[c for c in COLLUDERS[:3] for _ in range(2)], COLLUDERS[3]]:
+            opened.append(hold(uid, sock))
+        users, colluders = opened[0], opened[1:]
+        for other in colluders[1:]:
+            touch(other)
+        opened.append(hold(COLLUDERS[3], sock))
+        assert ended(colluders[0]) and not ended(users, within=0.2)
+        assert not any(ended(other, within=0.2) for other in opened[2:])
+        opened.append(PeerConn(connect_as(COLLUDERS[1], sock), 0))
+        assert ended(opened[-1])  # at its cap: refused
+        assert daemon._relay is not None and daemon._relay.open_connections == 8
+    finally:
+        for held in opened:
+            held.conn.close()
 
 
 def test_one_users_unfinished_calls_do_not_starve_the_others(site: tuple[Daemon, Path]) -> None:

@@ -11,6 +11,7 @@ from slurm_harp.evaluation.ceiling import ceiling
 from slurm_harp.evaluation.observed import observe
 from slurm_harp.evaluation.runner import Outcome, TargetReport, evaluate_target
 from slurm_harp.evaluation.split import chronological_split
+from slurm_harp.output_dir import OutputDir
 
 
 class Broken:
@@ -151,7 +152,8 @@ def test_document_is_strict_json_with_every_figure() -> None:
 
 def test_plot_writes_a_png(tmp_path: Path) -> None:
     ctx, results = evaluated()
-    path = tmp_path / "curve.png"
-    assert report_plot.plot(results, ctx, path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not report_plot.plot(results[1:], ctx, tmp_path / "none.png")
+    with OutputDir.open(tmp_path) as out:
+        assert report_plot.plot(results, ctx, out, "curve.png")
+        assert not report_plot.plot(results[1:], ctx, out, "none.png")
+    assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (tmp_path / "none.png").exists()

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from slurm_harp.output_dir import OutputDir
 from slurm_harp.simulation import simulate
 from slurm_harp.simulation.easy import Easy
 from slurm_harp.simulation.limits import RequestLimits
@@ -60,6 +61,7 @@ def test_report_writes_a_table_json_and_two_plots(tmp_path: Path) -> None:
     assert "| easy | request | 0.26 | 0.26 |" in text
     doc = json.loads(json.dumps(document([run], command="harp simulate x")))
     assert doc["runs"][0]["mean_wait_s"] == 950
-    paths = plot([run], tmp_path, "serial")
+    with OutputDir.open(tmp_path) as out:
+        paths = plot([run], out, "serial")
     assert [p.name for p in paths] == ["serial-waits.png", "serial-bsld.png"]
     assert all(p.stat().st_size > 5000 for p in paths)

@@ -19,6 +19,7 @@ from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.evaluation.site_report import SiteReport, site_report
 from slurm_harp.evaluation.site_report_html import render, write_site_report
+from slurm_harp.output_dir import OutputDir
 
 V = "20261101T000000.000000Z"
 START = 1_790_000_000  # the window opens here; every job of the window ends after it
@@ -139,7 +140,8 @@ def test_every_text_from_the_store_is_escaped(tmp_path: Path) -> None:
         job("2", f"harp:shadow,t=50,v={V}", 70, partition="$x^{$"),
     ]
     report = site_report(jobs, Policy(), START, partitions=(HOSTILE,))
-    page = write_site_report(report, tmp_path, policy_from="<b>defaults</b>").read_text()
+    with OutputDir.open(tmp_path) as out:
+        page = write_site_report(report, out, policy_from="<b>defaults</b>").read_text()
     assert "<script>" not in page and "<b>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;&amp;&quot;&#x27;" in page
     assert "&lt;script&gt;x&lt;/script&gt;" in page and "&lt;b&gt;defaults&lt;/b&gt;" in page

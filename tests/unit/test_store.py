@@ -80,10 +80,11 @@ def test_current_switches_only_after_the_version_is_complete(
     seen_at_switch: list[set[str]] = []
     real_replace = os.replace
 
-    def checking_replace(src: str, dst: str) -> None:
-        pointed = Path(src).read_text().strip()
+    def checking_replace(src: str, dst: str, *, src_dir_fd: int, dst_dir_fd: int) -> None:
+        with open(src, opener=lambda name, flags: os.open(name, flags, dir_fd=src_dir_fd)) as new:
+            pointed = new.read().strip()
         seen_at_switch.append({p.name for p in (tmp_path / "time" / pointed).iterdir()})
-        real_replace(src, dst)
+        real_replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
 
     monkeypatch.setattr(os, "replace", checking_replace)  # the os module the store calls
     new = store.publish("time", FILES, CARD)

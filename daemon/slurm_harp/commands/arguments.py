@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from slurm_harp.config import DEFAULT_PATH, ConfigError, Settings, load
+from slurm_harp.output_dir import ForeignLink, OutputDir
 
 log = logging.getLogger(__name__)
 
@@ -29,20 +28,15 @@ def _parsed(text: str, kind: Callable[[str], Number], ok: Callable[[Number], boo
     return value
 
 
-def foreign_link(out: Path) -> str | None:
-    """Why ``out`` may not take a command's files (``--out DIR``), or None: a symbolic link owned
-    by neither the caller nor root. Whoever owns it (a user, in a directory of theirs) could point
-    it anywhere, and the files would land there, replacing those of the same names."""
+def open_out(out: Path) -> OutputDir | str:
+    """``--out DIR`` made if missing and opened (slurm_harp.output_dir: a symbolic link on the
+    way owned by neither the caller nor root is refused), or why not, naming the path."""
     try:
-        st = out.lstat()
-    except OSError:
-        return None  # nothing there yet, or the command's own error says why
-    if stat.S_ISLNK(st.st_mode) and st.st_uid not in (0, os.geteuid()):
-        return (
-            f"{out} is a symbolic link owned by uid {st.st_uid}, not by you or root: "
-            "give the directory it points to if that is meant"
-        )
-    return None
+        return OutputDir.open(out)
+    except ForeignLink as exc:
+        return f"--out {exc}"
+    except OSError as exc:
+        return f"--out {exc.filename or out}: {exc.strerror or exc}"
 
 
 def fraction(text: str) -> float:

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
-from slurm_harp.commands.arguments import count, foreign_link, fraction, rate
+from slurm_harp.commands.arguments import count, fraction, open_out, rate
 from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY
-from slurm_harp.state_dir import replace_report
+from slurm_harp.output_dir import OutputDir
 
 if TYPE_CHECKING:
     from slurm_harp.evaluation.report import Context
@@ -124,9 +124,18 @@ def run(args: argparse.Namespace) -> int:
     if not Path(origin).is_file():
         log.error("%s: no such file", origin)
         return 2
-    if args.out and (problem := foreign_link(args.out)):
-        log.error("--out %s", problem)
+    out = open_out(args.out) if args.out else None
+    if isinstance(out, str):
+        log.error("%s", out)
         return 2
+    try:
+        return _evaluate(args, origin, out)
+    finally:
+        if out is not None:
+            out.close()
+
+
+def _evaluate(args: argparse.Namespace, origin: str, out: OutputDir | None) -> int:
     # Imported here: the evaluation needs the training extra, the daemon's commands do not.
     from slurm_harp.evaluation import lineup, report
     from slurm_harp.evaluation.runner import evaluate_target
@@ -177,8 +186,8 @@ def run(args: argparse.Namespace) -> int:
         result.unavailable = unavailable
         results.append(result)
         print(report.table(result, ctx))
-    if args.out:
-        _write(args.out, ctx, results)
+    if out is not None:
+        _write(out, ctx, results)
     return 0
 
 
@@ -186,13 +195,13 @@ def _submit(record: JobRecord) -> int:
     return record.request.submit_time or 0
 
 
-def _write(out: Path, ctx: Context, results: list[TargetReport]) -> None:
+def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> None:
     from slurm_harp.evaluation import report, report_plot
 
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {kind: out / f"{ctx.trace}.{kind}" for kind in ("md", "json", "png")}
-    replace_report(paths["md"], "\n".join(report.table(r, ctx) for r in results))
-    replace_report(paths["json"], json.dumps(report.document(results, ctx), indent=1) + "\n")
-    drawn = report_plot.plot(results, ctx, paths["png"])
-    written = [paths["md"], paths["json"], *([paths["png"]] if drawn else [])]
+    written = [
+        out.write_text(f"{ctx.trace}.md", "\n".join(report.table(r, ctx) for r in results)),
+        out.write_text(f"{ctx.trace}.json", json.dumps(report.document(results, ctx), indent=1) + "\n"),
+    ]
+    drawn = report_plot.plot(results, ctx, out, f"{ctx.trace}.png")
+    written += [out / f"{ctx.trace}.png"] if drawn else []
     print("wrote " + ", ".join(str(p) for p in written) + ("" if drawn else " (nothing to plot)"))

@@ -3,7 +3,8 @@ own jobs, as an HTML page with plots (evaluation.site_report), read before switc
 
 Exit status: 0 the page has figures; 1 the page says there is nothing to report (no job in the
 window, none tagged); 2 the job store or the configuration cannot be read, matplotlib is
-missing, or --out is a symbolic link owned by neither the caller nor root (no page).
+missing, or --out cannot be made or opened: a symbolic link on its path owned by neither the
+caller nor root is refused (slurm_harp.output_dir; no page).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.commands.arguments import foreign_link, settings_at
+from slurm_harp.commands.arguments import open_out, settings_at
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.evaluation.site_report import site_report
 from slurm_harp.evaluation.site_report_html import nothing_to_report, write_site_report
+from slurm_harp.output_dir import OutputDir
 
 log = logging.getLogger(__name__)
 AGO = re.compile(r"^(\d+)([dh])$")
@@ -71,9 +73,6 @@ def since_time(text: str, now: float | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if (problem := foreign_link(args.out)) is not None:
-        print(f"harp report: --out {problem}")
-        return 2
     policy = _policy(args.config)
     if policy is None:
         return 2
@@ -81,6 +80,15 @@ def run(args: argparse.Namespace) -> int:
     if not db.is_file():
         print(f"harp report: no job store at {db} (the daemon's [history] db, filled by `harp harvest`)")
         return 2
+    out = open_out(args.out)  # before the store is read: a bad --out is said at once
+    if isinstance(out, str):
+        print(f"harp report: {out}")
+        return 2
+    with out:
+        return _report(args, db, policy, out)
+
+
+def _report(args: argparse.Namespace, db: Path, policy: tuple[Policy, str], out: OutputDir) -> int:
     partitions = tuple(args.partition)
     try:
         with JobStore(db, readonly=True) as store:
@@ -94,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"harp report: cannot read the job store {db}: {exc}")
         return 2
     try:
-        page = write_site_report(report, args.out, policy[1])
+        page = write_site_report(report, out, policy[1])
     except ImportError as exc:  # matplotlib comes with the train extra, as for harp evaluate
         print(f"harp report: {exc.name or exc} is needed for the plots: pip install 'slurm-harp[train]'")
         return 2

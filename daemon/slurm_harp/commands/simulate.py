@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import IO
 
-from slurm_harp.commands.arguments import count, foreign_link, fraction
-from slurm_harp.state_dir import replace_report
+from slurm_harp.commands.arguments import count, fraction, open_out
+from slurm_harp.output_dir import OutputDir
 
 log = logging.getLogger(__name__)
 
@@ -194,16 +194,25 @@ class Progress:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not Path(args.source).is_file():
+        log.error("%s: no such file", args.source)
+        return 2
+    out = open_out(args.out) if args.out else None
+    if isinstance(out, str):
+        log.error("%s", out)
+        return 2
+    try:
+        return _simulate(args, out)
+    finally:
+        if out is not None:
+            out.close()
+
+
+def _simulate(args: argparse.Namespace, out: OutputDir | None) -> int:
     from slurm_harp.simulation import catalog, load_workload, measure, simulate
     from slurm_harp.simulation.schedule_report import Run, document, plot, table
     from slurm_harp.simulation.workload import predictions_by_id, predictions_by_job
 
-    if not Path(args.source).is_file():
-        log.error("%s: no such file", args.source)
-        return 2
-    if args.out and (problem := foreign_link(args.out)):
-        log.error("--out %s", problem)
-        return 2
     ours = [n for n in args.limits if n.startswith("ours-")]
     show = args.progress or sys.stderr.isatty()
     try:
@@ -248,13 +257,10 @@ def run(args: argparse.Namespace) -> int:
     )
     text = table(runs, command)
     print(text)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
+    if out is not None:
         stem = f"{jobs.name}-{args.scheduler}"
-        md = args.out / f"{stem}.md"
-        replace_report(md, text)
-        js = args.out / f"{stem}.json"
-        replace_report(js, json.dumps(document(runs, command), indent=1) + "\n")
-        pngs = plot(runs, args.out, stem, args.warmup)
+        md = out.write_text(f"{stem}.md", text)
+        js = out.write_text(f"{stem}.json", json.dumps(document(runs, command), indent=1) + "\n")
+        pngs = plot(runs, out, stem, args.warmup)
         print("wrote " + ", ".join(str(p) for p in [md, js, *pngs]))
     return 0

@@ -92,7 +92,9 @@ class AdviceSettings:
     """The advice for users (docs/advice.md): its socket, which any user may open."""
 
     socket: Path | None = None  # None: no advice socket
-    max_connections: int = 64  # open advice connections at most; a user has at most a quarter
+    # open advice connections at most; a user has at most a quarter, and when all are taken a user
+    # holding fewer than another takes that one's longest-idle connection (server/relay_slots.py)
+    max_connections: int = 64
     # partition -> one GPU's memory in bytes, for the ZeRO check ([[advice.partition]] gpu_memory_gb)
     gpu_memory_bytes: Mapping[str, float] = field(default_factory=dict)
 

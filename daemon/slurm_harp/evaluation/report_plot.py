@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.report import Context
 from slurm_harp.evaluation.runner import TargetReport
-from slurm_harp.state_dir import replace_png
+from slurm_harp.output_dir import OutputDir
 
 
-def plot(reports: Sequence[TargetReport], ctx: Context, path: Path) -> bool:
-    """Waste cut vs newly killed on the test window, one panel per target; False if nothing to draw."""
+def plot(reports: Sequence[TargetReport], ctx: Context, out: OutputDir, name: str) -> bool:
+    """Waste cut vs newly killed on the test window, one panel per target, as ``name`` in ``out``;
+    False if nothing to draw."""
     shown = [r for r in reports if not r.skipped and any(o.test for o in r.outcomes)]
     if not shown:
         return False
@@ -45,6 +45,6 @@ def plot(reports: Sequence[TargetReport], ctx: Context, path: Path) -> bool:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    replace_png(path, fig)
+    out.write_png(name, fig)
     plt.close(fig)
     return True

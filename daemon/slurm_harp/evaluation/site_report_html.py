@@ -15,7 +15,7 @@ from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.site_report import SiteReport
 from slurm_harp.evaluation.site_report_plots import plot_all
-from slurm_harp.state_dir import replace_report
+from slurm_harp.output_dir import OutputDir
 
 STYLE = """
 body { font-family: sans-serif; max-width: 70em; margin: 1em auto; padding: 0 1em; color: #222; }
@@ -54,15 +54,12 @@ def nothing_to_report(report: SiteReport) -> str | None:
     return None
 
 
-def write_site_report(report: SiteReport, out: Path, policy_from: str) -> Path:
-    """Write ``out``/index.html and its plots; the page's path. ``policy_from``: where the policy
-    applied to shadow values comes from (a configuration file, or harp's defaults)."""
-    out.mkdir(parents=True, exist_ok=True)
+def write_site_report(report: SiteReport, out: OutputDir, policy_from: str) -> Path:
+    """Write index.html and its plots into ``out``; the page's path. ``policy_from``: where the
+    policy applied to shadow values comes from (a configuration file, or harp's defaults)."""
     plots = plot_all(report, out)
-    page = out / "index.html"
     images = {name: path.name for name, path in plots.items()}
-    replace_report(page, render(report, images, policy_from))
-    return page
+    return out.write_text("index.html", render(report, images, policy_from))
 
 
 def render(report: SiteReport, images: dict[str, str], policy_from: str) -> str:

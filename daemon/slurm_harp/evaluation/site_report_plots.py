@@ -9,7 +9,7 @@ import numpy as np
 
 from slurm_harp.core.policy import Mode
 from slurm_harp.evaluation.site_report import SiteReport
-from slurm_harp.state_dir import replace_png
+from slurm_harp.output_dir import OutputDir
 
 # A scatter of a million jobs says no more than one of this many, and takes far longer to draw.
 MAX_POINTS = 20_000
@@ -19,7 +19,7 @@ WASTE_MODES = {Mode.SHADOW: ("as asked", "#bbbbbb"), Mode.EXTEND: ("extend", "#6
                Mode.REWRITE: ("rewrite", "#1f5fa8")}  # fmt: skip
 
 
-def plot_all(report: SiteReport, out: Path) -> dict[str, Path]:
+def plot_all(report: SiteReport, out: OutputDir) -> dict[str, Path]:
     """Write the plots the figures allow into ``out``; name -> path (none without timed jobs)."""
     if report.timed == 0:
         return {}
@@ -40,9 +40,8 @@ def plot_all(report: SiteReport, out: Path) -> dict[str, Path]:
         draw(report, ax)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        replace_png(out / filename, fig)
+        written[name] = out.write_png(filename, fig)
         plt.close(fig)
-        written[name] = out / filename
     return written
 
 

@@ -12,8 +12,10 @@ that address as the call's peer (``context.peer()`` is ``unix-abstract:<PREFIX><
 the token maps to the credentials read at accept. The client speaks plain gRPC to the advice
 socket; its identity comes from the kernel, never from what it sends.
 
-Bounds: at most ``max_connections`` open connections, a quarter of them (at least one) per uid;
-a connection idle ``idle_seconds`` is closed (a gRPC client reconnects when it next calls).
+Bounds: at most ``max_connections`` open connections, a quarter of them (at least one) per uid,
+and when all are taken a uid holding fewer than another takes that one's longest-idle connection
+(relay_slots: no group of uids can keep another out); a connection idle ``idle_seconds`` is closed
+(a gRPC client reconnects when it next calls).
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ import struct
 import tempfile
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from slurm_harp.server.relay_slots import Relayed, Slots
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ _PEER = "unix-abstract:" + PREFIX
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _CHUNK = 65536
 _ACCEPT_POLL_S = 0.5
-_REFUSAL_LOG_S = 60.0
+_FULL_LOG_S = 60.0  # how often a full relay says so
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,19 +70,20 @@ class PeerRelay:
         self.mode = mode
         self.max_connections = max_connections
         self.per_user = max(1, max_connections // 4)
+        self._slots = Slots(max_connections, self.per_user)
         self.idle_seconds = idle_seconds
         self._private: Path | None = None
         self._listener: socket.socket | None = None
         self._socket_id = (0, 0)
         self._taken_over = False
         self._peers: dict[str, Peer] = {}
-        self._open: dict[str, tuple[socket.socket, socket.socket]] = {}
-        self._per_uid: Counter[int] = Counter()
+        self._open: dict[str, Relayed] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._refusals = 0
-        self._refusal_logged = 0.0
+        self._refused = 0
+        self._reclaimed = 0
+        self._full_logged = 0.0
 
     @property
     def inner(self) -> Path:
@@ -101,7 +105,7 @@ class PeerRelay:
     @property
     def open_connections(self) -> int:
         with self._lock:
-            return len(self._open)
+            return len(self._slots)
 
     def start(self) -> None:
         """Bind the public socket (the caller has claimed the path) and accept in a thread."""
@@ -168,52 +172,59 @@ class PeerRelay:
 
     def _admit(self, conn: socket.socket) -> None:
         peer = peer_credentials(conn)
+        relayed = Relayed(peer.uid, conn)
+        token = secrets.token_hex(16)
         with self._lock:
-            full = len(self._open) >= self.max_connections or self._per_uid[peer.uid] >= self.per_user
-            if not full:
-                token = secrets.token_hex(16)
-                self._per_uid[peer.uid] += 1
+            admitted, reclaimed = self._slots.take(relayed)
+            if admitted:
+                self._open[token] = relayed
                 self._peers[token] = peer  # before the relayed connection exists: no call can miss it
-        if full:
-            self._refuse(conn, peer)
+        if not admitted:
+            conn.close()
+            self._refused += 1
+            self._say_full(f"refused uid {peer.uid}")
             return
+        if reclaimed is not None:
+            reclaimed.end()
+            self._reclaimed += 1
+            self._say_full(
+                f"closed uid {reclaimed.uid}'s connection idle {reclaimed.idle_s():.0f} s for uid {peer.uid}"
+            )
         inner = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             inner.bind("\0" + PREFIX + token)
             inner.connect(str(self.inner))
         except OSError:
             inner.close()
-            conn.close()
-            self._forget(token, peer)
+            self._close(token, relayed)
             raise
+        relayed.inner = inner
         conn.settimeout(self.idle_seconds)
-        with self._lock:
-            self._open[token] = (conn, inner)
-        done = threading.Barrier(2, action=lambda: self._close(token, peer))
+        done = threading.Barrier(2, action=lambda: self._close(token, relayed))
         for src, dst, name in ((conn, inner, "in"), (inner, conn, "out")):
             threading.Thread(
-                target=self._pump, args=(src, dst, done), name=f"harp-advice-{name}", daemon=True
+                target=self._pump, args=(src, dst, relayed, done), name=f"harp-advice-{name}", daemon=True
             ).start()
 
-    def _refuse(self, conn: socket.socket, peer: Peer) -> None:
-        conn.close()
-        self._refusals += 1
+    def _say_full(self, what: str) -> None:
         now = time.monotonic()
-        if now - self._refusal_logged >= _REFUSAL_LOG_S:
-            self._refusal_logged = now
+        if now - self._full_logged >= _FULL_LOG_S:
+            self._full_logged = now
             log.warning(
-                "advice socket full (%d connections, %d per user): refused uid %d (%d refusals so far)",
-                self.max_connections, self.per_user, peer.uid, self._refusals,
+                "advice socket full (%d connections, %d per user): %s "
+                "(so far %d refused, %d closed for another uid)",
+                self.max_connections, self.per_user, what, self._refused, self._reclaimed,
             )  # fmt: skip
 
     @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket, done: threading.Barrier) -> None:
+    def _pump(src: socket.socket, dst: socket.socket, relayed: Relayed, done: threading.Barrier) -> None:
         """Copy ``src`` to ``dst`` until either side ends; then end both (a gRPC client never
         half-closes), so the other direction's pump wakes and ends too."""
         try:
             while data := src.recv(_CHUNK):
+                relayed.active = time.monotonic()  # the longest idle is the first reclaimed
                 dst.sendall(data)
-        except OSError:  # idle timeout, reset, or the other pump ended both
+        except OSError:  # idle timeout, reset, the other pump ended both, or reclaimed
             pass
         for sock in (src, dst):
             with contextlib.suppress(OSError):
@@ -221,19 +232,14 @@ class PeerRelay:
         with contextlib.suppress(threading.BrokenBarrierError):
             done.wait()
 
-    def _close(self, token: str, peer: Peer) -> None:
+    def _close(self, token: str, relayed: Relayed) -> None:
         with self._lock:
-            pair = self._open.pop(token, None)
-        for sock in pair or ():
-            sock.close()
-        self._forget(token, peer)
-
-    def _forget(self, token: str, peer: Peer) -> None:
-        with self._lock:
+            self._open.pop(token, None)
             self._peers.pop(token, None)
-            self._per_uid[peer.uid] -= 1
-            if self._per_uid[peer.uid] <= 0:
-                del self._per_uid[peer.uid]
+            self._slots.give_back(relayed)  # nothing if reclaimed: its slot went then
+        for sock in (relayed.conn, relayed.inner):
+            if sock is not None:
+                sock.close()
 
     def stop(self) -> None:
         """Stop accepting, end every relayed connection, remove the public socket (if still
@@ -244,11 +250,9 @@ class PeerRelay:
         if self._thread is not None:
             self._thread.join()
         with self._lock:
-            pairs = list(self._open.values())
-        for pair in pairs:
-            for sock in pair:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+            open_now = list(self._open.values())
+        for relayed in open_now:
+            relayed.end()
         if self._listener is not None:
             with contextlib.suppress(FileNotFoundError):
                 st = self.public.lstat()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from slurm_harp.output_dir import OutputDir
 from slurm_harp.simulation.engine import Result
 from slurm_harp.simulation.schedule_metrics import WARMUP, Metrics, waits
-from slurm_harp.state_dir import replace_png
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def document(runs: Sequence[Run], command: str | None = None) -> dict[str, objec
     }
 
 
-def plot(runs: Sequence[Run], out: Path, stem: str, warmup: float = WARMUP) -> list[Path]:
+def plot(runs: Sequence[Run], out: OutputDir, stem: str, warmup: float = WARMUP) -> list[Path]:
     """Write ``stem``-waits.png and ``stem``-bsld.png into ``out``; return their paths."""
     if not runs:
         return []
@@ -114,7 +114,6 @@ def plot(runs: Sequence[Run], out: Path, stem: str, warmup: float = WARMUP) -> l
     import matplotlib.pyplot as plt
 
     trace = runs[0].result.workload.name
-    cdf_path = out / f"{stem}-waits.png"
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for run in runs:
         wait = np.sort(waits(run.result, warmup)) / 3600
@@ -128,10 +127,9 @@ def plot(runs: Sequence[Run], out: Path, stem: str, warmup: float = WARMUP) -> l
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    replace_png(cdf_path, fig)
+    cdf_path = out.write_png(f"{stem}-waits.png", fig)
     plt.close(fig)
 
-    bsld_path = out / f"{stem}-bsld.png"
     classes = list(dict.fromkeys(c for run in runs for c in run.metrics.bsld_by_size))
     fig, ax = plt.subplots(figsize=(7, 4.5))
     width = 0.8 / len(runs)
@@ -146,6 +144,6 @@ def plot(runs: Sequence[Run], out: Path, stem: str, warmup: float = WARMUP) -> l
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    replace_png(bsld_path, fig)
+    bsld_path = out.write_png(f"{stem}-bsld.png", fig)
     plt.close(fig)
     return [cdf_path, bsld_path]

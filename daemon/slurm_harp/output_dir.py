@@ -1,0 +1,151 @@
+"""The directory `harp report`, `harp evaluate` and `harp simulate` write into (``--out DIR``),
+opened once and written through its descriptor.
+
+Run as root into a directory a user may write (their home, a shared one), every directory on the
+path the user can write in is theirs to redirect: a symbolic link planted at DIR or at any
+directory above it, or swapped in after a check, would make root replace the files of those names
+wherever it points (a web server's index.html). So the path is walked from / (or the working
+directory) one component at a time without following links, making the missing directories on
+the way. A link is followed only when the caller or root owns it: whoever owns a link chose its
+target (a link cannot be changed, only replaced, and a replacement is its maker's), and it is
+checked and read on one inode (O_PATH), never looked up twice. Every file is then created and
+renamed relative to the open directory: whatever becomes of the path meanwhile, the files land in
+the directory that was checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import os
+import stat
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+from slurm_harp.state_dir import replace_at
+
+REPORT_MODE = 0o644  # reports and plots: an admin shares them
+MAX_LINKS = 40  # as the kernel's own path walk (ELOOP)
+_LOOK = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC  # the entry itself, a link included, never opened
+
+
+class Figure(Protocol):
+    """A matplotlib figure, as far as ``OutputDir.write_png`` uses it."""
+
+    def savefig(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class ForeignLink(OSError):
+    """A symbolic link on the output path owned by neither the caller nor root."""
+
+    def __init__(self, link: Path, uid: int) -> None:
+        super().__init__(errno.EPERM, f"a symbolic link owned by uid {uid}, not by you or root", str(link))
+
+    def __str__(self) -> str:
+        return f"{self.filename} is {self.strerror}: give the path it points to if that is meant"
+
+
+class OutputDir:
+    """An output directory, open; ``path`` names it in messages."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+
+    @classmethod
+    def open(cls, path: Path) -> OutputDir:
+        """``mkdir -p path`` and open it, walking as the module says. OSError naming the path
+        component at fault: ForeignLink, not a directory, too many links, no permission."""
+        at = _walk(path)
+        try:
+            return cls(path, os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=at))
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        finally:
+            os.close(at)
+
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
+
+    def write_text(self, name: str, text: str) -> Path:
+        """Write ``name`` as a new file renamed into place (``state_dir.replace_at``); its path."""
+        replace_at(self.fd, name, text.encode("utf-8"), REPORT_MODE)
+        return self / name
+
+    def write_png(self, name: str, figure: Figure) -> Path:
+        """``write_text`` for a figure drawn as PNG."""
+        png = io.BytesIO()
+        figure.savefig(png, format="png", dpi=110)
+        replace_at(self.fd, name, png.getvalue(), REPORT_MODE)
+        return self / name
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> OutputDir:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _walk(path: Path) -> int:
+    """An O_PATH descriptor of the directory at ``path``, resolved component by component."""
+    shown = Path("/" if path.is_absolute() else ".")
+    pending = list(path.parts[1:] if path.is_absolute() else path.parts)
+    at = os.open(shown, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    links = 0
+    try:
+        while pending:
+            name = pending.pop(0)
+            here = shown / name
+            entry = _entry(at, name, here)
+            st = os.fstat(entry)
+            if stat.S_ISDIR(st.st_mode):
+                os.close(at)
+                at, shown = entry, here
+                continue
+            try:
+                target = _link_target(entry, st, here)
+            finally:
+                os.close(entry)
+            links += 1
+            if links > MAX_LINKS:
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(here))
+            if target.is_absolute():  # from / again; a relative target goes on from the link's directory
+                os.close(at)
+                at, shown = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), Path("/")
+            pending[:0] = target.parts[1:] if target.is_absolute() else target.parts
+    except BaseException:
+        os.close(at)
+        raise
+    return at
+
+
+def _entry(at: int, name: str, shown: Path) -> int:
+    """The entry ``name`` in the directory ``at`` (O_PATH, a link not followed), made a directory
+    if missing."""
+    try:
+        try:
+            return os.open(name, _LOOK, dir_fd=at)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):  # made meanwhile: looked at like any entry
+                os.mkdir(name, 0o777, dir_fd=at)  # as Path.mkdir: the umask decides
+            return os.open(name, _LOOK, dir_fd=at)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(shown)) from None
+
+
+def _link_target(entry: int, st: os.stat_result, shown: Path) -> Path:
+    """Where the link open at ``entry`` points, if the caller or root owns it."""
+    if not stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(shown))
+    if st.st_uid not in (0, os.geteuid()):
+        raise ForeignLink(shown, st.st_uid)
+    return Path(os.readlink("", dir_fd=entry))  # the inode just checked, not the name again
