@@ -302,3 +302,19 @@ def test_times_are_read_in_the_zone_sacct_printed_them_in(local_zone: Callable[[
     end = int(datetime.fromisoformat("2024-03-01T12:00:42+00:00").timestamp())
     assert from_runner.end_time == end
     assert from_file.end_time == end - 5 * 3600 - 1800  # 12:00:42 in Kolkata, UTC+5:30
+
+
+def test_a_finished_job_from_the_future_is_a_bad_line(caplog: pytest.LogCaptureFixture) -> None:
+    # A controller whose clock ran years ahead: such a job would stay the newest submission of the
+    # store for years, and every later challenger would be judged on no job new to its champion.
+    now = _local("2024-03-01T13:00:00")
+    ahead = SACCT_TEXT.replace("2024-03-01T12:00:", "2031-03-01T12:00:")  # job 1030's times
+    stats = ReadStats(source="ahead.txt")
+    with caplog.at_level(logging.WARNING):
+        out = read_sacct(ahead.splitlines(), stats, now=now)
+    assert "1030" not in {r.job_id for r in out} and len(out) == 6
+    assert stats.bad_lines == 1
+    assert "Submit 2031-03-01T12:00:00 is in the future" in caplog.text
+    # A day's slack: a saved file read in another zone than it was written in still reads.
+    assert len(read_sacct(SACCT_TEXT.splitlines(), now=now - 20 * 3600)) == 7
+    assert len(read_sacct(SACCT_TEXT.splitlines(), now=_local("2024-02-28T00:00:00"))) < 7

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import tzinfo
@@ -43,6 +44,12 @@ from slurm_harp.core.request import JobRequest
 
 log = logging.getLogger(__name__)
 
+# A finished job's times later than this past the reading are a clock's error (a controller whose
+# clock was set years ahead, then corrected), not a job: kept, such a job would stay the newest
+# submission for years and leave every later challenger no new jobs to be judged on
+# (learning.promotion). A day covers a saved file read in another zone than it was written in.
+FUTURE_SLACK_S = 86400
+
 
 @dataclass
 class _Job:
@@ -59,10 +66,13 @@ def read_sacct(
     *,
     zone: tzinfo | None = None,
     delimiter: str | None = None,
+    now: float | None = None,
 ) -> list[JobRecord]:
     """Parse pipe-separated sacct output whose first line is the header; its times are in ``zone``
     (SLURM_ZONE for a runner's output; None: this host's local zone, for a saved file).
     ``delimiter``: the one sacct was run with (None: read from the header, for a saved file).
+    ``now``: the time of reading (default: the clock's); a finished job submitted, started or
+    ended more than FUTURE_SLACK_S after it is a bad line.
 
     Only finished jobs with ElapsedRaw > 0 become records. MaxRSS is the maximum over the job's
     steps (the job line carries none); TotalCPU is the job line's (the sum over steps).
@@ -71,21 +81,22 @@ def read_sacct(
     header, rows = split_rows(lines, stats, delimiter)
     if header is None:
         raise ValueError(f"{stats.source}: no sacct header line")
+    latest = (time.time() if now is None else now) + FUTURE_SLACK_S
     jobs: list[_Job] = []
     # Each id's latest job line, whose steps follow it (None: not usable: unfinished, zero elapsed).
-    latest: dict[str, _Job | None] = {}
+    newest: dict[str, _Job | None] = {}
     for lineno, values in rows:
         row = _Row(header.columns, values)
         try:
             key, step = _ids(row)
             if step is None:
-                job = latest[key] = _job(key, row, zone)
+                job = newest[key] = _job(key, row, zone, latest=latest)
                 if job is None:
                     stats.skipped += 1
                 else:
                     jobs.append(job)
-            elif key in latest:
-                _add_step(latest[key], row)
+            elif key in newest:
+                _add_step(newest[key], row)
             else:
                 _add_step(None, row)  # still validated: a garbled step line is a bad line
                 stats.skipped += 1  # sacct lists a job before its steps; a lone step has no job
@@ -143,7 +154,11 @@ def _ids(row: _Row) -> tuple[str, str | None]:
     return raw.split(".", 1)[0], match.group(4)
 
 
-def _job(key: str, row: _Row, zone: tzinfo | None, any_state: bool = False) -> _Job | None:
+def _job(
+    key: str, row: _Row, zone: tzinfo | None, any_state: bool = False, latest: float = math.inf
+) -> _Job | None:
+    """The job of a job line; None for one not finished or that never ran (unless ``any_state``).
+    ValueError for a finished job with a time after ``latest``."""
     state = row.get("State").split(" ", 1)[0]  # "CANCELLED by 0" -> CANCELLED
     if not state:
         raise ValueError("empty State")
@@ -186,6 +201,13 @@ def _job(key: str, row: _Row, zone: tzinfo | None, any_state: bool = False) -> _
     )
     if not any_state and (state not in FINISHED_STATES or elapsed is None or elapsed <= 0):
         return None
+    for name, moment in (
+        ("Submit", request.submit_time),
+        ("Start", record.start_time),
+        ("End", record.end_time),
+    ):
+        if moment is not None and moment > latest:
+            raise ValueError(f"{name} {row.get(name)} is in the future: the clock that wrote it was wrong")
     return _Job(record, None if rss is None else rss[0], parse_duration_s(row.get("TotalCPU")))
 
 
