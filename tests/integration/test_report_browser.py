@@ -75,6 +75,17 @@ def test_the_browser_renders_every_section_row_and_plot(page: Path) -> None:
     assert all((page.parent / name).stat().st_size > 10_000 for name in images)
 
 
+def test_the_page_has_no_script_and_fetches_nothing(page: Path) -> None:
+    # docs/install.md: "open it from disk, or copy the directory to any web server".
+    html = page.read_text()
+    assert not re.search(r"<script|\son[a-z]+\s*=|javascript:", html, re.I)
+    assert not re.search(r"<(link|iframe|object|embed|base)\b|@import|url\(", html, re.I)
+    targets = re.findall(r'\b(?:src|href|srcset|action)\s*=\s*"([^"]*)"', html, re.I)
+    files = [t for t in targets if not t.startswith("#")]
+    assert files and all(re.fullmatch(r"[a-z0-9-]+\.png", t) for t in files), targets
+    assert all((page.parent / t).is_file() for t in files)
+
+
 def test_the_screenshot_is_the_page_with_its_plots(page: Path, tmp_path: Path) -> None:
     import matplotlib.image
 

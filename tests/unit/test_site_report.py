@@ -172,6 +172,11 @@ def test_command_messages_and_exit_codes(
     assert "No job ended since 2027-01-01 00:00 UTC" in capsys.readouterr().out
     assert main(["report", "--db", str(db), "--since", since, "--partition", "zz", "--out", str(out)]) == 1
     assert "No job ended since 2026-09-21 00:00 UTC in zz" in capsys.readouterr().out
+    untagged = tmp_path / "untagged.db"
+    with JobStore(untagged) as store:
+        store.merge([job("1", None, 5), job("2", None, 7)], "slurm")
+    assert main(["report", "--db", str(untagged), "--since", since, "--out", str(out)]) == 1
+    assert "None of the 2 jobs that ended since" in capsys.readouterr().out
 
 
 def test_links_planted_in_the_out_directory_are_replaced_not_written_through(
