@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import traceback
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,9 @@ def check_root_run_state(state: Path) -> None:
     owners = {name: (uid, gid) for name, (_, uid, gid) in modes_and_owners(state).items()}
     assert set(owners.values()) == {(NOBODY, NOBODY)}, owners
     # And the service user can go on: append to the job store, publish the next version.
+    # strptime imports its module on first use: import it here, as the child may not read this
+    # Python's library (a pyenv under /root).
+    datetime.strptime("2026", "%Y")
     pid = os.fork()
     if pid == 0:  # the child becomes the service user
         code = 1
