@@ -7,7 +7,8 @@ users would lower them); the guard polls every second, with a lead of LEAD_S:
 (b) a pending job's limit lowered while the guard watches: it starts and is not extended past it;
 (c) the same, with the guard stopped between the lowering and the start;
 (d) a running job's limit lowered while the guard was stopped: the restarted guard knows, from its
-    state file, the higher limit it saw, and does not extend the job past the lowered one;
+    state file (written as the guard stopped), the higher limit it saw, and does not extend the job
+    past the lowered one;
 (e) a reservation in the hour that repeats in the guard's local time, its clocks gone back.
 Each job would otherwise be extended by steps from its 1-minute prediction to 6 minutes.
 """
@@ -99,6 +100,25 @@ def followed(tmp_path: Path, job: int) -> list[Any] | None:
     return entry if isinstance(entry, list) else None
 
 
+def polled(tmp_path: Path) -> None:
+    """Wait for a poll the guard began after this call: the second heartbeat from now (its file
+    holds the time of the beat, which ends a poll)."""
+    beat_after(tmp_path, beat_after(tmp_path, time.time()))
+
+
+def beat_after(tmp_path: Path, moment: float) -> float:
+    """The time of the guard's first heartbeat after ``moment``, once there is one."""
+
+    def beat() -> float:
+        try:
+            return float((tmp_path / "hb").read_text())
+        except (OSError, ValueError):
+            return 0.0
+
+    wait_for("a poll of the guard", lambda: beat() > moment)
+    return beat()
+
+
 def log_of(tmp_path: Path) -> str:
     return (tmp_path / "guard.log").read_text()
 
@@ -167,9 +187,10 @@ def test_a_limit_lowered_while_pending_is_never_extended_past(
 ) -> None:
     job = submit(cluster, "-w", "c2", "--hold")
     update(cluster, job, f"AdminComment={TIME_MIN}")  # time_min mode: the user's 10 minutes kept
-    wait_for("the guard to see it pending", lambda: followed(tmp_path, job) is not None)
+    polled(tmp_path)  # the guard saw it pending
     if restart:
         guard.stop()
+        assert followed(tmp_path, job) is not None  # written as the guard stopped
     update(cluster, job, "TimeLimit=2")  # its user lowers it
     if restart:
         guard.start()
@@ -187,8 +208,9 @@ def test_a_limit_lowered_while_no_guard_ran_is_known_from_its_state_file(
     job = submit(cluster, "-w", "c2")
     wait_for("the job to run", lambda: squeue(cluster, job)[0] == "RUNNING")
     update(cluster, job, f"AdminComment={EXTEND}")  # at its own 10 minutes already: not due
-    wait_for("the guard to see it run", lambda: (followed(tmp_path, job) or [None] * 7)[2] is False)
+    polled(tmp_path)  # the guard saw it run
     guard.stop()
+    assert (followed(tmp_path, job) or [None] * 7)[2] is False  # written, running, as the guard stopped
     update(cluster, job, "TimeLimit=2")  # its user lowers it while no guard runs
     guard.start()
     wait_for("the guard to see it lowered", lambda: (followed(tmp_path, job) or [None] * 7)[6] == 2)

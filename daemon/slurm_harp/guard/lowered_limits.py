@@ -66,7 +66,8 @@ class LoweredLimits:
 
     def __init__(self, seen: dict[str, Seen] | None = None) -> None:
         self.seen: dict[str, Seen] = seen or {}
-        self.changed = False  # since the last save, in anything but run times
+        # Since the last save (guard.seen_file): anything but run times; a job's own limit (written at once).
+        self.changed = self.own_limit_changed = False
 
     def apply(self, jobs: Iterable[RunningJob]) -> list[RunningJob]:
         """``jobs``, with ``lowered_to`` set on those whose user or an admin lowered the limit.
@@ -79,11 +80,12 @@ class LoweredLimits:
                 continue
             key = _key(job.job_id)
             prior = self._prior(job, key)
-            before = None if prior is None else _kept(prior)
+            before, own_before = (None, None) if prior is None else (_kept(prior), prior.lowered_to)
             now = prior if job.state == CONFIGURING else self._see(job, prior)
             if now is not None:
                 seen[key] = now
                 self.changed |= before is None or _kept(now) != before
+                self.own_limit_changed |= now.lowered_to != own_before
                 if now.lowered_to is not None:
                     job = dataclasses.replace(job, lowered_to=now.lowered_to)
             out.append(job)
