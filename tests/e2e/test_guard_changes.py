@@ -9,7 +9,11 @@ users would lower them); the guard polls every second, with a lead of LEAD_S:
 (d) a running job's limit lowered while the guard was stopped: the restarted guard knows, from its
     state file (written as the guard stopped), the higher limit it saw, and does not extend the job
     past the lowered one;
-(e) a reservation in the hour that repeats in the guard's local time, its clocks gone back.
+(e) a reservation in the hour that repeats in the guard's local time, its clocks gone back;
+(f) jobs stopped (SIGSTOP), which squeue shows STOPPED alone: one falling due is extended, one whose
+    user lowered it keeps that limit once it goes on;
+(g) a job requeued and held (special exit), which squeue shows COMPLETING, then SPECIAL_EXIT alone:
+    its limit lowered while it is held is never extended past once it runs again.
 Each job would otherwise be extended by steps from its 1-minute prediction to 6 minutes.
 """
 
@@ -217,3 +221,55 @@ def test_a_limit_lowered_while_no_guard_ran_is_known_from_its_state_file(
     time.sleep(4)
     assert squeue(cluster, job)[1] == "2:00", log_of(tmp_path)
     assert f"job {job}: limit lowered from 10 to 2 min while it ran" in log_of(tmp_path)
+
+
+def signal(cluster: SlurmCluster, job: int, name: str) -> None:
+    done = cluster.run(["scancel", f"--signal={name}", str(job)])
+    assert done.returncode == 0, done.stderr
+
+
+def states(cluster: SlurmCluster, *jobs: int) -> set[str]:
+    return {squeue(cluster, job)[0] for job in jobs}
+
+
+def test_stopped_jobs_are_extended_and_keep_a_lowered_limit(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    due, lowered = submit(cluster, "-w", "c1"), submit(cluster, "-w", "c2")
+    wait_for("the jobs to run", lambda: states(cluster, due, lowered) == {"RUNNING"})
+    update(cluster, lowered, f"AdminComment={EXTEND}")  # at its own 10 minutes
+    polled(tmp_path)
+    update(cluster, lowered, "TimeLimit=2")  # its user lowers it
+    update(cluster, due, f"AdminComment={EXTEND}", "TimeLimit=3")  # due once 30 s have run
+    said = f"job {lowered}: limit lowered from 10 to 2 min while it ran"
+    wait_for("the guard to see it lowered", lambda: said in log_of(tmp_path))
+    for job in (due, lowered):
+        signal(cluster, job, "STOP")
+    wait_for("the jobs to stop", lambda: states(cluster, due, lowered) == {"STOPPED"})
+    wait_for("the stopped job to be extended", lambda: squeue(cluster, due)[1] != "3:00")
+    assert squeue(cluster, due)[:2] == ("STOPPED", "6:00"), log_of(tmp_path)
+    signal(cluster, lowered, "CONT")
+    wait_for("the job to go on", lambda: states(cluster, lowered) == {"RUNNING"})
+    polled(tmp_path)
+    time.sleep(2)  # two polls more, with less than the lead left of its 2 minutes
+    assert squeue(cluster, lowered)[1] == "2:00", log_of(tmp_path)
+
+
+def test_a_limit_lowered_while_held_after_a_requeue_is_never_extended_past(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    job = submit(cluster, "-w", "c2")
+    wait_for("the job to run", lambda: states(cluster, job) == {"RUNNING"})
+    update(cluster, job, f"AdminComment={TIME_MIN}")  # at its user's 10 minutes
+    polled(tmp_path)
+    assert cluster.run(["scontrol", "requeuehold", "State=SpecialExit", str(job)]).returncode == 0
+    wait_for("the job to be held", lambda: states(cluster, job) == {"SPECIAL_EXIT"})
+    polled(tmp_path)  # the guard saw it held at the 10 minutes it ran with
+    update(cluster, job, "TimeLimit=2", "StartTime=now")  # its user lowers it (and it may start now)
+    said = f"job {job}: limit lowered from 10 to 2 min while it was pending"
+    wait_for("the guard to see it lowered", lambda: said in log_of(tmp_path))
+    assert cluster.run(["scontrol", "release", str(job)]).returncode == 0
+    wait_for("the job to run again", lambda: states(cluster, job) == {"RUNNING"})
+    polled(tmp_path)
+    time.sleep(2)
+    assert squeue(cluster, job)[1] == "2:00", log_of(tmp_path)
