@@ -7,8 +7,13 @@ users would lower them); the guard polls every second, with a lead of LEAD_S:
 (b) a pending job's limit lowered while the guard watches: it starts and is not extended past it;
 (c) the same, with the guard stopped between the lowering and the start;
 (d) a running job's limit lowered while the guard was stopped: the restarted guard knows, from its
-    state file, the higher limit it saw, and does not extend the job past the lowered one;
-(e) a reservation in the hour that repeats in the guard's local time, its clocks gone back.
+    state file (written as the guard stopped), the higher limit it saw, and does not extend the job
+    past the lowered one;
+(e) a reservation in the hour that repeats in the guard's local time, its clocks gone back;
+(f) jobs stopped (SIGSTOP), which squeue shows STOPPED alone: one falling due is extended, one whose
+    user lowered it keeps that limit once it goes on;
+(g) a job requeued and held (special exit), which squeue shows COMPLETING, then SPECIAL_EXIT alone:
+    its limit lowered while it is held is never extended past once it runs again.
 Each job would otherwise be extended by steps from its 1-minute prediction to 6 minutes.
 """
 
@@ -99,6 +104,25 @@ def followed(tmp_path: Path, job: int) -> list[Any] | None:
     return entry if isinstance(entry, list) else None
 
 
+def polled(tmp_path: Path) -> None:
+    """Wait for a poll the guard began after this call: the second heartbeat from now (its file
+    holds the time of the beat, which ends a poll)."""
+    beat_after(tmp_path, beat_after(tmp_path, time.time()))
+
+
+def beat_after(tmp_path: Path, moment: float) -> float:
+    """The time of the guard's first heartbeat after ``moment``, once there is one."""
+
+    def beat() -> float:
+        try:
+            return float((tmp_path / "hb").read_text())
+        except (OSError, ValueError):
+            return 0.0
+
+    wait_for("a poll of the guard", lambda: beat() > moment)
+    return beat()
+
+
 def log_of(tmp_path: Path) -> str:
     return (tmp_path / "guard.log").read_text()
 
@@ -167,9 +191,10 @@ def test_a_limit_lowered_while_pending_is_never_extended_past(
 ) -> None:
     job = submit(cluster, "-w", "c2", "--hold")
     update(cluster, job, f"AdminComment={TIME_MIN}")  # time_min mode: the user's 10 minutes kept
-    wait_for("the guard to see it pending", lambda: followed(tmp_path, job) is not None)
+    polled(tmp_path)  # the guard saw it pending
     if restart:
         guard.stop()
+        assert followed(tmp_path, job) is not None  # written as the guard stopped
     update(cluster, job, "TimeLimit=2")  # its user lowers it
     if restart:
         guard.start()
@@ -187,11 +212,64 @@ def test_a_limit_lowered_while_no_guard_ran_is_known_from_its_state_file(
     job = submit(cluster, "-w", "c2")
     wait_for("the job to run", lambda: squeue(cluster, job)[0] == "RUNNING")
     update(cluster, job, f"AdminComment={EXTEND}")  # at its own 10 minutes already: not due
-    wait_for("the guard to see it run", lambda: (followed(tmp_path, job) or [None] * 7)[2] is False)
+    polled(tmp_path)  # the guard saw it run
     guard.stop()
+    assert (followed(tmp_path, job) or [None] * 7)[2] is False  # written, running, as the guard stopped
     update(cluster, job, "TimeLimit=2")  # its user lowers it while no guard runs
     guard.start()
     wait_for("the guard to see it lowered", lambda: (followed(tmp_path, job) or [None] * 7)[6] == 2)
     time.sleep(4)
     assert squeue(cluster, job)[1] == "2:00", log_of(tmp_path)
     assert f"job {job}: limit lowered from 10 to 2 min while it ran" in log_of(tmp_path)
+
+
+def signal(cluster: SlurmCluster, job: int, name: str) -> None:
+    done = cluster.run(["scancel", f"--signal={name}", str(job)])
+    assert done.returncode == 0, done.stderr
+
+
+def states(cluster: SlurmCluster, *jobs: int) -> set[str]:
+    return {squeue(cluster, job)[0] for job in jobs}
+
+
+def test_stopped_jobs_are_extended_and_keep_a_lowered_limit(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    due, lowered = submit(cluster, "-w", "c1"), submit(cluster, "-w", "c2")
+    wait_for("the jobs to run", lambda: states(cluster, due, lowered) == {"RUNNING"})
+    update(cluster, lowered, f"AdminComment={EXTEND}")  # at its own 10 minutes
+    polled(tmp_path)
+    update(cluster, lowered, "TimeLimit=2")  # its user lowers it
+    update(cluster, due, f"AdminComment={EXTEND}", "TimeLimit=3")  # due once 30 s have run
+    said = f"job {lowered}: limit lowered from 10 to 2 min while it ran"
+    wait_for("the guard to see it lowered", lambda: said in log_of(tmp_path))
+    for job in (due, lowered):
+        signal(cluster, job, "STOP")
+    wait_for("the jobs to stop", lambda: states(cluster, due, lowered) == {"STOPPED"})
+    wait_for("the stopped job to be extended", lambda: squeue(cluster, due)[1] != "3:00")
+    assert squeue(cluster, due)[:2] == ("STOPPED", "6:00"), log_of(tmp_path)
+    signal(cluster, lowered, "CONT")
+    wait_for("the job to go on", lambda: states(cluster, lowered) == {"RUNNING"})
+    polled(tmp_path)
+    time.sleep(2)  # two polls more, with less than the lead left of its 2 minutes
+    assert squeue(cluster, lowered)[1] == "2:00", log_of(tmp_path)
+
+
+def test_a_limit_lowered_while_held_after_a_requeue_is_never_extended_past(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    job = submit(cluster, "-w", "c2")
+    wait_for("the job to run", lambda: states(cluster, job) == {"RUNNING"})
+    update(cluster, job, f"AdminComment={TIME_MIN}")  # at its user's 10 minutes
+    polled(tmp_path)
+    assert cluster.run(["scontrol", "requeuehold", "State=SpecialExit", str(job)]).returncode == 0
+    wait_for("the job to be held", lambda: states(cluster, job) == {"SPECIAL_EXIT"})
+    polled(tmp_path)  # the guard saw it held at the 10 minutes it ran with
+    update(cluster, job, "TimeLimit=2", "StartTime=now")  # its user lowers it (and it may start now)
+    said = f"job {job}: limit lowered from 10 to 2 min while it was pending"
+    wait_for("the guard to see it lowered", lambda: said in log_of(tmp_path))
+    assert cluster.run(["scontrol", "release", str(job)]).returncode == 0
+    wait_for("the job to run again", lambda: states(cluster, job) == {"RUNNING"})
+    polled(tmp_path)
+    time.sleep(2)
+    assert squeue(cluster, job)[1] == "2:00", log_of(tmp_path)

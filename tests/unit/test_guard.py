@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -94,11 +94,13 @@ class FakeSlurm:
         return Completed(0, "normal|\nlong|2-00:00:00\n", "")
 
 
-def make_guard(slurm: FakeSlurm, tmp_path: Path, **over: object) -> tuple[Guard, CollectorRegistry]:
+def make_guard(
+    slurm: FakeSlurm, tmp_path: Path, clock: Callable[[], float] = lambda: NOW, **over: object
+) -> tuple[Guard, CollectorRegistry]:
     registry = CollectorRegistry()
     files = {"heartbeat": tmp_path / "guard.heartbeat", "state": tmp_path / "guard" / "limits.json"}
     settings = GuardSettings(**{**files, **over})  # type: ignore[arg-type]
-    return Guard(settings, slurm, GuardMetrics(registry), clock=lambda: NOW), registry
+    return Guard(settings, slurm, GuardMetrics(registry), clock=clock), registry
 
 
 def polled(tmp_path: Path, *listings: Sequence[str]) -> tuple[FakeSlurm, Guard]:

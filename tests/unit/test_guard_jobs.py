@@ -94,9 +94,44 @@ def test_jobs_not_running_are_read_only_when_tagged_for_the_guard(caplog: pytest
             line("6", "40:00", "0:00", TAG, state="CF"),
             line("7_[1-2]", "40:00", "1:00", TAG),  # running: not one job
             line("8", "40:00", "1:00", TAG, state="CG"),
+            line("9", "40:00", "1:00", TAG, state="r?"),  # not a state squeue prints
         ]
     )
     jobs = {j.job_id: j for j in parse_running(text)}
-    assert list(jobs) == ["1", "2_[3-5%2]", "5", "6"]
+    assert list(jobs) == ["1", "2_[3-5%2]", "5", "6", "8"]
     assert jobs["2_[3-5%2]"].limit_minutes is None and jobs["5"].restarts == 2 and jobs["5"].state == "S"
     assert caplog.text.count("skipped") == 2 and "line 4" not in caplog.text
+
+
+def test_squeue_lists_the_jobs_whose_state_carries_a_flag() -> None:
+    # A job with a state flag matches --states=RUNNING (or PENDING) no more (22.05 squeue _filter_job):
+    # only its flag's name lists it.
+    states = next(a for a in SQUEUE_ARGV if a.startswith("--states=")).removeprefix("--states=")
+    flags = {"STOPPED", "SIGNALING", "RESIZING", "SPECIAL_EXIT", "REQUEUE_HOLD", "RESV_DEL_HOLD"}
+    assert flags | {"COMPLETING", "CONFIGURING", "RUNNING", "PENDING", "SUSPENDED"} == set(states.split(","))
+
+
+@pytest.mark.parametrize(
+    ("shown", "state"),
+    [
+        ("ST", running.RUNNING),  # stopped (SIGSTOP): its time runs on
+        ("SI", running.RUNNING),  # a SIGSTOP or SIGCONT on its way
+        ("RS", running.RUNNING),
+        ("SE", running.PENDING),  # requeued and held in special exit
+        ("RH", running.PENDING),  # held after too many requeues
+        ("RD", running.PENDING),  # held: its reservation was deleted
+        ("CG", running.COMPLETING),
+        ("CF", running.UNSETTLED),
+        ("RF", running.UNSETTLED),  # a federation's requeue: not placed here
+    ],
+)
+def test_a_job_shown_by_a_flag_is_read_in_the_state_it_goes_with(shown: str, state: str) -> None:
+    # squeue shows a job whose state carries flags by one flag alone (22.05 job_state_string_compact).
+    assert [j.state for j in parse_running(line("5", "40:00", "10:00", TAG, state=shown))] == [state]
+
+
+def test_a_stopped_job_is_extended(tmp_path: Path) -> None:
+    slurm = FakeSlurm([line("6", "40:00", "39:00", TAG, state="ST")])
+    guard, _ = make_guard(slurm, tmp_path)
+    report = guard.poll()
+    assert report is not None and report.listed == 1 and slurm.updates == [("6", 41)]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_harp.guard import seen_file
 from tests.unit.test_guard import FakeSlurm, line, make_guard, polled
 
 TIME_MIN = "harp:time_min,t~=40,t0=600,v=x"
@@ -156,3 +157,43 @@ def test_an_array_task_keeps_what_its_pending_record_was_lowered_to(tmp_path: Pa
         [*started, line("9_2", "5:00:00", "4:59:00", TIME_MIN)],
     )
     assert set(slurm.updates) == {("9_1", 300)}  # 2 never (the fake keeps 1's limit: asked twice)
+
+
+def test_a_lowered_limit_outlives_a_stop(tmp_path: Path) -> None:
+    # 6's user lowers it to 80 min, stops it (a signal on its way, then stopped), and lets it go on.
+    slurm, _ = polled(
+        tmp_path,
+        [line("6", "1:40:00", "50:00", EXTEND)],
+        [line("6", "1:20:00", "51:00", EXTEND)],
+        [line("6", "1:20:00", "52:00", EXTEND, state="SI")],
+        [line("6", "1:20:00", "1:10:00", EXTEND, state="ST")],
+        [line("6", "1:20:00", "1:19:00", EXTEND)],
+    )
+    assert slurm.updates == []
+
+
+@pytest.mark.parametrize("waiting", ["CG", "SE"])
+def test_a_limit_lowered_as_a_requeued_job_waits_is_its_own(tmp_path: Path, waiting: str) -> None:
+    # 5 ran at its user's 600 min and was requeued: pending with the limit it ran with, completing
+    # while its epilog runs, or held (special exit). Its user lowers it to 300 min then.
+    slurm, _ = polled(
+        tmp_path,
+        [line("5", "10:00:00", "1:00:00", TIME_MIN)],
+        [line("5", "10:00:00", "0:00", TIME_MIN, state="CG", restarts=1)],
+        [line("5", "5:00:00", "0:00", TIME_MIN, state=waiting, restarts=1)],
+        [pending("5", "5:00:00", TIME_MIN, restarts=1)],
+        [line("5", "4:40:00", "4:39:00", TIME_MIN, restarts=1)],  # backfill starts it at 280
+    )
+    assert slurm.updates == [("5", 300)]
+
+
+def test_an_ending_job_is_kept_as_seen_and_one_never_seen_is_not_followed(tmp_path: Path) -> None:
+    _, guard = polled(
+        tmp_path,
+        [line("6", "1:40:00", "50:00", EXTEND)],
+        [line("6", "1:20:00", "51:00", EXTEND)],  # lowered to 80
+        [line("6", "1:20:00", "52:00", EXTEND, state="CG"), line("7", "40:00", "30:00", EXTEND, state="CG")],
+    )
+    guard.close()
+    kept = seen_file.load(tmp_path / "guard" / "limits.json")
+    assert list(kept) == ["6"] and not kept["6"].pending and kept["6"].lowered_to == 80

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 from pathlib import Path
@@ -10,7 +11,8 @@ import pytest
 
 from slurm_harp.guard import seen_file
 from tests.conftest import not_a_file, raised_within
-from tests.unit.test_guard import SUBMITTED, FakeSlurm, line, make_guard, polled
+from tests.unit.test_guard import NOW, SUBMITTED, FakeSlurm, line, make_guard, polled
+from tests.unit.test_guard_lowered import pending
 
 EXTEND = "harp:extend,t!=40,t0=600,v=x"
 TIME_MIN = "harp:time_min,t~=40,t0=600,v=x"
@@ -23,6 +25,20 @@ def state_of(tmp_path: Path) -> Path:
 def write_state(tmp_path: Path, body: object) -> None:
     state_of(tmp_path).parent.mkdir(exist_ok=True)
     state_of(tmp_path).write_text(json.dumps(body))
+
+
+def written(tmp_path: Path) -> dict[str, list[object]]:
+    """The file's entries: job -> [submitted, restarts, pending, highest, limit, run time, lowered_to]."""
+    jobs: dict[str, list[object]] = json.loads(state_of(tmp_path).read_text())["jobs"]
+    return jobs
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_a_restarted_guard_goes_on_from_what_the_last_one_saw(
@@ -133,3 +149,81 @@ def test_a_fifo_as_the_state_file_is_refused_not_waited_on(
     loaded: list[object] = []
     assert raised_within(5, lambda: loaded.append(seen_file.load(state_of(tmp_path)))) is None
     assert loaded == [{}] and said in caplog.text
+
+
+def test_jobs_coming_and_going_are_written_at_most_once_a_minute(tmp_path: Path) -> None:
+    clock = Clock()
+    slurm = FakeSlurm([line("6", "40:00", "10:00", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path, clock=clock)
+    guard.poll()  # a guard's first poll writes what it saw
+    for job, after in (("7", 5), ("8", 30), ("9", 59)):  # a job ends and another starts every poll
+        clock.now = NOW + after
+        slurm.listing = line(job, "40:00", "10:00", EXTEND) + "\n"
+        guard.poll()
+        assert list(written(tmp_path)) == ["6"]
+    clock.now = NOW + seen_file.SAVE_INTERVAL_S
+    guard.poll()
+    assert list(written(tmp_path)) == ["9"]
+
+
+def test_an_own_limit_seen_or_given_up_is_written_at_once(tmp_path: Path) -> None:
+    clock = Clock()
+    slurm = FakeSlurm([pending("5", "10:00:00", TIME_MIN), line("6", "1:40:00", "50:00", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path, clock=clock)
+    guard.poll()
+
+    def polled_after(seconds: float, five: str, six: str) -> dict[str, object]:
+        """The lowered limits written once 5 is pending at ``five`` and 6 runs at ``six``."""
+        clock.now = NOW + seconds
+        slurm.listing = "\n".join([pending("5", five, TIME_MIN), line("6", six, "50:10", EXTEND)]) + "\n"
+        guard.poll()
+        return {job: entry[6] for job, entry in written(tmp_path).items()}
+
+    assert polled_after(5, "5:00:00", "1:40:00") == {"5": 300, "6": None}  # 5 lowered while pending
+    # 5 raised back while pending (its own 600 again), 6 lowered while it runs
+    assert polled_after(10, "10:00:00", "1:20:00") == {"5": None, "6": 80}
+
+
+def test_a_guard_that_crashed_lost_only_what_errs_towards_extending(tmp_path: Path) -> None:
+    clock = Clock()
+    slurm = FakeSlurm([pending("5", "10:00:00", TIME_MIN)])
+    guard, _ = make_guard(slurm, tmp_path, clock=clock)
+    guard.poll()
+    for after, lines in (
+        (5, [pending("5", "5:00:00", TIME_MIN)]),  # lowered by its user,
+        (10, [pending("5", "10:00:00", TIME_MIN)]),  # then raised back
+        (15, [pending("5", "10:00:00", TIME_MIN), line("7", "1:40:00", "50:00", EXTEND)]),
+    ):
+        clock.now = NOW + after
+        slurm.listing = "\n".join(lines) + "\n"
+        guard.poll()
+    assert list(written(tmp_path)) == ["5"]  # 7, first seen at 100 min, waits
+    left = state_of(tmp_path).read_bytes()
+    del guard  # it crashed: what it had not written is lost
+    state_of(tmp_path).write_bytes(left)
+    # While no guard ran, backfill started 5 at 280 min and 7's user lowered it to 80.
+    slurm.listing = "\n".join(
+        [line("5", "4:40:00", "4:39:00", TIME_MIN), line("7", "1:20:00", "1:19:00", EXTEND)]
+    )
+    make_guard(slurm, tmp_path, clock=clock)[0].poll()
+    # 5 towards its user's 600 again, not held at the 300 given up; 7 past the lowering that no
+    # guard saw, as a job first seen at 80 min would be (towards its t0, never short of it).
+    assert slurm.updates == [("5", 340), ("7", 100)]
+
+
+@pytest.mark.parametrize("how", ["closed", "collected"])
+def test_what_waited_is_written_when_the_guard_stops(tmp_path: Path, how: str) -> None:
+    clock = Clock()
+    slurm = FakeSlurm([line("6", "40:00", "10:00", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path, clock=clock)
+    guard.poll()
+    clock.now = NOW + 5
+    slurm.listing = line("7", "40:00", "10:00", EXTEND) + "\n"
+    guard.poll()
+    assert list(written(tmp_path)) == ["6"]
+    if how == "closed":
+        guard.close()
+    else:
+        del guard
+        gc.collect()
+    assert list(written(tmp_path)) == ["7"]

@@ -90,15 +90,20 @@ def parse_duration_s(text: str) -> float | None:
 
 
 def parse_time(text: str, zone: tzinfo | None = None) -> int | None:
-    """sacct's ``2024-03-01T10:00:00`` in ``zone``, or None: this host's local time zone (a saved
-    sacct file, printed in the zone of the host that made it; an hour of it repeats when clocks go
-    back). harp runs sacct itself in SLURM_ZONE."""
+    """sacct's ``2024-03-01T10:00:00`` (see parse_moment) in whole seconds; None for a sentinel."""
     if is_sentinel(text):
         return None
+    return int(parse_moment(text, zone))
+
+
+def parse_moment(text: str, zone: tzinfo | None) -> float:
+    """Unix seconds of a time a Slurm tool printed, ``2024-03-01T10:00:00``, without a zone: read in
+    ``zone``, or with None in this host's local zone (a saved file, printed in the zone of the host
+    that made it; an hour of it repeats when clocks go back). harp runs the tools in SLURM_ZONE."""
     moment = datetime.fromisoformat(text.strip())
     if moment.tzinfo is None and zone is not None:
         moment = moment.replace(tzinfo=zone)
-    return int(moment.timestamp())
+    return moment.timestamp()
 
 
 def slurm_tool_environ() -> dict[str, str]:

@@ -19,9 +19,8 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 
-from slurm_harp.accounting.fields import SLURM_ZONE, parse_duration_s
+from slurm_harp.accounting.fields import SLURM_ZONE, parse_duration_s, parse_moment
 from slurm_harp.guard.hostlist import expand
 from slurm_harp.guard.running import RunningJob
 
@@ -105,8 +104,9 @@ def parse_reservations(text: str) -> tuple[Reservation, ...]:
             out.append(
                 Reservation(
                     name=fields["ReservationName"],
-                    start=_moment(fields["StartTime"]),
-                    end=_moment(fields["EndTime"]),
+                    # scontrol runs in SLURM_ZONE (guard.slurm)
+                    start=parse_moment(fields["StartTime"], SLURM_ZONE),
+                    end=parse_moment(fields["EndTime"], SLURM_ZONE),
                     nodes=frozenset(expand(fields.get("Nodes", ""))),
                     cores=int(fields.get("CoreCnt", "0")),
                     flags=frozenset(fields.get("Flags", "").upper().split(",")) - {"", "(NULL)"},
@@ -153,12 +153,6 @@ def parse_node_cores(text: str) -> dict[str, int]:
         except Exception as exc:
             log.warning("node line skipped (%s: %s): %.200s", type(exc).__name__, exc, line)
     return out
-
-
-def _moment(text: str) -> float:
-    """A reservation's StartTime or EndTime: scontrol runs in SLURM_ZONE (guard.slurm)."""
-    moment = datetime.fromisoformat(text)
-    return (moment if moment.tzinfo else moment.replace(tzinfo=SLURM_ZONE)).timestamp()
 
 
 def _duration(text: str) -> float | None:

@@ -5,7 +5,8 @@ seen before, kept in a file, so a restarted guard catches up on its first poll),
 most ``max_updates_per_poll`` scontrol calls, the jobs closest to their limit first), and one bad job
 never stops a poll. The guard follows each tagged job's limit from poll to poll, pending or running,
 to see one its user lowered (guard.lowered_limits), and keeps what it saw in a file for the next
-guard (guard.seen_file).
+guard (guard.seen_file), written at once when a job's own limit changed, else at most once a minute
+and as the guard is closed (Guard.close; also when it is collected or the interpreter exits).
 
 Site bounds are read once a minute, but reservations again in every poll that is about to extend a
 job: an operator's extension may run into a reservation created a second ago (Slurm lets it), so the
@@ -21,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -28,7 +30,6 @@ from typing import TypeVar
 from slurm_harp.config import GuardSettings
 from slurm_harp.core.extension import ConditionalRatios, next_limit
 from slurm_harp.guard import guard_metrics as results
-from slurm_harp.guard import seen_file
 from slurm_harp.guard.bounds import (
     NODE_CORES_ARGV,
     PARTITIONS_ARGV,
@@ -44,6 +45,7 @@ from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.lowered_limits import LoweredLimits
 from slurm_harp.guard.running import RUNNING, SQUEUE_ARGV, RunningJob, parse_running
+from slurm_harp.guard.seen_file import SeenFile
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.heartbeat import HeartbeatFile
 
@@ -80,20 +82,27 @@ class Guard:
         self._run = runner
         self.metrics = metrics
         self._clock = clock
+        self._seen_file = SeenFile(settings.state, clock)
         self.configure(settings, history)
         self._bounds = Bounds()
         self._bounds_at = -float("inf")
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
         # tried again only when their limit or the bounds change.
         self._refused: dict[str, int] = {}
-        self._lowered = LoweredLimits(seen_file.load(settings.state))
-        self._save_failed = False  # a failing save is logged once until one works again
+        self._lowered = LoweredLimits(self._seen_file.load())
+        # A stop that never calls close() still writes what was not yet written (not a crash).
+        self._close = weakref.finalize(self, self._seen_file.write, self._lowered)
 
     def configure(self, settings: GuardSettings, history: ExtensionHistory | None = None) -> None:
         """``history``: the site's ended jobs for the conditional extension (None: steps only)."""
         self.settings = settings
+        self._seen_file.path = settings.state
         self.heartbeat = HeartbeatFile(settings.heartbeat, settings.stale_seconds, self._clock)
         self.history = history if settings.extension == "conditional" else None
+
+    def close(self) -> None:
+        """Write what the guard saw and has not written yet (a clean stop); once."""
+        self._close()
 
     def poll(self) -> PollReport | None:
         """One poll; None when the running jobs could not be listed. The heartbeat is refreshed only
@@ -131,7 +140,7 @@ class Guard:
         if len(due) > self.settings.max_updates_per_poll:
             log.warning("%d jobs due, %d extended this poll", len(due), self.settings.max_updates_per_poll)
         self.metrics.shortened.set(len(shortened))
-        self._save_seen()
+        self._seen_file.keep(self._lowered)
         self.metrics.poll_duration.observe(self._clock() - started)
         report = PollReport(len(jobs), len(shortened), len(due), tuple(outcomes))
         if not report.good:
@@ -142,19 +151,6 @@ class Guard:
         self.metrics.last_success.set(now)
         self.heartbeat.beat()
         return report
-
-    def _save_seen(self) -> None:
-        if not self._lowered.changed:
-            return
-        try:
-            seen_file.save(self.settings.state, self._lowered.seen)
-        except Exception as exc:  # whatever it raises: the poll, its extensions and heartbeat go on
-            if not self._save_failed:
-                log.error("could not write %s (a restarted guard forgets what this one saw): %s",
-                          self.settings.state, exc)  # fmt: skip
-            self._save_failed = True
-            return
-        self._lowered.changed = self._save_failed = False
 
     def _due(self, job: RunningJob) -> bool:
         limit = job.limit_minutes

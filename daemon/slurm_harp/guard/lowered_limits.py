@@ -21,7 +21,11 @@ time (a new count, or a run time that went back, starts afresh):
   limit last seen pending (raised meanwhile). A start below it is Slurm's doing, not a lowering;
 - running: a limit below the highest seen in this run was lowered, and the lowest such is the own
   limit for the rest of the run, an admin's later raise included;
-- configuring (nodes booting): what was seen is kept as it was until the job runs.
+- configuring (nodes booting), or in a state flag not placed (guard.running): what was seen is
+  kept as it was until the job runs;
+- completing: a job that ran with the restart count seen is ending, and what was seen is kept until
+  it leaves the listing; one with a new count was requeued, and is pending (Slurm requeues a job
+  as pending at once, then waits for its epilog).
 
 What the guard did not see it cannot tell: a limit lowered before it first saw the job (other than
 below the submitted one of a job that never ran), or lowered within a poll of the start, is taken
@@ -38,7 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slurm_harp.core.message import Tag
-from slurm_harp.guard.running import CONFIGURING, PENDING, RunningJob
+from slurm_harp.guard.running import COMPLETING, PENDING, UNSETTLED, RunningJob
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +70,8 @@ class LoweredLimits:
 
     def __init__(self, seen: dict[str, Seen] | None = None) -> None:
         self.seen: dict[str, Seen] = seen or {}
-        self.changed = False  # since the last save, in anything but run times
+        # Since the last save (guard.seen_file): anything but run times; a job's own limit (written at once).
+        self.changed = self.own_limit_changed = False
 
     def apply(self, jobs: Iterable[RunningJob]) -> list[RunningJob]:
         """``jobs``, with ``lowered_to`` set on those whose user or an admin lowered the limit.
@@ -79,11 +84,15 @@ class LoweredLimits:
                 continue
             key = _key(job.job_id)
             prior = self._prior(job, key)
-            before = None if prior is None else _kept(prior)
-            now = prior if job.state == CONFIGURING else self._see(job, prior)
+            before, own_before = (None, None) if prior is None else (_kept(prior), prior.lowered_to)
+            if job.state == COMPLETING:
+                now = self._completing(job, prior)
+            else:
+                now = prior if job.state == UNSETTLED else self._see(job, prior)
             if now is not None:
                 seen[key] = now
                 self.changed |= before is None or _kept(now) != before
+                self.own_limit_changed |= now.lowered_to != own_before
                 if now.lowered_to is not None:
                     job = dataclasses.replace(job, lowered_to=now.lowered_to)
             out.append(job)
@@ -101,6 +110,15 @@ class LoweredLimits:
         if prior is None or (prior.submitted, prior.restarts) != (job.submitted, job.restarts):
             return None  # first seen, another job of that id, or requeued since
         return prior
+
+    def _completing(self, job: RunningJob, prior: Seen | None) -> Seen | None:
+        """A job ending, kept as seen until it leaves the listing; or one requeued (a restart count it
+        was not seen running with), pending until its epilog ends."""
+        if prior is not None and not prior.pending:
+            return prior
+        if prior is None and job.restarts == 0:
+            return None  # never requeued: ending, and not followed before
+        return self._see(dataclasses.replace(job, state=PENDING), prior)
 
     def _see(self, job: RunningJob, prior: Seen | None) -> Seen:
         limit = UNLIMITED if job.limit_minutes is None else job.limit_minutes

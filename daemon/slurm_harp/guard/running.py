@@ -10,11 +10,22 @@ A job is read by the id that addresses it alone in `scontrol update` (squeue's J
 id is not enough: Slurm (22.05 update_job_str) takes a bare array id for the whole array, even when
 that record is running one task, and a bare leader id for every component of its heterogeneous job.
 
-Running jobs are the ones the guard extends. It lists the pending, suspended and configuring ones
-too, but reads only those harp tagged in time_min or extend mode (a substring test skips the others
-before any parsing): the guard follows their limits to see one their user lowered before they ran
-(guard.lowered_limits). A pending array's own record, ``1000_[3-9]``, stands for its pending tasks.
-squeue filters by state in the client (22.05): slurmctld sends every job whatever the filter.
+Running jobs are the ones the guard extends. It lists the pending, suspended, configuring and
+completing ones too, but reads only those harp tagged in time_min or extend mode (a substring test
+skips the others before any parsing): the guard follows their limits to see one their user lowered
+before they ran (guard.lowered_limits). A pending array's own record, ``1000_[3-9]``, stands for its
+pending tasks. squeue filters by state in the client (22.05): slurmctld sends every job whatever the
+filter.
+
+A job's state may carry flags, and then squeue shows it by one of them alone (22.05
+job_state_string_compact) and lists it only for a flag asked for by name: ``--states=RUNNING`` matches
+a running job without flags (squeue's _filter_job). A job left out of one listing is forgotten
+(guard.lowered_limits), so the guard asks for the flags its jobs carry for a while and reads each by
+the state it goes with (22.05 slurmctld): stopped (SIGSTOP: its time runs on), signaled (a
+SIGSTOP or SIGCONT on its way) and resizing jobs run; one held after a requeue (special exit, too many
+requeues) or its reservation deleted is pending; completing is a job ending, or one requeued and
+pending until its epilog ends (guard.lowered_limits tells them apart); configuring, its nodes booting,
+and any flag not placed here keep what was seen of the job.
 """
 
 from __future__ import annotations
@@ -32,8 +43,23 @@ from slurm_harp.core.policy import Mode
 log = logging.getLogger(__name__)
 
 SEPARATOR = "|"
-# squeue's StateCompact of the states listed (a state with a flag prints the flag: CF, configuring).
-RUNNING, PENDING, SUSPENDED, CONFIGURING = "R", "PD", "S", "CF"
+# The states a job is read in: squeue's StateCompact of three base states and of completing,
+RUNNING, PENDING, SUSPENDED, COMPLETING = "R", "PD", "S", "CG"
+# and configuring (CF) or a flag not placed here: what was seen of the job is kept.
+UNSETTLED = "~"
+# StateCompact -> the state a job is read in (see the module's note).
+_STATE_OF = {
+    RUNNING: RUNNING, "ST": RUNNING, "SI": RUNNING, "RS": RUNNING,
+    PENDING: PENDING, "SE": PENDING, "RH": PENDING, "RD": PENDING,
+    SUSPENDED: SUSPENDED, COMPLETING: COMPLETING, "CF": UNSETTLED,
+}  # fmt: skip
+# squeue's names of the base states and the flags listed: a flag lists every job that carries it.
+_LISTED = (
+    "RUNNING,STOPPED,SIGNALING,RESIZING,PENDING,SPECIAL_EXIT,REQUEUE_HOLD,RESV_DEL_HOLD,"
+    "SUSPENDED,COMPLETING,CONFIGURING"
+)
+# squeue's StateCompact codes: one to three capitals (OOM).
+_STATE_CODE = re.compile(r"[A-Z]{1,3}")
 _FIELDS = (
     "JobArrayID",
     "StateCompact",
@@ -50,7 +76,7 @@ _FIELDS = (
 SQUEUE_ARGV: tuple[str, ...] = (
     "squeue",
     "--noheader",
-    "--states=RUNNING,PENDING,SUSPENDED,CONFIGURING",
+    "--states=" + _LISTED,
     "--Format=" + ",".join(f"{field}:0{SEPARATOR}" for field in _FIELDS),
 )
 # A job, an array task (job_task) or a heterogeneous job's component (leader+offset).
@@ -97,7 +123,8 @@ def parse_running(text: str) -> Iterator[RunningJob]:
         if not line.strip():
             continue
         parts = line.split(SEPARATOR, len(_FIELDS) - 1)
-        if len(parts) > 1 and parts[1].strip() != RUNNING and not any(t in parts[-1] for t in _FOLLOWED):
+        running = len(parts) > 1 and _STATE_OF.get(parts[1].strip()) == RUNNING
+        if len(parts) > 1 and not running and not any(t in parts[-1] for t in _FOLLOWED):
             continue  # not running, and no tag of a job the guard may extend
         try:
             job = _job(parts)
@@ -110,11 +137,12 @@ def parse_running(text: str) -> Iterator[RunningJob]:
 def _job(parts: list[str]) -> RunningJob:
     if len(parts) != len(_FIELDS):
         raise ValueError(f"{len(parts)} fields, expected {len(_FIELDS)}")
-    job_id, state, restarts, submitted, limit, used, partition, qos, reservation, nodes, comment = (
+    job_id, shown, restarts, submitted, limit, used, partition, qos, reservation, nodes, comment = (
         p.strip() for p in parts
     )
-    if state not in (RUNNING, PENDING, SUSPENDED, CONFIGURING):
-        raise ValueError(f"job {job_id[:40]!r}: state {state[:10]!r} not listed")
+    if not _STATE_CODE.fullmatch(shown):
+        raise ValueError(f"job {job_id[:40]!r}: state {shown[:10]!r} does not read")
+    state = _STATE_OF.get(shown, UNSETTLED)
     if not (_JOB_ID.fullmatch(job_id) or (state == PENDING and _ARRAY_RECORD.fullmatch(job_id))):
         raise ValueError(f"bad job id {job_id[:40]!r}")
     comment = comment[: -len(SEPARATOR)] if comment.endswith(SEPARATOR) else comment

@@ -2,21 +2,31 @@
 restarted guard goes on from there instead of taking each limit for the one its job started with.
 
 It lives in the guard's state directory (``[guard] state``; the unit's StateDirectory outlives a
-restart, the heartbeat's runtime directory does not). It is rewritten only when what it holds changed
-(run times alone do not count), to a temporary name then renamed over it. A file that is missing,
-unreadable, not JSON or not of this format is logged and ignored: the guard starts from what it sees,
-as it did before the file existed. So is each entry that does not read. Nothing here stops a poll.
+restart, the heartbeat's runtime directory does not), written to a temporary name, fsync'd, then
+renamed over it. At a busy site jobs come and go every poll, so it is not rewritten whenever what
+it holds changed: at once when a job's own limit did (a lowering seen, or one given up: a raise
+while pending, a start above the limit last seen pending, a new run), otherwise at most once every
+SAVE_INTERVAL_S, and when the guard stops.
+What a crash loses is then only such an interval of jobs first seen, their highest limits and
+states (run times are never written): a restarted guard takes the limit it finds for one its job
+started with, and may extend the job up to its tag's own limit, never stop it short of it.
+
+A file that is missing, unreadable, not JSON or not of this format is logged and ignored: the guard
+starts from what it sees, as it did before the file existed. So is each entry that does not read.
+Nothing here stops a poll.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+import math
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from slurm_harp.guard.lowered_limits import Seen
+from slurm_harp.guard.lowered_limits import LoweredLimits, Seen
 from slurm_harp.regular_file import read_regular
 from slurm_harp.state_dir import make_dirs, replace_file
 
@@ -25,6 +35,42 @@ log = logging.getLogger(__name__)
 FORMAT = "harp-guard-limits/1"
 # About 60 bytes a job: a file this large is not one of ours.
 MAX_BYTES = 256 << 20
+# The longest a change that may wait (anything but a job's own limit) goes unwritten.
+SAVE_INTERVAL_S = 60.0
+
+
+class SeenFile:
+    """When the guard's LoweredLimits are written to ``path`` (see the module's note)."""
+
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self._clock = clock
+        self._written_at = -math.inf  # the last attempt: the first change after a start is written
+        self._failed = False  # a failing write is logged once until one works again
+
+    def load(self) -> dict[str, Seen]:
+        return load(self.path)
+
+    def keep(self, limits: LoweredLimits) -> None:
+        """After a poll: write at once when a job's own limit changed, else at most once an interval."""
+        due = self._clock() - self._written_at >= SAVE_INTERVAL_S
+        if limits.own_limit_changed or (limits.changed and due):
+            self.write(limits)
+
+    def write(self, limits: LoweredLimits) -> None:
+        """Write ``limits`` if anything changed since the last write; a failure is logged (once)."""
+        if not limits.changed:
+            return
+        self._written_at = self._clock()
+        try:
+            save(self.path, limits.seen)
+        except Exception as exc:  # whatever it raises: the poll, its extensions and heartbeat go on
+            if not self._failed:
+                log.error("could not write %s (a restarted guard forgets what this one saw): %s",
+                          self.path, exc)  # fmt: skip
+            self._failed = True
+            return
+        limits.changed = limits.own_limit_changed = self._failed = False
 
 
 def load(path: Path) -> dict[str, Seen]:
