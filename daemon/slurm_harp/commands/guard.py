@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     guard = Guard(settings.guard, run_command, GuardMetrics(registry), history=history_of(settings))
     if args.once:
         report = guard.poll()
+        guard.close()
         return 0 if report is not None and report.good else 1
     if settings.guard.metrics_port is not None:
         start_http_server(settings.guard.metrics_port, addr=settings.guard.metrics_address, registry=registry)
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
             log.exception("poll failed; retrying next period")
         wake.wait(guard.settings.poll_seconds)
         wake.clear()
+    guard.close()  # what it saw within the last minute, for the next guard
     log.info("stopped")
     return 0
 

@@ -90,7 +90,7 @@ class Guard:
         # tried again only when their limit or the bounds change.
         self._refused: dict[str, int] = {}
         self._lowered = LoweredLimits(self._seen_file.load())
-        # A stop that never calls close() still writes what was not yet written (not a crash).
+        # `harp guard` calls close() as it stops; a Guard dropped without it still writes at exit.
         self._close = weakref.finalize(self, self._seen_file.write, self._lowered)
 
     def configure(self, settings: GuardSettings, history: ExtensionHistory | None = None) -> None:
