@@ -151,6 +151,13 @@ class ModelStore:
             p.name for p in target_dir.iterdir() if _VERSION.match(p.name) and (p / CARD_FILE).is_file()
         )
 
+    def owner(self, version: str) -> Target | None:
+        """The target whose directory holds ``version``, or None: a job's tag names the versions
+        that served it, not their targets (version names are unique across targets)."""
+        if not _VERSION.match(version):
+            return None
+        return next((t for t in Target if (self.target_dir(t) / version).is_dir()), None)
+
     def verdict(self, target: Target | str, version: str) -> dict[str, Any] | None:
         """The promotion verdict on ``version`` (its ``promotion.json``, written by
         learning.promotion), or None when it has no readable one: versions of ``--promote
