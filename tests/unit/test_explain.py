@@ -56,6 +56,21 @@ def test_a_lowered_running_job_is_explained_from_its_tag_and_model(trained_store
     assert "policy now: mode shadow for partition batch, account phys; limits quantile" in text
 
 
+def test_sacct_is_asked_for_the_one_job_with_a_delimiter_of_each_run(trained_store: Path) -> None:
+    """As a harvest runs it (sacct_runner), but for the newest record of one id: a delimiter no user
+    knew when naming a job, so no other job's free text passes for this job's row."""
+    settings = parse({"store": {"path": str(trained_store)}})
+    calls, runner = sacct_with("")
+    for _ in range(2):
+        explain("4242", settings, runner)  # type: ignore[arg-type]
+    delimiters = [argv[4].removeprefix("--delimiter=") for argv in calls]
+    for argv, delimiter in zip(calls, delimiters, strict=True):
+        assert argv[:4] == ["sacct", "-a", "-P", "--noconvert"] and argv[4] == f"--delimiter={delimiter}"
+        assert argv[5:] == ["-j", "4242", "-o", ",".join(SACCT_FIELDS)]
+        assert delimiter.startswith("\x1f") and delimiter.endswith("\x1f") and len(delimiter) == 18
+    assert delimiters[0] != delimiters[1]
+
+
 def test_the_calibrated_rule_shows_every_rung(tmp_path: Path) -> None:
     from tests.conftest import REPO
 
