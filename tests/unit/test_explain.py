@@ -108,6 +108,18 @@ def test_no_tag_no_job_and_a_bad_id_are_said_plainly(trained_store: Path) -> Non
     assert "is not in" in explain("4242", settings, runner)  # type: ignore[arg-type]
 
 
+def test_a_target_is_explained_by_a_version_of_its_own(store_copy: Path) -> None:
+    """A tag's version is looked for among its target's versions (ModelStore.owner): a name that
+    reaches into another target's directory is not taken for one, nor loaded as that target's model."""
+    version = ModelStore(store_copy).current_version(Target.TIME)
+    (store_copy / "memory").mkdir()
+    settings = parse({"store": {"path": str(store_copy)}, "policy": {"limits": "quantile"}})
+    _, runner = sacct_with(f"harp:shadow,m=2000,v=../time/{version}")
+    text = explain("4242", settings, runner)  # type: ignore[arg-type]
+    assert f"memory model: ../time/{version} is not in {store_copy}" in text
+    assert f"memory model {version}" not in text
+
+
 def test_an_older_job_with_the_same_id_is_in_the_users_history(trained_store: Path, tmp_path: Path) -> None:
     """A job id given again (MaxJobId wrapped, slurmctld lost its state) names two jobs: the older
     one, ended the day before this one was submitted, is history, as the daemon's feed had it."""
