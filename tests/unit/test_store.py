@@ -183,7 +183,7 @@ def test_a_clock_gone_back_names_a_version_after_the_newest(
 def test_a_verdict_is_read_from_promotion_json_and_refused_follows_it(tmp_path: Path) -> None:
     store = ModelStore(tmp_path)
     judged, unjudged, garbled = (store.publish(Target.TIME, FILES, CARD) for _ in range(3))
-    store.write_note(Target.TIME, judged, "promotion.json", {"promote": False, "verdict": "kept"})
+    store.write_verdict(Target.TIME, judged, {"promote": False, "verdict": "kept"})
     (tmp_path / "time" / garbled / "promotion.json").write_text("[1, 2]")
     assert store.verdict(Target.TIME, judged) == {"promote": False, "verdict": "kept"}
     assert store.refused(Target.TIME, judged)
