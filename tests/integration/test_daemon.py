@@ -16,9 +16,11 @@ import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from prometheus_client import CollectorRegistry
 
+from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.config import parse
-from slurm_harp.core.request import Target
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.model.store import ModelStore
 from slurm_harp.server.daemon import Daemon
 from slurm_harp.server.socket_path import DaemonError
@@ -241,6 +243,37 @@ def test_a_reload_applies_store_policy_and_billing_at_once_and_the_rest_after_a_
             assert f"reload: [{section}] changes take effect only after a restart" in caplog.text
     finally:
         daemon.stop(grace=0)
+
+
+def test_outcome_figures_follow_a_reload_to_another_store(tmp_path: Path, store_copy: Path) -> None:
+    """The outcome gauges name the version that served a job by asking the store configured now:
+    after a reload moved [store] path, the new store's versions are found (not "unknown")."""
+    from slurm_harp.config import load
+
+    sock, conf, db = tmp_path / "harp.sock", tmp_path / "harp.toml", tmp_path / "jobs.sqlite"
+    config = f'[server]\nsocket = "{sock}"\n[history]\ndb = "{db}"\n[store]\npath = "{{}}"\n'
+    conf.write_text(config.format(store_copy))
+    other = tmp_path / "other-store"
+    shutil.copytree(store_copy, other)
+    _, newer = promote_a_copy(other)  # a version only the other store holds
+    daemon = Daemon(load(conf), CollectorRegistry())
+    conf.write_text(config.format(other))
+    daemon.reload()
+    assert daemon.history is not None and daemon.history.outcomes is not None
+    served = JobRecord(
+        "1", JobRequest(partition="batch", time_limit_minutes=600), "COMPLETED", 1800,
+        end_time=int(time.time()) - 3600, alloc_cpus=4, harp_tag=f"harp:shadow,t=60,v={newer.name}",
+    )  # fmt: skip
+    with JobStore(db) as jobs:
+        jobs.merge([served], "sacct")
+        daemon.history.outcomes.refresh(jobs, force=True)
+    counted = {
+        sample.labels["version"]: sample.value
+        for family in daemon.history.outcomes.collect()
+        for sample in family.samples
+        if sample.name == "harp_outcome_jobs"
+    }
+    assert counted == {newer.name: 1.0}
 
 
 def test_stop_reports_not_serving_and_removes_socket(tmp_path: Path, store_copy: Path) -> None:

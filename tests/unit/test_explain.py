@@ -56,6 +56,21 @@ def test_a_lowered_running_job_is_explained_from_its_tag_and_model(trained_store
     assert "policy now: mode shadow for partition batch, account phys; limits quantile" in text
 
 
+def test_sacct_is_asked_for_the_one_job_with_a_delimiter_of_each_run(trained_store: Path) -> None:
+    """As a harvest runs it (sacct_runner), but for the newest record of one id: a delimiter no user
+    knew when naming a job, so no other job's free text passes for this job's row."""
+    settings = parse({"store": {"path": str(trained_store)}})
+    calls, runner = sacct_with("")
+    for _ in range(2):
+        explain("4242", settings, runner)  # type: ignore[arg-type]
+    delimiters = [argv[4].removeprefix("--delimiter=") for argv in calls]
+    for argv, delimiter in zip(calls, delimiters, strict=True):
+        assert argv[:4] == ["sacct", "-a", "-P", "--noconvert"] and argv[4] == f"--delimiter={delimiter}"
+        assert argv[5:] == ["-j", "4242", "-o", ",".join(SACCT_FIELDS)]
+        assert delimiter.startswith("\x1f") and delimiter.endswith("\x1f") and len(delimiter) == 18
+    assert delimiters[0] != delimiters[1]
+
+
 def test_the_calibrated_rule_shows_every_rung(tmp_path: Path) -> None:
     from tests.conftest import REPO
 
@@ -91,6 +106,18 @@ def test_no_tag_no_job_and_a_bad_id_are_said_plainly(trained_store: Path) -> Non
         explain("42; rm -rf /", settings, runner)  # type: ignore[arg-type]
     _, runner = sacct_with("harp:shadow,t=30,v=20000101T000000.000000Z")
     assert "is not in" in explain("4242", settings, runner)  # type: ignore[arg-type]
+
+
+def test_a_target_is_explained_by_a_version_of_its_own(store_copy: Path) -> None:
+    """A tag's version is looked for among its target's versions (ModelStore.owner): a name that
+    reaches into another target's directory is not taken for one, nor loaded as that target's model."""
+    version = ModelStore(store_copy).current_version(Target.TIME)
+    (store_copy / "memory").mkdir()
+    settings = parse({"store": {"path": str(store_copy)}, "policy": {"limits": "quantile"}})
+    _, runner = sacct_with(f"harp:shadow,m=2000,v=../time/{version}")
+    text = explain("4242", settings, runner)  # type: ignore[arg-type]
+    assert f"memory model: ../time/{version} is not in {store_copy}" in text
+    assert f"memory model {version}" not in text
 
 
 def test_an_older_job_with_the_same_id_is_in_the_users_history(trained_store: Path, tmp_path: Path) -> None:

@@ -73,7 +73,7 @@ def test_rollback_serves_the_previous_or_a_named_version(tmp_path: Path) -> None
 def test_rollback_skips_a_challenger_refused_at_promotion(tmp_path: Path) -> None:
     store = ModelStore(tmp_path)
     champion, refused, serving = publish(store, 3)
-    store.write_note(Target.TIME, refused, PROMOTION_FILE, {"promote": False})
+    store.write_verdict(Target.TIME, refused, {"promote": False})
     assert main(["rollback", "--store", str(tmp_path)]) == 0
     assert store.current_version(Target.TIME) == champion
     assert main(["rollback", "--store", str(tmp_path), refused]) == 0  # named: served as asked
@@ -104,7 +104,7 @@ def test_prune_keeps_the_champions_behind_refused_challengers(tmp_path: Path) ->
     older, serving, *challengers = publish(store, 5)
     store.set_current(Target.TIME, serving)
     for version in challengers:
-        store.write_note(Target.TIME, version, PROMOTION_FILE, {"promote": False})
+        store.write_verdict(Target.TIME, version, {"promote": False})
     assert prune(store, Target.TIME, keep=2) == [challengers[0]]
     assert store.versions(Target.TIME) == [older, serving, *challengers[1:]]
     assert main(["rollback", "--store", str(tmp_path)]) == 0

@@ -14,7 +14,6 @@ from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.cli import main
 from slurm_harp.core.request import Target
-from slurm_harp.learning.promotion import NOTE
 from slurm_harp.model import store as store_module
 from slurm_harp.model.store import ModelStore
 from tests.unit.test_harvest import TEXT, FakeSacct
@@ -46,7 +45,7 @@ def test_nightly_harvests_trains_and_promotes(
     models = ModelStore(tmp_path / "models")
     first = models.current_version(Target.TIME)
     assert first is not None
-    note = json.loads((models.target_dir(Target.TIME) / first / NOTE).read_text())
+    note = models.verdict(Target.TIME, first) or {}
     assert note["promote"] and note["kill_budget"] == 0.01
     out = capsys.readouterr().out
     assert "harvest sacct:" in out and "promoted: no champion" in out
@@ -56,7 +55,7 @@ def test_nightly_harvests_trains_and_promotes(
         assert main(["nightly", "--config", str(site)]) == 0
     versions = models.versions(Target.TIME)
     assert len(versions) == 2 and first not in versions
-    note = json.loads((models.target_dir(Target.TIME) / versions[-1] / NOTE).read_text())
+    note = models.verdict(Target.TIME, versions[-1]) or {}
     # Nothing new was harvested since the serving version trained: no fair comparison, and the
     # new version, within its kill budget, is served.
     assert note["promote"] and "jobs of the window are new to the champion" in note["reason"]

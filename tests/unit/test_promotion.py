@@ -19,7 +19,7 @@ from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.commands import models as models_command
 from slurm_harp.commands import train as train_command
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.learning.promotion import NOTE, Standing, judge
+from slurm_harp.learning.promotion import Standing, judge
 from slurm_harp.model.retention import STALE_TEMP_S, sweep
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import LOCK_FILE, ModelStore, StoreBusy
@@ -107,13 +107,13 @@ def test_train_from_the_job_store_judges_each_new_version(
     first = night()
     assert store.current_version(Target.TIME) == first
     assert "promoted: no champion" in capsys.readouterr().out
-    note = json.loads((store.target_dir(Target.TIME) / first / NOTE).read_text())
+    note = store.verdict(Target.TIME, first) or {}
     assert note["promote"] and note["champion"] is None
 
     # Trained on the same jobs again: no job of the window is new to the serving version, so
     # there is nothing fair to compare on; within its kill budget, the new version is served.
     again = night()
-    note = json.loads((store.target_dir(Target.TIME) / again / NOTE).read_text())
+    note = store.verdict(Target.TIME, again) or {}
     assert note["promote"] and "only 0 jobs of the window are new" in note["reason"]
     assert store.current_version(Target.TIME) == again
 
@@ -122,7 +122,7 @@ def test_train_from_the_job_store_judges_each_new_version(
         jobs_db.merge(jobs[900:1200], "sacct")
     second = night("--floor", "150")
     out = capsys.readouterr().out
-    note = json.loads((store.target_dir(Target.TIME) / second / NOTE).read_text())
+    note = store.verdict(Target.TIME, second) or {}
     assert not note["promote"] and "kept the champion" in out, out
     assert note["challenger"]["waste_cut_pct"] < note["champion"]["waste_cut_pct"] - 0.5
     assert store.current_version(Target.TIME) == again
@@ -131,7 +131,7 @@ def test_train_from_the_job_store_judges_each_new_version(
     with JobStore(db) as jobs_db:
         jobs_db.merge(jobs[1200:], "sacct")
     third = night()
-    note = json.loads((store.target_dir(Target.TIME) / third / NOTE).read_text())
+    note = store.verdict(Target.TIME, third) or {}
     assert note["promote"] and note["champion"] is not None, note
     assert store.current_version(Target.TIME) == third
 
@@ -162,7 +162,7 @@ def test_promote_never_always_keep_and_a_broken_champion(db: Path, tmp_path: Pat
     assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--keep", "2") == 0
     newest = store.versions(Target.TIME)[-1]
     assert store.current_version(Target.TIME) == newest
-    note = json.loads((store.target_dir(Target.TIME) / newest / NOTE).read_text())
+    note = store.verdict(Target.TIME, newest) or {}
     assert "cannot be evaluated" in note["reason"]
     assert len(store.versions(Target.TIME)) == 2  # --keep 2
 
@@ -202,7 +202,7 @@ def test_a_verdict_that_cannot_be_written_leaves_no_unjudged_version(
     def disk_full(*args: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(ModelStore, "write_note", disk_full)
+    monkeypatch.setattr(ModelStore, "write_verdict", disk_full)
     assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--floor", "150") == 1
     assert "time: trained but not published" in caplog.text and "[Errno 28]" in caplog.text
     assert "cannot write the verdict on" in caplog.text and "removing it" in caplog.text

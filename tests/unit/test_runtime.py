@@ -16,7 +16,6 @@ from slurm_harp.core.features import FEATURE_NAMES, vectorize
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.walltime import train_walltime
-from slurm_harp.model.card import PROMOTION_FILE
 from slurm_harp.model.runtime import ModelError, QuantileModel
 from slurm_harp.model.store import ModelStore, sha256_hex
 from slurm_harp.server.reloader import reload_models
@@ -253,7 +252,7 @@ def test_the_fallback_at_start_skips_a_challenger_refused_at_promotion(
     card = {k: v for k, v in good.items() if k not in ("version", "created", "files", "target")}
     old_champion = store.publish(Target.TIME, files, card)
     refused = store.publish(Target.TIME, files, card, make_current=False)
-    store.write_note(Target.TIME, refused, PROMOTION_FILE, {"promote": False, "reason": "newly kills 7 %"})
+    store.write_verdict(Target.TIME, refused, {"promote": False, "reason": "newly kills 7 %"})
     broken = store.publish(Target.TIME, {**files, next(iter(files)): b"not onnx"}, card)
     assert store.current_version(Target.TIME) == broken and store.refused(Target.TIME, refused)
     result = reload_models(store.root, {}, None)

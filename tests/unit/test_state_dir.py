@@ -61,7 +61,7 @@ def check_root_run_state(state: Path) -> None:
         assert set(wal_owners.values()) == {NOBODY}, wal_owners
     models = ModelStore(state / "models")
     version = models.publish(Target.TIME, {"q0.50.onnx": b"x"}, {"quantiles": []})
-    models.write_note(Target.TIME, version, "promotion.json", {"ok": True})
+    models.write_verdict(Target.TIME, version, {"ok": True})
     owners = {name: (uid, gid) for name, (_, uid, gid) in modes_and_owners(state).items()}
     assert set(owners.values()) == {(NOBODY, NOBODY)}, owners
     # And the service user can go on: append to the job store, publish the next version.

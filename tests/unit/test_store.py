@@ -184,9 +184,19 @@ def test_a_clock_gone_back_names_a_version_after_the_newest(
 def test_a_verdict_is_read_from_promotion_json_and_refused_follows_it(tmp_path: Path) -> None:
     store = ModelStore(tmp_path)
     judged, unjudged, garbled = (store.publish(Target.TIME, FILES, CARD) for _ in range(3))
-    store.write_note(Target.TIME, judged, "promotion.json", {"promote": False, "verdict": "kept"})
+    store.write_verdict(Target.TIME, judged, {"promote": False, "verdict": "kept"})
     (tmp_path / "time" / garbled / "promotion.json").write_text("[1, 2]")
     assert store.verdict(Target.TIME, judged) == {"promote": False, "verdict": "kept"}
     assert store.refused(Target.TIME, judged)
     for version in (unjudged, garbled):  # no readable verdict: not refused, nothing to list
         assert store.verdict(Target.TIME, version) is None and not store.refused(Target.TIME, version)
+
+
+def test_a_versions_owner_is_the_target_whose_directory_holds_it(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    time_version = store.publish(Target.TIME, FILES, CARD)
+    memory_version = store.publish(Target.MEMORY, FILES, CARD)
+    assert store.owner(time_version) is Target.TIME and store.owner(memory_version) is Target.MEMORY
+    (tmp_path / "time" / ".hidden").mkdir()
+    for name in ("20000101T000000.000000Z", "CURRENT", ".hidden", "../time", ""):
+        assert store.owner(name) is None, name

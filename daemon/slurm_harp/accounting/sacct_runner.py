@@ -1,5 +1,6 @@
 """Running sacct: the fields harp asks for, its command line, the one subprocess call (a
-SacctRunner: argv in, stdout out, faked in unit tests), and a window of jobs run and read.
+SacctRunner: argv in, stdout out, faked in unit tests), and a window of jobs or one job run and
+read.
 
 sacct runs in SLURM_ZONE (UTC), which never repeats an hour, and with a delimiter of its own for
 each run (sacct_lines.fresh_delimiter), which no user text can hold; sacct.read_sacct reads what
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from slurm_harp.accounting.fields import SLURM_ZONE, slurm_tool_environ
 from slurm_harp.accounting.read_stats import ReadStats
-from slurm_harp.accounting.sacct import read_sacct
+from slurm_harp.accounting.sacct import read_one_job, read_sacct
 from slurm_harp.accounting.sacct_lines import fresh_delimiter
 from slurm_harp.core.job import FINISHED_STATES, JobRecord
 
@@ -64,19 +65,22 @@ ENDED_STATES: tuple[str, ...] = tuple(sorted(FINISHED_STATES))
 
 
 def sacct_argv(
-    start: str,
-    end: str,
+    selection: Sequence[str],
     *,
     states: Sequence[str] = (),
     delimiter: str = "|",
     fields: Sequence[str] = SACCT_FIELDS,
+    duplicates: bool = True,
 ) -> list[str]:
-    """The sacct command line for all users' jobs in [start, end] (sacct's -S/-E syntax): every
-    accounting record, not only the newest of each job id (--duplicates)."""
-    argv = ["sacct", "-a", "-P", "--noconvert", "--duplicates"]
+    """The sacct command line for all users' jobs that ``selection`` picks (sacct's options:
+    ``["-S", start, "-E", end]`` or ``["-j", job_id]``). ``duplicates``: every accounting record,
+    not only the newest of each job id."""
+    argv = ["sacct", "-a", "-P", "--noconvert"]
+    if duplicates:
+        argv.append("--duplicates")
     if delimiter != "|":
         argv.append(f"--delimiter={delimiter}")
-    argv += ["-S", start, "-E", end, "-o", ",".join(fields)]
+    argv += [*selection, "-o", ",".join(fields)]
     if states:
         argv.append("--state=" + ",".join(states))
     return argv
@@ -124,8 +128,18 @@ def harvest_sacct(
     date in SLURM_ZONE), in ``states`` if given, and read them. A delimiter no user knew when they
     named their job: no free text forges a row (sacct_lines.fresh_delimiter)."""
     delimiter = fresh_delimiter()
-    text = runner(sacct_argv(start, end or "now", states=states, delimiter=delimiter))
+    text = runner(sacct_argv(["-S", start, "-E", end or "now"], states=states, delimiter=delimiter))
     # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
     return read_sacct(
         text.split("\n"), stats or ReadStats(source="sacct"), zone=SLURM_ZONE, delimiter=delimiter
     )
+
+
+def one_job(runner: SacctRunner, job_id: str) -> JobRecord | None:
+    """Run sacct for job ``job_id`` (its JobIDRaw) and read it, in any state (pending and running
+    too); None when accounting has no such job. sacct gives the newest record of the id alone
+    (no --duplicates). With a fresh delimiter, as a harvest: no other job's free text passes for
+    this job's row."""
+    delimiter = fresh_delimiter()
+    text = runner(sacct_argv(["-j", job_id], delimiter=delimiter, duplicates=False))
+    return read_one_job(text.split("\n"), job_id, delimiter)

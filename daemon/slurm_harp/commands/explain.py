@@ -13,15 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from slurm_harp.accounting import sacct, sacct_runner
+from slurm_harp.accounting import sacct_runner
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.sacct_lines import fresh_delimiter
+from slurm_harp.accounting.sacct_runner import SacctRunner
 from slurm_harp.commands.arguments import config_option, settings_at
 from slurm_harp.commands.terminal import printable, printable_lines
 from slurm_harp.config import Settings
@@ -37,7 +36,6 @@ from slurm_harp.model.store import ModelStore
 
 UNITS = {Target.TIME: "min", Target.MEMORY: "MB", Target.CPUS: "CPUs"}
 DAY_S = 86400
-Runner = Callable[[Sequence[str]], str]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -60,20 +58,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_job(job_id: str, runner: Runner) -> JobRecord:
+def read_job(job_id: str, runner: SacctRunner) -> JobRecord:
     """The job from sacct (pending and running jobs too)."""
     if not job_id.isdigit():
         raise ValueError(f"not a job id: {job_id!r} (give the number sacct shows as JobIDRaw)")
-    fields = ",".join(sacct_runner.SACCT_FIELDS)
-    delimiter = fresh_delimiter()  # no other job's free text can pass for this job's row
-    argv = ["sacct", "-a", "-P", "--noconvert", f"--delimiter={delimiter}", "-j", job_id, "-o", fields]
-    record = sacct.read_one_job(runner(argv).split("\n"), job_id, delimiter)
+    record = sacct_runner.one_job(runner, job_id)
     if record is None:
         raise ValueError(f"job {job_id}: not in accounting (sacct -j {job_id} shows nothing)")
     return record
 
 
-def explain(job_id: str, settings: Settings, runner: Runner) -> str:
+def explain(job_id: str, settings: Settings, runner: SacctRunner) -> str:
     """The explanation, every character a user may have chosen (an account, a tag) shown escaped."""
     job = read_job(job_id, runner)
     request = job.request
@@ -92,7 +87,7 @@ def explain(job_id: str, settings: Settings, runner: Runner) -> str:
     store = ModelStore(settings.store)
     for key in tag.values:
         target = TARGET_OF_KEY[key]
-        version = next((v for v in tag.versions if (store.target_dir(target) / v).is_dir()), None)
+        version = next((v for v in tag.versions if store.owner(v) is target), None)
         if version is None:
             lines.append(
                 f"{target.value} model: {', '.join(tag.versions) or 'none named'} is not in {store.root}"

@@ -18,7 +18,7 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.learning.dataset import Dataset
 from slurm_harp.learning.fitting import MethodConfig, Refit
-from slurm_harp.learning.promotion import NOTE, Verdict, challenge
+from slurm_harp.learning.promotion import Verdict, challenge
 from slurm_harp.learning.trainer import TrainingError, TrainResult, train_target
 from slurm_harp.model.retention import discard, prune, sweep
 from slurm_harp.model.runtime import ModelError
@@ -79,7 +79,7 @@ def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Targe
         except ModelError as exc:
             raise TrainingError(f"the new version {version} does not load: {exc}") from exc
         try:
-            store.write_note(target, version, NOTE, verdict.to_dict())
+            store.write_verdict(target, version, verdict.to_dict())
         except OSError as exc:
             # Without its verdict a refused challenger would look unjudged: the daemon's fallback
             # and `harp rollback` would take it. Never judged is safer than misjudged: it goes.

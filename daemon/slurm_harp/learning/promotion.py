@@ -34,11 +34,9 @@ from slurm_harp.core.safety_rule import ladder_limits
 from slurm_harp.learning.calibration import assess
 from slurm_harp.learning.targets import TargetData, available
 from slurm_harp.learning.trainer import Window
-from slurm_harp.model.card import PROMOTION_FILE
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import ModelStore
 
-NOTE = PROMOTION_FILE
 MIN_JOBS = 20
 
 

@@ -104,16 +104,15 @@ class ModelStore:
             self.set_current(target, version)
         return version
 
-    def write_note(self, target: Target | str, version: str, name: str, payload: Mapping[str, Any]) -> None:
-        """Add a JSON file (e.g. the promotion verdict) to a published version, atomically.
-        The card and model files are never touched: they are what the checksums cover."""
+    def write_verdict(self, target: Target | str, version: str, verdict: Mapping[str, Any]) -> None:
+        """Give a published version its promotion verdict (its ``promotion.json``, which verdict()
+        reads), atomically. The card and model files are never touched: they are what the
+        checksums cover."""
         version_dir = self.target_dir(target) / version
-        if not _FILE_NAME.match(name) or name in (CARD_FILE, CURRENT_FILE) or not name.endswith(".json"):
-            raise ValueError(f"bad note name {name!r}")
-        if not (version_dir / CARD_FILE).is_file():
+        if not _VERSION.match(version) or not (version_dir / CARD_FILE).is_file():
             raise ValueError(f"no complete version {version!r} under {version_dir.parent}")
-        data = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False).encode()
-        replace_file(version_dir / name, data)
+        data = json.dumps(verdict, indent=2, sort_keys=True, allow_nan=False).encode()
+        replace_file(version_dir / PROMOTION_FILE, data)
 
     def set_current(self, target: Target | str, version: str) -> None:
         target_dir = self.target_dir(target)
@@ -151,9 +150,16 @@ class ModelStore:
             p.name for p in target_dir.iterdir() if _VERSION.match(p.name) and (p / CARD_FILE).is_file()
         )
 
+    def owner(self, version: str) -> Target | None:
+        """The target whose directory holds ``version``, or None: a job's tag names the versions
+        that served it, not their targets (version names are unique across targets)."""
+        if not _VERSION.match(version):
+            return None
+        return next((t for t in Target if (self.target_dir(t) / version).is_dir()), None)
+
     def verdict(self, target: Target | str, version: str) -> dict[str, Any] | None:
-        """The promotion verdict on ``version`` (its ``promotion.json``, written by
-        learning.promotion), or None when it has no readable one: versions of ``--promote
+        """The promotion verdict on ``version`` (its ``promotion.json``, written by write_verdict
+        for learning.pipeline), or None when it has no readable one: versions of ``--promote
         always|never`` and of releases before promotion have none."""
         try:
             note = json.loads(read_store_file(self.target_dir(target) / version / PROMOTION_FILE))

@@ -23,6 +23,7 @@ from slurm_harp.core.features import vectorize
 from slurm_harp.core.predictor import HistorySource, Predictor
 from slurm_harp.core.request import Target
 from slurm_harp.heartbeat import HeartbeatFile
+from slurm_harp.model.store import ModelStore
 from slurm_harp.server.advice_service import ADVISOR, AdvisorService
 from slurm_harp.server.advisor import Advisor
 from slurm_harp.server.history_feed import HistoryFeed
@@ -46,17 +47,10 @@ ADVICE_WORKERS = 2
 ADVICE_REQUEST_BYTES = 256 * 1024  # a job's fields and 64 partition names, each cut to 1 KiB
 
 
-def version_owner(store: Path) -> Callable[[str], Target | None]:
-    """Which target a model version belongs to, from the store's directories (cached: versions
-    are never renamed)."""
-
-    @functools.lru_cache(maxsize=4096)
-    def owner(version: str) -> Target | None:
-        if "/" in version or version.startswith("."):
-            return None
-        return next((t for t in Target if (store / t.value / version).is_dir()), None)
-
-    return owner
+@functools.lru_cache(maxsize=4096)
+def _owner(store: Path, version: str) -> Target | None:
+    # Cached (versions are never renamed), by store too: a reload may change [store] path.
+    return ModelStore(store).owner(version)
 
 
 class Daemon:
@@ -80,7 +74,7 @@ class Daemon:
             # Accuracy from the jobs that ran, read from the same job store as the history.
             self.history.outcomes = OutcomeMetrics(
                 self.registry,
-                version_owner(settings.store),
+                self._version_owner,
                 window_s=settings.history.outcome_window_days * 86400,
             )
         # Time_min and extend modes shorten jobs only while `harp guard` beats (core.predictor).
@@ -240,6 +234,10 @@ class Daemon:
     def _set_health(self, status: int) -> None:
         for name in ("", SERVICE_NAME):
             self.health.set(name, status)
+
+    def _version_owner(self, version: str) -> Target | None:
+        """The target ``version`` belongs to in the store configured now."""
+        return _owner(self.settings.store, version)
 
     def reload_models(self) -> tuple[str, ...]:
         """Load whatever the store now points at; returns the rejections (empty when all is well)."""
