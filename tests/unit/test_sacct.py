@@ -318,3 +318,15 @@ def test_a_finished_job_from_the_future_is_a_bad_line(caplog: pytest.LogCaptureF
     # A day's slack: a saved file read in another zone than it was written in still reads.
     assert len(read_sacct(SACCT_TEXT.splitlines(), now=now - 20 * 3600)) == 7
     assert len(read_sacct(SACCT_TEXT.splitlines(), now=_local("2024-02-28T00:00:00"))) < 7
+
+
+def test_the_steps_of_a_bad_job_line_join_no_other_record_of_its_id() -> None:
+    # With --duplicates an id has one job line per record (a requeued job's runs). The second
+    # record's job line is bad (from the future): its 64G step used to join the first record.
+    now = _local("2024-03-01T13:00:00")
+    job = [line for line in SACCT_TEXT.splitlines() if line.startswith("1030")]
+    again = [line.replace("2024-03-01T12:00:", "2031-03-01T12:00:").replace("|8G|", "|64G|") for line in job]
+    stats = ReadStats(source="requeued.txt")
+    out = read_sacct([SACCT_TEXT.splitlines()[0], *job, *again], stats, now=now)
+    assert [r.job_id for r in out] == ["1030"] and stats.bad_lines == 1
+    assert out[0].max_rss_mb == 8192

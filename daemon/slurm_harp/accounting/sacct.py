@@ -90,6 +90,7 @@ def read_sacct(
         try:
             key, step = _ids(row)
             if step is None:
+                newest[key] = None  # a bad job line's steps must not join the id's earlier record
                 job = newest[key] = _job(key, row, zone, latest=latest)
                 if job is None:
                     stats.skipped += 1
