@@ -165,6 +165,7 @@ def test_root_reports_into_a_users_directory_while_the_user_swaps_links(user_hom
         while not (user_home / "link").is_symlink() and flipper.poll() is None:
             time.sleep(0.01)
         codes = [report_as_root(db, user_home / "out").returncode for _ in range(4)]
+        assert flipper.poll() is None, "the flipper ended: no race was run"
     finally:
         flipper.kill()
         flipper.wait()

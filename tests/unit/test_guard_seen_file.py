@@ -184,6 +184,20 @@ def test_an_own_limit_seen_or_given_up_is_written_at_once(tmp_path: Path) -> Non
     assert polled_after(10, "10:00:00", "1:20:00") == {"5": None, "6": 80}
 
 
+def test_a_new_run_under_the_same_restart_count_is_written_at_once(tmp_path: Path) -> None:
+    # Its run time went back: a new run, whose start limit is below the last run's highest. Left
+    # waiting, a crash would leave the old highest on disk, and a restarted guard that first saw the
+    # new run past the old run time would take its start limit for its user's lowering.
+    clock = Clock()
+    slurm = FakeSlurm([line("6", "1:40:00", "50:00", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path, clock=clock)
+    guard.poll()
+    clock.now = NOW + 5
+    slurm.listing = line("6", "1:20:00", "1:00", EXTEND) + "\n"
+    guard.poll()
+    assert written(tmp_path)["6"][3:6] == [80, 80, 60]  # highest, limit, run time of the new run
+
+
 def test_a_guard_that_crashed_lost_only_what_errs_towards_extending(tmp_path: Path) -> None:
     clock = Clock()
     slurm = FakeSlurm([pending("5", "10:00:00", TIME_MIN)])
@@ -199,7 +213,7 @@ def test_a_guard_that_crashed_lost_only_what_errs_towards_extending(tmp_path: Pa
         guard.poll()
     assert list(written(tmp_path)) == ["5"]  # 7, first seen at 100 min, waits
     left = state_of(tmp_path).read_bytes()
-    del guard  # it crashed: what it had not written is lost
+    del guard  # it crashed: what it had not written is lost (the finalizer writes it; undone below)
     state_of(tmp_path).write_bytes(left)
     # While no guard ran, backfill started 5 at 280 min and 7's user lowered it to 80.
     slurm.listing = "\n".join(

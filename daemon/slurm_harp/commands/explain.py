@@ -87,7 +87,7 @@ def explain(job_id: str, settings: Settings, runner: SacctRunner) -> str:
     store = ModelStore(settings.store)
     for key in tag.values:
         target = TARGET_OF_KEY[key]
-        version = next((v for v in tag.versions if store.owner(v) is target), None)
+        version = next((v for v in tag.versions if v in store.versions(target)), None)
         if version is None:
             lines.append(
                 f"{target.value} model: {', '.join(tag.versions) or 'none named'} is not in {store.root}"

@@ -96,7 +96,9 @@ class Guard:
     def configure(self, settings: GuardSettings, history: ExtensionHistory | None = None) -> None:
         """``history``: the site's ended jobs for the conditional extension (None: steps only)."""
         self.settings = settings
-        self._seen_file.path = settings.state
+        if settings.state != self._seen_file.path:  # a SIGHUP: the new path gets all at the next save
+            self._seen_file.path = settings.state
+            self._lowered.changed = True
         self.heartbeat = HeartbeatFile(settings.heartbeat, settings.stale_seconds, self._clock)
         self.history = history if settings.extension == "conditional" else None
 

@@ -85,6 +85,7 @@ class LoweredLimits:
             key = _key(job.job_id)
             prior = self._prior(job, key)
             before, own_before = (None, None) if prior is None else (_kept(prior), prior.lowered_to)
+            highest_before = None if prior is None else prior.highest
             if job.state == COMPLETING:
                 now = self._completing(job, prior)
             else:
@@ -92,7 +93,10 @@ class LoweredLimits:
             if now is not None:
                 seen[key] = now
                 self.changed |= before is None or _kept(now) != before
-                self.own_limit_changed |= now.lowered_to != own_before
+                # A highest that fell is a new run (its run time went back): written at once too, or
+                # a restarted guard might take the new run's start for a lowering below the old highest.
+                fell = highest_before is not None and now.highest < highest_before
+                self.own_limit_changed |= now.lowered_to != own_before or fell
                 if now.lowered_to is not None:
                     job = dataclasses.replace(job, lowered_to=now.lowered_to)
             out.append(job)

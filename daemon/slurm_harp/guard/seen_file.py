@@ -8,8 +8,9 @@ it holds changed: at once when a job's own limit did (a lowering seen, or one gi
 while pending, a start above the limit last seen pending, a new run), otherwise at most once every
 SAVE_INTERVAL_S, and when the guard stops.
 What a crash loses is then only such an interval of jobs first seen, their highest limits and
-states (run times are never written): a restarted guard takes the limit it finds for one its job
-started with, and may extend the job up to its tag's own limit, never stop it short of it.
+states (run times are written with them, but alone never cause a write): a restarted guard takes
+the limit it finds for one its job started with, and may extend the job up to its tag's own limit,
+never stop it short of it.
 
 A file that is missing, unreadable, not JSON or not of this format is logged and ignored: the guard
 starts from what it sees, as it did before the file existed. So is each entry that does not read.
