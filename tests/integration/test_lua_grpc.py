@@ -133,7 +133,9 @@ def test_server_past_the_deadline_is_an_error_within_the_deadline(
 ) -> None:
     slow = driver.call(job_desc={**JOB_DESC, "name": "sleep"}, deadline_ms=DEADLINE_MS)
     assert not slow["ok"]
-    assert "deadline" in slow["err"] or "timed out" in slow["err"], slow
+    # The client's timer, or grpcio's own for the grpc-timeout it was sent ("Deadline Exceeded"):
+    # under load either may end the call first.
+    assert "deadline" in slow["err"].lower() or "timed out" in slow["err"], slow
     assert slow["ms"] < DEADLINE_MS + SLACK_MS, slow
     assert slow["ms"] >= DEADLINE_MS * 0.9, slow
     assert slow["connected"] is False, "a timed-out connection is dropped"
