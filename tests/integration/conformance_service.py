@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 
 from slurm_harp.server.unary_lane import UnaryLane
-from tests.integration.lua_driver import Driver
+from tests.integration.lua_driver import ROOMY_MS, Driver
 
 SERVICE = "conf.Test"
 PATTERN = bytes(range(256))
@@ -109,7 +109,9 @@ def start_conformance_server(sock: Path, rec: Recorder, lane: bool = False) -> g
     return server
 
 
-def call(drv: Driver, method: str, payload: str = "", deadline_ms: float = 2000, **kw: Any) -> dict[str, Any]:
+def call(
+    drv: Driver, method: str, payload: str = "", deadline_ms: float = ROOMY_MS, **kw: Any
+) -> dict[str, Any]:
     path = method if method.startswith("/") else f"/{SERVICE}/{method}"
     out = drv("raw", method=path, payload=payload, deadline_ms=deadline_ms, **kw)
     assert "raised" not in str(out.get("err")), out  # a Lua error must never escape

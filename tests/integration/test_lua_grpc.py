@@ -16,7 +16,7 @@ import pytest
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from tests.conftest import REPO
-from tests.integration.lua_driver import DEADLINE_MS, JOB_DESC, SLACK_MS, Driver, lua_or_skip
+from tests.integration.lua_driver import DEADLINE_MS, JOB_DESC, PLUGIN_ROOMY_MS, SLACK_MS, Driver, lua_or_skip
 
 lua_or_skip()  # skips this module where lua5.1 or the driver's Lua libraries are missing
 
@@ -123,9 +123,7 @@ def test_round_trip_decodes_the_decision_and_sends_the_job(
 
 
 def test_connection_is_reused(server: grpc.Server, driver: Driver) -> None:
-    # Reuse, not speed, is checked: a call past its deadline drops its connection by design, and the
-    # production 50 ms is overrun under load (the first call, which connects, most often).
-    outs = [driver.call(deadline_ms=5000) for _ in range(6)]
+    outs = [driver.call() for _ in range(6)]  # at ROOMY_MS: reuse is checked, not speed
     assert all(out["ok"] for out in outs), outs
     assert outs[-1]["stats"]["connects"] == 1 and outs[-1]["stats"]["retries"] == 0, outs
 
@@ -133,9 +131,11 @@ def test_connection_is_reused(server: grpc.Server, driver: Driver) -> None:
 def test_server_past_the_deadline_is_an_error_within_the_deadline(
     server: grpc.Server, driver: Driver
 ) -> None:
-    slow = driver.call(job_desc={**JOB_DESC, "name": "sleep"})
+    slow = driver.call(job_desc={**JOB_DESC, "name": "sleep"}, deadline_ms=DEADLINE_MS)
     assert not slow["ok"]
-    assert "deadline" in slow["err"] or "timed out" in slow["err"], slow
+    # The client's timer, or grpcio's own for the grpc-timeout it was sent ("Deadline Exceeded"):
+    # under load either may end the call first.
+    assert "deadline" in slow["err"].lower() or "timed out" in slow["err"], slow
     assert slow["ms"] < DEADLINE_MS + SLACK_MS, slow
     assert slow["ms"] >= DEADLINE_MS * 0.9, slow
     assert slow["connected"] is False, "a timed-out connection is dropped"
@@ -229,11 +229,13 @@ def test_fresh_connection_failure_is_not_retried(sock: Path) -> None:
 
 
 def plugin_driver(tmp_path: Path, sock: Path) -> Driver:
-    """The driver with the whole plugin (job_submit.lua and its config) for the "submit" op."""
+    """The driver with the whole plugin (job_submit.lua and its config) for the "submit" op, at the
+    longest deadline the plugin takes: its calls must succeed on a loaded machine too."""
     entry = tmp_path / "job_submit.lua"
     shutil.copy(REPO / "plugin" / "job_submit.lua", entry)
     (tmp_path / "harp_plugin.lua").write_text(
-        f'return {{lib_dir = "{REPO / "plugin"}", socket = "{sock}", disable_file = "{tmp_path / "off"}"}}\n'
+        f'return {{lib_dir = "{REPO / "plugin"}", socket = "{sock}", disable_file = "{tmp_path / "off"}", '
+        f"deadline_ms = {PLUGIN_ROOMY_MS}}}\n"
     )
     return Driver(sock, entry)
 
@@ -258,7 +260,7 @@ def test_full_plugin_rewrites_through_real_grpc(tmp_path: Path, sock: Path, serv
         server.stop(0).wait()
         down = drv("submit", job_desc=JOB_DESC, submit_uid=1000)
         assert down["rc"] == 0 and down["job_desc"]["time_limit"] == 120
-        assert down["ms"] < DEADLINE_MS + SLACK_MS, down
+        assert down["ms"] < DEADLINE_MS + SLACK_MS, down  # the socket is gone: fails at once
         assert any("daemon call failed" in line for line in down["logs"]["error"]), down["logs"]
         skipped = drv("submit", job_desc=JOB_DESC, submit_uid=1000)
         assert skipped["ms"] < 5, "breaker open: the daemon is not even tried"

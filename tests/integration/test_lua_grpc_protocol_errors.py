@@ -154,5 +154,5 @@ def test_first_frame_must_be_settings(peer_at: Any, driver: Driver) -> None:
         pc.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, OK_HEADERS + OK_TRAILERS))
 
     peer_at(script)
-    out = call(driver, "Echo", "x", deadline_ms=500)
+    out = call(driver, "Echo", "x")
     assert not out["ok"] and "first frame is not SETTINGS" in out["err"], out
