@@ -67,7 +67,8 @@ T.test("the shipped harp_advice.lua.example enables the hook without a complaint
   local here, n = example:gsub('"/usr/share/slurm%-harp/lua"', string.format("%q", T.root .. "/plugin"))
   T.eq(n, 1, "the example names lib_dir once")
   local said, getenv, stderr = {}, os.getenv, io.stderr
-  os.getenv = function(name) if name == "HARP_ADVICE_DEBUG" then return "1" end return getenv(name) end
+  local function debug_env(name) if name == "HARP_ADVICE_DEBUG" then return "1" end return getenv(name) end
+  os.getenv = debug_env -- luacheck: ignore 122
   io.stderr = {write = function(_, ...) said[#said + 1] = table.concat({...}) end} -- luacheck: ignore 122
   local ok, err = pcall(fresh, function()
     local dir = site(here)
