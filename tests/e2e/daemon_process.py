@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -9,12 +10,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 
 from tests.integration.harp_client import Client
+
+if TYPE_CHECKING:
+    from tests.e2e.cluster import SlurmCluster
 
 
 def plugin_config(work: Path, deadline_ms: int, breaker_seconds: int) -> str:
@@ -27,6 +33,24 @@ def plugin_config(work: Path, deadline_ms: int, breaker_seconds: int) -> str:
         f"deadline_ms = {deadline_ms}, breaker_seconds = {breaker_seconds}, "
         f'disable_file = "{work / "harp.disable"}" }}\n'
     )
+
+
+@contextlib.contextmanager
+def plugin_deadline(
+    cluster: SlurmCluster, work: Path, deadline_ms: int, breaker_seconds: int
+) -> Iterator[None]:
+    """The plugin at ``deadline_ms`` for the block, then with its harp_plugin.lua of before. The
+    plugin reads that file as slurmctld loads job_submit.lua, which it does again at the next
+    submission once the script's mtime has grown (write_job_submit)."""
+    conf = cluster.conf_dir / "harp_plugin.lua"
+    saved, entry = conf.read_text(), (cluster.conf_dir / "job_submit.lua").read_text()
+    conf.write_text(plugin_config(work, deadline_ms, breaker_seconds))
+    cluster.write_job_submit(entry)
+    try:
+        yield
+    finally:
+        conf.write_text(saved)
+        cluster.write_job_submit(entry)
 
 
 class DaemonProcess:

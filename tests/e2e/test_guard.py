@@ -35,6 +35,7 @@ from tests.conftest import REPO
 from tests.e2e.cluster import SbatchResult, SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess, plugin_config
 from tests.e2e.harvesting import harvest
+from tests.integration.lua_driver import PLUGIN_ROOMY_MS
 
 POLL_S, LEAD_S, STALE_S = 2, 40, 5
 # slurmctld checks limits about every 30 s and waits KillWait (5 s) before the kill.
@@ -103,7 +104,7 @@ def site(
     work = tmp_path_factory.mktemp("guard")
     store = work / "store"
     shutil.copytree(trained_store, store)
-    plugin_conf = plugin_config(work, deadline_ms=200, breaker_seconds=1)
+    plugin_conf = plugin_config(work, deadline_ms=PLUGIN_ROOMY_MS, breaker_seconds=1)
     cluster = start_cluster(
         job_submit_lua=(REPO / "plugin" / "job_submit.lua").read_text(),
         extra_conf_files={"harp_plugin.lua": plugin_conf},

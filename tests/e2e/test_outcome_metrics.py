@@ -21,6 +21,7 @@ from tests.conftest import REPO, required_tool
 from tests.e2e.cluster import TERMINAL_STATES, SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess, plugin_config
 from tests.e2e.harvesting import harvest
+from tests.integration.lua_driver import PLUGIN_ROOMY_MS
 from tests.integration.test_prometheus import free_port, query
 
 # The bundled trace's median model cuts a 2-hour request (to tens of minutes); this cluster's users
@@ -40,7 +41,7 @@ def site(
     work = tmp_path_factory.mktemp("outcomes")
     store = work / "store"
     shutil.copytree(trained_store, store)
-    plugin_conf = plugin_config(work, deadline_ms=200, breaker_seconds=1)
+    plugin_conf = plugin_config(work, deadline_ms=PLUGIN_ROOMY_MS, breaker_seconds=1)
     cluster = start_module_cluster(
         job_submit_lua=(REPO / "plugin" / "job_submit.lua").read_text(),
         extra_conf_files={"harp_plugin.lua": plugin_conf},
