@@ -111,6 +111,15 @@ def test_a_corrupt_or_foreign_file_is_logged_and_ignored(
     assert list(seen_file.load(state_of(tmp_path))) == ["6"]  # written over with what it saw
 
 
+def test_a_file_larger_than_any_of_ours_is_not_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_state(tmp_path, {"format": seen_file.FORMAT, "jobs": {}})
+    monkeypatch.setattr(seen_file, "MAX_BYTES", state_of(tmp_path).stat().st_size - 1)
+    assert seen_file.load(state_of(tmp_path)) == {}
+    assert f"{state_of(tmp_path)} is not a {seen_file.FORMAT} file, ignored" in caplog.text
+
+
 def test_an_entry_that_does_not_read_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     good = [SUBMITTED, 0, False, 100, 80, 3000.0, 80]  # 6 was lowered from 100 to 80 while it ran
     bad = {
