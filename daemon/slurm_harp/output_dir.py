@@ -11,6 +11,10 @@ target (a link cannot be changed, only replaced, and a replacement is its maker'
 checked and read on one inode (O_PATH), never looked up twice. Every file is then created and
 renamed relative to the open directory: whatever becomes of the path meanwhile, the files land in
 the directory that was checked.
+
+The directories made for it are removed again on close if still empty (a command that failed before
+writing leaves nothing behind), each by its name in its parent's descriptor, kept open since the
+walk: a link or a file swapped in at that name is no empty directory and stays.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import os
 import stat
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from slurm_harp.state_dir import replace_at
 
@@ -47,24 +51,39 @@ class ForeignLink(OSError):
         return f"{self.filename} is {self.strerror}: give the path it points to if that is meant"
 
 
+class Made(NamedTuple):
+    """A directory made on the way: its name in its parent, open (O_PATH) as ``parent``."""
+
+    parent: int
+    name: str
+
+
 class OutputDir:
     """An output directory, open; ``path`` names it in messages."""
 
-    def __init__(self, path: Path, fd: int) -> None:
+    def __init__(self, path: Path, fd: int, made: list[Made] | None = None) -> None:
         self.path = path
         self.fd = fd
+        self.made = made or []
 
     @classmethod
     def open(cls, path: Path) -> OutputDir:
         """``mkdir -p path`` and open it, walking as the module says. OSError naming the path
-        component at fault: ForeignLink, not a directory, too many links, no permission."""
-        at = _walk(path)
+        component at fault: ForeignLink, not a directory, too many links, no permission; the
+        directories made on the way are then removed again."""
+        made: list[Made] = []
         try:
-            return cls(path, os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=at))
-        except OSError as exc:
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        finally:
-            os.close(at)
+            at = _walk(path, made)
+            try:
+                fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=at)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(path)) from None
+            finally:
+                os.close(at)
+        except BaseException:
+            _unmake(made)
+            raise
+        return cls(path, fd, made)
 
     def __truediv__(self, name: str) -> Path:
         return self.path / name
@@ -82,9 +101,11 @@ class OutputDir:
         return self / name
 
     def close(self) -> None:
+        """Close the directory, and remove those made for it that are still empty."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        _unmake(self.made)
 
     def __enter__(self) -> OutputDir:
         return self
@@ -95,8 +116,21 @@ class OutputDir:
         self.close()
 
 
-def _walk(path: Path) -> int:
-    """An O_PATH descriptor of the directory at ``path``, resolved component by component."""
+def _unmake(made: list[Made]) -> None:
+    """Remove the directories of ``made`` still empty, the last made first, and empty the list.
+    Never by path: an rmdir of the name in the parent walked, which leaves a link, a file or a
+    directory with anything in it. Whoever may swap another empty directory in at that name may
+    remove it themselves."""
+    while made:
+        parent, name = made.pop()
+        with contextlib.suppress(OSError):  # not empty, not a directory, gone: kept
+            os.rmdir(name, dir_fd=parent)
+        os.close(parent)
+
+
+def _walk(path: Path, made: list[Made]) -> int:
+    """An O_PATH descriptor of the directory at ``path``, resolved component by component; the
+    directories made on the way are added to ``made``."""
     shown = Path("/" if path.is_absolute() else ".")
     pending = list(path.parts[1:] if path.is_absolute() else path.parts)
     at = os.open(shown, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -105,7 +139,7 @@ def _walk(path: Path) -> int:
         while pending:
             name = pending.pop(0)
             here = shown / name
-            entry = _entry(at, name, here)
+            entry = _entry(at, name, here, made)
             st = os.fstat(entry)
             if stat.S_ISDIR(st.st_mode):
                 os.close(at)
@@ -128,15 +162,16 @@ def _walk(path: Path) -> int:
     return at
 
 
-def _entry(at: int, name: str, shown: Path) -> int:
+def _entry(at: int, name: str, shown: Path, made: list[Made]) -> int:
     """The entry ``name`` in the directory ``at`` (O_PATH, a link not followed), made a directory
-    if missing."""
+    if missing (and added to ``made``)."""
     try:
         try:
             return os.open(name, _LOOK, dir_fd=at)
         except FileNotFoundError:
             with contextlib.suppress(FileExistsError):  # made meanwhile: looked at like any entry
                 os.mkdir(name, 0o777, dir_fd=at)  # as Path.mkdir: the umask decides
+                made.append(Made(os.dup(at), name))
             return os.open(name, _LOOK, dir_fd=at)
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, str(shown)) from None

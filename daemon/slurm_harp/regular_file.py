@@ -6,14 +6,19 @@ open() of a FIFO waits for a writer, for good when none comes: `harp serve` at s
 never end, and a directory or a socket is no file to read either. The file is opened with O_NONBLOCK,
 which makes open() of a FIFO return at once, and fstat()ed: anything but a regular file is refused
 with NotRegularFile, an OSError naming the path and what is there, as an unreadable file would be.
+
+``read_json`` reads such a file of harp's own (the guard's state, its extension file) as JSON, up
+to a size beyond which it cannot be one of them.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO"),
@@ -32,6 +37,18 @@ class NotRegularFile(OSError):
 
     def __str__(self) -> str:
         return f"{self.filename} is {self.strerror}"
+
+
+class TooLarge(ValueError):
+    """The file is larger than any of its kind harp writes."""
+
+
+class NotJSON(ValueError):
+    """The file's bytes are not JSON; ``reason`` is the decoder's."""
+
+    def __init__(self, path: Path | str, reason: Exception) -> None:
+        super().__init__(f"{path}: not JSON ({reason})")
+        self.reason = reason
 
 
 def _refuse(path: Path | str, mode: int) -> None:
@@ -68,3 +85,15 @@ def read_regular(path: Path | str, *, follow_links: bool = True, size: int = -1)
             return handle.read(size)
     finally:
         os.close(fd)
+
+
+def read_json(path: Path | str, max_bytes: int) -> Any:
+    """The JSON value of the regular file at ``path``, a link refused (``read_regular``, whose
+    OSErrors pass through); TooLarge beyond ``max_bytes``, NotJSON when it does not decode."""
+    raw = read_regular(path, follow_links=False, size=max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise TooLarge(f"{path}: larger than {max_bytes} bytes")
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise NotJSON(path, exc) from None

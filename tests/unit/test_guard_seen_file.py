@@ -41,6 +41,23 @@ class Clock:
         return self.now
 
 
+class Clocked:
+    """A guard on a faked clock (at NOW) that polled squeue's ``lines`` once; ``poll_at`` polls again."""
+
+    def __init__(self, tmp_path: Path, lines: list[str]) -> None:
+        self.clock = Clock()
+        self.slurm = FakeSlurm(lines)
+        self.guard, _ = make_guard(self.slurm, tmp_path, clock=self.clock)
+        self.guard.poll()
+
+    def poll_at(self, after: float, *lines: str) -> None:
+        """Poll ``after`` seconds past NOW, squeue listing ``lines`` (as before if none)."""
+        self.clock.now = NOW + after
+        if lines:
+            self.slurm.listing = "\n".join(lines) + "\n"
+        self.guard.poll()
+
+
 def test_a_restarted_guard_goes_on_from_what_the_last_one_saw(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -92,6 +109,15 @@ def test_a_corrupt_or_foreign_file_is_logged_and_ignored(
     assert "ignored" in caplog.text
     assert report is not None and report.good and slurm.updates == [("6", 41)] and guard.heartbeat.alive()
     assert list(seen_file.load(state_of(tmp_path))) == ["6"]  # written over with what it saw
+
+
+def test_a_file_larger_than_any_of_ours_is_not_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_state(tmp_path, {"format": seen_file.FORMAT, "jobs": {}})
+    monkeypatch.setattr(seen_file, "MAX_BYTES", state_of(tmp_path).stat().st_size - 1)
+    assert seen_file.load(state_of(tmp_path)) == {}
+    assert f"{state_of(tmp_path)} is not a {seen_file.FORMAT} file, ignored" in caplog.text
 
 
 def test_an_entry_that_does_not_read_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -152,31 +178,20 @@ def test_a_fifo_as_the_state_file_is_refused_not_waited_on(
 
 
 def test_jobs_coming_and_going_are_written_at_most_once_a_minute(tmp_path: Path) -> None:
-    clock = Clock()
-    slurm = FakeSlurm([line("6", "40:00", "10:00", EXTEND)])
-    guard, _ = make_guard(slurm, tmp_path, clock=clock)
-    guard.poll()  # a guard's first poll writes what it saw
+    clocked = Clocked(tmp_path, [line("6", "40:00", "10:00", EXTEND)])  # its first poll writes what it saw
     for job, after in (("7", 5), ("8", 30), ("9", 59)):  # a job ends and another starts every poll
-        clock.now = NOW + after
-        slurm.listing = line(job, "40:00", "10:00", EXTEND) + "\n"
-        guard.poll()
+        clocked.poll_at(after, line(job, "40:00", "10:00", EXTEND))
         assert list(written(tmp_path)) == ["6"]
-    clock.now = NOW + seen_file.SAVE_INTERVAL_S
-    guard.poll()
+    clocked.poll_at(seen_file.SAVE_INTERVAL_S)
     assert list(written(tmp_path)) == ["9"]
 
 
 def test_an_own_limit_seen_or_given_up_is_written_at_once(tmp_path: Path) -> None:
-    clock = Clock()
-    slurm = FakeSlurm([pending("5", "10:00:00", TIME_MIN), line("6", "1:40:00", "50:00", EXTEND)])
-    guard, _ = make_guard(slurm, tmp_path, clock=clock)
-    guard.poll()
+    clocked = Clocked(tmp_path, [pending("5", "10:00:00", TIME_MIN), line("6", "1:40:00", "50:00", EXTEND)])
 
     def polled_after(seconds: float, five: str, six: str) -> dict[str, object]:
         """The lowered limits written once 5 is pending at ``five`` and 6 runs at ``six``."""
-        clock.now = NOW + seconds
-        slurm.listing = "\n".join([pending("5", five, TIME_MIN), line("6", six, "50:10", EXTEND)]) + "\n"
-        guard.poll()
+        clocked.poll_at(seconds, pending("5", five, TIME_MIN), line("6", six, "50:10", EXTEND))
         return {job: entry[6] for job, entry in written(tmp_path).items()}
 
     assert polled_after(5, "5:00:00", "1:40:00") == {"5": 300, "6": None}  # 5 lowered while pending
@@ -188,32 +203,20 @@ def test_a_new_run_under_the_same_restart_count_is_written_at_once(tmp_path: Pat
     # Its run time went back: a new run, whose start limit is below the last run's highest. Left
     # waiting, a crash would leave the old highest on disk, and a restarted guard that first saw the
     # new run past the old run time would take its start limit for its user's lowering.
-    clock = Clock()
-    slurm = FakeSlurm([line("6", "1:40:00", "50:00", EXTEND)])
-    guard, _ = make_guard(slurm, tmp_path, clock=clock)
-    guard.poll()
-    clock.now = NOW + 5
-    slurm.listing = line("6", "1:20:00", "1:00", EXTEND) + "\n"
-    guard.poll()
+    clocked = Clocked(tmp_path, [line("6", "1:40:00", "50:00", EXTEND)])
+    clocked.poll_at(5, line("6", "1:20:00", "1:00", EXTEND))
     assert written(tmp_path)["6"][3:6] == [80, 80, 60]  # highest, limit, run time of the new run
 
 
 def test_a_guard_that_crashed_lost_only_what_errs_towards_extending(tmp_path: Path) -> None:
-    clock = Clock()
-    slurm = FakeSlurm([pending("5", "10:00:00", TIME_MIN)])
-    guard, _ = make_guard(slurm, tmp_path, clock=clock)
-    guard.poll()
-    for after, lines in (
-        (5, [pending("5", "5:00:00", TIME_MIN)]),  # lowered by its user,
-        (10, [pending("5", "10:00:00", TIME_MIN)]),  # then raised back
-        (15, [pending("5", "10:00:00", TIME_MIN), line("7", "1:40:00", "50:00", EXTEND)]),
-    ):
-        clock.now = NOW + after
-        slurm.listing = "\n".join(lines) + "\n"
-        guard.poll()
+    clocked = Clocked(tmp_path, [pending("5", "10:00:00", TIME_MIN)])
+    clocked.poll_at(5, pending("5", "5:00:00", TIME_MIN))  # lowered by its user,
+    clocked.poll_at(10, pending("5", "10:00:00", TIME_MIN))  # then raised back
+    clocked.poll_at(15, pending("5", "10:00:00", TIME_MIN), line("7", "1:40:00", "50:00", EXTEND))
     assert list(written(tmp_path)) == ["5"]  # 7, first seen at 100 min, waits
     left = state_of(tmp_path).read_bytes()
-    del guard  # it crashed: what it had not written is lost (the finalizer writes it; undone below)
+    slurm, clock = clocked.slurm, clocked.clock
+    del clocked  # it crashed: what it had not written is lost (the finalizer writes it; undone below)
     state_of(tmp_path).write_bytes(left)
     # While no guard ran, backfill started 5 at 280 min and 7's user lowered it to 80.
     slurm.listing = "\n".join(
@@ -227,17 +230,12 @@ def test_a_guard_that_crashed_lost_only_what_errs_towards_extending(tmp_path: Pa
 
 @pytest.mark.parametrize("how", ["closed", "collected"])
 def test_what_waited_is_written_when_the_guard_stops(tmp_path: Path, how: str) -> None:
-    clock = Clock()
-    slurm = FakeSlurm([line("6", "40:00", "10:00", EXTEND)])
-    guard, _ = make_guard(slurm, tmp_path, clock=clock)
-    guard.poll()
-    clock.now = NOW + 5
-    slurm.listing = line("7", "40:00", "10:00", EXTEND) + "\n"
-    guard.poll()
+    clocked = Clocked(tmp_path, [line("6", "40:00", "10:00", EXTEND)])
+    clocked.poll_at(5, line("7", "40:00", "10:00", EXTEND))
     assert list(written(tmp_path)) == ["6"]
     if how == "closed":
-        guard.close()
+        clocked.guard.close()
     else:
-        del guard
+        del clocked
         gc.collect()
     assert list(written(tmp_path)) == ["7"]

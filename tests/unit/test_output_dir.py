@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_harp.cli import main
 from slurm_harp.commands.arguments import open_out
 from slurm_harp.output_dir import ForeignLink, OutputDir
 
@@ -108,3 +109,66 @@ def test_a_directory_the_caller_may_not_enter_is_named(tmp_path: Path) -> None:
         )
     finally:
         (tmp_path / "closed").chmod(0o700)
+
+
+def test_directories_made_and_left_empty_are_removed_on_close(tmp_path: Path) -> None:
+    # A command that failed before writing left the directories it had made for --out.
+    (tmp_path / "there").mkdir()
+    with OutputDir.open(tmp_path / "there" / "a" / "b"):
+        assert (tmp_path / "there" / "a" / "b").is_dir()
+    assert [p.name for p in tmp_path.iterdir()] == ["there"]
+    assert list((tmp_path / "there").iterdir()) == []
+
+
+def test_an_existing_directory_is_never_removed(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    OutputDir.open(tmp_path / "empty").close()
+    assert (tmp_path / "empty").is_dir()
+
+
+def test_a_made_directory_with_anything_in_it_is_kept(tmp_path: Path) -> None:
+    with OutputDir.open(tmp_path / "a" / "written") as out:
+        out.write_text("t.md", "table\n")
+    assert (tmp_path / "a" / "written" / "t.md").read_text() == "table\n"
+    with OutputDir.open(tmp_path / "b" / "left") as out:
+        (tmp_path / "b" / "other").write_text("someone's\n")  # put beside it meanwhile
+    assert [p.name for p in (tmp_path / "b").iterdir()] == ["other"]
+
+
+def test_a_refused_path_leaves_no_directory_made_on_the_way(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    refused = open_out(tmp_path / "new" / ".." / "file" / "out")
+    assert refused == f"--out {tmp_path / 'new' / '..' / 'file'}: {os.strerror(errno.ENOTDIR)}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_a_link_swapped_in_above_a_made_directory_does_not_redirect_its_removal(tmp_path: Path) -> None:
+    # Whoever may write in tmp_path moves the directory made away and links its name to root's
+    # directory holding an empty one of the same name: removed by path, that one went.
+    victim = tmp_path / "victim"
+    (victim / "out").mkdir(parents=True)
+    with OutputDir.open(tmp_path / "shared" / "out"):
+        (tmp_path / "shared").rename(tmp_path / "moved")
+        (tmp_path / "shared").symlink_to(victim)
+    assert (victim / "out").is_dir()
+    assert (tmp_path / "shared").is_symlink() and list((tmp_path / "moved").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "source"),
+    [
+        (["evaluate"], "bad.csv"),
+        (["simulate", "--db"], "bad.db"),
+        (["evaluate", "--db"], "bad.db"),
+        (["report", "--db"], "bad.db"),
+    ],
+)
+def test_a_command_failing_on_its_input_leaves_no_directory_it_made(
+    tmp_path: Path, command: list[str], source: str
+) -> None:
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")  # no Eagle CSV
+    (tmp_path / "bad.db").write_text("no SQLite database\n" * 8)
+    (tmp_path / "kept").mkdir()
+    for out in (tmp_path / "made" / "out", tmp_path / "kept"):
+        assert main([*command, str(tmp_path / source), "--out", str(out)]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "bad.db", "kept"]

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.regular_file import NotRegularFile, read_regular, refuse_non_regular
+from slurm_harp.regular_file import (
+    NotJSON,
+    NotRegularFile,
+    TooLarge,
+    read_json,
+    read_regular,
+    refuse_non_regular,
+)
 from tests.conftest import not_a_file
 
 
@@ -39,3 +46,19 @@ def test_regular_files_are_read_and_links_followed_unless_refused(tmp_path: Path
     with pytest.raises(FileNotFoundError):
         read_regular(tmp_path / "absent")
     refuse_non_regular(tmp_path / "absent")  # nothing there: the opener says so its own way
+
+
+def test_json_of_harp_s_own_files_is_read_up_to_a_size(tmp_path: Path) -> None:
+    # The guard's state file and its extension file: a link, a larger file or other bytes are no such file.
+    path = tmp_path / "f.json"
+    path.write_text('{"format": 1}')
+    assert read_json(path, 13) == {"format": 1}
+    with pytest.raises(TooLarge, match=f"^{path}: larger than 12 bytes$"):
+        read_json(path, 12)
+    path.write_bytes(b"\xff{")
+    with pytest.raises(NotJSON, match=f"^{path}: not JSON \\(") as err:
+        read_json(path, 13)
+    assert isinstance(err.value.reason, UnicodeDecodeError)
+    (tmp_path / "link").symlink_to(path)
+    with pytest.raises(NotRegularFile, match="a symbolic link"):
+        read_json(tmp_path / "link", 13)

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.core.extension import ConditionalRatios, observed_ratio
-from slurm_harp.regular_file import read_regular
+from slurm_harp.regular_file import read_json
 from slurm_harp.state_dir import replace_file
 
 FORMAT = 1
@@ -53,13 +52,7 @@ def write(path: Path, ratios: ConditionalRatios, now: float, window_days: int = 
 def read(path: Path) -> tuple[ConditionalRatios, int]:
     """(the ratios, when they were computed); ValueError naming the problem for a file that is not
     one of ours, OSError when it cannot be read or is no regular file (a FIFO would hang the guard)."""
-    raw = read_regular(path, follow_links=False, size=MAX_BYTES + 1)
-    if len(raw) > MAX_BYTES:
-        raise ValueError(f"{path}: larger than {MAX_BYTES} bytes")
-    try:
-        body: Any = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
+    body = read_json(path, MAX_BYTES)
     if not isinstance(body, dict) or body.get("format") != FORMAT:
         raise ValueError(f"{path}: not an extension file of format {FORMAT}")
     if body.get("bins_per_decade") != ConditionalRatios.BINS_PER_DECADE:

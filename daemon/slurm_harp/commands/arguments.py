@@ -1,5 +1,5 @@
 """What the commands share in reading their arguments: value types (each parses one value or
-raises a message argparse shows) and the daemon's configuration file."""
+raises a message argparse shows), the daemon's configuration file and the ``--out`` directory."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 from slurm_harp.config import DEFAULT_PATH, ConfigError, Settings, load
 from slurm_harp.output_dir import ForeignLink, OutputDir
@@ -37,6 +37,26 @@ def open_out(out: Path) -> OutputDir | str:
         return f"--out {exc}"
     except OSError as exc:
         return f"--out {exc.filename or out}: {exc.strerror or exc}"
+
+
+@overload
+def writing_out(out: Path, say: Callable[[str], object], work: Callable[[OutputDir], int]) -> int: ...
+@overload
+def writing_out(
+    out: Path | None, say: Callable[[str], object], work: Callable[[OutputDir | None], int]
+) -> int: ...
+def writing_out(out: Path | None, say: Callable[[str], object], work: Callable[[Any], int]) -> int:
+    """``work``'s exit status, given ``--out DIR`` opened (``open_out``; None without --out) and
+    closing it after: the directories made for it that ``work`` left empty are removed again.
+    2 if DIR cannot be opened, which ``say`` says before anything is computed."""
+    if out is None:
+        return work(None)
+    opened = open_out(out)
+    if isinstance(opened, str):
+        say(opened)
+        return 2
+    with opened:
+        return work(opened)
 
 
 def fraction(text: str) -> float:

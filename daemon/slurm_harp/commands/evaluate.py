@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
-from slurm_harp.commands.arguments import count, fraction, open_out, rate
+from slurm_harp.commands.arguments import count, fraction, rate, writing_out
 from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
@@ -124,15 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if not Path(origin).is_file():
         log.error("%s: no such file", origin)
         return 2
-    out = open_out(args.out) if args.out else None
-    if isinstance(out, str):
-        log.error("%s", out)
-        return 2
-    try:
-        return _evaluate(args, origin, out)
-    finally:
-        if out is not None:
-            out.close()
+    return writing_out(args.out, log.error, lambda out: _evaluate(args, origin, out))
 
 
 def _evaluate(args: argparse.Namespace, origin: str, out: OutputDir | None) -> int:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.commands.arguments import open_out, settings_at
+from slurm_harp.commands.arguments import settings_at, writing_out
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.evaluation.site_report import site_report
@@ -80,12 +80,12 @@ def run(args: argparse.Namespace) -> int:
     if not db.is_file():
         print(f"harp report: no job store at {db} (the daemon's [history] db, filled by `harp harvest`)")
         return 2
-    out = open_out(args.out)  # before the store is read: a bad --out is said at once
-    if isinstance(out, str):
-        print(f"harp report: {out}")
-        return 2
-    with out:
-        return _report(args, db, policy, out)
+    # --out opened before the store is read: a bad one is said at once
+    return writing_out(args.out, _said, lambda out: _report(args, db, policy, out))
+
+
+def _said(problem: str) -> None:
+    print(f"harp report: {problem}")
 
 
 def _report(args: argparse.Namespace, db: Path, policy: tuple[Policy, str], out: OutputDir) -> int:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from slurm_harp.commands.arguments import count, fraction, open_out
+from slurm_harp.commands.arguments import count, fraction, writing_out
 from slurm_harp.output_dir import OutputDir
 
 log = logging.getLogger(__name__)
@@ -197,15 +197,7 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.source).is_file():
         log.error("%s: no such file", args.source)
         return 2
-    out = open_out(args.out) if args.out else None
-    if isinstance(out, str):
-        log.error("%s", out)
-        return 2
-    try:
-        return _simulate(args, out)
-    finally:
-        if out is not None:
-            out.close()
+    return writing_out(args.out, log.error, lambda out: _simulate(args, out))
 
 
 def _simulate(args: argparse.Namespace, out: OutputDir | None) -> int:

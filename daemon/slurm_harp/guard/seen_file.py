@@ -25,10 +25,9 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from slurm_harp.guard.lowered_limits import LoweredLimits, Seen
-from slurm_harp.regular_file import read_regular
+from slurm_harp.regular_file import NotJSON, TooLarge, read_json
 from slurm_harp.state_dir import make_dirs, replace_file
 
 log = logging.getLogger(__name__)
@@ -77,17 +76,17 @@ class SeenFile:
 def load(path: Path) -> dict[str, Seen]:
     """The jobs the last guard saw; {} (logged) when there is no usable file."""
     try:
-        raw = read_regular(path, follow_links=False, size=MAX_BYTES + 1)  # a FIFO would hang the guard
+        body = read_json(path, MAX_BYTES)  # no FIFO, no link: a FIFO would hang the guard
     except FileNotFoundError:
         log.info("no %s: the guard starts from the jobs it sees", path)
         return {}
     except OSError as exc:
         log.warning("%s unreadable, ignored: %s", path, exc)
         return {}
-    try:
-        body: Any = json.loads(raw) if len(raw) <= MAX_BYTES else None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        log.warning("%s is not JSON, ignored: %s", path, exc)
+    except TooLarge:
+        body = None  # not of this format: said so below
+    except NotJSON as exc:
+        log.warning("%s is not JSON, ignored: %s", path, exc.reason)
         return {}
     if not isinstance(body, dict) or body.get("format") != FORMAT or not isinstance(body.get("jobs"), dict):
         log.warning("%s is not a %s file, ignored", path, FORMAT)
