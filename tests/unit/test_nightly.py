@@ -6,6 +6,8 @@ import dataclasses
 import errno
 import json
 import logging
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,9 +15,12 @@ import pytest
 from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.cli import main
+from slurm_harp.commands import harvest as harvest_command
+from slurm_harp.commands import nightly as nightly_command
+from slurm_harp.commands.train import STORE_BUSY
 from slurm_harp.core.request import Target
 from slurm_harp.model import store as store_module
-from slurm_harp.model.store import ModelStore
+from slurm_harp.model.store import LOCK_FILE, ModelStore
 from tests.unit.test_harvest import TEXT, FakeSacct
 from tests.unit.test_promotion import regular_users
 
@@ -60,6 +65,42 @@ def test_nightly_harvests_trains_and_promotes(
     # new version, within its kill budget, is served.
     assert note["promote"] and "jobs of the window are new to the champion" in note["reason"]
     assert models.current_version(Target.TIME) == versions[-1]
+
+
+def test_a_second_nightly_meets_the_lock_before_it_harvests(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A timer's nightly and an admin's at once: the second exits 75 before it calls sacct or opens
+    the job store (it harvested, then loaded every job, and only then met the lock). The first
+    holds the store's lock from before its harvest to the end."""
+    db = tmp_path / "jobs.sqlite"
+    second: list[int] = []
+    first = FakeSacct(TEXT)
+
+    def sacct_while_another_starts(argv: Sequence[str]) -> str:
+        if not first.calls:  # the second run starts while the first is in its harvest
+            first.calls.append([])  # (and its own sacct calls, if any, go to the first's)
+            second.extend((main(["nightly", "--config", str(site)]), len(first.calls) - 1))
+        return first(argv)
+
+    monkeypatch.setattr(sacct_module, "run_sacct", sacct_while_another_starts)
+    assert main(["nightly", "--config", str(site)]) == 0
+    assert second == [STORE_BUSY, 0]  # the second called no sacct of its own
+    busy = f"{tmp_path / 'models' / LOCK_FILE} is held by another harp train or nightly (pid {os.getpid()})"
+    assert f"{busy}: not harvesting or training; the next run will (exit 75)" in caplog.text
+    assert len(ModelStore(tmp_path / "models").versions(Target.TIME)) == 1
+
+    # Held by another process: nothing is read or written, the job store included.
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith(db.name)}
+    monkeypatch.setattr(sacct_module, "run_sacct", late := FakeSacct(TEXT))
+    monkeypatch.setattr(nightly_command, "JobStore", None)  # any use of it would fail the run
+    monkeypatch.setattr(harvest_command, "JobStore", None)
+    with ModelStore(tmp_path / "models").writer():
+        assert main(["nightly", "--config", str(site), "--skip-harvest"]) == STORE_BUSY
+        assert main(["nightly", "--config", str(site)]) == STORE_BUSY
+    assert late.calls == []
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith(db.name)} == before
+    assert len(ModelStore(tmp_path / "models").versions(Target.TIME)) == 1
 
 
 def test_a_failed_harvest_stops_the_chain(

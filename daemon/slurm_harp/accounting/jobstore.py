@@ -97,7 +97,13 @@ class JobStore:
     def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
         """``readonly``: for readers such as the daemon; the database must exist and is never written."""
         self.path = Path(path)
-        refuse_non_regular(self.path)  # SQLite's open of a FIFO would wait for a writer for good
+        # SQLite's read-only open of a FIFO would wait for a writer for good (its read-write open
+        # fails at once: pread on a pipe). A FIFO swapped in between this check and SQLite's open
+        # still hangs a reader: SQLite opens by name only, and given /proc/self/fd/N of a checked
+        # descriptor it reads the link and opens the name it gives (SQLite 3.40), so the window
+        # stays. Only who may write in the store's directory can use it, and can already rewrite
+        # the store itself.
+        refuse_non_regular(self.path)
         if readonly:
             uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro"
             self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)

@@ -5,11 +5,15 @@ commits each sacct window with its cursor in one SQLite transaction; a version i
 a temp name and renamed; CURRENT moves by an atomic rename, only after the promotion verdict. A
 failed harvest stops the chain (training on a store that stopped growing would only repeat the
 last night); a target without enough data is skipped. The daemon picks up a promotion by itself.
+One nightly at a time: the model store's writer lock (model.store) is taken before the harvest and
+held to the end. A second run (the timer's while an admin's runs) exits STORE_BUSY (75) at once,
+before it calls sacct or reads the job store; it would only have repeated the first's work.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sqlite3
 import time
@@ -54,9 +58,19 @@ def run(args: argparse.Namespace) -> int:
             "%s: history.db is not set: nightly harvests into and trains from that job store", args.config
         )
         return 2
+    with contextlib.ExitStack() as held:
+        # Before the harvest: a second run must not query sacct and load the whole job store
+        # into memory beside the first, only to find the store busy when it comes to train.
+        refused = train_command.hold_store(held, settings.store, "not harvesting or training")
+        if refused is not None:
+            return refused
+        return _harvest_and_train(args, settings, str(db))
+
+
+def _harvest_and_train(args: argparse.Namespace, settings: Settings, db: str) -> int:
     started = time.monotonic()
     if not args.skip_harvest and not harvest_command.harvest_into(
-        str(db), source="sacct", overlap_s=OVERLAP_S, settle_s=int(max(0.0, args.settle_seconds))
+        db, source="sacct", overlap_s=OVERLAP_S, settle_s=int(max(0.0, args.settle_seconds))
     ):
         log.error("the harvest failed: not retraining tonight")
         return 1
@@ -99,4 +113,4 @@ def _train(settings: Settings, records: list[JobRecord]) -> int:
         keep=t.keep,
         refit=Refit(t.refit),
     )
-    return train_command.train_targets(records, list(Target), plan, every=True)
+    return train_command.train_held(records, list(Target), plan, every=True)  # run() holds the store

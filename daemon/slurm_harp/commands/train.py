@@ -227,18 +227,28 @@ def train_targets(records: list[JobRecord], targets: list[Target], plan: Plan, e
     written (disk full, permissions) fails that target, logged, and the run goes on with the next
     one; the exit code is then 1. The serving version stays (model.store publishes atomically)."""
     with contextlib.ExitStack() as held:
-        try:
-            held.enter_context(ModelStore(plan.store).writer())
-        except StoreBusy as exc:
-            log.error("%s: not training; the next run will (exit %d)", exc, STORE_BUSY)
-            return STORE_BUSY
-        except OSError as exc:
-            log.error("cannot lock the model store %s: %s", plan.store, exc)
-            return 1
-        return _train_each(records, targets, plan, every)
+        refused = hold_store(held, plan.store, "not training")
+        if refused is not None:
+            return refused
+        return train_held(records, targets, plan, every)
 
 
-def _train_each(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:
+def hold_store(held: contextlib.ExitStack, store: Path, skipped: str) -> int | None:
+    """Take the model store's writer lock into ``held``: None when taken, else the exit code, logged
+    (STORE_BUSY when another run holds it, saying ``skipped``)."""
+    try:
+        held.enter_context(ModelStore(store).writer())
+    except StoreBusy as exc:
+        log.error("%s: %s; the next run will (exit %d)", exc, skipped, STORE_BUSY)
+        return STORE_BUSY
+    except OSError as exc:
+        log.error("cannot lock the model store %s: %s", store, exc)
+        return 1
+    return None
+
+
+def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:
+    """train_targets for a caller that holds the store's writer lock already (hold_store)."""
     from slurm_harp.learning.dataset import build_dataset
     from slurm_harp.learning.pipeline import train_and_publish
     from slurm_harp.learning.trainer import TrainingError

@@ -4,6 +4,9 @@ Shared by `harp train` and `harp nightly`. Crash safety comes from the store: a 
 only complete (temp directory + rename), CURRENT moves by an atomic rename and only after the
 verdict, so a crash at any point leaves the serving model as it was; what a crash leaves behind
 (temp directories, a published but unpromoted version) is swept or pruned by a later run.
+A version to be judged is published with a pending verdict (model.store.PENDING_VERDICT), read as
+refused until its own verdict replaces it: whatever fails in between (a crash, a verdict that
+cannot be written, then its removal), the daemon's fallback and `harp rollback` never take it.
 """
 
 from __future__ import annotations
@@ -64,9 +67,11 @@ def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Targe
     )
     store = ModelStore(plan.store)
     sweep(store, target)
-    version = store.publish(target, result.files, result.card, make_current=False)
+    judged = plan.promote == "auto"
+    # Born marked as not judged: until its verdict is written, nothing serves it in any fallback.
+    version = store.publish(target, result.files, result.card, make_current=False, awaiting_verdict=judged)
     verdict: Verdict | None = None
-    if plan.promote == "auto":
+    if judged:
         try:
             verdict = challenge(
                 store,
@@ -81,10 +86,8 @@ def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Targe
         try:
             store.write_verdict(target, version, verdict.to_dict())
         except OSError as exc:
-            # Without its verdict a refused challenger would look unjudged: the daemon's fallback
-            # and `harp rollback` would take it. Never judged is safer than misjudged: it goes.
             log.error("%s: cannot write the verdict on %s (%s): removing it", target.value, version, exc)
-            discard(store, target, version)
+            _remove_unjudged(store, target, version)
             raise
     promoted = plan.promote == "always" or (verdict is not None and verdict.promote)
     if promoted:
@@ -98,3 +101,19 @@ def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Targe
         f" ({verdict.reason})" if verdict else "",
     )
     return Outcome(target, version, promoted, verdict, result, pruned)
+
+
+def _remove_unjudged(store: ModelStore, target: Target, version: str) -> None:
+    """Remove a version whose verdict could not be written. Should that fail too, it keeps the
+    pending verdict it was published with: the daemon's fallback and `harp rollback` skip it as
+    refused, and retention prunes it."""
+    try:
+        discard(store, target, version)
+    except OSError as exc:
+        log.error(
+            "%s: cannot remove %s either (%s): it stays, marked not judged, never served unless named "
+            "to `harp rollback`",
+            target.value,
+            version,
+            exc,
+        )

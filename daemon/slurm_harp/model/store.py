@@ -29,6 +29,12 @@ CURRENT_FILE = "CURRENT"
 # At the store's root, beside the target directories: no reader lists the root, and its name is
 # no version's. Only writers (`harp train`, `harp nightly`) take it; the daemon never does.
 LOCK_FILE = ".harp-train.lock"
+# The promotion.json a version published to be judged is born with (publish(awaiting_verdict=True)),
+# until write_verdict replaces it. A crash, or a verdict that cannot be written and a version that
+# cannot be removed then, leaves it: read as refused, such a version is never served by the daemon's
+# fallback or `harp rollback` (it may be a challenger the verdict would have refused), and retention
+# counts it with the refused ones.
+PENDING_VERDICT = {"promote": False, "pending": True, "verdict": "not judged: its verdict was never written"}
 _VERSION = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -76,8 +82,10 @@ class ModelStore:
         files: Mapping[str, bytes],
         card: Mapping[str, Any],
         make_current: bool = True,
+        awaiting_verdict: bool = False,
     ) -> str:
-        """Write a new version (files + card.json) and, by default, point CURRENT at it."""
+        """Write a new version (files + card.json) and, by default, point CURRENT at it.
+        ``awaiting_verdict``: it appears with PENDING_VERDICT, for write_verdict to replace."""
         target_dir = self.target_dir(target)
         make_dirs(target_dir)
         for name in files:
@@ -94,6 +102,8 @@ class ModelStore:
             _write_synced(
                 tmp / CARD_FILE, json.dumps(full_card, indent=2, sort_keys=True, allow_nan=False).encode()
             )
+            if awaiting_verdict:  # in the temp directory: no moment where the version is unmarked
+                _write_synced(tmp / PROMOTION_FILE, json.dumps(PENDING_VERDICT, sort_keys=True).encode())
             fsync_dir(tmp)
             os.rename(tmp, target_dir / version)
         except BaseException:
@@ -168,8 +178,8 @@ class ModelStore:
         return note if isinstance(note, dict) else None
 
     def refused(self, target: Target | str, version: str) -> bool:
-        """Whether promotion judged ``version`` worse than the champion and kept the champion.
-        A version without a readable verdict is not refused."""
+        """Whether promotion judged ``version`` worse than the champion and kept the champion, or
+        never judged it (PENDING_VERDICT). A version without a readable verdict is not refused."""
         note = self.verdict(target, version)
         return note is not None and note.get("promote") is False
 
