@@ -26,7 +26,11 @@ DRIVER = REPO / "tests" / "lua" / "drive_grpc.lua"
 DRIVER_LIBRARIES = {"cjson": "lua-cjson", "socket.unix": "lua-socket", "http.hpack": "lua-http"}
 
 DEADLINE_MS = 50  # the plugin's, in production: for the tests about deadlines
-# A deadline overrun is measured inside Lua; a little scheduling slack on a busy 2-core machine.
+# A busy machine adds tens of ms to a call's wall time: time the client (or the test process serving
+# it) sat runnable, waiting for a CPU. Bounds on the client's time are checked on what the driver
+# takes that off (Linux's schedstat; where it is missing, nothing is): own_ms, the client's work and
+# waits (with `peers`, less the server's waits for a CPU too); late_ms, its work and waits past its
+# deadline. SLACK_MS: past a deadline, the client's last piece of work and the kernel's timer slack.
 SLACK_MS = 25
 # For every other call: a call past its deadline fails and drops its connection by design, and a
 # loaded machine overruns 50 ms, and now and then 500 ms, where the test checks something else.
@@ -50,6 +54,13 @@ JOB_DESC: dict[str, Any] = {
     "tres_per_node": "gres:gpu:a100:2",
     "script": "#!/bin/bash\n#SBATCH -t 120\nsrun ./train\n",
 }
+
+
+def serving_threads() -> list[str]:
+    """The schedstat files of this process's threads, for the driver's `peers`: the servers and
+    scripted peers the tests talk to are threads of the test process."""
+    tasks = Path(f"/proc/{os.getpid()}/task")
+    return [str(tasks / tid / "schedstat") for tid in os.listdir(tasks)] if tasks.is_dir() else []
 
 
 @functools.cache

@@ -45,7 +45,7 @@ lua_or_skip()  # skips this module where lua5.1 or the driver's Lua libraries ar
 def test_deadline_exceeded_against_a_slow_handler(server: grpc.Server, driver: Driver) -> None:
     out = call(driver, "Sleep", "0.3", deadline_ms=50)
     assert not out["ok"] and out["err"] == "deadline exceeded", out
-    assert 45 <= out["ms"] < 50 + SLACK_MS, out
+    assert out["ms"] >= 45 and out["late_ms"] < SLACK_MS, out
     assert out["connected"] is False, "a timed-out connection is dropped"
     assert call(driver, "Echo", "x")["ok"]
 
@@ -59,7 +59,7 @@ def test_silent_server_costs_the_deadline_and_no_more(peer_at: Any, driver: Driv
     peer_at(script)
     out = call(driver, "Echo", "x", deadline_ms=50)
     assert out["err"] == "deadline exceeded", out
-    assert 45 <= out["ms"] < 50 + SLACK_MS, out
+    assert out["ms"] >= 45 and out["late_ms"] < SLACK_MS, out
 
 
 def test_listener_that_never_accepts_costs_the_deadline(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_listener_that_never_accepts_costs_the_deadline(tmp_path: Path) -> None:
     drv = Driver(path)
     try:
         out = call(drv, "/conf.Test/Echo", "x", deadline_ms=50)
-        assert out["err"] == "deadline exceeded" and out["ms"] < 50 + SLACK_MS, out
+        assert out["err"] == "deadline exceeded" and out["late_ms"] < SLACK_MS, out
     finally:
         drv.close()
         listener.close()
@@ -110,7 +110,7 @@ def test_the_rest_of_an_answer_that_never_comes_costs_the_deadline(peer_at: Any,
     peer_at(answer_in_pieces([9 + len(OK_HEADERS) + 9 + 3], 1.0))
     out = call(driver, "Echo", "x", deadline_ms=50)
     assert out["err"] == "deadline exceeded", out
-    assert 45 <= out["ms"] < 50 + SLACK_MS, out
+    assert out["ms"] >= 45 and out["late_ms"] < SLACK_MS, out
 
 
 # --- floods: a peer that never stops sending -----------------------------------------------------------
@@ -177,5 +177,5 @@ def test_a_flood_of_frames_costs_the_deadline_and_no_more(peer_at: Any, driver: 
     assert call(driver, "Echo", "x")["ok"]
     out = call(driver, "Echo", "x", deadline_ms=50)
     assert not out["ok"] and out["err"] == "deadline exceeded", out
-    assert 45 <= out["ms"] < 50 + SLACK_MS, out
+    assert out["ms"] >= 45 and out["late_ms"] < SLACK_MS, out
     assert out["connected"] is False, "the flooded connection is dropped"
