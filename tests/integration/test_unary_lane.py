@@ -267,10 +267,10 @@ def test_a_stop_waits_for_the_request_the_lane_is_making(served: Served) -> None
     core = served.lane._core
     stages: list[object] = []
     stopped: list[threading.Event] = []
+    stopper = threading.Thread(target=lambda: stopped.append(served.server.stop(grace=5)))
 
     class SlowCore:
         def request_registered_call(self, *args: object) -> object:
-            stopper = threading.Thread(target=lambda: stopped.append(served.server.stop(grace=5)))
             stopper.start()
             time.sleep(0.3)  # core's check done, its queueing not yet
             stages.append(served.server._state.stage)  # type: ignore[attr-defined]
@@ -278,6 +278,7 @@ def test_a_stop_waits_for_the_request_the_lane_is_making(served: Served) -> None
 
     served.lane._core = SlowCore()
     assert served.call("Lane", b"abc") == b"cba"
+    stopper.join(5)  # it may still be on its way from grpcio's lock to its return
     assert stopped and stopped[0].wait(5)
     assert stages == [grpc_server._ServerStage.STARTED], "the stop began during the lane's request"
     assert served.lane.join(5)
