@@ -10,9 +10,11 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
+from grpc import _server as grpc_server
 
 from slurm_harp.server.unary_lane import UnaryLane
 
@@ -132,7 +134,7 @@ def test_an_error_in_the_lane_leaves_grpcios_polling_thread_serving(
     answer = UnaryLane._answer
     broken: list[bool] = []
 
-    def fails_once(lane: UnaryLane, call: object, event: object) -> None:
+    def fails_once(lane: UnaryLane, call: Any, event: object) -> None:
         if not broken:
             broken.append(True)
             raise RuntimeError("the lane broke")
@@ -210,8 +212,7 @@ def test_a_call_taken_as_the_server_stops_is_still_answered(
     served: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The lane asks for the next call as soon as it takes one; when the server began stopping in
-    between, core refuses to take the request (ValueError): the call in hand is answered all the
-    same and the lane ends."""
+    between, it asks for none: the call in hand is answered all the same and the lane ends."""
     ask = UnaryLane._request
     stopped: list[threading.Event] = []
 
@@ -223,3 +224,72 @@ def test_a_call_taken_as_the_server_stops_is_still_answered(
     assert served.call("Lane", b"abc") == b"cba"
     assert stopped[0].wait(5)
     assert served.lane.join(5)
+
+
+def test_the_server_stops_only_after_the_lanes_last_events(tmp_path: Path) -> None:
+    """grpcio ends its polling thread once its own calls are done and the shutdown event is seen;
+    core may put the lane's later events after that one. Here one call holds the polling thread in
+    the handler while a second is taken in core and the server stops, cancelling both: the second's
+    receive can only start after the shutdown event, yet the lane must see it through."""
+    entered, release = threading.Event(), threading.Event()
+
+    def holding(request: bytes) -> bytes:
+        if request == b"hold":
+            entered.set()
+            release.wait(10)
+        return handle(request)
+
+    served = Served(tmp_path / "lane.sock", holding)
+    try:
+        stub = served.channel.unary_unary(f"/{SERVICE}/Lane", None, None)
+        held = stub.future(b"hold", timeout=10)
+        assert entered.wait(5)
+        queued = stub.future(b"abc", timeout=10)
+        time.sleep(0.3)  # the second call reaches core, which hands it to the lane's request
+        stopped = served.server.stop(0)
+        time.sleep(0.3)  # core cancels both calls and reports the shutdown
+        release.set()
+        assert stopped.wait(5)
+        assert served.lane.join(0), "the server stopped with a call of the lane still open"
+        for call in (held, queued):
+            with pytest.raises(grpc.RpcError):  # cancelled by the stop
+                call.result(timeout=5)
+    finally:
+        release.set()
+        served.close()
+
+
+def test_a_stop_waits_for_the_request_the_lane_is_making(served: Served) -> None:
+    """Core checks for a shutdown, then queues a request: a request queued once the shutdown is
+    published would never be failed, and core aborts when the server goes with it queued. grpcio
+    asks for its own calls and begins its shutdown under its lock; the lane must ask under it too.
+    Here the lane's request is slow, and the server is stopped from another thread meanwhile."""
+    core = served.lane._core
+    stages: list[object] = []
+    stopped: list[threading.Event] = []
+    stopper = threading.Thread(target=lambda: stopped.append(served.server.stop(grace=5)))
+
+    class SlowCore:
+        def request_registered_call(self, *args: object) -> object:
+            stopper.start()
+            time.sleep(0.3)  # core's check done, its queueing not yet
+            stages.append(served.server._state.stage)  # type: ignore[attr-defined]
+            return core.request_registered_call(*args)
+
+    served.lane._core = SlowCore()
+    assert served.call("Lane", b"abc") == b"cba"
+    stopper.join(5)  # it may still be on its way from grpcio's lock to its return
+    assert stopped and stopped[0].wait(5)
+    assert stages == [grpc_server._ServerStage.STARTED], "the stop began during the lane's request"
+    assert served.lane.join(5)
+
+
+def test_a_lane_started_after_its_server_stopped_ends(tmp_path: Path) -> None:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    lane = UnaryLane.attach(server, f"/{SERVICE}/Lane", handle)
+    assert lane is not None
+    server.add_insecure_port(f"unix:{tmp_path / 'lane.sock'}")
+    server.start()
+    server.stop(None).wait(5)
+    lane.start()
+    assert lane.join(0)
