@@ -14,7 +14,9 @@ the directory that was checked.
 
 The directories made for it are removed again on close if still empty (a command that failed before
 writing leaves nothing behind), each by its name in its parent's descriptor, kept open since the
-walk: a link or a file swapped in at that name is no empty directory and stays.
+walk: a link or a file swapped in at that name is no empty directory and stays. (A second command
+given the same new DIR at once loses it too if the first fails before either writes: rare, and
+it says so as it writes.)
 """
 
 from __future__ import annotations

@@ -44,7 +44,9 @@ lua_or_skip()  # skips this module where lua5.1 or the driver's Lua libraries ar
 
 def test_deadline_exceeded_against_a_slow_handler(server: grpc.Server, driver: Driver) -> None:
     out = call(driver, "Sleep", "0.3", deadline_ms=50)
-    assert not out["ok"] and out["err"] == "deadline exceeded", out
+    # The client's timer, or grpcio's own for the grpc-timeout it was sent: under load either may
+    # end the call first, both at the deadline.
+    assert not out["ok"] and out["err"] in ("deadline exceeded", "grpc-status 4: Deadline Exceeded"), out
     assert out["ms"] >= 45 and out["late_ms"] < SLACK_MS, out
     assert out["connected"] is False, "a timed-out connection is dropped"
     assert call(driver, "Echo", "x")["ok"]

@@ -293,3 +293,16 @@ def test_a_lane_started_after_its_server_stopped_ends(tmp_path: Path) -> None:
     server.stop(None).wait(5)
     lane.start()
     assert lane.join(0)
+
+
+def test_a_lane_started_before_its_server_is_refused(tmp_path: Path) -> None:
+    # Its method is registered in core: its calls would wait there unanswered, every one to its deadline.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    lane = UnaryLane.attach(server, f"/{SERVICE}/Lane", handle)
+    assert lane is not None
+    server.add_insecure_port(f"unix:{tmp_path / 'lane.sock'}")
+    with pytest.raises(ValueError, match="after the server"):
+        lane.start()
+    assert not lane.join(0)
+    server.start()
+    server.stop(None).wait(5)

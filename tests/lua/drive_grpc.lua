@@ -83,9 +83,11 @@ local request = require "harp.request"
 -- (the longest such time of one thread of `peers`, schedstat files; threads that come or go meanwhile
 -- are left out); own_ms: that window's wall time less both. Each delay taken off lies within the
 -- window, which holds fn's; the peers' are not summed, as their threads may wait for a CPU at the
--- same time (summed, they came to 3 times a call's wall time under load). So own_ms is the time fn
--- spent working or waiting of its own accord (or for its peers' work), less at most the time the
--- client and a peer thread both waited for a CPU.
+-- same time (summed, they came to 3 times a call's wall time under load). A peer's wait excuses the
+-- client only while the client itself was blocked (neither running nor runnable): it is taken off
+-- up to that time, so the client's own work is never. So own_ms is the time fn spent working or
+-- waiting of its own accord (or for its peers' work), less at most the time the client was blocked
+-- while a peer thread waited for a CPU that the client did not wait for.
 -- With deadline_s (the call's timeout), late_ms: how long past that deadline fn returned, less the
 -- time the client waited for a CPU since its last clock reading before the deadline (at most all of
 -- it): its own work and waits past the deadline, less at most the time between that reading and
@@ -102,12 +104,14 @@ local function timed(peers, fn, deadline_s)
   local t1, c1 = now(), os.clock()
   local p1, w1 = run_delays(peers), now()
   local queued = q0 and q1 and q1 - q0 or 0
+  local window, cpu = (w1 - w0) * 1000, (c1 - c0) * 1000
   local peer_queued = 0
   for path, d1 in pairs(p1) do
     if p0[path] and d1 - p0[path] > peer_queued then peer_queued = d1 - p0[path] end
   end
-  local times = {ms = (t1 - t0) * 1000, cpu_ms = (c1 - c0) * 1000, queued_ms = queued,
-    peer_queued_ms = peer_queued, own_ms = (w1 - w0) * 1000 - queued - peer_queued, schedstat = q0 ~= nil}
+  peer_queued = math.min(peer_queued, math.max(0, window - cpu - queued)) -- only while blocked
+  local times = {ms = (t1 - t0) * 1000, cpu_ms = cpu, queued_ms = queued,
+    peer_queued_ms = peer_queued, own_ms = window - queued - peer_queued, schedstat = q0 ~= nil}
   if w then
     local past = (t1 - w.deadline) * 1000
     local since = w.q and q1 and q1 - w.q or 0

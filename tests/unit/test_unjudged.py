@@ -86,7 +86,7 @@ def test_a_challenger_whose_verdict_and_removal_both_fail_is_never_served(
         model.write_bytes(b"damaged")
     served = reload_models(store_dir, {}, None).models[Target.TIME]
     assert served.version == champion
-    assert f"older model {unjudged} for time was refused at promotion: not served" in caplog.text
+    assert f"older model {unjudged} for time awaits a verdict never written: not served" in caplog.text
 
     parser = argparse.ArgumentParser()
     models_command.register(parser.add_subparsers())

@@ -78,8 +78,8 @@ def rollback(args: argparse.Namespace) -> int:
         version = next((v for v in older if not store.refused(target, v)), None)
         if version is None:
             log.error(
-                "%s: no version older than %s to roll back to (challengers refused at promotion are "
-                "skipped: name one to serve it)",
+                "%s: no version older than %s to roll back to (challengers refused at promotion, or "
+                "never judged, are skipped: name one to serve it)",
                 target.value,
                 current,
             )

@@ -34,7 +34,7 @@ LOCK_FILE = ".harp-train.lock"
 # cannot be removed then, leaves it: read as refused, such a version is never served by the daemon's
 # fallback or `harp rollback` (it may be a challenger the verdict would have refused), and retention
 # counts it with the refused ones.
-PENDING_VERDICT = {"promote": False, "pending": True, "verdict": "not judged: its verdict was never written"}
+PENDING_VERDICT = {"promote": False, "pending": True, "verdict": "not judged (no verdict written yet)"}
 _VERSION = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -182,6 +182,11 @@ class ModelStore:
         never judged it (PENDING_VERDICT). A version without a readable verdict is not refused."""
         note = self.verdict(target, version)
         return note is not None and note.get("promote") is False
+
+    def pending(self, target: Target | str, version: str) -> bool:
+        """Whether ``version`` still holds the PENDING_VERDICT it was published with."""
+        note = self.verdict(target, version)
+        return note is not None and note.get("pending") is True
 
     @staticmethod
     def _new_version(target_dir: Path) -> str:

@@ -94,7 +94,9 @@ def _newest_loadable(store: ModelStore, target: Target, before: str) -> Quantile
         if version >= before:
             continue
         if store.refused(target, version):
-            log.warning("older model %s for %s was refused at promotion: not served", version, target.value)
+            pending = store.pending(target, version)
+            why = "awaits a verdict never written" if pending else "was refused at promotion"
+            log.warning("older model %s for %s %s: not served", version, target.value, why)
             continue
         try:
             return QuantileModel.load(store.target_dir(target) / version, target)

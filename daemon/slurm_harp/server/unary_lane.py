@@ -44,11 +44,19 @@ try:
     from grpc._cython import cygrpc  # type: ignore[attr-defined]
 
     _STARTED = grpc_server._ServerStage.STARTED
+    _STOPPED = grpc_server._ServerStage.STOPPED
 except (ImportError, AttributeError):  # pragma: no cover - a grpcio without them
     cygrpc = None
 
 _NO_FLAGS = 0
-_STATE = ("completion_queue", "registered_method_handlers", "lock", "stage", "rpc_states")
+_STATE = (
+    "completion_queue",
+    "registered_method_handlers",
+    "lock",
+    "stage",
+    "rpc_states",
+    "termination_event",
+)
 
 
 class UnaryLane:
@@ -106,20 +114,26 @@ class UnaryLane:
         return cls(core, state, method, handler, after)
 
     def start(self) -> None:
-        """Begin taking calls; the server must be started."""
-        self._request()
-        self._end_when_idle()  # a server stopped already: nothing was asked
+        """Begin taking calls; the server must have been started (ValueError if it never was: its
+        calls of this method would wait in core, unanswered). On a server stopping or stopped
+        already, the lane ends at once."""
+        if self._request():
+            return
+        if self._state.stage is _STOPPED and not self._state.termination_event.is_set():
+            raise ValueError(f"{self._method}: start the lane after the server")
+        self._ended.set()  # nothing was asked, nothing is open: no event will end it
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the lane to end (after the server stopped); True when it has."""
         return self._ended.wait(timeout)
 
-    def _request(self) -> None:
-        """Ask for the next call, unless the server is stopping (then none will come)."""
+    def _request(self) -> bool:
+        """Ask for the next call, unless the server is stopping (then none will come); whether it
+        asked."""
         asked = object()
         with self._state.lock:  # grpcio begins its shutdown under it: not in the middle of this
             if self._state.stage is not _STARTED:
-                return
+                return False
             self._state.rpc_states.add(asked)
             self._asked = asked  # before the request: its call may be taken at once
             try:
@@ -128,6 +142,8 @@ class UnaryLane:
                 log.exception("%s: the lane could not ask for the next call and takes no more", self._method)
                 self._state.rpc_states.discard(asked)  # still started: grpcio has not looked yet
                 self._asked = None
+                return False
+        return True
 
     def _take(self, event: Any) -> tuple[object | None, tuple[()]]:
         asked, self._asked = self._asked, None
@@ -216,7 +232,7 @@ def _start(call: Any, operations: Any, tag: Any, method: str) -> bool:
     except Exception:  # a call core already ended
         log.debug("%s: a call that ended", method, exc_info=True)
         return False
-    if error != cygrpc.CallError.ok:
+    if error != cygrpc.CallError.ok:  # (grpcio keeps a reference to the tag then: a rare leak)
         log.debug("%s: core refused a batch: %s", method, error)
         return False
     return True
