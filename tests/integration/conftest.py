@@ -3,6 +3,11 @@
 A socket path, a grpcio server of conf.Test answering in its worker pool or in core lanes (``lane``),
 a scripted HTTP/2 peer on that socket, and the Lua driver on it. test_lua_grpc.py uses this socket
 and this driver with a server fixture of its own, which takes precedence in that module.
+
+A test that stops a grpcio server waits for it (``stop(0).wait()``): otherwise the server is still
+being torn down while the next test starts one. If a run dies with "Fatal Python error: Aborted"
+(a CHECK in grpc core), rerun it with ``--capture=sys`` (or ``-s``): grpc core writes its reason to
+file descriptor 2, which pytest's default capture loses when the process dies.
 """
 
 from __future__ import annotations
@@ -37,14 +42,14 @@ def lane(request: pytest.FixtureRequest) -> bool:
 def server(sock: Path, rec: Recorder, lane: bool) -> Iterator[grpc.Server]:
     srv = start_conformance_server(sock, rec, lane)
     yield srv
-    srv.stop(0)
+    srv.stop(0).wait()
 
 
 @pytest.fixture
 def pool_server(sock: Path, rec: Recorder) -> Iterator[grpc.Server]:
     srv = start_conformance_server(sock, rec)
     yield srv
-    srv.stop(0)
+    srv.stop(0).wait()
 
 
 @pytest.fixture
