@@ -23,6 +23,18 @@ from tests.integration.h2_peer import PeerConn, ScriptedPeer
 from tests.integration.lua_driver import Driver
 
 
+@pytest.fixture(scope="session", autouse=True)
+def grpc_core_kept() -> Iterator[None]:
+    """grpc core initialised for the whole run, as in a daemon that serves for its whole life.
+    Each test's last server would otherwise shut core down (grpc_shutdown) and the next test's
+    start it again, a cycle per test that production never goes through: the one abort seen in
+    these tests came from a core thread after such a teardown, its reason lost (above). A channel
+    holds core's initialisation and connects to nothing until used."""
+    keeper = grpc.insecure_channel("unix:/nonexistent/harp-tests-keep-grpc-core")
+    yield
+    keeper.close()
+
+
 @pytest.fixture
 def sock(tmp_path: Path) -> Path:
     return tmp_path / "conf.sock"
