@@ -120,7 +120,7 @@ def main(argv: list[str]) -> None:
     if lane is not None:
         lane.start()
     stop.wait()
-    server.stop(0)
+    server.stop(0).wait()
 
 
 class NoopServer:

@@ -99,7 +99,7 @@ def servicer() -> Servicer:
 def server(sock: Path, servicer: Servicer) -> Iterator[grpc.Server]:
     srv = start_server(sock, servicer)
     yield srv
-    srv.stop(0)
+    srv.stop(0).wait()
 
 
 def test_round_trip_decodes_the_decision_and_sends_the_job(
@@ -192,7 +192,7 @@ def test_garbage_response_is_an_error(sock: Path, reply: bytes) -> None:
         assert drv.call()["err"], "the driver (and the plugin state) survives"
     finally:
         drv.close()
-        srv.stop(0)
+        srv.stop(0).wait()
 
 
 def test_non_ok_grpc_status_is_an_error(server: grpc.Server, driver: Driver) -> None:
@@ -224,7 +224,7 @@ def test_reused_connection_after_server_restart_retries_once(sock: Path, service
         assert third["stats"]["retries"] == 1 and third["stats"]["connects"] == 3, third
     finally:
         drv.close()
-        srv.stop(0)
+        srv.stop(0).wait()
 
 
 def test_fresh_connection_failure_is_not_retried(sock: Path) -> None:
@@ -235,7 +235,7 @@ def test_fresh_connection_failure_is_not_retried(sock: Path) -> None:
         assert not out["ok"] and out["stats"]["retries"] == 0, out
     finally:
         drv.close()
-        srv.stop(0)
+        srv.stop(0).wait()
 
 
 def plugin_driver(tmp_path: Path, sock: Path) -> Driver:
@@ -347,7 +347,7 @@ def test_a_reply_too_large_for_a_decision_leaves_the_job_unchanged(
         assert not out["logs"]["user"], out["logs"]
     finally:
         drv.close()
-        srv.stop(0)
+        srv.stop(0).wait()
 
 
 def decision_at_the_bounds() -> bytes:
@@ -373,4 +373,4 @@ def test_a_decision_at_the_bounds_is_applied(tmp_path: Path, sock: Path) -> None
         assert out["logs"]["user"] == [sent.user_message] and not out["logs"]["error"], out
     finally:
         drv.close()
-        srv.stop(0)
+        srv.stop(0).wait()

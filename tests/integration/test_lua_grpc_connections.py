@@ -43,7 +43,7 @@ def test_graceful_stop_finishes_the_call_in_flight(sock: Path, rec: Recorder, la
         assert again["stats"]["connects"] == 2 and again["stats"]["retries"] == 0, again
     finally:
         drv.close()
-        srv.stop(0)
+        srv.stop(0).wait()
 
 
 @pytest.mark.parametrize("precheck", [True, False])
@@ -61,7 +61,7 @@ def test_restart_reconnects(sock: Path, rec: Recorder, lane: bool, precheck: boo
         assert out["stats"]["retries"] == (0 if precheck else 3), out
     finally:
         drv.close()
-        srv.stop(0)
+        srv.stop(0).wait()
 
 
 def test_sigpipe_does_not_kill_the_host(sock: Path, rec: Recorder) -> None:
