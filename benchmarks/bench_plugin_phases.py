@@ -10,9 +10,10 @@ phase (benchmarks.phased_serve): parsing the request, its features, the calibrat
 models, policy and messages, the reply; "transport" is the gRPC call as the plugin saw it minus
 the daemon's handler, call by call; "after" is what the daemon does once the answer is sent
 (counting it), which no submission waits for. The same variants as bench_plugin: a no-op server
-(the transport's floor), the daemon with a 3-day and a 1-hour job, and a no-op server answering
-the daemon's decision ("canned decision"). The timers cost about a microsecond per phase: compare
-phases, and take whole costs from bench_plugin. Needs root and Slurm, as bench_plugin.
+(the transport's floor), the daemon with a 3-day, a 1-hour and a 7-day job (the one the plugin
+rewrites), and a no-op server answering the daemon's decision ("canned decision"). The timers cost
+about a microsecond per phase: compare phases, and take whole costs from bench_plugin. Needs root
+and Slurm, as bench_plugin.
 
 --plugin DIR: the plugin of another checkout (its plugin/ directory, e.g. from `git archive main
 plugin | tar -x`) instead of this one's, with this checkout's daemon.
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from benchmarks.bench_plugin import (
     BENCH_JOB,
+    LONG_SCRIPT,
     NOOP,
     REWRITE_DEBUG,
     SCRIPT,
@@ -146,6 +148,7 @@ def main() -> None:
             try:
                 plugin["daemon, 3-day job"] = run(cluster, args.jobs, SCRIPT)
                 plugin["daemon, 1-hour job"] = run(cluster, args.jobs, SHORT_SCRIPT)
+                plugin["daemon, 7-day job"] = run(cluster, args.jobs, LONG_SCRIPT)
                 with Client(daemon.socket) as client:
                     canned = client.predict(**BENCH_JOB).SerializeToString()
             finally:
@@ -177,7 +180,11 @@ def report(plugin: dict[str, list[dict[str, float]]], calls: list[dict[str, floa
         print(row(variant, p50s(rows, names)))
     print("\nin the daemon (policy: policy and messages; transport: the call minus the handler)")
     print(header("job", (*DAEMON_PHASES[:3], "policy", *DAEMON_PHASES[4:-1], "transport", "after")))
-    for variant, minutes in (("daemon, 3-day job", 4320), ("daemon, 1-hour job", 60)):
+    for variant, minutes in (
+        ("daemon, 3-day job", 4320),
+        ("daemon, 1-hour job", 60),
+        ("daemon, 7-day job", 10080),
+    ):
         mine = [c for c in calls if c["limit"] == minutes][WARMUP:jobs]
         # One Predict call per submission, in order: pair them to see the transport's share.
         transport = [lua["call"] - call["handler"] for lua, call in zip(plugin[variant], mine, strict=True)]
