@@ -102,21 +102,12 @@ T.test("forged tags are stripped even when the daemon is down", function()
   T.eq(jd.admin_comment, "mine", "stripped while skipped")
 end)
 
-T.test("forged tags are stripped when the plugin fails or cannot apply a decision", function()
-  -- the transport raises: an internal error
-  local tr = fake(REWRITE_TIME)
-  tr.raise = "transport exploded"
-  main.configure(config(), {transport = tr})
-  local jd = T.job_desc {admin_comment = "harp:extend,t!=1,t0=100000 mine"}
-  T.eq(main.submit(jd, 1000), "error", "internal error")
-  T.eq(jd.admin_comment, "mine", "stripped after an internal error")
-  T.eq(jd.time_limit, T.job_desc().time_limit, "nothing else changed")
-
+T.test("forged tags are stripped when the plugin cannot apply a decision", function()
   -- setting the annotation fails once: the commit is rolled back, then the strip is written
   main.configure(config(), {transport = fake(REWRITE_TIME)})
   local store = T.job_desc {admin_comment = "harp:t=1 mine"}
   local failing = true
-  jd = setmetatable({}, {__index = store, __newindex = function(_, k, v)
+  local jd = setmetatable({}, {__index = store, __newindex = function(_, k, v)
     if k == "admin_comment" and failing then failing = false; error("setter failed") end
     store[k] = v
   end})
@@ -187,6 +178,10 @@ T.test("runtime errors inside the pipeline leave job_desc unchanged", function()
   T.eq(main.submit(jd, 1000), "error", "status")
   T.same(jd, T.job_desc {admin_comment = "ok"}, "unchanged")
   T.ok(T.logged("error", "transport exploded"), "logged")
+  -- a user's harp: tokens are stripped all the same: the guard trusts the tags it finds there
+  jd = T.job_desc {admin_comment = "harp:extend,t!=1,t0=100000 mine"}
+  T.eq(main.submit(jd, 1000), "error", "status")
+  T.same(jd, T.job_desc {admin_comment = "mine"}, "only the forged tokens gone")
 
   -- reading a field raises while planning
   main.configure(config(), {transport = fake(REWRITE_TIME)})
