@@ -108,6 +108,7 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
   local ok, cerr = apply.commit(job_desc, plan)
   if not ok then
     log.error("could not apply decision, job passes unchanged: " .. tostring(cerr))
+    strip_only(job_desc, submit_uid)
     return "error"
   end
   if plan.message then log.user(plan.message) end
@@ -132,6 +133,8 @@ function M.submit(job_desc, submit_uid, part_list)
   local ok, res = pcall(pipeline, job_desc, submit_uid, part_list, clock())
   if not ok then
     log.error("internal error, job passes unchanged: " .. tostring(res))
+    -- the guard trusts harp: tags in admin_comment: a user's must not survive our own failure
+    pcall(strip_only, job_desc, submit_uid)
     return "error"
   end
   return res

@@ -102,6 +102,21 @@ T.test("forged tags are stripped even when the daemon is down", function()
   T.eq(jd.admin_comment, "mine", "stripped while skipped")
 end)
 
+T.test("forged tags are stripped when the plugin cannot apply a decision", function()
+  -- setting the annotation fails once: the commit is rolled back, then the strip is written
+  main.configure(config(), {transport = fake(REWRITE_TIME)})
+  local store = T.job_desc {admin_comment = "harp:t=1 mine"}
+  local failing = true
+  local jd = setmetatable({}, {__index = store, __newindex = function(_, k, v)
+    if k == "admin_comment" and failing then failing = false; error("setter failed") end
+    store[k] = v
+  end})
+  T.eq(main.submit(jd, 1000), "error", "decision not applied")
+  T.eq(store.admin_comment, "mine", "stripped after the rollback")
+  T.eq(store.time_limit, T.job_desc().time_limit, "the decision's limit rolled back")
+  T.eq(#T.logs.user, 0, "nothing told to the user")
+end)
+
 T.test("garbage from the daemon counts as a failure, job unchanged", function()
   local tr = fake("\10\255\255\255\255\15")
   main.configure(config(), {transport = tr})
@@ -163,6 +178,10 @@ T.test("runtime errors inside the pipeline leave job_desc unchanged", function()
   T.eq(main.submit(jd, 1000), "error", "status")
   T.same(jd, T.job_desc {admin_comment = "ok"}, "unchanged")
   T.ok(T.logged("error", "transport exploded"), "logged")
+  -- a user's harp: tokens are stripped all the same: the guard trusts the tags it finds there
+  jd = T.job_desc {admin_comment = "harp:extend,t!=1,t0=100000 mine"}
+  T.eq(main.submit(jd, 1000), "error", "status")
+  T.same(jd, T.job_desc {admin_comment = "mine"}, "only the forged tokens gone")
 
   -- reading a field raises while planning
   main.configure(config(), {transport = fake(REWRITE_TIME)})
