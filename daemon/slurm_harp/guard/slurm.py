@@ -1,4 +1,4 @@
-"""The guard's subprocess boundary: squeue, scontrol and sacctmgr (faked in unit tests).
+"""The guard's subprocess boundary: squeue, scontrol, sacctmgr and sinfo (faked in unit tests).
 
 The guard runs as SlurmUser or root on the controller host, like slurmctld's own tools: raising a
 running job's limit needs an operator (an ordinary user may only lower it). The tools run in
