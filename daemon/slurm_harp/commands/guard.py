@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from slurm_harp.accounting import extension_file
 from slurm_harp.commands.arguments import config_option, settings_at
-from slurm_harp.config import Settings
+from slurm_harp.config import ConfigError, Settings, load
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.loop import Guard
@@ -66,10 +66,7 @@ def run(args: argparse.Namespace) -> int:
     while not flags["stop"]:
         if flags["hup"]:
             flags["hup"] = False
-            fresh = settings_at(args.config)
-            if fresh is not None:
-                guard.configure(fresh.guard, history_of(fresh))
-                log.info("SIGHUP: configuration reloaded")
+            reload(args.config, guard, settings)
         try:
             guard.poll()  # the first poll catches up on every job shortened while the guard was down
         except Exception:
@@ -79,6 +76,24 @@ def run(args: argparse.Namespace) -> int:
     guard.close()  # what it saw within the last minute, for the next guard
     log.info("stopped")
     return 0
+
+
+def reload(path: str, guard: Guard, started: Settings) -> None:
+    """SIGHUP: the file's history.db and [guard] at once, but for the metrics endpoint, which stays
+    as ``started``; a bad file keeps the running configuration."""
+    try:
+        fresh = load(path)
+    except ConfigError as exc:
+        log.error("SIGHUP: keeping the previous configuration: %s", exc)
+        return
+    except Exception:  # a reader's bug (tomllib's RecursionError) must not end the guard
+        log.exception("SIGHUP: keeping the previous configuration: reading %s failed", path)
+        return
+    guard.configure(fresh.guard, history_of(fresh))
+    endpoint = (fresh.guard.metrics_address, fresh.guard.metrics_port)
+    if endpoint != (started.guard.metrics_address, started.guard.metrics_port):
+        log.warning("SIGHUP: guard.metrics_address and guard.metrics_port change only after a restart")
+    log.info("SIGHUP: configuration reloaded")
 
 
 def history_of(settings: Settings) -> ExtensionHistory:
