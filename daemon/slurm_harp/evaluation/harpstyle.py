@@ -1,5 +1,5 @@
 """HARP's own model family as a baseline: linear regression, a decision tree and a small MLP on the
-request features, then HARP's adjustment factor.
+request features (learning.sklearn_models, the models `harp train` fits), then HARP's adjustment factor.
 
 Each model learns the log of the target (run time, peak memory or used CPUs span several orders
 of magnitude) from the training jobs known when validation opens; censored jobs enter with their
@@ -11,7 +11,7 @@ capped at the request. Features: core.features.vectorize on the requests alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -23,33 +23,11 @@ from slurm_harp.evaluation.frontier import Curve, pareto_points, smallest_multip
 from slurm_harp.evaluation.observed import observe
 from slurm_harp.evaluation.split import known_before
 from slurm_harp.evaluation.strategy import Split
+from slurm_harp.learning import sklearn_models
+from slurm_harp.learning.sklearn_models import KINDS, Kind
 
-Kind = Literal["linear", "tree", "mlp"]
-KINDS: tuple[Kind, ...] = ("linear", "tree", "mlp")
 MIN_TRAIN_JOBS = 50
 _LOG_CAP = 40.0  # exp(40) is far above any request: keeps a wild prediction finite
-
-
-def _model(kind: Kind, seed: int) -> Any:
-    # sklearn is the `train` extra: imported here so the daemon never needs it.
-    from sklearn.impute import SimpleImputer
-    from sklearn.linear_model import LinearRegression
-    from sklearn.neural_network import MLPRegressor
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-    from sklearn.tree import DecisionTreeRegressor
-
-    impute = SimpleImputer(strategy="median", keep_empty_features=True)
-    if kind == "linear":
-        return make_pipeline(impute, StandardScaler(), LinearRegression())
-    if kind == "tree":
-        return make_pipeline(
-            impute, DecisionTreeRegressor(max_depth=12, min_samples_leaf=20, random_state=seed)
-        )
-    mlp = MLPRegressor(
-        hidden_layer_sizes=(32, 16), early_stopping=True, max_iter=200, random_state=seed, batch_size=256
-    )
-    return make_pipeline(impute, StandardScaler(), mlp)
 
 
 class HarpStyleStrategy:
@@ -80,8 +58,7 @@ class HarpStyleStrategy:
                 f"{int(ok.sum())} training jobs with an observed {self.target}, need {MIN_TRAIN_JOBS}"
             )
         x = vectorize([job.request for job, keep in zip(train, ok, strict=True) if keep])
-        self._model = _model(self.kind, self.seed)
-        self._model.fit(x, np.log(actual[ok]))
+        self._model = sklearn_models.fit(self.kind, x, np.log(actual[ok]), self.seed)
         window = jobs[split.train_end : split.validation_end]
         self.factor = 1.0
         self.factor = smallest_multiplier(self._predict(window), observe(window, self.target), kill_budget)
