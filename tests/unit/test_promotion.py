@@ -225,6 +225,7 @@ def test_a_second_run_on_a_held_store_exits_75_and_touches_nothing(
         "import fcntl, os, sys\n"
         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "os.ftruncate(fd, 0)\n"
         "os.pwrite(fd, b'%d\\n' % os.getpid(), 0)\n"
         "print('held', flush=True)\n"
         "sys.stdin.read()\n"
@@ -265,3 +266,14 @@ def test_the_writer_lock_excludes_a_second_holder_in_the_same_process(tmp_path: 
         pass
     with store.writer():  # released
         pass
+
+
+def test_the_holder_named_is_the_first_line_of_the_lock_file(tmp_path: Path) -> None:
+    """A holder that wrote its pid over a longer one without truncating leaves the longer pid's tail
+    after its own line (pids wrap: pid_max may be 32768): the message names the holder alone."""
+    store = ModelStore(tmp_path / "models")
+    second = ModelStore(tmp_path / "models")
+    with store.writer():
+        (tmp_path / "models" / LOCK_FILE).write_bytes(b"412\n34\n")
+        with pytest.raises(StoreBusy, match=r"\(pid 412\)$"), second.writer():
+            pass

@@ -67,7 +67,9 @@ class ModelStore:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                # Its first line: a writer that did not truncate may leave a longer pid's tail after it.
+                text = os.pread(fd, 32, 0).decode(errors="replace")
+                holder = (text.splitlines() or [""])[0].strip() or "?"
                 raise StoreBusy(f"{path} is held by another harp train or nightly (pid {holder})") from None
             adopt(path)
             os.ftruncate(fd, 0)
