@@ -11,7 +11,7 @@ import pytest
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, harvest_sacct, read_sacct
 from slurm_harp.accounting.fields import parse_limit_minutes, parse_time
 from slurm_harp.accounting.sacct_lines import split_rows
-from slurm_harp.core.slurm_formats import parse_size_mb
+from slurm_harp.slurm_formats import parse_size_mb
 from tests.conftest import delimited
 
 HEADER = "|".join(SACCT_FIELDS)

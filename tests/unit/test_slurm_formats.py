@@ -1,4 +1,4 @@
-"""core.slurm_formats: Slurm's durations, time limits, sizes and scontrol records, read alike by
+"""slurm_formats: Slurm's durations, time limits, sizes and scontrol records, read alike by
 the accounting, the advice and the guard."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from slurm_harp.advice.partition_shape import shapes_from_scontrol
 from slurm_harp.advice.partition_table import from_scontrol
 from slurm_harp.advice.script import parse_script
-from slurm_harp.core.slurm_formats import (
+from slurm_harp.guard.bounds import parse_partition_max, parse_qos_max
+from slurm_harp.slurm_formats import (
     parse_duration_s,
     parse_max_time,
     parse_memory_mb,
@@ -19,7 +20,6 @@ from slurm_harp.core.slurm_formats import (
     parse_time_limit,
     scontrol_records,
 )
-from slurm_harp.guard.bounds import parse_partition_max, parse_qos_max
 from tests.unit.test_sacct_lines import _job, _read
 
 # ---- durations and time limits ------------------------------------------------------------------

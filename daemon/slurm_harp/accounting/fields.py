@@ -1,5 +1,5 @@
 """Parsers for the value forms Slurm prints in accounting output (durations and sizes are read by
-core.slurm_formats, as everywhere else).
+slurm_formats, as everywhere else).
 
 Sentinels (empty, Unknown, None, INVALID, Partition_Limit, UNLIMITED) become None; anything
 else that does not parse raises ValueError so the caller can count the line as bad. So does a
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, tzinfo
 
-from slurm_harp.core.slurm_formats import in_range, is_sentinel
+from slurm_harp.slurm_formats import in_range, is_sentinel
 
 SLURM_ZONE = UTC
 _SLURM_TZ = "UTC0"  # POSIX for SLURM_ZONE: needs no time zone database

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from slurm_harp.accounting.fields import parse_int, parse_time, parse_tres
 from slurm_harp.accounting.read_stats import ReadStats
-from slurm_harp.core.slurm_formats import parse_duration_s, parse_size_mb
+from slurm_harp.slurm_formats import parse_duration_s, parse_size_mb
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from slurm_harp.core.slurm_formats import is_unlimited, parse_max_time, parse_memory_mb, scontrol_records
+from slurm_harp.slurm_formats import is_unlimited, parse_max_time, parse_memory_mb, scontrol_records
 
 __all__ = ["PartitionShape", "shapes_from_scontrol"]
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_harp.advice.billing import Mode, Weights, parse_priority_flags, parse_weights
-from slurm_harp.core.slurm_formats import parse_max_time, scontrol_records
+from slurm_harp.slurm_formats import parse_max_time, scontrol_records
 
 __all__ = [
     "Partition",

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_harp.accounting.fields import SLURM_ZONE, parse_moment
-from slurm_harp.core.slurm_formats import parse_max_time, scontrol_records
 from slurm_harp.guard.hostlist import expand
 from slurm_harp.guard.running import RunningJob
+from slurm_harp.slurm_formats import parse_max_time, scontrol_records
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,12 @@
 """Slurm's text formats, read alike everywhere: durations and time limits, memory sizes, the words
 its tools print for "no value" and "no limit", and ``scontrol show``'s ``Key=Value`` records.
 
-Pure functions, here at the bottom so that every layer reading Slurm text (the advice, the
-accounting, the guard) reads it the same way. Each raises ValueError naming the text it cannot
-read; the caller decides what that means (a bad accounting line, a bound the guard does without,
-a partition table the advice cannot read). So does a number too large to be Slurm's (beyond 2**60:
-Slurm's are 64-bit, and SQLite could not store one either, see in_range).
+Pure functions, in a layer of their own just above core (pyproject.toml's import layers), so that
+every layer reading Slurm text (the advice, the accounting, the guard) reads it the same way. Each
+raises ValueError naming the text it cannot read; the caller decides what that means (a bad
+accounting line, a bound the guard does without, a partition table the advice cannot read). So does
+a number too large to be Slurm's (beyond 2**60: Slurm's are 64-bit, and SQLite could not store one
+either, see in_range).
 """
 
 from __future__ import annotations
