@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_harp.advice.gpu_memory import TrainingFacts
-from slurm_harp.advice.partition_shape import PartitionShape, parse_memory_mb, shapes_from_scontrol
+from slurm_harp.advice.partition_shape import PartitionShape, shapes_from_scontrol
 from slurm_harp.advice.script import facts_from_comment, parse_script, script_signature
 from slurm_harp.core.request import JobRequest
 from tests.unit.test_lua_plugin import SIGNED_SCRIPTS, _signature
@@ -118,11 +118,3 @@ def test_partition_shapes_from_scontrol() -> None:
     assert gpu.mem_per_node_mb == 400 * 1024 and gpu.max_minutes == 2880
     with pytest.raises(ValueError, match="scontrol partition batch: TotalCPUs 'many'"):
         shapes_from_scontrol(SCONTROL.replace("TotalCPUs=8", "TotalCPUs=many"))
-
-
-def test_memory_amounts() -> None:
-    assert parse_memory_mb("7940M") == 7940 and parse_memory_mb("2G") == 2048
-    assert parse_memory_mb("1T") == 1024**2 and parse_memory_mb("512") == 512
-    assert parse_memory_mb("1024K") == 1
-    with pytest.raises(ValueError, match="memory '-1'"):
-        parse_memory_mb("-1")

@@ -5,12 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_harp.advice.billing import Mode
-from slurm_harp.advice.partition_table import (
-    from_scontrol,
-    from_slurm_conf,
-    parse_time_limit,
-    scontrol_blocks,
-)
+from slurm_harp.advice.partition_table import from_scontrol, from_slurm_conf
 
 SLURM_CONF = r"""
 # cluster billing
@@ -87,41 +82,3 @@ def test_scontrol_without_config_text_is_sum_and_errors_name_the_partition() -> 
     assert from_scontrol(SCONTROL).mode is Mode.SUM
     with pytest.raises(ValueError, match=r"scontrol partition gpu: TRESBillingWeights"):
         from_scontrol(SCONTROL.replace("GRES/gpu=8", "GPU=8"))
-
-
-@pytest.mark.parametrize(
-    ("text", "minutes"),
-    [
-        ("60", 60),  # minutes
-        ("1:30", 2),  # minutes:seconds, rounded up as Slurm's time_str2mins does
-        ("2:00", 2),
-        ("02:00:00", 120),  # hours:minutes:seconds
-        ("1-0", 1440),  # days-hours
-        ("1-2:30", 1590),  # days-hours:minutes
-        ("1-02:03:04", 1564),  # days-hours:minutes:seconds
-        ("UNLIMITED", None),
-        ("infinite", None),
-        ("-1", None),
-    ],
-)
-def test_time_limits_as_slurm_reads_them(text: str, minutes: int | None) -> None:
-    assert parse_time_limit(text) == minutes
-
-
-@pytest.mark.parametrize("text", ["", "abc", "1:2:3:4", "1-", "-2", "1.5", "1-2:3:4:5"])
-def test_bad_time_limits_are_refused(text: str) -> None:
-    with pytest.raises(ValueError, match="time limit"):
-        parse_time_limit(text)
-
-
-def test_scontrol_blocks_read_both_layouts_alike() -> None:
-    """One block per partition, as scontrol spells the keys, with or without --oneliner; a line
-    before the first partition and words without '=' are not fields."""
-    lines = "note\nPartitionName=batch\n   MaxTime=1-00:00:00 State=UP\nPartitionName=gpu\n   TotalCPUs=8\n"
-    oneliner = "PartitionName=batch MaxTime=1-00:00:00 State=UP\nPartitionName=gpu TotalCPUs=8\n"
-    want = [
-        {"PartitionName": "batch", "MaxTime": "1-00:00:00", "State": "UP"},
-        {"PartitionName": "gpu", "TotalCPUs": "8"},
-    ]
-    assert scontrol_blocks(lines) == scontrol_blocks(oneliner) == want
-    assert scontrol_blocks("State=UP\n") == []

@@ -9,7 +9,7 @@ from typing import TypedDict
 import pytest
 
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, harvest_sacct, load_records, read_sacct
-from slurm_harp.accounting.fields import parse_duration_s, parse_size_mb, parse_tres
+from slurm_harp.accounting.fields import parse_tres
 from slurm_harp.accounting.sacct_runner import decode_output, run_sacct
 from tests.conftest import delimited
 
@@ -168,47 +168,6 @@ def test_columns_are_found_by_name_in_any_order() -> None:
     (record,) = read_sacct(text.splitlines())
     assert (record.job_id, record.elapsed_s, record.request.time_limit_minutes) == ("77", 30, 5)
     assert record.max_rss_mb is None and record.request.user_name is None
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("1-02:03:04", 93784.0),
-        ("02:03:04", 7384.0),
-        ("02:03.123", 123.123),
-        ("00:00.004", 0.004),
-        ("59.5", 59.5),
-        ("10-00:00:00", 864000.0),
-        ("", None),
-        ("Unknown", None),
-    ],
-)
-def test_durations(text: str, seconds: float | None) -> None:
-    assert parse_duration_s(text) == (None if seconds is None else pytest.approx(seconds))
-
-
-@pytest.mark.parametrize("text", ["1:2:3:4", "a:b", "1-", "::"])
-def test_bad_durations_raise(text: str) -> None:
-    with pytest.raises(ValueError):
-        parse_duration_s(text)
-
-
-@pytest.mark.parametrize(
-    ("text", "bare", "expected"),
-    [
-        ("4000M", "M", (4000.0, "")),
-        ("4000", "M", (4000.0, "")),
-        ("4Gn", "M", (4096.0, "n")),
-        ("512Mc", "M", (512.0, "c")),
-        ("2097152", "", (2.0, "")),
-        ("1024K", "", (1.0, "")),
-        ("1.5G", "", (1536.0, "")),
-        ("1T", "", (1024.0 * 1024, "")),
-        ("INVALID", "M", None),
-    ],
-)
-def test_sizes(text: str, bare: str, expected: tuple[float, str] | None) -> None:
-    assert parse_size_mb(text, bare_unit=bare) == expected
 
 
 def test_tres() -> None:

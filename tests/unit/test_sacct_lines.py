@@ -9,8 +9,9 @@ from datetime import datetime
 import pytest
 
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, harvest_sacct, read_sacct
-from slurm_harp.accounting.fields import parse_limit_minutes, parse_size_mb, parse_time
+from slurm_harp.accounting.fields import parse_limit_minutes, parse_time
 from slurm_harp.accounting.sacct_lines import split_rows
+from slurm_harp.slurm_formats import parse_size_mb
 from tests.conftest import delimited
 
 HEADER = "|".join(SACCT_FIELDS)

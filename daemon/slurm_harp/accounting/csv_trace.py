@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
-from slurm_harp.accounting.fields import in_range, is_sentinel
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
 from slurm_harp.core.request import JobRequest
+from slurm_harp.slurm_formats import in_range, is_sentinel
 
 log = logging.getLogger(__name__)
 

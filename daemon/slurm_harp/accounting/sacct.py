@@ -28,11 +28,8 @@ from datetime import tzinfo
 from slurm_harp.accounting.fields import (
     SLURM_ZONE,
     gpus_in_tres,
-    is_sentinel,
-    parse_duration_s,
     parse_int,
     parse_limit_minutes,
-    parse_size_mb,
     parse_time,
     parse_tres,
 )
@@ -41,6 +38,7 @@ from slurm_harp.accounting.sacct_lines import JOB_ID, split_rows
 from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
 from slurm_harp.core.message import last_tag
 from slurm_harp.core.request import JobRequest
+from slurm_harp.slurm_formats import is_sentinel, parse_duration_s, parse_size_mb
 
 log = logging.getLogger(__name__)
 

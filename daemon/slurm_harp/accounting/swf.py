@@ -21,10 +21,10 @@ from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 
-from slurm_harp.accounting.fields import in_range
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
+from slurm_harp.slurm_formats import in_range
 
 log = logging.getLogger(__name__)
 

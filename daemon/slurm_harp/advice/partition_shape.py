@@ -15,12 +15,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from slurm_harp.advice.partition_table import parse_time_limit, scontrol_blocks
+from slurm_harp.slurm_formats import is_unlimited, parse_max_time, parse_memory_mb, scontrol_records
 
-__all__ = ["PartitionShape", "parse_memory_mb", "shapes_from_scontrol"]
-
-_UNLIMITED = frozenset({"UNLIMITED", "INFINITE", "NONE", "N/A", ""})
-_MEMORY_UNITS = {"K": 1.0 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2, "P": 1024.0**3}
+__all__ = ["PartitionShape", "shapes_from_scontrol"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,25 +82,11 @@ class PartitionShape:
         return self.gpus_per_node * self.job_nodes
 
 
-def parse_memory_mb(text: str) -> float:
-    """A Slurm memory amount (``7940M``, ``500G``, a bare number of MiB) in MiB."""
-    value = text.strip().upper()
-    unit = value[-1:] if value[-1:] in _MEMORY_UNITS else ""
-    number = value[: len(value) - len(unit)]
-    try:
-        amount = float(number)
-    except ValueError:
-        raise ValueError(f"memory {text!r}: expected a number with an optional K, M, G, T or P") from None
-    if not math.isfinite(amount) or amount < 0:
-        raise ValueError(f"memory {text!r}: must be a finite amount >= 0")
-    return amount * _MEMORY_UNITS.get(unit, 1.0)
-
-
 def shapes_from_scontrol(text: str) -> dict[str, PartitionShape]:
     """Each partition's shape from ``scontrol show partition`` (with or without ``--oneliner``).
     ValueError names the partition and the field it cannot read."""
     out = {}
-    for block in scontrol_blocks(text):
+    for block in scontrol_records(text, "PartitionName"):
         name = block["PartitionName"]
         try:
             out[name] = _shape(name, block)
@@ -115,7 +98,6 @@ def shapes_from_scontrol(text: str) -> dict[str, PartitionShape]:
 def _shape(name: str, block: dict[str, str]) -> PartitionShape:
     tres = dict(item.partition("=")[::2] for item in block.get("TRES", "").split(",") if "=" in item)
     typed_gpus = sum(_count(v, "TRES gres/gpu") for k, v in tres.items() if k.startswith("gres/gpu:"))
-    max_time = block.get("MaxTime", "UNLIMITED")
     return PartitionShape(
         name=name,
         nodes=_count(block.get("TotalNodes", "0"), "TotalNodes"),
@@ -125,7 +107,7 @@ def _shape(name: str, block: dict[str, str]) -> PartitionShape:
         max_nodes=_limit(block.get("MaxNodes"), "MaxNodes"),
         max_cpus_per_node=_limit(block.get("MaxCPUsPerNode"), "MaxCPUsPerNode"),
         max_mem_per_node_mb=_memory_limit(block.get("MaxMemPerNode")),
-        max_minutes=None if max_time.upper() in _UNLIMITED else parse_time_limit(max_time),
+        max_minutes=parse_max_time(block.get("MaxTime", "")),
     )
 
 
@@ -136,8 +118,8 @@ def _count(text: str, what: str) -> int:
 
 
 def _limit(text: str | None, what: str) -> int | None:
-    return None if text is None or text.upper() in _UNLIMITED else _count(text, what)
+    return None if text is None or is_unlimited(text) else _count(text, what)
 
 
 def _memory_limit(text: str | None) -> float | None:
-    return None if text is None or text.upper() in _UNLIMITED else parse_memory_mb(text)
+    return None if text is None or is_unlimited(text) else parse_memory_mb(text)

@@ -13,24 +13,21 @@ An empty TRESBillingWeights is "no weights", as in slurmctld (the job's CPUs are
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_harp.advice.billing import Mode, Weights, parse_priority_flags, parse_weights
+from slurm_harp.slurm_formats import parse_max_time, scontrol_records
 
 __all__ = [
     "Partition",
     "PartitionTable",
     "from_scontrol",
     "from_slurm_conf",
-    "parse_time_limit",
-    "scontrol_blocks",
 ]
 
-_UNLIMITED = frozenset({"UNLIMITED", "INFINITE"})
 _CONFIG_FLAGS = re.compile(r"^\s*PriorityFlags\s*=\s*(.*?)\s*$", re.I | re.M)
 
 
@@ -38,37 +35,13 @@ _CONFIG_FLAGS = re.compile(r"^\s*PriorityFlags\s*=\s*(.*?)\s*$", re.I | re.M)
 class Partition:
     name: str
     weights: Weights | None = None  # None: no TRESBillingWeights, the job's CPUs are billed
-    max_minutes: int | None = None  # MaxTime; None: UNLIMITED or not set
+    max_minutes: int | None = None  # MaxTime; None: UNLIMITED (or INFINITE, NONE, ...) or not set
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionTable:
     partitions: Mapping[str, Partition] = field(default_factory=dict)
     mode: Mode = Mode.SUM
-
-
-def parse_time_limit(text: str) -> int | None:
-    """A time limit as slurm.conf and scontrol write it, in whole minutes (seconds round up, as in
-    Slurm's time_str2mins); None for UNLIMITED, INFINITE or -1.
-
-    Slurm's forms: ``minutes``, ``minutes:seconds``, ``hours:minutes:seconds``, ``days-hours``,
-    ``days-hours:minutes``, ``days-hours:minutes:seconds``. ValueError for anything else.
-    """
-    value = text.strip()
-    if value.upper() in _UNLIMITED or value == "-1":
-        return None
-    days, dash, clock = value.rpartition("-") if "-" in value else ("0", "", value)
-    parts = clock.split(":")
-    if not (days.isdigit() and all(p.isdigit() for p in parts)) or len(parts) > 3:
-        raise ValueError(f"time limit {text!r}: expected minutes, [days-]hours:minutes:seconds or UNLIMITED")
-    numbers = [int(p) for p in parts]
-    if dash:  # days-hours[:minutes[:seconds]]
-        hours, minutes, seconds = [*numbers, 0, 0][:3]
-    elif len(numbers) == 3:
-        hours, minutes, seconds = numbers
-    else:  # minutes[:seconds]
-        hours, minutes, seconds = 0, numbers[0], (numbers[1] if len(numbers) == 2 else 0)
-    return int(days) * 1440 + hours * 60 + minutes + math.ceil(seconds / 60)
 
 
 def from_slurm_conf(text: str) -> PartitionTable:
@@ -98,26 +71,11 @@ def from_slurm_conf(text: str) -> PartitionTable:
     return PartitionTable(partitions=partitions, mode=mode)
 
 
-def scontrol_blocks(text: str) -> list[dict[str, str]]:
-    """Each partition's ``Key=Value`` fields in ``scontrol show partition`` text (with or without
-    ``--oneliner``), keyed as scontrol spells them; a block starts at each PartitionName."""
-    blocks: list[dict[str, str]] = []
-    for token in text.split():
-        key, sep, value = token.partition("=")
-        if not sep:
-            continue
-        if key.lower() == "partitionname":
-            blocks.append({"PartitionName": value})
-        elif blocks:
-            blocks[-1][key] = value
-    return blocks
-
-
 def from_scontrol(partitions_text: str, config_text: str = "") -> PartitionTable:
     """The partitions of ``scontrol show partition`` and the mode in ``scontrol show config``'s
     PriorityFlags line (none given: SUM). ValueError names the partition."""
     partitions: dict[str, Partition] = {}
-    for block in scontrol_blocks(partitions_text):
+    for block in scontrol_records(partitions_text, "PartitionName"):
         name = block["PartitionName"]
         try:
             partitions[name] = _partition(name, {key.lower(): value for key, value in block.items()})
@@ -129,11 +87,10 @@ def from_scontrol(partitions_text: str, config_text: str = "") -> PartitionTable
 
 def _partition(name: str, values: Mapping[str, str]) -> Partition:
     weights_text = values.get("tresbillingweights", "").strip().strip('"')
-    max_time = values.get("maxtime")
     return Partition(
         name=name,
         weights=parse_weights(weights_text) if weights_text else None,
-        max_minutes=parse_time_limit(max_time) if max_time else None,
+        max_minutes=parse_max_time(values.get("maxtime", "")),
     )
 
 

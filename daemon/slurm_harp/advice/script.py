@@ -18,9 +18,8 @@ import shlex
 from dataclasses import dataclass, replace
 
 from slurm_harp.advice.gpu_memory import TrainingFacts
-from slurm_harp.advice.partition_shape import parse_memory_mb
-from slurm_harp.advice.partition_table import parse_time_limit
 from slurm_harp.core.request import JobRequest
+from slurm_harp.slurm_formats import parse_memory_mb, parse_time_limit
 
 __all__ = ["ScriptJob", "facts_from_comment", "parse_script", "script_signature"]
 

@@ -24,7 +24,6 @@ import grpc
 from google.protobuf import json_format
 
 from slurm_harp.advice.gpu_memory import STAGES, STATE_BYTES
-from slurm_harp.advice.partition_table import parse_time_limit
 from slurm_harp.advice.script import parse_script
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
@@ -32,6 +31,7 @@ from slurm_harp.commands.terminal import printable, printable_lines
 from slurm_harp.config import DEFAULT_ADVICE_SOCKET, DEFAULT_PATH, ConfigError, load
 from slurm_harp.core.request import JobRequest
 from slurm_harp.server.convert import request_to_proto
+from slurm_harp.slurm_formats import parse_time_limit
 
 SOCKET_ENV = "HARP_ADVICE_SOCKET"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")

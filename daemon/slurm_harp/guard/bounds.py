@@ -20,9 +20,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from slurm_harp.accounting.fields import SLURM_ZONE, parse_duration_s, parse_moment
+from slurm_harp.accounting.fields import SLURM_ZONE, parse_moment
 from slurm_harp.guard.hostlist import expand
 from slurm_harp.guard.running import RunningJob
+from slurm_harp.slurm_formats import parse_max_time, scontrol_records
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +97,7 @@ class Bounds:
 
 def parse_reservations(text: str) -> tuple[Reservation, ...]:
     out = []
-    for line in text.split("\n"):
-        fields = _key_values(line)
-        if "ReservationName" not in fields:
-            continue
+    for fields in scontrol_records(text, "ReservationName"):
         try:
             out.append(
                 Reservation(
@@ -112,30 +110,33 @@ def parse_reservations(text: str) -> tuple[Reservation, ...]:
                     flags=frozenset(fields.get("Flags", "").upper().split(",")) - {"", "(NULL)"},
                 )
             )
-        except Exception as exc:  # one odd line, whatever it raises, never stops a poll
-            log.warning("reservation line skipped (%s: %s): %.200s", type(exc).__name__, exc, line)
+        except Exception as exc:  # one odd record, whatever it raises, never stops a poll
+            log.warning(
+                "reservation %.40r skipped (%s: %s)", fields["ReservationName"], type(exc).__name__, exc
+            )
     return tuple(out)
 
 
 def parse_partition_max(text: str) -> dict[str, int]:
+    """Each partition's MaxTime in minutes; one without a limit, or whose limit does not read
+    (logged), is not bounded by it."""
     out = {}
-    for line in text.split("\n"):
-        fields = _key_values(line)
-        name, max_time = fields.get("PartitionName"), fields.get("MaxTime")
-        if name and max_time:
-            seconds = _duration(max_time)
-            if seconds is not None:
-                out[name] = math.floor(seconds / 60.0)
+    for fields in scontrol_records(text, "PartitionName"):
+        name = fields["PartitionName"]
+        minutes = _max_minutes(fields.get("MaxTime", ""), f"partition {name!r:.40} MaxTime")
+        if name and minutes is not None:
+            out[name] = minutes
     return out
 
 
 def parse_qos_max(text: str) -> dict[str, int]:
+    """Each QOS's MaxWall in minutes, read as parse_partition_max reads MaxTime."""
     out = {}
     for line in text.split("\n"):
         name, _, wall = line.partition("|")
-        seconds = _duration(wall)
-        if name.strip() and seconds is not None:
-            out[name.strip()] = math.floor(seconds / 60.0)
+        minutes = _max_minutes(wall, f"QOS {name.strip()!r:.40} MaxWall")
+        if name.strip() and minutes is not None:
+            out[name.strip()] = minutes
     return out
 
 
@@ -155,24 +156,10 @@ def parse_node_cores(text: str) -> dict[str, int]:
     return out
 
 
-def _duration(text: str) -> float | None:
-    """Seconds, or None for no limit and (logged) for anything that does not read as a duration."""
+def _max_minutes(text: str, what: str) -> int | None:
+    """Minutes, or None for no limit and (logged) for a limit that does not read."""
     try:
-        seconds = parse_duration_s(text)
-    except Exception:  # ValueError, and OverflowError for a 400-digit field
-        seconds = math.nan
-    if seconds is not None and not math.isfinite(seconds):
-        log.warning("unreadable duration %.40r", text)
+        return parse_max_time(text)
+    except Exception as exc:  # one odd field, whatever it raises, never stops a poll
+        log.warning("%s unreadable, not a bound: %s", what, exc)
         return None
-    return seconds
-
-
-def _key_values(line: str) -> dict[str, str]:
-    """``scontrol --oneliner`` output: space-separated Key=Value pairs (values without spaces for
-    the keys read here)."""
-    out = {}
-    for item in line.split():
-        key, sep, value = item.partition("=")
-        if sep:
-            out[key] = value
-    return out

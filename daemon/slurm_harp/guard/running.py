@@ -36,9 +36,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from slurm_harp.accounting.fields import parse_duration_s
 from slurm_harp.core.message import TAG_PREFIX, Tag, parse_tag
 from slurm_harp.core.policy import Mode
+from slurm_harp.slurm_formats import parse_duration_s
 
 log = logging.getLogger(__name__)
 

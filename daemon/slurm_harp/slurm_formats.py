@@ -1,0 +1,155 @@
+"""Slurm's text formats, read alike everywhere: durations and time limits, memory sizes, the words
+its tools print for "no value" and "no limit", and ``scontrol show``'s ``Key=Value`` records.
+
+Pure functions, in a layer of their own just above core (pyproject.toml's import layers), so that
+every layer reading Slurm text (the advice, the accounting, the guard) reads it the same way. Each
+raises ValueError naming the text it cannot read; the caller decides what that means (a bad
+accounting line, a bound the guard does without, a partition table the advice cannot read). So does
+a number too large to be Slurm's (beyond 2**60: Slurm's are 64-bit, and SQLite could not store one
+either, see in_range).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TypeVar
+
+__all__ = [
+    "in_range",
+    "is_sentinel",
+    "is_unlimited",
+    "parse_duration_s",
+    "parse_max_time",
+    "parse_memory_mb",
+    "parse_size_mb",
+    "parse_time_limit",
+    "scontrol_records",
+]
+
+# What Slurm's tools print for a value they do not have (any case).
+_SENTINELS = frozenset({"", "unknown", "none", "invalid", "partition_limit", "unlimited", "n/a"})
+# Slurm's words for no time limit (time_str2mins): UNLIMITED, INFINITE and -1.
+_NO_LIMIT = frozenset({"unlimited", "infinite", "-1"})
+_WHOLE = re.compile(r"[0-9]+")
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")  # sacct's TotalCPU has milliseconds: 02:03.123
+_DURATION_FORMS = "minutes, minutes:seconds, [days-]hours:minutes:seconds, days-hours[:minutes]"
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)((?i:[KMGTP])?)([nc]?)")
+# Binary multiples, as Slurm's convert_num_unit and str_to_mbytes use.
+_MULTIPLIER = {"": 1.0, "K": 1024.0, "M": 1024.0**2, "G": 1024.0**3, "T": 1024.0**4, "P": 1024.0**5}
+_MB = 1024.0**2
+# SQLite's INTEGER is signed 64-bit; 2**60 leaves room for the sum of a few values (start + run).
+_INT_LIMIT = 2**60
+_N = TypeVar("_N", int, float)
+
+
+def is_sentinel(text: str) -> bool:
+    """Whether a tool printed "no value" (blank, Unknown, None, INVALID, Partition_Limit, ...)."""
+    return text.strip().lower() in _SENTINELS
+
+
+def is_unlimited(text: str) -> bool:
+    """A sentinel, or one of Slurm's words for no limit (INFINITE, -1): no limit to apply."""
+    return is_sentinel(text) or text.strip().lower() in _NO_LIMIT
+
+
+def in_range(value: _N, text: str) -> _N:
+    """``value`` (read from ``text``) if SQLite can store it as an integer, else ValueError naming
+    the text (NaN and infinities too)."""
+    if not -_INT_LIMIT < value < _INT_LIMIT:
+        raise ValueError(f"number out of range {text[:40]!r}")
+    return value
+
+
+def parse_duration_s(text: str) -> float | None:
+    """A duration a Slurm tool printed (sacct, squeue) in seconds; None for a sentinel or no limit.
+
+    Slurm's forms (time_str2secs): ``minutes``, ``minutes:seconds``, ``hours:minutes:seconds``,
+    ``days-hours``, ``days-hours:minutes``, ``days-hours:minutes:seconds``; the seconds may have a
+    fraction (``02:03.123``). ValueError for anything else.
+    """
+    return None if is_unlimited(text) else _seconds(text, "bad duration", _SECONDS)
+
+
+def parse_time_limit(text: str) -> int | None:
+    """A time limit as Slurm reads one (``--time``, slurm.conf's MaxTime) in whole minutes, seconds
+    rounded up as time_str2mins does; None for UNLIMITED, INFINITE or -1. ValueError for anything
+    else, a blank, another word or a fraction of a second included: a user or a config gave it."""
+    if text.strip().lower() in _NO_LIMIT:
+        return None
+    return math.ceil(_seconds(text, "time limit", _WHOLE) / 60.0)
+
+
+def parse_max_time(text: str) -> int | None:
+    """A limit a tool printed (scontrol's MaxTime, sacctmgr's MaxWall) in minutes as parse_time_limit
+    reads it; None for a sentinel or no limit."""
+    return None if is_unlimited(text) else parse_time_limit(text)
+
+
+def _seconds(text: str, what: str, seconds_form: re.Pattern[str]) -> float:
+    value = text.strip()
+    days, dash, clock = value.partition("-") if "-" in value else ("0", "", value)
+    parts = clock.split(":")
+    seconds_at = 2 if dash else (len(parts) - 1 if len(parts) > 1 else -1)
+    if not (
+        _WHOLE.fullmatch(days)
+        and len(parts) <= 3
+        and all((seconds_form if i == seconds_at else _WHOLE).fullmatch(p) for i, p in enumerate(parts))
+    ):
+        raise ValueError(f"{what} {text[:40]!r}: expected {_DURATION_FORMS} or UNLIMITED")
+    if dash:
+        hours, minutes, seconds = [*parts, "0", "0"][:3]
+    elif len(parts) == 3:
+        hours, minutes, seconds = parts
+    else:
+        hours, minutes, seconds = "0", parts[0], (parts[1] if len(parts) == 2 else "0")
+    # float() first: a 400-digit field is out of range, not an int() too long to convert.
+    d, h, m, s = (in_range(float(p), text) for p in (days, hours, minutes, seconds))
+    return in_range(d * 86400.0 + h * 3600.0 + m * 60.0 + s, text)
+
+
+def parse_size_mb(text: str, bare_unit: str) -> tuple[float, str] | None:
+    """A size such as ``4000M``, ``4Gn``, ``512Mc`` or ``1234567`` -> (MB, flavour); None for a
+    sentinel. Units K, M, G, T, P in either case, binary.
+
+    ``bare_unit`` is the unit of a number without suffix ("" bytes for MaxRSS, "M" for ReqMem).
+    The flavour is "n" (per node), "c" (per CPU) or "" (no suffix: per job for ReqMem since
+    Slurm 21.08, per task for MaxRSS).
+    """
+    if is_sentinel(text):
+        return None
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"bad size {text[:40]!r}: expected a number with an optional K, M, G, T or P")
+    number, unit, flavour = match.groups()
+    return in_range(float(number) * _MULTIPLIER[(unit or bare_unit).upper()] / _MB, text), flavour
+
+
+def parse_memory_mb(text: str) -> float:
+    """An amount of memory as ``--mem`` and scontrol's TRES write it (``7940M``, ``500g``, a bare
+    number of MiB) in MiB. ValueError for anything else: a sentinel, or a per-node or per-CPU
+    suffix, which such an amount never has."""
+    try:
+        parsed = parse_size_mb(text, bare_unit="M")
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed[1]:
+        raise ValueError(f"memory {text[:40]!r}: expected a number with an optional K, M, G, T or P")
+    return parsed[0]
+
+
+def scontrol_records(text: str, first_key: str) -> list[dict[str, str]]:
+    """The ``Key=Value`` words of each record in ``scontrol show`` text (with or without
+    ``--oneliner``), keyed as scontrol spells them; a record starts at each ``first_key`` (any case,
+    kept as given), so a reservation's ``PartitionName=`` is one of its fields. Words before the
+    first record and words without ``=`` are not fields; a value keeps any ``=`` after the first."""
+    records: list[dict[str, str]] = []
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if not sep:
+            continue
+        if key.lower() == first_key.lower():
+            records.append({first_key: value})
+        elif records:
+            records[-1][key] = value
+    return records
