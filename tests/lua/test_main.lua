@@ -42,15 +42,18 @@ T.test("log messages with % are safe", function()
   T.eq(T.logs.user[1], "100% sure", "user message verbatim")
 end)
 
-T.test("disable file means pure pass-through", function()
+T.test("disable file means a pass-through that still strips forged tags", function()
   local dir = T.tmpdir()
   local tr = fake(REWRITE_TIME)
   main.configure(config {disable_file = dir .. "/off"}, {transport = tr})
   T.write(dir .. "/off", "")
-  local jd = T.job_desc {admin_comment = "harp:forged"}
+  local jd = T.job_desc {admin_comment = "harp:forged mine"}
   T.eq(main.submit(jd, 1000), "disabled", "status")
   T.eq(tr.calls, 0, "daemon not asked")
-  T.same(jd, T.job_desc {admin_comment = "harp:forged"}, "job_desc untouched")
+  T.same(jd, T.job_desc {admin_comment = "mine"}, "only the user's harp: token gone")
+  jd = T.job_desc {admin_comment = "harp:shadow,v=x"}
+  T.eq(main.submit(jd, 0), "disabled", "root")
+  T.same(jd, T.job_desc {admin_comment = "harp:shadow,v=x"}, "root's tokens kept")
   T.ok(T.logged("info", "disabled by"), "logged once")
   os.remove(dir .. "/off")
   T.eq(main.submit(T.job_desc(), 1000), "rewritten", "re-enabled on the next call")
