@@ -86,7 +86,7 @@ def reload(path: str, guard: Guard, started: Settings) -> None:
     except ConfigError as exc:
         log.error("SIGHUP: keeping the previous configuration: %s", exc)
         return
-    except Exception:  # a reader's bug (tomllib's RecursionError) must not end the guard
+    except Exception:  # a reader's bug must not end the guard
         log.exception("SIGHUP: keeping the previous configuration: reading %s failed", path)
         return
     guard.configure(fresh.guard, history_of(fresh))
