@@ -136,6 +136,50 @@ def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
     assert str(err.value) == f"{path}: not UTF-8 text: byte 0xfc at offset 9"
 
 
+def nested(kind: str, depth: int) -> str:
+    """``x = `` an array or an inline table holding another, ``depth`` deep."""
+    return "x = " + ("[" * depth + "]" * depth if kind == "arrays" else "{a=" * depth + "1" + "}" * depth)
+
+
+DEEP = "nested too deeply to read (arrays or inline tables within each other)"
+
+
+@pytest.mark.parametrize("kind", ["arrays", "inline tables"])
+def test_a_file_nested_too_deeply_is_a_clear_error(tmp_path: Path, kind: str) -> None:
+    # tomllib recurses per level: a RecursionError, which escaped load() as a traceback.
+    path = tmp_path / "harp.toml"
+    path.write_text(nested(kind, 5000))
+    with pytest.raises(ConfigError) as err:
+        load(path)
+    assert str(err.value) == f"{path}: {DEEP}"
+
+
+@pytest.mark.parametrize("kind", ["arrays", "inline tables"])
+def test_parse_refuses_the_deepest_value_load_reads_without_recursing_out(kind: str) -> None:
+    """What load() passes on is at most as deep as tomllib could recurse, here; parse() reaches
+    such a value only to refuse it, repr() in its message recursing once a level, tomllib more."""
+    read, refused = 1, 5000  # deepest read, shallowest refused
+    while refused - read > 1:
+        depth = (read + refused) // 2
+        try:
+            tomllib.loads(nested(kind, depth))
+            read = depth
+        except RecursionError:
+            refused = depth
+    data = tomllib.loads("[server]\nsocket = " + nested(kind, read)[len("x = ") :])
+    with pytest.raises(ConfigError, match=r"server\.socket: expected str"):
+        parse(data)
+
+
+def test_check_config_refuses_a_file_nested_too_deeply(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "harp.toml"
+    path.write_text(nested("arrays", 5000))
+    assert main(["check-config", str(path)]) == 2
+    assert f"{path}: {DEEP}" in caplog.text
+
+
 @pytest.mark.timeout(10)  # open() of a FIFO waits for a writer: a regression fails, not hangs
 @pytest.mark.parametrize("kind", ["FIFO", "directory"])
 def test_a_fifo_or_a_directory_is_a_clear_error(tmp_path: Path, kind: str) -> None:

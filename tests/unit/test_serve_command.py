@@ -7,7 +7,7 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 from slurm_harp.commands import serve
 from slurm_harp.server import heap
 from slurm_harp.server.socket_path import DaemonError
+from tests.unit.test_signal_wait import calls_while_handling, locking
 
 
 @pytest.fixture
@@ -56,16 +57,18 @@ def handlers() -> Iterator[None]:
         signal.signal(sig, handler)
 
 
-def test_an_error_in_the_loops_chores_is_logged_and_the_daemon_serves_on(
+def serve_with(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    interval: None,
-    handlers: None,
-) -> None:
+    check_socket: Callable[[list[str]], None],
+    reload_error: Exception | None = None,
+) -> list[str]:
+    """Run `harp serve` with a stand-in daemon until a signal stops it: the chores it was given, in
+    order. ``check_socket`` is given them so far, to send signals or fail; a reload raises
+    ``reload_error`` if given."""
     calls: list[str] = []
 
-    class Daemon:  # check_socket fails once (a group gone), then SIGHUP's reload fails, then SIGTERM
+    class Daemon:
         def __init__(self, settings: object, **options: Any) -> None:
             pass
 
@@ -74,13 +77,12 @@ def test_an_error_in_the_loops_chores_is_logged_and_the_daemon_serves_on(
 
         def check_socket(self) -> None:
             calls.append("check_socket")
-            if len(calls) == 1:
-                raise KeyError("getgrnam(): name not found: 'slurm'")
-            os.kill(os.getpid(), signal.SIGHUP if "reload" not in calls else signal.SIGTERM)
+            check_socket(calls)
 
         def reload(self) -> None:
             calls.append("reload")
-            raise RuntimeError("a reload's bug")
+            if reload_error is not None:
+                raise reload_error
 
         def stop(self, grace: float | None = None) -> None:
             calls.append("stop")
@@ -90,6 +92,50 @@ def test_an_error_in_the_loops_chores_is_logged_and_the_daemon_serves_on(
     config = tmp_path / "harp.toml"
     config.write_text(f'[store]\npath = "{tmp_path / "models"}"\n')
     assert serve.run(argparse.Namespace(config=config)) == 0
+    return calls
+
+
+def test_an_error_in_the_loops_chores_is_logged_and_the_daemon_serves_on(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    interval: None,
+    handlers: None,
+) -> None:
+    def check_socket(calls: list[str]) -> None:  # fails once (a group gone), then SIGHUP, then SIGTERM
+        if len(calls) == 1:
+            raise KeyError("getgrnam(): name not found: 'slurm'")
+        os.kill(os.getpid(), signal.SIGHUP if "reload" not in calls else signal.SIGTERM)
+
+    calls = serve_with(tmp_path, monkeypatch, check_socket, reload_error=RuntimeError("a reload's bug"))
     assert calls == ["check_socket", "check_socket", "reload", "check_socket", "stop"]
     assert "check_socket failed; serving on" in caplog.text and "not found: 'slurm'" in caplog.text
     assert "reload failed; serving on" in caplog.text and "a reload's bug" in caplog.text
+
+
+def test_serve_s_signal_handlers_take_no_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interval: None, handlers: None
+) -> None:
+    """A handler that took a lock the interrupted main thread held (Event.set()) hung the daemon."""
+    probed: dict[signal.Signals, list[str]] = {}
+
+    def check_socket(_calls: list[str]) -> None:  # probes the SIGHUP handler, then the SIGTERM one
+        sig = signal.SIGTERM if probed else signal.SIGHUP
+        probed[sig] = calls_while_handling(sig)
+
+    serve_with(tmp_path, monkeypatch, check_socket)
+    assert list(probed) == [signal.SIGHUP, signal.SIGTERM]
+    assert {sig: locking(calls) for sig, calls in probed.items()} == {signal.SIGHUP: [], signal.SIGTERM: []}
+
+
+def test_a_sigterm_with_a_sighup_stops_serve_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interval: None, handlers: None
+) -> None:
+    """Both pending at one wake: the stop wins. The SIGHUP's reload cleared the stop before."""
+
+    def check_socket(calls: list[str]) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGHUP)
+
+    assert serve_with(tmp_path, monkeypatch, check_socket) == ["check_socket", "stop"]

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
-from types import FrameType
 
 from prometheus_client import CollectorRegistry, start_http_server
 
 from slurm_harp.accounting import extension_file
 from slurm_harp.commands.arguments import config_option, settings_at
+from slurm_harp.commands.signal_wait import SignalWait
 from slurm_harp.config import ConfigError, Settings, load
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
@@ -49,31 +47,24 @@ def run(args: argparse.Namespace) -> int:
         return 0 if report is not None and report.good else 1
     if settings.guard.metrics_port is not None:
         start_http_server(settings.guard.metrics_port, addr=settings.guard.metrics_address, registry=registry)
-    wake = threading.Event()
-    flags = {"stop": False, "hup": False}
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        flags["hup" if signum == signal.SIGHUP else "stop"] = True
-        wake.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, on_signal)
-    log.info(
-        "guarding shortened jobs: poll %g s, lead %g s, heartbeat %s, extension %s",
-        settings.guard.poll_seconds, settings.guard.lead_seconds, settings.guard.heartbeat,
-        _extension_of(settings, guard),
-    )  # fmt: skip
-    while not flags["stop"]:
-        if flags["hup"]:
-            flags["hup"] = False
-            reload(args.config, guard, settings)
-        try:
-            guard.poll()  # the first poll catches up on every job shortened while the guard was down
-        except Exception:
-            log.exception("poll failed; retrying next period")
-        wake.wait(guard.settings.poll_seconds)
-        wake.clear()
-    guard.close()  # what it saw within the last minute, for the next guard
+    with SignalWait() as signals:
+        log.info(
+            "guarding shortened jobs: poll %g s, lead %g s, heartbeat %s, extension %s",
+            settings.guard.poll_seconds, settings.guard.lead_seconds, settings.guard.heartbeat,
+            _extension_of(settings, guard),
+        )  # fmt: skip
+        while signals.stop is None:
+            if signals.reload:
+                signals.reload = False
+                reload(args.config, guard, settings)
+            try:
+                guard.poll()  # the first poll catches up on every job shortened while the guard was down
+            except Exception:
+                log.exception("poll failed; retrying next period")
+            signals.wait(guard.settings.poll_seconds)
+        # What it saw within the last minute, for the next guard; inside the block, where a second
+        # SIGTERM is caught and cannot cut the save short.
+        guard.close()
     log.info("stopped")
     return 0
 
@@ -86,7 +77,7 @@ def reload(path: str, guard: Guard, started: Settings) -> None:
     except ConfigError as exc:
         log.error("SIGHUP: keeping the previous configuration: %s", exc)
         return
-    except Exception:  # a reader's bug (tomllib's RecursionError) must not end the guard
+    except Exception:  # a reader's bug must not end the guard
         log.exception("SIGHUP: keeping the previous configuration: reading %s failed", path)
         return
     guard.configure(fresh.guard, history_of(fresh))

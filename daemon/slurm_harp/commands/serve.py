@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
-from types import FrameType
 
 from slurm_harp.commands.arguments import config_option, settings_at
-from slurm_harp.config import ConfigError, check_host
+from slurm_harp.commands.signal_wait import SignalWait
+from slurm_harp.config import ConfigError, Settings, check_host
 from slurm_harp.server import heap
 from slurm_harp.server.daemon import Daemon
 from slurm_harp.server.socket_path import DaemonError
@@ -45,44 +43,36 @@ def run(args: argparse.Namespace) -> int:
         return 2
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     daemon = Daemon(settings, settle=heap.settle)
-    stop = threading.Event()
-    hup = threading.Event()
+    with SignalWait() as signals:  # before start: a SIGTERM while it binds stops it cleanly
+        try:
+            daemon.start()
+        except DaemonError as exc:
+            log.error("not starting: %s", exc)
+            daemon.stop(0)
+            return 1
+        _loop(daemon, settings, signals)
+        daemon.stop()  # still in the block: a second SIGTERM does not cut the grace period short
+    log.info("stopped")
+    return 0
 
-    def on_term(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal %s: shutting down", signal.Signals(signum).name)
-        stop.set()
 
-    def on_hup(_signum: int, _frame: FrameType | None) -> None:
-        hup.set()
-        stop.set()  # wake the loop; cleared below
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    signal.signal(signal.SIGHUP, on_hup)
-    try:
-        daemon.start()
-    except DaemonError as exc:
-        log.error("not starting: %s", exc)
-        daemon.stop(0)
-        return 1
+def _loop(daemon: Daemon, settings: Settings, signals: SignalWait) -> None:
+    """Tend the daemon until a stop signal: reload on SIGHUP, check the socket, poll the store."""
     polled = time.monotonic()
     while True:
-        stop.wait(min(settings.server.store_poll_seconds, SOCKET_CHECK_S))
-        if hup.is_set():
-            hup.clear()
-            stop.clear()
+        signals.wait(min(settings.server.store_poll_seconds, SOCKET_CHECK_S))
+        if signals.stop is not None:  # before a reload that came with it: that would only delay it
+            log.info("signal %s: shutting down", signals.stop.name)
+            return
+        if signals.reload:
+            signals.reload = False
             log.info("SIGHUP: reloading configuration and models")
             _tend(daemon.reload)
             continue
-        if stop.is_set():
-            break
         _tend(daemon.check_socket)
         if time.monotonic() - polled >= settings.server.store_poll_seconds:
             polled = time.monotonic()
             _tend(daemon.poll_store)
-    daemon.stop()
-    log.info("stopped")
-    return 0
 
 
 def _tend(chore: Callable[[], object]) -> None:

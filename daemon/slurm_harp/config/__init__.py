@@ -94,4 +94,8 @@ def load(path: Path | str) -> Settings:
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table: no TOMLDecodeError
+        raise ConfigError(
+            f"{p}: nested too deeply to read (arrays or inline tables within each other)"
+        ) from None
     return parse(data, p)

@@ -1,0 +1,37 @@
+"""`harp guard`'s loop and signals: SIGHUP reloads, SIGTERM stops it after a last save, and
+their handlers take no lock (tests/integration/test_guard_reload.py has the real process)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.commands import guard as guard_command
+from slurm_harp.guard.loop import Guard, PollReport
+from tests.unit.test_signal_wait import calls_while_handling, handlers_kept, locking
+
+
+@pytest.mark.timeout(20)  # a signal that no longer woke the loop would wait the 30 s poll
+def test_the_guard_s_signal_handlers_take_no_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handler that took a lock the interrupted main thread held (Event.set()) hung the guard,
+    until systemd's SIGKILL lost its clean-stop save."""
+    probed: dict[signal.Signals, list[str]] = {}
+    closed: list[bool] = []
+
+    def poll(_guard: Guard) -> PollReport | None:  # probes the SIGHUP handler, then the SIGTERM one
+        sig = signal.SIGTERM if probed else signal.SIGHUP
+        probed[sig] = calls_while_handling(sig)
+        return None
+
+    monkeypatch.setattr(Guard, "poll", poll)
+    monkeypatch.setattr(Guard, "close", lambda _guard: closed.append(True))
+    config = tmp_path / "harp.toml"
+    files = f'heartbeat = "{tmp_path / "hb"}"\nstate = "{tmp_path / "limits.json"}"\n'
+    config.write_text(f"[guard]\n{files}poll_seconds = 30\nstale_seconds = 60\n")
+    with handlers_kept():
+        assert guard_command.run(argparse.Namespace(config=str(config), once=False)) == 0
+    assert list(probed) == [signal.SIGHUP, signal.SIGTERM] and closed == [True]
+    assert {sig: locking(calls) for sig, calls in probed.items()} == {signal.SIGHUP: [], signal.SIGTERM: []}
