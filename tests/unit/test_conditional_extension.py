@@ -15,7 +15,7 @@ import pytest
 
 from slurm_harp.accounting import extension_file
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.core.extension import ConditionalRatios, Extension, next_limit, observed_ratio
+from slurm_harp.core.extension import WINDOW_DAYS, ConditionalRatios, Extension, next_limit, observed_ratio
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.guard.extension_history import CHECK_S, ExtensionHistory
@@ -91,7 +91,7 @@ def test_next_limit_jumps_to_the_quantile_where_the_history_knows_enough() -> No
 
 def test_the_harvester_s_file_round_trips_and_holds_only_the_window(tmp_path: Path) -> None:
     db = tmp_path / "jobs.sqlite"
-    old = NOW - (extension_file.WINDOW_DAYS + 1) * 86400
+    old = NOW - (WINDOW_DAYS + 1) * 86400
     jobs = [
         record("harp:shadow,t=10,v=x", 25, end=NOW - 3600),
         record("harp:shadow,t=10,v=x", 80, end=old),  # ended before the window

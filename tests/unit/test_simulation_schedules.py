@@ -8,7 +8,7 @@ from slurm_harp.simulation import catalog, simulate
 from slurm_harp.simulation.backfill import SlurmBackfill
 from slurm_harp.simulation.easy import Easy
 from slurm_harp.simulation.engine import Result
-from slurm_harp.simulation.limits import PredictedLimits, RequestLimits, TsafrirLimits, stepped
+from slurm_harp.simulation.limits import PredictedLimits, RequestLimits, TsafrirLimits
 from slurm_harp.simulation.schedule_metrics import measure
 from slurm_harp.simulation.workload import Workload
 
@@ -97,29 +97,29 @@ def test_tsafrir_uses_the_request_until_the_user_has_two_ended_jobs() -> None:
     assert source.submitted(1, 20).planned == 500
 
 
-def test_extend_raises_the_limit_by_tsafrirs_steps_and_delays_the_reservation() -> None:
-    # Job 0 is predicted 15 s but runs 100: extended to 15 + 60 = 75, then 15 + 300 = 315.
-    w = jobs(2, (0, 100, 1000, 2, 0), (1, 10, 10, 2, 1))
-    r = simulate(w, Easy(), PredictedLimits(w, [15.0, NAN], "extend"), record_reservations=True)
-    assert r.start == [0, 100]
-    assert r.extensions == 2
-    assert r.extension_delays == [60, 240]
+def test_extend_raises_the_limit_as_the_guard_does_and_delays_the_reservation() -> None:
+    # Job 0 is predicted 10 min but runs 1000 s. The guard's steps, each 120 s (its lead) before the
+    # limit: at 480 s to 11 min (660 s), at 540 to 10 + 5 min (900 s), at 780 to 10 + 15 (1500 s);
+    # B's reservation moves from 600 to 660, 900 and 1500.
+    w = jobs(2, (0, 1000, 100_000, 2, 0), (1, 10, 10, 2, 1))
+    r = simulate(w, Easy(), PredictedLimits(w, [600.0, NAN], "extend"), record_reservations=True)
+    assert r.start == [0, 1000]
+    assert r.extensions == 3
+    assert r.extension_delays == [60, 240, 600]
     assert measure(r, warmup=0).killed_early_jobs == 0
-    assert stepped(15, 1, 1000) == 75
-    assert stepped(15, 2, 1000) == 315
-    assert stepped(15, 3, 1000) == 915
-    assert stepped(15, 4, 1000) == 1000
 
 
 def test_time_min_starts_a_backfill_with_a_cut_limit_then_extends_it() -> None:
-    # C keeps its request of 500 but may start with a limit down to 50: it starts at 2 with
-    # 98 (ending at the reservation, 100), outlives it, is extended to 98 + 60 (ending at 160:
-    # B's reservation moves from 100 to 160) and ends at 122.
-    w = jobs(4, *BLOCKED, (2, 120, 500, 1, 2))
-    r = simulate(w, Easy(), PredictedLimits(w, [NAN, NAN, 50.0], "time_min"), record_reservations=True)
-    assert r.start == [0, 122, 2]
-    assert r.end[2] == 122
-    assert r.extension_delays == [60]
+    # A holds 3 of 4 until 6000 s; B needs 4. C keeps its request but may start with a limit down
+    # to 50 min: it starts at 120 with 98 min (ending at B's reservation, 6000), is still running
+    # 120 s before that, and is extended as the guard extends a time_min job: by a step from its
+    # prediction (50 + 60 min = 110 min: B's reservation moves to 6720), then to 50 + 120 min at
+    # 6600 (to 10,320). It ends at 7320, and B starts.
+    w = jobs(4, (0, 6000, 6000, 3, 0), (60, 3000, 3000, 4, 1), (120, 7200, 30_000, 1, 2))
+    r = simulate(w, Easy(), PredictedLimits(w, [NAN, NAN, 3000.0], "time_min"), record_reservations=True)
+    assert r.start == [0, 7320, 120]
+    assert r.end[2] == 7320
+    assert r.extension_delays == [720, 3600]
     assert measure(r, warmup=0).killed_early_jobs == 0
 
 
@@ -177,15 +177,24 @@ def test_catalog_builds_every_named_source() -> None:
 
 
 def test_the_conditional_extension_jumps_to_the_run_time_of_jobs_that_outlived_their_prediction() -> None:
-    # 30 jobs one after the other, each predicted 100 s and running 300 s. Tsafrir's steps extend
-    # each twice (to 100 + 60, then 100 + 300). The conditional extension does the same while fewer
-    # than 20 jobs have ended; then it extends at once to the 0.8 quantile of the ended jobs' ratio
-    # (3, in the bin whose upper edge is 10^(20/40) = 3.16: 316 s): one extension each.
-    rows = [(400 * i, 300, 10_000, 1, 0) for i in range(30)]
+    # 30 jobs one after the other, each predicted 10 min and running 30. The guard's steps extend
+    # each four times (to 11, 15, 25 and 40 min). The conditional extension does the same while
+    # fewer than 20 jobs have ended; then it extends at once to the 0.8 quantile of the ended jobs'
+    # ratio (3, in the bin whose upper edge is 10^(20/40) = 3.16: 32 min): one extension each.
+    rows = [(2400 * i, 1800, 100_000, 1, 0) for i in range(30)]
     w = jobs(1, *rows)
-    steps = simulate(w, Easy(), PredictedLimits(w, [100.0] * 30, "extend"))
-    conditional = simulate(w, Easy(), PredictedLimits(w, [100.0] * 30, "extend", extension="conditional"))
-    assert steps.extensions == 30 * 2
-    assert conditional.extensions == 20 * 2 + 10 * 1
+    steps = simulate(w, Easy(), PredictedLimits(w, [600.0] * 30, "extend"))
+    conditional = simulate(w, Easy(), PredictedLimits(w, [600.0] * 30, "extend", extension="conditional"))
+    assert steps.extensions == 30 * 4
+    assert conditional.extensions == 20 * 4 + 10 * 1
     assert measure(conditional, warmup=0).killed_early_jobs == 0
     assert conditional.end == steps.end  # extending never changes when a job ends, only the plan
+
+
+def test_the_conditional_extension_forgets_jobs_that_ended_before_its_window() -> None:
+    # As above, but the last job comes 31 days after the 20th: the guard's harvested ratios hold
+    # only the last 30 days' jobs, so it has steps alone again (four extensions, not one).
+    rows = [(2400 * i, 1800, 100_000, 1, 0) for i in range(20)] + [(31 * 86400, 1800, 100_000, 1, 0)]
+    w = jobs(1, *rows)
+    r = simulate(w, Easy(), PredictedLimits(w, [600.0] * 21, "extend", extension="conditional"))
+    assert r.extensions == 21 * 4

@@ -13,12 +13,11 @@ import json
 from pathlib import Path
 
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.core.extension import ConditionalRatios, observed_ratio
+from slurm_harp.core.extension import WINDOW_DAYS, ConditionalRatios, observed_ratio
 from slurm_harp.regular_file import read_json
 from slurm_harp.state_dir import replace_file
 
 FORMAT = 1
-WINDOW_DAYS = 30
 MAX_BYTES = 1 << 20  # a few KB when sound: anything bigger is not ours
 
 

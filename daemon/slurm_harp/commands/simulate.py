@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from slurm_harp.core.extension import WINDOW_DAYS, ConditionalRatios
     from slurm_harp.simulation import catalog
     from slurm_harp.simulation.backfill import BF_INTERVAL, BF_MAX_JOB_TEST, BF_RESOLUTION, BF_WINDOW
 
@@ -62,9 +63,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--extension",
         choices=("steps", "conditional"),
         default="steps",
-        help="ours-time_min, ours-extend: how a job that reaches its planned limit is extended: by "
-        "Tsafrir's steps (as harp guard does), or to the 0.8 quantile of the run time of the ended "
-        "jobs that outlived the same share of their prediction (default: %(default)s)",
+        help="ours-time_min, ours-extend: how a job nearing its planned limit is extended, by harp "
+        "guard's own rule and lead: by Tsafrir's steps (guard extension = 'steps'), or to the "
+        f"{ConditionalRatios.QUANTILE} quantile of run time / prediction of the jobs that ended in the "
+        f"last {WINDOW_DAYS} days after outliving the same multiple of their prediction (the "
+        "guard's default, 'conditional'; default here: %(default)s)",
     )
     p.add_argument(
         "--period-days",

@@ -12,11 +12,12 @@ job's remaining time falls below the guard's lead time, its limit moves to
 at least the lead time from now, capped at the user's own request and at any bound the site sets (a
 reservation on its nodes, a partition or QOS maximum). Tsafrir's steps grow roughly geometrically and
 are offsets from the ORIGINAL prediction, so an early extension stays small; the conditional
-quantile asks the site's own jobs how far a job that got this far usually goes, which plans better
-on every trace simulated (docs/simulation.md).
+quantile asks the site's own jobs how far a job that got this far usually goes, which planned better
+than the steps on the traces simulated (docs/simulation.md has where and by how much).
 
-Pure functions in minutes and seconds: `harp guard` (guard/) applies them to live jobs, the
-evaluation and the simulator to replayed ones, so the three extend alike.
+Pure functions in minutes and seconds: `harp guard` (guard/) applies `next_limit` to live jobs, the
+simulator (simulation/limits.py) the same `next_limit` to replayed ones, with ratios over the same
+WINDOW_DAYS; the evaluation counts extensions with the steps alone (`extensions_needed`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ DEFAULT_LEAD_S = 120.0
 # Tsafrir et al. (2007): 1, 5, 15, 30 minutes, 1, 2, 5, 10, 20, 50, 100 hours after the prediction.
 STEPS_MINUTES: tuple[int, ...] = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 3000, 6000)
 EXTENSIONS = ("conditional", "steps")
+# The conditional extension learns from the jobs that ended in the last this many days.
+WINDOW_DAYS = 30
 # A job timed out this close to its own limit was stopped by that limit, not by harp's.
 OWN_LIMIT_SLACK_S = 60
 
@@ -83,6 +86,10 @@ class ConditionalRatios:
 
     def add(self, ratio: float) -> None:
         self._counts[self._bin(ratio)] += 1
+
+    def remove(self, ratio: float) -> None:
+        """Forget one ``ratio`` added before (a job leaving the window)."""
+        self._counts[self._bin(ratio)] -= 1
 
     def quantile_above(self, ratio: float) -> float | None:
         first = self._bin(ratio) + 1

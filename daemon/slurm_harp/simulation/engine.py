@@ -1,12 +1,13 @@
 """The discrete-event loop: jobs arrive, a scheduler starts them, they end or are killed.
 
 A job runs for min(its real run time, its kill limit). The scheduler plans with each running job's
-planned limit; when a job outlives it (an expiry), the limit source gives a longer one. A job killed
-before its user's own request (rewrite mode) is submitted again at the kill time with that request:
-one re-run, the cheapest re-execution (HARP's doubling of the limit, evaluation/costs.py and
-advice/reexecution.py, runs attempts of 2x, 4x... the cut limit before reaching the request, so it
-costs at least as much). Events at one instant are all applied (ends, then expiries,
-then arrivals) before the scheduler runs once.
+planned limit; when a job still runs its limit source's ``lead`` before reaching it (an expiry:
+`harp guard` extends that far ahead, Tsafrir's correction comes at the limit), the limit source gives
+a longer one. A job killed before its user's own request (rewrite mode) is submitted again at the
+kill time with that request: one re-run, the cheapest re-execution (HARP's doubling of the limit,
+evaluation/costs.py and advice/reexecution.py, runs attempts of 2x, 4x... the cut limit before
+reaching the request, so it costs at least as much). Events at one instant are all applied (ends,
+then expiries, then arrivals) before the scheduler runs once.
 """
 
 from __future__ import annotations
@@ -93,8 +94,6 @@ class Simulation:
         self.released = False
         self.record_reservations = record_reservations
         self.head_reservation: dict[int, float] = {}
-        self._first_planned = [0.0] * n
-        self._expiries = [0] * n
         self._events: list[tuple[float, int, int, int]] = []
         self._seq = 0
 
@@ -108,13 +107,9 @@ class Simulation:
             del self.by_plan[bisect_left(self.by_plan, (self.planned[job], job))]
         self.free -= self.procs[job]
         self.planned[job] = limit
-        self._first_planned[job] = limit
-        self._expiries[job] = 0
         self.started_at[job] = now
-        end = now + min(self.workload.run[job], self.kill[job])
-        self._push(end, _END, job)
-        if now + limit < end:
-            self._push(now + limit, _EXPIRY, job)
+        self._push(now + min(self.workload.run[job], self.kill[job]), _END, job)
+        self._push_expiry(job)
         insort(self.ends, (now + limit, job))
 
     def note_reservation(self, job: int, when: float) -> None:
@@ -204,18 +199,23 @@ class Simulation:
             progress(done, n)
         return final_start, final_end, attempts, extensions, delays
 
+    def _push_expiry(self, job: int) -> None:
+        """The running job's next expiry, if it is planned below its kill limit and still runs
+        ``lead`` before its planned limit (at once if that is already past)."""
+        start, planned, kill = self.started_at[job], self.planned[job], self.kill[job]
+        at = max(self.now, start + planned - self.limits.lead)
+        if planned < kill and at < start + min(self.workload.run[job], kill):
+            self._push(at, _EXPIRY, job)
+
     def _extend(self, job: int) -> None:
         start = self.started_at[job]
         old = self.planned[job]
-        self._expiries[job] += 1
-        new = self.limits.expired(job, self._first_planned[job], self._expiries[job])
-        new = max(min(new, self.kill[job]), old)
+        new = max(min(self.limits.expired(job, self.now, old), self.kill[job]), old)
         del self.ends[bisect_left(self.ends, (start + old, job))]
         insort(self.ends, (start + new, job))
         self.planned[job] = new
-        end = start + min(self.workload.run[job], self.kill[job])
-        if start + new < end:
-            self._push(start + new, _EXPIRY, job)
+        if new > old:  # a source that does not raise leaves the plan as it is until the job ends
+            self._push_expiry(job)
         self.released = True
 
 

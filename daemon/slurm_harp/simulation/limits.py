@@ -2,24 +2,23 @@
 
 Each source answers three things about a job: at submit, its ``Plan`` (the limit planned with while it
 waits, the limit that kills it, and the shortest limit backfill may start it with); when a running
-job reaches its planned limit before its kill limit, the new planned limit; and it hears when a job
-ends (Tsafrir's predictions learn from ended jobs). The kill limit is fixed per attempt: the engine
-ends a job at min(run time, kill limit), so a planned limit never kills anything by itself.
+job comes within the source's ``lead`` of its planned limit below its kill limit, the new planned
+limit; and it hears when a job ends (Tsafrir's predictions and the conditional extension learn from
+ended jobs). The kill limit is fixed per attempt: the engine ends a job at min(run time, kill limit),
+so a planned limit never kills anything by itself.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from slurm_harp.core.extension import STEPS_MINUTES, ConditionalRatios
+from slurm_harp.core.extension import DEFAULT_LEAD_S, WINDOW_DAYS, ConditionalRatios, next_limit
 from slurm_harp.simulation.workload import Workload
 
-# Tsafrir, Etsion & Feitelson (2007): offsets from the original prediction at the k-th expiry, in
-# seconds; the steps `harp guard` extends by (core.extension).
-TSAFRIR_STEPS = tuple(60 * minutes for minutes in STEPS_MINUTES)
 # No planned limit is shorter than this: a zero prediction would make a job look free to backfill.
 MIN_LIMIT = 1.0
 
@@ -40,23 +39,17 @@ class LimitSource(Protocol):
     name: str
     # Backfill candidates tried shortest planned limit first (SJBF) rather than in queue order.
     shortest_first: bool
+    # Seconds before a running job reaches its planned limit that the limit is raised (0: at it).
+    lead: float
 
     def submitted(self, job: int, now: float) -> Plan: ...
 
-    def expired(self, job: int, first_planned: float, expiries: int) -> float:
-        """The new planned limit at the ``expiries``-th expiry (1, 2, ...) of a job that started
-        planned with ``first_planned``."""
+    def expired(self, job: int, now: float, planned: float) -> float:
+        """The new planned limit (seconds) of a running job planned with ``planned``, ``lead``
+        before it reaches it; the engine keeps it between ``planned`` and the kill limit."""
         ...
 
     def ended(self, job: int, now: float, ran: float) -> None: ...
-
-
-def stepped(first_planned: float, expiries: int, request: float) -> float:
-    """Tsafrir's steps: the original limit plus 1 min, 5, 15, 30 min, 1, 2, 5, 10, 20, 50, 100 h at
-    the 1st, 2nd, ... expiry, never past the request (which it reaches after the last step)."""
-    if expiries > len(TSAFRIR_STEPS):
-        return request
-    return min(request, first_planned + TSAFRIR_STEPS[expiries - 1])
 
 
 class RequestLimits:
@@ -64,6 +57,7 @@ class RequestLimits:
 
     name = "request"
     shortest_first = False
+    lead = 0.0
 
     def __init__(self, workload: Workload) -> None:
         self._request = workload.request
@@ -72,7 +66,7 @@ class RequestLimits:
         request = self._request[job]
         return Plan(request, request, request)
 
-    def expired(self, job: int, first_planned: float, expiries: int) -> float:
+    def expired(self, job: int, now: float, planned: float) -> float:
         return self._request[job]
 
     def ended(self, job: int, now: float, ran: float) -> None:
@@ -84,6 +78,8 @@ class TsafrirLimits:
     jobs that ended before this submission, capped at the request (the request while there are not
     two); kill at the request; at expiry the prediction becomes the request (Tsafrir's correction:
     below the request the first correction is the request itself)."""
+
+    lead = 0.0  # Tsafrir corrects a prediction when the job reaches it
 
     def __init__(self, workload: Workload, *, shortest_first: bool = False) -> None:
         self.name = "easy++" if shortest_first else "tsafrir"
@@ -101,12 +97,8 @@ class TsafrirLimits:
             planned = min(request, max(MIN_LIMIT, (history[0] + history[1]) / 2))
         return Plan(planned, request, planned)
 
-    def expired(self, job: int, first_planned: float, expiries: int) -> float:
-        request = self._request[job]
-        if first_planned < request:
-            return request
-        # Only reached where a job may outlive its request (never here: the request kills).
-        return stepped(first_planned, expiries, math.inf)
+    def expired(self, job: int, now: float, planned: float) -> float:
+        return self._request[job]
 
     def ended(self, job: int, now: float, ran: float) -> None:
         user = self._user[job]
@@ -121,9 +113,17 @@ class PredictedLimits:
     - ``rewrite``: the prediction replaces the request: planned with it and killed at it (the
       engine then runs the job again with the user's request: one re-run, engine.py);
     - ``time_min``: the job keeps its request; backfill may start it with any limit down to the
-      prediction; one started with a cut limit is extended by Tsafrir's steps when it reaches it;
-    - ``extend``: planned with the prediction, killed only at the request, extended by Tsafrir's
-      steps (capped at the request) each time the planned limit is reached.
+      prediction; one started with a cut limit is extended as `harp guard` extends it;
+    - ``extend``: planned with the prediction, killed only at the request, extended as `harp guard`
+      extends it, never past the request.
+
+    An extension is core.extension's ``next_limit``, the guard's own rule, with ``extension``
+    "steps" (Tsafrir's) or "conditional" (the site's ended jobs, ``WindowedRatios``), the guard's
+    DEFAULT_LEAD_S and no site bound. What the event-driven replay changes, each for its reason:
+    the guard acts at its first poll within the lead, here exactly at the lead (no poll period);
+    limits go to ``next_limit`` in whole minutes, rounded up as Slurm holds them, and its new limit
+    comes back capped at the request in seconds (an SWF request need not be whole minutes); the
+    ratios are refreshed at each job end, where the guard's file is at each harvest.
     """
 
     MODES = ("rewrite", "time_min", "extend")
@@ -142,15 +142,15 @@ class PredictedLimits:
             raise ValueError(f"unknown mode {mode!r}; one of {', '.join(self.MODES)}")
         if extension not in self.EXTENSIONS:
             raise ValueError(f"unknown extension {extension!r}; one of {', '.join(self.EXTENSIONS)}")
-        # "conditional": at an expiry, the limit becomes a quantile of the run time of the jobs that
-        # outlived the same share of their prediction (ConditionalRatios); "steps": Tsafrir's.
-        self._conditional = ConditionalRatios() if extension == "conditional" else None
-        self._current: dict[int, float] = {}
         if len(predictions) != len(workload):
             raise ValueError(f"{len(predictions)} predictions for {len(workload)} jobs")
         self.name = f"ours-{mode}"
         self.mode = mode
         self.shortest_first = shortest_first
+        # Rewrite mode kills at the prediction: nothing is extended.
+        self.lead = 0.0 if mode == "rewrite" else DEFAULT_LEAD_S
+        conditional = extension == "conditional" and mode != "rewrite"
+        self._ratios = WindowedRatios() if conditional else None
         self._request = workload.request
         self._predicted = [
             request if math.isnan(p) else min(request, max(MIN_LIMIT, p))
@@ -166,24 +166,46 @@ class PredictedLimits:
             return Plan(request, request, predicted)
         return Plan(predicted, request, predicted)
 
-    def expired(self, job: int, first_planned: float, expiries: int) -> float:
+    def expired(self, job: int, now: float, planned: float) -> float:
         request = self._request[job]
-        if self._conditional is None:
-            return stepped(first_planned, expiries, request)
-        current = self._current.get(job, first_planned)
-        predicted = self._predicted[job]
-        ratio = self._conditional.quantile_above(current / predicted)
-        step = stepped(first_planned, expiries, request)
-        new = step if ratio is None else min(request, max(current + MIN_EXTENSION, predicted * ratio))
-        self._current[job] = new
-        return new
+        limit = minutes(planned)
+        ratios = None if self._ratios is None else self._ratios.at(now)
+        # Asked as the guard asks at the lead: the remaining time is exactly the lead (as in
+        # extensions_needed), or the job has just started.
+        elapsed = max(0.0, limit * 60.0 - self.lead)
+        ext = next_limit(
+            minutes(self._predicted[job]), limit, minutes(request), elapsed, self.lead, ratios=ratios
+        )
+        # None: the limit is the request in whole minutes already.
+        return request if ext is None else min(request, 60.0 * ext.new_limit)
 
     def ended(self, job: int, now: float, ran: float) -> None:
-        self._current.pop(job, None)
-        predicted = self._predicted[job]
-        if self._conditional is not None and predicted < self._request[job]:
-            self._conditional.add(ran / predicted)
+        predicted = minutes(self._predicted[job])
+        # As observed_ratio: the jobs whose prediction was below their own limit (none is killed
+        # before it in these modes).
+        if self._ratios is not None and predicted < minutes(self._request[job]):
+            self._ratios.add(now, ran / (60.0 * predicted))
 
 
-# An extension adds at least this much: a limit that barely moves is reached again at once.
-MIN_EXTENSION = 60.0
+def minutes(seconds: float) -> int:
+    """A limit in seconds as Slurm holds it: whole minutes, rounded up, at least one."""
+    return max(1, math.ceil(seconds / 60.0 - 1e-9))
+
+
+class WindowedRatios:
+    """The conditional extension's ConditionalRatios over the jobs ended in the last WINDOW_DAYS
+    before ``now``, as `harp harvest` gives them to the guard (accounting/extension_file.py)."""
+
+    def __init__(self) -> None:
+        self._ratios = ConditionalRatios()
+        self._ended: deque[tuple[float, float]] = deque()  # (end, ratio), in end order
+
+    def add(self, now: float, ratio: float) -> None:
+        self._ended.append((now, ratio))
+        self._ratios.add(ratio)
+
+    def at(self, now: float) -> ConditionalRatios:
+        since = now - WINDOW_DAYS * 86400.0
+        while self._ended and self._ended[0][0] < since:
+            self._ratios.remove(self._ended.popleft()[1])
+        return self._ratios

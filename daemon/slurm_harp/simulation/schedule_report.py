@@ -78,8 +78,9 @@ def table(runs: Sequence[Run], command: str | None = None) -> str:
     lines += [
         "",
         "killed early: jobs killed before their user's own limit (run again with it); limit raises: "
-        "planned limits raised when a job outlived them (Tsafrir's corrections, or granted "
-        "extensions); delayed resv: raises that pushed back the first waiting job's reservation.",
+        "planned limits raised as a job reached them (Tsafrir's corrections) or came within the "
+        "guard's lead of them (its extensions); delayed resv: raises that pushed back the first "
+        "waiting job's reservation.",
     ]
     return "\n".join(lines) + "\n"
 
