@@ -60,12 +60,19 @@ end
 -- Users may not bring their own harp tokens, even when the daemon cannot be asked.
 local function strip_only(job_desc, submit_uid)
   local cleaned = apply.strip_forged(job_desc.admin_comment, submit_uid)
-  if cleaned then
-    apply.commit(job_desc, {changes = {{"admin_comment", job_desc.admin_comment, cleaned}}})
-    log.info("stripped user-supplied harp tokens from admin_comment ("
-      .. who(job_desc.user_name, job_desc.name) .. ")")
+  if not cleaned then return end
+  local ok, err = apply.commit(job_desc, {changes = {{"admin_comment", job_desc.admin_comment, cleaned}}})
+  local whose = " from admin_comment (" .. who(job_desc.user_name, job_desc.name) .. ")"
+  if ok then
+    log.info("stripped user-supplied harp tokens" .. whose)
+  else
+    log.error("could not strip user-supplied harp tokens" .. whose .. ": " .. tostring(err))
   end
 end
+
+-- Whether this submission's decision is on job_desc: an error after that keeps it whole, harp's own
+-- tag included (the guard extends a shortened job by it), so the failure path must not strip then.
+local committed = false
 
 local function ask(req)
   if not transport then return nil, transport_err end
@@ -106,6 +113,7 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
 
   local plan = apply.plan(job_desc, decision, submit_uid)
   local ok, cerr = apply.commit(job_desc, plan)
+  committed = ok
   if not ok then
     log.error("could not apply decision, job passes unchanged: " .. tostring(cerr))
     strip_only(job_desc, submit_uid)
@@ -134,8 +142,13 @@ function M.submit(job_desc, submit_uid, part_list)
     pcall(strip_only, job_desc, submit_uid)
     return "disabled"
   end
+  committed = false
   local ok, res = pcall(pipeline, job_desc, submit_uid, part_list, clock())
   if not ok then
+    if committed then
+      log.error("internal error after the decision was applied: " .. tostring(res))
+      return "error"
+    end
     log.error("internal error, job passes unchanged: " .. tostring(res))
     -- the guard trusts harp: tags in admin_comment: a user's must not survive our own failure
     pcall(strip_only, job_desc, submit_uid)

@@ -11,6 +11,21 @@ end
 
 local fake = T.fake_transport
 
+-- A fake transport that fails each call: ``kind`` "fail" returns ``why`` as an error, "raise" raises it.
+local function broken(kind, why, reply)
+  local tr = fake(reply)
+  tr[kind] = why
+  return tr
+end
+
+-- A job_desc over ``store`` whose setter raises where ``fails(key, value)`` says so.
+local function failing_setter(store, fails)
+  return setmetatable({}, {__index = store, __newindex = function(_, k, v)
+    if fails(k, v) then error("setter failed") end
+    store[k] = v
+  end})
+end
+
 local function clock_at(t)
   local c = {now = t}
   return c, function() return c.now end
@@ -105,15 +120,40 @@ T.test("forged tags are stripped even when the daemon is down", function()
   T.eq(jd.admin_comment, "mine", "stripped while skipped")
 end)
 
+T.test("an error after the decision is applied keeps it whole, harp's tag included", function()
+  local calls = 0
+  local function clock()  -- t0, then the log line's reading, after the commit
+    calls = calls + 1
+    if calls == 2 then error("clock failed") end
+    return 0
+  end
+  main.configure(config(), {transport = fake(REWRITE_TIME), clock = clock})
+  local jd = T.job_desc {admin_comment = "harp:forged mine"}
+  T.eq(main.submit(jd, 1000), "error", "status")
+  T.eq(jd.time_limit, 60, "the decision stays")
+  T.eq(jd.admin_comment, "mine harp:t=120>60", "with its tag, the forged one gone")
+  T.ok(T.logged("error", "after the decision was applied"), T.logs.error[1])
+end)
+
+T.test("a strip that cannot be written is logged as an error", function()
+  main.configure(config(), {transport = broken("fail", "down")})
+  local store = T.job_desc {admin_comment = "harp:t=1 mine"}
+  local jd = failing_setter(store, function(k, v) return k == "admin_comment" and v == "mine" end)
+  T.eq(main.submit(jd, 1000), "unavailable", "status")
+  T.ok(T.logged("error", "could not strip user-supplied harp tokens"), "logged")
+  T.ok(not T.logged("info", "stripped user-supplied"), "not claimed")
+end)
+
 T.test("forged tags are stripped when the plugin cannot apply a decision", function()
   -- setting the annotation fails once: the commit is rolled back, then the strip is written
   main.configure(config(), {transport = fake(REWRITE_TIME)})
   local store = T.job_desc {admin_comment = "harp:t=1 mine"}
   local failing = true
-  local jd = setmetatable({}, {__index = store, __newindex = function(_, k, v)
-    if k == "admin_comment" and failing then failing = false; error("setter failed") end
-    store[k] = v
-  end})
+  local jd = failing_setter(store, function(k)
+    if k ~= "admin_comment" or not failing then return false end
+    failing = false
+    return true
+  end)
   T.eq(main.submit(jd, 1000), "error", "decision not applied")
   T.eq(store.admin_comment, "mine", "stripped after the rollback")
   T.eq(store.time_limit, T.job_desc().time_limit, "the decision's limit rolled back")
@@ -174,9 +214,7 @@ end)
 
 T.test("runtime errors inside the pipeline leave job_desc unchanged", function()
   -- the transport raises
-  local tr = fake(REWRITE_TIME)
-  tr.raise = "transport exploded"
-  main.configure(config(), {transport = tr})
+  main.configure(config(), {transport = broken("raise", "transport exploded", REWRITE_TIME)})
   local jd = T.job_desc {admin_comment = "ok"}
   T.eq(main.submit(jd, 1000), "error", "status")
   T.same(jd, T.job_desc {admin_comment = "ok"}, "unchanged")
@@ -198,10 +236,7 @@ T.test("runtime errors inside the pipeline leave job_desc unchanged", function()
 
   -- a setter raises halfway through the commit
   store = T.job_desc()
-  jd = setmetatable({}, {__index = store, __newindex = function(_, k, v)
-    if k == "admin_comment" then error("setter failed") end
-    store[k] = v
-  end})
+  jd = failing_setter(store, function(k) return k == "admin_comment" end)
   T.eq(main.submit(jd, 1000), "error", "status")
   T.same(store, T.job_desc(), "rolled back")
   T.eq(#T.logs.user, 0, "nothing told to the user")

@@ -120,8 +120,9 @@ class PredictedLimits:
     An extension is core.extension's ``next_limit``, the guard's own rule, with ``extension``
     "steps" (Tsafrir's) or "conditional" (the site's ended jobs, ``WindowedRatios``), the guard's
     DEFAULT_LEAD_S and no site bound. What the event-driven replay changes, each for its reason:
-    the guard acts at its first poll within the lead, here exactly at the lead (no poll period);
-    limits go to ``next_limit`` in whole minutes, rounded up as Slurm holds them, and its new limit
+    the guard acts at its first poll within the lead, here exactly at the lead before the planned
+    limit in seconds (a prediction not in whole minutes: up to 59 s sooner than the guard, which
+    sees it rounded up); limits go to ``next_limit`` in whole minutes, as Slurm holds them, and its new limit
     comes back capped at the request in seconds (an SWF request need not be whole minutes); the
     ratios are refreshed at each job end, where the guard's file is at each harvest.
     """
