@@ -57,8 +57,8 @@ local function who(user, name)
   return format("user=%s name=%s", tostring(user), sub(tostring(name), 1, 64))
 end
 
--- Users may not bring their own harp tokens, even when the daemon cannot be asked.
-local function strip_only(job_desc, submit_uid)
+-- Users may not bring their own harp tokens: the guard trusts the harp: tags in admin_comment.
+local function strip_forged(job_desc, submit_uid)
   local cleaned = apply.strip_forged(job_desc.admin_comment, submit_uid)
   if not cleaned then return end
   local ok, err = apply.commit(job_desc, {changes = {{"admin_comment", job_desc.admin_comment, cleaned}}})
@@ -70,8 +70,7 @@ local function strip_only(job_desc, submit_uid)
   end
 end
 
--- Whether this submission's decision is on job_desc: an error after that keeps it whole, harp's own
--- tag included (the guard extends a shortened job by it), so the failure path must not strip then.
+-- Whether this submission's decision is on job_desc, for what an error after it says.
 local committed = false
 
 local function ask(req)
@@ -84,12 +83,10 @@ end
 
 local function pipeline(job_desc, submit_uid, part_list, t0)
   if apply.opted_out(job_desc.comment) then
-    strip_only(job_desc, submit_uid)
     log.debug("opted out by --comment " .. apply.OPT_OUT .. " (" .. who(job_desc.user_name, job_desc.name) .. ")")
     return "opted_out"
   end
   if not breaker:allow(t0) then
-    strip_only(job_desc, submit_uid)
     return "skipped"
   end
   local was_open = breaker:is_open()
@@ -105,7 +102,6 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
     else
       log.info(format("daemon still unavailable after %.1f ms (%s)", ms, why))
     end
-    strip_only(job_desc, submit_uid)
     return "unavailable"
   end
   breaker:success()
@@ -116,7 +112,6 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
   committed = ok
   if not ok then
     log.error("could not apply decision, job passes unchanged: " .. tostring(cerr))
-    strip_only(job_desc, submit_uid)
     return "error"
   end
   if plan.message then log.user(plan.message) end
@@ -136,22 +131,15 @@ function M.submit(job_desc, submit_uid, part_list)
     log.error("not configured; job passes unchanged")
     return "error"
   end
+  -- First, whatever follows: switched off, opted out, the daemon away, or an error on the way.
+  pcall(strip_forged, job_desc, submit_uid)
   local okd, off = pcall(disabled)
-  if okd and off then
-    -- switched off, but the guard still trusts the harp: tags it finds in admin_comment
-    pcall(strip_only, job_desc, submit_uid)
-    return "disabled"
-  end
+  if okd and off then return "disabled" end
   committed = false
   local ok, res = pcall(pipeline, job_desc, submit_uid, part_list, clock())
   if not ok then
-    if committed then
-      log.error("internal error after the decision was applied: " .. tostring(res))
-      return "error"
-    end
-    log.error("internal error, job passes unchanged: " .. tostring(res))
-    -- the guard trusts harp: tags in admin_comment: a user's must not survive our own failure
-    pcall(strip_only, job_desc, submit_uid)
+    log.error((committed and "internal error after the decision was applied: "
+      or "internal error, job passes unchanged: ") .. tostring(res))
     return "error"
   end
   return res
