@@ -16,6 +16,7 @@ from slurm_harp.core.features import FEATURE_NAMES, vectorize
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.walltime import train_walltime
+from slurm_harp.model.card import PROMOTION_FILE
 from slurm_harp.model.runtime import ModelError, QuantileModel
 from slurm_harp.model.store import ModelStore, sha256_hex
 from slurm_harp.server.reloader import reload_models
@@ -241,23 +242,32 @@ def test_a_broken_current_version_at_start_falls_back_to_the_newest_that_loads(
     assert reload_models(store.root, result.models, None).models[Target.TIME].version == good_one
 
 
+@pytest.mark.parametrize(
+    ("verdict", "said"),
+    [
+        (b'{"promote": false, "reason": "newly kills 7 %"}', "was refused at promotion"),
+        (b'{"promote": false, "reason": "newly ki', "has an unreadable verdict (not JSON"),
+    ],
+    ids=["refused", "verdict-cut-short"],
+)
 def test_the_fallback_at_start_skips_a_challenger_refused_at_promotion(
-    version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, verdict: bytes, said: str
 ) -> None:
     """A challenger that promotion kept out (over the kill budget) must not serve when the
-    champion does not load at start: the champion before it does."""
+    champion does not load at start: the champion before it does. Nor one whose verdict cannot be
+    read: it may be such a refusal."""
     store = ModelStore(tmp_path / "store")
     good = json.loads((version_dir / "card.json").read_text())
     files = {name: (version_dir / name).read_bytes() for name in good["files"]}
     card = {k: v for k, v in good.items() if k not in ("version", "created", "files", "target")}
     old_champion = store.publish(Target.TIME, files, card)
     refused = store.publish(Target.TIME, files, card, make_current=False)
-    store.write_verdict(Target.TIME, refused, {"promote": False, "reason": "newly kills 7 %"})
+    (store.target_dir(Target.TIME) / refused / PROMOTION_FILE).write_bytes(verdict)
     broken = store.publish(Target.TIME, {**files, next(iter(files)): b"not onnx"}, card)
     assert store.current_version(Target.TIME) == broken and store.refused(Target.TIME, refused)
     result = reload_models(store.root, {}, None)
     assert result.models[Target.TIME].version == old_champion
-    assert f"older model {refused} for time was refused at promotion" in caplog.text
+    assert f"older model {refused} for time {said}" in caplog.text
 
 
 class _Serving:
