@@ -157,45 +157,51 @@ T.test("a CPU rewrite keeps a --mem-per-cpu job's memory", function()
   T.eq(jd.min_mem_per_cpu, nil, "no per-CPU value invented")
 end)
 
+-- -c cpt, -n tasks, --mem-per-cpu mb.
+local function mem_per_cpu_job(cpt, tasks, mb)
+  return T.job_desc {cpus_per_task = cpt, min_cpus = cpt * tasks, num_tasks = tasks, min_mem_per_node = T.NIL,
+    min_mem_per_cpu = mb}
+end
+
+-- The time limit (120) cut to 60 and the CPUs to `cpus`, with a message from the daemon.
+local function cut_time_and_cpus(jd, cpus)
+  return run(jd, decision({{target = TIME, action = REWRITE, new_value = 60},
+    {target = CPUS, action = REWRITE, new_value = cpus}}, {user_message = "harp: lowered."}))
+end
+
 T.test("a --mem-per-cpu job keeps the CPUs that split its memory evenly", function()
   -- 5 x 1000 MB cut to 3: 5000 MB split evenly over 4 CPUs, not 3.
-  local jd = T.job_desc {cpus_per_task = 5, min_cpus = 5, num_tasks = 1, min_mem_per_node = T.NIL,
-    min_mem_per_cpu = 1000, time_limit = 120}
-  local plan = run(jd, decision({{target = TIME, action = REWRITE, new_value = 60},
-    {target = CPUS, action = REWRITE, new_value = 3}}, {user_message = "harp: lowered cpus to 3."}))
+  local jd = mem_per_cpu_job(5, 1, 1000)
+  local plan = cut_time_and_cpus(jd, 3)
   T.eq(jd.cpus_per_task, 4, "per task")
   T.eq(jd.min_cpus, 4, "cpus raised to the fewest that split the memory")
   T.eq(jd.min_mem_per_cpu, 1250, "same 5000 MB")
-  T.eq(plan.message, "harp: lowered cpus to 3. harp: CPUs set to 4, not 3, so that --mem-per-cpu still gives "
+  T.eq(plan.message, "harp: lowered. harp: CPUs set to 4, not 3, so that --mem-per-cpu still gives "
     .. "the 5000 MB asked.", "the user is told the count applied")
   -- With tasks: -n 2 -c 5 x 1000 MB cut to 5 CPUs is 3 per task; 10000 MB split over 8, not 6.
-  jd = T.job_desc {cpus_per_task = 5, min_cpus = 10, num_tasks = 2, min_mem_per_node = T.NIL,
-    min_mem_per_cpu = 1000}
+  jd = mem_per_cpu_job(5, 2, 1000)
   run(jd, decision {{target = CPUS, action = REWRITE, new_value = 5}})
   T.eq(jd.cpus_per_task, 4, "per task")
   T.eq(jd.min_cpus, 8, "total")
   T.eq(jd.min_mem_per_cpu, 1250, "same 10000 MB")
   -- CPUs kept, but the time limit cut: the message says the CPUs were kept.
-  jd = T.job_desc {cpus_per_task = 4, min_cpus = 4, num_tasks = 1, min_mem_per_node = T.NIL,
-    min_mem_per_cpu = 1000, time_limit = 120}
-  plan = run(jd, decision({{target = TIME, action = REWRITE, new_value = 60},
-    {target = CPUS, action = REWRITE, new_value = 3}}, {user_message = "harp: lowered time, cpus."}))
+  jd = mem_per_cpu_job(4, 1, 1000)
+  plan = cut_time_and_cpus(jd, 3)
   T.eq(jd.time_limit, 60, "time cut")
   T.eq(jd.min_cpus, 4, "cpus kept")
-  T.eq(plan.message, "harp: lowered time, cpus. harp: CPUs kept at 4, so that --mem-per-cpu still gives "
+  T.eq(plan.message, "harp: lowered. harp: CPUs kept at 4, so that --mem-per-cpu still gives "
     .. "the 4000 MB asked.", "kept, and why")
   -- A memory decision lowers the job's memory (4000 MB to 3000), whatever the per-CPU value becomes.
-  jd = T.job_desc {cpus_per_task = 4, min_cpus = 4, num_tasks = 1, min_mem_per_node = T.NIL,
-    min_mem_per_cpu = 1000}
+  jd = mem_per_cpu_job(4, 1, 1000)
   run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}, {target = MEMORY, action = REWRITE,
     new_value = 3000}})
   T.eq(jd.min_cpus, 2, "cpus")
   T.eq(jd.min_mem_per_cpu, 1500, "3000 MB over 2 CPUs")
   -- Rounding to whole CPUs per task is said too: 3 CPUs over 2 tasks are 4.
   jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
-  plan = run(jd, decision({{target = CPUS, action = REWRITE, new_value = 3}}, {user_message = "harp: cpus to 3."}))
+  plan = cut_time_and_cpus(jd, 3)
   T.eq(jd.min_cpus, 4, "two per task")
-  T.eq(plan.message, "harp: cpus to 3. harp: CPUs set to 4, not 3 (2 tasks x 2 CPUs).", "rounded")
+  T.eq(plan.message, "harp: lowered. harp: CPUs set to 4, not 3 (2 tasks x 2 CPUs).", "rounded")
 end)
 
 T.test("a CPU cut on a --mem-per-cpu job never changes its memory (exhaustive small grid)", function()
@@ -205,8 +211,7 @@ T.test("a CPU cut on a --mem-per-cpu job never changes its memory (exhaustive sm
         for new = 0, 13 do
           for _, mem in ipairs {false, 1, 5, 999, 3000, 1e6} do
             local asked = per_cpu * cpt * tasks
-            local jd = T.job_desc {cpus_per_task = cpt, min_cpus = cpt * tasks, num_tasks = tasks,
-              min_mem_per_node = T.NIL, min_mem_per_cpu = per_cpu}
+            local jd = mem_per_cpu_job(cpt, tasks, per_cpu)
             local targets = {{target = CPUS, action = REWRITE, new_value = new}}
             if mem then targets[2] = {target = MEMORY, action = REWRITE, new_value = mem} end
             run(jd, decision(targets))
