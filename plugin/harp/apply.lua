@@ -1,6 +1,7 @@
 -- Turn a Decision into a plan of job_desc changes (pure), then commit it (all or nothing).
 -- Rules: a rewrite only ever LOWERS a value the user gave; annotations are appended to admin_comment
--- as one space-separated "harp:..." token; users (uid ~= 0) cannot bring their own harp tokens.
+-- as one space-separated "harp:..." token, its flagged items saying what was applied; users
+-- (uid ~= 0) cannot bring their own harp tokens.
 -- Modes: "rewrite" lowers any target; "extend" lowers the time limit only (harp guard extends it
 -- again up to the user's own limit); "time_min" sets time_min only, when the user gave none.
 
@@ -66,6 +67,35 @@ local function valid_annotation(a)
   return type(a) == "string" and #a <= M.MAX_ANNOTATION and sub(a, 1, 5) == "harp:" and not find(a, "[%s%c]")
 end
 
+-- Whether the job got another value than the decision `t` (nil: no decision) for its target; `got` is
+-- nil when the plugin changed nothing. A plain function, not a closure: no allocation per submission.
+local function differs(t, got)
+  return t ~= nil and t.new_value ~= got
+end
+
+-- The daemon's tag with each flagged item ("c!=3", "t~=60") saying what the job got: its value is
+-- the one applied (time, memory in MB per node, cpus), or, where nothing was changed, its flag is
+-- dropped and the daemon's value kept as a prediction. got_t, got_m, got_c: a number or nil. Too
+-- long for MAX_ANNOTATION (a value with more digits), the items whose value changed are left out:
+-- an item missing is no claim, a wrong one is.
+function M.applied_tag(ann, got_t, got_m, got_c)
+  local got = {t = got_t, m = got_m, c = got_c}
+  local function item(drop)
+    return function(key, flag, value)
+      local v = got[key]
+      if v == nil then return "," .. key .. "=" .. value end
+      local applied = format("%.0f", v)
+      if applied == value then return nil end
+      if drop then return "" end
+      return "," .. key .. flag .. "=" .. applied
+    end
+  end
+  local pattern = ",([tmc])([!~])=(%d+)"
+  local out = gsub(ann, pattern, item(false))
+  if #out > M.MAX_ANNOTATION then out = gsub(ann, pattern, item(true)) end
+  return out
+end
+
 -- plan = {changes = {{field, old, new}, ...}, notes = {...}, rewrote = bool, message = string|nil}
 function M.plan(job_desc, decision, submit_uid)
   local function get(k) return job_desc[k] end
@@ -90,6 +120,9 @@ function M.plan(job_desc, decision, submit_uid)
       end
     end
   end
+
+  -- What the job got per target in the tag's units (nil: left as asked), for the tag.
+  local got_t, got_m
 
   -- CPUs: the cut the decision asks for, as cpus_per_task x tasks; made below with memory, since a
   -- --mem-per-cpu job may have to keep more CPUs than that.
@@ -141,6 +174,7 @@ function M.plan(job_desc, decision, submit_uid)
     if asked_mb < MAX_EXACT and lowered and lowered * cut.new_cpt * cut.tasks < asked_mb then
       kept_cpus = cut_cpus(cut.new_cpt)
       set("min_mem_per_cpu", get("min_mem_per_cpu"), lowered)
+      got_m = floor(lowered * kept_cpus / nodes)
       note(format("mem_per_cpu %d->%d MB (%d MB -> %d MB on %d CPUs)", per_cpu, lowered, asked_mb,
         lowered * kept_cpus, kept_cpus))
     else
@@ -172,6 +206,7 @@ function M.plan(job_desc, decision, submit_uid)
     if mem and per_node then
       if mem < per_node then
         set("min_mem_per_node", get("min_mem_per_node"), mem)
+        got_m = mem
         note(format("mem_per_node %d->%d MB", per_node, mem))
       end
     elseif mem and per_cpu then
@@ -180,6 +215,8 @@ function M.plan(job_desc, decision, submit_uid)
       local new = ceil(mem * nodes / ncpus)
       if new >= 1 and new < per_cpu then
         set("min_mem_per_cpu", get("min_mem_per_cpu"), new)
+        -- MB per node as the daemon counts it (per CPU x CPUs / nodes), not above what it got
+        got_m = floor(new * ncpus / nodes)
         note(format("mem_per_cpu %d->%d MB", per_cpu, new))
       end
     elseif mem then
@@ -198,6 +235,7 @@ function M.plan(job_desc, decision, submit_uid)
       note("time_min: not a count, left alone")
     elseif limit and minutes < limit then
       set("time_min", tmin_raw, minutes)
+      got_t = minutes
       note(format("time_min ->%d min (limit %d)", minutes, limit))
     else
       note("time_min: not below the limit, left alone")
@@ -206,6 +244,7 @@ function M.plan(job_desc, decision, submit_uid)
     local limit = count32(get("time_limit"), 1)
     if limit and minutes < limit then
       set("time_limit", get("time_limit"), minutes)
+      got_t = minutes
       local tmin_raw = get("time_min")
       local tmin = count32(tmin_raw, 1)
       if tmin and tmin > minutes then set("time_min", tmin_raw, minutes) end
@@ -226,6 +265,14 @@ function M.plan(job_desc, decision, submit_uid)
     ann = nil
   end
   if ann == "" then ann = nil end
+  -- The tag records what the job got: readers take a flagged value for the limit harp set. Rebuilt
+  -- only when something differs from the decision (CPUs rounded per task or kept for --mem-per-cpu,
+  -- memory rounded per CPU, an action not carried out).
+  if ann and (ignored or differs(by_target[TIME], got_t) or differs(by_target[MEMORY], got_m)
+      or differs(by_target[CPUS], kept_cpus)) then
+    local fixed = M.applied_tag(ann, got_t, got_m, kept_cpus)
+    if fixed ~= ann then note("tag: as applied"); ann = fixed end
+  end
   if ann then
     if type(base) == "string" and find(base, "%S") then base = base .. " " .. ann else base = ann end
   end

@@ -213,10 +213,19 @@ T.test("a CPU cut on a --mem-per-cpu job never changes its memory (exhaustive sm
             local asked = per_cpu * cpt * tasks
             local jd = mem_per_cpu_job(cpt, tasks, per_cpu)
             local targets = {{target = CPUS, action = REWRITE, new_value = new}}
-            if mem then targets[2] = {target = MEMORY, action = REWRITE, new_value = mem} end
-            run(jd, decision(targets))
+            local tag = "harp:rewrite,c!=" .. new
+            if mem then
+              targets[2] = {target = MEMORY, action = REWRITE, new_value = mem}
+              tag = tag .. ",m!=" .. mem
+            end
+            run(jd, decision(targets, {annotation = tag .. ",v=x"}))
             local got = jd.min_mem_per_cpu * max_cpus(jd)
             local at = table.concat({cpt, tasks, per_cpu, new, tostring(mem)}, " ")
+            -- the tag: a flag and the value applied where the plugin changed the target, else no flag
+            local cpus = max_cpus(jd)
+            local want = cpus < cpt * tasks and "harp:rewrite,c!=" .. cpus or "harp:rewrite,c=" .. new
+            if mem then want = want .. (got < asked and ",m!=" .. got or ",m=" .. mem) end
+            T.eq(jd.admin_comment, want .. ",v=x", "the tag at " .. at)
             T.ok(jd.min_cpus <= cpt * tasks and jd.cpus_per_task <= cpt, "cpus raised at " .. at)
             T.ok(got <= asked, "memory raised to " .. got .. " from " .. asked .. " at " .. at)
             T.ok(got >= math.min(asked, mem or asked), "memory cut to " .. got .. " from " .. asked .. " at " .. at)
@@ -226,6 +235,112 @@ T.test("a CPU cut on a --mem-per-cpu job never changes its memory (exhaustive sm
       end
     end
   end
+end)
+
+-- The harp tag written to admin_comment for a decision with annotation `tag` (uid 1000).
+local function tag_after(jd, targets, tag, extra)
+  extra = extra or {}
+  extra.annotation = tag
+  run(jd, decision(targets, extra))
+  return jd.admin_comment
+end
+
+-- A rewrite-mode tag as the daemon writes it: `items` between the mode and the versions.
+local function daemon_tag(items)
+  return "harp:rewrite," .. items .. ",v=time@1+cpus@2"
+end
+
+T.test("the tag records the CPUs applied: rounded per task, raised for --mem-per-cpu", function()
+  -- -n 2 -c 4 cut to 3: 2 per task, 4 CPUs.
+  local jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
+    new_value = 3}}, daemon_tag("t!=60/q0.9,t0=120,c!=3/q0.9,c0=8")),
+    daemon_tag("t!=60/q0.9,t0=120,c!=4/q0.9,c0=8"), "rounded up per task")
+  T.eq(jd.min_cpus, 4, "the job's CPUs")
+  -- -c 5 --mem-per-cpu=1000 cut to 3: 4 CPUs x 1250 MB.
+  jd = mem_per_cpu_job(5, 1, 1000)
+  T.eq(tag_after(jd, {{target = CPUS, action = REWRITE, new_value = 3}}, daemon_tag("c!=3,c0=5")),
+    daemon_tag("c!=4,c0=5"), "raised to split the memory")
+  T.eq(jd.min_cpus, 4, "the job's CPUs")
+end)
+
+T.test("the tag drops the flag of a cut the plugin did not make", function()
+  -- -c 4 --mem-per-cpu=1000 cut to 3 keeps its 4 CPUs: no "!", the value stays the prediction; the
+  -- time cut stays flagged.
+  local jd = mem_per_cpu_job(4, 1, 1000)
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
+    new_value = 3}}, daemon_tag("t!=60,t0=120,c!=3/q0.9,c0=4")), daemon_tag("t!=60,t0=120,c=3/q0.9,c0=4"),
+    "CPUs kept")
+  T.eq(jd.min_cpus, 4, "kept")
+  -- 3 CPUs over 2 tasks of 2 is no cut either.
+  jd = T.job_desc {cpus_per_task = 2, min_cpus = 4, num_tasks = 2}
+  T.eq(tag_after(jd, {{target = CPUS, action = REWRITE, new_value = 3}}, daemon_tag("c!=3,c0=4")),
+    daemon_tag("c=3,c0=4"), "rounds back to the job's own")
+  -- Memory and time not below the job's own, an action its mode does not carry out, a time_min the
+  -- user gave: no flag.
+  jd = T.job_desc()
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 500}, {target = MEMORY, action = REWRITE,
+    new_value = 8000}}, daemon_tag("t!=500,m!=8000")), daemon_tag("t=500,m=8000"), "not lower")
+  jd = T.job_desc()
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = MEMORY, action = REWRITE,
+    new_value = 1000}}, "harp:extend,t!=60,t0=120,m!=1000,v=x", {mode = "extend"}),
+    "harp:extend,t!=60,t0=120,m=1000,v=x", "memory is not cut in extend mode")
+  jd = T.job_desc {time_min = 30}
+  T.eq(tag_after(jd, {{target = TIME, action = 3, new_value = 60}}, "harp:time_min,t~=60,t0=120,v=x",
+    {mode = "time_min"}), "harp:time_min,t=60,t0=120,v=x", "the user's own time_min")
+  jd = T.job_desc()
+  T.eq(tag_after(jd, {{target = TIME, action = 3, new_value = 60}}, "harp:time_min,t~=60,t0=120,v=x",
+    {mode = "time_min"}), "harp:time_min,t~=60,t0=120,v=x", "time_min set: kept")
+end)
+
+T.test("the tag records the memory applied per node after rounding per CPU", function()
+  -- 8 CPUs on 2 nodes at 1000 MB/CPU cut to 2001 MB per node: 501 MB/CPU, 2004 MB per node.
+  local jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 1000, min_cpus = 8, min_nodes = 2,
+    cpus_per_task = 65534, num_tasks = 8}
+  T.eq(tag_after(jd, {{target = MEMORY, action = REWRITE, new_value = 2001}}, daemon_tag("m!=2001,m0=4000")),
+    daemon_tag("m!=2004,m0=4000"), "rounded per CPU")
+  -- CPUs and memory cut together: 2000 MB over 3 CPUs is 667 MB each, 2001 MB.
+  jd = mem_per_cpu_job(4, 1, 1000)
+  T.eq(tag_after(jd, {{target = CPUS, action = REWRITE, new_value = 3}, {target = MEMORY, action = REWRITE,
+    new_value = 2000}}, daemon_tag("c!=3,c0=4,m!=2000,m0=4000")), daemon_tag("c!=3,c0=4,m!=2001,m0=4000"),
+    "with a CPU cut")
+  -- Per node: exact.
+  jd = T.job_desc()
+  T.eq(tag_after(jd, {{target = MEMORY, action = REWRITE, new_value = 1500}}, daemon_tag("m!=1500,m0=4000")),
+    daemon_tag("m!=1500,m0=4000"), "per node")
+end)
+
+T.test("a tag that needs no change is not rebuilt", function()
+  local rebuild = apply.applied_tag
+  apply.applied_tag = function() error("rebuilt") end
+  local ok, err = pcall(function()
+    local jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
+    T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = MEMORY, action = REWRITE,
+      new_value = 1500}, {target = CPUS, action = REWRITE, new_value = 4}},
+      daemon_tag("t!=60,t0=120,m!=1500,m0=4000,c!=4,c0=8")), daemon_tag("t!=60,t0=120,m!=1500,m0=4000,c!=4,c0=8"),
+      "all applied as decided")
+    jd = T.job_desc()
+    T.eq(tag_after(jd, {}, "harp:shadow,t=60/q0.9,v=x", {mode = "shadow"}), "harp:shadow,t=60/q0.9,v=x", "shadow")
+  end)
+  apply.applied_tag = rebuild
+  T.ok(ok, err)
+end)
+
+T.test("a tag rebuilt stays within MAX_ANNOTATION", function()
+  -- 9 CPUs over 2 tasks are 10: one digit more. At the bound, the item is left out, not cut short.
+  local head = "harp:rewrite,t!=60,t0=120,c!=9,c0=16,v="
+  local ann = head .. string.rep("v", apply.MAX_ANNOTATION - #head)
+  local jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
+    new_value = 9}}, ann), "harp:rewrite,t!=60,t0=120,c0=16,v=" .. string.rep("v", apply.MAX_ANNOTATION - #head),
+    "the CPU item left out")
+  T.eq(jd.min_cpus, 10, "the CPUs still cut")
+  ann = head .. string.rep("v", apply.MAX_ANNOTATION - #head - 1)
+  jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
+  T.eq(#tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
+    new_value = 9}}, ann), apply.MAX_ANNOTATION,
+    "one byte to spare: rewritten")
+  T.ok(jd.admin_comment:find(",c!=10,", 1, true), jd.admin_comment)
 end)
 
 T.test("first decision per target wins", function()
