@@ -60,6 +60,24 @@ def test_models_lists_a_version_whose_notes_are_fifos(
     assert "time: no model" in capsys.readouterr().out
 
 
+def test_models_lists_versions_whose_card_or_verdict_is_hostile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nesting past json's recursion, a card that is no object or whose training is no table: each
+    version is listed with what is wrong (before, a RecursionError or AttributeError ended it)."""
+    store = ModelStore(tmp_path)
+    deep, listed, odd = publish(store, 3)
+    nested = b'{"promote": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    for version, card in ((deep, nested), (listed, b"[1, 2]"), (odd, b'{"training": 7}')):
+        (store.target_dir(Target.TIME) / version / CARD_FILE).write_bytes(card)
+    (store.target_dir(Target.TIME) / deep / PROMOTION_FILE).write_bytes(nested)
+    assert main(["models", "--store", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"  {deep}  (card unreadable: nested too deeply to read)" in out
+    assert f"  {listed}  (card unreadable: not a JSON object)" in out
+    assert f"* {odd}  trained on ? jobs" in out
+
+
 def test_rollback_serves_the_previous_or_a_named_version(tmp_path: Path) -> None:
     store = ModelStore(tmp_path)
     versions = publish(store, 3)
