@@ -96,7 +96,10 @@ def test_a_restarted_guard_goes_on_from_what_the_last_one_saw(
         b'{"format": "harp-guard-limits/0", "jobs": {}}',
         b'{"format": "harp-guard-limits/1", "jobs": []}',
         b'{"name": "someone else\'s"}',
+        b'{"format": "harp-guard-limits/1", "jobs": {"1": ["s", ' + b"9" * 5000 + b"]}}",
+        b"[" * 100_000,
     ],
+    ids=["bytes", "list", "format0", "jobs-list", "foreign", "5000-digit-int", "nested-100k"],
 )
 def test_a_corrupt_or_foreign_file_is_logged_and_ignored(
     tmp_path: Path, content: bytes, caplog: pytest.LogCaptureFixture
