@@ -123,8 +123,7 @@ class Guard:
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
         due = [j for j in shortened if self._due(j) and self._refused.get(j.job_id) != j.limit_minutes]
         due.sort(key=lambda j: (j.limit_minutes or 0) * 60.0 - j.elapsed_s)  # the closest first
-        ratios = None if self.history is None else self.history.ratios()
-        self.metrics.history_jobs.set(0 if ratios is None else len(ratios))
+        ratios = self._ratios()
         outcomes = []
         batch = due[: self.settings.max_updates_per_poll]
         if batch and not reservations_read and not self._read_reservations():
@@ -154,6 +153,18 @@ class Guard:
         self.heartbeat.beat()
         return report
 
+    def _ratios(self) -> ConditionalRatios | None:
+        """The site's ended jobs for the conditional extension; None (steps) when there are none or
+        they fail in any way: the ratios only refine an extension, they must never stop one."""
+        try:
+            ratios = None if self.history is None else self.history.ratios()
+            self.metrics.history_jobs.set(0 if ratios is None else len(ratios))
+        except Exception:
+            log.exception("extension history unusable: extending by steps this poll")
+            ratios = None
+            self.metrics.history_jobs.set(0)
+        return ratios
+
     def _due(self, job: RunningJob) -> bool:
         limit = job.limit_minutes
         return limit is not None and limit * 60.0 - job.elapsed_s <= self.settings.lead_seconds
@@ -163,9 +174,14 @@ class Guard:
         assert own is not None and limit is not None  # _below_own_limit
         prediction = job.prediction_minutes or limit
         bound, why = self._bounds.limit_for(job, now)
-        ext = next_limit(
-            prediction, limit, own, job.elapsed_s, self.settings.lead_seconds, bound, ratios=ratios
-        )
+        lead = self.settings.lead_seconds
+        try:
+            ext = next_limit(prediction, limit, own, job.elapsed_s, lead, bound, ratios=ratios)
+        except Exception:
+            if ratios is None:
+                raise
+            log.exception("job %s: conditional extension failed: extended by a step", job.job_id)
+            ext = next_limit(prediction, limit, own, job.elapsed_s, lead, bound)
         if ext is None:
             return "none"
         margin = limit * 60.0 - job.elapsed_s
