@@ -117,7 +117,9 @@ class Guard:
             return None
         now = self._clock()
         reservations_read = self._refresh_bounds(now)
-        jobs = [j for j in self._lowered.apply(parse_running(listing.stdout)) if j.state == RUNNING]
+        unread: set[str] = set()
+        listed_jobs = list(parse_running(listing.stdout, unread))
+        jobs = [j for j in self._lowered.apply(listed_jobs, unread) if j.state == RUNNING]
         shortened = [j for j in jobs if _below_own_limit(j)]
         listed = {j.job_id for j in jobs}
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}

@@ -19,7 +19,7 @@ filter.
 
 A job's state may carry flags, and then squeue shows it by one of them alone (22.05
 job_state_string_compact) and lists it only for a flag asked for by name: ``--states=RUNNING`` matches
-a running job without flags (squeue's _filter_job). A job left out of one listing is forgotten
+a running job without flags (squeue's _filter_job). A job left out of listings for a minute is forgotten
 (guard.lowered_limits), so the guard asks for the flags its jobs carry for a while and reads each by
 the state it goes with (22.05 slurmctld): stopped (SIGSTOP: its time runs on), signaled (a
 SIGSTOP or SIGCONT on its way) and resizing jobs run; one held after a requeue (special exit, too many
@@ -116,9 +116,10 @@ class RunningJob:
         return None if self.tag is None else self.tag.values.get("t")
 
 
-def parse_running(text: str) -> Iterator[RunningJob]:
+def parse_running(text: str, unread: set[str] | None = None) -> Iterator[RunningJob]:
     """Every parseable line of SQUEUE_ARGV's output; a line that does not parse is logged and
-    skipped, whatever it raises (one odd job never stops a poll)."""
+    skipped, whatever it raises (one odd job never stops a poll), its job id added to ``unread``
+    when that field reads (what was seen of the job is then kept: guard.lowered_limits)."""
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
@@ -130,6 +131,9 @@ def parse_running(text: str) -> Iterator[RunningJob]:
             job = _job(parts)
         except Exception as exc:  # ValueError, and OverflowError for a 400-digit duration
             log.warning("squeue line %d skipped: %s: %s", lineno, type(exc).__name__, exc)
+            job_id = parts[0].strip()
+            if unread is not None and (_JOB_ID.fullmatch(job_id) or _ARRAY_RECORD.fullmatch(job_id)):
+                unread.add(job_id)
             continue
         yield job
 
