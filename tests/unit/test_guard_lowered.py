@@ -219,3 +219,23 @@ def test_a_lowering_outlives_a_few_listings_without_the_job(tmp_path: Path) -> N
     # Missing from MISSING_POLLS listings in a row, it is forgotten: taken for the limit it started with.
     slurm, _ = polled(tmp_path / "2", *lowered, *[[other]] * MISSING_POLLS, due)
     assert slurm.updates == [("6", 55)]  # the first step past the lead: 40 + 15
+
+
+def test_a_job_listed_twice_is_no_lowering_and_is_never_set_below_either_line(tmp_path: Path) -> None:
+    # The same id at 60 and at 40 in one listing: before, the 40 was taken for its user's lowering,
+    # kept for good, and the job was stopped at 60 though its own limit is 600.
+    first = [line("6", "1:00:00", "10:00", EXTEND)]
+    twice = [line("6", "1:00:00", "11:00", EXTEND), line("6", "40:00", "11:00", EXTEND)]
+    slurm, guard = polled(tmp_path, first, twice, [line("6", "1:00:00", "58:40", EXTEND)])
+    assert slurm.updates == [("6", 70)] and guard._lowered.seen["6"].lowered_to is None
+    # Due by the lower line: extended past the higher one (never to 41, which would cut the 60).
+    slurm, _ = polled(tmp_path / "2", first, [line("6", "1:00:00", "39:00", EXTEND), twice[1]])
+    assert slurm.updates == [("6", 70)]
+    # A lowering seen before the duplicate listing still holds; an identical line twice is one job.
+    lowered = [line("6", "50:00", "12:00", EXTEND)]
+    slurm, _ = polled(
+        tmp_path / "3", first, lowered, [*twice, twice[0]], [line("6", "50:00", "48:40", EXTEND)]
+    )
+    assert slurm.updates == []
+    slurm, _ = polled(tmp_path / "4", [line("7", "40:00", "39:00", EXTEND)] * 2)
+    assert slurm.updates == [("7", 41)]

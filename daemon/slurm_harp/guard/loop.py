@@ -44,7 +44,7 @@ from slurm_harp.guard.bounds import (
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.lowered_limits import LoweredLimits
-from slurm_harp.guard.running import RUNNING, SQUEUE_ARGV, RunningJob, parse_running
+from slurm_harp.guard.running import RUNNING, SQUEUE_ARGV, RunningJob, merge_duplicates, parse_running
 from slurm_harp.guard.seen_file import SeenFile
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.heartbeat import HeartbeatFile
@@ -118,8 +118,8 @@ class Guard:
         now = self._clock()
         reservations_read = self._refresh_bounds(now)
         unread: set[str] = set()
-        listed_jobs = list(parse_running(listing.stdout, unread))
-        jobs = [j for j in self._lowered.apply(listed_jobs, unread) if j.state == RUNNING]
+        merged, ambiguous = merge_duplicates(parse_running(listing.stdout, unread))
+        jobs = [j for j in self._lowered.apply(merged, unread, ambiguous) if j.state == RUNNING]
         shortened = [j for j in jobs if _below_own_limit(j)]
         listed = {j.job_id for j in jobs}
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
@@ -176,18 +176,20 @@ class Guard:
         assert own is not None and limit is not None  # _below_own_limit
         prediction = job.prediction_minutes or limit
         bound, why = self._bounds.limit_for(job, now)
-        lead = self.settings.lead_seconds
+        lead, base, elapsed = self.settings.lead_seconds, limit, job.elapsed_s
+        if job.listed_above is not None:  # listed twice: due by the lower line, set past the higher
+            base, elapsed = job.listed_above, max(elapsed, job.listed_above * 60.0 - lead)
         try:
-            ext = next_limit(prediction, limit, own, job.elapsed_s, lead, bound, ratios=ratios)
+            ext = next_limit(prediction, base, own, elapsed, lead, bound, ratios=ratios)
         except Exception:
             if ratios is None:
                 raise
             log.exception("job %s: conditional extension failed: extended by a step", job.job_id)
-            ext = next_limit(prediction, limit, own, job.elapsed_s, lead, bound)
+            ext = next_limit(prediction, base, own, elapsed, lead, bound)
         if ext is None:
             return "none"
         margin = limit * 60.0 - job.elapsed_s
-        if ext.new_limit <= limit:
+        if ext.new_limit <= base:
             log.warning(
                 "job %s: not extended past %d min (%s); it may be stopped before its own %d min",
                 job.job_id, limit, why, own,

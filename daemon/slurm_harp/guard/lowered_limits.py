@@ -81,10 +81,13 @@ class LoweredLimits:
         # Since the last save (guard.seen_file): anything but run times; a job's own limit (written at once).
         self.changed = self.own_limit_changed = False
 
-    def apply(self, jobs: Iterable[RunningJob], unread: Collection[str] = ()) -> list[RunningJob]:
+    def apply(
+        self, jobs: Iterable[RunningJob], unread: Collection[str] = (), ambiguous: Collection[str] = ()
+    ) -> list[RunningJob]:
         """``jobs``, with ``lowered_to`` set on those whose user or an admin lowered the limit.
-        Jobs listed but ``unread`` (their lines did not parse) are kept as seen; jobs no longer
-        listed are forgotten after MISSING_POLLS listings."""
+        Jobs listed but ``unread`` (their lines did not parse) or ``ambiguous`` (listed twice,
+        running.merge_duplicates) are kept as seen; jobs no longer listed are forgotten after
+        MISSING_POLLS listings."""
         seen: dict[str, Seen] = {}
         out = []
         for job in jobs:
@@ -93,6 +96,12 @@ class LoweredLimits:
                 continue
             key = _key(job.job_id)
             prior = self._prior(job, key)
+            if job.job_id in ambiguous:  # which line is the job's? no lowering is read from either
+                if key in self.seen:
+                    seen[key] = self.seen[key]
+                lowered = None if prior is None else prior.lowered_to
+                out.append(job if lowered is None else dataclasses.replace(job, lowered_to=lowered))
+                continue
             before, own_before = (None, None) if prior is None else (_kept(prior), prior.lowered_to)
             highest_before = None if prior is None else prior.highest
             if job.state == COMPLETING:
