@@ -6,17 +6,26 @@ is alive the daemon stat()s it at most once per RECHECK_SECONDS, not on every su
 a stat costs about as much as the rest of the policy), so a removed file (a clean stop: systemd
 removes the runtime directory) is noticed within that second. The file lives on the controller
 host that runs both (docs/guard.md).
+
+A beat more than FUTURE_TOLERANCE_S ahead of the clock is no beat: after the clock steps back, the
+last beat of a guard that died just before would otherwise count as fresh for the step and
+stale_seconds more, and the daemon would go on shortening jobs no guard extends. A live guard's
+next beat is stamped with the new clock.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 RECHECK_SECONDS = 1.0
+FUTURE_TOLERANCE_S = 2.0
 
 
 class HeartbeatFile:
@@ -25,6 +34,7 @@ class HeartbeatFile:
         self.stale_seconds = stale_seconds
         self._clock = clock
         self._seen: tuple[float, float] | None = None  # a live answer: (when stat()ed, the mtime)
+        self._ahead_logged: float | None = None  # the future mtime last logged (said once)
 
     def beat(self) -> None:
         """Refresh the heartbeat (atomic replace, readable by the daemon's user)."""
@@ -56,7 +66,7 @@ class HeartbeatFile:
         ):
             return True
         mtime = self._mtime()
-        alive = mtime is not None and now - mtime <= self.stale_seconds
+        alive = mtime is not None and now - mtime <= self.stale_seconds and not self._ahead(mtime, now)
         self._seen = (now, mtime) if alive and mtime is not None else None
         return alive
 
@@ -65,3 +75,16 @@ class HeartbeatFile:
             return self.path.stat().st_mtime
         except OSError:
             return None
+
+    def _ahead(self, mtime: float, now: float) -> bool:
+        """Whether ``mtime`` is in the future beyond the tolerance (logged once for each such mtime)."""
+        if mtime - now <= FUTURE_TOLERANCE_S:
+            return False
+        if mtime != self._ahead_logged:
+            log.warning(
+                "heartbeat %s is %.0f s in the future (the clock went back?): the guard counts as down"
+                " until it beats again",
+                self.path, mtime - now,
+            )  # fmt: skip
+            self._ahead_logged = mtime
+        return True

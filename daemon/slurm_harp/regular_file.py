@@ -89,11 +89,13 @@ def read_regular(path: Path | str, *, follow_links: bool = True, size: int = -1)
 
 def read_json(path: Path | str, max_bytes: int) -> Any:
     """The JSON value of the regular file at ``path``, a link refused (``read_regular``, whose
-    OSErrors pass through); TooLarge beyond ``max_bytes``, NotJSON when it does not decode."""
+    OSErrors pass through); TooLarge beyond ``max_bytes``, NotJSON for whatever does not decode."""
     raw = read_regular(path, follow_links=False, size=max_bytes + 1)
     if len(raw) > max_bytes:
         raise TooLarge(f"{path}: larger than {max_bytes} bytes")
     try:
         return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    # ValueError: bad bytes or syntax, and an integer past Python's 4300 digits; RecursionError:
+    # arrays nested thousands deep. Each is just a file that is not JSON to its reader.
+    except (ValueError, RecursionError) as exc:
         raise NotJSON(path, exc) from None

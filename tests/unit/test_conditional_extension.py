@@ -50,8 +50,13 @@ def test_the_quantile_of_the_jobs_that_outlived_the_same_multiple() -> None:
     assert ConditionalRatios.from_counts(ratios.counts).counts == ratios.counts
 
 
-@pytest.mark.parametrize("counts", [None, [1, 2], [-1] * 161, [0.5] * 161, "x"])
+@pytest.mark.parametrize(
+    "counts",
+    [None, [1, 2], [-1] * 161, [0.5] * 161, "x", [2**63] + [0] * 160, [10**400] + [0] * 160, [10**8] * 161],
+    ids=["none", "short", "negative", "float", "str", "2**63", "10**400", "total-past-max"],
+)
 def test_saved_counts_that_are_not_ours_are_refused(counts: object) -> None:
+    # Counts past sys.maxsize (or summing past it) made len() raise OverflowError in the guard.
     with pytest.raises(ValueError, match="non-negative integers"):
         ConditionalRatios.from_counts(counts)
 
@@ -118,6 +123,7 @@ def test_the_harvester_s_file_round_trips_and_holds_only_the_window(tmp_path: Pa
         (b"[1, 2]", "not an extension file"),
         (b'{"format": 1, "bins_per_decade": 10, "computed": 1, "counts": []}', "bins_per_decade 10"),
         (b'{"format": 1, "bins_per_decade": 40, "counts": []}', "no computed time"),
+        (b'{"format": 1, "bins_per_decade": 40, "computed": 1' + b"0" * 400 + b"}", "no computed time"),
         (b'{"format": 1, "bins_per_decade": 40, "computed": 1, "counts": [1]}', "non-negative integers"),
         (b" " * (extension_file.MAX_BYTES + 1), "larger than"),
     ],
@@ -186,3 +192,56 @@ def test_the_guard_extends_by_the_history_and_counts_what_it_knows(tmp_path: Pat
     guard.poll()
     assert slurm.updates == [("1", 15)]  # 10 + 5: the first step that leaves the lead
     assert registry.get_sample_value("harp_guard_extension_history_jobs") == 0
+
+
+@pytest.mark.parametrize("big", [2**63, 10**400], ids=["2**63", "10**400"])
+def test_absurd_counts_are_refused_by_name_and_the_guard_extends_by_steps(
+    tmp_path: Path, big: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A well-formed file whose counts overflowed len(): every poll raised and no job was extended.
+    path = tmp_path / "jobs.extension.json"
+    counts = [0] * len(ConditionalRatios().counts)
+    counts[5] = big
+    path.write_text(json.dumps({"format": 1, "computed": 1, "bins_per_decade": 40, "counts": counts}))
+    listing = [line("1", "10:00", "9:20", "harp:extend,t!=10,t0=600,v=x")]  # 40 s left
+    slurm = FakeSlurm(listing)
+    guard, _ = make_guard(slurm, tmp_path, lead_seconds=120.0)
+    guard.configure(guard.settings, ExtensionHistory(path, clock=lambda: NOW))
+    for _ in range(2):
+        report = guard.poll()
+        assert report is not None and report.good and guard.heartbeat.alive()
+    assert slurm.updates == [("1", 15), ("1", 15)]  # Tsafrir's step, each poll
+    assert f"extension history {path}: counts must be 161 non-negative integers" in caplog.text
+
+
+def test_ratios_that_fail_in_the_poll_fall_back_to_steps(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Whatever the ratios raise, read or used, the due job is still extended (by a step), logged.
+    class Broken(ConditionalRatios):
+        def __len__(self) -> int:
+            raise OverflowError("cannot fit 'int' into an index-sized integer")
+
+        def quantile_above(self, ratio: float) -> float | None:
+            raise OverflowError("int too large to convert to float")
+
+    class History(ExtensionHistory):
+        def ratios(self) -> ConditionalRatios | None:
+            return Broken()
+
+    listing = [line("1", "10:00", "9:20", "harp:extend,t!=10,t0=600,v=x")]
+    slurm = FakeSlurm(listing)
+    guard, registry = make_guard(slurm, tmp_path, lead_seconds=120.0)
+    guard.configure(guard.settings, History(None))
+    report = guard.poll()
+    assert report is not None and report.good and slurm.updates == [("1", 15)]
+    assert registry.get_sample_value("harp_guard_extension_history_jobs") == 0
+    assert "extension history unusable: extending by steps this poll" in caplog.text
+    # len() passing, the quantile failing: that job alone falls back to a step.
+    Broken.__len__ = lambda self: 0  # type: ignore[method-assign,assignment]
+    slurm = FakeSlurm(listing)
+    guard, _ = make_guard(slurm, tmp_path, lead_seconds=120.0)
+    guard.configure(guard.settings, History(None))
+    guard.poll()
+    assert slurm.updates == [("1", 15)]
+    assert "job 1: conditional extension failed: extended by a step" in caplog.text

@@ -259,3 +259,14 @@ def test_guard_once_exits_1_when_every_extension_failed(
     slurm.refused = set()
     assert guard_command.run(argparse.Namespace(config=str(config), once=True)) == 0
     assert slurm.updates == [("1", 11)]
+
+
+def test_hostlists_with_a_suffix_or_several_groups_expand_within_a_cap() -> None:
+    assert expand("n[1-2]-ib") == {"n1-ib", "n2-ib"}
+    assert expand("rack[1-2]-n[01-02],x") == {"rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02", "x"}
+    for bad in ("n[1-2", "n]1[", "n[1-2][a]"):
+        with pytest.raises(ValueError, match="bad host"):
+            expand(bad)
+    # A product past MAX_NODES is refused before a name is made (10^12 here).
+    with pytest.raises(ValueError, match="more than 1000000 names"):
+        expand("a[1-999999]b[1-999999]")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.guard import seen_file
+from slurm_harp.guard.lowered_limits import MISSING_POLLS
 from tests.unit.test_guard import FakeSlurm, line, make_guard, polled
 
 TIME_MIN = "harp:time_min,t~=40,t0=600,v=x"
@@ -197,3 +198,44 @@ def test_an_ending_job_is_kept_as_seen_and_one_never_seen_is_not_followed(tmp_pa
     guard.close()
     kept = seen_file.load(tmp_path / "guard" / "limits.json")
     assert list(kept) == ["6"] and not kept["6"].pending and kept["6"].lowered_to == 80
+
+
+def test_a_lowering_outlives_a_line_that_does_not_read(tmp_path: Path) -> None:
+    # Extended to 60, lowered by its user to 45; one poll's line garbled (TimeUsed "12:0O"): before,
+    # the job was dropped with its lowering, and the next poll extended it past its user's 45.
+    garbled = line("6", "45:00", "12:00", EXTEND).replace("|12:00|", "|12:0O|")
+    listings = [[line("6", "1:00:00", "10:00", EXTEND)], [line("6", "45:00", "11:00", EXTEND)], [garbled]]
+    due = [line("6", "45:00", "43:30", EXTEND)]  # 90 s left
+    slurm, guard = polled(tmp_path, *listings, *[listings[2]] * (2 * MISSING_POLLS), due)
+    assert slurm.updates == [] and guard._lowered.seen["6"].lowered_to == 45
+
+
+def test_a_lowering_outlives_a_few_listings_without_the_job(tmp_path: Path) -> None:
+    other = line("7", "1:40:00", "10:00", EXTEND)
+    lowered = [[line("6", "1:00:00", "10:00", EXTEND), other], [line("6", "45:00", "11:00", EXTEND), other]]
+    due = [line("6", "45:00", "43:30", EXTEND), other]
+    slurm, _ = polled(tmp_path, *lowered, *[[other]] * (MISSING_POLLS - 1), due)
+    assert slurm.updates == []
+    # Missing from MISSING_POLLS listings in a row, it is forgotten: taken for the limit it started with.
+    slurm, _ = polled(tmp_path / "2", *lowered, *[[other]] * MISSING_POLLS, due)
+    assert slurm.updates == [("6", 55)]  # the first step past the lead: 40 + 15
+
+
+def test_a_job_listed_twice_is_no_lowering_and_is_never_set_below_either_line(tmp_path: Path) -> None:
+    # The same id at 60 and at 40 in one listing: before, the 40 was taken for its user's lowering,
+    # kept for good, and the job was stopped at 60 though its own limit is 600.
+    first = [line("6", "1:00:00", "10:00", EXTEND)]
+    twice = [line("6", "1:00:00", "11:00", EXTEND), line("6", "40:00", "11:00", EXTEND)]
+    slurm, guard = polled(tmp_path, first, twice, [line("6", "1:00:00", "58:40", EXTEND)])
+    assert slurm.updates == [("6", 70)] and guard._lowered.seen["6"].lowered_to is None
+    # Due by the lower line: extended past the higher one (never to 41, which would cut the 60).
+    slurm, _ = polled(tmp_path / "2", first, [line("6", "1:00:00", "39:00", EXTEND), twice[1]])
+    assert slurm.updates == [("6", 70)]
+    # A lowering seen before the duplicate listing still holds; an identical line twice is one job.
+    lowered = [line("6", "50:00", "12:00", EXTEND)]
+    slurm, _ = polled(
+        tmp_path / "3", first, lowered, [*twice, twice[0]], [line("6", "50:00", "48:40", EXTEND)]
+    )
+    assert slurm.updates == []
+    slurm, _ = polled(tmp_path / "4", [line("7", "40:00", "39:00", EXTEND)] * 2)
+    assert slurm.updates == [("7", 41)]

@@ -155,3 +155,28 @@ def test_scontrol_runs_in_utc_and_reservation_times_are_read_so(
     later = start + 3600  # 02:30 CET, the second
     (r,) = parse_reservations(reservation("maint", later, later + 600, "c1"))
     assert (r.start, r.end) == (later, later + 600)
+
+
+def test_a_maintenance_reservation_on_nodes_with_a_suffix_bounds_the_job(tmp_path: Path) -> None:
+    # Before, "n[1-2]-ib" did not expand: the job's node set was empty and the reservation on its
+    # node did not bound it. Slurm's host lists allow text after the brackets and several groups.
+    maint = reservation("M", NOW + 60, NOW + DAY, "rack[1-2]-n[01-02]-ib", "Flags=MAINT")
+    slurm = FakeSlurm([line("7", "40:00", "39:00", TAG, nodes="rack2-n[01-02]-ib")], reservations=maint)
+    guard, registry = make_guard(slurm, tmp_path)
+    guard.poll()
+    assert slurm.updates == [] and count(registry, results.REFUSED_BOUND) == 1
+
+
+@pytest.mark.parametrize("unreadable", ["job", "reservation"])
+def test_a_node_list_that_does_not_read_bounds_on_the_safe_side(
+    tmp_path: Path, unreadable: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Which nodes the job or the reservation holds is unknown: the reservation bounds the job, as the
+    # guard must not extend a job into a maintenance reservation (the job may be stopped at its cut).
+    nodes = {"job": ("c[1-2", "c[5-8]"), "reservation": ("c1", "c[5-8")}[unreadable]
+    maint = reservation("M", NOW + 60, NOW + DAY, nodes[1], "Flags=MAINT")
+    slurm = FakeSlurm([line("7", "40:00", "39:00", TAG, nodes=nodes[0])], reservations=maint)
+    guard, registry = make_guard(slurm, tmp_path)
+    guard.poll()
+    assert slurm.updates == [] and count(registry, results.REFUSED_BOUND) == 1
+    assert "node list unreadable" in caplog.text

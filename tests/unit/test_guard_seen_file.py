@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.guard import seen_file
+from slurm_harp.guard.lowered_limits import MISSING_POLLS
 from tests.conftest import not_a_file, raised_within
 from tests.unit.test_guard import NOW, SUBMITTED, FakeSlurm, line, make_guard, polled
 from tests.unit.test_guard_lowered import pending
@@ -96,7 +97,10 @@ def test_a_restarted_guard_goes_on_from_what_the_last_one_saw(
         b'{"format": "harp-guard-limits/0", "jobs": {}}',
         b'{"format": "harp-guard-limits/1", "jobs": []}',
         b'{"name": "someone else\'s"}',
+        b'{"format": "harp-guard-limits/1", "jobs": {"1": ["s", ' + b"9" * 5000 + b"]}}",
+        b"[" * 100_000,
     ],
+    ids=["bytes", "list", "format0", "jobs-list", "foreign", "5000-digit-int", "nested-100k"],
 )
 def test_a_corrupt_or_foreign_file_is_logged_and_ignored(
     tmp_path: Path, content: bytes, caplog: pytest.LogCaptureFixture
@@ -147,6 +151,8 @@ def test_another_job_under_the_same_id_is_not_taken_for_it(tmp_path: Path) -> No
 def test_gone_jobs_are_dropped_and_run_times_alone_write_nothing(tmp_path: Path) -> None:
     polled(tmp_path, [line("6", "40:00", "10:00", EXTEND), line("7", "40:00", "10:00", EXTEND)])
     polled(tmp_path, [line("7", "40:00", "11:00", EXTEND)])  # a guard after the last
+    assert list(seen_file.load(state_of(tmp_path))) == ["6", "7"]  # 6 missing from one listing: kept
+    polled(tmp_path, *[[line("7", "40:00", "11:00", EXTEND)]] * MISSING_POLLS)
     written = state_of(tmp_path).stat()
     assert list(seen_file.load(state_of(tmp_path))) == ["7"]
     polled(tmp_path, [line("7", "40:00", "12:00", EXTEND)])
@@ -183,7 +189,7 @@ def test_jobs_coming_and_going_are_written_at_most_once_a_minute(tmp_path: Path)
         clocked.poll_at(after, line(job, "40:00", "10:00", EXTEND))
         assert list(written(tmp_path)) == ["6"]
     clocked.poll_at(seen_file.SAVE_INTERVAL_S)
-    assert list(written(tmp_path)) == ["9"]
+    assert sorted(written(tmp_path)) == ["6", "7", "8", "9"]  # gone for fewer than MISSING_POLLS listings
 
 
 def test_an_own_limit_seen_or_given_up_is_written_at_once(tmp_path: Path) -> None:
@@ -238,4 +244,4 @@ def test_what_waited_is_written_when_the_guard_stops(tmp_path: Path, how: str) -
     else:
         del clocked
         gc.collect()
-    assert list(written(tmp_path)) == ["7"]
+    assert sorted(written(tmp_path)) == ["6", "7"]

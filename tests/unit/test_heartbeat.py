@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.heartbeat import RECHECK_SECONDS, HeartbeatFile
+from slurm_harp.heartbeat import FUTURE_TOLERANCE_S, RECHECK_SECONDS, HeartbeatFile
 
 
 class Clock:
@@ -72,3 +72,25 @@ def test_a_clock_set_back_reads_the_file_again(tmp_path: Path, clock: Clock) -> 
     heartbeat.path.unlink()
     clock.now -= 5.0
     assert not heartbeat.alive()
+
+
+def test_a_beat_from_the_future_is_no_beat(
+    tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The clock stepped back an hour just after the guard's last beat, and the guard died: its file
+    # counted as fresh for the hour and stale_seconds more, and the daemon went on shortening jobs.
+    heartbeat = HeartbeatFile(tmp_path / "heartbeat", 30.0, clock)
+    heartbeat.beat()
+    clock.now -= 3600.0
+    for _ in range(3):
+        clock.now += RECHECK_SECONDS
+        assert not heartbeat.alive()
+    assert [r.getMessage() for r in caplog.records].count(
+        f"heartbeat {heartbeat.path} is 3599 s in the future (the clock went back?): the guard counts "
+        "as down until it beats again"
+    ) == 1
+    heartbeat.beat()  # a live guard's next beat, on the new clock
+    assert heartbeat.alive()
+    clock.now -= FUTURE_TOLERANCE_S  # within the tolerance: still a beat
+    heartbeat._seen = None
+    assert heartbeat.alive()

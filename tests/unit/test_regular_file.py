@@ -62,3 +62,21 @@ def test_json_of_harp_s_own_files_is_read_up_to_a_size(tmp_path: Path) -> None:
     (tmp_path / "link").symlink_to(path)
     with pytest.raises(NotRegularFile, match="a symbolic link"):
         read_json(tmp_path / "link", 13)
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"n": ' + b"9" * 5000 + b"}", ValueError),  # past int's 4300-digit conversion limit
+        (b"[" * 100_000, RecursionError),
+        (b'{"jobs": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", RecursionError),
+    ],
+)
+def test_json_no_decoder_can_hold_is_not_json(tmp_path: Path, body: bytes, reason: type) -> None:
+    # Before, these escaped read_json as ValueError / RecursionError: a corrupt guard state file
+    # stopped `harp guard` at every start, and a nested extension file failed every re-read.
+    path = tmp_path / "f.json"
+    path.write_bytes(body)
+    with pytest.raises(NotJSON, match=f"^{path}: not JSON \\(") as err:
+        read_json(path, len(body))
+    assert isinstance(err.value.reason, reason)

@@ -19,6 +19,7 @@ from slurm_harp.state_dir import replace_file
 
 FORMAT = 1
 MAX_BYTES = 1 << 20  # a few KB when sound: anything bigger is not ours
+MAX_COMPUTED = 1 << 40  # seconds since 1970: year 36812
 
 
 def path_for(db: Path) -> Path:
@@ -57,6 +58,7 @@ def read(path: Path) -> tuple[ConditionalRatios, int]:
     if body.get("bins_per_decade") != ConditionalRatios.BINS_PER_DECADE:
         raise ValueError(f"{path}: bins_per_decade {body.get('bins_per_decade')!r} is not ours")
     computed = body.get("computed")
-    if not isinstance(computed, int):
+    # A time time.ctime() can print: 10**400 would raise OverflowError in the guard's log line.
+    if type(computed) is not int or not 0 <= computed < MAX_COMPUTED:
         raise ValueError(f"{path}: no computed time")
     return ConditionalRatios.from_counts(body.get("counts")), computed

@@ -50,6 +50,9 @@ class ConditionalRatios:
     MIN_TAIL = 20  # fewer ended jobs above the ratio than this: no estimate (Tsafrir's step is used)
     BINS_PER_DECADE = 40
     DECADES = 4  # ratios from 1 to 10,000; below 1 nothing is asked, above goes in the last bin
+    # Ended jobs in a window: a site ending a million a day holds 3e7 in 30 days. A saved file of
+    # more is not one harp wrote, and counts past sys.maxsize break len() and float().
+    MAX_JOBS = 10**9
 
     def __init__(self, ratios: Iterable[float] = ()) -> None:
         self._counts = [0] * (self.BINS_PER_DECADE * self.DECADES + 1)
@@ -63,9 +66,12 @@ class ConditionalRatios:
         if (
             not isinstance(counts, list)
             or len(counts) != len(ratios._counts)
-            or not all(type(c) is int and c >= 0 for c in counts)
+            or not all(type(c) is int and 0 <= c <= cls.MAX_JOBS for c in counts)
+            or sum(counts) > cls.MAX_JOBS
         ):
-            raise ValueError(f"counts must be {len(ratios._counts)} non-negative integers")
+            raise ValueError(
+                f"counts must be {len(ratios._counts)} non-negative integers totalling at most {cls.MAX_JOBS}"
+            )
         ratios._counts = list(counts)
         return ratios
 

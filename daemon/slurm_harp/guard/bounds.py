@@ -44,6 +44,9 @@ class Reservation:
     nodes: frozenset[str]
     cores: int = 0  # CoreCnt: the cores it holds on its nodes (0: not known)
     flags: frozenset[str] = frozenset()
+    # Its node list did not read (guard.hostlist): taken to hold every node, so that it bounds every
+    # job; a maintenance reservation must not be extended into for a list the guard cannot read.
+    unread_nodes: bool = False
 
     def bounds_others(self, now: float, node_cores: Mapping[str, int]) -> bool:
         """Whether it bounds the jobs on its nodes that do not run in it (see the module's note)."""
@@ -79,18 +82,24 @@ class Bounds:
         if job.qos in self.qos_max_minutes:
             lower(self.qos_max_minutes[job.qos], f"QOS {job.qos} MaxWall")
         started = now - job.elapsed_s
+        nodes: set[str] | None
         try:
             nodes = expand(job.nodes)
-        except ValueError:
-            nodes = set()
+        except ValueError as exc:  # on every node, as far as a reservation can tell: bounded by all
+            log.warning("job %s: node list unreadable (%s): every reservation bounds it", job.job_id, exc)
+            nodes = None
+
+        def overlaps(r: Reservation) -> bool:
+            return r.unread_nodes or nodes is None or bool(r.nodes & nodes)
+
         own = set(job.reservation.split(",")) if job.reservation else set()
         for r in self.reservations:
             if r.name in own:
                 # Slurm keeps "R1,R2" for a job that may run in either: one that holds nodes but
                 # none of the job's is not the one it runs in.
-                if not (r.nodes and nodes and not r.nodes & nodes):
+                if not (r.nodes and nodes and not overlaps(r)):
                     lower(math.floor((r.end - started) / 60.0), f"end of its reservation {r.name}")
-            elif r.end > now and r.nodes & nodes and r.bounds_others(now, self.node_cores):
+            elif r.end > now and overlaps(r) and r.bounds_others(now, self.node_cores):
                 lower(math.floor((max(r.start, now) - started) / 60.0), f"reservation {r.name}")
         return best
 
@@ -99,15 +108,17 @@ def parse_reservations(text: str) -> tuple[Reservation, ...]:
     out = []
     for fields in scontrol_records(text, "ReservationName"):
         try:
+            nodes, unread = _nodes(fields)
             out.append(
                 Reservation(
                     name=fields["ReservationName"],
                     # scontrol runs in SLURM_ZONE (guard.slurm)
                     start=parse_moment(fields["StartTime"], SLURM_ZONE),
                     end=parse_moment(fields["EndTime"], SLURM_ZONE),
-                    nodes=frozenset(expand(fields.get("Nodes", ""))),
+                    nodes=nodes,
                     cores=int(fields.get("CoreCnt", "0")),
                     flags=frozenset(fields.get("Flags", "").upper().split(",")) - {"", "(NULL)"},
+                    unread_nodes=unread,
                 )
             )
         except Exception as exc:  # one odd record, whatever it raises, never stops a poll
@@ -115,6 +126,18 @@ def parse_reservations(text: str) -> tuple[Reservation, ...]:
                 "reservation %.40r skipped (%s: %s)", fields["ReservationName"], type(exc).__name__, exc
             )
     return tuple(out)
+
+
+def _nodes(fields: Mapping[str, str]) -> tuple[frozenset[str], bool]:
+    """A reservation's nodes, and whether they did not read (logged: it then bounds every job)."""
+    try:
+        return frozenset(expand(fields.get("Nodes", ""))), False
+    except ValueError as exc:
+        log.warning(
+            "reservation %.40r: node list unreadable (%s): taken to hold every node",
+            fields["ReservationName"], exc,
+        )  # fmt: skip
+        return frozenset(), True
 
 
 def parse_partition_max(text: str) -> dict[str, int]:

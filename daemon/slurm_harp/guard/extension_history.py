@@ -45,8 +45,10 @@ class ExtensionHistory:
             if (st.st_mtime_ns, st.st_size) == self._seen:
                 return
             ratios, computed = extension_file.read(path)
-        except (OSError, ValueError) as exc:
-            self._report(f"{exc}; {'keeping the last good one' if self._ratios else 'extending by steps'}")
+        # OSError, ValueError, or anything else a file's content may raise: never the guard's poll.
+        except Exception as exc:
+            kept = "keeping the last good one" if self._ratios is not None else "extending by steps"
+            self._report(f"{exc}; {kept}")
             return
         self._seen = (st.st_mtime_ns, st.st_size)
         self._ratios, self._problem = ratios, None

@@ -44,7 +44,7 @@ from slurm_harp.guard.bounds import (
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.lowered_limits import LoweredLimits
-from slurm_harp.guard.running import RUNNING, SQUEUE_ARGV, RunningJob, parse_running
+from slurm_harp.guard.running import RUNNING, SQUEUE_ARGV, RunningJob, merge_duplicates, parse_running
 from slurm_harp.guard.seen_file import SeenFile
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.heartbeat import HeartbeatFile
@@ -117,14 +117,15 @@ class Guard:
             return None
         now = self._clock()
         reservations_read = self._refresh_bounds(now)
-        jobs = [j for j in self._lowered.apply(parse_running(listing.stdout)) if j.state == RUNNING]
+        unread: set[str] = set()
+        merged, ambiguous = merge_duplicates(parse_running(listing.stdout, unread))
+        jobs = [j for j in self._lowered.apply(merged, unread, ambiguous) if j.state == RUNNING]
         shortened = [j for j in jobs if _below_own_limit(j)]
         listed = {j.job_id for j in jobs}
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
         due = [j for j in shortened if self._due(j) and self._refused.get(j.job_id) != j.limit_minutes]
         due.sort(key=lambda j: (j.limit_minutes or 0) * 60.0 - j.elapsed_s)  # the closest first
-        ratios = None if self.history is None else self.history.ratios()
-        self.metrics.history_jobs.set(0 if ratios is None else len(ratios))
+        ratios = self._ratios()
         outcomes = []
         batch = due[: self.settings.max_updates_per_poll]
         if batch and not reservations_read and not self._read_reservations():
@@ -154,6 +155,18 @@ class Guard:
         self.heartbeat.beat()
         return report
 
+    def _ratios(self) -> ConditionalRatios | None:
+        """The site's ended jobs for the conditional extension; None (steps) when there are none or
+        they fail in any way: the ratios only refine an extension, they must never stop one."""
+        try:
+            ratios = None if self.history is None else self.history.ratios()
+            self.metrics.history_jobs.set(0 if ratios is None else len(ratios))
+        except Exception:
+            log.exception("extension history unusable: extending by steps this poll")
+            ratios = None
+            self.metrics.history_jobs.set(0)
+        return ratios
+
     def _due(self, job: RunningJob) -> bool:
         limit = job.limit_minutes
         return limit is not None and limit * 60.0 - job.elapsed_s <= self.settings.lead_seconds
@@ -163,13 +176,20 @@ class Guard:
         assert own is not None and limit is not None  # _below_own_limit
         prediction = job.prediction_minutes or limit
         bound, why = self._bounds.limit_for(job, now)
-        ext = next_limit(
-            prediction, limit, own, job.elapsed_s, self.settings.lead_seconds, bound, ratios=ratios
-        )
+        lead, base, elapsed = self.settings.lead_seconds, limit, job.elapsed_s
+        if job.listed_above is not None:  # listed twice: due by the lower line, set past the higher
+            base, elapsed = job.listed_above, max(elapsed, job.listed_above * 60.0 - lead)
+        try:
+            ext = next_limit(prediction, base, own, elapsed, lead, bound, ratios=ratios)
+        except Exception:
+            if ratios is None:
+                raise
+            log.exception("job %s: conditional extension failed: extended by a step", job.job_id)
+            ext = next_limit(prediction, base, own, elapsed, lead, bound)
         if ext is None:
             return "none"
         margin = limit * 60.0 - job.elapsed_s
-        if ext.new_limit <= limit:
+        if ext.new_limit <= base:
             log.warning(
                 "job %s: not extended past %d min (%s); it may be stopped before its own %d min",
                 job.job_id, limit, why, own,

@@ -30,7 +30,11 @@ time (a new count, or a run time that went back, starts afresh):
 What the guard did not see it cannot tell: a limit lowered before it first saw the job (other than
 below the submitted one of a job that never ran), or lowered within a poll of the start, is taken
 for one Slurm started the job with. What it saw it keeps in a file (guard.seen_file), so a restarted
-guard goes on from there; a job (id, submit time) no longer listed is forgotten.
+guard goes on from there. A job (id, submit time) no longer listed is forgotten once it has been
+missing from MISSING_POLLS listings in a row; a job whose squeue line did not read is kept for as long
+as it does not. Dropped at once, a lowering was forgotten when one line of the job failed to read,
+and the next poll extended the job past it; kept, a job missing for a while is seen as after polls that
+failed, which its run time and restart count tell apart from a new run.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sys
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from slurm_harp.core.message import Tag
@@ -50,6 +54,9 @@ log = logging.getLogger(__name__)
 # stands still), so a drop by more than this is a new run.
 RUN_TIME_SLACK_S = 1.0
 UNLIMITED = sys.maxsize
+# Listings in a row a job may be missing from before what was seen of it is forgotten: a minute at
+# the default poll period, long past a line garbled once.
+MISSING_POLLS = 12
 
 
 @dataclass(slots=True)
@@ -70,12 +77,17 @@ class LoweredLimits:
 
     def __init__(self, seen: dict[str, Seen] | None = None) -> None:
         self.seen: dict[str, Seen] = seen or {}
+        self._missing: dict[str, int] = {}  # listings in a row each kept job was missing from
         # Since the last save (guard.seen_file): anything but run times; a job's own limit (written at once).
         self.changed = self.own_limit_changed = False
 
-    def apply(self, jobs: Iterable[RunningJob]) -> list[RunningJob]:
+    def apply(
+        self, jobs: Iterable[RunningJob], unread: Collection[str] = (), ambiguous: Collection[str] = ()
+    ) -> list[RunningJob]:
         """``jobs``, with ``lowered_to`` set on those whose user or an admin lowered the limit.
-        Jobs no longer listed are forgotten."""
+        Jobs listed but ``unread`` (their lines did not parse) or ``ambiguous`` (listed twice,
+        running.merge_duplicates) are kept as seen; jobs no longer listed are forgotten after
+        MISSING_POLLS listings."""
         seen: dict[str, Seen] = {}
         out = []
         for job in jobs:
@@ -84,6 +96,12 @@ class LoweredLimits:
                 continue
             key = _key(job.job_id)
             prior = self._prior(job, key)
+            if job.job_id in ambiguous:  # which line is the job's? no lowering is read from either
+                if key in self.seen:
+                    seen[key] = self.seen[key]
+                lowered = None if prior is None else prior.lowered_to
+                out.append(job if lowered is None else dataclasses.replace(job, lowered_to=lowered))
+                continue
             before, own_before = (None, None) if prior is None else (_kept(prior), prior.lowered_to)
             highest_before = None if prior is None else prior.highest
             if job.state == COMPLETING:
@@ -100,9 +118,22 @@ class LoweredLimits:
                 if now.lowered_to is not None:
                     job = dataclasses.replace(job, lowered_to=now.lowered_to)
             out.append(job)
+        self._keep_missing(seen, {_key(job_id) for job_id in unread})
         self.changed |= seen.keys() != self.seen.keys()
         self.seen = seen
         return out
+
+    def _keep_missing(self, seen: dict[str, Seen], unread: set[str]) -> None:
+        """Into ``seen``, the jobs seen before and not in this listing: those whose line did not
+        read, and the others until they have been missing from MISSING_POLLS listings in a row."""
+        missing = {}
+        for key, prior in self.seen.items():
+            if key in seen:
+                continue
+            polls = 0 if key in unread else self._missing.get(key, 0) + 1
+            if polls < MISSING_POLLS:
+                seen[key], missing[key] = prior, polls
+        self._missing = missing
 
     def _prior(self, job: RunningJob, key: str) -> Seen | None:
         """What was seen of this job in this spell or run; or of the array record it came from (a

@@ -19,7 +19,7 @@ filter.
 
 A job's state may carry flags, and then squeue shows it by one of them alone (22.05
 job_state_string_compact) and lists it only for a flag asked for by name: ``--states=RUNNING`` matches
-a running job without flags (squeue's _filter_job). A job left out of one listing is forgotten
+a running job without flags (squeue's _filter_job). A job left out of listings for a minute is forgotten
 (guard.lowered_limits), so the guard asks for the flags its jobs carry for a while and reads each by
 the state it goes with (22.05 slurmctld): stopped (SIGSTOP: its time runs on), signaled (a
 SIGSTOP or SIGCONT on its way) and resizing jobs run; one held after a requeue (special exit, too many
@@ -30,10 +30,12 @@ and any flag not placed here keep what was seen of the job.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from slurm_harp.core.message import TAG_PREFIX, Tag, parse_tag
@@ -43,6 +45,7 @@ from slurm_harp.slurm_formats import parse_duration_s
 log = logging.getLogger(__name__)
 
 SEPARATOR = "|"
+_UNLIMITED = sys.maxsize
 # The states a job is read in: squeue's StateCompact of three base states and of completing,
 RUNNING, PENDING, SUSPENDED, COMPLETING = "R", "PD", "S", "CG"
 # and configuring (CF) or a flag not placed here: what was seen of the job is kept.
@@ -101,6 +104,9 @@ class RunningJob:
     restarts: int = 0  # times Slurm requeued it: each run has its own count
     submitted: str = ""  # its submit time as squeue prints it: a job id may name another job later
     lowered_to: int | None = None  # a limit its user or an admin lowered it to (guard.lowered_limits)
+    # Listed again with a higher limit in the same listing (merge_duplicates): an extension goes past
+    # it, so that no `scontrol update` sets a limit below either line's.
+    listed_above: int | None = None
 
     @property
     def own_limit_minutes(self) -> int | None:
@@ -116,9 +122,10 @@ class RunningJob:
         return None if self.tag is None else self.tag.values.get("t")
 
 
-def parse_running(text: str) -> Iterator[RunningJob]:
+def parse_running(text: str, unread: set[str] | None = None) -> Iterator[RunningJob]:
     """Every parseable line of SQUEUE_ARGV's output; a line that does not parse is logged and
-    skipped, whatever it raises (one odd job never stops a poll)."""
+    skipped, whatever it raises (one odd job never stops a poll), its job id added to ``unread``
+    when that field reads (what was seen of the job is then kept: guard.lowered_limits)."""
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
@@ -130,8 +137,47 @@ def parse_running(text: str) -> Iterator[RunningJob]:
             job = _job(parts)
         except Exception as exc:  # ValueError, and OverflowError for a 400-digit duration
             log.warning("squeue line %d skipped: %s: %s", lineno, type(exc).__name__, exc)
+            job_id = parts[0].strip()
+            if unread is not None and (_JOB_ID.fullmatch(job_id) or _ARRAY_RECORD.fullmatch(job_id)):
+                unread.add(job_id)
             continue
         yield job
+
+
+def merge_duplicates(jobs: Iterable[RunningJob]) -> tuple[list[RunningJob], set[str]]:
+    """One job per id, and the ids listed more than once with lines that differ (logged).
+
+    Slurm lists a job once; two lines of one id (a stale line, a garbled listing) cannot both be
+    the job. Neither may be taken for a lowering (guard.lowered_limits keeps what it saw before), and
+    the job must neither be killed at the lower limit nor set below the higher one: it is read as
+    running if either line is, with the lower limit (due when that one is) and the longer run time,
+    and ``listed_above`` the higher limit (an unlimited line: no extension)."""
+    by_id: dict[str, list[RunningJob]] = {}
+    for job in jobs:
+        lines = by_id.setdefault(job.job_id, [])
+        if job not in lines:
+            lines.append(job)
+    merged, ambiguous = [], set()
+    for job_id, lines in by_id.items():
+        if len(lines) == 1:
+            merged.append(lines[0])
+            continue
+        ambiguous.add(job_id)
+        limits = [_UNLIMITED if j.limit_minutes is None else j.limit_minutes for j in lines]
+        log.warning("job %s listed %d times, limits %s: no lowering read from it", job_id, len(lines), limits)
+        base = min(
+            lines,
+            key=lambda j: (j.state != RUNNING, _UNLIMITED if j.limit_minutes is None else j.limit_minutes),
+        )
+        highest = max(limits)
+        merged.append(
+            dataclasses.replace(
+                base,
+                elapsed_s=max(j.elapsed_s for j in lines),
+                listed_above=highest if highest != base.limit_minutes else None,
+            )
+        )
+    return merged, ambiguous
 
 
 def _job(parts: list[str]) -> RunningJob:
