@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from slurm_harp.core.extension import DEFAULT_LEAD_S, WINDOW_DAYS, ConditionalRatios, next_limit
+from slurm_harp.core.policy import Policy
+from slurm_harp.core.request import Target
 from slurm_harp.simulation.workload import Workload
 
 # No planned limit is shorter than this: a zero prediction would make a job look free to backfill.
@@ -186,6 +188,20 @@ class PredictedLimits:
         # before it in these modes).
         if self._ratios is not None and predicted < minutes(self._request[job]):
             self._ratios.add(now, ran / (60.0 * predicted))
+
+
+def as_set(predictions: Sequence[float], workload: Workload, policy: Policy) -> list[float]:
+    """Time predictions (seconds; NaN: none) as the daemon's ``policy`` turns them into limits
+    (core.policy): whole minutes rounded up, at least the time floor; NaN, the request kept, where
+    that would not save min_gain of the request. What PredictedLimits plans with."""
+    out = []
+    for predicted, request in zip(predictions, workload.request, strict=True):
+        if math.isnan(predicted):
+            out.append(math.nan)
+            continue
+        proposed = policy.proposed(Target.TIME, predicted / 60.0)
+        out.append(min(request, 60.0 * proposed) if policy.saves(proposed, request / 60.0) else math.nan)
+    return out
 
 
 def minutes(seconds: float) -> int:
