@@ -252,11 +252,13 @@ def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Pol
     if predictions:
         floor = policy[0].floors.get(Target.TIME, 0.0)
         print(f"ours: policy from {policy[1]}: time floor {floor:g} min, min_gain {policy[0].min_gain:g}")
-        predictions = {name: as_set(p, jobs, policy[0]) for name, p in predictions.items()}
-    for name, planned in predictions.items():
-        given = sum(not math.isnan(p) for p in planned)
-        lowered = sum(p < r for p, r in zip(planned, jobs.request, strict=True) if not math.isnan(p))
-        print(f"{name}: predictions for {given} of {len(jobs)} jobs, {lowered} below the request")
+    for name, predicted in list(predictions.items()):
+        predictions[name] = as_set(predicted, jobs, policy[0])
+        given = sum(not math.isnan(p) for p in predicted)
+        lowered = sum(
+            p < r for p, r in zip(predictions[name], jobs.request, strict=True) if not math.isnan(p)
+        )
+        print(f"{name}: predictions for {given} of {len(jobs)} jobs; the policy lowers {lowered} limits")
     dropped = "".join(f"; {v} dropped: {k}" for k, v in jobs.dropped.items())
     print(
         f"{jobs.name}: {len(jobs)} jobs on {jobs.processors} processors, scheduler {args.scheduler}{dropped}"

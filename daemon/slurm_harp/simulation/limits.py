@@ -109,8 +109,8 @@ class TsafrirLimits:
 
 
 class PredictedLimits:
-    """slurm-harp's rule, from a per-job array of predicted limits (seconds; NaN: none, use the
-    request), in one of its modes:
+    """slurm-harp's rule, from a per-job array of limits (seconds; NaN: none, use the request;
+    `harp simulate` gives it what the daemon's policy sets, ``as_set``), in one of its modes:
 
     - ``rewrite``: the prediction replaces the request: planned with it and killed at it (the
       engine then runs the job again with the user's request: one re-run, engine.py);
@@ -123,8 +123,8 @@ class PredictedLimits:
     "steps" (Tsafrir's) or "conditional" (the site's ended jobs, ``WindowedRatios``), the guard's
     DEFAULT_LEAD_S and no site bound. What the event-driven replay changes, each for its reason:
     the guard acts at its first poll within the lead, here exactly at the lead before the planned
-    limit in seconds (a prediction not in whole minutes: up to 59 s sooner than the guard, which
-    sees it rounded up); limits go to ``next_limit`` in whole minutes, as Slurm holds them, and its new limit
+    limit in seconds (a limit given not in whole minutes, which ``as_set`` never gives: up to 59 s
+    sooner than the guard would); limits go to ``next_limit`` in whole minutes, as Slurm holds them, and its new limit
     comes back capped at the request in seconds (an SWF request need not be whole minutes); the
     ratios are refreshed at each job end, where the guard's file is at each harvest.
     """
