@@ -26,12 +26,24 @@ SHARED_TRACES = REPO.parent / "shared" / "data" / "traces"
 LUA_PACKAGES = "apt install lua5.1 lua-cjson lua-socket lua-http lua-cqueues lua-posix"
 
 
+def required_here() -> bool:
+    """Whether tests that need a system tool must run: in CI, where .ci/run sets
+    HARP_REQUIRE_CLUSTER=1 (a missing tool fails the run there instead of skipping)."""
+    return os.environ.get("HARP_REQUIRE_CLUSTER") == "1"
+
+
+def lua_required() -> bool:
+    """Whether the Lua tests must run: as required_here(), or where CI is set (as in most CI
+    services), which the Lua gates honoured first."""
+    return required_here() or bool(os.environ.get("CI"))
+
+
 def lua51() -> str:
-    """The lua5.1 interpreter, for a module's Lua tests: CI must have it (an error there), a
-    developer's machine may not (the calling module is skipped, naming the packages)."""
+    """The lua5.1 interpreter, for a module's Lua tests: CI must have it (an error there: see
+    lua_required()), a developer's machine may not (the calling module is skipped, naming the packages)."""
     found = shutil.which("lua5.1")
     if found is None:
-        if os.environ.get("CI"):
+        if lua_required():
             raise RuntimeError(f"lua5.1 is required in CI ({LUA_PACKAGES})")
         pytest.skip(f"lua5.1 not installed ({LUA_PACKAGES})", allow_module_level=True)
     return found
@@ -42,7 +54,7 @@ def required_tool(name: str, package: str) -> str:
     Debian package, except in CI (HARP_REQUIRE_CLUSTER=1), where that is a failure."""
     found = shutil.which(name)
     if found is None:
-        if os.environ.get("HARP_REQUIRE_CLUSTER") == "1":
+        if required_here():
             pytest.fail(
                 f"{name} is not installed (Debian package {package}; .ci/install-system.sh installs it)"
             )

@@ -10,13 +10,15 @@ the way. A link is followed only when the caller or root owns it: whoever owns a
 target (a link cannot be changed, only replaced, and a replacement is its maker's), and it is
 checked and read on one inode (O_PATH), never looked up twice. Every file is then created and
 renamed relative to the open directory: whatever becomes of the path meanwhile, the files land in
-the directory that was checked.
+the directory that was checked (removed, in the one a new walk checks, as below).
 
 The directories made for it are removed again on close if still empty (a command that failed before
 writing leaves nothing behind), each by its name in its parent's descriptor, kept open since the
-walk: a link or a file swapped in at that name is no empty directory and stays. (A second command
-given the same new DIR at once loses it too if the first fails before either writes: rare, and
-it says so as it writes.)
+walk: a link or a file swapped in at that name is no empty directory and stays. A second command
+given the same new DIR at once opened the directory the first made: should the first stop before
+either writes, it removes that directory from under the second, in which no file can then be
+created. The second then walks the path again as at its opening (the same checks, the directory
+made anew, and removed by it in turn if it writes nothing) and writes there, its results kept.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from slurm_harp.state_dir import replace_at
 
 REPORT_MODE = 0o644  # reports and plots: an admin shares them
 MAX_LINKS = 40  # as the kernel's own path walk (ELOOP)
+REOPENS = 3  # walks again when the directory open was removed, each time another command's doing
 _LOOK = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC  # the entry itself, a link included, never opened
 
 
@@ -92,15 +95,31 @@ class OutputDir:
 
     def write_text(self, name: str, text: str) -> Path:
         """Write ``name`` as a new file renamed into place (``state_dir.replace_at``); its path."""
-        replace_at(self.fd, name, text.encode("utf-8"), REPORT_MODE)
-        return self / name
+        return self._write(name, text.encode("utf-8"))
 
     def write_png(self, name: str, figure: Figure) -> Path:
         """``write_text`` for a figure drawn as PNG."""
         png = io.BytesIO()
         figure.savefig(png, format="png", dpi=110)
-        replace_at(self.fd, name, png.getvalue(), REPORT_MODE)
+        return self._write(name, png.getvalue())
+
+    def _write(self, name: str, data: bytes) -> Path:
+        for _ in range(REOPENS):
+            try:
+                replace_at(self.fd, name, data, REPORT_MODE)
+                return self / name
+            except FileNotFoundError:
+                # No file can be made in a removed directory (ENOENT): one that another command
+                # made for the same new DIR and removed, empty, as it stopped (the module's doc).
+                self._reopen()
+        replace_at(self.fd, name, data, REPORT_MODE)
         return self / name
+
+    def _reopen(self) -> None:
+        again = OutputDir.open(self.path)
+        os.close(self.fd)
+        self.fd = again.fd
+        self.made.extend(again.made)  # this one's now: removed on its close if left empty
 
     def close(self) -> None:
         """Close the directory, and remove those made for it that are still empty."""

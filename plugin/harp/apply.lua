@@ -1,10 +1,11 @@
 -- Turn a Decision into a plan of job_desc changes (pure), then commit it (all or nothing).
 -- Rules: a rewrite only ever LOWERS a value the user gave; annotations are appended to admin_comment
--- as one space-separated "harp:..." token; users (uid ~= 0) cannot bring their own harp tokens.
+-- as one space-separated "harp:..." token, its flagged items saying what was applied; users
+-- (uid ~= 0) cannot bring their own harp tokens.
 -- Modes: "rewrite" lowers any target; "extend" lowers the time limit only (harp guard extends it
 -- again up to the user's own limit); "time_min" sets time_min only, when the user gave none.
 
-local floor, ceil, max = math.floor, math.ceil, math.max
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 local type, ipairs, pcall, tostring = type, ipairs, pcall, tostring
 local find, gsub, gmatch, sub, format = string.find, string.gsub, string.gmatch, string.sub, string.format
 local concat = table.concat
@@ -15,6 +16,10 @@ local count16, count32, count64, absent32 = request.count16, request.count32, re
 local M = {}
 M.MAX_MESSAGE = 512
 M.MAX_ANNOTATION = 512
+-- A --mem-per-cpu job's CPU cut is raised by at most this many CPUs per task to split its memory
+-- evenly (a bounded loop inside slurmctld's locks); past it the CPUs are kept.
+M.MAX_CPU_STEPS = 1024
+local MAX_EXACT = 9007199254740992 -- 2^53: products below it are exact in a double
 
 local TIME, MEMORY, CPUS = 1, 2, 3
 local REWRITE, SET_TIME_MIN = 2, 3
@@ -62,17 +67,41 @@ local function valid_annotation(a)
   return type(a) == "string" and #a <= M.MAX_ANNOTATION and sub(a, 1, 5) == "harp:" and not find(a, "[%s%c]")
 end
 
+-- Whether the job got another value than the decision `t` (nil: no decision) for its target; `got` is
+-- nil when the plugin changed nothing. A plain function, not a closure: no allocation per submission.
+local function differs(t, got)
+  return t ~= nil and t.new_value ~= got
+end
+
+-- The daemon's tag with each flagged item ("c!=3", "t~=60") saying what the job got: its value is
+-- the one applied (time, memory in MB per node, cpus), or, where nothing was changed, its flag is
+-- dropped and the daemon's value kept as a prediction. got_t, got_m, got_c: a number or nil. Too
+-- long for MAX_ANNOTATION (a value with more digits), the items whose value changed are left out:
+-- an item missing is no claim, a wrong one is.
+function M.applied_tag(ann, got_t, got_m, got_c)
+  local got = {t = got_t, m = got_m, c = got_c}
+  local function item(drop)
+    return function(key, flag, value)
+      local v = got[key]
+      if v == nil then return "," .. key .. "=" .. value end
+      local applied = format("%.0f", v)
+      if applied == value then return nil end
+      if drop then return "" end
+      return "," .. key .. flag .. "=" .. applied
+    end
+  end
+  local pattern = ",([tmc])([!~])=(%d+)"
+  local out = gsub(ann, pattern, item(false))
+  if #out > M.MAX_ANNOTATION then out = gsub(ann, pattern, item(true)) end
+  return out
+end
+
 -- plan = {changes = {{field, old, new}, ...}, notes = {...}, rewrote = bool, message = string|nil}
 function M.plan(job_desc, decision, submit_uid)
   local function get(k) return job_desc[k] end
   local plan = {changes = {}, notes = {}, rewrote = false}
-  local planned = {}
-  local function set(field, old, new)
-    planned[field] = new
-    plan.changes[#plan.changes + 1] = {field, old, new}
-  end
+  local function set(field, old, new) plan.changes[#plan.changes + 1] = {field, old, new} end
   local function note(s) plan.notes[#plan.notes + 1] = s end
-  local function current(field) if planned[field] ~= nil then return planned[field] end return get(field) end
 
   -- first decision per target only; an action counts only where its mode allows it (ALLOWED);
   -- one note per action ignored, however many targets carry it
@@ -92,8 +121,16 @@ function M.plan(job_desc, decision, submit_uid)
     end
   end
 
+  -- What the job got per target in the tag's units (nil: left as asked), for the tag.
+  local got_t, got_m
+
+  -- CPUs: the cut the decision asks for, as cpus_per_task x tasks; made below with memory, since a
+  -- --mem-per-cpu job may have to keep more CPUs than that.
   local cpus = by_target[CPUS] and count64(by_target[CPUS].new_value, 1)
-  local cpus_before, cpus_after -- the job's CPU count before and after a CPU rewrite
+  local cut -- {cpt, tasks, min_cpus, min_raw, new_cpt, before}: a CPU cut to make, before is the count now
+  -- The job's CPU count before and after the plan, and why the latter is not the decision's count:
+  -- for the user's message, which the daemon wrote for the decision.
+  local cpus_now, kept_cpus, why = count32(get("min_cpus"), 1), nil, nil
   if cpus then
     local cpt = count16(get("cpus_per_task"), 1)
     local min_raw = get("min_cpus")
@@ -107,45 +144,84 @@ function M.plan(job_desc, decision, submit_uid)
       if tasks < 1 then tasks = 1 end
       -- round up: splitting the CPUs over the tasks must not give the job fewer than predicted
       local new_cpt = ceil(cpus / tasks)
+      cpus_now = max(min_cpus or 0, cpt * tasks)
       if new_cpt >= 1 and new_cpt < cpt then
-        set("cpus_per_task", get("cpus_per_task"), new_cpt)
-        if not min_cpus or new_cpt * tasks < min_cpus then set("min_cpus", min_raw, new_cpt * tasks) end
-        note(format("cpus_per_task %d->%d", cpt, new_cpt))
-        cpus_before, cpus_after = max(min_cpus or 0, cpt * tasks), new_cpt * tasks
+        cut = {cpt = cpt, tasks = tasks, min_cpus = min_cpus, min_raw = min_raw, new_cpt = new_cpt, before = cpus_now}
+      else
+        why = format(" (%d tasks x %d CPUs)", tasks, cpt)
       end
     end
   end
+  local function cut_cpus(new_cpt)
+    local total = new_cpt * cut.tasks
+    set("cpus_per_task", get("cpus_per_task"), new_cpt)
+    if not cut.min_cpus or total < cut.min_cpus then set("min_cpus", cut.min_raw, total) end
+    note(format("cpus_per_task %d->%d", cut.cpt, new_cpt))
+    why = format(" (%d tasks x %d CPUs)", cut.tasks, new_cpt)
+    return total
+  end
 
+  local per_node = count64(get("min_mem_per_node"), 1)
+  local per_cpu = not per_node and count64(get("min_mem_per_cpu"), 1)
   local mem = by_target[MEMORY] and count64(by_target[MEMORY].new_value, 1)
-  if mem then
-    local per_node = count64(get("min_mem_per_node"), 1)
-    local per_cpu = count64(get("min_mem_per_cpu"), 1)
-    if per_node then
+  local nodes = count32(get("min_nodes"), 1) or 1
+  if cut and per_cpu then
+    -- Slurm gives --mem-per-cpu x CPUs. The job's memory must stay what it asked for, exactly
+    -- (more is above the request, less could get it killed because of harp), unless a memory
+    -- decision lowers it: per-CPU x CPUs after == per-CPU x CPUs before.
+    local asked_mb = per_cpu * cut.before
+    local lowered = mem and ceil(mem * nodes / (cut.new_cpt * cut.tasks))
+    if asked_mb < MAX_EXACT and lowered and lowered * cut.new_cpt * cut.tasks < asked_mb then
+      kept_cpus = cut_cpus(cut.new_cpt)
+      set("min_mem_per_cpu", get("min_mem_per_cpu"), lowered)
+      got_m = floor(lowered * kept_cpus / nodes)
+      note(format("mem_per_cpu %d->%d MB (%d MB -> %d MB on %d CPUs)", per_cpu, lowered, asked_mb,
+        lowered * kept_cpus, kept_cpus))
+    else
+      -- The fewest CPUs at or above the cut that split the memory evenly; none below the count
+      -- now (which always does) means no CPU cut. Bounded: the cut is kept at most MAX_CPU_STEPS
+      -- above what was asked, and the product must be exact in a double.
+      local exact
+      if asked_mb < MAX_EXACT then
+        for c = cut.new_cpt, min(cut.cpt - 1, cut.new_cpt + M.MAX_CPU_STEPS - 1) do
+          if asked_mb % (c * cut.tasks) == 0 then exact = c; break end
+        end
+      end
+      if exact then
+        kept_cpus = cut_cpus(exact)
+        if exact ~= cut.new_cpt then
+          note(format("cpus: %d, not %d: %d MB split evenly", kept_cpus, cut.new_cpt * cut.tasks, asked_mb))
+          why = format(", so that --mem-per-cpu still gives the %d MB asked", asked_mb)
+        end
+        local scaled = asked_mb / kept_cpus
+        set("min_mem_per_cpu", get("min_mem_per_cpu"), scaled)
+        note(format("mem_per_cpu %d->%d MB (same %d MB on fewer CPUs)", per_cpu, scaled, asked_mb))
+      else
+        note(format("cpus: kept at %d: %d MB of --mem-per-cpu split evenly over no fewer", cut.before, asked_mb))
+        why = format(", so that --mem-per-cpu still gives the %d MB asked", asked_mb)
+      end
+    end
+  else
+    if cut then kept_cpus = cut_cpus(cut.new_cpt) end
+    if mem and per_node then
       if mem < per_node then
         set("min_mem_per_node", get("min_mem_per_node"), mem)
+        got_m = mem
         note(format("mem_per_node %d->%d MB", per_node, mem))
       end
-    elseif per_cpu then
-      -- MB per node -> MB per CPU with the CPU count the job will have (after a CPU rewrite)
-      local ncpus = count32(current("min_cpus"), 1) or 1
-      local nodes = count32(get("min_nodes"), 1) or 1
+    elseif mem and per_cpu then
+      -- MB per node -> MB per CPU (no CPU cut here: the CPU count is the job's own)
+      local ncpus = count32(get("min_cpus"), 1) or 1
       local new = ceil(mem * nodes / ncpus)
       if new >= 1 and new < per_cpu then
         set("min_mem_per_cpu", get("min_mem_per_cpu"), new)
+        -- MB per node as the daemon counts it (per CPU x CPUs / nodes), not above what it got
+        got_m = floor(new * ncpus / nodes)
         note(format("mem_per_cpu %d->%d MB", per_cpu, new))
       end
-    else
+    elseif mem then
       note("memory: not requested, left alone")
     end
-  end
-  -- Slurm allocates --mem-per-cpu x CPUs: fewer CPUs must not mean less memory than the job asked
-  -- for (and so not less than the floor the daemon kept). Scale the per-CPU value up unless a memory
-  -- decision set it.
-  local per_cpu = count64(get("min_mem_per_cpu"), 1)
-  if cpus_after and per_cpu and planned.min_mem_per_cpu == nil and not count64(get("min_mem_per_node"), 1) then
-    local scaled = ceil(per_cpu * cpus_before / cpus_after)
-    set("min_mem_per_cpu", get("min_mem_per_cpu"), scaled)
-    note(format("mem_per_cpu %d->%d MB (same memory on fewer CPUs)", per_cpu, scaled))
   end
 
   local minutes = by_target[TIME] and count64(by_target[TIME].new_value, 1)
@@ -159,6 +235,7 @@ function M.plan(job_desc, decision, submit_uid)
       note("time_min: not a count, left alone")
     elseif limit and minutes < limit then
       set("time_min", tmin_raw, minutes)
+      got_t = minutes
       note(format("time_min ->%d min (limit %d)", minutes, limit))
     else
       note("time_min: not below the limit, left alone")
@@ -167,6 +244,7 @@ function M.plan(job_desc, decision, submit_uid)
     local limit = count32(get("time_limit"), 1)
     if limit and minutes < limit then
       set("time_limit", get("time_limit"), minutes)
+      got_t = minutes
       local tmin_raw = get("time_min")
       local tmin = count32(tmin_raw, 1)
       if tmin and tmin > minutes then set("time_min", tmin_raw, minutes) end
@@ -187,6 +265,14 @@ function M.plan(job_desc, decision, submit_uid)
     ann = nil
   end
   if ann == "" then ann = nil end
+  -- The tag records what the job got: readers take a flagged value for the limit harp set. Rebuilt
+  -- only when something differs from the decision (CPUs rounded per task or kept for --mem-per-cpu,
+  -- memory rounded per CPU, an action not carried out).
+  if ann and (ignored or differs(by_target[TIME], got_t) or differs(by_target[MEMORY], got_m)
+      or differs(by_target[CPUS], kept_cpus)) then
+    local fixed = M.applied_tag(ann, got_t, got_m, kept_cpus)
+    if fixed ~= ann then note("tag: as applied"); ann = fixed end
+  end
   if ann then
     if type(base) == "string" and find(base, "%S") then base = base .. " " .. ann else base = ann end
   end
@@ -194,7 +280,16 @@ function M.plan(job_desc, decision, submit_uid)
 
   -- a message that announces rewrites none of which happened would mislead the user
   local msg = clean_message(decision.user_message)
-  if msg and (plan.rewrote or not asked) then plan.message = msg end
+  if msg and (plan.rewrote or not asked) then
+    -- the daemon's message gives the decision's CPU count: say what the job got instead
+    local applied = kept_cpus or cpus_now
+    if cpus and cpus_now and cpus < cpus_now and applied ~= cpus then
+      local fix = format(applied < cpus_now and " harp: CPUs set to %d, not %d%s." or " harp: CPUs kept at %d%.0s%s.",
+        applied, cpus, why or "")
+      msg = sub(msg, 1, M.MAX_MESSAGE - #fix) .. fix
+    end
+    plan.message = msg
+  end
   return plan
 end
 

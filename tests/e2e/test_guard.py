@@ -9,6 +9,8 @@ One test runs the scenarios side by side (each job that runs into a limit costs 
 (e) time_min mode sets time_min and keeps the limit;
 (f) a maintenance reservation right after a shortened job: the guard refuses, logs and counts it;
 (g) a job opted out with --comment harp:off is untouched.
+A second test, on a cluster that backfills every second: Slurm's backfill starts a time_min job
+with its limit cut below its request, and the guard extends it so that it completes.
 Policy: partition debug is in extend mode, account teaching (in batch) in time_min mode.
 """
 
@@ -31,6 +33,7 @@ import pytest
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
+from slurm_harp.slurm_formats import parse_duration_s
 from tests.conftest import REPO
 from tests.e2e.cluster import SbatchResult, SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess, plugin_config
@@ -99,8 +102,12 @@ class GuardProcess:
 
 @pytest.fixture
 def site(
-    start_cluster: StartCluster, trained_store: Path, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    start_cluster: StartCluster,
+    trained_store: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[SlurmCluster, DaemonProcess, GuardProcess, Path, int]]:
+    """The site; a test parametrizes it (indirect) with more SchedulerParameters for its cluster."""
     work = tmp_path_factory.mktemp("guard")
     store = work / "store"
     shutil.copytree(trained_store, store)
@@ -109,6 +116,7 @@ def site(
         job_submit_lua=(REPO / "plugin" / "job_submit.lua").read_text(),
         extra_conf_files={"harp_plugin.lua": plugin_conf},
         nodes=4,
+        scheduler_parameters=getattr(request, "param", ""),
     )
     db = work / "jobs.sqlite"
     seed_history(db)
@@ -253,3 +261,56 @@ def test_time_min_and_extend_modes_never_kill_before_the_own_limit(
     caught_up = re.search(extended + r" \(own 5, (\d+) s were left\)", log)
     assert caught_up and int(caught_up.group(1)) < LEAD_S, log[-3000:]
     assert metric(port, "harp_guard_extension_history_jobs", "") == 30
+
+
+# Backfill every second (default 30 s) on a 5 s grid (default 60 s): a window is seen at once.
+BACKFILL = "bf_interval=1,bf_resolution=5"
+
+
+@pytest.mark.parametrize("site", [BACKFILL], indirect=True, ids=["backfill"])
+def test_a_time_min_job_backfilled_with_a_cut_limit_is_extended_and_completes(
+    site: tuple[SlurmCluster, DaemonProcess, GuardProcess, Path, int],
+) -> None:
+    """Time_min mode's promise: Slurm's backfill starts a job early with its limit cut toward its
+    time_min, the job runs past that cut, and the guard extends it so that it completes. Beside it,
+    an opted-out job with the same --time-min, which no guard extends, is killed at its cut."""
+    cluster, _daemon, guard, work, _port = site
+    guard.start()
+    wait_alive(work / "guard.heartbeat")
+    off = "--comment=harp:off"
+    # A blocker on half the nodes (limit 2 min) and, behind it, a job of higher priority that needs
+    # every node: backfill reserves them all for it from the blocker's limit on, which leaves the
+    # other half a window of under 2 min.
+    blocker = submit(cluster, "-p batch", "-N 2", "--exclusive", "-t 2", "-J blocker", off, body="sleep 600")
+    assert blocker.job_id
+    cluster.wait_state(blocker.job_id, {"RUNNING"}, timeout=30)
+    wide = submit(cluster, "-p batch", "-N 4", "--exclusive", "-t 5", "-J wide", off, body="sleep 1")
+    # Runs 100 s: past a one-minute cut, and past where slurmctld killed at one here (80-90 s).
+    job = submit(cluster, "-p batch", "-A teaching", "-t 5", "-J timemin", body="sleep 100")
+    bare = submit(cluster, "-p batch", "-t 5", "--time-min=1", "-J bare", off, body="sleep 300")
+    assert wide.job_id and job.job_id and bare.job_id
+    mode, items = tag(cluster, job.job_id)
+    assert mode == "time_min" and items.get("t0") == "5", (mode, items)
+    time_min = int(items["t~"].split("/")[0])
+
+    for j in (job.job_id, bare.job_id):
+        cluster.wait_state(j, {"RUNNING"}, timeout=60)
+    started = cluster.scontrol_show_job(job.job_id)
+    assert cluster.scontrol_show_job(wide.job_id)["JobState"] == "PENDING"
+    # Backfill started it with a limit cut below the user's request, no lower than its time_min.
+    assert started["Scheduler"] == "Backfill" and started["TimeMin"] == f"00:{time_min:02d}:00", started
+    cut = int(parse_duration_s(started["TimeLimit"]) or 0) // 60
+    assert time_min <= cut < 5, started
+
+    ends = {j: cluster.wait_state(j, timeout=300) for j in (job.job_id, bare.job_id)}
+    fields = ["JobIDRaw", "State", "ElapsedRaw", "TimelimitRaw"]
+    rows = {int(r["JobIDRaw"]): r for r in cluster.sacct_rows(ends, fields, allocations_only=True)}
+    ran, final = int(rows[job.job_id]["ElapsedRaw"]), int(rows[job.job_id]["TimelimitRaw"])
+    # Extended past its cut, never past the user's own limit, and it ran to its end.
+    assert ends[job.job_id] == "COMPLETED" and ran >= 100 and cut < final <= 5, rows[job.job_id]
+    log = (work / "guard.log").read_text()
+    first = re.search(rf"job {job.job_id}: time limit {cut} -> (\d+) min .*\(own 5,", log)
+    assert first and cut < int(first.group(1)) <= final, log[-3000:]
+    # Without the guard: the same cut, kept, and the job killed at it.
+    assert ends[bare.job_id] == "TIMEOUT" and rows[bare.job_id]["TimelimitRaw"] == str(cut), rows[bare.job_id]
+    assert cut * 60 <= int(rows[bare.job_id]["ElapsedRaw"]) <= cut * 60 + KILL_SLACK_S, rows[bare.job_id]

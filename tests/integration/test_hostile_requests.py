@@ -159,12 +159,47 @@ def asked(request: pb.SubmitRequest, target: int) -> float | None:
     return None
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(request=REQUEST)
-def test_adversarial_requests_are_served_and_never_raise_a_limit(raw: Raw, request: pb.SubmitRequest) -> None:
+def rewrites_within_the_request(raw: Raw, request: pb.SubmitRequest) -> int:
+    """Asks for a decision on ``request``, checks that no rewrite is above what it asked or not
+    positive, and returns how many targets were rewritten."""
     decision = raw.predict(request.SerializeToString())  # never a grpc.RpcError
     assert pb.REASON_BAD_REQUEST not in {t.reason for t in decision.targets}
+    rewrites = 0
     for t in decision.targets:
         if t.action == pb.ACTION_REWRITE:
             limit = asked(request, t.target)
             assert limit is not None and 0 < t.new_value <= limit, (t, limit)
+            rewrites += 1
+    return rewrites
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(request=REQUEST)
+def test_adversarial_requests_are_served_and_never_raise_a_limit(raw: Raw, request: pb.SubmitRequest) -> None:
+    rewrites_within_the_request(raw, request)
+
+
+# A request the daemon lowers (test_daemon.py's), then the same with the extremes a client can send.
+REWRITTEN = pb.SubmitRequest(user_name="u5", time_limit_minutes=24 * 60, min_cpus=32, submit_time=850000000)
+EXTREMES: list[dict[str, int]] = [
+    {},
+    {"time_limit_minutes": 2**64 - 1},
+    {"time_limit_minutes": 4294967294, "time_min_minutes": 2**64 - 1},
+    {"min_cpus": 2**32 - 1, "cpus_per_task": 2**32 - 1, "num_tasks": 2**32 - 1},
+    {"mem_per_cpu_mb": 2**64 - 1, "min_nodes": 2**32 - 1},
+    {"mem_per_node_mb": 2**63, "gpus_per_node": 2**32 - 1},
+    {"submit_time": -(2**63)},
+]
+
+
+def test_the_never_raise_property_is_checked_on_rewritten_requests(raw: Raw) -> None:
+    """The property above holds for rewrites only: these requests are rewritten (a fixed model and
+    requests, so no run can pass without a rewrite checked)."""
+    counts = []
+    for extreme in EXTREMES:
+        request = pb.SubmitRequest()
+        request.CopyFrom(REWRITTEN)
+        for name, value in extreme.items():
+            setattr(request, name, value)
+        counts.append(rewrites_within_the_request(raw, request))
+    assert all(counts), counts

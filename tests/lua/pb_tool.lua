@@ -9,6 +9,8 @@
 --   lua5.1 pb_tool.lua advice     stdin: JSON array of hex Advice bytes -> JSON array of
 --                                 {line = the sbatch line or "", advice = decoded} (numbers as "%.17g");
 --                                 each line is for a 1-CPU job (min_cpus = 1) in no partition
+--   lua5.1 pb_tool.lua apply      stdin: JSON {job_desc=..., decision=hex, submit_uid=...} -> JSON job_desc
+--                                 after harp.apply's plan and commit
 local here = (arg[0]):match("^(.*)/[^/]*$") or "."
 package.path = here .. "/?.lua;" .. here .. "/../../plugin/?.lua;" .. package.path
 
@@ -17,6 +19,7 @@ local pb = require "harp.pb"
 local request = require "harp.request"
 local sbatch_request = require "harp.sbatch_request"
 local advice_line = require "harp.advice_line"
+local apply = require "harp.apply"
 local W = require "pbtest"
 
 local function denull(t)
@@ -75,7 +78,12 @@ elseif mode == "advice" then
   end
   cjson.encode_sparse_array(true)
   io.write(cjson.encode(out), "\n")
+elseif mode == "apply" then
+  local t = denull(cjson.decode(input))
+  local d = assert(pb.decode_decision(W.hex(t.decision)))
+  assert(apply.commit(t.job_desc, apply.plan(t.job_desc, d, t.submit_uid)))
+  io.write(cjson.encode(t.job_desc), "\n")
 else
-  io.stderr:write("usage: pb_tool.lua encode|build|decode|signature|advice_request|advice\n")
+  io.stderr:write("usage: pb_tool.lua encode|build|decode|signature|advice_request|advice|apply\n")
   os.exit(2)
 end

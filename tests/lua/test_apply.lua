@@ -10,6 +10,11 @@ local function decision(targets, extra)
   return d
 end
 
+-- The CPUs Slurm gives the job: at least min_cpus, and cpus_per_task for each task.
+local function max_cpus(jd)
+  return math.max(jd.min_cpus, jd.cpus_per_task * jd.num_tasks)
+end
+
 local function run(jd, d, uid)
   local plan = apply.plan(jd, d, uid or 1000)
   T.ok(apply.commit(jd, plan))
@@ -133,18 +138,209 @@ T.test("a CPU rewrite keeps a --mem-per-cpu job's memory", function()
   T.eq(jd.min_cpus, 1, "cpus lowered")
   T.eq(jd.min_mem_per_cpu, 1200, "same memory on fewer CPUs")
   T.ok(plan.rewrote, "rewrote")
-  -- A memory decision that is not lower leaves memory as asked, on the new CPU count.
+  -- A memory decision that is not lower leaves memory as asked. 4000 MB do not split evenly over
+  -- 3 CPUs (1334 MB x 3 = 4002 MB is above the request, 1333 x 3 below it): the CPUs are kept.
   jd = T.job_desc {cpus_per_task = 4, min_cpus = 4, num_tasks = 1, min_mem_per_node = T.NIL,
     min_mem_per_cpu = 1000}
-  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 3},
-    {target = MEMORY, action = REWRITE, new_value = 5000}})
-  T.eq(jd.min_cpus, 3, "cpus")
-  T.eq(jd.min_mem_per_cpu, 1334, "4000 MB over 3 CPUs, rounded up")
+  plan = run(jd, decision({{target = CPUS, action = REWRITE, new_value = 3},
+    {target = MEMORY, action = REWRITE, new_value = 5000}}, {user_message = "harp: lowered cpus to 3."}))
+  T.eq(jd.min_cpus, 4, "cpus kept")
+  T.eq(jd.cpus_per_task, 4, "cpus per task kept")
+  T.eq(jd.min_mem_per_cpu, 1000, "memory kept")
+  T.ok(not plan.rewrote, "no change")
+  T.eq(plan.message, nil, "the cut is not announced")
+  T.eq(plan.notes[1], "cpus: kept at 4: 4000 MB of --mem-per-cpu split evenly over no fewer", "noted")
   -- Per-node memory is not touched by a CPU rewrite.
   jd = T.job_desc {cpus_per_task = 4, min_cpus = 4, num_tasks = 1}
   run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}})
   T.eq(jd.min_mem_per_node, 4000, "per node kept")
   T.eq(jd.min_mem_per_cpu, nil, "no per-CPU value invented")
+end)
+
+-- -c cpt, -n tasks, --mem-per-cpu mb.
+local function mem_per_cpu_job(cpt, tasks, mb)
+  return T.job_desc {cpus_per_task = cpt, min_cpus = cpt * tasks, num_tasks = tasks, min_mem_per_node = T.NIL,
+    min_mem_per_cpu = mb}
+end
+
+-- The time limit (120) cut to 60 and the CPUs to `cpus`, with a message from the daemon.
+local function cut_time_and_cpus(jd, cpus)
+  return run(jd, decision({{target = TIME, action = REWRITE, new_value = 60},
+    {target = CPUS, action = REWRITE, new_value = cpus}}, {user_message = "harp: lowered."}))
+end
+
+T.test("a --mem-per-cpu job keeps the CPUs that split its memory evenly", function()
+  -- 5 x 1000 MB cut to 3: 5000 MB split evenly over 4 CPUs, not 3.
+  local jd = mem_per_cpu_job(5, 1, 1000)
+  local plan = cut_time_and_cpus(jd, 3)
+  T.eq(jd.cpus_per_task, 4, "per task")
+  T.eq(jd.min_cpus, 4, "cpus raised to the fewest that split the memory")
+  T.eq(jd.min_mem_per_cpu, 1250, "same 5000 MB")
+  T.eq(plan.message, "harp: lowered. harp: CPUs set to 4, not 3, so that --mem-per-cpu still gives "
+    .. "the 5000 MB asked.", "the user is told the count applied")
+  -- With tasks: -n 2 -c 5 x 1000 MB cut to 5 CPUs is 3 per task; 10000 MB split over 8, not 6.
+  jd = mem_per_cpu_job(5, 2, 1000)
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 5}})
+  T.eq(jd.cpus_per_task, 4, "per task")
+  T.eq(jd.min_cpus, 8, "total")
+  T.eq(jd.min_mem_per_cpu, 1250, "same 10000 MB")
+  -- CPUs kept, but the time limit cut: the message says the CPUs were kept.
+  jd = mem_per_cpu_job(4, 1, 1000)
+  plan = cut_time_and_cpus(jd, 3)
+  T.eq(jd.time_limit, 60, "time cut")
+  T.eq(jd.min_cpus, 4, "cpus kept")
+  T.eq(plan.message, "harp: lowered. harp: CPUs kept at 4, so that --mem-per-cpu still gives "
+    .. "the 4000 MB asked.", "kept, and why")
+  -- A memory decision lowers the job's memory (4000 MB to 3000), whatever the per-CPU value becomes.
+  jd = mem_per_cpu_job(4, 1, 1000)
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}, {target = MEMORY, action = REWRITE,
+    new_value = 3000}})
+  T.eq(jd.min_cpus, 2, "cpus")
+  T.eq(jd.min_mem_per_cpu, 1500, "3000 MB over 2 CPUs")
+  -- Rounding to whole CPUs per task is said too: 3 CPUs over 2 tasks are 4.
+  jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
+  plan = cut_time_and_cpus(jd, 3)
+  T.eq(jd.min_cpus, 4, "two per task")
+  T.eq(plan.message, "harp: lowered. harp: CPUs set to 4, not 3 (2 tasks x 2 CPUs).", "rounded")
+end)
+
+T.test("a CPU cut on a --mem-per-cpu job never changes its memory (exhaustive small grid)", function()
+  for cpt = 1, 12 do
+    for tasks = 1, 3 do
+      for _, per_cpu in ipairs {1, 2, 3, 7, 1000, 1001} do
+        for new = 0, 13 do
+          for _, mem in ipairs {false, 1, 5, 999, 3000, 1e6} do
+            local asked = per_cpu * cpt * tasks
+            local jd = mem_per_cpu_job(cpt, tasks, per_cpu)
+            local targets = {{target = CPUS, action = REWRITE, new_value = new}}
+            local tag = "harp:rewrite,c!=" .. new
+            if mem then
+              targets[2] = {target = MEMORY, action = REWRITE, new_value = mem}
+              tag = tag .. ",m!=" .. mem
+            end
+            run(jd, decision(targets, {annotation = tag .. ",v=x"}))
+            local got = jd.min_mem_per_cpu * max_cpus(jd)
+            local at = table.concat({cpt, tasks, per_cpu, new, tostring(mem)}, " ")
+            -- the tag: a flag and the value applied where the plugin changed the target, else no flag
+            local cpus = max_cpus(jd)
+            local want = cpus < cpt * tasks and "harp:rewrite,c!=" .. cpus or "harp:rewrite,c=" .. new
+            if mem then want = want .. (got < asked and ",m!=" .. got or ",m=" .. mem) end
+            T.eq(jd.admin_comment, want .. ",v=x", "the tag at " .. at)
+            T.ok(jd.min_cpus <= cpt * tasks and jd.cpus_per_task <= cpt, "cpus raised at " .. at)
+            T.ok(got <= asked, "memory raised to " .. got .. " from " .. asked .. " at " .. at)
+            T.ok(got >= math.min(asked, mem or asked), "memory cut to " .. got .. " from " .. asked .. " at " .. at)
+            T.ok(jd.min_mem_per_cpu >= 1 and jd.min_mem_per_cpu % 1 == 0, "a whole MB per CPU at " .. at)
+          end
+        end
+      end
+    end
+  end
+end)
+
+-- The harp tag written to admin_comment for a decision with annotation `tag` (uid 1000).
+local function tag_after(jd, targets, tag, extra)
+  extra = extra or {}
+  extra.annotation = tag
+  run(jd, decision(targets, extra))
+  return jd.admin_comment
+end
+
+-- A rewrite-mode tag as the daemon writes it: `items` between the mode and the versions.
+local function daemon_tag(items)
+  return "harp:rewrite," .. items .. ",v=time@1+cpus@2"
+end
+
+T.test("the tag records the CPUs applied: rounded per task, raised for --mem-per-cpu", function()
+  -- -n 2 -c 4 cut to 3: 2 per task, 4 CPUs.
+  local jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
+    new_value = 3}}, daemon_tag("t!=60/q0.9,t0=120,c!=3/q0.9,c0=8")),
+    daemon_tag("t!=60/q0.9,t0=120,c!=4/q0.9,c0=8"), "rounded up per task")
+  T.eq(jd.min_cpus, 4, "the job's CPUs")
+  -- -c 5 --mem-per-cpu=1000 cut to 3: 4 CPUs x 1250 MB.
+  jd = mem_per_cpu_job(5, 1, 1000)
+  T.eq(tag_after(jd, {{target = CPUS, action = REWRITE, new_value = 3}}, daemon_tag("c!=3,c0=5")),
+    daemon_tag("c!=4,c0=5"), "raised to split the memory")
+  T.eq(jd.min_cpus, 4, "the job's CPUs")
+end)
+
+T.test("the tag drops the flag of a cut the plugin did not make", function()
+  -- -c 4 --mem-per-cpu=1000 cut to 3 keeps its 4 CPUs: no "!", the value stays the prediction; the
+  -- time cut stays flagged.
+  local jd = mem_per_cpu_job(4, 1, 1000)
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
+    new_value = 3}}, daemon_tag("t!=60,t0=120,c!=3/q0.9,c0=4")), daemon_tag("t!=60,t0=120,c=3/q0.9,c0=4"),
+    "CPUs kept")
+  T.eq(jd.min_cpus, 4, "kept")
+  -- 3 CPUs over 2 tasks of 2 is no cut either.
+  jd = T.job_desc {cpus_per_task = 2, min_cpus = 4, num_tasks = 2}
+  T.eq(tag_after(jd, {{target = CPUS, action = REWRITE, new_value = 3}}, daemon_tag("c!=3,c0=4")),
+    daemon_tag("c=3,c0=4"), "rounds back to the job's own")
+  -- Memory and time not below the job's own, an action its mode does not carry out, a time_min the
+  -- user gave: no flag.
+  jd = T.job_desc()
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 500}, {target = MEMORY, action = REWRITE,
+    new_value = 8000}}, daemon_tag("t!=500,m!=8000")), daemon_tag("t=500,m=8000"), "not lower")
+  jd = T.job_desc()
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = MEMORY, action = REWRITE,
+    new_value = 1000}}, "harp:extend,t!=60,t0=120,m!=1000,v=x", {mode = "extend"}),
+    "harp:extend,t!=60,t0=120,m=1000,v=x", "memory is not cut in extend mode")
+  jd = T.job_desc {time_min = 30}
+  T.eq(tag_after(jd, {{target = TIME, action = 3, new_value = 60}}, "harp:time_min,t~=60,t0=120,v=x",
+    {mode = "time_min"}), "harp:time_min,t=60,t0=120,v=x", "the user's own time_min")
+  jd = T.job_desc()
+  T.eq(tag_after(jd, {{target = TIME, action = 3, new_value = 60}}, "harp:time_min,t~=60,t0=120,v=x",
+    {mode = "time_min"}), "harp:time_min,t~=60,t0=120,v=x", "time_min set: kept")
+end)
+
+T.test("the tag records the memory applied per node after rounding per CPU", function()
+  -- 8 CPUs on 2 nodes at 1000 MB/CPU cut to 2001 MB per node: 501 MB/CPU, 2004 MB per node.
+  local jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 1000, min_cpus = 8, min_nodes = 2,
+    cpus_per_task = 65534, num_tasks = 8}
+  T.eq(tag_after(jd, {{target = MEMORY, action = REWRITE, new_value = 2001}}, daemon_tag("m!=2001,m0=4000")),
+    daemon_tag("m!=2004,m0=4000"), "rounded per CPU")
+  -- CPUs and memory cut together: 2000 MB over 3 CPUs is 667 MB each, 2001 MB.
+  jd = mem_per_cpu_job(4, 1, 1000)
+  T.eq(tag_after(jd, {{target = CPUS, action = REWRITE, new_value = 3}, {target = MEMORY, action = REWRITE,
+    new_value = 2000}}, daemon_tag("c!=3,c0=4,m!=2000,m0=4000")), daemon_tag("c!=3,c0=4,m!=2001,m0=4000"),
+    "with a CPU cut")
+  -- Per node: exact.
+  jd = T.job_desc()
+  T.eq(tag_after(jd, {{target = MEMORY, action = REWRITE, new_value = 1500}}, daemon_tag("m!=1500,m0=4000")),
+    daemon_tag("m!=1500,m0=4000"), "per node")
+end)
+
+T.test("a tag that needs no change is not rebuilt", function()
+  local rebuild = apply.applied_tag
+  apply.applied_tag = function() error("rebuilt") end
+  local ok, err = pcall(function()
+    local jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
+    T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = MEMORY, action = REWRITE,
+      new_value = 1500}, {target = CPUS, action = REWRITE, new_value = 4}},
+      daemon_tag("t!=60,t0=120,m!=1500,m0=4000,c!=4,c0=8")), daemon_tag("t!=60,t0=120,m!=1500,m0=4000,c!=4,c0=8"),
+      "all applied as decided")
+    jd = T.job_desc()
+    T.eq(tag_after(jd, {}, "harp:shadow,t=60/q0.9,v=x", {mode = "shadow"}), "harp:shadow,t=60/q0.9,v=x", "shadow")
+  end)
+  apply.applied_tag = rebuild
+  T.ok(ok, err)
+end)
+
+T.test("a tag rebuilt stays within MAX_ANNOTATION", function()
+  -- 9 CPUs over 2 tasks are 10: one digit more. At the bound, the item is left out, not cut short.
+  local head = "harp:rewrite,t!=60,t0=120,c!=9,c0=16,v="
+  local ann = head .. string.rep("v", apply.MAX_ANNOTATION - #head)
+  local jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
+    new_value = 9}}, ann), "harp:rewrite,t!=60,t0=120,c0=16,v=" .. string.rep("v", apply.MAX_ANNOTATION - #head),
+    "the CPU item left out")
+  T.eq(jd.min_cpus, 10, "the CPUs still cut")
+  ann = head .. string.rep("v", apply.MAX_ANNOTATION - #head - 1)
+  jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
+  T.eq(#tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
+    new_value = 9}}, ann), apply.MAX_ANNOTATION,
+    "one byte to spare: rewritten")
+  T.ok(jd.admin_comment:find(",c!=10,", 1, true), jd.admin_comment)
 end)
 
 T.test("first decision per target wins", function()

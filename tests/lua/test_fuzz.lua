@@ -3,7 +3,8 @@
 -- Asserted for every job: nothing raises; the request holds only valid UTF-8 strings of bounded
 -- length and counts in range; a daemon that is unreachable or answers bad_request leaves the job
 -- exactly as it was, without tripping the breaker for what the job holds; any decision lowers a
--- limit at most, never raises it; every slurmctld log line is one line.
+-- limit at most, never raises it, and a --mem-per-cpu job's memory (per CPU x CPUs) is never raised
+-- and only lowered by a memory decision; every slurmctld log line is one line.
 local T = ...
 local main = require "harp.main"
 local request = require "harp.request"
@@ -145,15 +146,36 @@ end
 local BAD_REQUEST = W.decision {targets = {{target = 1, action = 0, reason = 8}, {target = 2, action = 0, reason = 8},
   {target = 3, action = 0, reason = 8}}, mode = "off"}
 
+-- The encoded decision, and whether it asks to lower memory.
 local function random_decision()
-  local targets = {}
+  local targets, memory = {}, false
   for i = 1, random(0, 4) do
     local nv = ({0, 1, 5, 59, 60, 1024, NO_VAL, 2 ^ 40, MAX_EXACT})[random(9)]
     targets[i] = {target = random(0, 3), action = random(0, 3), new_value = random() < 0.8 and nv or nil,
       model_version = "m"}
+    memory = memory or (targets[i].target == 2 and targets[i].action == 2)
   end
   return W.decision {targets = targets, mode = ({"rewrite", "extend", "time_min", "shadow", "off", "??"})[random(6)],
-    annotation = random() < 0.5 and "harp:t=1>2" or random_string(), user_message = random_string()}
+    annotation = random() < 0.5 and "harp:t=1>2" or random_string(), user_message = random_string()}, memory
+end
+
+-- A CPU cut in rewrite mode, with or without a memory decision; half the time on a job given a
+-- valid --mem-per-cpu, --cpus-per-task and task count (random jobs seldom have all three).
+local function cpu_decision(jd)
+  if random() < 0.5 then
+    local cpt, tasks = random(1, 64), random(1, 4)
+    jd.min_mem_per_node, jd.min_mem_per_cpu, jd.cpus_per_task, jd.num_tasks = nil, random(1, 5000), cpt, tasks
+    jd.min_cpus = random() < 0.8 and cpt * tasks or random(1, 300)
+  end
+  local targets = {{target = 3, action = 2, new_value = random(1, 64), model_version = "m"}}
+  if random() < 0.5 then targets[2] = {target = 2, action = 2, new_value = random(1, 100000), model_version = "m"} end
+  return W.decision {targets = targets, mode = "rewrite", annotation = "", user_message = ""}, targets[2] ~= nil
+end
+
+-- Whether a --mem-per-cpu job's CPUs were cut.
+local function per_cpu_cut(before, jd)
+  return type(before.cpus_per_task) == "number" and type(jd.cpus_per_task) == "number"
+    and jd.cpus_per_task < before.cpus_per_task
 end
 
 local function config()
@@ -161,7 +183,21 @@ local function config()
     disable_file = "/nonexistent/harp.disable", log_prefix = "harp"}
 end
 
-local LIMITS = {"time_limit", "min_cpus", "min_mem_per_node", "min_mem_per_cpu", "cpus_per_task"}
+-- min_mem_per_cpu is not among them: fewer CPUs may carry more per CPU (per_cpu_memory below).
+local LIMITS = {"time_limit", "min_cpus", "min_mem_per_node", "cpus_per_task"}
+
+-- A --mem-per-cpu job's memory, MB per CPU x the CPUs Slurm gives it (at least min_cpus, and
+-- cpus_per_task for each task), or nil when the job's fields do not say.
+local function per_cpu_memory(jd)
+  local count16, count32, count64 = request.count16, request.count32, request.count64
+  local ok, mb = pcall(function()
+    local per_cpu = not count64(jd.min_mem_per_node, 1) and count64(jd.min_mem_per_cpu, 1)
+    local cpt = count16(jd.cpus_per_task, 1)
+    if not per_cpu or not cpt then return nil end
+    return per_cpu * math.max(count32(jd.min_cpus, 1) or 0, cpt * (count32(jd.num_tasks, 1) or 1))
+  end)
+  return ok and mb or nil
+end
 
 local function one_line_logs()
   for _, kind in ipairs {"info", "error", "debug"} do
@@ -174,7 +210,7 @@ end
 T.test("fuzz: random job_desc tables through the builder and the submit path", function()
   math.randomseed(SEED)
   local ok, err = pcall(function()
-    local deadline, jobs = os.clock() + BUDGET_S, 0
+    local deadline, jobs, cut_jobs = os.clock() + BUDGET_S, 0, 0
     while os.clock() < deadline do
       jobs = jobs + 1
       local jd, typed = random_job()
@@ -197,19 +233,34 @@ T.test("fuzz: random job_desc tables through the builder and the submit path", f
         for k, v in pairs(before) do jd[k] = v end
       end
 
-      -- Any decision: a limit is lowered at most.
-      T.fake_slurm()
-      main.configure(config(), {transport = transport(random_decision()), clock = function() return 0 end})
-      main.submit(jd, 1000)
-      for _, k in ipairs(LIMITS) do
-        local was, now = before[k], jd[k]
-        if type(was) == "number" and was == was and was >= 1 and was < NO_VAL16 and type(now) == "number" then
-          T.ok(now <= was or k == "min_mem_per_cpu", k .. " raised from " .. was .. " to " .. now)
+      -- Any decision, then a CPU cut (rare among random decisions): a limit is lowered at most.
+      for _, decide in ipairs {random_decision, cpu_decision} do
+        T.fake_slurm()
+        local reply, lowers_memory = decide(jd)
+        local given = snapshot(jd)
+        main.configure(config(), {transport = transport(reply), clock = function() return 0 end})
+        local mb_before = per_cpu_memory(jd)
+        main.submit(jd, 1000)
+        for _, k in ipairs(LIMITS) do
+          local was, now = given[k], jd[k]
+          if type(was) == "number" and was == was and was >= 1 and was < NO_VAL16 and type(now) == "number" then
+            T.ok(now <= was, k .. " raised from " .. was .. " to " .. now)
+          end
         end
+        local mb_after = mb_before and mb_before < MAX_EXACT and per_cpu_memory(jd)
+        if mb_after then
+          cut_jobs = cut_jobs + (per_cpu_cut(given, jd) and 1 or 0)
+          T.ok(mb_after <= mb_before, "memory per CPU x CPUs raised from " .. mb_before .. " to " .. mb_after)
+          T.ok(mb_after >= mb_before or lowers_memory, "memory per CPU x CPUs cut from " .. mb_before .. " to "
+            .. mb_after .. " with no memory decision")
+        end
+        one_line_logs()
+        for k in pairs(jd) do if before[k] == nil then jd[k] = nil end end
+        for k, v in pairs(before) do jd[k] = v end
       end
-      one_line_logs()
     end
     T.ok(jobs > 50, "fuzzed " .. jobs .. " jobs")
+    T.ok(cut_jobs > 0, "no CPU cut of a --mem-per-cpu job in " .. jobs .. " jobs")
   end)
   if not ok then error(tostring(err) .. "\n     (replay: HARP_FUZZ_SEED=" .. SEED .. ")", 0) end
 end)

@@ -135,6 +135,17 @@ T.test("an error after the decision is applied keeps it whole, harp's tag includ
   T.ok(T.logged("error", "after the decision was applied"), T.logs.error[1])
 end)
 
+T.test("the tag written records the CPUs the job got, the user's forged tag gone", function()
+  -- -n 2 -c 4 cut to 3 CPUs: whole CPUs per task give 4, and the tag says so.
+  main.configure(config(), {transport = fake(W.decision {targets = {{target = 3, action = 2, new_value = 3,
+    model_version = "c1"}}, annotation = "harp:rewrite,c!=3/q0.9,c0=8,v=c1", mode = "rewrite"})})
+  local jd = T.job_desc {admin_comment = "harp:rewrite,c!=1 mine", cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
+  T.eq(main.submit(jd, 1000), "rewritten", "status")
+  T.eq(jd.min_cpus, 4, "cpus")
+  T.eq(jd.admin_comment, "mine harp:rewrite,c!=4/q0.9,c0=8,v=c1", "the tag as applied")
+  T.ok(T.logged("info", "tag: as applied"), "logged")
+end)
+
 T.test("a strip that cannot be written is logged as an error", function()
   main.configure(config(), {transport = broken("fail", "down")})
   local store = T.job_desc {admin_comment = "harp:t=1 mine"}

@@ -123,6 +123,53 @@ def test_errors_name_key_and_file(tmp_path: Path, text: str, names: str) -> None
     assert str(path) in str(err.value) and names in str(err.value)
 
 
+# Values that passed and broke later (before, `harp guard` died of an OverflowError after one poll of
+# 3e6 s, the daemon's history thread of a 1e12 s wait, a guard stale for 1e300 s counted as alive for
+# good, and an empty path was "."): each is refused naming its key, by every command.
+A_DAY = "must be a number of seconds <= 86400"
+PAST_THEIR_BOUNDS = {
+    "[guard]\npoll_seconds = 3000000\nlead_seconds = 6000000\nstale_seconds = 6000000\n": (
+        f"guard.poll_seconds: {A_DAY} (a day), got 3e+06"
+    ),
+    "[history]\npoll_seconds = 1e12\n": f"history.poll_seconds: {A_DAY}",
+    "[guard]\nstale_seconds = 1e300\n": f"guard.stale_seconds: {A_DAY}",
+    "[guard]\nlead_seconds = 86401\n": f"guard.lead_seconds: {A_DAY}",
+    "[server]\nstore_poll_seconds = 1e300\n": f"server.store_poll_seconds: {A_DAY}",
+    "[server]\ngrace_seconds = 1e9\n": f"server.grace_seconds: {A_DAY}",
+    "[guard]\nmax_updates_per_poll = 1000000000000000000\n": "guard.max_updates_per_poll: must be <= 10000",
+    "[guard]\nheartbeat = ''\n": "guard.heartbeat: must be a path, got an empty string",
+    "[guard]\nstate = ' '\n": "guard.state: must be a path, got an empty string",
+    "[server]\nsocket = ''\n": "server.socket: must be a path, got an empty string",
+    "[store]\npath = ''\n": "store.path: must be a path, got an empty string",
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "names"), PAST_THEIR_BOUNDS.items(), ids=[n.split(":")[0] for n in PAST_THEIR_BOUNDS.values()]
+)
+def test_periods_past_a_day_and_empty_paths_are_refused_by_check_config(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str, names: str
+) -> None:
+    path = tmp_path / "harp.toml"
+    path.write_text(text)
+    assert main(["check-config", str(path)]) == 2
+    [line] = [r.getMessage() for r in caplog.records]  # one line, naming the file and the key
+    assert line.startswith(f"{path}: {names}")
+
+
+def test_the_bounds_themselves_are_accepted() -> None:
+    day = {
+        "poll_seconds": 43200,
+        "lead_seconds": 86400,
+        "stale_seconds": 86400,
+        "max_updates_per_poll": 10000,
+    }
+    data = {"guard": day, "history": {"poll_seconds": 86400}, "server": {"store_poll_seconds": 86400.0}}
+    settings = parse(data)
+    assert settings.guard.stale_seconds == 86400 and settings.guard.max_updates_per_poll == 10000
+    assert settings.history.poll_seconds == settings.server.store_poll_seconds == 86400
+
+
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
         load(tmp_path / "absent.toml")

@@ -159,11 +159,8 @@ def test_the_sample_configuration_parses() -> None:
 
 
 # README.md and docs/: their claims cite the tests that show them, and their commands are harp's
-# (test_docs_commands.py). docs/guard.md and docs/benchmarks.md are left to their owners.
-CLAIM_DOCS = [
-    REPO / "README.md",
-    *(p for p in sorted((REPO / "docs").glob("*.md")) if p.name not in ("guard.md", "benchmarks.md")),
-]
+# (test_docs_commands.py): every document there, guard.md and benchmarks.md included.
+CLAIM_DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 PY_CITE = re.compile(r"`((?:tests/)?[\w/]*test_\w+\.py)?(?:::(\w+))?`")
 LUA_CITE = re.compile(r"`(test_\w+\.lua)`|\"([^\"]+)\"")
 

@@ -18,7 +18,7 @@ from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows
 from slurm_harp.commands.importer import source_name
 from slurm_harp.core.message import last_tag
-from tests.conftest import SHARED_TRACES, delimited, store_checksum
+from tests.conftest import BUNDLED_TRACE, delimited, store_checksum
 from tests.unit.test_sacct import SACCT_TEXT
 
 US = "\x1f"
@@ -406,12 +406,9 @@ def test_import_reports_missing_and_unreadable_files(tmp_path: Path) -> None:
     assert main(["import", "--db", str(db), str(junk)]) == 1
 
 
-@pytest.mark.skipif(
-    not (SHARED_TRACES / "KTH-SP2-1996-2.1-cln.swf.gz").exists(), reason="real traces not found"
-)
 def test_import_the_kth_trace_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "jobs.sqlite"
-    assert main(["import", "--db", str(db), str(SHARED_TRACES / "KTH-SP2-1996-2.1-cln.swf.gz")]) == 0
+    assert main(["import", "--db", str(db), str(BUNDLED_TRACE)]) == 0
     with JobStore(db) as s:
         assert s.sources() == ["KTH-SP2-1996-2.1-cln"] and s.count() > 28_000
     assert "28468 new" in capsys.readouterr().out

@@ -12,10 +12,10 @@ from slurm_harp.accounting import JobRecord, ReadStats, load_records, read_sacct
 from slurm_harp.accounting.job_columns import COLUMNS, DATA_NAMES, row_of
 from slurm_harp.accounting.jobstore import SCHEMA_VERSION, JobStore, Position
 from slurm_harp.core.request import JobRequest
-from tests.conftest import SHARED_TRACES, not_a_file, raised_within, store_checksum
+from tests.conftest import BUNDLED_TRACE, not_a_file, raised_within, store_checksum
 from tests.unit.test_sacct import SACCT_TEXT
 
-KTH = SHARED_TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
+KTH = BUNDLED_TRACE
 
 
 def _sacct_records() -> list[JobRecord]:
@@ -239,7 +239,6 @@ def test_100k_upserts_take_seconds(store: JobStore) -> None:
     assert elapsed < 20, f"100k inserts + 100k no-op upserts took {elapsed:.1f}s"
 
 
-@pytest.mark.skipif(not KTH.exists(), reason=f"real traces not found at {KTH}")
 def test_kth_trace_loads_in_place(store: JobStore) -> None:
     stats = ReadStats(source=str(KTH))
     records = load_records(KTH, stats)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -15,9 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.core.decision import Action, Decision, TargetDecision
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.message import annotation_for, parse_tag
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.evaluation.site_report import planned_limit
 from slurm_harp.server.convert import decision_to_proto
 from slurm_harp.server.service import bad_request
 from tests.conftest import REPO, lua51
@@ -223,6 +228,52 @@ def test_garbage_and_truncated_decisions_are_errors_not_crashes() -> None:
     assert any("error" in r for r in results)
     for r in results[len(good) :][:4]:
         assert "error" in r, r
+
+
+# --- the tag the plugin writes, read back as harp report and the accuracy metrics read it --------------
+
+# (job_desc, the CPUs decided, the CPUs the job gets): -n 2 -c 4 rounds 3 up to 2 per task; -c 5
+# --mem-per-cpu=1000 gets 4 CPUs (5000 MB split evenly); -c 4 --mem-per-cpu=1000 keeps its 4.
+CPU_CUTS = [
+    ({"cpus_per_task": 4, "min_cpus": 8, "num_tasks": 2, "min_mem_per_node": 4000}, 3, 4),
+    ({"cpus_per_task": 5, "min_cpus": 5, "num_tasks": 1, "min_mem_per_cpu": 1000}, 3, 4),
+    ({"cpus_per_task": 4, "min_cpus": 4, "num_tasks": 1, "min_mem_per_cpu": 1000}, 3, None),
+]
+
+
+@pytest.mark.parametrize(("job_desc", "decided", "applied"), CPU_CUTS)
+def test_the_tag_written_gives_readers_the_cpus_applied(
+    job_desc: dict[str, int], decided: int, applied: int | None
+) -> None:
+    """A value flagged "!" is the limit harp set (planned_limit, outcomes, harp explain): the plugin's
+    tag holds the CPUs the job got, and no flag where it kept the job's own."""
+    request = JobRequest(
+        min_cpus=job_desc["min_cpus"],
+        cpus_per_task=job_desc["cpus_per_task"],
+        num_tasks=job_desc["num_tasks"],
+        mem_per_node_mb=job_desc.get("min_mem_per_node"),
+        mem_per_cpu_mb=job_desc.get("min_mem_per_cpu"),
+    )
+    cut = TargetDecision(
+        Target.CPUS, Action.REWRITE, predicted=2.6, quantile=0.9, new_value=decided, model_version="cpus@1"
+    )
+    decision = Decision((cut,), "", annotation_for(Mode.REWRITE, (cut,), request), Mode.REWRITE.value)
+    assert f"c!={decided}/q0.9" in decision.annotation
+    wire = decision_to_proto(decision).SerializeToString().hex()
+    got = _tool("apply", {"job_desc": job_desc, "decision": wire, "submit_uid": 1000})
+    tag = parse_tag(got["admin_comment"])
+    assert tag is not None, got
+    job = JobRecord(job_id="1", request=request, state="COMPLETED", elapsed_s=60)
+    planned = planned_limit(job, tag, "c", Mode.REWRITE, Policy())
+    if applied is None:
+        assert got["min_cpus"] == job_desc["min_cpus"]
+        assert (tag.values["c"], tag.flags["c"]) == (decided, "")  # the prediction, nothing changed
+        assert math.isnan(planned)
+    else:
+        assert got["min_cpus"] == applied
+        assert (tag.values["c"], tag.flags["c"]) == (applied, "!")
+        assert planned == applied
+    assert tag.own["c"] == job_desc["min_cpus"]
 
 
 # --- script signature: the Python twin a harvester would use ----------------------------------------------

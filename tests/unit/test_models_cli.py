@@ -51,12 +51,31 @@ def test_models_lists_a_version_whose_notes_are_fifos(
     version = publish(store, 1)[0]
     os.mkfifo(store.target_dir(Target.TIME) / version / PROMOTION_FILE)
     assert main(["models", "--store", str(tmp_path)]) == 0
-    assert f"* {version}  trained on 0 jobs" in capsys.readouterr().out
+    said = "verdict unreadable: a FIFO, not a regular file"  # and refused: it may hide a refusal
+    assert f"* {version}  trained on 0 jobs, {said}" in capsys.readouterr().out
     card = store.target_dir(Target.TIME) / version / CARD_FILE
     card.unlink()
     os.mkfifo(card)  # the version is no longer complete: listed no more
     assert main(["models", "--store", str(tmp_path)]) == 0
     assert "time: no model" in capsys.readouterr().out
+
+
+def test_models_lists_versions_whose_card_or_verdict_is_hostile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nesting past json's recursion, a card that is no object or whose training is no table: each
+    version is listed with what is wrong (before, a RecursionError or AttributeError ended it)."""
+    store = ModelStore(tmp_path)
+    deep, listed, odd = publish(store, 3)
+    nested = b'{"promote": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    for version, card in ((deep, nested), (listed, b"[1, 2]"), (odd, b'{"training": 7}')):
+        (store.target_dir(Target.TIME) / version / CARD_FILE).write_bytes(card)
+    (store.target_dir(Target.TIME) / deep / PROMOTION_FILE).write_bytes(nested)
+    assert main(["models", "--store", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"  {deep}  (card unreadable: nested too deeply to read)" in out
+    assert f"  {listed}  (card unreadable: not a JSON object)" in out
+    assert f"* {odd}  trained on ? jobs" in out
 
 
 def test_rollback_serves_the_previous_or_a_named_version(tmp_path: Path) -> None:
@@ -70,10 +89,14 @@ def test_rollback_serves_the_previous_or_a_named_version(tmp_path: Path) -> None
     assert store.current_version(Target.TIME) == versions[2]
 
 
-def test_rollback_skips_a_challenger_refused_at_promotion(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "verdict", [b'{"promote": false}', b'{"promote": fa', b"[]"], ids=["refused", "cut-short", "a-list"]
+)
+def test_rollback_skips_a_challenger_refused_at_promotion(tmp_path: Path, verdict: bytes) -> None:
+    """Refused, or with a verdict that cannot be read (it may be a refusal): skipped."""
     store = ModelStore(tmp_path)
     champion, refused, serving = publish(store, 3)
-    store.write_verdict(Target.TIME, refused, {"promote": False})
+    (store.target_dir(Target.TIME) / refused / PROMOTION_FILE).write_bytes(verdict)
     assert main(["rollback", "--store", str(tmp_path)]) == 0
     assert store.current_version(Target.TIME) == champion
     assert main(["rollback", "--store", str(tmp_path), refused]) == 0  # named: served as asked

@@ -120,6 +120,43 @@ def test_directories_made_and_left_empty_are_removed_on_close(tmp_path: Path) ->
     assert list((tmp_path / "there").iterdir()) == []
 
 
+def test_two_writers_given_one_new_directory_keep_what_both_write(tmp_path: Path) -> None:
+    """Two commands given the same new --out at once, as two processes (each opens its own
+    descriptor, nothing else is shared): the first makes it; stopping before it writes, it removed
+    it from under the second, whose results were lost to an ENOENT naming a temporary file."""
+    out = tmp_path / "new" / "out"
+    first, second = OutputDir.open(out), OutputDir.open(out)
+    assert [m.name for m in first.made] == ["new", "out"] and second.made == []
+    first.close()  # failed on its input: what it made, empty, is removed
+    assert not (tmp_path / "new").exists()
+    second.write_text("index.html", "page\n")  # made again, by the second now
+    assert (out / "index.html").read_text() == "page\n"
+    second.close()
+    # Both writing: one file each, and the one name both write complete (the last one's).
+    first, second = OutputDir.open(out), OutputDir.open(out)
+    first.write_text("a.md", "a\n")
+    second.write_text("b.md", "b\n")
+    first.write_text("index.html", "first\n")
+    second.write_text("index.html", "second\n")
+    first.close()
+    second.close()
+    assert sorted(p.name for p in out.iterdir()) == ["a.md", "b.md", "index.html"]
+    assert (out / "index.html").read_text() == "second\n"
+
+
+def test_a_writer_whose_directory_was_removed_and_left_empty_removes_what_it_made_again(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "new" / "out"
+    first, second = OutputDir.open(out), OutputDir.open(out)
+    first.close()
+    with pytest.raises(OSError):
+        second.write_text("x/y", "")  # fails in the directory made again (no such subdirectory)
+    assert out.is_dir()
+    second.close()  # and, left empty, it is removed as its own
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_existing_directory_is_never_removed(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     OutputDir.open(tmp_path / "empty").close()

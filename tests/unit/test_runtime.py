@@ -16,6 +16,7 @@ from slurm_harp.core.features import FEATURE_NAMES, vectorize
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.walltime import train_walltime
+from slurm_harp.model.card import PROMOTION_FILE
 from slurm_harp.model.runtime import ModelError, QuantileModel
 from slurm_harp.model.store import ModelStore, sha256_hex
 from slurm_harp.server.reloader import reload_models
@@ -222,13 +223,18 @@ def test_a_fifo_as_card_is_refused_without_hanging(copy: Path) -> None:
         QuantileModel.load(copy)
 
 
+def _publishable(version_dir: Path) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """``version_dir``'s files and card, to publish again as new versions."""
+    good = json.loads((version_dir / "card.json").read_text())
+    files = {name: (version_dir / name).read_bytes() for name in good["files"]}
+    return files, {k: v for k, v in good.items() if k not in ("version", "created", "files", "target")}
+
+
 def test_a_broken_current_version_at_start_falls_back_to_the_newest_that_loads(
     version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = ModelStore(tmp_path / "store")
-    good = json.loads((version_dir / "card.json").read_text())
-    files = {name: (version_dir / name).read_bytes() for name in good["files"]}
-    card = {k: v for k, v in good.items() if k not in ("version", "created", "files", "target")}
+    files, card = _publishable(version_dir)
     older = store.publish(Target.TIME, files, card)
     good_one = store.publish(Target.TIME, files, card)
     broken = store.publish(Target.TIME, {**files, next(iter(files)): b"not onnx"}, card)
@@ -241,23 +247,30 @@ def test_a_broken_current_version_at_start_falls_back_to_the_newest_that_loads(
     assert reload_models(store.root, result.models, None).models[Target.TIME].version == good_one
 
 
+@pytest.mark.parametrize(
+    ("verdict", "said"),
+    [
+        (b'{"promote": false, "reason": "newly kills 7 %"}', "was refused at promotion"),
+        (b'{"promote": false, "reason": "newly ki', "has an unreadable verdict (not JSON"),
+    ],
+    ids=["refused", "verdict-cut-short"],
+)
 def test_the_fallback_at_start_skips_a_challenger_refused_at_promotion(
-    version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, verdict: bytes, said: str
 ) -> None:
     """A challenger that promotion kept out (over the kill budget) must not serve when the
-    champion does not load at start: the champion before it does."""
+    champion does not load at start: the champion before it does. Nor one whose verdict cannot be
+    read: it may be such a refusal."""
     store = ModelStore(tmp_path / "store")
-    good = json.loads((version_dir / "card.json").read_text())
-    files = {name: (version_dir / name).read_bytes() for name in good["files"]}
-    card = {k: v for k, v in good.items() if k not in ("version", "created", "files", "target")}
+    files, card = _publishable(version_dir)
     old_champion = store.publish(Target.TIME, files, card)
     refused = store.publish(Target.TIME, files, card, make_current=False)
-    store.write_verdict(Target.TIME, refused, {"promote": False, "reason": "newly kills 7 %"})
+    (store.target_dir(Target.TIME) / refused / PROMOTION_FILE).write_bytes(verdict)
     broken = store.publish(Target.TIME, {**files, next(iter(files)): b"not onnx"}, card)
     assert store.current_version(Target.TIME) == broken and store.refused(Target.TIME, refused)
     result = reload_models(store.root, {}, None)
     assert result.models[Target.TIME].version == old_champion
-    assert f"older model {refused} for time was refused at promotion" in caplog.text
+    assert f"older model {refused} for time {said}" in caplog.text
 
 
 class _Serving:
@@ -318,4 +331,70 @@ def test_a_store_that_cannot_be_listed_leaves_the_target_unserved_and_logged(
     assert (
         f"model store {store.root}: cannot list the older cpus versions: [Errno 13] Permission denied"
         in caplog.text
+    )
+
+
+# Cards no training writes, whose errors escaped ModelError: json's RecursionError (nesting past
+# its recursion), its ValueError for integers past 4300 digits, and nesting json still reads but
+# the schema check's message recurses on. Each now rejects the version like any malformed card.
+_HOSTILE_CARDS = {
+    "nested-100000-deep": b'{"format": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "a-5000-digit-integer": b'{"format": ' + b"1" * 5000 + b"}",
+    "nested-990-deep-in-training": b'{"format": 2, "training": ' + b"[" * 990 + b"]" * 990 + b"}",
+}
+
+
+@pytest.mark.parametrize("body", _HOSTILE_CARDS.values(), ids=_HOSTILE_CARDS.keys())
+def test_a_card_too_deep_or_with_a_huge_integer_is_rejected_naming_it(copy: Path, body: bytes) -> None:
+    (copy / "card.json").write_bytes(body)
+    with pytest.raises(ModelError, match=r"card\.json: (not valid JSON|nested more than 32 levels)"):
+        QuantileModel.load(copy)
+
+
+def _as_target(directory: Path, target: Target) -> None:
+    """``directory``'s time model relabelled as ``target``'s, to have a second target to load."""
+
+    def relabel(card: dict[str, Any]) -> None:
+        card["target"] = target.value
+        card.pop("calibration", None)  # a rule for time, which a cpus card may not carry
+
+    _edit_card(directory, relabel)
+
+
+@pytest.mark.parametrize("body", _HOSTILE_CARDS.values(), ids=_HOSTILE_CARDS.keys())
+def test_a_hostile_card_is_rejected_at_start_and_on_reload_and_the_other_targets_load(
+    version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, body: bytes
+) -> None:
+    """Before, reload_models raised: `harp serve` ended with a traceback at start instead of serving
+    the older version, and on reload the targets after time were not reloaded, poll after poll."""
+    store = ModelStore(tmp_path / "store")
+    files, card = _publishable(version_dir)
+    older = store.publish(Target.TIME, files, card)
+    hostile = store.publish(Target.TIME, files, card)
+    (store.target_dir(Target.TIME) / hostile / "card.json").write_bytes(body)
+    cpus = store.target_dir(Target.CPUS) / version_dir.name
+    shutil.copytree(version_dir, cpus)
+    _as_target(cpus, Target.CPUS)
+    store.set_current(Target.CPUS, version_dir.name)
+    at_start = reload_models(store.root, {}, None)  # the start: the older time version serves
+    assert at_start.models[Target.TIME].version == older
+    assert at_start.models[Target.CPUS].version == version_dir.name
+    assert f"serving the older {older}" in caplog.text
+    last_good = _Serving()
+    on_reload = reload_models(store.root, {Target.TIME: last_good}, None)
+    assert on_reload.models[Target.TIME] is last_good  # the last good model keeps serving
+    assert on_reload.models[Target.CPUS].version == version_dir.name  # cpus comes after time
+    hostile_card = store.target_dir(Target.TIME) / hostile / "card.json"
+    assert on_reload.rejected[0].startswith(f"time: {hostile_card}: ")
+
+
+def test_a_verdict_nested_too_deeply_counts_as_refused(version_dir: Path, tmp_path: Path) -> None:
+    """Like a verdict cut short: json's RecursionError escaped verdict(), and with it the fallback
+    at start and `harp rollback`."""
+    store = ModelStore(tmp_path / "store")
+    shutil.copytree(version_dir, store.target_dir(Target.TIME) / version_dir.name)
+    verdict = store.target_dir(Target.TIME) / version_dir.name / PROMOTION_FILE
+    verdict.write_bytes(b'{"promote": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    assert store.refusal(Target.TIME, version_dir.name) == (
+        "has an unreadable verdict (not JSON (nested too deeply to read))"
     )

@@ -289,3 +289,38 @@ def test_the_steps_of_a_bad_job_line_join_no_other_record_of_its_id() -> None:
     out = read_sacct([SACCT_TEXT.splitlines()[0], *job, *again], stats, now=now)
     assert [r.job_id for r in out] == ["1030"] and stats.bad_lines == 1
     assert out[0].max_rss_mb == 8192
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("NNodes", "-2", "bad count '-2'"),
+        ("ReqNodes", "-2", "bad count '-2'"),
+        ("ReqCPUS", "1_000", "bad count '1_000'"),
+        ("UID", "+1000", "bad count '+1000'"),
+        ("ElapsedRaw", "\u0661\u0660", "bad count '\u0661\u0660'"),
+        ("ReqTRES", "cpu=1,gres/gpu=-2,node=1", "bad count '-2'"),
+        ("JobIDRaw", "\u0661\u0660\u0664\u0660", "bad job id '\u0661\u0660\u0664\u0660'"),
+    ],
+    ids=[
+        "NNodes=-2",
+        "ReqNodes=-2",
+        "ReqCPUS=1_000",
+        "UID=+1000",
+        "ElapsedRaw-arabic-indic",
+        "gpu=-2",
+        "JobIDRaw-arabic-indic",
+    ],
+)
+def test_a_count_sacct_never_prints_is_a_bad_line(
+    caplog: pytest.LogCaptureFixture, field: str, value: str, said: str
+) -> None:
+    """sacct's counts and job ids are ASCII digits. int() and \\d read more: NNodes=-2 was stored as
+    -2 nodes with a negative memory per node and GPU count; job "١٠٤٠" as a job apart from 1040."""
+    line = next(x for x in SACCT_TEXT.splitlines() if x.startswith("1040|")).split("|")
+    line[SACCT_FIELDS.index(field)] = value
+    stats = ReadStats(source="odd.txt")
+    with caplog.at_level(logging.WARNING):
+        out = read_sacct([HEADER, "|".join(line)], stats)
+    assert out == [] and stats.bad_lines == 1
+    assert f"bad line odd.txt:2: {said}" in caplog.text

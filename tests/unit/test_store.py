@@ -183,13 +183,44 @@ def test_a_clock_gone_back_names_a_version_after_the_newest(
 
 def test_a_verdict_is_read_from_promotion_json_and_refused_follows_it(tmp_path: Path) -> None:
     store = ModelStore(tmp_path)
-    judged, unjudged, garbled = (store.publish(Target.TIME, FILES, CARD) for _ in range(3))
+    judged, unjudged = (store.publish(Target.TIME, FILES, CARD) for _ in range(2))
     store.write_verdict(Target.TIME, judged, {"promote": False, "verdict": "kept"})
-    (tmp_path / "time" / garbled / "promotion.json").write_text("[1, 2]")
     assert store.verdict(Target.TIME, judged) == {"promote": False, "verdict": "kept"}
     assert store.refused(Target.TIME, judged)
-    for version in (unjudged, garbled):  # no readable verdict: not refused, nothing to list
-        assert store.verdict(Target.TIME, version) is None and not store.refused(Target.TIME, version)
+    # No promotion.json (--promote always|never, releases before promotion): not refused.
+    assert store.verdict(Target.TIME, unjudged) is None and not store.refused(Target.TIME, unjudged)
+
+
+@pytest.mark.timeout(10)  # open() of a FIFO waits for a writer: a regression fails, not hangs
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b'{"promote": tr', "not JSON"),  # cut short
+        (b'{"promote": false, "r": "\xe9t\xe9"}', "not JSON ('utf-8' codec"),  # Latin-1
+        (b"[1, 2]", "no verdict in it"),
+        (b'{"verdict": "promoted"}', "no verdict in it"),
+        (b'{"promote": "true"}', "no verdict in it"),
+        (None, "a FIFO, not a regular file"),
+    ],
+    ids=["truncated", "not-utf8", "a-list", "no-promote", "promote-a-string", "fifo"],
+)
+def test_a_verdict_that_cannot_be_read_is_a_refusal_logged_naming_the_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes | None, problem: str
+) -> None:
+    """Read as no verdict, it was not refused: the daemon's fallback or `harp rollback` could serve
+    a challenger promotion refused. Fail safe: refused, and said where."""
+    store = ModelStore(tmp_path)
+    version = store.publish(Target.TIME, FILES, CARD)
+    path = tmp_path / "time" / version / "promotion.json"
+    if content is None:
+        os.mkfifo(path)
+    else:
+        path.write_bytes(content)
+    note = store.verdict(Target.TIME, version)
+    assert note is not None and note["promote"] is False and problem in note["verdict"]
+    assert store.refused(Target.TIME, version)
+    assert (store.refusal(Target.TIME, version) or "").startswith(f"has an unreadable verdict ({problem}")
+    assert f"{path}: {problem}" in caplog.text and "counts as refused" in caplog.text
 
 
 def test_a_versions_owner_is_the_target_whose_directory_holds_it(tmp_path: Path) -> None:

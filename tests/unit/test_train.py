@@ -27,11 +27,9 @@ from slurm_harp.learning.trainer import split_rows
 from slurm_harp.learning.walltime import TrainingError, train_walltime
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import ModelStore
-from tests.conftest import delimited
+from tests.conftest import BUNDLED_TRACE, delimited
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
-KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
-needs_traces = pytest.mark.skipif(not KTH.exists(), reason=f"real traces not found at {TRACES}")
+KTH = BUNDLED_TRACE  # in the package: these tests run in every checkout
 FAST = BoosterParams(n_estimators=40, num_leaves=15)
 
 
@@ -95,7 +93,7 @@ def test_dataset_is_chronological_and_keeps_censored_jobs() -> None:
 
 
 def test_train_publish_load_predict_round_trip(tmp_path: Path) -> None:
-    records = kth_slice(4000) if KTH.exists() else synthetic(4000)
+    records = kth_slice(4000)
     result = train_walltime(records, (0.5, 0.9), source="slice", params=FAST)
     card = result.card
     assert card["features"] == list(FEATURE_NAMES)
@@ -162,7 +160,6 @@ def _run_cli(*argv: str) -> int:
     return code
 
 
-@needs_traces
 def test_cli_trains_from_a_trace_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = kth_file(tmp_path, 1500)
     store = tmp_path / "store"
@@ -173,7 +170,6 @@ def test_cli_trains_from_a_trace_file(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "q0.90" in out and "upp=" in out and "request" in out
 
 
-@needs_traces
 def test_cli_trains_every_available_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = kth_file(tmp_path, 1500)
     store = tmp_path / "store"

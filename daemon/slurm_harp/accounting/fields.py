@@ -12,18 +12,26 @@ back: harp runs them in SLURM_ZONE (slurm_tool_environ) and reads their times th
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime, tzinfo
 
 from slurm_harp.slurm_formats import in_range, is_sentinel
 
 SLURM_ZONE = UTC
 _SLURM_TZ = "UTC0"  # POSIX for SLURM_ZONE: needs no time zone database
+_COUNT = re.compile(r"[0-9]+")
 
 
 def parse_int(text: str) -> int | None:
+    """A count sacct printed (ElapsedRaw, NNodes, UID, a TRES count): ASCII digits, no sign. int()
+    also reads ``-2``, ``1_000`` and other scripts' digits (``١٠٤``), which sacct never prints: a
+    garbled or forged line stored NNodes=-2 as -2 nodes and -2000 MB per node."""
     if is_sentinel(text):
         return None
-    return in_range(int(text.strip()), text)
+    digits = text.strip()
+    if _COUNT.fullmatch(digits) is None:
+        raise ValueError(f"bad count {text[:40]!r}: expected digits 0-9")
+    return in_range(int(digits), text)
 
 
 def parse_limit_minutes(text: str) -> int | None:

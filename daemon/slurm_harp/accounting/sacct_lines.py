@@ -35,9 +35,10 @@ UNIT_SEPARATOR = "\x1f"
 # Columns users can put anything in.
 FREE_TEXT = ("JobName", "WorkDir", "SubmitLine", "Comment", "AdminComment", "SystemComment", "Constraints")
 # 123, 123_4, 123_[5-9%2], 123+0, each optionally followed by .batch / .extern / .0 ...
-JOB_ID = re.compile(r"^(\d+)(_(?:\d+|\[[^\]]*\]))?(\+\d+)?(?:\.(\S+))?$")
-_STATE = re.compile(r"^[A-Z_]+(?: by \d+)?$")
-_EXIT = re.compile(r"^(?:\d+:\d+)?$")
+# re.ASCII: \d is any script's digit otherwise, and "١٠٤" was stored as a job apart from "104".
+JOB_ID = re.compile(r"^(\d+)(_(?:\d+|\[[^\]]*\]))?(\+\d+)?(?:\.(\S+))?$", re.ASCII)
+_STATE = re.compile(r"^[A-Z_]+(?: by \d+)?$", re.ASCII)
+_EXIT = re.compile(r"^(?:\d+:\d+)?$", re.ASCII)
 _MAX_JOINED_LINES = 50  # a row split by more newlines than this is given up as bad
 # A row with more ways of giving its extra fields back than this is bad, not read from the first
 # ones: the true reading could be past them and a shifted one (another user, UID 0) among them.

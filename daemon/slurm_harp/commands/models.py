@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE
-from slurm_harp.model.store import ModelStore, read_store_file
+from slurm_harp.model.store import ModelStore, load_store_json, read_store_file
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +28,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _summary(store: ModelStore, target: Target, version: str) -> str:
     try:
-        card = json.loads(read_store_file(store.target_dir(target) / version / CARD_FILE))
+        card = load_store_json(read_store_file(store.target_dir(target) / version / CARD_FILE))
     except (OSError, ValueError) as exc:
         return f"(card unreadable: {exc})"
-    training = card.get("training", {})
+    if not isinstance(card, dict):
+        return "(card unreadable: not a JSON object)"
+    training = card.get("training")
+    if not isinstance(training, dict):
+        training = {}
     parts = [f"trained on {training.get('rows_train', '?')} jobs"]
     figures = (
         card.get("calibration", {}).get("validation") if isinstance(card.get("calibration"), dict) else None

@@ -68,7 +68,7 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
     store = r.table(top.get("store", {}), "store")
     return Settings(
         server=server,
-        store=Path(r.get(store, "store", "path", str, str(DEFAULT_STORE))),
+        store=r.path_value(store, "store", "path", DEFAULT_STORE),
         policy=read_policy(r, r.table(top.get("policy", {}), "policy")),
         source=Path(path) if not str(path).startswith("<") else None,
         history=read_history(r, r.table(top.get("history", {}), "history")),

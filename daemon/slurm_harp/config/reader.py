@@ -69,6 +69,11 @@ SCHEMA: dict[str, set[str]] = {
     "policy.floor": {"time_minutes", "memory_mb", "cpus"},
     "policy.rule": {"partition", "account", "mode"},
 }
+# The longest period any key may give. Longer ones passed the checks and broke later: a wait past
+# ~2.1e6 s overflows select()'s millisecond timeout (`harp guard` died after its first poll), one
+# of 1e12 s threading's (the daemon's history thread died), and a guard.stale_seconds of 1e300 took
+# a dead guard for alive for good. No site needs a poll, lead, grace or staleness beyond a day.
+MOST_SECONDS = 86400.0
 # Sections that are arrays of tables ([[...]]): their keys are documented with the array.
 ARRAY_TABLES = frozenset({"policy.rule", "billing.partition", "advice.partition"})
 
@@ -107,11 +112,23 @@ class Reader:
         return value
 
     def seconds(self, data: Mapping[str, Any], section: str, key: str, default: float, least: float) -> float:
-        """A period in seconds, at least ``least`` (0 would make a poll loop spin)."""
+        """A period in seconds, at least ``least`` (0 would make a poll loop spin) and at most
+        MOST_SECONDS."""
         value = float(self.get(data, section, key, float, default))
         if value < least:
             raise self.fail(f"{section}.{key}", f"must be a number of seconds >= {least:g}, got {value:g}")
+        if value > MOST_SECONDS:
+            raise self.fail(
+                f"{section}.{key}", f"must be a number of seconds <= {MOST_SECONDS:g} (a day), got {value:g}"
+            )
         return value
+
+    def path_value(self, data: Mapping[str, Any], section: str, key: str, default: Path) -> Path:
+        """A path that must be there: Path("") is ".", the working directory, no file of harp's."""
+        text = self.get(data, section, key, str, str(default))
+        if not text.strip():
+            raise self.fail(f"{section}.{key}", "must be a path, got an empty string")
+        return Path(text)
 
     def mode(self, value: Any, key: str) -> Mode:
         try:

@@ -46,7 +46,7 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
     if tcp is not None and not tcp.rpartition(":")[2].isdigit():
         raise r.fail("server.tcp", f"expected host:port, got {tcp!r}")
     return ServerSettings(
-        socket=Path(r.get(srv, "server", "socket", str, str(d.socket))),
+        socket=r.path_value(srv, "server", "socket", d.socket),
         socket_mode=socket_mode,
         socket_group=get("socket_group", str),
         tcp=tcp,
@@ -82,20 +82,28 @@ def read_guard(r: Reader, g: Mapping[str, Any]) -> GuardSettings:
     if extension not in EXTENSIONS:
         raise r.fail("guard.extension", f"must be one of {', '.join(EXTENSIONS)}, got {extension!r}")
     return GuardSettings(
-        heartbeat=Path(r.get(g, "guard", "heartbeat", str, str(d.heartbeat))),
-        state=Path(r.get(g, "guard", "state", str, str(d.state))),
+        heartbeat=r.path_value(g, "guard", "heartbeat", d.heartbeat),
+        state=r.path_value(g, "guard", "state", d.state),
         poll_seconds=poll,
         lead_seconds=lead,
         stale_seconds=stale,
-        max_updates_per_poll=positive(
-            r,
-            "guard.max_updates_per_poll",
-            r.get(g, "guard", "max_updates_per_poll", int, d.max_updates_per_poll),
-        ),
+        max_updates_per_poll=_max_updates(r, g, d.max_updates_per_poll),
         metrics_address=r.get(g, "guard", "metrics_address", str, d.metrics_address),
         metrics_port=port,
         extension=extension,
     )
+
+
+# guard.max_updates_per_poll bounds one poll's scontrol calls on slurmctld: any value passed (10**18
+# too), which was no bound. 10,000 is 50 times the default.
+MOST_UPDATES_PER_POLL = 10_000
+
+
+def _max_updates(r: Reader, g: Mapping[str, Any], default: int) -> int:
+    value: int = r.get(g, "guard", "max_updates_per_poll", int, default)
+    if value > MOST_UPDATES_PER_POLL:
+        raise r.fail("guard.max_updates_per_poll", f"must be <= {MOST_UPDATES_PER_POLL}, got {value}")
+    return positive(r, "guard.max_updates_per_poll", value)
 
 
 def read_training(r: Reader, tr: Mapping[str, Any]) -> TrainingSettings:

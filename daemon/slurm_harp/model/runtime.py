@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from slurm_harp.core.safety_rule import Calibration
 from slurm_harp.model import ladder
 from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, check_schema, to_unit, unit_value
 from slurm_harp.model.row_run import RowRun
-from slurm_harp.model.store import read_store_file, sha256_hex
+from slurm_harp.model.store import load_store_json, read_store_file, sha256_hex
 
 
 class ModelError(Exception):
@@ -215,12 +214,31 @@ def _read(path: Path) -> bytes:
 
 def _read_card(path: Path) -> dict[str, Any]:
     try:
-        card = json.loads(_read(path).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        card = load_store_json(_read(path).decode("utf-8"))
+    except ValueError as exc:  # bad UTF-8 or JSON, a 5000-digit integer, nesting past the parser's
         raise ModelError(f"{path}: not valid JSON: {exc}") from exc
     if not isinstance(card, dict):
         raise ModelError(f"{path}: not a JSON object")
+    if _deeper_than(card, _MAX_CARD_DEPTH):
+        raise ModelError(f"{path}: nested more than {_MAX_CARD_DEPTH} levels deep: no card harp writes")
     return card
+
+
+# A card harp writes is 4 or 5 levels deep. Nesting the parser still reads (~990 levels) makes the
+# schema check recurse in turn, and its message's repr() raise RecursionError, no ModelError.
+_MAX_CARD_DEPTH = 32
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether JSON ``value`` nests more than ``limit`` containers deep (a loop: no recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def _check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
@@ -229,7 +247,8 @@ def _check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
     if card.get("format") not in READABLE_FORMATS:
         readable = ", ".join(str(f) for f in READABLE_FORMATS)
         raise ModelError(
-            f"{path}: card format {card.get('format')!r} is unknown; this daemon reads formats {readable}"
+            f"{path}: card format {repr(card.get('format'))[:80]} is unknown; this daemon reads formats "
+            f"{readable}"
         )
     try:
         check_schema(card)

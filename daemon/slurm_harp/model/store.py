@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import tempfile
@@ -35,8 +36,14 @@ LOCK_FILE = ".harp-train.lock"
 # fallback or `harp rollback` (it may be a challenger the verdict would have refused), and retention
 # counts it with the refused ones.
 PENDING_VERDICT = {"promote": False, "pending": True, "verdict": "not judged (no verdict written yet)"}
+# verdict() of a promotion.json that is there but holds no verdict it can read (not JSON, cut short,
+# not UTF-8, no true or false "promote", a FIFO): refused, as PENDING_VERDICT is. What it hides may
+# be a refusal, and a challenger promotion refused must never be served by a fallback.
+UNREADABLE = "unreadable"
 _VERSION = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+log = logging.getLogger(__name__)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -171,24 +178,39 @@ class ModelStore:
 
     def verdict(self, target: Target | str, version: str) -> dict[str, Any] | None:
         """The promotion verdict on ``version`` (its ``promotion.json``, written by write_verdict
-        for learning.pipeline), or None when it has no readable one: versions of ``--promote
-        always|never`` and of releases before promotion have none."""
+        for learning.pipeline), or None when it has none: versions of ``--promote always|never``
+        and of releases before promotion. One that cannot be read is logged, naming the file, and
+        given as a refusal: ``promote: false``, UNREADABLE: the problem, ``verdict`` saying it."""
+        path = self.target_dir(target) / version / PROMOTION_FILE
         try:
-            note = json.loads(read_store_file(self.target_dir(target) / version / PROMOTION_FILE))
-        except (OSError, ValueError):
+            note = load_store_json(read_store_file(path))
+        except FileNotFoundError:
             return None
-        return note if isinstance(note, dict) else None
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+        except ValueError as exc:  # UnicodeDecodeError and load_store_json's refusals included
+            problem = f"not JSON ({exc})"
+        else:
+            if isinstance(note, dict) and isinstance(note.get("promote"), bool):
+                return note
+            problem = "no verdict in it (no true or false promote)"
+        log.warning("%s: %s: the version counts as refused at promotion", path, problem)
+        return {"promote": False, UNREADABLE: problem, "verdict": f"verdict unreadable: {problem}"}
+
+    def refusal(self, target: Target | str, version: str) -> str | None:
+        """Why ``version`` may not serve in a fallback, or None: promotion judged it worse than the
+        champion, never judged it (PENDING_VERDICT), or its verdict cannot be read. A version
+        without promotion.json is not refused."""
+        note = self.verdict(target, version)
+        if note is None or note.get("promote") is not False:
+            return None
+        if isinstance(note.get(UNREADABLE), str):
+            return f"has an unreadable verdict ({note[UNREADABLE]})"
+        return "awaits a verdict never written" if note.get("pending") is True else "was refused at promotion"
 
     def refused(self, target: Target | str, version: str) -> bool:
-        """Whether promotion judged ``version`` worse than the champion and kept the champion, or
-        never judged it (PENDING_VERDICT). A version without a readable verdict is not refused."""
-        note = self.verdict(target, version)
-        return note is not None and note.get("promote") is False
-
-    def pending(self, target: Target | str, version: str) -> bool:
-        """Whether ``version`` still holds the PENDING_VERDICT it was published with."""
-        note = self.verdict(target, version)
-        return note is not None and note.get("pending") is True
+        """Whether ``refusal`` gives a reason."""
+        return self.refusal(target, version) is not None
 
     @staticmethod
     def _new_version(target_dir: Path) -> str:
@@ -238,6 +260,17 @@ def read_store_file(path: Path) -> bytes:
     must not make the daemon (often more privileged) read, log or hang on a file outside it
     (a link to a secret, a FIFO, a device). FileNotFoundError passes through; the rest is OSError."""
     return read_regular(path, follow_links=False)
+
+
+def load_store_json(raw: bytes | str) -> Any:
+    """``raw`` (a card, a verdict) as JSON, or ValueError for whatever does not read as such: bad
+    UTF-8, bad JSON, an integer of more digits than Python converts (ValueError from json itself),
+    and nesting deeper than the parser recurses, whose RecursionError would otherwise escape every
+    caller's ValueError and end a reload or `harp serve` with a traceback."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
 
 
 def _write_synced(path: Path, data: bytes) -> None:

@@ -93,9 +93,8 @@ def _newest_loadable(store: ModelStore, target: Target, before: str) -> Quantile
     for version in reversed(versions):
         if version >= before:
             continue
-        if store.refused(target, version):
-            pending = store.pending(target, version)
-            why = "awaits a verdict never written" if pending else "was refused at promotion"
+        why = store.refusal(target, version)
+        if why is not None:
             log.warning("older model %s for %s %s: not served", version, target.value, why)
             continue
         try:
