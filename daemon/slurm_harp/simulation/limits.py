@@ -124,9 +124,10 @@ class PredictedLimits:
     DEFAULT_LEAD_S and no site bound. What the event-driven replay changes, each for its reason:
     the guard acts at its first poll within the lead, here exactly at the lead before the planned
     limit in seconds (a limit given not in whole minutes, which ``as_set`` never gives: up to 59 s
-    sooner than the guard would); limits go to ``next_limit`` in whole minutes, as Slurm holds them, and its new limit
-    comes back capped at the request in seconds (an SWF request need not be whole minutes); the
-    ratios are refreshed at each job end, where the guard's file is at each harvest.
+    sooner than the guard would); limits go to ``next_limit`` in whole minutes, as Slurm holds
+    them, and its new limit comes back capped at the request in seconds (an SWF request need not be
+    whole minutes); the ratios are refreshed at each job end, where the guard's file is at each
+    harvest.
     """
 
     MODES = ("rewrite", "time_min", "extend")
