@@ -44,7 +44,12 @@ def test_simulate_writes_the_table_json_and_plots(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert f"{TRACE}: 3000 jobs on 100 processors, scheduler slurm" in proc.stdout
-    assert "ours-extend: predictions for 1000 of 3000 jobs, 1000 below the request" in proc.stdout
+    assert "ours: policy from harp's defaults" in proc.stdout
+    # Whole minutes, the 10-minute floor and min_gain keep the request of the shortest jobs.
+    lowered = int(
+        proc.stdout.split("ours-extend: predictions for 1000 of 3000 jobs; the policy lowers ")[1].split()[0]
+    )
+    assert 200 < lowered < 1000
     assert "| slurm | ours-extend |" in proc.stdout
     assert "3000/3000 jobs" in proc.stderr
     doc = json.loads((out / f"{TRACE}-slurm.json").read_text())
@@ -68,12 +73,43 @@ def test_ours_without_predictions_fits_along_the_trace() -> None:
     fits = int(proc.stdout.split("ours: ")[1].split(" fits")[0])
     assert fits >= 2
     assert f"{fits}/{fits} fits" in proc.stderr
+    # As the daemon: no limit for a user with nothing ended lately (policy.require_history).
+    cold = int(proc.stdout.split("ours: ")[2].split(" jobs of users with no job ended lately")[0])
+    assert 0 < cold < 1000
     # The rule lowers few jobs (its limit kills); the median lowers most (the guard extends).
-    rule = proc.stdout.split("ours-rewrite: predictions for ")[1].split(" below")[0]
-    median = proc.stdout.split("ours-extend: predictions for ")[1].split(" below")[0]
-    served, lowered = int(median.split()[0]), int(median.split(", ")[1])
-    assert served >= 2000 and lowered > max(served // 2, int(rule.split(", ")[1]))
+    rule = proc.stdout.split("ours-rewrite: predictions for ")[1].split(" limits")[0]
+    median = proc.stdout.split("ours-extend: predictions for ")[1].split(" limits")[0]
+    served, lowered = int(median.split()[0]), int(median.split()[-1])
+    assert served >= 1500 and lowered > max(served // 2, int(rule.split()[-1]))
     assert "| easy | ours-extend |" in proc.stdout
+
+
+def test_config_names_the_policy_that_turns_predictions_into_limits(tmp_path: Path) -> None:
+    from slurm_harp.simulation import load_workload
+
+    jobs = load_workload(BUNDLED_TRACE).head(2000)
+    predictions = tmp_path / "predicted.csv"
+    rows = [f"{job_id},{jobs.request[i] * 0.95}" for i, job_id in enumerate(jobs.ids)]
+    predictions.write_text("job_id,seconds\n" + "\n".join(rows) + "\n")
+    config = tmp_path / "harp.toml"
+    config.write_text("[policy]\nmin_gain = 0.0\n[policy.floor]\ntime_minutes = 1\n")
+    common = ["--max-jobs", "2000", "--limits", "ours-extend", "--predictions", str(predictions)]
+    site = _harp(str(BUNDLED_TRACE), *common, "--config", str(config))
+    assert site.returncode == 0, site.stderr
+    assert f"ours: policy from {config}: time floor 1 min, min_gain 0" in site.stdout
+    defaults = _harp(str(BUNDLED_TRACE), *common)
+    assert defaults.returncode == 0, defaults.stderr
+
+    def lowered(out: str) -> int:
+        return int(out.split("the policy lowers ")[1].split()[0])
+
+    # 5 % off saves less than the default min_gain: nothing is cut; with min_gain 0, those
+    # whose request is long enough for 5 % to round to a whole minute.
+    assert lowered(defaults.stdout) == 0
+    assert lowered(site.stdout) > 500
+    config.write_text("[policy]\nmin_gain = 2\n")
+    bad = _harp(str(BUNDLED_TRACE), *common, "--config", str(config))
+    assert bad.returncode == 2 and "min_gain" in bad.stderr
 
 
 def test_a_link_planted_at_an_output_is_replaced_not_written_through(tmp_path: Path) -> None:

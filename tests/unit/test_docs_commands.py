@@ -160,6 +160,8 @@ DEFAULTS: list[tuple[str, str, str, str, Callable[[str], Any]]] = [
     ("docs/simulation.md", r"every `--period-days` \((\d+)\)", "simulate", "period_days", float),
     ("docs/simulation.md", r"the model's `--quantile` \(([\d.]+)\)", "simulate", "quantile", float),
     ("docs/simulation.md", r"the first (\d+) % of jobs a warm-up", "simulate", "warmup", percent),
+    ("docs/simulation.md", r"`--extension (\w+)` \(the default, as\s+the guard's\)", "simulate",
+     "extension", str),
     ("docs/evaluation.md", r"the first (\d+) % of the jobs train", "evaluate", "split[0]", percent),
     ("docs/evaluation.md", r"the next (\d+) % \(validation\)", "evaluate", "split[1]", percent),
 ]  # fmt: skip

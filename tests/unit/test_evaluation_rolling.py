@@ -81,3 +81,19 @@ def test_no_limit_sees_a_job_that_ended_after_its_period_began() -> None:
     b = served_limits(changed, period_days=10, first_fraction=0.3, make=make)
     np.testing.assert_array_equal(a.quantile[:cut], b.quantile[:cut])
     np.testing.assert_array_equal(a.rule[:cut], b.rule[:cut])
+
+
+def test_cold_marks_the_jobs_whose_user_had_nothing_ended_as_the_daemon_reads_it() -> None:
+    from slurm_harp.core.history import history_matrix, is_cold
+
+    jobs = trace(300)
+    # A user back after more than the history horizon is cold again (the horizon is 30 days).
+    late = replace(jobs[-1], request=replace(jobs[-1].request, user_name="back", submit_time=400 * DAY))
+    first = replace(late, job_id="first", request=replace(late.request, submit_time=300 * DAY))
+    first = replace(first, start_time=300 * DAY, end_time=300 * DAY + 60)
+    late = replace(late, start_time=400 * DAY, end_time=400 * DAY + 60)
+    jobs = [*jobs[:-1], first, late]
+    served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
+    # Each of the seven users' first job, then the returning user's two.
+    assert served.cold.tolist() == [i < 7 for i in range(299)] + [True, True]
+    assert served.cold.tolist() == [is_cold(row) for row in history_matrix(jobs)]

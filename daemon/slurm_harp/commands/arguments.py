@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from slurm_harp.config import DEFAULT_PATH, ConfigError, Settings, load
+from slurm_harp.core.policy import Policy
 from slurm_harp.output_dir import ForeignLink, OutputDir
 
 log = logging.getLogger(__name__)
@@ -86,3 +87,13 @@ def settings_at(path: str) -> Settings | None:
     except ConfigError as exc:
         log.error("%s", exc)
         return None
+
+
+def policy_at(config: str | None) -> tuple[Policy, str] | None:
+    """(the policy of ``config``, or of the daemon's usual path when it exists, else harp's
+    defaults; where it comes from); None when the configuration does not load (logged)."""
+    path = config or (str(DEFAULT_PATH) if DEFAULT_PATH.is_file() else None)
+    if path is None:
+        return Policy(), f"harp's defaults: no {DEFAULT_PATH}"
+    settings = settings_at(path)
+    return None if settings is None else (settings.policy, path)

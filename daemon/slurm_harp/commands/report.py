@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.commands.arguments import settings_at, writing_out
+from slurm_harp.commands.arguments import policy_at, writing_out
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.evaluation.site_report import site_report
@@ -73,7 +73,7 @@ def since_time(text: str, now: float | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    policy = _policy(args.config)
+    policy = policy_at(args.config)
     if policy is None:
         return 2
     db = Path(args.db)
@@ -119,12 +119,3 @@ def _report(args: argparse.Namespace, db: Path, policy: tuple[Policy, str], out:
         f"{rewrite.waste_core_h:,.0f} in rewrite mode, which kills {rewrite.killed:,} jobs"
     )
     return 0
-
-
-def _policy(config: str | None) -> tuple[Policy, str] | None:
-    """(the policy, where it comes from); None when the configuration named does not load."""
-    path = config or (str(DEFAULT_PATH) if DEFAULT_PATH.is_file() else None)
-    if path is None:
-        return Policy(), f"harp's defaults: no {DEFAULT_PATH}"
-    settings = settings_at(path)
-    return None if settings is None else (settings.policy, path)

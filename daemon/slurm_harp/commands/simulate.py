@@ -12,10 +12,14 @@ import shlex
 import sqlite3
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
-from slurm_harp.commands.arguments import count, fraction, writing_out
+from slurm_harp.commands.arguments import count, fraction, policy_at, writing_out
+from slurm_harp.config import DEFAULT_PATH
+from slurm_harp.core.policy import Policy
+from slurm_harp.core.request import Target
 from slurm_harp.output_dir import OutputDir
 
 log = logging.getLogger(__name__)
@@ -48,9 +52,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--predictions",
         type=Path,
-        help="ours-*: planned limits, JSON {job id: seconds} or CSV job_id,seconds (default: fitted "
+        help="ours-*: predicted limits, JSON {job id: seconds} or CSV job_id,seconds (default: fitted "
         "along the trace as nightly retraining would: the calibrated rule for rewrite, the median "
-        "model for time_min and extend)",
+        "model for time_min and extend); the policy turns them into limits as the daemon does",
+    )
+    p.add_argument(
+        "--config",
+        help="ours-*: the TOML configuration whose policy turns predictions into limits (the time "
+        "floor, min_gain, require_history; default: "
+        f"{DEFAULT_PATH} when it exists, else harp's defaults)",
     )
     p.add_argument(
         "--quantile",
@@ -62,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--extension",
         choices=("steps", "conditional"),
-        default="steps",
+        default="conditional",
         help="ours-time_min, ours-extend: how a job nearing its planned limit is extended, by harp "
         "guard's own rule and lead: by Tsafrir's steps (guard extension = 'steps'), or to the "
         f"{ConditionalRatios.QUANTILE} quantile of run time / prediction of the jobs that ended in the "
@@ -145,13 +155,14 @@ def _is_number(text: str) -> bool:
 
 
 def fitted_predictions(
-    args: argparse.Namespace, jobs: set[tuple[str, float]], show: bool
+    args: argparse.Namespace, jobs: set[tuple[str, float]], show: bool, policy: Policy
 ) -> dict[str, dict[tuple[str, float], float]]:
-    """Per ours-* source, (job id, submit time) of each of ``jobs`` -> planned limit (seconds) from
+    """Per ours-* source, (job id, submit time) of each of ``jobs`` -> predicted limit (seconds) from
     models fitted along the trace on the jobs ended by then (evaluation.rolling): the calibrated rule
     for rewrite, whose limit kills; the --quantile model (the median by default) for time_min and
     extend, where the user's own limit still holds and `harp guard` extends a job that reaches the
-    prediction. A job is its id and submit time: a job store may hold several jobs of one id."""
+    prediction. None for a cold user's job when ``policy.require_history``, as the daemon keeps its
+    request. A job is its id and submit time: a job store may hold several jobs of one id."""
     from slurm_harp.accounting import load_records
     from slurm_harp.accounting.jobstore import JobStore
     from slurm_harp.core.job import JobRecord
@@ -171,8 +182,18 @@ def fitted_predictions(
     progress = Progress("fitting along the trace", sys.stderr, "fits") if show else None
     served = served_limits(usable, period_days=args.period_days, progress=progress, quantile=args.quantile)
     print(f"ours: {served.fits} fits, one every {args.period_days:g} days after the first 20 % of jobs")
-    rule = {job(r): 60.0 * m for r, m in zip(usable, served.rule, strict=True) if not math.isnan(m)}
-    planned = {job(r): 60.0 * m for r, m in zip(usable, served.quantile, strict=True) if not math.isnan(m)}
+    kept = served.cold & policy.require_history
+    if policy.require_history:
+        print(f"ours: {int(kept.sum()):,} jobs of users with no job ended lately keep their request")
+
+    def served_s(values: Iterable[float]) -> dict[tuple[str, float], float]:
+        return {
+            job(r): 60.0 * m
+            for r, m, cold in zip(usable, values, kept, strict=True)
+            if not (math.isnan(m) or cold)
+        }
+
+    rule, planned = served_s(served.rule), served_s(served.quantile)
     ours = [name for name in args.limits if name.startswith("ours-")]
     return {name: rule if name == "ours-rewrite" else planned for name in ours}
 
@@ -200,11 +221,15 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.source).is_file():
         log.error("%s: no such file", args.source)
         return 2
-    return writing_out(args.out, log.error, lambda out: _simulate(args, out))
+    policy = policy_at(args.config)
+    if policy is None:
+        return 2
+    return writing_out(args.out, log.error, lambda out: _simulate(args, out, policy))
 
 
-def _simulate(args: argparse.Namespace, out: OutputDir | None) -> int:
+def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Policy, str]) -> int:
     from slurm_harp.simulation import catalog, load_workload, measure, simulate
+    from slurm_harp.simulation.limits import as_set
     from slurm_harp.simulation.schedule_report import Run, document, plot, table
     from slurm_harp.simulation.workload import predictions_by_id, predictions_by_job
 
@@ -219,15 +244,21 @@ def _simulate(args: argparse.Namespace, out: OutputDir | None) -> int:
             from_file = read_predictions(args.predictions)
             predictions = {name: predictions_by_id(jobs, from_file) for name in ours}
         elif ours:
-            fitted = fitted_predictions(args, set(zip(jobs.ids, jobs.submit, strict=True)), show)
+            fitted = fitted_predictions(args, set(zip(jobs.ids, jobs.submit, strict=True)), show, policy[0])
             predictions = {name: predictions_by_job(jobs, by_job) for name, by_job in fitted.items()}
     except (OSError, ValueError, sqlite3.Error) as exc:
         log.error("cannot simulate %s: %s", args.source, exc)
         return 2
-    for name, planned in predictions.items():
-        given = sum(not math.isnan(p) for p in planned)
-        lowered = sum(p < r for p, r in zip(planned, jobs.request, strict=True) if not math.isnan(p))
-        print(f"{name}: predictions for {given} of {len(jobs)} jobs, {lowered} below the request")
+    if predictions:
+        floor = policy[0].floors.get(Target.TIME, 0.0)
+        print(f"ours: policy from {policy[1]}: time floor {floor:g} min, min_gain {policy[0].min_gain:g}")
+    for name, predicted in list(predictions.items()):
+        predictions[name] = as_set(predicted, jobs, policy[0])
+        given = sum(not math.isnan(p) for p in predicted)
+        lowered = sum(
+            p < r for p, r in zip(predictions[name], jobs.request, strict=True) if not math.isnan(p)
+        )
+        print(f"{name}: predictions for {given} of {len(jobs)} jobs; the policy lowers {lowered} limits")
     dropped = "".join(f"; {v} dropped: {k}" for k, v in jobs.dropped.items())
     print(
         f"{jobs.name}: {len(jobs)} jobs on {jobs.processors} processors, scheduler {args.scheduler}{dropped}"

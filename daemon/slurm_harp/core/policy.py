@@ -92,6 +92,15 @@ class Policy:
                 return rule.mode
         return self.default_mode
 
+    def proposed(self, target: Target, predicted: float) -> int:
+        """A prediction (in the target's unit) as the value harp would set: whole units, rounded
+        up, at least the target's floor."""
+        return max(math.ceil(predicted), math.ceil(self.floors.get(target, 0.0)))
+
+    def saves(self, proposed: float, asked: float) -> bool:
+        """Whether setting ``proposed`` saves at least ``min_gain`` of the ``asked`` value."""
+        return proposed <= asked * (1.0 - self.min_gain)
+
     def decide(
         self,
         target: Target,
@@ -121,9 +130,8 @@ class Policy:
         if asked is None:
             # The effective limit is a partition default we cannot see: never risk raising it.
             return replace(base, action=Action.ANNOTATE, reason=Reason.NOT_REQUESTED)
-        floor = self.floors.get(target, 0.0)
-        proposed = max(math.ceil(predicted), math.ceil(floor))
-        if proposed > asked * (1.0 - self.min_gain):
+        proposed = self.proposed(target, predicted)
+        if not self.saves(proposed, asked):
             return replace(
                 base,
                 action=Action.ANNOTATE,

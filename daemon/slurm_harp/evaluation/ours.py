@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from slurm_harp.core.features import FEATURE_NAMES
+from slurm_harp.core.history import HISTORY_FEATURE_NAMES, USER_JOBS
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import ladder_limits
@@ -40,6 +42,8 @@ from slurm_harp.learning.fitting import (
 from slurm_harp.learning.targets import TargetData, target_data, usable_in_order
 
 MIN_TRAIN_JOBS = 50
+# The feature is_cold reads: how many of the user's jobs ended within the history horizon.
+_USER_JOBS_COLUMN = FEATURE_NAMES.index(HISTORY_FEATURE_NAMES[USER_JOBS])
 
 
 class HarpStrategy:
@@ -152,6 +156,16 @@ class HarpStrategy:
         _, preds, td, have = self._predictions(jobs, start, names=(name,))
         out = np.full(have.shape[0], np.nan)
         out[have] = np.minimum(preds[name], td.requested)
+        return out
+
+    def cold(self, jobs: Sequence[JobRecord]) -> np.ndarray:
+        """Per job: no job of its user had ended within the history horizon when it was submitted
+        (core.history.is_cold, what the daemon's policy.require_history keeps the request of);
+        False for a job without a row. Needs no fit."""
+        x, _, rows = self._features(jobs)
+        out = np.zeros(rows.shape[0], dtype=bool)
+        have = rows >= 0
+        out[have] = ~(x[rows[have], _USER_JOBS_COLUMN] > 0.0)
         return out
 
     def pareto(self, jobs: Sequence[JobRecord], start: int) -> Curve:

@@ -32,11 +32,13 @@ TRAIN_SHARE = 0.8
 class Served:
     """Per job of the input list (same order): ``rule`` the calibrated rule's limit and ``quantile``
     the quantile model's prediction (policy.limits = "quantile"), in minutes, capped at the request;
-    NaN keeps the request (and for every job before the first fit). ``fits``: how many fits served
+    NaN keeps the request (and for every job before the first fit); ``cold``: the jobs whose user
+    had no job ended within the history horizon (HarpStrategy.cold). ``fits``: how many fits served
     the trace."""
 
     rule: np.ndarray
     quantile: np.ndarray
+    cold: np.ndarray
     fits: int
 
 
@@ -71,8 +73,11 @@ def served_limits(
     rule, by_quantile = np.full(n, np.nan), np.full(n, np.nan)
     bounds = period_starts(jobs, period_days, first_fraction)
     total = len(bounds) - 1
+    strategy = make()
+    cold = strategy.cold(jobs)
     for k, (first, end) in enumerate(pairwise(bounds)):
-        strategy = make()
+        if k:  # a fresh fit per period (the first reuses the features read for cold)
+            strategy = make()
         try:
             strategy.fit(jobs, Split(int(TRAIN_SHARE * first), first), kill_budget, known_only=True)
         except ValueError:
@@ -82,4 +87,4 @@ def served_limits(
             by_quantile[first:end] = strategy.quantile_limits(jobs, first, quantile)[: end - first]
         if progress is not None:
             progress(k + 1, total)
-    return Served(rule=rule, quantile=by_quantile, fits=total)
+    return Served(rule=rule, quantile=by_quantile, cold=cold, fits=total)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from slurm_harp.core.extension import DEFAULT_LEAD_S, WINDOW_DAYS, ConditionalRatios, next_limit
+from slurm_harp.core.policy import Policy
+from slurm_harp.core.request import Target
 from slurm_harp.simulation.workload import Workload
 
 # No planned limit is shorter than this: a zero prediction would make a job look free to backfill.
@@ -107,8 +109,8 @@ class TsafrirLimits:
 
 
 class PredictedLimits:
-    """slurm-harp's rule, from a per-job array of predicted limits (seconds; NaN: none, use the
-    request), in one of its modes:
+    """slurm-harp's rule, from a per-job array of limits (seconds; NaN: none, use the request;
+    `harp simulate` gives it what the daemon's policy sets, ``as_set``), in one of its modes:
 
     - ``rewrite``: the prediction replaces the request: planned with it and killed at it (the
       engine then runs the job again with the user's request: one re-run, engine.py);
@@ -121,10 +123,11 @@ class PredictedLimits:
     "steps" (Tsafrir's) or "conditional" (the site's ended jobs, ``WindowedRatios``), the guard's
     DEFAULT_LEAD_S and no site bound. What the event-driven replay changes, each for its reason:
     the guard acts at its first poll within the lead, here exactly at the lead before the planned
-    limit in seconds (a prediction not in whole minutes: up to 59 s sooner than the guard, which
-    sees it rounded up); limits go to ``next_limit`` in whole minutes, as Slurm holds them, and its new limit
-    comes back capped at the request in seconds (an SWF request need not be whole minutes); the
-    ratios are refreshed at each job end, where the guard's file is at each harvest.
+    limit in seconds (a limit given not in whole minutes, which ``as_set`` never gives: up to 59 s
+    sooner than the guard would); limits go to ``next_limit`` in whole minutes, as Slurm holds
+    them, and its new limit comes back capped at the request in seconds (an SWF request need not be
+    whole minutes); the ratios are refreshed at each job end, where the guard's file is at each
+    harvest.
     """
 
     MODES = ("rewrite", "time_min", "extend")
@@ -186,6 +189,20 @@ class PredictedLimits:
         # before it in these modes).
         if self._ratios is not None and predicted < minutes(self._request[job]):
             self._ratios.add(now, ran / (60.0 * predicted))
+
+
+def as_set(predictions: Sequence[float], workload: Workload, policy: Policy) -> list[float]:
+    """Time predictions (seconds; NaN: none) as the daemon's ``policy`` turns them into limits
+    (core.policy): whole minutes rounded up, at least the time floor; NaN, the request kept, where
+    that would not save min_gain of the request. What PredictedLimits plans with."""
+    out = []
+    for predicted, request in zip(predictions, workload.request, strict=True):
+        if math.isnan(predicted):
+            out.append(math.nan)
+            continue
+        proposed = policy.proposed(Target.TIME, predicted / 60.0)
+        out.append(min(request, 60.0 * proposed) if policy.saves(proposed, request / 60.0) else math.nan)
+    return out
 
 
 def minutes(seconds: float) -> int:
