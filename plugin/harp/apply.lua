@@ -81,16 +81,17 @@ end
 function M.applied_tag(ann, got_t, got_m, got_c)
   local got = {t = got_t, m = got_m, c = got_c}
   local function item(drop)
-    return function(key, flag, value)
+    -- suffix: the item's "/q0.9" or "/k", kept with it and left out with it
+    return function(key, flag, value, suffix)
       local v = got[key]
-      if v == nil then return "," .. key .. "=" .. value end
+      if v == nil then return "," .. key .. "=" .. value .. suffix end
       local applied = format("%.0f", v)
       if applied == value then return nil end
       if drop then return "" end
-      return "," .. key .. flag .. "=" .. applied
+      return "," .. key .. flag .. "=" .. applied .. suffix
     end
   end
-  local pattern = ",([tmc])([!~])=(%d+)"
+  local pattern = ",([tmc])([!~])=(%d+)([^,]*)"
   local out = gsub(ann, pattern, item(false))
   if #out > M.MAX_ANNOTATION then out = gsub(ann, pattern, item(true)) end
   return out

@@ -341,6 +341,18 @@ T.test("a tag rebuilt stays within MAX_ANNOTATION", function()
     new_value = 9}}, ann), apply.MAX_ANNOTATION,
     "one byte to spare: rewritten")
   T.ok(jd.admin_comment:find(",c!=10,", 1, true), jd.admin_comment)
+  -- An item's /q or /k suffix goes with it: left behind, it would stick to the item before and no
+  -- reader could parse the tag.
+  head = "harp:rewrite,t!=60/q0.9,t0=120,c!=9/q0.9,c0=16,v="
+  ann = head .. string.rep("v", apply.MAX_ANNOTATION - #head)
+  jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
+    new_value = 9}}, ann), "harp:rewrite,t!=60/q0.9,t0=120,c0=16,v=" .. string.rep("v", apply.MAX_ANNOTATION - #head),
+    "the CPU item left out with its suffix")
+  jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
+    new_value = 9}}, "harp:rewrite,t!=60/q0.9,t0=120,c!=9/q0.9/k,c0=16,v=x"),
+    "harp:rewrite,t!=60/q0.9,t0=120,c!=10/q0.9/k,c0=16,v=x", "rewritten with its suffix")
 end)
 
 T.test("first decision per target wins", function()

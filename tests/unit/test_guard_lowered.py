@@ -239,3 +239,16 @@ def test_a_job_listed_twice_is_no_lowering_and_is_never_set_below_either_line(tm
     assert slurm.updates == []
     slurm, _ = polled(tmp_path / "4", [line("7", "40:00", "39:00", EXTEND)] * 2)
     assert slurm.updates == [("7", 41)]
+
+
+def test_a_job_listed_twice_at_and_below_its_own_limit_is_said_not_extended(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No limit is both past the higher line (its own 600) and within its own: nothing to run, but
+    # a job that may be stopped at the lower line is said so, not left silent.
+    first = [line("6", "1:00:00", "10:00", EXTEND)]
+    twice = [line("6", "1:00:00", "59:00", EXTEND), line("6", "10:00:00", "59:00", EXTEND)]
+    with caplog.at_level(logging.WARNING):
+        slurm, _ = polled(tmp_path, first, twice)
+    assert slurm.updates == []
+    assert "job 6: listed at 60 and 600 min, not extended past its own 600 min" in caplog.text

@@ -187,6 +187,12 @@ class Guard:
             log.exception("job %s: conditional extension failed: extended by a step", job.job_id)
             ext = next_limit(prediction, base, own, elapsed, lead, bound)
         if ext is None:
+            if job.listed_above is not None and job.listed_above >= own:
+                # No limit both past the higher line and within the user's own exists.
+                log.warning(
+                    "job %s: listed at %d and %d min, not extended past its own %d min; "
+                    "it may be stopped at %d min", job.job_id, limit, job.listed_above, own, limit,
+                )  # fmt: skip
             return "none"
         margin = limit * 60.0 - job.elapsed_s
         if ext.new_limit <= base:
