@@ -398,3 +398,35 @@ def test_a_verdict_nested_too_deeply_counts_as_refused(version_dir: Path, tmp_pa
     assert store.refusal(Target.TIME, version_dir.name) == (
         "has an unreadable verdict (not JSON (nested too deeply to read))"
     )
+
+
+def test_an_unforeseen_error_loading_one_target_rejects_it_and_the_others_load(
+    version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error no check foresaw (here a RuntimeError from the load) ended reload_models: the
+    targets after it were not reloaded, and `harp serve` did not start."""
+    store = ModelStore(tmp_path / "store")
+    files, card = _publishable(version_dir)
+    older = store.publish(Target.TIME, files, card)
+    broken = store.publish(Target.TIME, files, card)
+    cpus = store.target_dir(Target.CPUS) / version_dir.name
+    shutil.copytree(version_dir, cpus)
+    _as_target(cpus, Target.CPUS)
+    store.set_current(Target.CPUS, version_dir.name)
+    load = QuantileModel.load
+
+    def flaky(directory: Path, target: Target) -> QuantileModel:
+        if directory.name == broken:
+            raise RuntimeError("onnxruntime: something new")
+        return load(directory, target)
+
+    monkeypatch.setattr(QuantileModel, "load", staticmethod(flaky))
+    at_start = reload_models(store.root, {}, None)
+    assert at_start.models[Target.TIME].version == older
+    assert at_start.models[Target.CPUS].version == version_dir.name
+    assert "RuntimeError: onnxruntime: something new" in at_start.rejected[0]
+    assert "unexpected error while loading" in caplog.text
+    last_good = _Serving()
+    on_reload = reload_models(store.root, {Target.TIME: last_good}, None)
+    assert on_reload.models[Target.TIME] is last_good
+    assert on_reload.models[Target.CPUS].version == version_dir.name

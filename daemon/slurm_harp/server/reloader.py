@@ -52,7 +52,7 @@ def reload_models(
             continue
         model: QuantileModel | None
         try:
-            model = QuantileModel.load(candidate, target)  # the card must be for this directory's target
+            model = _load(candidate, target)  # the card must be for this directory's target
         except ModelError as exc:
             rejected.append(f"{target.value}: {exc}")
             if metrics is not None:
@@ -98,10 +98,22 @@ def _newest_loadable(store: ModelStore, target: Target, before: str) -> Quantile
             log.warning("older model %s for %s %s: not served", version, target.value, why)
             continue
         try:
-            return QuantileModel.load(store.target_dir(target) / version, target)
+            return _load(store.target_dir(target) / version, target)
         except ModelError as exc:
             log.warning("older model %s for %s does not load either: %s", version, target.value, exc)
     return None
+
+
+def _load(version_dir: Path, target: Target) -> QuantileModel:
+    """QuantileModel.load, any failure a ModelError: what no check foresaw (an onnxruntime error
+    of its own, say) must reject the version like any other, not stop the reload of every target."""
+    try:
+        return QuantileModel.load(version_dir, target)
+    except ModelError:
+        raise
+    except Exception as exc:
+        log.exception("model %s for %s: unexpected error while loading", version_dir, target.value)
+        raise ModelError(f"{version_dir}: {type(exc).__name__}: {exc}") from exc
 
 
 def store_fingerprint(store_root: Path) -> tuple[str, ...]:
