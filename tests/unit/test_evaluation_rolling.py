@@ -6,6 +6,7 @@ from dataclasses import replace
 from itertools import pairwise
 
 import numpy as np
+import pytest
 
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
@@ -97,3 +98,19 @@ def test_cold_marks_the_jobs_whose_user_had_nothing_ended_as_the_daemon_reads_it
     # Each of the seven users' first job, then the returning user's two.
     assert served.cold.tolist() == [i < 7 for i in range(299)] + [True, True]
     assert served.cold.tolist() == [is_cold(row) for row in history_matrix(jobs)]
+
+
+def test_the_features_are_built_once_for_every_period(monkeypatch: pytest.MonkeyPatch) -> None:
+    from slurm_harp.evaluation import ours
+    from slurm_harp.learning.dataset import Dataset, build_dataset
+
+    built: list[int] = []
+
+    def counted(jobs: list[JobRecord]) -> Dataset:
+        built.append(len(jobs))
+        return build_dataset(jobs)
+
+    monkeypatch.setattr(ours, "build_dataset", counted)
+    jobs = trace()
+    served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
+    assert served.fits > 2 and built == [len(jobs)]

@@ -96,6 +96,11 @@ class HarpStrategy:
             self._memo = (jobs, data.x, td, rows)
         return self._memo[1], self._memo[2], self._memo[3]
 
+    def share_features(self, other: HarpStrategy) -> None:
+        """Take ``other``'s features of its job list (they depend on the jobs alone, not on a fit):
+        a fit per period along one trace then builds them once, not once per period."""
+        self._memo = other._memo
+
     def fit(
         self, jobs: Sequence[JobRecord], split: Split, kill_budget: float, *, known_only: bool = False
     ) -> None:

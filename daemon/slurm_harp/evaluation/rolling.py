@@ -73,11 +73,12 @@ def served_limits(
     rule, by_quantile = np.full(n, np.nan), np.full(n, np.nan)
     bounds = period_starts(jobs, period_days, first_fraction)
     total = len(bounds) - 1
-    strategy = make()
+    first_strategy = strategy = make()
     cold = strategy.cold(jobs)
     for k, (first, end) in enumerate(pairwise(bounds)):
-        if k:  # a fresh fit per period (the first reuses the features read for cold)
+        if k:  # a fresh fit per period, on the features built once
             strategy = make()
+            strategy.share_features(first_strategy)
         try:
             strategy.fit(jobs, Split(int(TRAIN_SHARE * first), first), kill_budget, known_only=True)
         except ValueError:
