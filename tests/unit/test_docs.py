@@ -158,6 +158,29 @@ def test_the_sample_configuration_parses() -> None:
     load(REPO / "deploy" / "config" / "harp.toml")
 
 
+def _sections(text: str) -> set[str]:
+    return set(re.findall(r"\[(\w+)\]", text))
+
+
+def test_the_sample_configuration_and_the_reference_say_what_a_reload_applies() -> None:
+    """deploy/config/harp.toml's header and docs/configuration.md name the sections `harp serve`
+    re-reads on SIGHUP and those it keeps until a restart, as Daemon.reload keeps them."""
+    code = (REPO / "daemon" / "slurm_harp" / "server" / "daemon.py").read_text()
+    kept = re.search(r"for section in \(([^)]*)\):\n\s+if getattr\(fresh, section\)", code)
+    assert kept, "Daemon.reload no longer lists the sections it keeps"
+    restart = set(re.findall(r'"(\w+)"', kept.group(1)))
+    tables = {name for name in SCHEMA if name and "." not in name}
+    applied = tables - restart - {"training"}  # [training]: read by each `harp nightly`, not the daemon
+    assert restart and applied >= {"store", "policy", "billing"}
+    header = (REPO / "deploy" / "config" / "harp.toml").read_text().split("\n\n")[0]
+    said = re.search(r"re-reads (.*?); (.*?) needs? a restart", " ".join(header.replace("#", "").split()))
+    assert said, "harp.toml's header no longer says what a reload applies"
+    assert (_sections(said.group(1)), _sections(said.group(2))) == (applied, restart)
+    reference = " ".join((REPO / "docs" / "configuration.md").read_text().split())
+    said = re.search(r"`harp serve` applies (.*?) changes at once, (.*?) changes after a restart", reference)
+    assert said and (_sections(said.group(1)), _sections(said.group(2))) == (applied, restart)
+
+
 # README.md and docs/: their claims cite the tests that show them, and their commands are harp's
 # (test_docs_commands.py): every document there, guard.md and benchmarks.md included.
 CLAIM_DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

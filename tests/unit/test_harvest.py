@@ -361,6 +361,45 @@ def test_cli_prints_one_summary_line_and_resumes(
         assert s.count("sacct") == 7 and s.cursor("sacct") == LAST_END
 
 
+HARVEST_ALL = ["harvest", "--settle-seconds", "0", "--start", "2024-03-01T00:00Z", "--window-hours", "1e6"]
+
+
+def test_cli_harvests_into_the_configs_history_db_unless_db_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The timer's unit names only the config: the harvest fills the [history] db the daemon, the
+    guard and the nightly read (it filled /var/lib/slurm-harp/jobs.sqlite whatever they read)."""
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(TEXT))
+    monkeypatch.delenv("HARP_DB", raising=False)
+    site_db, given = tmp_path / "site" / "history.sqlite", tmp_path / "given.sqlite"
+    site_db.parent.mkdir()
+    config = tmp_path / "harp.toml"
+    config.write_text(f'[history]\ndb = "{site_db}"\n')
+    assert main([*HARVEST_ALL, "--config", str(config)]) == 0
+    assert main([*HARVEST_ALL, "--config", str(config), "--db", str(given)]) == 0
+    for db in (site_db, given):
+        with JobStore(db) as s:
+            assert s.count("sacct") == 7
+    # without --config, the daemon's usual path when it exists
+    site_db.unlink()
+    monkeypatch.setattr(harvest_command, "DEFAULT_PATH", config)
+    assert main(HARVEST_ALL) == 0
+    with JobStore(site_db) as s:
+        assert s.count("sacct") == 7
+
+
+def test_cli_harvest_exits_2_on_a_config_that_does_not_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(RuntimeError("sacct must not run")))
+    monkeypatch.delenv("HARP_DB", raising=False)
+    config = tmp_path / "harp.toml"
+    config.write_text("[history]\ndb = 3\n")
+    with caplog.at_level(logging.ERROR):
+        assert main(["harvest", "--config", str(config)]) == 2
+    assert str(config) in caplog.text
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -29,6 +29,8 @@ from pathlib import Path
 from slurm_harp.accounting import ReadStats, extension_file, sacct_runner
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct
+from slurm_harp.commands.arguments import settings_at
+from slurm_harp.config import DEFAULT_PATH
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,16 @@ def default_db() -> str:
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("harvest", help="add jobs that ended since the last harvest to the job store")
-    p.add_argument("--db", default=default_db(), help="job store (default: $HARP_DB or %(default)s)")
+    p.add_argument(
+        "--db",
+        default=None,
+        help=f"job store (default: $HARP_DB, else --config's [history] db, else {DEFAULT_DB})",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        help=f"the daemon's config, read for its [history] db (default: {DEFAULT_PATH} when it exists)",
+    )
     p.add_argument("--source-name", default="sacct", help="source key in the store (default: %(default)s)")
     p.add_argument(
         "--overlap-minutes", type=_amount, default=60.0, help="re-read before the cursor (%(default)s)"
@@ -158,9 +169,27 @@ def harvest(
     return report
 
 
+def store_path(db: str | None, config: str | None) -> str | None:
+    """The job store to harvest into: ``db`` (--db), else $HARP_DB, else the ``[history] db`` of
+    ``config`` (default: the daemon's usual path when it exists; the store the daemon, the guard and
+    the nightly read), else DEFAULT_DB; None when that configuration does not load (logged)."""
+    if db or os.environ.get("HARP_DB"):
+        return db or default_db()
+    path = config or (str(DEFAULT_PATH) if DEFAULT_PATH.is_file() else None)
+    if path is None:
+        return DEFAULT_DB
+    settings = settings_at(path)
+    if settings is None:
+        return None
+    return DEFAULT_DB if settings.history.db is None else str(settings.history.db)
+
+
 def run(args: argparse.Namespace) -> int:
+    db = store_path(args.db, args.config)
+    if db is None:
+        return 2
     done = harvest_into(
-        args.db,
+        db,
         source=args.source_name,
         overlap_s=int(args.overlap_minutes * 60),
         settle_s=int(args.settle_seconds),
