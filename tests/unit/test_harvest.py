@@ -382,7 +382,8 @@ def test_cli_harvests_into_the_configs_history_db_unless_db_is_given(
             assert s.count("sacct") == 7
     # without --config, the daemon's usual path when it exists
     site_db.unlink()
-    monkeypatch.setattr(harvest_command, "DEFAULT_PATH", config)
+    # the default path is found where every optional --config finds it (commands.arguments)
+    monkeypatch.setattr("slurm_harp.commands.arguments.DEFAULT_PATH", config)
     assert main(HARVEST_ALL) == 0
     with JobStore(site_db) as s:
         assert s.count("sacct") == 7

@@ -89,10 +89,16 @@ def settings_at(path: str) -> Settings | None:
         return None
 
 
+def config_or_default(config: str | None) -> str | None:
+    """``config`` when given, else the daemon's usual path when a file is there, else None (the
+    caller uses harp's defaults): for commands whose --config is optional."""
+    return config or (str(DEFAULT_PATH) if DEFAULT_PATH.is_file() else None)
+
+
 def policy_at(config: str | None) -> tuple[Policy, str] | None:
     """(the policy of ``config``, or of the daemon's usual path when it exists, else harp's
     defaults; where it comes from); None when the configuration does not load (logged)."""
-    path = config or (str(DEFAULT_PATH) if DEFAULT_PATH.is_file() else None)
+    path = config_or_default(config)
     if path is None:
         return Policy(), f"harp's defaults: no {DEFAULT_PATH}"
     settings = settings_at(path)

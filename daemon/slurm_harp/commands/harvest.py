@@ -29,7 +29,7 @@ from pathlib import Path
 from slurm_harp.accounting import ReadStats, extension_file, sacct_runner
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct
-from slurm_harp.commands.arguments import settings_at
+from slurm_harp.commands.arguments import config_or_default, settings_at
 from slurm_harp.config import DEFAULT_PATH
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ def store_path(db: str | None, config: str | None) -> str | None:
     the nightly read), else DEFAULT_DB; None when that configuration does not load (logged)."""
     if db or os.environ.get("HARP_DB"):
         return db or default_db()
-    path = config or (str(DEFAULT_PATH) if DEFAULT_PATH.is_file() else None)
+    path = config_or_default(config)
     if path is None:
         return DEFAULT_DB
     settings = settings_at(path)

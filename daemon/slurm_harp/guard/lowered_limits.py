@@ -41,19 +41,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from slurm_harp.core.message import Tag
-from slurm_harp.guard.running import COMPLETING, PENDING, UNSETTLED, RunningJob
+from slurm_harp.guard.running import COMPLETING, PENDING, UNLIMITED, UNSETTLED, RunningJob, limit_or_unlimited
 
 log = logging.getLogger(__name__)
 
 # squeue prints whole seconds; within one run a job's run time never goes back (a suspended job's
 # stands still), so a drop by more than this is a new run.
 RUN_TIME_SLACK_S = 1.0
-UNLIMITED = sys.maxsize
 # Listings in a row a job may be missing from before what was seen of it is forgotten: a minute at
 # the default poll period, long past a line garbled once.
 MISSING_POLLS = 12
@@ -156,7 +154,7 @@ class LoweredLimits:
         return self._see(dataclasses.replace(job, state=PENDING), prior)
 
     def _see(self, job: RunningJob, prior: Seen | None) -> Seen:
-        limit = UNLIMITED if job.limit_minutes is None else job.limit_minutes
+        limit = limit_or_unlimited(job)
         pending = job.state == PENDING
         went_back = prior is not None and job.elapsed_s < prior.elapsed_s - RUN_TIME_SLACK_S
         if prior is None or (pending and not prior.pending) or went_back:  # first seen, or a new run

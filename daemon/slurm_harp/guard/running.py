@@ -45,7 +45,7 @@ from slurm_harp.slurm_formats import parse_duration_s
 log = logging.getLogger(__name__)
 
 SEPARATOR = "|"
-_UNLIMITED = sys.maxsize
+UNLIMITED = sys.maxsize  # a job with no time limit, where a limit in minutes is compared
 # The states a job is read in: squeue's StateCompact of three base states and of completing,
 RUNNING, PENDING, SUSPENDED, COMPLETING = "R", "PD", "S", "CG"
 # and configuring (CF) or a flag not placed here: what was seen of the job is kept.
@@ -144,6 +144,11 @@ def parse_running(text: str, unread: set[str] | None = None) -> Iterator[Running
         yield job
 
 
+def limit_or_unlimited(job: RunningJob) -> int:
+    """The job's limit in minutes, UNLIMITED when it has none."""
+    return UNLIMITED if job.limit_minutes is None else job.limit_minutes
+
+
 def merge_duplicates(jobs: Iterable[RunningJob]) -> tuple[list[RunningJob], set[str]]:
     """One job per id, and the ids listed more than once with lines that differ (logged).
 
@@ -163,11 +168,11 @@ def merge_duplicates(jobs: Iterable[RunningJob]) -> tuple[list[RunningJob], set[
             merged.append(lines[0])
             continue
         ambiguous.add(job_id)
-        limits = [_UNLIMITED if j.limit_minutes is None else j.limit_minutes for j in lines]
+        limits = [limit_or_unlimited(j) for j in lines]
         log.warning("job %s listed %d times, limits %s: no lowering read from it", job_id, len(lines), limits)
         base = min(
             lines,
-            key=lambda j: (j.state != RUNNING, _UNLIMITED if j.limit_minutes is None else j.limit_minutes),
+            key=lambda j: (j.state != RUNNING, limit_or_unlimited(j)),
         )
         highest = max(limits)
         merged.append(
