@@ -94,8 +94,17 @@ def read_json(path: Path | str, max_bytes: int) -> Any:
     if len(raw) > max_bytes:
         raise TooLarge(f"{path}: larger than {max_bytes} bytes")
     try:
-        return json.loads(raw)
-    # ValueError: bad bytes or syntax, and an integer past Python's 4300 digits; RecursionError:
-    # arrays nested thousands deep. Each is just a file that is not JSON to its reader.
-    except (ValueError, RecursionError) as exc:
+        return decode_json(raw)
+    except ValueError as exc:
         raise NotJSON(path, exc) from None
+
+
+def decode_json(raw: bytes | str) -> Any:
+    """``raw`` as JSON, or ValueError for whatever does not read as such: bad UTF-8 or syntax, an
+    integer of more digits than Python converts, and nesting deeper than the parser recurses, whose
+    RecursionError would otherwise escape every caller's ValueError (a corrupt state file or card
+    then ended `harp guard` or `harp serve` with a traceback)."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None

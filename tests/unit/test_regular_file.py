@@ -67,16 +67,16 @@ def test_json_of_harp_s_own_files_is_read_up_to_a_size(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
-        (b'{"n": ' + b"9" * 5000 + b"}", ValueError),  # past int's 4300-digit conversion limit
-        (b"[" * 100_000, RecursionError),
-        (b'{"jobs": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", RecursionError),
+        (b'{"n": ' + b"9" * 5000 + b"}", "Exceeds the limit"),  # past int's 4300-digit conversion
+        (b"[" * 100_000, "nested too deeply to read"),
+        (b'{"jobs": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", "nested too deeply to read"),
     ],
 )
-def test_json_no_decoder_can_hold_is_not_json(tmp_path: Path, body: bytes, reason: type) -> None:
+def test_json_no_decoder_can_hold_is_not_json(tmp_path: Path, body: bytes, reason: str) -> None:
     # Before, these escaped read_json as ValueError / RecursionError: a corrupt guard state file
     # stopped `harp guard` at every start, and a nested extension file failed every re-read.
     path = tmp_path / "f.json"
     path.write_bytes(body)
     with pytest.raises(NotJSON, match=f"^{path}: not JSON \\(") as err:
         read_json(path, len(body))
-    assert isinstance(err.value.reason, reason)
+    assert reason in str(err.value.reason)

@@ -8,7 +8,8 @@ import os
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE
-from slurm_harp.model.store import ModelStore, load_store_json, read_store_file
+from slurm_harp.model.store import ModelStore, read_store_file
+from slurm_harp.regular_file import decode_json
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _summary(store: ModelStore, target: Target, version: str) -> str:
     try:
-        card = load_store_json(read_store_file(store.target_dir(target) / version / CARD_FILE))
+        card = decode_json(read_store_file(store.target_dir(target) / version / CARD_FILE))
     except (OSError, ValueError) as exc:
         return f"(card unreadable: {exc})"
     if not isinstance(card, dict):

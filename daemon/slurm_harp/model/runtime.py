@@ -15,7 +15,8 @@ from slurm_harp.core.safety_rule import Calibration
 from slurm_harp.model import ladder
 from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, check_schema, to_unit, unit_value
 from slurm_harp.model.row_run import RowRun
-from slurm_harp.model.store import load_store_json, read_store_file, sha256_hex
+from slurm_harp.model.store import read_store_file, sha256_hex
+from slurm_harp.regular_file import decode_json
 
 
 class ModelError(Exception):
@@ -214,7 +215,7 @@ def _read(path: Path) -> bytes:
 
 def _read_card(path: Path) -> dict[str, Any]:
     try:
-        card = load_store_json(_read(path).decode("utf-8"))
+        card = decode_json(_read(path).decode("utf-8"))
     except ValueError as exc:  # bad UTF-8 or JSON, a 5000-digit integer, nesting past the parser's
         raise ModelError(f"{path}: not valid JSON: {exc}") from exc
     if not isinstance(card, dict):

@@ -23,7 +23,7 @@ from typing import Any
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE
-from slurm_harp.regular_file import read_regular
+from slurm_harp.regular_file import decode_json, read_regular
 from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, fsync_dir, make_dirs, replace_file
 
 CURRENT_FILE = "CURRENT"
@@ -183,12 +183,12 @@ class ModelStore:
         given as a refusal: ``promote: false``, UNREADABLE: the problem, ``verdict`` saying it."""
         path = self.target_dir(target) / version / PROMOTION_FILE
         try:
-            note = load_store_json(read_store_file(path))
+            note = decode_json(read_store_file(path))
         except FileNotFoundError:
             return None
         except OSError as exc:
             problem = exc.strerror or str(exc)
-        except ValueError as exc:  # UnicodeDecodeError and load_store_json's refusals included
+        except ValueError as exc:  # UnicodeDecodeError and decode_json's refusals included
             problem = f"not JSON ({exc})"
         else:
             if isinstance(note, dict) and isinstance(note.get("promote"), bool):
@@ -260,17 +260,6 @@ def read_store_file(path: Path) -> bytes:
     must not make the daemon (often more privileged) read, log or hang on a file outside it
     (a link to a secret, a FIFO, a device). FileNotFoundError passes through; the rest is OSError."""
     return read_regular(path, follow_links=False)
-
-
-def load_store_json(raw: bytes | str) -> Any:
-    """``raw`` (a card, a verdict) as JSON, or ValueError for whatever does not read as such: bad
-    UTF-8, bad JSON, an integer of more digits than Python converts (ValueError from json itself),
-    and nesting deeper than the parser recurses, whose RecursionError would otherwise escape every
-    caller's ValueError and end a reload or `harp serve` with a traceback."""
-    try:
-        return json.loads(raw)
-    except RecursionError:
-        raise ValueError("nested too deeply to read") from None
 
 
 def _write_synced(path: Path, data: bytes) -> None:
