@@ -153,6 +153,18 @@ def test_the_installed_units_pass_systemd_analyze_verify(deployed: Deployment) -
     assert done.returncode == 0 and done.stdout + done.stderr == "", done.stdout + done.stderr
 
 
+def test_the_installed_units_documentation_is_installed(deployed: Deployment) -> None:
+    units = sorted((deployed.base / "systemd").glob("*.service"))
+    named = [
+        Path(line.removeprefix("Documentation=file://"))
+        for unit in units
+        for line in unit.read_text().splitlines()
+        if line.startswith("Documentation=")
+    ]
+    assert len(named) == len(units) == 4
+    assert all(path.is_relative_to(deployed.base / "doc") and path.is_file() for path in named), named
+
+
 def test_systemd_analyze_verify_reads_the_advice_drop_in(deployed: Deployment, tmp_path: Path) -> None:
     """The check above covers the drop-in: a bad line in a copy of it is found, naming the file."""
     copy = tmp_path / "systemd"
@@ -301,6 +313,29 @@ def test_a_changed_plugin_setting_reaches_slurmctld_without_a_restart(
     assert job.job_id is not None, job.stderr
     cluster.run(["scancel", str(job.job_id)])
     assert f"(socket {deployed.socket}, deadline 60 ms)" in cluster.slurmctld_log()
+
+
+RESTART = "RUNNING HANDLER [slurm_harp : Restart slurm-harp]"
+RELOAD = "RUNNING HANDLER [slurm_harp : Reload slurm-harp (SIGHUP re-reads harp.toml)]"
+
+
+def test_a_harp_toml_change_restarts_or_reloads_as_the_installed_harp_says(deployed: Deployment) -> None:
+    """The installed harp's check-config --start-only decides: a new guard stale_seconds (which the
+    daemon reads only at start) restarts the daemon, a policy change reloads it."""
+    policy = deployed.variables["slurm_harp_config"]["policy"]
+    runs = {
+        "restart": {"policy": policy, "guard": {"stale_seconds": 90}},
+        "reload": {"policy": {**policy, "quantile": 0.8}, "guard": {"stale_seconds": 90}},
+        "back": {"policy": policy},
+    }
+    out = {}
+    for name, config in runs.items():
+        out[name] = deployed.again("--tags", "slurm_harp_config", slurm_harp_config=config)
+        assert out[name].returncode == 0, out[name].output[-3000:]
+    assert RESTART in out["restart"].output, out["restart"].output[-3000:]
+    reloaded = out["reload"].output
+    assert RELOAD in reloaded and RESTART not in reloaded, reloaded[-3000:]
+    assert RESTART in out["back"].output  # stale_seconds back to its default
 
 
 def test_turning_advice_off_removes_the_drop_in_and_closes_the_directory(deployed: Deployment) -> None:

@@ -67,6 +67,7 @@ def role_vars(base: Path, slurm_conf_dir: Path, **overrides: Any) -> dict[str, A
         "slurm_harp_venv_dir": str(base / "opt"),
         "slurm_harp_config_dir": str(base / "etc-harp"),
         "slurm_harp_lua_dir": str(base / "lua"),
+        "slurm_harp_doc_dir": str(base / "doc"),
         "slurm_harp_state_dir": str(base / "state"),
         "slurm_harp_systemd_dir": str(base / "systemd"),
         "slurm_harp_socket": str(base / "run" / "harp.sock"),
@@ -81,7 +82,7 @@ def role_vars(base: Path, slurm_conf_dir: Path, **overrides: Any) -> dict[str, A
     return variables
 
 
-INSTALL_DIRS = ("opt", "etc-harp", "lua", "state", "systemd", "run")
+INSTALL_DIRS = ("opt", "etc-harp", "lua", "doc", "state", "systemd", "run")
 
 
 @dataclass(frozen=True)

@@ -215,20 +215,21 @@ def test_the_role_manages_only_its_own_services() -> None:
     assert "{{ item }}" in named  # the timers, looped over __slurm_harp_timers
 
 
-TEMPLATE_PLAY = """\
-- name: The role's unit templates with its defaults, for a site whose SlurmUser is slurm
-  hosts: localhost
-  gather_facts: false
-  vars:
-    __slurm_harp_slurm_user: slurm
-    __slurm_harp_slurm_group: slurm
-    __slurm_harp_socket_group: slurm
-  tasks:
-    - name: Render the units
-      ansible.builtin.include_role:
-        name: slurm_harp
-        tasks_from: units
-"""
+def tasks_play(tasks_from: str, **variables: str) -> str:
+    """A play of the role's tasks/``tasks_from``.yml alone on localhost, with ``variables``."""
+    include = {"name": "slurm_harp", "tasks_from": tasks_from}
+    play = {"name": f"The role's {tasks_from} tasks", "hosts": "localhost", "gather_facts": False}
+    play |= {"vars": variables, "tasks": [{"name": "Run them", "ansible.builtin.include_role": include}]}
+    return yaml.safe_dump([play], sort_keys=False)
+
+
+# The unit templates with the role's defaults, for a site whose SlurmUser is slurm.
+TEMPLATE_PLAY = tasks_play(
+    "units",
+    __slurm_harp_slurm_user="slurm",
+    __slurm_harp_slurm_group="slurm",
+    __slurm_harp_socket_group="slurm",
+)
 
 
 def test_the_unit_templates_render_to_deploy_systemd_with_the_defaults(tmp_path: Path) -> None:
@@ -244,6 +245,25 @@ def test_the_unit_templates_render_to_deploy_systemd_with_the_defaults(tmp_path:
     assert sorted(p.name for p in out.iterdir()) == names
     _same, mismatch, errors = filecmp.cmpfiles(shipped, out, names, shallow=False)
     assert mismatch == [] and errors == [], (mismatch, errors)
+
+
+def test_the_units_documentation_lines_name_files_the_role_installs(tmp_path: Path) -> None:
+    """The wheel carries no documentation: the role installs what Documentation= names."""
+    require_root()
+    doc = tmp_path / "doc"
+    variables = {"slurm_harp_doc_dir": str(doc)}
+    result = run_role(tmp_path / "play", variables, playbook=tasks_play("docs"))
+    assert result.returncode == 0, result.output[-3000:]
+    default = yaml.safe_load((ROLE_DIR / "defaults" / "main.yml").read_text())["slurm_harp_doc_dir"]
+    named = [
+        line.removeprefix(f"Documentation=file://{default}/")
+        for unit in sorted((REPO / "deploy" / "systemd").glob("*.service"))
+        for line in unit.read_text().splitlines()
+        if line.startswith("Documentation=")
+    ]
+    assert len(named) == 4 and all("://" not in n for n in named), named
+    for name in named:
+        assert (doc / name).read_bytes() == (REPO / name).read_bytes(), name
 
 
 CONFIG_PLAY = """\
@@ -322,11 +342,6 @@ def test_the_advice_and_billing_variables_make_a_harp_toml_the_daemon_accepts(tm
         "[Service]",
         "RuntimeDirectoryMode=0751",
     ]
-    # The [advice] settings ride along (as a comment), so that changing them restarts the daemon.
-    assert (
-        '# {"socket": "/run/slurm-harp/advice.sock", "partition": [{"name": "gpu", "gpu_memory_gb": 80}]}'
-        in lines
-    )
 
 
 def test_without_the_advice_variables_harp_toml_has_no_advice_socket_nor_billing(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from slurm_harp.accounting.jobstore import JobStore
@@ -87,6 +88,72 @@ def test_rules_and_dashboard_name_only_exported_metrics(tmp_path: Path) -> None:
     assert in_rules - exported == set(), "alert rules name metrics nobody exports"
     assert in_dashboard - exported == set(), "the dashboard names metrics nobody exports"
     assert len(dashboard["panels"]) >= 8 and all(p["targets"] for p in dashboard["panels"])
+
+
+# The outcome gauges as the primary and the backup controller both export them (each harvests the
+# same jobs), and what each dashboard query of them must show: every job counted once.
+OUTCOMES = {
+    'harp_outcome_jobs{target="time",partition="batch",version="v1"}': 200,
+    'harp_outcome_killed_jobs{target="time",partition="batch",version="v1"}': 3,
+    'harp_outcome_underpredicted_ratio{target="time",partition="batch",version="v1"}': 0.05,
+    'harp_outcome_saved_core_seconds{target="time",partition="batch",version="v1"}': 7200,
+    'harp_outcome_ratio_bucket{target="time",partition="batch",version="v1",le="0.5"}': 100,
+    'harp_outcome_ratio_bucket{target="time",partition="batch",version="v1",le="1.0"}': 180,
+    'harp_outcome_ratio_bucket{target="time",partition="batch",version="v1",le="+Inf"}': 200,
+}
+SHOWN = {  # (panel, legend): (labels, value)
+    ("Accuracy: used / predicted (median, 90th percentile)", "{{target}} median"): ('{target="time"}', 0.5),
+    ("Accuracy: used / predicted (median, 90th percentile)", "{{target}} p90"): ('{target="time"}', 1.0),
+    ("Under-predicted jobs (UPP)", "{{target}}"): ('{target="time"}', 0.05),
+    ("Jobs killed by harp vs the kill budget", "{{partition}}"): ('{partition="batch"}', 0.015),
+    ("Jobs killed by harp vs the kill budget", "budget"): ("harp:kill_budget:ratio", 0.01),
+    ("Core-hours taken off reservations", "{{partition}}"): ('{partition="batch"}', 2.0),
+}
+
+
+def test_the_dashboard_counts_each_job_once_across_the_two_controllers(tmp_path: Path) -> None:
+    """Real Prometheus (promtool) evaluates the dashboard's outcome queries over both controllers'
+    series; the kill budget comes from the alert rules' recording rule, its one home."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = {
+        (p["title"], t["legendFormat"]): t["expr"]
+        for p in dashboard["panels"]
+        for t in p["targets"]
+        if "harp_outcome_" in t["expr"] or "kill_budget" in t["expr"]
+    }
+    assert set(queries) == set(SHOWN)
+    series = [
+        {
+            "series": name.replace("{", f'{{job="slurm-harp",instance="{host}:9817",', 1),
+            "values": f"{value}x10",
+        }
+        for name, value in OUTCOMES.items()
+        for host in ("ctl1", "ctl2")
+    ]
+    tests = {
+        "rule_files": [str(RULES)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "promql_expr_test": [
+                    {
+                        "expr": queries[key].replace("$partition", ".*"),
+                        "eval_time": "5m",
+                        "exp_samples": [{"labels": labels, "value": value}],
+                    }
+                    for key, (labels, value) in SHOWN.items()
+                ],
+            }
+        ],
+    }
+    (tmp_path / "dashboard.test.yml").write_text(yaml.safe_dump(tests))
+    done = subprocess.run(
+        [promtool(), "test", "rules", "dashboard.test.yml"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
 
 
 def documented_metrics(text: str) -> dict[str, set[str] | None]:

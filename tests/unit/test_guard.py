@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -238,6 +239,9 @@ def test_a_poll_whose_every_extension_failed_does_not_beat(tmp_path: Path) -> No
     assert guard.heartbeat.age() is None  # the daemon stops shortening new jobs
     assert registry.get_sample_value("harp_guard_polls_total", {"result": "failed"}) == 1
     assert registry.get_sample_value("harp_guard_last_success_timestamp_seconds") == 0
+    assert registry.get_sample_value("harp_guard_poll_period_seconds") == guard.settings.poll_seconds
+    guard.configure(dataclasses.replace(guard.settings, poll_seconds=300))  # as on SIGHUP
+    assert registry.get_sample_value("harp_guard_poll_period_seconds") == 300
     # One extension that works is enough: a job-specific refusal must not stop the cuts.
     slurm.refused = {"1", "2"}
     report = guard.poll()

@@ -2,15 +2,22 @@
 whether it is good (exit 0) or what is wrong (exit 2), changing nothing. It checks the host too (the
 socket's group exists), as `harp serve` does before it binds. Ansible's template module
 runs it before it installs a new harp.toml (deploy/ansible), so a bad file never replaces a good one.
+
+`--start-only` prints instead, as JSON, what of the file each service reads only at start: the role
+compares it before and after writing a new harp.toml, and restarts a service whose part changed
+rather than reloading it (SIGHUP re-reads the rest).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 
+from slurm_harp.commands import guard
 from slurm_harp.commands.arguments import settings_at
-from slurm_harp.config import ConfigError, check_host
+from slurm_harp.config import ConfigError, Settings, check_host
+from slurm_harp.server import daemon
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +25,11 @@ log = logging.getLogger(__name__)
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("check-config", help="check a harp.toml without using it")
     p.add_argument("file", help="the configuration to check")
+    p.add_argument(
+        "--start-only",
+        action="store_true",
+        help="print, as JSON per service, the settings it reads only at start (a change needs a restart)",
+    )
     p.set_defaults(func=run)
 
 
@@ -25,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_at(args.file)  # logs the problem, naming the key, when there is one
     if settings is None:
         return 2
+    if args.start_only:
+        print(json.dumps(start_only(settings), sort_keys=True))
+        return 0
     try:
         check_host(settings)  # this host is where it will serve: its socket group must exist
     except ConfigError as exc:
@@ -32,3 +47,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"{args.file}: ok (policy mode {settings.policy.default_mode.value})")
     return 0
+
+
+def start_only(settings: Settings) -> dict[str, str]:
+    """Per systemd unit, what of ``settings`` it reads only at start, as comparable text."""
+    return {
+        "slurm-harp.service": repr(tuple(getattr(settings, s) for s in daemon.START_ONLY)),
+        "slurm-harp-guard.service": repr(guard.start_only(settings)),
+    }

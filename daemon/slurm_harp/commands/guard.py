@@ -22,6 +22,9 @@ from slurm_harp.guard.loop import Guard
 from slurm_harp.guard.slurm import run_command
 
 log = logging.getLogger(__name__)
+# The [guard] keys the guard reads only at start (its metrics endpoint); a SIGHUP re-reads the rest
+# of [guard] and history.db. `harp check-config --start-only` shows them (deploy/ansible's restarts).
+START_ONLY = ("metrics_address", "metrics_port")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -81,10 +84,14 @@ def reload(path: str, guard: Guard, started: Settings) -> None:
         log.exception("SIGHUP: keeping the previous configuration: reading %s failed", path)
         return
     guard.configure(fresh.guard, history_of(fresh))
-    endpoint = (fresh.guard.metrics_address, fresh.guard.metrics_port)
-    if endpoint != (started.guard.metrics_address, started.guard.metrics_port):
-        log.warning("SIGHUP: guard.metrics_address and guard.metrics_port change only after a restart")
+    if start_only(fresh) != start_only(started):
+        log.warning("SIGHUP: %s change only after a restart", " and ".join(f"guard.{k}" for k in START_ONLY))
     log.info("SIGHUP: configuration reloaded")
+
+
+def start_only(settings: Settings) -> tuple[object, ...]:
+    """What of ``settings`` the guard reads only at start."""
+    return tuple(getattr(settings.guard, key) for key in START_ONLY)
 
 
 def history_of(settings: Settings) -> ExtensionHistory:

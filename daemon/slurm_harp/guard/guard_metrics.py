@@ -56,6 +56,11 @@ class GuardMetrics:
             "Ended jobs the conditional extension learns from (0: Tsafrir's steps only).",
             registry=registry,
         )
+        self.poll_period = Gauge(
+            "harp_guard_poll_period_seconds",
+            "The time between two polls ([guard] poll_seconds): how old the last good poll may be.",
+            registry=registry,
+        )
         self.last_success = Gauge(
             "harp_guard_last_success_timestamp_seconds",
             "Unix time of the last good poll (the heartbeat refreshed).",

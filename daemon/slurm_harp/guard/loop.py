@@ -96,6 +96,7 @@ class Guard:
     def configure(self, settings: GuardSettings, history: ExtensionHistory | None = None) -> None:
         """``history``: the site's ended jobs for the conditional extension (None: steps only)."""
         self.settings = settings
+        self.metrics.poll_period.set(settings.poll_seconds)  # HarpGuardStale's threshold follows it
         if settings.state != self._seen_file.path:  # a SIGHUP: the new path gets all at the next save
             self._seen_file.path = settings.state
             self._lowered.changed = True

@@ -45,6 +45,10 @@ HISTORY_SEED_WAIT_S = 60.0
 # Advice calls computed at once: they share the process (and its GIL) with the submissions.
 ADVICE_WORKERS = 2
 ADVICE_REQUEST_BYTES = 256 * 1024  # a job's fields and 64 partition names, each cut to 1 KiB
+# The harp.toml sections the daemon reads only at start (sockets, threads, the history feed, the
+# guard's heartbeat, advice); a SIGHUP re-reads the others. `harp check-config --start-only` shows
+# them, and deploy/ansible restarts instead of reloading when they changed.
+START_ONLY = ("server", "history", "guard", "advice")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -260,17 +264,11 @@ class Daemon:
             except Exception:  # a reader's bug must not end the daemon that serves every job
                 log.exception("reload: keeping the previous configuration: reading %s failed", source)
             else:
-                for section in ("server", "history", "guard", "advice"):
-                    if getattr(fresh, section) != getattr(self.settings, section):
+                kept = {section: getattr(self.settings, section) for section in START_ONLY}
+                for section, value in kept.items():
+                    if getattr(fresh, section) != value:
                         log.warning("reload: [%s] changes take effect only after a restart", section)
-                self.settings = replace(
-                    fresh,
-                    server=self.settings.server,
-                    history=self.settings.history,
-                    guard=self.settings.guard,
-                    advice=self.settings.advice,
-                    source=source,
-                )
+                self.settings = replace(fresh, source=source, **kept)
                 self.predictor.swap(policy=fresh.policy)
                 log.info("reload: configuration re-read from %s", source)
         self.reload_models()
