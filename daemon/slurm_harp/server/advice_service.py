@@ -128,9 +128,5 @@ class AdvisorService:
         try:
             return bytes(advice_to_proto(advice).SerializeToString())
         except ValueError as exc:  # protobuf's range checks: counts past uint32, memory past uint64
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"bad advice request: its counts or memory give an option past what an answer holds ({exc})"[
-                    :300
-                ],
-            )
+            why = f"bad advice request: its counts or memory give an option past what an answer holds ({exc})"
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, why[:300])
