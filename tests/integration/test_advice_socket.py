@@ -358,6 +358,14 @@ def test_bad_requests_are_invalid_arguments(site: tuple[Daemon, Path]) -> None:
         assert code is grpc.StatusCode.INVALID_ARGUMENT
         assert "deadline must be a finite number > 0" in message
         assert refusal(b"\xff\xff\xff", channel)[0] is grpc.StatusCode.INVALID_ARGUMENT
+        # An option's GPUs, 2**31 per node on 2 nodes, past the answer's uint32: before, the
+        # conversion failed outside the handler's checks, an UNKNOWN status and a traceback logged.
+        huge = pb.AdviceRequest(
+            job=pb.SubmitRequest(job_name="sim", gpus_per_node=2**31, min_nodes=2), partitions=["nope"]
+        )
+        code, message = refusal(huge, channel)
+        assert code is grpc.StatusCode.INVALID_ARGUMENT
+        assert "past what an answer holds (Value out of range: 4294967296)" in message
 
 
 def test_a_socket_with_another_owner_at_the_path_is_not_taken(tmp_path: Path) -> None:

@@ -125,4 +125,8 @@ class AdvisorService:
         except Exception:
             log.exception("Advise failed for uid %d", peer.uid)
             context.abort(grpc.StatusCode.INTERNAL, "the advice failed; the daemon's log has the cause")
-        return bytes(advice_to_proto(advice).SerializeToString())
+        try:
+            return bytes(advice_to_proto(advice).SerializeToString())
+        except ValueError as exc:  # protobuf's range checks: counts past uint32, memory past uint64
+            why = f"bad advice request: its counts or memory give an option past what an answer holds ({exc})"
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, why[:300])
