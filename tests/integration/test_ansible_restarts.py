@@ -12,10 +12,8 @@ from typing import Any
 
 import pytest
 
-from slurm_harp.commands import guard
-from slurm_harp.commands.check_config import start_only
 from slurm_harp.config import load
-from slurm_harp.server import daemon
+from slurm_harp.config.start_only import DAEMON_SECTIONS, GUARD_KEYS, by_unit
 from tests.conftest import REPO
 from tests.integration.ansible_play import ROLE_DIR, PlayResult, require_root, run_role
 
@@ -105,11 +103,11 @@ def test_the_start_only_view_follows_what_the_services_keep(tmp_path: Path) -> N
     README names the daemon's."""
     conf = tmp_path / "harp.toml"
     conf.write_text("[guard]\nstale_seconds = 60\nmetrics_port = 9900\n")
-    view = start_only(load(conf))
+    view = by_unit(load(conf))
     assert set(view) == {"slurm-harp.service", "slurm-harp-guard.service"}
     assert view["slurm-harp-guard.service"] == repr(("127.0.0.1", 9900))
     assert "stale_seconds=60.0" in view["slurm-harp.service"]
-    assert guard.START_ONLY == ("metrics_address", "metrics_port")
+    assert GUARD_KEYS == ("metrics_address", "metrics_port")
     readme = " ".join((ROLE_DIR.parent.parent / "README.md").read_text().split())
     named = re.search(r"for the daemon the ((?:`\[\w+\]`(?:, | and )?)+) sections", readme)
-    assert named and re.findall(r"\[(\w+)\]", named.group(1)) == list(daemon.START_ONLY)
+    assert named and re.findall(r"\[(\w+)\]", named.group(1)) == list(DAEMON_SECTIONS)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from slurm_harp.config import ARRAY_TABLES, SCHEMA, parse
+from slurm_harp.config.start_only import DAEMON_SECTIONS
 from slurm_harp.core.request import Target
-from slurm_harp.server.daemon import START_ONLY
 from tests.conftest import REPO
 
 DOC_ROOTS = ("README.md", "CHANGELOG.md", "docs", "models", "benchmarks", "experiments", "plugin", "deploy")
@@ -166,7 +166,7 @@ def _sections(text: str) -> set[str]:
 def test_the_sample_configuration_and_the_reference_say_what_a_reload_applies() -> None:
     """deploy/config/harp.toml's header and docs/configuration.md name the sections `harp serve`
     re-reads on SIGHUP and those it keeps until a restart, as Daemon.reload keeps them."""
-    restart = set(START_ONLY)
+    restart = set(DAEMON_SECTIONS)
     tables = {name for name in SCHEMA if name and "." not in name}
     applied = tables - restart - {"training"}  # [training]: read by each `harp nightly`, not the daemon
     assert restart and applied >= {"store", "policy", "billing"}

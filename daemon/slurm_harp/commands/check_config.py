@@ -3,9 +3,9 @@ whether it is good (exit 0) or what is wrong (exit 2), changing nothing. It chec
 socket's group exists), as `harp serve` does before it binds. Ansible's template module
 runs it before it installs a new harp.toml (deploy/ansible), so a bad file never replaces a good one.
 
-`--start-only` prints instead, as JSON, what of the file each service reads only at start: the role
-compares it before and after writing a new harp.toml, and restarts a service whose part changed
-rather than reloading it (SIGHUP re-reads the rest).
+`--start-only` prints instead, as JSON, what of the file each service reads only at start
+(config/start_only.py): the role compares it before and after writing a new harp.toml, and restarts
+a service whose part changed rather than reloading it (SIGHUP re-reads the rest).
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ import argparse
 import json
 import logging
 
-from slurm_harp.commands import guard
 from slurm_harp.commands.arguments import settings_at
-from slurm_harp.config import ConfigError, Settings, check_host
-from slurm_harp.server import daemon
+from slurm_harp.config import ConfigError, check_host
+from slurm_harp.config.start_only import by_unit
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if settings is None:
         return 2
     if args.start_only:
-        print(json.dumps(start_only(settings), sort_keys=True))
+        print(json.dumps(by_unit(settings), sort_keys=True))
         return 0
     try:
         check_host(settings)  # this host is where it will serve: its socket group must exist
@@ -47,11 +46,3 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"{args.file}: ok (policy mode {settings.policy.default_mode.value})")
     return 0
-
-
-def start_only(settings: Settings) -> dict[str, str]:
-    """Per systemd unit, what of ``settings`` it reads only at start, as comparable text."""
-    return {
-        "slurm-harp.service": repr(tuple(getattr(settings, s) for s in daemon.START_ONLY)),
-        "slurm-harp-guard.service": repr(guard.start_only(settings)),
-    }

@@ -16,15 +16,13 @@ from slurm_harp.accounting import extension_file
 from slurm_harp.commands.arguments import config_option, settings_at
 from slurm_harp.commands.signal_wait import SignalWait
 from slurm_harp.config import ConfigError, Settings, load
+from slurm_harp.config.start_only import GUARD_KEYS, guard_part
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.loop import Guard
 from slurm_harp.guard.slurm import run_command
 
 log = logging.getLogger(__name__)
-# The [guard] keys the guard reads only at start (its metrics endpoint); a SIGHUP re-reads the rest
-# of [guard] and history.db. `harp check-config --start-only` shows them (deploy/ansible's restarts).
-START_ONLY = ("metrics_address", "metrics_port")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -84,14 +82,9 @@ def reload(path: str, guard: Guard, started: Settings) -> None:
         log.exception("SIGHUP: keeping the previous configuration: reading %s failed", path)
         return
     guard.configure(fresh.guard, history_of(fresh))
-    if start_only(fresh) != start_only(started):
-        log.warning("SIGHUP: %s change only after a restart", " and ".join(f"guard.{k}" for k in START_ONLY))
+    if guard_part(fresh) != guard_part(started):
+        log.warning("SIGHUP: %s change only after a restart", " and ".join(f"guard.{k}" for k in GUARD_KEYS))
     log.info("SIGHUP: configuration reloaded")
-
-
-def start_only(settings: Settings) -> tuple[object, ...]:
-    """What of ``settings`` the guard reads only at start."""
-    return tuple(getattr(settings.guard, key) for key in START_ONLY)
 
 
 def history_of(settings: Settings) -> ExtensionHistory:

@@ -19,6 +19,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, start_http_server
 
 from slurm_harp.config import ConfigError, Settings, load, socket_gid
+from slurm_harp.config.start_only import daemon_part
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.predictor import HistorySource, Predictor
 from slurm_harp.core.request import Target
@@ -45,10 +46,6 @@ HISTORY_SEED_WAIT_S = 60.0
 # Advice calls computed at once: they share the process (and its GIL) with the submissions.
 ADVICE_WORKERS = 2
 ADVICE_REQUEST_BYTES = 256 * 1024  # a job's fields and 64 partition names, each cut to 1 KiB
-# The harp.toml sections the daemon reads only at start (sockets, threads, the history feed, the
-# guard's heartbeat, advice); a SIGHUP re-reads the others. `harp check-config --start-only` shows
-# them, and deploy/ansible restarts instead of reloading when they changed.
-START_ONLY = ("server", "history", "guard", "advice")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -264,7 +261,7 @@ class Daemon:
             except Exception:  # a reader's bug must not end the daemon that serves every job
                 log.exception("reload: keeping the previous configuration: reading %s failed", source)
             else:
-                kept = {section: getattr(self.settings, section) for section in START_ONLY}
+                kept = daemon_part(self.settings)  # config/start_only.py: until a restart
                 for section, value in kept.items():
                     if getattr(fresh, section) != value:
                         log.warning("reload: [%s] changes take effect only after a restart", section)
