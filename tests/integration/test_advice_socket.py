@@ -360,6 +360,8 @@ def test_bad_requests_are_invalid_arguments(site: tuple[Daemon, Path]) -> None:
         assert refusal(b"\xff\xff\xff", channel)[0] is grpc.StatusCode.INVALID_ARGUMENT
         # An option's GPUs, 2**31 per node on 2 nodes, past the answer's uint32: before, the
         # conversion failed outside the handler's checks, an UNKNOWN status and a traceback logged.
+        # (A partition of unknown size, taken on trust while scontrol cannot be read, holds it.)
+        (work / "bin" / "scontrol").write_text("#!/bin/sh\nexit 1\n")
         huge = pb.AdviceRequest(
             job=pb.SubmitRequest(job_name="sim", gpus_per_node=2**31, min_nodes=2), partitions=["nope"]
         )

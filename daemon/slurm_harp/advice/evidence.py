@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 
 __all__ = ["Evidence", "Run", "evidence_of", "request_size", "run_size"]
+
+LISTED_SIZES = 8  # sizes named in the evidence's label; runs at more are counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +31,7 @@ class Run:
     peak_mb: float | None = None  # peak resident memory per node
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # not slots: its size counts and label are computed once (cached_property)
 class Evidence:
     runs: tuple[Run, ...] = ()
     unused: Mapping[str, int] = field(default_factory=dict)  # state -> runs not used
@@ -37,15 +40,28 @@ class Evidence:
 
     def sizes(self) -> list[tuple[int, int]]:
         """(size, runs) by size."""
-        return sorted(Counter(r.size for r in self.runs).items())
+        return list(self._sizes)
 
     def describe(self) -> str:
-        """``2 runs at 1 CPU, 3 at 4 CPUs``; ``no evidence`` without runs."""
+        """``2 runs at 1 CPU, 3 at 4 CPUs``; ``no evidence`` without runs. Past LISTED_SIZES sizes,
+        the rest are counted (every option carries this label)."""
+        return self._label
+
+    @cached_property
+    def _sizes(self) -> tuple[tuple[int, int], ...]:
+        return tuple(sorted(Counter(r.size for r in self.runs).items()))
+
+    @cached_property
+    def _label(self) -> str:
         if not self.runs:
             return "no evidence"
-        parts = [f"{count} at {amount(size, self.unit)}" for size, count in self.sizes()]
-        first = self.sizes()[0][1]
-        parts[0] = f"{first} run{'s' if first != 1 else ''} at {amount(self.sizes()[0][0], self.unit)}"
+        sizes = self._sizes
+        parts = [f"{count} at {amount(size, self.unit)}" for size, count in sizes[:LISTED_SIZES]]
+        first, at = sizes[0][1], sizes[0][0]
+        parts[0] = f"{first} run{'s' if first != 1 else ''} at {amount(at, self.unit)}"
+        if len(sizes) > LISTED_SIZES:
+            rest = sizes[LISTED_SIZES:]
+            parts.append(f"{sum(n for _, n in rest)} at {len(rest)} other sizes")
         return ", ".join(parts)
 
 

@@ -11,14 +11,15 @@ model states of a training) or has no run times is listed with a note and no quo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slurm_harp.advice.evidence import Evidence, request_size
 from slurm_harp.advice.gpu_memory import TrainingFacts, model_state_bytes
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.quote import Allocation, Quote, cheapest_limit
 from slurm_harp.advice.reexecution import charged_minutes
-from slurm_harp.advice.sizing import Scaling, mem_per_node
+from slurm_harp.advice.sizing import Memory, Scaling
+from slurm_harp.advice.survival import Empirical
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.core.request import JobRequest
 
@@ -69,9 +70,20 @@ class Pricing:
     evidence: Evidence
     scaling: Scaling | None
     tariff: Tariff
+    memory: Memory
     training: TrainingFacts | None = None  # a DNN training: its model states must fit a GPU
     gpu_memory: Mapping[str, float] | None = None  # partition -> one GPU's memory (bytes)
-    memory_floor_mb: float = 0.0
+    # size -> its run times, label and refusal: the same in every partition, so read once
+    _at: dict[int, tuple[Empirical | None, str, str]] = field(default_factory=dict, init=False, repr=False)
+
+    def run_times(self, size: int) -> tuple[Empirical | None, str, str]:
+        """The run times at ``size`` (None: not priced), what they rest on, why not priced."""
+        if size not in self._at:
+            minutes, label, refused = _run_times(
+                self.evidence, self.scaling, size, request_size(self.job, self.gpu)
+            )
+            self._at[size] = (None if minutes is None else Empirical(minutes), label, refused)
+        return self._at[size]
 
     def option(self, name: str, shape: PartitionShape | None, size: int) -> Option:
         """``size`` CPUs (GPUs for a GPU job) in partition ``name`` (``shape``: None if unknown)."""
@@ -84,9 +96,9 @@ class Pricing:
             nodes = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
         if nodes is None:  # cannot be reached from the advice's sizes, which stay within the partition
             return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
-        mem_node = mem_per_node(self.evidence, job, size, nodes, self.memory_floor_mb)
+        mem_node = self.memory.per_node(size, nodes)
         allocation = Allocation(cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0)
-        minutes, label, refused = _run_times(self.evidence, self.scaling, size, requested)
+        runtime, label, refused = self.run_times(size)
         if shape is not None and gpu and cpus > shape.cpus_per_node * nodes:
             return Option(name, size, allocation, label, note=f"{cpus} CPUs do not fit on {nodes} node(s)")
         room = None if shape is None else shape.mem_per_node_mb
@@ -101,12 +113,12 @@ class Pricing:
                     name, size, allocation, label,
                     note=f"model states need {need / GB:.1f} GB per GPU; a GPU here has {has / GB:.1f} GB",
                 )  # fmt: skip
-        if minutes is None:
+        if runtime is None:
             return Option(name, size, allocation, label, note=refused)
         bounds = [b for b in (shape and shape.max_minutes, self.tariff.partition(name).max_minutes) if b]
         cap = float(min(bounds, default=NO_MAX_TIME))
-        quote = cheapest_limit(self.tariff, name, allocation, minutes, cap)
-        longest = charged_minutes(quote.configuration.limit_minutes, quote.cap_minutes, max(minutes))
+        quote = cheapest_limit(self.tariff, name, allocation, runtime, cap)
+        longest = charged_minutes(quote.configuration.limit_minutes, quote.cap_minutes, runtime.values[-1])
         note = "" if quote.p_unfinished == 0 else "runs past the partition's MaxTime: cannot finish"
         return Option(name, size, allocation, label, quote=quote, longest_minutes=longest, note=note)
 

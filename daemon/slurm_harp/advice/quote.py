@@ -16,7 +16,7 @@ one of least expected cost among those run times plus 10 %.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_harp.advice.reexecution import Reexecution, expected_reexecution
@@ -111,13 +111,12 @@ def price(tariff: Tariff, configuration: Configuration, runtime: Runtime, cap: f
 
 
 def cheapest_limit(
-    tariff: Tariff, partition: str, allocation: Allocation, minutes: Sequence[float], cap: float
+    tariff: Tariff, partition: str, allocation: Allocation, runtime: Empirical, cap: float
 ) -> Quote:
     """The quote of least expected cost for ``allocation`` in ``partition``, whose run time is
-    one of ``minutes`` (equally likely), over first limits of at most MOST_LIMITS of those run
+    one of ``runtime``'s (equally likely), over first limits of at most MOST_LIMITS of those run
     times (evenly spread, the longest always) plus 10 %, in whole minutes, at most ``cap``; ties
     to the faster, then the shorter limit."""
-    runtime = Empirical(minutes)
     values = runtime.values
     step = max(1, math.ceil(len(values) / (MOST_LIMITS - 1)))
     picked = {*values[step - 1 :: step], values[-1]}

@@ -21,6 +21,7 @@ docs/advice.md explains the answer to users.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ from slurm_harp.advice.gpu_memory import TrainingFacts, fewest_gpus
 from slurm_harp.advice.option import GB, Option, Pricing
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.quote import same
-from slurm_harp.advice.sizing import Scaling
+from slurm_harp.advice.sizing import Memory, Scaling
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
@@ -37,6 +38,8 @@ from slurm_harp.core.request import JobRequest
 __all__ = ["Advice", "Ask", "advise"]
 
 LARGEST_POWER = 10  # candidate sizes: powers of two up to 2**10, with the sizes run and requested
+MOST_SIZES = 16  # of the sizes run, at most this many are candidates (the most run)
+MOST_UNKNOWN = 4  # partitions priced on their name alone when scontrol could not be read
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +87,43 @@ def _cpus_per_gpu(job: JobRequest, evidence: Evidence, records: Sequence[JobReco
     return max(1, ratios[len(ratios) // 2]) if ratios else 1
 
 
-def _sizes(most: int | None, evidence: Evidence, requested: int | None) -> list[int]:
+def _partitions(
+    ask: Ask, shapes: Mapping[str, PartitionShape], tariff: Tariff, notes: list[str]
+) -> list[str]:
+    """The partitions to price: those the ask names that the site has (scontrol or [billing]),
+    else every one the site has, the job's own first. Only when the site's are unknown
+    (scontrol could not be read) are names taken on trust, at most MOST_UNKNOWN of them: each
+    name costs a round of pricing, and a made-up one answers nothing."""
+    known = set(shapes) | set(tariff.partitions)
+    if not ask.partitions:
+        names = sorted(known)
+        own = ask.job.partition
+        if own is not None:  # the job's own partition first
+            names = [own, *(n for n in names if n != own)]
+        if not names:
+            notes.append("no partition is known (scontrol could not be read): name one to compare")
+        return names
+    if not known:
+        if len(ask.partitions) > MOST_UNKNOWN:
+            notes.append(f"no partition is known here: the first {MOST_UNKNOWN} of those named are compared")
+        return list(ask.partitions[:MOST_UNKNOWN])
+    unknown = [n for n in ask.partitions if n not in known]
+    if unknown:
+        shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+        notes.append(f"no such partition here: {shown}")
+    return [n for n in ask.partitions if n in known]
+
+
+def _sizes(most: int | None, evidence: Evidence, requested: int | None, notes: list[str]) -> list[int]:
+    """The sizes to price: the powers of two the partition holds, the size asked for and the
+    sizes run; of the sizes run, the MOST_SIZES most run (each size is a round of pricing)."""
     sizes = {2**i for i in range(LARGEST_POWER + 1)} if most else set()
-    sizes |= {r.size for r in evidence.runs}
+    run = [size for size, _ in sorted(evidence.sizes(), key=lambda sn: (-sn[1], sn[0]))]
+    if most:
+        run = [size for size in run if size <= most]
+    if len(run) > MOST_SIZES:
+        notes.append(f"of the {len(run)} sizes run, the {MOST_SIZES} run most often are compared")
+    sizes |= set(run[:MOST_SIZES])
     if requested:
         sizes.add(requested)
     if most:
@@ -104,12 +141,24 @@ def _cost_time(o: Option) -> tuple[float, float]:
 
 def _pareto(options: Sequence[Option]) -> tuple[Option, ...]:
     """The options no other is at least as cheap and as fast as, and better in one."""
-    points = [_cost_time(o) for o in options]
+    return tuple(options[i] for i in undominated([_cost_time(o) for o in options]))
 
-    def dominated(c: float, m: float) -> bool:
-        return any(qc <= c and qm <= m and (qc < c or qm < m) for qc, qm in points)
 
-    return tuple(o for o, (c, m) in zip(options, points, strict=True) if not dominated(c, m))
+def undominated(points: Sequence[tuple[float, float]]) -> list[int]:
+    """The indices, in order, of the (cost, minutes) points no other is at least as good as in
+    both and better in one. By cost: a point is dominated when a cheaper one is as fast, or one
+    as cheap is faster (n log n: a heavy ask has a thousand options or more)."""
+    order = sorted(range(len(points)), key=lambda i: points[i])
+    kept, fastest_cheaper, k = [], math.inf, 0
+    while k < len(order):
+        cost, group = points[order[k]][0], []
+        while k < len(order) and points[order[k]][0] == cost:
+            group.append(order[k])
+            k += 1
+        fastest_here = points[group[0]][1]  # sorted: the group's fastest first
+        kept += [i for i in group if points[i][1] < fastest_cheaper and points[i][1] <= fastest_here]
+        fastest_cheaper = min(fastest_cheaper, fastest_here)
+    return sorted(kept)
 
 
 def advise(
@@ -134,19 +183,12 @@ def advise(
     requested = request_size(ask.job, gpu)
     gpu_memory = gpu_memory_bytes or {}
     cpus_per_gpu = _cpus_per_gpu(ask.job, evidence, records) if gpu else 0
-    pricing = Pricing(
-        ask.job, gpu, cpus_per_gpu, evidence, scaling, tariff, ask.training, gpu_memory, memory_floor_mb
-    )
+    memory = Memory.of(evidence, ask.job, memory_floor_mb)
+    pricing = Pricing(ask.job, gpu, cpus_per_gpu, evidence, scaling, tariff, memory, ask.training, gpu_memory)
     notes = _notes(ask, evidence, scaling, requested, gpu_memory)
 
-    names = list(ask.partitions) or sorted(set(shapes) | set(tariff.partitions))
-    own = ask.job.partition
-    if not ask.partitions and own is not None:  # the job's own partition first
-        names = [own, *(n for n in names if n != own)]
-    if not names:
-        notes.append("no partition is known (scontrol could not be read): name one to compare")
     options: list[Option] = []
-    for name in names:
+    for name in _partitions(ask, shapes, tariff, notes):
         shape = shapes.get(name)
         if shape is None:
             notes.append(f"partition {name}: its size is unknown; only the sizes run or asked for are shown")
@@ -154,7 +196,7 @@ def advise(
         if shape is not None and most == 0:
             notes.append(f"partition {name}: has no {'GPUs' if gpu else 'CPUs'} for this job")
             continue
-        options += [pricing.option(name, shape, size) for size in _sizes(most, evidence, requested)]
+        options += [pricing.option(name, shape, size) for size in _sizes(most, evidence, requested, notes)]
 
     order = {id(o): i for i, o in enumerate(options)}
     finishing = [o for o in options if o.quote is not None and o.quote.p_unfinished == 0.0]
@@ -190,7 +232,7 @@ def advise(
         cheapest=min(in_time, key=by_cost) if in_time else None,
         fastest=min(affordable, key=by_time) if affordable else None,
         pareto=tuple(sorted(_pareto(finishing), key=by_cost)),
-        notes=tuple(notes),
+        notes=tuple(dict.fromkeys(notes)),  # a note per partition says the same thing once
     )
 
 

@@ -38,6 +38,8 @@ Limit = TypeVar("Limit", float, np.ndarray)
 
 def next_limit(limit: Limit, cap: Limit) -> Limit:
     """The next attempt's limit after a kill at ``limit``: doubled, at most ``cap`` (arrays too)."""
+    if isinstance(limit, float) and isinstance(cap, float):  # numpy's scalar path costs ~1 us
+        return min(GROWTH * limit, cap)
     out: Limit = np.minimum(GROWTH * limit, cap)
     return out
 
@@ -48,7 +50,7 @@ def attempt_limits(first: float, cap: float) -> tuple[float, ...]:
         raise ValueError(f"attempt limits: need 0 < first limit ({first}) <= cap ({cap}), both finite")
     limits = [float(first)]
     while limits[-1] < cap:
-        limits.append(float(next_limit(limits[-1], cap)))
+        limits.append(float(next_limit(limits[-1], float(cap))))
     return tuple(limits)
 
 

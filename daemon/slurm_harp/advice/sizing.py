@@ -16,6 +16,7 @@ up in proportion; the least of these bounds, plus 20 %.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from slurm_harp.advice.evidence import Evidence, Run
 from slurm_harp.core.request import JobRequest
 
-__all__ = ["MEMORY_MARGIN", "Scaling", "mem_per_node"]
+__all__ = ["MEMORY_MARGIN", "Memory", "Scaling"]
 
 MEMORY_MARGIN = 1.2  # a memory request is the peak the evidence gives plus 20 %
 
@@ -65,23 +66,53 @@ class Scaling:
         return tuple(math.exp(centre + r) for r in self.residuals)
 
 
-def mem_per_node(evidence: Evidence, job: JobRequest, size: int, nodes: int, floor: float) -> float:
-    """MiB per node a candidate of ``size`` on ``nodes`` should ask for (0: unknown, the
-    partition's default applies): the least bound the runs' peaks give (each size's largest),
-    plus 20 %, at least ``floor``; without peaks, the job's own memory request."""
-    per_node = size / nodes
-    bounds: dict[float, float] = {}
-    for r in evidence.runs:
-        if r.peak_mb is None or r.peak_mb <= 0:
-            continue
-        theirs = r.size / r.nodes
-        bound = r.peak_mb * max(1.0, per_node / theirs)
-        bounds[theirs] = max(bounds.get(theirs, 0.0), bound)
-    if bounds:
-        return float(max(math.ceil(min(bounds.values()) * MEMORY_MARGIN), math.ceil(floor)))
-    if job.mem_per_node_mb is not None:
-        return float(job.mem_per_node_mb)
-    if job.mem_per_cpu_mb is not None:
-        cpus = size if evidence.unit == "CPU" else (job.min_cpus or 1)
-        return float(job.mem_per_cpu_mb * math.ceil(cpus / nodes))
-    return 0.0
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """What the evidence says of memory, read once: the largest peak at each size per node, in
+    order, with running minima so a candidate's least bound is found by bisection."""
+
+    per_run: tuple[float, ...]  # the sizes per node run, increasing
+    peaks: tuple[float, ...]  # the largest peak per node (MiB) at each
+    least_above: tuple[float, ...]  # [i]: the least peak at per_run[i:]
+    steepest_below: tuple[int, ...]  # [i]: the index in per_run[:i] of least peak per unit, -1: none
+    job: JobRequest
+    unit: str
+    floor: float
+
+    @classmethod
+    def of(cls, evidence: Evidence, job: JobRequest, floor: float) -> Memory:
+        largest: dict[float, float] = {}
+        for r in evidence.runs:
+            if r.peak_mb is not None and r.peak_mb > 0:
+                theirs = r.size / r.nodes
+                largest[theirs] = max(largest.get(theirs, 0.0), r.peak_mb)
+        per_run, peaks = tuple(sorted(largest)), tuple(largest[k] for k in sorted(largest))
+        least_above = [*peaks, math.inf]
+        for i in reversed(range(len(peaks))):
+            least_above[i] = min(least_above[i], least_above[i + 1])
+        steepest, best = [-1], -1
+        for i, (theirs, peak) in enumerate(zip(per_run, peaks, strict=True)):
+            if best < 0 or peak / theirs < peaks[best] / per_run[best]:
+                best = i
+            steepest.append(best)
+        return cls(per_run, peaks, tuple(least_above), tuple(steepest), job, evidence.unit, floor)
+
+    def per_node(self, size: int, nodes: int) -> float:
+        """MiB per node a candidate of ``size`` on ``nodes`` should ask for (0: unknown, the
+        partition's default applies): the least bound the runs' peaks give, plus 20 %, at least
+        the floor; without peaks, the job's own memory request. A run with as much per node or
+        more bounds it by its peak, one with less by its peak scaled up in proportion."""
+        if self.peaks:
+            per_node = size / nodes
+            i = bisect.bisect_left(self.per_run, per_node)
+            least = self.least_above[i]
+            if (j := self.steepest_below[i]) >= 0:
+                least = min(least, self.peaks[j] * (per_node / self.per_run[j]))
+            return float(max(math.ceil(least * MEMORY_MARGIN), math.ceil(self.floor)))
+        job = self.job
+        if job.mem_per_node_mb is not None:
+            return float(job.mem_per_node_mb)
+        if job.mem_per_cpu_mb is not None:
+            cpus = size if self.unit == "CPU" else (job.min_cpus or 1)
+            return float(job.mem_per_cpu_mb * math.ceil(cpus / nodes))
+        return 0.0

@@ -5,7 +5,8 @@ server/peer_relay.py's PeerRelay.peer); a call without them (not through the rel
 The request's own user fields are never read. Errors are gRPC statuses with a message for the
 user: UNAUTHENTICATED (no credentials), INVALID_ARGUMENT (a request that does not parse or
 holds a bad value), PERMISSION_DENIED (a uid without a user name), UNAVAILABLE (the job store
-cannot be read now), INTERNAL (a bug: logged).
+cannot be read now), DEADLINE_EXCEEDED (no turn to compute it came within the call's deadline:
+server/advice_turns.py), INTERNAL (a bug: logged).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from slurm_harp.advice.gpu_memory import TrainingFacts
 from slurm_harp.advice.option import Option
 from slurm_harp.advice.recommend import Advice, Ask
 from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.server.advice_turns import NoTurn, Turns
 from slurm_harp.server.advisor import AdviceRefused, Advisor, UnknownUser
 from slurm_harp.server.convert import MAX_STRING, request_from_proto
 from slurm_harp.server.peer_relay import Peer
@@ -97,10 +99,11 @@ def advice_to_proto(advice: Advice) -> pb.Advice:
 
 class AdvisorService:
     def __init__(self, advisor: Advisor, identify: Callable[[str], Peer | None], at_once: int = 2) -> None:
-        """``at_once``: advice computed at the same time; other calls wait their turn."""
+        """``at_once``: advice computed at the same time, one per user; other calls wait their
+        turn (server/advice_turns.py)."""
         self._advisor = advisor
         self._identify = identify
-        self._turns = threading.BoundedSemaphore(at_once)
+        self._turns = Turns(at_once)
 
     def handler(self) -> grpc.GenericRpcHandler:  # type: ignore[type-arg]
         """The harp.v1.Advisor service, its request bytes parsed in ``advise``."""
@@ -115,9 +118,19 @@ class AdvisorService:
             ask = ask_from_proto(pb.AdviceRequest.FromString(data))
         except (DecodeError, ValueError, TypeError) as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad advice request: {exc}"[:300])
+        left = threading.Event()
+
+        def leave() -> None:  # gRPC calls it when the call ends, the client's leaving included
+            left.set()
+            self._turns.wake()
+
+        if not context.add_callback(leave):
+            left.set()  # already over
         try:
-            with self._turns:
+            with self._turns.turn(peer.uid, context.time_remaining(), left):
                 advice = self._advisor.advise(peer.uid, ask)
+        except NoTurn as exc:
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"advice not computed: {exc}")
         except UnknownUser as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         except AdviceRefused as exc:
