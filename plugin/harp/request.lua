@@ -53,42 +53,37 @@ local function lead(c)
   return 0
 end
 
--- The sequence at byte i: its length and true for a whole character; else the length of its
--- maximal subpart (the lead byte and the continuation bytes that could still have made a character,
--- at least 1) and false.
-local function sequence(s, i)
+-- The length of the character that starts at byte i; nil if no whole character does.
+local function char_len(s, i)
   local size, lo, hi = lead(byte(s, i))
-  if size == 0 then return 1, false end
   for j = 1, size - 1 do
     local b = byte(s, i + j)
-    if b == nil or b < lo or b > hi then return j, false end
+    if b == nil or b < lo or b > hi then return nil end
     lo, hi = 0x80, 0xBF
   end
-  return size, true
+  return size > 0 and size or nil
 end
 
-local REPLACEMENT = "\239\191\189" -- U+FFFD
-
 -- `s` as UTF-8 text of at most `max` bytes, by the rule the daemon applies to every string of a job
--- (slurm_harp.core.text): each maximal subpart of an invalid sequence (a lone continuation byte, an
--- overlong form, a surrogate, a code point past U+10FFFF, a truncated character) becomes one U+FFFD,
--- as Python's bytes.decode("utf-8", "replace") does to sacct's output, and the text is cut after its
--- last whole character that ends within `max` bytes. So a name keys the same history on both sides.
+-- (slurm_harp.core.text): each byte of an invalid sequence (a lone continuation byte, an overlong
+-- form, a surrogate, a code point past U+10FFFF, a truncated character) becomes "?", and the text is cut
+-- after its last whole character that ends within `max` bytes. "?" and not U+FFFD: slurmdbd's MariaDB
+-- stores each such byte of a name as "?", so that is what sacct shows and the job store keeps
+-- (tests/e2e/test_hostile.py); a name must key the same history at submit time as in the store.
 -- A protobuf string must be UTF-8: one user's odd job name must not make the daemon refuse the call.
--- Only the first `max` + 4 bytes are ever looked at (a replacement is never shorter than its bytes).
+-- Only the first `max` + 3 bytes are ever looked at (the text is as long as the bytes it was read from).
 function M.utf8(s, max)
   local head = sub(s, 1, max)
   -- All ASCII (the usual case): nothing to replace, and one scan in C instead of a loop per byte.
   if not find(head, "[\128-\255]") then return head end
-  local out, k, i, size, copied = {}, 0, 1, 0, 1 -- copied: the first byte not yet in `out`
-  while i <= #s do
-    local len, whole = sequence(s, i)
-    local width = whole and len or 3
-    if size + width > max then break end
-    size = size + width
-    if not whole then
-      out[k + 1], out[k + 2], k = sub(s, copied, i - 1), REPLACEMENT, k + 2
-      copied = i + len
+  local out, k, i, copied = {}, 0, 1, 1 -- copied: the first byte not yet in `out`
+  while i <= max and i <= #s do
+    local len = char_len(s, i)
+    if len == nil then
+      out[k + 1], out[k + 2], k = sub(s, copied, i - 1), "?", k + 2
+      len, copied = 1, i + 1
+    elseif i + len - 1 > max then
+      break
     end
     i = i + len
   end

@@ -1,5 +1,6 @@
 """One rule for a job's strings on both sides: the plugin's request.text (Lua) against Python's own
-UTF-8 decoder, and a hostile job name harvested from sacct against the same name served from the plugin."""
+UTF-8 decoder, and a hostile job name harvested from sacct against the same name served from the plugin.
+(tests/e2e/test_hostile.py: what real accounting keeps of such a name.)"""
 
 from __future__ import annotations
 
@@ -53,9 +54,12 @@ HOSTILE: dict[str, bytes] = {
 
 
 def _python_rule(data: bytes) -> str:
-    """The rule, from Python's decoder: the longest run of whole characters of at most the cap in UTF-8."""
+    """The rule, from Python's decoder: each byte it cannot decode "?", then the longest run of whole
+    characters of at most the cap in UTF-8."""
     out, size = [], 0
-    for char in data.decode("utf-8", errors="replace"):
+    for char in data.decode("utf-8", errors="surrogateescape"):
+        if "\udc80" <= char <= "\udcff":
+            char = "?"
         size += len(char.encode("utf-8"))
         if size > MAX_TEXT_BYTES:
             break
@@ -115,12 +119,13 @@ def test_every_string_of_a_request_follows_the_rule() -> None:
     request = JobRequest(**dict.fromkeys(fields, long))  # type: ignore[arg-type]
     assert all(getattr(request, f) == "é" * (MAX_TEXT_BYTES // 2) for f in fields)
     assert JobRequest(job_name="x" * 10_000).job_name == "x" * MAX_TEXT_BYTES
-    assert JobRequest(job_name="\ud800").job_name == "\ufffd" * 3  # as its bytes ED A0 80 read
+    assert JobRequest(job_name="\ud800").job_name == "???"  # as its bytes ED A0 80 read
 
 
 def test_a_hostile_name_served_keys_the_runs_harvested_from_sacct(tmp_path: Path) -> None:
     """The finding: the plugin wrote "?" where the harvest read U+FFFD, and cut at 256 bytes where the
-    harvest kept the whole name, so advice never found such a job's runs and its features differed."""
+    harvest kept the whole name (and a character across the cut became "?"s), so advice never found
+    such a job's runs and its features differed."""
     names = list(HOSTILE)
     _, texts = _lua_text([HOSTILE[n] for n in names])
     lines = SACCT_TEXT.split("\n")
