@@ -12,7 +12,7 @@ local M = {}
 local NO_VAL16 = 65534        -- also INFINITE16 = 65535
 local NO_VAL = 4294967294     -- also INFINITE = 4294967295
 local MAX_EXACT = 9007199254740992 -- NO_VAL64 and the MEM_PER_CPU flag bit are far above this
-M.MAX_STRING = 256
+M.MAX_STRING = 256 -- bytes; the daemon's slurm_harp.core.text.MAX_TEXT_BYTES (tests/unit/test_lua_text.py)
 M.MAX_LINE = 1024
 M.MAX_LINES = 256
 -- The scan and the hash run in slurmctld before the call's deadline starts: bound them so that no
@@ -39,46 +39,55 @@ function M.absent32(v)
   return n ~= nil and n >= NO_VAL
 end
 
--- Valid UTF-8 of at most `max` bytes: the string's first bytes, cut on a character boundary, each byte
--- of an invalid sequence (a lone continuation byte, an overlong form, a surrogate, a code point past
--- U+10FFFF, a truncated character) replaced by "?". A protobuf string must be UTF-8: one user's odd job
--- name must not make the daemon refuse the call. Only the first `max` bytes are ever looked at.
+-- The length and the range of the second byte of a character led by byte `c` (0 if no character
+-- starts with it): the narrower ranges rule out overlong forms, surrogates and code points past U+10FFFF.
+local function lead(c)
+  if c < 0x80 then return 1 end
+  if c >= 0xC2 and c <= 0xDF then return 2, 0x80, 0xBF end
+  if c == 0xE0 then return 3, 0xA0, 0xBF end
+  if c == 0xED then return 3, 0x80, 0x9F end
+  if c >= 0xE1 and c <= 0xEF then return 3, 0x80, 0xBF end
+  if c == 0xF0 then return 4, 0x90, 0xBF end
+  if c >= 0xF1 and c <= 0xF3 then return 4, 0x80, 0xBF end
+  if c == 0xF4 then return 4, 0x80, 0x8F end
+  return 0
+end
+
+-- The length of the character that starts at byte i; nil if no whole character does.
+local function char_len(s, i)
+  local size, lo, hi = lead(byte(s, i))
+  for j = 1, size - 1 do
+    local b = byte(s, i + j)
+    if b == nil or b < lo or b > hi then return nil end
+    lo, hi = 0x80, 0xBF
+  end
+  return size > 0 and size or nil
+end
+
+-- `s` as UTF-8 text of at most `max` bytes, by the rule the daemon applies to every string of a job
+-- (slurm_harp.core.text): each byte of an invalid sequence (a lone continuation byte, an overlong
+-- form, a surrogate, a code point past U+10FFFF, a truncated character) becomes "?", and the text is cut
+-- after its last whole character that ends within `max` bytes. "?" and not U+FFFD: slurmdbd's MariaDB
+-- stores each such byte of a name as "?", so that is what sacct shows and the job store keeps
+-- (tests/e2e/test_hostile.py); a name must key the same history at submit time as in the store.
+-- A protobuf string must be UTF-8: one user's odd job name must not make the daemon refuse the call.
+-- Only the first `max` + 3 bytes are ever looked at (the text is as long as the bytes it was read from).
 function M.utf8(s, max)
-  local n = #s
-  if n > max then n = max end
-  local head = n < #s and sub(s, 1, n) or s
+  local head = sub(s, 1, max)
   -- All ASCII (the usual case): nothing to replace, and one scan in C instead of a loop per byte.
   if not find(head, "[\128-\255]") then return head end
-  local out, k, i, last = {}, 0, 1, 1
-  while i <= n do
-    local c = byte(s, i)
-    local size, lo, hi = 0, 0x80, 0xBF
-    if c < 0x80 then size = 1
-    elseif c >= 0xC2 and c <= 0xDF then size = 2
-    elseif c >= 0xE0 and c <= 0xEF then
-      size = 3
-      if c == 0xE0 then lo = 0xA0 elseif c == 0xED then hi = 0x9F end
-    elseif c >= 0xF0 and c <= 0xF4 then
-      size = 4
-      if c == 0xF0 then lo = 0x90 elseif c == 0xF4 then hi = 0x8F end
+  local out, k, i, copied = {}, 0, 1, 1 -- copied: the first byte not yet in `out`
+  while i <= max and i <= #s do
+    local len = char_len(s, i)
+    if len == nil then
+      out[k + 1], out[k + 2], k = sub(s, copied, i - 1), "?", k + 2
+      len, copied = 1, i + 1
+    elseif i + len - 1 > max then
+      break
     end
-    local ok = size > 0 and i + size - 1 <= n
-    for j = 1, size - 1 do
-      if not ok then break end
-      local b = byte(s, i + j)
-      if j == 1 then ok = b >= lo and b <= hi else ok = b >= 0x80 and b <= 0xBF end
-    end
-    if ok then
-      i = i + size
-    else
-      if i > last then k = k + 1; out[k] = sub(s, last, i - 1) end
-      k = k + 1; out[k] = "?"
-      i = i + 1
-      last = i
-    end
+    i = i + len
   end
-  if last == 1 and n == #s then return s end
-  if n >= last then k = k + 1; out[k] = sub(s, last, n) end
+  out[k + 1] = sub(s, copied, i - 1)
   return concat(out)
 end
 

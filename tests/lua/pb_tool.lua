@@ -9,6 +9,8 @@
 --   lua5.1 pb_tool.lua advice     stdin: JSON array of hex Advice bytes -> JSON array of
 --                                 {line = the sbatch line or "", advice = decoded} (numbers as "%.17g");
 --                                 each line is for a 1-CPU job (min_cpus = 1) in no partition
+--   lua5.1 pb_tool.lua text       stdin: JSON array of hex strings -> JSON {max = request.MAX_STRING,
+--                                 text = array of hex of request.text(string), "" for nil}
 --   lua5.1 pb_tool.lua apply      stdin: JSON {job_desc=..., decision=hex, submit_uid=...} -> JSON job_desc
 --                                 after harp.apply's plan and commit
 local here = (arg[0]):match("^(.*)/[^/]*$") or "."
@@ -63,6 +65,10 @@ elseif mode == "advice_request" then
     out[i] = {hex = W.tohex(pb.encode_advice_request(r)), request = r}
   end
   io.write(cjson.encode(out), "\n")
+elseif mode == "text" then
+  local out = {}
+  for i, h in ipairs(cjson.decode(input)) do out[i] = W.tohex(request.text(W.hex(h)) or "") end
+  io.write(cjson.encode {max = request.MAX_STRING, text = out}, "\n")
 elseif mode == "advice" then
   local out = {}
   for i, h in ipairs(cjson.decode(input)) do

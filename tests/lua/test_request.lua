@@ -197,22 +197,39 @@ T.test("a hostile 10 MB script costs milliseconds, not seconds", function()
   end
 end)
 
+-- Each expected text is what Python's bytes.decode("utf-8", "surrogateescape") makes of the bytes, each
+-- escaped byte as "?", cut after the last whole character within `max` bytes: the harvest reads sacct's
+-- output so (tests/unit/test_lua_text.py checks the two sides against each other).
+local UTF8_CASES = {
+  {"héllo", 100, "héllo", "valid kept"},
+  {"h\233llo", 100, "h?llo", "a Latin-1 byte"},
+  {"\128abc\255", 100, "?abc?", "lone continuation and 0xFF"},
+  {"a\128\191b", 100, "a??b", "two lone continuation bytes"},
+  {"\192\128", 100, "??", "overlong NUL"},
+  {"\192\175", 100, "??", "overlong slash"},
+  {"\224\128\175", 100, "???", "overlong three bytes"},
+  {"\237\160\128", 100, "???", "a surrogate"},
+  {"\244\144\128\128", 100, "????", "past U+10FFFF"},
+  {"price\226\130", 100, "price??", "a truncated character at the end"},
+  {"\240\159\152x", 100, "???x", "a truncated emoji"},
+  {"h\195\169\255\226\130\172\226\130\237\159\191\240\144\128\128z", 100,
+    "h\195\169?\226\130\172??\237\159\191\240\144\128\128z", "mixed valid and invalid"},
+  {"\240\159\152\128", 100, "\240\159\152\128", "an emoji kept"},
+  {"ab\195\169", 3, "ab", "a two-byte character past the cut: left out, not replaced"},
+  {"ab\226\130\172", 4, "ab", "a three-byte character past the cut"},
+  {"ab\255", 3, "ab?", "a bad byte within the cut"},
+  {"ab\226\130x", 3, "ab?", "a truncated character at the cut: its first byte"},
+  {"plain", 100, "plain", "ASCII kept"},
+  {"abcdef", 3, "abc", "ASCII cut"},
+  {"ab\0cd", 10, "ab\0cd", "NUL is ASCII"},
+  {"", 10, "", "empty"},
+}
+
 T.test("text fields are valid UTF-8, cut on a character boundary", function()
   local utf8 = request.utf8
-  T.eq(utf8("héllo", 100), "héllo", "valid kept")
-  T.eq(utf8("h\233llo", 100), "h?llo", "a Latin-1 byte replaced")
-  T.eq(utf8("\128abc\255", 100), "?abc?", "lone continuation and 0xFF")
-  T.eq(utf8("ab\195\169", 3), "ab?", "a two-byte character cut in the middle")
-  T.eq(utf8("ab\226\130\172", 4), "ab??", "a three-byte character cut")
-  T.eq(utf8("\192\128", 10), "??", "overlong NUL")
-  T.eq(utf8("\237\160\128", 10), "???", "a surrogate")
-  T.eq(utf8("\244\144\128\128", 10), "????", "past U+10FFFF")
-  T.eq(utf8("\240\159\152\128", 10), "\240\159\152\128", "an emoji kept")
-  T.eq(utf8("plain", 100), "plain", "ASCII kept")
-  T.eq(utf8("abcdef", 3), "abc", "ASCII cut")
+  for _, case in ipairs(UTF8_CASES) do T.eq(utf8(case[1], case[2]), case[3], case[4]) end
   T.eq(utf8(string.rep("a", 300) .. "\255", 256), string.rep("a", 256), "bytes past the cut not looked at")
-  T.eq(utf8("ab\0cd", 10), "ab\0cd", "NUL is ASCII")
-  T.eq(utf8("", 10), "", "empty")
+  T.eq(utf8(string.rep("é", 200) .. "\255", 256), string.rep("é", 128), "cut on a character boundary")
   local name = string.rep("é", 200) -- 400 bytes: cut to 256 on a boundary, no '?'
   local r = request.build(T.job_desc {name = name, work_dir = "/home/\255\254x"}, 1000)
   T.eq(r.job_name, string.rep("é", 128), "cut to whole characters")

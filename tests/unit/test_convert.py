@@ -3,7 +3,8 @@ from __future__ import annotations
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.decision import Action, Decision, Reason, TargetDecision
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.server.convert import MAX_STRING, decision_to_proto, request_from_proto, request_to_proto
+from slurm_harp.core.text import MAX_TEXT_BYTES
+from slurm_harp.server.convert import decision_to_proto, request_from_proto, request_to_proto
 
 
 def test_request_round_trip_keeps_not_given_absent() -> None:
@@ -13,9 +14,11 @@ def test_request_round_trip_keeps_not_given_absent() -> None:
     assert request_from_proto(msg) == req
 
 
-def test_huge_strings_are_capped() -> None:
-    msg = pb.SubmitRequest(job_name="x" * 100_000)
-    assert len(request_from_proto(msg).job_name or "") == MAX_STRING
+def test_huge_strings_are_capped_in_bytes_as_the_plugin_and_the_harvest_cap_them() -> None:
+    msg = pb.SubmitRequest(job_name="x" * 100_000, work_dir="/é" * 100_000)
+    request = request_from_proto(msg)
+    assert request.job_name == "x" * MAX_TEXT_BYTES
+    assert request.work_dir == "/é" * (MAX_TEXT_BYTES // 3) + "/"
 
 
 def test_decision_maps_every_reason() -> None:

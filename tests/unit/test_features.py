@@ -92,9 +92,9 @@ def test_missing_values_are_nan_except_gpus_and_array() -> None:
     ("request_", "gpus"),
     [
         (JobRequest(tres_per_node="gres/gpu:4294967295"), float(np.float32(4294967295))),
-        (JobRequest(tres_per_node="gres/gpu:" + "0" * 400 + "3"), 3.0),
+        (JobRequest(tres_per_node="gres/gpu:" + "0" * 200 + "3"), 3.0),
         (JobRequest(tres_per_node="gres/gpu:" + "9" * 400), math.nan),
-        (JobRequest(tres_per_node="gres/gpu:" + "9" * 5000), math.nan),  # past int()'s digit limit
+        (JobRequest(tres_per_node="gres/gpu:" + "9" * 5000), math.nan),  # past int()'s limit, uncut
         (JobRequest(tres_per_node="gres/gpu:2,gres/gpu:a100:4294967295"), math.nan),
         (JobRequest(gpus_per_node=-1), math.nan),
     ],

@@ -219,10 +219,20 @@ def test_sacct_output_that_is_not_utf8_is_read_and_each_line_logged(
         text = run_sacct([str(fake), "-a"])
     out = {r.job_id: r for r in read_sacct(text.split("\n"))}
     assert len(out) == 7
-    assert out["1001"].request.job_name == "caf\ufffd"
+    assert out["1001"].request.job_name == "caf?"  # as the plugin sends it, and MariaDB stores it
     (logged,) = [r.getMessage() for r in caplog.records]
     assert "line 2 is not UTF-8" in logged and "caf\\xe9" in logged
     assert decode_output(b"plain\n", "sacct") == "plain\n"
+
+
+def test_a_saved_sacct_file_that_is_not_utf8_is_read_as_the_harvest_reads_sacct(tmp_path: Path) -> None:
+    """`harp import`: the same names as a harvest of the same bytes (before: U+FFFD against "?")."""
+    data = SACCT_TEXT.replace("|relax|", "|caf\u00e9|").encode("latin-1")
+    data = data.replace(b"|long|", b"|\xf0\x9f\x98|")  # a truncated emoji
+    (tmp_path / "saved.txt").write_bytes(data)
+    loaded = {r.job_id: r.request.job_name for r in load_records(tmp_path / "saved.txt")}
+    harvested = {r.job_id: r.request.job_name for r in read_sacct(decode_output(data, "sacct").split("\n"))}
+    assert loaded == harvested and loaded["1001"] == "caf?" and loaded["1002"] == "???"
 
 
 def test_a_failing_sacct_names_its_exit_code_and_stderr(tmp_path: Path) -> None:

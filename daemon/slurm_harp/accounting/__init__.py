@@ -10,6 +10,7 @@ from slurm_harp.accounting.sacct import read_sacct
 from slurm_harp.accounting.sacct_runner import SACCT_FIELDS, harvest_sacct
 from slurm_harp.accounting.swf import read_swf
 from slurm_harp.core.job import JobRecord
+from slurm_harp.core.text import question_marks
 
 __all__ = [
     "SACCT_FIELDS",
@@ -32,5 +33,6 @@ def load_records(source: str | Path, stats: ReadStats | None = None) -> list[Job
         return read_swf(path, stats)
     if name.endswith(".csv"):
         return read_csv_trace(path, stats)
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        return read_sacct(handle, stats)
+    # Each byte that is not UTF-8 as "?", as the harvest reads sacct's output (core.text).
+    with path.open(encoding="utf-8", errors="surrogateescape") as handle:
+        return read_sacct((question_marks(line) for line in handle), stats)

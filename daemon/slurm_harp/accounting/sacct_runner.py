@@ -18,6 +18,7 @@ from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.accounting.sacct import read_one_job, read_sacct
 from slurm_harp.accounting.sacct_lines import fresh_delimiter
 from slurm_harp.core.job import FINISHED_STATES, JobRecord
+from slurm_harp.core.text import decoded
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,8 @@ def run_sacct(argv: Sequence[str]) -> str:
 
 def decode_output(data: bytes, source: str) -> str:
     """UTF-8 text of a tool's output. A job name or work dir that is not UTF-8 must not stop a
-    harvest: such bytes become U+FFFD, and each line holding them is logged (the first few loudly)."""
+    harvest: each such byte becomes "?", as the plugin sends it (core.text), and each line holding
+    them is logged (the first few loudly)."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -111,9 +113,9 @@ def decode_output(data: bytes, source: str) -> str:
         except UnicodeDecodeError as exc:
             bad += 1
             level = logging.WARNING if bad <= _LOUD_UNDECODABLE else logging.DEBUG
-            log.log(level, "%s output line %d is not UTF-8 (%s), read with U+FFFD: %r",
+            log.log(level, "%s output line %d is not UTF-8 (%s), read with ? for each bad byte: %r",
                     source, lineno, exc.reason, line[:200])  # fmt: skip
-    return data.decode("utf-8", errors="replace")
+    return decoded(data)
 
 
 def harvest_sacct(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from slurm_harp.core.text import MAX_TEXT_BYTES, bounded_text
+
 
 class Target(StrEnum):
     """A quantity slurm-harp predicts. Units: time in minutes, memory in MB per node, cpus in CPUs."""
@@ -42,6 +44,14 @@ class JobRequest:
     is_array: bool | None = None
     submit_time: int | None = None  # unix seconds
 
+    def __post_init__(self) -> None:
+        # One rule for every string, whoever builds the request (core.text): a name keys the same
+        # history and hashes to the same feature from sacct, the plugin, a trace or the command line.
+        for name in _TEXT_FIELDS:
+            value = getattr(self, name)
+            if value is not None and not (value.isascii() and len(value) <= MAX_TEXT_BYTES):
+                object.__setattr__(self, name, bounded_text(value))
+
     @property
     def user_key(self) -> str | None:
         """The user as features and history name them: the name, else the numeric id as text."""
@@ -61,3 +71,6 @@ class JobRequest:
                 return float(self.mem_per_cpu_mb * self.min_cpus / nodes)
             return None
         return None if self.min_cpus is None else float(self.min_cpus)
+
+
+_TEXT_FIELDS = tuple(name for name, kind in JobRequest.__annotations__.items() if kind == "str | None")

@@ -6,7 +6,8 @@ from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.decision import Action, Decision, Reason
 from slurm_harp.core.request import JobRequest, Target
 
-# Anything longer is not a real user/account/path; cap it so a hostile field costs nothing downstream.
+# Anything longer is not a real partition name; cap it so a hostile field costs nothing downstream.
+# The strings of a request need no cap here: JobRequest cuts them by the rule sacct's are cut by (core.text).
 MAX_STRING = 1024
 
 _STRINGS = (
@@ -50,7 +51,7 @@ def request_from_proto(msg: pb.SubmitRequest) -> JobRequest:
     values: dict[str, object] = {}
     for name in _STRINGS:
         if msg.HasField(name):
-            values[name] = getattr(msg, name)[:MAX_STRING]
+            values[name] = getattr(msg, name)
     for name in _INTS:
         if msg.HasField(name):
             values[name] = int(getattr(msg, name))
