@@ -23,9 +23,10 @@ from slurm_harp.advice.gpu_memory import TrainingFacts
 from slurm_harp.advice.option import Option
 from slurm_harp.advice.recommend import Advice, Ask
 from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.core.text import bounded_text
 from slurm_harp.server.advice_turns import NoTurn, Turns
 from slurm_harp.server.advisor import AdviceRefused, Advisor, UnknownUser
-from slurm_harp.server.convert import MAX_STRING, request_from_proto
+from slurm_harp.server.convert import request_from_proto
 from slurm_harp.server.peer_relay import Peer
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def ask_from_proto(msg: pb.AdviceRequest) -> Ask:
         )
     return Ask(
         job=job,
-        partitions=tuple(dict.fromkeys(p[:MAX_STRING] for p in msg.partitions if p)),
+        partitions=tuple(dict.fromkeys(bounded_text(p) for p in msg.partitions if p)),
         deadline_minutes=_positive("deadline", msg.deadline_minutes)
         if msg.HasField("deadline_minutes")
         else None,

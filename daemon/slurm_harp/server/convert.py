@@ -6,10 +6,7 @@ from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.decision import Action, Decision, Reason
 from slurm_harp.core.request import JobRequest, Target
 
-# Anything longer is not a real partition name; cap it so a hostile field costs nothing downstream.
 # The strings of a request need no cap here: JobRequest cuts them by the rule sacct's are cut by (core.text).
-MAX_STRING = 1024
-
 _STRINGS = (
     "user_name",
     "account",
