@@ -19,6 +19,7 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.server.advice_service import advice_to_proto
 from tests.conftest import REPO
+from tests.unit.test_arguments import usage_error
 
 
 def args(*argv: str) -> argparse.Namespace:
@@ -167,9 +168,7 @@ def test_names_not_utf8_are_sent_by_the_one_text_rule() -> None:
 def test_numbers_beyond_what_is_sent_are_usage_errors(
     argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(["advise", "--name", "x", *argv])
-    assert exited.value.code == 2 and error in capsys.readouterr().err
+    assert error in usage_error(["advise", "--name", "x", *argv], capsys)
 
 
 def test_a_huge_count_in_the_script_is_refused_with_its_line(
