@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -177,6 +178,17 @@ def test_command_messages_and_exit_codes(
         store.merge([job("1", None, 5), job("2", None, 7)], "slurm")
     assert main(["report", "--db", str(untagged), "--since", since, "--out", str(out)]) == 1
     assert "None of the 2 jobs that ended since" in capsys.readouterr().out
+
+
+def test_a_row_edited_by_hand_is_left_out_of_the_report(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Text in an integer column ended `harp report` in a TypeError traceback; the other jobs count.
+    with sqlite3.connect(db) as edit:
+        edit.execute("UPDATE jobs SET elapsed_s = 'abc' WHERE job_id = '3'")
+    assert main(["report", "--db", str(db), "--since", "2026-09-21", "--out", str(tmp_path / "r")]) == 0
+    assert "4 tagged (1 untagged skipped)" in capsys.readouterr().out
+    assert "1 rows skipped, a value not of its column's type (job '3': elapsed_s = 'abc'" in caplog.text
 
 
 def test_links_planted_in_the_out_directory_are_replaced_not_written_through(
