@@ -281,13 +281,13 @@ class JobStore:
         """The JobRecords of ``sql``'s rows. A row with a value not of its column's type (text in
         a number column: a store edited by hand) is skipped, not the read: the other rows still
         count. One warning says how many, and names the first row and column."""
-        skipped: list[BadValue] = []
+        skipped, first = 0, None
         try:
             for row in self._db.execute(sql, params):
                 try:
                     record = record_of(row)
                 except BadValue as exc:
-                    skipped.append(exc)
+                    skipped, first = skipped + 1, first or exc
                     continue
                 yield record
         finally:
@@ -295,8 +295,8 @@ class JobStore:
                 log.warning(
                     "job store %s: %d rows skipped, a value not of its column's type (%s)",
                     self.path,
-                    len(skipped),
-                    skipped[0],
+                    skipped,
+                    first,
                 )
 
     def _present(self) -> set[str]:
