@@ -16,6 +16,7 @@ import re
 from typing import TypeVar
 
 __all__ = [
+    "OutOfRange",
     "in_range",
     "is_sentinel",
     "is_unlimited",
@@ -53,11 +54,15 @@ def is_unlimited(text: str) -> bool:
     return is_sentinel(text) or text.strip().lower() in _NO_LIMIT
 
 
+class OutOfRange(ValueError):
+    """A number written right but too large (or NaN, infinite): a caller can say so, not "bad form"."""
+
+
 def in_range(value: _N, text: str) -> _N:
-    """``value`` (read from ``text``) if SQLite can store it as an integer, else ValueError naming
+    """``value`` (read from ``text``) if SQLite can store it as an integer, else OutOfRange naming
     the text (NaN and infinities too)."""
     if not -_INT_LIMIT < value < _INT_LIMIT:
-        raise ValueError(f"number out of range {text[:40]!r}")
+        raise OutOfRange(f"number out of range {text[:40]!r}")
     return value
 
 
@@ -128,9 +133,11 @@ def parse_size_mb(text: str, bare_unit: str) -> tuple[float, str] | None:
 def parse_memory_mb(text: str) -> float:
     """An amount of memory as ``--mem`` and scontrol's TRES write it (``7940M``, ``500g``, a bare
     number of MiB) in MiB. ValueError for anything else: a sentinel, or a per-node or per-CPU
-    suffix, which such an amount never has."""
+    suffix, which such an amount never has; OutOfRange for one too large."""
     try:
         parsed = parse_size_mb(text, bare_unit="M")
+    except OutOfRange:
+        raise
     except ValueError:
         parsed = None
     if parsed is None or parsed[1]:

@@ -72,6 +72,64 @@ def test_bad_directives_are_named(lines: str, error: str) -> None:
         parse_script("#!/bin/sh\n" + lines)
 
 
+MORE = "more than Slurm allows"
+
+
+@pytest.mark.parametrize(
+    ("lines", "error"),
+    [
+        (
+            "#SBATCH --cpus-per-task=99999999999999999999\n",
+            rf"line 2: --cpus-per-task=9+: {MORE} \(at most 65533\)",
+        ),
+        ("#SBATCH -J x\n#SBATCH --nodes=99999999999999999999\n", f"line 3: --nodes=9+: {MORE}"),
+        ("#SBATCH -N " + "9" * 5000 + "\n", f"line 2: --nodes=9+: {MORE}"),
+        ("#SBATCH --nodes=1e400\n", "line 2: --nodes=1e400: expected a whole number"),
+        ("#SBATCH --ntasks=\u0661\n", "line 2: --ntasks=\u0661: expected a whole number"),
+        ("#SBATCH --gres=gpu:99999999999999999999999\n", f"line 2: --gres=gpu:9+: {MORE}"),
+        (
+            "#SBATCH --gpus=a100:4294967293,v100:1\n",
+            f"line 2: --gpus=a100:4294967293,v100:1: 4294967294 GPUs: {MORE}",
+        ),
+        (
+            "#SBATCH --ntasks-per-node=99999\n#SBATCH -N 99999\n",
+            f"lines 2, 3: --ntasks-per-node=99999 --nodes=99999: 9999800001 tasks: {MORE}",
+        ),
+        (
+            "#SBATCH -n 99999 -c 65533\n",
+            f"line 2: --cpus-per-task=65533 --ntasks=99999: 6553234467 CPUs: {MORE}",
+        ),
+        (
+            "#SBATCH --time=99999999999999999999\n",
+            rf"line 2: --time=9+: {MORE} \(at most 4294967293 minutes\)",
+        ),
+        (
+            "#SBATCH --mem=99999999999999999999999999T\n",
+            rf"line 2: --mem=9+T: {MORE} \(at most 9007199254740991 MB\)",
+        ),
+        ("#SBATCH --mem-per-cpu=99999999999T\n", f"line 2: --mem-per-cpu=9+T: {MORE}"),
+    ],
+)
+def test_counts_beyond_slurm_are_refused_naming_the_option_and_line(lines: str, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        parse_script("#!/bin/sh\n" + lines)
+
+
+@pytest.mark.parametrize(
+    ("value", "quoted"), [("gpu:0", "--gres=gpu:0:"), ("gpu:a100:0(S:0)", "--gres=gpu:a100:0\\(S:0\\):")]
+)
+def test_a_bad_gres_is_quoted_as_written(value: str, quoted: str) -> None:
+    with pytest.raises(ValueError, match=f"line 2: {quoted} expected a whole number >= 1"):
+        parse_script(f"#!/bin/sh\n#SBATCH --gres={value}\n")
+
+
+def test_names_not_utf8_are_read_by_the_one_text_rule() -> None:
+    # The script as `harp advise` reads it: bytes kept (surrogateescape) for the signature.
+    raw = b"#!/bin/sh\n#SBATCH -J r\xffx -A \xe0\x80 -p b\xfe,long\n"
+    job = parse_script(raw.decode("utf-8", errors="surrogateescape")).request
+    assert (job.job_name, job.account, job.partition) == ("r?x", "??", "b?")  # core.text
+
+
 def test_training_facts_from_comment_tokens() -> None:
     assert facts_from_comment("nothing here") is None
     facts = facts_from_comment("harp-params=1e9,harp-precision=FP32 harp-optimizer=sgd harp-zero=3")

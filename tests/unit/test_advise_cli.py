@@ -19,6 +19,7 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.server.advice_service import advice_to_proto
 from tests.conftest import REPO
+from tests.unit.test_arguments import usage_error
 
 
 def args(*argv: str) -> argparse.Namespace:
@@ -145,3 +146,36 @@ def test_no_daemon_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixtur
     code = main(["advise", "--name", "x", "--socket", str(tmp_path / "none.sock"), "--timeout", "2"])
     assert code == 1
     assert f"no advice socket at {tmp_path / 'none.sock'}" in capsys.readouterr().err
+
+
+def test_names_not_utf8_are_sent_by_the_one_text_rule() -> None:
+    # Python reads argv's bytes with surrogateescape: b"r\xffx" arrives as "r\udcffx". A partition
+    # to compare was a protobuf encoding error; it is read as the job's strings are (core.text).
+    request = build_request(args("--name", "r\udcffx", "--partition", "b\udcfe", "--partition", "c"))
+    assert request.job.job_name == "r?x" and list(request.partitions) == ["b?", "c"]
+    assert request.SerializeToString()  # a protobuf string must be UTF-8
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--cpus", "99999999999999999999"], "--cpus: must be a whole number from 1 to 4294967293"),
+        (["--gpus", "\uff14"], "--gpus: must be a whole number from 1 to 4294967293"),
+        (["--timeout", "1e300"], "--timeout: must be at most 3600 seconds"),
+        (["--deadline", "99999999999999999999999"], "--deadline: too long"),
+    ],
+)
+def test_numbers_beyond_what_is_sent_are_usage_errors(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert error in usage_error(["advise", "--name", "x", *argv], capsys)
+
+
+def test_a_huge_count_in_the_script_is_refused_with_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -J x\n#SBATCH --cpus-per-task=99999999999999999999\n")
+    assert main(["advise", "--script", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "harp advise: script line 3: --cpus-per-task=99999999999999999999: more than Slurm allows" in err

@@ -20,6 +20,7 @@ from slurm_harp.commands.importer import source_name
 from slurm_harp.core.message import last_tag
 from slurm_harp.core.text import bounded_text
 from tests.conftest import BUNDLED_TRACE, delimited, store_checksum
+from tests.unit.test_arguments import usage_error
 from tests.unit.test_sacct import SACCT_TEXT
 
 US = "\x1f"
@@ -349,7 +350,7 @@ def test_cli_prints_one_summary_line_and_resumes(
     db = tmp_path / "jobs.sqlite"
     monkeypatch.setenv("HARP_DB", str(db))
     assert (
-        main(["harvest", "--settle-seconds", "0", "--start", "2024-03-01T00:00Z", "--window-hours", "1e6"])
+        main(["harvest", "--settle-seconds", "0", "--start", "2024-03-01T00:00Z", "--window-hours", "87840"])
         == 0
     )
     out = capsys.readouterr().out.strip()
@@ -362,7 +363,7 @@ def test_cli_prints_one_summary_line_and_resumes(
         assert s.count("sacct") == 7 and s.cursor("sacct") == LAST_END
 
 
-HARVEST_ALL = ["harvest", "--settle-seconds", "0", "--start", "2024-03-01T00:00Z", "--window-hours", "1e6"]
+HARVEST_ALL = ["harvest", "--settle-seconds", "0", "--start", "2024-03-01T00:00Z", "--window-hours", "87840"]
 
 
 def test_cli_harvests_into_the_configs_history_db_unless_db_is_given(
@@ -406,14 +407,19 @@ def test_cli_harvest_exits_2_on_a_config_that_does_not_load(
     ("args", "message"),
     [
         (["--start", "yesterday"], "not an ISO time"),
-        (["--overlap-minutes", "-5"], "not a non-negative number"),
-        (["--settle-seconds", "nan"], "not a non-negative number"),
+        # ISO, but before any Slurm time: said so (year 1 cannot even be a Unix time east of UTC)
+        (["--start", "0001-01-01"], "--start: before 1970-01-01 UTC, when Slurm's times start: '0001-01-01'"),
+        (["--start", "1969-12-31T23:59:59Z"], "--start: before 1970-01-01 UTC"),
+        (["--overlap-minutes", "-5"], "--overlap-minutes: must be >= 0 and at most 5270400 (ten years)"),
+        (["--settle-seconds", "nan"], "--settle-seconds: must be >= 0 and at most"),
+        (["--window-hours", "1e308"], "--window-hours: must be > 0 and at most 87840 (ten years): '1e308'"),
+        (["--window-hours", "inf"], "--window-hours: must be > 0"),
+        (["--window-hours", "0"], "--window-hours: must be > 0"),
+        (["--overlap-minutes", "1e308"], "--overlap-minutes: must be >= 0"),
     ],
 )
 def test_cli_rejects_bad_arguments(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
-        main(["harvest", *args])
-    assert message in capsys.readouterr().err
+    assert message in usage_error(["harvest", *args], capsys)
 
 
 # ---- harp import -------------------------------------------------------------------------------

@@ -362,3 +362,38 @@ def test_an_infinite_number_is_stored_and_read_as_unknown(
     db.close()
     with JobStore(path, readonly=True) as store:
         assert [r.max_rss_mb for r in store.records()] == [256.0, None]
+
+
+def test_a_row_edited_by_hand_into_the_wrong_type_is_skipped_and_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Text in an integer column (sqlite3's UPDATE takes any type) ended `harp report`, training
+    and the advice in a TypeError far from the store; now that row alone is left out, said once."""
+    path = tmp_path / "jobs.sqlite"
+    jobs = [_job(str(i), 100 * i) for i in range(1, 5)]
+    with JobStore(path) as store:
+        store.merge(
+            [dataclasses.replace(j, request=dataclasses.replace(j.request, job_name="sim")) for j in jobs],
+            "sacct",
+        )
+        start = store.position()
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE jobs SET elapsed_s = 'abc' WHERE job_id = '2'")
+        db.execute("UPDATE jobs SET account = x'ff00' WHERE job_id = '3'")
+    db.close()
+    with JobStore(path, readonly=True) as store:
+        for read, first in (
+            (store.records, "job '2': elapsed_s = 'abc', not a whole number"),
+            (lambda: store.added(0, start.last_row), "job '2': elapsed_s = 'abc', not a whole number"),
+            (
+                lambda: store.runs_of("alice", "sim"),
+                "job '3': account = b'\\xff\\x00', not text",
+            ),  # newest first
+        ):
+            caplog.clear()
+            assert sorted(r.job_id for r in read()) == ["1", "4"]
+            warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+            assert warnings == [
+                f"job store {path}: 2 rows skipped, a value not of its column's type ({first})"
+            ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -179,6 +180,17 @@ def test_command_messages_and_exit_codes(
     assert "None of the 2 jobs that ended since" in capsys.readouterr().out
 
 
+def test_a_row_edited_by_hand_is_left_out_of_the_report(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Text in an integer column ended `harp report` in a TypeError traceback; the other jobs count.
+    with sqlite3.connect(db) as edit:
+        edit.execute("UPDATE jobs SET elapsed_s = 'abc' WHERE job_id = '3'")
+    assert main(["report", "--db", str(db), "--since", "2026-09-21", "--out", str(tmp_path / "r")]) == 0
+    assert "4 tagged (1 untagged skipped)" in capsys.readouterr().out
+    assert "1 rows skipped, a value not of its column's type (job '3': elapsed_s = 'abc'" in caplog.text
+
+
 def test_links_planted_in_the_out_directory_are_replaced_not_written_through(
     db: Path, tmp_path: Path
 ) -> None:
@@ -207,6 +219,10 @@ def test_since_takes_days_hours_and_dates() -> None:
     assert since_time("2026-10-01T02:00+02:00") == 1_790_812_800
     with pytest.raises(argparse.ArgumentTypeError, match="not a window"):
         since_time("last month")
+    # Before any Slurm time: said so, not a traceback from a year out of range later on.
+    for before in ("101d", "99999999999d", "9" * 30 + "h", "0001-01-01", "1969-12-31T23:00"):
+        with pytest.raises(argparse.ArgumentTypeError, match="before 1970-01-01 UTC"):
+            since_time(before, now=100 * DAY)
 
 
 def test_a_shadow_value_the_rule_would_keep_keeps_the_request(tmp_path: Path) -> None:

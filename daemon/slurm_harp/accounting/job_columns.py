@@ -19,6 +19,11 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 
 SQL_TYPES: dict[type, str] = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
+# What SQLite may give back for each kind of column (a REAL column keeps a whole number as REAL,
+# but an expression or an older release may have stored an INTEGER there). SQLite's columns hold
+# any type: text written over a number by hand comes back as text, and would only fail far away.
+_READS_AS: dict[type, tuple[type, ...]] = {str: (str,), int: (int,), float: (float, int), bool: (int,)}
+_KIND_NAME = {str: "text", int: "a whole number", float: "a number", bool: "0 or 1"}
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,14 @@ class Column:
     @property
     def definition(self) -> str:
         return f"{self.name} {SQL_TYPES[self.kind]}{'' if self.optional else ' NOT NULL'}"
+
+
+class BadValue(ValueError):
+    """A stored value not of its column's type: ``job_id`` (as stored), ``column`` and ``value``."""
+
+    def __init__(self, job_id: object, column: Column, value: object) -> None:
+        super().__init__(f"job {job_id!r:.40}: {column.name} = {value!r:.40}, not {_KIND_NAME[column.kind]}")
+        self.job_id, self.column, self.value = job_id, column.name, value
 
 
 def _columns_of(cls: type, in_request: bool) -> list[Column]:
@@ -54,6 +67,8 @@ COLUMNS: tuple[Column, ...] = (*_columns_of(JobRecord, False), *_columns_of(JobR
 DATA_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.name != "job_id")
 if len({c.name for c in COLUMNS} | {"source", "ingested_at"}) != len(COLUMNS) + 2:
     raise TypeError("JobRecord and JobRequest field names must be distinct (one flat jobs table)")
+if COLUMNS[0].name != "job_id":
+    raise TypeError("JobRecord's first field must be job_id: a bad row is named by it")
 
 
 def select_sql(present: set[str]) -> str:
@@ -95,12 +110,14 @@ def row_of(record: JobRecord) -> tuple[Any, ...]:
 
 def record_of(row: tuple[Any, ...]) -> JobRecord:
     """The JobRecord of a row selected by select_sql (an infinite number, stored by an older
-    release, read as None)."""
+    release, read as None). BadValue for a value not of its column's type (a store edited by hand)."""
     own: dict[str, Any] = {}
     request: dict[str, Any] = {}
     for column, value in zip(COLUMNS, row, strict=True):
         if value is None and not column.optional:
             continue  # a column added to an older database: the field's default applies
+        if value is not None and type(value) not in _READS_AS[column.kind]:
+            raise BadValue(row[0], column, value)  # job_id is the first column
         if column.kind is bool and value is not None:
             value = bool(value)
         (request if column.in_request else own)[column.name] = _known(column, value)

@@ -17,6 +17,9 @@ in what was unknown (accounting completes a job's row seconds after it ends) but
 known value, nor lowers a maximum over the job's steps (a re-read whose step line came out bad
 has fewer steps, not a smaller job). The per-source harvest cursor is
 written in the same transaction as the rows it covers: a crash loses both or neither.
+
+Every reader skips a row holding a value not of its column's type (SQLite keeps text written over
+a number by hand) and says so in one warning naming the first such row and column (``_read``).
 """
 
 from __future__ import annotations
@@ -25,13 +28,13 @@ import logging
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from slurm_harp.accounting.job_columns import DATA_NAMES, not_finite, record_of, row_of, select_sql
+from slurm_harp.accounting.job_columns import DATA_NAMES, BadValue, not_finite, record_of, row_of, select_sql
 from slurm_harp.accounting.store_schema import IDENTITY, SCHEMA_VERSION, check_version, migrate
 from slurm_harp.core.job import JobRecord
 from slurm_harp.regular_file import refuse_non_regular
@@ -246,14 +249,12 @@ class JobStore:
         select = select_sql(present)
         if where:
             select += " WHERE " + " AND ".join(where)
-        for row in self._db.execute(select + " ORDER BY submit_time, source, job_id", params):
-            yield record_of(row)
+        yield from self._read(select + " ORDER BY submit_time, source, job_id", params)
 
     def added(self, after_row: int, upto_row: int) -> Iterator[JobRecord]:
         """The rows added after one position's ``last_row`` up to another's, in the order added."""
         sql = select_sql(self._present()) + " WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
-        for row in self._db.execute(sql, (after_row, upto_row)):
-            yield record_of(row)
+        yield from self._read(sql, (after_row, upto_row))
 
     def tagged_hours(self, ended_since: int) -> dict[int, tuple[int, float, int]]:
         """Per hour of end time (end_time // HOUR_S) from ``ended_since`` on, a signature of its
@@ -274,7 +275,29 @@ class JobStore:
             select_sql(self._present()) + " WHERE user_name = ? AND job_name = ? "
             "ORDER BY submit_time DESC, source, job_id LIMIT ?"
         )
-        return [record_of(row) for row in self._db.execute(sql, (user_name, job_name, int(newest)))]
+        return list(self._read(sql, (user_name, job_name, int(newest))))
+
+    def _read(self, sql: str, params: Sequence[object]) -> Iterator[JobRecord]:
+        """The JobRecords of ``sql``'s rows. A row with a value not of its column's type (text in
+        a number column: a store edited by hand) is skipped, not the read: the other rows still
+        count. One warning says how many, and names the first row and column."""
+        skipped, first = 0, None
+        try:
+            for row in self._db.execute(sql, params):
+                try:
+                    record = record_of(row)
+                except BadValue as exc:
+                    skipped, first = skipped + 1, first or exc
+                    continue
+                yield record
+        finally:
+            if skipped:
+                log.warning(
+                    "job store %s: %d rows skipped, a value not of its column's type (%s)",
+                    self.path,
+                    skipped,
+                    first,
+                )
 
     def _present(self) -> set[str]:
         return {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}

@@ -19,9 +19,15 @@ from dataclasses import dataclass, replace
 
 from slurm_harp.advice.gpu_memory import TrainingFacts
 from slurm_harp.core.request import JobRequest
-from slurm_harp.slurm_formats import parse_memory_mb, parse_time_limit
+from slurm_harp.slurm_formats import OutOfRange, parse_memory_mb, parse_time_limit
 
-__all__ = ["ScriptJob", "facts_from_comment", "parse_script", "script_signature"]
+__all__ = [
+    "MAX_COUNT",
+    "ScriptJob",
+    "facts_from_comment",
+    "parse_script",
+    "script_signature",
+]
 
 # The plugin's bounds (plugin/harp/request.lua): the signature of a script is the same here.
 MAX_SCAN = 65536
@@ -29,6 +35,11 @@ MAX_SCAN_LINES = 1024
 MAX_LINE = 1024
 MAX_LINES = 256
 MAX_HASHED = 2048
+# The largest values Slurm holds, as the plugin bounds them (below NO_VAL16 and NO_VAL; memory below
+# 2**53, exact in Lua): a larger one is refused with its line, not sent as a number no field holds.
+MAX_CPUS_PER_TASK = 65533
+MAX_COUNT = 4294967293
+MAX_MEM_MB = 2**53 - 1
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 
@@ -72,16 +83,16 @@ def script_signature(script: str) -> str | None:
     return f"{digest:016x}"
 
 
-def _directives(script: str) -> list[tuple[str, str]]:
-    """(long option name, value) of the header's understood options, in order."""
-    out: list[tuple[str, str]] = []
+def _directives(script: str) -> list[tuple[str, str, int]]:
+    """(long option name, value, script line number) of the header's understood options, in order."""
+    out: list[tuple[str, str, int]] = []
     for number, line in enumerate(script.split("\n"), 1):
         if line.startswith("#SBATCH"):
             try:
                 words = shlex.split(line[len("#SBATCH") :])
             except ValueError as exc:
                 raise ValueError(f"script line {number}: {exc}") from None
-            out += _options(words, number)
+            out += [(name, value, number) for name, value in _options(words, number)]
         elif line.strip() and not line.lstrip().startswith("#"):
             break
     return out
@@ -110,76 +121,128 @@ def _options(words: list[str], number: int) -> list[tuple[str, str]]:
     return out
 
 
-def _whole(name: str, value: str) -> int:
-    low = value.split("-", 1)[0]  # "--nodes=2-4": the least
-    if not low.isdigit() or int(low) < 1:
-        raise ValueError(f"--{name}={value}: expected a whole number >= 1")
-    return int(low)
+class _Header:
+    """The header's last value of each option (the last one wins, as in sbatch), each read into a
+    number or refused with a ValueError naming the option, the value and its script line."""
 
+    def __init__(self, script: str) -> None:
+        self.given = {name: (value, number) for name, value, number in _directives(script)}
 
-def _gpus(name: str, value: str) -> int:
-    """``2``, ``a100:2``, ``gpu:2``, ``gpu:a100:2`` (gres: every gpu item counted)."""
-    total = 0
-    for item in value.split(","):
-        parts = item.split(":")
-        if name == "gres" and parts[0] != "gpu":
-            continue
-        count = parts[-1] if len(parts) > (1 if name == "gres" else 0) else "1"
-        total += _whole(name, count.split("(")[0])
-    return total
+    def __contains__(self, name: str) -> bool:
+        return name in self.given
+
+    def text(self, name: str) -> str | None:
+        return self.given[name][0] if name in self.given else None  # JobRequest applies core.text
+
+    def where(self, *names: str) -> str:
+        """``script line N: --name=value`` of the given options, for a message."""
+        found = sorted((self.given[n][1], n) for n in names if n in self.given)
+        numbers = sorted({number for number, _ in found})
+        lines = ", ".join(map(str, numbers))
+        return f"script line{'s' if len(numbers) > 1 else ''} {lines}: " + " ".join(
+            f"--{n}={self.given[n][0]}" for _, n in found
+        )
+
+    def fail(self, rule: str, *names: str) -> ValueError:
+        return ValueError(f"{self.where(*names)}: {rule}")
+
+    def whole(self, name: str, most: int = MAX_COUNT) -> int | None:
+        if name not in self.given:
+            return None
+        return self._whole(name, self.given[name][0].split("-", 1)[0], most)  # "2-4": the least
+
+    def _whole(self, name: str, text: str, most: int) -> int:
+        # A digit string too long for int() (4300 digits) is a number, just too large.
+        value = (int(text) if len(text) < 40 else math.inf) if text.isascii() and text.isdigit() else 0
+        if value < 1:
+            raise self.fail("expected a whole number >= 1", name)
+        return self.bounded(value, most, name)
+
+    def bounded(self, value: float, most: int, *names: str, what: str = "", unit: str = "") -> int:
+        if not value <= most:
+            raise self.fail(f"{what}more than Slurm allows (at most {most}{unit})", *names)
+        return math.ceil(value)
+
+    def gpus(self, name: str) -> int | None:
+        """``2``, ``a100:2``, ``gpu:2``, ``gpu:a100:2`` (gres: every gpu item counted)."""
+        if name not in self.given:
+            return None
+        total = 0
+        for item in self.given[name][0].split(","):
+            parts = item.split(":")
+            if name == "gres" and parts[0] != "gpu":
+                continue
+            count = parts[-1] if len(parts) > (1 if name == "gres" else 0) else "1"
+            total += self._whole(name, count.split("(")[0], MAX_COUNT)
+        return self.bounded(total, MAX_COUNT, name, what=f"{total} GPUs: ")
+
+    def minutes(self, name: str) -> int | None:
+        if name not in self.given:
+            return None
+        limit: float | None
+        try:
+            limit = parse_time_limit(self.given[name][0])
+        except OutOfRange:
+            limit = math.inf
+        except ValueError as exc:
+            raise self.fail(str(exc), name) from None
+        return None if limit is None else self.bounded(limit, MAX_COUNT, name, unit=" minutes")
+
+    def mem(self, name: str) -> int | None:
+        if name not in self.given:
+            return None
+        try:
+            mb = parse_memory_mb(self.given[name][0])
+        except OutOfRange:
+            mb = math.inf
+        except ValueError:
+            raise self.fail("expected an amount such as 4000, 4000M or 4G", name) from None
+        return self.bounded(mb, MAX_MEM_MB, name, unit=" MB")
 
 
 def parse_script(script: str) -> ScriptJob:
-    """The job a script submits. ValueError names the bad directive."""
-    values: dict[str, str] = {}
-    for name, value in _directives(script):
-        values[name] = value  # the last one wins, as in sbatch
-    try:
-        nodes = _whole("nodes", values["nodes"]) if "nodes" in values else None
-        per_node = (
-            _whole("ntasks-per-node", values["ntasks-per-node"]) if "ntasks-per-node" in values else None
-        )
-        tasks = _whole("ntasks", values["ntasks"]) if "ntasks" in values else None
-        if tasks is None and per_node is not None:
-            tasks = per_node * (nodes or 1)
-        cpt = _whole("cpus-per-task", values["cpus-per-task"]) if "cpus-per-task" in values else None
-        gpus_node = None
-        if "gpus-per-node" in values:
-            gpus_node = _gpus("gpus-per-node", values["gpus-per-node"])
-        elif "gres" in values:
-            gpus_node = _gpus("gres", values["gres"]) or None
-        elif "gpus" in values:
-            gpus_node = math.ceil(_gpus("gpus", values["gpus"]) / (nodes or 1))
-        time = parse_time_limit(values["time"]) if "time" in values else None
-        mem_node = _mem("mem", values.get("mem"))
-        mem_cpu = _mem("mem-per-cpu", values.get("mem-per-cpu"))
-    except ValueError as exc:
-        raise ValueError(f"#SBATCH {exc}") from None
-    cpus = (tasks or 1) * (cpt or 1) if tasks is not None or cpt is not None else None
+    """The job a script submits. ValueError names the bad directive and its line."""
+    header = _Header(script)
+    nodes = header.whole("nodes")
+    per_node = header.whole("ntasks-per-node")
+    tasks = header.whole("ntasks")
+    if tasks is None and per_node is not None:
+        tasks = per_node * (nodes or 1)
+        tasks = header.bounded(tasks, MAX_COUNT, "ntasks-per-node", "nodes", what=f"{tasks} tasks: ")
+    cpt = header.whole("cpus-per-task", MAX_CPUS_PER_TASK)
+    gpus_node = None
+    if "gpus-per-node" in header:
+        gpus_node = header.gpus("gpus-per-node")
+    elif "gres" in header:
+        gpus_node = header.gpus("gres") or None
+    elif "gpus" in header:
+        gpus_node = math.ceil((header.gpus("gpus") or 0) / (nodes or 1))
+    cpus = None
+    if tasks is not None or cpt is not None:
+        cpus = (tasks or 1) * (cpt or 1)
+        named = ("ntasks", "ntasks-per-node", "nodes", "cpus-per-task")
+        cpus = header.bounded(cpus, MAX_COUNT, *named, what=f"{cpus} CPUs: ")
+    partition = header.text("partition")
     request = JobRequest(
-        job_name=values.get("job-name"),
-        partition=values["partition"].split(",")[0] if "partition" in values else None,
-        account=values.get("account"),
+        job_name=header.text("job-name"),
+        partition=partition.split(",")[0] if partition is not None else None,
+        account=header.text("account"),
         script_signature=script_signature(script),
-        time_limit_minutes=time,
-        mem_per_node_mb=mem_node,
-        mem_per_cpu_mb=mem_cpu,
+        time_limit_minutes=header.minutes("time"),
+        mem_per_node_mb=header.mem("mem"),
+        mem_per_cpu_mb=header.mem("mem-per-cpu"),
         min_cpus=cpus,
         cpus_per_task=cpt,
         num_tasks=tasks,
         min_nodes=nodes,
         gpus_per_node=gpus_node,
     )
-    return ScriptJob(request=request, training=facts_from_comment(values.get("comment", "")))
-
-
-def _mem(name: str, value: str | None) -> int | None:
-    if value is None:
-        return None
+    comment = header.given.get("comment", ("", 0))
     try:
-        return math.ceil(parse_memory_mb(value))
-    except ValueError:
-        raise ValueError(f"--{name}={value}: expected an amount such as 4000, 4000M or 4G") from None
+        training = facts_from_comment(comment[0])
+    except ValueError as exc:
+        raise header.fail(str(exc), "comment") from None
+    return ScriptJob(request=request, training=training)
 
 
 def facts_from_comment(comment: str) -> TrainingFacts | None:

@@ -24,18 +24,20 @@ import grpc
 from google.protobuf import json_format
 
 from slurm_harp.advice.gpu_memory import STAGES, STATE_BYTES
-from slurm_harp.advice.script import parse_script
+from slurm_harp.advice.script import MAX_COUNT, parse_script
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from slurm_harp.commands.terminal import printable, printable_lines
 from slurm_harp.config import DEFAULT_ADVICE_SOCKET, DEFAULT_PATH, ConfigError, load
 from slurm_harp.core.request import JobRequest
+from slurm_harp.core.text import bounded_text
 from slurm_harp.server.convert import request_to_proto
-from slurm_harp.slurm_formats import parse_time_limit
+from slurm_harp.slurm_formats import OutOfRange, parse_time_limit
 
 SOCKET_ENV = "HARP_ADVICE_SOCKET"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_MIN = {"s": 1 / 60, "m": 1.0, "h": 60.0, "d": 1440.0}
+MAX_TIMEOUT_S = 3600
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -49,8 +51,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--script", type=Path, help="the batch script: its #SBATCH lines describe the job")
     p.add_argument("--name", help="the job name (sbatch -J); overrides the script's")
+    # Read by the one text rule (core.text), as JobRequest reads --name: a byte that is not UTF-8 is
+    # "?", not a protobuf encoding error.
     p.add_argument(
-        "--partition", action="append", default=[], help="compare this partition (repeat; default: all)"
+        "--partition",
+        type=bounded_text,
+        action="append",
+        default=[],
+        help="compare this partition (repeat; default: all)",
     )
     p.add_argument("--cpus", type=_whole, help="the CPUs you would ask for (overrides the script's)")
     p.add_argument("--gpus", type=_whole, help="GPUs per node you would ask for (overrides the script's)")
@@ -64,13 +72,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--socket", type=Path, help=f"the advice socket (default: ${SOCKET_ENV}, the config's, "
                    f"else {DEFAULT_ADVICE_SOCKET})")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the daemon's answer as JSON")
-    p.add_argument("--timeout", type=_positive, default=30.0, help="seconds (default: %(default)s)")
+    p.add_argument("--timeout", type=_seconds, default=30.0, help="seconds (default: %(default)s)")
     p.set_defaults(func=run)
 
 
 def _whole(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1: {text!r}")
+    """A count as Slurm holds one (advice.script.MAX_COUNT at most, as the plugin bounds it)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 10 or not 1 <= int(text) <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_COUNT}: {text!r}")
     return int(text)
 
 
@@ -84,6 +93,14 @@ def _positive(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    """A wait: gRPC's deadline overflows (an instant DEADLINE_EXCEEDED) long before 1e300 s."""
+    value = _positive(text)
+    if value > MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_TIMEOUT_S} seconds: {text!r}")
+    return value
+
+
 def minutes(text: str) -> float:
     """``30s``, ``90m``, ``2h``, ``1d`` or a Slurm time limit (``90``, ``1:30:00``, ``1-00:00:00``)."""
     found = _DURATION.match(text.strip())
@@ -92,6 +109,8 @@ def minutes(text: str) -> float:
     else:
         try:
             limit = parse_time_limit(text)
+        except OutOfRange:
+            raise argparse.ArgumentTypeError(f"too long: {text!r}") from None
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90m, 2h, 1:30:00)") from None
         if limit is None:

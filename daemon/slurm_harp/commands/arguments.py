@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -27,6 +28,37 @@ def _parsed(text: str, kind: Callable[[str], Number], ok: Callable[[Number], boo
     if not ok(value):
         raise argparse.ArgumentTypeError(f"must be {rule}: {text!r}")
     return value
+
+
+# The longest span of time an option may give: more is a slip of the keyboard (1e308 hours is past
+# what a Unix time, sacct or SQLite can hold).
+MAX_SPAN_S = 10 * 366 * 86400
+
+
+def span(unit_s: int, *, zero: bool = False) -> Callable[[str], float]:
+    """A span of time counted in units of ``unit_s`` seconds: a finite number > 0 (>= 0 with
+    ``zero``) and at most ten years (MAX_SPAN_S)."""
+    most = MAX_SPAN_S / unit_s
+    rule = f"{'>= 0' if zero else '> 0'} and at most {most:.0f} (ten years)"
+    return lambda text: _parsed(text, float, lambda v: (v >= 0 if zero else v > 0) and v <= most, rule)
+
+
+def whole(text: str) -> int:
+    """A whole number >= 0, e.g. seconds between passes (0: every time)."""
+    return _parsed(text, int, lambda v: v >= 0, ">= 0")
+
+
+def unix_time(at: datetime | float, text: str) -> int:
+    """``at`` (a datetime, naive meaning local time, or Unix seconds; read from ``text``) in Unix
+    seconds, or a message argparse shows: Slurm's times, sacct's and the job store's start at
+    1970-01-01 UTC, and no job ended before."""
+    try:
+        seconds = at.timestamp() if isinstance(at, datetime) else at
+    except (ValueError, OverflowError):  # year 1 in a zone east of UTC
+        seconds = -1.0
+    if not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"before 1970-01-01 UTC, when Slurm's times start: {text!r}")
+    return int(seconds)
 
 
 def open_out(out: Path) -> OutputDir | str:

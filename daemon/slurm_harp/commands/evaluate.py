@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--strategies", default="all", help="comma-separated names, 'baselines' or 'all' (default)"
     )
-    p.add_argument("--max-jobs", type=int, default=None, help="evaluate the most recent N jobs only")
+    p.add_argument("--max-jobs", type=count, default=None, help="evaluate the most recent N jobs only")
     p.add_argument("--seed", type=int, default=0, help="seed of the randomised baselines (default: 0)")
     p.add_argument(
         "--trees",
@@ -92,7 +92,7 @@ def _fractions(text: str) -> tuple[float, float]:
         train, validation = (float(part) for part in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected 'train,validation' fractions: {text!r}") from None
-    if train <= 0 or validation <= 0 or train + validation >= 1:
+    if not (train > 0 and validation > 0 and train + validation < 1):  # NaN fails each test
         raise argparse.ArgumentTypeError(f"need train > 0, validation > 0, train + validation < 1: {text!r}")
     return train, validation
 

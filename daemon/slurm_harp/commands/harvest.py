@@ -29,7 +29,7 @@ from pathlib import Path
 from slurm_harp.accounting import ReadStats, extension_file, sacct_runner
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct
-from slurm_harp.commands.arguments import config_or_default, settings_at
+from slurm_harp.commands.arguments import config_or_default, settings_at, span, unix_time
 from slurm_harp.config import DEFAULT_PATH
 
 log = logging.getLogger(__name__)
@@ -56,11 +56,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--source-name", default="sacct", help="source key in the store (default: %(default)s)")
     p.add_argument(
-        "--overlap-minutes", type=_amount, default=60.0, help="re-read before the cursor (%(default)s)"
+        "--overlap-minutes",
+        type=span(60, zero=True),
+        default=60.0,
+        help="re-read before the cursor (%(default)s)",
     )
     p.add_argument(
         "--settle-seconds",
-        type=_amount,
+        type=span(1, zero=True),
         default=60.0,
         help="skip jobs that ended this recently (%(default)s)",
     )
@@ -71,25 +74,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="read from this time (ISO, local unless it has an offset), even with a cursor; default: "
         f"the cursor, or {FIRST_RUN_DAYS} days ago on the first run",
     )
-    p.add_argument("--window-hours", type=_amount, default=24.0, help="span of one sacct call (%(default)s)")
+    p.add_argument(
+        "--window-hours", type=span(3600), default=24.0, help="span of one sacct call (%(default)s)"
+    )
     p.set_defaults(func=run)
-
-
-def _amount(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"not a non-negative number: {text!r}")
-    return value
 
 
 def _local_time(text: str) -> int:
     try:
-        return int(datetime.fromisoformat(text).timestamp())  # naive = local: an admin's clock
+        at = datetime.fromisoformat(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO time: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not an ISO time: {text!r} (e.g. 2026-10-01T08:00)") from None
+    return unix_time(at, text)  # naive = local: an admin's clock
 
 
 def sacct_time(t: int) -> str:

@@ -23,7 +23,7 @@ from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands import method
 from slurm_harp.commands import train as train_command
-from slurm_harp.commands.arguments import config_option, settings_at
+from slurm_harp.commands.arguments import config_option, settings_at, span
 from slurm_harp.config import Settings
 from slurm_harp.core.request import Target
 
@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument(
         "--settle-seconds",
-        type=float,
+        type=span(1, zero=True),
         default=SETTLE_S,
         help="leave jobs that ended this recently to the next harvest (default: %(default)s)",
     )

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.commands.arguments import policy_at, writing_out
+from slurm_harp.commands.arguments import policy_at, unix_time, writing_out
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.evaluation.site_report import site_report
@@ -62,14 +62,15 @@ def since_time(text: str, now: float | None = None) -> int:
     """Unix time of ``text``: ``Nd``/``Nh`` before ``now``, or an ISO date or time (UTC unless it
     says otherwise)."""
     if match := AGO.match(text.strip()):
-        return int((time.time() if now is None else now) - int(match[1]) * UNIT_S[match[2]])
+        ago = int(match[1]) * UNIT_S[match[2]] if len(match[1]) < 20 else float("inf")
+        return unix_time((time.time() if now is None else now) - ago, text)
     try:
         at = datetime.fromisoformat(text.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"not a window: {text!r} (give e.g. 30d, 12h, 2026-10-01 or 2026-10-01T08:00)"
         ) from None
-    return int((at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp())
+    return unix_time(at if at.tzinfo else at.replace(tzinfo=UTC), text)
 
 
 def run(args: argparse.Namespace) -> int:

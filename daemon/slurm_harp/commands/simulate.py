@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
-from slurm_harp.commands.arguments import count, fraction, policy_at, writing_out
+from slurm_harp.commands.arguments import count, fraction, policy_at, span, whole, writing_out
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Policy
 from slurm_harp.core.request import Target
@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument(
         "--period-days",
-        type=float,
+        type=span(86400),
         default=30.0,
         help="ours-*, fitted along the trace: days between refits (default: %(default)s)",
     )
@@ -106,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument(
         "--bf-interval",
-        type=int,
+        type=whole,
         default=BF_INTERVAL,
         help="slurm: seconds between passes (default: %(default)s)",
     )

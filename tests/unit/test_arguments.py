@@ -1,0 +1,57 @@
+"""commands.arguments: the shared value types, and the numeric options that use them refusing
+infinities, NaN and absurd sizes as usage errors (exit 2, the option named), never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+
+import pytest
+
+from slurm_harp.cli import main
+from slurm_harp.commands.arguments import MAX_SPAN_S, span, unix_time, whole
+
+
+def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """What `harp ARGV` says on stderr, having exited 2 as argparse does for a usage error."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_a_span_is_finite_positive_and_at_most_ten_years() -> None:
+    hours = span(3600)
+    assert hours("24") == 24.0 and hours(str(MAX_SPAN_S / 3600)) == MAX_SPAN_S / 3600
+    for bad in ("0", "-1", "nan", "inf", "1e308", str(MAX_SPAN_S / 3600 + 1), "soon"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            hours(bad)
+    assert span(1, zero=True)("0") == 0.0
+
+
+def test_whole_numbers_and_unix_times() -> None:
+    assert whole("0") == 0
+    with pytest.raises(argparse.ArgumentTypeError, match="must be >= 0"):
+        whole("-5")
+    assert unix_time(datetime(1970, 1, 1, tzinfo=UTC), "1970-01-01Z") == 0
+    with pytest.raises(argparse.ArgumentTypeError, match="before 1970-01-01 UTC"):
+        unix_time(datetime(1, 1, 1), "0001-01-01")
+    with pytest.raises(argparse.ArgumentTypeError, match="before 1970-01-01 UTC"):
+        unix_time(float("nan"), "nan")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["simulate", "t.swf", "--period-days", "1e308"], "--period-days: must be > 0 and at most 3660"),
+        (["simulate", "t.swf", "--period-days", "nan"], "--period-days: must be > 0"),
+        (["simulate", "t.swf", "--bf-interval", "-5"], "--bf-interval: must be >= 0"),
+        (["evaluate", "t.swf", "--max-jobs", "-3"], "--max-jobs: must be >= 1"),
+        (["evaluate", "t.swf", "--split", "nan,0.2"], "--split: need train > 0"),
+        (["nightly", "--settle-seconds", "inf"], "--settle-seconds: must be >= 0"),
+    ],
+)
+def test_numeric_options_refuse_what_is_no_number_of_theirs(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert message in usage_error(argv, capsys)
