@@ -49,6 +49,15 @@ def test_whole_numbers_and_unix_times() -> None:
         (["evaluate", "t.swf", "--max-jobs", "-3"], "--max-jobs: must be >= 1"),
         (["evaluate", "t.swf", "--split", "nan,0.2"], "--split: need train > 0"),
         (["nightly", "--settle-seconds", "inf"], "--settle-seconds: must be >= 0"),
+        (["train", "t.swf", "--floor", "nan"], "--floor: must be a finite number > 0"),
+        (["train", "t.swf", "--floor", "0"], "--floor: must be a finite number > 0"),
+        (["train", "t.swf", "--tolerance", "inf"], "--tolerance: must be a finite number >= 0"),
+        (["train", "t.swf", "--keep", "0"], "--keep: must be >= 1"),
+        (["train", "t.swf", "--max-rows", "-10"], "--max-rows: must be >= 1"),
+        (["train", "t.swf", "--threads", "-2"], "--threads: must be >= 1"),
+        (["demo", "--holdout", "nan"], "--holdout: must be in (0, 1)"),
+        (["demo", "--holdout", "1"], "--holdout: must be in (0, 1)"),
+        (["demo", "--show", "-1"], "--show: must be >= 0"),
     ],
 )
 def test_numeric_options_refuse_what_is_no_number_of_theirs(

@@ -171,7 +171,9 @@ def test_train_refuses_two_sources_or_a_missing_db(tmp_path: Path, db: Path) -> 
     store = str(tmp_path / "models")
     assert _train("--db", str(db), "--source", "sacct", "--store", store) == 2
     assert _train("--db", str(tmp_path / "none.sqlite"), "--store", store) == 2
-    assert _train("--db", str(db), "--store", store, "--keep", "0") == 2
+    with pytest.raises(SystemExit) as usage:  # --keep 0: argparse's usage error
+        _train("--db", str(db), "--store", store, "--keep", "0")
+    assert usage.value.code == 2
 
 
 def test_sweep_removes_only_stale_leftovers(tmp_path: Path) -> None:

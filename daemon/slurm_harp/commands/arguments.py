@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -95,6 +96,21 @@ def writing_out(out: Path | None, say: Callable[[str], object], work: Callable[[
 def fraction(text: str) -> float:
     """A fraction in [0, 1), e.g. a kill budget."""
     return _parsed(text, float, lambda v: 0.0 <= v < 1.0, "a fraction in [0, 1)")
+
+
+def share(text: str) -> float:
+    """A share in (0, 1), e.g. the last part of a trace held out."""
+    return _parsed(text, float, lambda v: 0.0 < v < 1.0, "in (0, 1)")
+
+
+def positive(text: str) -> float:
+    """A finite number > 0, e.g. the smallest limit proposed."""
+    return _parsed(text, float, lambda v: 0.0 < v < math.inf, "a finite number > 0")
+
+
+def nonnegative(text: str) -> float:
+    """A finite number >= 0, e.g. points of tolerance."""
+    return _parsed(text, float, lambda v: 0.0 <= v < math.inf, "a finite number >= 0")
 
 
 def count(text: str) -> int:

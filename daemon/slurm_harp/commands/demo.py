@@ -24,6 +24,7 @@ import numpy as np
 from slurm_harp.accounting import JobRecord, load_records
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
+from slurm_harp.commands.arguments import share, whole
 from slurm_harp.config import parse
 from slurm_harp.core.history import HistoryIndex
 from slurm_harp.core.message import format_minutes
@@ -38,8 +39,8 @@ BUNDLED = "KTH-SP2-1996-2.1-cln.swf.gz"
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("demo", help="train on a bundled real trace and replay jobs through gRPC")
     p.add_argument("--trace", default=None, help=f"SWF/CSV/sacct file (default: bundled {BUNDLED})")
-    p.add_argument("--holdout", type=float, default=0.2, help="last fraction replayed (default: %(default)s)")
-    p.add_argument("--show", type=int, default=10, help="decisions printed (default: %(default)s)")
+    p.add_argument("--holdout", type=share, default=0.2, help="last fraction replayed (default: %(default)s)")
+    p.add_argument("--show", type=whole, default=10, help="decisions printed (default: %(default)s)")
     p.add_argument(
         "--store",
         default=None,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_records, sacct_runner
-from slurm_harp.commands.arguments import count, fraction, rate
+from slurm_harp.commands.arguments import count, fraction, nonnegative, positive, rate
 from slurm_harp.commands.method import (
     COMPARE,
     LADDER_ROWS,
@@ -79,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument(
         "--floor",
-        type=float,
+        type=positive,
         default=1.0,
         help="smallest limit the calibrated rule proposes, in the target's unit (default: %(default)s); "
         "the daemon's policy floors apply on top, which only makes its limits safer",
@@ -99,12 +99,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument(
         "--tolerance",
-        type=float,
+        type=nonnegative,
         default=0.5,
         help="waste-cut points a new version may lose to the serving one and still be promoted "
         "(default: %(default)s)",
     )
-    p.add_argument("--keep", type=int, default=5, help="versions kept per target (default: %(default)s)")
+    p.add_argument("--keep", type=count, default=5, help="versions kept per target (default: %(default)s)")
     p.add_argument(
         "--refit",
         choices=REFIT,
@@ -114,10 +114,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "(faster); off = served as fitted before the validation window (one window older)",
     )
     p.add_argument("--no-refit", dest="refit", action="store_const", const="off", help="= --refit off")
-    p.add_argument("--max-rows", type=int, default=None, help="train on the most recent N jobs only")
+    p.add_argument("--max-rows", type=count, default=None, help="train on the most recent N jobs only")
     p.add_argument(
         "--threads",
-        type=int,
+        type=count,
         default=1,
         help="LightGBM threads (the quantile ladder: that many one-thread fits side by side); more only "
         "on idle cores (default: 1)",
@@ -182,9 +182,6 @@ def run(args: argparse.Namespace) -> int:
     origin = args.db or args.source
     if origin != "sacct" and not Path(origin).is_file():
         log.error("%s: no such file", origin)
-        return 2
-    if args.keep < 1:
-        log.error("--keep must be >= 1 (the serving version is always kept)")
         return 2
     try:
         records, stats = read_source(args.source, args.sacct_start, args.db)
