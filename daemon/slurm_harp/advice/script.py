@@ -237,9 +237,8 @@ def parse_script(script: str) -> ScriptJob:
         min_nodes=nodes,
         gpus_per_node=gpus_node,
     )
-    comment = header.given.get("comment", ("", 0))
     try:
-        training = facts_from_comment(comment[0])
+        training = facts_from_comment(header.text("comment") or "")
     except ValueError as exc:
         raise header.fail(str(exc), "comment") from None
     return ScriptJob(request=request, training=training)
