@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import math
 import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +21,8 @@ from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.commands import models as models_command
 from slurm_harp.commands import train as train_command
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.learning.promotion import Standing, judge
+from slurm_harp.learning.promotion import Standing, challenge, judge
+from slurm_harp.learning.trainer import train_target
 from slurm_harp.model.retention import STALE_TEMP_S, sweep
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import LOCK_FILE, ModelStore, StoreBusy
@@ -30,6 +33,19 @@ BUDGET = 0.01
 def test_no_champion_promotes() -> None:
     verdict = judge(Standing("new", 0.5, 20.0), None, BUDGET)
     assert verdict.promote and "no champion" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("figures", "why"),
+    [((50.0, 90.0), "newly kills 50.00 % > budget 1.00 %"), ((math.nan, 20.0), "not finite")],
+)
+def test_alone_a_challenger_must_be_finite_and_within_the_budget(
+    figures: tuple[float, float], why: str
+) -> None:
+    """Judged with no champion, a challenger that kills half its window or has NaN figures was
+    promoted: the checks came after the no-champion return."""
+    verdict = judge(Standing("new", *figures), None, BUDGET)
+    assert not verdict.promote and why in verdict.reason
 
 
 @pytest.mark.parametrize(
@@ -110,8 +126,8 @@ def test_train_from_the_job_store_judges_each_new_version(
     note = store.verdict(Target.TIME, first) or {}
     assert note["promote"] and note["champion"] is None
 
-    # Trained on the same jobs again: no job of the window is new to the serving version, so
-    # there is nothing fair to compare on; within its kill budget, the new version is served.
+    # Trained on the same jobs again: no job of the window is new to the serving version, so both
+    # are judged as published on the whole window; not worse there, the new version is served.
     again = night()
     note = store.verdict(Target.TIME, again) or {}
     assert note["promote"] and "only 0 jobs of the window are new" in note["reason"]
@@ -165,6 +181,53 @@ def test_promote_never_always_keep_and_a_broken_champion(db: Path, tmp_path: Pat
     note = store.verdict(Target.TIME, newest) or {}
     assert "cannot be evaluated" in note["reason"]
     assert len(store.versions(Target.TIME)) == 2  # --keep 2
+
+
+def test_without_new_jobs_a_worse_challenger_is_refused(db: Path, tmp_path: Path) -> None:
+    """Trained on the same jobs, nothing in the challenger's window is new to the champion. It was
+    promoted on its own kill budget alone, however little it cut; both are now judged as
+    published on the whole window."""
+    store_dir = tmp_path / "models"
+    store = ModelStore(store_dir)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST) == 0
+    champion = store.current_version(Target.TIME)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--floor", "150", "--keep", "1") == 0
+    worse = store.versions(Target.TIME)[-1]
+    note = store.verdict(Target.TIME, worse) or {}
+    assert not note["promote"], note
+    assert "only 0 jobs of the window are new" in note["reason"] and "whole window" in note["reason"]
+    assert note["challenger"]["waste_cut_pct"] < note["champion"]["waste_cut_pct"] - 0.5
+    assert store.current_version(Target.TIME) == champion
+    assert champion in store.versions(Target.TIME)  # --keep 1 keeps the serving version
+
+
+def test_a_challenger_trained_on_older_jobs_is_refused(db: Path, tmp_path: Path) -> None:
+    """A restored job store or an old trace: its window holds no job new to the champion, so it
+    always won. Now refused, naming both dates, and the champion serves on."""
+    store_dir = tmp_path / "models"
+    store = ModelStore(store_dir)
+    older = tmp_path / "older.sqlite"
+    with JobStore(older) as jobs:
+        jobs.merge(regular_users(700), "sacct")
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST) == 0
+    champion = store.current_version(Target.TIME)
+    assert _train("--db", str(older), "--store", str(store_dir), *FAST) == 0
+    stale = store.versions(Target.TIME)[-1]
+    note = store.verdict(Target.TIME, stale) or {}
+    assert not note["promote"] and "trained on older jobs than the champion" in note["reason"], note
+    assert store.current_version(Target.TIME) == champion
+
+
+def test_with_an_unreadable_current_a_challenger_over_the_budget_is_refused(tmp_path: Path) -> None:
+    """A damaged CURRENT (garbage, a link) left the challenger to be promoted unchecked."""
+    store = ModelStore(tmp_path / "models")
+    result = train_target(regular_users(600), Target.TIME)
+    version = store.publish(Target.TIME, result.files, result.card, make_current=False)
+    (store.target_dir(Target.TIME) / "CURRENT").symlink_to("/etc/hostname")
+    killing = replace(result.window, limits=np.ones_like(result.window.limits))  # one minute each
+    verdict = challenge(store, Target.TIME, version, killing, BUDGET)
+    assert not verdict.promote and "CURRENT unreadable" in verdict.reason and "> budget" in verdict.reason
+    assert challenge(store, Target.TIME, version, result.window, BUDGET).promote
 
 
 def test_train_refuses_two_sources_or_a_missing_db(tmp_path: Path, db: Path) -> None:

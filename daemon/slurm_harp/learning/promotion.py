@@ -14,16 +14,20 @@ The challenger is not worse when
 1. its newly killed rate is within the kill budget, or no higher than the champion's; and
 2. its waste cut is at least the champion's minus ``tolerance`` points, unless the champion
    breaks the kill budget on this window (it is no longer safe; rule 1 suffices).
-A champion that cannot be loaded or evaluated (deleted, corrupt, other features) is replaced;
-when fewer than MIN_JOBS jobs of the window are new to it, there is no fair comparison and the
-challenger is promoted if it meets rule 1 on its whole window.
+A challenger trained on jobs older than the champion's is refused (a restored job store, a
+lowered max_jobs, an old trace): nothing in its window is new to the champion, so it could not
+lose a comparison. When fewer than MIN_JOBS jobs of the window are new to the champion, both
+versions are judged as published on the whole window (both have seen most of it). A challenger
+judged alone (no champion; CURRENT unreadable; a champion that cannot be loaded or evaluated:
+deleted, corrupt, other features) must have finite figures within the kill budget.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -95,11 +99,17 @@ def judge(
     def verdict(promote: bool, reason: str) -> Verdict:
         return Verdict(promote, reason, challenger, champion, kill_budget, tolerance)
 
-    if champion is None:
-        return verdict(True, "no champion to compare with")
     if not all(math.isfinite(v) for v in (challenger.killed_pct, challenger.waste_cut_pct)):
         return verdict(False, "the challenger's figures are not finite")
     budget_pct = 100.0 * kill_budget
+    if champion is None:
+        within = challenger.killed_pct <= budget_pct
+        return verdict(
+            within,
+            f"no champion to compare with; newly kills {challenger.killed_pct:.2f} % "
+            + ("within" if within else ">")
+            + f" budget {budget_pct:.2f} %",
+        )
     if challenger.killed_pct > max(budget_pct, champion.killed_pct):
         return verdict(
             False,
@@ -133,35 +143,61 @@ def challenge(
 ) -> Verdict:
     """Judge the published, not yet serving ``version`` against the serving one on ``window``.
     Raises runtime.ModelError when the challenger itself does not load."""
-    QuantileModel.load(store.target_dir(target) / version, target)  # it must load as the daemon loads it
-
-    def verdict(promote: bool, reason: str, challenger: Standing) -> Verdict:
-        return Verdict(promote, reason, challenger, None, kill_budget, tolerance)
-
+    mine = QuantileModel.load(store.target_dir(target) / version, target)  # as the daemon loads it
     whole = Standing(version, *assess(window.limits, window.td))
+
+    def alone(why: str) -> Verdict:
+        verdict = judge(whole, None, kill_budget, tolerance)
+        return replace(verdict, reason=verdict.reason.replace("no champion to compare with", why, 1))
+
     try:
         current = store.current_dir(target)
-    except ValueError as exc:  # a damaged CURRENT file
-        return verdict(True, f"CURRENT unreadable: {exc}", whole)
+    except (ValueError, OSError) as exc:  # a damaged CURRENT file: a bad name, a link, a FIFO
+        return alone(f"CURRENT unreadable: {exc}")
     if current is None or current.name == version:
         return judge(whole, None, kill_budget, tolerance)
     try:  # whatever the old model does wrong (load, card, predict), it cannot be compared
         champion = QuantileModel.load(current, target)
-        seen_until = float(champion.card.get("training", {}).get("last_submit_epoch") or -math.inf)
+        seen_until, mine_until = _last_submit(champion), _last_submit(mine)
+        if math.isfinite(mine_until) and mine_until < seen_until:
+            return Verdict(
+                False,
+                f"trained on older jobs than the champion {current.name} (last submitted "
+                f"{_utc(mine_until)}, the champion's {_utc(seen_until)})",
+                whole,
+                None,
+                kill_budget,
+                tolerance,
+            )
         rows = np.flatnonzero(window.submit_time > seen_until)
         td = window.td.take(rows)
-        if not available(td, MIN_JOBS):
-            budget_ok = whole.killed_pct <= 100.0 * kill_budget
-            return verdict(
-                budget_ok,
-                f"only {rows.size} jobs of the window are new to the champion {current.name}: "
-                + ("within" if budget_ok else "over")
-                + " the kill budget on its window",
-                whole,
-            )
-        rival = standing(champion, window.x[rows], td)
+        # Too few jobs new to the champion for a fair out-of-sample comparison: both versions as
+        # published, on the whole window.
+        few = not available(td, MIN_JOBS)
+        rival = standing(champion, window.x, window.td) if few else standing(champion, window.x[rows], td)
+    except MemoryError:
+        raise  # transient: the champion may be fine; this target fails and the champion stays
     except Exception as exc:
         log.warning("%s: champion %s cannot be evaluated: %s", target.value, current.name, exc)
-        return verdict(True, f"champion {current.name} cannot be evaluated: {exc}", whole)
+        return alone(f"champion {current.name} cannot be evaluated: {exc}")
+    if few:
+        verdict = judge(standing(mine, window.x, window.td), rival, kill_budget, tolerance)
+        return replace(
+            verdict,
+            reason=f"only {rows.size} jobs of the window are new to the champion {current.name}, "
+            f"both judged on the whole window as published: {verdict.reason}",
+        )
     challenger = Standing(version, *assess(window.limits[rows], td))
     return judge(challenger, rival, kill_budget, tolerance)
+
+
+def _last_submit(model: QuantileModel) -> float:
+    """When the last job a version was trained on was submitted (-inf when its card does not say)."""
+    value = model.card.get("training", {}).get("last_submit_epoch")
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else -math.inf
+
+
+def _utc(epoch: float) -> str:
+    if not math.isfinite(epoch):
+        return "unknown"
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
