@@ -21,6 +21,7 @@ from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.commands import models as models_command
 from slurm_harp.commands import train as train_command
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.learning import pipeline
 from slurm_harp.learning.promotion import Standing, challenge, judge
 from slurm_harp.learning.trainer import train_target
 from slurm_harp.model.retention import STALE_TEMP_S, sweep
@@ -274,6 +275,47 @@ def test_a_verdict_that_cannot_be_written_leaves_no_unjudged_version(
     assert store.versions(Target.TIME) == [champion]
     assert store.current_version(Target.TIME) == champion
     assert [p.name for p in store.target_dir(Target.TIME).iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_promotion_that_cannot_move_current_says_what_serves(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """CURRENT cannot be replaced (disk full) after a promoting verdict: the run said "trained but
+    not published", though the version was in the store, listed as promoted and served by nothing."""
+    store_dir = tmp_path / "models"
+    store = ModelStore(store_dir)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST) == 0
+    champion = store.current_version(Target.TIME)
+
+    def disk_full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ModelStore, "set_current", disk_full)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST) == 1
+    newest = store.versions(Target.TIME)[-1]
+    assert f"time: published {newest} but could not make it serve ([Errno 28]" in caplog.text
+    assert "the serving version stays" in caplog.text and "not published" not in caplog.text
+    note = store.verdict(Target.TIME, newest) or {}
+    assert not note["promote"] and "CURRENT could not be moved to it" in note["reason"], note
+    assert store.current_version(Target.TIME) == champion
+
+
+def test_a_prune_that_fails_after_promoting_says_the_new_version_serves(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store_dir = tmp_path / "models"
+    store = ModelStore(store_dir)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST) == 0
+
+    def cannot_rename(*args: object) -> None:
+        raise OSError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(pipeline, "prune", cannot_rename)
+    assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--keep", "1") == 1
+    newest = store.versions(Target.TIME)[-1]
+    assert f"time: published {newest} (serving it) but could not prune older versions" in caplog.text
+    assert "not published" not in caplog.text
+    assert store.current_version(Target.TIME) == newest
 
 
 def test_a_second_run_on_a_held_store_exits_75_and_touches_nothing(

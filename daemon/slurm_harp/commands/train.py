@@ -247,7 +247,7 @@ def hold_store(held: contextlib.ExitStack, store: Path, skipped: str) -> int | N
 def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:
     """train_targets for a caller that holds the store's writer lock already (hold_store)."""
     from slurm_harp.learning.dataset import build_dataset
-    from slurm_harp.learning.pipeline import train_and_publish
+    from slurm_harp.learning.pipeline import Unfinished, train_and_publish
     from slurm_harp.learning.trainer import TrainingError
 
     data = build_dataset(records, max_rows=plan.max_rows)  # the same features serve every target
@@ -260,6 +260,10 @@ def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, ever
                 log.error("training failed: %s", exc)
                 return 1
             log.warning("%s: not trained: %s", target.value, exc)
+            continue
+        except Unfinished as exc:
+            log.error("%s: %s", target.value, exc)
+            unwritten += 1
             continue
         except OSError as exc:
             log.error(

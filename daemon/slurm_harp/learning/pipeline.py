@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -30,6 +30,10 @@ from slurm_harp.model.store import ModelStore
 log = logging.getLogger(__name__)
 
 Promote = Literal["auto", "always", "never"]
+
+
+class Unfinished(Exception):
+    """The version was published but a later step failed: the message says which, and what serves."""
 
 
 @dataclass(frozen=True)
@@ -91,8 +95,21 @@ def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Targe
             raise
     promoted = plan.promote == "always" or (verdict is not None and verdict.promote)
     if promoted:
-        store.set_current(target, version)
-    pruned = tuple(prune(store, target, plan.keep))
+        try:
+            store.set_current(target, version)
+        except OSError as exc:
+            if verdict is not None:
+                _unpromote(store, target, version, verdict, exc)
+            raise Unfinished(
+                f"published {version} but could not make it serve ({exc}); the serving version stays"
+            ) from exc
+    try:
+        pruned = tuple(prune(store, target, plan.keep))
+    except OSError as exc:
+        serving = "serving it" if promoted else "kept as a challenger"
+        raise Unfinished(
+            f"published {version} ({serving}) but could not prune older versions: {exc}"
+        ) from exc
     log.info(
         "%s: version %s %s%s",
         target.value,
@@ -101,6 +118,16 @@ def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Targe
         f" ({verdict.reason})" if verdict else "",
     )
     return Outcome(target, version, promoted, verdict, result, pruned)
+
+
+def _unpromote(store: ModelStore, target: Target, version: str, verdict: Verdict, exc: OSError) -> None:
+    """Its verdict said "promoted" but CURRENT did not move: say so, or `harp models` would list a
+    promoted version that nothing serves. Should this write fail too, the verdict stays as judged."""
+    reason = f"CURRENT could not be moved to it ({exc}); judged: {verdict.reason}"
+    try:
+        store.write_verdict(target, version, replace(verdict, promote=False, reason=reason).to_dict())
+    except OSError as again:
+        log.error("%s: cannot rewrite the verdict on %s either: %s", target.value, version, again)
 
 
 def _remove_unjudged(store: ModelStore, target: Target, version: str) -> None:
