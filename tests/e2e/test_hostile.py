@@ -146,6 +146,17 @@ def test_odd_names_are_served_and_do_not_switch_harp_off(site: tuple[SlurmCluste
         assert accounted(cluster, job).request.job_name == text_of_bytes(name), name
 
 
+def test_a_latin1_database_keeps_other_characters_as_question_marks(site: tuple[SlurmCluster, Path]) -> None:
+    """What docs/install.md says of slurmdbd's charset: this cluster's MariaDB runs with its built-in
+    latin1 default, and a valid name outside Latin-1 is harvested with a "?" per character, unlike
+    the name the plugin serves. Latin-1 characters are kept."""
+    cluster, _ = site
+    name = "名前-é-\U0001f642"
+    job, _ = submit_as_nobody(cluster, script("-t 120", "-p batch", f"-J {name}"))
+    assert cluster.scontrol_show_job(job)["JobName"] == name
+    assert accounted(cluster, job).request.job_name == "??-é-?"
+
+
 def accounted(cluster: SlurmCluster, job: int, timeout: float = 60.0) -> JobRecord:
     """The job as the harvester reads it from sacct, once accounting has it."""
 
