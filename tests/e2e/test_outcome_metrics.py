@@ -5,6 +5,7 @@ checked against what accounting says about the jobs."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -17,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.core.message import parse_tag
+from slurm_harp.core.request import Target
+from slurm_harp.model.store import ModelStore
 from tests.conftest import REPO, required_tool
 from tests.e2e.cluster import TERMINAL_STATES, SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess, plugin_config
@@ -143,6 +146,13 @@ def test_accuracy_of_real_jobs_reaches_prometheus(
         assert versions == served  # each tag's version matched to the time model
         (age,) = query(prom_port, 'time() - harp_model_created_timestamp_seconds{target="time"}')
         assert 0 < float(age["value"][1]) < 7 * 86400
+        # The kill budget the alert and the dashboard read is the serving card's.
+        current = ModelStore(work / "store").current_dir(Target.TIME)
+        assert current is not None
+        card = json.loads((current / "card.json").read_text())
+        (budget,) = query(prom_port, 'harp_model_kill_budget_ratio{target="time"}')
+        assert budget["metric"]["version"] == current.name
+        assert float(budget["value"][1]) == card["calibration"]["kill_budget"]
     finally:
         prom.terminate()
         prom.wait(timeout=30)

@@ -11,6 +11,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from slurm_harp.core.request import Target
+from slurm_harp.model.store import ModelStore
 from tests.conftest import required_tool
 from tests.integration.harp_client import Client
 from tests.integration.test_daemon import make_daemon
@@ -64,6 +66,12 @@ def test_prometheus_scrapes_serving_metrics(tmp_path: Path, trained_store: Path)
             time.sleep(0.5)
         info = query(prom_port, "harp_model_info")
         assert info and info[0]["metric"]["target"] == "time"
+        current = ModelStore(trained_store).current_dir(Target.TIME)
+        assert current is not None
+        card = json.loads((current / "card.json").read_text())
+        (budget,) = query(prom_port, 'harp_model_kill_budget_ratio{target="time"}')
+        assert float(budget["value"][1]) == card["calibration"]["kill_budget"]
+        assert budget["metric"]["version"] == current.name
         assert float(query(prom_port, "harp_predict_duration_seconds_count")[0]["value"][1]) == 5
         assert query(prom_port, 'up{job="harp"}')[0]["value"][1] == "1"
     finally:

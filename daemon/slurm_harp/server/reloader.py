@@ -72,9 +72,11 @@ def reload_models(
             metrics.reloads.labels(target.value, "loaded").inc()
     if metrics is not None:
         created = {t.value: _created(m) for t, m in models.items()}
+        budgets = {t.value: _kill_budget(m) for t, m in models.items()}
         metrics.serving(
             {t.value: m.version for t, m in models.items()},
             {t: c for t, c in created.items() if c is not None},
+            {t: b for t, b in budgets.items() if b is not None},
         )
     return ReloadResult(models=models, loaded=tuple(loaded), rejected=tuple(rejected))
 
@@ -137,3 +139,11 @@ def _created(model: QuantilePredictor) -> float | None:
         return datetime.fromisoformat(text).timestamp() if isinstance(text, str) else None
     except ValueError:
         return None
+
+
+def _kill_budget(model: QuantilePredictor) -> float | None:
+    """The kill budget the model's rule was calibrated to, where its card has a calibrated rule."""
+    card = getattr(model, "card", None)
+    calibration = card.get("calibration") if isinstance(card, dict) else None
+    budget = calibration.get("kill_budget") if isinstance(calibration, dict) else None
+    return float(budget) if isinstance(budget, (int, float)) and 0.0 <= budget <= 1.0 else None

@@ -47,6 +47,13 @@ class ServingMetrics:
             ["target", "version"],
             registry=registry,
         )
+        self.kill_budget = Gauge(
+            "harp_model_kill_budget_ratio",
+            "The share of jobs the serving model's rule was calibrated to newly kill at most, per "
+            "target (its card's calibration.kill_budget: training.kill_budget when it was trained).",
+            ["target", "version"],
+            registry=registry,
+        )
         self.reloads = Counter(
             "harp_model_reloads",
             "Model load attempts by result (loaded, rejected).",
@@ -64,10 +71,19 @@ class ServingMetrics:
                 child = self._decision_children[key] = self.decisions.labels(*key)
             child.inc()
 
-    def serving(self, versions: dict[str, str], created: dict[str, float] | None = None) -> None:
-        self.model_info.clear()
-        self.model_created.clear()
+    def serving(
+        self,
+        versions: dict[str, str],
+        created: dict[str, float] | None = None,
+        budgets: dict[str, float] | None = None,
+    ) -> None:
+        """The versions now serving per target, when each was trained and its kill budget (where
+        its card says)."""
+        for gauge in (self.model_info, self.model_created, self.kill_budget):
+            gauge.clear()
         for target, version in versions.items():
             self.model_info.labels(target, version).set(1)
             if created and target in created:
                 self.model_created.labels(target, version).set(created[target])
+            if budgets and target in budgets:
+                self.kill_budget.labels(target, version).set(budgets[target])
