@@ -169,6 +169,20 @@ def test_a_current_moved_while_models_load_is_loaded_at_the_next_poll(
     assert target(client.predict(time_limit_minutes=600), "time").model_version == old.name
 
 
+def test_a_daemon_started_on_an_unreadable_current_serves_the_newest_version(
+    tmp_path: Path, store_copy: Path
+) -> None:
+    _, newer = promote_a_copy(store_copy)
+    (store_copy / "time" / "CURRENT").write_text("garbage\n")
+    daemon = make_daemon(tmp_path, store_copy)
+    daemon.start()
+    try:
+        with Client(tmp_path / "harp.sock") as client:
+            assert target(client.predict(time_limit_minutes=600), "time").model_version == newer.name
+    finally:
+        daemon.stop(grace=0)
+
+
 def test_a_version_of_another_target_is_rejected_not_served(
     running: tuple[Daemon, Client], store_copy: Path
 ) -> None:
