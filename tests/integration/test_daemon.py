@@ -22,6 +22,7 @@ from slurm_harp.config import parse
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.model.store import ModelStore
+from slurm_harp.server import reloader
 from slurm_harp.server.daemon import Daemon
 from slurm_harp.server.socket_path import DaemonError
 from tests.integration.harp_client import Client, target
@@ -142,6 +143,44 @@ def test_corrupt_new_model_is_rejected_and_old_keeps_serving(
     assert daemon.registry.get_sample_value("harp_model_reloads_total", counted) == before + 1
     assert daemon.predictor.models[Target.TIME].version == old
     assert target(client.predict(time_limit_minutes=600), "time").model_version == old
+
+
+def test_a_current_moved_while_models_load_is_loaded_at_the_next_poll(
+    running: tuple[Daemon, Client], store_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rollback lands while the daemon loads the version just promoted: the store's state was
+    read after the load, so the poll saw nothing new and the daemon kept the version rolled back
+    from until the next promotion or restart."""
+    daemon, client = running
+    old, newer = promote_a_copy(store_copy)
+    load = reloader._load
+
+    def rolled_back_meanwhile(version_dir: Path, of: Target) -> Any:
+        model = load(version_dir, of)
+        ModelStore(store_copy).set_current(Target.TIME, old.name)
+        return model
+
+    monkeypatch.setattr(reloader, "_load", rolled_back_meanwhile)
+    daemon.reload_models()
+    monkeypatch.undo()
+    assert daemon.predictor.models[Target.TIME].version == newer.name
+    daemon.poll_store()
+    assert daemon.predictor.models[Target.TIME].version == old.name
+    assert target(client.predict(time_limit_minutes=600), "time").model_version == old.name
+
+
+def test_a_daemon_started_on_an_unreadable_current_serves_the_newest_version(
+    tmp_path: Path, store_copy: Path
+) -> None:
+    _, newer = promote_a_copy(store_copy)
+    (store_copy / "time" / "CURRENT").write_text("garbage\n")
+    daemon = make_daemon(tmp_path, store_copy)
+    daemon.start()
+    try:
+        with Client(tmp_path / "harp.sock") as client:
+            assert target(client.predict(time_limit_minutes=600), "time").model_version == newer.name
+    finally:
+        daemon.stop(grace=0)
 
 
 def test_a_version_of_another_target_is_rejected_not_served(

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
+from prometheus_client import CollectorRegistry
 
 from slurm_harp.accounting import JobRecord
 from slurm_harp.core.features import FEATURE_NAMES, vectorize
@@ -20,6 +21,7 @@ from slurm_harp.model.card import PROMOTION_FILE
 from slurm_harp.model.runtime import ModelError, QuantileModel
 from slurm_harp.model.store import ModelStore, sha256_hex
 from slurm_harp.server.reloader import reload_models
+from slurm_harp.server.serving_metrics import ServingMetrics
 
 
 def _records(n: int = 600) -> list[JobRecord]:
@@ -245,6 +247,55 @@ def test_a_broken_current_version_at_start_falls_back_to_the_newest_that_loads(
     assert "serving the older " + good_one in caplog.text
     # Once something serves, a rejected CURRENT keeps what serves (no walk through history).
     assert reload_models(store.root, result.models, None).models[Target.TIME].version == good_one
+
+
+def _break_current(store: ModelStore, how: str) -> str:
+    """Damage time's CURRENT as a slip, a restore or a race can; what the log must say."""
+    pointer = store.target_dir(Target.TIME) / "CURRENT"
+    current = store.current_dir(Target.TIME)
+    assert current is not None
+    if how == "names-a-future-version":
+        pointer.write_text("20991231T000000.000000Z\n")
+        return f"rejected {pointer} for time (it names 20991231T000000.000000Z, which is not in the store)"
+    if how == "its-version-removed":
+        shutil.rmtree(current)
+        return f"rejected {pointer} for time (it names {current.name}, which is not in the store)"
+    if how == "garbage":
+        pointer.write_text("garbage\n")
+        return f"rejected CURRENT for time (unreadable: {pointer}: bad version name 'garbage')"
+    pointer.unlink()
+    pointer.symlink_to("/etc/hostname")
+    return "rejected CURRENT for time (unreadable: "
+
+
+@pytest.mark.parametrize("how", ["names-a-future-version", "its-version-removed", "garbage", "a-link"])
+def test_a_current_that_names_nothing_loadable_falls_back_at_start_and_is_logged(
+    version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    """A CURRENT naming a version not in the store left the target unserved at start without a
+    word; an unreadable one was logged, but nothing served either. Both are rejections now: the
+    newest version that loads serves at start, and a running daemon keeps its model, logged."""
+    store = ModelStore(tmp_path / "store")
+    files, card = _publishable(version_dir)
+    older = store.publish(Target.TIME, files, card)
+    good = store.publish(Target.TIME, files, card)
+    store.publish(Target.TIME, files, card)
+    said = _break_current(store, how)
+    registry = CollectorRegistry()
+    at_start = reload_models(store.root, {}, ServingMetrics(registry))
+    fallback = store.versions(Target.TIME)[-1]  # the newest listed: older than any CURRENT names here
+    assert at_start.models[Target.TIME].version == fallback != older
+    assert how != "its-version-removed" or fallback == good
+    assert said in caplog.text and f"serving the older {fallback}" in caplog.text
+    assert at_start.rejected and at_start.rejected[0].startswith("time: ")
+    assert (
+        registry.get_sample_value("harp_model_reloads_total", {"target": "time", "result": "rejected"}) == 1
+    )
+    caplog.clear()
+    last_good = _Serving()
+    on_reload = reload_models(store.root, {Target.TIME: last_good}, None)
+    assert on_reload.models[Target.TIME] is last_good
+    assert said in caplog.text and f"; serving {last_good.version}" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -243,9 +243,12 @@ class Daemon:
     def reload_models(self) -> tuple[str, ...]:
         """Load whatever the store now points at; returns the rejections (empty when all is well)."""
         with self._lock:
+            # Read before loading: a CURRENT moved while the models load (a promotion, a rollback)
+            # then differs at the next poll, which loads it.
+            fingerprint = store_fingerprint(self.settings.store)
             result = reload_models(self.settings.store, self.predictor.models, self.metrics)
             self.predictor.swap(models=result.models)
-            self._fingerprint = store_fingerprint(self.settings.store)
+            self._fingerprint = fingerprint
             if self._settle is not None:  # loading leaves the onnx package's objects behind
                 self._settle()
             return result.rejected

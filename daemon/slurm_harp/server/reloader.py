@@ -11,7 +11,7 @@ from pathlib import Path
 from slurm_harp.core.predictor import QuantilePredictor
 from slurm_harp.core.request import Target
 from slurm_harp.model.runtime import ModelError, QuantileModel
-from slurm_harp.model.store import ModelStore
+from slurm_harp.model.store import CURRENT_FILE, ModelStore
 from slurm_harp.server.serving_metrics import ServingMetrics
 
 log = logging.getLogger(__name__)
@@ -32,39 +32,45 @@ def reload_models(
     """Load each target's CURRENT version unless it is already serving.
 
     A candidate that fails validation is rejected (logged and counted) and the model already
-    serving that target keeps serving: a bad file never replaces a good model.
+    serving that target keeps serving: a bad file never replaces a good model. So is a CURRENT that
+    cannot be read or names no version in the store. Where nothing serves the target yet (a
+    start), the newest version older than the one CURRENT names (any, when it names none readable)
+    that loads and that promotion did not refuse serves instead.
     """
     store = ModelStore(store_root)
     models = dict(current)
     loaded: list[str] = []
     rejected: list[str] = []
     for target in Target:
-        try:
-            candidate = store.current_dir(target)
-        except (OSError, ValueError) as exc:
-            candidate = None
-            rejected.append(f"{target.value}: store unreadable: {exc}")
-            log.error("model store %s unreadable for %s: %s", store_root, target.value, exc)
-        if candidate is None:
-            continue
         serving = models.get(target)
-        if serving is not None and serving.version == candidate.name:
+        pointer = _pointer(store, target)
+        candidate, problem = pointer.path, pointer.problem
+        if candidate is not None and serving is not None and serving.version == candidate.name:
             continue
-        model: QuantileModel | None
-        try:
-            model = _load(candidate, target)  # the card must be for this directory's target
-        except ModelError as exc:
-            rejected.append(f"{target.value}: {exc}")
+        model: QuantileModel | None = None
+        if candidate is not None:
+            try:
+                model = _load(candidate, target)  # the card must be for this directory's target
+            except ModelError as exc:
+                problem = (f"model {candidate}", str(exc))
+                rejected.append(f"{target.value}: {exc}")
+        elif problem is not None:
+            rejected.append(f"{target.value}: {problem[0]}: {problem[1]}")
+        if problem is not None:
             if metrics is not None:
                 metrics.reloads.labels(target.value, "rejected").inc()
-            # Nothing serves this target yet (a start): the newest older version that loads.
-            model = _newest_loadable(store, target, candidate.name) if serving is None else None
+            # Nothing serves this target yet (a start): the newest older version that loads, older
+            # than what CURRENT names (no bound when it names nothing readable).
+            if serving is None:
+                model = _newest_loadable(store, target, pointer.names)
             if model is None:
                 kept = serving.version if serving is not None else "none"
-                log.error("rejected model %s for %s (%s); serving %s", candidate, target.value, exc, kept)
+                log.error("rejected %s for %s (%s); serving %s", problem[0], target.value, problem[1], kept)
                 continue
-            log.error("rejected model %s for %s (%s); serving the older %s until a good one is promoted",
-                      candidate, target.value, exc, model.version)  # fmt: skip
+            log.error("rejected %s for %s (%s); serving the older %s until a good one is promoted",
+                      problem[0], target.value, problem[1], model.version)  # fmt: skip
+        if model is None:
+            continue  # no CURRENT: nothing promoted yet
         models[target] = model
         loaded.append(model.version)
         log.info("serving %s model %s", target.value, model.version)
@@ -81,8 +87,30 @@ def reload_models(
     return ReloadResult(models=models, loaded=tuple(loaded), rejected=tuple(rejected))
 
 
-def _newest_loadable(store: ModelStore, target: Target, before: str) -> QuantileModel | None:
-    """The newest version older than ``before`` that loads and that promotion did not refuse, or
+@dataclass(frozen=True, slots=True)
+class _Pointer:
+    """What a target's CURRENT says."""
+
+    path: Path | None  # the version directory it names, when there is one
+    names: str | None  # the version it names, when it can be read
+    # (what, why) it names nothing to load (None: it does, or there is no CURRENT)
+    problem: tuple[str, str] | None
+
+
+def _pointer(store: ModelStore, target: Target) -> _Pointer:
+    try:
+        names = store.current_version(target)
+        path = store.current_dir(target)
+    except (OSError, ValueError) as exc:  # a bad name, a link, a FIFO, an I/O error
+        return _Pointer(None, None, ("CURRENT", f"unreadable: {exc}"))
+    if names is not None and path is None:  # removed by hand, a restore, a rollback racing a prune
+        pointer = store.target_dir(target) / CURRENT_FILE
+        return _Pointer(None, names, (str(pointer), f"it names {names}, which is not in the store"))
+    return _Pointer(path, names, None)
+
+
+def _newest_loadable(store: ModelStore, target: Target, before: str | None) -> QuantileModel | None:
+    """The newest version older than ``before`` (None: any) that loads and that promotion did not refuse, or
     None. Retention keeps the previous champions, so a broken CURRENT after a restart does not
     leave the target unserved; a challenger judged worse than its champion (over the kill budget,
     say) is never served in its place. None, logged, when the store cannot be listed: the other
@@ -93,7 +121,7 @@ def _newest_loadable(store: ModelStore, target: Target, before: str) -> Quantile
         log.error("model store %s: cannot list the older %s versions: %s", store.root, target.value, exc)
         return None
     for version in reversed(versions):
-        if version >= before:
+        if before is not None and version >= before:
             continue
         why = store.refusal(target, version)
         if why is not None:
