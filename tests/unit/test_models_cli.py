@@ -7,6 +7,7 @@ import pytest
 
 from slurm_harp.cli import main
 from slurm_harp.core.request import Target
+from slurm_harp.model import retention
 from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE
 from slurm_harp.model.retention import prune
 from slurm_harp.model.store import ModelStore
@@ -132,3 +133,78 @@ def test_prune_keeps_the_champions_behind_refused_challengers(tmp_path: Path) ->
     assert store.versions(Target.TIME) == [older, serving, *challengers[1:]]
     assert main(["rollback", "--store", str(tmp_path)]) == 0
     assert store.current_version(Target.TIME) == older
+
+
+@pytest.mark.parametrize("damage", ["garbage", "a-link", "a-missing-version"])
+def test_models_and_rollback_go_on_when_current_is_damaged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """The recovery tool failed when needed: `harp models` and `harp rollback` ended in a traceback
+    on a CURRENT that was not a version name or was a link; a CURRENT naming a version not in the
+    store was listed without a word."""
+    store = ModelStore(tmp_path)
+    older, newer = publish(store, 2)
+    pointer = store.target_dir(Target.TIME) / "CURRENT"
+    said = {
+        "garbage": f"CURRENT unreadable: {pointer}: bad version name 'garbage'",
+        "a-link": "CURRENT unreadable: ",
+        "a-missing-version": "CURRENT names 20991231T000000.000000Z, which is not a complete version",
+    }[damage]
+    if damage == "garbage":
+        pointer.write_text("garbage\n")
+    elif damage == "a-link":
+        pointer.unlink()
+        pointer.symlink_to("/etc/hostname")
+    else:
+        pointer.write_text("20991231T000000.000000Z\n")
+    assert main(["models", "--store", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"time:\n  {said}" in out and f"    {newer}  trained on 1 jobs" in out and "*" not in out
+    assert main(["rollback", "--store", str(tmp_path), older]) == 0
+    assert not pointer.is_symlink() and store.current_version(Target.TIME) == older
+    assert Path("/etc/hostname").read_text()  # the link was replaced, not written through
+
+
+def test_models_lists_a_card_whose_figures_are_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ModelStore(tmp_path)
+    figures = {"waste_cut_pct": "12", "newly_killed_pct": 0.4, "net_cut_pct": "x"}
+    version = store.publish(Target.TIME, {"q0.90.onnx": b"x"}, {"calibration": {"validation": figures}})
+    assert main(["models", "--store", str(tmp_path)]) == 0
+    assert f"* {version}  trained on ? jobs\n" in capsys.readouterr().out
+
+
+def test_prune_keeps_what_the_fallback_serves_and_nothing_goes_while_current_is_unreadable(
+    tmp_path: Path,
+) -> None:
+    """A serving version that does not load makes the daemon serve the newest one before it; new
+    versions without verdicts (--promote never) pushed that one out, leaving nothing to serve after
+    a restart. And with a damaged CURRENT, prune raised after the run had published."""
+    store = ModelStore(tmp_path)
+    fallback, serving, *unjudged = publish(store, 4)
+    store.set_current(Target.TIME, serving)
+    assert prune(store, Target.TIME, keep=1) == unjudged[:1]
+    assert store.versions(Target.TIME) == [fallback, serving, unjudged[1]]
+    (store.target_dir(Target.TIME) / "CURRENT").write_text("garbage\n")
+    store.publish(Target.TIME, {"q0.90.onnx": b"x"}, {}, make_current=False)
+    assert prune(store, Target.TIME, keep=1) == []
+    assert len(store.versions(Target.TIME)) == 4
+
+
+def test_prune_spares_a_version_rolled_back_to_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`harp rollback` takes no lock: landing between prune's reading of CURRENT and its deletions,
+    it left CURRENT naming a deleted version."""
+    store = ModelStore(tmp_path)
+    versions = publish(store, 5)
+    discard = retention.discard
+
+    def rollback_meanwhile(store: ModelStore, target: Target, version: str) -> None:
+        store.set_current(Target.TIME, versions[1])
+        discard(store, target, version)
+
+    monkeypatch.setattr(retention, "discard", rollback_meanwhile)
+    assert prune(store, Target.TIME, keep=1) == [versions[0], versions[2]]
+    assert store.current_version(Target.TIME) == versions[1] in store.versions(Target.TIME)

@@ -357,7 +357,8 @@ def test_a_second_run_on_a_held_store_exits_75_and_touches_nothing(
     # Released (or its holder gone): the next run trains; the lock file is no version to anyone.
     assert _train("--db", str(db), "--store", str(store_dir), *FAST, "--keep", "1") == 0
     assert (store_dir / LOCK_FILE).is_file()
-    assert len(store.versions(Target.TIME)) == 1 and store.versions(Target.TIME) != [champion]
+    # --keep 1: the new serving version, and the one before it that the daemon's fallback serves.
+    assert store.versions(Target.TIME)[0] == champion and len(store.versions(Target.TIME)) == 2
     capsys.readouterr()
     parser = argparse.ArgumentParser()
     models_command.register(parser.add_subparsers())

@@ -41,17 +41,32 @@ def _summary(store: ModelStore, target: Target, version: str) -> str:
     figures = (
         card.get("calibration", {}).get("validation") if isinstance(card.get("calibration"), dict) else None
     )
-    if isinstance(figures, dict) and {"waste_cut_pct", "newly_killed_pct"} <= figures.keys():
-        net = figures.get("net_cut_pct")  # walltime cards since the net cut was recorded
+    cut, killed, net = (_number(figures, k) for k in ("waste_cut_pct", "newly_killed_pct", "net_cut_pct"))
+    if cut is not None and killed is not None:
         parts.append(
-            f"validation: cuts {figures['waste_cut_pct']:.1f} % of the waste at "
-            f"{figures['newly_killed_pct']:.2f} % newly killed"
-            + (f" ({net:.1f} % net of the kills)" if isinstance(net, int | float) else "")
+            f"validation: cuts {cut:.1f} % of the waste at {killed:.2f} % newly killed"
+            + (f" ({net:.1f} % net of the kills)" if net is not None else "")  # walltime cards since
         )
     verdict = store.verdict(target, version)
     if verdict is not None and "verdict" in verdict:
         parts.append(str(verdict["verdict"]))
     return ", ".join(parts)
+
+
+def _number(figures: object, key: str) -> float | None:
+    """A figure of a card edited by hand or by another release may be text, or missing."""
+    value = figures.get(key) if isinstance(figures, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _current(store: ModelStore, target: Target, versions: list[str]) -> str | None:
+    """The version CURRENT names, saying what is wrong with it (one line) when it names none listed."""
+    current = store.current(target)
+    if current.unreadable is not None:
+        print(f"  CURRENT unreadable: {current.unreadable}")
+    elif current.names is not None and current.names not in versions:
+        print(f"  CURRENT names {current.names}, which is not a complete version")
+    return current.names
 
 
 def list_models(args: argparse.Namespace) -> int:
@@ -62,8 +77,8 @@ def list_models(args: argparse.Namespace) -> int:
         if not versions:
             print(f"{target.value}: no model")
             continue
-        current = store.current_version(target)
         print(f"{target.value}:")
+        current = _current(store, target, versions)
         for version in reversed(versions):
             mark = "*" if version == current else " "
             print(f"  {mark} {version}  {_summary(store, target, version)}")
@@ -74,7 +89,10 @@ def rollback(args: argparse.Namespace) -> int:
     store = ModelStore(args.store)
     target = Target(args.target)
     versions = store.versions(target)
-    current = store.current_version(target)
+    read = store.current(target)
+    if read.unreadable is not None:  # the tool to repair it: CURRENT is replaced, not followed
+        log.warning("%s: CURRENT unreadable (%s): replacing it", target.value, read.unreadable)
+    current = read.names
     version = args.version
     if version is None:
         # The newest older one not refused: its verdict is read, not every older version's.

@@ -1,5 +1,5 @@
 """Which model versions to keep: the newest N, the newest N that promotion did not refuse, and always
-the one being served.
+the one being served and the one the daemon's fallback would serve in its place.
 
 The daemon's fallback (a CURRENT that does not load after a restart) and `harp rollback` take the
 newest older version that promotion did not refuse: nights of refused challengers must not prune
@@ -23,18 +23,28 @@ STALE_TEMP_S = 3600.0
 
 def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
     """Delete all but the newest ``keep`` versions of ``target`` and the newest ``keep`` of those
-    promotion did not refuse; CURRENT is never deleted.
+    promotion did not refuse; CURRENT is never deleted, nor the newest version older than it that
+    was not refused (what the daemon serves when CURRENT does not load at a start). Nothing is
+    deleted while CURRENT cannot be read: what it should name is not known.
 
     Returns the removed version names. A rollback target must exist, so ``keep`` is at least 1.
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
+    current = store.current(target)
+    if current.unreadable is not None:
+        log.warning("%s: CURRENT unreadable (%s): no version pruned", target.value, current.unreadable)
+        return []
     versions = store.versions(target)
     judged = [v for v in versions if not store.refused(target, v)]
-    kept = {*versions[-keep:], *judged[-keep:], store.current_version(target)}
-    doomed = [v for v in versions if v not in kept]
-    for version in doomed:
+    fallback = [v for v in judged if current.names is None or v < current.names][-1:]
+    kept = {*versions[-keep:], *judged[-keep:], *fallback, current.names}
+    doomed = []
+    for version in (v for v in versions if v not in kept):
+        if store.current(target).names == version:  # a `harp rollback` meanwhile (it takes no lock)
+            continue
         discard(store, target, version)
+        doomed.append(version)
         log.info(
             "removed %s model %s (keeping the newest %d, and of those not refused)",
             target.value,

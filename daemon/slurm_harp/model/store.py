@@ -17,6 +17,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,20 @@ log = logging.getLogger(__name__)
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Current:
+    """What a target's CURRENT says, read once, for readers that must go on when it is damaged."""
+
+    names: str | None  # the version it names (None: no CURRENT, or unreadable)
+    path: Path | None  # that version's directory, when there is one
+    unreadable: str | None = None  # why CURRENT cannot be read: a bad name, a link, a FIFO, EIO
+
+    @property
+    def missing(self) -> bool:
+        """CURRENT names a version whose directory is not in the store."""
+        return self.names is not None and self.path is None
 
 
 class StoreBusy(Exception):
@@ -159,6 +174,13 @@ class ModelStore:
             if part.is_symlink():
                 raise ValueError(f"{part} is a symbolic link: the store serves only its own files")
         return path if path.is_dir() else None
+
+    def current(self, target: Target | str) -> Current:
+        """current_version and current_dir without raising: a CURRENT that cannot be read says why."""
+        try:
+            return Current(self.current_version(target), self.current_dir(target))
+        except (OSError, ValueError) as exc:
+            return Current(None, None, str(exc))
 
     def versions(self, target: Target | str) -> list[str]:
         """Complete versions, oldest first (names sort by creation time)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from slurm_harp.core.predictor import QuantilePredictor
 from slurm_harp.core.request import Target
 from slurm_harp.model.runtime import ModelError, QuantileModel
-from slurm_harp.model.store import CURRENT_FILE, ModelStore
+from slurm_harp.model.store import CURRENT_FILE, Current, ModelStore
 from slurm_harp.server.serving_metrics import ServingMetrics
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,8 @@ def reload_models(
     rejected: list[str] = []
     for target in Target:
         serving = models.get(target)
-        pointer = _pointer(store, target)
-        candidate, problem = pointer.path, pointer.problem
+        pointer = store.current(target)
+        candidate, problem = pointer.path, _problem(store, target, pointer)
         if candidate is not None and serving is not None and serving.version == candidate.name:
             continue
         model: QuantileModel | None = None
@@ -87,26 +87,15 @@ def reload_models(
     return ReloadResult(models=models, loaded=tuple(loaded), rejected=tuple(rejected))
 
 
-@dataclass(frozen=True, slots=True)
-class _Pointer:
-    """What a target's CURRENT says."""
-
-    path: Path | None  # the version directory it names, when there is one
-    names: str | None  # the version it names, when it can be read
-    # (what, why) it names nothing to load (None: it does, or there is no CURRENT)
-    problem: tuple[str, str] | None
-
-
-def _pointer(store: ModelStore, target: Target) -> _Pointer:
-    try:
-        names = store.current_version(target)
-        path = store.current_dir(target)
-    except (OSError, ValueError) as exc:  # a bad name, a link, a FIFO, an I/O error
-        return _Pointer(None, None, ("CURRENT", f"unreadable: {exc}"))
-    if names is not None and path is None:  # removed by hand, a restore, a rollback racing a prune
-        pointer = store.target_dir(target) / CURRENT_FILE
-        return _Pointer(None, names, (str(pointer), f"it names {names}, which is not in the store"))
-    return _Pointer(path, names, None)
+def _problem(store: ModelStore, target: Target, current: Current) -> tuple[str, str] | None:
+    """(what, why) when ``current`` names nothing to load; None when it does, or there is none."""
+    if current.unreadable is not None:  # a bad name, a link, a FIFO, an I/O error
+        return "CURRENT", f"unreadable: {current.unreadable}"
+    if current.missing:  # removed by hand, a restore, a rollback racing a prune
+        return str(
+            store.target_dir(target) / CURRENT_FILE
+        ), f"it names {current.names}, which is not in the store"
+    return None
 
 
 def _newest_loadable(store: ModelStore, target: Target, before: str | None) -> QuantileModel | None:
