@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -11,12 +12,20 @@ from slurm_harp.model import retention
 from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE
 from slurm_harp.model.retention import prune
 from slurm_harp.model.store import ModelStore
+from tests.conftest import REPO
+
+REFERENCE = next((REPO / "models" / "reference" / "time").glob("*/card.json")).parent
 
 
 def publish(store: ModelStore, n: int) -> list[str]:
-    return [
-        store.publish(Target.TIME, {"q0.90.onnx": b"x"}, {"training": {"rows_train": i}}) for i in range(n)
-    ]
+    """``n`` versions of the reference model (they load, as `harp rollback` checks), the i-th
+    trained on i jobs by its card."""
+    card = json.loads((REFERENCE / CARD_FILE).read_text())
+    files = {name: (REFERENCE / name).read_bytes() for name in card["files"]}
+    kept = {
+        k: v for k, v in card.items() if k not in ("version", "created", "files", "target", "calibration")
+    }
+    return [store.publish(Target.TIME, files, kept | {"training": {"rows_train": i}}) for i in range(n)]
 
 
 def test_models_lists_versions_and_marks_the_serving_one(
@@ -208,3 +217,19 @@ def test_prune_spares_a_version_rolled_back_to_while_it_runs(
     monkeypatch.setattr(retention, "discard", rollback_meanwhile)
     assert prune(store, Target.TIME, keep=1) == [versions[0], versions[2]]
     assert store.current_version(Target.TIME) == versions[1] in store.versions(Target.TIME)
+
+
+def test_rollback_serves_only_a_version_that_loads(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """It switched CURRENT to a version with a damaged model file and said "now serving": the
+    running daemon rejected it, and after a restart served nothing (the fallback looks only at
+    older versions)."""
+    store = ModelStore(tmp_path)
+    older, damaged, serving = publish(store, 3)
+    onnx = store.target_dir(Target.TIME) / damaged / "q0.90.onnx"
+    onnx.write_bytes(onnx.read_bytes()[:100])
+    assert main(["rollback", "--store", str(tmp_path), damaged]) == 1
+    assert f"time: not serving {damaged}: it does not load; {serving} still serves" in caplog.text
+    assert store.current_version(Target.TIME) == serving
+    assert main(["rollback", "--store", str(tmp_path)]) == 0  # skips it for the one before
+    assert f"version {damaged} does not load: " in caplog.text
+    assert store.current_version(Target.TIME) == older

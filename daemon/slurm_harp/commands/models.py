@@ -95,13 +95,13 @@ def rollback(args: argparse.Namespace) -> int:
     current = read.names
     version = args.version
     if version is None:
-        # The newest older one not refused: its verdict is read, not every older version's.
+        # The newest older one not refused that loads: its verdict is read, not every older version's.
         older = (v for v in reversed(versions) if current is None or v < current)
-        version = next((v for v in older if not store.refused(target, v)), None)
+        version = next((v for v in older if not store.refused(target, v) and _loads(store, target, v)), None)
         if version is None:
             log.error(
                 "%s: no version older than %s to roll back to (challengers refused at promotion, or "
-                "never judged, are skipped: name one to serve it)",
+                "never judged, and versions that do not load are skipped: name one to serve it)",
                 target.value,
                 current,
             )
@@ -109,6 +109,22 @@ def rollback(args: argparse.Namespace) -> int:
     if version not in versions:
         log.error("%s: no complete version %r in %s", target.value, version, store.target_dir(target))
         return 1
+    if not _loads(store, target, version):
+        log.error("%s: not serving %s: it does not load; %s still serves", target.value, version, current)
+        return 1
     store.set_current(target, version)
     print(f"{target.value}: now serving {version} (was {current}); the daemon picks it up on its next poll")
     return 0
+
+
+def _loads(store: ModelStore, target: Target, version: str) -> bool:
+    """Whether ``version`` loads as the daemon loads it (a daemon rejects one that does not, and
+    after a restart serves only versions older than CURRENT): the problem is logged."""
+    from slurm_harp.model.runtime import ModelError, QuantileModel  # onnxruntime: only to roll back
+
+    try:
+        QuantileModel.load(store.target_dir(target) / version, target)
+    except ModelError as exc:
+        log.warning("%s: version %s does not load: %s", target.value, version, exc)
+        return False
+    return True
