@@ -157,6 +157,21 @@ def test_a_latin1_database_keeps_other_characters_as_question_marks(site: tuple[
     assert accounted(cluster, job).request.job_name == "??-é-?"
 
 
+@pytest.mark.parametrize("name", [" spaced ", "None"])
+def test_a_name_is_harvested_as_written(site: tuple[SlurmCluster, Path], name: str) -> None:
+    """The plugin sends a job's name as written; sacct's reading stripped its edge spaces and took
+    "None" for no name, so such jobs never met their own history."""
+    cluster, _ = site
+    sbatch = ["runuser", "-u", "nobody", "--", "sbatch", "--parsable", "-H", "-o", "/dev/null"]
+    done = subprocess.run(
+        [*sbatch, f"--job-name={name}"], input=script("-t 120", "-p batch"),
+        capture_output=True, cwd="/tmp", env=cluster.env, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    job = int(done.stdout.decode().strip().split(";")[0])
+    assert accounted(cluster, job).request.job_name == name
+
+
 def accounted(cluster: SlurmCluster, job: int, timeout: float = 60.0) -> JobRecord:
     """The job as the harvester reads it from sacct, once accounting has it."""
 
