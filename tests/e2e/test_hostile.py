@@ -99,9 +99,10 @@ def site(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def submit_as_nobody(cluster: SlurmCluster, script: bytes) -> tuple[int, str]:
+def submit_as_nobody(cluster: SlurmCluster, script: bytes, *options: str) -> tuple[int, str]:
+    """(job id, sbatch's stderr) of ``script`` held, submitted by nobody with sbatch ``options``."""
     done = subprocess.run(
-        ["runuser", "-u", "nobody", "--", "sbatch", "--parsable", "-H", "-o", "/dev/null"],
+        ["runuser", "-u", "nobody", "--", "sbatch", "--parsable", "-H", "-o", "/dev/null", *options],
         input=script, capture_output=True, cwd="/tmp", env=cluster.env, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -157,6 +158,15 @@ def test_a_latin1_database_keeps_other_characters_as_question_marks(site: tuple[
     assert accounted(cluster, job).request.job_name == "??-é-?"
 
 
+@pytest.mark.parametrize("name", [" spaced ", "None"])
+def test_a_name_is_harvested_as_written(site: tuple[SlurmCluster, Path], name: str) -> None:
+    """The plugin sends a job's name as written; sacct's reading stripped its edge spaces and took
+    "None" for no name, so such jobs never met their own history."""
+    cluster, _ = site
+    job, _ = submit_as_nobody(cluster, script("-t 120", "-p batch"), f"--job-name={name}")
+    assert accounted(cluster, job).request.job_name == name
+
+
 def accounted(cluster: SlurmCluster, job: int, timeout: float = 60.0) -> JobRecord:
     """The job as the harvester reads it from sacct, once accounting has it."""
 
@@ -175,12 +185,7 @@ def test_a_newline_in_a_job_name_forges_no_log_line(site: tuple[SlurmCluster, Pa
     cluster, _ = site
     forged = "slurmctld: error: FORGED by a job name"
     # A name from the command line can hold a newline.
-    sbatch = ["runuser", "-u", "nobody", "--", "sbatch", "--parsable", "-H", "-o", "/dev/null"]
-    done = subprocess.run(
-        [*sbatch, f"--job-name=a\n{forged}"], input=script("-t 3-00:00:00", "-p debug"),
-        capture_output=True, cwd="/tmp", env=cluster.env, timeout=60, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    submit_as_nobody(cluster, script("-t 3-00:00:00", "-p debug"), f"--job-name=a\n{forged}")
     lines = cluster.slurmctld_log().splitlines()
     assert not any(line.lstrip().startswith(forged) for line in lines)
     # The plugin logs the rewrite with the job's name, escaped, on one line.

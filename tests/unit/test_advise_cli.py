@@ -160,7 +160,8 @@ def test_names_not_utf8_are_sent_by_the_one_text_rule() -> None:
     ("argv", "error"),
     [
         (["--cpus", "99999999999999999999"], "--cpus: must be a whole number from 1 to 4294967293"),
-        (["--gpus", "\uff14"], "--gpus: must be a whole number from 1 to 4294967293"),
+        (["--gpus", "\uff14"], "--gpus: not a whole number"),
+        (["--gpus", "0"], "--gpus: must be a whole number from 1 to 4294967293"),
         (["--timeout", "1e300"], "--timeout: must be at most 3600 seconds"),
         (["--deadline", "99999999999999999999999"], "--deadline: too long"),
     ],

@@ -178,8 +178,17 @@ def test_newline_in_a_field_is_joined_back() -> None:
     jobs, stats = _read(*lines)
     assert stats.bad_lines == 0 and sorted(jobs) == ["1", "2", "3"]
     assert jobs["1"].request.job_name == "two\nlines"
-    assert jobs["2"].request.job_name == "many\n\nlines" and jobs["2"].request.work_dir == "/a\nb"
+    # As written, the last newline too: the name the plugin saw at submission.
+    assert jobs["2"].request.job_name == "many\n\nlines\n" and jobs["2"].request.work_dir == "/a\nb"
     assert jobs["2"].max_rss_mb == pytest.approx(1024)
+
+
+@pytest.mark.parametrize("name", [" spaced ", "None", "Unknown", "invalid", "\tx"])
+def test_a_job_name_is_read_as_written(name: str) -> None:
+    """Edge spaces were stripped and names such as "None" read as no name: the history key of
+    such a job differed between the job store and the plugin, which sends the name as written."""
+    jobs, stats = _read(_job(name=name))
+    assert stats.bad_lines == 0 and jobs["2001"].request.job_name == name
 
 
 def test_newline_and_pipe_in_the_same_row() -> None:

@@ -34,7 +34,7 @@ from slurm_harp.accounting.fields import (
     parse_tres,
 )
 from slurm_harp.accounting.read_stats import ReadStats
-from slurm_harp.accounting.sacct_lines import JOB_ID, split_rows
+from slurm_harp.accounting.sacct_lines import FREE_TEXT, JOB_ID, split_rows
 from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
 from slurm_harp.core.message import last_tag
 from slurm_harp.core.request import JobRequest
@@ -138,6 +138,9 @@ class _Row:
         return "" if index is None else self._values[index].strip()
 
     def text(self, name: str) -> str | None:
+        if name in FREE_TEXT:  # as the user wrote it, as the plugin sees it: " x " and "None" too
+            index = self._columns.get(name)
+            return self._values[index] or None if index is not None else None
         value = self.get(name)
         return None if is_sentinel(value) else value
 

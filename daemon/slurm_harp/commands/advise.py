@@ -27,6 +27,7 @@ from slurm_harp.advice.gpu_memory import STAGES, STATE_BYTES
 from slurm_harp.advice.script import MAX_COUNT, parse_script
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
+from slurm_harp.commands.arguments import count_to, positive
 from slurm_harp.commands.terminal import printable, printable_lines
 from slurm_harp.config import DEFAULT_ADVICE_SOCKET, DEFAULT_PATH, ConfigError, load
 from slurm_harp.core.request import JobRequest
@@ -60,12 +61,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=[],
         help="compare this partition (repeat; default: all)",
     )
-    p.add_argument("--cpus", type=_whole, help="the CPUs you would ask for (overrides the script's)")
-    p.add_argument("--gpus", type=_whole, help="GPUs per node you would ask for (overrides the script's)")
+    p.add_argument("--cpus", type=_count, help="the CPUs you would ask for (overrides the script's)")
+    p.add_argument("--gpus", type=_count, help="GPUs per node you would ask for (overrides the script's)")
     p.add_argument("--deadline", type=minutes, help="the run must end within: 90m, 2h, 1-00:00:00 ...")
-    p.add_argument("--budget", type=_positive, help="the most the run may cost, in the site's currency")
+    p.add_argument("--budget", type=positive, help="the most the run may cost, in the site's currency")
     facts = p.add_argument_group("a DNN training (ZeRO data parallelism: does it fit a GPU?)")
-    facts.add_argument("--params", type=_positive, help="the model's parameter count, e.g. 7.5e9")
+    facts.add_argument("--params", type=positive, help="the model's parameter count, e.g. 7.5e9")
     facts.add_argument("--zero-stage", type=int, choices=STAGES, default=None, help="ZeRO stage (default 0)")
     facts.add_argument("--precision", choices=sorted({p for p, _ in STATE_BYTES}), help="default mixed")
     facts.add_argument("--optimizer", choices=sorted({o for _, o in STATE_BYTES}), help="default adam")
@@ -76,26 +77,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=run)
 
 
-def _whole(text: str) -> int:
-    """A count as Slurm holds one (advice.script.MAX_COUNT at most, as the plugin bounds it)."""
-    if not (text.isascii() and text.isdigit()) or len(text) > 10 or not 1 <= int(text) <= MAX_COUNT:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_COUNT}: {text!r}")
-    return int(text)
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a number > 0: {text!r}")
-    return value
+_count = count_to(MAX_COUNT)  # as Slurm holds a count (advice.script.MAX_COUNT), as the plugin bounds it
 
 
 def _seconds(text: str) -> float:
     """A wait: gRPC's deadline overflows (an instant DEADLINE_EXCEEDED) long before 1e300 s."""
-    value = _positive(text)
+    value = positive(text)
     if value > MAX_TIMEOUT_S:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_TIMEOUT_S} seconds: {text!r}")
     return value

@@ -20,11 +20,19 @@ log = logging.getLogger(__name__)
 Number = TypeVar("Number", int, float)
 
 
+def _whole_number(text: str) -> int:
+    """int() of ASCII digits, a sign allowed: int() alone also takes other scripts' digits, "4_000"
+    and spaces."""
+    if not (text.isascii() and text.removeprefix("+").removeprefix("-").isdigit()):
+        raise ValueError(text)
+    return int(text)  # past 4300 digits, a ValueError too
+
+
 def _parsed(text: str, kind: Callable[[str], Number], ok: Callable[[Number], bool], rule: str) -> Number:
     try:
         value = kind(text)
     except ValueError:
-        noun = "a whole number" if kind is int else "a number"
+        noun = "a whole number" if kind is _whole_number else "a number"
         raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
     if not ok(value):
         raise argparse.ArgumentTypeError(f"must be {rule}: {text!r}")
@@ -46,7 +54,7 @@ def span(unit_s: int, *, zero: bool = False) -> Callable[[str], float]:
 
 def whole(text: str) -> int:
     """A whole number >= 0, e.g. seconds between passes (0: every time)."""
-    return _parsed(text, int, lambda v: v >= 0, ">= 0")
+    return _parsed(text, _whole_number, lambda v: v >= 0, ">= 0")
 
 
 def unix_time(at: datetime | float, text: str) -> int:
@@ -115,7 +123,13 @@ def nonnegative(text: str) -> float:
 
 def count(text: str) -> int:
     """A whole number >= 1, e.g. a number of trees."""
-    return _parsed(text, int, lambda v: v >= 1, ">= 1")
+    return _parsed(text, _whole_number, lambda v: v >= 1, ">= 1")
+
+
+def count_to(most: int) -> Callable[[str], int]:
+    """A whole number from 1 to ``most``, e.g. CPUs as Slurm holds them."""
+    rule = f"a whole number from 1 to {most}"
+    return lambda text: _parsed(text, _whole_number, lambda v: 1 <= v <= most, rule)
 
 
 def rate(text: str) -> float:

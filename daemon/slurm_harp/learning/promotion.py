@@ -150,10 +150,10 @@ def challenge(
         verdict = judge(whole, None, kill_budget, tolerance)
         return replace(verdict, reason=verdict.reason.replace("no champion to compare with", why, 1))
 
-    try:
-        current = store.current_dir(target)
-    except (ValueError, OSError) as exc:  # a damaged CURRENT file: a bad name, a link, a FIFO
-        return alone(f"CURRENT unreadable: {exc}")
+    pointer = store.current(target)
+    if pointer.unreadable is not None:  # a damaged CURRENT file: a bad name, a link, a FIFO
+        return alone(f"CURRENT unreadable: {pointer.unreadable}")
+    current = pointer.path
     if current is None or current.name == version:
         return judge(whole, None, kill_budget, tolerance)
     try:  # whatever the old model does wrong (load, card, predict), it cannot be compared

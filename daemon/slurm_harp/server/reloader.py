@@ -92,18 +92,17 @@ def _problem(store: ModelStore, target: Target, current: Current) -> tuple[str, 
     if current.unreadable is not None:  # a bad name, a link, a FIFO, an I/O error
         return "CURRENT", f"unreadable: {current.unreadable}"
     if current.missing:  # removed by hand, a restore, a rollback racing a prune
-        return str(
-            store.target_dir(target) / CURRENT_FILE
-        ), f"it names {current.names}, which is not in the store"
+        pointer = store.target_dir(target) / CURRENT_FILE
+        return str(pointer), f"it names {current.names}, which is not in the store"
     return None
 
 
 def _newest_loadable(store: ModelStore, target: Target, before: str | None) -> QuantileModel | None:
-    """The newest version older than ``before`` (None: any) that loads and that promotion did not refuse, or
-    None. Retention keeps the previous champions, so a broken CURRENT after a restart does not
-    leave the target unserved; a challenger judged worse than its champion (over the kill budget,
-    say) is never served in its place. None, logged, when the store cannot be listed: the other
-    targets' models load all the same."""
+    """The newest version older than ``before`` (None: any) that loads and that promotion did not
+    refuse, or None. Retention keeps the one before CURRENT, so a broken CURRENT after a restart
+    does not leave the target unserved; a challenger judged worse than its champion (over the kill
+    budget, say) is never served in its place. None, logged, when the store cannot be listed: the
+    other targets' models load all the same."""
     try:
         versions = store.versions(target)
     except OSError as exc:
