@@ -8,6 +8,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from slurm_harp.commands.arguments import count_to
+from slurm_harp.config.settings import MAX_THREADS, MAX_TREES
 from slurm_harp.core.safety_rule import BY
 
 if TYPE_CHECKING:
@@ -22,11 +23,7 @@ TREES = 200
 LEARNING_RATE = 0.05
 # family.FamilyConfig.ladder_max_rows' default, likewise.
 LADDER_ROWS = 100_000
-# What --trees and --threads take at most: a slip of the keyboard (1e20 trees, 1e11 threads) ran
-# for ever or ended in libgomp's out-of-memory abort.
-MAX_TREES = 100_000
-MAX_THREADS = 256
-trees = count_to(MAX_TREES)
+trees = count_to(MAX_TREES)  # as training.trees and training.threads are bounded (config.settings)
 threads = count_to(MAX_THREADS)
 
 
