@@ -95,6 +95,8 @@ def test_an_empty_file_gives_the_settings_defaults() -> None:
         ("[training]\ncalibrate_by = 'user'\n", "training.calibrate_by: must be one of none, partition"),
         ("[training]\ncalibrate_by = 1\n", "training.calibrate_by: expected str"),
         ("[training]\nlearning_rate = 0\n", "training.learning_rate: must be in (0, 1]"),
+        ("[training]\ntrees = 100001\n", "training.trees: must be <= 100000, got 100001"),
+        ("[training]\nthreads = 99999999999\n", "training.threads: must be <= 256, got 99999999999"),
         ("[training]\nlearning_rate = 2.0\n", "training.learning_rate: must be in (0, 1]"),
         ("[server]\nsocket_mode = '0666'\n", "server.socket_mode: must not grant access to others"),
         ("[server]\nsocket_mode = 'rw'\n", "server.socket_mode: expected an octal string"),

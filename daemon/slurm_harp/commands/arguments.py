@@ -121,15 +121,23 @@ def nonnegative(text: str) -> float:
     return _parsed(text, float, lambda v: 0.0 <= v < math.inf, "a finite number >= 0")
 
 
-def count(text: str) -> int:
-    """A whole number >= 1, e.g. a number of trees."""
-    return _parsed(text, _whole_number, lambda v: v >= 1, ">= 1")
+# The most a count option takes unless it says less: what a 32-bit int holds, as LightGBM's
+# parameters and numpy's default integers do (a count past them ended in an overflow traceback).
+MAX_WHOLE = 2**31 - 1
 
 
 def count_to(most: int) -> Callable[[str], int]:
     """A whole number from 1 to ``most``, e.g. CPUs as Slurm holds them."""
     rule = f"a whole number from 1 to {most}"
     return lambda text: _parsed(text, _whole_number, lambda v: 1 <= v <= most, rule)
+
+
+def count(text: str) -> int:
+    """A whole number from 1 to MAX_WHOLE, e.g. a number of jobs."""
+    return _counted(text)
+
+
+_counted = count_to(MAX_WHOLE)
 
 
 def rate(text: str) -> float:

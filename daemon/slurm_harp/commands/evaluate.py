@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
 from slurm_harp.commands.arguments import count, fraction, rate, writing_out
-from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES
+from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES, trees
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY
@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--seed", type=int, default=0, help="seed of the randomised baselines (default: 0)")
     p.add_argument(
         "--trees",
-        type=count,
+        type=trees,
         default=TREES,
         help="ours: boosting rounds of each quantile model, as `harp train --trees` (default: %(default)s)",
     )

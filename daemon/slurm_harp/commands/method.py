@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from slurm_harp.commands.arguments import count_to
+from slurm_harp.config.settings import MAX_THREADS, MAX_TREES
 from slurm_harp.core.safety_rule import BY
 
 if TYPE_CHECKING:
@@ -21,6 +23,8 @@ TREES = 200
 LEARNING_RATE = 0.05
 # family.FamilyConfig.ladder_max_rows' default, likewise.
 LADDER_ROWS = 100_000
+trees = count_to(MAX_TREES)  # as training.trees and training.threads are bounded (config.settings)
+threads = count_to(MAX_THREADS)
 
 
 def quantiles(text: str) -> tuple[float, ...]:

@@ -29,6 +29,8 @@ from slurm_harp.commands.method import (
     names,
     quantiles,
     selection,
+    threads,
+    trees,
 )
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
@@ -117,14 +119,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--max-rows", type=count, default=None, help="train on the most recent N jobs only")
     p.add_argument(
         "--threads",
-        type=count,
+        type=threads,
         default=1,
         help="LightGBM threads (the quantile ladder: that many one-thread fits side by side); more only "
         "on idle cores (default: 1)",
     )
     p.add_argument(
         "--trees",
-        type=count,
+        type=trees,
         default=TREES,
         help="boosting rounds of each quantile model; the censored refinement and the custom-loss "
         "models' start take a quarter of that (default: %(default)s)",

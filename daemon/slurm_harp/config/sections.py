@@ -8,6 +8,8 @@ from typing import Any
 
 from slurm_harp.config.reader import Reader, positive
 from slurm_harp.config.settings import (
+    MAX_THREADS,
+    MAX_TREES,
     REFIT,
     GuardSettings,
     HistorySettings,
@@ -112,8 +114,11 @@ def read_training(r: Reader, tr: Mapping[str, Any]) -> TrainingSettings:
     def get(key: str, kind: type) -> Any:
         return r.get(tr, "training", key, kind, getattr(d, key))
 
-    def count(key: str) -> int:
-        return positive(r, f"training.{key}", get(key, int))
+    def count(key: str, most: int | None = None) -> int:
+        value = positive(r, f"training.{key}", get(key, int))
+        if most is not None and value > most:
+            raise r.fail(f"training.{key}", f"must be <= {most}, got {value}")
+        return value
 
     budget = get("kill_budget", float)
     if not 0.0 <= budget < 1.0:
@@ -129,9 +134,9 @@ def read_training(r: Reader, tr: Mapping[str, Any]) -> TrainingSettings:
         tolerance=tolerance,
         keep=count("keep"),
         max_jobs=count("max_jobs"),
-        threads=count("threads"),
+        threads=count("threads", MAX_THREADS),
         refit=_refit(r, tr),
-        trees=count("trees"),
+        trees=count("trees", MAX_TREES),
         learning_rate=rate,
         ladder_rows=count("ladder_rows"),
         calibrate_by=_calibrate_by(r, get("calibrate_by", str)),

@@ -49,6 +49,12 @@ class HistorySettings:
     outcome_window_days: int = 7  # the accuracy figures cover the jobs that ended this recently
 
 
+# The most trees and threads a training takes, in harp.toml as on the command line: a slip (1e18
+# trees, 1e11 threads) ran for ever or ended in libgomp's out-of-memory abort.
+MAX_TREES = 100_000
+MAX_THREADS = 256
+
+
 @dataclass(frozen=True, slots=True)
 class TrainingSettings:
     """What `harp nightly` trains with and how it promotes (see learning.promotion)."""

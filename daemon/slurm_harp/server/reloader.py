@@ -67,8 +67,9 @@ def reload_models(
                 kept = serving.version if serving is not None else "none"
                 log.error("rejected %s for %s (%s); serving %s", problem[0], target.value, problem[1], kept)
                 continue
-            log.error("rejected %s for %s (%s); serving the older %s until a good one is promoted",
-                      problem[0], target.value, problem[1], model.version)  # fmt: skip
+            older = "the older " if pointer.names is not None else ""  # unreadable: older than nothing
+            log.error("rejected %s for %s (%s); serving %s%s until a good one is promoted",
+                      problem[0], target.value, problem[1], older, model.version)  # fmt: skip
         if model is None:
             continue  # no CURRENT: nothing promoted yet
         models[target] = model
@@ -137,14 +138,8 @@ def _load(version_dir: Path, target: Target) -> QuantileModel:
 def store_fingerprint(store_root: Path) -> tuple[str, ...]:
     """Cheap change detector for polling: the CURRENT pointer of every target."""
     store = ModelStore(store_root)
-    out = []
-    for target in Target:
-        try:
-            current = store.current_dir(target)
-        except (OSError, ValueError):
-            current = None
-        out.append(current.name if current is not None else "")
-    return tuple(out)
+    paths = (store.current(target).path for target in Target)
+    return tuple(path.name if path is not None else "" for path in paths)
 
 
 def _created(model: QuantilePredictor) -> float | None:
