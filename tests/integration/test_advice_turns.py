@@ -71,11 +71,26 @@ def heavy(work: Path) -> pb.AdviceRequest:
     return pb.AdviceRequest(job=pb.SubmitRequest(job_name="sim"), partitions=[f"p{i}" for i in range(64)])
 
 
-def test_one_users_heavy_calls_do_not_hold_back_another_user(site: tuple[Daemon, Path]) -> None:
+def test_one_users_heavy_calls_do_not_hold_back_another_user(
+    site: tuple[Daemon, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # One user's calls, each as costly as a request can make it, sent without pause on every
     # connection the user may hold, and given up at once (the daemon used to compute them all).
     _, work = site
     request, stop = heavy(work), threading.Event()
+    lock, begins, ends = threading.Lock(), [], []  # (uid, when) each computation begins, ends
+    compute = Advisor.advise
+
+    def noted(self: Advisor, uid: int, asked: Ask) -> Advice:
+        with lock:
+            begins.append((uid, time.monotonic()))
+        try:
+            return compute(self, uid, asked)
+        finally:
+            with lock:
+                ends.append((uid, time.monotonic()))
+
+    monkeypatch.setattr(Advisor, "advise", noted)
 
     def hammer(channel: grpc.Channel) -> None:
         stub = pb_grpc.AdvisorStub(channel)
@@ -96,20 +111,25 @@ def test_one_users_heavy_calls_do_not_hold_back_another_user(site: tuple[Daemon,
             thread.start()
         try:
             time.sleep(1.0)
-            waits = []
+            waits, behind = [], []
             for _ in range(5):
-                started = time.monotonic()
+                sent = time.monotonic()
                 assert advise(theirs, ask()).user_name == "nobody"
-                waits.append(time.monotonic() - started)
+                waits.append(time.monotonic() - sent)
+                with lock:  # root's computations that ended while this call waited for its turn
+                    begun = next(t for uid, t in begins if uid == NOBODY.pw_uid and t >= sent)
+                    behind.append(sum(uid == ROOT and sent <= t < begun for uid, t in ends))
         finally:
             stop.set()
             for thread in hammers:
                 thread.join()
-    # Root computes one call at a time, so nobody has the other turn at once: a typical call waits
-    # for no heavy one (first come, first served, it waited for root's, ~3 of them); the slowest
-    # at worst for one.
-    print(f"root's heavy call alone {alone:.2f} s; nobody's calls meanwhile {waits}")
-    assert statistics.median(waits) < alone / 2 and max(waits) < alone + 1.0, (alone, waits)
+    # Root computes one call at a time, so nobody has the other turn at once: its call waits for
+    # none of root's to end (first come, first served, both turns were root's: it waited for one
+    # at least). One may end by chance while nobody's call reaches its turn. Counted, not timed:
+    # the in-process daemon's threads share one interpreter, so a light call's time says little.
+    print(f"root's heavy call alone {alone:.2f} s; nobody's calls meanwhile {waits}, behind {behind}")
+    assert statistics.median(behind) == 0 and max(behind) <= 1, (behind, alone, waits)
+    assert max(waits) < alone + 1.0, (alone, waits)
 
 
 def test_a_call_whose_client_left_is_not_computed(
