@@ -21,6 +21,7 @@ from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.config import parse
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.model import runtime
 from slurm_harp.model.store import ModelStore
 from slurm_harp.server import reloader
 from slurm_harp.server.daemon import Daemon
@@ -153,14 +154,14 @@ def test_a_current_moved_while_models_load_is_loaded_at_the_next_poll(
     from until the next promotion or restart."""
     daemon, client = running
     old, newer = promote_a_copy(store_copy)
-    load = reloader._load
+    load = runtime.load_version
 
     def rolled_back_meanwhile(version_dir: Path, of: Target) -> Any:
         model = load(version_dir, of)
         ModelStore(store_copy).set_current(Target.TIME, old.name)
         return model
 
-    monkeypatch.setattr(reloader, "_load", rolled_back_meanwhile)
+    monkeypatch.setattr(reloader, "load_version", rolled_back_meanwhile)
     daemon.reload_models()
     monkeypatch.undo()
     assert daemon.predictor.models[Target.TIME].version == newer.name
@@ -355,7 +356,6 @@ def test_health_is_not_serving_while_models_load_and_after_shutdown(
     import threading
 
     import slurm_harp.server.daemon as daemon_module
-    from slurm_harp.server import reloader
 
     loading = threading.Event()
     release = threading.Event()

@@ -120,10 +120,10 @@ def rollback(args: argparse.Namespace) -> int:
 def _loads(store: ModelStore, target: Target, version: str) -> bool:
     """Whether ``version`` loads as the daemon loads it (a daemon rejects one that does not, and
     after a restart serves only versions older than CURRENT): the problem is logged."""
-    from slurm_harp.model.runtime import ModelError, QuantileModel  # onnxruntime: only to roll back
+    from slurm_harp.model.runtime import ModelError, load_version  # onnxruntime: only to roll back
 
     try:
-        QuantileModel.load(store.target_dir(target) / version, target)
+        load_version(store.target_dir(target) / version, target)
     except ModelError as exc:
         log.warning("%s: version %s does not load: %s", target.value, version, exc)
         return False

@@ -38,7 +38,7 @@ from slurm_harp.core.safety_rule import ladder_limits
 from slurm_harp.learning.calibration import assess
 from slurm_harp.learning.targets import TargetData, available
 from slurm_harp.learning.trainer import Window
-from slurm_harp.model.runtime import QuantileModel
+from slurm_harp.model.runtime import QuantileModel, load_version
 from slurm_harp.model.store import ModelStore
 
 MIN_JOBS = 20
@@ -143,7 +143,7 @@ def challenge(
 ) -> Verdict:
     """Judge the published, not yet serving ``version`` against the serving one on ``window``.
     Raises runtime.ModelError when the challenger itself does not load."""
-    mine = QuantileModel.load(store.target_dir(target) / version, target)  # as the daemon loads it
+    mine = load_version(store.target_dir(target) / version, target)  # as the daemon loads it
     whole = Standing(version, *assess(window.limits, window.td))
 
     def alone(why: str) -> Verdict:
@@ -157,7 +157,7 @@ def challenge(
     if current is None or current.name == version:
         return judge(whole, None, kill_budget, tolerance)
     try:  # whatever the old model does wrong (load, card, predict), it cannot be compared
-        champion = QuantileModel.load(current, target)
+        champion = load_version(current, target)
         seen_until, mine_until = _last_submit(champion), _last_submit(mine)
         if math.isfinite(mine_until) and mine_until < seen_until:
             return Verdict(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, check
 from slurm_harp.model.row_run import RowRun
 from slurm_harp.model.store import read_store_file, sha256_hex
 from slurm_harp.regular_file import decode_json
+
+log = logging.getLogger(__name__)
 
 
 class ModelError(Exception):
@@ -197,6 +200,19 @@ class QuantileModel:
                 raise ModelError(f"{version_dir}: {name}: probe run failed: {exc}") from exc
             if out.shape != (2,) or not np.all(np.isfinite(out[first:])):
                 raise ModelError(f"{version_dir}: {name}: probe gave {out!r}, not finite values")
+
+
+def load_version(version_dir: Path, target: Target) -> QuantileModel:
+    """QuantileModel.load, any failure a ModelError: what no check foresaw (an onnxruntime error
+    of its own, say) must reject the version like any other, not stop the daemon's reload of every
+    target, a promotion or a rollback."""
+    try:
+        return QuantileModel.load(version_dir, target)
+    except ModelError:
+        raise
+    except Exception as exc:
+        log.exception("model %s for %s: unexpected error while loading", version_dir, target.value)
+        raise ModelError(f"{version_dir}: {type(exc).__name__}: {exc}") from exc
 
 
 def _probe_rows() -> np.ndarray:

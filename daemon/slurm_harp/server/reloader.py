@@ -10,7 +10,7 @@ from pathlib import Path
 
 from slurm_harp.core.predictor import QuantilePredictor
 from slurm_harp.core.request import Target
-from slurm_harp.model.runtime import ModelError, QuantileModel
+from slurm_harp.model.runtime import ModelError, QuantileModel, load_version
 from slurm_harp.model.store import CURRENT_FILE, Current, ModelStore
 from slurm_harp.server.serving_metrics import ServingMetrics
 
@@ -50,7 +50,7 @@ def reload_models(
         model: QuantileModel | None = None
         if candidate is not None:
             try:
-                model = _load(candidate, target)  # the card must be for this directory's target
+                model = load_version(candidate, target)  # the card must be for this directory's target
             except ModelError as exc:
                 problem = (f"model {candidate}", str(exc))
                 rejected.append(f"{target.value}: {exc}")
@@ -117,22 +117,10 @@ def _newest_loadable(store: ModelStore, target: Target, before: str | None) -> Q
             log.warning("older model %s for %s %s: not served", version, target.value, why)
             continue
         try:
-            return _load(store.target_dir(target) / version, target)
+            return load_version(store.target_dir(target) / version, target)
         except ModelError as exc:
             log.warning("older model %s for %s does not load either: %s", version, target.value, exc)
     return None
-
-
-def _load(version_dir: Path, target: Target) -> QuantileModel:
-    """QuantileModel.load, any failure a ModelError: what no check foresaw (an onnxruntime error
-    of its own, say) must reject the version like any other, not stop the reload of every target."""
-    try:
-        return QuantileModel.load(version_dir, target)
-    except ModelError:
-        raise
-    except Exception as exc:
-        log.exception("model %s for %s: unexpected error while loading", version_dir, target.value)
-        raise ModelError(f"{version_dir}: {type(exc).__name__}: {exc}") from exc
 
 
 def store_fingerprint(store_root: Path) -> tuple[str, ...]:
