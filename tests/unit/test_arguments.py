@@ -72,6 +72,9 @@ def test_whole_numbers_and_unix_times() -> None:
         (["demo", "--holdout", "nan"], "--holdout: must be in (0, 1)"),
         (["demo", "--holdout", "1"], "--holdout: must be in (0, 1)"),
         (["demo", "--show", "-1"], "--show: must be >= 0"),
+        (["evaluate", "t.swf", "--seed", "-1"], "--seed: must be a whole number from 0 to 2147483647"),
+        (["evaluate", "t.swf", "--seed", "2147483648"], "--seed: must be a whole number from 0 to"),
+        (["evaluate", "t.swf", "--seed", "1.5"], "--seed: not a whole number"),
     ],
 )
 def test_numeric_options_refuse_what_is_no_number_of_theirs(
