@@ -72,6 +72,12 @@ def test_whole_numbers_and_unix_times() -> None:
         (["demo", "--holdout", "nan"], "--holdout: must be in (0, 1)"),
         (["demo", "--holdout", "1"], "--holdout: must be in (0, 1)"),
         (["demo", "--show", "-1"], "--show: must be >= 0"),
+        (["train", "--quantiles", "0.5,1e-320"], "--quantiles: quantiles must lie in [0.000001, 0.999999]"),
+        (["train", "--quantiles", "0.99999999"], "--quantiles: quantiles must lie in"),
+        (["train", "--quantiles", "0.9,0.1234567"], "--quantiles: quantiles have at most six significant"),
+        (["evaluate", "t.swf", "--seed", "-1"], "--seed: must be a whole number from 0 to 2147483647"),
+        (["evaluate", "t.swf", "--seed", "2147483648"], "--seed: must be a whole number from 0 to"),
+        (["evaluate", "t.swf", "--seed", "1.5"], "--seed: not a whole number"),
     ],
 )
 def test_numeric_options_refuse_what_is_no_number_of_theirs(

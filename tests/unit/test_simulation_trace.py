@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from slurm_harp.accounting import swf_processors
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.simulation import catalog, load_workload, measure, simulate
-from slurm_harp.simulation.trace import swf_processors, workload_from_records
+from slurm_harp.simulation.trace import workload_from_records
 from slurm_harp.simulation.workload import predictions_by_job
 from tests.conftest import BUNDLED_TRACE
 

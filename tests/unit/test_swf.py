@@ -8,6 +8,7 @@ import pytest
 
 from slurm_harp.accounting import ReadStats, load_records, read_swf
 from slurm_harp.accounting.swf import parse_swf
+from slurm_harp.cli import main
 from tests.conftest import BUNDLED_TRACE, SHARED_TRACES
 
 KTH = BUNDLED_TRACE
@@ -95,3 +96,50 @@ def test_plain_and_gzipped_files(tmp_path: Path) -> None:
         handle.write(text)
     assert read_swf(plain) == read_swf(packed) == load_records(packed)
     assert len(load_records(plain)) == 1
+
+
+def _damaged(tmp_path: Path) -> dict[str, Path]:
+    """A gzipped trace cut short, one with corrupt bytes inside, and text named .gz."""
+    whole = BUNDLED_TRACE.read_bytes()
+    corrupt = bytearray(whole)
+    corrupt[2000:2400] = bytes(b ^ 0x55 for b in corrupt[2000:2400])
+    files = {"truncated": whole[:3000], "corrupt": bytes(corrupt), "not gzip": b"1 0 10 100 2\n"}
+    paths = {}
+    for what, data in files.items():
+        paths[what] = tmp_path / f"{what.replace(' ', '_')}.swf.gz"
+        paths[what].write_bytes(data)
+    return paths
+
+
+def test_a_damaged_compressed_trace_is_a_value_error_naming_it(tmp_path: Path) -> None:
+    for what, path in _damaged(tmp_path).items():
+        with pytest.raises(ValueError, match=f"{path.name}: damaged compressed trace") as caught:
+            load_records(path)
+        assert caught.value.__cause__ is not None, what  # gzip's own error is kept as the cause
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["evaluate", "{trace}"],
+        ["simulate", "{trace}"],
+        ["train", "--source", "{trace}", "--store", "{tmp}/store"],
+        ["demo", "--trace", "{trace}", "--store", "{tmp}/demo"],
+        ["import", "--db", "{tmp}/jobs.sqlite", "{trace}"],
+    ],
+)
+def test_commands_name_a_damaged_compressed_trace(
+    tmp_path: Path, command: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each command reading a trace ends with an error naming the file, not gzip's traceback."""
+    trace = _damaged(tmp_path)["truncated"]
+    argv = [word.format(trace=trace, tmp=tmp_path) for word in command]
+    assert main(argv) != 0
+    assert f"{trace}: damaged compressed trace" in caplog.text
+
+
+def test_an_upper_case_gz_suffix_is_gunzipped(tmp_path: Path) -> None:
+    text = HEADER + "1 0 10 100 2 -1 -1 2 200 -1 1 5 6 7 8 -1 -1 -1\n"
+    packed = tmp_path / "T.SWF.GZ"
+    packed.write_bytes(gzip.compress(text.encode()))
+    assert len(read_swf(packed)) == len(load_records(packed)) == 1

@@ -8,7 +8,7 @@ from slurm_harp.accounting.csv_trace import read_csv_trace
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.accounting.sacct import read_sacct
 from slurm_harp.accounting.sacct_runner import SACCT_FIELDS, harvest_sacct
-from slurm_harp.accounting.swf import read_swf
+from slurm_harp.accounting.swf import read_swf, swf_processors
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.text import question_marks
 
@@ -21,6 +21,7 @@ __all__ = [
     "read_csv_trace",
     "read_sacct",
     "read_swf",
+    "swf_processors",
 ]
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import gzip
 import logging
 import math
-from collections.abc import Iterable
+import zlib
+from collections.abc import Generator, Iterable
 from functools import partial
 from pathlib import Path
 
@@ -35,9 +36,37 @@ _STATUS = {1: "COMPLETED", 0: "FAILED", 5: "CANCELLED"}
 def read_swf(path: str | Path, stats: ReadStats | None = None) -> list[JobRecord]:
     path = Path(path)
     stats = stats if stats is not None else ReadStats(source=str(path))
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
-        return parse_swf(handle, stats)
+    return parse_swf(swf_lines(path), stats)
+
+
+def swf_lines(path: Path) -> Generator[str, None, None]:
+    """The lines of a trace, gunzipped when its name ends in .gz (any case). A damaged compressed
+    file (truncated, corrupt, not gzip) is a ValueError naming it: gzip's own errors name no file,
+    and a truncated one is an EOFError that no caller expects."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+            yield from handle
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise ValueError(f"{path}: damaged compressed trace: {exc}") from exc
+
+
+def swf_processors(path: str | Path) -> int | None:
+    """The machine size an SWF header declares (MaxProcs, else MaxNodes), or None."""
+    path = Path(path)
+    if not path.name.lower().endswith((".swf", ".swf.gz")):
+        return None
+    found: dict[str, int] = {}
+    lines = swf_lines(path)
+    for line in lines:
+        if not line.startswith(";"):
+            break
+        key, sep, value = line.lstrip("; \t").partition(":")
+        number = value.split()[0] if value.split() else ""
+        if sep and key.strip() in ("MaxProcs", "MaxNodes") and number.isascii() and number.isdigit():
+            found[key.strip()] = int(number)
+    lines.close()  # the file, now: not when the generator is collected
+    return found.get("MaxProcs", found.get("MaxNodes"))
 
 
 def parse_swf(lines: Iterable[str], stats: ReadStats | None = None) -> list[JobRecord]:

@@ -135,12 +135,13 @@ class _Header:
         return self.given[name][0] if name in self.given else None  # JobRequest applies core.text
 
     def where(self, *names: str) -> str:
-        """``script line N: --name=value`` of the given options, for a message."""
+        """``script line N: --name=value`` of the given options, for a message; a value of more
+        than 40 characters cut there (the message of a megabyte --time= is a line, not a megabyte)."""
         found = sorted((self.given[n][1], n) for n in names if n in self.given)
         numbers = sorted({number for number, _ in found})
         lines = ", ".join(map(str, numbers))
         return f"script line{'s' if len(numbers) > 1 else ''} {lines}: " + " ".join(
-            f"--{n}={self.given[n][0]}" for _, n in found
+            f"--{n}={_shown(self.given[n][0])}" for _, n in found
         )
 
     def fail(self, rule: str, *names: str) -> ValueError:
@@ -198,6 +199,10 @@ class _Header:
         except ValueError:
             raise self.fail("expected an amount such as 4000, 4000M or 4G", name) from None
         return self.bounded(mb, MAX_MEM_MB, name, unit=" MB")
+
+
+def _shown(value: str) -> str:
+    return value if len(value) <= 40 else f"{value[:40]}..."
 
 
 def parse_script(script: str) -> ScriptJob:

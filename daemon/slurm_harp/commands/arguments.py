@@ -134,10 +134,13 @@ def count_to(most: int) -> Callable[[str], int]:
 
 def count(text: str) -> int:
     """A whole number from 1 to MAX_WHOLE, e.g. a number of jobs."""
-    return _counted(text)
+    return count_to(MAX_WHOLE)(text)
 
 
-_counted = count_to(MAX_WHOLE)
+def seed(text: str) -> int:
+    """A random seed, from 0 to MAX_WHOLE: scikit-learn takes 0 to 2**32 - 1, LightGBM a C int."""
+    rule = f"a whole number from 0 to {MAX_WHOLE}"
+    return _parsed(text, _whole_number, lambda v: 0 <= v <= MAX_WHOLE, rule)
 
 
 def rate(text: str) -> float:

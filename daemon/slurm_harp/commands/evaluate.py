@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
-from slurm_harp.commands.arguments import count, fraction, rate, writing_out
+from slurm_harp.commands.arguments import count, fraction, rate, seed, writing_out
 from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES, trees
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--strategies", default="all", help="comma-separated names, 'baselines' or 'all' (default)"
     )
     p.add_argument("--max-jobs", type=count, default=None, help="evaluate the most recent N jobs only")
-    p.add_argument("--seed", type=int, default=0, help="seed of the randomised baselines (default: 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the randomised baselines (default: 0)")
     p.add_argument(
         "--trees",
         type=trees,

@@ -63,7 +63,7 @@ def _import_all(store: JobStore, sources: list[str], forced_name: str | None) ->
         try:
             records = load_records(path, stats)
             result = store.merge(records, name)
-        except (OSError, ValueError, EOFError, sqlite3.DatabaseError) as exc:
+        except (OSError, ValueError, sqlite3.DatabaseError) as exc:
             log.error("cannot import %s: %s", path, exc)
             failed = True
             continue

@@ -23,17 +23,23 @@ TREES = 200
 LEARNING_RATE = 0.05
 # family.FamilyConfig.ladder_max_rows' default, likewise.
 LADDER_ROWS = 100_000
+QUANTILE_MIN = 1e-6
 trees = count_to(MAX_TREES)  # as training.trees and training.threads are bounded (config.settings)
 threads = count_to(MAX_THREADS)
 
 
 def quantiles(text: str) -> tuple[float, ...]:
+    """Quantiles from 0.000001 to 0.999999 with at most six significant digits: a model's file
+    and card key hold six (model.card.quantile_file_name: 0.99999999 was named q1, and LightGBM
+    failed on it), and LightGBM refuses an alpha that rounds to 0 (1e-320)."""
     try:
         values = tuple(float(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
-    if not values or not all(0.0 < q < 1.0 for q in values):
-        raise argparse.ArgumentTypeError(f"quantiles must lie in (0, 1): {text!r}")
+    if not values or not all(QUANTILE_MIN <= q <= 1.0 - QUANTILE_MIN for q in values):
+        raise argparse.ArgumentTypeError(f"quantiles must lie in [0.000001, 0.999999]: {text!r}")
+    if not all(float(f"{q:.6g}") == q for q in values):
+        raise argparse.ArgumentTypeError(f"quantiles have at most six significant digits: {text!r}")
     return values
 
 

@@ -4,6 +4,7 @@ waits, bounded slowdown, utilisation and kills (a table; with --out Markdown, JS
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import logging
@@ -21,6 +22,7 @@ from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Policy
 from slurm_harp.core.request import Target
 from slurm_harp.output_dir import OutputDir
+from slurm_harp.regular_file import decode_json
 
 log = logging.getLogger(__name__)
 
@@ -129,21 +131,39 @@ def _names(text: str) -> tuple[str, ...]:
 
 def read_predictions(path: Path) -> dict[str, float]:
     """Job id -> planned limit in seconds, from JSON (an object) or CSV (job_id,seconds; a header
-    row is allowed)."""
-    text = path.read_text(encoding="utf-8")
+    row is allowed). Each limit is a finite number >= 0; anything else is a ValueError naming the
+    file and the job (an infinite one ended in a traceback deep in the simulation)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text: {exc}") from None
     if path.suffix.lower() == ".json":
-        data = json.loads(text)
+        try:
+            data = decode_json(text)
+        except ValueError as exc:
+            raise ValueError(f"{path}: not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a JSON object of job id -> seconds")
-        return {str(k): float(v) for k, v in data.items()}
+        return {str(k): _seconds(v, f"{path}: job {k}") for k, v in data.items()}
     out: dict[str, float] = {}
     for lineno, row in enumerate(csv.reader(text.splitlines()), start=1):
         if not row or (lineno == 1 and not _is_number(row[-1])):
             continue
         if len(row) != 2 or not _is_number(row[1]):
             raise ValueError(f"{path}:{lineno}: expected job_id,seconds")
-        out[row[0].strip()] = float(row[1])
+        out[row[0].strip()] = _seconds(float(row[1]), f"{path}:{lineno}")
     return out
+
+
+def _seconds(value: object, where: str) -> float:
+    """A planned limit: a number (not true/false, nor text) finite and >= 0."""
+    seconds = math.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        with contextlib.suppress(OverflowError):  # a JSON integer of 400 digits stays NaN
+            seconds = float(value)
+    if not 0.0 <= seconds < math.inf:
+        raise ValueError(f"{where}: expected a finite number of seconds >= 0, not {str(value)[:40]!r}")
+    return seconds
 
 
 def _is_number(text: str) -> bool:

@@ -3,32 +3,13 @@ becomes a Workload. Everything else in this package sees only Workloads."""
 
 from __future__ import annotations
 
-import gzip
 import logging
 from pathlib import Path
 
-from slurm_harp.accounting import JobRecord, ReadStats, load_records
+from slurm_harp.accounting import JobRecord, ReadStats, load_records, swf_processors
 from slurm_harp.simulation.workload import Workload
 
 log = logging.getLogger(__name__)
-
-
-def swf_processors(path: str | Path) -> int | None:
-    """The machine size an SWF header declares (MaxProcs, else MaxNodes), or None."""
-    path = Path(path)
-    if not path.name.lower().endswith((".swf", ".swf.gz")):
-        return None
-    opener = gzip.open if path.name.endswith(".gz") else open
-    found: dict[str, int] = {}
-    with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            if not line.startswith(";"):
-                break
-            key, sep, value = line.lstrip("; \t").partition(":")
-            words = value.split()
-            if sep and key.strip() in ("MaxProcs", "MaxNodes") and words and words[0].isdigit():
-                found[key.strip()] = int(words[0])
-    return found.get("MaxProcs", found.get("MaxNodes"))
 
 
 def workload_from_records(records: list[JobRecord], processors: int | None, name: str = "jobs") -> Workload:

@@ -1,0 +1,50 @@
+"""`harp simulate --predictions FILE`: the limits a site gives, read or refused naming the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.commands.simulate import read_predictions
+
+
+def test_json_and_csv_give_seconds_per_job(tmp_path: Path) -> None:
+    (tmp_path / "p.json").write_text('{"1": 600, "2": 0, "3": 1.5e3}')
+    (tmp_path / "p.csv").write_text("job_id,seconds\n1,600\n 2 ,0\n3,1.5e3\n")
+    expected = {"1": 600.0, "2": 0.0, "3": 1500.0}
+    assert read_predictions(tmp_path / "p.json") == read_predictions(tmp_path / "p.csv") == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("p.json", '{"7": Infinity}', "p.json: job 7: expected a finite number of seconds >= 0, not 'inf'"),
+        ("p.json", '{"7": NaN}', "p.json: job 7: expected a finite number"),
+        ("p.json", '{"7": -5}', "p.json: job 7: expected a finite number"),
+        ("p.json", '{"7": [1, 2]}', "p.json: job 7: expected a finite number"),
+        ("p.json", '{"7": true}', "p.json: job 7: expected a finite number"),
+        ("p.json", '{"7": "600"}', "p.json: job 7: expected a finite number"),
+        ("p.json", '{"7": 1' + "0" * 400 + "}", "p.json: job 7: expected a finite number"),
+        ("p.json", '{"7": 1' + "0" * 5000 + "}", "p.json: not valid JSON: Exceeds the limit"),
+        ("p.json", "[" * 100_000 + "]" * 100_000, "p.json: not valid JSON: nested too deeply to read"),
+        ("p.json", "{7: 1}", "p.json: not valid JSON: Expecting property name"),
+        ("p.json", "[600]", "p.json: expected a JSON object of job id -> seconds"),
+        ("p.csv", "job_id,seconds\n7,inf\n", "p.csv:2: expected a finite number of seconds >= 0, not 'inf'"),
+        ("p.csv", "7,-1\n", "p.csv:1: expected a finite number"),
+        ("p.csv", "7,600,1\n", "p.csv:1: expected job_id,seconds"),
+    ],
+)
+def test_what_is_no_limit_is_refused_naming_the_file_and_job(
+    tmp_path: Path, name: str, content: str, message: str
+) -> None:
+    (tmp_path / name).write_text(content)
+    with pytest.raises(ValueError) as caught:
+        read_predictions(tmp_path / name)
+    assert str(caught.value).startswith(f"{tmp_path}/{message}")
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    (tmp_path / "p.csv").write_bytes(b"\xff\xfe,\x00\n")
+    with pytest.raises(ValueError, match=r"p\.csv: not UTF-8 text"):
+        read_predictions(tmp_path / "p.csv")
