@@ -5,7 +5,7 @@
 -- Modes: "rewrite" lowers any target; "extend" lowers the time limit only (harp guard extends it
 -- again up to the user's own limit); "time_min" sets time_min only, when the user gave none.
 
-local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+local floor, ceil, max = math.floor, math.ceil, math.max
 local type, ipairs, pcall, tostring = type, ipairs, pcall, tostring
 local find, gsub, gmatch, sub, format = string.find, string.gsub, string.gmatch, string.sub, string.format
 local concat = table.concat
@@ -16,10 +16,6 @@ local count16, count32, count64, absent32 = request.count16, request.count32, re
 local M = {}
 M.MAX_MESSAGE = 512
 M.MAX_ANNOTATION = 512
--- A --mem-per-cpu job's CPU cut is raised by at most this many CPUs per task to split its memory
--- evenly (a bounded loop inside slurmctld's locks); past it the CPUs are kept.
-M.MAX_CPU_STEPS = 1024
-local MAX_EXACT = 9007199254740992 -- 2^53: products below it are exact in a double
 
 local TIME, MEMORY, CPUS = 1, 2, 3
 local REWRITE, SET_TIME_MIN = 2, 3
@@ -29,17 +25,30 @@ local ALLOWED = {
   extend = {[REWRITE] = {[TIME] = true}},
   time_min = {[SET_TIME_MIN] = {[TIME] = true}},
 }
+-- The modes whose time cut harp guard extends again, by the job's tag.
+local GUARDED = {extend = true, time_min = true}
 M.OPT_OUT = "harp:off"
 
 local function is_harp_token(tok)
   return sub(tok, 1, 5) == "harp:" or sub(tok, 1, 5) == "harp="
 end
 
--- Whether the user opted this job out with a "harp:off" token in --comment.
+-- Whether the user opted this job out with a "harp:off" token in --comment (tokens split on
+-- whitespace). Found by a plain search, not by splitting the comment: slurmctld checks a comment's
+-- length only after job_submit, and splitting a 4 MiB one took 124 ms inside its locks. Looked for
+-- in the first MAX_COMMENT bytes only.
+M.MAX_COMMENT = 65536
+local OPT_OUT_END = #M.OPT_OUT
 function M.opted_out(comment)
   if type(comment) ~= "string" then return false end
-  for tok in gmatch(comment, "%S+") do
-    if tok == M.OPT_OUT then return true end
+  if #comment > M.MAX_COMMENT then comment = sub(comment, 1, M.MAX_COMMENT) end
+  local at = find(comment, M.OPT_OUT, 1, true)
+  while at do
+    if (at == 1 or find(comment, "^%s", at - 1)) and (at + OPT_OUT_END > #comment
+        or find(comment, "^%s", at + OPT_OUT_END)) then
+      return true
+    end
+    at = find(comment, M.OPT_OUT, at + 1, true)
   end
   return false
 end
@@ -63,8 +72,24 @@ local function clean_message(msg)
   return msg
 end
 
-local function valid_annotation(a)
-  return type(a) == "string" and #a <= M.MAX_ANNOTATION and sub(a, 1, 5) == "harp:" and not find(a, "[%s%c]")
+-- A tag of the decision's own mode ("harp:<mode>,..."): the guard extends only jobs of its modes.
+local function valid_annotation(a, mode)
+  return type(a) == "string" and #a <= M.MAX_ANNOTATION and type(mode) == "string"
+    and sub(a, 1, 6 + #mode) == "harp:" .. mode .. "," and not find(a, "[%s%c]")
+end
+
+-- Whether the tag flags a target the decision does not change (a daemon's slip, never applied).
+local function unflagged(ann, by_target)
+  return (not by_target[TIME] and find(ann, ",t[!~]=") or not by_target[MEMORY] and find(ann, ",m[!~]=")
+    or not by_target[CPUS] and find(ann, ",c[!~]=")) and true or false
+end
+
+-- The tag with t0, the limit harp guard extends the job up to, the job's own as submitted (`limit`,
+-- nil: none), whatever the daemon wrote: a wrong one would let the guard raise the job past the
+-- user's request.
+function M.own_limit(ann, limit)
+  if not find(ann, ",t0=", 1, true) then return ann end
+  return (gsub(ann, ",t0=%d*", limit and format(",t0=%d", limit) or ""))
 end
 
 -- Whether the job got another value than the decision `t` (nil: no decision) for its target; `got` is
@@ -167,67 +192,48 @@ function M.plan(job_desc, decision, submit_uid)
   local mem = by_target[MEMORY] and count64(by_target[MEMORY].new_value, 1)
   local nodes = count32(get("min_nodes"), 1) or 1
   if cut and per_cpu then
-    -- Slurm gives --mem-per-cpu x CPUs. The job's memory must stay what it asked for, exactly
-    -- (more is above the request, less could get it killed because of harp), unless a memory
-    -- decision lowers it: per-CPU x CPUs after == per-CPU x CPUs before.
-    local asked_mb = per_cpu * cut.before
+    -- Slurm gives --mem-per-cpu x CPUs: fewer CPUs keep the job's memory only with more MB per CPU,
+    -- and above MaxMemPerCPU (the partition's, else slurm.conf's, which a plugin cannot read) Slurm
+    -- turns that into more CPUs per task than the user asked for. So the CPUs are cut only with a
+    -- memory decision that leaves the per-CPU value at most the user's own.
     local lowered = mem and ceil(mem * nodes / (cut.new_cpt * cut.tasks))
-    if asked_mb < MAX_EXACT and lowered and lowered * cut.new_cpt * cut.tasks < asked_mb then
+    if lowered and lowered <= per_cpu then
       kept_cpus = cut_cpus(cut.new_cpt)
       set("min_mem_per_cpu", get("min_mem_per_cpu"), lowered)
       got_m = floor(lowered * kept_cpus / nodes)
-      note(format("mem_per_cpu %d->%d MB (%d MB -> %d MB on %d CPUs)", per_cpu, lowered, asked_mb,
-        lowered * kept_cpus, kept_cpus))
+      note(format("mem_per_cpu %d->%d MB (%d MB on %d CPUs)", per_cpu, lowered, lowered * kept_cpus, kept_cpus))
+      mem = nil
     else
-      -- The fewest CPUs at or above the cut that split the memory evenly; none below the count
-      -- now (which always does) means no CPU cut. Bounded: the cut is kept at most MAX_CPU_STEPS
-      -- above what was asked, and the product must be exact in a double.
-      local exact
-      if asked_mb < MAX_EXACT then
-        for c = cut.new_cpt, min(cut.cpt - 1, cut.new_cpt + M.MAX_CPU_STEPS - 1) do
-          if asked_mb % (c * cut.tasks) == 0 then exact = c; break end
-        end
-      end
-      if exact then
-        kept_cpus = cut_cpus(exact)
-        if exact ~= cut.new_cpt then
-          note(format("cpus: %d, not %d: %d MB split evenly", kept_cpus, cut.new_cpt * cut.tasks, asked_mb))
-          why = format(", so that --mem-per-cpu still gives the %d MB asked", asked_mb)
-        end
-        local scaled = asked_mb / kept_cpus
-        set("min_mem_per_cpu", get("min_mem_per_cpu"), scaled)
-        note(format("mem_per_cpu %d->%d MB (same %d MB on fewer CPUs)", per_cpu, scaled, asked_mb))
-      else
-        note(format("cpus: kept at %d: %d MB of --mem-per-cpu split evenly over no fewer", cut.before, asked_mb))
-        why = format(", so that --mem-per-cpu still gives the %d MB asked", asked_mb)
-      end
+      note(format("cpus: kept at %d: fewer would need more than the %d MB of --mem-per-cpu asked", cut.before,
+        per_cpu))
+      why = format(", so that --mem-per-cpu stays the %d MB asked", per_cpu)
     end
-  else
-    if cut then kept_cpus = cut_cpus(cut.new_cpt) end
-    if mem and per_node then
-      if mem < per_node then
-        set("min_mem_per_node", get("min_mem_per_node"), mem)
-        got_m = mem
-        note(format("mem_per_node %d->%d MB", per_node, mem))
-      end
-    elseif mem and per_cpu then
-      -- MB per node -> MB per CPU (no CPU cut here: the CPU count is the job's own)
-      local ncpus = count32(get("min_cpus"), 1) or 1
-      local new = ceil(mem * nodes / ncpus)
-      if new >= 1 and new < per_cpu then
-        set("min_mem_per_cpu", get("min_mem_per_cpu"), new)
-        -- MB per node as the daemon counts it (per CPU x CPUs / nodes), not above what it got
-        got_m = floor(new * ncpus / nodes)
-        note(format("mem_per_cpu %d->%d MB", per_cpu, new))
-      end
-    elseif mem then
-      note("memory: not requested, left alone")
+    cut = nil
+  end
+  if cut then kept_cpus = cut_cpus(cut.new_cpt) end
+  if mem and per_node then
+    if mem < per_node then
+      set("min_mem_per_node", get("min_mem_per_node"), mem)
+      got_m = mem
+      note(format("mem_per_node %d->%d MB", per_node, mem))
     end
+  elseif mem and per_cpu then
+    -- MB per node -> MB per CPU (no CPU cut here: the CPU count is the job's own)
+    local ncpus = count32(get("min_cpus"), 1) or 1
+    local new = ceil(mem * nodes / ncpus)
+    if new >= 1 and new < per_cpu then
+      set("min_mem_per_cpu", get("min_mem_per_cpu"), new)
+      -- MB per node as the daemon counts it (per CPU x CPUs / nodes), not above what it got
+      got_m = floor(new * ncpus / nodes)
+      note(format("mem_per_cpu %d->%d MB", per_cpu, new))
+    end
+  elseif mem then
+    note("memory: not requested, left alone")
   end
 
   local minutes = by_target[TIME] and count64(by_target[TIME].new_value, 1)
+  local limit = count32(get("time_limit"), 1)
   if minutes and by_target[TIME].action == SET_TIME_MIN then
-    local limit = count32(get("time_limit"), 1)
     local tmin_raw = get("time_min")
     local tmin = count32(tmin_raw, 1)
     if tmin then
@@ -242,7 +248,6 @@ function M.plan(job_desc, decision, submit_uid)
       note("time_min: not below the limit, left alone")
     end
   elseif minutes then
-    local limit = count32(get("time_limit"), 1)
     if limit and minutes < limit then
       set("time_limit", get("time_limit"), minutes)
       got_t = minutes
@@ -254,26 +259,38 @@ function M.plan(job_desc, decision, submit_uid)
       note("time: not requested, left alone")
     end
   end
-  plan.rewrote = #plan.changes > 0
 
   local comment = get("admin_comment")
   local base = M.strip_forged(comment, submit_uid)
   if base then note("stripped user-supplied harp tokens") end
   base = base or comment
   local ann = decision.annotation
-  if ann ~= nil and ann ~= "" and not valid_annotation(ann) then
+  if ann ~= nil and ann ~= "" and not valid_annotation(ann, decision.mode) then
     note("ignored malformed annotation")
     ann = nil
   end
   if ann == "" then ann = nil end
+  ann = ann and M.own_limit(ann, limit)
   -- The tag records what the job got: readers take a flagged value for the limit harp set. Rebuilt
   -- only when something differs from the decision (CPUs rounded per task or kept for --mem-per-cpu,
-  -- memory rounded per CPU, an action not carried out).
+  -- memory rounded per CPU, an action not carried out, a flag on a target it did not decide).
   if ann and (ignored or differs(by_target[TIME], got_t) or differs(by_target[MEMORY], got_m)
-      or differs(by_target[CPUS], kept_cpus)) then
+      or differs(by_target[CPUS], kept_cpus) or unflagged(ann, by_target)) then
     local fixed = M.applied_tag(ann, got_t, got_m, kept_cpus)
     if fixed ~= ann then note("tag: as applied"); ann = fixed end
   end
+  -- harp guard extends a job only by its tag: in its modes, a limit cut that the tag does not flag,
+  -- with the user's own limit beside it, would stand until Slurm kills the job there.
+  if got_t and GUARDED[decision.mode] and not (ann and find(ann, ",t[!~]=") and find(ann, ",t0=", 1, true)) then
+    local kept = {}
+    for _, c in ipairs(plan.changes) do
+      if c[1] ~= "time_limit" and c[1] ~= "time_min" then kept[#kept + 1] = c end
+    end
+    plan.changes = kept
+    note("time: left alone: no tag harp guard could extend the job by")
+    if ann then ann = M.applied_tag(ann, nil, got_m, kept_cpus) end
+  end
+  plan.rewrote = #plan.changes > 0
   if ann then
     if type(base) == "string" and find(base, "%S") then base = base .. " " .. ann else base = ann end
   end

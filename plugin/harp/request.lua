@@ -168,7 +168,8 @@ function M.script_signature(script)
   while pos <= len and pos <= M.MAX_SCAN and seen < M.MAX_SCAN_LINES do
     seen = seen + 1
     local e = find(script, "\n", pos, true) or (len + 1)
-    local line = sub(script, pos, min(e - 1, pos + M.MAX_LINE - 1))
+    -- nothing past MAX_SCAN + 1 bytes, as the Python twin (advice/script.py) reads the script
+    local line = sub(script, pos, min(e - 1, pos + M.MAX_LINE - 1, M.MAX_SCAN + 1))
     if sub(line, 1, 7) == "#SBATCH" then
       n = n + 1
       lines[n] = match(line, "^(.*%S)") or "" -- linear, unlike "(.-)%s*$"

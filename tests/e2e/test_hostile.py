@@ -20,6 +20,7 @@ import pytest
 
 from slurm_harp.accounting.sacct_runner import decode_output, one_job
 from slurm_harp.core.job import JobRecord
+from slurm_harp.core.message import parse_tag
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.core.text import text_of_bytes
 from slurm_harp.learning.family import FamilyConfig
@@ -204,10 +205,13 @@ def test_a_10_mb_script_stays_within_the_deadline(site: tuple[SlurmCluster, Path
     assert "harp:" in cluster.scontrol_show_job(job).get("AdminComment", "")
 
 
-def test_a_cpu_rewrite_keeps_a_mem_per_cpu_job_s_memory(site: tuple[SlurmCluster, Path]) -> None:
+def test_a_cpu_cut_that_would_raise_mem_per_cpu_is_not_made(site: tuple[SlurmCluster, Path]) -> None:
+    """One CPU would need 1200 MB per CPU to keep the 2 x 600 MB asked, and above MaxMemPerCPU Slurm
+    turns more MB per CPU into more CPUs than asked: the CPUs model's cut to 1 is not made."""
     cluster, _ = site
     job, message = submit_as_nobody(cluster, script("-t 120", "-p debug", "-c 2", "--mem-per-cpu=600"))
     shown = cluster.scontrol_show_job(job)
-    assert shown["NumCPUs"] == "1", shown  # the CPUs model cut 2 to 1
-    assert shown["MinMemoryCPU"] == "1200M", shown  # still the 1200 MB Slurm gave 2 x 600 MB
-    assert "harp: lowered" in message and "cpus" in message
+    assert (shown["NumCPUs"], shown["MinMemoryCPU"]) == ("2", "600M"), shown  # as asked
+    tag = parse_tag(shown["AdminComment"])
+    assert tag is not None and tag.values["c"] == 1 and tag.flags["c"] == "" and tag.own["c"] == 2, tag
+    assert "harp: lowered" not in message, message  # no cut announced that was not made

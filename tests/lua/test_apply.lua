@@ -130,26 +130,27 @@ T.test("cpus and per-cpu memory combine to the requested memory per node", funct
   T.eq(jd.min_mem_per_cpu, 500, "2000 MB over the 4 remaining CPUs")
 end)
 
-T.test("a CPU rewrite keeps a --mem-per-cpu job's memory", function()
-  -- -c 2 --mem-per-cpu=600: Slurm allocates 1200 MB; one CPU must bring 1200 MB per CPU, not 600.
+T.test("a --mem-per-cpu job's CPUs are not cut where its MB per CPU would rise", function()
+  -- -c 2 --mem-per-cpu=600: one CPU would need 1200 MB per CPU to keep the job's memory, and above
+  -- MaxMemPerCPU Slurm turns more MB per CPU into more CPUs per task than the user asked for.
   local jd = T.job_desc {cpus_per_task = 2, min_cpus = 2, num_tasks = 1, min_mem_per_node = T.NIL,
     min_mem_per_cpu = 600}
-  local plan = run(jd, decision {{target = CPUS, action = REWRITE, new_value = 1}})
-  T.eq(jd.min_cpus, 1, "cpus lowered")
-  T.eq(jd.min_mem_per_cpu, 1200, "same memory on fewer CPUs")
-  T.ok(plan.rewrote, "rewrote")
-  -- A memory decision that is not lower leaves memory as asked. 4000 MB do not split evenly over
-  -- 3 CPUs (1334 MB x 3 = 4002 MB is above the request, 1333 x 3 below it): the CPUs are kept.
-  jd = T.job_desc {cpus_per_task = 4, min_cpus = 4, num_tasks = 1, min_mem_per_node = T.NIL,
-    min_mem_per_cpu = 1000}
-  plan = run(jd, decision({{target = CPUS, action = REWRITE, new_value = 3},
-    {target = MEMORY, action = REWRITE, new_value = 5000}}, {user_message = "harp: lowered cpus to 3."}))
-  T.eq(jd.min_cpus, 4, "cpus kept")
-  T.eq(jd.cpus_per_task, 4, "cpus per task kept")
-  T.eq(jd.min_mem_per_cpu, 1000, "memory kept")
+  local plan = run(jd, decision({{target = CPUS, action = REWRITE, new_value = 1}},
+    {user_message = "harp: lowered cpus to 1."}))
+  T.eq(jd.min_cpus, 2, "cpus kept")
+  T.eq(jd.cpus_per_task, 2, "cpus per task kept")
+  T.eq(jd.min_mem_per_cpu, 600, "memory per CPU kept")
   T.ok(not plan.rewrote, "no change")
   T.eq(plan.message, nil, "the cut is not announced")
-  T.eq(plan.notes[1], "cpus: kept at 4: 4000 MB of --mem-per-cpu split evenly over no fewer", "noted")
+  T.eq(plan.notes[1], "cpus: kept at 2: fewer would need more than the 600 MB of --mem-per-cpu asked", "noted")
+  -- A memory decision that is not lower leaves memory and CPUs as asked.
+  jd = T.job_desc {cpus_per_task = 4, min_cpus = 4, num_tasks = 1, min_mem_per_node = T.NIL,
+    min_mem_per_cpu = 1000}
+  plan = run(jd, decision {{target = CPUS, action = REWRITE, new_value = 3},
+    {target = MEMORY, action = REWRITE, new_value = 5000}})
+  T.eq(jd.min_cpus, 4, "cpus kept")
+  T.eq(jd.min_mem_per_cpu, 1000, "memory kept")
+  T.ok(not plan.rewrote, "no change")
   -- Per-node memory is not touched by a CPU rewrite.
   jd = T.job_desc {cpus_per_task = 4, min_cpus = 4, num_tasks = 1}
   run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}})
@@ -169,34 +170,27 @@ local function cut_time_and_cpus(jd, cpus)
     {target = CPUS, action = REWRITE, new_value = cpus}}, {user_message = "harp: lowered."}))
 end
 
-T.test("a --mem-per-cpu job keeps the CPUs that split its memory evenly", function()
-  -- 5 x 1000 MB cut to 3: 5000 MB split evenly over 4 CPUs, not 3.
-  local jd = mem_per_cpu_job(5, 1, 1000)
-  local plan = cut_time_and_cpus(jd, 3)
-  T.eq(jd.cpus_per_task, 4, "per task")
-  T.eq(jd.min_cpus, 4, "cpus raised to the fewest that split the memory")
-  T.eq(jd.min_mem_per_cpu, 1250, "same 5000 MB")
-  T.eq(plan.message, "harp: lowered. harp: CPUs set to 4, not 3, so that --mem-per-cpu still gives "
-    .. "the 5000 MB asked.", "the user is told the count applied")
-  -- With tasks: -n 2 -c 5 x 1000 MB cut to 5 CPUs is 3 per task; 10000 MB split over 8, not 6.
-  jd = mem_per_cpu_job(5, 2, 1000)
-  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 5}})
-  T.eq(jd.cpus_per_task, 4, "per task")
-  T.eq(jd.min_cpus, 8, "total")
-  T.eq(jd.min_mem_per_cpu, 1250, "same 10000 MB")
-  -- CPUs kept, but the time limit cut: the message says the CPUs were kept.
-  jd = mem_per_cpu_job(4, 1, 1000)
-  plan = cut_time_and_cpus(jd, 3)
-  T.eq(jd.time_limit, 60, "time cut")
-  T.eq(jd.min_cpus, 4, "cpus kept")
-  T.eq(plan.message, "harp: lowered. harp: CPUs kept at 4, so that --mem-per-cpu still gives "
-    .. "the 4000 MB asked.", "kept, and why")
-  -- A memory decision lowers the job's memory (4000 MB to 3000), whatever the per-CPU value becomes.
+T.test("a --mem-per-cpu job's CPUs are cut with a memory decision that keeps its MB per CPU", function()
+  -- 4 x 1000 MB, cut to 2 CPUs and 2000 MB: 1000 MB per CPU, the user's own.
+  local jd = mem_per_cpu_job(4, 1, 1000)
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}, {target = MEMORY, action = REWRITE,
+    new_value = 2000}})
+  T.eq(jd.min_cpus, 2, "cpus")
+  T.eq(jd.min_mem_per_cpu, 1000, "2000 MB over 2 CPUs")
+  -- Cut to 2 CPUs and 3000 MB: 1500 MB per CPU would be above the 1000 asked, so the CPUs stay and
+  -- the memory decision is made on them (750 MB each).
   jd = mem_per_cpu_job(4, 1, 1000)
   run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}, {target = MEMORY, action = REWRITE,
     new_value = 3000}})
-  T.eq(jd.min_cpus, 2, "cpus")
-  T.eq(jd.min_mem_per_cpu, 1500, "3000 MB over 2 CPUs")
+  T.eq(jd.min_cpus, 4, "cpus kept")
+  T.eq(jd.min_mem_per_cpu, 750, "3000 MB over the 4 CPUs")
+  -- CPUs kept, but the time limit cut: the message says the CPUs were kept, and why.
+  jd = mem_per_cpu_job(5, 1, 1000)
+  local plan = cut_time_and_cpus(jd, 3)
+  T.eq(jd.time_limit, 60, "time cut")
+  T.eq(jd.min_cpus, 5, "cpus kept")
+  T.eq(plan.message, "harp: lowered. harp: CPUs kept at 5, so that --mem-per-cpu stays the 1000 MB asked.",
+    "kept, and why")
   -- Rounding to whole CPUs per task is said too: 3 CPUs over 2 tasks are 4.
   jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
   plan = cut_time_and_cpus(jd, 3)
@@ -204,7 +198,7 @@ T.test("a --mem-per-cpu job keeps the CPUs that split its memory evenly", functi
   T.eq(plan.message, "harp: lowered. harp: CPUs set to 4, not 3 (2 tasks x 2 CPUs).", "rounded")
 end)
 
-T.test("a CPU cut on a --mem-per-cpu job never changes its memory (exhaustive small grid)", function()
+T.test("a CPU cut on a --mem-per-cpu job never raises its memory nor its MB per CPU (exhaustive small grid)", function()
   for cpt = 1, 12 do
     for tasks = 1, 3 do
       for _, per_cpu in ipairs {1, 2, 3, 7, 1000, 1001} do
@@ -230,6 +224,7 @@ T.test("a CPU cut on a --mem-per-cpu job never changes its memory (exhaustive sm
             T.ok(got <= asked, "memory raised to " .. got .. " from " .. asked .. " at " .. at)
             T.ok(got >= math.min(asked, mem or asked), "memory cut to " .. got .. " from " .. asked .. " at " .. at)
             T.ok(jd.min_mem_per_cpu >= 1 and jd.min_mem_per_cpu % 1 == 0, "a whole MB per CPU at " .. at)
+            T.ok(jd.min_mem_per_cpu <= per_cpu, "MB per CPU raised to " .. jd.min_mem_per_cpu .. " at " .. at)
           end
         end
       end
@@ -250,18 +245,18 @@ local function daemon_tag(items)
   return "harp:rewrite," .. items .. ",v=time@1+cpus@2"
 end
 
-T.test("the tag records the CPUs applied: rounded per task, raised for --mem-per-cpu", function()
+T.test("the tag records the CPUs applied: rounded per task, kept for --mem-per-cpu", function()
   -- -n 2 -c 4 cut to 3: 2 per task, 4 CPUs.
   local jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
   T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
     new_value = 3}}, daemon_tag("t!=60/q0.9,t0=120,c!=3/q0.9,c0=8")),
     daemon_tag("t!=60/q0.9,t0=120,c!=4/q0.9,c0=8"), "rounded up per task")
   T.eq(jd.min_cpus, 4, "the job's CPUs")
-  -- -c 5 --mem-per-cpu=1000 cut to 3: 4 CPUs x 1250 MB.
+  -- -c 5 --mem-per-cpu=1000 cut to 3 keeps its 5 CPUs: no flag, the value stays the prediction.
   jd = mem_per_cpu_job(5, 1, 1000)
   T.eq(tag_after(jd, {{target = CPUS, action = REWRITE, new_value = 3}}, daemon_tag("c!=3,c0=5")),
-    daemon_tag("c!=4,c0=5"), "raised to split the memory")
-  T.eq(jd.min_cpus, 4, "the job's CPUs")
+    daemon_tag("c=3,c0=5"), "kept")
+  T.eq(jd.min_cpus, 5, "the job's CPUs")
 end)
 
 T.test("the tag drops the flag of a cut the plugin did not make", function()
@@ -355,6 +350,55 @@ T.test("a tag rebuilt stays within MAX_ANNOTATION", function()
     "harp:rewrite,t!=60/q0.9,t0=120,c!=10/q0.9/k,c0=16,v=x", "rewritten with its suffix")
 end)
 
+T.test("the tag's t0, what harp guard extends up to, is the job's own limit", function()
+  -- The daemon's word is not taken: a t0 above the request would let the guard raise the job past it.
+  local jd = T.job_desc()
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}}, "harp:extend,t!=60,t0=100000,v=x",
+    {mode = "extend"}), "harp:extend,t!=60,t0=120,v=x", "the job's 120 min")
+  T.eq(jd.time_limit, 60, "cut")
+  jd = T.job_desc()
+  T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}},
+    "harp:extend,t!=60,t0=5,t0=100000,v=x", {mode = "extend"}), "harp:extend,t!=60,t0=120,t0=120,v=x",
+    "every t0 (a reader takes the last)")
+  -- A flag on a target the decision does not change is dropped, the value kept as a prediction.
+  jd = T.job_desc()
+  T.eq(tag_after(jd, {}, "harp:extend,t!=60,t0=100000,v=x", {mode = "extend"}), "harp:extend,t=60,t0=120,v=x",
+    "no time decision: no flag")
+  T.eq(jd.time_limit, 120, "not cut")
+  jd = T.job_desc()
+  T.eq(tag_after(jd, {{target = TIME, action = ANNOTATE, new_value = 60}}, "harp:rewrite,t!=60,m~=5,v=x"),
+    "harp:rewrite,t=60,m=5,v=x", "an annotation is no cut")
+  -- No limit of the job's own: no t0.
+  jd = T.job_desc {time_limit = 4294967294}
+  T.eq(tag_after(jd, {}, "harp:shadow,t=60,t0=120,v=x", {mode = "shadow"}), "harp:shadow,t=60,v=x", "none")
+end)
+
+T.test("in extend and time_min modes no limit is changed without a tag harp guard extends by", function()
+  local SET_TIME_MIN = 3
+  local cases = {
+    {"extend", REWRITE, nil, "no annotation"},
+    {"extend", REWRITE, "harp:extend,t=30,t0=120,v=x", "no flag"},
+    {"extend", REWRITE, "harp:extend,t!=30,v=x", "no t0"},
+    {"extend", REWRITE, "harp:rewrite,t!=30,t0=120,v=x", "another mode's tag"},
+    {"time_min", SET_TIME_MIN, "harp:time_min,t=30,t0=120,v=x", "no flag"},
+    {"time_min", SET_TIME_MIN, "harp:time_min,t~=30,v=x", "no t0"},
+  }
+  for _, case in ipairs(cases) do
+    local mode, action, ann, what = case[1], case[2], case[3], case[4]
+    local jd = T.job_desc {time_min = 4294967294}
+    local plan = run(jd, decision({{target = TIME, action = action, new_value = 30}},
+      {mode = mode, annotation = ann, user_message = "harp: lowered."}))
+    T.eq(jd.time_limit, 120, mode .. ", " .. what .. ": limit kept")
+    T.eq(jd.time_min, 4294967294, mode .. ", " .. what .. ": time_min kept")
+    T.ok(not plan.rewrote and plan.message == nil, mode .. ", " .. what .. ": nothing announced")
+    T.ok(table.concat(plan.notes, ";"):find("time: left alone", 1, true), table.concat(plan.notes, ";"))
+  end
+  -- In rewrite mode a cut needs no tag: nothing extends it.
+  local jd = T.job_desc()
+  run(jd, decision {{target = TIME, action = REWRITE, new_value = 30}})
+  T.eq(jd.time_limit, 30, "rewrite")
+end)
+
 T.test("first decision per target wins", function()
   local jd = T.job_desc()
   run(jd, decision {{target = TIME, action = REWRITE, new_value = 90},
@@ -364,18 +408,20 @@ end)
 
 T.test("annotation is appended to admin_comment", function()
   local jd = T.job_desc()
-  run(jd, decision({}, {annotation = "harp:t=60,q=0.9"}))
-  T.eq(jd.admin_comment, "harp:t=60,q=0.9", "from nothing")
+  run(jd, decision({}, {annotation = "harp:rewrite,t=60/q0.9,v=x"}))
+  T.eq(jd.admin_comment, "harp:rewrite,t=60/q0.9,v=x", "from nothing")
   jd = T.job_desc {admin_comment = "jobstats:{x}"}
-  run(jd, decision({}, {annotation = "harp:t=60"}))
-  T.eq(jd.admin_comment, "jobstats:{x} harp:t=60", "appended")
+  run(jd, decision({}, {annotation = "harp:rewrite,t=60,v=x"}))
+  T.eq(jd.admin_comment, "jobstats:{x} harp:rewrite,t=60,v=x", "appended")
   jd = T.job_desc {admin_comment = "keep  these   spaces"}
   run(jd, decision({}, {annotation = ""}))
   T.eq(jd.admin_comment, "keep  these   spaces", "untouched without annotation")
 end)
 
 T.test("malformed annotations are ignored", function()
-  for _, a in ipairs {"t=60", "harp:has space", "harp:\n", "HARP:x", string.rep("harp:", 200)} do
+  -- a tag of another mode than the decision's: harp guard would take a rewrite for its own
+  for _, a in ipairs {"t=60", "harp:has space", "harp:\n", "HARP:x", string.rep("harp:", 200), "harp:rewrite",
+      "harp:rewriter,t=60,v=x", "harp:extend,t!=60,t0=120,v=x", 'harp:rewrite,t=60,v="x y"'} do
     local jd = T.job_desc {admin_comment = "x"}
     local plan = run(jd, decision({}, {annotation = a}))
     T.eq(jd.admin_comment, "x", "ignored " .. a:sub(1, 20))
@@ -385,14 +431,14 @@ end)
 
 T.test("forged harp tokens are stripped for users, kept for root", function()
   local jd = T.job_desc {admin_comment = "harp:t=1 note harp=evil other"}
-  run(jd, decision({}, {annotation = "harp:t=60"}), 1000)
-  T.eq(jd.admin_comment, "note other harp:t=60", "user")
+  run(jd, decision({}, {annotation = "harp:rewrite,t=60,v=x"}), 1000)
+  T.eq(jd.admin_comment, "note other harp:rewrite,t=60,v=x", "user")
   jd = T.job_desc {admin_comment = "harp:t=1"}
   run(jd, decision({}, {annotation = ""}), 1000)
   T.eq(jd.admin_comment, "", "stripped to empty")
   jd = T.job_desc {admin_comment = "harp:ops-tag"}
-  run(jd, decision({}, {annotation = "harp:t=60"}), 0)
-  T.eq(jd.admin_comment, "harp:ops-tag harp:t=60", "root keeps its tag")
+  run(jd, decision({}, {annotation = "harp:rewrite,t=60,v=x"}), 0)
+  T.eq(jd.admin_comment, "harp:ops-tag harp:rewrite,t=60,v=x", "root keeps its tag")
   T.eq(apply.strip_forged("harpoon harp:x", 5), "harpoon", "only harp: / harp= tokens")
   T.eq(apply.strip_forged("nothing here", 5), nil, "nothing to strip")
 end)
@@ -435,7 +481,7 @@ T.test("commit rolls back when a setter fails", function()
     end,
   })
   local plan = apply.plan(jd, decision({{target = TIME, action = REWRITE, new_value = 60}},
-    {annotation = "harp:x"}), 1000)
+    {annotation = "harp:rewrite,t!=60,t0=120,v=x"}), 1000)
   local ok, err = apply.commit(jd, plan)
   T.eq(ok, false, "commit failed")
   T.ok(err:find("admin_comment", 1, true), err)
@@ -450,7 +496,7 @@ T.test("extend mode lowers the time limit only", function()
     {target = TIME, action = REWRITE, new_value = 30},
     {target = MEMORY, action = REWRITE, new_value = 1500},
     {target = CPUS, action = REWRITE, new_value = 1},
-  }, {mode = "extend"}))
+  }, {mode = "extend", annotation = "harp:extend,t!=30,t0=120,m=1500,c=1,v=x"}))
   T.eq(jd.time_limit, 30, "time lowered")
   T.eq(jd.min_mem_per_node, 4000, "memory kept: a running job cannot be given memory back")
   T.ok(plan.rewrote, "rewrote")
@@ -463,7 +509,8 @@ end)
 T.test("time_min mode sets time_min only, and only when the user gave none", function()
   local SET_TIME_MIN = 3
   local jd = T.job_desc {time_min = 4294967294}
-  local plan = run(jd, decision({{target = TIME, action = SET_TIME_MIN, new_value = 30}}, {mode = "time_min"}))
+  local plan = run(jd, decision({{target = TIME, action = SET_TIME_MIN, new_value = 30}}, {mode = "time_min",
+    annotation = "harp:time_min,t~=30,t0=120,v=x"}))
   T.eq(jd.time_min, 30, "time_min set")
   T.eq(jd.time_limit, 120, "limit kept")
   T.ok(plan.rewrote, "a change")
@@ -490,6 +537,14 @@ T.test("a --comment harp:off token opts the job out", function()
   T.ok(not apply.opted_out("harp:offline"), "a longer word is not the token")
   T.ok(not apply.opted_out(nil), "no comment")
   T.ok(not apply.opted_out(42), "not a string")
+  T.ok(apply.opted_out("harp:off\tx"), "before a tab")
+  T.ok(apply.opted_out("x\nharp:off"), "after a newline")
+  T.ok(not apply.opted_out("xharp:off harp:offx harp:of f"), "only a whole token")
+  T.ok(apply.opted_out("harp:offx harp:off"), "after a longer word")
+  -- A huge comment (slurmctld checks its length after job_submit) is looked at in its first bytes.
+  local many = string.rep("harp:offx ", 400000)
+  T.ok(not apply.opted_out(many .. "harp:off"), "past MAX_COMMENT")
+  T.ok(apply.opted_out(string.rep("x ", 30000) .. "harp:off " .. many), "within it")
 end)
 
 T.test("one note per action a mode ignores, however many targets carry it", function()

@@ -32,7 +32,7 @@ local function clock_at(t)
 end
 
 local REWRITE_TIME = W.decision {targets = {{target = 1, action = 2, new_value = 60, model_version = "m"}},
-  user_message = "harp: time limit lowered to 60 min", annotation = "harp:t=120>60", mode = "rewrite"}
+  user_message = "harp: time limit lowered to 60 min", annotation = "harp:rewrite,t!=60,t0=120,v=m", mode = "rewrite"}
 
 T.test("full pipeline applies the decision and tells the user once", function()
   local tr = fake(REWRITE_TIME)
@@ -40,7 +40,7 @@ T.test("full pipeline applies the decision and tells the user once", function()
   local jd = T.job_desc()
   T.eq(main.submit(jd, 1000), "rewritten", "status")
   T.eq(jd.time_limit, 60, "time")
-  T.eq(jd.admin_comment, "harp:t=120>60", "annotation")
+  T.eq(jd.admin_comment, "harp:rewrite,t!=60,t0=120,v=m", "annotation")
   T.eq(#T.logs.user, 1, "one user message")
   T.eq(T.logs.user[1], "harp: time limit lowered to 60 min", "message")
   T.eq(tr.last.method, "/harp.v1.Predictor/Predict", "method")
@@ -131,7 +131,7 @@ T.test("an error after the decision is applied keeps it whole, harp's tag includ
   local jd = T.job_desc {admin_comment = "harp:forged mine"}
   T.eq(main.submit(jd, 1000), "error", "status")
   T.eq(jd.time_limit, 60, "the decision stays")
-  T.eq(jd.admin_comment, "mine harp:t=120>60", "with its tag, the forged one gone")
+  T.eq(jd.admin_comment, "mine harp:rewrite,t!=60,t0=120,v=m", "with its tag, the forged one gone")
   T.ok(T.logged("error", "after the decision was applied"), T.logs.error[1])
 end)
 
@@ -180,7 +180,7 @@ T.test("a decision of more than 16 targets: job unchanged, one line", function()
   local targets = {}
   for i = 1, 17 do targets[i] = t end
   main.configure(config(), {transport = fake(W.decision {targets = targets, mode = "rewrite",
-    annotation = "harp:t=60", user_message = "lowered"})})
+    annotation = "harp:rewrite,t!=60,v=m", user_message = "lowered"})})
   local jd = T.job_desc()
   T.eq(main.submit(jd, 1000), "unavailable", "status")
   T.same(jd, T.job_desc(), "unchanged")

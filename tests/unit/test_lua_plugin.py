@@ -232,11 +232,11 @@ def test_garbage_and_truncated_decisions_are_errors_not_crashes() -> None:
 
 # --- the tag the plugin writes, read back as harp report and the accuracy metrics read it --------------
 
-# (job_desc, the CPUs decided, the CPUs the job gets): -n 2 -c 4 rounds 3 up to 2 per task; -c 5
-# --mem-per-cpu=1000 gets 4 CPUs (5000 MB split evenly); -c 4 --mem-per-cpu=1000 keeps its 4.
+# (job_desc, the CPUs decided, the CPUs the job gets): -n 2 -c 4 rounds 3 up to 2 per task; a
+# --mem-per-cpu job keeps its CPUs (fewer would need more MB per CPU than the user's own).
 CPU_CUTS = [
     ({"cpus_per_task": 4, "min_cpus": 8, "num_tasks": 2, "min_mem_per_node": 4000}, 3, 4),
-    ({"cpus_per_task": 5, "min_cpus": 5, "num_tasks": 1, "min_mem_per_cpu": 1000}, 3, 4),
+    ({"cpus_per_task": 5, "min_cpus": 5, "num_tasks": 1, "min_mem_per_cpu": 1000}, 3, None),
     ({"cpus_per_task": 4, "min_cpus": 4, "num_tasks": 1, "min_mem_per_cpu": 1000}, 3, None),
 ]
 
@@ -285,6 +285,8 @@ SIGNED_SCRIPTS = [
     "#!/bin/sh\n\n# note\n#SBATCH -J x   \r\n#SBATCH -c 4\n\tpython run.py\n#SBATCH --late\n",
     "#!/bin/bash\necho no directives\n",
     "#SBATCH --comment=" + "é" * 700 + "\n",
+    # a directive that starts within the first 64 KiB and runs past them: both cut it there
+    "#!/bin/bash\n" + ("#" + "p" * 99 + "\n") * 643 + "#SBATCH --comment=" + "x" * 1000 + "\n",
 ]
 
 
