@@ -58,7 +58,14 @@ local DECISION = {
 }
 
 -- harp.v1.Advice (the advice socket's answer, docs/advice.md). Advice.pareto (packed) is not read.
+-- The daemon sends an option per candidate partition and size (at most 16 sizes a partition) and a
+-- few notes: the caps are far above that, and stop a hostile answer early (1 MiB of empty options
+-- took 991 ms and 361 MB inside sbatch, past the call's deadline).
+M.MAX_OPTIONS = 4096
+M.MAX_NOTES = 64
 local ADVICE_OPTION = {
+  name = "AdviceOption",
+  max_extra = M.MAX_EXTRA,
   fields = {
     [1] = {"partition", "string"}, [2] = {"size", "uint32"}, [3] = {"cpus", "uint32"}, [4] = {"nodes", "uint32"},
     [5] = {"gpus", "uint32"}, [6] = {"mem_per_node_mb", "uint64"}, [7] = {"evidence", "string"},
@@ -72,12 +79,14 @@ local ADVICE_OPTION = {
 }
 
 local ADVICE = {
+  name = "Advice",
+  max_extra = M.MAX_EXTRA,
   fields = {
     [1] = {"user_name", "string"}, [2] = {"job_name", "string"}, [3] = {"unit", "string"},
     [4] = {"currency", "string"}, [5] = {"evidence", "string"},
-    [6] = {"options", "message", ADVICE_OPTION, repeated = true},
+    [6] = {"options", "message", ADVICE_OPTION, repeated = true, max = M.MAX_OPTIONS},
     [7] = {"cheapest", "uint32"}, [8] = {"fastest", "uint32"}, -- optional: nil when absent
-    [10] = {"notes", "string", repeated = true},
+    [10] = {"notes", "string", repeated = true, max = M.MAX_NOTES},
   },
   defaults = {user_name = "", job_name = "", unit = "", currency = "", evidence = ""},
 }

@@ -8,7 +8,7 @@
 
 local request = require "harp.request"
 
-local tonumber, type, pcall, ceil = tonumber, type, pcall, math.ceil
+local tonumber, type, pcall, require, ceil = tonumber, type, pcall, require, math.ceil
 local match, gmatch = string.match, string.gmatch
 local io_open = io.open
 
@@ -85,9 +85,28 @@ function M.job_name(options, argv1)
   return "sbatch"
 end
 
+-- lua-posix's stat and S_ISREG, or nil.
+local function posix_stat()
+  local ok, pstat = pcall(require, "posix.sys.stat")
+  if ok and type(pstat) == "table" and type(pstat.stat) == "function" and type(pstat.S_ISREG) == "function" then
+    return pstat
+  end
+  return nil
+end
+M.posix = posix_stat() -- tests replace it
+
+-- Whether `path` is a regular file. Only such a script is opened: open() of a FIFO (a script sbatch
+-- already read from a pipe) or of a terminal waits, and sbatch with it. Without lua-posix, none is.
+local function regular(path)
+  local px = M.posix
+  if not px then return false end
+  local ok, st = pcall(px.stat, path)
+  return ok and type(st) == "table" and px.S_ISREG(st.st_mode) ~= 0
+end
+
 -- The first MAX_SCAN bytes of the batch script, where the #SBATCH lines are; nil when unreadable.
 local function script_head(path)
-  if type(path) ~= "string" or path == "" then return nil end
+  if type(path) ~= "string" or path == "" or not regular(path) then return nil end
   local f = io_open(path, "rb")
   if not f then return nil end
   local ok, head = pcall(f.read, f, request.MAX_SCAN + 1)

@@ -102,6 +102,27 @@ T.test("a hostile name is cut to valid UTF-8; an unreadable script has no signat
   T.eq(r.script_signature, nil, "no signature")
 end)
 
+T.test("only a regular file is read as the script: a FIFO would block sbatch", function()
+  local dir = T.tmpdir()
+  local fifo = dir .. "/job.sh"
+  T.ok(os.execute("mkfifo '" .. fifo .. "'") == 0, "mkfifo")
+  local r = sbatch_request.build(options {argv = {fifo}})
+  T.eq(r.script_signature, nil, "a FIFO: no signature, and no wait for a writer")
+  T.eq(r.job_name, "job.sh", "named all the same")
+  r = sbatch_request.build(options {argv = {dir}})
+  T.eq(r.script_signature, nil, "a directory")
+  local path = dir .. "/relax.sbatch"
+  T.write(path, "#SBATCH -n 2\n")
+  local posix = sbatch_request.posix
+  sbatch_request.posix = nil
+  r = sbatch_request.build(options {argv = {path}})
+  sbatch_request.posix = posix
+  os.remove(path)
+  os.remove(fifo)
+  T.rmdir(dir)
+  T.eq(r.script_signature, nil, "without lua-posix, no script is opened")
+end)
+
 T.test("an options table whose reads raise gives a request without those fields", function()
   local o = setmetatable({}, {__index = function(_, k)
     if k == "type" then return "sbatch" end

@@ -205,8 +205,18 @@ T.test("a Decision padded to 16 KiB is refused, and soon", function()
   end
 end)
 
-T.test("the Advice's repeated fields have no cap", function()
+T.test("the Advice's repeated fields are capped far above what the daemon sends", function()
   local opt = W.str(6, W.option {size = 1, expected_minutes = 10, expected_cost = 1})
-  local a = T.ok(pb.decode_advice(string.rep(opt, 40)))
-  T.eq(#a.options, 40, "40 options")
+  local a = T.ok(pb.decode_advice(string.rep(opt, pb.MAX_OPTIONS)))
+  T.eq(#a.options, pb.MAX_OPTIONS, "4096 options")
+  local none, err = pb.decode_advice(string.rep(opt, pb.MAX_OPTIONS + 1))
+  T.eq(none, nil, "one more is refused")
+  T.eq(err, "more than 4096 options", "why")
+  -- the audit's reply: 1 MiB of empty options (991 ms and 361 MB) stops at the 4097th
+  T.eq(select(2, pb.decode_advice(string.rep("\50\0", 524288))), "more than 4096 options", "refused")
+  local note = W.str(10, "n")
+  T.ok(pb.decode_advice(string.rep(note, pb.MAX_NOTES)), "64 notes")
+  T.eq(select(2, pb.decode_advice(string.rep(note, pb.MAX_NOTES + 1))), "more than 64 notes", "65 are not")
+  T.eq(select(2, pb.decode_advice(string.rep(W.uint(99, 1), pb.MAX_EXTRA + 1))),
+    "more than 8 unknown or repeated fields in a Advice", "unknown fields")
 end)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -210,13 +211,29 @@ def test_no_heartbeat_when_the_jobs_cannot_be_listed(tmp_path: Path) -> None:
     assert registry.get_sample_value("harp_guard_polls_total", {"result": "failed"}) == 1
 
 
+def test_no_heartbeat_when_no_line_of_the_listing_reads(tmp_path: Path) -> None:
+    # squeue's output in a form the guard does not read (states spelled out after an upgrade, lines
+    # cut short): a poll that listed nothing was good, and the daemon went on shortening new jobs.
+    spelled = line("6", "40:00", "39:00", "harp:extend,t!=40,t0=600,v=x", state="RUNNING")
+    for listing in ([spelled], ["6|R|0|2026-01-01T00:00:00|40:00"]):
+        slurm = FakeSlurm(listing)
+        guard, registry = make_guard(slurm, tmp_path)
+        assert guard.poll() is None
+        assert not guard.heartbeat.alive()
+    assert registry.get_sample_value("harp_guard_polls_total", {"result": "failed"}) == 1
+    slurm = FakeSlurm([])  # no job at all is a good poll
+    guard, _ = make_guard(slurm, tmp_path)
+    assert guard.poll() is not None and guard.heartbeat.alive()
+
+
 def test_bounds_from_scontrol_and_sacctmgr() -> None:
     text = (
         "ReservationName=r1 StartTime=2026-01-01T10:00:00 EndTime=2026-01-01T11:00:00 Nodes=c1 Flags=MAINT\n"
         "ReservationName=bad StartTime=never EndTime=2026-01-01T11:00:00 Nodes=c1\n"
     )
-    (r,) = parse_reservations(text)
+    r, bad = parse_reservations(text)
     assert r.name == "r1" and r.nodes == {"c1"} and r.end - r.start == 3600
+    assert bad.name == "bad" and bad.unread_nodes and bad.end == math.inf  # bounds every job
     assert parse_partition_max("PartitionName=a MaxTime=1-00:00:00\nPartitionName=b MaxTime=UNLIMITED\n") == {
         "a": 1440
     }

@@ -79,7 +79,7 @@ def test_overflowing_site_bounds_are_skipped() -> None:
     reservations = parse_reservations(
         f"ReservationName=odd {hour} CoreCnt=x\nReservationName=ok {hour} CoreCnt={big}\n"
     )
-    assert [r.name for r in reservations] == ["ok"]
+    assert [(r.name, r.unread_nodes) for r in reservations] == [("odd", True), ("ok", False)]
 
 
 def test_jobs_not_running_are_read_only_when_tagged_for_the_guard(caplog: pytest.LogCaptureFixture) -> None:

@@ -252,3 +252,52 @@ def test_a_job_listed_twice_at_and_below_its_own_limit_is_said_not_extended(
         slurm, _ = polled(tmp_path, first, twice)
     assert slurm.updates == []
     assert "job 6: listed at 60 and 600 min, not extended past its own 600 min" in caplog.text
+
+
+@pytest.mark.parametrize("garbled", ["", "N/A", "Unknown", "INVALID", "None"])
+def test_a_garbled_time_limit_is_no_unlimited_limit_and_no_lowering(tmp_path: Path, garbled: str) -> None:
+    # A blank or sentinel TimeLimit was read as "no limit": the highest seen, so that the job's true
+    # 40 min next looked like its user's lowering, and the job was never extended (killed at its cut).
+    slurm, _ = polled(
+        tmp_path,
+        [line("6", "40:00", "30:00", EXTEND)],
+        [line("6", garbled, "31:00", EXTEND)],
+        [line("6", "40:00", "39:00", EXTEND)],  # due: 60 s left
+    )
+    assert slurm.updates == [("6", 41)]
+
+
+@pytest.mark.parametrize(
+    ("tag", "first", "lowered", "due"),
+    [
+        (EXTEND, "40:00", "30:00", "29:00"),  # the cut seen pending, lowered to 30 min
+        (TIME_MIN, "10:00:00", "5:00:00", "4:59:00"),  # the user's 600 min, lowered to 300
+    ],
+)
+def test_a_restarted_guard_keeps_a_lowering_made_while_the_job_was_pending(
+    tmp_path: Path, tag: str, first: str, lowered: str, due: str
+) -> None:
+    # At its start the job's limit is both the highest seen in this run and its lowering: the file
+    # refused such an entry ("lowered only below the highest"), and a restarted guard extended the job
+    # past its user's lowering (41 min, 340 min).
+    slurm, guard = polled(tmp_path, [pending("5", first, tag)], [pending("5", lowered, tag)])
+    slurm.listing = line("5", lowered, "1:00", tag) + "\n"
+    guard.poll()  # it starts at its lowered limit
+    guard.close()
+    slurm.listing = line("5", lowered, due, tag) + "\n"  # a minute before it
+    restarted, _ = make_guard(slurm, tmp_path)
+    restarted.poll()
+    assert slurm.updates == []
+
+
+def test_a_lowering_between_an_extension_and_the_next_poll_is_seen(tmp_path: Path) -> None:
+    # Extended to 41 then 45 min; its user lowers it to 43 before the next poll. The guard knew 41 as
+    # the highest (it never saw its own 45 listed), took 43 for a raise and set 45 again.
+    slurm, _ = polled(
+        tmp_path,
+        [line("6", "40:00", "39:00", EXTEND)],
+        [line("6", "41:00", "40:00", EXTEND)],
+        [line("6", "43:00", "41:00", EXTEND)],
+        [line("6", "43:00", "42:00", EXTEND)],
+    )
+    assert slurm.updates == [("6", 41), ("6", 45)]

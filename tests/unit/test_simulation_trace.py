@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from slurm_harp.accounting import swf_processors
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.simulation import catalog, load_workload, measure, simulate
+from slurm_harp.simulation.limits import PredictedLimits
 from slurm_harp.simulation.trace import workload_from_records
 from slurm_harp.simulation.workload import predictions_by_job
 from tests.conftest import BUNDLED_TRACE
@@ -43,3 +46,26 @@ def test_two_jobs_of_one_id_each_get_their_own_planned_limit() -> None:
     jobs = workload_from_records([newer, older], processors=4)
     assert list(zip(jobs.ids, jobs.submit, strict=True)) == [("7", 100.0), ("7", 5000.0)]
     assert predictions_by_job(jobs, {("7", 100.0): 900.0, ("7", 5000.0): 1200.0}) == [900.0, 1200.0]
+
+
+def test_ours_backfills_in_queue_order_as_requests_do() -> None:
+    """With predictions equal to the requests, ours' rows are the requests' row, start for start:
+    they differ by their limits alone. Ours tried backfill candidates shortest plan first (EASY++'s
+    SJBF), and part of its gain over the requests was that order's (the simulator audit)."""
+    jobs = load_workload(BUNDLED_TRACE).head(3000)
+    easy = catalog.scheduler("easy")
+    requests = simulate(jobs, easy, catalog.limits("request", jobs))
+    for mode in ("ours-time_min", "ours-extend", "ours-rewrite"):
+        ours = simulate(jobs, easy, catalog.limits(mode, jobs, list(jobs.request)))
+        assert ours.start == requests.start, mode
+    sjbf = simulate(jobs, easy, PredictedLimits(jobs, list(jobs.request), "extend", shortest_first=True))
+    assert sjbf.start != requests.start  # the order alone moves starts on this stretch
+
+
+def test_a_trace_without_any_time_limit_is_refused() -> None:
+    """Each job's request would be its own run time: a requests row that knows every run time."""
+    records = [
+        JobRecord(str(i), JobRequest(submit_time=100 * i, min_cpus=1), "COMPLETED", 300) for i in range(3)
+    ]
+    with pytest.raises(ValueError, match="no job has a time limit"):
+        workload_from_records(records, processors=4)

@@ -57,8 +57,9 @@ def parse_moment(text: str, zone: tzinfo | None) -> float:
 
 
 def slurm_tool_environ() -> dict[str, str]:
-    """This process's environment (SLURM_CONF and the rest) for a Slurm tool, in SLURM_ZONE."""
-    return {**os.environ, "TZ": _SLURM_TZ}
+    """This process's environment (SLURM_CONF and the rest) for a Slurm tool, in SLURM_ZONE, its
+    times in the ISO form the readers take: a SLURM_TIME_FORMAT of the site's would change them."""
+    return {**os.environ, "TZ": _SLURM_TZ, "SLURM_TIME_FORMAT": "standard"}
 
 
 def parse_tres(text: str) -> dict[str, str]:

@@ -98,7 +98,9 @@ class Bounds:
                 # Slurm keeps "R1,R2" for a job that may run in either: one that holds nodes but
                 # none of the job's is not the one it runs in.
                 if not (r.nodes and nodes and not overlaps(r)):
-                    lower(math.floor((r.end - started) / 60.0), f"end of its reservation {r.name}")
+                    # an end unknown (a record that does not read): no room
+                    room = math.floor((r.end - started) / 60.0) if math.isfinite(r.end) else 0
+                    lower(room, f"end of its reservation {r.name}")
             elif r.end > now and overlaps(r) and r.bounds_others(now, self.node_cores):
                 lower(math.floor((max(r.start, now) - started) / 60.0), f"reservation {r.name}")
         return best
@@ -122,10 +124,18 @@ def parse_reservations(text: str) -> tuple[Reservation, ...]:
                 )
             )
         except Exception as exc:  # one odd record, whatever it raises, never stops a poll
+            # Taken for a maintenance reservation on every node from now on, as a node list that
+            # does not read is: skipped, its window unknown, a job would be extended into it.
             log.warning(
-                "reservation %.40r skipped (%s: %s)", fields["ReservationName"], type(exc).__name__, exc
-            )
+                "reservation %.40r does not read (%s: %s): no job is extended while it is there",
+                fields["ReservationName"], type(exc).__name__, exc,
+            )  # fmt: skip
+            out.append(_unread(str(fields["ReservationName"])))
     return tuple(out)
+
+
+def _unread(name: str) -> Reservation:
+    return Reservation(name, -math.inf, math.inf, frozenset(), flags=_OVER_JOBS, unread_nodes=True)
 
 
 def _nodes(fields: Mapping[str, str]) -> tuple[frozenset[str], bool]:

@@ -119,7 +119,16 @@ class Guard:
         now = self._clock()
         reservations_read = self._refresh_bounds(now)
         unread: set[str] = set()
-        merged, ambiguous = merge_duplicates(parse_running(listing.stdout, unread))
+        parsed = list(parse_running(listing.stdout, unread))
+        if not parsed and listing.stdout.strip():
+            # Not one line read (squeue's output changed with a Slurm upgrade, say): the guard sees
+            # no job it should extend, and must not tell the daemon it is there to extend them.
+            log.error(
+                "no line of squeue's output reads: heartbeat not refreshed (new jobs keep their limits)"
+            )
+            self.metrics.polls.labels("failed").inc()
+            return None
+        merged, ambiguous = merge_duplicates(parsed)
         jobs = [j for j in self._lowered.apply(merged, unread, ambiguous) if j.state == RUNNING]
         shortened = [j for j in jobs if _below_own_limit(j)]
         listed = {j.job_id for j in jobs}
@@ -218,6 +227,7 @@ class Guard:
             )  # fmt: skip
             self.metrics.extensions.labels(result).inc()
             return result
+        self._lowered.extended(job.job_id, ext.new_limit)
         if ext.capped_by_bound:
             result = results.CAPPED
         elif ext.reaches(own):

@@ -185,6 +185,10 @@ def merge_duplicates(jobs: Iterable[RunningJob]) -> tuple[list[RunningJob], set[
     return merged, ambiguous
 
 
+# What squeue prints for a job with no limit of its own: INFINITE, or NO_VAL (set as it starts).
+_NO_LIMIT = frozenset({"UNLIMITED", "INFINITE", "NOT_SET", "Partition_Limit"})
+
+
 def _job(parts: list[str]) -> RunningJob:
     if len(parts) != len(_FIELDS):
         raise ValueError(f"{len(parts)} fields, expected {len(_FIELDS)}")
@@ -198,6 +202,10 @@ def _job(parts: list[str]) -> RunningJob:
         raise ValueError(f"bad job id {job_id[:40]!r}")
     comment = comment[: -len(SEPARATOR)] if comment.endswith(SEPARATOR) else comment
     limit_s = None if limit == "NOT_SET" else parse_duration_s(limit)  # NOT_SET: set as it starts
+    if limit_s is None and limit not in _NO_LIMIT:
+        # A blank, "N/A", "INVALID"... is a garbled line, not "unlimited": taken for no limit, it
+        # would be the highest seen, and the job's true limit next a lowering never extended past.
+        raise ValueError(f"job {job_id}: time limit {limit[:40]!r} does not read")
     elapsed = parse_duration_s(used)
     if elapsed is None:
         raise ValueError(f"job {job_id}: no run time {used[:40]!r}")

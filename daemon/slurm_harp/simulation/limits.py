@@ -119,6 +119,9 @@ class PredictedLimits:
     - ``extend``: planned with the prediction, killed only at the request, extended as `harp guard`
       extends it, never past the request.
 
+    Backfill candidates are tried in queue order, as `request`'s and Slurm's are (``shortest_first``
+    orders them shortest plan first, EASY++'s SJBF): the rows then differ by their limits alone.
+
     An extension is core.extension's ``next_limit``, the guard's own rule, with ``extension``
     "steps" (Tsafrir's) or "conditional" (the site's ended jobs, ``WindowedRatios``), the guard's
     DEFAULT_LEAD_S and no site bound. What the event-driven replay changes, each for its reason:
@@ -139,7 +142,7 @@ class PredictedLimits:
         predictions: Sequence[float],
         mode: str,
         *,
-        shortest_first: bool = True,
+        shortest_first: bool = False,
         extension: str = "steps",
     ) -> None:
         if mode not in self.MODES:

@@ -19,6 +19,9 @@ def workload_from_records(records: list[JobRecord], processors: int | None, name
     rows: list[tuple[str, float, float, float, int, int]] = []
     users: dict[str, int] = {}
     longest = max((r.request.time_limit_minutes or 0 for r in records), default=0) * 60
+    if not longest and records:
+        # Each job's request would be its own run time: a "requests" row that knows every run time.
+        raise ValueError("no job has a time limit (UNLIMITED or none): the requests are unknown")
     for record in records:
         req = record.request
         procs = req.min_cpus or record.alloc_cpus
