@@ -227,7 +227,6 @@ class Guard:
             )  # fmt: skip
             self.metrics.extensions.labels(result).inc()
             return result
-        self._lowered.extended(job.job_id, ext.new_limit)
         if ext.capped_by_bound:
             result = results.CAPPED
         elif ext.reaches(own):
