@@ -221,9 +221,11 @@ def test_no_heartbeat_when_no_line_of_the_listing_reads(tmp_path: Path) -> None:
         assert guard.poll() is None
         assert not guard.heartbeat.alive()
     assert registry.get_sample_value("harp_guard_polls_total", {"result": "failed"}) == 1
-    slurm = FakeSlurm([])  # no job at all is a good poll
-    guard, _ = make_guard(slurm, tmp_path)
-    assert guard.poll() is not None and guard.heartbeat.alive()
+    for listing in ([], [line("7", "40:00", "0:00", "(null)", state="PD", nodes="")]):
+        # no job at all, or only jobs the guard does not follow: a good poll
+        slurm = FakeSlurm(listing)
+        guard, _ = make_guard(slurm, tmp_path)
+        assert guard.poll() is not None and guard.heartbeat.alive()
 
 
 def test_bounds_from_scontrol_and_sacctmgr() -> None:

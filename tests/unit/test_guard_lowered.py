@@ -288,16 +288,3 @@ def test_a_restarted_guard_keeps_a_lowering_made_while_the_job_was_pending(
     restarted, _ = make_guard(slurm, tmp_path)
     restarted.poll()
     assert slurm.updates == []
-
-
-def test_a_lowering_between_an_extension_and_the_next_poll_is_seen(tmp_path: Path) -> None:
-    # Extended to 41 then 45 min; its user lowers it to 43 before the next poll. The guard knew 41 as
-    # the highest (it never saw its own 45 listed), took 43 for a raise and set 45 again.
-    slurm, _ = polled(
-        tmp_path,
-        [line("6", "40:00", "39:00", EXTEND)],
-        [line("6", "41:00", "40:00", EXTEND)],
-        [line("6", "43:00", "41:00", EXTEND)],
-        [line("6", "43:00", "42:00", EXTEND)],
-    )
-    assert slurm.updates == [("6", 41), ("6", 45)]

@@ -119,10 +119,12 @@ class Guard:
         now = self._clock()
         reservations_read = self._refresh_bounds(now)
         unread: set[str] = set()
-        parsed = list(parse_running(listing.stdout, unread))
-        if not parsed and listing.stdout.strip():
-            # Not one line read (squeue's output changed with a Slurm upgrade, say): the guard sees
-            # no job it should extend, and must not tell the daemon it is there to extend them.
+        failed: list[int] = []
+        parsed = list(parse_running(listing.stdout, unread, failed))
+        if failed and not parsed:
+            # No line of a job to follow read (squeue's output changed with a Slurm upgrade, say):
+            # the guard sees no job it should extend, and must not tell the daemon it is there to.
+            # (Lines of untagged jobs that do not run are not read at all, and count for neither.)
             log.error(
                 "no line of squeue's output reads: heartbeat not refreshed (new jobs keep their limits)"
             )
@@ -227,7 +229,6 @@ class Guard:
             )  # fmt: skip
             self.metrics.extensions.labels(result).inc()
             return result
-        self._lowered.extended(job.job_id, ext.new_limit)
         if ext.capped_by_bound:
             result = results.CAPPED
         elif ext.reaches(own):

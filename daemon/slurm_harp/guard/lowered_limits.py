@@ -121,14 +121,6 @@ class LoweredLimits:
         self.seen = seen
         return out
 
-    def extended(self, job_id: str, minutes: int) -> None:
-        """The guard set running ``job_id``'s limit to ``minutes``: the highest it has had in this
-        run, so that a lowering before the next poll, above the limit the guard saw last, is one."""
-        seen = self.seen.get(_key(job_id))
-        if seen is not None and not seen.pending and minutes > seen.highest:
-            seen.highest = seen.limit = minutes
-            self.changed = True
-
     def _keep_missing(self, seen: dict[str, Seen], unread: set[str]) -> None:
         """Into ``seen``, the jobs seen before and not in this listing: those whose line did not
         read, and the others until they have been missing from MISSING_POLLS listings in a row."""

@@ -122,10 +122,13 @@ class RunningJob:
         return None if self.tag is None else self.tag.values.get("t")
 
 
-def parse_running(text: str, unread: set[str] | None = None) -> Iterator[RunningJob]:
+def parse_running(
+    text: str, unread: set[str] | None = None, failed: list[int] | None = None
+) -> Iterator[RunningJob]:
     """Every parseable line of SQUEUE_ARGV's output; a line that does not parse is logged and
     skipped, whatever it raises (one odd job never stops a poll), its job id added to ``unread``
-    when that field reads (what was seen of the job is then kept: guard.lowered_limits)."""
+    when that field reads (what was seen of the job is then kept: guard.lowered_limits) and its
+    number to ``failed``."""
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
@@ -137,6 +140,8 @@ def parse_running(text: str, unread: set[str] | None = None) -> Iterator[Running
             job = _job(parts)
         except Exception as exc:  # ValueError, and OverflowError for a 400-digit duration
             log.warning("squeue line %d skipped: %s: %s", lineno, type(exc).__name__, exc)
+            if failed is not None:
+                failed.append(lineno)
             job_id = parts[0].strip()
             if unread is not None and (_JOB_ID.fullmatch(job_id) or _ARRAY_RECORD.fullmatch(job_id)):
                 unread.add(job_id)
