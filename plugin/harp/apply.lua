@@ -206,7 +206,7 @@ function M.plan(job_desc, decision, submit_uid)
     else
       note(format("cpus: kept at %d: fewer would need more than the %d MB of --mem-per-cpu asked", cut.before,
         per_cpu))
-      why = format(", so that --mem-per-cpu stays the %d MB asked", per_cpu)
+      why = format(": fewer would need more than the %d MB per CPU asked", per_cpu)
     end
     cut = nil
   end

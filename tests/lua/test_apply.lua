@@ -189,7 +189,7 @@ T.test("a --mem-per-cpu job's CPUs are cut with a memory decision that keeps its
   local plan = cut_time_and_cpus(jd, 3)
   T.eq(jd.time_limit, 60, "time cut")
   T.eq(jd.min_cpus, 5, "cpus kept")
-  T.eq(plan.message, "harp: lowered. harp: CPUs kept at 5, so that --mem-per-cpu stays the 1000 MB asked.",
+  T.eq(plan.message, "harp: lowered. harp: CPUs kept at 5: fewer would need more than the 1000 MB per CPU asked.",
     "kept, and why")
   -- Rounding to whole CPUs per task is said too: 3 CPUs over 2 tasks are 4.
   jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
