@@ -62,7 +62,8 @@ def swf_processors(path: str | Path) -> int | None:
         if not line.startswith(";"):
             break
         key, sep, value = line.lstrip("; \t").partition(":")
-        number = value.split()[0] if value.split() else ""
+        words = value.split()
+        number = words[0] if words else ""
         if sep and key.strip() in ("MaxProcs", "MaxNodes") and number.isascii() and number.isdigit():
             found[key.strip()] = int(number)
     lines.close()  # the file, now: not when the generator is collected

@@ -206,8 +206,9 @@ def _job(parts: list[str]) -> RunningJob:
     if not (_JOB_ID.fullmatch(job_id) or (state == PENDING and _ARRAY_RECORD.fullmatch(job_id))):
         raise ValueError(f"bad job id {job_id[:40]!r}")
     comment = comment[: -len(SEPARATOR)] if comment.endswith(SEPARATOR) else comment
-    limit_s = None if limit == "NOT_SET" else parse_duration_s(limit)  # NOT_SET: set as it starts
-    if limit_s is None and limit not in _NO_LIMIT:
+    if limit in _NO_LIMIT:
+        limit_s = None
+    elif (limit_s := parse_duration_s(limit)) is None:
         # A blank, "N/A", "INVALID"... is a garbled line, not "unlimited": taken for no limit, it
         # would be the highest seen, and the job's true limit next a lowering never extended past.
         raise ValueError(f"job {job_id}: time limit {limit[:40]!r} does not read")
