@@ -61,6 +61,11 @@ class GuardMetrics:
             "The time between two polls ([guard] poll_seconds): how old the last good poll may be.",
             registry=registry,
         )
+        self.update_seconds = Gauge(
+            "harp_guard_update_seconds",
+            "Time one scontrol update takes (a moving mean): under a backlog, jobs fall due earlier by it.",
+            registry=registry,
+        )
         self.last_success = Gauge(
             "harp_guard_last_success_timestamp_seconds",
             "Unix time of the last good poll (the heartbeat refreshed).",

@@ -2,11 +2,12 @@
 
 Idempotent (every decision is computed from the jobs' current state, their harp tags and the limits
 seen before, kept in a file, so a restarted guard catches up on its first poll), rate-limited (at
-most ``max_updates_per_poll`` scontrol calls, the jobs closest to their limit first), and one bad job
-never stops a poll. The guard follows each tagged job's limit from poll to poll, pending or running,
-to see one its user lowered (guard.lowered_limits), and keeps what it saw in a file for the next
-guard (guard.seen_file), written at once when a job's own limit changed, else at most once a minute
-and as the guard is closed (Guard.close; also when it is collected or the interpreter exits).
+most ``max_updates_per_poll`` scontrol calls, the jobs closest to their limit first, due earlier
+when many are: guard.backlog), and one bad job never stops a poll. The guard follows each tagged
+job's limit from poll to poll, pending or running, to see one its user lowered
+(guard.lowered_limits), and keeps what it saw in a file for the next guard (guard.seen_file),
+written at once when a job's own limit changed, else at most once a minute and as the guard is
+closed (Guard.close; also when it is collected or the interpreter exits).
 
 Site bounds are read once a minute, but reservations again in every poll that is about to extend a
 job: an operator's extension may run into a reservation created a second ago (Slurm lets it), so the
@@ -30,6 +31,7 @@ from typing import TypeVar
 from slurm_harp.config import GuardSettings
 from slurm_harp.core.extension import ConditionalRatios, next_limit
 from slurm_harp.guard import guard_metrics as results
+from slurm_harp.guard.backlog import UpdateTimer, due_jobs
 from slurm_harp.guard.bounds import (
     NODE_CORES_ARGV,
     PARTITIONS_ARGV,
@@ -89,6 +91,7 @@ class Guard:
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
         # tried again only when their limit or the bounds change.
         self._refused: dict[str, int] = {}
+        self._updates = UpdateTimer()
         self._lowered = LoweredLimits(self._seen_file.load())
         # `harp guard` calls close() as it stops; a Guard dropped without it still writes at exit.
         self._close = weakref.finalize(self, self._seen_file.write, self._lowered)
@@ -135,25 +138,32 @@ class Guard:
         shortened = [j for j in jobs if _below_own_limit(j)]
         listed = {j.job_id for j in jobs}
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
-        due = [j for j in shortened if self._due(j) and self._refused.get(j.job_id) != j.limit_minutes]
-        due.sort(key=lambda j: (j.limit_minutes or 0) * 60.0 - j.elapsed_s)  # the closest first
+        due = due_jobs(
+            [j for j in shortened if self._refused.get(j.job_id) != j.limit_minutes],
+            self.settings.lead_seconds,
+            self._updates.seconds,
+            self.settings.max_updates_per_poll,
+            self.settings.poll_seconds,
+        )
         ratios = self._ratios()
         outcomes = []
         batch = due[: self.settings.max_updates_per_poll]
         if batch and not reservations_read and not self._read_reservations():
             log.error("reservations unreadable: none of %d due jobs extended this poll", len(batch))
-            outcomes = [(job.job_id, results.FAILED) for job in batch]
+            outcomes = [(job.job_id, results.FAILED) for job, _ in batch]
             self.metrics.extensions.labels(results.FAILED).inc(len(batch))
             batch = []
-        for job in batch:
+        for job, lead in batch:
             try:
-                outcomes.append((job.job_id, self._extend(job, now, ratios)))
+                outcomes.append((job.job_id, self._extend(job, now, lead, ratios)))
             except Exception:  # one bad job never stops the poll
                 log.exception("job %s: extension failed", job.job_id)
                 outcomes.append((job.job_id, results.FAILED))
                 self.metrics.extensions.labels(results.FAILED).inc()
         if len(due) > self.settings.max_updates_per_poll:
             log.warning("%d jobs due, %d extended this poll", len(due), self.settings.max_updates_per_poll)
+        self._updates.end_poll()
+        self.metrics.update_seconds.set(self._updates.seconds)
         self.metrics.shortened.set(len(shortened))
         self._seen_file.keep(self._lowered)
         self.metrics.poll_duration.observe(self._clock() - started)
@@ -179,16 +189,13 @@ class Guard:
             self.metrics.history_jobs.set(0)
         return ratios
 
-    def _due(self, job: RunningJob) -> bool:
-        limit = job.limit_minutes
-        return limit is not None and limit * 60.0 - job.elapsed_s <= self.settings.lead_seconds
-
-    def _extend(self, job: RunningJob, now: float, ratios: ConditionalRatios | None) -> str:
+    def _extend(self, job: RunningJob, now: float, lead: float, ratios: ConditionalRatios | None) -> str:
+        """``lead``: the time to leave the job (the configured lead, more under a backlog)."""
         own, limit = job.own_limit_minutes, job.limit_minutes
         assert own is not None and limit is not None  # _below_own_limit
         prediction = job.prediction_minutes or limit
         bound, why = self._bounds.limit_for(job, now)
-        lead, base, elapsed = self.settings.lead_seconds, limit, job.elapsed_s
+        base, elapsed = limit, job.elapsed_s
         if job.listed_above is not None:  # listed twice: due by the lower line, set past the higher
             base, elapsed = job.listed_above, max(elapsed, job.listed_above * 60.0 - lead)
         try:
@@ -215,7 +222,9 @@ class Guard:
             self.metrics.extensions.labels(results.REFUSED_BOUND).inc()
             self._refused[job.job_id] = limit
             return results.REFUSED_BOUND
+        asked = self._clock()
         done = self._run(("scontrol", "update", f"JobId={job.job_id}", f"TimeLimit={ext.new_limit}"))
+        self._updates.add(self._clock() - asked)
         if done.returncode != 0:
             message = done.stderr.strip() or done.stdout.strip()
             result = (
