@@ -181,13 +181,15 @@ def test_adversarial_requests_are_served_and_never_raise_a_limit(raw: Raw, reque
 
 # A request the daemon lowers (test_daemon.py's), then the same with the extremes a client can send.
 REWRITTEN = pb.SubmitRequest(user_name="u5", time_limit_minutes=24 * 60, min_cpus=32, submit_time=850000000)
+# Values from Slurm's sentinels on (NO_VAL, 2^63 MB) are "not given" (server.convert): the extremes
+# are the largest values that are counts.
 EXTREMES: list[dict[str, int]] = [
     {},
-    {"time_limit_minutes": 2**64 - 1},
-    {"time_limit_minutes": 4294967294, "time_min_minutes": 2**64 - 1},
-    {"min_cpus": 2**32 - 1, "cpus_per_task": 2**32 - 1, "num_tasks": 2**32 - 1},
-    {"mem_per_cpu_mb": 2**64 - 1, "min_nodes": 2**32 - 1},
-    {"mem_per_node_mb": 2**63, "gpus_per_node": 2**32 - 1},
+    {"time_limit_minutes": 2**32 - 3},
+    {"time_limit_minutes": 2**32 - 3, "time_min_minutes": 2**32 - 3},
+    {"min_cpus": 2**32 - 3, "cpus_per_task": 2**16 - 3, "num_tasks": 2**32 - 3},
+    {"mem_per_cpu_mb": 2**63 - 1, "min_nodes": 2**32 - 3},
+    {"mem_per_node_mb": 2**63 - 1, "gpus_per_node": 2**32 - 3},
     {"submit_time": -(2**63)},
 ]
 

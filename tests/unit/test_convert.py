@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.decision import Action, Decision, Reason, TargetDecision
 from slurm_harp.core.request import JobRequest, Target
@@ -39,3 +41,31 @@ def test_decision_optional_fields() -> None:
     assert (t.target, t.action, t.new_value, out.mode) == (pb.TARGET_TIME, pb.ACTION_REWRITE, 45, "rewrite")
     none = decision_to_proto(Decision(targets=(TargetDecision(Target.CPUS, Action.NONE),))).targets[0]
     assert not none.HasField("new_value") and not none.HasField("predicted")
+
+
+@pytest.mark.parametrize(
+    ("field", "sentinel", "kept"),
+    [
+        ("time_limit_minutes", 0xFFFFFFFE, 0xFFFFFFFD),  # NO_VAL
+        ("time_limit_minutes", 0xFFFFFFFF, 0xFFFFFFFD),  # INFINITE
+        ("time_min_minutes", 0xFFFFFFFE, 0xFFFFFFFD),
+        ("min_cpus", 0xFFFFFFFE, 0xFFFFFFFD),
+        ("num_tasks", 0xFFFFFFFF, 0xFFFFFFFD),
+        ("min_nodes", 0xFFFFFFFE, 0xFFFFFFFD),
+        ("cpus_per_task", 0xFFFE, 0xFFFD),  # NO_VAL16
+        ("user_id", 0xFFFFFFFE, 0xFFFFFFFD),
+        ("mem_per_node_mb", 2**64 - 2, 2**63 - 1),  # NO_VAL64
+        ("mem_per_cpu_mb", 2**63 + 4000, 2**63 - 1),  # MEM_PER_CPU flag bit
+    ],
+)
+def test_slurm_s_not_given_sentinels_are_absent(field: str, sentinel: int, kept: int) -> None:
+    """A client sending job_desc's values as they are: NO_VAL minutes is no time limit, never one
+    to cut to the prediction (it could then be above the partition's default the job would get)."""
+
+    def read(value: int) -> object:
+        msg = pb.SubmitRequest()
+        setattr(msg, field, value)
+        return getattr(request_from_proto(msg), field)
+
+    assert read(sentinel) is None
+    assert read(kept) == kept

@@ -91,11 +91,32 @@ def test_opted_out_users_and_accounts_are_left_alone() -> None:
     assert p.decide(JobRequest(user_name="bob", time_limit_minutes=600)).mode == "extend"
 
 
+def test_a_job_without_a_user_name_is_left_alone_while_any_user_opts_out() -> None:
+    """slurmctld gives no user name when it cannot resolve the uid (an NSS outage): the job may be
+    an opted-out user's."""
+    unnamed = JobRequest(user_id=1001, time_limit_minutes=600)
+    d = predictor(Mode.REWRITE, opt_out_users=frozenset({"alice"})).decide(unnamed)
+    assert d.mode == "off" and {t.reason for t in d.targets} == {Reason.OPTED_OUT}
+    assert predictor(Mode.REWRITE).decide(unnamed).mode == "rewrite"  # no user opts out
+
+
 def test_rules_choose_the_new_modes_per_partition() -> None:
     rules = (Rule(Mode.EXTEND, partition="short"), Rule(Mode.TIME_MIN, account="phys"))
     p = predictor(Mode.SHADOW, rules=rules)
     assert p.decide(JobRequest(partition="short", time_limit_minutes=600)).mode == "extend"
     assert p.decide(JobRequest(account="phys", time_limit_minutes=600)).mode == "time_min"
+
+
+@pytest.mark.parametrize("partitions", ["critical,batch", "batch,critical", "batch,,critical"])
+def test_a_job_for_several_partitions_gets_the_least_changing_of_their_modes(partitions: str) -> None:
+    """Slurm may start a `-p critical,batch` job in critical: a rule keeping critical out holds."""
+    p = predictor(Mode.REWRITE, rules=(Rule(Mode.OFF, partition="critical"),))
+    d = p.decide(JobRequest(partition=partitions, time_limit_minutes=600))
+    assert d.mode == "off" and {t.action for t in d.targets} == {Action.NONE}
+    rules = (Rule(Mode.EXTEND, partition="short"), Rule(Mode.REWRITE, partition="long"))
+    assert predictor(Mode.TIME_MIN, rules=rules).decide(JobRequest(partition="long,short")).mode == "extend"
+    # A partition no rule names has the default mode.
+    assert predictor(Mode.SHADOW, rules=rules).decide(JobRequest(partition="long,other")).mode == "shadow"
 
 
 @given(asked=st.integers(1, 10**6), predicted=st.floats(0, 2e6), floor=st.floats(0, 1000))

@@ -8,6 +8,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.core.decision import Action, Decision, TargetDecision
+from slurm_harp.core.request import Target
 from slurm_harp.server.service import PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
 
@@ -46,3 +48,21 @@ def test_the_predictor_failing_is_a_failure_not_a_bad_request(caplog: pytest.Log
     assert registry.get_sample_value("harp_predict_failures_total") == 1.0
     assert registry.get_sample_value("harp_bad_requests_total") == 0.0
     assert "Predict failed; answering with no action" in caplog.text
+
+
+def test_a_decision_no_field_holds_is_a_failure_answered_with_no_action(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A memory ask of mem_per_cpu x CPUs can pass 2^64 MB; a new value that large does not encode."""
+
+    class Huge:
+        def decide(self, request: object) -> Decision:
+            big = TargetDecision(Target.MEMORY, Action.REWRITE, new_value=2**64)
+            return Decision(targets=(big,), mode="rewrite")
+
+    registry = CollectorRegistry()
+    service = PredictorService(Huge(), ServingMetrics(registry))  # type: ignore[arg-type]
+    reply = pb.Decision.FromString(service.predict(pb.SubmitRequest(min_cpus=2).SerializeToString()))
+    assert reply.mode == "off" and not reply.targets
+    assert registry.get_sample_value("harp_predict_failures_total") == 1.0
+    assert "decision not encodable; answering with no action" in caplog.text

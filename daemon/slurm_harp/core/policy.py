@@ -26,6 +26,8 @@ from slurm_harp.core.request import JobRequest, Target
 
 
 class Mode(StrEnum):
+    """Declared from the least change to the most (MODES_BY_CHANGE)."""
+
     OFF = "off"
     SHADOW = "shadow"  # predict and annotate; never change the job
     TIME_MIN = "time_min"
@@ -43,6 +45,9 @@ class Mode(StrEnum):
         return self in (Mode.TIME_MIN, Mode.EXTEND)
 
 
+MODES_BY_CHANGE: tuple[Mode, ...] = tuple(Mode)
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     """A mode for jobs matching a partition and/or account (None matches anything)."""
@@ -51,9 +56,9 @@ class Rule:
     partition: str | None = None
     account: str | None = None
 
-    def matches(self, request: JobRequest) -> bool:
-        return (self.partition is None or self.partition == request.partition) and (
-            self.account is None or self.account == request.account
+    def matches(self, partition: str | None, account: str | None) -> bool:
+        return (self.partition is None or self.partition == partition) and (
+            self.account is None or self.account == account
         )
 
 
@@ -81,14 +86,21 @@ class Policy:
     opt_out_accounts: frozenset[str] = frozenset()
 
     def opted_out(self, request: JobRequest) -> bool:
-        return (request.user_name is not None and request.user_name in self.opt_out_users) or (
-            request.account is not None and request.account in self.opt_out_accounts
-        )
+        """The site keeps the job's user or account out. A job whose user has no name (slurmctld
+        could not resolve the uid: an NSS outage) is kept out while any user is: it may be theirs."""
+        if self.opt_out_users and (request.user_name is None or request.user_name in self.opt_out_users):
+            return True
+        return request.account is not None and request.account in self.opt_out_accounts
 
     def mode_for(self, request: JobRequest) -> Mode:
-        """First matching rule wins; otherwise the default mode."""
+        """First matching rule wins; otherwise the default mode. A job that may run in several
+        partitions (``-p a,b``) gets the least changing of their modes: Slurm may start it in any."""
+        partitions = (request.partition or "").split(",")
+        return min((self._mode_in(p or None, request.account) for p in partitions), key=MODES_BY_CHANGE.index)
+
+    def _mode_in(self, partition: str | None, account: str | None) -> Mode:
         for rule in self.rules:
-            if rule.matches(request):
+            if rule.matches(partition, account):
                 return rule.mode
         return self.default_mode
 

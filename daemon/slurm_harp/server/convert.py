@@ -17,19 +17,24 @@ _STRINGS = (
     "script_signature",
     "tres_per_node",
 )
-_INTS = (
-    "user_id",
-    "time_limit_minutes",
-    "time_min_minutes",
-    "mem_per_node_mb",
-    "mem_per_cpu_mb",
-    "min_cpus",
-    "cpus_per_task",
-    "num_tasks",
-    "min_nodes",
-    "gpus_per_node",
-    "submit_time",
-)
+# Slurm's "not given" sentinels (slurm.h NO_VAL, INFINITE, NO_VAL16, NO_VAL64): a client that sends
+# one as it found it in job_desc means no value, and e.g. a time limit of NO_VAL minutes cut to the
+# prediction could be above the partition's DefaultTime the job would have had. The memory fields
+# also refuse Slurm's MEM_PER_CPU flag bit: no MB count is that large. From this value on: absent.
+_NO_VAL, _NO_VAL16 = 0xFFFFFFFE, 0xFFFE
+_INTS: dict[str, int | None] = {
+    "user_id": _NO_VAL,
+    "time_limit_minutes": _NO_VAL,
+    "time_min_minutes": _NO_VAL,
+    "mem_per_node_mb": 1 << 63,
+    "mem_per_cpu_mb": 1 << 63,
+    "min_cpus": _NO_VAL,
+    "cpus_per_task": _NO_VAL16,
+    "num_tasks": _NO_VAL,
+    "min_nodes": _NO_VAL,
+    "gpus_per_node": _NO_VAL,
+    "submit_time": None,
+}
 _TARGET = {
     Target.TIME: pb.TARGET_TIME,
     Target.MEMORY: pb.TARGET_MEMORY,
@@ -49,8 +54,8 @@ def request_from_proto(msg: pb.SubmitRequest) -> JobRequest:
     for name in _STRINGS:
         if msg.HasField(name):
             values[name] = getattr(msg, name)
-    for name in _INTS:
-        if msg.HasField(name):
+    for name, absent_from in _INTS.items():
+        if msg.HasField(name) and (absent_from is None or getattr(msg, name) < absent_from):
             values[name] = int(getattr(msg, name))
     if msg.HasField("is_array"):
         values["is_array"] = msg.is_array

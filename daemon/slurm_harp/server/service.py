@@ -69,13 +69,19 @@ class PredictorService:
             try:
                 decision = self._predictor.decide(request)
             except Exception:
-                # The plugin fails open anyway; an explicit "do nothing" is cheap and clear.
-                log.exception("Predict failed; answering with no action")
-                self._metrics.failures.inc()
-                return bytes(pb.Decision(mode="off").SerializeToString())
-        reply = bytes(decision_to_proto(decision).SerializeToString())
+                return self._no_action("Predict failed")
+        try:
+            reply = bytes(decision_to_proto(decision).SerializeToString())
+        except Exception:  # a value no field holds (a memory ask past 2^64 MB, say)
+            return self._no_action("decision not encodable")
         self._answered.append((decision, started, time.perf_counter()))
         return reply
+
+    def _no_action(self, what: str) -> bytes:
+        # The plugin fails open anyway; an explicit "do nothing" is cheap and clear.
+        log.exception("%s; answering with no action", what)
+        self._metrics.failures.inc()
+        return bytes(pb.Decision(mode="off").SerializeToString())
 
     def count(self) -> None:
         """Count the decisions answered so far in the serving metrics. slurmctld waits for the
