@@ -85,15 +85,9 @@ function M.job_name(options, argv1)
   return "sbatch"
 end
 
--- lua-posix's stat and S_ISREG, or nil.
-local function posix_stat()
-  local ok, pstat = pcall(require, "posix.sys.stat")
-  if ok and type(pstat) == "table" and type(pstat.stat) == "function" and type(pstat.S_ISREG) == "function" then
-    return pstat
-  end
-  return nil
-end
-M.posix = posix_stat() -- tests replace it
+-- lua-posix's stat and S_ISREG (harp.posix_stat), or nil.
+local posix_stat = require "harp.posix_stat"
+M.posix = posix_stat.stat and posix_stat or nil -- tests replace it
 
 -- Whether `path` is a regular file. Only such a script is opened: open() of a FIFO (a script sbatch
 -- already read from a pipe) or of a terminal waits, and sbatch with it. Without lua-posix, none is.

@@ -4,7 +4,7 @@
 -- would wait with it, in its locks, on every submission. lua-posix's stat() tells; without lua-posix,
 -- an open for reading and writing, which Linux never makes wait on a FIFO.
 
-local pcall, require, type, io_open = pcall, require, type, io.open
+local require, type, io_open = require, type, io.open
 
 local M = {}
 
@@ -27,13 +27,8 @@ function M.checker(stat)
   end
 end
 
-local function posix_stat()
-  local ok, pstat = pcall(require, "posix.sys.stat")
-  return ok and type(pstat) == "table" and pstat.stat or nil
-end
-
 -- present(path): true while the switch is on (nil path: off).
-local check = M.checker(posix_stat())
+local check = M.checker((require "harp.posix_stat").stat)
 function M.present(path)
   if not path then return false end
   return check(path)
