@@ -21,6 +21,7 @@ from slurm_harp.commands.train import STORE_BUSY
 from slurm_harp.core.request import Target
 from slurm_harp.model import store as store_module
 from slurm_harp.model.store import LOCK_FILE, ModelStore
+from tests.conftest import write_schema_version
 from tests.unit.test_harvest import TEXT, FakeSacct
 from tests.unit.test_promotion import regular_users
 
@@ -157,6 +158,19 @@ def test_a_store_that_cannot_be_written_fails_that_target_only(
     assert models.versions(Target.TIME) == [serving[Target.TIME]]
     assert [p.name for p in models.target_dir(Target.TIME).iterdir() if p.name.startswith(".")] == []
     assert len(models.versions(Target.CPUS)) == 2  # the next target was trained all the same
+
+
+@pytest.mark.parametrize("stored", ["3", "garbled"])
+def test_a_job_store_of_a_newer_or_garbled_schema_is_named_not_a_traceback(
+    site: Path, tmp_path: Path, stored: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """--skip-harvest opens the job store to read it: a schema_version newer than this harp (or not
+    a number) ended the nightly with a RuntimeError (or int()'s ValueError) traceback."""
+    db = tmp_path / "jobs.sqlite"
+    write_schema_version(db, stored)
+    assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 1
+    assert f"not training: {db}: schema_version {stored!r} is " in caplog.text
+    assert ModelStore(tmp_path / "models").versions(Target.TIME) == []
 
 
 def test_config_problems_are_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
