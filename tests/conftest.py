@@ -109,6 +109,14 @@ def store_checksum(store: JobStore) -> str:
     return digest.hexdigest()
 
 
+def write_schema_version(path: Path, value: str) -> None:
+    """Overwrite the job store's schema_version at ``path``, as a later harp or damage would."""
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (value,))
+    db.close()
+
+
 def for_target(decision: Decision, target: Target) -> TargetDecision | None:
     """The decision's outcome for ``target`` (None when it has none)."""
     return next((t for t in decision.targets if t.target is target), None)

@@ -10,9 +10,9 @@ import pytest
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records, read_sacct
 from slurm_harp.accounting.job_columns import COLUMNS, DATA_NAMES, row_of
-from slurm_harp.accounting.jobstore import SCHEMA_VERSION, JobStore, Position
+from slurm_harp.accounting.jobstore import SCHEMA_VERSION, JobStore, Position, SchemaVersionError
 from slurm_harp.core.request import JobRequest
-from tests.conftest import BUNDLED_TRACE, not_a_file, raised_within, store_checksum
+from tests.conftest import BUNDLED_TRACE, not_a_file, raised_within, store_checksum, write_schema_version
 from tests.unit.test_sacct import SACCT_TEXT
 
 KTH = BUNDLED_TRACE
@@ -53,13 +53,28 @@ def test_schema_is_created_versioned_and_in_wal_mode(tmp_path: Path) -> None:
     JobStore(path).close()  # opening again is a no-op
 
 
-def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("readonly", [True, False], ids=["reader", "harvester"])
+@pytest.mark.parametrize(
+    ("stored", "said"),
+    [
+        (str(SCHEMA_VERSION + 1), f"is newer than this harp reads ({SCHEMA_VERSION}): upgrade harp"),
+        ("garbled", "is no schema version: its meta table is damaged"),
+        ("0", "is no schema version: its meta table is damaged"),
+        ("9" * 5000, "is no schema version: its meta table is damaged"),  # past int()'s digits
+    ],
+    ids=["newer", "garbled", "zero", "5000-digits"],
+)
+def test_a_newer_or_garbled_schema_version_is_refused_by_name(
+    tmp_path: Path, readonly: bool, stored: str, said: str
+) -> None:
+    """One error type for both, naming the store and the value: a garbled version raised a bare
+    ValueError (int()'s), a newer one RuntimeError, and `harp nightly` caught neither."""
     path = tmp_path / "jobs.sqlite"
     JobStore(path).close()
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
-    with pytest.raises(RuntimeError, match="newer"):
-        JobStore(path)
+    write_schema_version(path, stored)
+    with pytest.raises(SchemaVersionError) as raised:
+        JobStore(path, readonly=readonly)
+    assert str(raised.value) == f"{path}: schema_version {stored[:40]!r} {said}"
 
 
 def test_a_column_missing_from_an_older_database_is_added(tmp_path: Path) -> None:

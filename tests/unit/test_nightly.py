@@ -21,6 +21,7 @@ from slurm_harp.commands.train import STORE_BUSY
 from slurm_harp.core.request import Target
 from slurm_harp.model import store as store_module
 from slurm_harp.model.store import LOCK_FILE, ModelStore
+from tests.conftest import write_schema_version
 from tests.unit.test_harvest import TEXT, FakeSacct
 from tests.unit.test_promotion import regular_users
 
@@ -157,6 +158,61 @@ def test_a_store_that_cannot_be_written_fails_that_target_only(
     assert models.versions(Target.TIME) == [serving[Target.TIME]]
     assert [p.name for p in models.target_dir(Target.TIME).iterdir() if p.name.startswith(".")] == []
     assert len(models.versions(Target.CPUS)) == 2  # the next target was trained all the same
+
+
+def test_a_published_version_that_does_not_load_is_named_not_blamed_on_the_data(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The disk garbles tonight's time model as it is written: published, it does not load. It was
+    logged as the warning `time: not trained: ...` and the run ended `training failed: no target had
+    enough data`, sending the operator to the harvester. It is still never served."""
+    assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
+    models = ModelStore(tmp_path / "models")
+    serving = models.current_version(Target.TIME)
+    write = store_module._write_synced
+
+    def garbled(path: Path, data: bytes) -> None:
+        write(path, data[:-7] + b"garbage" if path.suffix == ".onnx" else data)
+
+    monkeypatch.setattr(store_module, "_write_synced", garbled)
+    caplog.clear()
+    assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 1
+    (broken,) = [v for v in models.versions(Target.TIME) if v != serving]
+    assert models.current_version(Target.TIME) == serving and models.refused(Target.TIME, broken)
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors[0].startswith(f"time: published {broken} but it does not load: ")
+    assert "sha256 mismatch" in errors[0] and errors[0].endswith("; never served, the serving version stays")
+    assert errors[-1] == (
+        f"training failed: no target was published: time: published {broken}, which does not load; "
+        "memory: not enough data; cpus: not enough data"
+    )
+    assert "no target had enough data" not in caplog.text
+
+
+def test_the_summary_says_no_target_had_enough_data_only_when_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as jobs:
+        jobs.merge(regular_users(700)[:50], "import")
+    config = tmp_path / "harp.toml"
+    config.write_text(f'[store]\npath = "{tmp_path / "models"}"\n[history]\ndb = "{db}"\n')
+    assert main(["nightly", "--config", str(config), "--skip-harvest"]) == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors == ["training failed: no target had enough data"]
+
+
+@pytest.mark.parametrize("stored", ["3", "garbled"])
+def test_a_job_store_of_a_newer_or_garbled_schema_is_named_not_a_traceback(
+    site: Path, tmp_path: Path, stored: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """--skip-harvest opens the job store to read it: a schema_version newer than this harp (or not
+    a number) ended the nightly with a RuntimeError (or int()'s ValueError) traceback."""
+    db = tmp_path / "jobs.sqlite"
+    write_schema_version(db, stored)
+    assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 1
+    assert f"not training: {db}: schema_version {stored!r} is " in caplog.text
+    assert ModelStore(tmp_path / "models").versions(Target.TIME) == []
 
 
 def test_config_problems_are_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -9,7 +9,7 @@ from typing import TypedDict
 import pytest
 
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, harvest_sacct, load_records, read_sacct
-from slurm_harp.accounting.fields import parse_tres
+from slurm_harp.accounting.fields import SLURM_ZONE, parse_tres
 from slurm_harp.accounting.sacct_runner import decode_output, run_sacct
 from tests.conftest import delimited
 
@@ -334,3 +334,79 @@ def test_a_count_sacct_never_prints_is_a_bad_line(
         out = read_sacct([HEADER, "|".join(line)], stats)
     assert out == [] and stats.bad_lines == 1
     assert f"bad line odd.txt:2: {said}" in caplog.text
+
+
+NO_VAL, INFINITE = "4294967294", "4294967295"  # slurm.h's 32-bit "no value" and "no limit"
+NO_VAL64, INFINITE64 = str(2**64 - 2), str(2**64 - 1)
+
+
+def _job_1001_with(field: str, value: str, **more: str) -> tuple[list[JobRecord], ReadStats]:
+    """Job 1001 (8 CPUs asked, 2 nodes, 8000M, 4 GPUs) and its steps, ``field`` set to ``value``
+    on its job line; read as the harvest reads it (in UTC)."""
+    lines = [line for line in SACCT_TEXT.splitlines() if line.startswith("1001")]
+    fields = lines[0].split("|")
+    for name, text in {field: value, **more}.items():
+        fields[SACCT_FIELDS.index(name)] = text
+    stats = ReadStats(source="sentinel.txt")
+    return read_sacct([HEADER, "|".join(fields), *lines[1:]], stats, zone=SLURM_ZONE), stats
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "read"),
+    [
+        ("ReqCPUS", NO_VAL, {"min_cpus": None, "min_nodes": 2, "mem_per_node_mb": 4000}),
+        ("ReqNodes", NO_VAL, {"min_cpus": 8, "min_nodes": 2, "mem_per_node_mb": 4000}),  # NNodes'
+        ("ReqNodes", NO_VAL64, {"min_nodes": 2, "mem_per_node_mb": 4000, "gpus_per_node": 2}),
+        ("TimelimitRaw", INFINITE, {"time_limit_minutes": None}),  # as UNLIMITED
+        ("TimelimitRaw", NO_VAL, {"time_limit_minutes": None}),  # as Partition_Limit
+        ("AllocCPUS", INFINITE64, {"alloc_cpus": None}),
+        ("ReqTRES", f"cpu=8,gres/gpu={NO_VAL},node=2", {"gpus_per_node": None}),
+        ("ReqTRES", f"cpu=8,gres/gpu:a100=2,gres/gpu:v100={NO_VAL64},node=2", {"gpus_per_node": None}),
+    ],
+)
+def test_slurms_no_value_in_a_count_is_read_as_unknown(
+    field: str, value: str, read: dict[str, object]
+) -> None:
+    """Slurm prints its NO_VAL / INFINITE counters as numbers in some fields and releases. Read as
+    counts, ReqCPUS=4294967294 was stored as that many CPUs, and ReqNodes=4294967294 as that many
+    nodes of 1 MB each; the 64-bit ones made the line bad (number out of range). Unknown is what
+    the module makes of "Unknown" or a blank in the same field: ReqNodes falls back to NNodes."""
+    out, stats = _job_1001_with(field, value)
+    assert stats.bad_lines == 0 and [r.job_id for r in out] == ["1001"]
+    job = out[0]
+    got = {name: getattr(job if name == "alloc_cpus" else job.request, name) for name in read}
+    assert got == read
+
+
+@pytest.mark.parametrize("value", [NO_VAL, INFINITE64])
+def test_slurms_no_value_as_elapsed_leaves_the_job_unused_as_an_unknown_does(value: str) -> None:
+    out, stats = _job_1001_with("ElapsedRaw", value)
+    assert out == [] and stats.bad_lines == 0 and stats.skipped == 1
+    assert _job_1001_with("ElapsedRaw", "Unknown")[1].skipped == 1
+
+
+def test_large_values_that_mean_something_are_kept() -> None:
+    """Not every 4294967294 is a sentinel: a UID (nfsnobody was 4294967294), a MaxRSS in bytes
+    (4 GiB - 1)."""
+    out, stats = _job_1001_with("UID", NO_VAL, MaxRSS=INFINITE)
+    assert stats.bad_lines == 0
+    assert out[0].request.user_id == 4294967294
+    assert out[0].max_rss_mb == pytest.approx(4096)  # the 3G step below it, the job line's above
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("Submit", "0001-01-01T00:00:00"),
+        ("Start", "1970-01-01T00:00:00"),
+        ("End", "1969-12-31T23:59:59"),
+    ],
+)
+def test_a_time_at_or_before_1970_is_a_bad_line(
+    caplog: pytest.LogCaptureFixture, field: str, value: str
+) -> None:
+    """Submit=0001-01-01T00:00:00 was stored as -62135596800: the job the oldest of the store."""
+    with caplog.at_level(logging.WARNING):
+        out, stats = _job_1001_with(field, value)
+    assert out == [] and stats.bad_lines == 1
+    assert f"bad line sentinel.txt:2: time {value!r} is at or before 1970-01-01T00:00:00 UTC" in caplog.text

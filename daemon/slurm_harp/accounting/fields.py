@@ -1,8 +1,9 @@
 """Parsers for the value forms Slurm prints in accounting output (durations and sizes are read by
 slurm_formats, as everywhere else).
 
-Sentinels (empty, Unknown, None, INVALID, Partition_Limit, UNLIMITED) become None; anything
-else that does not parse raises ValueError so the caller can count the line as bad. So does a
+Sentinels (empty, Unknown, None, INVALID, Partition_Limit, UNLIMITED, and in a count Slurm's
+NO_VAL / INFINITE numbers) become None; anything else that does not parse (a time at or before
+1970 too) raises ValueError so the caller can count the line as bad. So does a
 number too large to store: SQLite's integers are 64-bit, and one such value in a window would
 otherwise stop every harvest of that window.
 Slurm's tools print, and read, times in their process's local zone, whose hour repeats when clocks go
@@ -20,30 +21,52 @@ from slurm_harp.slurm_formats import in_range, is_sentinel
 SLURM_ZONE = UTC
 _SLURM_TZ = "UTC0"  # POSIX for SLURM_ZONE: needs no time zone database
 _COUNT = re.compile(r"[0-9]+")
+# slurm.h's NO_VAL, INFINITE, NO_VAL64, INFINITE64: "no value" and "no limit" in its counters.
+_SLURM_NO_VALUES = frozenset({2**32 - 2, 2**32 - 1, 2**64 - 2, 2**64 - 1})
 
 
 def parse_int(text: str) -> int | None:
-    """A count sacct printed (ElapsedRaw, NNodes, UID, a TRES count): ASCII digits, no sign. int()
+    """A whole number sacct printed (a UID, a count: see parse_count): ASCII digits, no sign. int()
     also reads ``-2``, ``1_000`` and other scripts' digits (``١٠٤``), which sacct never prints: a
     garbled or forged line stored NNodes=-2 as -2 nodes and -2000 MB per node."""
+    value = _digits(text)
+    return None if value is None else in_range(value, text)
+
+
+def parse_count(text: str) -> int | None:
+    """A count or span sacct printed (ElapsedRaw, ReqCPUS, NNodes, TimelimitRaw, a TRES count) as
+    parse_int reads it; Slurm's NO_VAL / INFINITE (32- and 64-bit) are None, as "Unknown" is: some
+    releases print them as numbers, and ReqNodes=4294967294 was stored as that many nodes of 1 MB.
+    Not for a UID (nfsnobody was 4294967294) nor a size in bytes (MaxRSS may be 2**32 - 1)."""
+    value = _digits(text)
+    return None if value is None or value in _SLURM_NO_VALUES else in_range(value, text)
+
+
+def _digits(text: str) -> int | None:
     if is_sentinel(text):
         return None
     digits = text.strip()
     if _COUNT.fullmatch(digits) is None:
         raise ValueError(f"bad count {text[:40]!r}: expected digits 0-9")
-    return in_range(int(digits), text)
+    return int(digits)
 
 
 def parse_limit_minutes(text: str) -> int | None:
-    """TimelimitRaw: minutes, or Partition_Limit / UNLIMITED / INVALID (None)."""
-    return parse_int(text)
+    """TimelimitRaw: minutes, or Partition_Limit / UNLIMITED / INVALID (None), also as Slurm's
+    NO_VAL (partition's limit) and INFINITE (none) numbers."""
+    return parse_count(text)
 
 
 def parse_time(text: str, zone: tzinfo | None = None) -> int | None:
-    """sacct's ``2024-03-01T10:00:00`` (see parse_moment) in whole seconds; None for a sentinel."""
+    """sacct's ``2024-03-01T10:00:00`` (see parse_moment) in whole seconds; None for a sentinel.
+    ValueError for a time at or before the epoch: Slurm keeps none (0 is its "unknown", printed
+    as Unknown), and 0001-01-01T00:00:00 stored made the job the store's oldest by 2000 years."""
     if is_sentinel(text):
         return None
-    return int(parse_moment(text, zone))
+    moment = int(parse_moment(text, zone))
+    if moment <= 0:
+        raise ValueError(f"time {text.strip()[:40]!r} is at or before 1970-01-01T00:00:00 UTC")
+    return moment
 
 
 def parse_moment(text: str, zone: tzinfo | None) -> float:
@@ -78,6 +101,8 @@ def parse_tres(text: str) -> dict[str, str]:
 def gpus_in_tres(tres: dict[str, str]) -> int | None:
     """Total GPUs in a TRES map: ``gres/gpu`` if present, else the sum of typed ``gres/gpu:x``."""
     if "gres/gpu" in tres:
-        return parse_int(tres["gres/gpu"])
-    typed = [parse_int(v) or 0 for k, v in tres.items() if k.startswith("gres/gpu:")]
-    return in_range(sum(typed), "the sum of gres/gpu:*") if typed else None
+        return parse_count(tres["gres/gpu"])
+    typed = [parse_count(v) for k, v in tres.items() if k.startswith("gres/gpu:")]
+    if not typed or None in typed:  # one type's count unknown: so is the total
+        return None
+    return in_range(sum(n for n in typed if n is not None), "the sum of gres/gpu:*")

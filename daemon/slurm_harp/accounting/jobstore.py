@@ -35,12 +35,18 @@ from types import TracebackType
 from typing import Any
 
 from slurm_harp.accounting.job_columns import DATA_NAMES, BadValue, not_finite, record_of, row_of, select_sql
-from slurm_harp.accounting.store_schema import IDENTITY, SCHEMA_VERSION, check_version, migrate
+from slurm_harp.accounting.store_schema import (
+    IDENTITY,
+    SCHEMA_VERSION,
+    SchemaVersionError,
+    check_version,
+    migrate,
+)
 from slurm_harp.core.job import JobRecord
 from slurm_harp.regular_file import refuse_non_regular
 from slurm_harp.state_dir import create_file
 
-__all__ = ["SCHEMA_VERSION", "JobStore", "MergeResult", "Position"]
+__all__ = ["SCHEMA_VERSION", "JobStore", "MergeResult", "Position", "SchemaVersionError"]
 
 log = logging.getLogger(__name__)
 

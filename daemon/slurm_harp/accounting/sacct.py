@@ -28,6 +28,7 @@ from datetime import tzinfo
 from slurm_harp.accounting.fields import (
     SLURM_ZONE,
     gpus_in_tres,
+    parse_count,
     parse_int,
     parse_limit_minutes,
     parse_time,
@@ -164,9 +165,9 @@ def _job(
     state = row.get("State").split(" ", 1)[0]  # "CANCELLED by 0" -> CANCELLED
     if not state:
         raise ValueError("empty State")
-    elapsed = parse_int(row.get("ElapsedRaw"))
-    nnodes = parse_int(row.get("NNodes"))
-    req_nodes = parse_int(row.get("ReqNodes"))
+    elapsed = parse_count(row.get("ElapsedRaw"))
+    nnodes = parse_count(row.get("NNodes"))
+    req_nodes = parse_count(row.get("ReqNodes"))
     nodes = req_nodes or nnodes or None
     mem_per_node, mem_per_cpu = _memory(row.get("ReqMem"), nodes)
     tres = parse_tres(row.get("ReqTRES"))
@@ -183,7 +184,7 @@ def _job(
         time_limit_minutes=parse_limit_minutes(row.get("TimelimitRaw")),
         mem_per_node_mb=mem_per_node,
         mem_per_cpu_mb=mem_per_cpu,
-        min_cpus=parse_int(row.get("ReqCPUS")) or None,
+        min_cpus=parse_count(row.get("ReqCPUS")) or None,
         min_nodes=nodes,
         gpus_per_node=None if gpus is None else math.ceil(gpus / (nodes or 1)),
         is_array="_" in display_id if display_id else None,
@@ -197,7 +198,7 @@ def _job(
         elapsed_s=elapsed or 0,
         start_time=parse_time(row.get("Start"), zone),
         end_time=parse_time(row.get("End"), zone),
-        alloc_cpus=parse_int(row.get("AllocCPUS")),
+        alloc_cpus=parse_count(row.get("AllocCPUS")),
         censored=state in CENSORING_STATES,
         harp_tag=last_tag(row.get("AdminComment")),
     )

@@ -25,7 +25,7 @@ import secrets
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from slurm_harp.accounting.fields import parse_int, parse_time, parse_tres
+from slurm_harp.accounting.fields import parse_count, parse_int, parse_time, parse_tres
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.slurm_formats import parse_duration_s, parse_size_mb
 
@@ -68,9 +68,10 @@ _CHECKS: dict[str, Callable[[str], object]] = {
     "TotalCPU": parse_duration_s,
     "ReqTRES": parse_tres,
     "AllocTRES": parse_tres,
+    "UID": parse_int,
+    "GID": parse_int,
     **dict.fromkeys(
-        ("UID", "GID", "ElapsedRaw", "TimelimitRaw", "ReqCPUS", "AllocCPUS", "NNodes", "ReqNodes", "NCPUS"),
-        parse_int,
+        ("ElapsedRaw", "TimelimitRaw", "ReqCPUS", "AllocCPUS", "NNodes", "ReqNodes", "NCPUS"), parse_count
     ),
 }
 

@@ -1,4 +1,5 @@
-"""The job store's schema: created, migrated from an older version, or refused when newer.
+"""The job store's schema: created, migrated from an older version, or refused (SchemaVersionError)
+when newer or when its version is not one (a damaged meta table).
 
 A job is (source, job_id, submit_time), as slurmdbd keys its own job table (id_job, time_submit):
 after MaxJobId wraps, or slurmctld starts without its StateSaveLocation, a new job gets the JobIDRaw
@@ -21,20 +22,21 @@ SCHEMA_VERSION = 2
 IDENTITY = "source, job_id, ifnull(submit_time, -1)"
 
 
+class SchemaVersionError(ValueError):
+    """The store's schema_version is newer than this code, or no version it ever had (damaged):
+    not readable here. The message names the store and the value."""
+
+
 def check_version(db: sqlite3.Connection, path: Path) -> None:
     """For readers: the store must have been created, and by a harvester no newer than this code."""
-    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    if row is None or int(row[0]) > SCHEMA_VERSION:
-        found = "none" if row is None else row[0]
-        raise RuntimeError(f"{path}: schema version {found}, this reader knows {SCHEMA_VERSION}")
+    if _stored_version(db, path) is None:
+        raise SchemaVersionError(f"{path}: no schema_version: not a job store made by harp")
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:
     """Create or bring up to date the store's tables and indexes; in the caller's transaction."""
     db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    if row is not None and int(row[0]) > SCHEMA_VERSION:
-        raise RuntimeError(f"{path}: schema version {row[0]} is newer than {SCHEMA_VERSION}")
+    _stored_version(db, path)
     defs = ", ".join(c.definition for c in COLUMNS)
     db.execute(f"CREATE TABLE IF NOT EXISTS jobs (source TEXT NOT NULL, {defs}, ingested_at REAL NOT NULL)")
     present = {r[1] for r in db.execute("PRAGMA table_info(jobs)")}
@@ -66,3 +68,21 @@ def _drop_primary_key(db: sqlite3.Connection) -> None:
     db.execute(f"CREATE TABLE jobs ({defs})")
     db.execute(f"INSERT INTO jobs ({names}) SELECT {names} FROM jobs_v1")
     db.execute("DROP TABLE jobs_v1")  # and its indexes, made again by migrate()
+
+
+def _stored_version(db: sqlite3.Connection, path: Path) -> int | None:
+    """The store's schema_version (None: none written yet); SchemaVersionError for one this code
+    cannot read: newer (written by a later harp), or not a version at all."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        return None
+    text = str(row[0])
+    # At most 9 digits: int() refuses some 4,300 and more, and no version will need 10.
+    if not (text.isascii() and text.isdigit() and len(text) <= 9 and int(text) >= 1):
+        damaged = "is no schema version: its meta table is damaged"
+        raise SchemaVersionError(f"{path}: schema_version {text[:40]!r} {damaged}")
+    if int(text) > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{path}: schema_version {text!r} is newer than this harp reads ({SCHEMA_VERSION}): upgrade harp"
+        )
+    return int(text)

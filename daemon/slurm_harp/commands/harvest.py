@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, extension_file, sacct_runner
-from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
 from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct
 from slurm_harp.commands.arguments import config_or_default, settings_at, span, unix_time
 from slurm_harp.config import DEFAULT_PATH
@@ -199,7 +199,8 @@ def harvest_into(
     db: str, *, source: str, overlap_s: int, settle_s: int, start: int | None = None, window_s: int = 86400
 ) -> bool:
     """Harvest live sacct into the job store at ``db`` and print the summary; False (logged) when
-    it stopped early (what was committed stays: the next run resumes)."""
+    it stopped early (what was committed stays: the next run resumes), or did not start: a store of
+    a schema this harp cannot read."""
     stats = ReadStats(source="sacct")
     report = HarvestReport(source)
     now = int(time.time())
@@ -221,6 +222,9 @@ def harvest_into(
             stats.source = "extension history"
             ratios = extension_file.ratios_from(store, now)
             extension_file.write(extension_file.path_for(Path(db)), ratios, now)
+    except SchemaVersionError as exc:  # raised opening the store: before any sacct call
+        log.error("harvest not started: %s", exc)
+        return False
     except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired, sqlite3.Error) as exc:
         log.error("harvest stopped at %s: %s", stats.source, exc)
         print(report.summary(stats) + " (stopped early: the next run resumes)")

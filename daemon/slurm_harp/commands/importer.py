@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, load_records
-from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
 from slurm_harp.commands.harvest import default_db
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         with JobStore(args.db) as store:
             failed = _import_all(store, args.sources, args.source_name)
             print(f"{args.db}: {store.count()} jobs")
-    except (OSError, sqlite3.Error) as exc:
+    except (OSError, SchemaVersionError, sqlite3.Error) as exc:
         log.error("job store %s: %s", args.db, exc)
         return 2
     return 1 if failed else 0

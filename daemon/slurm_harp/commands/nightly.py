@@ -19,7 +19,7 @@ import sqlite3
 import time
 
 from slurm_harp.accounting import JobRecord
-from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
 from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands import method
 from slurm_harp.commands import train as train_command
@@ -78,6 +78,9 @@ def _harvest_and_train(args: argparse.Namespace, settings: Settings, db: str) ->
     try:
         with JobStore(db, readonly=True) as store:
             records = list(store.records())
+    except SchemaVersionError as exc:  # names the store and its schema_version
+        log.error("not training: %s", exc)
+        return 1
     except (OSError, sqlite3.Error) as exc:
         log.error("cannot read the job store %s: %s", db, exc)
         return 1

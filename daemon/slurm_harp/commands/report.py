@@ -17,7 +17,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
 from slurm_harp.commands.arguments import policy_at, unix_time, writing_out
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Mode, Policy
@@ -99,7 +99,7 @@ def _report(args: argparse.Namespace, db: Path, policy: tuple[Policy, str], out:
                 if not partitions or r.request.partition in partitions
             )
             report = site_report(records, policy[0], args.since, partitions)
-    except (RuntimeError, sqlite3.Error) as exc:
+    except (RuntimeError, SchemaVersionError, sqlite3.Error) as exc:
         print(f"harp report: cannot read the job store {db}: {exc}")
         return 2
     try:

@@ -249,11 +249,12 @@ def hold_store(held: contextlib.ExitStack, store: Path, skipped: str) -> int | N
 def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:
     """train_targets for a caller that holds the store's writer lock already (hold_store)."""
     from slurm_harp.learning.dataset import build_dataset
-    from slurm_harp.learning.pipeline import Unfinished, train_and_publish
-    from slurm_harp.learning.trainer import TrainingError
+    from slurm_harp.learning.pipeline import Unfinished, Unloadable, train_and_publish
+    from slurm_harp.learning.trainer import NotEnoughData, TrainingError
 
     data = build_dataset(records, max_rows=plan.max_rows)  # the same features serve every target
-    published, unwritten = 0, 0
+    published = 0
+    missed: dict[Target, str] = {}  # what happened to each target not published, said at the end
     for target in targets:
         try:
             outcome = train_and_publish(records, data, target, plan)
@@ -262,11 +263,13 @@ def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, ever
                 log.error("training failed: %s", exc)
                 return 1
             log.warning("%s: not trained: %s", target.value, exc)
-            continue
+            missed[target] = NO_DATA if isinstance(exc, NotEnoughData) else NOT_TRAINED
+        except Unloadable as exc:
+            log.error("%s: %s; never served, the serving version stays", target.value, exc)
+            missed[target] = f"published {exc.version}, which does not load"
         except Unfinished as exc:
             log.error("%s: %s", target.value, exc)
-            unwritten += 1
-            continue
+            missed[target] = "published, not finished"
         except OSError as exc:
             log.error(
                 "%s: trained but not published in %s: %s; the serving version stays",
@@ -274,13 +277,30 @@ def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, ever
                 plan.store,
                 exc,
             )
-            unwritten += 1
-            continue
-        published += 1
-        _print(outcome, plan)
-    if not published and not unwritten:
+            missed[target] = "not published"
+        else:
+            published += 1
+            _print(outcome, plan)
+    # A target the data could not train is skipped; one the store failed fails the run.
+    faults = sum(why not in (NO_DATA, NOT_TRAINED) for why in missed.values())
+    _log_missed(missed, published, faults)
+    return 0 if published and not faults else 1
+
+
+NO_DATA = "not enough data"
+NOT_TRAINED = "not trained"
+
+
+def _log_missed(missed: dict[Target, str], published: int, faults: int) -> None:
+    """One line on the targets not published when it matters: none was, or the store failed one;
+    "no target had enough data" only when that is what happened to each."""
+    what = "; ".join(f"{target.value}: {why}" for target, why in missed.items())
+    if not published and missed and set(missed.values()) == {NO_DATA}:
         log.error("training failed: no target had enough data")
-    return 0 if published and not unwritten else 1
+    elif not published and missed:
+        log.error("training failed: no target was published: %s", what)
+    elif faults:
+        log.error("training failed for some targets: %s", what)
 
 
 def _print(outcome: Outcome, plan: Plan) -> None:

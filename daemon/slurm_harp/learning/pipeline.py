@@ -22,7 +22,7 @@ from slurm_harp.core.request import Target
 from slurm_harp.learning.dataset import Dataset
 from slurm_harp.learning.fitting import MethodConfig, Refit
 from slurm_harp.learning.promotion import Verdict, challenge
-from slurm_harp.learning.trainer import TrainingError, TrainResult, train_target
+from slurm_harp.learning.trainer import TrainResult, train_target
 from slurm_harp.model.retention import discard, prune, sweep
 from slurm_harp.model.runtime import ModelError
 from slurm_harp.model.store import ModelStore
@@ -34,6 +34,16 @@ Promote = Literal["auto", "always", "never"]
 
 class Unfinished(Exception):
     """The version was published but a later step failed: the message says which, and what serves."""
+
+
+class Unloadable(Exception):
+    """The version was published but does not load (a file garbled on disk, a sha256 mismatch): a
+    fault of the store, not of the data. Never promoted: it keeps its pending verdict (refused in
+    every fallback) until retention prunes it."""
+
+    def __init__(self, version: str, error: ModelError) -> None:
+        super().__init__(f"published {version} but it does not load: {error}")
+        self.version = version
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,8 @@ class Outcome:
 
 
 def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Target, plan: Plan) -> Outcome:
-    """Raises TrainingError when nothing fit to publish came out (the store is then untouched)."""
+    """Raises TrainingError when nothing fit to publish came out (the store is then untouched),
+    Unloadable when the version published does not load, Unfinished when a step after it failed."""
     result = train_target(
         records,
         target,
@@ -86,7 +97,7 @@ def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Targe
                 plan.tolerance,
             )
         except ModelError as exc:
-            raise TrainingError(f"the new version {version} does not load: {exc}") from exc
+            raise Unloadable(version, exc) from exc
         try:
             store.write_verdict(target, version, verdict.to_dict())
         except OSError as exc:

@@ -40,6 +40,10 @@ class TrainingError(Exception):
     """Training cannot produce a model worth publishing (too little data, failed parity)."""
 
 
+class NotEnoughData(TrainingError):
+    """Too few jobs with an observed value (or a request to validate on) for the target."""
+
+
 @dataclass(frozen=True)
 class Window:
     x: np.ndarray
@@ -88,7 +92,7 @@ def _check_counts(td: TargetData, rows: Rows, total: int) -> None:
         scored = td.labelled() & (td.requested > 0)
         n_val = int(scored[rows.validation].sum())
     if n_train < MIN_TRAIN_ROWS or n_val < MIN_VALIDATION_ROWS:
-        raise TrainingError(
+        raise NotEnoughData(
             f"not enough jobs for {td.target.value}: {total} usable, {n_train} with an observed value "
             f"to train (need {MIN_TRAIN_ROWS}) and {n_val} with a request to validate "
             f"(need {MIN_VALIDATION_ROWS})"
@@ -112,7 +116,7 @@ def train_target(
     started = time.monotonic()
     data = data if data is not None else build_dataset(records, max_rows=max_rows)
     if len(data) == 0:
-        raise TrainingError("not enough jobs: none usable (elapsed > 0)")
+        raise NotEnoughData("not enough jobs: none usable (elapsed > 0)")
     td = target_data(records, data, target, max_rows)
     rows = split_rows(data, validation_fraction)
     _check_counts(td, rows, len(data))

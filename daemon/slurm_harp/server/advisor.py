@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
 from slurm_harp.advice.partition_shape import PartitionShape, shapes_from_scontrol
 from slurm_harp.advice.partition_table import PartitionTable, from_scontrol
 from slurm_harp.advice.recommend import Advice, Ask, advise
@@ -117,7 +117,7 @@ class Advisor:
             try:
                 with JobStore(db, readonly=True) as store:
                     runs = store.runs_of(name, job.job_name, newest=NEWEST_RUNS)
-            except (OSError, RuntimeError, sqlite3.Error) as exc:
+            except (OSError, RuntimeError, SchemaVersionError, sqlite3.Error) as exc:
                 log.warning("advice: cannot read the job store %s: %s", db, exc)
                 raise AdviceRefused("the site's job history cannot be read now; try again later") from None
         table, shapes = self._partitions()
