@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 import stat
 import threading
 from collections.abc import Callable
@@ -33,7 +32,13 @@ from slurm_harp.server.peer_relay import PeerRelay
 from slurm_harp.server.reloader import reload_models, store_fingerprint
 from slurm_harp.server.service import PREDICT, SERVICE, PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
-from slurm_harp.server.socket_path import DaemonError, claim_socket, make_socket_dir, umask_at_least
+from slurm_harp.server.socket_path import (
+    DaemonError,
+    claim_socket,
+    make_socket_dir,
+    secure_socket,
+    umask_at_least,
+)
 from slurm_harp.server.unary_lane import UnaryLane
 
 log = logging.getLogger(__name__)
@@ -156,16 +161,14 @@ class Daemon:
         with umask_at_least(0o077):
             server = self._start_server(f"unix:{sock}")
         try:
-            if gid is not None:
-                os.chown(sock, -1, gid)
-            os.chmod(sock, self.settings.server.socket_mode)
-        except OSError as exc:
+            self._socket_id = secure_socket(sock, gid, self.settings.server.socket_mode)
+        except (OSError, DaemonError) as exc:
             server.stop(0).wait()  # grpcio unlinks the path as it stops
             with contextlib.suppress(FileNotFoundError):
                 sock.unlink()
+            if isinstance(exc, DaemonError):
+                raise
             raise DaemonError(f"cannot give {sock} its group and mode: {exc}") from None
-        st = sock.lstat()
-        self._socket_id = (st.st_dev, st.st_ino)
         return server
 
     def _serve_advice(self, sock: Path) -> None:
