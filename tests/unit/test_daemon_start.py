@@ -1,10 +1,11 @@
 """What `Daemon.start` refuses before it serves: a socket directory someone else could write in, a
-socket path swapped for a link before its chmod. Each is a DaemonError naming the path, and
-leaves no socket behind."""
+socket path swapped for a link before its chmod, an address that cannot be bound. Each is a
+DaemonError naming the path or the key, and leaves no socket behind."""
 
 from __future__ import annotations
 
 import os
+import socket
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,15 @@ def grpc_core_kept() -> Iterator[None]:
 def make_daemon(sock: Path, tmp_path: Path, **server: Any) -> Daemon:
     settings = parse({"server": {"socket": str(sock), **server}, "store": {"path": str(tmp_path / "models")}})
     return Daemon(settings, CollectorRegistry())
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A loopback port another process listens on."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        yield listener.getsockname()[1]
 
 
 def test_a_socket_directory_made_here_or_private_is_accepted(tmp_path: Path) -> None:
@@ -126,3 +136,27 @@ def test_a_socket_swapped_for_a_link_before_its_chmod_changes_nothing_through_it
     finally:
         daemon.stop(0)
     assert stat.S_IMODE(victim.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("tcp", "127.0.0.1:{port}", "server.tcp: cannot listen on 127.0.0.1:{port} (its port in use"),
+        ("metrics_port", "{port}", "server.metrics_port: cannot serve metrics on 127.0.0.1:{port}: Address"),
+    ],
+)
+def test_an_address_that_cannot_be_bound_is_a_daemon_error_leaving_no_socket(
+    tmp_path: Path, busy_port: int, key: str, value: str, said: str
+) -> None:
+    """Before: grpcio's RuntimeError or the metrics server's OSError, a traceback from `harp serve`,
+    and the Unix socket left."""
+    sock = tmp_path / "harp.sock"
+    setting = value.format(port=busy_port)
+    daemon = make_daemon(sock, tmp_path, **{key: int(setting) if key == "metrics_port" else setting})
+    try:
+        with pytest.raises(DaemonError) as err:
+            daemon.start()
+    finally:
+        daemon.stop(0)
+    assert str(err.value).startswith(said.format(port=busy_port))
+    assert not os.path.lexists(sock)

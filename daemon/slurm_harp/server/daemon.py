@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent import futures
 from dataclasses import replace
 from pathlib import Path
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -51,6 +52,11 @@ HISTORY_SEED_WAIT_S = 60.0
 # Advice calls computed at once: they share the process (and its GIL) with the submissions.
 ADVICE_WORKERS = 2
 ADVICE_REQUEST_BYTES = 256 * 1024  # a job's fields and 64 partition names, each cut to 1 KiB
+# Why grpcio may not bind an address of each key (it says only "Failed to bind").
+UNBOUND = {
+    "server.tcp": "its port in use, or its host not one of this machine's",
+    "server.socket": "its directory not writable by this user, or a path over 107 bytes",
+}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -92,6 +98,7 @@ class Daemon:
         self._unix: grpc.Server | None = None
         self._tcp: grpc.Server | None = None
         self._advice: grpc.Server | None = None
+        self._metrics: WSGIServer | None = None
         self._relay: PeerRelay | None = None
         self._socket_id = (0, 0)  # (st_dev, st_ino) of the socket this daemon bound
         self._taken_over = False
@@ -100,17 +107,22 @@ class Daemon:
 
     def start(self) -> None:
         """Bind first (NOT_SERVING), then load models, then report SERVING. DaemonError when the
-        socket cannot be taken (another daemon answers on it)."""
+        socket cannot be taken (another daemon answers on it) or an address not bound; what was
+        bound by then is closed, and no socket left behind."""
         cfg = self.settings.server
         self._set_health(NOT_SERVING)
         self._unix = self._serve_unix(cfg.socket)
-        if cfg.tcp:  # a server of its own, so that the socket can be bound again alone
-            self._tcp = self._start_server(cfg.tcp)
-        if cfg.metrics_port is not None:
-            start_http_server(cfg.metrics_port, addr=cfg.metrics_address, registry=self.registry)
-        log.info("listening on unix:%s%s", cfg.socket, f" and {cfg.tcp}" if cfg.tcp else "")
-        if self.settings.advice.socket is not None:
-            self._serve_advice(self.settings.advice.socket)
+        try:
+            if cfg.tcp:  # a server of its own, so that the socket can be bound again alone
+                self._tcp = self._start_server(cfg.tcp, "server.tcp")
+            if cfg.metrics_port is not None:
+                self._metrics = self._serve_metrics(cfg.metrics_address, cfg.metrics_port)
+            log.info("listening on unix:%s%s", cfg.socket, f" and {cfg.tcp}" if cfg.tcp else "")
+            if self.settings.advice.socket is not None:
+                self._serve_advice(self.settings.advice.socket)
+        except DaemonError:
+            self._unbind(0)
+            raise
         self.reload_models()
         if self.history is None:
             log.info("no [history] db: history features are unknown (NaN) and no user counts as cold")
@@ -120,9 +132,9 @@ class Daemon:
                 log.warning("history: still seeding after %gs; serving meanwhile", HISTORY_SEED_WAIT_S)
         self._set_health(SERVING)
 
-    def _start_server(self, address: str) -> grpc.Server:
+    def _start_server(self, address: str, key: str) -> grpc.Server:
         """A started gRPC server on ``address``: Predict (in the lane unless configured off),
-        health and reflection."""
+        health and reflection. DaemonError naming ``key`` (the setting) when it cannot bind."""
         cfg = self.settings.server
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="harp-rpc"),
@@ -141,7 +153,12 @@ class Daemon:
             ),
             server,
         )
-        server.add_insecure_port(address)
+        try:
+            bound = server.add_insecure_port(address)
+        except RuntimeError:
+            bound = 0  # grpcio raises where its older releases returned 0
+        if not bound:
+            raise DaemonError(f"{key}: cannot listen on {address} ({UNBOUND[key]})")
         server.start()
         if lane is not None:
             lane.start()
@@ -159,7 +176,7 @@ class Daemon:
         make_socket_dir(sock.parent)
         claim_socket(sock)
         with umask_at_least(0o077):
-            server = self._start_server(f"unix:{sock}")
+            server = self._start_server(f"unix:{sock}", "server.socket")
         try:
             self._socket_id = secure_socket(sock, gid, self.settings.server.socket_mode)
         except (OSError, DaemonError) as exc:
@@ -169,6 +186,16 @@ class Daemon:
             if isinstance(exc, DaemonError):
                 raise
             raise DaemonError(f"cannot give {sock} its group and mode: {exc}") from None
+        return server
+
+    def _serve_metrics(self, address: str, port: int) -> WSGIServer:
+        """The Prometheus endpoint, or DaemonError naming the key and the address."""
+        try:
+            server, _thread = start_http_server(port, addr=address, registry=self.registry)
+        except OSError as exc:
+            raise DaemonError(
+                f"server.metrics_port: cannot serve metrics on {address}:{port}: {exc.strerror or exc}"
+            ) from None
         return server
 
     def _serve_advice(self, sock: Path) -> None:
@@ -285,7 +312,13 @@ class Daemon:
     def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, let in-flight calls finish, then close and remove the socket."""
         self.health.enter_graceful_shutdown()
-        grace = self.settings.server.grace_seconds if grace is None else grace
+        self._unbind(self.settings.server.grace_seconds if grace is None else grace)
+        if self.history is not None:
+            self.history.stop()
+
+    def _unbind(self, grace: float) -> None:
+        """Close every listener, calls given ``grace`` seconds, and remove the socket (unless
+        something else took its path over)."""
         if self._relay is not None:  # no new advice connection; the open ones end
             self._relay.stop()
         servers = (self._unix, self._tcp, self._advice)
@@ -297,5 +330,7 @@ class Daemon:
                 self.settings.server.socket.unlink()
         self._unix = self._tcp = self._advice = None
         self._relay = None
-        if self.history is not None:
-            self.history.stop()
+        if self._metrics is not None:
+            self._metrics.shutdown()
+            self._metrics.server_close()
+            self._metrics = None
