@@ -102,7 +102,7 @@ class Daemon:
         self._relay: PeerRelay | None = None
         self._socket_id = (0, 0)  # (st_dev, st_ino) of the socket this daemon bound
         self._taken_over = False
-        self._fingerprint: tuple[str, ...] = ()
+        self._fingerprint: tuple[object, ...] = ()
         self._lock = threading.Lock()  # one reload at a time (SIGHUP and the store poller)
 
     def start(self) -> None:
@@ -273,8 +273,8 @@ class Daemon:
     def reload_models(self) -> tuple[str, ...]:
         """Load whatever the store now points at; returns the rejections (empty when all is well)."""
         with self._lock:
-            # Read before loading: a CURRENT moved while the models load (a promotion, a rollback)
-            # then differs at the next poll, which loads it.
+            # Read before loading: a CURRENT moved while the models load (a promotion, a rollback),
+            # or a file of its version written meanwhile, then differs at the next poll.
             fingerprint = store_fingerprint(self.settings.store)
             result = reload_models(self.settings.store, self.predictor.models, self.metrics)
             self.predictor.swap(models=result.models)
@@ -304,7 +304,9 @@ class Daemon:
         self.reload_models()
 
     def poll_store(self) -> None:
-        """Pick up a promoted model without a signal (cheap: reads the CURRENT pointers)."""
+        """Pick up a promoted model without a signal (cheap: reads the CURRENT pointers and lists
+        their versions' files). A version rejected is tried again once a file of it changes (a
+        copy completed), its rejection logged once per state of its files."""
         if store_fingerprint(self.settings.store) != self._fingerprint:
             log.info("model store changed; reloading")
             self.reload_models()
