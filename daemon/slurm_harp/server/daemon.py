@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import stat
 import threading
 from collections.abc import Callable
 from concurrent import futures
@@ -25,8 +24,7 @@ from slurm_harp.core.predictor import HistorySource, Predictor
 from slurm_harp.core.request import Target
 from slurm_harp.heartbeat import HeartbeatFile
 from slurm_harp.model.store import ModelStore
-from slurm_harp.server.advice_service import ADVISOR, AdvisorService
-from slurm_harp.server.advisor import Advisor
+from slurm_harp.server.advice_socket import serve_advice
 from slurm_harp.server.history_feed import HistoryFeed
 from slurm_harp.server.outcome_metrics import OutcomeMetrics
 from slurm_harp.server.peer_relay import PeerRelay
@@ -49,9 +47,6 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 # How long start() waits for the job history to be seeded before serving anyway (users whose
 # history is not loaded yet are cold: annotated, not rewritten).
 HISTORY_SEED_WAIT_S = 60.0
-# Advice calls computed at once: they share the process (and its GIL) with the submissions.
-ADVICE_WORKERS = 2
-ADVICE_REQUEST_BYTES = 256 * 1024  # a job's fields and 64 partition names, each cut to 1 KiB
 # Why grpcio may not bind an address of each key (it says only "Failed to bind").
 UNBOUND = {
     "server.tcp": "its port in use, or its host not one of this machine's",
@@ -119,7 +114,7 @@ class Daemon:
                 self._metrics = self._serve_metrics(cfg.metrics_address, cfg.metrics_port)
             log.info("listening on unix:%s%s", cfg.socket, f" and {cfg.tcp}" if cfg.tcp else "")
             if self.settings.advice.socket is not None:
-                self._serve_advice(self.settings.advice.socket)
+                self._advice, self._relay = serve_advice(self.settings.advice.socket, lambda: self.settings)
         except DaemonError:
             self._unbind(0)
             raise
@@ -197,39 +192,6 @@ class Daemon:
                 f"server.metrics_port: cannot serve metrics on {address}:{port}: {exc.strerror or exc}"
             ) from None
         return server
-
-    def _serve_advice(self, sock: Path) -> None:
-        """The advice socket (any user, mode 0666) through the peer relay, to a gRPC server of
-        its own that serves Advisor alone (not Predictor: its answers would tell one user's
-        history to another)."""
-        make_socket_dir(sock.parent)
-        claim_socket(sock)
-        relay = PeerRelay(sock, max_connections=self.settings.advice.max_connections)
-        # grpcio gives a call its pool thread when the call's headers arrive, and the thread waits
-        # there for the request: one connection's unfinished calls held every thread of a small
-        # pool, and no other user was answered. One call per connection (the relay caps each uid's
-        # connections), a thread for each, and ADVICE_WORKERS computing at once (AdvisorService).
-        calls = relay.max_connections
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=calls, thread_name_prefix="harp-advice"),
-            options=[
-                ("grpc.so_reuseport", 0),
-                ("grpc.max_concurrent_streams", 1),
-                ("grpc.max_receive_message_length", ADVICE_REQUEST_BYTES),
-            ],
-            maximum_concurrent_rpcs=calls,
-        )
-        service = AdvisorService(Advisor(lambda: self.settings), relay.peer, ADVICE_WORKERS)
-        server.add_generic_rpc_handlers((service.handler(),))
-        reflection.enable_server_reflection((ADVISOR, reflection.SERVICE_NAME), server)
-        server.add_insecure_port(f"unix:{relay.inner}")
-        server.start()
-        self._advice, self._relay = server, relay
-        relay.start()
-        log.info("advice for users on unix:%s (any user; each answered from their own jobs)", sock)
-        closed = [p for p in (sock.parent, *sock.parent.parents) if not p.stat().st_mode & stat.S_IXOTH]
-        if closed:
-            log.warning("users cannot reach %s: %s is not searchable by others (o+x)", sock, closed[0])
 
     def check_socket(self) -> None:
         """Bind the socket again if something removed it (a tmpfiles cleaner, an rm): until then
