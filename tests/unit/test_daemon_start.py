@@ -55,6 +55,8 @@ def test_a_socket_directory_made_here_or_private_is_accepted(tmp_path: Path) -> 
     os.chmod(tmp_path / "sticky", 0o1777)  # as /tmp: others may write, not rename ours
     make_socket_dir(tmp_path / "sticky")
     make_socket_dir(tmp_path)  # pytest's own: 0700
+    (tmp_path / "var-run").symlink_to(tmp_path / "new")  # ours, as /var/run -> /run is root's
+    make_socket_dir(tmp_path / "var-run" / "run")
 
 
 def open_to_others(tmp_path: Path) -> tuple[Path, Path]:
@@ -70,10 +72,10 @@ def open_parent(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "run", tmp_path
 
 
-def a_link(tmp_path: Path) -> tuple[Path, Path]:
-    (tmp_path / "real").mkdir()
-    (tmp_path / "link").symlink_to(tmp_path / "real")
-    return tmp_path / "link" / "run", tmp_path / "link"
+def a_link_to_an_open_directory(tmp_path: Path) -> tuple[Path, Path]:
+    shared, _ = open_to_others(tmp_path)
+    (tmp_path / "link").symlink_to(shared)
+    return tmp_path / "link" / "run", shared
 
 
 def anothers(tmp_path: Path) -> tuple[Path, Path]:
@@ -84,15 +86,25 @@ def anothers(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "theirs", tmp_path / "theirs"
 
 
+def anothers_link(tmp_path: Path) -> tuple[Path, Path]:
+    if os.geteuid() != 0:
+        pytest.skip("giving a link to another user needs root")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    os.lchown(tmp_path / "link", NOBODY, NOBODY)
+    return tmp_path / "link" / "run", tmp_path / "link"
+
+
 @pytest.mark.parametrize(
     ("make", "problem"),
     [
         (open_to_others, "writable by group or others (mode 0777) and not sticky"),
         (open_parent, "writable by group or others (mode 0775) and not sticky"),
-        (a_link, "a symbolic link (configure the path it leads to"),
-        (anothers, f"owned by uid {NOBODY}, neither root nor this daemon's user"),
+        (a_link_to_an_open_directory, "writable by group or others (mode 0777) and not sticky"),
+        (anothers, f"a directory owned by uid {NOBODY}, neither root nor this daemon's user"),
+        (anothers_link, f"a symbolic link owned by uid {NOBODY}, neither root nor this daemon's user"),
     ],
-    ids=["world-writable", "a-group-writable-parent", "a-link-on-the-way", "another-users"],
+    ids=["world-writable", "a-group-writable-parent", "a-link-to-one", "another-users", "another-users-link"],
 )
 def test_a_socket_directory_others_could_write_in_is_refused_naming_it(
     tmp_path: Path, make: Any, problem: str

@@ -39,28 +39,35 @@ def make_socket_dir(directory: Path) -> None:
 
 def check_socket_dir(directory: Path) -> None:
     """Raise DaemonError unless no one but root and this process's user can replace what is in
-    ``directory``: it and every directory above it must be no link, owned by root or this uid,
-    and writable by no one else unless sticky. Otherwise another user could rename the socket
-    away and serve at its path (or swap a directory on the way for one of their own)."""
+    ``directory``: it and every directory above it must be owned by root or this uid and writable
+    by no one else unless sticky. Otherwise another user could rename the socket away and serve at
+    its path (or swap a directory on the way for one of their own). A link on the way (``/var/run``
+    to ``/run``) is one when it is root's or ours, and where it leads must pass the same check."""
+    _check_dirs(Path(os.path.abspath(directory)), directory)
+
+
+def _check_dirs(path: Path, directory: Path) -> None:
+    """check_socket_dir of ``path``, the configured ``directory`` or where a link on it leads."""
     me = os.geteuid()
-    path = Path(os.path.abspath(directory))
     for part in (path, *path.parents):
         try:
             st = part.lstat()
         except OSError as exc:
             raise DaemonError(f"socket directory {directory}: cannot check {part}: {exc}") from None
         mode = stat.S_IMODE(st.st_mode)
-        if stat.S_ISLNK(st.st_mode):
-            problem = f"a symbolic link (configure the path it leads to, {part.resolve()})"
+        if st.st_uid not in (0, me):
+            kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "a directory"
+            problem = f"{kind} owned by uid {st.st_uid}, neither root nor this daemon's user (uid {me})"
+        elif stat.S_ISLNK(st.st_mode):
+            _check_dirs(part.resolve(), directory)
+            continue
         elif not stat.S_ISDIR(st.st_mode):
             problem = "not a directory"
-        elif st.st_uid not in (0, me):
-            problem = f"owned by uid {st.st_uid}, neither root nor this daemon's user (uid {me})"
         elif mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX:
             problem = f"writable by group or others (mode {mode:04o}) and not sticky"
         else:
             continue
-        where = "" if part == path else f": {part}"
+        where = "" if part == Path(os.path.abspath(directory)) else f": {part}"
         raise DaemonError(
             f"socket directory {directory}{where} is {problem}: another user could replace the "
             "socket; refusing to serve there"
