@@ -419,7 +419,7 @@ def test_the_daemon_warns_when_users_cannot_reach_the_advice_socket(
 ) -> None:
     """docs/advice.md: "The daemon logs a warning at start when users cannot reach the socket" (a
     directory above it that others may not search), and only then."""
-    caplog.set_level(logging.INFO, logger="slurm_harp.server.daemon")
+    caplog.set_level(logging.INFO, logger="slurm_harp.server.advice_socket")
 
     def start_and_stop(sock: Path) -> list[str]:
         settings = parse(

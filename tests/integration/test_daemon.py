@@ -439,7 +439,7 @@ def test_a_socket_that_cannot_be_secured_is_removed(
     def refuse(path: object, mode: int) -> None:
         raise PermissionError(1, "Operation not permitted", str(path))
 
-    monkeypatch.setattr("slurm_harp.server.daemon.os.chmod", refuse)
+    monkeypatch.setattr("slurm_harp.server.socket_path.os.chmod", refuse)
     daemon = make_daemon(tmp_path, store_copy)
     try:
         with pytest.raises(DaemonError) as err:
@@ -477,7 +477,7 @@ def test_under_umask_0_no_one_else_can_connect_before_the_socket_has_its_mode(
                     seen["connected"] = exc
         chmod(path, mode)
 
-    monkeypatch.setattr("slurm_harp.server.daemon.os.chmod", at_chmod)
+    monkeypatch.setattr("slurm_harp.server.socket_path.os.chmod", at_chmod)
     daemon = make_daemon(base / "run", store_copy)
     old = os.umask(0)
     try:

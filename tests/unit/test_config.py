@@ -103,6 +103,8 @@ def test_an_empty_file_gives_the_settings_defaults() -> None:
         ("[server]\nmax_workers = 0\n", "server.max_workers: must be >= 1"),
         ("[server]\nmax_workers = true\n", "server.max_workers: expected int"),
         ("[server]\ntcp = 'localhost'\n", "server.tcp: expected host:port"),
+        ("[server]\ntcp = '127.0.0.1:999999'\n", "server.tcp: port out of range (0 to 65535)"),
+        ("[server]\ntcp = '127.0.0.1:\u0661'\n", "server.tcp: expected host:port"),
         ("[policy.floor]\ncpus = -1\n", "policy.floor.cpus: must be >= 0"),
         ("[policy.floor]\ntime_minutes = nan\n", "policy.floor.time_minutes: must be a finite number"),
         ("[policy.floor]\nmemory_mb = inf\n", "policy.floor.memory_mb: must be a finite number"),
@@ -166,10 +168,15 @@ def test_the_bounds_themselves_are_accepted() -> None:
         "stale_seconds": 86400,
         "max_updates_per_poll": 10000,
     }
-    data = {"guard": day, "history": {"poll_seconds": 86400}, "server": {"store_poll_seconds": 86400.0}}
+    data = {
+        "guard": day,
+        "history": {"poll_seconds": 86400},
+        "server": {"store_poll_seconds": 86400.0, "tcp": "[::1]:65535"},
+    }
     settings = parse(data)
     assert settings.guard.stale_seconds == 86400 and settings.guard.max_updates_per_poll == 10000
     assert settings.history.poll_seconds == settings.server.store_poll_seconds == 86400
+    assert settings.server.tcp == "[::1]:65535"
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -139,3 +140,23 @@ def test_a_sigterm_with_a_sighup_stops_serve_at_once(
             os.kill(os.getpid(), signal.SIGHUP)
 
     assert serve_with(tmp_path, monkeypatch, check_socket) == ["check_socket", "stop"]
+
+
+def test_an_address_that_cannot_be_bound_exits_1_naming_it_with_no_socket_left(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, interval: None, handlers: None
+) -> None:
+    """The real daemon, its TCP port taken: before, grpcio's RuntimeError ended `harp serve` with
+    a traceback and left the Unix socket it had bound."""
+    sock = tmp_path / "harp.sock"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        config = tmp_path / "harp.toml"
+        config.write_text(
+            f'[server]\nsocket = "{sock}"\ntcp = "{address}"\n[store]\npath = "{tmp_path / "models"}"\n'
+        )
+        assert serve.run(argparse.Namespace(config=config)) == 1
+    [refusal] = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert refusal.getMessage().startswith(f"not starting: server.tcp: cannot listen on {address}")
+    assert refusal.exc_info is None and not os.path.lexists(sock)

@@ -45,8 +45,12 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
     if metrics_port is not None and not 0 <= metrics_port < 65536:
         raise r.fail("server.metrics_port", f"out of range: {metrics_port}")
     tcp = get("tcp", str)
-    if tcp is not None and not tcp.rpartition(":")[2].isdigit():
-        raise r.fail("server.tcp", f"expected host:port, got {tcp!r}")
+    if tcp is not None:
+        port = tcp.rpartition(":")[2]
+        if not (port.isascii() and port.isdigit()):
+            raise r.fail("server.tcp", f"expected host:port, got {tcp!r}")
+        if int(port) > 65535:  # grpcio bound another port in its place, silently
+            raise r.fail("server.tcp", f"port out of range (0 to 65535): {tcp!r}")
     return ServerSettings(
         socket=r.path_value(srv, "server", "socket", d.socket),
         socket_mode=socket_mode,

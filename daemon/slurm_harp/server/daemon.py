@@ -5,13 +5,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
-import stat
 import threading
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import replace
 from pathlib import Path
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -25,15 +24,20 @@ from slurm_harp.core.predictor import HistorySource, Predictor
 from slurm_harp.core.request import Target
 from slurm_harp.heartbeat import HeartbeatFile
 from slurm_harp.model.store import ModelStore
-from slurm_harp.server.advice_service import ADVISOR, AdvisorService
-from slurm_harp.server.advisor import Advisor
+from slurm_harp.server.advice_socket import serve_advice
 from slurm_harp.server.history_feed import HistoryFeed
 from slurm_harp.server.outcome_metrics import OutcomeMetrics
 from slurm_harp.server.peer_relay import PeerRelay
 from slurm_harp.server.reloader import reload_models, store_fingerprint
 from slurm_harp.server.service import PREDICT, SERVICE, PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
-from slurm_harp.server.socket_path import DaemonError, claim_socket, make_socket_dir, umask_at_least
+from slurm_harp.server.socket_path import (
+    DaemonError,
+    claim_socket,
+    make_socket_dir,
+    secure_socket,
+    umask_at_least,
+)
 from slurm_harp.server.unary_lane import UnaryLane
 
 log = logging.getLogger(__name__)
@@ -43,9 +47,11 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 # How long start() waits for the job history to be seeded before serving anyway (users whose
 # history is not loaded yet are cold: annotated, not rewritten).
 HISTORY_SEED_WAIT_S = 60.0
-# Advice calls computed at once: they share the process (and its GIL) with the submissions.
-ADVICE_WORKERS = 2
-ADVICE_REQUEST_BYTES = 256 * 1024  # a job's fields and 64 partition names, each cut to 1 KiB
+# Why grpcio may not bind an address of each key (it says only "Failed to bind").
+UNBOUND = {
+    "server.tcp": "its port in use, or its host not one of this machine's",
+    "server.socket": "its directory not writable by this user, or a path over 107 bytes",
+}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -87,25 +93,31 @@ class Daemon:
         self._unix: grpc.Server | None = None
         self._tcp: grpc.Server | None = None
         self._advice: grpc.Server | None = None
+        self._metrics: WSGIServer | None = None
         self._relay: PeerRelay | None = None
         self._socket_id = (0, 0)  # (st_dev, st_ino) of the socket this daemon bound
         self._taken_over = False
-        self._fingerprint: tuple[str, ...] = ()
+        self._fingerprint: tuple[object, ...] = ()
         self._lock = threading.Lock()  # one reload at a time (SIGHUP and the store poller)
 
     def start(self) -> None:
         """Bind first (NOT_SERVING), then load models, then report SERVING. DaemonError when the
-        socket cannot be taken (another daemon answers on it)."""
+        socket cannot be taken (another daemon answers on it) or an address not bound; what was
+        bound by then is closed, and no socket left behind."""
         cfg = self.settings.server
         self._set_health(NOT_SERVING)
         self._unix = self._serve_unix(cfg.socket)
-        if cfg.tcp:  # a server of its own, so that the socket can be bound again alone
-            self._tcp = self._start_server(cfg.tcp)
-        if cfg.metrics_port is not None:
-            start_http_server(cfg.metrics_port, addr=cfg.metrics_address, registry=self.registry)
-        log.info("listening on unix:%s%s", cfg.socket, f" and {cfg.tcp}" if cfg.tcp else "")
-        if self.settings.advice.socket is not None:
-            self._serve_advice(self.settings.advice.socket)
+        try:
+            if cfg.tcp:  # a server of its own, so that the socket can be bound again alone
+                self._tcp = self._start_server(cfg.tcp, "server.tcp")
+            if cfg.metrics_port is not None:
+                self._metrics = self._serve_metrics(cfg.metrics_address, cfg.metrics_port)
+            log.info("listening on unix:%s%s", cfg.socket, f" and {cfg.tcp}" if cfg.tcp else "")
+            if self.settings.advice.socket is not None:
+                self._advice, self._relay = serve_advice(self.settings.advice.socket, lambda: self.settings)
+        except DaemonError:
+            self._unbind(0)
+            raise
         self.reload_models()
         if self.history is None:
             log.info("no [history] db: history features are unknown (NaN) and no user counts as cold")
@@ -115,9 +127,9 @@ class Daemon:
                 log.warning("history: still seeding after %gs; serving meanwhile", HISTORY_SEED_WAIT_S)
         self._set_health(SERVING)
 
-    def _start_server(self, address: str) -> grpc.Server:
+    def _start_server(self, address: str, key: str) -> grpc.Server:
         """A started gRPC server on ``address``: Predict (in the lane unless configured off),
-        health and reflection."""
+        health and reflection. DaemonError naming ``key`` (the setting) when it cannot bind."""
         cfg = self.settings.server
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="harp-rpc"),
@@ -136,7 +148,12 @@ class Daemon:
             ),
             server,
         )
-        server.add_insecure_port(address)
+        try:
+            bound = server.add_insecure_port(address)
+        except RuntimeError:
+            bound = 0  # grpcio raises where its older releases returned 0
+        if not bound:
+            raise DaemonError(f"{key}: cannot listen on {address} ({UNBOUND[key]})")
         server.start()
         if lane is not None:
             lane.start()
@@ -154,52 +171,27 @@ class Daemon:
         make_socket_dir(sock.parent)
         claim_socket(sock)
         with umask_at_least(0o077):
-            server = self._start_server(f"unix:{sock}")
+            server = self._start_server(f"unix:{sock}", "server.socket")
         try:
-            if gid is not None:
-                os.chown(sock, -1, gid)
-            os.chmod(sock, self.settings.server.socket_mode)
-        except OSError as exc:
+            self._socket_id = secure_socket(sock, gid, self.settings.server.socket_mode)
+        except (OSError, DaemonError) as exc:
             server.stop(0).wait()  # grpcio unlinks the path as it stops
             with contextlib.suppress(FileNotFoundError):
                 sock.unlink()
+            if isinstance(exc, DaemonError):
+                raise
             raise DaemonError(f"cannot give {sock} its group and mode: {exc}") from None
-        st = sock.lstat()
-        self._socket_id = (st.st_dev, st.st_ino)
         return server
 
-    def _serve_advice(self, sock: Path) -> None:
-        """The advice socket (any user, mode 0666) through the peer relay, to a gRPC server of
-        its own that serves Advisor alone (not Predictor: its answers would tell one user's
-        history to another)."""
-        make_socket_dir(sock.parent)
-        claim_socket(sock)
-        relay = PeerRelay(sock, max_connections=self.settings.advice.max_connections)
-        # grpcio gives a call its pool thread when the call's headers arrive, and the thread waits
-        # there for the request: one connection's unfinished calls held every thread of a small
-        # pool, and no other user was answered. One call per connection (the relay caps each uid's
-        # connections), a thread for each, and ADVICE_WORKERS computing at once (AdvisorService).
-        calls = relay.max_connections
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=calls, thread_name_prefix="harp-advice"),
-            options=[
-                ("grpc.so_reuseport", 0),
-                ("grpc.max_concurrent_streams", 1),
-                ("grpc.max_receive_message_length", ADVICE_REQUEST_BYTES),
-            ],
-            maximum_concurrent_rpcs=calls,
-        )
-        service = AdvisorService(Advisor(lambda: self.settings), relay.peer, ADVICE_WORKERS)
-        server.add_generic_rpc_handlers((service.handler(),))
-        reflection.enable_server_reflection((ADVISOR, reflection.SERVICE_NAME), server)
-        server.add_insecure_port(f"unix:{relay.inner}")
-        server.start()
-        self._advice, self._relay = server, relay
-        relay.start()
-        log.info("advice for users on unix:%s (any user; each answered from their own jobs)", sock)
-        closed = [p for p in (sock.parent, *sock.parent.parents) if not p.stat().st_mode & stat.S_IXOTH]
-        if closed:
-            log.warning("users cannot reach %s: %s is not searchable by others (o+x)", sock, closed[0])
+    def _serve_metrics(self, address: str, port: int) -> WSGIServer:
+        """The Prometheus endpoint, or DaemonError naming the key and the address."""
+        try:
+            server, _thread = start_http_server(port, addr=address, registry=self.registry)
+        except OSError as exc:
+            raise DaemonError(
+                f"server.metrics_port: cannot serve metrics on {address}:{port}: {exc.strerror or exc}"
+            ) from None
+        return server
 
     def check_socket(self) -> None:
         """Bind the socket again if something removed it (a tmpfiles cleaner, an rm): until then
@@ -243,8 +235,8 @@ class Daemon:
     def reload_models(self) -> tuple[str, ...]:
         """Load whatever the store now points at; returns the rejections (empty when all is well)."""
         with self._lock:
-            # Read before loading: a CURRENT moved while the models load (a promotion, a rollback)
-            # then differs at the next poll, which loads it.
+            # Read before loading: a CURRENT moved while the models load (a promotion, a rollback),
+            # or a file of its version written meanwhile, then differs at the next poll.
             fingerprint = store_fingerprint(self.settings.store)
             result = reload_models(self.settings.store, self.predictor.models, self.metrics)
             self.predictor.swap(models=result.models)
@@ -274,7 +266,9 @@ class Daemon:
         self.reload_models()
 
     def poll_store(self) -> None:
-        """Pick up a promoted model without a signal (cheap: reads the CURRENT pointers)."""
+        """Pick up a promoted model without a signal (cheap: reads the CURRENT pointers and lists
+        their versions' files). A version rejected is tried again once a file of it changes (a
+        copy completed), its rejection logged once per state of its files."""
         if store_fingerprint(self.settings.store) != self._fingerprint:
             log.info("model store changed; reloading")
             self.reload_models()
@@ -282,7 +276,13 @@ class Daemon:
     def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, let in-flight calls finish, then close and remove the socket."""
         self.health.enter_graceful_shutdown()
-        grace = self.settings.server.grace_seconds if grace is None else grace
+        self._unbind(self.settings.server.grace_seconds if grace is None else grace)
+        if self.history is not None:
+            self.history.stop()
+
+    def _unbind(self, grace: float) -> None:
+        """Close every listener, calls given ``grace`` seconds, and remove the socket (unless
+        something else took its path over)."""
         if self._relay is not None:  # no new advice connection; the open ones end
             self._relay.stop()
         servers = (self._unix, self._tcp, self._advice)
@@ -294,5 +294,7 @@ class Daemon:
                 self.settings.server.socket.unlink()
         self._unix = self._tcp = self._advice = None
         self._relay = None
-        if self.history is not None:
-            self.history.stop()
+        if self._metrics is not None:
+            self._metrics.shutdown()
+            self._metrics.server_close()
+            self._metrics = None

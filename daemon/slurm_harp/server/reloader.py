@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -123,11 +124,32 @@ def _newest_loadable(store: ModelStore, target: Target, before: str | None) -> Q
     return None
 
 
-def store_fingerprint(store_root: Path) -> tuple[str, ...]:
-    """Cheap change detector for polling: the CURRENT pointer of every target."""
+def store_fingerprint(store_root: Path) -> tuple[object, ...]:
+    """Cheap change detector for polling: every target's CURRENT pointer, and the files of the
+    version it names as they stand (name, inode, size, times). A version rejected while it was
+    being copied in is so tried again once a file of it changes, and not at every poll (each
+    logging the rejection again) while nothing does."""
     store = ModelStore(store_root)
-    paths = (store.current(target).path for target in Target)
-    return tuple(path.name if path is not None else "" for path in paths)
+    pointers = (store.current(target) for target in Target)
+    return tuple((p.names, p.unreadable, _version_state(p.path)) for p in pointers)
+
+
+def _version_state(version_dir: Path | None) -> tuple[object, ...]:
+    """What a reload of ``version_dir`` would find changed (the directory's own times, for a
+    permission fixed)."""
+    if version_dir is None:
+        return ()
+    try:
+        own = version_dir.stat()
+        with os.scandir(version_dir) as entries:
+            files = sorted((e.name, *_file_state(e.stat(follow_symlinks=False))) for e in entries)
+    except OSError as exc:
+        return (str(exc),)
+    return (_file_state(own), tuple(files))
+
+
+def _file_state(st: os.stat_result) -> tuple[int, ...]:
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _created(model: QuantilePredictor) -> float | None:

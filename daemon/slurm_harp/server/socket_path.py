@@ -31,9 +31,61 @@ def umask_at_least(bits: int) -> Iterator[None]:
 def make_socket_dir(directory: Path) -> None:
     """``mkdir -p`` with no directory writable by group or others, whatever the umask (0 in a
     shell that set it: a world-writable directory lets anyone put a server of their own at the
-    socket's path)."""
+    socket's path); then check_socket_dir, for a directory that was there already."""
     with umask_at_least(0o022):
         directory.mkdir(parents=True, exist_ok=True)
+    check_socket_dir(directory)
+
+
+def check_socket_dir(directory: Path) -> None:
+    """Raise DaemonError unless no one but root and this process's user can replace what is in
+    ``directory``: it and every directory above it must be owned by root or this uid and writable
+    by no one else unless sticky. Otherwise another user could rename the socket away and serve at
+    its path (or swap a directory on the way for one of their own). A link on the way (``/var/run``
+    to ``/run``) is one when it is root's or ours, and where it leads must pass the same check."""
+    _check_dirs(Path(os.path.abspath(directory)), directory)
+
+
+def _check_dirs(path: Path, directory: Path) -> None:
+    """check_socket_dir of ``path``, the configured ``directory`` or where a link on it leads."""
+    me = os.geteuid()
+    for part in (path, *path.parents):
+        try:
+            st = part.lstat()
+        except OSError as exc:
+            raise DaemonError(f"socket directory {directory}: cannot check {part}: {exc}") from None
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid not in (0, me):
+            kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "a directory"
+            problem = f"{kind} owned by uid {st.st_uid}, neither root nor this daemon's user (uid {me})"
+        elif stat.S_ISLNK(st.st_mode):
+            _check_dirs(part.resolve(), directory)
+            continue
+        elif not stat.S_ISDIR(st.st_mode):
+            problem = "not a directory"
+        elif mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX:
+            problem = f"writable by group or others (mode {mode:04o}) and not sticky"
+        else:
+            continue
+        where = "" if part == Path(os.path.abspath(directory)) else f": {part}"
+        raise DaemonError(
+            f"socket directory {directory}{where} is {problem}: another user could replace the "
+            "socket; refusing to serve there"
+        )
+
+
+def secure_socket(sock: Path, gid: int | None, mode: int) -> tuple[int, int]:
+    """Give the socket just bound at ``sock`` its group and mode, following no link, and return
+    its (st_dev, st_ino). DaemonError when the path is no longer a socket of this uid (grpcio
+    gives no descriptor to fchmod; check_socket_dir leaves no one else able to swap it between
+    the check and the chmod). OSError when the group or mode cannot be set."""
+    if gid is not None:
+        os.chown(sock, -1, gid, follow_symlinks=False)
+    st = sock.lstat()
+    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+        raise DaemonError(f"{sock} is no longer the socket this daemon bound; not changing its mode")
+    os.chmod(sock, mode)
+    return st.st_dev, st.st_ino
 
 
 def claim_socket(sock: Path) -> None:

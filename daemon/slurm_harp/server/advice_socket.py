@@ -1,0 +1,62 @@
+"""The advice socket: any user may open it (mode 0666); the peer relay in front tells each call's
+uid to a gRPC server of its own that serves Advisor alone (not Predictor: its answers would tell
+one user's history to another)."""
+
+from __future__ import annotations
+
+import logging
+import stat
+from collections.abc import Callable
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_reflection.v1alpha import reflection
+
+from slurm_harp.config import Settings
+from slurm_harp.server.advice_service import ADVISOR, AdvisorService
+from slurm_harp.server.advisor import Advisor
+from slurm_harp.server.peer_relay import PeerRelay
+from slurm_harp.server.socket_path import claim_socket, make_socket_dir
+
+log = logging.getLogger(__name__)
+# Advice calls computed at once: they share the process (and its GIL) with the submissions.
+ADVICE_WORKERS = 2
+ADVICE_REQUEST_BYTES = 256 * 1024  # a job's fields and 64 partition names, each cut to 1 KiB
+
+
+def serve_advice(sock: Path, settings: Callable[[], Settings]) -> tuple[grpc.Server, PeerRelay]:
+    """The started server and relay of the advice socket ``sock``; ``settings`` gives the ones
+    in force (a reload changes them). DaemonError when the path is not the daemon's to take."""
+    make_socket_dir(sock.parent)
+    claim_socket(sock)
+    relay = PeerRelay(sock, max_connections=settings().advice.max_connections)
+    # grpcio gives a call its pool thread when the call's headers arrive, and the thread waits
+    # there for the request: one connection's unfinished calls held every thread of a small
+    # pool, and no other user was answered. One call per connection (the relay caps each uid's
+    # connections), a thread for each, and ADVICE_WORKERS computing at once (AdvisorService).
+    calls = relay.max_connections
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=calls, thread_name_prefix="harp-advice"),
+        options=[
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_concurrent_streams", 1),
+            ("grpc.max_receive_message_length", ADVICE_REQUEST_BYTES),
+        ],
+        maximum_concurrent_rpcs=calls,
+    )
+    service = AdvisorService(Advisor(settings), relay.peer, ADVICE_WORKERS)
+    server.add_generic_rpc_handlers((service.handler(),))
+    reflection.enable_server_reflection((ADVISOR, reflection.SERVICE_NAME), server)
+    server.add_insecure_port(f"unix:{relay.inner}")
+    server.start()
+    try:
+        relay.start()
+    except BaseException:
+        server.stop(0).wait()  # the caller has no server to stop yet
+        raise
+    log.info("advice for users on unix:%s (any user; each answered from their own jobs)", sock)
+    closed = [p for p in (sock.parent, *sock.parent.parents) if not p.stat().st_mode & stat.S_IXOTH]
+    if closed:
+        log.warning("users cannot reach %s: %s is not searchable by others (o+x)", sock, closed[0])
+    return server, relay
