@@ -123,7 +123,8 @@ function M.applied_tag(ann, got_t, got_m, got_c)
 end
 
 -- plan = {changes = {{field, old, new}, ...}, notes = {...}, rewrote = bool, message = string|nil}
-function M.plan(job_desc, decision, submit_uid)
+-- max_time: the smallest MaxTime in minutes of the job's partitions (request.max_time), or nil.
+function M.plan(job_desc, decision, submit_uid, max_time)
   local function get(k) return job_desc[k] end
   local plan = {changes = {}, notes = {}, rewrote = false}
   local function set(field, old, new) plan.changes[#plan.changes + 1] = {field, old, new} end
@@ -233,6 +234,11 @@ function M.plan(job_desc, decision, submit_uid)
 
   local minutes = by_target[TIME] and count64(by_target[TIME].new_value, 1)
   local limit = count32(get("time_limit"), 1)
+  if minutes and limit and max_time and limit > max_time then
+    -- Slurm holds or refuses such a job as asked; cut, it would run, and stop at MaxTime.
+    note(format("time: left alone: %d min asked, above the partition's MaxTime of %d min", limit, max_time))
+    minutes = nil
+  end
   if minutes and by_target[TIME].action == SET_TIME_MIN then
     local tmin_raw = get("time_min")
     local tmin = count32(tmin_raw, 1)

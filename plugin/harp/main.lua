@@ -107,7 +107,7 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
   breaker:success()
   if was_open then log.info("daemon reachable again") end
 
-  local plan = apply.plan(job_desc, decision, submit_uid)
+  local plan = apply.plan(job_desc, decision, submit_uid, request.max_time(part_list, req.partition))
   local ok, cerr = apply.commit(job_desc, plan)
   committed = ok
   if not ok then
@@ -125,7 +125,8 @@ end
 -- Never throws. Returns a short status for tests and callers that care:
 -- "disabled", "opted_out", "skipped" (breaker open), "unavailable", "error", "rewritten" or
 -- "unchanged".
--- part_list (optional): slurm_job_submit's second argument, read for the default partition only.
+-- part_list (optional): slurm_job_submit's second argument, read for the default partition and the
+-- job's partitions' MaxTime.
 function M.submit(job_desc, submit_uid, part_list)
   if not cfg then
     log.error("not configured; job passes unchanged")

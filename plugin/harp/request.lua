@@ -2,7 +2,7 @@
 -- A Slurm sentinel (NO_VAL, INFINITE, NO_VAL16, NO_VAL64) or nil means "not given": the field is left out.
 
 local floor, min, os_time = math.floor, math.min, os.time
-local type, tonumber, pcall = type, tonumber, pcall
+local type, tonumber, pcall, ipairs = type, tonumber, pcall, ipairs
 local gmatch, match, sub, byte, find, format =
   string.gmatch, string.match, string.sub, string.byte, string.find, string.format
 local concat = table.concat
@@ -210,6 +210,35 @@ function M.default_partition(part_list)
     return nil
   end)
   if ok then return name end
+  return nil
+end
+
+-- The partition record `name` in part_list: 22.05 keys it by name; older releases number it.
+local function part_record(part_list, name)
+  local rec = field(part_list, name)
+  if rec ~= nil then return rec end
+  for _, r in ipairs(part_list) do
+    if field(r, "name") == name then return r end
+  end
+  return nil
+end
+
+-- The smallest MaxTime in minutes of the job's partitions (`names`: the request's, comma-separated),
+-- or nil: none of them has one (INFINITE), none is in part_list, or a read fails. Slurm checks the
+-- limit a plugin leaves against it: a job asking more than MaxTime waits (PartitionTimeLimit) or is
+-- refused, and harp must not cut it into one that runs, in a partition that stops it there.
+function M.max_time(part_list, names)
+  if type(part_list) ~= "table" or type(names) ~= "string" then return nil end
+  local ok, least = pcall(function()
+    local found
+    for name in gmatch(names, "[^,]+") do
+      local rec = part_record(part_list, name)
+      local minutes = rec ~= nil and count(field(rec, "max_time"), NO_VAL) or nil
+      if minutes and (not found or minutes < found) then found = minutes end
+    end
+    return found
+  end)
+  if ok then return least end
   return nil
 end
 

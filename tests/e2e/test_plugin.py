@@ -38,6 +38,7 @@ RULES = '[[policy.rule]]\npartition = "debug"\nmode = "rewrite"\n[policy.floor]\
 # this cluster has too few cores to submit a big job: the plugin tests serve the plain 0.9 quantile.
 # The model trained on the cluster's own jobs is served with its calibrated rule (the default).
 POLICY = 'limits = "quantile"\n' + RULES
+SHORT_MAX_MINUTES = 2 * 24 * 60  # partition "short"'s MaxTime, above the 3-day job's prediction
 FAILED_AFTER = re.compile(r"daemon (?:call failed|still unavailable) after ([\d.]+) ms")
 TAG = re.compile(r"harp:(\w+),(\S+)")
 
@@ -80,6 +81,7 @@ def site(
         extra_conf_files={"harp_plugin.lua": plugin_conf},
         nodes=4,  # virtual nodes: more jobs at once for the train-on-own-jobs case
         public=True,  # an ordinary user submits too
+        slurm_conf_extra=f"PartitionName=short Nodes=ALL MaxTime={SHORT_MAX_MINUTES} State=UP\n",
     )
     daemon = DaemonProcess(work, store, mode="shadow", extra=POLICY)
     daemon.start()
@@ -381,3 +383,24 @@ def test_an_ordinary_user_is_served_and_cannot_forge_the_tag(site: Site) -> None
     assert update.returncode != 0
     assert site.job(job_id)["AdminComment"] == job["AdminComment"]
     site.cancel(job_id)
+
+
+def test_a_limit_above_the_partition_s_maxtime_is_not_cut_into_one_that_runs(site: Site) -> None:
+    """Slurm checks the limit job_submit.lua leaves against MaxTime: a job asking more waits
+    (PartitionTimeLimit) or is refused. Cut below MaxTime, it ran, and was stopped there, before
+    its user's own limit. The plugin leaves such a limit as asked, and Slurm decides as without harp."""
+    with _rewrite_rule(site, "partition", "short"):
+        result = site.submit("-t 3-00:00:00", "-p short", "-J overmax")
+    assert result.job_id is not None
+    try:
+        job = site.job(result.job_id)
+        assert job["TimeLimit"] == "3-00:00:00", job
+        assert "harp:rewrite," in job["AdminComment"] and "t!=" not in job["AdminComment"], job
+        assert "harp: lowered" not in result.stderr
+        deadline = time.monotonic() + 20
+        while site.job(result.job_id).get("Reason") != "PartitionTimeLimit":
+            assert time.monotonic() < deadline, site.job(result.job_id)
+            time.sleep(0.2)
+        assert site.job(result.job_id)["JobState"] == "PENDING"
+    finally:
+        site.cancel(result.job_id)

@@ -558,3 +558,31 @@ T.test("one note per action a mode ignores, however many targets carry it", func
   T.eq(plan.notes[2], "ignored action 3 in mode extend", "set_time_min")
   T.same(jd, T.job_desc(), "unchanged")
 end)
+
+T.test("a time limit above the partition's MaxTime is left alone in every mode", function()
+  -- Slurm holds (PartitionTimeLimit) or refuses such a job as asked; cut below MaxTime it would run
+  -- there and be stopped at MaxTime, before its user's own limit.
+  for _, case in ipairs {
+    {mode = "rewrite", action = REWRITE, tag = "harp:rewrite,t!=30,t0=120,v=x", left = "harp:rewrite,t=30,t0=120,v=x"},
+    {mode = "extend", action = REWRITE, tag = "harp:extend,t!=30,t0=120,v=x", left = "harp:extend,t=30,t0=120,v=x"},
+    {mode = "time_min", action = 3, tag = "harp:time_min,t~=30,t0=120,v=x", left = "harp:time_min,t=30,t0=120,v=x"},
+  } do
+    local jd = T.job_desc()
+    local d = decision({{target = TIME, action = case.action, new_value = 30}},
+      {mode = case.mode, annotation = case.tag})
+    local plan = apply.plan(jd, d, 1000, 60)
+    T.ok(apply.commit(jd, plan))
+    T.eq(jd.time_limit, 120, case.mode .. ": limit kept")
+    T.eq(jd.time_min, T.job_desc().time_min, case.mode .. ": time_min as it was")
+    T.eq(jd.admin_comment, case.left, case.mode .. ": no flag")
+    T.eq(plan.notes[1], "time: left alone: 120 min asked, above the partition's MaxTime of 60 min", case.mode)
+    T.ok(not plan.rewrote, case.mode .. ": nothing rewritten")
+  end
+  -- At or below MaxTime, or none known: cut as usual.
+  for _, max_time in ipairs {120, 500} do
+    local jd = T.job_desc()
+    local d = decision {{target = TIME, action = REWRITE, new_value = 30}}
+    T.ok(apply.commit(jd, apply.plan(jd, d, 1000, max_time)))
+    T.eq(jd.time_limit, 30, "MaxTime " .. max_time)
+  end
+end)

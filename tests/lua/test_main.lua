@@ -50,6 +50,19 @@ T.test("full pipeline applies the decision and tells the user once", function()
   T.ok(T.logged("info", "time_limit 120->60 min"), "logged")
 end)
 
+T.test("a job asking more than its partition's MaxTime passes as asked", function()
+  local tr = fake(REWRITE_TIME)
+  main.configure(config(), {transport = tr})
+  local jd = T.job_desc {partition = "short"}
+  T.eq(main.submit(jd, 1000, T.part_list({"short", "long"}, "long", false, {short = 100})), "unchanged", "status")
+  T.eq(jd.time_limit, 120, "time kept")
+  T.eq(jd.admin_comment, "harp:rewrite,t=60,t0=120,v=m", "annotated, no flag")
+  T.eq(#T.logs.user, 0, "nothing said to the user")
+  jd = T.job_desc {partition = "long"}
+  T.eq(main.submit(jd, 1000, T.part_list({"short", "long"}, "long", false, {short = 100})), "rewritten", "long")
+  T.eq(jd.time_limit, 60, "cut where MaxTime allows the request")
+end)
+
 T.test("log messages with % are safe", function()
   main.configure(config(), {transport = fake(W.decision {user_message = "100% sure", mode = "shadow"})})
   local jd = T.job_desc {name = "50%d%s"}
