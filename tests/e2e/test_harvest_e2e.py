@@ -77,6 +77,31 @@ def test_harvest_a_real_cluster_twice_then_once_more(slurm_cluster: SlurmCluster
     assert late_row["State"] == after[str(late.job_id)].state == "COMPLETED"
 
 
+def test_a_node_running_two_tasks_holds_both_their_peaks(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """MaxRSS is one task's peak: a step of two tasks holding MEMORY_MB each held twice that on its
+    node, and the store keeps the node's (max_rss_mb is MB per node: memory is advised and cut from
+    it). Before, one task's."""
+    cluster = slurm_cluster
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 600))
+    held = f"import time; x = b'x' * ({MEMORY_MB} << 20); time.sleep(4)"
+    script = f'#!/bin/sh\nsrun -n 2 /usr/bin/python3 -c "{held}"\n'
+    submitted = cluster.sbatch(["-t", "5", "-n", "2", "--mem=1000M", "-J", "harvest-tasks"], script)
+    assert submitted.job_id is not None, submitted.stderr
+    settled(cluster, submitted.job_id)
+    fields = ["JobIDRaw", "NTasks", "NNodes", "MaxRSS", "State"]
+    deadline = time.monotonic() + 60
+    while not [r for r in cluster.sacct_rows([submitted.job_id], fields) if r["JobIDRaw"].endswith(".0")]:
+        assert time.monotonic() < deadline, cluster.sacct_rows([submitted.job_id], fields)
+        time.sleep(0.3)
+    (step,) = [r for r in cluster.sacct_rows([submitted.job_id], fields) if r["JobIDRaw"].endswith(".0")]
+    assert (step["NTasks"], step["NNodes"], step["State"]) == ("2", "1", "COMPLETED"), step
+
+    db = tmp_path / "jobs.sqlite"
+    harvest(cluster, db, "--start", start)
+    job = _stored(db)[0][str(submitted.job_id)]
+    assert job.max_rss_mb is not None and 2 * MEMORY_MB * 0.9 <= job.max_rss_mb <= 2 * MEMORY_MB * 2, job
+
+
 def test_a_harvester_whose_clock_just_went_back_stores_true_times(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:

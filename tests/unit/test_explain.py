@@ -22,7 +22,7 @@ FIELDS = {
     "JobIDRaw": "4242", "JobID": "4242", "JobName": "relax", "User": "alice", "UID": "1000",
     "Account": "phys", "Partition": "batch", "QOS": "normal", "State": "RUNNING", "ExitCode": "0:0",
     "AdminComment": "", "ElapsedRaw": "600", "TimelimitRaw": "42", "ReqMem": "4000M", "MaxRSS": "",
-    "ReqCPUS": "8", "AllocCPUS": "8", "NNodes": "1", "ReqNodes": "1", "TotalCPU": "00:00:00",
+    "ReqCPUS": "8", "AllocCPUS": "8", "NNodes": "1", "NTasks": "", "ReqNodes": "1", "TotalCPU": "00:00:00",
     "ReqTRES": "cpu=8,mem=4000M,node=1", "Submit": "2026-11-20T10:00:00", "Start": "2026-11-20T10:01:00",
     "End": "Unknown", "WorkDir": "/home/alice", "Flags": "SchedMain",
 }  # fmt: skip

@@ -306,7 +306,7 @@ def test_bad_lines_are_logged_with_their_number_and_counted(
     with caplog.at_level(logging.WARNING):
         _harvest(store, FakeSacct("\n".join(lines)), stats=stats)
     assert stats.bad_lines == 1 and store.count() == 7
-    assert "]:4: 2 fields, header has 26" in caplog.text
+    assert "]:4: 2 fields, header has 27" in caplog.text
 
 
 HUGE = str(2**63)  # past SQLite's 64-bit integers (NO_VAL64 in a count is unknown: test_sacct)

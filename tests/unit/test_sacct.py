@@ -17,10 +17,14 @@ HEADER = "|".join(SACCT_FIELDS)
 
 
 def _with_admin_comment(line: str) -> str:
-    """``line`` (fields as in SACCT_FIELDS without AdminComment) with it, after ExitCode."""
+    """``line`` (fields as in SACCT_FIELDS without AdminComment and NTasks) with both: AdminComment
+    after ExitCode, NTasks after NNodes (a step's: one task per node; none on a job line)."""
     fields = line.split("|")
     at = SACCT_FIELDS.index("AdminComment")
-    return "|".join([*fields[:at], TAG_1001 if line.startswith("1001|") else "", *fields[at:]])
+    fields = [*fields[:at], TAG_1001 if line.startswith("1001|") else "", *fields[at:]]
+    nnodes = SACCT_FIELDS.index("NNodes")
+    tasks = fields[nnodes] if "." in fields[0] else ""
+    return "|".join([*fields[: nnodes + 1], tasks, *fields[nnodes + 1 :]])
 
 
 # What `sacct -a -P --noconvert -o <SACCT_FIELDS>` prints on Slurm 22.05: a job line, then its steps.
@@ -47,7 +51,8 @@ SACCT_TEXT = (
 1040|1040|instant|alice|1000|phys|batch|normal|FAILED|1:0|0|10|100M||1|1|1|1|00:00:00|billing=1,cpu=1,mem=100M,node=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:00|/home/alice|
 """  # noqa: E501
 )
-# Every line gains AdminComment after ExitCode: job 1001 carries a harp tag after another tool's token.
+# Every line gains AdminComment after ExitCode (job 1001 carries a harp tag after another tool's
+# token) and NTasks after NNodes.
 TAG_1001 = "backup:ok harp:shadow,t=45/q0.9,v=20240301T000000.000000Z"
 SACCT_TEXT = "\n".join(
     _line if not _line or _line.startswith("JobIDRaw") else _with_admin_comment(_line)
@@ -59,6 +64,13 @@ BAD_LINES = """1050|1050|short|alice|1000|phys|batch|normal|COMPLETED
 x1052|x1052|badid|alice|1000|phys|batch|normal|COMPLETED|0:0||5|10|100M||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:05|/home/alice|
 1053|1053|badmem|alice|1000|phys|batch|normal|COMPLETED|0:0||5|10|lots||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:05|/home/alice|
 """
+# NTasks after NNodes, as in SACCT_TEXT (the short line has no such column).
+BAD_LINES = "".join(
+    "|".join([*f[: SACCT_FIELDS.index("NNodes") + 1], "", *f[SACCT_FIELDS.index("NNodes") + 1 :]]) + "\n"
+    if len(f := line.split("|")) > SACCT_FIELDS.index("NNodes")
+    else line + "\n"
+    for line in BAD_LINES.splitlines()
+)
 
 
 def _local(text: str) -> int:

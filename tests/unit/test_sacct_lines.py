@@ -37,6 +37,7 @@ def _job(job_id: str = "2001", name: str = "relax", work_dir: str = "/home/alice
         "ReqCPUS": "4",
         "AllocCPUS": "4",
         "NNodes": "1",
+        "NTasks": "",
         "ReqNodes": "1",
         "TotalCPU": "00:20:00",
         "ReqTRES": "billing=4,cpu=4,mem=4000M,node=1",
@@ -51,10 +52,19 @@ def _job(job_id: str = "2001", name: str = "relax", work_dir: str = "/home/alice
     return "|".join(values[name] for name in SACCT_FIELDS)
 
 
-def _step(job_id: str = "2001", step: str = "batch", name: str = "batch", rss: str = "1G") -> str:
+def _step(
+    job_id: str = "2001",
+    step: str = "batch",
+    name: str = "batch",
+    rss: str = "1G",
+    tasks: str = "1",
+    nodes: str = "1",
+) -> str:
     values = dict.fromkeys(SACCT_FIELDS, "")
     values.update(JobIDRaw=f"{job_id}.{step}", JobID=f"{job_id}.{step}", JobName=name, State="COMPLETED")
-    values.update(ExitCode="0:0", ElapsedRaw="600", MaxRSS=rss, TotalCPU="00:20:00")
+    values.update(
+        ExitCode="0:0", ElapsedRaw="600", MaxRSS=rss, TotalCPU="00:20:00", NTasks=tasks, NNodes=nodes
+    )
     return "|".join(values[name] for name in SACCT_FIELDS)
 
 
@@ -154,7 +164,7 @@ def test_a_row_with_too_many_readings_is_bad_not_read_from_the_first_ones(
     with caplog.at_level(logging.WARNING):
         jobs, stats = _read(_job("2001", work_dir="|".join(["x"] * 11 + forged)), _job("2002"))
     assert list(jobs) == ["2002"] and stats.bad_lines == 1
-    assert "t:2: 58 fields, header has 26: too many delimiters in free text (561 readings" in caplog.text
+    assert "t:2: 60 fields, header has 27: too many delimiters in free text (595 readings" in caplog.text
 
 
 def test_unit_separator_delimiter_makes_pipes_plain_text() -> None:
@@ -220,3 +230,39 @@ def test_harvest_does_not_split_on_unicode_line_breaks() -> None:
     (record,) = harvest_sacct(runner, "2024-03-01")
     assert record.request.job_name == "a\x85b\u2028c\x1ed"
     assert record.end_time == int(datetime.fromisoformat("2024-03-01T09:20:00").timestamp())
+
+
+@pytest.mark.parametrize(
+    ("tasks", "nodes", "per_node_mb"),
+    [
+        ("16", "1", 16000),
+        ("17", "2", 9000),
+        ("8", "2", 4000),
+        ("1", "1", 1000),
+        ("", "1", 1000),
+        ("4", "", 1000),
+    ],
+)
+def test_a_node_s_peak_is_one_task_s_maxrss_times_the_tasks_it_ran(
+    tasks: str, nodes: str, per_node_mb: int
+) -> None:
+    """MaxRSS is one task's peak: 16 MPI tasks of 1000 MB held 16,000 MB on their node, and memory
+    advice and rewrites read max_rss_mb as MB per node. Before, it was 1000 whatever the tasks."""
+    batch = _step(rss="200M")
+    srun = _step(step="0", name="mpi", rss="1000M", tasks=tasks, nodes=nodes)
+    jobs, stats = _read(_job("2001", NNodes="2", ReqNodes="2"), batch, srun)
+    assert stats.bad_lines == 0
+    assert jobs["2001"].max_rss_mb == pytest.approx(per_node_mb)
+
+
+def test_a_saved_file_without_ntasks_reads_as_one_task_per_node() -> None:
+    """Files saved before harp asked sacct for NTasks: as before, one task's MaxRSS."""
+    header = "|".join(f for f in SACCT_FIELDS if f != "NTasks")
+    drop = SACCT_FIELDS.index("NTasks")
+
+    def without(line: str) -> str:
+        fields = line.split("|")
+        return "|".join(fields[:drop] + fields[drop + 1 :])
+
+    jobs, stats = _read(without(_job()), without(_step(rss="1000M", tasks="16")), header=header)
+    assert stats.bad_lines == 0 and jobs["2001"].max_rss_mb == pytest.approx(1000)

@@ -4,8 +4,11 @@ Units as Slurm 22.05 prints them with --noconvert: ElapsedRaw seconds, Timelimit
 ReqMem MB for the whole job (older releases: a per-node "n" / per-CPU "c" suffix, both read),
 MaxRSS bytes on step lines. Submit/Start/End are in the time zone sacct runs in: sacct_runner runs
 it in UTC (SLURM_ZONE), which never repeats an hour; a saved sacct file is read in this host's zone.
-max_rss_mb is the largest MaxRSS over the steps: MaxRSS is the peak of one task, so it is the
-per-node peak for one task per node and under-states it when tasks share a node.
+max_rss_mb is the largest over the steps of MaxRSS times the step's tasks per node (NTasks over
+NNodes, rounded up; 1 where either is missing, as in files saved before harp asked for NTasks):
+MaxRSS is the peak of one task, and 16 MPI tasks of 1 GB on a node hold 16 GB there. The product
+bounds the node's peak from above (the tasks' peaks need not coincide), never from below: memory
+is cut toward it (rewrite mode) and advised from it.
 Record ids are JobIDRaw (unique per array task and het component); JobID tells array tasks.
 A JobIDRaw is not unique over time: an id given again (MaxJobId wrapped, slurmctld started without
 its state) and each run of a requeued job are accounting records of their own, with their own Submit.
@@ -230,10 +233,12 @@ def _memory(text: str, nodes: int | None) -> tuple[int | None, int | None]:
 def _add_step(job: _Job | None, row: _Row) -> None:
     rss = parse_size_mb(row.get("MaxRSS"), bare_unit="")
     cpu = parse_duration_s(row.get("TotalCPU"))
+    tasks, nodes = parse_count(row.get("NTasks")), parse_count(row.get("NNodes"))
     if job is None:
         return
     if rss is not None:
-        job.step_rss_mb.append(rss[0])
+        per_node = math.ceil(tasks / nodes) if tasks and nodes else 1
+        job.step_rss_mb.append(rss[0] * per_node)
     if cpu is not None:
         job.step_cpu_s.append(cpu)
 

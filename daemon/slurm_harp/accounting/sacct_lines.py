@@ -71,7 +71,8 @@ _CHECKS: dict[str, Callable[[str], object]] = {
     "UID": parse_int,
     "GID": parse_int,
     **dict.fromkeys(
-        ("ElapsedRaw", "TimelimitRaw", "ReqCPUS", "AllocCPUS", "NNodes", "ReqNodes", "NCPUS"), parse_count
+        ("ElapsedRaw", "TimelimitRaw", "ReqCPUS", "AllocCPUS", "NNodes", "NTasks", "ReqNodes", "NCPUS"),
+        parse_count,
     ),
 }
 

@@ -43,6 +43,7 @@ SACCT_FIELDS: tuple[str, ...] = (
     "ReqCPUS",
     "AllocCPUS",
     "NNodes",
+    "NTasks",  # on step lines: with NNodes, how many tasks' MaxRSS share a node (accounting.sacct)
     "ReqNodes",
     "TotalCPU",
     "ReqTRES",

@@ -2,7 +2,8 @@
 
 - time: the elapsed run time; censored when the job was stopped at a limit (TIMEOUT, DEADLINE,
   PREEMPTED, NODE_FAIL, OUT_OF_MEMORY in sacct; a run at or past its request in SWF).
-- memory: the peak resident memory per node (MaxRSS); censored when the job ran OUT_OF_MEMORY.
+- memory: the peak resident memory per node (MaxRSS times the tasks a node ran: accounting.sacct);
+  censored when the job ran OUT_OF_MEMORY.
 - cpus: effective CPUs, TotalCPU / elapsed; never censored (a job cannot use more CPUs than it
   holds, but it is not stopped for it either).
 
