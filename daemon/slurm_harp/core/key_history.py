@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 
 from slurm_harp.core.job import JobRecord
+from slurm_harp.core.message import as_submitted
 
 K = 8
 HORIZON_DAYS = 30
@@ -37,7 +38,9 @@ def outcome_of(record: JobRecord) -> Outcome | None:
     end, submit, elapsed = record.end_time, record.request.submit_time, record.elapsed_s
     if end is None or elapsed <= 0 or (submit is not None and end <= submit):
         return None
-    limit = record.request.time_limit_minutes
+    # The user's own limit, as the daemon saw it at submission: not the one harp set or the guard
+    # extended the job to, which accounting shows (training and serving read the same).
+    limit = as_submitted(record).request.time_limit_minutes
     mem = record.max_rss_mb
     cpu = record.total_cpu_s
     return (

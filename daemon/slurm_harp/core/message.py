@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from slurm_harp.core.decision import Action, TargetDecision
+from slurm_harp.core.job import JobRecord
 from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import JobRequest, Target
 
@@ -171,3 +172,13 @@ def submitted_request(request: JobRequest, tag: Tag) -> JobRequest:
     if "m" in own and request.mem_per_node_mb is not None:
         request = replace(request, mem_per_node_mb=own["m"])
     return request
+
+
+def as_submitted(record: JobRecord) -> JobRecord:
+    """``record`` with the request its user submitted (submitted_request), for learning from it:
+    accounting shows the limit harp set, or the guard extended a job to (close to its run time),
+    where the daemon saw the user's own. As it is without a tag that records one."""
+    tag = parse_tag(record.harp_tag) if record.harp_tag else None
+    if tag is None or not tag.own:
+        return record
+    return replace(record, request=submitted_request(record.request, tag))

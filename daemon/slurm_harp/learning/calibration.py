@@ -75,7 +75,9 @@ def _outcomes(td: TargetData, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray
     killed_any = limit < np.minimum(use, req)
     if td.target is Target.CPUS:
         return killed_any, w * np.maximum(limit - use, 0.0)
-    finished = (~td.censored[:, None]) & (use <= req)
+    # A job harp's own limit stopped ran at least ``use``: any limit below that kills it too.
+    stopped = td.censored if td.stopped_by_harp is None else td.censored & ~td.stopped_by_harp
+    finished = (~stopped[:, None]) & (use <= req)
     waste = np.where(finished & ~killed_any, w * (limit - use), 0.0)
     return killed_any & finished, waste
 

@@ -15,6 +15,7 @@ import numpy as np
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.history import history_matrix
 from slurm_harp.core.job import JobRecord
+from slurm_harp.core.message import as_submitted
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,14 @@ def _or_nan(value: float | None) -> float:
 
 
 def build_dataset(records: Sequence[JobRecord], max_rows: int | None = None) -> Dataset:
-    """Usable records (elapsed > 0) sorted by submit time; ``max_rows`` keeps the most recent.
+    """Usable records (elapsed > 0) sorted by submit time; ``max_rows`` keeps the most recent. Each
+    with its user's own request where its harp tag records one (core.message.as_submitted).
 
     Records without a submit time cannot be placed in time and are sorted first (oldest); their
     history is NaN. History is computed over all usable records before ``max_rows`` is applied, so
     the oldest kept rows still see the jobs that ended before them.
     """
-    usable = [r for r in records if r.elapsed_s > 0]
+    usable = [as_submitted(r) for r in records if r.elapsed_s > 0]
     usable.sort(key=lambda r: -math.inf if r.request.submit_time is None else r.request.submit_time)
     history = history_matrix(usable)
     if max_rows is not None and max_rows > 0:

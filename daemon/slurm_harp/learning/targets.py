@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from slurm_harp.core.extension import killed_before_own_limit
 from slurm_harp.core.job import JobRecord
+from slurm_harp.core.message import as_submitted, parse_tag
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import decision_weight
 from slurm_harp.learning.dataset import Dataset
@@ -36,7 +38,7 @@ _TO_MODEL_SCALE = {Target.TIME: 60.0, Target.MEMORY: 1.0, Target.CPUS: 1.0}
 
 def usable_in_order(records: Sequence[JobRecord]) -> list[JobRecord]:
     """The records build_dataset keeps, in its row order (elapsed > 0, stable by submit time)."""
-    usable = [r for r in records if r.elapsed_s > 0]
+    usable = [as_submitted(r) for r in records if r.elapsed_s > 0]
     usable.sort(key=lambda r: -math.inf if r.request.submit_time is None else r.request.submit_time)
     return usable
 
@@ -53,6 +55,10 @@ class TargetData:
     waste_weight: np.ndarray  # hindsight: turns (limit - value) into core-min / MB-hours / CPU-hours
     cost: np.ndarray  # cores x requested minutes: the E-Loss row cost
     group: np.ndarray  # object array of str: the partition asked for ("" when none)
+    # Stopped at a limit harp lowered below the user's own (rewrite mode): censored for the models,
+    # which learn a lower bound, but a job the calibration counts as killed by a limit below it.
+    # None: no such row.
+    stopped_by_harp: np.ndarray | None = field(default=None)
 
     def __len__(self) -> int:
         return int(self.value.shape[0])
@@ -67,6 +73,7 @@ class TargetData:
             waste_weight=self.waste_weight[index],
             cost=self.cost[index],
             group=self.group[index],
+            stopped_by_harp=None if self.stopped_by_harp is None else self.stopped_by_harp[index],
         )
 
     def labelled(self) -> np.ndarray:
@@ -113,15 +120,31 @@ def target_data(
     n = len(rows)
     value, requested, waste_weight, weight, cost = (np.full(n, math.nan) for _ in range(5))
     censored = np.zeros(n, dtype=bool)
+    by_harp = np.zeros(n, dtype=bool)
     group = np.array([r.request.partition or "" for r in rows], dtype=object)
     for i, record in enumerate(rows):
         v, c, q, w = _row(record, target)
         value[i], censored[i], waste_weight[i] = v, c, w
+        by_harp[i] = c and stopped_by_harp(record, target)
         requested[i] = math.nan if q is None else q
         weight[i] = decision_weight(target, record.request)
         minutes = record.request.time_limit_minutes
         cost[i] = record.cores * float(minutes or 1)
-    return TargetData(target, value, censored, requested, weight, waste_weight, cost, group)
+    return TargetData(target, value, censored, requested, weight, waste_weight, cost, group, by_harp)
+
+
+def stopped_by_harp(record: JobRecord, target: Target) -> bool:
+    """Whether ``record`` (as_submitted) was stopped at a limit harp lowered below its user's own:
+    timed out before its tag's ``t0``, or out of memory with its memory lowered (``m!``)."""
+    tag = parse_tag(record.harp_tag) if record.harp_tag else None
+    if tag is None or tag.flags.get(_KEY[target]) != "!":
+        return False
+    if target is Target.TIME:
+        return killed_before_own_limit(record, tag.own.get("t"))
+    return target is Target.MEMORY and record.state == "OUT_OF_MEMORY"
+
+
+_KEY = {Target.TIME: "t", Target.MEMORY: "m", Target.CPUS: "c"}
 
 
 def available(td: TargetData, minimum: int) -> bool:
