@@ -97,7 +97,10 @@ class Pricing:
         if nodes is None:  # cannot be reached from the advice's sizes, which stay within the partition
             return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
         mem_node = self.memory.per_node(size, nodes)
-        allocation = Allocation(cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0)
+        gpu_type = shape.gpu_type if gpu and shape is not None else None
+        allocation = Allocation(
+            cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0, gpu_type=gpu_type
+        )
         runtime, label, refused = self.run_times(size)
         if shape is not None and gpu and cpus > shape.cpus_per_node * nodes:
             return Option(name, size, allocation, label, note=f"{cpus} CPUs do not fit on {nodes} node(s)")

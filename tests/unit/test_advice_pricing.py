@@ -1,0 +1,61 @@
+"""The advice bills what slurmctld bills: typed GPUs, memory no run measured, GPU jobs' memory per CPU.
+
+The partitions are faked at one boundary, the text ``scontrol show partition`` prints."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from slurm_harp.advice.partition_shape import shapes_from_scontrol
+from slurm_harp.advice.partition_table import from_scontrol
+from slurm_harp.advice.quote import Allocation
+from slurm_harp.advice.recommend import Advice, Ask, advise
+from slurm_harp.advice.tariff import Prices, Tariff
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest
+
+IDS = itertools.count(1)
+
+# One node of 8 A100s, billed by their type: 16 a GPU, 1 a CPU.
+TYPED_GPUS = (
+    "PartitionName=a100 AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL MaxNodes=UNLIMITED "
+    "MaxTime=1-00:00:00 State=UP TotalCPUs=64 TotalNodes=1 "
+    "TRES=cpu=64,mem=512000M,node=1,billing=192,gres/gpu=8,gres/gpu:a100=8 "
+    "TRESBillingWeights=CPU=1.0,GRES/gpu:a100=16.0\n"
+)
+
+
+def record(cpus: int, minutes: float, *, gpus: int | None = None, **request: object) -> JobRecord:
+    """One of ann's completed runs of "sim"."""
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=cpus, gpus_per_node=gpus, **request)  # type: ignore[arg-type]
+    return JobRecord(
+        job_id=str(next(IDS)), request=job, state="COMPLETED", elapsed_s=round(minutes * 60), alloc_cpus=cpus
+    )
+
+
+def advice_in(scontrol: str, job: JobRequest, runs: list[JobRecord]) -> Advice:
+    return advise(
+        Ask(job), runs, Tariff.of(Prices(), from_scontrol(scontrol)), shapes_from_scontrol(scontrol)
+    )
+
+
+def test_typed_gpus_are_billed_by_their_type() -> None:
+    # 4 A100s beside 8 CPUs: slurmctld's job TRES holds gres/gpu=4 and gres/gpu:a100=4, so
+    # 8 x 1 + 4 x 16 = 72 billed units (the untyped gres/gpu alone gave 8).
+    runs = [record(2, 200, gpus=1), record(8, 60, gpus=4)]
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=8, gpus_per_node=4)
+    four = next(o for o in advice_in(TYPED_GPUS, job, runs).options if o.size == 4)
+    assert four.quote is not None and four.quote.billed_units == pytest.approx(72.0)
+    assert four.allocation.tres()["gres/gpu:a100"] == 4.0
+    assert shapes_from_scontrol(TYPED_GPUS)["a100"].gpu_type == "a100"
+
+
+def test_gpus_of_several_types_or_none_stay_untyped() -> None:
+    # A job may get either type: which one slurmctld bills is not known before it runs.
+    mixed = TYPED_GPUS.replace("gres/gpu:a100=8", "gres/gpu:a100=4,gres/gpu:v100=4")
+    assert shapes_from_scontrol(mixed)["a100"].gpu_type is None
+    assert shapes_from_scontrol(TYPED_GPUS.replace(",gres/gpu:a100=8", ""))["a100"].gpu_type is None
+    assert "gres/gpu:a100" not in Allocation(cpus=8, gpus=4).tres()
+    assert "gres/gpu:a100" not in Allocation(cpus=8, gpus=0, gpu_type="a100").tres()
