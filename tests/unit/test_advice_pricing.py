@@ -59,3 +59,20 @@ def test_gpus_of_several_types_or_none_stay_untyped() -> None:
     assert shapes_from_scontrol(TYPED_GPUS.replace(",gres/gpu:a100=8", ""))["a100"].gpu_type is None
     assert "gres/gpu:a100" not in Allocation(cpus=8, gpus=4).tres()
     assert "gres/gpu:a100" not in Allocation(cpus=8, gpus=0, gpu_type="a100").tres()
+
+
+# Two nodes of 64 CPUs and 8 GPUs.
+GPUS = (
+    "PartitionName=gpu MaxTime=1-00:00:00 State=UP TotalCPUs=128 TotalNodes=2 "
+    "TRES=cpu=128,mem=1024000M,node=2,gres/gpu=16 TRESBillingWeights=CPU=1,Mem=0.25G,GRES/gpu=4\n"
+)
+
+
+def test_a_gpu_jobs_memory_per_cpu_follows_the_options_cpus() -> None:
+    # --mem-per-cpu=4000 with 8 CPUs a GPU, no peak known: 4 GPUs hold 32 CPUs on one node,
+    # 128000 MB (it was 32000 MB, the 8 CPUs asked for, at every GPU count).
+    runs = [record(8, 200, gpus=1), record(8, 210, gpus=1), record(32, 60, gpus=4), record(32, 64, gpus=4)]
+    job = JobRequest(user_name="ann", job_name="sim", gpus_per_node=1, min_cpus=8, mem_per_cpu_mb=4000)
+    memory = {o.size: (o.allocation.cpus, o.mem_per_node_mb) for o in advice_in(GPUS, job, runs).options}
+    assert memory[1] == (8, 32000) and memory[2] == (16, 64000) and memory[4] == (32, 128000)
+    assert memory[16] == (128, 256000)  # two nodes of 64 CPUs each

@@ -96,7 +96,7 @@ class Pricing:
             nodes = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
         if nodes is None:  # cannot be reached from the advice's sizes, which stay within the partition
             return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
-        mem_node = self.memory.per_node(size, nodes)
+        mem_node = self.memory.per_node(size, nodes, cpus)
         gpu_type = shape.gpu_type if gpu and shape is not None else None
         allocation = Allocation(
             cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0, gpu_type=gpu_type

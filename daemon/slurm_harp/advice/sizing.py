@@ -76,7 +76,6 @@ class Memory:
     least_above: tuple[float, ...]  # [i]: the least peak at per_run[i:]
     steepest_below: tuple[int, ...]  # [i]: the index in per_run[:i] of least peak per unit, -1: none
     job: JobRequest
-    unit: str
     floor: float
 
     @classmethod
@@ -95,13 +94,14 @@ class Memory:
             if best < 0 or peak / theirs < peaks[best] / per_run[best]:
                 best = i
             steepest.append(best)
-        return cls(per_run, peaks, tuple(least_above), tuple(steepest), job, evidence.unit, floor)
+        return cls(per_run, peaks, tuple(least_above), tuple(steepest), job, floor)
 
-    def per_node(self, size: int, nodes: int) -> float:
-        """MiB per node a candidate of ``size`` on ``nodes`` should ask for (0: unknown, the
-        partition's default applies): the least bound the runs' peaks give, plus 20 %, at least
-        the floor; without peaks, the job's own memory request. A run with as much per node or
-        more bounds it by its peak, one with less by its peak scaled up in proportion."""
+    def per_node(self, size: int, nodes: int, cpus: int | None = None) -> float:
+        """MiB per node a candidate of ``size`` on ``nodes`` holding ``cpus`` CPUs (None: ``size``,
+        a CPU job's) should ask for (0: unknown, the partition's default applies): the least bound
+        the runs' peaks give, plus 20 %, at least the floor; without peaks, the job's own memory
+        request. A run with as much per node or more bounds it by its peak, one with less by its
+        peak scaled up in proportion."""
         if self.peaks:
             per_node = size / nodes
             i = bisect.bisect_left(self.per_run, per_node)
@@ -113,6 +113,6 @@ class Memory:
         if job.mem_per_node_mb is not None:
             return float(job.mem_per_node_mb)
         if job.mem_per_cpu_mb is not None:
-            cpus = size if self.unit == "CPU" else (job.min_cpus or 1)
-            return float(job.mem_per_cpu_mb * math.ceil(cpus / nodes))
+            # per CPU the candidate holds, as Slurm gives it: a GPU job's CPUs follow its GPUs
+            return float(job.mem_per_cpu_mb * math.ceil((size if cpus is None else cpus) / nodes))
         return 0.0
