@@ -91,4 +91,6 @@ def test_a_heavy_ask_prices_a_bounded_number_of_options(partitions: int) -> None
     advice = advise(Ask(ask().job, partitions=tuple(shapes)), runs, CPU_HOURS, shapes)
     assert len(advice.options) <= partitions * (11 + MOST_SIZES + 1)
     assert len(advice.evidence.describe()) < 200
-    assert len(advice.notes) == len(set(advice.notes)) == 1  # of the sizes run: said once
+    sizes_note = [n for n in advice.notes if n.startswith("of the 100 sizes run")]
+    assert len(sizes_note) == 1 and len(advice.notes) == len(set(advice.notes)) == 2  # said once
+    assert "memory is not priced" in advice.notes[0]  # no run's peak or request is known

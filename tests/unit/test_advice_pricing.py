@@ -61,6 +61,55 @@ def test_gpus_of_several_types_or_none_stay_untyped() -> None:
     assert "gres/gpu:a100" not in Allocation(cpus=8, gpus=0, gpu_type="a100").tres()
 
 
+# Two partitions of 4 nodes of 32 CPUs: std bills memory (a quarter unit a GiB), himem only CPUs.
+STD_AND_HIMEM = (
+    "PartitionName=std MaxTime=1-00:00:00 State=UP TotalCPUs=128 TotalNodes=4 "
+    "TRES=cpu=128,mem=2048000M,node=4 TRESBillingWeights=CPU=1.0,Mem=0.25G\n"
+    "PartitionName=himem MaxTime=1-00:00:00 State=UP TotalCPUs=128 TotalNodes=4 "
+    "TRES=cpu=128,mem=8192000M,node=4 TRESBillingWeights=CPU=1.5\n"
+)
+
+
+def test_memory_no_run_measured_is_the_runs_own_request() -> None:
+    # The runs asked 8000 MB a CPU and no peak is known: at 4 CPUs Slurm gave and billed 32000 MB,
+    # 4 + 32000 / 1024 x 0.25 = 11.81 units in std against 6 in himem (std was billed 4: no memory).
+    runs = [record(4, 60, mem_per_cpu_mb=8000), record(4, 66, mem_per_cpu_mb=8000)]
+    advice = advice_in(STD_AND_HIMEM, JobRequest(user_name="ann", job_name="sim", min_cpus=4), runs)
+    std = next(o for o in advice.options if o.partition == "std" and o.size == 4)
+    assert std.quote is not None and std.quote.billed_units == pytest.approx(4 + 32000 / 1024 * 0.25)
+    assert std.mem_per_node_mb == 32000
+    assert advice.cheapest is not None and advice.cheapest.partition == "himem"
+    # Runs that asked per node keep that per node; the ask's own memory comes first.
+    per_node = [record(4, 60, mem_per_node_mb=6000)]
+    assert (
+        next(
+            o
+            for o in advice_in(
+                STD_AND_HIMEM, JobRequest(user_name="ann", job_name="sim", min_cpus=4), per_node
+            ).options
+            if o.partition == "std"
+        ).mem_per_node_mb
+        == 6000
+    )
+    own = JobRequest(user_name="ann", job_name="sim", min_cpus=4, mem_per_node_mb=5000)
+    assert all(o.mem_per_node_mb == 5000 for o in advice_in(STD_AND_HIMEM, own, runs).options)
+
+
+def test_memory_nothing_says_is_not_priced_and_a_note_says_so() -> None:
+    runs = [record(4, 60), record(4, 66)]
+    advice = advice_in(STD_AND_HIMEM, JobRequest(user_name="ann", job_name="sim", min_cpus=4), runs)
+    assert all(o.allocation.mem_mb == 0 for o in advice.options)
+    assert "memory is not priced: no run's peak or request is known, nor yours" in advice.notes
+    assert not any(
+        "memory" in n
+        for n in advice_in(
+            STD_AND_HIMEM,
+            JobRequest(user_name="ann", job_name="sim", min_cpus=4),
+            [record(4, 60, mem_per_cpu_mb=1000)],
+        ).notes
+    )
+
+
 # Two nodes of 64 CPUs and 8 GPUs.
 GPUS = (
     "PartitionName=gpu MaxTime=1-00:00:00 State=UP TotalCPUs=128 TotalNodes=2 "

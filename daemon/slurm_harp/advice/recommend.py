@@ -186,6 +186,8 @@ def advise(
     memory = Memory.of(evidence, ask.job, memory_floor_mb)
     pricing = Pricing(ask.job, gpu, cpus_per_gpu, evidence, scaling, tariff, memory, ask.training, gpu_memory)
     notes = _notes(ask, evidence, scaling, requested, gpu_memory)
+    if evidence.runs and not memory.known:
+        notes.append("memory is not priced: no run's peak or request is known, nor yours")
 
     options: list[Option] = []
     for name in _partitions(ask, shapes, tariff, notes):
