@@ -9,9 +9,10 @@ import random
 
 import pytest
 
+from slurm_harp.advice.candidates import MOST_SIZES, MOST_UNKNOWN
 from slurm_harp.advice.evidence import Evidence, Run
 from slurm_harp.advice.partition_shape import PartitionShape
-from slurm_harp.advice.recommend import MOST_SIZES, MOST_UNKNOWN, Ask, advise, undominated
+from slurm_harp.advice.recommend import Ask, advise, undominated
 from slurm_harp.advice.sizing import MEMORY_MARGIN, Memory
 from slurm_harp.core.request import JobRequest
 from tests.unit.test_recommend import CPU_HOURS, SHAPES, ask, run

@@ -4,7 +4,8 @@ Pure functions on text and numbers (no Slurm tool is run, no gRPC): billing (Slu
 TRESBillingWeights), partition_table (slurm.conf and scontrol text), tariff (Slurm's billing
 under harp.toml's prices), survival (a job's run-time distribution), reexecution (HARP's
 doubled-limit reruns), quote (the expected cost of one configuration), gpu_memory (ZeRO's
-per-GPU memory), partition_shape (how big a job each partition holds), script (a batch script's
+per-GPU memory), partition_shape (how big a job each partition holds), partition_access (whom it
+takes jobs from), candidates (the partitions and sizes priced), script (a batch script's
 header as a request), evidence (a user's completed runs of a job name), sizing (run time and
 memory by size from them), option (one way of running the job, priced) and recommend (the
 advice itself: the candidates and the answers).

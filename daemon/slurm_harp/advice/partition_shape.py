@@ -6,7 +6,8 @@ partition's node and CPU totals (``TotalNodes``, ``TotalCPUs``), its per-job lim
 ``mem`` and ``gres/gpu`` totals give the memory and GPUs a node has (and ``gres/gpu:<type>``
 the GPUs' type, which slurmctld bills by). Nodes are taken as alike
 (a partition's totals divided by its node count, rounded down): HARP proposes nothing a node of
-average size could not hold, and Slurm refuses at submission what does not fit.
+average size could not hold, and Slurm refuses at submission what does not fit. Its State and
+Allow/Deny fields say whom it takes jobs from (partition_access.py).
 slurm.conf alone does not say how big the nodes are (that is in the NodeName lines, with host
 lists); the daemon reads scontrol.
 """
@@ -14,8 +15,9 @@ lists); the daemon reads scontrol.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from slurm_harp.advice.partition_access import PartitionAccess
 from slurm_harp.slurm_formats import is_unlimited, parse_max_time, parse_memory_mb, scontrol_records
 
 __all__ = ["PartitionShape", "shapes_from_scontrol"]
@@ -33,6 +35,7 @@ class PartitionShape:
     max_cpus_per_node: int | None = None  # MaxCPUsPerNode (None: UNLIMITED)
     max_mem_per_node_mb: float | None = None  # MaxMemPerNode (None: UNLIMITED)
     max_minutes: int | None = None  # MaxTime (None: UNLIMITED)
+    access: PartitionAccess = field(default_factory=PartitionAccess)  # State, whom it takes jobs from
 
     @property
     def cpus_per_node(self) -> int:
@@ -113,6 +116,7 @@ def _shape(name: str, block: dict[str, str]) -> PartitionShape:
         max_cpus_per_node=_limit(block.get("MaxCPUsPerNode"), "MaxCPUsPerNode"),
         max_mem_per_node_mb=_memory_limit(block.get("MaxMemPerNode")),
         max_minutes=parse_max_time(block.get("MaxTime", "")),
+        access=PartitionAccess.of(block),
     )
 
 
