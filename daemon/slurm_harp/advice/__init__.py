@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from slurm_harp.advice.billing import Mode, Weights, billed_units, parse_priority_flags, parse_weights
 from slurm_harp.advice.evidence import Evidence, Run
-from slurm_harp.advice.gpu_memory import Fit, Overhead, TrainingFacts, fewest_gpus, model_state_bytes
+from slurm_harp.advice.gpu_memory import Fit, TrainingFacts, fewest_gpus, model_state_bytes
 from slurm_harp.advice.option import Option
 from slurm_harp.advice.partition_shape import PartitionShape, shapes_from_scontrol
 from slurm_harp.advice.partition_table import Partition, PartitionTable, from_scontrol, from_slurm_conf
@@ -35,7 +35,6 @@ __all__ = [
     "Fit",
     "Mode",
     "Option",
-    "Overhead",
     "Partition",
     "PartitionPrice",
     "PartitionShape",

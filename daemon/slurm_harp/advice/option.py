@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_harp.advice.evidence import Evidence, request_size
-from slurm_harp.advice.gpu_memory import TrainingFacts, model_state_bytes
+from slurm_harp.advice.gpu_memory import HEADROOM, TrainingFacts, model_state_bytes, usable_bytes
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.quote import Allocation, Quote, cheapest_limit
 from slurm_harp.advice.reexecution import charged_minutes
@@ -73,6 +73,7 @@ class Pricing:
     memory: Memory
     training: TrainingFacts | None = None  # a DNN training: its model states must fit a GPU
     gpu_memory: Mapping[str, float] | None = None  # partition -> one GPU's memory (bytes)
+    gpu_headroom: float = HEADROOM  # the part of a GPU's memory model states may not take
     # size -> its run times, label and refusal: the same in every partition, so read once
     _at: dict[int, tuple[Empirical | None, str, str]] = field(default_factory=dict, init=False, repr=False)
 
@@ -111,11 +112,12 @@ class Pricing:
         if self.training is not None:
             need = model_state_bytes(self.training, size)
             has = (self.gpu_memory or {}).get(name)
-            if has is not None and need > has:
-                return Option(
-                    name, size, allocation, label,
-                    note=f"model states need {need / GB:.1f} GB per GPU; a GPU here has {has / GB:.1f} GB",
-                )  # fmt: skip
+            if has is not None and need > (usable := usable_bytes(has, self.gpu_headroom)):
+                note = (
+                    f"model states need {need / GB:.1f} GB per GPU; a GPU here holds {usable / GB:.1f} GB "
+                    f"of them ({has / GB:.1f} less {self.gpu_headroom * 100:g} %)"
+                )
+                return Option(name, size, allocation, label, note=note)
         if runtime is None:
             return Option(name, size, allocation, label, note=refused)
         bounds = [b for b in (shape and shape.max_minutes, self.tariff.partition(name).max_minutes) if b]

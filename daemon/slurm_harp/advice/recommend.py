@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from slurm_harp.advice.candidates import admitted, partitions, sizes
 from slurm_harp.advice.evidence import Evidence, amount, evidence_of, request_size, run_size
-from slurm_harp.advice.gpu_memory import TrainingFacts, fewest_gpus
+from slurm_harp.advice.gpu_memory import HEADROOM, TrainingFacts, fewest_gpus
 from slurm_harp.advice.option import GB, Option, Pricing
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.quote import same
@@ -119,13 +119,15 @@ def advise(
     gpu_memory_bytes: Mapping[str, float] | None = None,
     memory_floor_mb: float = 0.0,
     groups: Collection[str] | None = None,
+    gpu_memory_headroom: float = HEADROOM,
 ) -> Advice:
     """The advice for ``ask`` from ``records`` (the caller's runs; anyone else's are ignored),
     under ``tariff``, in the partitions of ``shapes`` (their sizes; a partition named by the ask
     but unknown there gets the sizes run and asked for). ``gpu_memory_bytes``: partition -> one
     GPU's memory, for the training check. ``memory_floor_mb``: no memory request from the peaks
     below this (harp.toml's policy.floor.memory_mb: a sampled peak may miss a short spike).
-    ``groups``: the caller's group names, for partitions' AllowGroups (None: unknown)."""
+    ``groups``: the caller's group names, for partitions' AllowGroups (None: unknown).
+    ``gpu_memory_headroom``: the part of a GPU's memory model states may not take."""
     records = [
         r for r in records if ask.job.user_name is not None and r.request.user_name == ask.job.user_name
     ]
@@ -136,14 +138,18 @@ def advise(
     gpu_memory = gpu_memory_bytes or {}
     cpus_per_gpu = _cpus_per_gpu(ask.job, evidence, records) if gpu else 0
     memory = Memory.of(evidence, ask.job, memory_floor_mb)
-    pricing = Pricing(ask.job, gpu, cpus_per_gpu, evidence, scaling, tariff, memory, ask.training, gpu_memory)
-    notes = _notes(ask, evidence, scaling, requested, gpu_memory)
+    pricing = Pricing(
+        ask.job, gpu, cpus_per_gpu, evidence, scaling, tariff, memory, ask.training, gpu_memory,
+        gpu_memory_headroom,
+    )  # fmt: skip
+    notes = _notes(ask, evidence, scaling, requested)
     if evidence.runs and not memory.known:
         notes.append("memory is not priced: no run's peak or request is known, nor yours")
 
     options: list[Option] = []
     named = partitions(ask.partitions, ask.job.partition, shapes, tariff, notes)
-    for name in admitted(named, shapes, ask.job, groups, notes):
+    compared = admitted(named, shapes, ask.job, groups, notes)
+    for name in compared:
         shape = shapes.get(name)
         if shape is None:
             notes.append(f"partition {name}: its size is unknown; only the sizes run or asked for are shown")
@@ -152,6 +158,8 @@ def advise(
             notes.append(f"partition {name}: has no {'GPUs' if gpu else 'CPUs'} for this job")
             continue
         options += [pricing.option(name, shape, size) for size in sizes(most, evidence, requested, notes)]
+    if ask.training is not None:
+        notes.append(_training_note(ask.training, gpu_memory, compared, shapes, gpu_memory_headroom))
 
     order = {id(o): i for i, o in enumerate(options)}
     finishing = [o for o in options if o.quote is not None and o.quote.p_unfinished == 0.0]
@@ -196,7 +204,6 @@ def _notes(
     evidence: Evidence,
     scaling: Scaling | None,
     requested: int | None,
-    gpu_memory: Mapping[str, float],
 ) -> list[str]:
     notes = []
     job = ask.job
@@ -223,17 +230,26 @@ def _notes(
             if evidence.by_script
             else "runs matched by name (none has this script's signature)"
         )
-    if ask.training is not None:
-        fit = fewest_gpus(ask.training, gpu_memory) if gpu_memory else None
-        if not gpu_memory:
-            notes.append(
-                "the GPUs' memory is not configured ([[advice.partition]]): the model states are not checked"
-            )
-        elif fit is None:
-            notes.append("the model states fit no GPU here at any degree up to 1024")
-        else:
-            notes.append(
-                f"the fewest GPUs that hold the model states: {fit.gpus} in {fit.partition} "
-                f"({fit.need_bytes / GB:.1f} GB of {fit.memory_bytes / GB:.1f} GB per GPU)"
-            )
     return notes
+
+
+def _training_note(
+    training: TrainingFacts,
+    gpu_memory: Mapping[str, float],
+    compared: Sequence[str],
+    shapes: Mapping[str, PartitionShape],
+    headroom: float,
+) -> str:
+    """The fewest GPUs that hold the model states, among the partitions compared and the GPU
+    counts each holds (a partition of unknown size: any)."""
+    if not gpu_memory:
+        return "the GPUs' memory is not configured ([[advice.partition]]): the model states are not checked"
+    memory = {name: gpu_memory[name] for name in compared if name in gpu_memory}
+    most = {name: shapes[name].most_gpus for name in memory if name in shapes}
+    fit = fewest_gpus(training, memory, most_gpus=most, headroom=headroom) if memory else None
+    if fit is None:
+        return "the model states fit no GPU count the partitions compared hold"
+    return (
+        f"the fewest GPUs that hold the model states: {fit.gpus} in {fit.partition} "
+        f"({fit.need_bytes / GB:.1f} GB of {fit.usable_bytes / GB:.1f} GB per GPU)"
+    )

@@ -153,6 +153,7 @@ class Advisor:
             settings.advice.gpu_memory_bytes,
             memory_floor_mb=floor,
             groups=self._groups_of(uid),  # the partitions' AllowGroups admit the caller by them
+            gpu_memory_headroom=settings.advice.gpu_memory_headroom,
         )
         if db is None:
             advice = replace(advice, notes=(*advice.notes, "the site keeps no job history ([history] db)"))
