@@ -9,9 +9,10 @@ import random
 
 import pytest
 
+from slurm_harp.advice.candidates import MOST_SIZES, MOST_UNKNOWN
 from slurm_harp.advice.evidence import Evidence, Run
 from slurm_harp.advice.partition_shape import PartitionShape
-from slurm_harp.advice.recommend import MOST_SIZES, MOST_UNKNOWN, Ask, advise, undominated
+from slurm_harp.advice.recommend import Ask, advise, undominated
 from slurm_harp.advice.sizing import MEMORY_MARGIN, Memory
 from slurm_harp.core.request import JobRequest
 from tests.unit.test_recommend import CPU_HOURS, SHAPES, ask, run
@@ -91,4 +92,6 @@ def test_a_heavy_ask_prices_a_bounded_number_of_options(partitions: int) -> None
     advice = advise(Ask(ask().job, partitions=tuple(shapes)), runs, CPU_HOURS, shapes)
     assert len(advice.options) <= partitions * (11 + MOST_SIZES + 1)
     assert len(advice.evidence.describe()) < 200
-    assert len(advice.notes) == len(set(advice.notes)) == 1  # of the sizes run: said once
+    sizes_note = [n for n in advice.notes if n.startswith("of the 100 sizes run")]
+    assert len(sizes_note) == 1 and len(advice.notes) == len(set(advice.notes)) == 2  # said once
+    assert "memory is not priced" in advice.notes[0]  # no run's peak or request is known

@@ -331,6 +331,8 @@ def test_advice_settings() -> None:
     )
     assert s.advice.socket == Path("/run/slurm-harp/advice.sock") and s.advice.max_connections == 8
     assert s.advice.gpu_memory_bytes == {"gpu": 80e9, "a40": 48e9}
+    assert parse({}).advice.gpu_memory_headroom == 0.1
+    assert parse({"advice": {"gpu_memory_headroom": 0}}).advice.gpu_memory_headroom == 0.0
 
 
 @pytest.mark.parametrize(
@@ -339,6 +341,9 @@ def test_advice_settings() -> None:
         ({"socket": ""}, "advice.socket: must be a path"),
         ({"socket": "/run/slurm-harp/harp.sock"}, "advice.socket: must not be server.socket"),
         ({"max_connections": 0}, "advice.max_connections: must be >= 1"),
+        ({"gpu_memory_headroom": 1}, "advice.gpu_memory_headroom: must be a fraction of a GPU's memory"),
+        ({"gpu_memory_headroom": -0.1}, "advice.gpu_memory_headroom: must be a fraction"),
+        ({"gpu_memory_headroom": "10%"}, "advice.gpu_memory_headroom"),
         ({"partition": {"name": "gpu"}}, "advice.partition: must be an array of tables"),
         ({"partition": [{"gpu_memory_gb": 80}]}, r"advice.partition\[0\].name: missing"),
         (

@@ -125,6 +125,7 @@ def actual_defaults() -> dict[str, Any]:
         "billing.partition": None,
         "advice.socket": s.advice.socket,
         "advice.max_connections": s.advice.max_connections,
+        "advice.gpu_memory_headroom": s.advice.gpu_memory_headroom,
         "advice.partition": None,
     }
     return {k: str(v) if isinstance(v, Path) else v for k, v in values.items()}

@@ -4,7 +4,8 @@ Pure functions on text and numbers (no Slurm tool is run, no gRPC): billing (Slu
 TRESBillingWeights), partition_table (slurm.conf and scontrol text), tariff (Slurm's billing
 under harp.toml's prices), survival (a job's run-time distribution), reexecution (HARP's
 doubled-limit reruns), quote (the expected cost of one configuration), gpu_memory (ZeRO's
-per-GPU memory), partition_shape (how big a job each partition holds), script (a batch script's
+per-GPU memory), partition_shape (how big a job each partition holds), partition_access (whom it
+takes jobs from), candidates (the partitions and sizes priced), script (a batch script's
 header as a request), evidence (a user's completed runs of a job name), sizing (run time and
 memory by size from them), option (one way of running the job, priced) and recommend (the
 advice itself: the candidates and the answers).
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from slurm_harp.advice.billing import Mode, Weights, billed_units, parse_priority_flags, parse_weights
 from slurm_harp.advice.evidence import Evidence, Run
-from slurm_harp.advice.gpu_memory import Fit, Overhead, TrainingFacts, fewest_gpus, model_state_bytes
+from slurm_harp.advice.gpu_memory import Fit, TrainingFacts, fewest_gpus, model_state_bytes
 from slurm_harp.advice.option import Option
 from slurm_harp.advice.partition_shape import PartitionShape, shapes_from_scontrol
 from slurm_harp.advice.partition_table import Partition, PartitionTable, from_scontrol, from_slurm_conf
@@ -34,7 +35,6 @@ __all__ = [
     "Fit",
     "Mode",
     "Option",
-    "Overhead",
     "Partition",
     "PartitionPrice",
     "PartitionShape",

@@ -8,6 +8,7 @@ not used: their run time says nothing about a full run.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ class Run:
     minutes: float
     nodes: int = 1
     peak_mb: float | None = None  # peak resident memory per node
+    requested_mb: float | None = None  # the memory per node it asked for (None: not said)
 
 
 @dataclass(frozen=True)  # not slots: its size counts and label are computed once (cached_property)
@@ -110,5 +112,15 @@ def evidence_of(job: JobRequest, records: Iterable[JobRecord], gpu: bool) -> Evi
             unused["without GPUs"] += 1
         else:
             nodes = max(r.request.min_nodes or 1, 1)
-            used.append(Run(size=size, minutes=r.elapsed_s / 60.0, nodes=nodes, peak_mb=r.max_rss_mb))
+            asked = _requested_mb(r.request, int(r.cores), nodes)
+            used.append(Run(size, r.elapsed_s / 60.0, nodes, peak_mb=r.max_rss_mb, requested_mb=asked))
     return Evidence(tuple(used), dict(unused), "GPU" if gpu else "CPU", by_script)
+
+
+def _requested_mb(request: JobRequest, cpus: int, nodes: int) -> float | None:
+    """The memory per node a run of ``cpus`` CPUs on ``nodes`` asked for (None: not said)."""
+    if request.mem_per_node_mb is not None:
+        return float(request.mem_per_node_mb)
+    if request.mem_per_cpu_mb is not None:
+        return float(request.mem_per_cpu_mb * math.ceil(cpus / nodes))
+    return None

@@ -11,31 +11,34 @@ parameters, the gradients and the optimizer states, and Nd data-parallel GPUs, o
 
 Mixed-precision Adam is the paper's case: fp16 parameters and gradients (2 + 2) and k = 12
 (fp32 copies of the parameters, momentum and variance): 16 bytes a parameter. STATE_BYTES has
-the others. The rest of a GPU's peak (activations, temporary buffers, the framework's own) is not
-split by ZeRO's stages 1-3 (each GPU runs the whole model on its own micro-batch), so it is one
-per-GPU term, ``Overhead``, fitted from the site's observed peaks where it has them.
+the others. The rest of a GPU's peak (activations, temporary buffers, the CUDA context, the
+framework's own) is not estimated: it depends on the batch, the sequence length and checkpointing,
+which the advice is not told. A headroom of each GPU's memory (HEADROOM, 10 % unless the site sets
+``[advice] gpu_memory_headroom``) is kept free for it: the states must fit in the rest.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 __all__ = [
+    "HEADROOM",
     "POWERS_OF_TWO",
     "STATE_BYTES",
     "Fit",
-    "Overhead",
     "StateBytes",
     "TrainingFacts",
     "fewest_gpus",
     "model_state_bytes",
+    "usable_bytes",
 ]
 
 POWERS_OF_TWO = tuple(2**i for i in range(11))  # 1 .. 1024: the usual data-parallel degrees
+# A GPU's memory kept free of model states, for what they do not count (activations, buffers, the
+# CUDA context): a guess, not a fit. 10 % is 8 GB of an 80 GB GPU, 1.6 GB of a 16 GB one.
+HEADROOM = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,56 +94,44 @@ def model_state_bytes(facts: TrainingFacts, gpus: int) -> float:
     return whole * n + split * n / gpus
 
 
-@dataclass(frozen=True, slots=True)
-class Overhead:
-    """Per-GPU bytes beyond the model states: activations, buffers, the framework's own."""
-
-    per_gpu_bytes: float = 0.0
-    observations: int = 0  # how many observed peaks it was fitted on (0: not fitted)
-
-    @classmethod
-    def fit(cls, observed: Iterable[tuple[TrainingFacts, int, float]], quantile: float = 1.0) -> Overhead:
-        """From (facts, GPUs, observed peak bytes per GPU) of past runs: the ``quantile`` of
-        peak - model states (1: the largest; kept only if positive). An observed value is taken
-        (numpy's "higher" method), never one interpolated below it."""
-        if not 0.0 <= quantile <= 1.0:
-            raise ValueError(f"overhead quantile {quantile}: in [0, 1]")
-        residuals = [peak - model_state_bytes(facts, gpus) for facts, gpus, peak in observed]
-        if not residuals:
-            return cls()
-        value = float(np.quantile(np.array(residuals), quantile, method="higher"))
-        return cls(per_gpu_bytes=max(value, 0.0), observations=len(residuals))
+def usable_bytes(memory_bytes: float, headroom: float = HEADROOM) -> float:
+    """What one GPU of ``memory_bytes`` holds of model states, ``headroom`` of it kept free."""
+    return memory_bytes * (1.0 - headroom)
 
 
 @dataclass(frozen=True, slots=True)
 class Fit:
     partition: str
     gpus: int
-    need_bytes: float  # model states + overhead, per GPU
+    need_bytes: float  # model states per GPU
     memory_bytes: float  # one GPU's memory in that partition
+    usable_bytes: float  # of which model states may take (the headroom kept free)
 
     @property
     def margin_bytes(self) -> float:
-        return self.memory_bytes - self.need_bytes
+        return self.usable_bytes - self.need_bytes
 
 
 def fewest_gpus(
     facts: TrainingFacts,
     gpu_memory: Mapping[str, float],
     candidates: Sequence[int] = POWERS_OF_TWO,
-    overhead: Overhead | None = None,
+    most_gpus: Mapping[str, int] | None = None,
+    headroom: float = HEADROOM,
 ) -> Fit | None:
-    """The smallest data-parallel degree among ``candidates`` whose per-GPU need fits a GPU of
-    some partition (``gpu_memory``: partition -> bytes per GPU), and that partition; equal
-    degrees go to the larger margin. ``overhead``: the fitted per-GPU rest (None: none known,
-    the model states alone). None when nothing fits (stage 0 never shrinks with GPUs)."""
-    extra = overhead.per_gpu_bytes if overhead is not None else 0.0
+    """The smallest data-parallel degree among ``candidates`` whose model states fit a GPU of
+    some partition (``gpu_memory``: partition -> bytes per GPU; ``headroom`` of it kept free), and
+    that partition; a partition's degrees stop at ``most_gpus`` (the most GPUs one job may have
+    there; a partition it does not name: no limit). Equal degrees go to the larger margin. None
+    when nothing fits (stage 0 never shrinks with GPUs)."""
     best: Fit | None = None
     for partition, memory in gpu_memory.items():
-        for gpus in sorted(candidates):
-            need = model_state_bytes(facts, gpus) + extra
-            if need <= memory:
-                fit = Fit(partition=partition, gpus=gpus, need_bytes=need, memory_bytes=float(memory))
+        most = (most_gpus or {}).get(partition)
+        usable = usable_bytes(memory, headroom)
+        for gpus in sorted(c for c in candidates if most is None or c <= most):
+            need = model_state_bytes(facts, gpus)
+            if need <= usable:
+                fit = Fit(partition, gpus, need, float(memory), usable)
                 if best is None or (fit.gpus, -fit.margin_bytes) < (best.gpus, -best.margin_bytes):
                     best = fit
                 break

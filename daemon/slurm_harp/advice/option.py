@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_harp.advice.evidence import Evidence, request_size
-from slurm_harp.advice.gpu_memory import TrainingFacts, model_state_bytes
+from slurm_harp.advice.gpu_memory import HEADROOM, TrainingFacts, model_state_bytes, usable_bytes
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.quote import Allocation, Quote, cheapest_limit
 from slurm_harp.advice.reexecution import charged_minutes
@@ -73,6 +73,7 @@ class Pricing:
     memory: Memory
     training: TrainingFacts | None = None  # a DNN training: its model states must fit a GPU
     gpu_memory: Mapping[str, float] | None = None  # partition -> one GPU's memory (bytes)
+    gpu_headroom: float = HEADROOM  # the part of a GPU's memory model states may not take
     # size -> its run times, label and refusal: the same in every partition, so read once
     _at: dict[int, tuple[Empirical | None, str, str]] = field(default_factory=dict, init=False, repr=False)
 
@@ -96,8 +97,11 @@ class Pricing:
             nodes = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
         if nodes is None:  # cannot be reached from the advice's sizes, which stay within the partition
             return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
-        mem_node = self.memory.per_node(size, nodes)
-        allocation = Allocation(cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0)
+        mem_node = self.memory.per_node(size, nodes, cpus)
+        gpu_type = shape.gpu_type if gpu and shape is not None else None
+        allocation = Allocation(
+            cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0, gpu_type=gpu_type
+        )
         runtime, label, refused = self.run_times(size)
         if shape is not None and gpu and cpus > shape.cpus_per_node * nodes:
             return Option(name, size, allocation, label, note=f"{cpus} CPUs do not fit on {nodes} node(s)")
@@ -108,11 +112,12 @@ class Pricing:
         if self.training is not None:
             need = model_state_bytes(self.training, size)
             has = (self.gpu_memory or {}).get(name)
-            if has is not None and need > has:
-                return Option(
-                    name, size, allocation, label,
-                    note=f"model states need {need / GB:.1f} GB per GPU; a GPU here has {has / GB:.1f} GB",
-                )  # fmt: skip
+            if has is not None and need > (usable := usable_bytes(has, self.gpu_headroom)):
+                note = (
+                    f"model states need {need / GB:.1f} GB per GPU; a GPU here holds {usable / GB:.1f} GB "
+                    f"of them ({has / GB:.1f} less {self.gpu_headroom * 100:g} %)"
+                )
+                return Option(name, size, allocation, label, note=note)
         if runtime is None:
             return Option(name, size, allocation, label, note=refused)
         bounds = [b for b in (shape and shape.max_minutes, self.tariff.partition(name).max_minutes) if b]

@@ -3,9 +3,11 @@
 The advice's candidates must be configurations the partition accepts: scontrol gives each
 partition's node and CPU totals (``TotalNodes``, ``TotalCPUs``), its per-job limits
 (``MaxNodes``, ``MaxCPUsPerNode``, ``MaxMemPerNode``, ``MaxTime``) and its TRES, whose
-``mem`` and ``gres/gpu`` totals give the memory and GPUs a node has. Nodes are taken as alike
+``mem`` and ``gres/gpu`` totals give the memory and GPUs a node has (and ``gres/gpu:<type>``
+the GPUs' type, which slurmctld bills by). Nodes are taken as alike
 (a partition's totals divided by its node count, rounded down): HARP proposes nothing a node of
-average size could not hold, and Slurm refuses at submission what does not fit.
+average size could not hold, and Slurm refuses at submission what does not fit. Its State and
+Allow/Deny fields say whom it takes jobs from (partition_access.py).
 slurm.conf alone does not say how big the nodes are (that is in the NodeName lines, with host
 lists); the daemon reads scontrol.
 """
@@ -13,8 +15,9 @@ lists); the daemon reads scontrol.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from slurm_harp.advice.partition_access import PartitionAccess
 from slurm_harp.slurm_formats import is_unlimited, parse_max_time, parse_memory_mb, scontrol_records
 
 __all__ = ["PartitionShape", "shapes_from_scontrol"]
@@ -26,11 +29,13 @@ class PartitionShape:
     nodes: int = 0  # TotalNodes
     cpus: int = 0  # TotalCPUs
     gpus: int = 0  # gres/gpu in the partition's TRES
+    gpu_type: str | None = None  # the one gres/gpu:<type> in the TRES (None: untyped, or several)
     mem_mb: float = 0.0  # mem in the partition's TRES (0: unknown)
     max_nodes: int | None = None  # MaxNodes per job (None: UNLIMITED)
     max_cpus_per_node: int | None = None  # MaxCPUsPerNode (None: UNLIMITED)
     max_mem_per_node_mb: float | None = None  # MaxMemPerNode (None: UNLIMITED)
     max_minutes: int | None = None  # MaxTime (None: UNLIMITED)
+    access: PartitionAccess = field(default_factory=PartitionAccess)  # State, whom it takes jobs from
 
     @property
     def cpus_per_node(self) -> int:
@@ -97,17 +102,21 @@ def shapes_from_scontrol(text: str) -> dict[str, PartitionShape]:
 
 def _shape(name: str, block: dict[str, str]) -> PartitionShape:
     tres = dict(item.partition("=")[::2] for item in block.get("TRES", "").split(",") if "=" in item)
-    typed_gpus = sum(_count(v, "TRES gres/gpu") for k, v in tres.items() if k.startswith("gres/gpu:"))
+    typed = {k.removeprefix("gres/gpu:"): v for k, v in tres.items() if k.startswith("gres/gpu:")}
+    typed_gpus = sum(_count(v, "TRES gres/gpu") for v in typed.values())
     return PartitionShape(
         name=name,
         nodes=_count(block.get("TotalNodes", "0"), "TotalNodes"),
         cpus=_count(block.get("TotalCPUs", "0"), "TotalCPUs"),
         gpus=_count(tres["gres/gpu"], "TRES gres/gpu") if "gres/gpu" in tres else typed_gpus,
+        # GPUs of several types: which one a job gets, and is billed for, is not known before it runs
+        gpu_type=next(iter(typed)) if len(typed) == 1 else None,
         mem_mb=parse_memory_mb(tres["mem"]) if "mem" in tres else 0.0,
         max_nodes=_limit(block.get("MaxNodes"), "MaxNodes"),
         max_cpus_per_node=_limit(block.get("MaxCPUsPerNode"), "MaxCPUsPerNode"),
         max_mem_per_node_mb=_memory_limit(block.get("MaxMemPerNode")),
         max_minutes=parse_max_time(block.get("MaxTime", "")),
+        access=PartitionAccess.of(block),
     )
 
 

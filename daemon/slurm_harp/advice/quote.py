@@ -38,12 +38,15 @@ class Allocation:
     mem_mb: float = 0.0
     nodes: int = 1
     gpus: int = 0
+    gpu_type: str | None = None  # the partition's one GPU type: slurmctld bills gres/gpu:<type> too
     other: Mapping[str, float] = field(default_factory=dict)  # e.g. {"license/ansys": 1}
 
     def tres(self) -> dict[str, float]:
         """The allocation as billing.billed_units reads it."""
         base = {"cpu": float(self.cpus), "mem": float(self.mem_mb), "node": float(self.nodes)}
         gpus = {"gres/gpu": float(self.gpus)} if self.gpus else {}
+        if self.gpus and self.gpu_type:
+            gpus[f"gres/gpu:{self.gpu_type.lower()}"] = float(self.gpus)
         return base | gpus | {k.lower(): float(v) for k, v in self.other.items()}
 
     @classmethod

@@ -22,11 +22,12 @@ docs/advice.md explains the answer to users.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from slurm_harp.advice.candidates import admitted, partitions, sizes
 from slurm_harp.advice.evidence import Evidence, amount, evidence_of, request_size, run_size
-from slurm_harp.advice.gpu_memory import TrainingFacts, fewest_gpus
+from slurm_harp.advice.gpu_memory import HEADROOM, TrainingFacts, fewest_gpus
 from slurm_harp.advice.option import GB, Option, Pricing
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.quote import same
@@ -36,10 +37,6 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 
 __all__ = ["Advice", "Ask", "advise"]
-
-LARGEST_POWER = 10  # candidate sizes: powers of two up to 2**10, with the sizes run and requested
-MOST_SIZES = 16  # of the sizes run, at most this many are candidates (the most run)
-MOST_UNKNOWN = 4  # partitions priced on their name alone when scontrol could not be read
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,53 +84,6 @@ def _cpus_per_gpu(job: JobRequest, evidence: Evidence, records: Sequence[JobReco
     return max(1, ratios[len(ratios) // 2]) if ratios else 1
 
 
-def _partitions(
-    ask: Ask, shapes: Mapping[str, PartitionShape], tariff: Tariff, notes: list[str]
-) -> list[str]:
-    """The partitions to price: those the ask names that the site has (scontrol or [billing]),
-    else every one the site has, the job's own first. Only when the site's are unknown
-    (scontrol could not be read) are names taken on trust, at most MOST_UNKNOWN of them: each
-    name costs a round of pricing, and a made-up one answers nothing."""
-    known = set(shapes) | set(tariff.partitions)
-    if not ask.partitions:
-        names = sorted(known)
-        own = ask.job.partition
-        if own is not None:  # the job's own partition first
-            names = [own, *(n for n in names if n != own)]
-        if not names:
-            notes.append("no partition is known (scontrol could not be read): name one to compare")
-        return names
-    if not known:
-        if len(ask.partitions) > MOST_UNKNOWN:
-            notes.append(f"no partition is known here: the first {MOST_UNKNOWN} of those named are compared")
-        return list(ask.partitions[:MOST_UNKNOWN])
-    unknown = [n for n in ask.partitions if n not in known]
-    if unknown:
-        shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
-        notes.append(f"no such partition here: {shown}")
-    return [n for n in ask.partitions if n in known]
-
-
-def _sizes(most: int | None, evidence: Evidence, requested: int | None, notes: list[str]) -> list[int]:
-    """The sizes to price: the powers of two the partition holds, the size asked for and the
-    sizes run; of the sizes run, the MOST_SIZES most run (each size is a round of pricing)."""
-    sizes = {2**i for i in range(LARGEST_POWER + 1)} if most else set()
-    run = [size for size, _ in sorted(evidence.sizes(), key=lambda sn: (-sn[1], sn[0]))]
-    if most:
-        run = [size for size in run if size <= most]
-    if len(run) > MOST_SIZES:
-        notes.append(f"of the {len(run)} sizes run, the {MOST_SIZES} run most often are compared")
-    sizes |= set(run[:MOST_SIZES])
-    if requested:
-        sizes.add(requested)
-    if most:
-        sizes = {s for s in sizes if s <= most}
-    elif evidence.runs:  # nothing known of the partition: powers of two between the sizes run
-        low, high = min(r.size for r in evidence.runs), max(r.size for r in evidence.runs)
-        sizes |= {2**i for i in range(LARGEST_POWER + 1) if low <= 2**i <= high}
-    return sorted(sizes)
-
-
 def _cost_time(o: Option) -> tuple[float, float]:
     assert o.expected_cost is not None and o.expected_minutes is not None
     return same(o.expected_cost), same(o.expected_minutes)
@@ -168,12 +118,16 @@ def advise(
     shapes: Mapping[str, PartitionShape],
     gpu_memory_bytes: Mapping[str, float] | None = None,
     memory_floor_mb: float = 0.0,
+    groups: Collection[str] | None = None,
+    gpu_memory_headroom: float = HEADROOM,
 ) -> Advice:
     """The advice for ``ask`` from ``records`` (the caller's runs; anyone else's are ignored),
     under ``tariff``, in the partitions of ``shapes`` (their sizes; a partition named by the ask
     but unknown there gets the sizes run and asked for). ``gpu_memory_bytes``: partition -> one
     GPU's memory, for the training check. ``memory_floor_mb``: no memory request from the peaks
-    below this (harp.toml's policy.floor.memory_mb: a sampled peak may miss a short spike)."""
+    below this (harp.toml's policy.floor.memory_mb: a sampled peak may miss a short spike).
+    ``groups``: the caller's group names, for partitions' AllowGroups (None: unknown).
+    ``gpu_memory_headroom``: the part of a GPU's memory model states may not take."""
     records = [
         r for r in records if ask.job.user_name is not None and r.request.user_name == ask.job.user_name
     ]
@@ -184,11 +138,18 @@ def advise(
     gpu_memory = gpu_memory_bytes or {}
     cpus_per_gpu = _cpus_per_gpu(ask.job, evidence, records) if gpu else 0
     memory = Memory.of(evidence, ask.job, memory_floor_mb)
-    pricing = Pricing(ask.job, gpu, cpus_per_gpu, evidence, scaling, tariff, memory, ask.training, gpu_memory)
-    notes = _notes(ask, evidence, scaling, requested, gpu_memory)
+    pricing = Pricing(
+        ask.job, gpu, cpus_per_gpu, evidence, scaling, tariff, memory, ask.training, gpu_memory,
+        gpu_memory_headroom,
+    )  # fmt: skip
+    notes = _notes(ask, evidence, scaling, requested)
+    if evidence.runs and not memory.known:
+        notes.append("memory is not priced: no run's peak or request is known, nor yours")
 
     options: list[Option] = []
-    for name in _partitions(ask, shapes, tariff, notes):
+    named = partitions(ask.partitions, ask.job.partition, shapes, tariff, notes)
+    compared = admitted(named, shapes, ask.job, groups, notes)
+    for name in compared:
         shape = shapes.get(name)
         if shape is None:
             notes.append(f"partition {name}: its size is unknown; only the sizes run or asked for are shown")
@@ -196,7 +157,9 @@ def advise(
         if shape is not None and most == 0:
             notes.append(f"partition {name}: has no {'GPUs' if gpu else 'CPUs'} for this job")
             continue
-        options += [pricing.option(name, shape, size) for size in _sizes(most, evidence, requested, notes)]
+        options += [pricing.option(name, shape, size) for size in sizes(most, evidence, requested, notes)]
+    if ask.training is not None:
+        notes.append(_training_note(ask.training, gpu_memory, compared, shapes, gpu_memory_headroom))
 
     order = {id(o): i for i, o in enumerate(options)}
     finishing = [o for o in options if o.quote is not None and o.quote.p_unfinished == 0.0]
@@ -241,7 +204,6 @@ def _notes(
     evidence: Evidence,
     scaling: Scaling | None,
     requested: int | None,
-    gpu_memory: Mapping[str, float],
 ) -> list[str]:
     notes = []
     job = ask.job
@@ -268,17 +230,26 @@ def _notes(
             if evidence.by_script
             else "runs matched by name (none has this script's signature)"
         )
-    if ask.training is not None:
-        fit = fewest_gpus(ask.training, gpu_memory) if gpu_memory else None
-        if not gpu_memory:
-            notes.append(
-                "the GPUs' memory is not configured ([[advice.partition]]): the model states are not checked"
-            )
-        elif fit is None:
-            notes.append("the model states fit no GPU here at any degree up to 1024")
-        else:
-            notes.append(
-                f"the fewest GPUs that hold the model states: {fit.gpus} in {fit.partition} "
-                f"({fit.need_bytes / GB:.1f} GB of {fit.memory_bytes / GB:.1f} GB per GPU)"
-            )
     return notes
+
+
+def _training_note(
+    training: TrainingFacts,
+    gpu_memory: Mapping[str, float],
+    compared: Sequence[str],
+    shapes: Mapping[str, PartitionShape],
+    headroom: float,
+) -> str:
+    """The fewest GPUs that hold the model states, among the partitions compared and the GPU
+    counts each holds (a partition of unknown size: any)."""
+    if not gpu_memory:
+        return "the GPUs' memory is not configured ([[advice.partition]]): the model states are not checked"
+    memory = {name: gpu_memory[name] for name in compared if name in gpu_memory}
+    most = {name: shapes[name].most_gpus for name in memory if name in shapes}
+    fit = fewest_gpus(training, memory, most_gpus=most, headroom=headroom) if memory else None
+    if fit is None:
+        return "the model states fit no GPU count the partitions compared hold"
+    return (
+        f"the fewest GPUs that hold the model states: {fit.gpus} in {fit.partition} "
+        f"({fit.need_bytes / GB:.1f} GB of {fit.usable_bytes / GB:.1f} GB per GPU)"
+    )

@@ -8,6 +8,7 @@ from typing import Any
 
 from slurm_harp.advice.billing import Mode as BillingMode
 from slurm_harp.advice.billing import Weights, parse_weights
+from slurm_harp.advice.gpu_memory import HEADROOM
 from slurm_harp.advice.tariff import PartitionPrice, Prices
 from slurm_harp.config.reader import Reader, positive
 from slurm_harp.config.settings import AdviceSettings
@@ -34,10 +35,17 @@ def read_advice(r: Reader, a: Mapping[str, Any], submission_socket: Path) -> Adv
         if gb is None or gb <= 0:
             raise r.fail(f"{key}.gpu_memory_gb", "must be a number of GB > 0 (one GPU's memory)")
         memory[name] = gb * 1e9
+    headroom = r.get(a, "advice", "gpu_memory_headroom", float, HEADROOM)
+    if not 0.0 <= headroom < 1.0:
+        raise r.fail(
+            "advice.gpu_memory_headroom",
+            f"must be a fraction of a GPU's memory, 0 to below 1; got {headroom:g}",
+        )
     return AdviceSettings(
         socket=None if path is None else Path(path),
         max_connections=positive(r, "advice.max_connections", r.get(a, "advice", "max_connections", int, 64)),
         gpu_memory_bytes=memory,
+        gpu_memory_headroom=headroom,
     )
 
 

@@ -14,7 +14,7 @@ from slurm_harp.core.policy import Mode
 # all: tests/unit/test_docs.py).
 SCHEMA: dict[str, set[str]] = {
     "": {"server", "store", "policy", "history", "training", "guard", "billing", "advice"},
-    "advice": {"socket", "max_connections", "partition"},
+    "advice": {"socket", "max_connections", "gpu_memory_headroom", "partition"},
     "advice.partition": {"name", "gpu_memory_gb"},
     "billing": {"price", "currency", "mode", "partition"},
     "billing.partition": {"name", "price", "weights"},

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slurm_harp.advice.gpu_memory import HEADROOM
 from slurm_harp.advice.tariff import Prices
 from slurm_harp.core.extension import DEFAULT_LEAD_S
 from slurm_harp.core.policy import Policy
@@ -103,6 +104,8 @@ class AdviceSettings:
     max_connections: int = 64
     # partition -> one GPU's memory in bytes, for the ZeRO check ([[advice.partition]] gpu_memory_gb)
     gpu_memory_bytes: Mapping[str, float] = field(default_factory=dict)
+    # the part of each GPU's memory a training's model states may not take (advice/gpu_memory.py)
+    gpu_memory_headroom: float = HEADROOM
 
 
 @dataclass(frozen=True, slots=True)

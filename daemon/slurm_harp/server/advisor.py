@@ -4,19 +4,22 @@ prices, then advice.recommend.
 The caller is a uid the kernel gave (server/peer_relay.py), resolved to a user name on this host.
 Whatever user the request names is replaced by that one before anything is read, and the job
 store is queried for that user's rows alone (JobStore.runs_of); recommend drops any other user's
-run again. Partitions (sizes, MaxTime, billing weights) come from ``scontrol``, read at most every
-few minutes; prices from harp.toml's ``[billing]``.
+run again. Partitions (sizes, MaxTime, billing weights, whom they take jobs from) come from
+``scontrol``, read at most every few minutes; prices from harp.toml's ``[billing]``. The caller's
+groups (for AllowGroups) are read on this host, as the user name is.
 """
 
 from __future__ import annotations
 
+import grp
 import logging
+import os
 import pwd
 import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
@@ -86,6 +89,23 @@ class SlurmPartitions:
             return self._value
 
 
+def user_groups(uid: int) -> frozenset[str] | None:
+    """The names of ``uid``'s groups, its primary one included, as slurmctld checks AllowGroups
+    (None: no such user here, so they cannot be checked). A group without a name is left out."""
+    try:
+        user = pwd.getpwuid(uid)
+        gids = os.getgrouplist(user.pw_name, user.pw_gid)
+    except (KeyError, OSError):
+        return None
+    names = set()
+    for gid in gids:
+        try:
+            names.add(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            continue
+    return frozenset(names)
+
+
 def user_name(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
@@ -99,12 +119,14 @@ class Advisor:
         settings: Settings | Callable[[], Settings],
         partitions: Callable[[], Partitions] | None = None,
         name_of: Callable[[int], str] = user_name,
+        groups_of: Callable[[int], Collection[str] | None] = user_groups,
     ) -> None:
         """``settings``: or a function giving the current ones (the daemon's, which SIGHUP renews:
         new prices apply at once)."""
         self._settings = settings if callable(settings) else (lambda: settings)
         self._partitions = partitions or SlurmPartitions()
         self._name_of = name_of
+        self._groups_of = groups_of
 
     def advise(self, uid: int, ask: Ask) -> Advice:
         """Advice for the user ``uid`` (from the kernel) on ``ask``, from that user's jobs alone."""
@@ -130,6 +152,8 @@ class Advisor:
             shapes,
             settings.advice.gpu_memory_bytes,
             memory_floor_mb=floor,
+            groups=self._groups_of(uid),  # the partitions' AllowGroups admit the caller by them
+            gpu_memory_headroom=settings.advice.gpu_memory_headroom,
         )
         if db is None:
             advice = replace(advice, notes=(*advice.notes, "the site keeps no job history ([history] db)"))

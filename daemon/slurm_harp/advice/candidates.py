@@ -1,0 +1,99 @@
+"""Which configurations the advice prices: the partitions, then the sizes in each.
+
+Partitions: those the ask names that the site has, else all of the site's, less those that take no
+jobs or not the caller's (partition_access.py). Sizes: powers of two up to what one job may have
+in the partition, with the sizes run and the size asked for. Each partition and size is a round
+of pricing, so both are bounded: a made-up partition name costs nothing, and at most MOST_SIZES
+of the sizes run are taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+from slurm_harp.advice.evidence import Evidence
+from slurm_harp.advice.partition_shape import PartitionShape
+from slurm_harp.advice.tariff import Tariff
+from slurm_harp.core.request import JobRequest
+
+__all__ = ["LARGEST_POWER", "MOST_SIZES", "MOST_UNKNOWN", "admitted", "partitions", "sizes"]
+
+LARGEST_POWER = 10  # candidate sizes: powers of two up to 2**10, with the sizes run and requested
+MOST_SIZES = 16  # of the sizes run, at most this many are candidates (the most run)
+MOST_UNKNOWN = 4  # partitions priced on their name alone when scontrol could not be read
+
+
+def partitions(
+    named: Sequence[str],
+    own: str | None,
+    shapes: Mapping[str, PartitionShape],
+    tariff: Tariff,
+    notes: list[str],
+) -> list[str]:
+    """The partitions to price: those ``named`` that the site has (scontrol or [billing]), else
+    every one the site has, the job's own (``own``) first. Only when the site's are unknown
+    (scontrol could not be read) are names taken on trust, at most MOST_UNKNOWN of them: each
+    name costs a round of pricing, and a made-up one answers nothing."""
+    known = set(shapes) | set(tariff.partitions)
+    if not named:
+        names = sorted(known)
+        if own is not None:  # the job's own partition first
+            names = [own, *(n for n in names if n != own)]
+        if not names:
+            notes.append("no partition is known (scontrol could not be read): name one to compare")
+        return names
+    if not known:
+        if len(named) > MOST_UNKNOWN:
+            notes.append(f"no partition is known here: the first {MOST_UNKNOWN} of those named are compared")
+        return list(named[:MOST_UNKNOWN])
+    unknown = [n for n in named if n not in known]
+    if unknown:
+        notes.append(f"no such partition here: {_listed(unknown)}")
+    return [n for n in named if n in known]
+
+
+def admitted(
+    names: list[str],
+    shapes: Mapping[str, PartitionShape],
+    job: JobRequest,
+    groups: Collection[str] | None,
+    notes: list[str],
+) -> list[str]:
+    """``names`` without the partitions that take no jobs or not this caller's (partition_access:
+    what cannot be checked is let through), which a note names with the field that keeps it out."""
+    kept, out = [], []
+    for name in names:
+        shape = shapes.get(name)
+        why = None if shape is None else shape.access.refusal(groups, job.account, job.qos)
+        if why is None:
+            kept.append(name)
+        else:
+            out.append(f"{name} ({why})")
+    if out:
+        notes.append(f"partitions left out: {_listed(out)}")
+    return kept
+
+
+def sizes(most: int | None, evidence: Evidence, requested: int | None, notes: list[str]) -> list[int]:
+    """The sizes to price: the powers of two the partition holds, the size asked for and the
+    sizes run; of the sizes run, the MOST_SIZES most run (each size is a round of pricing)."""
+    out = {2**i for i in range(LARGEST_POWER + 1)} if most else set()
+    run = [size for size, _ in sorted(evidence.sizes(), key=lambda sn: (-sn[1], sn[0]))]
+    if most:
+        run = [size for size in run if size <= most]
+    if len(run) > MOST_SIZES:
+        notes.append(f"of the {len(run)} sizes run, the {MOST_SIZES} run most often are compared")
+    out |= set(run[:MOST_SIZES])
+    if requested:
+        out.add(requested)
+    if most:
+        out = {s for s in out if s <= most}
+    elif evidence.runs:  # nothing known of the partition: powers of two between the sizes run
+        low, high = min(r.size for r in evidence.runs), max(r.size for r in evidence.runs)
+        out |= {2**i for i in range(LARGEST_POWER + 1) if low <= 2**i <= high}
+    return sorted(out)
+
+
+def _listed(names: Sequence[str]) -> str:
+    """The first three of ``names``, and how many more (a note stays short)."""
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

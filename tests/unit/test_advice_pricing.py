@@ -1,0 +1,127 @@
+"""The advice bills what slurmctld bills: typed GPUs, memory no run measured, GPU jobs' memory per CPU.
+
+The partitions are faked at one boundary, the text ``scontrol show partition`` prints."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from slurm_harp.advice.partition_shape import shapes_from_scontrol
+from slurm_harp.advice.partition_table import from_scontrol
+from slurm_harp.advice.quote import Allocation
+from slurm_harp.advice.recommend import Advice, Ask, advise
+from slurm_harp.advice.tariff import Prices, Tariff
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest
+
+IDS = itertools.count(1)
+
+# One node of 8 A100s, billed by their type: 16 a GPU, 1 a CPU.
+TYPED_GPUS = (
+    "PartitionName=a100 AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL MaxNodes=UNLIMITED "
+    "MaxTime=1-00:00:00 State=UP TotalCPUs=64 TotalNodes=1 "
+    "TRES=cpu=64,mem=512000M,node=1,billing=192,gres/gpu=8,gres/gpu:a100=8 "
+    "TRESBillingWeights=CPU=1.0,GRES/gpu:a100=16.0\n"
+)
+
+
+def record(cpus: int, minutes: float, *, gpus: int | None = None, **request: object) -> JobRecord:
+    """One of ann's completed runs of "sim"."""
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=cpus, gpus_per_node=gpus, **request)  # type: ignore[arg-type]
+    return JobRecord(
+        job_id=str(next(IDS)), request=job, state="COMPLETED", elapsed_s=round(minutes * 60), alloc_cpus=cpus
+    )
+
+
+def advice_in(scontrol: str, job: JobRequest, runs: list[JobRecord]) -> Advice:
+    return advise(
+        Ask(job), runs, Tariff.of(Prices(), from_scontrol(scontrol)), shapes_from_scontrol(scontrol)
+    )
+
+
+def test_typed_gpus_are_billed_by_their_type() -> None:
+    # 4 A100s beside 8 CPUs: slurmctld's job TRES holds gres/gpu=4 and gres/gpu:a100=4, so
+    # 8 x 1 + 4 x 16 = 72 billed units (the untyped gres/gpu alone gave 8).
+    runs = [record(2, 200, gpus=1), record(8, 60, gpus=4)]
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=8, gpus_per_node=4)
+    four = next(o for o in advice_in(TYPED_GPUS, job, runs).options if o.size == 4)
+    assert four.quote is not None and four.quote.billed_units == pytest.approx(72.0)
+    assert four.allocation.tres()["gres/gpu:a100"] == 4.0
+    assert shapes_from_scontrol(TYPED_GPUS)["a100"].gpu_type == "a100"
+
+
+def test_gpus_of_several_types_or_none_stay_untyped() -> None:
+    # A job may get either type: which one slurmctld bills is not known before it runs.
+    mixed = TYPED_GPUS.replace("gres/gpu:a100=8", "gres/gpu:a100=4,gres/gpu:v100=4")
+    assert shapes_from_scontrol(mixed)["a100"].gpu_type is None
+    assert shapes_from_scontrol(TYPED_GPUS.replace(",gres/gpu:a100=8", ""))["a100"].gpu_type is None
+    assert "gres/gpu:a100" not in Allocation(cpus=8, gpus=4).tres()
+    assert "gres/gpu:a100" not in Allocation(cpus=8, gpus=0, gpu_type="a100").tres()
+
+
+# Two partitions of 4 nodes of 32 CPUs: std bills memory (a quarter unit a GiB), himem only CPUs.
+STD_AND_HIMEM = (
+    "PartitionName=std MaxTime=1-00:00:00 State=UP TotalCPUs=128 TotalNodes=4 "
+    "TRES=cpu=128,mem=2048000M,node=4 TRESBillingWeights=CPU=1.0,Mem=0.25G\n"
+    "PartitionName=himem MaxTime=1-00:00:00 State=UP TotalCPUs=128 TotalNodes=4 "
+    "TRES=cpu=128,mem=8192000M,node=4 TRESBillingWeights=CPU=1.5\n"
+)
+
+
+def test_memory_no_run_measured_is_the_runs_own_request() -> None:
+    # The runs asked 8000 MB a CPU and no peak is known: at 4 CPUs Slurm gave and billed 32000 MB,
+    # 4 + 32000 / 1024 x 0.25 = 11.81 units in std against 6 in himem (std was billed 4: no memory).
+    runs = [record(4, 60, mem_per_cpu_mb=8000), record(4, 66, mem_per_cpu_mb=8000)]
+    advice = advice_in(STD_AND_HIMEM, JobRequest(user_name="ann", job_name="sim", min_cpus=4), runs)
+    std = next(o for o in advice.options if o.partition == "std" and o.size == 4)
+    assert std.quote is not None and std.quote.billed_units == pytest.approx(4 + 32000 / 1024 * 0.25)
+    assert std.mem_per_node_mb == 32000
+    assert advice.cheapest is not None and advice.cheapest.partition == "himem"
+    # Runs that asked per node keep that per node; the ask's own memory comes first.
+    per_node = [record(4, 60, mem_per_node_mb=6000)]
+    assert (
+        next(
+            o
+            for o in advice_in(
+                STD_AND_HIMEM, JobRequest(user_name="ann", job_name="sim", min_cpus=4), per_node
+            ).options
+            if o.partition == "std"
+        ).mem_per_node_mb
+        == 6000
+    )
+    own = JobRequest(user_name="ann", job_name="sim", min_cpus=4, mem_per_node_mb=5000)
+    assert all(o.mem_per_node_mb == 5000 for o in advice_in(STD_AND_HIMEM, own, runs).options)
+
+
+def test_memory_nothing_says_is_not_priced_and_a_note_says_so() -> None:
+    runs = [record(4, 60), record(4, 66)]
+    advice = advice_in(STD_AND_HIMEM, JobRequest(user_name="ann", job_name="sim", min_cpus=4), runs)
+    assert all(o.allocation.mem_mb == 0 for o in advice.options)
+    assert "memory is not priced: no run's peak or request is known, nor yours" in advice.notes
+    assert not any(
+        "memory" in n
+        for n in advice_in(
+            STD_AND_HIMEM,
+            JobRequest(user_name="ann", job_name="sim", min_cpus=4),
+            [record(4, 60, mem_per_cpu_mb=1000)],
+        ).notes
+    )
+
+
+# Two nodes of 64 CPUs and 8 GPUs.
+GPUS = (
+    "PartitionName=gpu MaxTime=1-00:00:00 State=UP TotalCPUs=128 TotalNodes=2 "
+    "TRES=cpu=128,mem=1024000M,node=2,gres/gpu=16 TRESBillingWeights=CPU=1,Mem=0.25G,GRES/gpu=4\n"
+)
+
+
+def test_a_gpu_jobs_memory_per_cpu_follows_the_options_cpus() -> None:
+    # --mem-per-cpu=4000 with 8 CPUs a GPU, no peak known: 4 GPUs hold 32 CPUs on one node,
+    # 128000 MB (it was 32000 MB, the 8 CPUs asked for, at every GPU count).
+    runs = [record(8, 200, gpus=1), record(8, 210, gpus=1), record(32, 60, gpus=4), record(32, 64, gpus=4)]
+    job = JobRequest(user_name="ann", job_name="sim", gpus_per_node=1, min_cpus=8, mem_per_cpu_mb=4000)
+    memory = {o.size: (o.allocation.cpus, o.mem_per_node_mb) for o in advice_in(GPUS, job, runs).options}
+    assert memory[1] == (8, 32000) and memory[2] == (16, 64000) and memory[4] == (32, 128000)
+    assert memory[16] == (128, 256000)  # two nodes of 64 CPUs each

@@ -1,0 +1,124 @@
+"""Only partitions that take jobs and admit the caller are priced: State, AllowGroups,
+AllowAccounts, DenyAccounts, AllowQos and DenyQos as ``scontrol show partition`` prints them.
+
+Faked at two boundaries: scontrol's text and the caller's groups."""
+
+from __future__ import annotations
+
+import grp
+import itertools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.advice.partition_access import PartitionAccess
+from slurm_harp.advice.partition_shape import shapes_from_scontrol
+from slurm_harp.advice.partition_table import from_scontrol
+from slurm_harp.advice.recommend import Advice, Ask, advise
+from slurm_harp.advice.tariff import Prices, Tariff
+from slurm_harp.config import parse
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.request import JobRequest
+from slurm_harp.server.advisor import PARTITIONS_ARGV, Advisor, SlurmPartitions, user_groups
+
+COMMON = "MaxNodes=UNLIMITED MaxTime=1-00:00:00 TotalCPUs=128 TotalNodes=4 TRES=cpu=128,mem=512000M,node=4"
+# owners is cheaper but only for chemlab's group and the chem account; retired takes no jobs.
+SCONTROL = (
+    f"PartitionName=batch AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL State=UP {COMMON} "
+    "TRESBillingWeights=CPU=1.0\n"
+    f"PartitionName=owners AllowGroups=chemlab AllowAccounts=chem AllowQos=ALL State=UP {COMMON} "
+    "TRESBillingWeights=CPU=0.5\n"
+    f"PartitionName=retired AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL State=INACTIVE {COMMON} "
+    "TRESBillingWeights=CPU=0.25\n"
+)
+IDS = itertools.count(1)
+
+
+def record(cpus: int, minutes: float) -> JobRecord:
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=cpus, partition="batch")
+    return JobRecord(
+        job_id=str(next(IDS)), request=job, state="COMPLETED", elapsed_s=round(minutes * 60), alloc_cpus=cpus
+    )
+
+
+RUNS = [record(4, 80), record(4, 88), record(16, 24), record(16, 26)]
+
+
+def advice_for(groups: frozenset[str] | None, **job: str) -> Advice:
+    ask = Ask(JobRequest(user_name="ann", job_name="sim", min_cpus=4, partition="batch", **job))  # type: ignore[arg-type]
+    tariff = Tariff.of(Prices(), from_scontrol(SCONTROL))
+    return advise(ask, RUNS, tariff, shapes_from_scontrol(SCONTROL), groups=groups)
+
+
+def priced(advice: Advice) -> set[str]:
+    return {o.partition for o in advice.options}
+
+
+def test_only_partitions_that_admit_the_caller_and_take_jobs_are_priced() -> None:
+    ann = advice_for(frozenset({"ann", "physics"}), account="phys")
+    assert priced(ann) == {"batch"} and ann.cheapest is not None and ann.cheapest.partition == "batch"
+    assert "partitions left out: owners (AllowGroups), retired (State=INACTIVE)" in ann.notes
+    # A member of chemlab charging chem gets owners, the cheaper one.
+    chemist = advice_for(frozenset({"ann", "chemlab"}), account="chem")
+    assert priced(chemist) == {"batch", "owners"} and chemist.cheapest is not None
+    assert chemist.cheapest.partition == "owners"
+    assert "partitions left out: retired (State=INACTIVE)" in chemist.notes
+    assert (
+        "partitions left out: owners (AllowAccounts), retired (State=INACTIVE)"
+        in advice_for(frozenset({"chemlab"}), account="phys").notes
+    )
+
+
+def test_what_cannot_be_checked_is_not_held_against_the_caller() -> None:
+    # No groups known and no account given: owners stays; a partition that takes no jobs never does.
+    unknown = advice_for(None)
+    assert priced(unknown) == {"batch", "owners"}
+    assert "partitions left out: retired (State=INACTIVE)" in unknown.notes
+    assert priced(advice_for(None, account="phys")) == {"batch"}  # the account alone rules owners out
+    # Named by the user, a partition that takes no jobs is still left out.
+    ask = Ask(JobRequest(user_name="ann", job_name="sim", min_cpus=4), partitions=("retired",))
+    named = advise(ask, RUNS, Tariff.of(Prices(), from_scontrol(SCONTROL)), shapes_from_scontrol(SCONTROL))
+    assert named.options == () and "partitions left out: retired (State=INACTIVE)" in named.notes
+
+
+def test_deny_lists_qos_and_case_as_slurm_reads_them() -> None:
+    access = PartitionAccess.of(
+        {"State": "UP", "AllowGroups": "ALL", "DenyAccounts": "guests,Students", "DenyQos": "scavenger"}
+    )
+    assert (
+        access.refusal(frozenset({"x"}), "STUDENTS", None) == "DenyAccounts"
+    )  # accounts: lower case in Slurm
+    assert access.refusal(None, "phys", "scavenger") == "DenyQos"
+    assert access.refusal(None, "phys", "normal") is None and access.refusal(None, None, None) is None
+    qos = PartitionAccess.of({"AllowQos": "high,normal"})
+    assert qos.refusal(None, None, "low") == "AllowQos" and qos.refusal(None, None, "Normal") is None
+    for state in ("DOWN", "DRAIN", "INACTIVE"):
+        assert PartitionAccess.of({"State": state}).refusal(None, None, None) == f"State={state}"
+    assert PartitionAccess.of({}).refusal(None, None, None) is None  # nothing said: as before
+
+
+def test_the_advisor_asks_with_the_callers_groups(tmp_path: Path) -> None:
+    with JobStore(tmp_path / "jobs.sqlite") as store:
+        store.merge(RUNS, "sacct")
+
+    def runner(argv: Sequence[str]) -> str:
+        return SCONTROL if tuple(argv) == PARTITIONS_ARGV else ""
+
+    groups = {1000: frozenset({"ann"}), 1001: frozenset({"ann", "chemlab"})}
+    advisor = Advisor(
+        parse({"history": {"db": str(tmp_path / "jobs.sqlite")}}),
+        SlurmPartitions(runner),
+        name_of=lambda uid: "ann",
+        groups_of=groups.__getitem__,
+    )
+    ask = Ask(JobRequest(job_name="sim", min_cpus=4))
+    assert priced(advisor.advise(1000, ask)) == {"batch"}
+    assert priced(advisor.advise(1001, ask)) == {"batch", "owners"}
+
+
+def test_a_users_groups_are_their_primary_and_other_groups() -> None:
+    uid = os.getuid()
+    mine = user_groups(uid)
+    assert mine is not None and grp.getgrgid(os.getgid()).gr_name in mine
+    assert user_groups(54321) is None  # no such user here: unknown, not "no groups"
