@@ -125,21 +125,22 @@ class Calibration:
         return tuple(dict.fromkeys(r.model for r in self.rungs))
 
 
-def decision_weight(target: Target, request: JobRequest) -> float:
+def decision_weight(target: Target, request: JobRequest, per_processor: bool = False) -> float:
     """What one saved unit of ``target`` is worth for this job, known at submit time.
 
-    Time: the job's CPUs (a saved minute is a saved core-minute). Memory: the number of units the
-    limit applies to (nodes; CPUs for a per-CPU request without a node count, as SWF traces give
-    it) times the requested hours (MB held for that long). CPUs: the requested hours. Unknown
-    counts are 1.
+    Time: the job's CPUs (a saved minute is a saved core-minute). Memory: the nodes the limit
+    applies to times the requested hours (MB held for that long); a missing node count is one
+    node, as JobRequest.requested reads the request (sbatch without -N sends none, and accounting
+    records ReqNodes=1 for such a job). ``per_processor``: a trace record whose memory is per
+    processor (core.job.JobRecord.per_processor_memory, training only): the CPUs instead of the
+    nodes. CPUs: the requested hours. Unknown counts are 1.
     """
     cpus = float(max(request.min_cpus or 1, 1))
     if target is Target.TIME:
         return cpus
     hours = request.time_limit_minutes / 60.0 if request.time_limit_minutes else 1.0
     if target is Target.MEMORY:
-        per_cpu = request.mem_per_node_mb is None and request.min_nodes is None
-        return (cpus if per_cpu else float(max(request.min_nodes or 1, 1))) * hours
+        return (cpus if per_processor else float(max(request.min_nodes or 1, 1))) * hours
     return hours
 
 
