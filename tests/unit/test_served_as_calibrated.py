@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from slurm_harp.core.decision import Action
+from slurm_harp.core.features import REQUEST_FEATURE_NAMES, vectorize
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
@@ -18,6 +19,8 @@ from slurm_harp.core.safety_rule import Calibration, decide_limit, decision_weig
 from slurm_harp.learning.calibration import CalibrationConfig, assess, calibrate
 from slurm_harp.learning.dataset import build_dataset
 from slurm_harp.learning.targets import target_data
+
+_R = len(REQUEST_FEATURE_NAMES)
 
 
 def _as_sacct_records_it(i: int, cpus: int, per_cpu_mb: int, used_mb: float) -> JobRecord:
@@ -132,3 +135,12 @@ def test_a_per_processor_trace_record_is_still_weighted_by_its_processors() -> N
     td = target_data([record], build_dataset([record]), Target.MEMORY)
     assert record.requested(Target.MEMORY) == td.requested[0] == 500
     assert td.weight[0] == record.limit_units(Target.MEMORY) * 2.0 == 16.0
+
+
+def test_a_job_without_a_node_count_has_the_feature_row_it_had_in_training() -> None:
+    records, _ = _jobs(40, seed=2)
+    data = build_dataset(records)
+    for k, record in enumerate(records):
+        served = vectorize([_as_the_plugin_sends_it(record)])
+        # Before: log_nodes was log1p(1) in training and NaN (unknown) at serving.
+        np.testing.assert_array_equal(served[0, :_R], data.x[k, :_R])
