@@ -140,7 +140,10 @@ def test_decision_weights() -> None:
     assert decision_weight(Target.TIME, JobRequest(min_cpus=16)) == 16
     assert decision_weight(Target.TIME, JobRequest()) == 1
     assert decision_weight(Target.MEMORY, JobRequest(min_nodes=2, time_limit_minutes=90)) == 3
-    assert decision_weight(Target.MEMORY, JobRequest(mem_per_cpu_mb=100, min_cpus=4)) == 4
+    # Per CPU without -N: one node, as JobRequest.requested reads it (and sacct records ReqNodes=1).
+    assert decision_weight(Target.MEMORY, JobRequest(mem_per_cpu_mb=100, min_cpus=4)) == 1
+    # A trace's per-processor memory (JobRecord.per_processor_memory): the processors.
+    assert decision_weight(Target.MEMORY, JobRequest(mem_per_cpu_mb=100, min_cpus=4), per_processor=True) == 4
     assert decision_weight(Target.CPUS, JobRequest(time_limit_minutes=30)) == 0.5
 
 

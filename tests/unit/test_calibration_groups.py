@@ -30,7 +30,7 @@ RUNGS = [("q0.50", 1.0), ("q0.90", 1.0), ("q0.90", 2.0)]
     preds=st.lists(st.one_of(st.floats(0, 5000), st.just(math.nan)), min_size=2, max_size=2),
     request=st.one_of(st.none(), st.floats(-5, 3000)),
     weight=st.floats(0.5, 64),
-    group=st.sampled_from(["debug", "long", "other", "", None]),
+    group=st.sampled_from(["debug", "long", "other", "", None, "debug,long", "long,other", "long,"]),
 )
 @settings(max_examples=300, deadline=None)
 def test_single_job_and_vector_rules_agree_per_partition(
@@ -59,6 +59,53 @@ def test_a_partition_is_priced_with_its_own_risks() -> None:
     assert RULE.risks("debug") == (0.5, 0.3, 0.2) and RULE.risks(None) == (0.2, 0.05, 0.01)
     matrix = RULE.risk_matrix(np.array(["long", "", "x"], dtype=object), 3)
     assert matrix.tolist() == [[0.01, 0.001, 0.0], [0.2, 0.05, 0.01], [0.2, 0.05, 0.01]]
+
+
+def test_a_job_for_several_partitions_takes_each_rungs_largest_risk_over_them() -> None:
+    """``-p debug,long`` (the plugin sends the list): Slurm may run the job in either, so each
+    rung's risk is the largest of the partitions' (the window's for one without its own)."""
+    assert RULE.risks("debug,long") == RULE.risks("long,debug") == (0.5, 0.3, 0.2)
+    assert RULE.risks("long,other") == (0.2, 0.05, 0.01)  # "other": the window's risks
+    assert RULE.risks("long,") == RULE.risks("long")
+    # Before: the list was no partition, so priced with the window's risks (570 - 250 > 0).
+    assert decide_limit({"q0.90": 30.0}, 600.0, 1.0, RULE, "long,debug") is None
+    assert viable_models(600.0, 1.0, RULE, "debug,long") == ()  # before: ("q0.90",)
+    matrix = RULE.risk_matrix(np.array(["debug,long", "long", "long,x"], dtype=object), 3)
+    assert matrix.tolist() == [[0.5, 0.3, 0.2], [0.01, 0.001, 0.0], [0.2, 0.05, 0.01]]
+
+
+def test_jobs_submitted_to_several_partitions_are_killed_no_more_than_calibrated() -> None:
+    """A partition whose model is poor, calibrated on its jobs (accounting records the partition
+    each ran in); its jobs then submitted with -p gpu,cpu, as the plugin sends them."""
+    rng = np.random.default_rng(3)
+    parts = []
+    for name, n, sigma in (("gpu", 800, 0.8), ("cpu", 3200, 0.15)):  # gpu: a poor model
+        request = rng.choice([60.0, 120.0, 240.0, 480.0], n)
+        run = np.maximum(request * rng.beta(0.8, 1.5, n), 1.0)
+        parts.append((request, run, run * np.exp(rng.normal(0.0, sigma, n)), np.full(n, name, dtype=object)))
+    order = rng.permutation(4000)
+    request, run, predicted, group = (np.concatenate([p[i] for p in parts])[order] for i in range(4))
+    cores = np.full(4000, 4.0)
+    td = walltime_jobs(run, request, cores, group)
+    rungs = [("q", m) for m in (1.0, 1.25, 1.5, 2.0, 3.0)]
+    rule, _ = calibrate({"q": predicted}, td, rungs, CalibrationConfig(kill_budget=0.01, by="partition"))
+    gpu = group == "gpu"
+    jobs = td.take(np.flatnonzero(gpu))
+
+    def killed(groups: np.ndarray) -> float:
+        limits = ladder_limits({"q": predicted[gpu]}, request[gpu], cores[gpu], rule, groups)
+        jobs_of = zip(predicted[gpu], request[gpu], groups, strict=True)
+        one = [decide_limit({"q": p}, q, 4.0, rule, g) for p, q, g in jobs_of]
+        assert [math.nan if v is None else v for v in one] == pytest.approx(limits.tolist(), nan_ok=True)
+        return assess(limits, jobs)[0]
+
+    calibrated = killed(group[gpu])
+    # Before: 9.88 % of the gpu jobs newly killed as served, 2.88 % as calibrated.
+    assert (
+        killed(np.full(int(gpu.sum()), "gpu,cpu", dtype=object))
+        <= calibrated
+        == pytest.approx(2.88, abs=0.01)
+    )
 
 
 def test_a_card_keeps_its_partitions_and_bad_ones_are_refused() -> None:

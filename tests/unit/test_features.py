@@ -79,11 +79,13 @@ def test_values_of_a_full_request() -> None:
             assert 0.0 <= _col(x, name) < 1.0
 
 
-def test_missing_values_are_nan_except_gpus_and_array() -> None:
+def test_missing_values_are_nan_except_gpus_array_and_nodes() -> None:
     x = vectorize([EMPTY])
     for name in FEATURE_NAMES:
         if name in ("gpus_per_node", "is_array"):
             assert _col(x, name) == 0.0
+        elif name == "log_nodes":  # no -N: one node, as accounting records it (ReqNodes=1)
+            assert _col(x, name) == pytest.approx(math.log1p(1))
         else:
             assert math.isnan(_col(x, name)), name
 

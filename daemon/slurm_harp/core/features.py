@@ -7,8 +7,9 @@ HistoryIndex row; without history those columns are NaN), then the request again
 on one column at a time, so "asks far more than this job name ever ran" is one split on a
 derived column, and a staircase of splits on the two columns apart.
 Only what is known at submit time goes in. NaN marks a value the user did not give, except
-GPUs and the array flag, where "not given" means none / not an array (0), as Slurm reads it; a GPU
-count no request can hold is unknown (NaN), like a negative size.
+GPUs and the array flag, where "not given" means none / not an array (0), as Slurm reads it, and
+the node count, where it means one node, as accounting records it (ReqNodes=1); a GPU count no
+request can hold is unknown (NaN), like a negative size.
 Counts and sizes are log1p-scaled (trees do not care; it keeps later linear models sane).
 Hour of day and day of week (Monday = 0) are in UTC: the daemon and the traces agree on UTC,
 and a site's local offset is a constant shift that trees absorb.
@@ -115,6 +116,13 @@ def _unknown_gpus(field: str) -> float:
     return _NAN
 
 
+def _nodes(request: JobRequest) -> int | None:
+    """The node count, a missing (or 0) one read as 1 node, as JobRequest.requested reads it: sbatch
+    without -N sends none, and accounting records ReqNodes=1 for such a job (training's records from
+    sacct always have one: ReqNodes, else NNodes). A negative count stays unknown."""
+    return request.min_nodes or 1
+
+
 def _mem_per_node(request: JobRequest) -> float:
     if request.mem_per_node_mb is not None:
         return math.log1p(request.mem_per_node_mb) if request.mem_per_node_mb >= 0 else _NAN
@@ -132,7 +140,7 @@ def row(request: JobRequest) -> list[float]:
         _log(request.time_limit_minutes),
         _log(request.time_min_minutes),
         _log(request.min_cpus),
-        _log(request.min_nodes),
+        _log(_nodes(request)),
         _log(request.num_tasks),
         _log(request.cpus_per_task),
         _mem_per_node(request),

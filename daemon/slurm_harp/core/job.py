@@ -57,7 +57,7 @@ class JobRecord:
         node count (SWF traces), which stays per processor: the SWF reader reports the peak per
         processor too, and JobRequest.requested(MEMORY) would multiply it by the processor count."""
         request = self.request
-        if target is Target.MEMORY and self._per_processor_memory:
+        if target is Target.MEMORY and self.per_processor_memory:
             return None if request.mem_per_cpu_mb is None else float(request.mem_per_cpu_mb)
         return request.requested(target)
 
@@ -82,10 +82,14 @@ class JobRecord:
         node (per processor where requested per CPU without a node count); 1 otherwise."""
         if target is not Target.MEMORY:
             return 1.0
-        return self.cores if self._per_processor_memory else float(self.request.min_nodes or 1)
+        return self.cores if self.per_processor_memory else float(self.request.min_nodes or 1)
 
     @property
-    def _per_processor_memory(self) -> bool:
+    def per_processor_memory(self) -> bool:
+        """Whether the memory asked and used are per processor: a per-CPU request without a node
+        count, as SWF traces give it (they tell no nodes). A record from sacct always has one
+        (ReqNodes, else NNodes: a job that ran had a node). Never a live request's: the plugin
+        sends no node count for a job submitted without -N, which is one node (JobRequest.requested)."""
         return self.request.mem_per_node_mb is None and self.request.min_nodes is None
 
 

@@ -17,7 +17,8 @@ with confidence measured per job by the spread of its quantiles against its requ
 
 Optionally the risks are per partition (``by = "partition"``, Mondrian style): a partition with
 enough validation jobs carries its own risk for each rung, measured on its jobs alone, and a job
-in it is priced with those; any other job with the rung's risk over the whole window.
+in it is priced with those; any other job with the rung's risk over the whole window. A job for
+several partitions ("a,b") is priced, per rung, with the largest risk of those it lists.
 
 Training (learning/calibration.py) calls ``ladder_limits`` on whole windows; the daemon calls
 ``decide_limit`` on one job. Both give the same limits (tested). Numpy only: this runs in the
@@ -79,18 +80,28 @@ class Calibration:
         return out
 
     def risks(self, group: str | None = None) -> tuple[float, ...]:
-        """Each rung's risk for a job of ``group`` (its partition; None or unknown: the window's)."""
-        own = self.group_risks.get(group) if group is not None else None
-        return own if own is not None else self._risks
+        """Each rung's risk for a job of ``group`` (its partition; None or unknown: the window's).
+        A job for several partitions ("gpu,cpu", as the plugin sends ``-p gpu,cpu``) may run in
+        any of them: per rung, the largest risk over the partitions listed (the window's for one
+        without risks of its own)."""
+        if group is None or not self.group_risks:
+            return self._risks
+        own = self.group_risks.get(group)
+        if own is not None or "," not in group:
+            return own if own is not None else self._risks
+        listed = [self.group_risks.get(p.strip(), self._risks) for p in group.split(",") if p.strip()]
+        return tuple(max(r) for r in zip(*listed, strict=True)) if listed else self._risks
 
     def risk_matrix(self, groups: Sequence[str] | np.ndarray | None, n: int) -> np.ndarray:
-        """(n, rungs) risks of n jobs whose groups are ``groups`` (None: all the window's)."""
+        """(n, rungs) risks of n jobs whose groups are ``groups`` (None: all the window's), each
+        row ``risks`` of its job's group."""
         base = np.array([r.risk for r in self.rungs], dtype=np.float64).reshape(1, -1)
         out: np.ndarray = np.repeat(base, n, axis=0)
         if groups is not None and self.group_risks:
             picked = np.asarray(groups, dtype=object)
-            for group, risks in self.group_risks.items():
-                out[picked == group] = risks
+            for group in {g for g in picked.tolist() if isinstance(g, str)}:
+                if group in self.group_risks or "," in group:
+                    out[picked == group] = self.risks(group)
         return out
 
     @classmethod
@@ -125,21 +136,22 @@ class Calibration:
         return tuple(dict.fromkeys(r.model for r in self.rungs))
 
 
-def decision_weight(target: Target, request: JobRequest) -> float:
+def decision_weight(target: Target, request: JobRequest, per_processor: bool = False) -> float:
     """What one saved unit of ``target`` is worth for this job, known at submit time.
 
-    Time: the job's CPUs (a saved minute is a saved core-minute). Memory: the number of units the
-    limit applies to (nodes; CPUs for a per-CPU request without a node count, as SWF traces give
-    it) times the requested hours (MB held for that long). CPUs: the requested hours. Unknown
-    counts are 1.
+    Time: the job's CPUs (a saved minute is a saved core-minute). Memory: the nodes the limit
+    applies to times the requested hours (MB held for that long); a missing node count is one
+    node, as JobRequest.requested reads the request (sbatch without -N sends none, and accounting
+    records ReqNodes=1 for such a job). ``per_processor``: a trace record whose memory is per
+    processor (core.job.JobRecord.per_processor_memory, training only): the CPUs instead of the
+    nodes. CPUs: the requested hours. Unknown counts are 1.
     """
     cpus = float(max(request.min_cpus or 1, 1))
     if target is Target.TIME:
         return cpus
     hours = request.time_limit_minutes / 60.0 if request.time_limit_minutes else 1.0
     if target is Target.MEMORY:
-        per_cpu = request.mem_per_node_mb is None and request.min_nodes is None
-        return (cpus if per_cpu else float(max(request.min_nodes or 1, 1))) * hours
+        return (cpus if per_processor else float(max(request.min_nodes or 1, 1))) * hours
     return hours
 
 

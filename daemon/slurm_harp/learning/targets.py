@@ -127,7 +127,7 @@ def target_data(
         value[i], censored[i], waste_weight[i] = v, c, w
         by_harp[i] = c and stopped_by_harp(record, target)
         requested[i] = math.nan if q is None else q
-        weight[i] = decision_weight(target, record.request)
+        weight[i] = decision_weight(target, record.request, record.per_processor_memory)
         minutes = record.request.time_limit_minutes
         cost[i] = record.cores * float(minutes or 1)
     return TargetData(target, value, censored, requested, weight, waste_weight, cost, group, by_harp)

@@ -1,0 +1,146 @@
+"""The calibrated rule serves what calibration measured: for the same job, the daemon's request
+(as the plugin sends it) gets the weight, features and risks that training gave the job's
+accounting record, so the served kill rate is the calibrated one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from slurm_harp.core.decision import Action
+from slurm_harp.core.features import REQUEST_FEATURE_NAMES, vectorize
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.policy import Mode, Policy
+from slurm_harp.core.predictor import Predictor
+from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.core.safety_rule import Calibration, decide_limit, decision_weight
+from slurm_harp.learning.calibration import CalibrationConfig, assess, calibrate
+from slurm_harp.learning.dataset import build_dataset
+from slurm_harp.learning.targets import target_data
+
+_R = len(REQUEST_FEATURE_NAMES)
+
+
+def _as_sacct_records_it(i: int, cpus: int, per_cpu_mb: int, used_mb: float) -> JobRecord:
+    """A job submitted with -n CPUS --mem-per-cpu and no -N, as the sacct reader builds its
+    record: ReqNodes=1 (min_nodes), ReqMem=<n>c (mem_per_cpu)."""
+    request = JobRequest(
+        user_name=f"u{i % 50}",
+        partition="p",
+        time_limit_minutes=120,
+        mem_per_cpu_mb=per_cpu_mb,
+        min_cpus=cpus,
+        min_nodes=1,
+        submit_time=1_000_000 + 60 * i,
+    )
+    return JobRecord(
+        job_id=str(i),
+        request=request,
+        state="COMPLETED",
+        elapsed_s=3600,
+        end_time=1_000_000 + 60 * i + 3600,
+        max_rss_mb=used_mb,
+        alloc_cpus=cpus,
+    )
+
+
+def _as_the_plugin_sends_it(record: JobRecord) -> JobRequest:
+    """Without -N, sbatch leaves min_nodes NO_VAL and the plugin sends no node count."""
+    return replace(record.request, min_nodes=None)
+
+
+def _jobs(n: int, seed: int) -> tuple[list[JobRecord], np.ndarray]:
+    """(records, a q0.90 model's predictions in MB per node): right on average, noisy per job."""
+    rng = np.random.default_rng(seed)
+    records, predictions = [], np.empty(n)
+    for i in range(n):
+        cpus, per_cpu = int(rng.choice([1, 4, 16, 32])), int(rng.choice([2000, 4000]))
+        used = per_cpu * cpus * rng.uniform(0.05, 0.6)
+        predictions[i] = used * np.exp(rng.normal(0.0, 0.35))
+        records.append(_as_sacct_records_it(i, cpus, per_cpu, used))
+    return records, predictions
+
+
+def test_a_mem_per_cpu_job_without_a_node_count_is_weighted_as_in_training() -> None:
+    records, _ = _jobs(40, seed=1)
+    td = target_data(records, build_dataset(records), Target.MEMORY)
+    for k, record in enumerate(records):  # submit times increase: dataset rows are in this order
+        served = _as_the_plugin_sends_it(record)
+        assert served.requested(Target.MEMORY) == td.requested[k]
+        # Before: the CPUs (32 for a 16-CPU job over 2 hours) at serving, the node (2) in training.
+        assert decision_weight(Target.MEMORY, served) == td.weight[k] == 2.0
+
+
+class _Model:
+    """A memory model whose q0.90 answers ``current`` (set per job), under ``calibration``."""
+
+    version = "memory@1"
+    quantiles = (0.9,)
+    chosen = "q0.90"
+    names = ("q0.90",)
+
+    def __init__(self, calibration: Calibration) -> None:
+        self.calibration = calibration
+        self.current = float("nan")
+
+    def predict_quantile(self, x: np.ndarray, quantile: float) -> np.ndarray:
+        return np.array([self.current])
+
+    def predict_row(self, x: np.ndarray, names: tuple[str, ...]) -> dict[str, float]:
+        return {name: self.current for name in names}
+
+
+def _no_features(requests: Sequence[JobRequest], history: np.ndarray | None = None, /) -> np.ndarray:
+    return np.zeros((len(requests), 3), dtype=np.float32)
+
+
+def test_served_memory_rewrites_kill_what_calibration_measured() -> None:
+    records, predictions = _jobs(1200, seed=7)
+    td = target_data(records, build_dataset(records), Target.MEMORY)
+    calibration, figures = calibrate(
+        {"q0.90": predictions},
+        td,
+        [("q0.90", m) for m in (1.0, 1.5, 2.0, 3.0)],
+        CalibrationConfig(kill_budget=0.01, floor=1.0),
+    )
+    assert calibration.rungs and 0.0 < figures["newly_killed_pct"] <= 1.0
+    model = _Model(calibration)
+    # No policy floor or minimum gain on top of the rule: the daemon applies the rule alone.
+    policy = Policy(default_mode=Mode.REWRITE, min_gain=0.0, floors={Target.MEMORY: 1.0})
+    predictor = Predictor(policy, _no_features, {Target.MEMORY: model})
+    trained, served = np.full(len(records), np.nan), np.full(len(records), np.nan)
+    for k, record in enumerate(records):
+        model.current = float(predictions[k])
+        limit = decide_limit({"q0.90": predictions[k]}, td.requested[k], td.weight[k], calibration)
+        trained[k] = np.nan if limit is None else limit
+        decision = predictor.decide(_as_the_plugin_sends_it(record))
+        (memory,) = (t for t in decision.targets if t.target is Target.MEMORY)
+        if memory.action is Action.REWRITE:
+            served[k] = memory.new_value
+    np.testing.assert_array_equal(served, trained)
+    killed, cut = assess(served, td)
+    # Before: 19.58 % of the jobs newly killed as served, 0.58 % in calibration.
+    assert killed == figures["newly_killed_pct"] and cut == figures["waste_cut_pct"]
+
+
+def test_a_per_processor_trace_record_is_still_weighted_by_its_processors() -> None:
+    """An SWF record (memory per processor, no node count): training weighs a saved MB per
+    processor by the processors, as its waste is counted (JobRecord.limit_units)."""
+    request = JobRequest(time_limit_minutes=120, mem_per_cpu_mb=500, min_cpus=8, submit_time=1_000)
+    record = JobRecord(
+        job_id="1", request=request, state="COMPLETED", elapsed_s=60, end_time=1_060, max_rss_mb=100
+    )
+    td = target_data([record], build_dataset([record]), Target.MEMORY)
+    assert record.requested(Target.MEMORY) == td.requested[0] == 500
+    assert td.weight[0] == record.limit_units(Target.MEMORY) * 2.0 == 16.0
+
+
+def test_a_job_without_a_node_count_has_the_feature_row_it_had_in_training() -> None:
+    records, _ = _jobs(40, seed=2)
+    data = build_dataset(records)
+    for k, record in enumerate(records):
+        served = vectorize([_as_the_plugin_sends_it(record)])
+        # Before: log_nodes was log1p(1) in training and NaN (unknown) at serving.
+        np.testing.assert_array_equal(served[0, :_R], data.x[k, :_R])
