@@ -1,0 +1,96 @@
+"""deploy/ansible's role without running it: its own Jinja expressions, as its task files hold them,
+rendered by Ansible's templating over made-up facts (slurm.conf texts, getent answers), and its
+task files read as YAML. tests/integration/test_ansible_role.py runs the role."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+ansible_template = pytest.importorskip("ansible.template", reason="ansible-core (the dev extra)")
+ansible_dataloader = pytest.importorskip("ansible.parsing.dataloader")
+
+ROLE = REPO / "deploy" / "ansible" / "roles" / "slurm_harp"
+
+
+def _trusted(value: Any) -> Any:
+    """The role's own YAML, which Ansible trusts as templates (ansible-core 2.19 marks them)."""
+    if isinstance(value, str):
+        return ansible_template.trust_as_template(value)
+    if isinstance(value, dict):
+        return {k: _trusted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_trusted(v) for v in value]
+    return value
+
+
+def role_vars(**facts: Any) -> dict[str, Any]:
+    """The role's defaults and vars, with ``facts`` (what earlier tasks set or registered) over them."""
+    variables: dict[str, Any] = {}
+    for name in ("defaults", "vars"):
+        variables |= _trusted(yaml.safe_load((ROLE / name / "main.yml").read_text()))
+    return variables | facts
+
+
+def render(text: str, variables: dict[str, Any]) -> Any:
+    templar = ansible_template.Templar(loader=ansible_dataloader.DataLoader(), variables=variables)
+    return templar.template(ansible_template.trust_as_template(text))
+
+
+def task(tasks_file: str, name: str) -> dict[str, Any]:
+    path = ROLE / tasks_file
+    found: list[dict[str, Any]] = [t for t in yaml.safe_load(path.read_text()) if t.get("name") == name]
+    assert len(found) == 1, (path, name)
+    return found[0]
+
+
+def set_facts(tasks_file: str, name: str, variables: dict[str, Any]) -> dict[str, Any]:
+    """What that set_fact task sets (each value rendered over the facts before it, as Ansible does)."""
+    values: dict[str, str] = task(tasks_file, name)["ansible.builtin.set_fact"]
+    return variables | {key: render(text, variables) for key, text in values.items()}
+
+
+def runs(tasks_file: str, name: str, variables: dict[str, Any]) -> bool:
+    when = task(tasks_file, name).get("when", [])
+    conditions = [when] if isinstance(when, str) else when
+    return all(render(f"{{{{ {c} }}}}", variables) for c in conditions)
+
+
+# --- slurm.conf's JobSubmitPlugins ------------------------------------------------------------
+
+
+def _slurm_conf_facts(plugins_line: str) -> dict[str, Any]:
+    text = f"ClusterName=test\n{plugins_line}\nAccountingStoreFlags=job_comment\n"
+    variables = role_vars(__slurm_harp_slurm_conf_texts=[text])
+    variables = set_facts("tasks/preflight.yml", "Note the plugin settings in slurm.conf", variables)
+    return set_facts("tasks/preflight.yml", "Note what slurm.conf lacks", variables)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "JobSubmitPlugins=lua",
+        "JobSubmitPlugins=job_submit/lua",  # the older spelling: job_submit.c strips the prefix
+        "JobSubmitPlugins=all_partitions,Job_Submit/Lua",
+        "jobsubmitplugins = require_timelimit,job_submit/lua # comment",
+    ],
+)
+def test_every_spelling_of_the_lua_plugin_counts_and_is_not_added_again(line: str) -> None:
+    facts = _slurm_conf_facts(line)
+    assert facts["__slurm_harp_slurm_conf_missing"] == []
+    # With slurm_harp_manage_slurm_conf the line is left alone: `job_submit/lua,lua` would be two
+    # contexts of one plugin, and job_submit.lua would run twice per submission.
+    assert not runs("tasks/slurm_conf.yml", "Enable job_submit/lua in slurm.conf", facts)
+
+
+def test_a_list_without_the_lua_plugin_is_reported_and_extended() -> None:
+    facts = _slurm_conf_facts("JobSubmitPlugins=all_partitions,job_submit/require_timelimit")
+    assert facts["__slurm_harp_slurm_conf_missing"] == ["JobSubmitPlugins=lua"]
+    name = "Enable job_submit/lua in slurm.conf"
+    assert runs("tasks/slurm_conf.yml", name, facts)
+    line = task("tasks/slurm_conf.yml", name)["ansible.builtin.lineinfile"]["line"]
+    assert render(line, facts) == "JobSubmitPlugins=all_partitions,job_submit/require_timelimit,lua"
