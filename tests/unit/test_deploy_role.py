@@ -94,3 +94,32 @@ def test_a_list_without_the_lua_plugin_is_reported_and_extended() -> None:
     assert runs("tasks/slurm_conf.yml", name, facts)
     line = task("tasks/slurm_conf.yml", name)["ansible.builtin.lineinfile"]["line"]
     assert render(line, facts) == "JobSubmitPlugins=all_partitions,job_submit/require_timelimit,lua"
+
+
+# --- check mode -------------------------------------------------------------------------------
+
+UNIT_MODULES = ("ansible.builtin.systemd_service", "ansible.builtin.systemd", "ansible.builtin.service")
+
+
+def _touching_services() -> list[tuple[str, str]]:
+    """(file, task name) of every task and handler that starts, restarts, reloads or enables a named
+    unit, or waits for what one makes."""
+    found = []
+    for path in [*sorted((ROLE / "tasks").glob("*.yml")), ROLE / "handlers" / "main.yml"]:
+        for t in yaml.safe_load(path.read_text()) or []:
+            module = next((t[m] for m in UNIT_MODULES if m in t), None)
+            if (module and "name" in module) or "ansible.builtin.wait_for" in t:
+                found.append((str(path.relative_to(ROLE)), t["name"]))
+    return found
+
+
+def test_nothing_touches_a_unit_in_check_mode() -> None:
+    """`ansible-playbook --check` on a fresh controller: the units were never written, so systemd
+    answers "Could not find the requested service" to any call naming one, and no socket comes."""
+    touching = _touching_services()
+    assert len(touching) == 8, touching  # 3 enable-and-start tasks, 4 restarts or reloads, 1 wait
+    wanted = {"slurm_harp_manage_services": True, "slurm_harp_guard_enabled": True}
+    wanted |= {"slurm_harp_timers_enabled": True}
+    for tasks_file, name in touching:
+        assert runs(tasks_file, name, role_vars(ansible_check_mode=False, **wanted)), name
+        assert not runs(tasks_file, name, role_vars(ansible_check_mode=True, **wanted)), name
