@@ -4,6 +4,7 @@ task files read as YAML. tests/integration/test_ansible_role.py runs the role.""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -123,3 +124,58 @@ def test_nothing_touches_a_unit_in_check_mode() -> None:
     for tasks_file, name in touching:
         assert runs(tasks_file, name, role_vars(ansible_check_mode=False, **wanted)), name
         assert not runs(tasks_file, name, role_vars(ansible_check_mode=True, **wanted)), name
+
+
+# --- the socket group -------------------------------------------------------------------------
+
+
+def _group_facts(user: str, uid: int, group: str, gid: int, **overrides: Any) -> dict[str, Any]:
+    """What the preflight registered for SlurmUser ``user`` (primary group ``group``), as getent says,
+    and the socket group it then notes."""
+    socket_group = overrides.get("slurm_harp_socket_group") or group
+    groups = [{"ansible_facts": {"getent_group": {g: ["x", str(gid), ""]}}} for g in (group, socket_group)]
+    variables = role_vars(
+        __slurm_harp_slurm_user=user,
+        __slurm_harp_slurm_user_entry={"ansible_facts": {"getent_passwd": {user: ["x", str(uid), str(gid)]}}},
+        __slurm_harp_group_entries={"results": groups},
+        **overrides,
+    )
+    return set_facts("tasks/preflight.yml", "Note SlurmUser's group and the socket group", variables)
+
+
+def _supplementary(facts: dict[str, Any]) -> Any:
+    name = "Create the user of slurm-harp, in the socket group"
+    groups = task("tasks/user.yml", name)["ansible.builtin.user"]["groups"]
+    return render(groups, facts) if isinstance(groups, str) else [render(g, facts) for g in groups]
+
+
+def test_a_root_slurm_user_gets_the_roles_own_group_as_the_socket_group() -> None:
+    """Not group root: it would put the role's user in root's group and run the units with
+    Group=root. slurmctld as root connects whatever the socket's group."""
+    facts = _group_facts("root", 0, "root", 0)
+    assert (facts["__slurm_harp_slurm_group"], facts["__slurm_harp_socket_group"]) == ("root", "slurm-harp")
+    assert _supplementary(facts) == []  # its own primary group already
+    assert render("{{ __slurm_harp_toml.server.socket_group }}", facts) == "slurm-harp"
+
+
+def test_the_socket_group_is_slurm_users_group_or_the_one_named() -> None:
+    facts = _group_facts("slurm", 64030, "slurm", 64030)
+    assert (facts["__slurm_harp_slurm_group"], facts["__slurm_harp_socket_group"]) == ("slurm", "slurm")
+    assert _supplementary(facts) == ["slurm"]
+    named = _group_facts("root", 0, "root", 0, slurm_harp_socket_group="hpc-admin")
+    assert named["__slurm_harp_socket_group"] == "hpc-admin"
+    assert _supplementary(named) == ["hpc-admin"]
+
+
+# --- the variables: defaults, argument specs and the README's table ---------------------------
+
+
+def test_the_defaults_the_argument_specs_and_the_readme_list_the_same_variables() -> None:
+    defaults = set(yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()))
+    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())
+    options = set(specs["argument_specs"]["main"]["options"])
+    readme = (ROLE.parent.parent / "README.md").read_text()
+    table = readme.split("\n## Variables\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    in_readme = {name for row in rows for name in re.findall(r"`(slurm_harp_\w+)`", row)}
+    assert defaults == options == in_readme, (defaults ^ options, defaults ^ in_readme)
