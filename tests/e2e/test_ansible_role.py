@@ -121,14 +121,16 @@ def _mode_owner(path: Path) -> tuple[str, str, str]:
 def test_files_users_and_modes(deployed: Deployment) -> None:
     base, conf = deployed.base, deployed.cluster.conf_dir
     assert deployed.first.returncode == 0, deployed.first.output[-4000:]
-    # SlurmUser=root in the test cluster: its group, root, is the socket group.
-    assert _mode_owner(base / "etc-harp") == ("0o750", "root", "root")
-    assert _mode_owner(base / "etc-harp" / "harp.toml") == ("0o640", "root", "root")
-    assert _mode_owner(base / "state") == ("0o750", USER, "root")
+    # SlurmUser=root in the test cluster: the socket group is the role's own group (here USER), never
+    # root's, and the role's user is in no other (slurmctld as root connects whatever the group).
+    assert _mode_owner(base / "etc-harp") == ("0o750", "root", USER)
+    assert _mode_owner(base / "etc-harp" / "harp.toml") == ("0o640", "root", USER)
+    assert _mode_owner(base / "state") == ("0o750", USER, USER)
     # With the advice socket users may enter the sockets' directory, not list it.
-    assert _mode_owner(base / "run") == ("0o751", USER, "root")
+    assert _mode_owner(base / "run") == ("0o751", USER, USER)
     assert _mode_owner(deployed.dropin) == ("0o644", "root", "root")
-    assert "root" in {g.gr_name for g in grp.getgrall() if USER in g.gr_mem}
+    assert {g.gr_name for g in grp.getgrall() if USER in g.gr_mem} == set()
+    assert tomllib.loads((base / "etc-harp" / "harp.toml").read_text())["server"]["socket_group"] == USER
     assert (conf / "job_submit.lua").read_bytes() == (REPO / "plugin" / "job_submit.lua").read_bytes()
     lua = sorted(p.name for p in (base / "lua" / "harp").iterdir())
     assert lua == sorted(p.name for p in (REPO / "plugin" / "harp").iterdir())
@@ -195,7 +197,7 @@ def daemon(deployed: Deployment, trained_store: Path) -> Iterator[Path]:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    subprocess.run(["chown", "-R", f"{USER}:root", str(state)], check=True)
+    subprocess.run(["chown", "-R", f"{USER}:{USER}", str(state)], check=True)
     log = deployed.base / "daemon.log"
     config = deployed.base / "etc-harp" / "harp.toml"
     runuser = shutil.which("runuser") or "/usr/sbin/runuser"
@@ -232,7 +234,7 @@ def _wait_serving(socket: Path, proc: subprocess.Popen[bytes], log: Path, timeou
 def test_a_job_goes_through_the_deployed_plugin_and_daemon(deployed: Deployment, daemon: Path) -> None:
     cluster = deployed.cluster
     stat = deployed.socket.stat()
-    assert oct(stat.st_mode & 0o777) == "0o660" and grp.getgrgid(stat.st_gid).gr_name == "root"
+    assert oct(stat.st_mode & 0o777) == "0o660" and grp.getgrgid(stat.st_gid).gr_name == USER
     assert pwd.getpwuid(stat.st_uid).pw_name == USER  # the daemon runs as the role's user
     shadowed = cluster.sbatch(["-H", "-t", "120", "-J", "deployed"], "#!/bin/sh\nsleep 1\n")
     off = cluster.sbatch(["-H", "-t", "120", "-p", "debug", "-J", "off"], "#!/bin/sh\nsleep 1\n")
@@ -344,7 +346,7 @@ def test_turning_advice_off_removes_the_drop_in_and_closes_the_directory(deploye
     assert off.returncode == 0, off.output[-3000:]
     assert "RUNNING HANDLER [slurm_harp : Reload systemd]" in off.output  # skipped here: no systemd
     assert not deployed.dropin.exists()
-    assert _mode_owner(deployed.socket.parent) == ("0o750", USER, "root")
+    assert _mode_owner(deployed.socket.parent) == ("0o750", USER, USER)
     written = tomllib.loads((deployed.base / "etc-harp" / "harp.toml").read_text())
     assert "socket" not in written["advice"]  # its GPU partitions stay: they are still set
     again = deployed.again(slurm_harp_advice_enabled=False)

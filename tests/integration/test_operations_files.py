@@ -133,23 +133,23 @@ def test_the_dashboard_counts_each_job_once_across_the_two_controllers(tmp_path:
         for name, value in OUTCOMES.items()
         for host in ("ctl1", "ctl2")
     ]
+    exprs: list[dict[str, object]] = [
+        {
+            "expr": queries[key].replace("$partition", ".*"),
+            "eval_time": "5m",
+            "exp_samples": [{"labels": labels, "value": value}],
+        }
+        for key, (labels, value) in SHOWN.items()
+    ]
+    _promtool_exprs(tmp_path, series, exprs)
+
+
+def _promtool_exprs(tmp_path: Path, series: list[dict[str, str]], exprs: list[dict[str, object]]) -> None:
+    """promtool (real Prometheus) evaluates ``exprs`` (promql_expr_test items) over ``series``."""
     tests = {
         "rule_files": [str(RULES)],
         "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": series,
-                "promql_expr_test": [
-                    {
-                        "expr": queries[key].replace("$partition", ".*"),
-                        "eval_time": "5m",
-                        "exp_samples": [{"labels": labels, "value": value}],
-                    }
-                    for key, (labels, value) in SHOWN.items()
-                ],
-            }
-        ],
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": exprs}],
     }
     (tmp_path / "dashboard.test.yml").write_text(yaml.safe_dump(tests))
     done = subprocess.run(
@@ -157,6 +157,27 @@ def test_the_dashboard_counts_each_job_once_across_the_two_controllers(tmp_path:
         cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_decisions_panel_shows_each_target_at_the_submission_rate(tmp_path: Path) -> None:
+    """One submission is one decision per target: summed over the targets, the panel showed three
+    times the submissions per second. One submission a second, every target annotated in shadow."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    (panel,) = [p for p in dashboard["panels"] if p["title"].startswith("Decisions by")]
+    (query,) = panel["targets"]
+    assert panel["fieldConfig"]["defaults"]["unit"] == "reqps"
+    assert "{{target}}" in query["legendFormat"]
+    labels = 'action="annotate",reason="shadow",mode="shadow"'
+    series = [
+        {"series": f'harp_decisions_total{{job="slurm-harp",instance="ctl1:9817",target="{t}",{labels}}}',
+         "values": "0+60x20"}
+        for t in ("time", "memory", "cpus")
+    ]  # fmt: skip
+    shown = [
+        {"labels": f'{{target="{t}",action="annotate",reason="shadow"}}', "value": 1}
+        for t in ("cpus", "memory", "time")
+    ]
+    _promtool_exprs(tmp_path, series, [{"expr": query["expr"], "eval_time": "15m", "exp_samples": shown}])
 
 
 def documented_metrics(text: str) -> dict[str, set[str] | None]:

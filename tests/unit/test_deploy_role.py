@@ -1,0 +1,181 @@
+"""deploy/ansible's role without running it: its own Jinja expressions, as its task files hold them,
+rendered by Ansible's templating over made-up facts (slurm.conf texts, getent answers), and its
+task files read as YAML. tests/integration/test_ansible_role.py runs the role."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+ansible_template = pytest.importorskip("ansible.template", reason="ansible-core (the dev extra)")
+ansible_dataloader = pytest.importorskip("ansible.parsing.dataloader")
+
+ROLE = REPO / "deploy" / "ansible" / "roles" / "slurm_harp"
+
+
+def _trusted(value: Any) -> Any:
+    """The role's own YAML, which Ansible trusts as templates (ansible-core 2.19 marks them)."""
+    if isinstance(value, str):
+        return ansible_template.trust_as_template(value)
+    if isinstance(value, dict):
+        return {k: _trusted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_trusted(v) for v in value]
+    return value
+
+
+def role_vars(**facts: Any) -> dict[str, Any]:
+    """The role's defaults and vars, with ``facts`` (what earlier tasks set or registered) over them."""
+    variables: dict[str, Any] = {}
+    for name in ("defaults", "vars"):
+        variables |= _trusted(yaml.safe_load((ROLE / name / "main.yml").read_text()))
+    return variables | facts
+
+
+def render(text: str, variables: dict[str, Any]) -> Any:
+    templar = ansible_template.Templar(loader=ansible_dataloader.DataLoader(), variables=variables)
+    return templar.template(ansible_template.trust_as_template(text))
+
+
+def task(tasks_file: str, name: str) -> dict[str, Any]:
+    path = ROLE / tasks_file
+    found: list[dict[str, Any]] = [t for t in yaml.safe_load(path.read_text()) if t.get("name") == name]
+    assert len(found) == 1, (path, name)
+    return found[0]
+
+
+def set_facts(tasks_file: str, name: str, variables: dict[str, Any]) -> dict[str, Any]:
+    """What that set_fact task sets (each value rendered over the facts before it, as Ansible does)."""
+    values: dict[str, str] = task(tasks_file, name)["ansible.builtin.set_fact"]
+    return variables | {key: render(text, variables) for key, text in values.items()}
+
+
+def runs(tasks_file: str, name: str, variables: dict[str, Any]) -> bool:
+    when = task(tasks_file, name).get("when", [])
+    conditions = [when] if isinstance(when, str) else when
+    return all(render(f"{{{{ {c} }}}}", variables) for c in conditions)
+
+
+# --- slurm.conf's JobSubmitPlugins ------------------------------------------------------------
+
+
+def _slurm_conf_facts(plugins_line: str) -> dict[str, Any]:
+    text = f"ClusterName=test\n{plugins_line}\nAccountingStoreFlags=job_comment\n"
+    variables = role_vars(__slurm_harp_slurm_conf_texts=[text])
+    variables = set_facts("tasks/preflight.yml", "Note the plugin settings in slurm.conf", variables)
+    return set_facts("tasks/preflight.yml", "Note what slurm.conf lacks", variables)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "JobSubmitPlugins=lua",
+        "JobSubmitPlugins=job_submit/lua",  # the older spelling: job_submit.c strips the prefix
+        "JobSubmitPlugins=all_partitions,Job_Submit/Lua",
+        "jobsubmitplugins = require_timelimit,job_submit/lua # comment",
+    ],
+)
+def test_every_spelling_of_the_lua_plugin_counts_and_is_not_added_again(line: str) -> None:
+    facts = _slurm_conf_facts(line)
+    assert facts["__slurm_harp_slurm_conf_missing"] == []
+    # With slurm_harp_manage_slurm_conf the line is left alone: `job_submit/lua,lua` would be two
+    # contexts of one plugin, and job_submit.lua would run twice per submission.
+    assert not runs("tasks/slurm_conf.yml", "Enable job_submit/lua in slurm.conf", facts)
+
+
+def test_a_list_without_the_lua_plugin_is_reported_and_extended() -> None:
+    facts = _slurm_conf_facts("JobSubmitPlugins=all_partitions,job_submit/require_timelimit")
+    assert facts["__slurm_harp_slurm_conf_missing"] == ["JobSubmitPlugins=lua"]
+    name = "Enable job_submit/lua in slurm.conf"
+    assert runs("tasks/slurm_conf.yml", name, facts)
+    line = task("tasks/slurm_conf.yml", name)["ansible.builtin.lineinfile"]["line"]
+    assert render(line, facts) == "JobSubmitPlugins=all_partitions,job_submit/require_timelimit,lua"
+
+
+# --- check mode -------------------------------------------------------------------------------
+
+UNIT_MODULES = ("ansible.builtin.systemd_service", "ansible.builtin.systemd", "ansible.builtin.service")
+
+
+def _touching_services() -> list[tuple[str, str]]:
+    """(file, task name) of every task and handler that starts, restarts, reloads or enables a named
+    unit, or waits for what one makes."""
+    found = []
+    for path in [*sorted((ROLE / "tasks").glob("*.yml")), ROLE / "handlers" / "main.yml"]:
+        for t in yaml.safe_load(path.read_text()) or []:
+            module = next((t[m] for m in UNIT_MODULES if m in t), None)
+            if (module and "name" in module) or "ansible.builtin.wait_for" in t:
+                found.append((str(path.relative_to(ROLE)), t["name"]))
+    return found
+
+
+def test_nothing_touches_a_unit_in_check_mode() -> None:
+    """`ansible-playbook --check` on a fresh controller: the units were never written, so systemd
+    answers "Could not find the requested service" to any call naming one, and no socket comes."""
+    touching = _touching_services()
+    assert len(touching) == 8, touching  # 3 enable-and-start tasks, 4 restarts or reloads, 1 wait
+    wanted = {"slurm_harp_manage_services": True, "slurm_harp_guard_enabled": True}
+    wanted |= {"slurm_harp_timers_enabled": True}
+    for tasks_file, name in touching:
+        assert runs(tasks_file, name, role_vars(ansible_check_mode=False, **wanted)), name
+        assert not runs(tasks_file, name, role_vars(ansible_check_mode=True, **wanted)), name
+
+
+# --- the socket group -------------------------------------------------------------------------
+
+
+def _group_facts(user: str, uid: int, group: str, gid: int, **overrides: Any) -> dict[str, Any]:
+    """What the preflight registered for SlurmUser ``user`` (primary group ``group``), as getent says,
+    and the socket group it then notes."""
+    socket_group = overrides.get("slurm_harp_socket_group") or group
+    groups = [{"ansible_facts": {"getent_group": {g: ["x", str(gid), ""]}}} for g in (group, socket_group)]
+    variables = role_vars(
+        __slurm_harp_slurm_user=user,
+        __slurm_harp_slurm_user_entry={"ansible_facts": {"getent_passwd": {user: ["x", str(uid), str(gid)]}}},
+        __slurm_harp_group_entries={"results": groups},
+        **overrides,
+    )
+    return set_facts("tasks/preflight.yml", "Note SlurmUser's group and the socket group", variables)
+
+
+def _supplementary(facts: dict[str, Any]) -> Any:
+    name = "Create the user of slurm-harp, in the socket group"
+    groups = task("tasks/user.yml", name)["ansible.builtin.user"]["groups"]
+    return render(groups, facts) if isinstance(groups, str) else [render(g, facts) for g in groups]
+
+
+def test_a_root_slurm_user_gets_the_roles_own_group_as_the_socket_group() -> None:
+    """Not group root: it would put the role's user in root's group and run the units with
+    Group=root. slurmctld as root connects whatever the socket's group."""
+    facts = _group_facts("root", 0, "root", 0)
+    assert (facts["__slurm_harp_slurm_group"], facts["__slurm_harp_socket_group"]) == ("root", "slurm-harp")
+    assert _supplementary(facts) == []  # its own primary group already
+    assert render("{{ __slurm_harp_toml.server.socket_group }}", facts) == "slurm-harp"
+
+
+def test_the_socket_group_is_slurm_users_group_or_the_one_named() -> None:
+    facts = _group_facts("slurm", 64030, "slurm", 64030)
+    assert (facts["__slurm_harp_slurm_group"], facts["__slurm_harp_socket_group"]) == ("slurm", "slurm")
+    assert _supplementary(facts) == ["slurm"]
+    named = _group_facts("root", 0, "root", 0, slurm_harp_socket_group="hpc-admin")
+    assert named["__slurm_harp_socket_group"] == "hpc-admin"
+    assert _supplementary(named) == ["hpc-admin"]
+
+
+# --- the variables: defaults, argument specs and the README's table ---------------------------
+
+
+def test_the_defaults_the_argument_specs_and_the_readme_list_the_same_variables() -> None:
+    defaults = set(yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()))
+    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())
+    options = set(specs["argument_specs"]["main"]["options"])
+    readme = (ROLE.parent.parent / "README.md").read_text()
+    table = readme.split("\n## Variables\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    in_readme = {name for row in rows for name in re.findall(r"`(slurm_harp_\w+)`", row)}
+    assert defaults == options == in_readme, (defaults ^ options, defaults ^ in_readme)
