@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,7 @@ from slurm_harp.config import Settings
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.history import HistoryIndex, is_cold
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import Tag, parse_tag, submitted_request
+from slurm_harp.core.message import Tag, as_submitted, parse_tag
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import decision_weight
 from slurm_harp.evaluation.outcomes import TARGET_OF_KEY
@@ -83,7 +82,7 @@ def explain(job_id: str, settings: Settings, runner: SacctRunner) -> str:
         return printable_lines(lines + _policy_now(job, settings))
     lines.append(f"tag: {job.harp_tag}")
     lines += _what_was_done(tag)
-    job = replace(job, request=submitted_request(job.request, tag))
+    job = as_submitted(job)
     store = ModelStore(settings.store)
     for key in tag.values:
         target = TARGET_OF_KEY[key]

@@ -20,12 +20,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import Tag, parse_tag, submitted_request
+from slurm_harp.core.message import Tag, as_submitted, parse_tag
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.costs import (
@@ -123,7 +123,7 @@ def site_report(
             unreadable += record.harp_tag is not None
             continue
         seen.append(record)
-        jobs.append(_as_submitted(record, tag))
+        jobs.append(as_submitted(record))
         tags.append(tag)
     timed = np.array(["t" in t.values for t in tags], dtype=bool)
     obs = observe(jobs, Target.TIME)
@@ -156,10 +156,6 @@ def site_report(
         ),
         memory_ratios=_memory_ratios(jobs, tags),
     )
-
-
-def _as_submitted(record: JobRecord, tag: Tag) -> JobRecord:
-    return replace(record, request=submitted_request(record.request, tag))
 
 
 def planned_limit(job: JobRecord, tag: Tag, key: str, mode: Mode, policy: Policy) -> float:
