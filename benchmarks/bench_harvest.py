@@ -63,28 +63,32 @@ def generate(path: Path, lines: int, seed: int = 7) -> int:
             tres = f"billing={cpus},cpu={cpus},mem={mem},node={nodes}"
             if rng.random() < 0.1:
                 tres += ",gres/gpu=4"
-            job = [str(job_id), display, f"app{rng.randrange(500)}", f"user{user}", str(1000 + user)]
-            job += [f"acct{user % 20}", rng.choice(("batch", "gpu", "debug")), "normal", state]
-            job += ["0:0", str(elapsed), str(limit), mem, "", str(cpus), str(cpus), str(nodes), str(nodes)]
-            job += [cpu, tres, *times, f"/home/user{user}/run{rng.randrange(50)}", "SchedBackfill"]
-            out.write("|".join(job) + "\n")
+            job = {
+                "JobIDRaw": str(job_id), "JobID": display, "JobName": f"app{rng.randrange(500)}",
+                "User": f"user{user}", "UID": str(1000 + user), "Account": f"acct{user % 20}",
+                "Partition": rng.choice(("batch", "gpu", "debug")), "QOS": "normal", "State": state,
+                "ExitCode": "0:0", "ElapsedRaw": str(elapsed), "TimelimitRaw": str(limit), "ReqMem": mem,
+                "ReqCPUS": str(cpus), "AllocCPUS": str(cpus), "NNodes": str(nodes), "ReqNodes": str(nodes),
+                "TotalCPU": cpu, "ReqTRES": tres, "Submit": times[0], "Start": times[1], "End": times[2],
+                "WorkDir": f"/home/user{user}/run{rng.randrange(50)}", "Flags": "SchedBackfill",
+            }  # fmt: skip
+            out.write(_line(job))
             for step, step_rss in (("batch", rss), ("extern", 1_000_000)):
-                row = [f"{job_id}.{step}", f"{display}.{step}", step, "", "", "", "", "", state.split()[0]]
-                row += [
-                    "0:0",
-                    str(elapsed),
-                    "",
-                    "",
-                    str(step_rss),
-                    str(cpus),
-                    str(cpus),
-                    str(nodes),
-                    str(nodes),
-                ]
-                row += [cpu, "", *times, "", ""]
-                out.write("|".join(row) + "\n")
+                row = {
+                    "JobIDRaw": f"{job_id}.{step}", "JobID": f"{display}.{step}", "JobName": step,
+                    "State": state.split()[0], "ExitCode": "0:0", "ElapsedRaw": str(elapsed),
+                    "MaxRSS": str(step_rss), "ReqCPUS": str(cpus), "AllocCPUS": str(cpus),
+                    "NNodes": str(nodes), "NTasks": "1", "ReqNodes": str(nodes), "TotalCPU": cpu,
+                    "Submit": times[0], "Start": times[1], "End": times[2],
+                }  # fmt: skip
+                out.write(_line(row))
             written += 3
     return written
+
+
+def _line(fields: dict[str, str]) -> str:
+    """One line of `sacct -P` output in SACCT_FIELDS' order (a field not given is empty)."""
+    return "|".join(fields.get(name, "") for name in SACCT_FIELDS) + "\n"
 
 
 def peak_rss_mb() -> float:
