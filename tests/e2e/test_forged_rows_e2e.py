@@ -22,8 +22,8 @@ def _fake_row(job_id: str, user: str, uid: str, tag: str) -> dict[str, str]:
         "JobIDRaw": job_id, "JobID": job_id, "JobName": "forged", "User": user, "UID": uid,
         "Account": "root", "Partition": "batch", "QOS": "normal", "State": "COMPLETED", "ExitCode": "0:0",
         "AdminComment": tag, "ElapsedRaw": "600", "TimelimitRaw": "60", "ReqMem": "100M", "MaxRSS": "",
-        "ReqCPUS": "1", "AllocCPUS": "1", "NNodes": "1", "NTasks": "", "ReqNodes": "1", "TotalCPU": "00:01:00",
-        "ReqTRES": "cpu=1", "Submit": now, "Start": now, "End": now, "WorkDir": "w",
+        "ReqCPUS": "1", "AllocCPUS": "1", "NNodes": "1", "NTasks": "", "ReqNodes": "1",
+        "TotalCPU": "00:01:00", "ReqTRES": "cpu=1", "Submit": now, "Start": now, "End": now, "WorkDir": "w",
     }  # fmt: skip
 
 
