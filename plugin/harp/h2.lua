@@ -60,7 +60,8 @@ local on_frame = frames.on_frame
 local frame, u32, get_u31, queue, error_name = wire.frame, wire.u32, wire.get_u31, wire.queue, wire.error_name
 local MAX_FRAME, MAX_WINDOW, DEFAULT_WINDOW, PREFACE = wire.MAX_FRAME, wire.MAX_WINDOW, wire.DEFAULT_WINDOW,
   wire.PREFACE
-local DATA, HEADERS, SETTINGS, WINDOW_UPDATE = wire.DATA, wire.HEADERS, wire.SETTINGS, wire.WINDOW_UPDATE
+local DATA, HEADERS, SETTINGS, WINDOW_UPDATE, CONTINUATION = wire.DATA, wire.HEADERS, wire.SETTINGS,
+  wire.WINDOW_UPDATE, wire.CONTINUATION
 local END_STREAM, END_HEADERS, REFUSED_STREAM = wire.END_STREAM, wire.END_HEADERS, wire.REFUSED_STREAM
 
 local Conn = {}
@@ -179,7 +180,9 @@ local function step(c, s, deadline)
     c.dead = err
     return nil, err
   end
-  local budget = c.budget - #payload - FRAME_COST
+  -- A header block is decoded (HPACK) where other frames are only copied: it costs four times its bytes.
+  local cost = (ftype == HEADERS or ftype == CONTINUATION) and 4 * #payload or #payload
+  local budget = c.budget - cost - FRAME_COST
   if budget < 0 then
     if not s.done and deadline - now() <= 0 then return nil, M.TIMEOUT end
     budget = BUDGET
@@ -199,7 +202,7 @@ function Conn:usable()
     if not ftype then return flags == "timeout" end
     if not on_frame(self, nil, ftype, flags, sid, payload) then return false end
     if self.goaway then return false end
-    budget = budget - #payload - FRAME_COST
+    budget = budget - ((ftype == HEADERS or ftype == CONTINUATION) and 4 * #payload or #payload) - FRAME_COST
     if budget < 0 then return true end
   end
   return true

@@ -3,9 +3,10 @@
 Every violation must come back as an error string soon (the plugin then fails open), with the
 connection dropped and the Lua state intact, never as a Lua error or a wait for the deadline: an
 HTTP/1.1 reply, an oversized frame, bad HPACK and Huffman, DATA before HEADERS, PUSH_PROMISE, a cut
-header block, a header block over 16 KiB, malformed SETTINGS, WINDOW_UPDATE and GOAWAY frames, a
-window overrun, a close mid-response, missing trailers or grpc-status, HTTP 503, not gRPC, a
-compressed message, RST_STREAM, and a first frame that is not SETTINGS.
+header block, a header block over 4 KiB (or 64 empty CONTINUATIONs), malformed SETTINGS,
+WINDOW_UPDATE and GOAWAY frames, a window overrun, a close mid-response, missing trailers or
+grpc-status, HTTP 503, not gRPC, a compressed message, RST_STREAM, and a first frame that is not
+SETTINGS.
 """
 
 from __future__ import annotations
@@ -71,11 +72,19 @@ BAD_SERVERS: dict[str, tuple[Callable[[int], bytes], str]] = {
         lambda sid: frame(HEADERS, 0, sid, OK_HEADERS[:1]) + frame(PING, 0, 0, b"x" * 8),
         "header block cut",
     ),
-    "header block over 16 KiB": (  # 16,385 bytes: one more than the client decodes
+    "header block over 4 KiB": (  # 4,097 bytes: one more than the client decodes
         lambda sid: (
-            frame(HEADERS, 0, sid, b"\x82" * 16000) + frame(CONTINUATION, END_HEADERS, sid, b"\x82" * 385)
+            frame(HEADERS, 0, sid, b"\x82" * 4000) + frame(CONTINUATION, END_HEADERS, sid, b"\x82" * 97)
         ),
-        "header block over 16384 bytes",
+        "header block over 4096 bytes",
+    ),
+    "a HEADERS frame over 4 KiB": (
+        lambda sid: frame(HEADERS, END_HEADERS, sid, b"\x82" * 4097),
+        "header block over 4096 bytes",
+    ),
+    "empty CONTINUATIONs without end": (  # each counts 64 bytes: they grew the parts to join for ever
+        lambda sid: frame(HEADERS, 0, sid, b"\x82") + frame(CONTINUATION, 0, sid) * 100,
+        "header block over 4096 bytes",
     ),
     "bad SETTINGS length": (lambda sid: frame(SETTINGS, 0, 0, b"\0\4\0\0\0"), "FRAME_SIZE_ERROR"),
     "WINDOW_UPDATE of 0": (lambda sid: frame(WINDOW_UPDATE, 0, 0, b"\0\0\0\0"), "WINDOW_UPDATE of 0"),
