@@ -95,8 +95,13 @@ class Policy:
     def mode_for(self, request: JobRequest) -> Mode:
         """First matching rule wins; otherwise the default mode. A job that may run in several
         partitions (``-p a,b``) gets the least changing of their modes: Slurm may start it in any."""
-        partitions = (request.partition or "").split(",")
-        return min((self._mode_in(p or None, request.account) for p in partitions), key=MODES_BY_CHANGE.index)
+        if not self.rules:
+            return self.default_mode
+        partition = request.partition
+        if partition is None or "," not in partition:  # one partition: no list to go through
+            return self._mode_in(partition or None, request.account)
+        modes = (self._mode_in(p or None, request.account) for p in partition.split(","))
+        return min(modes, key=MODES_BY_CHANGE.index)
 
     def _mode_in(self, partition: str | None, account: str | None) -> Mode:
         for rule in self.rules:

@@ -55,8 +55,10 @@ def request_from_proto(msg: pb.SubmitRequest) -> JobRequest:
         if msg.HasField(name):
             values[name] = getattr(msg, name)
     for name, absent_from in _INTS.items():
-        if msg.HasField(name) and (absent_from is None or getattr(msg, name) < absent_from):
-            values[name] = int(getattr(msg, name))
+        if msg.HasField(name):
+            value = getattr(msg, name)
+            if absent_from is None or value < absent_from:
+                values[name] = int(value)
     if msg.HasField("is_array"):
         values["is_array"] = msg.is_array
     return JobRequest(**values)  # type: ignore[arg-type]
