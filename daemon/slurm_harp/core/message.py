@@ -13,7 +13,8 @@ from slurm_harp.core.request import JobRequest, Target
 
 TAG_PREFIX = "harp:"
 _UNIT = {Target.TIME: "min", Target.MEMORY: "MB", Target.CPUS: "cpus"}
-_KEY = {Target.TIME: "t", Target.MEMORY: "m", Target.CPUS: "c"}
+# Each target's letter in a tag (t=, m=, c=; t0= its user's own).
+TAG_KEY = {Target.TIME: "t", Target.MEMORY: "m", Target.CPUS: "c"}
 
 
 def format_minutes(minutes: float) -> str:
@@ -86,10 +87,10 @@ def annotation_for(mode: Mode, targets: Sequence[TargetDecision], request: JobRe
         value = t.new_value if t.new_value is not None else round(t.predicted)
         quantile = f"/q{t.quantile:g}" if t.quantile is not None else ""
         kept = "/k" if t.kept else ""
-        parts.append(f"{_KEY[t.target]}{_FLAG.get(t.action, '')}={value}{quantile}{kept}")
+        parts.append(f"{TAG_KEY[t.target]}{_FLAG.get(t.action, '')}={value}{quantile}{kept}")
         asked = request.requested(t.target)
         if t.new_value is not None and asked is not None:
-            parts.append(f"{_KEY[t.target]}0={round(asked)}")
+            parts.append(f"{TAG_KEY[t.target]}0={round(asked)}")
     if not parts:
         return ""
     versions = sorted({t.model_version for t in targets if t.model_version and t.predicted is not None})

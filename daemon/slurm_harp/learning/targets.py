@@ -26,7 +26,7 @@ import numpy as np
 
 from slurm_harp.core.extension import killed_before_own_limit
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import as_submitted, parse_tag
+from slurm_harp.core.message import TAG_KEY, as_submitted, parse_tag
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import decision_weight
 from slurm_harp.learning.dataset import Dataset
@@ -137,14 +137,11 @@ def stopped_by_harp(record: JobRecord, target: Target) -> bool:
     """Whether ``record`` (as_submitted) was stopped at a limit harp lowered below its user's own:
     timed out before its tag's ``t0``, or out of memory with its memory lowered (``m!``)."""
     tag = parse_tag(record.harp_tag) if record.harp_tag else None
-    if tag is None or tag.flags.get(_KEY[target]) != "!":
+    if tag is None or tag.flags.get(TAG_KEY[target]) != "!":
         return False
     if target is Target.TIME:
         return killed_before_own_limit(record, tag.own.get("t"))
     return target is Target.MEMORY and record.state == "OUT_OF_MEMORY"
-
-
-_KEY = {Target.TIME: "t", Target.MEMORY: "m", Target.CPUS: "c"}
 
 
 def available(td: TargetData, minimum: int) -> bool:
