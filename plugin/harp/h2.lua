@@ -164,6 +164,14 @@ end
 -- on the normal path; a flood is cut within BUDGET bytes' work of the deadline.
 local BUDGET, FRAME_COST = 16384, 64
 
+-- What handling one frame spends of the budget: a header block is decoded (HPACK) where other
+-- frames are only copied, so it costs four times its bytes.
+local function spent(ftype, payload)
+  local bytes = #payload
+  if ftype == HEADERS or ftype == CONTINUATION then bytes = 4 * bytes end
+  return bytes + FRAME_COST
+end
+
 local function step(c, s, deadline)
   local ftype, flags, sid, payload = read_frame(c, deadline)
   if not ftype then
@@ -180,9 +188,7 @@ local function step(c, s, deadline)
     c.dead = err
     return nil, err
   end
-  -- A header block is decoded (HPACK) where other frames are only copied: it costs four times its bytes.
-  local cost = (ftype == HEADERS or ftype == CONTINUATION) and 4 * #payload or #payload
-  local budget = c.budget - cost - FRAME_COST
+  local budget = c.budget - spent(ftype, payload)
   if budget < 0 then
     if not s.done and deadline - now() <= 0 then return nil, M.TIMEOUT end
     budget = BUDGET
@@ -202,7 +208,7 @@ function Conn:usable()
     if not ftype then return flags == "timeout" end
     if not on_frame(self, nil, ftype, flags, sid, payload) then return false end
     if self.goaway then return false end
-    budget = budget - ((ftype == HEADERS or ftype == CONTINUATION) and 4 * #payload or #payload) - FRAME_COST
+    budget = budget - spent(ftype, payload)
     if budget < 0 then return true end
   end
   return true
