@@ -17,7 +17,7 @@ from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.cli import main
 from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands import nightly as nightly_command
-from slurm_harp.commands.train import STORE_BUSY
+from slurm_harp.commands.publication import STORE_BUSY
 from slurm_harp.core.request import Target
 from slurm_harp.model import store as store_module
 from slurm_harp.model.store import LOCK_FILE, ModelStore

@@ -21,8 +21,7 @@ import time
 from slurm_harp.accounting import JobRecord
 from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
 from slurm_harp.commands import harvest as harvest_command
-from slurm_harp.commands import method
-from slurm_harp.commands import train as train_command
+from slurm_harp.commands import method, publication
 from slurm_harp.commands.arguments import config_option, settings_at, span
 from slurm_harp.config import Settings
 from slurm_harp.core.request import Target
@@ -61,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as held:
         # Before the harvest: a second run must not query sacct and load the whole job store
         # into memory beside the first, only to find the store busy when it comes to train.
-        refused = train_command.hold_store(held, settings.store, "not harvesting or training")
+        refused = publication.hold_store(held, settings.store, "not harvesting or training")
         if refused is not None:
             return refused
         return _harvest_and_train(args, settings, str(db))
@@ -116,4 +115,4 @@ def _train(settings: Settings, records: list[JobRecord]) -> int:
         keep=t.keep,
         refit=Refit(t.refit),
     )
-    return train_command.train_held(records, list(Target), plan, every=True)  # run() holds the store
+    return publication.train_held(records, list(Target), plan, every=True)  # run() holds the store

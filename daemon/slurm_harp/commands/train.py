@@ -8,13 +8,11 @@ recent ones (learning.trainer), and a new version is published with its card.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import sqlite3
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_records, sacct_runner
 from slurm_harp.commands.arguments import count, fraction, nonnegative, positive, rate
@@ -32,19 +30,14 @@ from slurm_harp.commands.method import (
     threads,
     trees,
 )
+from slurm_harp.commands.publication import train_targets
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY, MIN_GROUP_JOBS
-from slurm_harp.model.store import ModelStore, StoreBusy
-
-if TYPE_CHECKING:
-    from slurm_harp.learning.pipeline import Outcome, Plan
 
 log = logging.getLogger(__name__)
 
 ALL = "all"
-# Another `harp train` or `harp nightly` holds the model store (sysexits' EX_TEMPFAIL: try later).
-STORE_BUSY = 75
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -217,120 +210,3 @@ def run(args: argparse.Namespace) -> int:
     )
     targets = list(Target) if args.target == ALL else [Target(args.target)]
     return train_targets(records, targets, plan, every=args.target == ALL)
-
-
-def train_targets(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:
-    """Train, publish and judge each target, holding the store's writer lock; another run holding
-    it: logged, nothing done, exit STORE_BUSY. ``every``: a target without enough data is skipped
-    with a warning (the exit code is 1 only when none was published). A store that cannot be
-    written (disk full, permissions) fails that target, logged, and the run goes on with the next
-    one; the exit code is then 1. The serving version stays (model.store publishes atomically)."""
-    with contextlib.ExitStack() as held:
-        refused = hold_store(held, plan.store, "not training")
-        if refused is not None:
-            return refused
-        return train_held(records, targets, plan, every)
-
-
-def hold_store(held: contextlib.ExitStack, store: Path, skipped: str) -> int | None:
-    """Take the model store's writer lock into ``held``: None when taken, else the exit code, logged
-    (STORE_BUSY when another run holds it, saying ``skipped``)."""
-    try:
-        held.enter_context(ModelStore(store).writer())
-    except StoreBusy as exc:
-        log.error("%s: %s; the next run will (exit %d)", exc, skipped, STORE_BUSY)
-        return STORE_BUSY
-    except OSError as exc:
-        log.error("cannot lock the model store %s: %s", store, exc)
-        return 1
-    return None
-
-
-def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:
-    """train_targets for a caller that holds the store's writer lock already (hold_store)."""
-    from slurm_harp.learning.dataset import build_dataset
-    from slurm_harp.learning.pipeline import Unfinished, Unloadable, train_and_publish
-    from slurm_harp.learning.trainer import NotEnoughData, TrainingError
-
-    data = build_dataset(records, max_rows=plan.max_rows)  # the same features serve every target
-    published = 0
-    missed: dict[Target, str] = {}  # what happened to each target not published, said at the end
-    for target in targets:
-        try:
-            outcome = train_and_publish(records, data, target, plan)
-        except TrainingError as exc:
-            if not every:
-                log.error("training failed: %s", exc)
-                return 1
-            log.warning("%s: not trained: %s", target.value, exc)
-            missed[target] = NO_DATA if isinstance(exc, NotEnoughData) else NOT_TRAINED
-        except Unloadable as exc:
-            log.error("%s: %s; never served, the serving version stays", target.value, exc)
-            missed[target] = f"published {exc.version}, which does not load"
-        except Unfinished as exc:
-            log.error("%s: %s", target.value, exc)
-            missed[target] = "published, not finished"
-        except OSError as exc:
-            log.error(
-                "%s: trained but not published in %s: %s; the serving version stays",
-                target.value,
-                plan.store,
-                exc,
-            )
-            missed[target] = "not published"
-        else:
-            published += 1
-            _print(outcome, plan)
-    # A target the data could not train is skipped; one the store failed fails the run.
-    faults = sum(why not in (NO_DATA, NOT_TRAINED) for why in missed.values())
-    _log_missed(missed, published, faults)
-    return 0 if published and not faults else 1
-
-
-NO_DATA = "not enough data"
-NOT_TRAINED = "not trained"
-
-
-def _log_missed(missed: dict[Target, str], published: int, faults: int) -> None:
-    """One line on the targets not published when it matters: none was, or the store failed one;
-    "no target had enough data" only when that is what happened to each."""
-    what = "; ".join(f"{target.value}: {why}" for target, why in missed.items())
-    if not published and missed and set(missed.values()) == {NO_DATA}:
-        log.error("training failed: no target had enough data")
-    elif not published and missed:
-        log.error("training failed: no target was published: %s", what)
-    elif faults:
-        log.error("training failed for some targets: %s", what)
-
-
-def _print(outcome: Outcome, plan: Plan) -> None:
-    from slurm_harp.core.accuracy import format_summary
-
-    target, result = outcome.target, outcome.result
-    where = ModelStore(plan.store).target_dir(target)
-    print(f"published {target.value} model {outcome.version} in {where}")
-    training = result.card["training"]
-    print(f"trained on {training['rows_train']} jobs, validated on {training['rows_validation']}")
-    for key, values in result.validation.items():
-        label = "request" if key == "request" else f"q{key}"
-        shown = {k: v for k, v in values.items() if v is not None}
-        print(f"  {label:8} {format_summary(shown)}")
-    selection = result.card["selection"]
-    print(f"  chosen by {selection['policy']['name']} on validation: {selection['chosen']}")
-    rule = result.card["calibration"]
-    figures = rule["validation"]
-    net = figures.get("net_cut_pct")
-    print(
-        f"  safety rule: {len(rule['rungs'])} rungs, cuts {figures['waste_cut_pct']:.1f} % of the "
-        f"validation waste at {figures['newly_killed_pct']:.2f} % newly killed "
-        f"(budget {100 * rule['kill_budget']:.2f} %)"
-        + ("" if net is None else f"; {net:.1f} % net of the killed jobs' attempts and re-runs")
-    )
-    if outcome.verdict is not None:
-        print(f"  {outcome.verdict.summary}")
-    elif outcome.promoted:
-        print("  promoted (--promote always)")
-    else:
-        print("  not promoted (--promote never)")
-    if outcome.pruned:
-        print(f"  removed old versions: {', '.join(outcome.pruned)}")
