@@ -114,6 +114,10 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
         {"slurm_harp_advice_partitions": [{"name": "gpu", "gpu_memory_gb": 0}]},
         "every gpu_memory_gb in slurm_harp_advice_partitions must be a number of GB above 0",
     ),
+    "group root for the socket": (
+        {"slurm_harp_socket_group": "root"},
+        "the socket group would be root, root's group (gid 0): every process of group root could",
+    ),
     "partition named twice": (
         {
             "slurm_harp_advice_partitions": [

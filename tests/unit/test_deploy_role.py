@@ -129,11 +129,17 @@ def test_nothing_touches_a_unit_in_check_mode() -> None:
 # --- the socket group -------------------------------------------------------------------------
 
 
-def _group_facts(user: str, uid: int, group: str, gid: int, **overrides: Any) -> dict[str, Any]:
+def _group_facts(
+    user: str, uid: int, group: str, gid: int, socket_gid: int | None = None, **overrides: Any
+) -> dict[str, Any]:
     """What the preflight registered for SlurmUser ``user`` (primary group ``group``), as getent says,
-    and the socket group it then notes."""
+    and the socket group it then notes (a group named in slurm_harp_socket_group has ``socket_gid``)."""
     socket_group = overrides.get("slurm_harp_socket_group") or group
-    groups = [{"ansible_facts": {"getent_group": {g: ["x", str(gid), ""]}}} for g in (group, socket_group)]
+    named_gid = gid if socket_gid is None else socket_gid
+    groups = [
+        {"ansible_facts": {"getent_group": {g: ["x", str(i), ""]}}}
+        for g, i in ((group, gid), (socket_group, named_gid))
+    ]
     variables = role_vars(
         __slurm_harp_slurm_user=user,
         __slurm_harp_slurm_user_entry={"ansible_facts": {"getent_passwd": {user: ["x", str(uid), str(gid)]}}},
@@ -141,6 +147,14 @@ def _group_facts(user: str, uid: int, group: str, gid: int, **overrides: Any) ->
         **overrides,
     )
     return set_facts("tasks/preflight.yml", "Note SlurmUser's group and the socket group", variables)
+
+
+def _refusal(facts: dict[str, Any]) -> str | None:
+    """The preflight's message when it refuses the socket group, else None."""
+    check = task("tasks/preflight.yml", "Check that the socket group is not root's")["ansible.builtin.assert"]
+    if render(f"{{{{ {check['that']} }}}}", facts):
+        return None
+    return " ".join(str(render(check["fail_msg"], facts)).split())
 
 
 def _supplementary(facts: dict[str, Any]) -> Any:
@@ -162,9 +176,32 @@ def test_the_socket_group_is_slurm_users_group_or_the_one_named() -> None:
     facts = _group_facts("slurm", 64030, "slurm", 64030)
     assert (facts["__slurm_harp_slurm_group"], facts["__slurm_harp_socket_group"]) == ("slurm", "slurm")
     assert _supplementary(facts) == ["slurm"]
-    named = _group_facts("root", 0, "root", 0, slurm_harp_socket_group="hpc-admin")
+    named = _group_facts("root", 0, "root", 0, socket_gid=1500, slurm_harp_socket_group="hpc-admin")
     assert named["__slurm_harp_socket_group"] == "hpc-admin"
     assert _supplementary(named) == ["hpc-admin"]
+    for allowed in (facts, named, _group_facts("root", 0, "root", 0)):
+        assert _refusal(allowed) is None
+
+
+def test_group_root_is_refused_as_the_socket_group_of_a_slurm_user_other_than_root() -> None:
+    """A SlurmUser whose primary group is root got group root for the socket (any process of group
+    root could reach it) and the role's user joined group root; the site must name a group."""
+    facts = _group_facts("slurm", 64030, "root", 0)
+    assert facts["__slurm_harp_socket_group"] == "root"
+    assert _refusal(facts) == (
+        "the socket group would be root, root's group (gid 0), the primary group of SlurmUser slurm: "
+        "every process of group root could reach the daemon and slurm-harp's user would join group "
+        "root. Set slurm_harp_socket_group to another group slurm belongs to"
+    )
+    named = _group_facts("slurm", 64030, "root", 0, socket_gid=64031, slurm_harp_socket_group="slurm")
+    assert (named["__slurm_harp_socket_group"], _refusal(named)) == ("slurm", None)
+    # Named outright, group root is refused too.
+    root_named = _group_facts("slurm", 64030, "slurm", 64030, socket_gid=0, slurm_harp_socket_group="root")
+    assert _refusal(root_named) == (
+        "the socket group would be root, root's group (gid 0): every process of group root could "
+        "reach the daemon and slurm-harp's user would join group root. Set slurm_harp_socket_group "
+        "to another group slurm belongs to"
+    )
 
 
 # --- the variables: defaults, argument specs and the README's table ---------------------------
