@@ -12,7 +12,7 @@ local M = {}
 local NO_VAL16 = 65534        -- also INFINITE16 = 65535
 local NO_VAL = 4294967294     -- also INFINITE = 4294967295
 local MAX_EXACT = 9007199254740992 -- NO_VAL64 and the MEM_PER_CPU flag bit are far above this
-M.MAX_STRING = 256 -- bytes; the daemon's slurm_harp.core.text.MAX_TEXT_BYTES (tests/unit/test_lua_text.py)
+M.MAX_STRING = 255 -- bytes, as slurmdbd keeps; the daemon's slurm_harp.core.text.MAX_TEXT_BYTES (test_lua_text.py)
 M.MAX_LINE = 1024
 M.MAX_LINES = 256
 -- The scan and the hash run in slurmctld before the call's deadline starts: bound them so that no

@@ -102,7 +102,7 @@ def test_sbatch_prints_the_advice_and_never_blocks(site: tuple[SlurmCluster, Pat
         _, lines, _ = sbatch(cluster, env, "-J", NAME, "-n", "2")  # asked the cheapest: nothing to say
         assert lines == []
 
-        # ~1 kB of invalid UTF-8 as the name (slurmctld refuses names over 1024 bytes; harp sends 256):
+        # ~1 kB of invalid UTF-8 as the name (slurmctld refuses names over 1024 bytes; harp sends 255):
         # sbatch submits it, and the daemon answers (no evidence for that name).
         hostile = b"\xff\xfe\xc0" * 333
         _, lines, _ = sbatch(cluster, env | {"HARP_ADVICE_DEBUG": "1"}, b"-J" + hostile, "-n", "1")

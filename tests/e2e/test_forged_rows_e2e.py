@@ -45,5 +45,5 @@ def test_a_work_dir_holding_a_whole_row_forges_nothing(slurm_cluster: SlurmClust
     assert "987654" not in records
     assert all(r.harp_tag is None or "forged" not in r.harp_tag for r in records.values())
     mine = records[str(res.job_id)]
-    # Cut to 256 bytes, as every string of a job is (core.text).
+    # Cut to 255 bytes, as every string of a job is (core.text).
     assert mine.request.work_dir == bounded_text(str(work)) and mine.request.job_name == "plain"

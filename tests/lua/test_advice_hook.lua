@@ -98,7 +98,7 @@ end)
 T.test("a hostile name is cut to valid UTF-8; an unreadable script has no signature", function()
   local name = string.rep("\255\254x", 40000)
   local r = sbatch_request.build(options {["job-name"] = name, argv = {"/nonexistent/job.sh"}})
-  T.eq(r.job_name, string.rep("??x", 85) .. "?", "bounded, valid: a ? for each bad byte, as the harvest reads them")
+  T.eq(r.job_name, string.rep("??x", 85), "bounded, valid: a ? for each bad byte, as the harvest reads them")
   T.eq(r.script_signature, nil, "no signature")
 end)
 

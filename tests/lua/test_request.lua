@@ -98,6 +98,9 @@ T.test("gres parsing", function()
 end)
 
 T.test("huge strings are truncated", function()
+  -- What slurmdbd keeps of a name, an account or a partition (TINYTEXT): the name it is harvested as.
+  T.eq(request.MAX_STRING, 255, "the cap")
+  T.eq(request.build(T.job_desc {name = string.rep("a", 300)}, 1).job_name, string.rep("a", 255), "300 bytes")
   local big = string.rep("x", 100000)
   local r = request.build(T.job_desc {name = big, work_dir = big, account = big, tres_per_node = big}, 1)
   T.eq(#r.job_name, request.MAX_STRING, "name")
@@ -230,9 +233,9 @@ T.test("text fields are valid UTF-8, cut on a character boundary", function()
   for _, case in ipairs(UTF8_CASES) do T.eq(utf8(case[1], case[2]), case[3], case[4]) end
   T.eq(utf8(string.rep("a", 300) .. "\255", 256), string.rep("a", 256), "bytes past the cut not looked at")
   T.eq(utf8(string.rep("é", 200) .. "\255", 256), string.rep("é", 128), "cut on a character boundary")
-  local name = string.rep("é", 200) -- 400 bytes: cut to 256 on a boundary, no '?'
+  local name = string.rep("é", 200) -- 400 bytes: cut to 255 on a boundary (254), no '?'
   local r = request.build(T.job_desc {name = name, work_dir = "/home/\255\254x"}, 1000)
-  T.eq(r.job_name, string.rep("é", 128), "cut to whole characters")
+  T.eq(r.job_name, string.rep("é", 127), "cut to whole characters")
   T.eq(r.work_dir, "/home/??x", "invalid bytes replaced")
 end)
 

@@ -92,7 +92,8 @@ def test_what_a_user_chose_reaches_the_admins_terminal_escaped(trained_store: Pa
     _, runner = sacct_with("", Account=account)
     text = explain("4242", settings, runner)  # type: ignore[arg-type]
     assert all(c.isprintable() for line in text.splitlines() for c in line)
-    assert "account phys\\x1b]0;owned\\x07\\x9b2J\\u202etxt\\nfake line;" in text
+    # A-Z lowered, as accounting keeps an account (core.text.LOWERED_FIELDS): "2J" reads "2j".
+    assert "account phys\\x1b]0;owned\\x07\\x9b2j\\u202etxt\\nfake line;" in text
     assert len(text.splitlines()) == 3  # the job's line, "no harp tag", the policy now
 
 

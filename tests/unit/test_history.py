@@ -259,6 +259,33 @@ def test_max_keys_bounds_memory() -> None:
     assert is_cold(index.row(JobRequest(user_name="u0"), T0 + DAY))  # evicted first
 
 
+def test_past_max_keys_name_keys_go_before_user_and_account_keys() -> None:
+    """One user's uniquely named jobs (-J run_$RANDOM, a key each) made another user cold: past
+    max_keys the key least recently added to went, whatever its kind. Now user+name and
+    user+signature keys go first, and every user and account key kept reads as in training."""
+    bob = job("b1", T0, 600, user="bob", name="sim", account="chem", script_signature="s1")
+    flood = [job(f"m{i}", T0 + 100 + i, 60, user="mallory", name=f"x{i}", account="evil") for i in range(50)]
+    index = HistoryIndex(max_keys=10)
+    for record in (bob, *flood):
+        index.add(record)
+    assert len(index) == 10 and index.added == 51
+    later = job("b2", T0 + DAY, 600, user="bob", name="sim", account="chem", script_signature="s1")
+    served = index.row(later.request, T0 + DAY)
+    assert not is_cold(served)
+    trained = history_matrix([bob, *flood, later])[-1]
+    kept = [i for i, name in enumerate(HISTORY_FEATURE_NAMES) if "_user_" in name or "_account_" in name]
+    np.testing.assert_array_equal(served[kept], trained[kept])
+    # The newest names of the flood are kept, bob's older one went.
+    assert index.row(flood[-1].request, T0 + DAY)[col("name_log_jobs")] > 0
+    assert served[col("name_log_jobs")] == 0.0
+    # Only when no such key is left do user and account keys go, the least recently added first.
+    users = HistoryIndex(max_keys=3)
+    for i in range(5):
+        users.add(job(str(i), T0 + i, 60, user=f"u{i}", name=f"n{i}"))
+    assert len(users) == 3 and is_cold(users.row(JobRequest(user_name="u1"), T0 + DAY))
+    assert not any(is_cold(users.row(JobRequest(user_name=f"u{i}"), T0 + DAY)) for i in (2, 3, 4))
+
+
 def test_one_writer_many_readers() -> None:
     records = random_jobs(7, 3000)
     ended = sorted((r for r in records if r.end_time), key=lambda r: r.end_time or 0)

@@ -105,6 +105,36 @@ def test_the_plugin_agrees_with_pythons_decoder_on_any_bytes(strings: list[bytes
         assert text_of_bytes(data) == _python_rule(data), data
 
 
+# Names past slurmdbd's TINYTEXT (255 bytes in the table's charset), whole characters at the cut or not.
+LONG_NAMES = [
+    "a" * 256,
+    "a" * 300,
+    "é" * 200,
+    "a" * 254 + "é" * 3,
+    "é" * 100 + "a" * 200,
+    "a" * 253 + "€" * 2,
+    "\U0001f600" * 70,
+]
+
+
+def _kept_by_slurmdbd(name: str, charset: str) -> bytes:
+    """What sacct prints of ``name`` as slurmdbd's MariaDB keeps it in a TINYTEXT column of ``charset``:
+    its first 255 bytes there, cut after a whole character (slurmdbd's sql_mode is not strict: a longer
+    value is cut, not refused), read back as UTF-8."""
+    return name.encode(charset)[:255].decode(charset, errors="ignore").encode()
+
+
+@pytest.mark.parametrize("charset", ["utf-8", "latin-1"])
+def test_a_long_name_served_is_the_name_accounting_keeps(charset: str) -> None:
+    """The finding: the plugin and the harvest cut at 256 bytes while accounting keeps 255, so a job
+    named with 256 bytes or more never found its own runs. A latin1 table keeps 255 characters: more
+    than 255 bytes of UTF-8 whenever it cut, so the harvest's cut makes the same text of it."""
+    names = [name for name in LONG_NAMES if charset == "utf-8" or max(map(ord, name)) < 256]
+    _, texts = _lua_text([name.encode() for name in names])
+    for name, lua in zip(names, texts, strict=True):
+        assert lua.decode() == text_of_bytes(_kept_by_slurmdbd(name, charset)), (charset, name[:8], len(name))
+
+
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_a_name_from_the_command_line_follows_the_rule(name: str) -> None:
     """`harp advise --name`: undecodable bytes of argv come as surrogate escapes."""

@@ -20,6 +20,7 @@ from slurm_harp.core.extension import EXTENSIONS
 from slurm_harp.core.policy import DEFAULT_FLOORS, LIMITS, Policy, Rule
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY
+from slurm_harp.core.text import lowered
 
 _FLOOR_KEYS = {"time_minutes": Target.TIME, "memory_mb": Target.MEMORY, "cpus": Target.CPUS}
 
@@ -209,7 +210,7 @@ def read_policy(r: Reader, pol: Mapping[str, Any]) -> Policy:
             Rule(
                 mode=r.mode(rule["mode"], f"{key}.mode"),
                 partition=r.get(rule, key, "partition", str, None),
-                account=r.get(rule, key, "account", str, None),
+                account=_account(r.get(rule, key, "account", str, None)),
             )
         )
     return Policy(
@@ -221,5 +222,10 @@ def read_policy(r: Reader, pol: Mapping[str, Any]) -> Policy:
         require_history=r.get(pol, "policy", "require_history", bool, True),
         limits=limits,
         opt_out_users=r.names(pol, "policy.opt_out_users"),
-        opt_out_accounts=r.names(pol, "policy.opt_out_accounts"),
+        opt_out_accounts=frozenset(map(lowered, r.names(pol, "policy.opt_out_accounts"))),
     )
+
+
+def _account(name: str | None) -> str | None:
+    """An account as a job's is matched: in lower case, as Slurm keeps it (core.text.LOWERED_FIELDS)."""
+    return None if name is None else lowered(name)

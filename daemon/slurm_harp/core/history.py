@@ -102,18 +102,25 @@ def _run_block(key: KeyHistory | None, at: int, first_s: int, out: list[float]) 
 class HistoryIndex:
     """Recent outcomes per key, for serving. One writer (``add``, ``expire``) and many readers
     (``row``) may run concurrently. Memory: at most K outcomes and HORIZON_DAYS day counts per key;
-    keys expire HORIZON_DAYS after their last job ended, and past ``max_keys`` the key least
-    recently added to is dropped (only then can serving differ from training)."""
+    keys expire HORIZON_DAYS after their last job ended, and past ``max_keys`` a key is dropped (only
+    then can serving differ from training): the user+name or user+signature key least recently
+    added to while there is one, else the user or account key least recently added to. One user
+    can make any number of the former (``-J run_$RANDOM``): dropping them first, no user's jobs
+    make another user cold nor take an account's history while users and accounts are fewer than
+    ``max_keys``."""
 
     def __init__(self, max_keys: int | None = None) -> None:
+        # The user and account keys, and the user+name and user+signature keys, each in the order
+        # they were last added to when max_keys is set.
         self._keys: dict[tuple[str, ...], KeyHistory] = {}
+        self._named: dict[tuple[str, ...], KeyHistory] = {}
         self._max_keys = max_keys
         self._lock = threading.Lock()
         self._expired_day = -(2**62)  # the horizon's first day at the last expire
         self.added = 0
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._keys) + len(self._named)
 
     def add(self, record: JobRecord) -> bool:
         """Count a finished job; False when it cannot be history (no end, zero run time)."""
@@ -123,25 +130,27 @@ class HistoryIndex:
         request = record.request
         user = request.user_key
         keys: list[tuple[str, ...]] = []
+        named: list[tuple[str, ...]] = []
         if user is not None:
             keys.append(("u", user))
             if request.job_name is not None:
-                keys.append(("n", user, request.job_name))
+                named.append(("n", user, request.job_name))
             if request.script_signature is not None:
-                keys.append(("s", user, request.script_signature))
+                named.append(("s", user, request.script_signature))
         if request.account is not None:
             keys.append(("a", request.account))
         with self._lock:
-            table = self._keys
-            for name in keys:
-                key = table.get(name)
-                if key is None:
-                    key = table[name] = KeyHistory()
-                    if self._max_keys is not None and len(table) > self._max_keys:
-                        del table[next(iter(table))]
-                elif self._max_keys is not None:
-                    table[name] = table.pop(name)  # most recently added last
-                key.add(outcome)
+            for table, names in ((self._keys, keys), (self._named, named)):
+                for name in names:
+                    key = table.get(name)
+                    if key is None:
+                        key = table[name] = KeyHistory()
+                        if self._max_keys is not None and len(self) > self._max_keys:
+                            victims = self._named or self._keys
+                            del victims[next(iter(victims))]
+                    elif self._max_keys is not None:
+                        table[name] = table.pop(name)  # most recently added last
+                    key.add(outcome)
             self.added += 1
         return True
 
@@ -155,21 +164,24 @@ class HistoryIndex:
         if first_day <= self._expired_day:
             return 0
         self._expired_day = first_day
-        stale = [name for name, key in self._keys.items() if key.last_day < first_day]
-        for start in range(0, len(stale), KEYS_PER_LOCK):
-            with self._lock:
-                for name in stale[start : start + KEYS_PER_LOCK]:
-                    del self._keys[name]
-        return len(stale)
+        count = 0
+        for table in (self._keys, self._named):
+            stale = [name for name, key in table.items() if key.last_day < first_day]
+            for start in range(0, len(stale), KEYS_PER_LOCK):
+                with self._lock:
+                    for name in stale[start : start + KEYS_PER_LOCK]:
+                        del table[name]
+            count += len(stale)
+        return count
 
     def drain(self) -> None:
         """Forget every key, KEYS_PER_LOCK at a time: a large index freed at once holds the
         interpreter for as long as it takes (docs/benchmarks.md, "The history feed's polls")."""
-        keys = self._keys
-        while keys:
-            with self._lock:
-                for _ in range(min(len(keys), KEYS_PER_LOCK)):
-                    keys.popitem()
+        for keys in (self._keys, self._named):
+            while keys:
+                with self._lock:
+                    for _ in range(min(len(keys), KEYS_PER_LOCK)):
+                        keys.popitem()
 
     def values(self, request: JobRequest, at: int) -> list[float]:
         """The history features of ``request`` submitted at unix time ``at``, as floats."""
@@ -178,7 +190,7 @@ class HistoryIndex:
         name, account, sig = request.job_name, request.account, request.script_signature
         out: list[float] = []
         with self._lock:
-            get = self._keys.get
+            get, get_named = self._keys.get, self._named.get
             if user is None:
                 out.extend(_NAN_BLOCK)
                 out.extend(_NAN_BLOCK)
@@ -189,7 +201,7 @@ class HistoryIndex:
                     out.extend(_NAN_BLOCK)
                     n = None
                 else:
-                    n = _run_block(get(("n", user, name)), at, first_s, out)
+                    n = _run_block(get_named(("n", user, name)), at, first_s, out)
             a = None if account is None else get(("a", account))
             if account is None:
                 out.extend((_NAN, _NAN, _NAN))
@@ -201,7 +213,7 @@ class HistoryIndex:
             if user is None or sig is None:
                 out.extend((_NAN, _NAN, _NAN))
             else:
-                k = get(("s", user, sig))
+                k = get_named(("s", user, sig))
                 count, s = (0, None) if k is None else k.values(at, first_s)
                 out.extend((log_count(count), _NAN, _NAN) if s is None else (log_count(count), s[0], s[2]))
         out.extend((_NAN, _NAN) if n is None else (n[7], n[8]))

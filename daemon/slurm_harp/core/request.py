@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from slurm_harp.core.text import MAX_TEXT_BYTES, bounded_text
+from slurm_harp.core.text import LOWERED_FIELDS, MAX_TEXT_BYTES, bounded_text, lowered
 
 
 class Target(StrEnum):
@@ -51,6 +51,10 @@ class JobRequest:
             value = getattr(self, name)
             if value is not None and not (value.isascii() and len(value) <= MAX_TEXT_BYTES):
                 object.__setattr__(self, name, bounded_text(value))
+        for name in LOWERED_FIELDS:  # account and QOS: in lower case, as accounting keeps them
+            value = getattr(self, name)
+            if value is not None and not value.islower():
+                object.__setattr__(self, name, lowered(value))
 
     @property
     def user_key(self) -> str | None:

@@ -6,16 +6,31 @@ that ends within MAX_TEXT_BYTES bytes of UTF-8. The plugin applies the same rule
 (plugin/harp/request.lua, ``utf8``): a name longer than the cap or not UTF-8 must key the same history
 and hash to the same feature at submit time as in the job store. "?" and not U+FFFD: slurmdbd's MariaDB
 already stores each such byte of a name as "?" (tests/e2e/test_hostile.py), and where a database hands
-the bytes back unchanged, this rule reads them as MariaDB would have stored them.
+the bytes back unchanged, this rule reads them as MariaDB would have stored them. An account and a
+QOS are then lowered, A-Z only (``lowered``): accounting keeps them in lower case whatever was typed.
 """
 
 from __future__ import annotations
 
-# The plugin's MAX_STRING: bytes of UTF-8 (tests/unit/test_lua_text.py checks both sides agree).
-MAX_TEXT_BYTES = 256
+import string
+
+# The plugin's MAX_STRING: bytes of UTF-8 (tests/unit/test_lua_text.py checks both sides agree). 255:
+# slurmdbd keeps a job's name, account and partition (and user and QOS names) in TINYTEXT columns,
+# which hold 255 bytes, and its session's sql_mode is not strict, so MariaDB cuts a longer one there
+# without a word (accounting_storage_mysql.c, mysql_common.c, 22.05): `-J` of 300 bytes is harvested
+# as 255. The work dir and TRES are TEXT: cut shorter, the same on both sides, they still agree.
+MAX_TEXT_BYTES = 255
 # What of the input can reach the cut text: the text is as long as the bytes it was read from, and the
 # last character looked at needs 3 more. The rest is never decoded: a hostile 4 MB name costs nothing.
 _LOOKED_AT = MAX_TEXT_BYTES + 3
+# The fields accounting keeps in lower case, by JobRequest's names. slurmctld lowers a job's account
+# after the job_submit plugins ran ("anything that may be put in the database": job_mgr.c,
+# validate_job_create_req, 22.05), so the plugin sends `-A Phys` as typed while sacct shows "phys". A
+# job's QOS is stored as the id of the QOS it matched in any case (assoc_mgr_fill_in_qos), and sacct
+# shows that QOS's name, which sacctmgr lowered when it was created: `--qos=High` is "high" there.
+LOWERED_FIELDS = ("account", "qos")
+# slurmctld's xstrtolower in the C locale: A-Z only, so a name's bytes stay as many.
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 # surrogateescape reads each byte it cannot decode as U+DC80-U+DCFF: those become "?".
 _ESCAPED_BYTE = {code: "?" for code in range(0xDC80, 0xDD00)}
 
@@ -47,6 +62,11 @@ def bounded_text(value: str) -> str:
     except UnicodeEncodeError:
         data = value.encode("utf-8", errors="surrogatepass")
     return text_of_bytes(data)
+
+
+def lowered(value: str) -> str:
+    """``value`` as accounting keeps an account or QOS name (LOWERED_FIELDS): A-Z as a-z, nothing else."""
+    return value.lower() if value.isascii() else value.translate(_ASCII_LOWER)
 
 
 def _cut(text: str) -> str:

@@ -34,7 +34,8 @@ from slurm_harp.server.outcome_metrics import OutcomeMetrics
 log = logging.getLogger(__name__)
 
 DAY_S = 86400
-# Keys (users, user+names, accounts, signatures) kept at most: bounds memory on a huge site.
+# Keys (users, user+names, accounts, signatures) kept at most: bounds memory on a huge site. Past it,
+# user+name and user+signature keys go first (HistoryIndex): one user's many names make no one cold.
 MAX_KEYS = 1_000_000
 # Rows changed in place (the harvester completing a row it read half-filled) are taken in by a
 # rebuild, at most this often: a site whose rows change at every harvest is not rebuilt each time.
