@@ -54,7 +54,7 @@ for prog in slurmctld slurmd slurmdbd sacctmgr sacct sbatch scontrol sinfo munge
         exit 1
     fi
 done
-for module in socket.unix http.hpack posix.time cqueues cjson; do
+for module in socket.unix http.hpack posix.time posix.poll cqueues cjson; do
     if ! lua5.1 -e "require('$module')" 2>/dev/null; then
         echo "install-system.sh: Lua 5.1 module '$module' does not load" >&2
         exit 1

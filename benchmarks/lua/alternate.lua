@@ -1,8 +1,11 @@
 -- The plugin's gRPC client (harp.grpc, one persistent connection per server) calling several
 -- servers in turn, an idle gap before each call, for benchmarks/bench_transport.py.
 --   lua5.1 alternate.lua PLUGIN_DIR CALLS GAP_MS SOCKET...
+-- A SOCKET given as DIR=SOCKET is called by the plugin in DIR (another checkout's plugin/: two
+-- versions of the client side by side, on one server or two).
 -- Prints one line per server: the call times in microseconds, space-separated; errors to stderr.
-package.path = arg[1] .. "/?.lua;" .. package.path
+local base_path = package.path
+package.path = arg[1] .. "/?.lua;" .. base_path
 local now = require "harp.clock".now
 local nanosleep = require "posix.time".nanosleep
 
@@ -10,8 +13,12 @@ local calls, gap = tonumber(arg[2]), tonumber(arg[3]) / 1000
 local METHOD = "/harp.v1.Predictor/Predict"
 local sockets, clients, times = {}, {}, {}
 for i = 4, #arg do
-  sockets[#sockets + 1] = arg[i]
-  package.loaded["harp.grpc"], package.loaded["harp.h2"] = nil, nil -- a module (a connection) each
+  local dir, path = arg[i]:match("^(.-)=(.+)$")
+  sockets[#sockets + 1] = path or arg[i]
+  for name in pairs(package.loaded) do -- a client (a connection) each, from its own plugin directory
+    if name:sub(1, 5) == "harp." and name ~= "harp.clock" then package.loaded[name] = nil end
+  end
+  package.path = (dir or arg[1]) .. "/?.lua;" .. base_path
   clients[#clients + 1] = require "harp.grpc"
   times[#times + 1] = {}
 end

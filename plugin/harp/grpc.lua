@@ -4,7 +4,7 @@
 -- One persistent connection lives in this module; it is dropped on any error. A call that fails on a
 -- REUSED connection (transport error) is retried once on a fresh one within the same deadline; one
 -- that ran out of time is not.
--- Loads luasocket, lua-http's HPACK module (not the rest of lua-http) and lua-posix's clock.
+-- Loads luasocket, lua-http's HPACK module (not the rest of lua-http) and lua-posix's clock and poll.
 
 local h2 = require "harp.h2"
 local hpack = require "http.hpack"
@@ -19,6 +19,8 @@ M.MAX_RESPONSE = 1048576 -- bytes, unless the caller says (harp.main takes a Dec
 M.precheck = true -- look for GOAWAY/EOF on an idle connection before reusing it (tests turn it off)
 M.stats = {calls = 0, connects = 0, retries = 0}
 M.h2 = h2
+-- Said once by harp.main: the socket's waits are not on the monotonic clock (no lua-posix poll).
+if not h2.wait.polls then M.degraded = "socket waits use " .. h2.wait.source end
 
 local conn, conn_path -- the persistent connection and the socket it talks to
 
@@ -137,7 +139,7 @@ function M.call(path, method, payload, timeout_s, max_response)
   if res then return res end
   drop()
   -- a retry is for a reused connection the server had closed, not for a call out of time (a wait
-  -- may end up to a millisecond before the deadline: luasocket waits in whole milliseconds)
+  -- may end up to a millisecond before the deadline: poll(2) waits in whole milliseconds)
   if err == TIMEOUT or not (reused and transport) or deadline - now() <= 0 then return nil, err end
 
   -- exactly one retry, only because the failed connection had been reused

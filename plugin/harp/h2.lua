@@ -6,7 +6,8 @@
 --       (err is M.TOO_BIG when the body passed max_body bytes: the rest is not read)
 --   conn:usable()                                  -> false once the server said GOAWAY or hung up
 --   conn:close()
--- luasocket does the I/O (a blocking socket, every wait bounded by the caller's deadline);
+-- luasocket does the I/O; harp.wait does the waits, each bounded by the caller's deadline on
+-- harp.clock (poll(2) with lua-posix; luasocket's own timeouts, on the wall clock, without);
 -- lua-http's http.hpack decodes the response header blocks (Huffman, dynamic table: one decoding
 -- context per connection). Requests go out as prepared HPACK blocks (static-table indices and
 -- literals without indexing: no encoder state). Frames the server sends to a connection while it
@@ -20,6 +21,7 @@ local hpack = require "http.hpack"
 local now = require "harp.clock".now
 local wire = require "harp.h2_wire"
 local frames = require "harp.h2_frames"
+local wait = require "harp.wait"
 
 local byte, sub, format, min = string.byte, string.sub, string.format, math.min
 local concat, setmetatable, tostring, tonumber, pcall, type = table.concat, setmetatable, tostring, tonumber, pcall,
@@ -55,8 +57,10 @@ M.sigpipe = sigpipe_state()
 M.WINDOW = 16777216
 M.TOO_BIG = "response body too large"
 M.TIMEOUT = "deadline exceeded"  -- grpc.lua never retries a call that failed so
+M.wait = wait
 
 local on_frame = frames.on_frame
+local polls, ready, send = wait.polls, wait.ready, wait.send
 local frame, u32, get_u31, queue, error_name = wire.frame, wire.u32, wire.get_u31, wire.queue, wire.error_name
 local MAX_FRAME, MAX_WINDOW, DEFAULT_WINDOW, PREFACE = wire.MAX_FRAME, wire.MAX_WINDOW, wire.DEFAULT_WINDOW,
   wire.PREFACE
@@ -78,9 +82,7 @@ local function flush(c, deadline)
   if c.nout == 0 then return true end
   local data = concat(c.out, "", 1, c.nout)
   c.out, c.nout = {}, 0
-  local left = deadline and deadline - now() or 0
-  c.sock:settimeout(left > 0 and left or 0, "t")
-  local sent, err = c.sock:send(data)
+  local sent, err = send(c.sock, data, deadline)
   if not sent then -- a server that reads nothing more holds the write until the deadline
     c.dead = err == "timeout" and M.TIMEOUT or ("send: " .. tostring(err))
     return nil, c.dead
@@ -100,33 +102,37 @@ end
 -- Bytes the socket has already read (the rest of an answer, usually) are taken first without a
 -- wait, so without reading the clock, which costs a microsecond or more in slurmctld. Once the clock
 -- says the deadline has passed, nothing more is read, even bytes already waiting: "timeout".
+-- With poll (harp.wait), the socket never waits in luasocket: its "timeout" is "not all there yet".
 local function fill(c, n, deadline)
   local buf = c.buf
   local sock = c.sock
   while #buf < n do
-    local left = 0
-    local buffered = deadline and c.nout == 0 and sock:dirty()
+    local left, dirty = 0, sock:dirty()
+    local buffered = deadline and c.nout == 0 and dirty
     if deadline and not buffered then
       left = deadline - now()
       if left <= 0 then
         c.buf = buf
         return nil, "timeout"
       end
-      if c.nout > 0 and not sock:dirty() then
-        local ok, err = flush(c, deadline)
-        if not ok then
-          c.buf = buf
-          return nil, err
-        end
+      local ok, err = true, nil
+      if c.nout > 0 and not dirty then
+        ok, err = flush(c, deadline)
+        if ok and polls then left = deadline - now() end -- the write may have waited for room
+      end
+      if ok and polls and not dirty then ok, err = ready(sock, deadline, left) end
+      if not ok then
+        c.buf = buf
+        return nil, err
       end
     end
-    sock:settimeout(left, "t")
+    if not polls then sock:settimeout(left, "t") end
     local data, err, partial = sock:receive(n - #buf)
     if data then
       buf = buf == "" and data or buf .. data
     else
       if partial and partial ~= "" then buf = buf .. partial end
-      if not (buffered and err == "timeout") then
+      if not (err == "timeout" and (buffered or (polls and deadline))) then
         c.buf = buf
         return nil, err
       end
@@ -268,10 +274,11 @@ function M.connect(path, deadline)
     sock:close()
     return nil, M.TIMEOUT
   end
-  sock:settimeout(left, "t")
+  if polls then sock:settimeout(0) else sock:settimeout(left, "t") end
   local ok, cerr = sock:connect(path)
   if not ok then
     sock:close()
+    if polls and cerr == "timeout" then cerr = "its listen queue is full" end -- EAGAIN: no wait on Unix
     return nil, "connect " .. tostring(path) .. ": " .. tostring(cerr)
   end
   local window = M.WINDOW

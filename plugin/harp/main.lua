@@ -39,7 +39,11 @@ function M.configure(config, deps)
   transport, transport_err = deps.transport, nil
   if not transport then
     transport, transport_err = load_transport()
-    if not transport then log.error(transport_err .. "; every job passes unchanged") end
+    if not transport then
+      log.error(transport_err .. "; every job passes unchanged")
+    elseif transport.degraded then
+      log.info(transport.degraded .. ": a wall clock stepped back may hold a call past its deadline")
+    end
   end
 end
 

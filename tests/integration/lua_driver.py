@@ -82,9 +82,16 @@ def lua_or_skip() -> str:
 class Driver:
     """tests/lua/drive_grpc.lua: one JSON command per line in, one JSON result per line out."""
 
-    def __init__(self, sock: Path, entry: Path | None = None) -> None:
+    def __init__(self, sock: Path, entry: Path | None = None, env: dict[str, str] | None = None) -> None:
         args = [lua_or_skip(), str(DRIVER), str(sock)] + ([str(entry)] if entry else [])
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+        self.proc = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, **env} if env else None,
+        )
         self.sel = selectors.DefaultSelector()
         assert self.proc.stdout is not None
         self.sel.register(self.proc.stdout, selectors.EVENT_READ)

@@ -4,13 +4,16 @@ Against a slow grpcio handler (the timed-out connection is dropped, the next cal
 HTTP/2 peer that reads the request and never answers, one that answers in pieces (the rest of a
 frame waited for within the deadline), a listener that never accepts, and peers that never stop
 sending frames the client may not refuse (unknown types, PINGs, empty DATA, header blocks of a
-stream that is over...): each call ends at its deadline whatever the peer sends.
+stream that is over...): each call ends at its deadline whatever the peer sends, or the wall clock
+does (set back in the client by an LD_PRELOAD shim, tests/integration/wall_step.c).
 """
 
 from __future__ import annotations
 
 import itertools
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -113,6 +116,49 @@ def test_the_rest_of_an_answer_that_never_comes_costs_the_deadline(peer_at: Any,
     out = call(driver, "Echo", "x", deadline_ms=50)
     assert out["err"] == "deadline exceeded", out
     assert out["ms"] >= 45 and out["late_ms"] < SLACK_MS, out
+
+
+def wall_step_shim(tmp_path: Path) -> Path:
+    """tests/integration/wall_step.c built: gettimeofday set back once a file appears."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler for the LD_PRELOAD shim that steps the wall clock")
+    shim = tmp_path / "wall_step.so"
+    source = Path(__file__).with_name("wall_step.c")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(shim), str(source), "-ldl"], check=True)
+    return shim
+
+
+def test_a_wall_clock_stepped_back_costs_the_deadline_and_no_more(
+    tmp_path: Path, sock: Path, peer_at: Any
+) -> None:
+    # luasocket times its waits on gettimeofday, from the start of each receive: with the wall clock
+    # set back 8 s while a reply was partly in, the next byte made the receive wait 8 s more.
+    # The client's waits are poll(2)s of the time left on its monotonic clock.
+    step = tmp_path / "step"
+    shim = wall_step_shim(tmp_path)
+
+    def script(pc: PeerConn) -> None:
+        pc.start()
+        sid, _, body = pc.read_request()
+        pc.send(frame(HEADERS, END_HEADERS, sid, OK_HEADERS))
+        time.sleep(0.05)  # the client is waiting for the next frame
+        step.touch()  # gettimeofday in the client: 8 s back
+        time.sleep(0.05)
+        pc.send(frame(DATA, 0, sid, body)[:4])  # part of the next frame's header, never the rest
+        while True:
+            pc.read_frame()
+
+    peer_at(script)
+    env = {"LD_PRELOAD": str(shim), "HARP_WALL_STEP_FILE": str(step), "HARP_WALL_STEP_S": "8"}
+    drv = Driver(sock, env=env)
+    try:
+        out = call(drv, "Echo", "x", deadline_ms=200)
+    finally:
+        drv.close()
+    assert step.exists(), "the wall clock was stepped during the call"
+    assert out["err"] == "deadline exceeded", out
+    assert out["ms"] >= 195 and out["late_ms"] < SLACK_MS, out
 
 
 # --- floods: a peer that never stops sending -----------------------------------------------------------
