@@ -1,7 +1,7 @@
 -- What slurm_job_submit's part_list (slurmctld 22.05) says of a job's partitions: the default
--- partition, and the time limit Slurm holds the job to, MaxTime. Every read is under pcall (the
--- records read their fields in C and may raise): a failed read is "not known", never an error.
--- part_list is only read.
+-- partition, and the time limits Slurm holds the job to, MaxTime and the limit it gives a job
+-- submitted without one. Every read is under pcall (the records read their fields in C and may
+-- raise): a failed read is "not known", never an error. part_list is only read.
 
 local floor, type, tonumber, pcall, pairs, ipairs = math.floor, type, tonumber, pcall, pairs, ipairs
 local gmatch = string.gmatch
@@ -90,6 +90,25 @@ end
 -- that stops it there.
 function M.max_time(part_list, names)
   return smallest(part_list, names, max_time)
+end
+
+-- The limit slurmctld gives a job without one when it starts it in the partition (select_nodes):
+-- DefaultTime when set, else (NO_VAL) MaxTime; nil when that is INFINITE (no limit) or 0 (Slurm
+-- refuses a job without a limit in a partition whose DefaultTime is 0). A default_time that is not
+-- there or cannot be read is unknown, not unset: MaxTime does not stand in for it.
+local function default_time(rec)
+  local given = tonumber(field(rec, "default_time"))
+  if given == NO_VAL then return minutes(field(rec, "max_time"), 1) end
+  return minutes(given, 1)
+end
+
+-- The limit in minutes a job submitted without one runs under, as accounting will record it, or nil
+-- (no limit, or none known). For a list (`-p a,b`) Slurm picks the partition when it starts the job,
+-- after submission: the smallest of their limits, as for MaxTime. It is exact when they agree (a
+-- site's usual DefaultTime), and otherwise the limit of one partition the job may run in, never
+-- above any of them (a weight on the saving of a cut is never overstated: core.safety_rule).
+function M.default_time(part_list, names)
+  return smallest(part_list, names, default_time)
 end
 
 return M

@@ -204,6 +204,12 @@ local function partition(job_desc, part_list)
   return text(v)
 end
 
+-- Whether job_desc's time limit was left out (NO_VAL): slurmctld then gives the job its partition's
+-- default. INFINITE is a limit a user asked for (--time=UNLIMITED), and a value that is there but no
+-- count is neither: no default is sent for those.
+local function no_limit_given(v)
+  return v == nil or tonumber(v) == NO_VAL
+end
 
 -- Build the request. Reads every field under pcall: a field access error drops that field only.
 function M.build(job_desc, submit_uid, part_list)
@@ -215,18 +221,25 @@ function M.build(job_desc, submit_uid, part_list)
   local tres = text(get("tres_per_node"))
   local array = get("array_inx")
   local uid = count(get("user_id"), NO_VAL) or count(submit_uid, NO_VAL)
+  local limit_read, limit = pcall(index, job_desc, "time_limit")
+  local part = partition(job_desc, part_list)
   return {
     user_name = text(get("user_name")),
     user_id = uid,
     -- Without -A or --qos, the user's default account and its default QOS, which slurmctld gives the
     -- job and accounting records (what training learns from; per-account rules match them).
     account = text(get("account")) or text(get("default_account")),
-    partition = partition(job_desc, part_list),
+    partition = part,
     qos = text(get("qos")) or text(get("default_qos")),
     job_name = text(get("name")),
     work_dir = text(get("work_dir")),
     script_signature = M.script_signature(get("script")),
-    time_limit_minutes = count(get("time_limit"), NO_VAL),
+    time_limit_minutes = limit_read and count(limit, NO_VAL) or nil,
+    -- Without --time, the limit slurmctld fills in after this plugin and accounting records: the
+    -- features read it as the job's limit, as training does; policy still sees no request of the user's.
+    -- A read of time_limit that raises is not "none given": no default then.
+    default_time_limit_minutes = limit_read and no_limit_given(limit) and partitions.default_time(part_list, part)
+      or nil,
     time_min_minutes = count(get("time_min"), NO_VAL),
     -- 0 means "all memory of the node": not a number of MB, so not given
     mem_per_node_mb = count(get("min_mem_per_node"), MAX_EXACT, 1),
