@@ -123,7 +123,7 @@ function M.applied_tag(ann, got_t, got_m, got_c)
 end
 
 -- plan = {changes = {{field, old, new}, ...}, notes = {...}, rewrote = bool, message = string|nil}
--- max_time: the smallest MaxTime in minutes of the job's partitions (request.max_time), or nil.
+-- max_time: the smallest MaxTime in minutes of the job's partitions (harp.partitions.max_time), or nil.
 function M.plan(job_desc, decision, submit_uid, max_time)
   local function get(k) return job_desc[k] end
   local plan = {changes = {}, notes = {}, rewrote = false}

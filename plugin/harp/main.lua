@@ -3,6 +3,7 @@
 
 local log = require "harp.log"
 local request = require "harp.request"
+local partitions = require "harp.partitions"
 local pb = require "harp.pb"
 local apply = require "harp.apply"
 local new_breaker = require "harp.breaker".new
@@ -111,7 +112,7 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
   breaker:success()
   if was_open then log.info("daemon reachable again") end
 
-  local plan = apply.plan(job_desc, decision, submit_uid, request.max_time(part_list, req.partition))
+  local plan = apply.plan(job_desc, decision, submit_uid, partitions.max_time(part_list, req.partition))
   local ok, cerr = apply.commit(job_desc, plan)
   committed = ok
   if not ok then

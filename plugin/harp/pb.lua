@@ -21,7 +21,7 @@ local REQUEST = {
   {11, "mem_per_node_mb", "uint64"}, {12, "mem_per_cpu_mb", "uint64"},
   {13, "min_cpus", "uint32"}, {14, "cpus_per_task", "uint32"}, {15, "num_tasks", "uint32"},
   {16, "min_nodes", "uint32"}, {17, "gpus_per_node", "uint32"}, {18, "tres_per_node", "string"},
-  {19, "is_array", "bool"}, {20, "submit_time", "int64"},
+  {19, "is_array", "bool"}, {20, "submit_time", "int64"}, {21, "default_time_limit_minutes", "uint64"},
 }
 
 -- A Decision is bounded field by field, at what the daemon can send (core/message.py, core/policy.py;

@@ -2,10 +2,11 @@
 -- A Slurm sentinel (NO_VAL, INFINITE, NO_VAL16, NO_VAL64) or nil means "not given": the field is left out.
 
 local floor, min, os_time = math.floor, math.min, os.time
-local type, tonumber, pcall, ipairs = type, tonumber, pcall, ipairs
+local type, tonumber, pcall = type, tonumber, pcall
 local gmatch, match, sub, byte, find, format =
   string.gmatch, string.match, string.sub, string.byte, string.find, string.format
 local concat = table.concat
+local partitions = require "harp.partitions"
 
 local M = {}
 
@@ -183,63 +184,14 @@ function M.script_signature(script)
   return fnv1a64(sub(concat(lines, "\n"), 1, M.MAX_HASHED))
 end
 
--- t[k] under pcall (slurmctld's records read their fields in C and may raise): nil on any error.
+-- t[k] under pcall (job_desc reads its fields in C and may raise).
 local function index(t, k)
   return t[k]
 end
-local function field(t, k)
-  local ok, v = pcall(index, t, k)
-  if ok then return v end
-  return nil
-end
 
--- Name of the default partition in part_list (slurm_job_submit's second argument), or nil.
--- 22.05 keys part_list by partition name (records are empty tables whose __index reads the partition,
--- flag_default is the number 1 or 0); older releases number it: the record's `name` is read first, a
--- string key is the fallback. Any error or no partition flagged default means nil.
+-- The default partition's name in part_list as a request carries it (text), or nil.
 function M.default_partition(part_list)
-  if type(part_list) ~= "table" then return nil end
-  local ok, name = pcall(function()
-    for key, rec in pairs(part_list) do
-      local flag = field(rec, "flag_default")
-      if flag == 1 or flag == true then
-        local found = text(field(rec, "name")) or text(key)
-        if found then return found end
-      end
-    end
-    return nil
-  end)
-  if ok then return name end
-  return nil
-end
-
--- The partition record `name` in part_list: 22.05 keys it by name; older releases number it.
-local function part_record(part_list, name)
-  local rec = field(part_list, name)
-  if rec ~= nil then return rec end
-  for _, r in ipairs(part_list) do
-    if field(r, "name") == name then return r end
-  end
-  return nil
-end
-
--- The smallest MaxTime in minutes of the job's partitions (`names`: the request's, comma-separated),
--- or nil: none of them has one (INFINITE), none is in part_list, or a read fails. Slurm checks the
--- limit a plugin leaves against it: a job asking more than MaxTime waits (PartitionTimeLimit) or is
--- refused, and harp must not cut it into one that runs, in a partition that stops it there.
-function M.max_time(part_list, names)
-  if type(part_list) ~= "table" or type(names) ~= "string" then return nil end
-  local ok, least = pcall(function()
-    local found
-    for name in gmatch(names, "[^,]+") do
-      local rec = part_record(part_list, name)
-      local minutes = rec ~= nil and count(field(rec, "max_time"), NO_VAL) or nil
-      if minutes and (not found or minutes < found) then found = minutes end
-    end
-    return found
-  end)
-  if ok then return least end
-  return nil
+  return text(partitions.default_partition(part_list))
 end
 
 -- The job's partition; when none was given (nil or ""), the default partition from part_list: where
@@ -252,6 +204,13 @@ local function partition(job_desc, part_list)
   return text(v)
 end
 
+-- Whether job_desc's time limit was left out (NO_VAL): slurmctld then gives the job its partition's
+-- default. INFINITE is a limit a user asked for (--time=UNLIMITED), and a value that is there but no
+-- count is neither: no default is sent for those.
+local function no_limit_given(v)
+  return v == nil or tonumber(v) == NO_VAL
+end
+
 -- Build the request. Reads every field under pcall: a field access error drops that field only.
 function M.build(job_desc, submit_uid, part_list)
   local function get(k)
@@ -262,18 +221,25 @@ function M.build(job_desc, submit_uid, part_list)
   local tres = text(get("tres_per_node"))
   local array = get("array_inx")
   local uid = count(get("user_id"), NO_VAL) or count(submit_uid, NO_VAL)
+  local limit_read, limit = pcall(index, job_desc, "time_limit")
+  local part = partition(job_desc, part_list)
   return {
     user_name = text(get("user_name")),
     user_id = uid,
     -- Without -A or --qos, the user's default account and its default QOS, which slurmctld gives the
     -- job and accounting records (what training learns from; per-account rules match them).
     account = text(get("account")) or text(get("default_account")),
-    partition = partition(job_desc, part_list),
+    partition = part,
     qos = text(get("qos")) or text(get("default_qos")),
     job_name = text(get("name")),
     work_dir = text(get("work_dir")),
     script_signature = M.script_signature(get("script")),
-    time_limit_minutes = count(get("time_limit"), NO_VAL),
+    time_limit_minutes = limit_read and count(limit, NO_VAL) or nil,
+    -- Without --time, the limit slurmctld fills in after this plugin and accounting records: the
+    -- features read it as the job's limit, as training does; policy still sees no request of the user's.
+    -- A read of time_limit that raises is not "none given": no default then.
+    default_time_limit_minutes = limit_read and no_limit_given(limit) and partitions.default_time(part_list, part)
+      or nil,
     time_min_minutes = count(get("time_min"), NO_VAL),
     -- 0 means "all memory of the node": not a number of MB, so not given
     mem_per_node_mb = count(get("min_mem_per_node"), MAX_EXACT, 1),

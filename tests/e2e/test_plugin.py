@@ -277,6 +277,37 @@ def test_a_job_without_account_reaches_the_daemon_with_the_default_account(site:
     site.cancel(*jobs, given.job_id)
 
 
+def _predicted_minutes(site: Site, job_id: int) -> str | None:
+    """The t= value of the job's harp tag (shadow mode: the prediction), or None."""
+    match = TAG.search(tag_of(site, job_id))
+    items = match[2].split(",") if match else []
+    return next((item[2:].split("/")[0] for item in items if item.startswith("t=")), None)
+
+
+def test_a_job_without_a_time_limit_is_predicted_with_its_partition_s_default(site: Site) -> None:
+    """Without --time slurmctld gives the job its partition's limit after job_submit.lua (short has no
+    DefaultTime: its MaxTime, 2 days), and accounting records that limit, which training learns from.
+    The plugin sends it beside the missing limit, so the daemon predicts as for the same job asking 2
+    days. Before, the limit was unknown at serving: the KTH model predicted about a minute at q0.9
+    for such a job, and about 1,500 minutes with the limit it gets."""
+    for _ in range(3):  # the two submissions within one hour of the day (a feature)
+        hour = time.gmtime().tm_hour
+        without = site.submit("-p short", "-J nolimit", hold=True)
+        given = site.submit("-p short", f"-t {SHORT_MAX_MINUTES}", "-J nolimit", hold=True)
+        jobs = [j.job_id for j in (without, given) if j.job_id is not None]
+        if time.gmtime().tm_hour == hour:
+            break
+        site.cancel(*jobs)
+    try:
+        tags = [tag_of(site, job_id) for job_id in jobs]
+        predicted = [_predicted_minutes(site, job_id) for job_id in jobs]
+        assert predicted[0] is not None and predicted[0] == predicted[1], tags
+        # Policy still sees no limit of the user's: the job keeps the default Slurm gives it.
+        assert "harp: lowered" not in without.stderr
+    finally:
+        site.cancel(*jobs)
+
+
 def test_corrupt_model_on_reload_keeps_the_old_model(site: Site) -> None:
     from slurm_harp.core.request import Target
     from slurm_harp.model.store import ModelStore

@@ -123,13 +123,14 @@ end
 T.NIL = {}
 
 -- A part_list as slurmctld 22.05 passes it: keyed by partition name, each record an empty table whose
--- __index answers `name`, `flag_default` (the number 1 for `default`, else 0) and `max_time` (minutes
--- from `max_times` by name, else INFINITE, as a partition without MaxTime). by_index: a list instead.
-function T.part_list(names, default, by_index, max_times)
+-- __index answers `name`, `flag_default` (the number 1 for `default`, else 0), `max_time` (minutes
+-- from `max_times` by name, else INFINITE, as a partition without MaxTime) and `default_time` (from
+-- `default_times`, else NO_VAL, as a partition without DefaultTime). by_index: a list instead.
+function T.part_list(names, default, by_index, max_times, default_times)
   local list = {}
   for i, name in ipairs(names) do
     local fields = {name = name, flag_default = name == default and 1 or 0,
-      max_time = (max_times or {})[name] or 4294967295}
+      max_time = (max_times or {})[name] or 4294967295, default_time = (default_times or {})[name] or 4294967294}
     list[by_index and i or name] = setmetatable({}, {__index = function(_, k) return fields[k] end})
   end
   return list

@@ -1,6 +1,6 @@
 -- Bridge for Python tests: protobuf and request building through the plugin's own modules.
 --   lua5.1 pb_tool.lua encode     stdin: JSON array of SubmitRequest tables -> JSON array of hex
---   lua5.1 pb_tool.lua build      stdin: JSON {job_desc=..., submit_uid=...} -> JSON {hex=, request=}
+--   lua5.1 pb_tool.lua build      stdin: JSON {job_desc=..., submit_uid=..., part_list=...} -> JSON {hex=, request=}
 --   lua5.1 pb_tool.lua decode     stdin: JSON array of hex Decision bytes -> JSON array of decisions/errors
 --                                 (predicted, quantile, new_value as "%.17g" strings)
 --   lua5.1 pb_tool.lua signature  stdin: script text -> signature (or empty line)
@@ -40,7 +40,7 @@ if mode == "encode" then
   io.write(cjson.encode(out), "\n")
 elseif mode == "build" then
   local t = denull(cjson.decode(input))
-  local r = request.build(t.job_desc, t.submit_uid)
+  local r = request.build(t.job_desc, t.submit_uid, t.part_list)
   io.write(cjson.encode {hex = W.tohex(pb.encode_request(r)), request = r}, "\n")
 elseif mode == "decode" then
   local out = {}

@@ -98,6 +98,23 @@ local function random_job()
   return jd, typed
 end
 
+-- A part_list of random records (numbers, sentinels, wrong types, raising reads) for the partitions
+-- a job may name, or no table at all.
+local function random_part_list(jd)
+  local r = random()
+  if r < 0.1 then return wrong_type() end
+  local list, names = {}, type(jd.partition) == "string" and jd.partition or random_string()
+  for name in names:gmatch("[^,]+") do
+    if random() < 0.8 then
+      local fields = {name = name, flag_default = random(0, 1), max_time = random_number(),
+        default_time = random() < 0.9 and random_number() or wrong_type()}
+      list[name] = random() < 0.05 and EXPLODING
+        or setmetatable({}, {__index = function(_, k) return fields[k] end})
+    end
+  end
+  return list
+end
+
 local function same(a, b)
   return rawequal(a, b) or (a ~= a and b ~= b) -- NaN stays NaN
 end
@@ -121,7 +138,7 @@ end
 local STRING_FIELDS = {"user_name", "account", "partition", "qos", "job_name", "work_dir", "script_signature",
   "tres_per_node"}
 local COUNT_FIELDS = {"user_id", "time_limit_minutes", "time_min_minutes", "mem_per_node_mb", "mem_per_cpu_mb",
-  "min_cpus", "cpus_per_task", "num_tasks", "min_nodes", "gpus_per_node"}
+  "min_cpus", "cpus_per_task", "num_tasks", "min_nodes", "gpus_per_node", "default_time_limit_minutes"}
 
 local function check_request(r)
   for _, k in ipairs(STRING_FIELDS) do
@@ -136,6 +153,7 @@ local function check_request(r)
       T.ok(type(v) == "number" and v >= 0 and v <= MAX_EXACT and floor(v) == v, "request." .. k .. " is a count")
     end
   end
+  T.ok(r.default_time_limit_minutes == nil or r.time_limit_minutes == nil, "a default only without a limit")
   T.ok(type(pb.encode_request(r)) == "string", "encodes")
 end
 
@@ -215,7 +233,7 @@ T.test("fuzz: random job_desc tables through the builder and the submit path", f
       jobs = jobs + 1
       local jd, typed = random_job()
       local before = snapshot(jd)
-      local built, r = pcall(request.build, jd, random_number(), nil)
+      local built, r = pcall(request.build, jd, random_number(), random_part_list(jd))
       T.ok(built, "build raised: " .. tostring(r))
       check_request(r)
       T.ok(unchanged(before, jd), "build only reads")

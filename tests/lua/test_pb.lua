@@ -16,6 +16,13 @@ T.test("request encoding matches hand-computed bytes", function()
   T.eq(W.tohex(b), "0a03626f6248ac026804980101", "bytes")
 end)
 
+T.test("the partition's default limit is field 21", function()
+  -- key 21 * 8 + 0 = 168 = a8 01, then 30; after field 20 (submit_time), before nothing
+  T.eq(W.tohex(pb.encode_request {default_time_limit_minutes = 30}), "a8011e", "alone")
+  T.eq(W.tohex(pb.encode_request {submit_time = 1, default_time_limit_minutes = 2880}), "a00101a801c016",
+    "in number order")
+end)
+
 T.test("request encoding keeps zero, drops ill-typed and out-of-range values", function()
   local b = pb.encode_request {
     time_limit_minutes = 0, min_cpus = 4294967296, num_tasks = -1, cpus_per_task = 1.5,

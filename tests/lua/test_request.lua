@@ -354,25 +354,50 @@ T.test("a partition field that raises is not taken for none given", function()
   T.eq(r.user_name, "alice", "the rest is kept")
 end)
 
-T.test("the smallest MaxTime of the job's partitions, none for INFINITE or an unknown one", function()
-  local limits = {debug = 30, gpu = 20}
-  local m = request.max_time
-  for _, by_index in ipairs {false, true} do
-    local parts = T.part_list(PARTS, "batch", by_index, limits)
-    local how = by_index and " (by index)" or " (by name)"
-    T.eq(m(parts, "debug"), 30, "one partition" .. how)
-    T.eq(m(parts, "batch"), nil, "INFINITE: none" .. how)
-    T.eq(m(parts, "batch,debug"), 30, "the smallest of a list" .. how)
-    T.eq(m(parts, "debug,gpu"), 20, "the smallest of a list" .. how)
-    T.eq(m(parts, "nope"), nil, "not in part_list" .. how)
-    T.eq(m(parts, "nope,debug"), 30, "the ones known" .. how)
+-- Without --time slurmctld gives the job its partition's DefaultTime (else MaxTime) after job_submit.lua,
+-- and accounting records that limit: the request carries it in a field of its own, for the features.
+T.test("no time limit given: the partition's default limit is sent beside it", function()
+  -- debug: DefaultTime 30, MaxTime 60; gpu: MaxTime 120 only; batch (default): no limit at all
+  local parts = T.part_list(PARTS, "batch", false, {debug = 60, gpu = 120}, {debug = 30})
+  local function sent(over) return request.build(T.job_desc(over), 1, parts) end
+  local r = sent {time_limit = NO_VAL, partition = "debug"}
+  T.eq(r.time_limit_minutes, nil, "the user asked for no limit")
+  T.eq(r.default_time_limit_minutes, 30, "DefaultTime")
+  T.eq(sent({time_limit = T.NIL, partition = "debug"}).default_time_limit_minutes, 30, "nil time_limit")
+  T.eq(sent({time_limit = NO_VAL, partition = "gpu"}).default_time_limit_minutes, 120, "no DefaultTime: MaxTime")
+  T.eq(sent({time_limit = NO_VAL, partition = "batch"}).default_time_limit_minutes, nil, "INFINITE: none")
+  T.eq(sent({time_limit = NO_VAL, partition = "debug,gpu"}).default_time_limit_minutes, 30, "a list: smallest")
+  T.eq(sent({time_limit = NO_VAL, partition = "gpu,nope"}).default_time_limit_minutes, 120, "the ones known")
+  -- no -p: the default partition's
+  local flagged = T.part_list(PARTS, "gpu", true, {gpu = 120}, {gpu = 90})
+  r = request.build(T.job_desc {time_limit = NO_VAL, partition = T.NIL}, 1, flagged)
+  T.eq(r.partition, "gpu", "the default partition")
+  T.eq(r.default_time_limit_minutes, 90, "and its DefaultTime")
+  T.eq(request.build(T.job_desc {time_limit = NO_VAL}, 1).default_time_limit_minutes, nil, "no part_list")
+  local jd = T.job_desc {time_limit = NO_VAL, partition = "debug"}
+  request.build(jd, 1, parts)
+  T.same(jd, T.job_desc {time_limit = NO_VAL, partition = "debug"}, "job_desc not modified")
+end)
+
+T.test("a time limit given, UNLIMITED or unreadable: no default is sent", function()
+  local parts = T.part_list(PARTS, "batch", false, {debug = 60}, {debug = 30})
+  local function sent(over) return request.build(T.job_desc(over), 1, parts) end
+  local r = sent {time_limit = 45, partition = "debug"}
+  T.eq(r.time_limit_minutes, 45, "the user's own")
+  T.eq(r.default_time_limit_minutes, nil, "no default beside it")
+  T.eq(sent({time_limit = 0, partition = "debug"}).default_time_limit_minutes, nil, "0 is a limit given")
+  T.eq(sent({time_limit = INFINITE, partition = "debug"}).default_time_limit_minutes, nil, "--time=UNLIMITED")
+  for _, bad in ipairs {1.5, -1, "x", 0 / 0} do
+    r = sent {time_limit = bad, partition = "debug"}
+    T.eq(r.default_time_limit_minutes, nil, "a value that is no count: " .. tostring(bad))
+    T.eq(r.time_limit_minutes, nil, "nor a limit: " .. tostring(bad))
   end
-  local parts = T.part_list(PARTS, "batch", false, {debug = 4294967294})
-  T.eq(m(parts, "debug"), nil, "NO_VAL: none")
-  parts.debug = setmetatable({}, {__index = function() error("boom") end})
-  T.eq(m(parts, "debug"), nil, "a record that raises")
-  for what, bad in pairs {["no table"] = "debug", ["nil"] = nil, number = 7} do
-    T.eq(m(bad, "debug"), nil, what)
-  end
-  T.eq(m(T.part_list(PARTS, "batch", false, limits), nil), nil, "no partition")
+  local raising = setmetatable({}, {__index = function(_, k)
+    if k == "time_limit" then error("boom") end
+    return T.job_desc {partition = "debug"}[k]
+  end})
+  r = request.build(raising, 1, parts)
+  T.eq(r.default_time_limit_minutes, nil, "a raising time_limit is not none given")
+  T.eq(r.time_limit_minutes, nil, "nor a limit")
+  T.eq(r.partition, "debug", "the rest is kept")
 end)

@@ -16,6 +16,15 @@ def test_request_round_trip_keeps_not_given_absent() -> None:
     assert request_from_proto(msg) == req
 
 
+def test_the_partition_s_default_limit_travels_beside_a_missing_limit() -> None:
+    req = JobRequest(partition="short", default_time_limit_minutes=2880, submit_time=1)
+    msg = request_to_proto(req)
+    assert msg.default_time_limit_minutes == 2880 and not msg.HasField("time_limit_minutes")
+    assert request_from_proto(msg) == req
+    assert req.effective_time_limit_minutes == 2880 and req.requested(Target.TIME) is None
+    assert not request_to_proto(JobRequest()).HasField("default_time_limit_minutes")
+
+
 def test_huge_strings_are_capped_in_bytes_as_the_plugin_and_the_harvest_cap_them() -> None:
     msg = pb.SubmitRequest(job_name="x" * 100_000, work_dir="/é" * 100_000)
     request = request_from_proto(msg)
@@ -49,6 +58,8 @@ def test_decision_optional_fields() -> None:
         ("time_limit_minutes", 0xFFFFFFFE, 0xFFFFFFFD),  # NO_VAL
         ("time_limit_minutes", 0xFFFFFFFF, 0xFFFFFFFD),  # INFINITE
         ("time_min_minutes", 0xFFFFFFFE, 0xFFFFFFFD),
+        ("default_time_limit_minutes", 0xFFFFFFFE, 0xFFFFFFFD),  # a partition without DefaultTime
+        ("default_time_limit_minutes", 0xFFFFFFFF, 0xFFFFFFFD),  # nor MaxTime
         ("min_cpus", 0xFFFFFFFE, 0xFFFFFFFD),
         ("num_tasks", 0xFFFFFFFF, 0xFFFFFFFD),
         ("min_nodes", 0xFFFFFFFE, 0xFFFFFFFD),

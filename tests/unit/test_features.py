@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 import zlib
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -88,6 +89,21 @@ def test_missing_values_are_nan_except_gpus_array_and_nodes() -> None:
             assert _col(x, name) == pytest.approx(math.log1p(1))
         else:
             assert math.isnan(_col(x, name)), name
+
+
+def test_a_job_without_a_limit_has_its_partition_s_default_as_its_limit() -> None:
+    """Without --time slurmctld gives the job its partition's default, and accounting records it:
+    the row the model learnt for the job (its limit from sacct) is the row it is served with.
+    Before, log_time_limit_min was NaN at serving (and the derived limit_over_* columns with it)."""
+    trained = replace(FULL, time_limit_minutes=2880)
+    served = replace(FULL, time_limit_minutes=None, default_time_limit_minutes=2880)
+    history = np.linspace(1.0, 9.0, len(HISTORY_FEATURE_NAMES), dtype=np.float32)[np.newaxis, :]
+    np.testing.assert_array_equal(vectorize([served], history), vectorize([trained], history))
+    assert _col(vectorize([served]), "log_time_limit_min") == pytest.approx(math.log1p(2880))
+    # The user's own limit wins (the plugin sends a default only without one), and none is NaN.
+    own = replace(FULL, default_time_limit_minutes=2880)
+    np.testing.assert_array_equal(vectorize([own], history), vectorize([FULL], history))
+    assert math.isnan(_col(vectorize([replace(FULL, time_limit_minutes=None)]), "log_time_limit_min"))
 
 
 @pytest.mark.parametrize(

@@ -82,6 +82,7 @@ REQUEST_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "tres_per_node": TEXT,
     "is_array": st.booleans(),
     "submit_time": st.integers(0, 2**53),
+    "default_time_limit_minutes": U64,
 }
 
 
@@ -120,11 +121,14 @@ def test_job_desc_to_request_in_python_terms() -> None:
         "array_inx": "1-10",
         "script": script,
     }
-    out = _tool("build", {"job_desc": job_desc, "submit_uid": 1000})
+    # gpu has DefaultTime 90: slurmctld gives the job that limit, and accounting records it
+    part_list = {"gpu": {"name": "gpu", "flag_default": 0, "default_time": 90, "max_time": 4294967295}}
+    out = _tool("build", {"job_desc": job_desc, "submit_uid": 1000, "part_list": part_list})
     msg = pb.SubmitRequest.FromString(bytes.fromhex(out["hex"]))
     assert msg.user_name == "alice" and msg.user_id == 1000 and msg.job_name == "train"
     assert msg.partition == "gpu" and not msg.HasField("account")
     assert not msg.HasField("time_limit_minutes"), "NO_VAL means not given"
+    assert msg.default_time_limit_minutes == 90, "the partition's DefaultTime, beside it"
     assert msg.time_min_minutes == 30
     assert msg.mem_per_cpu_mb == 2048 and not msg.HasField("mem_per_node_mb")
     assert msg.min_cpus == 8 and not msg.HasField("cpus_per_task") and msg.num_tasks == 8

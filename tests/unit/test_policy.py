@@ -40,6 +40,17 @@ def test_no_rewrite_without_a_request_or_without_gain() -> None:
     policy = Policy(min_gain=0.1)
     unasked = policy.decide(Target.TIME, JobRequest(), Mode.REWRITE, 30.0, 0.9, "v")
     assert (unasked.action, unasked.reason) == (Action.ANNOTATE, Reason.NOT_REQUESTED)
+    # The partition's default a request carries for the features is no request of the user's: a job
+    # without --time keeps its default in every changing mode, whatever the prediction.
+    for mode in (Mode.REWRITE, Mode.EXTEND, Mode.TIME_MIN):
+        defaulted = policy.decide(
+            Target.TIME, JobRequest(default_time_limit_minutes=2880), mode, 30.0, 0.9, "v"
+        )
+        assert (defaulted.action, defaulted.reason, defaulted.new_value) == (
+            Action.ANNOTATE,
+            Reason.NOT_REQUESTED,
+            None,
+        )
     small = policy.decide(Target.TIME, JobRequest(time_limit_minutes=60), Mode.REWRITE, 58.0, 0.9, "v")
     assert (small.action, small.reason) == (Action.ANNOTATE, Reason.NO_GAIN)
 

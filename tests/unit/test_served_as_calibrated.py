@@ -10,7 +10,8 @@ from dataclasses import replace
 import numpy as np
 
 from slurm_harp.core.decision import Action
-from slurm_harp.core.features import REQUEST_FEATURE_NAMES, vectorize
+from slurm_harp.core.features import FEATURE_NAMES, REQUEST_FEATURE_NAMES, vectorize
+from slurm_harp.core.history import HISTORY_FEATURE_NAMES
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
@@ -144,3 +145,48 @@ def test_a_job_without_a_node_count_has_the_feature_row_it_had_in_training() -> 
         served = vectorize([_as_the_plugin_sends_it(record)])
         # Before: log_nodes was log1p(1) in training and NaN (unknown) at serving.
         np.testing.assert_array_equal(served[0, :_R], data.x[k, :_R])
+
+
+SHORT_DEFAULT_MIN = 2880  # the partition's DefaultTime (or MaxTime without one)
+
+
+def _submitted_without_time(record: JobRecord) -> JobRequest:
+    """A job submitted without --time: job_desc's time_limit is NO_VAL, and the plugin sends the
+    default slurmctld gives the job (accounting's Timelimit, in the record) in a field of its own."""
+    return replace(
+        _as_the_plugin_sends_it(record),
+        time_limit_minutes=None,
+        default_time_limit_minutes=record.request.time_limit_minutes,
+    )
+
+
+def test_a_job_without_a_time_limit_has_the_feature_row_and_weights_it_had_in_training() -> None:
+    # One user, a job every two hours: the later jobs have history, and the limit_over_* columns
+    # are compared too.
+    records = [
+        replace(
+            r,
+            request=replace(
+                r.request,
+                user_name="u",
+                time_limit_minutes=SHORT_DEFAULT_MIN,
+                submit_time=1_000_000 + 7200 * i,
+            ),
+            end_time=1_000_000 + 7200 * i + r.elapsed_s,
+        )
+        for i, r in enumerate(_jobs(40, seed=3)[0])
+    ]
+    data = build_dataset(records)
+    assert np.isfinite(data.x[-1, list(FEATURE_NAMES).index("limit_over_user_log_max_s")])
+    h = data.x[:, _R : _R + len(HISTORY_FEATURE_NAMES)]
+    memory = target_data(records, data, Target.MEMORY)
+    cpus = target_data(records, data, Target.CPUS)
+    for k, record in enumerate(records):
+        served = _submitted_without_time(record)
+        # Before: log_time_limit_min (and the limit_over_* columns) NaN at serving, log1p(2880) in training.
+        np.testing.assert_array_equal(vectorize([served], h[k : k + 1])[0], data.x[k])
+        # Before: one hour in the memory and CPU weights at serving, 48 in calibration.
+        assert decision_weight(Target.MEMORY, served) == memory.weight[k] == 1.0 * SHORT_DEFAULT_MIN / 60
+        assert decision_weight(Target.CPUS, served) == cpus.weight[k]
+        # Policy sees no limit of the user's: a job without --time is never given one by harp.
+        assert served.requested(Target.TIME) is None

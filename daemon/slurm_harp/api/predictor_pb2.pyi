@@ -55,7 +55,7 @@ REASON_GUARD_DOWN: Reason
 REASON_OPTED_OUT: Reason
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("user_name", "user_id", "account", "partition", "qos", "job_name", "work_dir", "script_signature", "time_limit_minutes", "time_min_minutes", "mem_per_node_mb", "mem_per_cpu_mb", "min_cpus", "cpus_per_task", "num_tasks", "min_nodes", "gpus_per_node", "tres_per_node", "is_array", "submit_time")
+    __slots__ = ("user_name", "user_id", "account", "partition", "qos", "job_name", "work_dir", "script_signature", "time_limit_minutes", "time_min_minutes", "mem_per_node_mb", "mem_per_cpu_mb", "min_cpus", "cpus_per_task", "num_tasks", "min_nodes", "gpus_per_node", "tres_per_node", "is_array", "submit_time", "default_time_limit_minutes")
     USER_NAME_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     ACCOUNT_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +76,7 @@ class SubmitRequest(_message.Message):
     TRES_PER_NODE_FIELD_NUMBER: _ClassVar[int]
     IS_ARRAY_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_TIME_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_TIME_LIMIT_MINUTES_FIELD_NUMBER: _ClassVar[int]
     user_name: str
     user_id: int
     account: str
@@ -96,7 +97,8 @@ class SubmitRequest(_message.Message):
     tres_per_node: str
     is_array: bool
     submit_time: int
-    def __init__(self, user_name: _Optional[str] = ..., user_id: _Optional[int] = ..., account: _Optional[str] = ..., partition: _Optional[str] = ..., qos: _Optional[str] = ..., job_name: _Optional[str] = ..., work_dir: _Optional[str] = ..., script_signature: _Optional[str] = ..., time_limit_minutes: _Optional[int] = ..., time_min_minutes: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., mem_per_cpu_mb: _Optional[int] = ..., min_cpus: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., num_tasks: _Optional[int] = ..., min_nodes: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., tres_per_node: _Optional[str] = ..., is_array: _Optional[bool] = ..., submit_time: _Optional[int] = ...) -> None: ...
+    default_time_limit_minutes: int
+    def __init__(self, user_name: _Optional[str] = ..., user_id: _Optional[int] = ..., account: _Optional[str] = ..., partition: _Optional[str] = ..., qos: _Optional[str] = ..., job_name: _Optional[str] = ..., work_dir: _Optional[str] = ..., script_signature: _Optional[str] = ..., time_limit_minutes: _Optional[int] = ..., time_min_minutes: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., mem_per_cpu_mb: _Optional[int] = ..., min_cpus: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., num_tasks: _Optional[int] = ..., min_nodes: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., tres_per_node: _Optional[str] = ..., is_array: _Optional[bool] = ..., submit_time: _Optional[int] = ..., default_time_limit_minutes: _Optional[int] = ...) -> None: ...
 
 class TargetDecision(_message.Message):
     __slots__ = ("target", "action", "predicted", "quantile", "new_value", "reason", "model_version", "detail")

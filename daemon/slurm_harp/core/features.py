@@ -8,8 +8,10 @@ on one column at a time, so "asks far more than this job name ever ran" is one s
 derived column, and a staircase of splits on the two columns apart.
 Only what is known at submit time goes in. NaN marks a value the user did not give, except
 GPUs and the array flag, where "not given" means none / not an array (0), as Slurm reads it, and
-the node count, where it means one node, as accounting records it (ReqNodes=1); a GPU count no
-request can hold is unknown (NaN), like a negative size.
+the node count, where it means one node, as accounting records it (ReqNodes=1), and the time
+limit, where it means the partition's default the request carries (default_time_limit_minutes), as
+accounting records it (Timelimit); a GPU count no request can hold is unknown (NaN), like a negative
+size.
 Counts and sizes are log1p-scaled (trees do not care; it keeps later linear models sane).
 Hour of day and day of week (Monday = 0) are in UTC: the daemon and the traces agree on UTC,
 and a site's local offset is a constant shift that trees absorb.
@@ -137,7 +139,7 @@ def row(request: JobRequest) -> list[float]:
     submit = request.submit_time
     user = request.user_key
     return [
-        _log(request.time_limit_minutes),
+        _log(request.effective_time_limit_minutes),
         _log(request.time_min_minutes),
         _log(request.min_cpus),
         _log(_nodes(request)),

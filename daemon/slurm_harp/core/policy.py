@@ -145,7 +145,10 @@ class Policy:
             )
         asked = request.requested(target)
         if asked is None:
-            # The effective limit is a partition default we cannot see: never risk raising it.
+            # The user asked for no value: the partition's default applies, and harp leaves it to
+            # Slurm. The default a request may carry (default_time_limit_minutes) is for features
+            # and weights only: for a `-p a,b` job it is the smallest of the partitions', not
+            # necessarily the one Slurm gives, and the plugin leaves a job without a limit alone.
             return replace(base, action=Action.ANNOTATE, reason=Reason.NOT_REQUESTED)
         proposed = self.proposed(target, predicted)
         if not self.saves(proposed, asked):

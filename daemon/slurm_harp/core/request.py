@@ -43,6 +43,10 @@ class JobRequest:
     tres_per_node: str | None = None
     is_array: bool | None = None
     submit_time: int | None = None  # unix seconds
+    # The limit slurmctld gives the job when it has none of its own (its partition's DefaultTime,
+    # else MaxTime; the plugin sends it only then). Accounting records that limit as the job's, so
+    # training's requests (from sacct) have it in time_limit_minutes and never this.
+    default_time_limit_minutes: int | None = None
 
     def __post_init__(self) -> None:
         # One rule for every string, whoever builds the request (core.text): a name keys the same
@@ -62,6 +66,16 @@ class JobRequest:
         if self.user_name is not None:
             return self.user_name
         return None if self.user_id is None else str(self.user_id)
+
+    @property
+    def effective_time_limit_minutes(self) -> int | None:
+        """The time limit the job runs under: the user's own, else the partition's default that
+        slurmctld fills in after submission, which accounting then records as the job's limit.
+        What features and decision weights read, so that a job submitted without ``--time`` looks
+        at serving as its accounting record looks to training. Not a request of the user's:
+        ``requested`` (what policy may lower) stays None for such a job."""
+        own = self.time_limit_minutes
+        return self.default_time_limit_minutes if own is None else own
 
     def requested(self, target: Target) -> float | None:
         """The user's own request for ``target`` in the target's unit, or None if not given."""

@@ -144,12 +144,15 @@ def decision_weight(target: Target, request: JobRequest, per_processor: bool = F
     node, as JobRequest.requested reads the request (sbatch without -N sends none, and accounting
     records ReqNodes=1 for such a job). ``per_processor``: a trace record whose memory is per
     processor (core.job.JobRecord.per_processor_memory, training only): the CPUs instead of the
-    nodes. CPUs: the requested hours. Unknown counts are 1.
+    nodes. CPUs: the requested hours. Unknown counts are 1. The hours are those of the limit the
+    job runs under: without ``--time``, its partition's default, as accounting records it for
+    training (JobRequest.effective_time_limit_minutes).
     """
     cpus = float(max(request.min_cpus or 1, 1))
     if target is Target.TIME:
         return cpus
-    hours = request.time_limit_minutes / 60.0 if request.time_limit_minutes else 1.0
+    limit = request.effective_time_limit_minutes
+    hours = limit / 60.0 if limit else 1.0
     if target is Target.MEMORY:
         return (cpus if per_processor else float(max(request.min_nodes or 1, 1))) * hours
     return hours

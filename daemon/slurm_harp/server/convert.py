@@ -34,6 +34,7 @@ _INTS: dict[str, int | None] = {
     "min_nodes": _NO_VAL,
     "gpus_per_node": _NO_VAL,
     "submit_time": None,
+    "default_time_limit_minutes": _NO_VAL,
 }
 _TARGET = {
     Target.TIME: pb.TARGET_TIME,
