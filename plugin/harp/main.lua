@@ -5,6 +5,7 @@ local log = require "harp.log"
 local request = require "harp.request"
 local pb = require "harp.pb"
 local apply = require "harp.apply"
+local tag = require "harp.tag"
 local new_breaker = require "harp.breaker".new
 local load_transport = require "harp.transport".load
 local switch_present = require "harp.switch".present
@@ -59,7 +60,7 @@ end
 
 -- Users may not bring their own harp tokens: the guard trusts the harp: tags in admin_comment.
 local function strip_forged(job_desc, submit_uid)
-  local cleaned = apply.strip_forged(job_desc.admin_comment, submit_uid)
+  local cleaned = tag.strip_forged(job_desc.admin_comment, submit_uid)
   if not cleaned then return end
   local ok, err = apply.commit(job_desc, {changes = {{"admin_comment", job_desc.admin_comment, cleaned}}})
   local whose = " from admin_comment (" .. who(job_desc.user_name, job_desc.name) .. ")"
@@ -82,8 +83,8 @@ local function ask(req)
 end
 
 local function pipeline(job_desc, submit_uid, part_list, t0)
-  if apply.opted_out(job_desc.comment) then
-    log.debug("opted out by --comment " .. apply.OPT_OUT .. " (" .. who(job_desc.user_name, job_desc.name) .. ")")
+  if tag.opted_out(job_desc.comment) then
+    log.debug("opted out by --comment " .. tag.OPT_OUT .. " (" .. who(job_desc.user_name, job_desc.name) .. ")")
     return "opted_out"
   end
   if not breaker:allow(t0) then

@@ -1,5 +1,6 @@
 local T = ...
 local apply = require "harp.apply"
+local tag = require "harp.tag"
 
 local TIME, MEMORY, CPUS = 1, 2, 3
 local ANNOTATE, REWRITE = 1, 2
@@ -207,12 +208,12 @@ T.test("a CPU cut on a --mem-per-cpu job never raises its memory nor its MB per 
             local asked = per_cpu * cpt * tasks
             local jd = mem_per_cpu_job(cpt, tasks, per_cpu)
             local targets = {{target = CPUS, action = REWRITE, new_value = new}}
-            local tag = "harp:rewrite,c!=" .. new
+            local ann = "harp:rewrite,c!=" .. new
             if mem then
               targets[2] = {target = MEMORY, action = REWRITE, new_value = mem}
-              tag = tag .. ",m!=" .. mem
+              ann = ann .. ",m!=" .. mem
             end
-            run(jd, decision(targets, {annotation = tag .. ",v=x"}))
+            run(jd, decision(targets, {annotation = ann .. ",v=x"}))
             local got = jd.min_mem_per_cpu * max_cpus(jd)
             local at = table.concat({cpt, tasks, per_cpu, new, tostring(mem)}, " ")
             -- the tag: a flag and the value applied where the plugin changed the target, else no flag
@@ -232,10 +233,10 @@ T.test("a CPU cut on a --mem-per-cpu job never raises its memory nor its MB per 
   end
 end)
 
--- The harp tag written to admin_comment for a decision with annotation `tag` (uid 1000).
-local function tag_after(jd, targets, tag, extra)
+-- The harp tag written to admin_comment for a decision with annotation `ann` (uid 1000).
+local function tag_after(jd, targets, ann, extra)
   extra = extra or {}
-  extra.annotation = tag
+  extra.annotation = ann
   run(jd, decision(targets, extra))
   return jd.admin_comment
 end
@@ -306,8 +307,8 @@ T.test("the tag records the memory applied per node after rounding per CPU", fun
 end)
 
 T.test("a tag that needs no change is not rebuilt", function()
-  local rebuild = apply.applied_tag
-  apply.applied_tag = function() error("rebuilt") end
+  local rebuild = tag.applied_tag
+  tag.applied_tag = function() error("rebuilt") end
   local ok, err = pcall(function()
     local jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
     T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = MEMORY, action = REWRITE,
@@ -317,32 +318,32 @@ T.test("a tag that needs no change is not rebuilt", function()
     jd = T.job_desc()
     T.eq(tag_after(jd, {}, "harp:shadow,t=60/q0.9,v=x", {mode = "shadow"}), "harp:shadow,t=60/q0.9,v=x", "shadow")
   end)
-  apply.applied_tag = rebuild
+  tag.applied_tag = rebuild
   T.ok(ok, err)
 end)
 
 T.test("a tag rebuilt stays within MAX_ANNOTATION", function()
   -- 9 CPUs over 2 tasks are 10: one digit more. At the bound, the item is left out, not cut short.
   local head = "harp:rewrite,t!=60,t0=120,c!=9,c0=16,v="
-  local ann = head .. string.rep("v", apply.MAX_ANNOTATION - #head)
+  local ann = head .. string.rep("v", tag.MAX_ANNOTATION - #head)
   local jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
   T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
-    new_value = 9}}, ann), "harp:rewrite,t!=60,t0=120,c0=16,v=" .. string.rep("v", apply.MAX_ANNOTATION - #head),
+    new_value = 9}}, ann), "harp:rewrite,t!=60,t0=120,c0=16,v=" .. string.rep("v", tag.MAX_ANNOTATION - #head),
     "the CPU item left out")
   T.eq(jd.min_cpus, 10, "the CPUs still cut")
-  ann = head .. string.rep("v", apply.MAX_ANNOTATION - #head - 1)
+  ann = head .. string.rep("v", tag.MAX_ANNOTATION - #head - 1)
   jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
   T.eq(#tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
-    new_value = 9}}, ann), apply.MAX_ANNOTATION,
+    new_value = 9}}, ann), tag.MAX_ANNOTATION,
     "one byte to spare: rewritten")
   T.ok(jd.admin_comment:find(",c!=10,", 1, true), jd.admin_comment)
   -- An item's /q or /k suffix goes with it: left behind, it would stick to the item before and no
   -- reader could parse the tag.
   head = "harp:rewrite,t!=60/q0.9,t0=120,c!=9/q0.9,c0=16,v="
-  ann = head .. string.rep("v", apply.MAX_ANNOTATION - #head)
+  ann = head .. string.rep("v", tag.MAX_ANNOTATION - #head)
   jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
   T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
-    new_value = 9}}, ann), "harp:rewrite,t!=60/q0.9,t0=120,c0=16,v=" .. string.rep("v", apply.MAX_ANNOTATION - #head),
+    new_value = 9}}, ann), "harp:rewrite,t!=60/q0.9,t0=120,c0=16,v=" .. string.rep("v", tag.MAX_ANNOTATION - #head),
     "the CPU item left out with its suffix")
   jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
   T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
@@ -439,8 +440,8 @@ T.test("forged harp tokens are stripped for users, kept for root", function()
   jd = T.job_desc {admin_comment = "harp:ops-tag"}
   run(jd, decision({}, {annotation = "harp:rewrite,t=60,v=x"}), 0)
   T.eq(jd.admin_comment, "harp:ops-tag harp:rewrite,t=60,v=x", "root keeps its tag")
-  T.eq(apply.strip_forged("harpoon harp:x", 5), "harpoon", "only harp: / harp= tokens")
-  T.eq(apply.strip_forged("nothing here", 5), nil, "nothing to strip")
+  T.eq(tag.strip_forged("harpoon harp:x", 5), "harpoon", "only harp: / harp= tokens")
+  T.eq(tag.strip_forged("nothing here", 5), nil, "nothing to strip")
 end)
 
 T.test("user message rules", function()
@@ -532,19 +533,19 @@ T.test("time_min mode sets time_min only, and only when the user gave none", fun
 end)
 
 T.test("a --comment harp:off token opts the job out", function()
-  T.ok(apply.opted_out("harp:off"), "alone")
-  T.ok(apply.opted_out("my run harp:off please"), "among words")
-  T.ok(not apply.opted_out("harp:offline"), "a longer word is not the token")
-  T.ok(not apply.opted_out(nil), "no comment")
-  T.ok(not apply.opted_out(42), "not a string")
-  T.ok(apply.opted_out("harp:off\tx"), "before a tab")
-  T.ok(apply.opted_out("x\nharp:off"), "after a newline")
-  T.ok(not apply.opted_out("xharp:off harp:offx harp:of f"), "only a whole token")
-  T.ok(apply.opted_out("harp:offx harp:off"), "after a longer word")
+  T.ok(tag.opted_out("harp:off"), "alone")
+  T.ok(tag.opted_out("my run harp:off please"), "among words")
+  T.ok(not tag.opted_out("harp:offline"), "a longer word is not the token")
+  T.ok(not tag.opted_out(nil), "no comment")
+  T.ok(not tag.opted_out(42), "not a string")
+  T.ok(tag.opted_out("harp:off\tx"), "before a tab")
+  T.ok(tag.opted_out("x\nharp:off"), "after a newline")
+  T.ok(not tag.opted_out("xharp:off harp:offx harp:of f"), "only a whole token")
+  T.ok(tag.opted_out("harp:offx harp:off"), "after a longer word")
   -- A huge comment (slurmctld checks its length after job_submit) is looked at in its first bytes.
   local many = string.rep("harp:offx ", 400000)
-  T.ok(not apply.opted_out(many .. "harp:off"), "past MAX_COMMENT")
-  T.ok(apply.opted_out(string.rep("x ", 30000) .. "harp:off " .. many), "within it")
+  T.ok(not tag.opted_out(many .. "harp:off"), "past MAX_COMMENT")
+  T.ok(tag.opted_out(string.rep("x ", 30000) .. "harp:off " .. many), "within it")
 end)
 
 T.test("one note per action a mode ignores, however many targets carry it", function()

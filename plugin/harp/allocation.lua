@@ -1,0 +1,102 @@
+-- What a job asks of Slurm in CPUs and memory, and the cut a decision makes of it: the CPUs as
+-- cpus_per_task x tasks, memory per node or per CPU. A value is only ever lowered.
+
+local floor, ceil, max = math.floor, math.ceil, math.max
+local format = string.format
+
+local request = require "harp.request"
+local count16, count32, count64, absent32 = request.count16, request.count32, request.count64, request.absent32
+
+local M = {}
+
+-- The changes to cut the job to `cpus` CPUs (nil: no CPU decision) and `mem` MB per node (nil: no
+-- memory decision). get(field) reads job_desc, set(field, old, new) plans a change, note(text) tells
+-- slurmctld.log. Returns what the job gets:
+--   cpus_now  the job's CPU count before (nil: not known)
+--   kept_cpus its CPU count after a cut (nil: CPUs not cut)
+--   got_m     its memory in MB per node as the daemon counts it (per CPU x CPUs / nodes), nil: not cut
+--   why       why its CPUs are not the decision's, for the user (nil: no reason to give)
+function M.plan(get, set, note, cpus, mem)
+  local r = {}
+  -- CPUs: the cut the decision asks for, as cpus_per_task x tasks; made below with memory, since a
+  -- --mem-per-cpu job may have to keep more CPUs than that.
+  local cut -- {cpt, tasks, min_cpus, min_raw, new_cpt, before}: a CPU cut to make, before is the count now
+  r.cpus_now = count32(get("min_cpus"), 1)
+  if cpus then
+    local cpt = count16(get("cpus_per_task"), 1)
+    local min_raw = get("min_cpus")
+    local min_cpus = count32(min_raw, 1)
+    if not cpt then
+      note("cpus: no --cpus-per-task, left alone")
+    elseif not min_cpus and not absent32(min_raw) then
+      note("cpus: min_cpus is not a count, left alone")
+    else
+      local tasks = count32(get("num_tasks"), 1) or (min_cpus and floor(min_cpus / cpt)) or 1
+      if tasks < 1 then tasks = 1 end
+      -- round up: splitting the CPUs over the tasks must not give the job fewer than predicted
+      local new_cpt = ceil(cpus / tasks)
+      r.cpus_now = max(min_cpus or 0, cpt * tasks)
+      if new_cpt >= 1 and new_cpt < cpt then
+        cut = {cpt = cpt, tasks = tasks, min_cpus = min_cpus, min_raw = min_raw, new_cpt = new_cpt,
+          before = r.cpus_now}
+      else
+        r.why = format(" (%d tasks x %d CPUs)", tasks, cpt)
+      end
+    end
+  end
+  local function cut_cpus(new_cpt)
+    local total = new_cpt * cut.tasks
+    set("cpus_per_task", get("cpus_per_task"), new_cpt)
+    if not cut.min_cpus or total < cut.min_cpus then set("min_cpus", cut.min_raw, total) end
+    note(format("cpus_per_task %d->%d", cut.cpt, new_cpt))
+    r.why = format(" (%d tasks x %d CPUs)", cut.tasks, new_cpt)
+    return total
+  end
+
+  local per_node = count64(get("min_mem_per_node"), 1)
+  local per_cpu = not per_node and count64(get("min_mem_per_cpu"), 1)
+  local nodes = count32(get("min_nodes"), 1) or 1
+  if cut and per_cpu then
+    -- Slurm gives --mem-per-cpu x CPUs: fewer CPUs keep the job's memory only with more MB per CPU,
+    -- and above MaxMemPerCPU (the partition's, else slurm.conf's, which a plugin cannot read) Slurm
+    -- turns that into more CPUs per task than the user asked for. So the CPUs are cut only with a
+    -- memory decision that leaves the per-CPU value at most the user's own.
+    local lowered = mem and ceil(mem * nodes / (cut.new_cpt * cut.tasks))
+    if lowered and lowered <= per_cpu then
+      r.kept_cpus = cut_cpus(cut.new_cpt)
+      set("min_mem_per_cpu", get("min_mem_per_cpu"), lowered)
+      r.got_m = floor(lowered * r.kept_cpus / nodes)
+      note(format("mem_per_cpu %d->%d MB (%d MB on %d CPUs)", per_cpu, lowered, lowered * r.kept_cpus,
+        r.kept_cpus))
+      mem = nil
+    else
+      note(format("cpus: kept at %d: fewer would need more than the %d MB of --mem-per-cpu asked", cut.before,
+        per_cpu))
+      r.why = format(": fewer would need more than the %d MB per CPU asked", per_cpu)
+    end
+    cut = nil
+  end
+  if cut then r.kept_cpus = cut_cpus(cut.new_cpt) end
+  if mem and per_node then
+    if mem < per_node then
+      set("min_mem_per_node", get("min_mem_per_node"), mem)
+      r.got_m = mem
+      note(format("mem_per_node %d->%d MB", per_node, mem))
+    end
+  elseif mem and per_cpu then
+    -- MB per node -> MB per CPU (no CPU cut here: the CPU count is the job's own)
+    local ncpus = count32(get("min_cpus"), 1) or 1
+    local new = ceil(mem * nodes / ncpus)
+    if new >= 1 and new < per_cpu then
+      set("min_mem_per_cpu", get("min_mem_per_cpu"), new)
+      -- MB per node as the daemon counts it (per CPU x CPUs / nodes), not above what it got
+      r.got_m = floor(new * ncpus / nodes)
+      note(format("mem_per_cpu %d->%d MB", per_cpu, new))
+    end
+  elseif mem then
+    note("memory: not requested, left alone")
+  end
+  return r
+end
+
+return M
