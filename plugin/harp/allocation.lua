@@ -1,13 +1,22 @@
 -- What a job asks of Slurm in CPUs and memory, and the cut a decision makes of it: the CPUs as
 -- cpus_per_task x tasks, memory per node or per CPU. A value is only ever lowered.
 
-local floor, ceil, max = math.floor, math.ceil, math.max
+local floor, ceil, max, tonumber = math.floor, math.ceil, math.max, tonumber
 local format = string.format
 
 local request = require "harp.request"
 local count16, count32, count64, absent32 = request.count16, request.count32, request.count64, request.absent32
 
 local M = {}
+
+local NO_VAL16 = 65534 -- also INFINITE16 = 65535
+
+-- Whether a 16-bit count field was left out: nil or a Slurm sentinel (not: a value that is no count).
+local function absent16(v)
+  if v == nil then return true end
+  local n = tonumber(v)
+  return n ~= nil and n >= NO_VAL16
+end
 
 -- The changes to cut the job to `cpus` CPUs (nil: no CPU decision) and `mem` MB per node (nil: no
 -- memory decision). get(field) reads job_desc, set(field, old, new) plans a change, note(text) tells
@@ -20,27 +29,39 @@ function M.plan(get, set, note, cpus, mem)
   local r = {}
   -- CPUs: the cut the decision asks for, as cpus_per_task x tasks; made below with memory, since a
   -- --mem-per-cpu job may have to keep more CPUs than that.
-  local cut -- {cpt, tasks, min_cpus, min_raw, new_cpt, before}: a CPU cut to make, before is the count now
+  -- {cpt, tasks, min_cpus, min_raw, pn, pn_raw, new_cpt, before}: a CPU cut to make, before is the
+  -- count now
+  local cut
   r.cpus_now = count32(get("min_cpus"), 1)
   if cpus then
     local cpt = count16(get("cpus_per_task"), 1)
     local min_raw = get("min_cpus")
     local min_cpus = count32(min_raw, 1)
+    -- The least CPUs on each node: sbatch, salloc and srun send -c there too (--mincpus when
+    -- higher), and Slurm allocates at least that many whatever cpus_per_task says.
+    local pn_raw = get("pn_min_cpus")
+    local pn = count16(pn_raw, 0)
     if not cpt then
       note("cpus: no --cpus-per-task, left alone")
     elseif not min_cpus and not absent32(min_raw) then
       note("cpus: min_cpus is not a count, left alone")
+    elseif not pn and not absent16(pn_raw) then
+      note("cpus: pn_min_cpus is not a count, left alone")
     else
       local tasks = count32(get("num_tasks"), 1) or (min_cpus and floor(min_cpus / cpt)) or 1
       if tasks < 1 then tasks = 1 end
       -- round up: splitting the CPUs over the tasks must not give the job fewer than predicted
       local new_cpt = ceil(cpus / tasks)
       r.cpus_now = max(min_cpus or 0, cpt * tasks)
-      if new_cpt >= 1 and new_cpt < cpt then
-        cut = {cpt = cpt, tasks = tasks, min_cpus = min_cpus, min_raw = min_raw, new_cpt = new_cpt,
-          before = r.cpus_now}
-      else
+      if new_cpt < 1 or new_cpt >= cpt then
         r.why = format(" (%d tasks x %d CPUs)", tasks, cpt)
+      elseif pn and pn > cpt then
+        -- more than -c: the user's own --mincpus, which harp does not lower
+        note(format("cpus: kept at %d: --mincpus asks %d per node", r.cpus_now, pn))
+        r.why = format(": --mincpus asks %d per node", pn)
+      else
+        cut = {cpt = cpt, tasks = tasks, min_cpus = min_cpus, min_raw = min_raw, pn = pn, pn_raw = pn_raw,
+          new_cpt = new_cpt, before = r.cpus_now}
       end
     end
   end
@@ -48,6 +69,7 @@ function M.plan(get, set, note, cpus, mem)
     local total = new_cpt * cut.tasks
     set("cpus_per_task", get("cpus_per_task"), new_cpt)
     if not cut.min_cpus or total < cut.min_cpus then set("min_cpus", cut.min_raw, total) end
+    if cut.pn and cut.pn > new_cpt then set("pn_min_cpus", cut.pn_raw, new_cpt) end
     note(format("cpus_per_task %d->%d", cut.cpt, new_cpt))
     r.why = format(" (%d tasks x %d CPUs)", cut.tasks, new_cpt)
     return total

@@ -11,9 +11,12 @@ local function decision(targets, extra)
   return d
 end
 
--- The CPUs Slurm gives the job: at least min_cpus, and cpus_per_task for each task.
+-- The CPUs Slurm gives a job on one node: at least min_cpus, cpus_per_task for each task, and
+-- pn_min_cpus, the least CPUs per node (sbatch sends -c there too).
 local function max_cpus(jd)
-  return math.max(jd.min_cpus, jd.cpus_per_task * jd.num_tasks)
+  local per_node = jd.pn_min_cpus ~= nil and jd.pn_min_cpus < 65534 and jd.pn_min_cpus or 0
+  local tasks = jd.num_tasks < 4294967294 and jd.num_tasks or 1
+  return math.max(jd.min_cpus, jd.cpus_per_task * tasks, per_node)
 end
 
 local function run(jd, d, uid)
@@ -104,6 +107,60 @@ T.test("cpus: cpus_per_task and min_cpus together, never raised", function()
   run(jd, decision {{target = CPUS, action = REWRITE, new_value = 3}})
   T.eq(jd.cpus_per_task, 2, "3 CPUs over 2 tasks round up to 2 per task: no change")
   T.eq(jd.min_cpus, 4, "min_cpus unchanged")
+end)
+
+T.test("a CPU cut lowers the least CPUs per node that -c set (pn_min_cpus)", function()
+  -- sbatch -c 8 sends pn_min_cpus = 8, and Slurm allocates at least that many per node: a cut of
+  -- cpus_per_task and min_cpus alone still gave the job 8 CPUs, its tag saying 2.
+  local jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, num_tasks = 4294967294}
+  T.eq(jd.pn_min_cpus, 8, "as sbatch sends it")
+  local plan = run(jd, decision({{target = CPUS, action = REWRITE, new_value = 2}},
+    {annotation = "harp:rewrite,c!=2/q0.9,c0=8,v=c@1", user_message = "harp: lowered cpus from 8 cpus to 2 cpus."}))
+  T.eq(jd.cpus_per_task, 2, "per task")
+  T.eq(jd.min_cpus, 2, "total")
+  T.eq(jd.pn_min_cpus, 2, "per node")
+  T.eq(max_cpus(jd), 2, "what Slurm gives")
+  T.eq(jd.admin_comment, "harp:rewrite,c!=2/q0.9,c0=8,v=c@1", "the tag says what the job got")
+  T.eq(plan.message, "harp: lowered cpus from 8 cpus to 2 cpus.", "as announced")
+  -- -n 2 -c 4 cut to 4: 2 per task, 2 per node at least.
+  jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 4}})
+  T.eq(jd.pn_min_cpus, 2, "-n 2")
+  -- Below the new CPUs per task, or not given: as it was.
+  for _, pn in ipairs {1, 65534} do
+    jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, pn_min_cpus = pn}
+    run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}})
+    T.eq(jd.cpus_per_task, 2, "cut beside pn_min_cpus " .. pn)
+    T.eq(jd.pn_min_cpus, pn, "pn_min_cpus " .. pn .. " as it was")
+  end
+  jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, pn_min_cpus = T.NIL}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}})
+  T.eq(jd.cpus_per_task, 2, "cut without pn_min_cpus")
+  T.eq(jd.pn_min_cpus, nil, "none set")
+end)
+
+T.test("a job whose --mincpus asks more than -c keeps its CPUs", function()
+  -- -c 8 --mincpus=12: pn_min_cpus is the user's own 12, which harp does not lower; cutting the
+  -- CPUs per task alone would change nothing Slurm gives.
+  local jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, pn_min_cpus = 12}
+  local plan = run(jd, decision({{target = TIME, action = REWRITE, new_value = 60},
+    {target = CPUS, action = REWRITE, new_value = 2}}, {annotation = "harp:rewrite,t!=60,t0=120,c!=2,c0=8,v=x",
+    user_message = "harp: lowered time from 02:00:00 to 01:00:00, cpus from 8 cpus to 2 cpus."}))
+  T.eq(jd.cpus_per_task, 8, "per task kept")
+  T.eq(jd.min_cpus, 8, "total kept")
+  T.eq(jd.pn_min_cpus, 12, "per node kept")
+  T.eq(jd.time_limit, 60, "the time still cut")
+  T.eq(jd.admin_comment, "harp:rewrite,t!=60,t0=120,c=2,c0=8,v=x", "no CPU flag")
+  T.eq(plan.notes[1], "cpus: kept at 8: --mincpus asks 12 per node", "noted")
+  T.ok(plan.message:find("CPUs kept at 8: --mincpus asks 12 per node", 1, true), plan.message)
+  -- A pn_min_cpus that is there but no count: left alone, as min_cpus.
+  for _, bad in ipairs {2.5, -1, "many"} do
+    jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, pn_min_cpus = bad}
+    plan = run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}})
+    T.eq(jd.cpus_per_task, 8, "kept beside pn_min_cpus " .. tostring(bad))
+    T.eq(jd.pn_min_cpus, bad, "pn_min_cpus " .. tostring(bad) .. " kept")
+    T.ok(not plan.rewrote, "no change beside pn_min_cpus " .. tostring(bad))
+  end
 end)
 
 T.test("cpus: a min_cpus that is there but no count is never written over", function()
@@ -465,7 +522,8 @@ T.test("apply never raises a limit (exhaustive small grid)", function()
         local jd = T.job_desc {time_limit = user, min_mem_per_node = user, cpus_per_task = user, min_cpus = user}
         run(jd, decision {{target = target, action = REWRITE, new_value = new}})
         T.ok(jd.time_limit <= user and jd.min_mem_per_node <= user and jd.cpus_per_task <= user
-          and jd.min_cpus <= user, "raised at " .. target .. " " .. user .. " " .. new)
+          and jd.min_cpus <= user and jd.pn_min_cpus <= user, "raised at " .. target .. " " .. user .. " " .. new)
+        T.ok(jd.pn_min_cpus <= jd.cpus_per_task, "more CPUs per node than per task at " .. user .. " " .. new)
         T.ok(jd.time_limit >= 1 and jd.min_mem_per_node >= 1 and jd.cpus_per_task >= 1, "positive")
       end
     end
