@@ -33,6 +33,9 @@ function M.plan(get, set, note, cpus, mem)
   -- count now
   local cut
   r.cpus_now = count32(get("min_cpus"), 1)
+  local per_node_raw = get("min_mem_per_node")
+  local per_node = count64(per_node_raw, 1)
+  local per_cpu = not per_node and count64(get("min_mem_per_cpu"), 1)
   if cpus then
     local cpt = count16(get("cpus_per_task"), 1)
     local min_raw = get("min_cpus")
@@ -59,6 +62,13 @@ function M.plan(get, set, note, cpus, mem)
         -- more than -c: the user's own --mincpus, which harp does not lower
         note(format("cpus: kept at %d: --mincpus asks %d per node", r.cpus_now, pn))
         r.why = format(": --mincpus asks %d per node", pn)
+      elseif not (per_cpu or count64(per_node_raw, 0)) then
+        -- No memory asked (--mem=0, the whole node's, is asked): slurmctld gives DefMemPerCPU x the
+        -- CPUs, when there is one, which a plugin cannot read: fewer CPUs would cut the memory too,
+        -- with no memory decision and below any floor.
+        note(format("cpus: kept at %d: no --mem or --mem-per-cpu, and a default per CPU would go with them",
+          r.cpus_now))
+        r.why = ": without --mem, fewer CPUs may get less memory"
       else
         cut = {cpt = cpt, tasks = tasks, min_cpus = min_cpus, min_raw = min_raw, pn = pn, pn_raw = pn_raw,
           new_cpt = new_cpt, before = r.cpus_now}
@@ -75,8 +85,6 @@ function M.plan(get, set, note, cpus, mem)
     return total
   end
 
-  local per_node = count64(get("min_mem_per_node"), 1)
-  local per_cpu = not per_node and count64(get("min_mem_per_cpu"), 1)
   local nodes = count32(get("min_nodes"), 1) or 1
   if cut and per_cpu then
     -- Slurm gives --mem-per-cpu x CPUs: fewer CPUs keep the job's memory only with more MB per CPU,

@@ -100,6 +100,21 @@ def test_a_cpu_cut_gives_the_job_the_cpus_its_tag_says(site: Site) -> None:
         cluster.run(["scancel", str(job_id)])
 
 
+def test_a_job_without_memory_keeps_its_cpus(site: Site) -> None:
+    """Without --mem or --mem-per-cpu a job gets DefMemPerCPU x its CPUs: a CPU cut would have cut its
+    memory too, with no memory decision and below any floor."""
+    cluster = site.cluster
+    job_id, stderr = site.submit(cpu_cut(1, asked=4), "-t 10", "-c 4")
+    try:
+        job = cluster.scontrol_show_job(job_id)
+        assert (job["NumCPUs"], job["CPUs/Task"], job["MinMemoryCPU"]) == ("4", "4", "512M"), job
+        tag = parse_tag(job["AdminComment"])
+        assert tag is not None and tag.flags["c"] == "" and tag.values["c"] == 1, tag
+        assert "harp: lowered" not in stderr, stderr
+    finally:
+        cluster.run(["scancel", str(job_id)])
+
+
 def test_a_job_whose_mincpus_asks_more_keeps_its_cpus(site: Site) -> None:
     """--mincpus above -c is the user's own least CPUs per node, which harp does not lower."""
     cluster = site.cluster

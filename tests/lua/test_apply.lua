@@ -163,6 +163,28 @@ T.test("a job whose --mincpus asks more than -c keeps its CPUs", function()
   end
 end)
 
+T.test("a job that asks no memory keeps its CPUs", function()
+  -- Without --mem or --mem-per-cpu slurmctld gives DefMemPerCPU x the CPUs (job_mgr.c, when the
+  -- partition or slurm.conf has one, which the plugin cannot read): 8 CPUs cut to 1 took 16000 MB
+  -- down to 2000, with no memory decision and no floor.
+  local jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = T.NIL, cpus_per_task = 8, min_cpus = 8}
+  local plan = run(jd, decision({{target = CPUS, action = REWRITE, new_value = 1}},
+    {annotation = "harp:rewrite,c!=1,c0=8,v=c@1", user_message = "harp: lowered cpus from 8 cpus to 1 cpus."}))
+  T.eq(jd.cpus_per_task, 8, "per task kept")
+  T.eq(jd.min_cpus, 8, "total kept")
+  T.eq(jd.pn_min_cpus, 8, "per node kept")
+  T.eq(jd.admin_comment, "harp:rewrite,c=1,c0=8,v=c@1", "no CPU flag")
+  T.ok(not plan.rewrote, "no change")
+  T.eq(plan.message, nil, "no cut announced")
+  T.eq(plan.notes[1], "cpus: kept at 8: no --mem or --mem-per-cpu, and a default per CPU would go with them",
+    "noted")
+  -- --mem=0 asks the whole node's memory, which fewer CPUs keep.
+  jd = T.job_desc {min_mem_per_node = 0, cpus_per_task = 8, min_cpus = 8}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 1}})
+  T.eq(jd.cpus_per_task, 1, "--mem=0: cut")
+  T.eq(jd.min_mem_per_node, 0, "--mem=0 kept")
+end)
+
 T.test("cpus: a min_cpus that is there but no count is never written over", function()
   -- Not given (the sentinel): min_cpus follows the lowered CPUs per task.
   local jd = T.job_desc {cpus_per_task = 8, min_cpus = 4294967294, num_tasks = 2}
