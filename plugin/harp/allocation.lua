@@ -18,6 +18,14 @@ local function absent16(v)
   return n ~= nil and n >= NO_VAL16
 end
 
+-- The fewest CPUs a node of the job gets: its `tasks` of `cpt` CPUs each spread over `nodes` as
+-- evenly as they go (-N 2 -n 3: 2 and 1). Slurm gives each node --mem-per-cpu x its own CPUs, so MB
+-- per node turned into MB per CPU by the average (3 CPUs / 2 nodes) left the node of 1 CPU below the
+-- memory decided: one of the daemon's floor, 1024 MB, got 683 MB.
+local function fewest_per_node(tasks, cpt, nodes)
+  return max(1, floor(tasks / nodes)) * cpt
+end
+
 -- The changes to cut the job to `cpus` CPUs (nil: no CPU decision) and `mem` MB per node (nil: no
 -- memory decision). get(field) reads job_desc, set(field, old, new) plans a change, note(text) tells
 -- slurmctld.log. Returns what the job gets:
@@ -91,7 +99,7 @@ function M.plan(get, set, note, cpus, mem)
     -- and above MaxMemPerCPU (the partition's, else slurm.conf's, which a plugin cannot read) Slurm
     -- turns that into more CPUs per task than the user asked for. So the CPUs are cut only with a
     -- memory decision that leaves the per-CPU value at most the user's own.
-    local lowered = mem and ceil(mem * nodes / (cut.new_cpt * cut.tasks))
+    local lowered = mem and ceil(mem / fewest_per_node(cut.tasks, cut.new_cpt, nodes))
     if lowered and lowered <= per_cpu then
       r.kept_cpus = cut_cpus(cut.new_cpt)
       set("min_mem_per_cpu", get("min_mem_per_cpu"), lowered)
@@ -114,9 +122,12 @@ function M.plan(get, set, note, cpus, mem)
       note(format("mem_per_node %d->%d MB", per_node, mem))
     end
   elseif mem and per_cpu then
-    -- MB per node -> MB per CPU (no CPU cut here: the CPU count is the job's own)
+    -- MB per node -> MB per CPU on the node with the fewest CPUs (no CPU cut here: the CPU count is
+    -- the job's own)
     local ncpus = count32(get("min_cpus"), 1) or 1
-    local new = ceil(mem * nodes / ncpus)
+    local cpt = count16(get("cpus_per_task"), 1) or 1
+    local tasks = count32(get("num_tasks"), 1) or max(1, floor(ncpus / cpt))
+    local new = ceil(mem / fewest_per_node(tasks, cpt, nodes))
     if new >= 1 and new < per_cpu then
       set("min_mem_per_cpu", get("min_mem_per_cpu"), new)
       -- MB per node as the daemon counts it (per CPU x CPUs / nodes), not above what it got

@@ -86,6 +86,53 @@ T.test("memory per cpu is converted with ceil", function()
   T.eq(jd.min_mem_per_cpu, 1000, "ceil(3999/4) = 1000 is not lower")
 end)
 
+T.test("memory per cpu gives each node at least the memory decided, tasks spread unevenly", function()
+  -- -N 2 -n 3 --mem-per-cpu=2000: 2 CPUs on one node, 1 on the other. Cut to the floor, 1024 MB per
+  -- node, by the average (1.5 CPUs a node) the node of 1 CPU got 683 MB.
+  local jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 2000, min_cpus = 3, num_tasks = 3,
+    cpus_per_task = 65534, min_nodes = 2}
+  run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 1024}})
+  T.eq(jd.min_mem_per_cpu, 1024, "the node of one CPU gets 1024 MB")
+  -- -N 2 -n 3 -c 2: whole tasks of 2 CPUs, the fewer on a node 2 CPUs (not 6 / 2).
+  jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 2000, min_cpus = 6, num_tasks = 3,
+    cpus_per_task = 2, min_nodes = 2}
+  run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 1024}})
+  T.eq(jd.min_mem_per_cpu, 512, "2 x 512 MB on the node of one task")
+  -- With a CPU cut: -N 2 -n 3 -c 4 --mem-per-cpu=1000 cut to 2 per task, the node of one task has 2.
+  jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 1000, min_cpus = 12, num_tasks = 3,
+    cpus_per_task = 4, min_nodes = 2}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 6}, {target = MEMORY, action = REWRITE,
+    new_value = 1500}})
+  T.eq(jd.cpus_per_task, 2, "cut")
+  T.eq(jd.min_mem_per_cpu, 750, "2 x 750 MB on the node of one task")
+end)
+
+T.test("memory per cpu: no node below the memory decided nor above its own (exhaustive small grid)", function()
+  for nodes = 1, 3 do
+    for tasks = nodes, 5 do
+      for cpt = 1, 3 do
+        for _, per_cpu in ipairs {1, 7, 1000} do
+          for _, mem in ipairs {1, 500, 1024, 2999, 1e6} do
+            for _, cpus in ipairs {false, 1, 2, 4} do
+              local jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = per_cpu, min_cpus = cpt * tasks,
+                num_tasks = tasks, cpus_per_task = cpt, min_nodes = nodes}
+              local targets = {{target = MEMORY, action = REWRITE, new_value = mem}}
+              if cpus then targets[2] = {target = CPUS, action = REWRITE, new_value = cpus} end
+              run(jd, decision(targets))
+              -- the node with the fewest tasks, however Slurm spreads them as evenly as they go
+              local fewest = math.floor(tasks / nodes)
+              local before, after = per_cpu * fewest * cpt, jd.min_mem_per_cpu * fewest * jd.cpus_per_task
+              local at = table.concat({nodes, tasks, cpt, per_cpu, mem, tostring(cpus)}, " ")
+              T.ok(after >= math.min(before, mem), "a node cut to " .. after .. " MB at " .. at)
+              T.ok(jd.min_mem_per_cpu <= per_cpu, "MB per CPU raised at " .. at)
+            end
+          end
+        end
+      end
+    end
+  end
+end)
+
 T.test("cpus: cpus_per_task and min_cpus together, never raised", function()
   local jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
   run(jd, decision {{target = CPUS, action = REWRITE, new_value = 8}})
