@@ -33,6 +33,7 @@ end
 --   kept_cpus its CPU count after a cut (nil: CPUs not cut)
 --   got_m     its memory in MB per node as the daemon counts it (per CPU x CPUs / nodes), nil: not cut
 --   why       why its CPUs are not the decision's, for the user (nil: no reason to give)
+--   memory    {from, to, per_cpu}: its memory lowered, MB per node or per CPU (nil: not)
 function M.plan(get, set, note, cpus, mem)
   local r = {}
   -- CPUs: the cut the decision asks for, as cpus_per_task x tasks; made below with memory, since a
@@ -104,6 +105,7 @@ function M.plan(get, set, note, cpus, mem)
       r.kept_cpus = cut_cpus(cut.new_cpt)
       set("min_mem_per_cpu", get("min_mem_per_cpu"), lowered)
       r.got_m = floor(lowered * r.kept_cpus / nodes)
+      r.memory = {per_cpu, lowered, true}
       note(format("mem_per_cpu %d->%d MB (%d MB on %d CPUs)", per_cpu, lowered, lowered * r.kept_cpus,
         r.kept_cpus))
       mem = nil
@@ -119,6 +121,7 @@ function M.plan(get, set, note, cpus, mem)
     if mem < per_node then
       set("min_mem_per_node", get("min_mem_per_node"), mem)
       r.got_m = mem
+      r.memory = {per_node, mem, false}
       note(format("mem_per_node %d->%d MB", per_node, mem))
     end
   elseif mem and per_cpu then
@@ -132,6 +135,7 @@ function M.plan(get, set, note, cpus, mem)
       set("min_mem_per_cpu", get("min_mem_per_cpu"), new)
       -- MB per node as the daemon counts it (per CPU x CPUs / nodes), not above what it got
       r.got_m = floor(new * ncpus / nodes)
+      r.memory = {per_cpu, new, true}
       note(format("mem_per_cpu %d->%d MB", per_cpu, new))
     end
   elseif mem then

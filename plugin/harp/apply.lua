@@ -6,16 +6,15 @@
 -- again up to the user's own limit); "time_min" sets time_min only, when the user gave none.
 
 local ipairs, type, pcall, tostring = ipairs, type, pcall, tostring
-local find, gsub, sub = string.find, string.gsub, string.sub
+local format = string.format
 
 local request = require "harp.request"
 local allocation = require "harp.allocation"
+local notice = require "harp.notice"
 local tag = require "harp.tag"
 local count32, count64, absent32 = request.count32, request.count64, request.absent32
-local format = string.format
 
 local M = {}
-M.MAX_MESSAGE = 512
 
 local TIME, MEMORY, CPUS = 1, 2, 3
 local REWRITE, SET_TIME_MIN = 2, 3
@@ -27,13 +26,6 @@ local ALLOWED = {
 }
 -- The modes whose time cut harp guard extends again, by the job's tag.
 local GUARDED = {extend = true, time_min = true}
-
-local function clean_message(msg)
-  if type(msg) ~= "string" then return nil end
-  msg = gsub(sub(msg, 1, M.MAX_MESSAGE), "%c", " ")
-  if find(msg, "^%s*$") then return nil end
-  return msg
-end
 
 -- Whether the job got another value than the decision `t` (nil: no decision) for its target; `got` is
 -- nil when the plugin changed nothing. A plain function, not a closure: no allocation per submission.
@@ -67,12 +59,14 @@ function M.plan(job_desc, decision, submit_uid, max_time)
     end
   end
 
-  -- What the job got per target in the tag's units (nil: left as asked), for the tag.
-  local got_t
+  -- What the job got per target in the tag's units (nil: left as asked), for the tag; what was
+  -- lowered or set, for the user's line.
+  local got_t, applied
   local cpus = by_target[CPUS] and count64(by_target[CPUS].new_value, 1)
   local mem = by_target[MEMORY] and count64(by_target[MEMORY].new_value, 1)
   local res = allocation.plan(get, set, note, cpus, mem)
   local got_m, kept_cpus, cpus_now = res.got_m, res.kept_cpus, res.cpus_now
+  applied = {memory = res.memory, cpus = kept_cpus and {cpus_now, kept_cpus}}
 
   local minutes = by_target[TIME] and count64(by_target[TIME].new_value, 1)
   local limit = count32(get("time_limit"), 1)
@@ -90,7 +84,7 @@ function M.plan(job_desc, decision, submit_uid, max_time)
       note("time_min: not a count, left alone")
     elseif limit and minutes < limit then
       set("time_min", tmin_raw, minutes)
-      got_t = minutes
+      got_t, applied.time_min = minutes, minutes
       note(format("time_min ->%d min (limit %d)", minutes, limit))
     else
       note("time_min: not below the limit, left alone")
@@ -98,7 +92,7 @@ function M.plan(job_desc, decision, submit_uid, max_time)
   elseif minutes then
     if limit and minutes < limit then
       set("time_limit", get("time_limit"), minutes)
-      got_t = minutes
+      got_t, applied.time = minutes, {limit, minutes}
       local tmin_raw = get("time_min")
       local tmin = count32(tmin_raw, 1)
       if tmin and tmin > minutes then set("time_min", tmin_raw, minutes) end
@@ -136,6 +130,7 @@ function M.plan(job_desc, decision, submit_uid, max_time)
       if c[1] ~= "time_limit" and c[1] ~= "time_min" then kept[#kept + 1] = c end
     end
     plan.changes = kept
+    applied.time, applied.time_min = nil, nil
     note("time: left alone: no tag harp guard could extend the job by")
     if ann then ann = tag.applied_tag(ann, nil, got_m, kept_cpus) end
   end
@@ -143,18 +138,18 @@ function M.plan(job_desc, decision, submit_uid, max_time)
   base = tag.appended(base, ann)
   if base ~= comment then set("admin_comment", comment, base) end
 
-  -- a message that announces rewrites none of which happened would mislead the user
-  local msg = clean_message(decision.user_message)
-  if msg and (plan.rewrote or not asked) then
-    -- the daemon's message gives the decision's CPU count: say what the job got instead
-    local applied = kept_cpus or cpus_now
-    if cpus and cpus_now and cpus < cpus_now and applied ~= cpus then
-      local fix = format(applied < cpus_now and " harp: CPUs set to %d, not %d%s." or " harp: CPUs kept at %d%.0s%s.",
-        applied, cpus, res.why or "")
-      msg = sub(msg, 1, M.MAX_MESSAGE - #fix) .. fix
-    end
-    plan.message = msg
+  -- The user's line: the daemon's where the job got what it decided, else written from what was
+  -- applied (the daemon's would announce a change not made); none that announces rewrites none of
+  -- which happened. The daemon's line on a decision that changes nothing is shown as it is.
+  local msg = notice.clean(decision.user_message)
+  if plan.rewrote and (not msg or differs(by_target[TIME], got_t) or differs(by_target[MEMORY], got_m)
+      or differs(by_target[CPUS], kept_cpus)) then
+    if cpus and cpus_now and cpus < cpus_now and not kept_cpus then applied.kept = {cpus_now, res.why} end
+    msg = notice.written(applied, msg)
+  elseif asked and not plan.rewrote then
+    msg = nil
   end
+  plan.message = msg
   return plan
 end
 

@@ -199,7 +199,8 @@ T.test("a job whose --mincpus asks more than -c keeps its CPUs", function()
   T.eq(jd.time_limit, 60, "the time still cut")
   T.eq(jd.admin_comment, "harp:rewrite,t!=60,t0=120,c=2,c0=8,v=x", "no CPU flag")
   T.eq(plan.notes[1], "cpus: kept at 8: --mincpus asks 12 per node", "noted")
-  T.ok(plan.message:find("CPUs kept at 8: --mincpus asks 12 per node", 1, true), plan.message)
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00; CPUs kept at 8: --mincpus asks 12 per node.",
+    "said")
   -- A pn_min_cpus that is there but no count: left alone, as min_cpus.
   for _, bad in ipairs {2.5, -1, "many"} do
     jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, pn_min_cpus = bad}
@@ -311,18 +312,51 @@ T.test("a --mem-per-cpu job's CPUs are cut with a memory decision that keeps its
     new_value = 3000}})
   T.eq(jd.min_cpus, 4, "cpus kept")
   T.eq(jd.min_mem_per_cpu, 750, "3000 MB over the 4 CPUs")
-  -- CPUs kept, but the time limit cut: the message says the CPUs were kept, and why.
+  -- CPUs kept, but the time limit cut: the line says what was cut, and that the CPUs were kept, and why.
   jd = mem_per_cpu_job(5, 1, 1000)
   local plan = cut_time_and_cpus(jd, 3)
   T.eq(jd.time_limit, 60, "time cut")
   T.eq(jd.min_cpus, 5, "cpus kept")
-  T.eq(plan.message, "harp: lowered. harp: CPUs kept at 5: fewer would need more than the 1000 MB per CPU asked.",
-    "kept, and why")
-  -- Rounding to whole CPUs per task is said too: 3 CPUs over 2 tasks are 4.
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00; CPUs kept at 5: fewer would need more than "
+    .. "the 1000 MB per CPU asked.", "kept, and why")
+  -- Rounded to whole CPUs per task: the CPUs the job got, 3 CPUs over 2 tasks are 4.
   jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
   plan = cut_time_and_cpus(jd, 3)
   T.eq(jd.min_cpus, 4, "two per task")
-  T.eq(plan.message, "harp: lowered. harp: CPUs set to 4, not 3 (2 tasks x 2 CPUs).", "rounded")
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00, CPUs from 8 to 4.", "rounded")
+  -- Rounded back to the job's own: kept, and why.
+  jd = T.job_desc {cpus_per_task = 2, min_cpus = 4, num_tasks = 2}
+  plan = cut_time_and_cpus(jd, 3)
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00; CPUs kept at 4 (2 tasks x 2 CPUs).", "kept")
+end)
+
+T.test("the user's line says what was applied, not a cut the plugin did not make", function()
+  local basis = " (90% of similar past jobs finished within it)."
+  local said = "harp: lowered time from 02:00:00 to 01:00:00, memory from 4000 MB to 2000 MB" .. basis
+  local both = {{target = TIME, action = REWRITE, new_value = 60}, {target = MEMORY, action = REWRITE,
+    new_value = 2000}}
+  -- All applied as decided: the daemon's line as it is.
+  local plan = run(T.job_desc(), decision(both, {user_message = said}))
+  T.eq(plan.message, said, "as decided")
+  -- The time left alone above the partition's MaxTime (100 min), the memory cut: memory only.
+  local jd = T.job_desc()
+  plan = apply.plan(jd, decision(both, {user_message = said}), 1000, 100)
+  T.ok(apply.commit(jd, plan))
+  T.eq(jd.time_limit, 120, "time kept")
+  T.eq(jd.min_mem_per_node, 2000, "memory cut")
+  T.eq(plan.message, "harp: lowered memory from 4000 MB to 2000 MB" .. basis, "memory only")
+  -- Memory per CPU, rounded per CPU: per CPU, as set. The daemon's line with no basis: none.
+  jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 1000, min_cpus = 4, num_tasks = 4,
+    cpus_per_task = 65534}
+  plan = run(jd, decision({{target = MEMORY, action = REWRITE, new_value = 2001}},
+    {user_message = "harp: lowered memory from 4000 MB to 2001 MB."}))
+  T.eq(plan.message, "harp: lowered memory from 1000 MB to 501 MB per CPU.", "per CPU")
+  -- A change with no line of the daemon's still gets one; a time limit of days in Slurm's spelling.
+  plan = run(T.job_desc {time_limit = 4320}, decision {{target = TIME, action = REWRITE, new_value = 1501}})
+  T.eq(plan.message, "harp: lowered time from 3-00:00:00 to 1-01:01:00.", "days")
+  -- Nothing lower: nothing said.
+  plan = run(T.job_desc {time_limit = 30, min_mem_per_node = 1000}, decision(both, {user_message = said}))
+  T.eq(plan.message, nil, "nothing said")
 end)
 
 T.test("a CPU cut on a --mem-per-cpu job never raises its memory nor its MB per CPU (exhaustive small grid)", function()

@@ -63,6 +63,22 @@ T.test("a job asking more than its partition's MaxTime passes as asked", functio
   T.eq(jd.time_limit, 60, "cut where MaxTime allows the request")
 end)
 
+T.test("the user is told only what was applied: no time cut above the partition's MaxTime", function()
+  local basis = " (90% of similar past jobs finished within it)."
+  main.configure(config(), {transport = fake(W.decision {mode = "rewrite",
+    user_message = "harp: lowered time from 02:00:00 to 01:00:00, memory from 4000 MB to 2000 MB" .. basis,
+    annotation = "harp:rewrite,t!=60/q0.9,t0=120,m!=2000/q0.9,m0=4000,v=t@1+m@1",
+    targets = {{target = 1, action = 2, new_value = 60, model_version = "t@1"},
+      {target = 2, action = 2, new_value = 2000, model_version = "m@1"}}})})
+  local jd = T.job_desc {partition = "short"}
+  T.eq(main.submit(jd, 1000, T.part_list({"short", "long"}, "long", false, {short = 100})), "rewritten", "status")
+  T.eq(jd.time_limit, 120, "time kept")
+  T.eq(jd.min_mem_per_node, 2000, "memory cut")
+  T.eq(jd.admin_comment, "harp:rewrite,t=60/q0.9,t0=120,m!=2000/q0.9,m0=4000,v=t@1+m@1", "the tag")
+  T.eq(#T.logs.user, 1, "one line")
+  T.eq(T.logs.user[1], "harp: lowered memory from 4000 MB to 2000 MB" .. basis, "memory only")
+end)
+
 T.test("log messages with % are safe", function()
   main.configure(config(), {transport = fake(W.decision {user_message = "100% sure", mode = "shadow"})})
   local jd = T.job_desc {name = "50%d%s"}
