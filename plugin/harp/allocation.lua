@@ -45,6 +45,7 @@ function M.plan(get, set, note, cpus, mem)
   local per_node_raw = get("min_mem_per_node")
   local per_node = count64(per_node_raw, 1)
   local per_cpu = not per_node and count64(get("min_mem_per_cpu"), 1)
+  local nodes = count32(get("min_nodes"), 1) or 1
   if cpus then
     local cpt = count16(get("cpus_per_task"), 1)
     local min_raw = get("min_cpus")
@@ -68,7 +69,8 @@ function M.plan(get, set, note, cpus, mem)
       if new_cpt < 1 or new_cpt >= cpt then
         r.why = format(" (%d tasks x %d CPUs)", tasks, cpt)
       elseif pn and pn > cpt then
-        -- more than -c: the user's own --mincpus, which harp does not lower
+        -- more than -c: the user's own --mincpus, which harp does not lower (and on each node)
+        r.cpus_now = max(r.cpus_now, pn * nodes)
         note(format("cpus: kept at %d: --mincpus asks %d per node", r.cpus_now, pn))
         r.why = format(": --mincpus asks %d per node", pn)
       elseif not (per_cpu or count64(per_node_raw, 0)) then
@@ -94,7 +96,6 @@ function M.plan(get, set, note, cpus, mem)
     return total
   end
 
-  local nodes = count32(get("min_nodes"), 1) or 1
   if cut and per_cpu then
     -- Slurm gives --mem-per-cpu x CPUs: fewer CPUs keep the job's memory only with more MB per CPU,
     -- and above MaxMemPerCPU (the partition's, else slurm.conf's, which a plugin cannot read) Slurm

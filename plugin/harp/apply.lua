@@ -61,12 +61,12 @@ function M.plan(job_desc, decision, submit_uid, max_time)
 
   -- What the job got per target in the tag's units (nil: left as asked), for the tag; what was
   -- lowered or set, for the user's line.
-  local got_t, applied
+  local got_t
   local cpus = by_target[CPUS] and count64(by_target[CPUS].new_value, 1)
   local mem = by_target[MEMORY] and count64(by_target[MEMORY].new_value, 1)
   local res = allocation.plan(get, set, note, cpus, mem)
   local got_m, kept_cpus, cpus_now = res.got_m, res.kept_cpus, res.cpus_now
-  applied = {memory = res.memory, cpus = kept_cpus and {cpus_now, kept_cpus}}
+  local applied = {memory = res.memory, cpus = kept_cpus and {cpus_now, kept_cpus}}
 
   local minutes = by_target[TIME] and count64(by_target[TIME].new_value, 1)
   local limit = count32(get("time_limit"), 1)

@@ -198,9 +198,9 @@ T.test("a job whose --mincpus asks more than -c keeps its CPUs", function()
   T.eq(jd.pn_min_cpus, 12, "per node kept")
   T.eq(jd.time_limit, 60, "the time still cut")
   T.eq(jd.admin_comment, "harp:rewrite,t!=60,t0=120,c=2,c0=8,v=x", "no CPU flag")
-  T.eq(plan.notes[1], "cpus: kept at 8: --mincpus asks 12 per node", "noted")
-  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00; CPUs kept at 8: --mincpus asks 12 per node.",
-    "said")
+  T.eq(plan.notes[1], "cpus: kept at 12: --mincpus asks 12 per node", "noted")
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00; CPUs kept at 12: --mincpus asks 12 per node.",
+    "said: the CPUs Slurm gives it")
   -- A pn_min_cpus that is there but no count: left alone, as min_cpus.
   for _, bad in ipairs {2.5, -1, "many"} do
     jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, pn_min_cpus = bad}
