@@ -6,6 +6,7 @@ local request = require "harp.request"
 local partitions = require "harp.partitions"
 local pb = require "harp.pb"
 local apply = require "harp.apply"
+local tag = require "harp.tag"
 local new_breaker = require "harp.breaker".new
 local load_transport = require "harp.transport".load
 local switch_present = require "harp.switch".present
@@ -64,7 +65,7 @@ end
 
 -- Users may not bring their own harp tokens: the guard trusts the harp: tags in admin_comment.
 local function strip_forged(job_desc, submit_uid)
-  local cleaned = apply.strip_forged(job_desc.admin_comment, submit_uid)
+  local cleaned = tag.strip_forged(job_desc.admin_comment, submit_uid)
   if not cleaned then return end
   local ok, err = apply.commit(job_desc, {changes = {{"admin_comment", job_desc.admin_comment, cleaned}}})
   local whose = " from admin_comment (" .. who(job_desc.user_name, job_desc.name) .. ")"
@@ -78,6 +79,20 @@ end
 -- Whether this submission's decision is on job_desc, for what an error after it says.
 local committed = false
 
+-- t[k], for pcall: job_desc reads its fields in C and may raise.
+local function index(t, k)
+  return t[k]
+end
+
+-- The job's partitions as slurmctld holds them (a list "a,b" whole), the default partition when none
+-- was given, or nil when the read fails. The request carries them cut to request.MAX_STRING bytes.
+local function partition_list(job_desc, part_list)
+  local ok, v = pcall(index, job_desc, "partition")
+  if not ok then return nil end
+  if v == nil or v == "" then return partitions.default_partition(part_list) end
+  return v
+end
+
 local function ask(req)
   if not transport then return nil, transport_err end
   local bytes, err = transport.call(cfg.socket, M.METHOD, pb.encode_request(req), cfg.deadline_ms / 1000,
@@ -87,9 +102,18 @@ local function ask(req)
 end
 
 local function pipeline(job_desc, submit_uid, part_list, t0)
-  if apply.opted_out(job_desc.comment) then
-    log.debug("opted out by --comment " .. apply.OPT_OUT .. " (" .. who(job_desc.user_name, job_desc.name) .. ")")
+  if tag.opted_out(job_desc.comment) then
+    log.debug("opted out by --comment " .. tag.OPT_OUT .. " (" .. who(job_desc.user_name, job_desc.name) .. ")")
     return "opted_out"
+  end
+  -- A list longer than the request carries: the daemon would judge the job by the partitions before
+  -- the cut, and its per-partition rules (a partition off or in shadow mode) must not be escaped
+  -- by naming more partitions first.
+  local listed = partition_list(job_desc, part_list)
+  if type(listed) == "string" and #listed > request.MAX_STRING then
+    log.info(format("partition list of %d bytes, longer than a request carries (%d): job left alone (%s)",
+      #listed, request.MAX_STRING, who(job_desc.user_name, job_desc.name)))
+    return "left_alone"
   end
   if not breaker:allow(t0) then
     return "skipped"
@@ -112,7 +136,8 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
   breaker:success()
   if was_open then log.info("daemon reachable again") end
 
-  local plan = apply.plan(job_desc, decision, submit_uid, partitions.max_time(part_list, req.partition))
+  -- MaxTime by the job's own list: the request's is text, cut and with "?" for bytes that are not UTF-8
+  local plan = apply.plan(job_desc, decision, submit_uid, partitions.max_time(part_list, listed))
   local ok, cerr = apply.commit(job_desc, plan)
   committed = ok
   if not ok then
@@ -128,8 +153,8 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
 end
 
 -- Never throws. Returns a short status for tests and callers that care:
--- "disabled", "opted_out", "skipped" (breaker open), "unavailable", "error", "rewritten" or
--- "unchanged".
+-- "disabled", "opted_out", "left_alone" (a partition list longer than a request carries),
+-- "skipped" (breaker open), "unavailable", "error", "rewritten" or "unchanged".
 -- part_list (optional): slurm_job_submit's second argument, read for the default partition and the
 -- job's partitions' MaxTime.
 function M.submit(job_desc, submit_uid, part_list)

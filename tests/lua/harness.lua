@@ -104,7 +104,8 @@ function T.write(path, text)
   f:close()
 end
 
--- A job_desc as slurmctld fills it for `sbatch -t 120 --mem=4000 -c 4 job.sh` (user alice).
+-- A job_desc as slurmctld fills it for `sbatch -t 120 --mem=4000 -c 4 job.sh` (user alice); `over`
+-- replaces fields (T.NIL: none).
 function T.job_desc(over)
   local jd = {
     user_name = "alice", user_id = 1000, group_id = 1000, name = "train", work_dir = "/home/alice",
@@ -117,6 +118,12 @@ function T.job_desc(over)
   }
   for k, v in pairs(over or {}) do
     if v == T.NIL then jd[k] = nil else jd[k] = v end
+  end
+  -- sbatch, salloc and srun send -c as the least CPUs per node too (pn_min_cpus; --mincpus, when
+  -- higher, wins), and NO_VAL16 without either (src/sbatch/opt.c, _opt_verify)
+  if (over or {}).pn_min_cpus == nil then
+    local cpt = jd.cpus_per_task
+    jd.pn_min_cpus = type(cpt) == "number" and cpt >= 1 and cpt < 65534 and cpt or 65534
   end
   return jd
 end

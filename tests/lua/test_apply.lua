@@ -1,5 +1,6 @@
 local T = ...
 local apply = require "harp.apply"
+local tag = require "harp.tag"
 
 local TIME, MEMORY, CPUS = 1, 2, 3
 local ANNOTATE, REWRITE = 1, 2
@@ -10,9 +11,12 @@ local function decision(targets, extra)
   return d
 end
 
--- The CPUs Slurm gives the job: at least min_cpus, and cpus_per_task for each task.
+-- The CPUs Slurm gives a job on one node: at least min_cpus, cpus_per_task for each task, and
+-- pn_min_cpus, the least CPUs per node (sbatch sends -c there too).
 local function max_cpus(jd)
-  return math.max(jd.min_cpus, jd.cpus_per_task * jd.num_tasks)
+  local per_node = jd.pn_min_cpus ~= nil and jd.pn_min_cpus < 65534 and jd.pn_min_cpus or 0
+  local tasks = jd.num_tasks < 4294967294 and jd.num_tasks or 1
+  return math.max(jd.min_cpus, jd.cpus_per_task * tasks, per_node)
 end
 
 local function run(jd, d, uid)
@@ -82,6 +86,53 @@ T.test("memory per cpu is converted with ceil", function()
   T.eq(jd.min_mem_per_cpu, 1000, "ceil(3999/4) = 1000 is not lower")
 end)
 
+T.test("memory per cpu gives each node at least the memory decided, tasks spread unevenly", function()
+  -- -N 2 -n 3 --mem-per-cpu=2000: 2 CPUs on one node, 1 on the other. Cut to the floor, 1024 MB per
+  -- node, by the average (1.5 CPUs a node) the node of 1 CPU got 683 MB.
+  local jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 2000, min_cpus = 3, num_tasks = 3,
+    cpus_per_task = 65534, min_nodes = 2}
+  run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 1024}})
+  T.eq(jd.min_mem_per_cpu, 1024, "the node of one CPU gets 1024 MB")
+  -- -N 2 -n 3 -c 2: whole tasks of 2 CPUs, the fewer on a node 2 CPUs (not 6 / 2).
+  jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 2000, min_cpus = 6, num_tasks = 3,
+    cpus_per_task = 2, min_nodes = 2}
+  run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 1024}})
+  T.eq(jd.min_mem_per_cpu, 512, "2 x 512 MB on the node of one task")
+  -- With a CPU cut: -N 2 -n 3 -c 4 --mem-per-cpu=1000 cut to 2 per task, the node of one task has 2.
+  jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 1000, min_cpus = 12, num_tasks = 3,
+    cpus_per_task = 4, min_nodes = 2}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 6}, {target = MEMORY, action = REWRITE,
+    new_value = 1500}})
+  T.eq(jd.cpus_per_task, 2, "cut")
+  T.eq(jd.min_mem_per_cpu, 750, "2 x 750 MB on the node of one task")
+end)
+
+T.test("memory per cpu: no node below the memory decided nor above its own (exhaustive small grid)", function()
+  for nodes = 1, 3 do
+    for tasks = nodes, 5 do
+      for cpt = 1, 3 do
+        for _, per_cpu in ipairs {1, 7, 1000} do
+          for _, mem in ipairs {1, 500, 1024, 2999, 1e6} do
+            for _, cpus in ipairs {false, 1, 2, 4} do
+              local jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = per_cpu, min_cpus = cpt * tasks,
+                num_tasks = tasks, cpus_per_task = cpt, min_nodes = nodes}
+              local targets = {{target = MEMORY, action = REWRITE, new_value = mem}}
+              if cpus then targets[2] = {target = CPUS, action = REWRITE, new_value = cpus} end
+              run(jd, decision(targets))
+              -- the node with the fewest tasks, however Slurm spreads them as evenly as they go
+              local fewest = math.floor(tasks / nodes)
+              local before, after = per_cpu * fewest * cpt, jd.min_mem_per_cpu * fewest * jd.cpus_per_task
+              local at = table.concat({nodes, tasks, cpt, per_cpu, mem, tostring(cpus)}, " ")
+              T.ok(after >= math.min(before, mem), "a node cut to " .. after .. " MB at " .. at)
+              T.ok(jd.min_mem_per_cpu <= per_cpu, "MB per CPU raised at " .. at)
+            end
+          end
+        end
+      end
+    end
+  end
+end)
+
 T.test("cpus: cpus_per_task and min_cpus together, never raised", function()
   local jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
   run(jd, decision {{target = CPUS, action = REWRITE, new_value = 8}})
@@ -103,6 +154,83 @@ T.test("cpus: cpus_per_task and min_cpus together, never raised", function()
   run(jd, decision {{target = CPUS, action = REWRITE, new_value = 3}})
   T.eq(jd.cpus_per_task, 2, "3 CPUs over 2 tasks round up to 2 per task: no change")
   T.eq(jd.min_cpus, 4, "min_cpus unchanged")
+end)
+
+T.test("a CPU cut lowers the least CPUs per node that -c set (pn_min_cpus)", function()
+  -- sbatch -c 8 sends pn_min_cpus = 8, and Slurm allocates at least that many per node: a cut of
+  -- cpus_per_task and min_cpus alone still gave the job 8 CPUs, its tag saying 2.
+  local jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, num_tasks = 4294967294}
+  T.eq(jd.pn_min_cpus, 8, "as sbatch sends it")
+  local plan = run(jd, decision({{target = CPUS, action = REWRITE, new_value = 2}},
+    {annotation = "harp:rewrite,c!=2/q0.9,c0=8,v=c@1", user_message = "harp: lowered cpus from 8 cpus to 2 cpus."}))
+  T.eq(jd.cpus_per_task, 2, "per task")
+  T.eq(jd.min_cpus, 2, "total")
+  T.eq(jd.pn_min_cpus, 2, "per node")
+  T.eq(max_cpus(jd), 2, "what Slurm gives")
+  T.eq(jd.admin_comment, "harp:rewrite,c!=2/q0.9,c0=8,v=c@1", "the tag says what the job got")
+  T.eq(plan.message, "harp: lowered cpus from 8 cpus to 2 cpus.", "as announced")
+  -- -n 2 -c 4 cut to 4: 2 per task, 2 per node at least.
+  jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 4}})
+  T.eq(jd.pn_min_cpus, 2, "-n 2")
+  -- Below the new CPUs per task, or not given: as it was.
+  for _, pn in ipairs {1, 65534} do
+    jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, pn_min_cpus = pn}
+    run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}})
+    T.eq(jd.cpus_per_task, 2, "cut beside pn_min_cpus " .. pn)
+    T.eq(jd.pn_min_cpus, pn, "pn_min_cpus " .. pn .. " as it was")
+  end
+  jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, pn_min_cpus = T.NIL}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}})
+  T.eq(jd.cpus_per_task, 2, "cut without pn_min_cpus")
+  T.eq(jd.pn_min_cpus, nil, "none set")
+end)
+
+T.test("a job whose --mincpus asks more than -c keeps its CPUs", function()
+  -- -c 8 --mincpus=12: pn_min_cpus is the user's own 12, which harp does not lower; cutting the
+  -- CPUs per task alone would change nothing Slurm gives.
+  local jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, pn_min_cpus = 12}
+  local plan = run(jd, decision({{target = TIME, action = REWRITE, new_value = 60},
+    {target = CPUS, action = REWRITE, new_value = 2}}, {annotation = "harp:rewrite,t!=60,t0=120,c!=2,c0=8,v=x",
+    user_message = "harp: lowered time from 02:00:00 to 01:00:00, cpus from 8 cpus to 2 cpus."}))
+  T.eq(jd.cpus_per_task, 8, "per task kept")
+  T.eq(jd.min_cpus, 8, "total kept")
+  T.eq(jd.pn_min_cpus, 12, "per node kept")
+  T.eq(jd.time_limit, 60, "the time still cut")
+  T.eq(jd.admin_comment, "harp:rewrite,t!=60,t0=120,c=2,c0=8,v=x", "no CPU flag")
+  T.eq(plan.notes[1], "cpus: kept at 12: --mincpus asks 12 per node", "noted")
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00; CPUs kept at 12: --mincpus asks 12 per node.",
+    "said: the CPUs Slurm gives it")
+  -- A pn_min_cpus that is there but no count: left alone, as min_cpus.
+  for _, bad in ipairs {2.5, -1, "many"} do
+    jd = T.job_desc {cpus_per_task = 8, min_cpus = 8, pn_min_cpus = bad}
+    plan = run(jd, decision {{target = CPUS, action = REWRITE, new_value = 2}})
+    T.eq(jd.cpus_per_task, 8, "kept beside pn_min_cpus " .. tostring(bad))
+    T.eq(jd.pn_min_cpus, bad, "pn_min_cpus " .. tostring(bad) .. " kept")
+    T.ok(not plan.rewrote, "no change beside pn_min_cpus " .. tostring(bad))
+  end
+end)
+
+T.test("a job that asks no memory keeps its CPUs", function()
+  -- Without --mem or --mem-per-cpu slurmctld gives DefMemPerCPU x the CPUs (job_mgr.c, when the
+  -- partition or slurm.conf has one, which the plugin cannot read): 8 CPUs cut to 1 took 16000 MB
+  -- down to 2000, with no memory decision and no floor.
+  local jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = T.NIL, cpus_per_task = 8, min_cpus = 8}
+  local plan = run(jd, decision({{target = CPUS, action = REWRITE, new_value = 1}},
+    {annotation = "harp:rewrite,c!=1,c0=8,v=c@1", user_message = "harp: lowered cpus from 8 cpus to 1 cpus."}))
+  T.eq(jd.cpus_per_task, 8, "per task kept")
+  T.eq(jd.min_cpus, 8, "total kept")
+  T.eq(jd.pn_min_cpus, 8, "per node kept")
+  T.eq(jd.admin_comment, "harp:rewrite,c=1,c0=8,v=c@1", "no CPU flag")
+  T.ok(not plan.rewrote, "no change")
+  T.eq(plan.message, nil, "no cut announced")
+  T.eq(plan.notes[1], "cpus: kept at 8: no --mem or --mem-per-cpu, and a default per CPU would go with them",
+    "noted")
+  -- --mem=0 asks the whole node's memory, which fewer CPUs keep.
+  jd = T.job_desc {min_mem_per_node = 0, cpus_per_task = 8, min_cpus = 8}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 1}})
+  T.eq(jd.cpus_per_task, 1, "--mem=0: cut")
+  T.eq(jd.min_mem_per_node, 0, "--mem=0 kept")
 end)
 
 T.test("cpus: a min_cpus that is there but no count is never written over", function()
@@ -184,18 +312,51 @@ T.test("a --mem-per-cpu job's CPUs are cut with a memory decision that keeps its
     new_value = 3000}})
   T.eq(jd.min_cpus, 4, "cpus kept")
   T.eq(jd.min_mem_per_cpu, 750, "3000 MB over the 4 CPUs")
-  -- CPUs kept, but the time limit cut: the message says the CPUs were kept, and why.
+  -- CPUs kept, but the time limit cut: the line says what was cut, and that the CPUs were kept, and why.
   jd = mem_per_cpu_job(5, 1, 1000)
   local plan = cut_time_and_cpus(jd, 3)
   T.eq(jd.time_limit, 60, "time cut")
   T.eq(jd.min_cpus, 5, "cpus kept")
-  T.eq(plan.message, "harp: lowered. harp: CPUs kept at 5: fewer would need more than the 1000 MB per CPU asked.",
-    "kept, and why")
-  -- Rounding to whole CPUs per task is said too: 3 CPUs over 2 tasks are 4.
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00; CPUs kept at 5: fewer would need more than "
+    .. "the 1000 MB per CPU asked.", "kept, and why")
+  -- Rounded to whole CPUs per task: the CPUs the job got, 3 CPUs over 2 tasks are 4.
   jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
   plan = cut_time_and_cpus(jd, 3)
   T.eq(jd.min_cpus, 4, "two per task")
-  T.eq(plan.message, "harp: lowered. harp: CPUs set to 4, not 3 (2 tasks x 2 CPUs).", "rounded")
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00, CPUs from 8 to 4.", "rounded")
+  -- Rounded back to the job's own: kept, and why.
+  jd = T.job_desc {cpus_per_task = 2, min_cpus = 4, num_tasks = 2}
+  plan = cut_time_and_cpus(jd, 3)
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00; CPUs kept at 4 (2 tasks x 2 CPUs).", "kept")
+end)
+
+T.test("the user's line says what was applied, not a cut the plugin did not make", function()
+  local basis = " (90% of similar past jobs finished within it)."
+  local said = "harp: lowered time from 02:00:00 to 01:00:00, memory from 4000 MB to 2000 MB" .. basis
+  local both = {{target = TIME, action = REWRITE, new_value = 60}, {target = MEMORY, action = REWRITE,
+    new_value = 2000}}
+  -- All applied as decided: the daemon's line as it is.
+  local plan = run(T.job_desc(), decision(both, {user_message = said}))
+  T.eq(plan.message, said, "as decided")
+  -- The time left alone above the partition's MaxTime (100 min), the memory cut: memory only.
+  local jd = T.job_desc()
+  plan = apply.plan(jd, decision(both, {user_message = said}), 1000, 100)
+  T.ok(apply.commit(jd, plan))
+  T.eq(jd.time_limit, 120, "time kept")
+  T.eq(jd.min_mem_per_node, 2000, "memory cut")
+  T.eq(plan.message, "harp: lowered memory from 4000 MB to 2000 MB" .. basis, "memory only")
+  -- Memory per CPU, rounded per CPU: per CPU, as set. The daemon's line with no basis: none.
+  jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 1000, min_cpus = 4, num_tasks = 4,
+    cpus_per_task = 65534}
+  plan = run(jd, decision({{target = MEMORY, action = REWRITE, new_value = 2001}},
+    {user_message = "harp: lowered memory from 4000 MB to 2001 MB."}))
+  T.eq(plan.message, "harp: lowered memory from 1000 MB to 501 MB per CPU.", "per CPU")
+  -- A change with no line of the daemon's still gets one; a time limit of days in Slurm's spelling.
+  plan = run(T.job_desc {time_limit = 4320}, decision {{target = TIME, action = REWRITE, new_value = 1501}})
+  T.eq(plan.message, "harp: lowered time from 3-00:00:00 to 1-01:01:00.", "days")
+  -- Nothing lower: nothing said.
+  plan = run(T.job_desc {time_limit = 30, min_mem_per_node = 1000}, decision(both, {user_message = said}))
+  T.eq(plan.message, nil, "nothing said")
 end)
 
 T.test("a CPU cut on a --mem-per-cpu job never raises its memory nor its MB per CPU (exhaustive small grid)", function()
@@ -207,12 +368,12 @@ T.test("a CPU cut on a --mem-per-cpu job never raises its memory nor its MB per 
             local asked = per_cpu * cpt * tasks
             local jd = mem_per_cpu_job(cpt, tasks, per_cpu)
             local targets = {{target = CPUS, action = REWRITE, new_value = new}}
-            local tag = "harp:rewrite,c!=" .. new
+            local ann = "harp:rewrite,c!=" .. new
             if mem then
               targets[2] = {target = MEMORY, action = REWRITE, new_value = mem}
-              tag = tag .. ",m!=" .. mem
+              ann = ann .. ",m!=" .. mem
             end
-            run(jd, decision(targets, {annotation = tag .. ",v=x"}))
+            run(jd, decision(targets, {annotation = ann .. ",v=x"}))
             local got = jd.min_mem_per_cpu * max_cpus(jd)
             local at = table.concat({cpt, tasks, per_cpu, new, tostring(mem)}, " ")
             -- the tag: a flag and the value applied where the plugin changed the target, else no flag
@@ -232,10 +393,10 @@ T.test("a CPU cut on a --mem-per-cpu job never raises its memory nor its MB per 
   end
 end)
 
--- The harp tag written to admin_comment for a decision with annotation `tag` (uid 1000).
-local function tag_after(jd, targets, tag, extra)
+-- The harp tag written to admin_comment for a decision with annotation `ann` (uid 1000).
+local function tag_after(jd, targets, ann, extra)
   extra = extra or {}
-  extra.annotation = tag
+  extra.annotation = ann
   run(jd, decision(targets, extra))
   return jd.admin_comment
 end
@@ -306,8 +467,8 @@ T.test("the tag records the memory applied per node after rounding per CPU", fun
 end)
 
 T.test("a tag that needs no change is not rebuilt", function()
-  local rebuild = apply.applied_tag
-  apply.applied_tag = function() error("rebuilt") end
+  local rebuild = tag.applied_tag
+  tag.applied_tag = function() error("rebuilt") end
   local ok, err = pcall(function()
     local jd = T.job_desc {cpus_per_task = 4, min_cpus = 8, num_tasks = 2}
     T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = MEMORY, action = REWRITE,
@@ -317,32 +478,32 @@ T.test("a tag that needs no change is not rebuilt", function()
     jd = T.job_desc()
     T.eq(tag_after(jd, {}, "harp:shadow,t=60/q0.9,v=x", {mode = "shadow"}), "harp:shadow,t=60/q0.9,v=x", "shadow")
   end)
-  apply.applied_tag = rebuild
+  tag.applied_tag = rebuild
   T.ok(ok, err)
 end)
 
 T.test("a tag rebuilt stays within MAX_ANNOTATION", function()
   -- 9 CPUs over 2 tasks are 10: one digit more. At the bound, the item is left out, not cut short.
   local head = "harp:rewrite,t!=60,t0=120,c!=9,c0=16,v="
-  local ann = head .. string.rep("v", apply.MAX_ANNOTATION - #head)
+  local ann = head .. string.rep("v", tag.MAX_ANNOTATION - #head)
   local jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
   T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
-    new_value = 9}}, ann), "harp:rewrite,t!=60,t0=120,c0=16,v=" .. string.rep("v", apply.MAX_ANNOTATION - #head),
+    new_value = 9}}, ann), "harp:rewrite,t!=60,t0=120,c0=16,v=" .. string.rep("v", tag.MAX_ANNOTATION - #head),
     "the CPU item left out")
   T.eq(jd.min_cpus, 10, "the CPUs still cut")
-  ann = head .. string.rep("v", apply.MAX_ANNOTATION - #head - 1)
+  ann = head .. string.rep("v", tag.MAX_ANNOTATION - #head - 1)
   jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
   T.eq(#tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
-    new_value = 9}}, ann), apply.MAX_ANNOTATION,
+    new_value = 9}}, ann), tag.MAX_ANNOTATION,
     "one byte to spare: rewritten")
   T.ok(jd.admin_comment:find(",c!=10,", 1, true), jd.admin_comment)
   -- An item's /q or /k suffix goes with it: left behind, it would stick to the item before and no
   -- reader could parse the tag.
   head = "harp:rewrite,t!=60/q0.9,t0=120,c!=9/q0.9,c0=16,v="
-  ann = head .. string.rep("v", apply.MAX_ANNOTATION - #head)
+  ann = head .. string.rep("v", tag.MAX_ANNOTATION - #head)
   jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
   T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
-    new_value = 9}}, ann), "harp:rewrite,t!=60/q0.9,t0=120,c0=16,v=" .. string.rep("v", apply.MAX_ANNOTATION - #head),
+    new_value = 9}}, ann), "harp:rewrite,t!=60/q0.9,t0=120,c0=16,v=" .. string.rep("v", tag.MAX_ANNOTATION - #head),
     "the CPU item left out with its suffix")
   jd = T.job_desc {cpus_per_task = 8, min_cpus = 16, num_tasks = 2}
   T.eq(tag_after(jd, {{target = TIME, action = REWRITE, new_value = 60}, {target = CPUS, action = REWRITE,
@@ -439,8 +600,8 @@ T.test("forged harp tokens are stripped for users, kept for root", function()
   jd = T.job_desc {admin_comment = "harp:ops-tag"}
   run(jd, decision({}, {annotation = "harp:rewrite,t=60,v=x"}), 0)
   T.eq(jd.admin_comment, "harp:ops-tag harp:rewrite,t=60,v=x", "root keeps its tag")
-  T.eq(apply.strip_forged("harpoon harp:x", 5), "harpoon", "only harp: / harp= tokens")
-  T.eq(apply.strip_forged("nothing here", 5), nil, "nothing to strip")
+  T.eq(tag.strip_forged("harpoon harp:x", 5), "harpoon", "only harp: / harp= tokens")
+  T.eq(tag.strip_forged("nothing here", 5), nil, "nothing to strip")
 end)
 
 T.test("user message rules", function()
@@ -464,7 +625,8 @@ T.test("apply never raises a limit (exhaustive small grid)", function()
         local jd = T.job_desc {time_limit = user, min_mem_per_node = user, cpus_per_task = user, min_cpus = user}
         run(jd, decision {{target = target, action = REWRITE, new_value = new}})
         T.ok(jd.time_limit <= user and jd.min_mem_per_node <= user and jd.cpus_per_task <= user
-          and jd.min_cpus <= user, "raised at " .. target .. " " .. user .. " " .. new)
+          and jd.min_cpus <= user and jd.pn_min_cpus <= user, "raised at " .. target .. " " .. user .. " " .. new)
+        T.ok(jd.pn_min_cpus <= jd.cpus_per_task, "more CPUs per node than per task at " .. user .. " " .. new)
         T.ok(jd.time_limit >= 1 and jd.min_mem_per_node >= 1 and jd.cpus_per_task >= 1, "positive")
       end
     end
@@ -532,19 +694,19 @@ T.test("time_min mode sets time_min only, and only when the user gave none", fun
 end)
 
 T.test("a --comment harp:off token opts the job out", function()
-  T.ok(apply.opted_out("harp:off"), "alone")
-  T.ok(apply.opted_out("my run harp:off please"), "among words")
-  T.ok(not apply.opted_out("harp:offline"), "a longer word is not the token")
-  T.ok(not apply.opted_out(nil), "no comment")
-  T.ok(not apply.opted_out(42), "not a string")
-  T.ok(apply.opted_out("harp:off\tx"), "before a tab")
-  T.ok(apply.opted_out("x\nharp:off"), "after a newline")
-  T.ok(not apply.opted_out("xharp:off harp:offx harp:of f"), "only a whole token")
-  T.ok(apply.opted_out("harp:offx harp:off"), "after a longer word")
+  T.ok(tag.opted_out("harp:off"), "alone")
+  T.ok(tag.opted_out("my run harp:off please"), "among words")
+  T.ok(not tag.opted_out("harp:offline"), "a longer word is not the token")
+  T.ok(not tag.opted_out(nil), "no comment")
+  T.ok(not tag.opted_out(42), "not a string")
+  T.ok(tag.opted_out("harp:off\tx"), "before a tab")
+  T.ok(tag.opted_out("x\nharp:off"), "after a newline")
+  T.ok(not tag.opted_out("xharp:off harp:offx harp:of f"), "only a whole token")
+  T.ok(tag.opted_out("harp:offx harp:off"), "after a longer word")
   -- A huge comment (slurmctld checks its length after job_submit) is looked at in its first bytes.
   local many = string.rep("harp:offx ", 400000)
-  T.ok(not apply.opted_out(many .. "harp:off"), "past MAX_COMMENT")
-  T.ok(apply.opted_out(string.rep("x ", 30000) .. "harp:off " .. many), "within it")
+  T.ok(not tag.opted_out(many .. "harp:off"), "past MAX_COMMENT")
+  T.ok(tag.opted_out(string.rep("x ", 30000) .. "harp:off " .. many), "within it")
 end)
 
 T.test("one note per action a mode ignores, however many targets carry it", function()

@@ -246,7 +246,11 @@ T.test("fuzz: random job_desc tables through the builder and the submit path", f
         local same_job, key = unchanged(before, jd)
         local forged = type(before.admin_comment) == "string" and before.admin_comment:find("harp:", 1, true)
         T.ok(same_job or (key == "admin_comment" and forged), "job changed at " .. tostring(key))
-        if typed and reply then T.eq(status, "unchanged", "status on a bad_request answer") end
+        if typed and reply then
+          -- a partition list longer than a request carries is left alone before the daemon is asked
+          local long = type(jd.partition) == "string" and #jd.partition > request.MAX_STRING
+          T.eq(status, long and "left_alone" or "unchanged", "status on a bad_request answer")
+        end
         one_line_logs()
         for k, v in pairs(before) do jd[k] = v end
       end

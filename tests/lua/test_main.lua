@@ -63,6 +63,53 @@ T.test("a job asking more than its partition's MaxTime passes as asked", functio
   T.eq(jd.time_limit, 60, "cut where MaxTime allows the request")
 end)
 
+T.test("a partition list longer than a request carries: the job is left alone", function()
+  -- 30 partitions of 16 bytes, then "short" (MaxTime 100 min) past the request's 255 bytes: the daemon
+  -- saw neither "short" nor any rule of it, and the MaxTime check missed it.
+  local names = {}
+  for i = 1, 30 do names[i] = string.format("gpu_partition_%02d", i) end
+  names[31] = "short"
+  local listed = table.concat(names, ",")
+  local tr = fake(REWRITE_TIME)
+  main.configure(config(), {transport = tr})
+  local jd = T.job_desc {partition = listed, admin_comment = "harp:forged mine"}
+  T.eq(main.submit(jd, 1000, T.part_list(names, names[1], false, {short = 100})), "left_alone", "status")
+  T.eq(tr.calls, 0, "the daemon is not asked")
+  T.same(jd, T.job_desc {partition = listed, admin_comment = "mine"}, "as submitted, forged token gone")
+  T.ok(T.logged("info", "partition list of 515 bytes, longer than a request carries (255): job left alone"),
+    "one line")
+  -- Within the bound: served as ever.
+  jd = T.job_desc {partition = table.concat(names, ",", 17)}
+  T.eq(#jd.partition, 243, "a list within 255 bytes")
+  T.eq(main.submit(jd, 1000, T.part_list(names, names[1], false, {short = 100})), "unchanged", "served")
+  T.eq(jd.time_limit, 120, "left as asked above short's MaxTime")
+end)
+
+T.test("MaxTime is read by the job's own partition names, not the request's text", function()
+  -- A name that is not UTF-8 reaches the daemon with "?" for its byte; part_list has it as it is.
+  local odd = "sh\255ort"
+  main.configure(config(), {transport = fake(REWRITE_TIME)})
+  local jd = T.job_desc {partition = odd}
+  T.eq(main.submit(jd, 1000, T.part_list({odd, "long"}, "long", false, {[odd] = 100})), "unchanged", "status")
+  T.eq(jd.time_limit, 120, "left as asked above its MaxTime")
+end)
+
+T.test("the user is told only what was applied: no time cut above the partition's MaxTime", function()
+  local basis = " (90% of similar past jobs finished within it)."
+  main.configure(config(), {transport = fake(W.decision {mode = "rewrite",
+    user_message = "harp: lowered time from 02:00:00 to 01:00:00, memory from 4000 MB to 2000 MB" .. basis,
+    annotation = "harp:rewrite,t!=60/q0.9,t0=120,m!=2000/q0.9,m0=4000,v=t@1+m@1",
+    targets = {{target = 1, action = 2, new_value = 60, model_version = "t@1"},
+      {target = 2, action = 2, new_value = 2000, model_version = "m@1"}}})})
+  local jd = T.job_desc {partition = "short"}
+  T.eq(main.submit(jd, 1000, T.part_list({"short", "long"}, "long", false, {short = 100})), "rewritten", "status")
+  T.eq(jd.time_limit, 120, "time kept")
+  T.eq(jd.min_mem_per_node, 2000, "memory cut")
+  T.eq(jd.admin_comment, "harp:rewrite,t=60/q0.9,t0=120,m!=2000/q0.9,m0=4000,v=t@1+m@1", "the tag")
+  T.eq(#T.logs.user, 1, "one line")
+  T.eq(T.logs.user[1], "harp: lowered memory from 4000 MB to 2000 MB" .. basis, "memory only")
+end)
+
 T.test("log messages with % are safe", function()
   main.configure(config(), {transport = fake(W.decision {user_message = "100% sure", mode = "shadow"})})
   local jd = T.job_desc {name = "50%d%s"}

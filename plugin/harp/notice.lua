@@ -1,0 +1,54 @@
+-- The one line a user reads in sbatch's output when harp changed their job. The daemon writes it for
+-- its decision; where the job got something else (a time cut not made above the partition's MaxTime,
+-- CPUs kept or rounded per task, memory rounded per CPU), that line would announce a change not made,
+-- so it is written here from what was applied.
+
+local floor, type = math.floor, type
+local find, gsub, match, sub, format = string.find, string.gsub, string.match, string.sub, string.format
+local concat = table.concat
+
+local M = {}
+M.MAX_MESSAGE = 512
+
+-- The daemon's line as one line of at most MAX_MESSAGE bytes, or nil (none, or blank).
+function M.clean(msg)
+  if type(msg) ~= "string" then return nil end
+  msg = gsub(sub(msg, 1, M.MAX_MESSAGE), "%c", " ")
+  if find(msg, "^%s*$") then return nil end
+  return msg
+end
+
+-- Whole minutes in Slurm's own [D-]HH:MM:SS, as the daemon writes them.
+local function clock(minutes)
+  local days, rest = floor(minutes / 1440), minutes % 1440
+  local hms = format("%02d:%02d:00", floor(rest / 60), rest % 60)
+  if days > 0 then return format("%.0f-%s", days, hms) end
+  return hms
+end
+
+-- The line for what `applied` holds, each part nil when not done:
+--   time     {from, to}: the time limit lowered, in minutes
+--   time_min minutes: time_min set
+--   memory   {from, to, per_cpu}: MB per node (per CPU when per_cpu) lowered
+--   cpus     {from, to}: CPUs lowered
+--   kept     {at, why}: CPUs kept at `at` against a decision below them, `why` (": ...", " (...)" or nil)
+-- `daemon`: the daemon's cleaned line, whose closing parenthesis, what the values rest on
+-- ("(90% of similar past jobs finished within it)"), is kept. nil when nothing was done.
+function M.written(applied, daemon)
+  local basis = daemon and match(daemon, "( %([^()]*%))%.?%s*$") or ""
+  local lowered, parts = {}, {}
+  local t, m, c = applied.time, applied.memory, applied.cpus
+  if t then lowered[#lowered + 1] = format("time from %s to %s", clock(t[1]), clock(t[2])) end
+  if m and m[2] < m[1] then
+    lowered[#lowered + 1] = format("memory from %.0f MB to %.0f MB%s", m[1], m[2], m[3] and " per CPU" or "")
+  end
+  if c then lowered[#lowered + 1] = format("CPUs from %.0f to %.0f", c[1], c[2]) end
+  if #lowered > 0 then parts[1] = "lowered " .. concat(lowered, ", ") .. basis end
+  if applied.time_min then parts[#parts + 1] = "time_min set to " .. clock(applied.time_min) .. basis end
+  if #parts == 0 then return nil end
+  local kept = applied.kept
+  if kept then parts[#parts + 1] = format("CPUs kept at %.0f%s", kept[1], kept[2] or "") end
+  return sub("harp: " .. concat(parts, "; ") .. ".", 1, M.MAX_MESSAGE)
+end
+
+return M
