@@ -125,9 +125,10 @@ def _entry(entry: object) -> Seen | None:
         and all(type(n) is int and n >= 0 for n in counts)
         and type(elapsed) in (int, float)
         and elapsed >= 0
-        # Lowered only below the highest seen while pending; in a run, at most it: a job that starts
-        # at a limit lowered while it waited has that limit for both (lowered_limits, its start).
-        and (lowered is None or (lowered < highest if pending else lowered <= highest))
+        # While pending, lowered only below the highest seen. In a run, anything: a job that starts
+        # below the limit it was lowered to while it waited (backfill within time_min) holds a
+        # lowering above its run's highest (lowered_limits, its start).
+        and (lowered is None or not pending or lowered < highest)
     ):
         return None
     return Seen(submitted, restarts, pending, highest, limit, float(elapsed), lowered)
