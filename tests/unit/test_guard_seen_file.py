@@ -206,13 +206,14 @@ def test_an_own_limit_seen_or_given_up_is_written_at_once(tmp_path: Path) -> Non
     assert polled_after(10, "10:00:00", "1:20:00") == {"5": None, "6": 80}
 
 
-def test_a_new_run_under_the_same_restart_count_is_written_at_once(tmp_path: Path) -> None:
-    # Its run time went back: a new run, whose start limit is below the last run's highest. Left
-    # waiting, a crash would leave the old highest on disk, and a restarted guard that first saw the
-    # new run past the old run time would take its start limit for its user's lowering.
+def test_a_job_pending_again_under_the_same_restart_count_is_written_at_once(tmp_path: Path) -> None:
+    # Seen running at 100 min, then pending at 80 (Slurm counts a restart at every requeue; should a
+    # job wait again without one): a new spell, whose highest is below the run's. Left waiting, a
+    # crash would leave the old highest on disk, and a restarted guard that first saw the job run
+    # again at 80 would take that for its user's lowering.
     clocked = Clocked(tmp_path, [line("6", "1:40:00", "50:00", EXTEND)])
-    clocked.poll_at(5, line("6", "1:20:00", "1:00", EXTEND))
-    assert written(tmp_path)["6"][3:6] == [80, 80, 60]  # highest, limit, run time of the new run
+    clocked.poll_at(5, pending("6", "1:20:00", EXTEND))
+    assert written(tmp_path)["6"][2:5] == [True, 80, 80]  # pending, highest, limit of the new spell
 
 
 def test_a_start_below_a_limit_lowered_while_pending_outlives_a_restart(tmp_path: Path) -> None:

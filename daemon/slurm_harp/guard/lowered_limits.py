@@ -8,11 +8,13 @@ partition's MaxTime (22.05 update_job). What Slurm itself does to a limit (22.05
   the job lock, and puts it back before it yields;
 - it sets a running job's limit as it starts it (backfill within time_min, a deadline, the
   partition's DefaultTime), and only then; only operators raise a running job's limit;
-- a requeue counts a restart (squeue's RestartCnt) and leaves the job pending with the limit it ran
-  with (cut by backfill, raised by the guard).
+- a requeue counts a restart (squeue's RestartCnt: every requeue path of job_mgr.c adds one) and
+  leaves the job pending with the limit it ran with (cut by backfill, raised by the guard); the
+  epilog's end gives it a new submit time too (batch_requeue_fini).
 
-So the guard follows each tagged job through its pending spell and its run, one restart count at a
-time (a new count, or a run time that went back, starts afresh):
+So the guard follows each tagged job through its pending spell and its run, one (restart count,
+submit time) at a time: a new one starts afresh. A run time that goes back within one is the clock
+stepping back, not a new run (logged): what was seen holds.
 - pending: a limit below the highest seen in this spell is the user's own from then on, and so is
   one below the limit harp gave the job at submission while it never ran (the tag's cut in extend
   mode, its ``t0`` in time_min mode). A raise while pending may be the user's own, so the own limit
@@ -34,7 +36,7 @@ guard goes on from there. A job (id, submit time) no longer listed is forgotten 
 missing from MISSING_POLLS listings in a row; a job whose squeue line did not read is kept for as long
 as it does not. Dropped at once, a lowering was forgotten when one line of the job failed to read,
 and the next poll extended the job past it; kept, a job missing for a while is seen as after polls that
-failed, which its run time and restart count tell apart from a new run.
+failed, which its restart count and submit time tell apart from a new run.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from slurm_harp.guard.running import COMPLETING, PENDING, UNLIMITED, UNSETTLED, 
 log = logging.getLogger(__name__)
 
 # squeue prints whole seconds; within one run a job's run time never goes back (a suspended job's
-# stands still), so a drop by more than this is a new run.
+# stands still), so a drop by more than this is the clock stepping back (logged).
 RUN_TIME_SLACK_S = 1.0
 # Listings in a row a job may be missing from before what was seen of it is forgotten: a minute at
 # the default poll period, long past a line garbled once.
@@ -78,6 +80,7 @@ class LoweredLimits:
         self._missing: dict[str, int] = {}  # listings in a row each kept job was missing from
         # Since the last save (guard.seen_file): anything but run times; a job's own limit (written at once).
         self.changed = self.own_limit_changed = False
+        self._went_back = 0  # jobs whose run time went back in this listing
 
     def apply(
         self, jobs: Iterable[RunningJob], unread: Collection[str] = (), ambiguous: Collection[str] = ()
@@ -109,13 +112,21 @@ class LoweredLimits:
             if now is not None:
                 seen[key] = now
                 self.changed |= before is None or _kept(now) != before
-                # A highest that fell is a new run (its run time went back): written at once too, or
-                # a restarted guard might take the new run's start for a lowering below the old highest.
+                # A highest that fell is a new spell (a job seen running, then pending under the same
+                # restart count): written at once too, or a restarted guard might take its next start
+                # for a lowering below the old highest.
                 fell = highest_before is not None and now.highest < highest_before
                 self.own_limit_changed |= now.lowered_to != own_before or fell
                 if now.lowered_to is not None:
                     job = dataclasses.replace(job, lowered_to=now.lowered_to)
             out.append(job)
+        if self._went_back:
+            log.warning(
+                "%d jobs' run times went back by more than %g s, their restart counts and submit times "
+                "unchanged: the clock stepped back; the same runs, and what was seen of them holds",
+                self._went_back, RUN_TIME_SLACK_S,
+            )  # fmt: skip
+            self._went_back = 0
         self._keep_missing(seen, {_key(job_id) for job_id in unread})
         self.changed |= seen.keys() != self.seen.keys()
         self.seen = seen
@@ -156,8 +167,7 @@ class LoweredLimits:
     def _see(self, job: RunningJob, prior: Seen | None) -> Seen:
         limit = limit_or_unlimited(job)
         pending = job.state == PENDING
-        went_back = prior is not None and job.elapsed_s < prior.elapsed_s - RUN_TIME_SLACK_S
-        if prior is None or (pending and not prior.pending) or went_back:  # first seen, or a new run
+        if prior is None or (pending and not prior.pending):  # first seen, or pending again
             fresh = Seen(job.submitted, job.restarts, pending, limit, limit, job.elapsed_s)
             if not pending:
                 return fresh
@@ -170,6 +180,8 @@ class LoweredLimits:
         if prior.pending:  # it started: Slurm may have cut its limit (backfill, a deadline)
             lowered = prior.lowered_to if limit <= prior.limit else None
             return Seen(job.submitted, job.restarts, False, limit, limit, job.elapsed_s, lowered)
+        if job.elapsed_s < prior.elapsed_s - RUN_TIME_SLACK_S:
+            self._went_back += 1  # the clock: every requeue changes the restart count (logged in apply)
         prior.elapsed_s, prior.limit = job.elapsed_s, limit
         if limit >= prior.highest:
             prior.highest = limit
