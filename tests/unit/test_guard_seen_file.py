@@ -129,6 +129,7 @@ def test_an_entry_that_does_not_read_is_skipped(tmp_path: Path, caplog: pytest.L
     bad = {
         "1": [SUBMITTED, 0, True, 100, 80, 0.0, 100],  # "lowered" to its highest while pending
         "8": [SUBMITTED, 0, True, 100, 80, 0.0, 101],  # lowered above its highest while pending
+        "9": [SUBMITTED, 0, True, 100, 80, 0.0, None, 700],  # "raised" while pending
         "2": [SUBMITTED, -1, False, 100, 80, 3000.0, None],
         "3": [SUBMITTED, 0, 0, 100, 80, 3000.0, None],  # not a bool
         "4": [SUBMITTED, 0, False, True, 80, 3000.0, None],  # a bool, not a count
@@ -138,7 +139,7 @@ def test_an_entry_that_does_not_read_is_skipped(tmp_path: Path, caplog: pytest.L
     write_state(tmp_path, {"format": seen_file.FORMAT, "jobs": {"6": good, **bad}})
     slurm = FakeSlurm([line("6", "1:20:00", "1:19:00", EXTEND), line("1", "1:20:00", "1:19:00", EXTEND)])
     make_guard(slurm, tmp_path)[0].poll()
-    assert slurm.updates == [("1", 100)] and "7 entries that do not read ignored" in caplog.text
+    assert slurm.updates == [("1", 100)] and "8 entries that do not read ignored" in caplog.text
 
 
 def test_another_job_under_the_same_id_is_not_taken_for_it(tmp_path: Path) -> None:

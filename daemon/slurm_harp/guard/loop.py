@@ -46,7 +46,14 @@ from slurm_harp.guard.bounds import (
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.lowered_limits import LoweredLimits
-from slurm_harp.guard.running import RUNNING, SQUEUE_ARGV, RunningJob, merge_duplicates, parse_running
+from slurm_harp.guard.running import (
+    RUNNING,
+    SQUEUE_ARGV,
+    RunningJob,
+    limit_text,
+    merge_duplicates,
+    parse_running,
+)
 from slurm_harp.guard.seen_file import SeenFile
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.heartbeat import HeartbeatFile
@@ -223,7 +230,9 @@ class Guard:
             self._refused[job.job_id] = limit
             return results.REFUSED_BOUND
         asked = self._clock()
-        done = self._run(("scontrol", "update", f"JobId={job.job_id}", f"TimeLimit={ext.new_limit}"))
+        done = self._run(
+            ("scontrol", "update", f"JobId={job.job_id}", f"TimeLimit={limit_text(ext.new_limit)}")
+        )
         self._updates.add(self._clock() - asked)
         if done.returncode != 0:
             message = done.stderr.strip() or done.stdout.strip()

@@ -20,7 +20,9 @@ stepping back, not a new run (logged): what was seen holds.
   mode, its ``t0`` in time_min mode). A raise while pending may be the user's own, so the own limit
   follows it (none once it is back at that highest);
 - starting: the pending spell's own limit goes on into the run, unless the job starts above the
-  limit last seen pending (raised meanwhile). A start below it is Slurm's doing, not a lowering;
+  limit last seen pending (raised meanwhile). A start below it is Slurm's doing, not a lowering. A
+  limit last seen pending above the tag's own (a user may raise a pending job's limit up to its
+  partition's MaxTime) is the job's own from then on, instead of the tag's (``raised_to``);
 - running: a limit below the highest seen in this run was lowered, and the lowest such is the own
   limit for the rest of the run, an admin's later raise included;
 - configuring (nodes booting), or in a state flag not placed (guard.running): what was seen is
@@ -70,6 +72,7 @@ class Seen:
     limit: int  # the limit seen last
     elapsed_s: float  # the run time seen last (0 while pending)
     lowered_to: int | None = None  # its user's (or an admin's) own limit, below ``highest``
+    raised_to: int | None = None  # in a run: the limit it waited at, above its tag's own limit
 
 
 class LoweredLimits:
@@ -100,10 +103,9 @@ class LoweredLimits:
             if job.job_id in ambiguous:  # which line is the job's? no lowering is read from either
                 if key in self.seen:
                     seen[key] = self.seen[key]
-                lowered = None if prior is None else prior.lowered_to
-                out.append(job if lowered is None else dataclasses.replace(job, lowered_to=lowered))
+                out.append(job if prior is None else _with_own(job, prior))
                 continue
-            before, own_before = (None, None) if prior is None else (_kept(prior), prior.lowered_to)
+            before, own_before = (None, (None, None)) if prior is None else (_kept(prior), _own(prior))
             highest_before = None if prior is None else prior.highest
             if job.state == COMPLETING:
                 now = self._completing(job, prior)
@@ -116,9 +118,8 @@ class LoweredLimits:
                 # restart count): written at once too, or a restarted guard might take its next start
                 # for a lowering below the old highest.
                 fell = highest_before is not None and now.highest < highest_before
-                self.own_limit_changed |= now.lowered_to != own_before or fell
-                if now.lowered_to is not None:
-                    job = dataclasses.replace(job, lowered_to=now.lowered_to)
+                self.own_limit_changed |= _own(now) != own_before or fell
+                job = _with_own(job, now)
             out.append(job)
         if self._went_back:
             log.warning(
@@ -179,7 +180,8 @@ class LoweredLimits:
             return self._pending(job, prior, limit)
         if prior.pending:  # it started: Slurm may have cut its limit (backfill, a deadline)
             lowered = prior.lowered_to if limit <= prior.limit else None
-            return Seen(job.submitted, job.restarts, False, limit, limit, job.elapsed_s, lowered)
+            raised = _raised(job, prior.limit)
+            return Seen(job.submitted, job.restarts, False, limit, limit, job.elapsed_s, lowered, raised)
         if job.elapsed_s < prior.elapsed_s - RUN_TIME_SLACK_S:
             self._went_back += 1  # the clock: every requeue changes the restart count (logged in apply)
         prior.elapsed_s, prior.limit = job.elapsed_s, limit
@@ -203,7 +205,33 @@ class LoweredLimits:
 
 def _kept(s: Seen) -> tuple[object, ...]:
     """What the file keeps of ``s`` (guard.seen_file): all but the run time, which grows every poll."""
-    return (s.submitted, s.restarts, s.pending, s.highest, s.limit, s.lowered_to)
+    return (s.submitted, s.restarts, s.pending, s.highest, s.limit, s.lowered_to, s.raised_to)
+
+
+def _own(s: Seen) -> tuple[int | None, int | None]:
+    return s.lowered_to, s.raised_to
+
+
+def _with_own(job: RunningJob, s: Seen) -> RunningJob:
+    """``job`` with the own limit ``s`` holds for it."""
+    if s.lowered_to is None and s.raised_to is None:
+        return job
+    return dataclasses.replace(job, lowered_to=s.lowered_to, raised_to=s.raised_to)
+
+
+def _raised(job: RunningJob, waited: int) -> int | None:
+    """The limit a job waited at as it started, when above its tag's own limit (logged): raised while
+    it was pending, by its user (up to its partition's MaxTime) or an admin."""
+    own = None if job.tag is None else job.tag.extendable_minutes
+    if own is None or waited <= own:
+        return None
+    was = "unlimited" if waited == UNLIMITED else f"{waited} min"
+    log.info(
+        "job %s: started after waiting at %s, above its tag's own %d min (raised while pending): "
+        "the guard may extend it up to %s",
+        job.job_id, was, own, was,
+    )  # fmt: skip
+    return waited
 
 
 def _submitted_limit(tag: Tag | None) -> int:

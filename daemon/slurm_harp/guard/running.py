@@ -104,6 +104,9 @@ class RunningJob:
     restarts: int = 0  # times Slurm requeued it: each run has its own count
     submitted: str = ""  # its submit time as squeue prints it: a job id may name another job later
     lowered_to: int | None = None  # a limit its user or an admin lowered it to (guard.lowered_limits)
+    # The limit it waited at, above the tag's own, as it started (its user raised it while pending):
+    # its own limit instead of the tag's (guard.lowered_limits).
+    raised_to: int | None = None
     # Listed again with a higher limit in the same listing (merge_duplicates): an extension goes past
     # it, so that no `scontrol update` sets a limit below either line's.
     listed_above: int | None = None
@@ -111,11 +114,14 @@ class RunningJob:
     @property
     def own_limit_minutes(self) -> int | None:
         """The user's own limit when harp shortened the job (or set its time_min) and may extend it:
-        the tag's, or the lower one its user or an admin set (guard.lowered_limits)."""
+        the tag's, or the higher one the job waited at as it started, then the lower one its user or
+        an admin set (guard.lowered_limits)."""
         own = None if self.tag is None else self.tag.extendable_minutes
-        if own is None or self.lowered_to is None:
-            return own
-        return min(own, self.lowered_to)
+        if own is None:
+            return None
+        if self.raised_to is not None:
+            own = max(own, self.raised_to)
+        return own if self.lowered_to is None else min(own, self.lowered_to)
 
     @property
     def prediction_minutes(self) -> int | None:
@@ -147,6 +153,11 @@ def parse_running(
                 unread.add(job_id)
             continue
         yield job
+
+
+def limit_text(minutes: int) -> str:
+    """A limit as scontrol takes it: UNLIMITED for an own limit its user raised to none."""
+    return "UNLIMITED" if minutes >= UNLIMITED else str(minutes)
 
 
 def limit_or_unlimited(job: RunningJob) -> int:
