@@ -43,9 +43,11 @@ def line(
     nodes: str = "c1",
     state: str = "R",
     restarts: int = 0,
+    deadline: str = "N/A",
 ) -> str:
     """One line of SQUEUE_ARGV's output."""
-    return f"{job}|{state}|{restarts}|{SUBMITTED}|{limit}|{used}|{partition}|normal|(null)|{nodes}|{comment}|"
+    head = f"{job}|{state}|{restarts}|{SUBMITTED}|{limit}|{used}|{partition}"
+    return f"{head}|normal|(null)|{nodes}|{deadline}|{comment}|"
 
 
 class FakeSlurm:

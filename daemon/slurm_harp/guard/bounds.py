@@ -1,5 +1,7 @@
 """What the site allows a running job's limit to grow to: reservations on its nodes, its
-partition's MaxTime and its QOS's MaxWall.
+partition's MaxTime and its QOS's MaxWall; and the job's own deadline (``--deadline``: Slurm started
+it with a limit that ends by then, and never kills it for it later, so an extension past it would
+run the job past the time its user gave).
 
 The guard runs as an operator, and Slurm lets an operator raise a limit through all of these
 (checked on Slurm 22.05: into a maintenance reservation, past a partition MaxTime). So the guard
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -81,7 +84,10 @@ class Bounds:
             lower(self.partition_max_minutes[job.partition], f"partition {job.partition} MaxTime")
         if job.qos in self.qos_max_minutes:
             lower(self.qos_max_minutes[job.qos], f"QOS {job.qos} MaxWall")
-        started = now - job.elapsed_s
+        started = now - job.elapsed_s  # when it would have started had it never been suspended
+        if job.deadline is not None:
+            deadline = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(job.deadline))
+            lower(math.floor((job.deadline - started) / 60.0), f"its deadline {deadline}")
         nodes: set[str] | None
         try:
             nodes = expand(job.nodes)

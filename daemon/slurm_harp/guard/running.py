@@ -3,7 +3,7 @@
 `squeue -O` prints only the fields asked for (about 120 bytes a job, against several KB a job
 with `--json`), so one poll over 10,000 running jobs stays cheap for slurmctld and the guard.
 The admin comment is the last field: free text of other tools may hold the separator, and
-everything after the tenth one is the comment.
+everything after the eleventh one is the comment.
 
 A job is read by the id that addresses it alone in `scontrol update` (squeue's JobArrayID):
 ``1000_7`` for a task of array 1000 and ``1000+1`` for a component of heterogeneous job 1000. Its raw
@@ -26,6 +26,9 @@ SIGSTOP or SIGCONT on its way) and resizing jobs run; one held after a requeue (
 requeues) or its reservation deleted is pending; completing is a job ending, or one requeued and
 pending until its epilog ends (guard.lowered_limits tells them apart); configuring, its nodes booting,
 and any flag not placed here keep what was seen of the job.
+
+A job's deadline (``--deadline``) is read too: Slurm starts such a job with a limit that ends by it,
+and it bounds the guard's extensions (guard.bounds).
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from slurm_harp.accounting.fields import SLURM_ZONE, parse_moment
 from slurm_harp.core.message import TAG_PREFIX, Tag, parse_tag
 from slurm_harp.core.policy import Mode
-from slurm_harp.slurm_formats import parse_duration_s
+from slurm_harp.slurm_formats import is_sentinel, parse_duration_s
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +78,7 @@ _FIELDS = (
     "QOS",
     "Reservation",
     "NodeList",
+    "Deadline",
     "admin_comment",
 )
 SQUEUE_ARGV: tuple[str, ...] = (
@@ -103,6 +108,7 @@ class RunningJob:
     state: str = RUNNING
     restarts: int = 0  # times Slurm requeued it: each run has its own count
     submitted: str = ""  # its submit time as squeue prints it: a job id may name another job later
+    deadline: float | None = None  # unix seconds: Slurm started it to end by then (--deadline)
     lowered_to: int | None = None  # a limit its user or an admin lowered it to (guard.lowered_limits)
     # The limit it waited at, above the tag's own, as it started (its user raised it while pending):
     # its own limit instead of the tag's (guard.lowered_limits).
@@ -208,7 +214,7 @@ _NO_LIMIT = frozenset({"UNLIMITED", "INFINITE", "NOT_SET", "Partition_Limit"})
 def _job(parts: list[str]) -> RunningJob:
     if len(parts) != len(_FIELDS):
         raise ValueError(f"{len(parts)} fields, expected {len(_FIELDS)}")
-    job_id, shown, restarts, submitted, limit, used, partition, qos, reservation, nodes, comment = (
+    job_id, shown, restarts, submitted, limit, used, partition, qos, reservation, nodes, deadline, comment = (
         p.strip() for p in parts
     )
     if not _STATE_CODE.fullmatch(shown):
@@ -240,4 +246,6 @@ def _job(parts: list[str]) -> RunningJob:
         state=state,
         restarts=int(restarts),
         submitted=submitted,
+        # "N/A": none; "Unknown", "None": Slurm's INFINITE and NO_VAL, none either. Tools run in SLURM_ZONE.
+        deadline=None if is_sentinel(deadline) else parse_moment(deadline, SLURM_ZONE),
     )

@@ -1,0 +1,43 @@
+"""`harp guard` as a real process on a real cluster, on limits squeue and scontrol print that bound or
+outgrow an extension:
+(a) a time_min job submitted with --deadline, which Slurm starts with a limit that ends by it: the
+    guard reads its deadline (squeue's Deadline) and does not extend it past.
+The tags are set by hand, as root (as the plugin would have); the guard polls every second, with a
+lead of LEAD_S, so that each job is due at once and would otherwise be extended to 6 minutes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import test_guard_changes as changes
+from tests.e2e.cluster import SlurmCluster, StartCluster
+from tests.e2e.test_guard import GuardProcess
+from tests.e2e.test_guard_changes import TIME_MIN, log_of, polled, squeue, submit, update, wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster(start_module_cluster: StartCluster) -> SlurmCluster:
+    return start_module_cluster(nodes=2, cpus_per_node=2)
+
+
+# A running guard (its first poll done: the bounds read) on this module's cluster.
+guard = changes.guard
+
+
+def test_a_job_started_to_meet_its_deadline_is_not_extended_past_it(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    job = submit(cluster, "-w", "c1", "--time-min=1", "--deadline=now+170seconds", "--hold")
+    update(cluster, job, f"AdminComment={TIME_MIN}")
+    assert cluster.run(["scontrol", "release", str(job)]).returncode == 0
+    wait_for("the job to run", lambda: squeue(cluster, job)[0] == "RUNNING")
+    started_with = squeue(cluster, job)[1]
+    assert started_with in ("1:00", "2:00")  # Slurm's cut: (deadline - start) / 60, not its 10 minutes
+    polled(tmp_path)
+    time.sleep(2)
+    assert squeue(cluster, job)[1] == started_with, log_of(tmp_path)
+    assert f"job {job}: not extended past {started_with.split(':')[0]} min (its deadline " in log_of(tmp_path)
