@@ -1,7 +1,9 @@
 """`harp guard` as a real process on a real cluster, on limits squeue and scontrol print that bound or
 outgrow an extension:
 (a) a time_min job submitted with --deadline, which Slurm starts with a limit that ends by it: the
-    guard reads its deadline (squeue's Deadline) and does not extend it past.
+    guard reads its deadline (squeue's Deadline) and does not extend it past;
+(b) a partition whose QOS (``scontrol update PartitionName=debug QOS=short``) has a MaxWall: its jobs
+    are extended up to it, not past (scontrol's ``QoS=``, sacctmgr's Flags).
 The tags are set by hand, as root (as the plugin would have); the guard polls every second, with a
 lead of LEAD_S, so that each job is due at once and would otherwise be extended to 6 minutes.
 """
@@ -16,12 +18,29 @@ import pytest
 from tests.e2e import test_guard_changes as changes
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.test_guard import GuardProcess
-from tests.e2e.test_guard_changes import TIME_MIN, log_of, polled, squeue, submit, update, wait_for
+from tests.e2e.test_guard_changes import (
+    EXTEND,
+    TIME_MIN,
+    log_of,
+    polled,
+    squeue,
+    submit,
+    update,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
 def cluster(start_module_cluster: StartCluster) -> SlurmCluster:
-    return start_module_cluster(nodes=2, cpus_per_node=2)
+    cluster = start_module_cluster(nodes=2, cpus_per_node=2)
+    added = cluster.run(["sacctmgr", "-i", "add", "qos", "short", "MaxWall=00:03:00"])
+    assert added.returncode == 0, added.stderr
+    # slurmctld learns of the new QOS from slurmdbd a moment later.
+    wait_for(
+        "slurmctld to know QOS short",
+        lambda: cluster.run(["scontrol", "update", "PartitionName=debug", "QOS=short"]).returncode == 0,
+    )
+    return cluster
 
 
 # A running guard (its first poll done: the bounds read) on this module's cluster.
@@ -41,3 +60,16 @@ def test_a_job_started_to_meet_its_deadline_is_not_extended_past_it(
     time.sleep(2)
     assert squeue(cluster, job)[1] == started_with, log_of(tmp_path)
     assert f"job {job}: not extended past {started_with.split(':')[0]} min (its deadline " in log_of(tmp_path)
+
+
+def test_a_partition_s_qos_maxwall_caps_an_extension(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    job = submit(cluster, "-p", "debug", "-w", "c2")
+    wait_for("the job to run", lambda: squeue(cluster, job)[0] == "RUNNING")
+    update(cluster, job, f"AdminComment={EXTEND}", "TimeLimit=2")  # cut; its own 10 minutes
+    wait_for("the job to be extended", lambda: squeue(cluster, job)[1] != "2:00")
+    polled(tmp_path)
+    assert squeue(cluster, job)[1] == "3:00", log_of(tmp_path)  # short's MaxWall, not 6 minutes
+    assert f"job {job}: time limit 2 -> 3 min by a step (own 10" in log_of(tmp_path)
+    assert "capped by its partition's QOS short MaxWall" in log_of(tmp_path)

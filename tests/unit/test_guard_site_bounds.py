@@ -1,5 +1,5 @@
-"""Bounds on a job's extension beyond reservations: its own --deadline (guard.bounds; Slurm faked at
-the subprocess boundary)."""
+"""Bounds on a job's extension beyond reservations: its own --deadline, and the MaxWall of its
+partition's QOS (guard.bounds, guard.qos; Slurm faked at the subprocess boundary)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.guard import guard_metrics as results
+from slurm_harp.guard.qos import QosTable, parse_partition_qos, parse_qos
 from slurm_harp.guard.running import SQUEUE_ARGV, parse_running
 from tests.unit.test_guard import NOW, FakeSlurm, count, line, make_guard, polled
 from tests.unit.test_guard_lowered import EXTEND, pending
@@ -58,3 +59,42 @@ def test_a_deadline_that_does_not_read_skips_the_line(caplog: pytest.LogCaptureF
     unread: set[str] = set()
     assert list(parse_running(line("5", "40:00", "39:00", EXTEND, deadline="soon"), unread)) == []
     assert unread == {"5"} and "skipped" in caplog.text
+
+
+def test_a_partition_s_qos_maxwall_bounds_its_jobs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The audit's case: PartitionName=batch QOS=short, short's MaxWall 1 hour. Slurm holds every job
+    # of the partition to it (unless its own QOS has OverPartQOS); the guard read only the job's QOS
+    # and extended a job cut to 60 min to 70.
+    slurm = FakeSlurm([line("9", "1:00:00", "59:00", EXTEND)])
+    slurm.partitions = "PartitionName=batch MaxTime=UNLIMITED QoS=short State=UP\n"
+    slurm.qos = "normal||\nshort|01:00:00|DenyOnLimit\n"
+    guard, registry = make_guard(slurm, tmp_path)
+    guard.poll()
+    assert slurm.updates == [] and count(registry, results.REFUSED_BOUND) == 1
+    assert "not extended past 60 min (its partition's QOS short MaxWall)" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("job_qos", "bound", "alone"),
+    [
+        ("normal", 60, None),  # no MaxWall of its own: the partition's QOS's
+        ("long", 60, 2880),  # 2 days of its own, but the partition's QOS comes first
+        ("over", 120, 120),  # OverPartQOS: its own 2 hours come first
+        ("overopen", 60, None),  # OverPartQOS without a MaxWall: the partition's QOS's then
+        ("short", 60, 60),  # the partition's QOS itself
+    ],
+)
+def test_a_partition_qos_bounds_as_slurm_orders_them(job_qos: str, bound: int, alone: int | None) -> None:
+    table = parse_qos(
+        "normal||\nlong|2-00:00:00|\nshort|01:00:00|\nover|02:00:00|DenyOnLimit,OverPartQOS\n"
+        "overopen||OverPartQOS\n"
+    )
+    wall = table.max_wall(job_qos, "short")
+    assert wall is not None and wall[0] == bound
+    assert (table.max_wall(job_qos, None) or (None,))[0] == alone  # a partition without a QOS
+
+
+def test_partition_qos_reads_as_scontrol_prints_it() -> None:
+    text = "PartitionName=a QoS=short MaxTime=1:00:00\nPartitionName=b QoS=N/A\nPartitionName=c AllowQos=x\n"
+    assert parse_partition_qos(text) == {"a": "short"}
+    assert QosTable().max_wall("normal", "short") is None

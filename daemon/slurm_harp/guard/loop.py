@@ -39,8 +39,8 @@ from slurm_harp.guard.bounds import (
     RESERVATIONS_ARGV,
     Bounds,
     parse_node_cores,
-    parse_partition_max,
-    parse_qos_max,
+    parse_partitions,
+    parse_qos,
     parse_reservations,
 )
 from slurm_harp.guard.extension_history import ExtensionHistory
@@ -270,12 +270,13 @@ class Guard:
             return False
         old = self._bounds
         self._refused.clear()  # new bounds: every refusal is worth one more look
+        partitions = (old.partition_max_minutes, old.partition_qos)
+        max_time, partition_qos = self._read("partitions", PARTITIONS_ARGV, parse_partitions, partitions)
         self._bounds = Bounds(
             reservations=old.reservations,
-            partition_max_minutes=self._read(
-                "partitions", PARTITIONS_ARGV, parse_partition_max, old.partition_max_minutes
-            ),
-            qos_max_minutes=self._read("QOS", QOS_ARGV, parse_qos_max, old.qos_max_minutes),
+            partition_max_minutes=max_time,
+            qos=self._read("QOS", QOS_ARGV, parse_qos, old.qos),
+            partition_qos=partition_qos,
             node_cores=self._read("node cores", NODE_CORES_ARGV, parse_node_cores, old.node_cores),
         )
         self._bounds_at = now
