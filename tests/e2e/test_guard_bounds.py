@@ -3,7 +3,8 @@ outgrow an extension:
 (a) a time_min job submitted with --deadline, which Slurm starts with a limit that ends by it: the
     guard reads its deadline (squeue's Deadline) and does not extend it past;
 (b) a partition whose QOS (``scontrol update PartitionName=debug QOS=short``) has a MaxWall: its jobs
-    are extended up to it, not past (scontrol's ``QoS=``, sacctmgr's Flags).
+    are extended up to it, not past (scontrol's ``QoS=``, sacctmgr's Flags);
+(c) a user's own limit of 400 days, which squeue prints INVALID: the guard reads it, as over a year.
 The tags are set by hand, as root (as the plugin would have); the guard polls every second, with a
 lead of LEAD_S, so that each job is due at once and would otherwise be extended to 6 minutes.
 """
@@ -21,6 +22,7 @@ from tests.e2e.test_guard import GuardProcess
 from tests.e2e.test_guard_changes import (
     EXTEND,
     TIME_MIN,
+    followed,
     log_of,
     polled,
     squeue,
@@ -73,3 +75,16 @@ def test_a_partition_s_qos_maxwall_caps_an_extension(
     assert squeue(cluster, job)[1] == "3:00", log_of(tmp_path)  # short's MaxWall, not 6 minutes
     assert f"job {job}: time limit 2 -> 3 min by a step (own 10" in log_of(tmp_path)
     assert "capped by its partition's QOS short MaxWall" in log_of(tmp_path)
+
+
+def test_a_limit_over_a_year_is_read_not_skipped(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    job = submit(cluster, "-t", "400-0", "--hold")
+    update(cluster, job, "AdminComment=harp:time_min,t~=60,t0=576000,v=e2e")
+    assert squeue(cluster, job)[1] == "INVALID"  # squeue's word for over a year
+    # Written within a minute (a job first seen waits for the next save).
+    wait_for("the guard to write it", lambda: followed(tmp_path, job) is not None, timeout=90)
+    entry = followed(tmp_path, job)
+    assert entry is not None and entry[2:5] == [True, 576000, 525601] and entry[6] is None
+    assert "skipped" not in log_of(tmp_path)

@@ -254,7 +254,7 @@ def test_a_job_listed_twice_at_and_below_its_own_limit_is_said_not_extended(
     assert "job 6: listed at 60 and 600 min, not extended past its own 600 min" in caplog.text
 
 
-@pytest.mark.parametrize("garbled", ["", "N/A", "Unknown", "INVALID", "None"])
+@pytest.mark.parametrize("garbled", ["", "N/A", "Unknown", "None"])  # INVALID: over a year (test_guard_jobs)
 def test_a_garbled_time_limit_is_no_unlimited_limit_and_no_lowering(tmp_path: Path, garbled: str) -> None:
     # A blank or sentinel TimeLimit was read as "no limit": the highest seen, so that the job's true
     # 40 min next looked like its user's lowering, and the job was never extended (killed at its cut).

@@ -142,7 +142,7 @@ class Guard:
             return None
         merged, ambiguous = merge_duplicates(parsed)
         jobs = [j for j in self._lowered.apply(merged, unread, ambiguous) if j.state == RUNNING]
-        shortened = [j for j in jobs if _below_own_limit(j)]
+        shortened = [j for j in jobs if j.shortened]
         listed = {j.job_id for j in jobs}
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
         due = due_jobs(
@@ -199,7 +199,7 @@ class Guard:
     def _extend(self, job: RunningJob, now: float, lead: float, ratios: ConditionalRatios | None) -> str:
         """``lead``: the time to leave the job (the configured lead, more under a backlog)."""
         own, limit = job.own_limit_minutes, job.limit_minutes
-        assert own is not None and limit is not None  # _below_own_limit
+        assert own is not None and limit is not None  # RunningJob.shortened
         prediction = job.prediction_minutes or limit
         bound, why = self._bounds.limit_for(job, now)
         base, elapsed = limit, job.elapsed_s
@@ -296,8 +296,3 @@ class Guard:
             log.warning("could not read %s: %.200s", what, done.stderr.strip())
             return last
         return parse(done.stdout)
-
-
-def _below_own_limit(job: RunningJob) -> bool:
-    own = job.own_limit_minutes
-    return own is not None and job.limit_minutes is not None and job.limit_minutes < own

@@ -49,7 +49,15 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from slurm_harp.core.message import Tag
-from slurm_harp.guard.running import COMPLETING, PENDING, UNLIMITED, UNSETTLED, RunningJob, limit_or_unlimited
+from slurm_harp.guard.running import (
+    COMPLETING,
+    PENDING,
+    UNLIMITED,
+    UNSETTLED,
+    YEAR_MINUTES,
+    RunningJob,
+    limit_or_unlimited,
+)
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +193,8 @@ class LoweredLimits:
         if job.elapsed_s < prior.elapsed_s - RUN_TIME_SLACK_S:
             self._went_back += 1  # the clock: every requeue changes the restart count (logged in apply)
         prior.elapsed_s, prior.limit = job.elapsed_s, limit
-        if limit >= prior.highest:
-            prior.highest = limit
+        if not _below(limit, prior.highest):
+            prior.highest = max(prior.highest, limit)
         elif prior.lowered_to is None or limit < prior.lowered_to:
             _lowered(job, prior.highest, limit, "while it ran")
             prior.lowered_to = limit
@@ -194,13 +202,19 @@ class LoweredLimits:
 
     @staticmethod
     def _pending(job: RunningJob, seen: Seen, limit: int) -> Seen:
-        lowered = limit if limit < seen.highest else None
+        lowered = limit if _below(limit, seen.highest) else None
         if lowered is not None and lowered != seen.lowered_to:
             _lowered(job, seen.highest, limit, "while it was pending")
         elif seen.lowered_to is not None and lowered is None:
             log.info("job %s: limit raised back to %d min while pending", job.job_id, limit)
         seen.limit, seen.lowered_to = limit, lowered
         return seen
+
+
+def _below(limit: int, highest: int) -> bool:
+    """Whether ``limit`` is a lowering from ``highest``: not one squeue printed INVALID (over a year,
+    guard.running), whose true value may be anything over a year, even above ``highest``."""
+    return limit < highest and limit <= YEAR_MINUTES
 
 
 def _kept(s: Seen) -> tuple[object, ...]:

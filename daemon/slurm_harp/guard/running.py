@@ -27,6 +27,12 @@ requeues) or its reservation deleted is pending; completing is a job ending, or 
 pending until its epilog ends (guard.lowered_limits tells them apart); configuring, its nodes booting,
 and any flag not placed here keep what was seen of the job.
 
+squeue prints a duration over a year, or below 0, as INVALID (22.05 _print_secs). A time limit so
+printed is over a year (OVER_A_YEAR: at least that), and a job with one is never extended (its true
+limit is not known, and an extension below it would cut it). A run time so printed (a job run over a
+year, or one started ahead of this host's clock after it stepped back) is a line skipped, but not one
+that fails to read: such a line alone never fails the poll (guard.loop).
+
 A job's deadline (``--deadline``) is read too: Slurm starts such a job with a limit that ends by it,
 and it bounds the guard's extensions (guard.bounds).
 """
@@ -50,6 +56,9 @@ log = logging.getLogger(__name__)
 
 SEPARATOR = "|"
 UNLIMITED = sys.maxsize  # a job with no time limit, where a limit in minutes is compared
+# squeue prints a limit over a year (Slurm's YEAR_MINUTES) as INVALID: read as the least it may be.
+YEAR_MINUTES = 365 * 24 * 60
+OVER_A_YEAR = YEAR_MINUTES + 1
 # The states a job is read in: squeue's StateCompact of three base states and of completing,
 RUNNING, PENDING, SUSPENDED, COMPLETING = "R", "PD", "S", "CG"
 # and configuring (CF) or a flag not placed here: what was seen of the job is kept.
@@ -130,6 +139,17 @@ class RunningJob:
         return own if self.lowered_to is None else min(own, self.lowered_to)
 
     @property
+    def limit_over_a_year(self) -> bool:
+        """Its limit printed INVALID: over a year, and not known (see the module's note)."""
+        return self.limit_minutes is not None and self.limit_minutes > YEAR_MINUTES
+
+    @property
+    def shortened(self) -> bool:
+        """Below its own limit, and the guard's to extend: not over a year (see the module's note)."""
+        own, limit = self.own_limit_minutes, self.limit_minutes
+        return own is not None and limit is not None and limit < own and not self.limit_over_a_year
+
+    @property
     def prediction_minutes(self) -> int | None:
         return None if self.tag is None else self.tag.values.get("t")
 
@@ -150,6 +170,11 @@ def parse_running(
             continue  # not running, and no tag of a job the guard may extend
         try:
             job = _job(parts)
+        except RunTimeInvalid as exc:  # Slurm's own word, not a line the guard cannot read
+            log.info("squeue line %d skipped: %s", lineno, exc)
+            if unread is not None:
+                unread.add(parts[0].strip())
+            continue
         except Exception as exc:  # ValueError, and OverflowError for a 400-digit duration
             log.warning("squeue line %d skipped: %s: %s", lineno, type(exc).__name__, exc)
             if failed is not None:
@@ -196,7 +221,8 @@ def merge_duplicates(jobs: Iterable[RunningJob]) -> tuple[list[RunningJob], set[
             lines,
             key=lambda j: (j.state != RUNNING, limit_or_unlimited(j)),
         )
-        highest = max(limits)
+        # A line over a year (its true limit unknown) is taken for none: no extension may go below it.
+        highest = UNLIMITED if max(limits) > YEAR_MINUTES else max(limits)
         merged.append(
             dataclasses.replace(
                 base,
@@ -209,6 +235,12 @@ def merge_duplicates(jobs: Iterable[RunningJob]) -> tuple[list[RunningJob], set[
 
 # What squeue prints for a job with no limit of its own: INFINITE, or NO_VAL (set as it starts).
 _NO_LIMIT = frozenset({"UNLIMITED", "INFINITE", "NOT_SET", "Partition_Limit"})
+# What squeue prints for a duration over a year or below 0 (see the module's note).
+_INVALID = "INVALID"
+
+
+class RunTimeInvalid(ValueError):
+    """A run time squeue printed INVALID: the job's line is skipped, but it read."""
 
 
 def _job(parts: list[str]) -> RunningJob:
@@ -225,10 +257,14 @@ def _job(parts: list[str]) -> RunningJob:
     comment = comment[: -len(SEPARATOR)] if comment.endswith(SEPARATOR) else comment
     if limit in _NO_LIMIT:
         limit_s = None
+    elif limit == _INVALID:
+        limit_s = OVER_A_YEAR * 60.0
     elif (limit_s := parse_duration_s(limit)) is None:
-        # A blank, "N/A", "INVALID"... is a garbled line, not "unlimited": taken for no limit, it
+        # A blank, "N/A", "None"... is a garbled line, not "unlimited": taken for no limit, it
         # would be the highest seen, and the job's true limit next a lowering never extended past.
         raise ValueError(f"job {job_id}: time limit {limit[:40]!r} does not read")
+    if used == _INVALID and _JOB_ID.fullmatch(job_id) and state != PENDING:
+        raise RunTimeInvalid(f"job {job_id}: run time INVALID (over a year, or started ahead of this clock)")
     elapsed = parse_duration_s(used)
     if elapsed is None:
         raise ValueError(f"job {job_id}: no run time {used[:40]!r}")
