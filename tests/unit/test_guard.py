@@ -43,14 +43,17 @@ def line(
     nodes: str = "c1",
     state: str = "R",
     restarts: int = 0,
+    deadline: str = "N/A",
 ) -> str:
     """One line of SQUEUE_ARGV's output."""
-    return f"{job}|{state}|{restarts}|{SUBMITTED}|{limit}|{used}|{partition}|normal|(null)|{nodes}|{comment}|"
+    head = f"{job}|{state}|{restarts}|{SUBMITTED}|{limit}|{used}|{partition}"
+    return f"{head}|normal|(null)|{nodes}|{deadline}|{comment}|"
 
 
 class FakeSlurm:
     """squeue answers ``listing``; scontrol update succeeds unless the job is in ``gone`` (it ended)
-    or ``refused`` (scontrol fails); sinfo answers ``node_cores``. ``calls``: every argv, in order."""
+    or ``refused`` (scontrol fails); sinfo answers ``node_cores``, scontrol show partition
+    ``partitions`` and sacctmgr ``qos``. ``calls``: every argv, in order."""
 
     def __init__(
         self,
@@ -64,6 +67,8 @@ class FakeSlurm:
         self.gone, self.refused = set(gone), set(refused)
         self.reservations = reservations or "No reservations in the system\n"
         self.node_cores = node_cores
+        self.partitions = "PartitionName=batch MaxTime=UNLIMITED State=UP QoS=N/A\n"
+        self.qos = "normal||\nlong|2-00:00:00|\n"  # sacctmgr's Name|MaxWall|Flags
         self.updates: list[tuple[str, int]] = []
         self.squeue_fails = self.reservations_fail = False
         self.calls: list[tuple[str, ...]] = []
@@ -90,10 +95,10 @@ class FakeSlurm:
                 return Completed(1, "", "slurm_load_reservations error: Socket timed out\n")
             return Completed(0, self.reservations, "")
         if "partition" in argv:
-            return Completed(0, "PartitionName=batch MaxTime=UNLIMITED State=UP\n", "")
+            return Completed(0, self.partitions, "")
         if argv[0] == "sinfo":
             return Completed(0, self.node_cores, "")
-        return Completed(0, "normal|\nlong|2-00:00:00\n", "")
+        return Completed(0, self.qos, "")
 
 
 def make_guard(

@@ -11,6 +11,7 @@ from slurm_harp.guard import running
 from slurm_harp.guard.bounds import parse_partition_max, parse_qos_max, parse_reservations
 from slurm_harp.guard.running import SQUEUE_ARGV, parse_running
 from tests.unit.test_guard import FakeSlurm, line, make_guard
+from tests.unit.test_guard_lowered import pending
 
 TAG = "harp:extend,t!=40,t0=600,v=x"
 
@@ -135,3 +136,46 @@ def test_a_stopped_job_is_extended(tmp_path: Path) -> None:
     guard, _ = make_guard(slurm, tmp_path)
     report = guard.poll()
     assert report is not None and report.listed == 1 and slurm.updates == [("6", 41)]
+
+
+def test_a_limit_over_a_year_reads_and_never_fails_the_poll(tmp_path: Path) -> None:
+    # The audit's case: squeue prints a duration over a year as INVALID (22.05 _print_secs). A user's
+    # own --time=400-0, tagged in time_min mode, was a line that did not read: on a cluster listing
+    # nothing else, the poll failed, no heartbeat, and the daemon stopped shortening every new job.
+    tag = "harp:time_min,t~=60,t0=576000,v=x"
+    slurm = FakeSlurm([pending("5", "INVALID", tag)])
+    guard, _ = make_guard(slurm, tmp_path)
+    assert guard.poll() is not None and guard.heartbeat.alive()
+    # Read as over a year, at least: not a lowering from the 400 days harp gave it
+    seen = guard._lowered.seen["5"]
+    assert (seen.limit, seen.lowered_to) == (running.OVER_A_YEAR, None)
+    # Started cut to 100 min (backfill), extended to its 400 days (INVALID again), then lowered by its
+    # user to 10000 min: over a year was the highest, so 10000 is a lowering, never extended past.
+    for limit, used in (("1:40:00", "1:39:00"), ("INVALID", "2:00:00"), ("6-22:40:00", "6-22:39:00")):
+        slurm.listing = line("5", limit, used, tag) + "\n"
+        guard.poll()
+    assert slurm.updates == [("5", 120)]  # once, as it started: 60 + 1 h
+
+
+def test_a_job_whose_limit_is_over_a_year_is_not_extended(tmp_path: Path) -> None:
+    # Its true limit is unknown: a minute before the least it may be, an extension could cut it.
+    tag = "harp:time_min,t~=60,t0=600000,v=x"
+    slurm = FakeSlurm([line("5", "INVALID", "364-23:59:00", tag)])
+    guard, _ = make_guard(slurm, tmp_path)
+    report = guard.poll()
+    assert report is not None and report.listed == 1 and report.shortened == 0 and slurm.updates == []
+
+
+def test_a_run_time_printed_invalid_skips_its_line_but_never_fails_the_poll(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A job run over a year (no limit), or one started ahead of this host's clock after it stepped
+    # back: squeue prints INVALID. Its line is skipped, and what was seen of its job kept.
+    caplog.set_level("INFO")
+    slurm = FakeSlurm([line("5", "UNLIMITED", "INVALID", "(null)")])
+    guard, _ = make_guard(slurm, tmp_path)
+    report = guard.poll()
+    assert report is not None and report.listed == 0 and guard.heartbeat.alive()
+    assert "squeue line 1 skipped: job 5: run time INVALID" in caplog.text
+    unread: set[str] = set()
+    assert list(parse_running(line("6", "40:00", "INVALID", TAG), unread)) == [] and unread == {"6"}

@@ -60,11 +60,11 @@ def test_a_new_run_and_a_job_gone_are_seen_afresh(tmp_path: Path) -> None:
     slurm = FakeSlurm([line("7", "1:40:00", "50:00", EXTEND), line("8", "1:40:00", "50:00", EXTEND)])
     guard, _ = make_guard(slurm, tmp_path)
     guard.poll()
-    # 7 requeued and started again at its cut limit (its run time went back); 8 left the listing
-    # (pending again) and then came back at its cut limit.
-    slurm.listing = line("7", "40:00", "39:00", EXTEND) + "\n"
+    # 7 requeued (Slurm counts a restart at every requeue) and started again at its cut limit; 8 left
+    # the listing, requeued too, and then came back at its cut limit.
+    slurm.listing = line("7", "40:00", "39:00", EXTEND, restarts=1) + "\n"
     guard.poll()
-    back = [line("7", "41:00", "39:05", EXTEND), line("8", "40:00", "39:00", EXTEND)]
+    back = [line("7", "41:00", "39:05", EXTEND, restarts=1), line("8", "40:00", "39:00", EXTEND, restarts=1)]
     slurm.listing = "\n".join(back) + "\n"
     guard.poll()
     # 8 is the closer to its limit; 7, 115 s left, gets the first step that leaves the lead (40 + 5).
@@ -254,7 +254,7 @@ def test_a_job_listed_twice_at_and_below_its_own_limit_is_said_not_extended(
     assert "job 6: listed at 60 and 600 min, not extended past its own 600 min" in caplog.text
 
 
-@pytest.mark.parametrize("garbled", ["", "N/A", "Unknown", "INVALID", "None"])
+@pytest.mark.parametrize("garbled", ["", "N/A", "Unknown", "None"])  # INVALID: over a year (test_guard_jobs)
 def test_a_garbled_time_limit_is_no_unlimited_limit_and_no_lowering(tmp_path: Path, garbled: str) -> None:
     # A blank or sentinel TimeLimit was read as "no limit": the highest seen, so that the job's true
     # 40 min next looked like its user's lowering, and the job was never extended (killed at its cut).

@@ -128,7 +128,8 @@ def test_an_entry_that_does_not_read_is_skipped(tmp_path: Path, caplog: pytest.L
     good = [SUBMITTED, 0, False, 100, 80, 3000.0, 80]  # 6 was lowered from 100 to 80 while it ran
     bad = {
         "1": [SUBMITTED, 0, True, 100, 80, 0.0, 100],  # "lowered" to its highest while pending
-        "8": [SUBMITTED, 0, False, 100, 80, 3000.0, 101],  # lowered above its highest
+        "8": [SUBMITTED, 0, True, 100, 80, 0.0, 101],  # lowered above its highest while pending
+        "9": [SUBMITTED, 0, True, 100, 80, 0.0, None, 700],  # "raised" while pending
         "2": [SUBMITTED, -1, False, 100, 80, 3000.0, None],
         "3": [SUBMITTED, 0, 0, 100, 80, 3000.0, None],  # not a bool
         "4": [SUBMITTED, 0, False, True, 80, 3000.0, None],  # a bool, not a count
@@ -138,7 +139,7 @@ def test_an_entry_that_does_not_read_is_skipped(tmp_path: Path, caplog: pytest.L
     write_state(tmp_path, {"format": seen_file.FORMAT, "jobs": {"6": good, **bad}})
     slurm = FakeSlurm([line("6", "1:20:00", "1:19:00", EXTEND), line("1", "1:20:00", "1:19:00", EXTEND)])
     make_guard(slurm, tmp_path)[0].poll()
-    assert slurm.updates == [("1", 100)] and "7 entries that do not read ignored" in caplog.text
+    assert slurm.updates == [("1", 100)] and "8 entries that do not read ignored" in caplog.text
 
 
 def test_another_job_under_the_same_id_is_not_taken_for_it(tmp_path: Path) -> None:
@@ -206,13 +207,32 @@ def test_an_own_limit_seen_or_given_up_is_written_at_once(tmp_path: Path) -> Non
     assert polled_after(10, "10:00:00", "1:20:00") == {"5": None, "6": 80}
 
 
-def test_a_new_run_under_the_same_restart_count_is_written_at_once(tmp_path: Path) -> None:
-    # Its run time went back: a new run, whose start limit is below the last run's highest. Left
-    # waiting, a crash would leave the old highest on disk, and a restarted guard that first saw the
-    # new run past the old run time would take its start limit for its user's lowering.
+def test_a_job_pending_again_under_the_same_restart_count_is_written_at_once(tmp_path: Path) -> None:
+    # Seen running at 100 min, then pending at 80 (Slurm counts a restart at every requeue; should a
+    # job wait again without one): a new spell, whose highest is below the run's. Left waiting, a
+    # crash would leave the old highest on disk, and a restarted guard that first saw the job run
+    # again at 80 would take that for its user's lowering.
     clocked = Clocked(tmp_path, [line("6", "1:40:00", "50:00", EXTEND)])
-    clocked.poll_at(5, line("6", "1:20:00", "1:00", EXTEND))
-    assert written(tmp_path)["6"][3:6] == [80, 80, 60]  # highest, limit, run time of the new run
+    clocked.poll_at(5, pending("6", "1:20:00", EXTEND))
+    assert written(tmp_path)["6"][2:5] == [True, 80, 80]  # pending, highest, limit of the new spell
+
+
+def test_a_start_below_a_limit_lowered_while_pending_outlives_a_restart(tmp_path: Path) -> None:
+    # The audit's case: lowered from 600 to 300 min while pending, then started by backfill at 100
+    # (within time_min). The run's entry holds a lowering (300) above its highest (100): the file
+    # refused it ("lowered above its highest"), and a restarted guard extended the job to 340.
+    slurm, guard = polled(
+        tmp_path,
+        [pending("5", "10:00:00", TIME_MIN)],
+        [pending("5", "5:00:00", TIME_MIN)],
+        [line("5", "1:40:00", "1:00", TIME_MIN)],
+    )
+    guard.close()
+    assert written(tmp_path)["5"][2:] == [False, 100, 100, 60, 300]
+    slurm.listing = line("5", "4:50:00", "4:49:00", TIME_MIN) + "\n"  # extended to 290 meanwhile
+    restarted, _ = make_guard(slurm, tmp_path)
+    restarted.poll()
+    assert slurm.updates == [("5", 300)]  # up to its user's 300, not past it
 
 
 def test_a_guard_that_crashed_lost_only_what_errs_towards_extending(tmp_path: Path) -> None:

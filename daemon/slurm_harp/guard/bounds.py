@@ -1,5 +1,7 @@
 """What the site allows a running job's limit to grow to: reservations on its nodes, its
-partition's MaxTime and its QOS's MaxWall.
+partition's MaxTime and the MaxWall of its QOS or its partition's (guard.qos); and the job's own
+deadline (``--deadline``: Slurm started it with a limit that ends by then, and never kills it for it
+later, so an extension past it would run the job past the time its user gave).
 
 The guard runs as an operator, and Slurm lets an operator raise a limit through all of these
 (checked on Slurm 22.05: into a maintenance reservation, past a partition MaxTime). So the guard
@@ -17,19 +19,22 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_harp.accounting.fields import SLURM_ZONE, parse_moment
 from slurm_harp.guard.hostlist import expand
+from slurm_harp.guard.qos import QOS_ARGV, QosTable, parse_partition_qos, parse_qos
 from slurm_harp.guard.running import RunningJob
 from slurm_harp.slurm_formats import parse_max_time, scontrol_records
+
+__all__ = ["QOS_ARGV", "Bounds", "Reservation", "parse_qos"]
 
 log = logging.getLogger(__name__)
 
 RESERVATIONS_ARGV = ("scontrol", "--oneliner", "show", "reservation")
 PARTITIONS_ARGV = ("scontrol", "--oneliner", "show", "partition")
-QOS_ARGV = ("sacctmgr", "--noheader", "--parsable2", "show", "qos", "format=Name,MaxWall")
 # Node names (a host list), sockets per node and cores per socket, one line per kind of node.
 NODE_CORES_ARGV = ("sinfo", "--noheader", "--format=%N|%X|%Y")
 # Reservations placed over running jobs: they bound the jobs on their nodes whatever their size.
@@ -65,7 +70,8 @@ class Reservation:
 class Bounds:
     reservations: tuple[Reservation, ...] = ()
     partition_max_minutes: Mapping[str, int] = field(default_factory=dict)
-    qos_max_minutes: Mapping[str, int] = field(default_factory=dict)
+    qos: QosTable = field(default_factory=QosTable)
+    partition_qos: Mapping[str, str] = field(default_factory=dict)  # partition -> its QOS
     node_cores: Mapping[str, int] = field(default_factory=dict)
 
     def limit_for(self, job: RunningJob, now: float) -> tuple[int | None, str]:
@@ -79,9 +85,12 @@ class Bounds:
 
         if job.partition in self.partition_max_minutes:
             lower(self.partition_max_minutes[job.partition], f"partition {job.partition} MaxTime")
-        if job.qos in self.qos_max_minutes:
-            lower(self.qos_max_minutes[job.qos], f"QOS {job.qos} MaxWall")
-        started = now - job.elapsed_s
+        if (wall := self.qos.max_wall(job.qos, self.partition_qos.get(job.partition))) is not None:
+            lower(*wall)
+        started = now - job.elapsed_s  # when it would have started had it never been suspended
+        if job.deadline is not None:
+            deadline = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(job.deadline))
+            lower(math.floor((job.deadline - started) / 60.0), f"its deadline {deadline}")
         nodes: set[str] | None
         try:
             nodes = expand(job.nodes)
@@ -162,15 +171,14 @@ def parse_partition_max(text: str) -> dict[str, int]:
     return out
 
 
+def parse_partitions(text: str) -> tuple[dict[str, int], dict[str, str]]:
+    """Each partition's MaxTime (parse_partition_max) and QOS (guard.qos), from one listing."""
+    return parse_partition_max(text), parse_partition_qos(text)
+
+
 def parse_qos_max(text: str) -> dict[str, int]:
-    """Each QOS's MaxWall in minutes, read as parse_partition_max reads MaxTime."""
-    out = {}
-    for line in text.split("\n"):
-        name, _, wall = line.partition("|")
-        minutes = _max_minutes(wall, f"QOS {name.strip()!r:.40} MaxWall")
-        if name.strip() and minutes is not None:
-            out[name.strip()] = minutes
-    return out
+    """Each QOS's MaxWall in minutes, read as parse_partition_max reads MaxTime (guard.qos)."""
+    return dict(parse_qos(text).max_minutes)
 
 
 def parse_node_cores(text: str) -> dict[str, int]:

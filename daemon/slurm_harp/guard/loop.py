@@ -39,14 +39,21 @@ from slurm_harp.guard.bounds import (
     RESERVATIONS_ARGV,
     Bounds,
     parse_node_cores,
-    parse_partition_max,
-    parse_qos_max,
+    parse_partitions,
+    parse_qos,
     parse_reservations,
 )
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.lowered_limits import LoweredLimits
-from slurm_harp.guard.running import RUNNING, SQUEUE_ARGV, RunningJob, merge_duplicates, parse_running
+from slurm_harp.guard.running import (
+    RUNNING,
+    SQUEUE_ARGV,
+    RunningJob,
+    limit_text,
+    merge_duplicates,
+    parse_running,
+)
 from slurm_harp.guard.seen_file import SeenFile
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.heartbeat import HeartbeatFile
@@ -135,7 +142,7 @@ class Guard:
             return None
         merged, ambiguous = merge_duplicates(parsed)
         jobs = [j for j in self._lowered.apply(merged, unread, ambiguous) if j.state == RUNNING]
-        shortened = [j for j in jobs if _below_own_limit(j)]
+        shortened = [j for j in jobs if j.shortened]
         listed = {j.job_id for j in jobs}
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
         due = due_jobs(
@@ -192,7 +199,7 @@ class Guard:
     def _extend(self, job: RunningJob, now: float, lead: float, ratios: ConditionalRatios | None) -> str:
         """``lead``: the time to leave the job (the configured lead, more under a backlog)."""
         own, limit = job.own_limit_minutes, job.limit_minutes
-        assert own is not None and limit is not None  # _below_own_limit
+        assert own is not None and limit is not None  # RunningJob.shortened
         prediction = job.prediction_minutes or limit
         bound, why = self._bounds.limit_for(job, now)
         base, elapsed = limit, job.elapsed_s
@@ -223,7 +230,9 @@ class Guard:
             self._refused[job.job_id] = limit
             return results.REFUSED_BOUND
         asked = self._clock()
-        done = self._run(("scontrol", "update", f"JobId={job.job_id}", f"TimeLimit={ext.new_limit}"))
+        done = self._run(
+            ("scontrol", "update", f"JobId={job.job_id}", f"TimeLimit={limit_text(ext.new_limit)}")
+        )
         self._updates.add(self._clock() - asked)
         if done.returncode != 0:
             message = done.stderr.strip() or done.stdout.strip()
@@ -261,12 +270,13 @@ class Guard:
             return False
         old = self._bounds
         self._refused.clear()  # new bounds: every refusal is worth one more look
+        partitions = (old.partition_max_minutes, old.partition_qos)
+        max_time, partition_qos = self._read("partitions", PARTITIONS_ARGV, parse_partitions, partitions)
         self._bounds = Bounds(
             reservations=old.reservations,
-            partition_max_minutes=self._read(
-                "partitions", PARTITIONS_ARGV, parse_partition_max, old.partition_max_minutes
-            ),
-            qos_max_minutes=self._read("QOS", QOS_ARGV, parse_qos_max, old.qos_max_minutes),
+            partition_max_minutes=max_time,
+            qos=self._read("QOS", QOS_ARGV, parse_qos, old.qos),
+            partition_qos=partition_qos,
             node_cores=self._read("node cores", NODE_CORES_ARGV, parse_node_cores, old.node_cores),
         )
         self._bounds_at = now
@@ -286,8 +296,3 @@ class Guard:
             log.warning("could not read %s: %.200s", what, done.stderr.strip())
             return last
         return parse(done.stdout)
-
-
-def _below_own_limit(job: RunningJob) -> bool:
-    own = job.own_limit_minutes
-    return own is not None and job.limit_minutes is not None and job.limit_minutes < own

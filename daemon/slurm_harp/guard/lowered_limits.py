@@ -8,17 +8,21 @@ partition's MaxTime (22.05 update_job). What Slurm itself does to a limit (22.05
   the job lock, and puts it back before it yields;
 - it sets a running job's limit as it starts it (backfill within time_min, a deadline, the
   partition's DefaultTime), and only then; only operators raise a running job's limit;
-- a requeue counts a restart (squeue's RestartCnt) and leaves the job pending with the limit it ran
-  with (cut by backfill, raised by the guard).
+- a requeue counts a restart (squeue's RestartCnt: every requeue path of job_mgr.c adds one) and
+  leaves the job pending with the limit it ran with (cut by backfill, raised by the guard); the
+  epilog's end gives it a new submit time too (batch_requeue_fini).
 
-So the guard follows each tagged job through its pending spell and its run, one restart count at a
-time (a new count, or a run time that went back, starts afresh):
+So the guard follows each tagged job through its pending spell and its run, one (restart count,
+submit time) at a time: a new one starts afresh. A run time that goes back within one is the clock
+stepping back, not a new run (logged): what was seen holds.
 - pending: a limit below the highest seen in this spell is the user's own from then on, and so is
   one below the limit harp gave the job at submission while it never ran (the tag's cut in extend
   mode, its ``t0`` in time_min mode). A raise while pending may be the user's own, so the own limit
   follows it (none once it is back at that highest);
 - starting: the pending spell's own limit goes on into the run, unless the job starts above the
-  limit last seen pending (raised meanwhile). A start below it is Slurm's doing, not a lowering;
+  limit last seen pending (raised meanwhile). A start below it is Slurm's doing, not a lowering. A
+  limit last seen pending above the tag's own (a user may raise a pending job's limit up to its
+  partition's MaxTime) is the job's own from then on, instead of the tag's (``raised_to``);
 - running: a limit below the highest seen in this run was lowered, and the lowest such is the own
   limit for the rest of the run, an admin's later raise included;
 - configuring (nodes booting), or in a state flag not placed (guard.running): what was seen is
@@ -34,7 +38,7 @@ guard goes on from there. A job (id, submit time) no longer listed is forgotten 
 missing from MISSING_POLLS listings in a row; a job whose squeue line did not read is kept for as long
 as it does not. Dropped at once, a lowering was forgotten when one line of the job failed to read,
 and the next poll extended the job past it; kept, a job missing for a while is seen as after polls that
-failed, which its run time and restart count tell apart from a new run.
+failed, which its restart count and submit time tell apart from a new run.
 """
 
 from __future__ import annotations
@@ -45,12 +49,20 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from slurm_harp.core.message import Tag
-from slurm_harp.guard.running import COMPLETING, PENDING, UNLIMITED, UNSETTLED, RunningJob, limit_or_unlimited
+from slurm_harp.guard.running import (
+    COMPLETING,
+    PENDING,
+    UNLIMITED,
+    UNSETTLED,
+    YEAR_MINUTES,
+    RunningJob,
+    limit_or_unlimited,
+)
 
 log = logging.getLogger(__name__)
 
 # squeue prints whole seconds; within one run a job's run time never goes back (a suspended job's
-# stands still), so a drop by more than this is a new run.
+# stands still), so a drop by more than this is the clock stepping back (logged).
 RUN_TIME_SLACK_S = 1.0
 # Listings in a row a job may be missing from before what was seen of it is forgotten: a minute at
 # the default poll period, long past a line garbled once.
@@ -68,6 +80,7 @@ class Seen:
     limit: int  # the limit seen last
     elapsed_s: float  # the run time seen last (0 while pending)
     lowered_to: int | None = None  # its user's (or an admin's) own limit, below ``highest``
+    raised_to: int | None = None  # in a run: the limit it waited at, above its tag's own limit
 
 
 class LoweredLimits:
@@ -78,6 +91,7 @@ class LoweredLimits:
         self._missing: dict[str, int] = {}  # listings in a row each kept job was missing from
         # Since the last save (guard.seen_file): anything but run times; a job's own limit (written at once).
         self.changed = self.own_limit_changed = False
+        self._went_back = 0  # jobs whose run time went back in this listing
 
     def apply(
         self, jobs: Iterable[RunningJob], unread: Collection[str] = (), ambiguous: Collection[str] = ()
@@ -97,10 +111,9 @@ class LoweredLimits:
             if job.job_id in ambiguous:  # which line is the job's? no lowering is read from either
                 if key in self.seen:
                     seen[key] = self.seen[key]
-                lowered = None if prior is None else prior.lowered_to
-                out.append(job if lowered is None else dataclasses.replace(job, lowered_to=lowered))
+                out.append(job if prior is None else _with_own(job, prior))
                 continue
-            before, own_before = (None, None) if prior is None else (_kept(prior), prior.lowered_to)
+            before, own_before = (None, (None, None)) if prior is None else (_kept(prior), _own(prior))
             highest_before = None if prior is None else prior.highest
             if job.state == COMPLETING:
                 now = self._completing(job, prior)
@@ -109,13 +122,20 @@ class LoweredLimits:
             if now is not None:
                 seen[key] = now
                 self.changed |= before is None or _kept(now) != before
-                # A highest that fell is a new run (its run time went back): written at once too, or
-                # a restarted guard might take the new run's start for a lowering below the old highest.
+                # A highest that fell is a new spell (a job seen running, then pending under the same
+                # restart count): written at once too, or a restarted guard might take its next start
+                # for a lowering below the old highest.
                 fell = highest_before is not None and now.highest < highest_before
-                self.own_limit_changed |= now.lowered_to != own_before or fell
-                if now.lowered_to is not None:
-                    job = dataclasses.replace(job, lowered_to=now.lowered_to)
+                self.own_limit_changed |= _own(now) != own_before or fell
+                job = _with_own(job, now)
             out.append(job)
+        if self._went_back:
+            log.warning(
+                "%d jobs' run times went back by more than %g s, their restart counts and submit times "
+                "unchanged: the clock stepped back; the same runs, and what was seen of them holds",
+                self._went_back, RUN_TIME_SLACK_S,
+            )  # fmt: skip
+            self._went_back = 0
         self._keep_missing(seen, {_key(job_id) for job_id in unread})
         self.changed |= seen.keys() != self.seen.keys()
         self.seen = seen
@@ -156,8 +176,7 @@ class LoweredLimits:
     def _see(self, job: RunningJob, prior: Seen | None) -> Seen:
         limit = limit_or_unlimited(job)
         pending = job.state == PENDING
-        went_back = prior is not None and job.elapsed_s < prior.elapsed_s - RUN_TIME_SLACK_S
-        if prior is None or (pending and not prior.pending) or went_back:  # first seen, or a new run
+        if prior is None or (pending and not prior.pending):  # first seen, or pending again
             fresh = Seen(job.submitted, job.restarts, pending, limit, limit, job.elapsed_s)
             if not pending:
                 return fresh
@@ -169,10 +188,13 @@ class LoweredLimits:
             return self._pending(job, prior, limit)
         if prior.pending:  # it started: Slurm may have cut its limit (backfill, a deadline)
             lowered = prior.lowered_to if limit <= prior.limit else None
-            return Seen(job.submitted, job.restarts, False, limit, limit, job.elapsed_s, lowered)
+            raised = _raised(job, prior.limit)
+            return Seen(job.submitted, job.restarts, False, limit, limit, job.elapsed_s, lowered, raised)
+        if job.elapsed_s < prior.elapsed_s - RUN_TIME_SLACK_S:
+            self._went_back += 1  # the clock: every requeue changes the restart count (logged in apply)
         prior.elapsed_s, prior.limit = job.elapsed_s, limit
-        if limit >= prior.highest:
-            prior.highest = limit
+        if not _below(limit, prior.highest):
+            prior.highest = max(prior.highest, limit)
         elif prior.lowered_to is None or limit < prior.lowered_to:
             _lowered(job, prior.highest, limit, "while it ran")
             prior.lowered_to = limit
@@ -180,7 +202,7 @@ class LoweredLimits:
 
     @staticmethod
     def _pending(job: RunningJob, seen: Seen, limit: int) -> Seen:
-        lowered = limit if limit < seen.highest else None
+        lowered = limit if _below(limit, seen.highest) else None
         if lowered is not None and lowered != seen.lowered_to:
             _lowered(job, seen.highest, limit, "while it was pending")
         elif seen.lowered_to is not None and lowered is None:
@@ -189,9 +211,41 @@ class LoweredLimits:
         return seen
 
 
+def _below(limit: int, highest: int) -> bool:
+    """Whether ``limit`` is a lowering from ``highest``: not one squeue printed INVALID (over a year,
+    guard.running), whose true value may be anything over a year, even above ``highest``."""
+    return limit < highest and limit <= YEAR_MINUTES
+
+
 def _kept(s: Seen) -> tuple[object, ...]:
     """What the file keeps of ``s`` (guard.seen_file): all but the run time, which grows every poll."""
-    return (s.submitted, s.restarts, s.pending, s.highest, s.limit, s.lowered_to)
+    return (s.submitted, s.restarts, s.pending, s.highest, s.limit, s.lowered_to, s.raised_to)
+
+
+def _own(s: Seen) -> tuple[int | None, int | None]:
+    return s.lowered_to, s.raised_to
+
+
+def _with_own(job: RunningJob, s: Seen) -> RunningJob:
+    """``job`` with the own limit ``s`` holds for it."""
+    if s.lowered_to is None and s.raised_to is None:
+        return job
+    return dataclasses.replace(job, lowered_to=s.lowered_to, raised_to=s.raised_to)
+
+
+def _raised(job: RunningJob, waited: int) -> int | None:
+    """The limit a job waited at as it started, when above its tag's own limit (logged): raised while
+    it was pending, by its user (up to its partition's MaxTime) or an admin."""
+    own = None if job.tag is None else job.tag.extendable_minutes
+    if own is None or waited <= own:
+        return None
+    was = "unlimited" if waited == UNLIMITED else f"{waited} min"
+    log.info(
+        "job %s: started after waiting at %s, above its tag's own %d min (raised while pending): "
+        "the guard may extend it up to %s",
+        job.job_id, was, own, was,
+    )  # fmt: skip
+    return waited
 
 
 def _submitted_limit(tag: Tag | None) -> int:

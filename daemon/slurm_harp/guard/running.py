@@ -3,7 +3,7 @@
 `squeue -O` prints only the fields asked for (about 120 bytes a job, against several KB a job
 with `--json`), so one poll over 10,000 running jobs stays cheap for slurmctld and the guard.
 The admin comment is the last field: free text of other tools may hold the separator, and
-everything after the tenth one is the comment.
+everything after the eleventh one is the comment.
 
 A job is read by the id that addresses it alone in `scontrol update` (squeue's JobArrayID):
 ``1000_7`` for a task of array 1000 and ``1000+1`` for a component of heterogeneous job 1000. Its raw
@@ -26,6 +26,15 @@ SIGSTOP or SIGCONT on its way) and resizing jobs run; one held after a requeue (
 requeues) or its reservation deleted is pending; completing is a job ending, or one requeued and
 pending until its epilog ends (guard.lowered_limits tells them apart); configuring, its nodes booting,
 and any flag not placed here keep what was seen of the job.
+
+squeue prints a duration over a year, or below 0, as INVALID (22.05 _print_secs). A time limit so
+printed is over a year (OVER_A_YEAR: at least that), and a job with one is never extended (its true
+limit is not known, and an extension below it would cut it). A run time so printed (a job run over a
+year, or one started ahead of this host's clock after it stepped back) is a line skipped, but not one
+that fails to read: such a line alone never fails the poll (guard.loop).
+
+A job's deadline (``--deadline``) is read too: Slurm starts such a job with a limit that ends by it,
+and it bounds the guard's extensions (guard.bounds).
 """
 
 from __future__ import annotations
@@ -38,14 +47,18 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from slurm_harp.accounting.fields import SLURM_ZONE, parse_moment
 from slurm_harp.core.message import TAG_PREFIX, Tag, parse_tag
 from slurm_harp.core.policy import Mode
-from slurm_harp.slurm_formats import parse_duration_s
+from slurm_harp.slurm_formats import is_sentinel, parse_duration_s
 
 log = logging.getLogger(__name__)
 
 SEPARATOR = "|"
 UNLIMITED = sys.maxsize  # a job with no time limit, where a limit in minutes is compared
+# squeue prints a limit over a year (Slurm's YEAR_MINUTES) as INVALID: read as the least it may be.
+YEAR_MINUTES = 365 * 24 * 60
+OVER_A_YEAR = YEAR_MINUTES + 1
 # The states a job is read in: squeue's StateCompact of three base states and of completing,
 RUNNING, PENDING, SUSPENDED, COMPLETING = "R", "PD", "S", "CG"
 # and configuring (CF) or a flag not placed here: what was seen of the job is kept.
@@ -74,6 +87,7 @@ _FIELDS = (
     "QOS",
     "Reservation",
     "NodeList",
+    "Deadline",
     "admin_comment",
 )
 SQUEUE_ARGV: tuple[str, ...] = (
@@ -103,7 +117,11 @@ class RunningJob:
     state: str = RUNNING
     restarts: int = 0  # times Slurm requeued it: each run has its own count
     submitted: str = ""  # its submit time as squeue prints it: a job id may name another job later
+    deadline: float | None = None  # unix seconds: Slurm started it to end by then (--deadline)
     lowered_to: int | None = None  # a limit its user or an admin lowered it to (guard.lowered_limits)
+    # The limit it waited at, above the tag's own, as it started (its user raised it while pending):
+    # its own limit instead of the tag's (guard.lowered_limits).
+    raised_to: int | None = None
     # Listed again with a higher limit in the same listing (merge_duplicates): an extension goes past
     # it, so that no `scontrol update` sets a limit below either line's.
     listed_above: int | None = None
@@ -111,11 +129,25 @@ class RunningJob:
     @property
     def own_limit_minutes(self) -> int | None:
         """The user's own limit when harp shortened the job (or set its time_min) and may extend it:
-        the tag's, or the lower one its user or an admin set (guard.lowered_limits)."""
+        the tag's, or the higher one the job waited at as it started, then the lower one its user or
+        an admin set (guard.lowered_limits)."""
         own = None if self.tag is None else self.tag.extendable_minutes
-        if own is None or self.lowered_to is None:
-            return own
-        return min(own, self.lowered_to)
+        if own is None:
+            return None
+        if self.raised_to is not None:
+            own = max(own, self.raised_to)
+        return own if self.lowered_to is None else min(own, self.lowered_to)
+
+    @property
+    def limit_over_a_year(self) -> bool:
+        """Its limit printed INVALID: over a year, and not known (see the module's note)."""
+        return self.limit_minutes is not None and self.limit_minutes > YEAR_MINUTES
+
+    @property
+    def shortened(self) -> bool:
+        """Below its own limit, and the guard's to extend: not over a year (see the module's note)."""
+        own, limit = self.own_limit_minutes, self.limit_minutes
+        return own is not None and limit is not None and limit < own and not self.limit_over_a_year
 
     @property
     def prediction_minutes(self) -> int | None:
@@ -138,6 +170,11 @@ def parse_running(
             continue  # not running, and no tag of a job the guard may extend
         try:
             job = _job(parts)
+        except RunTimeInvalid as exc:  # Slurm's own word, not a line the guard cannot read
+            log.info("squeue line %d skipped: %s", lineno, exc)
+            if unread is not None:
+                unread.add(parts[0].strip())
+            continue
         except Exception as exc:  # ValueError, and OverflowError for a 400-digit duration
             log.warning("squeue line %d skipped: %s: %s", lineno, type(exc).__name__, exc)
             if failed is not None:
@@ -147,6 +184,11 @@ def parse_running(
                 unread.add(job_id)
             continue
         yield job
+
+
+def limit_text(minutes: int) -> str:
+    """A limit as scontrol takes it: UNLIMITED for an own limit its user raised to none."""
+    return "UNLIMITED" if minutes >= UNLIMITED else str(minutes)
 
 
 def limit_or_unlimited(job: RunningJob) -> int:
@@ -179,7 +221,8 @@ def merge_duplicates(jobs: Iterable[RunningJob]) -> tuple[list[RunningJob], set[
             lines,
             key=lambda j: (j.state != RUNNING, limit_or_unlimited(j)),
         )
-        highest = max(limits)
+        # A line over a year (its true limit unknown) is taken for none: no extension may go below it.
+        highest = UNLIMITED if max(limits) > YEAR_MINUTES else max(limits)
         merged.append(
             dataclasses.replace(
                 base,
@@ -192,12 +235,18 @@ def merge_duplicates(jobs: Iterable[RunningJob]) -> tuple[list[RunningJob], set[
 
 # What squeue prints for a job with no limit of its own: INFINITE, or NO_VAL (set as it starts).
 _NO_LIMIT = frozenset({"UNLIMITED", "INFINITE", "NOT_SET", "Partition_Limit"})
+# What squeue prints for a duration over a year or below 0 (see the module's note).
+_INVALID = "INVALID"
+
+
+class RunTimeInvalid(ValueError):
+    """A run time squeue printed INVALID: the job's line is skipped, but it read."""
 
 
 def _job(parts: list[str]) -> RunningJob:
     if len(parts) != len(_FIELDS):
         raise ValueError(f"{len(parts)} fields, expected {len(_FIELDS)}")
-    job_id, shown, restarts, submitted, limit, used, partition, qos, reservation, nodes, comment = (
+    job_id, shown, restarts, submitted, limit, used, partition, qos, reservation, nodes, deadline, comment = (
         p.strip() for p in parts
     )
     if not _STATE_CODE.fullmatch(shown):
@@ -208,10 +257,14 @@ def _job(parts: list[str]) -> RunningJob:
     comment = comment[: -len(SEPARATOR)] if comment.endswith(SEPARATOR) else comment
     if limit in _NO_LIMIT:
         limit_s = None
+    elif limit == _INVALID:
+        limit_s = OVER_A_YEAR * 60.0
     elif (limit_s := parse_duration_s(limit)) is None:
-        # A blank, "N/A", "INVALID"... is a garbled line, not "unlimited": taken for no limit, it
+        # A blank, "N/A", "None"... is a garbled line, not "unlimited": taken for no limit, it
         # would be the highest seen, and the job's true limit next a lowering never extended past.
         raise ValueError(f"job {job_id}: time limit {limit[:40]!r} does not read")
+    if used == _INVALID and _JOB_ID.fullmatch(job_id) and state != PENDING:
+        raise RunTimeInvalid(f"job {job_id}: run time INVALID (over a year, or started ahead of this clock)")
     elapsed = parse_duration_s(used)
     if elapsed is None:
         raise ValueError(f"job {job_id}: no run time {used[:40]!r}")
@@ -229,4 +282,6 @@ def _job(parts: list[str]) -> RunningJob:
         state=state,
         restarts=int(restarts),
         submitted=submitted,
+        # "N/A": none; "Unknown", "None": Slurm's INFINITE and NO_VAL, none either. Tools run in SLURM_ZONE.
+        deadline=None if is_sentinel(deadline) else parse_moment(deadline, SLURM_ZONE),
     )

@@ -4,9 +4,9 @@ restarted guard goes on from there instead of taking each limit for the one its 
 It lives in the guard's state directory (``[guard] state``; the unit's StateDirectory outlives a
 restart, the heartbeat's runtime directory does not), written to a temporary name, fsync'd, then
 renamed over it. At a busy site jobs come and go every poll, so it is not rewritten whenever what
-it holds changed: at once when a job's own limit did (a lowering seen, or one given up: a raise
-while pending, a start above the limit last seen pending, a new run), otherwise at most once every
-SAVE_INTERVAL_S, and when the guard stops.
+it holds changed: at once when a job's own limit did (a lowering seen, a start above the tag's own
+limit, or one given up: a raise while pending, a start above the limit last seen pending, a new
+run), otherwise at most once every SAVE_INTERVAL_S, and when the guard stops.
 What a crash loses is then only such an interval of jobs first seen, their highest limits and
 states (run times are written with them, but alone never cause a write): a restarted guard takes
 the limit it finds for one its job started with, and may extend the job up to its tag's own limit,
@@ -15,6 +15,9 @@ never stop it short of it.
 A file that is missing, unreadable, not JSON or not of this format is logged and ignored: the guard
 starts from what it sees, as it did before the file existed. So is each entry that does not read.
 Nothing here stops a poll.
+
+An entry is [submitted, restarts, pending, highest, limit, run time, lowered_to], and raised_to after
+them in a run that has one (guard.lowered_limits): a guard that knows no raised_to skips only those.
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ def save(path: Path, seen: Mapping[str, Seen]) -> None:
     """Replace the file with ``seen``; OSError when it cannot be written."""
     jobs = {
         job: [s.submitted, s.restarts, s.pending, s.highest, s.limit, s.elapsed_s, s.lowered_to]
+        + ([] if s.raised_to is None else [s.raised_to])
         for job, s in seen.items()
     }
     make_dirs(path.parent)
@@ -115,19 +119,21 @@ def save(path: Path, seen: Mapping[str, Seen]) -> None:
 
 
 def _entry(entry: object) -> Seen | None:
-    if not isinstance(entry, list) or len(entry) != 7:
+    if not isinstance(entry, list) or len(entry) not in (7, 8):
         return None
-    submitted, restarts, pending, highest, limit, elapsed, lowered = entry
-    counts = (restarts, highest, limit) if lowered is None else (restarts, highest, limit, lowered)
+    submitted, restarts, pending, highest, limit, elapsed, lowered, *more = entry
+    raised = more[0] if more else None
+    counts = (restarts, highest, limit, *(n for n in (lowered, raised) if n is not None))
     if not (
         isinstance(submitted, str)
         and isinstance(pending, bool)
         and all(type(n) is int and n >= 0 for n in counts)
         and type(elapsed) in (int, float)
         and elapsed >= 0
-        # Lowered only below the highest seen while pending; in a run, at most it: a job that starts
-        # at a limit lowered while it waited has that limit for both (lowered_limits, its start).
-        and (lowered is None or (lowered < highest if pending else lowered <= highest))
+        # While pending, lowered only below the highest seen, and never raised. In a run, either may
+        # be anything: a job that starts below the limit it was lowered to while it waited (backfill
+        # within time_min) holds a lowering above its run's highest (lowered_limits, its start).
+        and (not pending or ((lowered is None or lowered < highest) and raised is None))
     ):
         return None
-    return Seen(submitted, restarts, pending, highest, limit, float(elapsed), lowered)
+    return Seen(submitted, restarts, pending, highest, limit, float(elapsed), lowered, raised)

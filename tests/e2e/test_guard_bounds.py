@@ -1,0 +1,90 @@
+"""`harp guard` as a real process on a real cluster, on limits squeue and scontrol print that bound or
+outgrow an extension:
+(a) a time_min job submitted with --deadline, which Slurm starts with a limit that ends by it: the
+    guard reads its deadline (squeue's Deadline) and does not extend it past;
+(b) a partition whose QOS (``scontrol update PartitionName=debug QOS=short``) has a MaxWall: its jobs
+    are extended up to it, not past (scontrol's ``QoS=``, sacctmgr's Flags);
+(c) a user's own limit of 400 days, which squeue prints INVALID: the guard reads it, as over a year.
+The tags are set by hand, as root (as the plugin would have); the guard polls every second, with a
+lead of LEAD_S, so that each job is due at once and would otherwise be extended to 6 minutes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import test_guard_changes as changes
+from tests.e2e.cluster import SlurmCluster, StartCluster
+from tests.e2e.test_guard import GuardProcess
+from tests.e2e.test_guard_changes import (
+    EXTEND,
+    TIME_MIN,
+    followed,
+    log_of,
+    polled,
+    squeue,
+    submit,
+    update,
+    wait_for,
+)
+
+
+@pytest.fixture(scope="module")
+def cluster(start_module_cluster: StartCluster) -> SlurmCluster:
+    cluster = start_module_cluster(nodes=2, cpus_per_node=2)
+    added = cluster.run(["sacctmgr", "-i", "add", "qos", "short", "MaxWall=00:03:00"])
+    assert added.returncode == 0, added.stderr
+    # slurmctld learns of the new QOS from slurmdbd a moment later.
+    wait_for(
+        "slurmctld to know QOS short",
+        lambda: cluster.run(["scontrol", "update", "PartitionName=debug", "QOS=short"]).returncode == 0,
+    )
+    return cluster
+
+
+# A running guard (its first poll done: the bounds read) on this module's cluster.
+guard = changes.guard
+
+
+def test_a_job_started_to_meet_its_deadline_is_not_extended_past_it(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    job = submit(cluster, "-w", "c1", "--time-min=1", "--deadline=now+170seconds", "--hold")
+    update(cluster, job, f"AdminComment={TIME_MIN}")
+    assert cluster.run(["scontrol", "release", str(job)]).returncode == 0
+    wait_for("the job to run", lambda: squeue(cluster, job)[0] == "RUNNING")
+    started_with = squeue(cluster, job)[1]
+    assert started_with in ("1:00", "2:00")  # Slurm's cut: (deadline - start) / 60, not its 10 minutes
+    polled(tmp_path)
+    time.sleep(2)
+    assert squeue(cluster, job)[1] == started_with, log_of(tmp_path)
+    assert f"job {job}: not extended past {started_with.split(':')[0]} min (its deadline " in log_of(tmp_path)
+
+
+def test_a_partition_s_qos_maxwall_caps_an_extension(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    job = submit(cluster, "-p", "debug", "-w", "c2")
+    wait_for("the job to run", lambda: squeue(cluster, job)[0] == "RUNNING")
+    update(cluster, job, f"AdminComment={EXTEND}", "TimeLimit=2")  # cut; its own 10 minutes
+    wait_for("the job to be extended", lambda: squeue(cluster, job)[1] != "2:00")
+    polled(tmp_path)
+    assert squeue(cluster, job)[1] == "3:00", log_of(tmp_path)  # short's MaxWall, not 6 minutes
+    assert f"job {job}: time limit 2 -> 3 min by a step (own 10" in log_of(tmp_path)
+    assert "capped by its partition's QOS short MaxWall" in log_of(tmp_path)
+
+
+def test_a_limit_over_a_year_is_read_not_skipped(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    job = submit(cluster, "-t", "400-0", "--hold")
+    update(cluster, job, "AdminComment=harp:time_min,t~=60,t0=576000,v=e2e")
+    assert squeue(cluster, job)[1] == "INVALID"  # squeue's word for over a year
+    # Written within a minute (a job first seen waits for the next save).
+    wait_for("the guard to write it", lambda: followed(tmp_path, job) is not None, timeout=90)
+    entry = followed(tmp_path, job)
+    assert entry is not None and entry[2:5] == [True, 576000, 525601] and entry[6] is None
+    assert "skipped" not in log_of(tmp_path)

@@ -1,0 +1,89 @@
+"""What makes a job's run for `harp guard`: a limit raised while it waited is its own in the run, and
+a clock stepping back starts no new run (guard.lowered_limits, Slurm faked at the subprocess boundary)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_guard import line, make_guard, polled
+from tests.unit.test_guard_lowered import EXTEND, TIME_MIN, pending
+
+
+def test_a_raise_above_t0_while_pending_is_the_job_s_own_limit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The audit's case: a time_min job asked 600 min; its user raised it to 1000 while it waited
+    # (Slurm 22.05 allows up to the partition's MaxTime), and backfill started it cut to 100. The
+    # guard stopped extending at the tag's 600: the job was killed 400 min before its user's limit.
+    caplog.set_level(logging.INFO)
+    slurm, guard = polled(
+        tmp_path,
+        [pending("5", "10:00:00", TIME_MIN)],
+        [pending("5", "16:40:00", TIME_MIN)],
+        [line("5", "1:40:00", "1:00", TIME_MIN)],
+    )
+    assert "job 5: started after waiting at 1000 min, above its tag's own 600 min" in caplog.text
+    slurm.listing = line("5", "10:00:00", "9:59:00", TIME_MIN) + "\n"  # extended to 600 meanwhile
+    report = guard.poll()
+    assert report is not None and report.shortened == 1 and slurm.updates == [("5", 640)]  # 40 + 10 h
+    guard.close()
+    # A restarted guard knows it too: the raise was written at once.
+    slurm.listing = line("5", "16:00:00", "15:59:00", TIME_MIN) + "\n"
+    make_guard(slurm, tmp_path)[0].poll()
+    assert slurm.updates[-1] == ("5", 1000)
+
+
+@pytest.mark.parametrize(
+    ("tag", "waits", "extended"),
+    [
+        (TIME_MIN, ["10:00:00", "16:40:00", "13:20:00"], 800),  # raised to 1000, then lowered to 800
+        (TIME_MIN, ["10:00:00", "16:40:00", "5:00:00"], 300),  # raised, then lowered below the tag's
+        (EXTEND, ["40:00", "1:40:00"], 600),  # cut to 40, raised to 100 (below its own 600): the tag's
+    ],
+)
+def test_a_raise_while_pending_then_lowerings_set_the_own_limit(
+    tmp_path: Path, tag: str, waits: list[str], extended: int
+) -> None:
+    waited = [[pending("5", limit, tag)] for limit in waits]
+    slurm, guard = polled(tmp_path, *waited, [line("5", "40:00", "1:00", tag)])  # backfill's cut to 40
+    slurm.listing = line("5", "40:00", "39:00", tag) + "\n"
+    guard.poll()
+    assert slurm.updates and max(new for _, new in slurm.updates) <= extended
+    slurm.listing = line("5", f"{extended - 1}:00", f"{extended - 2}:00", tag) + "\n"
+    guard.poll()
+    assert slurm.updates[-1] == ("5", extended)
+
+
+def test_a_job_raised_to_no_limit_while_pending_is_extended_to_none(tmp_path: Path) -> None:
+    slurm, guard = polled(
+        tmp_path,
+        [pending("5", "10:00:00", TIME_MIN)],
+        [pending("5", "UNLIMITED", TIME_MIN)],
+        [line("5", "1:40:00", "1:00", TIME_MIN)],
+    )
+    slurm.listing = line("5", "100:40:00", "100:39:00", TIME_MIN) + "\n"  # past every step
+    guard.poll()
+    assert slurm.calls[-1][-1] == "TimeLimit=UNLIMITED"
+
+
+def test_a_clock_stepping_back_keeps_a_lowering(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The audit's case: running at its user's 600 min, lowered to 300, then the controller's clock
+    # steps back 2 s (NTP): squeue's run times go back. That was taken for a new run, the lowering was
+    # forgotten, and the job extended to 340. Slurm counts a restart at every requeue (job_mgr.c).
+    slurm, guard = polled(
+        tmp_path,
+        [line("5", "10:00:00", "1:00:00", TIME_MIN), line("6", "40:00", "10:00", EXTEND)],
+        [line("5", "5:00:00", "1:00:05", TIME_MIN), line("6", "40:00", "10:05", EXTEND)],
+        [line("5", "5:00:00", "1:00:03", TIME_MIN), line("6", "40:00", "10:03", EXTEND)],
+    )
+    assert "2 jobs' run times went back by more than 1 s" in caplog.text
+    slurm.listing = line("5", "5:00:00", "4:59:00", TIME_MIN) + "\n"  # a minute before its 300
+    guard.poll()
+    assert slurm.updates == []
+    # A requeue is a new run: its restart count tells it, and the lowering was that run's.
+    slurm.listing = line("5", "1:40:00", "1:39:00", TIME_MIN, restarts=1) + "\n"
+    guard.poll()
+    assert slurm.updates == [("5", 160)]
