@@ -29,7 +29,7 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.message import TAG_KEY, as_submitted, parse_tag
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import decision_weight
-from slurm_harp.learning.dataset import Dataset
+from slurm_harp.learning.dataset import Dataset, row_order
 
 TRANSFORM = {Target.TIME: "log1p_seconds", Target.MEMORY: "log1p", Target.CPUS: "log1p"}
 UNIT = {Target.TIME: "minutes", Target.MEMORY: "MB per node", Target.CPUS: "CPUs"}
@@ -37,10 +37,8 @@ _TO_MODEL_SCALE = {Target.TIME: 60.0, Target.MEMORY: 1.0, Target.CPUS: 1.0}
 
 
 def usable_in_order(records: Sequence[JobRecord]) -> list[JobRecord]:
-    """The records build_dataset keeps, in its row order (elapsed > 0, stable by submit time)."""
-    usable = [as_submitted(r) for r in records if r.elapsed_s > 0]
-    usable.sort(key=lambda r: -math.inf if r.request.submit_time is None else r.request.submit_time)
-    return usable
+    """The records build_dataset keeps, in its row order (dataset.row_order), as submitted."""
+    return [as_submitted(records[i]) for i in row_order(records)]
 
 
 @dataclass(frozen=True)
