@@ -88,3 +88,14 @@ def test_a_per_cpu_memory_request_harp_lowered_is_learnt_with_its_user_s_own(
     assert submitted.requested(Target.MEMORY) == pytest.approx(own[2])
     td = target_data([record], build_dataset([record]), Target.MEMORY)
     assert td.requested[0] == pytest.approx(own[2])
+
+
+def test_a_time_min_job_cut_by_backfill_and_stopped_there_counts_as_killed() -> None:
+    """time_min mode: backfill started the job with its limit cut to 30 min toward harp's time_min,
+    and it timed out there before its user's own 120: a limit below its run kills it, as a limit
+    harp lowered does (before: censored like a job that reached its own limit)."""
+    cut = job("1", 30, 30 * 60 + 20, "harp:time_min,t~=30,t0=120,v=x", state="TIMEOUT")
+    td = target_data([cut], build_dataset([cut]), Target.TIME)
+    assert list(td.requested) == [120]
+    assert td.stopped_by_harp is not None and list(td.stopped_by_harp) == [True]
+    assert assess(np.array([30.0]), td)[0] == 100.0

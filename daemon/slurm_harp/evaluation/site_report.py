@@ -7,8 +7,9 @@ mode at once the time limits it would have set (the policy's floor and min_gain 
 daemon applies them), and from those evaluation.costs's figures, so that they read like
 `harp evaluate`'s: core-hours reserved (limit x cores), the waste left (reserved but unused by the
 jobs that finish), the jobs a rewrite kills before their own limit and what re-running them costs,
-the jobs the guard extends. Harp's real kills (jobs it lowered that timed out before their own
-limit) are evaluation.outcomes's, the figures Prometheus shows.
+the jobs the guard extends. Harp's real kills (jobs that timed out before their own limit at a
+limit harp lowered or that Slurm cut toward the time_min harp set) are evaluation.outcomes's, the
+figures Prometheus shows.
 
 A shadow value marked ``/k`` is one a changing mode would not have applied (the calibrated rule
 keeps the request, or the user is cold): it keeps the request here too. Tags written before that
@@ -64,7 +65,7 @@ class PartitionRow:
     reserved_core_h: float  # as asked
     waste_core_h: dict[Mode, float]  # shadow (as asked), extend, rewrite
     rewrite_killed: int  # jobs a rewrite would kill before their own limit
-    harp_killed: int  # jobs harp did kill: lowered, then timed out before their own limit
+    harp_killed: int  # jobs harp did kill: timed out before their own limit (outcomes)
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from slurm_harp.core.extension import killed_before_own_limit
+from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import TAG_KEY, as_submitted, parse_tag
+from slurm_harp.core.message import as_submitted, parse_tag
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import decision_weight
 from slurm_harp.learning.dataset import Dataset, row_order
@@ -53,8 +53,9 @@ class TargetData:
     waste_weight: np.ndarray  # hindsight: turns (limit - value) into core-min / MB-hours / CPU-hours
     cost: np.ndarray  # cores x requested minutes: the E-Loss row cost
     group: np.ndarray  # object array of str: the partition asked for ("" when none)
-    # Stopped at a limit harp lowered below the user's own (rewrite mode): censored for the models,
-    # which learn a lower bound, but a job the calibration counts as killed by a limit below it.
+    # Stopped at a limit harp brought below the user's own (core.extension.stopped_at_harps_limit):
+    # censored for the models, which learn a lower bound, but a job the calibration counts as
+    # killed by a limit below it.
     # None: no such row.
     stopped_by_harp: np.ndarray | None = field(default=None)
 
@@ -132,14 +133,10 @@ def target_data(
 
 
 def stopped_by_harp(record: JobRecord, target: Target) -> bool:
-    """Whether ``record`` (as_submitted) was stopped at a limit harp lowered below its user's own:
-    timed out before its tag's ``t0``, or out of memory with its memory lowered (``m!``)."""
+    """Whether ``record`` (as_submitted) was stopped at a limit harp brought below its user's own
+    (core.extension.stopped_at_harps_limit)."""
     tag = parse_tag(record.harp_tag) if record.harp_tag else None
-    if tag is None or tag.flags.get(TAG_KEY[target]) != "!":
-        return False
-    if target is Target.TIME:
-        return killed_before_own_limit(record, tag.own.get("t"))
-    return target is Target.MEMORY and record.state == "OUT_OF_MEMORY"
+    return tag is not None and stopped_at_harps_limit(record, tag, target)
 
 
 def available(td: TargetData, minimum: int) -> bool:
