@@ -18,6 +18,7 @@ from slurm_harp.commands.report import since_time
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.evaluation.outcomes import outcomes
 from slurm_harp.evaluation.site_report import SiteReport, site_report
 from slurm_harp.evaluation.site_report_html import render, write_site_report
 from slurm_harp.output_dir import OutputDir
@@ -128,6 +129,24 @@ def test_memory_in_rewrite_mode() -> None:
     # Waste (MB-hours): 3000 + 2000 as asked; 500 after (the killed job's is gone with it).
     assert memory.waste_cut_pct == pytest.approx(90.0)
     assert report.memory_ratios.tolist() == pytest.approx([1000 / 1500, 2000 / 1500])
+
+
+def test_memory_harp_lowered_that_ran_out_counts_as_killed() -> None:
+    """Rewrite mode lowered 10 jobs from 8000 to 2000 MB a node (accounting shows 2000); 3 ran out
+    of memory there. They reached harp's limit (censored: not newly killed by it), yet harp killed
+    them: the memory row says 30 %, not 0 %; outcomes counts them as harp's memory kills."""
+
+    def mem(i: int, rss: float, state: str = "COMPLETED") -> JobRecord:
+        request = JobRequest(min_cpus=4, min_nodes=1, mem_per_node_mb=2000, time_limit_minutes=100)
+        return JobRecord(str(i), request, state, 3600, alloc_cpus=4, max_rss_mb=rss, end_time=START + i,
+                         harp_tag=f"harp:rewrite,t=90,m!=2000,m0=8000,v={V}")  # fmt: skip
+
+    jobs = [mem(i, 1500) for i in range(7)] + [mem(i, 2000, "OUT_OF_MEMORY") for i in range(7, 10)]
+    (memory,) = site_report(jobs, Policy(), START).other_targets
+    assert (memory.jobs, memory.lowered_pct) == (10, 100.0)
+    assert memory.harmed_pct == pytest.approx(30.0)
+    kills = outcomes(jobs, lambda _: Target.MEMORY)
+    assert sum(o.killed for (target, _, _), o in kills.items() if target == "memory") == 3
 
 
 HOSTILE = "<script>alert(1)</script>&\"'"

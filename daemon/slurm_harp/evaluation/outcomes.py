@@ -4,9 +4,9 @@ Each job harp saw carries its tag (core.message): per target the value harp wrot
 or the limit it set) and, where harp lowered a limit, what the user asked for. Beside what the job
 used (core.job), that gives per target, partition and model version (never per user or per job):
 the distribution of used / harp's value, how often the job used more than harp's value
-(under-prediction), the jobs harp killed (timed out before their user's own limit, at a limit harp
-lowered or that Slurm cut toward the time_min harp set: core.extension.stopped_at_harps_limit),
-and the core-seconds harp took off
+(under-prediction), the jobs harp killed (core.extension.stopped_at_harps_limit: timed out before
+their user's own limit, at a limit harp lowered or that Slurm cut toward the time_min harp set; out
+of memory under a memory limit harp lowered), and the core-seconds harp took off
 reservations of jobs that then finished within harp's limit. `harp serve` exports them
 (server/outcome_metrics.py); being read from the job store, a restart loses nothing.
 """
@@ -116,7 +116,7 @@ def outcomes_by_tag(records: Iterable[JobRecord]) -> dict[TagKey, Outcome]:
             outcome.add(used / value)
             lowered = tag.flags.get(key) == "!"
             own = tag.own.get(key)
-            killed = target is Target.TIME and stopped_at_harps_limit(record, tag, target)
+            killed = stopped_at_harps_limit(record, tag, target)
             if killed or used > value:
                 outcome.underpredicted += 1
             outcome.killed += killed

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.message import Tag, as_submitted, parse_tag
 from slurm_harp.core.policy import Mode, Policy
@@ -76,7 +77,7 @@ class TargetRow:
     jobs: int
     lowered_pct: float
     waste_cut_pct: float  # memory: MB-hours; CPUs: allocated but idle core-hours
-    harmed_pct: float  # memory: killed out of memory; CPUs: slowed
+    harmed_pct: float  # memory: killed out of memory (would be, plus harp's real kills); CPUs: slowed
 
 
 @dataclass(frozen=True)
@@ -258,13 +259,17 @@ def _other_targets(jobs: list[JobRecord], tags: list[Tag], policy: Policy) -> li
         if not have:
             continue
         sub_jobs, sub_tags = [jobs[i] for i in have], [tags[i] for i in have]
-        figures = assess(observe(sub_jobs, target), _limits(sub_jobs, sub_tags, key, Mode.REWRITE, policy))
+        obs = observe(sub_jobs, target)
+        figures = assess(obs, _limits(sub_jobs, sub_tags, key, Mode.REWRITE, policy))
         n = int(figures["n"] or 0)
         if n == 0:
             continue
         cut = figures["alloc_core_h_cut_pct" if target is Target.CPUS else "waste_cut_pct"]
-        harmed = figures["slowed_pct" if target is Target.CPUS else "newly_killed_pct"]
-        rows.append(TargetRow(target, n, figures["lowered_pct"] or 0.0, _or_nan(cut), _or_nan(harmed)))
+        harmed = _or_nan(figures["slowed_pct" if target is Target.CPUS else "newly_killed_pct"])
+        if target is Target.MEMORY:  # and the jobs harp's memory limit did stop (censored: not "newly")
+            stopped = [stopped_at_harps_limit(j, t, target) for j, t in zip(sub_jobs, sub_tags, strict=True)]
+            harmed += 100.0 * int(np.sum(np.array(stopped, dtype=bool) & obs.usable())) / n
+        rows.append(TargetRow(target, n, figures["lowered_pct"] or 0.0, _or_nan(cut), harmed))
     return rows
 
 

@@ -139,7 +139,9 @@ def _other_targets(report: SiteReport) -> list[str]:
     ]
     return [
         "<p>Rewrite mode also lowers memory and CPUs (the other modes change only the time limit). Waste: "
-        "MB-hours reserved but unused (memory), cores allocated but idle (CPUs).</p>",
+        "MB-hours reserved but unused (memory), cores allocated but idle (CPUs). Killed out of memory: jobs "
+        "that peaked under their own memory and would not fit under harp's, plus the jobs harp's lowered "
+        "memory did stop.</p>",
         table(("target", "jobs", "lowered", "waste cut", "killed out of memory / slowed"), rows),
     ]
 
