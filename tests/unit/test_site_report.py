@@ -79,7 +79,8 @@ def test_counts_and_each_modes_figures_by_hand(db: Path) -> None:
     assert rewrite.reserved_core_h == pytest.approx(270 * h)
     assert rewrite.waste_core_h == pytest.approx((10 + 70 + 7) * h)  # jobs 1, 3, 4 still finish
     assert rewrite.killed == 2  # job 2 would be killed; job 5 was
-    assert rewrite.rerun_core_h == pytest.approx(50 * h)  # job 2's first attempt, then 100 is enough
+    # Job 2's attempt cut at 50 and its run again under its own 100 leaving 30 unused; job 5's run.
+    assert rewrite.lost_core_h == pytest.approx((50 + 30 + 60) * h)
     # Extend: job 2 is extended 50 -> 51 -> 55 -> 65 -> 80 (Tsafrir's steps, 2 min lead) and ends at
     # 70; job 5 (ran 60 under a 60 limit) would have been extended too, its true run time unknown.
     extend = rows[Mode.EXTEND]
@@ -90,6 +91,24 @@ def test_counts_and_each_modes_figures_by_hand(db: Path) -> None:
     time_min = rows[Mode.TIME_MIN]
     assert (time_min.changed, time_min.extended) == (4, None)
     assert time_min.waste_core_h == pytest.approx(rows[Mode.SHADOW].waste_core_h)
+
+
+def test_the_net_saving_counts_what_the_re_run_of_a_killed_job_leaves_unused() -> None:
+    """One job, 1 core, asked 100 min, ran 70; rewrite would cut it to 50. Killed at 50, run again
+    under its 100, it reserves 50 + 100 for a 70-minute run: 80 unused against 30 as asked, a net
+    saving of -50 core-minutes, as training's net cut (core.accuracy.kill_loss) counts it. The page
+    said -20: the re-run's 30 unused minutes were left out."""
+    request = JobRequest(partition="a", min_cpus=1, time_limit_minutes=100, submit_time=START)
+    record = JobRecord("1", request, "COMPLETED", 70 * 60, end_time=START + 70 * 60, alloc_cpus=1,
+                       harp_tag=f"harp:shadow,t=50,v={V}")  # fmt: skip
+    report = site_report([record], Policy(min_gain=0.0), START)
+    assert '<td class="n">-1</td>' in render(report, {}, "defaults")  # -50 core-min in core-hours
+    rows = {r.mode: r for r in report.modes}
+    asked, rewrite = rows[Mode.SHADOW], rows[Mode.REWRITE]
+    assert asked.waste_core_h == pytest.approx(30 / 60)
+    assert (rewrite.waste_core_h, rewrite.killed) == (0.0, 1)
+    net = asked.waste_core_h - rewrite.waste_core_h - rewrite.lost_core_h
+    assert net == pytest.approx(-50 / 60)
 
 
 def test_per_partition_waste_and_kills(db: Path) -> None:

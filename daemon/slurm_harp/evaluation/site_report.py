@@ -6,10 +6,10 @@ with the user's own limit beside a lowered one. With what the job then used, tha
 mode at once the time limits it would have set (the policy's floor and min_gain applied, as the
 daemon applies them), and from those evaluation.costs's figures, so that they read like
 `harp evaluate`'s: core-hours reserved (limit x cores), the waste left (reserved but unused by the
-jobs that finish), the jobs a rewrite kills before their own limit and what re-running them costs,
-the jobs the guard extends. Harp's real kills (jobs that timed out before their own limit at a
-limit harp lowered or that Slurm cut toward the time_min harp set) are evaluation.outcomes's, the
-figures Prometheus shows.
+jobs that finish), the jobs a rewrite kills before their own limit and what the kills lose (as
+training's net cut counts it: core.accuracy.kill_loss), the jobs the guard extends. Harp's real
+kills (jobs that timed out before their own limit at a limit harp lowered or that Slurm cut toward
+the time_min harp set) are evaluation.outcomes's, the figures Prometheus shows.
 
 A shadow value marked ``/k`` is one a changing mode would not have applied (the calibrated rule
 keeps the request, or the user is cold): it keeps the request here too. Tags written before that
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slurm_harp.core.accuracy import kill_loss
 from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.message import Tag, as_submitted, parse_tag
@@ -35,7 +36,6 @@ from slurm_harp.evaluation.costs import (
     effective_limits,
     extended,
     newly_killed,
-    reexecution,
     waste,
 )
 from slurm_harp.evaluation.observed import Observed, observe
@@ -54,7 +54,7 @@ class ModeRow:
     reserved_core_h: float  # Σ limit x cores at submission
     waste_core_h: float  # reserved but unused by the jobs that finish (after any extension)
     killed: int  # jobs killed before their own limit (rewrite: would be, plus harp's real kills)
-    rerun_core_h: float  # extra core-hours to re-run the killed jobs (doubling limits)
+    lost_core_h: float  # what the kills lose (lost_to_kills); the net saving is the waste cut less it
     extended: int | None  # jobs the guard extends at least once; None: depends on the schedule
 
 
@@ -132,6 +132,7 @@ def site_report(
     keep = obs.usable() & timed
     time_obs = obs.take(keep)
     limits = {m: _limits(jobs, tags, "t", m, policy)[keep] for m in MODES}
+    stopped = [stopped_at_harps_limit(j, t, Target.TIME) for j, t in zip(jobs, tags, strict=True)]
     harp_kills = _harp_kills(seen)
     parts = np.array([j.request.partition or "" for j in jobs], dtype=object)[keep]
     return SiteReport(
@@ -147,7 +148,7 @@ def site_report(
         last_end=max(ends, default=None),
         tag_modes=dict(Counter(t.mode for t in tags).most_common()),
         versions=dict(Counter(v for t in tags for v in t.versions).most_common()),
-        modes=mode_rows(time_obs, limits, sum(harp_kills.values())),
+        modes=mode_rows(time_obs, limits, np.array(stopped, dtype=bool)[keep]),
         by_partition=_partition_rows(time_obs, limits, parts, harp_kills),
         other_targets=_other_targets(jobs, tags, policy),
         points=TimePoints(
@@ -188,8 +189,12 @@ def core_hours(obs: Observed, limits: np.ndarray) -> float:
     return float(np.sum(limits * obs.cores)) / 60.0
 
 
-def mode_rows(obs: Observed, limits: dict[Mode, np.ndarray], harp_killed: int = 0) -> list[ModeRow]:
-    """One row per mode over ``obs`` (time, usable jobs), ``limits`` per mode aligned with it."""
+def mode_rows(
+    obs: Observed, limits: dict[Mode, np.ndarray], stopped: np.ndarray | None = None
+) -> list[ModeRow]:
+    """One row per mode over ``obs`` (time, usable jobs), ``limits`` per mode aligned with it;
+    ``stopped``: the jobs a limit of harp's did stop (core.extension.stopped_at_harps_limit),
+    killed in the rewrite row too."""
     asked = obs.requested
     reserved, wasted = core_hours(obs, asked), waste(obs, asked)
     rows = [ModeRow(Mode.SHADOW, 0, reserved, wasted, 0, 0.0, 0)]
@@ -211,14 +216,23 @@ def mode_rows(obs: Observed, limits: dict[Mode, np.ndarray], harp_killed: int = 
         )
     )
     cut = effective_limits(obs, limits[Mode.REWRITE])
-    killed = int(np.sum(newly_killed(obs, cut))) + harp_killed
-    rerun = reexecution(obs, cut)[1]
-    rows.append(
-        ModeRow(
-            Mode.REWRITE, int(np.sum(cut < asked)), core_hours(obs, cut), waste(obs, cut), killed, rerun, 0
-        )
-    )
+    new = newly_killed(obs, cut)
+    stopped = np.zeros(len(obs), dtype=bool) if stopped is None else stopped
+    killed, lost = int(np.sum(new) + np.sum(stopped)), lost_to_kills(obs, cut, new, stopped)
+    changed = int(np.sum(cut < asked))
+    rows.append(ModeRow(Mode.REWRITE, changed, core_hours(obs, cut), waste(obs, cut), killed, lost, 0))
     return rows
+
+
+def lost_to_kills(obs: Observed, cut: np.ndarray, new: np.ndarray, stopped: np.ndarray) -> float:
+    """Core-hours the kills of a rewrite to ``cut`` lose: of each job it newly kills (``new``), the
+    attempt cut short and the unused reservation of its re-run under its own limit, as training's net
+    cut counts them (core.accuracy.kill_loss; waste() counts a killed job's waste as gone); of each
+    job a limit of harp's did stop (``stopped``), the run it lost (what its re-run would leave unused
+    is unknown: its run time is)."""
+    per_minute = obs.cores / 60.0
+    newly = per_minute * kill_loss(cut, obs.actual, obs.requested)
+    return float(np.sum(newly[new]) + np.sum((per_minute * obs.actual)[stopped]))
 
 
 def _harp_kills(records: list[JobRecord]) -> dict[str, int]:

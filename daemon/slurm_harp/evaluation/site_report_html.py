@@ -105,19 +105,21 @@ def _modes(report: SiteReport, images: dict[str, str]) -> list[str]:
         cut = 100.0 * saved / asked.waste_core_h if asked.waste_core_h else math.nan
         rows.append((
             MODE_MEANING[row.mode], f"{row.changed:,}", core_h(row.reserved_core_h), core_h(row.waste_core_h),
-            percent(cut), Killed(row.killed, report.timed), core_h(row.rerun_core_h),
-            core_h(saved - row.rerun_core_h),
+            percent(cut), Killed(row.killed, report.timed), core_h(row.lost_core_h),
+            core_h(saved - row.lost_core_h),
             "depends on the schedule" if row.extended is None else f"{row.extended:,}",
         ))  # fmt: skip
     head = ("mode", "jobs changed", "reserved core-h", "waste core-h", "waste cut", "killed before own limit",
-            "re-run core-h", "net core-h saved", "jobs extended")  # fmt: skip
+            "lost to kills core-h", "net core-h saved", "jobs extended")  # fmt: skip
     return [
         "<h2>What each mode would have done</h2>",
         f"<p>On the {report.timed:,} jobs with a time prediction. Reserved: limit x cores at submission. "
         "Waste: reserved but unused by the jobs that finish (after the guard's extensions). Killed: jobs "
         "that finished under their own limit and would not under harp's, plus the jobs harp did kill. "
-        "Re-run: the extra core-hours to run the killed jobs again, doubling the limit each time. Net: the "
-        "waste cut less the re-runs (below zero, rewriting costs more than it saves).</p>",
+        "Lost to kills: of each job a rewrite would kill, the attempt cut short and the unused reservation "
+        "of its run again under its own limit, as <code>harp train</code>'s net cut counts them; of each job "
+        "harp did kill, the run it lost. Net: the waste cut less what the kills lose (below zero, rewriting "
+        "costs more than it saves).</p>",
         table(head, rows),
         *_image(images, "modes", "reserved and wasted core-hours per mode"),
         *_other_targets(report),
