@@ -18,7 +18,6 @@ mark existed cannot say so; their values are taken as limits, which overstates t
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,18 +27,13 @@ import numpy as np
 from slurm_harp.core.accuracy import kill_loss
 from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import Tag, as_submitted, parse_tag
+from slurm_harp.core.message import as_submitted, parse_tag
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import Target
-from slurm_harp.evaluation.costs import (
-    assess,
-    effective_limits,
-    extended,
-    newly_killed,
-    waste,
-)
+from slurm_harp.evaluation.costs import effective_limits, extended, newly_killed, waste
 from slurm_harp.evaluation.observed import Observed, observe
-from slurm_harp.evaluation.outcomes import TARGET_OF_KEY, outcomes
+from slurm_harp.evaluation.outcomes import outcomes
+from slurm_harp.evaluation.site_targets import TargetRow, memory_ratios, mode_limits, other_targets
 
 # The modes compared, least change first; off and shadow leave every job as asked.
 MODES: tuple[Mode, ...] = (Mode.SHADOW, Mode.TIME_MIN, Mode.EXTEND, Mode.REWRITE)
@@ -67,17 +61,6 @@ class PartitionRow:
     waste_core_h: dict[Mode, float]  # shadow (as asked), extend, rewrite
     rewrite_killed: int  # jobs a rewrite would kill before their own limit
     harp_killed: int  # jobs harp did kill: timed out before their own limit (outcomes)
-
-
-@dataclass(frozen=True)
-class TargetRow:
-    """Rewrite mode on memory or CPUs (the other modes change only the time limit)."""
-
-    target: Target
-    jobs: int
-    lowered_pct: float
-    waste_cut_pct: float  # memory: MB-hours; CPUs: allocated but idle core-hours
-    harmed_pct: float  # memory: killed out of memory (would be, plus harp's real kills); CPUs: slowed
 
 
 @dataclass(frozen=True)
@@ -131,7 +114,7 @@ def site_report(
     obs = observe(jobs, Target.TIME)
     keep = obs.usable() & timed
     time_obs = obs.take(keep)
-    limits = {m: _limits(jobs, tags, "t", m, policy)[keep] for m in MODES}
+    limits = {m: mode_limits(jobs, tags, "t", m, policy)[keep] for m in MODES}
     stopped = [stopped_at_harps_limit(j, t, Target.TIME) for j, t in zip(jobs, tags, strict=True)]
     harp_kills = _harp_kills(seen)
     parts = np.array([j.request.partition or "" for j in jobs], dtype=object)[keep]
@@ -150,38 +133,15 @@ def site_report(
         versions=dict(Counter(v for t in tags for v in t.versions).most_common()),
         modes=mode_rows(time_obs, limits, np.array(stopped, dtype=bool)[keep]),
         by_partition=_partition_rows(time_obs, limits, parts, harp_kills),
-        other_targets=_other_targets(jobs, tags, policy),
+        other_targets=other_targets(jobs, tags, policy),
         points=TimePoints(
             actual=time_obs.actual,
             predicted=np.array([t.values["t"] for t, k in zip(tags, keep, strict=True) if k], dtype=float),
             requested=time_obs.requested,
             stopped=time_obs.censored,
         ),
-        memory_ratios=_memory_ratios(jobs, tags),
+        memory_ratios=memory_ratios(jobs, tags),
     )
-
-
-def planned_limit(job: JobRecord, tag: Tag, key: str, mode: Mode, policy: Policy) -> float:
-    """The limit ``mode`` would have given ``job`` (as submitted) for the target of ``key``; NaN
-    keeps the request."""
-    value = tag.values.get(key)
-    if value is None:
-        return math.nan
-    if tag.flags.get(key):  # harp changed it: the value is the limit it set
-        return float(value)
-    if key in tag.kept:  # a changing mode would have kept the request
-        return math.nan
-    seen_in = Mode(tag.mode)
-    if seen_in.changes_limits and (key == "t" or not seen_in.needs_guard):
-        return math.nan  # harp could have changed it and chose not to (no gain, cold user, ...)
-    decided = policy.decide(TARGET_OF_KEY[key], job.request, mode, float(value), None, "")
-    return math.nan if decided.new_value is None else float(decided.new_value)
-
-
-def _limits(jobs: list[JobRecord], tags: list[Tag], key: str, mode: Mode, policy: Policy) -> np.ndarray:
-    if mode is Mode.SHADOW:
-        return np.full(len(jobs), math.nan)
-    return np.array([planned_limit(j, t, key, mode, policy) for j, t in zip(jobs, tags, strict=True)])
 
 
 def core_hours(obs: Observed, limits: np.ndarray) -> float:
@@ -264,37 +224,3 @@ def _partition_rows(
             )
         )
     return rows
-
-
-def _other_targets(jobs: list[JobRecord], tags: list[Tag], policy: Policy) -> list[TargetRow]:
-    rows = []
-    for key, target in (("m", Target.MEMORY), ("c", Target.CPUS)):
-        have = [i for i, t in enumerate(tags) if key in t.values]
-        if not have:
-            continue
-        sub_jobs, sub_tags = [jobs[i] for i in have], [tags[i] for i in have]
-        obs = observe(sub_jobs, target)
-        figures = assess(obs, _limits(sub_jobs, sub_tags, key, Mode.REWRITE, policy))
-        n = int(figures["n"] or 0)
-        if n == 0:
-            continue
-        cut = figures["alloc_core_h_cut_pct" if target is Target.CPUS else "waste_cut_pct"]
-        harmed = _or_nan(figures["slowed_pct" if target is Target.CPUS else "newly_killed_pct"])
-        if target is Target.MEMORY:  # and the jobs harp's memory limit did stop (censored: not "newly")
-            stopped = [stopped_at_harps_limit(j, t, target) for j, t in zip(sub_jobs, sub_tags, strict=True)]
-            harmed += 100.0 * int(np.sum(np.array(stopped, dtype=bool) & obs.usable())) / n
-        rows.append(TargetRow(target, n, figures["lowered_pct"] or 0.0, _or_nan(cut), harmed))
-    return rows
-
-
-def _memory_ratios(jobs: list[JobRecord], tags: list[Tag]) -> np.ndarray:
-    ratios = []
-    for job, tag in zip(jobs, tags, strict=True):
-        value, used = tag.values.get("m"), job.used(Target.MEMORY)
-        if value and used is not None and used > 0:
-            ratios.append(used / value)
-    return np.array(ratios, dtype=float)
-
-
-def _or_nan(value: float | None) -> float:
-    return math.nan if value is None else value
