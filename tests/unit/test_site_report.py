@@ -111,6 +111,29 @@ def test_the_net_saving_counts_what_the_re_run_of_a_killed_job_leaves_unused() -
     assert net == pytest.approx(-50 / 60)
 
 
+def test_jobs_whose_cpus_harp_cut_count_their_users_cpus_and_their_use_at_the_cut() -> None:
+    """Rewrite cut 10 jobs from 16 CPUs to 4 (accounting shows 4); each kept its 4 CPUs busy. As
+    asked they reserved 16 CPUs x 100 min, not harp's 4; and a job cannot use more CPUs than it holds,
+    so none is "slowed": the jobs that used the CPUs harp left them are at its limit, possibly slowed."""
+    jobs = []
+    for i in range(10):
+        request = JobRequest(partition="a", min_cpus=4, time_limit_minutes=100, submit_time=START + i)
+        jobs.append(JobRecord(str(i), request, "COMPLETED", 3600, end_time=START + i + 3600, alloc_cpus=4,
+                              total_cpu_s=(4 if i < 7 else 2) * 3600.0,
+                              harp_tag=f"harp:rewrite,t=90,c!=4,c0=16,v={V}"))  # fmt: skip
+    report = site_report(jobs, Policy(), START)
+    asked = report.modes[0]
+    assert asked.reserved_core_h == pytest.approx(10 * 16 * 100 / 60)
+    assert asked.waste_core_h == pytest.approx(10 * 16 * 40 / 60)
+    (part,) = report.by_partition
+    assert part.used_core_h == pytest.approx(10 * 4 * 60 / 60)  # the run, with the CPUs it held
+    (cpus,) = report.other_targets
+    assert (cpus.target, cpus.lowered_pct, cpus.harmed_pct) == (Target.CPUS, 100.0, 0.0)
+    assert cpus.at_limit_pct == pytest.approx(70.0)  # 7 used all 4; 3 used 2 of them
+    page = render(report, {}, "defaults")
+    assert "at harp&#x27;s CPU limit (possibly slowed)" in page and '<td class="n">70.0 %</td>' in page
+
+
 def test_per_partition_waste_and_kills(db: Path) -> None:
     parts = {p.partition: p for p in figures(db).by_partition}
     h = 2 / 60

@@ -5,11 +5,11 @@ A site reads them before it switches rewriting on. Every job harp saw carries it
 with the user's own limit beside a lowered one. With what the job then used, that gives for every
 mode at once the time limits it would have set (the policy's floor and min_gain applied, as the
 daemon applies them), and from those evaluation.costs's figures, so that they read like
-`harp evaluate`'s: core-hours reserved (limit x cores), the waste left (reserved but unused by the
-jobs that finish), the jobs a rewrite kills before their own limit and what the kills lose (as
-training's net cut counts it: core.accuracy.kill_loss), the jobs the guard extends. Harp's real
-kills (jobs that timed out before their own limit at a limit harp lowered or that Slurm cut toward
-the time_min harp set) are evaluation.outcomes's, the figures Prometheus shows.
+`harp evaluate`'s: core-hours reserved (limit x the CPUs asked for), the waste left (reserved but
+unused by the jobs that finish), the jobs a rewrite kills before their own limit and what the kills
+lose (as training's net cut counts it: core.accuracy.kill_loss), the jobs the guard extends.
+Harp's real kills (jobs that timed out before their own limit at a limit harp lowered or that Slurm
+cut toward the time_min harp set) are evaluation.outcomes's, the figures Prometheus shows.
 
 A shadow value marked ``/k`` is one a changing mode would not have applied (the calibrated rule
 keeps the request, or the user is cold): it keeps the request here too. Tags written before that
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from slurm_harp.core.request import Target
 from slurm_harp.evaluation.costs import effective_limits, extended, newly_killed, waste
 from slurm_harp.evaluation.observed import Observed, observe
 from slurm_harp.evaluation.outcomes import outcomes
-from slurm_harp.evaluation.site_targets import TargetRow, memory_ratios, mode_limits, other_targets
+from slurm_harp.evaluation.site_targets import TargetRow, memory_ratios, mode_limits, other_targets, own_cores
 
 # The modes compared, least change first; off and shadow leave every job as asked.
 MODES: tuple[Mode, ...] = (Mode.SHADOW, Mode.TIME_MIN, Mode.EXTEND, Mode.REWRITE)
@@ -45,7 +45,7 @@ class ModeRow:
 
     mode: Mode
     changed: int  # jobs whose limit (time_min: time_min) the mode sets below the request
-    reserved_core_h: float  # Σ limit x cores at submission
+    reserved_core_h: float  # Σ limit x the CPUs each user asked for (site_targets.own_cores)
     waste_core_h: float  # reserved but unused by the jobs that finish (after any extension)
     killed: int  # jobs killed before their own limit (rewrite: would be, plus harp's real kills)
     lost_core_h: float  # what the kills lose (lost_to_kills); the net saving is the waste cut less it
@@ -56,8 +56,8 @@ class ModeRow:
 class PartitionRow:
     partition: str
     jobs: int
-    used_core_h: float
-    reserved_core_h: float  # as asked
+    used_core_h: float  # run x the CPUs the job held
+    reserved_core_h: float  # as asked, the CPUs too
     waste_core_h: dict[Mode, float]  # shadow (as asked), extend, rewrite
     rewrite_killed: int  # jobs a rewrite would kill before their own limit
     harp_killed: int  # jobs harp did kill: timed out before their own limit (outcomes)
@@ -112,6 +112,8 @@ def site_report(
         tags.append(tag)
     timed = np.array(["t" in t.values for t in tags], dtype=bool)
     obs = observe(jobs, Target.TIME)
+    held = obs.cores  # a job whose CPUs harp cut held fewer than its user asked for
+    obs = replace(obs, cores=np.array([own_cores(j, t) for j, t in zip(jobs, tags, strict=True)]))
     keep = obs.usable() & timed
     time_obs = obs.take(keep)
     limits = {m: mode_limits(jobs, tags, "t", m, policy)[keep] for m in MODES}
@@ -132,7 +134,7 @@ def site_report(
         tag_modes=dict(Counter(t.mode for t in tags).most_common()),
         versions=dict(Counter(v for t in tags for v in t.versions).most_common()),
         modes=mode_rows(time_obs, limits, np.array(stopped, dtype=bool)[keep]),
-        by_partition=_partition_rows(time_obs, limits, parts, harp_kills),
+        by_partition=_partition_rows(time_obs, limits, parts, harp_kills, held[keep]),
         other_targets=other_targets(jobs, tags, policy),
         points=TimePoints(
             actual=time_obs.actual,
@@ -205,8 +207,13 @@ def _harp_kills(records: list[JobRecord]) -> dict[str, int]:
 
 
 def _partition_rows(
-    obs: Observed, limits: dict[Mode, np.ndarray], parts: np.ndarray, harp_kills: dict[str, int]
+    obs: Observed,
+    limits: dict[Mode, np.ndarray],
+    parts: np.ndarray,
+    harp_kills: dict[str, int],
+    held: np.ndarray,
 ) -> list[PartitionRow]:
+    """One row per partition; ``held``: the CPUs each job of ``obs`` ran with (its used core-hours)."""
     rows = []
     for name in sorted(set(parts.tolist()) | {p for p, n in harp_kills.items() if n}):
         mine = parts == name
@@ -216,7 +223,7 @@ def _partition_rows(
             PartitionRow(
                 partition=name,
                 jobs=len(sub),
-                used_core_h=float(np.sum(sub.actual * sub.cores)) / 60.0,
+                used_core_h=float(np.sum(sub.actual * held[mine])) / 60.0,
                 reserved_core_h=modes[Mode.SHADOW].reserved_core_h,
                 waste_core_h={m: modes[m].waste_core_h for m in (Mode.SHADOW, Mode.EXTEND, Mode.REWRITE)},
                 rewrite_killed=modes[Mode.REWRITE].killed,

@@ -15,6 +15,7 @@ from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.site_report import SiteReport
 from slurm_harp.evaluation.site_report_plots import plot_all
+from slurm_harp.evaluation.site_targets import AT_LIMIT
 from slurm_harp.output_dir import OutputDir
 
 STYLE = """
@@ -113,7 +114,8 @@ def _modes(report: SiteReport, images: dict[str, str]) -> list[str]:
             "lost to kills core-h", "net core-h saved", "jobs extended")  # fmt: skip
     return [
         "<h2>What each mode would have done</h2>",
-        f"<p>On the {report.timed:,} jobs with a time prediction. Reserved: limit x cores at submission. "
+        f"<p>On the {report.timed:,} jobs with a time prediction. Reserved: limit x the CPUs each user "
+        "asked for, harp's CPU cuts aside (rewrite's CPU cut is in the table below). "
         "Waste: reserved but unused by the jobs that finish (after the guard's extensions). Killed: jobs "
         "that finished under their own limit and would not under harp's, plus the jobs harp did kill. "
         "Lost to kills: of each job a rewrite would kill, the attempt cut short and the unused reservation "
@@ -136,15 +138,20 @@ def _other_targets(report: SiteReport) -> list[str]:
             percent(t.lowered_pct),
             percent(t.waste_cut_pct),
             percent(t.harmed_pct),
+            "-" if t.at_limit_pct is None else percent(t.at_limit_pct),
         )
         for t in report.other_targets
     ]
+    head = ("target", "jobs", "lowered", "waste cut", "killed out of memory / slowed",
+            "at harp's CPU limit (possibly slowed)")  # fmt: skip
     return [
         "<p>Rewrite mode also lowers memory and CPUs (the other modes change only the time limit). Waste: "
         "MB-hours reserved but unused (memory), cores allocated but idle (CPUs). Killed out of memory: jobs "
         "that peaked under their own memory and would not fit under harp's, plus the jobs harp's lowered "
-        "memory did stop.</p>",
-        table(("target", "jobs", "lowered", "waste cut", "killed out of memory / slowed"), rows),
+        "memory did stop. Slowed: jobs that used more CPUs than harp's value would leave them. A job cannot "
+        f"use more CPUs than it holds: of the jobs whose CPUs harp did cut, those that used at least "
+        f"{AT_LIMIT:.0%} of what it left them are at harp's limit, and may have been slowed by it.</p>",
+        table(head, rows),
     ]
 
 

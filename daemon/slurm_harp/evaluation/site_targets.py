@@ -19,6 +19,10 @@ from slurm_harp.evaluation.costs import assess
 from slurm_harp.evaluation.observed import observe
 from slurm_harp.evaluation.outcomes import TARGET_OF_KEY
 
+# A job whose CPUs harp cut that used at least this share of those it kept is at harp's limit: it
+# cannot use more than it holds, so whether it would have is unknown (possibly slowed).
+AT_LIMIT = 0.9
+
 
 @dataclass(frozen=True)
 class TargetRow:
@@ -29,6 +33,7 @@ class TargetRow:
     lowered_pct: float
     waste_cut_pct: float  # memory: MB-hours; CPUs: allocated but idle core-hours
     harmed_pct: float  # memory: killed out of memory (would be, plus harp's real kills); CPUs: slowed
+    at_limit_pct: float | None = None  # CPUs: at harp's cut, possibly slowed (at_harps_cpu_limit)
 
 
 def planned_limit(job: JobRecord, tag: Tag, key: str, mode: Mode, policy: Policy) -> float:
@@ -70,11 +75,33 @@ def other_targets(jobs: list[JobRecord], tags: list[Tag], policy: Policy) -> lis
             continue
         cut = figures["alloc_core_h_cut_pct" if target is Target.CPUS else "waste_cut_pct"]
         harmed = _or_nan(figures["slowed_pct" if target is Target.CPUS else "newly_killed_pct"])
+        pairs, at_limit = list(zip(sub_jobs, sub_tags, strict=True)), None
         if target is Target.MEMORY:  # and the jobs harp's memory limit did stop (censored: not "newly")
-            stopped = [stopped_at_harps_limit(j, t, target) for j, t in zip(sub_jobs, sub_tags, strict=True)]
-            harmed += 100.0 * int(np.sum(np.array(stopped, dtype=bool) & obs.usable())) / n
-        rows.append(TargetRow(target, n, figures["lowered_pct"] or 0.0, _or_nan(cut), harmed))
+            harmed += _share([stopped_at_harps_limit(j, t, target) for j, t in pairs], obs.usable(), n)
+        else:  # a job cannot use more CPUs than harp left it: never "slowed" by a cut it got
+            at_limit = _share([at_harps_cpu_limit(j, t) for j, t in pairs], obs.usable(), n)
+        rows.append(TargetRow(target, n, figures["lowered_pct"] or 0.0, _or_nan(cut), harmed, at_limit))
     return rows
+
+
+def _share(flags: list[bool], usable: np.ndarray, n: int) -> float:
+    """% of the ``n`` usable jobs that ``flags`` marks."""
+    return 100.0 * int(np.sum(np.array(flags, dtype=bool) & usable)) / n
+
+
+def at_harps_cpu_limit(job: JobRecord, tag: Tag) -> bool:
+    """Whether harp cut ``job``'s CPUs (``c!``) and it used at least AT_LIMIT of those it kept."""
+    kept, used = tag.values.get("c"), job.used(Target.CPUS)
+    if tag.flags.get("c") != "!" or not kept or used is None:
+        return False
+    return used >= AT_LIMIT * kept
+
+
+def own_cores(job: JobRecord, tag: Tag) -> float:
+    """The CPUs ``job``'s user asked for: the tag's ``c0`` where harp cut them (``c!``), else the
+    CPUs the job held (JobRecord.cores, which prefers those allocated: harp's cut, for such a job)."""
+    own = tag.own.get("c")
+    return float(own) if own and tag.flags.get("c") == "!" else job.cores
 
 
 def memory_ratios(jobs: list[JobRecord], tags: list[Tag]) -> np.ndarray:
