@@ -104,3 +104,36 @@ def test_a_link_planted_at_an_output_is_replaced_not_written_through(tmp_path: P
         st = (out / f"{TRACE}.{kind}").lstat()
         assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o644, kind
     assert "| strategy |" in (out / f"{TRACE}.md").read_text()
+
+
+def test_a_store_of_jobs_harp_lowered_evaluates_as_the_jobs_their_users_submitted(tmp_path: Path) -> None:
+    """On a site's own jobs the store shows the limit harp set, its tag the user's own: every
+    strategy, ours included, scores the jobs as their users submitted them, as if harp had not
+    touched them (ours lost every such job: matched to its features by identity, not by index)."""
+    from dataclasses import replace
+
+    from slurm_harp.accounting.jobstore import JobStore
+
+    asked = load_records(BUNDLED_TRACE)[:1500]
+    lowered = []
+    for i, job in enumerate(asked):
+        own, run = job.request.time_limit_minutes, job.elapsed_s / 60
+        if i % 2 and own and not job.censored and run < own / 2:  # cut to half, and it finished there
+            cut = max(1, int(own / 2))
+            job = replace(job, request=replace(job.request, time_limit_minutes=cut),
+                          harp_tag=f"harp:rewrite,t!={cut},t0={own},v=time@1")  # fmt: skip
+        lowered.append(job)
+    assert sum(j.harp_tag is not None for j in lowered) > 300
+    docs = []
+    for name, records in (("asked", asked), ("lowered", lowered)):
+        db, out = tmp_path / f"{name}.sqlite", tmp_path / name
+        with JobStore(db) as store:
+            store.merge(records, "kth")
+        strategies = "request,tsafrir-scaled,ours"
+        argv = ["evaluate", "--db", str(db), "--target", "time", "--strategies", strategies, "--trees", "30",
+                "--out", str(out)]  # fmt: skip
+        assert main(argv) == 0
+        docs.append(json.loads((out / f"{name}.json").read_text())["targets"]["time"]["strategies"])
+    for strategy in ("request", "tsafrir-scaled", "ours"):
+        assert docs[0][strategy]["error"] is None, docs[0][strategy]["error"]
+        assert docs[1][strategy]["test"] == docs[0][strategy]["test"], strategy

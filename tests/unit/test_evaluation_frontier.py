@@ -80,3 +80,23 @@ def test_the_reading_of_a_traced_curve_is_monotone() -> None:
     assert cuts == sorted(cuts)  # type: ignore[type-var]
     need = least_lost(curve, 40.0)
     assert need is not None and best_cut(curve, need) is not None and best_cut(curve, need) >= 40.0  # type: ignore[operator]
+
+
+def test_the_curve_counts_newly_killed_jobs_as_assess_does() -> None:
+    """A job that ran into its own limit (censored) and is given a lower one is killed earlier, not
+    newly: assess and ours' curve leave it out of the newly killed, and so does a baseline's curve."""
+    obs = Observed(
+        target=Target.TIME,
+        requested=np.full(10, 100.0),
+        actual=np.array([10.0] * 9 + [100.0]),
+        censored=np.array([False] * 9 + [True]),
+        cores=np.ones(10),
+        run_hours=np.array([10.0] * 9 + [100.0]) / 60,
+        units=np.ones(10),
+    )
+    base = np.full(10, 20.0)
+    figures = costs.assess(obs, base)
+    assert (figures["newly_killed_pct"], figures["censored_lowered_pct"]) == (0.0, 10.0)
+    [(lost, cut)] = pareto_points(base, obs, np.array([1.0]))
+    assert lost == figures["newly_killed_pct"]
+    assert cut == pytest.approx(figures["waste_cut_pct"])

@@ -114,3 +114,32 @@ def test_the_features_are_built_once_for_every_period(monkeypatch: pytest.Monkey
     jobs = trace()
     served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
     assert served.fits > 2 and built == [len(jobs)]
+
+
+def lowered_by_harp(jobs: list[JobRecord]) -> list[JobRecord]:
+    """Every other job as a site's job store holds it after harp lowered its limit to 30 minutes in
+    rewrite mode: accounting shows 30, the tag the user's own."""
+    out = []
+    for i, j in enumerate(jobs):
+        own = j.request.time_limit_minutes
+        if i % 2 and own is not None and j.elapsed_s <= 30 * 60:
+            j = replace(j, request=replace(j.request, time_limit_minutes=30),
+                        harp_tag=f"harp:rewrite,t!=30,t0={own},v=time@1")  # fmt: skip
+        out.append(j)
+    return out
+
+
+def test_the_jobs_harp_lowered_are_learned_from_and_served() -> None:
+    """`harp simulate --db` and `harp evaluate --db`: a job harp lowered is a row of ours (it is
+    matched to its row by its index, not by identity: the row is a copy with the user's own
+    request), so it is learned from and gets a limit, capped at its user's own request."""
+    asked = trace()
+    jobs = lowered_by_harp(asked)
+    tagged = np.array([j.harp_tag is not None for j in jobs])
+    assert tagged.sum() > 200
+    served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
+    tail = np.arange(len(jobs)) >= int(0.3 * len(jobs))
+    assert np.isfinite(served.quantile[tail]).all()
+    own = np.array([j.request.time_limit_minutes for j in asked], dtype=float)
+    assert (served.quantile[tail] <= own[tail]).all()
+    assert (served.quantile[tail & tagged] > 30).any()  # capped by the user's own, not harp's 30

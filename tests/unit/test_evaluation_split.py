@@ -50,3 +50,14 @@ def test_known_before_leaves_out_jobs_running_at_the_cutoff() -> None:
     jobs = [job("0", 0, end=50), job("1", 10, end=150), job("2", 20, end=100), job("3", 100), job("4", 110)]
     assert known_before(jobs, 3).tolist() == [0, 2]
     assert known_before(jobs, 0).tolist() == []
+
+
+def test_a_job_harp_lowered_is_read_with_its_users_own_request() -> None:
+    """On a site's own jobs accounting shows the limit harp set (40 min): every strategy's baseline
+    is the user's own (the tag's t0=120), as training reads it."""
+    tag = "harp:rewrite,t!=40,t0=120,v=time@1"
+    lowered = JobRecord("1", JobRequest(submit_time=1000, time_limit_minutes=40), "COMPLETED", 100,
+                        end_time=1100, harp_tag=tag)  # fmt: skip
+    timeline = chronological_split([lowered, job("2", 2000), job("3", 3000)], (0.4, 0.3))
+    assert [j.request.time_limit_minutes for j in timeline.jobs] == [120, 10, 10]
+    assert timeline.jobs[0].harp_tag == tag

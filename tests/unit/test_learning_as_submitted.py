@@ -12,6 +12,7 @@ import pytest
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.key_history import outcome_of
+from slurm_harp.core.message import as_submitted
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning.calibration import assess
 from slurm_harp.learning.dataset import build_dataset
@@ -58,3 +59,43 @@ def test_a_job_harp_s_limit_stopped_counts_as_killed_by_a_limit_below_its_run() 
     assert kill == 50.0  # the job harp stopped at 30 min, under a 30 min limit again; not the other
     kill, _ = assess(np.array([31.0, 20.0]), td)
     assert kill == 0.0  # past the run it reached: unknown, not counted
+
+
+@pytest.mark.parametrize(
+    ("shown", "tag", "own"),
+    [
+        # --mem-per-cpu 2000 on 4 CPUs, one node; harp lowered it to 500 MB a CPU (2000 MB a node).
+        ((500, 4, 1), "m!=2000,m0=8000", (2000, 4, 8000.0)),
+        # 1000 MB a CPU on 16 CPUs over 2 nodes; harp cut the CPUs to 4 and set 1500 MB a CPU.
+        ((1500, 4, 2), "m!=3000,m0=8000,c!=4,c0=16", (1000, 16, 8000.0)),
+        # 1001 MB a CPU on 3 CPUs over 2 nodes: m0 rounds 1501.5 MB a node; the user's own comes back.
+        ((400, 3, 2), "m!=600,m0=1502", (1001, 3, 1501.5)),
+    ],
+)
+def test_a_per_cpu_memory_request_harp_lowered_is_learnt_with_its_user_s_own(
+    shown: tuple[int, int, int], tag: str, own: tuple[int, int, float]
+) -> None:
+    """A --mem-per-cpu job: the plugin rewrites its MB per CPU, the tag's m0 is MB per node (the
+    daemon's unit). Before, only a per-node request got m0 back: the job was learnt and scored with
+    harp's lowered memory as its user's request. ``shown``: accounting's MB per CPU, CPUs, nodes."""
+    per_cpu, cpus, nodes = shown
+    request = JobRequest(user_name="alice", time_limit_minutes=60, submit_time=SUBMIT, mem_per_cpu_mb=per_cpu,
+                         min_cpus=cpus, min_nodes=nodes)  # fmt: skip
+    record = JobRecord("1", request, "COMPLETED", 600, end_time=SUBMIT + 600, max_rss_mb=300.0,
+                       harp_tag=f"harp:rewrite,{tag},v=x")  # fmt: skip
+    submitted = as_submitted(record).request
+    assert (submitted.mem_per_cpu_mb, submitted.min_cpus, submitted.mem_per_node_mb) == (*own[:2], None)
+    assert submitted.requested(Target.MEMORY) == pytest.approx(own[2])
+    td = target_data([record], build_dataset([record]), Target.MEMORY)
+    assert td.requested[0] == pytest.approx(own[2])
+
+
+def test_a_time_min_job_cut_by_backfill_and_stopped_there_counts_as_killed() -> None:
+    """time_min mode: backfill started the job with its limit cut to 30 min toward harp's time_min,
+    and it timed out there before its user's own 120: a limit below its run kills it, as a limit
+    harp lowered does (before: censored like a job that reached its own limit)."""
+    cut = job("1", 30, 30 * 60 + 20, "harp:time_min,t~=30,t0=120,v=x", state="TIMEOUT")
+    td = target_data([cut], build_dataset([cut]), Target.TIME)
+    assert list(td.requested) == [120]
+    assert td.stopped_by_harp is not None and list(td.stopped_by_harp) == [True]
+    assert assess(np.array([30.0]), td)[0] == 100.0

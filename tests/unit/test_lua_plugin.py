@@ -22,7 +22,7 @@ from slurm_harp.core.message import annotation_for, parse_tag
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.evaluation.site_report import planned_limit
+from slurm_harp.evaluation.site_targets import planned_limit
 from slurm_harp.server.convert import decision_to_proto
 from slurm_harp.server.service import bad_request
 from tests.conftest import REPO, lua51

@@ -53,3 +53,20 @@ def test_versions_are_matched_to_their_target_or_unknown() -> None:
     assert version_for(Target.TIME, (MEM_V, TIME_V), OWNER) == TIME_V
     assert version_for(Target.CPUS, (MEM_V, TIME_V), OWNER) == "unknown"
     assert Outcome().underpredicted_ratio == 0.0
+
+
+def test_a_time_min_job_that_timed_out_before_its_own_limit_is_harps_kill() -> None:
+    """time_min mode: harp set time_min to 30 min; Slurm's backfill started the job with its limit cut
+    to 30 (accounting shows it), the guard did not extend it, and it timed out there, 90 minutes
+    before its user's own 120. Without harp's time_min Slurm could not have cut it: harp's kill. At
+    its own limit, or with a time_min the user gave (the plugin then leaves no flag), it is not."""
+    records = [
+        job(f"harp:time_min,t~=30,t0=120,v={TIME_V}", state="TIMEOUT", minutes=30),
+        job(f"harp:time_min,t~=30,t0=120,v={TIME_V}", state="TIMEOUT", minutes=120),
+        job(f"harp:time_min,t=30,t0=120,v={TIME_V}", state="TIMEOUT", minutes=30),
+        job(f"harp:time_min,t~=30,t0=120,v={TIME_V}", minutes=20),
+    ]
+    batch = outcomes(records, OWNER)[("time", "batch", TIME_V)]
+    assert (batch.jobs, batch.killed) == (4, 1)
+    assert batch.underpredicted == 2  # the kill, and the job that ran to its own 120 > 30
+    assert batch.saved_core_seconds == 0  # a time_min set takes nothing off the reservation asked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,14 @@ def test_a_trace_without_any_time_limit_is_refused() -> None:
     ]
     with pytest.raises(ValueError, match="no job has a time limit"):
         workload_from_records(records, processors=4)
+
+
+def test_a_job_harp_lowered_is_replayed_with_its_users_own_request() -> None:
+    """`harp simulate --db`: the job store shows the limit harp set (and the CPUs it left); the
+    replay's "request" is what the user asked (the tag's t0=, c0=)."""
+    request = JobRequest(user_name="u", time_limit_minutes=40, min_cpus=4, submit_time=1000)
+    lowered = JobRecord("1", request, "COMPLETED", 600, end_time=1600, alloc_cpus=4,
+                        harp_tag="harp:rewrite,t!=40,t0=120,c!=4,c0=16,v=v1")  # fmt: skip
+    plain = JobRecord("2", replace(request, submit_time=2000), "COMPLETED", 600, end_time=2600, alloc_cpus=4)
+    jobs = workload_from_records([lowered, plain], processors=16)
+    assert list(jobs.request) == [120 * 60, 40 * 60] and list(jobs.procs) == [16, 4]

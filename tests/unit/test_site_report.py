@@ -18,6 +18,7 @@ from slurm_harp.commands.report import since_time
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.evaluation.outcomes import outcomes
 from slurm_harp.evaluation.site_report import SiteReport, site_report
 from slurm_harp.evaluation.site_report_html import render, write_site_report
 from slurm_harp.output_dir import OutputDir
@@ -78,7 +79,8 @@ def test_counts_and_each_modes_figures_by_hand(db: Path) -> None:
     assert rewrite.reserved_core_h == pytest.approx(270 * h)
     assert rewrite.waste_core_h == pytest.approx((10 + 70 + 7) * h)  # jobs 1, 3, 4 still finish
     assert rewrite.killed == 2  # job 2 would be killed; job 5 was
-    assert rewrite.rerun_core_h == pytest.approx(50 * h)  # job 2's first attempt, then 100 is enough
+    # Job 2's attempt cut at 50 and its run again under its own 100 leaving 30 unused; job 5's run.
+    assert rewrite.lost_core_h == pytest.approx((50 + 30 + 60) * h)
     # Extend: job 2 is extended 50 -> 51 -> 55 -> 65 -> 80 (Tsafrir's steps, 2 min lead) and ends at
     # 70; job 5 (ran 60 under a 60 limit) would have been extended too, its true run time unknown.
     extend = rows[Mode.EXTEND]
@@ -89,6 +91,47 @@ def test_counts_and_each_modes_figures_by_hand(db: Path) -> None:
     time_min = rows[Mode.TIME_MIN]
     assert (time_min.changed, time_min.extended) == (4, None)
     assert time_min.waste_core_h == pytest.approx(rows[Mode.SHADOW].waste_core_h)
+
+
+def test_the_net_saving_counts_what_the_re_run_of_a_killed_job_leaves_unused() -> None:
+    """One job, 1 core, asked 100 min, ran 70; rewrite would cut it to 50. Killed at 50, run again
+    under its 100, it reserves 50 + 100 for a 70-minute run: 80 unused against 30 as asked, a net
+    saving of -50 core-minutes, as training's net cut (core.accuracy.kill_loss) counts it. The page
+    said -20: the re-run's 30 unused minutes were left out."""
+    request = JobRequest(partition="a", min_cpus=1, time_limit_minutes=100, submit_time=START)
+    record = JobRecord("1", request, "COMPLETED", 70 * 60, end_time=START + 70 * 60, alloc_cpus=1,
+                       harp_tag=f"harp:shadow,t=50,v={V}")  # fmt: skip
+    report = site_report([record], Policy(min_gain=0.0), START)
+    assert '<td class="n">-1</td>' in render(report, {}, "defaults")  # -50 core-min in core-hours
+    rows = {r.mode: r for r in report.modes}
+    asked, rewrite = rows[Mode.SHADOW], rows[Mode.REWRITE]
+    assert asked.waste_core_h == pytest.approx(30 / 60)
+    assert (rewrite.waste_core_h, rewrite.killed) == (0.0, 1)
+    net = asked.waste_core_h - rewrite.waste_core_h - rewrite.lost_core_h
+    assert net == pytest.approx(-50 / 60)
+
+
+def test_jobs_whose_cpus_harp_cut_count_their_users_cpus_and_their_use_at_the_cut() -> None:
+    """Rewrite cut 10 jobs from 16 CPUs to 4 (accounting shows 4); each kept its 4 CPUs busy. As
+    asked they reserved 16 CPUs x 100 min, not harp's 4; and a job cannot use more CPUs than it holds,
+    so none is "slowed": the jobs that used the CPUs harp left them are at its limit, possibly slowed."""
+    jobs = []
+    for i in range(10):
+        request = JobRequest(partition="a", min_cpus=4, time_limit_minutes=100, submit_time=START + i)
+        jobs.append(JobRecord(str(i), request, "COMPLETED", 3600, end_time=START + i + 3600, alloc_cpus=4,
+                              total_cpu_s=(4 if i < 7 else 2) * 3600.0,
+                              harp_tag=f"harp:rewrite,t=90,c!=4,c0=16,v={V}"))  # fmt: skip
+    report = site_report(jobs, Policy(), START)
+    asked = report.modes[0]
+    assert asked.reserved_core_h == pytest.approx(10 * 16 * 100 / 60)
+    assert asked.waste_core_h == pytest.approx(10 * 16 * 40 / 60)
+    (part,) = report.by_partition
+    assert part.used_core_h == pytest.approx(10 * 4 * 60 / 60)  # the run, with the CPUs it held
+    (cpus,) = report.other_targets
+    assert (cpus.target, cpus.lowered_pct, cpus.harmed_pct) == (Target.CPUS, 100.0, 0.0)
+    assert cpus.at_limit_pct == pytest.approx(70.0)  # 7 used all 4; 3 used 2 of them
+    page = render(report, {}, "defaults")
+    assert "at harp&#x27;s CPU limit (possibly slowed)" in page and '<td class="n">70.0 %</td>' in page
 
 
 def test_per_partition_waste_and_kills(db: Path) -> None:
@@ -128,6 +171,24 @@ def test_memory_in_rewrite_mode() -> None:
     # Waste (MB-hours): 3000 + 2000 as asked; 500 after (the killed job's is gone with it).
     assert memory.waste_cut_pct == pytest.approx(90.0)
     assert report.memory_ratios.tolist() == pytest.approx([1000 / 1500, 2000 / 1500])
+
+
+def test_memory_harp_lowered_that_ran_out_counts_as_killed() -> None:
+    """Rewrite mode lowered 10 jobs from 8000 to 2000 MB a node (accounting shows 2000); 3 ran out
+    of memory there. They reached harp's limit (censored: not newly killed by it), yet harp killed
+    them: the memory row says 30 %, not 0 %; outcomes counts them as harp's memory kills."""
+
+    def mem(i: int, rss: float, state: str = "COMPLETED") -> JobRecord:
+        request = JobRequest(min_cpus=4, min_nodes=1, mem_per_node_mb=2000, time_limit_minutes=100)
+        return JobRecord(str(i), request, state, 3600, alloc_cpus=4, max_rss_mb=rss, end_time=START + i,
+                         harp_tag=f"harp:rewrite,t=90,m!=2000,m0=8000,v={V}")  # fmt: skip
+
+    jobs = [mem(i, 1500) for i in range(7)] + [mem(i, 2000, "OUT_OF_MEMORY") for i in range(7, 10)]
+    (memory,) = site_report(jobs, Policy(), START).other_targets
+    assert (memory.jobs, memory.lowered_pct) == (10, 100.0)
+    assert memory.harmed_pct == pytest.approx(30.0)
+    kills = outcomes(jobs, lambda _: Target.MEMORY)
+    assert sum(o.killed for (target, _, _), o in kills.items() if target == "memory") == 3
 
 
 HOSTILE = "<script>alert(1)</script>&\"'"

@@ -86,6 +86,16 @@ def waste_cut_pct(predicted: Array, actual: Array, requested: Array, cores: Arra
     return 100.0 * (1.0 - after / before)
 
 
+def kill_loss(limit: Array, actual: Array, requested: Array) -> np.ndarray:
+    """Per job that a ``limit`` kills although its own ``requested`` let it finish after ``actual``:
+    what the kill loses, in their unit (times cores: core-time). Its attempt, cut short at the limit,
+    then its waste when it runs again under its request (one re-run, as `harp simulate` replays a
+    killed job). waste_cut_pct counts a killed job's waste as gone; less these, the cut is net of the
+    kills (training's net cut, `harp report`'s net saving). Arrays broadcast, as numpy's do."""
+    out: np.ndarray = np.asarray(limit, dtype=np.float64) + np.asarray(requested, dtype=np.float64)
+    return out - np.asarray(actual, dtype=np.float64)
+
+
 def summary(
     predicted: Array, actual: Array, requested: Array | None = None, cores: Array | None = None
 ) -> dict[str, float]:

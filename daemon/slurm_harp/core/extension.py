@@ -27,7 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import parse_tag
+from slurm_harp.core.message import TAG_KEY, Tag, parse_tag
+from slurm_harp.core.request import Target
 
 # The guard's default lead (config [guard] lead_seconds): the poll period, slurmctld's periodic limit
 # check (about 30 s) and a slow scontrol, with room to spare.
@@ -129,6 +130,18 @@ def killed_before_own_limit(record: JobRecord, own_minutes: int | None) -> bool:
     if record.state != "TIMEOUT":
         return False
     return own_minutes is None or record.elapsed_s < own_minutes * 60 - OWN_LIMIT_SLACK_S
+
+
+def stopped_at_harps_limit(record: JobRecord, tag: Tag, target: Target) -> bool:
+    """Whether harp's doing stopped ``record`` (``tag`` its harp tag): it timed out before the tag's
+    ``t0`` with its time limit lowered (``t!``) or its time_min set (``t~``: Slurm's backfill may
+    start such a job with a limit cut down toward its time_min, and only the guard extends it back
+    to its user's own), or ran out of memory with its memory lowered (``m!``). The one rule of harp's
+    kills: the outcome metrics, `harp report`, and the calibration's (learning.targets)."""
+    flag = tag.flags.get(TAG_KEY[target])
+    if target is Target.TIME:
+        return flag in ("!", "~") and killed_before_own_limit(record, tag.own.get("t"))
+    return target is Target.MEMORY and flag == "!" and record.state == "OUT_OF_MEMORY"
 
 
 @dataclass(frozen=True, slots=True)

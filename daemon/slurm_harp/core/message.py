@@ -170,8 +170,21 @@ def submitted_request(request: JobRequest, tag: Tag) -> JobRequest:
         request = replace(request, time_limit_minutes=own["t"])
     if "c" in own:
         request = replace(request, min_cpus=own["c"])
-    if "m" in own and request.mem_per_node_mb is not None:
-        request = replace(request, mem_per_node_mb=own["m"])
+    if "m" in own:
+        request = _own_memory(request, own["m"])
+    return request
+
+
+def _own_memory(request: JobRequest, per_node_mb: int) -> JobRequest:
+    """``request`` with its user's own memory, ``m0=``, back in the field the user gave. ``m0`` is MB
+    per node, as the daemon reads any request (JobRequest.requested); for ``--mem-per-cpu`` the plugin
+    rewrites the MB per CPU, so they are ``m0`` over the user's own CPUs per node (``min_cpus``, ``c0=``
+    restored first), as the daemon made them: exact with at least one CPU per node."""
+    if request.mem_per_node_mb is not None:
+        return replace(request, mem_per_node_mb=per_node_mb)
+    if request.mem_per_cpu_mb is not None and request.min_cpus:
+        nodes = max(request.min_nodes or 1, 1)
+        return replace(request, mem_per_cpu_mb=round(per_node_mb * nodes / request.min_cpus))
     return request
 
 

@@ -66,14 +66,15 @@ def smallest_multiplier(
 
 
 def pareto_points(base: np.ndarray, obs: Observed, multipliers: np.ndarray = MULTIPLIERS) -> Curve:
-    """(newly killed %, waste cut %) of limits m x base for each multiplier m, ordered by m."""
+    """(newly killed %, waste cut %) of limits m x base for each multiplier m, ordered by m: the
+    figures of costs.assess (a censored job given a lower limit is killed earlier, not newly)."""
     use = obs.usable()
     sub, b = obs.take(use), base[use]
     before = costs.waste(sub, sub.requested)
     points: Curve = []
     for m in multipliers:
         eff = costs.effective_limits(sub, float(m) * b)
-        lost = 100.0 * float(np.mean(costs.killed(sub, eff))) if len(sub) else 0.0
+        lost = 100.0 * float(np.mean(costs.newly_killed(sub, eff))) if len(sub) else 0.0
         cut = 100.0 * (1.0 - costs.waste(sub, eff) / before) if before > 0 else float("nan")
         points.append((lost, cut))
     return points

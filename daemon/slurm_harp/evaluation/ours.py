@@ -29,7 +29,7 @@ from slurm_harp.core.safety_rule import ladder_limits
 from slurm_harp.evaluation.split import known_before
 from slurm_harp.evaluation.strategy import Split
 from slurm_harp.learning.calibration import Curve, frontier
-from slurm_harp.learning.dataset import build_dataset
+from slurm_harp.learning.dataset import build_dataset, row_order
 from slurm_harp.learning.family import Member, quantile_name
 from slurm_harp.learning.fitting import (
     Fitted,
@@ -39,7 +39,7 @@ from slurm_harp.learning.fitting import (
     predict_units,
     refreshed,
 )
-from slurm_harp.learning.targets import TargetData, target_data, usable_in_order
+from slurm_harp.learning.targets import TargetData, target_data
 
 MIN_TRAIN_JOBS = 50
 # The feature is_cold reads: how many of the user's jobs ended within the history horizon.
@@ -91,8 +91,10 @@ class HarpStrategy:
         if self._memo is None or self._memo[0] is not jobs:
             data = build_dataset(jobs)
             td = target_data(jobs, data, self.target)
-            position = {id(r): i for i, r in enumerate(usable_in_order(jobs))}
-            rows = np.array([position.get(id(j), -1) for j in jobs], dtype=np.int64)
+            # By index: a row is a copy of its job (as submitted), not the job itself.
+            rows = np.full(len(jobs), -1, dtype=np.int64)
+            order = row_order(jobs)
+            rows[order] = np.arange(len(order))
             self._memo = (jobs, data.x, td, rows)
         return self._memo[1], self._memo[2], self._memo[3]
 

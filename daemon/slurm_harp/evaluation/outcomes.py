@@ -4,7 +4,9 @@ Each job harp saw carries its tag (core.message): per target the value harp wrot
 or the limit it set) and, where harp lowered a limit, what the user asked for. Beside what the job
 used (core.job), that gives per target, partition and model version (never per user or per job):
 the distribution of used / harp's value, how often the job used more than harp's value
-(under-prediction), the jobs killed at a time limit harp lowered, and the core-seconds harp took off
+(under-prediction), the jobs harp killed (core.extension.stopped_at_harps_limit: timed out before
+their user's own limit, at a limit harp lowered or that Slurm cut toward the time_min harp set; out
+of memory under a memory limit harp lowered), and the core-seconds harp took off
 reservations of jobs that then finished within harp's limit. `harp serve` exports them
 (server/outcome_metrics.py); being read from the job store, a restart loses nothing.
 """
@@ -15,7 +17,7 @@ import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from slurm_harp.core.extension import killed_before_own_limit
+from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.message import parse_tag
 from slurm_harp.core.request import Target
@@ -114,7 +116,7 @@ def outcomes_by_tag(records: Iterable[JobRecord]) -> dict[TagKey, Outcome]:
             outcome.add(used / value)
             lowered = tag.flags.get(key) == "!"
             own = tag.own.get(key)
-            killed = target is Target.TIME and lowered and killed_before_own_limit(record, own)
+            killed = stopped_at_harps_limit(record, tag, target)
             if killed or used > value:
                 outcome.underpredicted += 1
             outcome.killed += killed

@@ -5,10 +5,11 @@ A site reads them before it switches rewriting on. Every job harp saw carries it
 with the user's own limit beside a lowered one. With what the job then used, that gives for every
 mode at once the time limits it would have set (the policy's floor and min_gain applied, as the
 daemon applies them), and from those evaluation.costs's figures, so that they read like
-`harp evaluate`'s: core-hours reserved (limit x cores), the waste left (reserved but unused by the
-jobs that finish), the jobs a rewrite kills before their own limit and what re-running them costs,
-the jobs the guard extends. Harp's real kills (jobs it lowered that timed out before their own
-limit) are evaluation.outcomes's, the figures Prometheus shows.
+`harp evaluate`'s: core-hours reserved (limit x the CPUs asked for), the waste left (reserved but
+unused by the jobs that finish), the jobs a rewrite kills before their own limit and what the kills
+lose (as training's net cut counts it: core.accuracy.kill_loss), the jobs the guard extends.
+Harp's real kills (jobs that timed out before their own limit at a limit harp lowered or that Slurm
+cut toward the time_min harp set) are evaluation.outcomes's, the figures Prometheus shows.
 
 A shadow value marked ``/k`` is one a changing mode would not have applied (the calibrated rule
 keeps the request, or the user is cold): it keeps the request here too. Tags written before that
@@ -17,27 +18,22 @@ mark existed cannot say so; their values are taken as limits, which overstates t
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from slurm_harp.core.accuracy import kill_loss
+from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import Tag, as_submitted, parse_tag
+from slurm_harp.core.message import as_submitted, parse_tag
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import Target
-from slurm_harp.evaluation.costs import (
-    assess,
-    effective_limits,
-    extended,
-    newly_killed,
-    reexecution,
-    waste,
-)
+from slurm_harp.evaluation.costs import effective_limits, extended, newly_killed, waste
 from slurm_harp.evaluation.observed import Observed, observe
-from slurm_harp.evaluation.outcomes import TARGET_OF_KEY, outcomes
+from slurm_harp.evaluation.outcomes import outcomes
+from slurm_harp.evaluation.site_targets import TargetRow, memory_ratios, mode_limits, other_targets, own_cores
 
 # The modes compared, least change first; off and shadow leave every job as asked.
 MODES: tuple[Mode, ...] = (Mode.SHADOW, Mode.TIME_MIN, Mode.EXTEND, Mode.REWRITE)
@@ -49,10 +45,10 @@ class ModeRow:
 
     mode: Mode
     changed: int  # jobs whose limit (time_min: time_min) the mode sets below the request
-    reserved_core_h: float  # Σ limit x cores at submission
+    reserved_core_h: float  # Σ limit x the CPUs each user asked for (site_targets.own_cores)
     waste_core_h: float  # reserved but unused by the jobs that finish (after any extension)
     killed: int  # jobs killed before their own limit (rewrite: would be, plus harp's real kills)
-    rerun_core_h: float  # extra core-hours to re-run the killed jobs (doubling limits)
+    lost_core_h: float  # what the kills lose (lost_to_kills); the net saving is the waste cut less it
     extended: int | None  # jobs the guard extends at least once; None: depends on the schedule
 
 
@@ -60,22 +56,11 @@ class ModeRow:
 class PartitionRow:
     partition: str
     jobs: int
-    used_core_h: float
-    reserved_core_h: float  # as asked
+    used_core_h: float  # run x the CPUs the job held
+    reserved_core_h: float  # as asked, the CPUs too
     waste_core_h: dict[Mode, float]  # shadow (as asked), extend, rewrite
     rewrite_killed: int  # jobs a rewrite would kill before their own limit
-    harp_killed: int  # jobs harp did kill: lowered, then timed out before their own limit
-
-
-@dataclass(frozen=True)
-class TargetRow:
-    """Rewrite mode on memory or CPUs (the other modes change only the time limit)."""
-
-    target: Target
-    jobs: int
-    lowered_pct: float
-    waste_cut_pct: float  # memory: MB-hours; CPUs: allocated but idle core-hours
-    harmed_pct: float  # memory: killed out of memory; CPUs: slowed
+    harp_killed: int  # jobs harp did kill: timed out before their own limit (outcomes)
 
 
 @dataclass(frozen=True)
@@ -127,9 +112,12 @@ def site_report(
         tags.append(tag)
     timed = np.array(["t" in t.values for t in tags], dtype=bool)
     obs = observe(jobs, Target.TIME)
+    held = obs.cores  # a job whose CPUs harp cut held fewer than its user asked for
+    obs = replace(obs, cores=np.array([own_cores(j, t) for j, t in zip(jobs, tags, strict=True)]))
     keep = obs.usable() & timed
     time_obs = obs.take(keep)
-    limits = {m: _limits(jobs, tags, "t", m, policy)[keep] for m in MODES}
+    limits = {m: mode_limits(jobs, tags, "t", m, policy)[keep] for m in MODES}
+    stopped = [stopped_at_harps_limit(j, t, Target.TIME) for j, t in zip(jobs, tags, strict=True)]
     harp_kills = _harp_kills(seen)
     parts = np.array([j.request.partition or "" for j in jobs], dtype=object)[keep]
     return SiteReport(
@@ -145,40 +133,17 @@ def site_report(
         last_end=max(ends, default=None),
         tag_modes=dict(Counter(t.mode for t in tags).most_common()),
         versions=dict(Counter(v for t in tags for v in t.versions).most_common()),
-        modes=mode_rows(time_obs, limits, sum(harp_kills.values())),
-        by_partition=_partition_rows(time_obs, limits, parts, harp_kills),
-        other_targets=_other_targets(jobs, tags, policy),
+        modes=mode_rows(time_obs, limits, np.array(stopped, dtype=bool)[keep]),
+        by_partition=_partition_rows(time_obs, limits, parts, harp_kills, held[keep]),
+        other_targets=other_targets(jobs, tags, policy),
         points=TimePoints(
             actual=time_obs.actual,
             predicted=np.array([t.values["t"] for t, k in zip(tags, keep, strict=True) if k], dtype=float),
             requested=time_obs.requested,
             stopped=time_obs.censored,
         ),
-        memory_ratios=_memory_ratios(jobs, tags),
+        memory_ratios=memory_ratios(jobs, tags),
     )
-
-
-def planned_limit(job: JobRecord, tag: Tag, key: str, mode: Mode, policy: Policy) -> float:
-    """The limit ``mode`` would have given ``job`` (as submitted) for the target of ``key``; NaN
-    keeps the request."""
-    value = tag.values.get(key)
-    if value is None:
-        return math.nan
-    if tag.flags.get(key):  # harp changed it: the value is the limit it set
-        return float(value)
-    if key in tag.kept:  # a changing mode would have kept the request
-        return math.nan
-    seen_in = Mode(tag.mode)
-    if seen_in.changes_limits and (key == "t" or not seen_in.needs_guard):
-        return math.nan  # harp could have changed it and chose not to (no gain, cold user, ...)
-    decided = policy.decide(TARGET_OF_KEY[key], job.request, mode, float(value), None, "")
-    return math.nan if decided.new_value is None else float(decided.new_value)
-
-
-def _limits(jobs: list[JobRecord], tags: list[Tag], key: str, mode: Mode, policy: Policy) -> np.ndarray:
-    if mode is Mode.SHADOW:
-        return np.full(len(jobs), math.nan)
-    return np.array([planned_limit(j, t, key, mode, policy) for j, t in zip(jobs, tags, strict=True)])
 
 
 def core_hours(obs: Observed, limits: np.ndarray) -> float:
@@ -186,8 +151,12 @@ def core_hours(obs: Observed, limits: np.ndarray) -> float:
     return float(np.sum(limits * obs.cores)) / 60.0
 
 
-def mode_rows(obs: Observed, limits: dict[Mode, np.ndarray], harp_killed: int = 0) -> list[ModeRow]:
-    """One row per mode over ``obs`` (time, usable jobs), ``limits`` per mode aligned with it."""
+def mode_rows(
+    obs: Observed, limits: dict[Mode, np.ndarray], stopped: np.ndarray | None = None
+) -> list[ModeRow]:
+    """One row per mode over ``obs`` (time, usable jobs), ``limits`` per mode aligned with it;
+    ``stopped``: the jobs a limit of harp's did stop (core.extension.stopped_at_harps_limit),
+    killed in the rewrite row too."""
     asked = obs.requested
     reserved, wasted = core_hours(obs, asked), waste(obs, asked)
     rows = [ModeRow(Mode.SHADOW, 0, reserved, wasted, 0, 0.0, 0)]
@@ -209,14 +178,23 @@ def mode_rows(obs: Observed, limits: dict[Mode, np.ndarray], harp_killed: int = 
         )
     )
     cut = effective_limits(obs, limits[Mode.REWRITE])
-    killed = int(np.sum(newly_killed(obs, cut))) + harp_killed
-    rerun = reexecution(obs, cut)[1]
-    rows.append(
-        ModeRow(
-            Mode.REWRITE, int(np.sum(cut < asked)), core_hours(obs, cut), waste(obs, cut), killed, rerun, 0
-        )
-    )
+    new = newly_killed(obs, cut)
+    stopped = np.zeros(len(obs), dtype=bool) if stopped is None else stopped
+    killed, lost = int(np.sum(new) + np.sum(stopped)), lost_to_kills(obs, cut, new, stopped)
+    changed = int(np.sum(cut < asked))
+    rows.append(ModeRow(Mode.REWRITE, changed, core_hours(obs, cut), waste(obs, cut), killed, lost, 0))
     return rows
+
+
+def lost_to_kills(obs: Observed, cut: np.ndarray, new: np.ndarray, stopped: np.ndarray) -> float:
+    """Core-hours the kills of a rewrite to ``cut`` lose: of each job it newly kills (``new``), the
+    attempt cut short and the unused reservation of its re-run under its own limit, as training's net
+    cut counts them (core.accuracy.kill_loss; waste() counts a killed job's waste as gone); of each
+    job a limit of harp's did stop (``stopped``), the run it lost (what its re-run would leave unused
+    is unknown: its run time is)."""
+    per_minute = obs.cores / 60.0
+    newly = per_minute * kill_loss(cut, obs.actual, obs.requested)
+    return float(np.sum(newly[new]) + np.sum((per_minute * obs.actual)[stopped]))
 
 
 def _harp_kills(records: list[JobRecord]) -> dict[str, int]:
@@ -229,8 +207,13 @@ def _harp_kills(records: list[JobRecord]) -> dict[str, int]:
 
 
 def _partition_rows(
-    obs: Observed, limits: dict[Mode, np.ndarray], parts: np.ndarray, harp_kills: dict[str, int]
+    obs: Observed,
+    limits: dict[Mode, np.ndarray],
+    parts: np.ndarray,
+    harp_kills: dict[str, int],
+    held: np.ndarray,
 ) -> list[PartitionRow]:
+    """One row per partition; ``held``: the CPUs each job of ``obs`` ran with (its used core-hours)."""
     rows = []
     for name in sorted(set(parts.tolist()) | {p for p, n in harp_kills.items() if n}):
         mine = parts == name
@@ -240,7 +223,7 @@ def _partition_rows(
             PartitionRow(
                 partition=name,
                 jobs=len(sub),
-                used_core_h=float(np.sum(sub.actual * sub.cores)) / 60.0,
+                used_core_h=float(np.sum(sub.actual * held[mine])) / 60.0,
                 reserved_core_h=modes[Mode.SHADOW].reserved_core_h,
                 waste_core_h={m: modes[m].waste_core_h for m in (Mode.SHADOW, Mode.EXTEND, Mode.REWRITE)},
                 rewrite_killed=modes[Mode.REWRITE].killed,
@@ -248,33 +231,3 @@ def _partition_rows(
             )
         )
     return rows
-
-
-def _other_targets(jobs: list[JobRecord], tags: list[Tag], policy: Policy) -> list[TargetRow]:
-    rows = []
-    for key, target in (("m", Target.MEMORY), ("c", Target.CPUS)):
-        have = [i for i, t in enumerate(tags) if key in t.values]
-        if not have:
-            continue
-        sub_jobs, sub_tags = [jobs[i] for i in have], [tags[i] for i in have]
-        figures = assess(observe(sub_jobs, target), _limits(sub_jobs, sub_tags, key, Mode.REWRITE, policy))
-        n = int(figures["n"] or 0)
-        if n == 0:
-            continue
-        cut = figures["alloc_core_h_cut_pct" if target is Target.CPUS else "waste_cut_pct"]
-        harmed = figures["slowed_pct" if target is Target.CPUS else "newly_killed_pct"]
-        rows.append(TargetRow(target, n, figures["lowered_pct"] or 0.0, _or_nan(cut), _or_nan(harmed)))
-    return rows
-
-
-def _memory_ratios(jobs: list[JobRecord], tags: list[Tag]) -> np.ndarray:
-    ratios = []
-    for job, tag in zip(jobs, tags, strict=True):
-        value, used = tag.values.get("m"), job.used(Target.MEMORY)
-        if value and used is not None and used > 0:
-            ratios.append(used / value)
-    return np.array(ratios, dtype=float)
-
-
-def _or_nan(value: float | None) -> float:
-    return math.nan if value is None else value

@@ -15,6 +15,7 @@ from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.site_report import SiteReport
 from slurm_harp.evaluation.site_report_plots import plot_all
+from slurm_harp.evaluation.site_targets import AT_LIMIT
 from slurm_harp.output_dir import OutputDir
 
 STYLE = """
@@ -105,19 +106,22 @@ def _modes(report: SiteReport, images: dict[str, str]) -> list[str]:
         cut = 100.0 * saved / asked.waste_core_h if asked.waste_core_h else math.nan
         rows.append((
             MODE_MEANING[row.mode], f"{row.changed:,}", core_h(row.reserved_core_h), core_h(row.waste_core_h),
-            percent(cut), Killed(row.killed, report.timed), core_h(row.rerun_core_h),
-            core_h(saved - row.rerun_core_h),
+            percent(cut), Killed(row.killed, report.timed), core_h(row.lost_core_h),
+            core_h(saved - row.lost_core_h),
             "depends on the schedule" if row.extended is None else f"{row.extended:,}",
         ))  # fmt: skip
     head = ("mode", "jobs changed", "reserved core-h", "waste core-h", "waste cut", "killed before own limit",
-            "re-run core-h", "net core-h saved", "jobs extended")  # fmt: skip
+            "lost to kills core-h", "net core-h saved", "jobs extended")  # fmt: skip
     return [
         "<h2>What each mode would have done</h2>",
-        f"<p>On the {report.timed:,} jobs with a time prediction. Reserved: limit x cores at submission. "
+        f"<p>On the {report.timed:,} jobs with a time prediction. Reserved: limit x the CPUs each user "
+        "asked for, harp's CPU cuts aside (rewrite's CPU cut is in the table below). "
         "Waste: reserved but unused by the jobs that finish (after the guard's extensions). Killed: jobs "
         "that finished under their own limit and would not under harp's, plus the jobs harp did kill. "
-        "Re-run: the extra core-hours to run the killed jobs again, doubling the limit each time. Net: the "
-        "waste cut less the re-runs (below zero, rewriting costs more than it saves).</p>",
+        "Lost to kills: of each job a rewrite would kill, the attempt cut short and the unused reservation "
+        "of its run again under its own limit, as <code>harp train</code>'s net cut counts them; of each job "
+        "harp did kill, the run it lost. Net: the waste cut less what the kills lose (below zero, rewriting "
+        "costs more than it saves).</p>",
         table(head, rows),
         *_image(images, "modes", "reserved and wasted core-hours per mode"),
         *_other_targets(report),
@@ -134,13 +138,20 @@ def _other_targets(report: SiteReport) -> list[str]:
             percent(t.lowered_pct),
             percent(t.waste_cut_pct),
             percent(t.harmed_pct),
+            "-" if t.at_limit_pct is None else percent(t.at_limit_pct),
         )
         for t in report.other_targets
     ]
+    head = ("target", "jobs", "lowered", "waste cut", "killed out of memory / slowed",
+            "at harp's CPU limit (possibly slowed)")  # fmt: skip
     return [
         "<p>Rewrite mode also lowers memory and CPUs (the other modes change only the time limit). Waste: "
-        "MB-hours reserved but unused (memory), cores allocated but idle (CPUs).</p>",
-        table(("target", "jobs", "lowered", "waste cut", "killed out of memory / slowed"), rows),
+        "MB-hours reserved but unused (memory), cores allocated but idle (CPUs). Killed out of memory: jobs "
+        "that peaked under their own memory and would not fit under harp's, plus the jobs harp's lowered "
+        "memory did stop. Slowed: jobs that used more CPUs than harp's value would leave them. A job cannot "
+        f"use more CPUs than it holds: of the jobs whose CPUs harp did cut, those that used at least "
+        f"{AT_LIMIT:.0%} of what it left them are at harp's limit, and may have been slowed by it.</p>",
+        table(head, rows),
     ]
 
 

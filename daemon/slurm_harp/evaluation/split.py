@@ -1,7 +1,9 @@
 """Chronological train / validation / test windows over a job list.
 
 Jobs are ordered by submit time and never shuffled across time: strategies learn on the first
-window, choose and calibrate on the second, and are reported on the last one.
+window, choose and calibrate on the second, and are reported on the last one. Each job is read with
+the request its user submitted (core.message.as_submitted): on a site's own jobs, accounting shows
+the limit harp set where it lowered one, which would make harp's limit every strategy's baseline.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurm_harp.core.job import JobRecord, ended_by
+from slurm_harp.core.message import as_submitted
 from slurm_harp.evaluation.strategy import Split
 
 DEFAULT_FRACTIONS: tuple[float, float] = (0.6, 0.2)
@@ -39,12 +42,13 @@ class Timeline:
 def chronological_split(
     jobs: Sequence[JobRecord], fractions: tuple[float, float] = DEFAULT_FRACTIONS
 ) -> Timeline:
-    """Sort usable jobs by submit time (stable) and cut them by ``fractions`` = (train, validation);
-    the test window is the rest. Jobs with run time <= 0 or no submit time are dropped."""
+    """Sort usable jobs by submit time (stable), as submitted, and cut them by ``fractions`` =
+    (train, validation); the test window is the rest. Jobs with run time <= 0 or no submit time are
+    dropped."""
     train, validation = fractions
     if train <= 0 or validation <= 0 or train + validation >= 1:
         raise ValueError(f"fractions {fractions}: need train > 0, validation > 0 and train + validation < 1")
-    usable = [j for j in jobs if j.elapsed_s > 0 and j.request.submit_time is not None]
+    usable = [as_submitted(j) for j in jobs if j.elapsed_s > 0 and j.request.submit_time is not None]
     usable.sort(key=lambda j: j.request.submit_time or 0)
     n = len(usable)
     train_end = round(n * train)

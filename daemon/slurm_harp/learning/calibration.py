@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from slurm_harp.core.accuracy import kill_loss
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY, MIN_GROUP_JOBS, Calibration, Rung, one_rung_limits
 from slurm_harp.learning.targets import TargetData
@@ -143,10 +144,11 @@ def _choose(scored: _Scored, penalty: float) -> np.ndarray:
 
 def _kill_loss(td: TargetData, limit: np.ndarray) -> np.ndarray:
     """What newly killing a job under ``limit`` loses (rows of ``td``, any shape broadcasting on
-    axis 0, as _outcomes): its attempt cut short (waste_weight x limit) plus its waste when it runs
-    again under its request. The metric counts a killed job's waste as zero instead."""
+    axis 0, as _outcomes), core.accuracy.kill_loss times waste_weight: its attempt cut short plus
+    its waste when it runs again under its request. The metric counts a killed job's waste as zero
+    instead."""
     w, req, use = (v[:, None] for v in (td.waste_weight, td.requested, td.value))
-    out: np.ndarray = w * (limit + req - use)
+    out: np.ndarray = w * kill_loss(limit, use, req)
     return out
 
 

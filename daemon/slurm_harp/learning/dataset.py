@@ -49,6 +49,20 @@ def _or_nan(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
+def row_order(records: Sequence[JobRecord]) -> list[int]:
+    """Which of ``records`` are build_dataset's rows, in its row order: the indices of the usable
+    ones (elapsed > 0), stable by submit time (records without one first). A row is a copy of its
+    record with the request as submitted, not the record itself: find a job's row by its index."""
+    usable = [i for i, r in enumerate(records) if r.elapsed_s > 0]
+    usable.sort(key=lambda i: _submit_key(records[i]))
+    return usable
+
+
+def _submit_key(record: JobRecord) -> float:
+    submit = record.request.submit_time
+    return -math.inf if submit is None else submit
+
+
 def build_dataset(records: Sequence[JobRecord], max_rows: int | None = None) -> Dataset:
     """Usable records (elapsed > 0) sorted by submit time; ``max_rows`` keeps the most recent. Each
     with its user's own request where its harp tag records one (core.message.as_submitted).
@@ -57,8 +71,7 @@ def build_dataset(records: Sequence[JobRecord], max_rows: int | None = None) -> 
     history is NaN. History is computed over all usable records before ``max_rows`` is applied, so
     the oldest kept rows still see the jobs that ended before them.
     """
-    usable = [as_submitted(r) for r in records if r.elapsed_s > 0]
-    usable.sort(key=lambda r: -math.inf if r.request.submit_time is None else r.request.submit_time)
+    usable = [as_submitted(records[i]) for i in row_order(records)]
     history = history_matrix(usable)
     if max_rows is not None and max_rows > 0:
         usable = usable[-max_rows:]

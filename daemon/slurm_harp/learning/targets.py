@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from slurm_harp.core.extension import killed_before_own_limit
+from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import TAG_KEY, as_submitted, parse_tag
+from slurm_harp.core.message import as_submitted, parse_tag
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import decision_weight
-from slurm_harp.learning.dataset import Dataset
+from slurm_harp.learning.dataset import Dataset, row_order
 
 TRANSFORM = {Target.TIME: "log1p_seconds", Target.MEMORY: "log1p", Target.CPUS: "log1p"}
 UNIT = {Target.TIME: "minutes", Target.MEMORY: "MB per node", Target.CPUS: "CPUs"}
@@ -37,10 +37,8 @@ _TO_MODEL_SCALE = {Target.TIME: 60.0, Target.MEMORY: 1.0, Target.CPUS: 1.0}
 
 
 def usable_in_order(records: Sequence[JobRecord]) -> list[JobRecord]:
-    """The records build_dataset keeps, in its row order (elapsed > 0, stable by submit time)."""
-    usable = [as_submitted(r) for r in records if r.elapsed_s > 0]
-    usable.sort(key=lambda r: -math.inf if r.request.submit_time is None else r.request.submit_time)
-    return usable
+    """The records build_dataset keeps, in its row order (dataset.row_order), as submitted."""
+    return [as_submitted(records[i]) for i in row_order(records)]
 
 
 @dataclass(frozen=True)
@@ -55,8 +53,9 @@ class TargetData:
     waste_weight: np.ndarray  # hindsight: turns (limit - value) into core-min / MB-hours / CPU-hours
     cost: np.ndarray  # cores x requested minutes: the E-Loss row cost
     group: np.ndarray  # object array of str: the partition asked for ("" when none)
-    # Stopped at a limit harp lowered below the user's own (rewrite mode): censored for the models,
-    # which learn a lower bound, but a job the calibration counts as killed by a limit below it.
+    # Stopped at a limit harp brought below the user's own (core.extension.stopped_at_harps_limit):
+    # censored for the models, which learn a lower bound, but a job the calibration counts as
+    # killed by a limit below it.
     # None: no such row.
     stopped_by_harp: np.ndarray | None = field(default=None)
 
@@ -134,14 +133,10 @@ def target_data(
 
 
 def stopped_by_harp(record: JobRecord, target: Target) -> bool:
-    """Whether ``record`` (as_submitted) was stopped at a limit harp lowered below its user's own:
-    timed out before its tag's ``t0``, or out of memory with its memory lowered (``m!``)."""
+    """Whether ``record`` (as_submitted) was stopped at a limit harp brought below its user's own
+    (core.extension.stopped_at_harps_limit)."""
     tag = parse_tag(record.harp_tag) if record.harp_tag else None
-    if tag is None or tag.flags.get(TAG_KEY[target]) != "!":
-        return False
-    if target is Target.TIME:
-        return killed_before_own_limit(record, tag.own.get("t"))
-    return target is Target.MEMORY and record.state == "OUT_OF_MEMORY"
+    return tag is not None and stopped_at_harps_limit(record, tag, target)
 
 
 def available(td: TargetData, minimum: int) -> bool:

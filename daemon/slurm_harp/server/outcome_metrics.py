@@ -98,7 +98,8 @@ class OutcomeMetrics(Collector):
         )
         killed = GaugeMetricFamily(
             "harp_outcome_killed_jobs",
-            "Jobs that timed out at a time limit harp lowered, before their user's own limit.",
+            "Jobs harp's limits stopped: timed out before their user's own limit at a time limit harp "
+            "lowered or Slurm cut toward harp's time_min; out of memory under memory harp lowered.",
             labels=LABELS,
         )
         saved = GaugeMetricFamily(

@@ -7,14 +7,18 @@ import logging
 from pathlib import Path
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records, swf_processors
+from slurm_harp.core.message import as_submitted
 from slurm_harp.simulation.workload import Workload
 
 log = logging.getLogger(__name__)
 
 
 def workload_from_records(records: list[JobRecord], processors: int | None, name: str = "jobs") -> Workload:
-    """Jobs with a submit time and a run time; a job with no request gets the longest request in
-    the trace (it could run that long); the machine defaults to the widest job."""
+    """Jobs with a submit time and a run time, each with the request its user submitted
+    (core.message.as_submitted: the job store shows the limit harp set where it lowered one); a job
+    with no request gets the longest request in the trace (it could run that long); the machine
+    defaults to the widest job."""
+    records = [as_submitted(r) for r in records]
     dropped = {"no submit time": 0, "no processor count": 0}
     rows: list[tuple[str, float, float, float, int, int]] = []
     users: dict[str, int] = {}
