@@ -118,6 +118,10 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
         {"slurm_harp_socket_group": "root"},
         "the socket group would be root, root's group (gid 0): every process of group root could",
     ),
+    "the role's group root, the socket group of a root SlurmUser": (
+        {"slurm_harp_group": "root"},
+        "join group root. Set slurm_harp_group to a group of its own",
+    ),
     "partition named twice": (
         {
             "slurm_harp_advice_partitions": [

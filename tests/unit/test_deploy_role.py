@@ -130,16 +130,25 @@ def test_nothing_touches_a_unit_in_check_mode() -> None:
 
 
 def _group_facts(
-    user: str, uid: int, group: str, gid: int, socket_gid: int | None = None, **overrides: Any
+    user: str,
+    uid: int,
+    group: str,
+    gid: int,
+    socket_gid: int | None = None,
+    own_gid: int | None = None,
+    **overrides: Any,
 ) -> dict[str, Any]:
     """What the preflight registered for SlurmUser ``user`` (primary group ``group``), as getent says,
-    and the socket group it then notes (a group named in slurm_harp_socket_group has ``socket_gid``)."""
+    and the socket group it then notes (a group named in slurm_harp_socket_group has ``socket_gid``;
+    the role's own group ``own_gid``, None: not created yet)."""
     socket_group = overrides.get("slurm_harp_socket_group") or group
     named_gid = gid if socket_gid is None else socket_gid
+    own = overrides.get("slurm_harp_group", "slurm-harp")
+    own_entry = None if own_gid is None else ["x", str(own_gid), ""]
     groups = [
         {"ansible_facts": {"getent_group": {g: ["x", str(i), ""]}}}
         for g, i in ((group, gid), (socket_group, named_gid))
-    ]
+    ] + [{"ansible_facts": {"getent_group": {own: own_entry}}}]
     variables = role_vars(
         __slurm_harp_slurm_user=user,
         __slurm_harp_slurm_user_entry={"ansible_facts": {"getent_passwd": {user: ["x", str(uid), str(gid)]}}},
@@ -195,6 +204,15 @@ def test_group_root_is_refused_as_the_socket_group_of_a_slurm_user_other_than_ro
     )
     named = _group_facts("slurm", 64030, "root", 0, socket_gid=64031, slurm_harp_socket_group="slurm")
     assert (named["__slurm_harp_socket_group"], _refusal(named)) == ("slurm", None)
+    # The role's own group, the socket group of a root SlurmUser: refused when it is root's.
+    for own_gid in (None, 64040):
+        assert _refusal(_group_facts("root", 0, "root", 0, own_gid=own_gid)) is None
+    own_root = _group_facts("root", 0, "root", 0, own_gid=0, slurm_harp_group="root")
+    assert _refusal(own_root) == (
+        "the socket group would be root, root's group (gid 0): every process of group root could "
+        "reach the daemon and slurm-harp's user would join group root. Set slurm_harp_group to a "
+        "group of its own"
+    )
     # Named outright, group root is refused too.
     root_named = _group_facts("slurm", 64030, "slurm", 64030, socket_gid=0, slurm_harp_socket_group="root")
     assert _refusal(root_named) == (

@@ -70,3 +70,16 @@ def test_a_time_min_job_that_timed_out_before_its_own_limit_is_harps_kill() -> N
     assert (batch.jobs, batch.killed) == (4, 1)
     assert batch.underpredicted == 2  # the kill, and the job that ran to its own 120 > 30
     assert batch.saved_core_seconds == 0  # a time_min set takes nothing off the reservation asked
+
+
+def test_a_job_its_user_lowered_below_harps_limit_is_not_harps_kill() -> None:
+    """Extend mode cut 600 to 300; its user lowered it to 120 with `scontrol update` while it ran,
+    and it timed out there: neither harp's limit nor backfill's stopped it (the guard too leaves it,
+    guard.lowered_limits). Before, every timeout before t0 counted as harp's kill."""
+    records = [
+        job(f"harp:extend,t!=300,t0=600,v={TIME_V}", state="TIMEOUT", minutes=120),
+        job(f"harp:time_min,t~=300,t0=600,v={TIME_V}", state="TIMEOUT", minutes=120),
+        job(f"harp:extend,t!=300,t0=600,v={TIME_V}", state="TIMEOUT", minutes=300),
+    ]
+    batch = outcomes(records, OWNER)[("time", "batch", TIME_V)]
+    assert (batch.jobs, batch.killed) == (3, 1)

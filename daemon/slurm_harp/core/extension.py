@@ -136,11 +136,19 @@ def stopped_at_harps_limit(record: JobRecord, tag: Tag, target: Target) -> bool:
     """Whether harp's doing stopped ``record`` (``tag`` its harp tag): it timed out before the tag's
     ``t0`` with its time limit lowered (``t!``) or its time_min set (``t~``: Slurm's backfill may
     start such a job with a limit cut down toward its time_min, and only the guard extends it back
-    to its user's own), or ran out of memory with its memory lowered (``m!``). The one rule of harp's
-    kills: the outcome metrics, `harp report`, and the calibration's (learning.targets)."""
+    to its user's own), or ran out of memory with its memory lowered (``m!``). A job that timed out
+    before harp's value itself was stopped by a limit neither harp nor backfill set (its user or an
+    admin lowered it with `scontrol update`): not harp's. The one rule of harp's kills: the outcome
+    metrics, `harp report`, and the calibration's (learning.targets), which read a record whose
+    limit is its user's own (as_submitted), so the run time tells, not the limit it ran under."""
     flag = tag.flags.get(TAG_KEY[target])
     if target is Target.TIME:
-        return flag in ("!", "~") and killed_before_own_limit(record, tag.own.get("t"))
+        value = tag.values.get("t")
+        return (
+            flag in ("!", "~")
+            and killed_before_own_limit(record, tag.own.get("t"))
+            and (value is None or record.elapsed_s >= value * 60 - OWN_LIMIT_SLACK_S)
+        )
     return target is Target.MEMORY and flag == "!" and record.state == "OUT_OF_MEMORY"
 
 
