@@ -96,11 +96,12 @@ def test_a_restarted_guard_goes_on_from_what_the_last_one_saw(
         b"[1, 2]",
         b'{"format": "harp-guard-limits/0", "jobs": {}}',
         b'{"format": "harp-guard-limits/1", "jobs": []}',
+        b'{"format": "harp-guard-limits/1", "jobs": {}, "raised": []}',
         b'{"name": "someone else\'s"}',
         b'{"format": "harp-guard-limits/1", "jobs": {"1": ["s", ' + b"9" * 5000 + b"]}}",
         b"[" * 100_000,
     ],
-    ids=["bytes", "list", "format0", "jobs-list", "foreign", "5000-digit-int", "nested-100k"],
+    ids=["bytes", "list", "format0", "jobs-list", "raised-list", "foreign", "5000-digit-int", "nested-100k"],
 )
 def test_a_corrupt_or_foreign_file_is_logged_and_ignored(
     tmp_path: Path, content: bytes, caplog: pytest.LogCaptureFixture
@@ -135,11 +136,21 @@ def test_an_entry_that_does_not_read_is_skipped(tmp_path: Path, caplog: pytest.L
         "4": [SUBMITTED, 0, False, True, 80, 3000.0, None],  # a bool, not a count
         "5": [SUBMITTED, 0, False, 100, 80],
         "7": "6",
+        "10": [SUBMITTED, 0, True, 100, 80, 0.0, None],  # raised (below) while pending
+        "11": [SUBMITTED, 0, False, 100, 100, 60.0, 80],  # started below (below) but not pending
+        "12": [SUBMITTED, 0, True, 301, 300, 0.0, 300],  # started below a run time of -1
     }
-    write_state(tmp_path, {"format": seen_file.FORMAT, "jobs": {"6": good, **bad}})
+    raised, started = {"10": 700}, {"11": [100, 100, 60.0], "12": [100, 100, -1]}
+    body = {
+        "format": seen_file.FORMAT,
+        "jobs": {"6": good, **bad},
+        "raised": raised,
+        "started_below": started,
+    }
+    write_state(tmp_path, body)
     slurm = FakeSlurm([line("6", "1:20:00", "1:19:00", EXTEND), line("1", "1:20:00", "1:19:00", EXTEND)])
     make_guard(slurm, tmp_path)[0].poll()
-    assert slurm.updates == [("1", 100)] and "8 entries that do not read ignored" in caplog.text
+    assert slurm.updates == [("1", 100)] and "11 entries that do not read ignored" in caplog.text
 
 
 def test_another_job_under_the_same_id_is_not_taken_for_it(tmp_path: Path) -> None:
@@ -228,11 +239,93 @@ def test_a_start_below_a_limit_lowered_while_pending_outlives_a_restart(tmp_path
         [line("5", "1:40:00", "1:00", TIME_MIN)],
     )
     guard.close()
-    assert written(tmp_path)["5"][2:] == [False, 100, 100, 60, 300]
+    kept = seen_file.load(state_of(tmp_path))["5"]
+    assert (kept.pending, kept.highest, kept.limit, kept.elapsed_s, kept.lowered_to) == (
+        False,
+        100,
+        100,
+        60,
+        300,
+    )
     slurm.listing = line("5", "4:50:00", "4:49:00", TIME_MIN) + "\n"  # extended to 290 meanwhile
     restarted, _ = make_guard(slurm, tmp_path)
     restarted.poll()
     assert slurm.updates == [("5", 300)]  # up to its user's 300, not past it
+
+
+def older_entry(entry: object) -> tuple[object, ...] | None:
+    """(pending, limit, lowered_to) of an entry as the guard of the version before raises read it
+    (57dccab's seen_file._entry); None for an entry it dropped whole, its lowering with it."""
+    if not isinstance(entry, list) or len(entry) != 7:
+        return None
+    submitted, restarts, pending, highest, limit, elapsed, lowered = entry
+    counts = (restarts, highest, limit) if lowered is None else (restarts, highest, limit, lowered)
+    if not (
+        isinstance(submitted, str)
+        and isinstance(pending, bool)
+        and all(type(n) is int and n >= 0 for n in counts)
+        and type(elapsed) in (int, float)
+        and elapsed >= 0
+        and (lowered is None or (lowered < highest if pending else lowered <= highest))
+    ):
+        return None
+    return pending, limit, lowered
+
+
+def test_a_guard_rolled_back_one_version_reads_every_entry_and_keeps_the_lowerings(tmp_path: Path) -> None:
+    # 5 lowered from 600 to 300 while pending, started by backfill at 100; 6 raised to 900 while
+    # pending, started at 400; 8 raised to 900 then lowered to 700, started at 400; 7 lowered to 80
+    # while it ran. The first guard with raises (30fc54b) wrote 6's and 8's as an eighth item, and 5's
+    # and 8's lowering above their runs' highest: a guard rolled back to the version before dropped
+    # the three entries whole, and extended 5 to its t0 (600), past its user's 300.
+    def listing(five: str, six: str, eight: str) -> list[str]:
+        waits = {"5": five, "6": six, "8": eight}
+        return [pending(job, limit, TIME_MIN) for job, limit in waits.items()] + [
+            line("7", "1:40:00", "50:00", EXTEND)
+        ]
+
+    started = [
+        line(job, limit, "1:00", TIME_MIN)
+        for job, limit in (("5", "1:40:00"), ("6", "6:40:00"), ("8", "6:40:00"))
+    ]
+    slurm, guard = polled(
+        tmp_path,
+        listing("10:00:00", "10:00:00", "10:00:00"),
+        listing("5:00:00", "15:00:00", "15:00:00"),
+        listing("5:00:00", "15:00:00", "11:40:00"),
+        [*started, line("7", "1:20:00", "51:00", EXTEND)],
+    )
+    guard.close()
+    jobs = json.loads(state_of(tmp_path).read_text())["jobs"]
+    # The older guard reads every entry: 5 and 8 as the pending spell they started from, at the
+    # limit they were lowered to (its next poll reads the start again, the lowering kept); 6 and 8
+    # without their raises (it extends them up to t0, as it always did).
+    assert {job: older_entry(entry) for job, entry in jobs.items()} == {
+        "5": (True, 300, 300),
+        "6": (False, 400, None),
+        "8": (True, 700, 700),
+        "7": (False, 80, 80),
+    }
+    assert seen_file.load(state_of(tmp_path)) == guard._lowered.seen  # this guard reads it all back
+    # A restarted guard extends each up to its own limit: 300, the raise's 900, 700; 7 stays at 80.
+    slurm.listing = "\n".join(
+        [
+            line("5", "4:50:00", "4:49:00", TIME_MIN),
+            line("6", "14:50:00", "14:49:00", TIME_MIN),
+            line("8", "11:30:00", "11:29:00", TIME_MIN),
+            line("7", "1:20:00", "1:19:00", EXTEND),
+        ]
+    )
+    make_guard(slurm, tmp_path)[0].poll()
+    assert sorted(slurm.updates) == [("5", 300), ("6", 900), ("8", 700)]
+
+
+def test_an_entry_with_a_raise_as_its_eighth_item_still_reads(tmp_path: Path) -> None:
+    # As the first guard with raises (30fc54b) wrote them.
+    write_state(
+        tmp_path, {"format": seen_file.FORMAT, "jobs": {"6": [SUBMITTED, 0, False, 400, 400, 60, None, 900]}}
+    )
+    assert seen_file.load(state_of(tmp_path))["6"].raised_to == 900
 
 
 def test_a_guard_that_crashed_lost_only_what_errs_towards_extending(tmp_path: Path) -> None:

@@ -75,6 +75,38 @@ def test_a_partition_s_qos_maxwall_bounds_its_jobs(tmp_path: Path, caplog: pytes
 
 
 @pytest.mark.parametrize(
+    ("partition_qos", "job_qos", "table", "bound", "whose"),
+    [
+        # The review's case: PartitionName=batch QOS=Part_Long, which scontrol prints as typed and
+        # sacctmgr as accounting keeps it; slurmctld matches the two in any case (_list_find_qos).
+        ("Part_Long", "normal", "normal||\npart_long|01:00:00|\n", 60, "its partition's QOS part_long"),
+        ("part_long", "normal", "normal||\nPart_Long|01:00:00|\n", 60, "its partition's QOS part_long"),
+        # The job's own QOS in another case, OverPartQOS: its 50 min come first.
+        ("Part_Long", "Over", "part_long|01:00:00|\nover|00:50:00|OverPartQOS\n", 50, "QOS over"),
+    ],
+    ids=["partition-as-typed", "table-in-capitals", "job-over-part-qos"],
+)
+def test_qos_names_match_in_any_case(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    partition_qos: str,
+    job_qos: str,
+    table: str,
+    bound: int,
+    whose: str,
+) -> None:
+    # Compared as printed, no QOS was found: the job was extended past the MaxWall, to 70 or 55 min.
+    due = line("9", f"{bound}:00", f"{bound - 1}:00", EXTEND).replace("|normal|", f"|{job_qos}|")
+    slurm = FakeSlurm([due])
+    slurm.partitions = f"PartitionName=batch MaxTime=7-00:00:00 QoS={partition_qos} State=UP\n"
+    slurm.qos = table
+    guard, registry = make_guard(slurm, tmp_path)
+    guard.poll()
+    assert slurm.updates == [] and count(registry, results.REFUSED_BOUND) == 1
+    assert f"not extended past {bound} min ({whose} MaxWall)" in caplog.text
+
+
+@pytest.mark.parametrize(
     ("job_qos", "bound", "alone"),
     [
         ("normal", 60, None),  # no MaxWall of its own: the partition's QOS's

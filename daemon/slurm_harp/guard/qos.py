@@ -9,6 +9,11 @@ QOS's included, unless the job's QOS overrides it.
 
 A QOS whose MaxWall does not read (logged) sets none here, as one without a MaxWall: the other QOS
 then bounds the job, if it sets one.
+
+QOS names are compared lowered (core.text.lowered, A-Z only), on every side: slurmctld matches them
+in any case (assoc_mgr.c _list_find_qos, xstrcasecmp), sacctmgr lists them as accounting keeps them,
+in lower case, and a partition's QOS is printed as slurm.conf typed it (``QOS=Part_Long``). Compared
+as printed, such a partition's QOS was found in no table, and its MaxWall bounded nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from slurm_harp.core.text import lowered
 from slurm_harp.slurm_formats import parse_max_time, scontrol_records
 
 log = logging.getLogger(__name__)
@@ -27,12 +33,13 @@ OVER_PART_QOS = "overpartqos"  # sacctmgr's flag, any case (str_2_qos_flags)
 
 @dataclass(frozen=True)
 class QosTable:
-    max_minutes: Mapping[str, int] = field(default_factory=dict)  # QOS -> MaxWall (none: unbounded)
-    over_part: frozenset[str] = frozenset()  # QOS flagged OverPartQOS
+    max_minutes: Mapping[str, int] = field(default_factory=dict)  # QOS (lowered) -> MaxWall (none: unbounded)
+    over_part: frozenset[str] = frozenset()  # QOS (lowered) flagged OverPartQOS
 
     def max_wall(self, job_qos: str, partition_qos: str | None) -> tuple[int, str] | None:
         """(the MaxWall in minutes that bounds a job of ``job_qos`` in a partition of
-        ``partition_qos``, what sets it); None where neither sets one."""
+        ``partition_qos``, what sets it); None where neither sets one. Names in any case."""
+        job_qos, partition_qos = lowered(job_qos), partition_qos and lowered(partition_qos)
         order = [job_qos]
         if partition_qos and partition_qos != job_qos:
             order = [job_qos, partition_qos] if job_qos in self.over_part else [partition_qos, job_qos]
@@ -50,7 +57,7 @@ def parse_qos(text: str) -> QosTable:
     for line in text.split("\n"):
         name, _, rest = line.partition("|")
         wall, _, flags = rest.partition("|")
-        name = name.strip()
+        name = lowered(name.strip())
         if not name:
             continue
         try:
@@ -66,10 +73,10 @@ def parse_qos(text: str) -> QosTable:
 
 
 def parse_partition_qos(text: str) -> dict[str, str]:
-    """Each partition's QOS from ``scontrol show partition`` (``QoS=``; ``N/A``: none)."""
+    """Each partition's QOS (lowered) from ``scontrol show partition`` (``QoS=``; ``N/A``: none)."""
     out = {}
     for fields in scontrol_records(text, "PartitionName"):
         qos = next((v for k, v in fields.items() if k.lower() == "qos"), "")
         if fields["PartitionName"] and qos and qos not in ("N/A", "(null)"):
-            out[fields["PartitionName"]] = qos
+            out[fields["PartitionName"]] = lowered(qos)
     return out

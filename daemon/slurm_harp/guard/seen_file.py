@@ -16,8 +16,18 @@ A file that is missing, unreadable, not JSON or not of this format is logged and
 starts from what it sees, as it did before the file existed. So is each entry that does not read.
 Nothing here stops a poll.
 
-An entry is [submitted, restarts, pending, highest, limit, run time, lowered_to], and raised_to after
-them in a run that has one (guard.lowered_limits): a guard that knows no raised_to skips only those.
+An entry is [submitted, restarts, pending, highest, limit, run time, lowered_to], under "jobs": the
+form the guard of before raised_to (57dccab) reads, which drops any other entry whole, its lowering
+with it (a list of another length; a lowering above the highest seen in a run). A guard rolled back
+one version reads "format" and "jobs" only, so what it cannot read goes beside them:
+- "raised": {job: raised_to}, of a run that has one (guard.lowered_limits). Such a guard takes the
+  tag's own limit for that job, as it always did;
+- "started_below": {job: [highest, limit, run time]}, of a run that started below the limit it was
+  lowered to while pending (lowered_to above the run's highest). Its entry under "jobs" is then the
+  pending spell it started from, [submitted, restarts, true, lowered_to + 1, lowered_to, 0,
+  lowered_to]: such a guard reads the start again at its next poll and keeps the lowering, as if it
+  had seen the job wait at it.
+This guard reads both, and the 8-item entries (raised_to last) of its first version (30fc54b).
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeGuard
 
 from slurm_harp.guard.lowered_limits import LoweredLimits, Seen
 from slurm_harp.regular_file import NotJSON, TooLarge, read_json
@@ -91,12 +102,18 @@ def load(path: Path) -> dict[str, Seen]:
     except NotJSON as exc:
         log.warning("%s is not JSON, ignored: %s", path, exc.reason)
         return {}
-    if not isinstance(body, dict) or body.get("format") != FORMAT or not isinstance(body.get("jobs"), dict):
+    if (
+        not isinstance(body, dict)
+        or body.get("format") != FORMAT
+        or not isinstance(body.get("jobs"), dict)
+        or not all(isinstance(body.get(key, {}), dict) for key in ("raised", "started_below"))
+    ):
         log.warning("%s is not a %s file, ignored", path, FORMAT)
         return {}
+    raised, started = body.get("raised", {}), body.get("started_below", {})
     seen, bad = {}, 0
     for job, entry in body["jobs"].items():
-        s = _entry(entry)
+        s = _entry(entry, raised.get(job), started.get(job))
         if s is None:
             bad += 1
         else:
@@ -109,16 +126,44 @@ def load(path: Path) -> dict[str, Seen]:
 
 def save(path: Path, seen: Mapping[str, Seen]) -> None:
     """Replace the file with ``seen``; OSError when it cannot be written."""
-    jobs = {
-        job: [s.submitted, s.restarts, s.pending, s.highest, s.limit, s.elapsed_s, s.lowered_to]
-        + ([] if s.raised_to is None else [s.raised_to])
-        for job, s in seen.items()
-    }
+    jobs: dict[str, list[object]] = {}
+    raised: dict[str, int] = {}
+    started: dict[str, list[float]] = {}
+    for job, s in seen.items():
+        lowered = s.lowered_to
+        if not s.pending and lowered is not None and lowered > s.highest:  # see the module's note
+            jobs[job] = [s.submitted, s.restarts, True, lowered + 1, lowered, 0, lowered]
+            started[job] = [s.highest, s.limit, s.elapsed_s]
+        else:
+            jobs[job] = [s.submitted, s.restarts, s.pending, s.highest, s.limit, s.elapsed_s, lowered]
+        if s.raised_to is not None:
+            raised[job] = s.raised_to
+    body: dict[str, object] = {"format": FORMAT, "jobs": jobs}
+    body |= {key: m for key, m in (("raised", raised), ("started_below", started)) if m}  # else as before
     make_dirs(path.parent)
-    replace_file(path, json.dumps({"format": FORMAT, "jobs": jobs}, separators=(",", ":")).encode())
+    replace_file(path, json.dumps(body, separators=(",", ":")).encode())
 
 
-def _entry(entry: object) -> Seen | None:
+def _entry(entry: object, raised: object = None, started: object = None) -> Seen | None:
+    """The job of one entry under "jobs", with its raise and its run's start (the module's note)."""
+    s = _listed(entry)
+    if s is None:
+        return None
+    if started is not None:  # the entry is the pending spell a run started from
+        if not (s.pending and s.lowered_to is not None and isinstance(started, list) and len(started) == 3):
+            return None
+        highest, limit, elapsed = started
+        if not (_count(highest) and _count(limit) and _run_time(elapsed)):
+            return None
+        s = Seen(s.submitted, s.restarts, False, highest, limit, float(elapsed), s.lowered_to)
+    if raised is not None:
+        if s.pending or s.raised_to is not None or not _count(raised):
+            return None
+        s.raised_to = raised
+    return s
+
+
+def _listed(entry: object) -> Seen | None:
     if not isinstance(entry, list) or len(entry) not in (7, 8):
         return None
     submitted, restarts, pending, highest, limit, elapsed, lowered, *more = entry
@@ -127,9 +172,8 @@ def _entry(entry: object) -> Seen | None:
     if not (
         isinstance(submitted, str)
         and isinstance(pending, bool)
-        and all(type(n) is int and n >= 0 for n in counts)
-        and type(elapsed) in (int, float)
-        and elapsed >= 0
+        and all(_count(n) for n in counts)
+        and _run_time(elapsed)
         # While pending, lowered only below the highest seen, and never raised. In a run, either may
         # be anything: a job that starts below the limit it was lowered to while it waited (backfill
         # within time_min) holds a lowering above its run's highest (lowered_limits, its start).
@@ -137,3 +181,11 @@ def _entry(entry: object) -> Seen | None:
     ):
         return None
     return Seen(submitted, restarts, pending, highest, limit, float(elapsed), lowered, raised)
+
+
+def _count(n: object) -> TypeGuard[int]:
+    return type(n) is int and n >= 0
+
+
+def _run_time(n: object) -> bool:
+    return isinstance(n, int | float) and not isinstance(n, bool) and n >= 0
