@@ -32,6 +32,7 @@ end
 --   memory   {from, to, per_cpu}: MB per node (per CPU when per_cpu) lowered
 --   cpus     {from, to}: CPUs lowered
 --   kept     {at, why}: CPUs kept at `at` against a decision below them, `why` (": ...", " (...)" or nil)
+--   extended minutes: harp guard extends the job up to this limit, its user's own (extend, time_min)
 -- `daemon`: the daemon's cleaned line, whose closing parenthesis, what the values rest on
 -- ("(90% of similar past jobs finished within it)"), is kept. nil when nothing was done.
 function M.written(applied, daemon)
@@ -48,6 +49,9 @@ function M.written(applied, daemon)
   if #parts == 0 then return nil end
   local kept = applied.kept
   if kept then parts[#parts + 1] = format("CPUs kept at %.0f%s", kept[1], kept[2] or "") end
+  if applied.extended then
+    parts[#parts + 1] = "it is extended up to " .. clock(applied.extended) .. " while the job runs if it needs it"
+  end
   return sub("harp: " .. concat(parts, "; ") .. ".", 1, M.MAX_MESSAGE)
 end
 

@@ -721,6 +721,48 @@ T.test("one note per action a mode ignores, however many targets carry it", func
   T.same(jd, T.job_desc(), "unchanged")
 end)
 
+T.test("an action its mode does not carry out: the line says what was applied, not the daemon's", function()
+  local SET_TIME_MIN = 3
+  local basis = " (90% of similar past jobs finished within it)"
+  local said = "harp: lowered time from 02:00:00 to 01:00:00, memory from 4000 MB to 2000 MB" .. basis .. "."
+  -- extend mode: the time cut is made, the memory cut is not (the tag drops its flag), and the line
+  -- said both
+  local jd = T.job_desc()
+  local plan = run(jd, decision({{target = TIME, action = REWRITE, new_value = 60},
+    {target = MEMORY, action = REWRITE, new_value = 2000}},
+    {mode = "extend", user_message = said, annotation = "harp:extend,t!=60,t0=120,m!=2000,m0=4000,v=x"}))
+  T.eq(jd.time_limit, 60, "time cut")
+  T.eq(jd.min_mem_per_node, 4000, "memory kept")
+  T.eq(jd.admin_comment, "harp:extend,t!=60,t0=120,m=2000,m0=4000,v=x", "the tag as applied")
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00" .. basis .. "; it is extended up to "
+    .. "02:00:00 while the job runs if it needs it.", "time only, and the guard's extension")
+  -- time_min mode: time_min set, a limit cut (REWRITE) not made
+  jd = T.job_desc()
+  plan = run(jd, decision({{target = TIME, action = SET_TIME_MIN, new_value = 30},
+    {target = CPUS, action = REWRITE, new_value = 2}},
+    {mode = "time_min", user_message = "harp: lowered cpus from 4 to 2" .. basis .. ".",
+      annotation = "harp:time_min,t~=30,t0=120,c!=2,c0=4,v=x"}))
+  T.eq(jd.time_min, 30, "time_min set")
+  T.eq(jd.min_cpus, 4, "CPUs kept")
+  T.eq(plan.message, "harp: time_min set to 00:30:00" .. basis .. "; it is extended up to 02:00:00 while the "
+    .. "job runs if it needs it.", "time_min only")
+  -- no line from the daemon in extend mode: the one written says the job is extended too
+  plan = run(T.job_desc(), decision({{target = TIME, action = REWRITE, new_value = 60}},
+    {mode = "extend", annotation = "harp:extend,t!=60,t0=120,v=x"}))
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00; it is extended up to 02:00:00 while the job "
+    .. "runs if it needs it.", "written in extend mode")
+  -- only actions the mode does not carry out: nothing changed, nothing said
+  jd = T.job_desc()
+  plan = run(jd, decision({{target = MEMORY, action = REWRITE, new_value = 2000}},
+    {mode = "extend", user_message = said}))
+  T.ok(not plan.rewrote, "nothing rewritten")
+  T.eq(plan.message, nil, "no line announcing a cut not made")
+  -- the daemon's line on a decision that only annotates (shadow mode) is shown as it is
+  plan = run(T.job_desc(), decision({{target = TIME, action = ANNOTATE, new_value = 60}},
+    {mode = "shadow", user_message = "harp: a note."}))
+  T.eq(plan.message, "harp: a note.", "shadow note")
+end)
+
 T.test("a time limit above the partition's MaxTime is left alone in every mode", function()
   -- Slurm holds (PartitionTimeLimit) or refuses such a job as asked; cut below MaxTime it would run
   -- there and be stopped at MaxTime, before its user's own limit.
