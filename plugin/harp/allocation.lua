@@ -55,7 +55,8 @@ end
 --   kept_cpus its CPU count after a cut (nil: CPUs not cut)
 --   got_m     its memory in MB per node as the daemon counts it (per CPU x CPUs / nodes), nil: not cut
 --   why       why its CPUs are not the decision's, for the user (nil: no reason to give)
---   memory    {from, to, per_cpu}: its memory lowered, MB per node or per CPU (nil: not)
+--   memory    {from, to, per_cpu, node_from, node_to}: its memory lowered, MB per node, or per CPU
+--             with MB per node as the daemon counts it (per CPU x CPUs / nodes) beside (nil: not)
 function M.plan(get, set, note, cpus, mem)
   local r = {}
   -- CPUs: the cut the decision asks for, as cpus_per_task x tasks; made below with memory, since a
@@ -70,6 +71,12 @@ function M.plan(get, set, note, cpus, mem)
   -- the nodes as the daemon counts them, for MB per node in the tag; not where the CPUs fall
   local nodes = count32(get("min_nodes"), 1) or 1
   local shape = spread(get)
+  -- a per-CPU job's memory lowered to `to` MB per CPU on `ncpus` CPUs, with MB per node beside: a CPU
+  -- cut lowers it even where the MB per CPU stay the user's own
+  local function per_cpu_memory(to, ncpus)
+    local asked_cpus = count32(get("min_cpus"), 1) or r.cpus_now or ncpus
+    r.memory = {per_cpu, to, true, per_cpu * asked_cpus / nodes, to * ncpus / nodes}
+  end
   if cpus then
     local cpt = count16(get("cpus_per_task"), 1)
     local min_raw = get("min_cpus")
@@ -133,9 +140,9 @@ function M.plan(get, set, note, cpus, mem)
     local lowered = mem and ceil(mem / fewest_cpus(shape, after, cut.new_cpt, pn))
     if lowered and lowered <= per_cpu then
       r.kept_cpus = cut_cpus(cut.new_cpt)
-      set("min_mem_per_cpu", get("min_mem_per_cpu"), lowered)
+      if lowered < per_cpu then set("min_mem_per_cpu", get("min_mem_per_cpu"), lowered) end
       r.got_m = floor(lowered * r.kept_cpus / nodes)
-      r.memory = {per_cpu, lowered, true}
+      per_cpu_memory(lowered, r.kept_cpus)
       note(format("mem_per_cpu %d->%d MB (%d MB on %d CPUs)", per_cpu, lowered, lowered * r.kept_cpus,
         r.kept_cpus))
       mem = nil
@@ -164,7 +171,7 @@ function M.plan(get, set, note, cpus, mem)
       set("min_mem_per_cpu", get("min_mem_per_cpu"), new)
       -- MB per node as the daemon counts it (per CPU x CPUs / nodes), not above what it got
       r.got_m = floor(new * ncpus / nodes)
-      r.memory = {per_cpu, new, true}
+      per_cpu_memory(new, ncpus)
       note(format("mem_per_cpu %d->%d MB", per_cpu, new))
     end
   elseif mem then

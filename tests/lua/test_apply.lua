@@ -430,13 +430,42 @@ T.test("the user's line says what was applied, not a cut the plugin did not make
     cpus_per_task = 65534, max_nodes = 1}
   plan = run(jd, decision({{target = MEMORY, action = REWRITE, new_value = 2001}},
     {user_message = "harp: lowered memory from 4000 MB to 2001 MB."}))
-  T.eq(plan.message, "harp: lowered memory from 1000 MB to 501 MB per CPU.", "per CPU")
+  T.eq(plan.message, "harp: lowered memory from 1000 MB to 501 MB per CPU and from 4000 MB to 2004 MB per node.",
+    "per CPU, and per node")
   -- A change with no line of the daemon's still gets one; a time limit of days in Slurm's spelling.
   plan = run(T.job_desc {time_limit = 4320}, decision {{target = TIME, action = REWRITE, new_value = 1501}})
   T.eq(plan.message, "harp: lowered time from 3-00:00:00 to 1-01:01:00.", "days")
   -- Nothing lower: nothing said.
   plan = run(T.job_desc {time_limit = 30, min_mem_per_node = 1000}, decision(both, {user_message = said}))
   T.eq(plan.message, nil, "nothing said")
+end)
+
+T.test("a --mem-per-cpu job's line says its memory per node whenever that is below what was asked", function()
+  local basis = " (90% of similar past jobs finished within it)"
+  -- -N 1 -n 3 -c 5 --mem-per-cpu=6000 (90000 MB) cut to 4 CPUs and 35999 MB: 2 CPUs a task, 6 CPUs,
+  -- 6000 MB each, the user's own; the job's memory falls to 36000 MB, which the line did not say.
+  local jd = T.job_desc {num_tasks = 3, cpus_per_task = 5, min_cpus = 15, max_nodes = 1, min_mem_per_node = T.NIL,
+    min_mem_per_cpu = 6000}
+  local plan = run(jd, decision({{target = MEMORY, action = REWRITE, new_value = 35999},
+    {target = CPUS, action = REWRITE, new_value = 4}}, {user_message = "harp: lowered memory from 90000 MB to "
+    .. "35999 MB, cpus from 15 cpus to 4 cpus" .. basis .. ".", annotation = "harp:rewrite,m!=35999,m0=90000,"
+    .. "c!=4,c0=15,v=x"}))
+  T.eq(jd.min_mem_per_cpu, 6000, "the user's own MB per CPU")
+  T.eq(jd.min_cpus, 6, "6 CPUs")
+  T.eq(jd.admin_comment, "harp:rewrite,m!=36000,m0=90000,c!=6,c0=15,v=x", "the tag")
+  T.eq(plan.message, "harp: lowered memory from 90000 MB to 36000 MB per node, CPUs from 15 to 6" .. basis .. ".",
+    "memory per node said")
+  for _, c in ipairs(plan.changes) do
+    T.ok(c[1] ~= "min_mem_per_cpu", "min_mem_per_cpu not written over with its own value")
+  end
+  -- per CPU lowered too: both, per CPU as set and per node as the daemon counts it (a job of 3 CPUs on
+  -- 2 nodes pinned by --ntasks-per-node: 1501.5 MB a node asked)
+  jd = T.job_desc {num_tasks = 3, cpus_per_task = 1, min_cpus = 3, min_nodes = 2, max_nodes = 2, ntasks_per_node = 2,
+    pn_min_cpus = 1, min_mem_per_node = T.NIL, min_mem_per_cpu = 1001}
+  plan = run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 1000}})
+  T.eq(jd.min_mem_per_cpu, 500, "1000 MB over the 2 CPUs a node holds")
+  T.eq(plan.message, "harp: lowered memory from 1001 MB to 500 MB per CPU and from 1501.5 MB to 750 MB per node.",
+    "per CPU and per node")
 end)
 
 T.test("a CPU cut on a --mem-per-cpu job never raises its memory nor its MB per CPU (exhaustive small grid)", function()
