@@ -70,7 +70,7 @@ function M.plan(get, set, note, cpus, mem)
   local per_cpu = not per_node and count64(get("min_mem_per_cpu"), 1)
   -- the nodes as the daemon counts them, for MB per node in the tag; not where the CPUs fall
   local nodes = count32(get("min_nodes"), 1) or 1
-  local shape = spread(get)
+  local shape = per_cpu and spread(get) -- read only where MB per CPU are to be set
   -- a per-CPU job's memory lowered to `to` MB per CPU on `ncpus` CPUs, with MB per node beside: a CPU
   -- cut lowers it even where the MB per CPU stay the user's own
   local function per_cpu_memory(to, ncpus)
