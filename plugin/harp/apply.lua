@@ -139,14 +139,17 @@ function M.plan(job_desc, decision, submit_uid, max_time)
   if base ~= comment then set("admin_comment", comment, base) end
 
   -- The user's line: the daemon's where the job got what it decided, else written from what was
-  -- applied (the daemon's would announce a change not made); none that announces rewrites none of
-  -- which happened. The daemon's line on a decision that changes nothing is shown as it is.
+  -- applied (the daemon's would announce a change not made, an action its mode does not carry out
+  -- too); none that announces rewrites none of which happened. The daemon's line on a decision that
+  -- changes nothing is shown as it is.
   local msg = notice.clean(decision.user_message)
-  if plan.rewrote and (not msg or differs(by_target[TIME], got_t) or differs(by_target[MEMORY], got_m)
+  if plan.rewrote and (not msg or ignored or differs(by_target[TIME], got_t) or differs(by_target[MEMORY], got_m)
       or differs(by_target[CPUS], kept_cpus)) then
     if cpus and cpus_now and cpus < cpus_now and not kept_cpus then applied.kept = {cpus_now, res.why} end
+    -- a time cut left in a guarded mode has a tag harp guard extends the job by, up to its own limit
+    if GUARDED[decision.mode] and (applied.time or applied.time_min) then applied.extended = limit end
     msg = notice.written(applied, msg)
-  elseif asked and not plan.rewrote then
+  elseif (asked or ignored) and not plan.rewrote then
     msg = nil
   end
   plan.message = msg

@@ -118,7 +118,13 @@ local function fill(c, n, deadline)
       local ok, err = true, nil
       if c.nout > 0 and not dirty then
         ok, err = flush(c, deadline)
-        if ok and polls then left = deadline - now() end -- the write may have waited for room
+        -- The write may have waited for room: the wait below gets the time then left, with poll as
+        -- with luasocket's own timeouts (there the time before the write held a call to twice its
+        -- deadline). None left is the deadline: a negative luasocket timeout would wait for ever.
+        if ok then
+          left = deadline - now()
+          if left <= 0 then ok, err = nil, "timeout" end
+        end
       end
       if ok and polls and not dirty then ok, err = ready(sock, deadline, left) end
       if not ok then

@@ -79,20 +79,6 @@ end
 -- Whether this submission's decision is on job_desc, for what an error after it says.
 local committed = false
 
--- t[k], for pcall: job_desc reads its fields in C and may raise.
-local function index(t, k)
-  return t[k]
-end
-
--- The job's partitions as slurmctld holds them (a list "a,b" whole), the default partition when none
--- was given, or nil when the read fails. The request carries them cut to request.MAX_STRING bytes.
-local function partition_list(job_desc, part_list)
-  local ok, v = pcall(index, job_desc, "partition")
-  if not ok then return nil end
-  if v == nil or v == "" then return partitions.default_partition(part_list) end
-  return v
-end
-
 local function ask(req)
   if not transport then return nil, transport_err end
   local bytes, err = transport.call(cfg.socket, M.METHOD, pb.encode_request(req), cfg.deadline_ms / 1000,
@@ -109,7 +95,7 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
   -- A list longer than the request carries: the daemon would judge the job by the partitions before
   -- the cut, and its per-partition rules (a partition off or in shadow mode) must not be escaped
   -- by naming more partitions first.
-  local listed = partition_list(job_desc, part_list)
+  local listed = request.partition_names(job_desc, part_list)
   if type(listed) == "string" and #listed > request.MAX_STRING then
     log.info(format("partition list of %d bytes, longer than a request carries (%d): job left alone (%s)",
       #listed, request.MAX_STRING, who(job_desc.user_name, job_desc.name)))

@@ -26,12 +26,22 @@ local function clock(minutes)
   return hms
 end
 
+-- MB as the daemon writes them: whole, or a per-node average of a job on several nodes with its
+-- decimals (to the hundredth).
+local function mb(x)
+  if x == floor(x) then return format("%.0f", x) end
+  return (gsub(format("%.2f", x), "0$", ""))
+end
+
 -- The line for what `applied` holds, each part nil when not done:
 --   time     {from, to}: the time limit lowered, in minutes
 --   time_min minutes: time_min set
---   memory   {from, to, per_cpu}: MB per node (per CPU when per_cpu) lowered
+--   memory   {from, to, per_cpu, node_from, node_to}: MB per node lowered, or MB per CPU (per_cpu)
+--            with MB per node as the daemon counts it beside: said whenever that is below the
+--            user's, as a CPU cut makes it with the MB per CPU kept
 --   cpus     {from, to}: CPUs lowered
 --   kept     {at, why}: CPUs kept at `at` against a decision below them, `why` (": ...", " (...)" or nil)
+--   extended minutes: harp guard extends the job up to this limit, its user's own (extend, time_min)
 -- `daemon`: the daemon's cleaned line, whose closing parenthesis, what the values rest on
 -- ("(90% of similar past jobs finished within it)"), is kept. nil when nothing was done.
 function M.written(applied, daemon)
@@ -39,8 +49,12 @@ function M.written(applied, daemon)
   local lowered, parts = {}, {}
   local t, m, c = applied.time, applied.memory, applied.cpus
   if t then lowered[#lowered + 1] = format("time from %s to %s", clock(t[1]), clock(t[2])) end
-  if m and m[2] < m[1] then
-    lowered[#lowered + 1] = format("memory from %.0f MB to %.0f MB%s", m[1], m[2], m[3] and " per CPU" or "")
+  if m and not m[3] and m[2] < m[1] then
+    lowered[#lowered + 1] = format("memory from %.0f MB to %.0f MB", m[1], m[2])
+  elseif m and m[3] and m[5] < m[4] then
+    local per_node = format("from %s MB to %s MB per node", mb(m[4]), mb(m[5]))
+    if m[2] < m[1] then per_node = format("from %.0f MB to %.0f MB per CPU and ", m[1], m[2]) .. per_node end
+    lowered[#lowered + 1] = "memory " .. per_node
   end
   if c then lowered[#lowered + 1] = format("CPUs from %.0f to %.0f", c[1], c[2]) end
   if #lowered > 0 then parts[1] = "lowered " .. concat(lowered, ", ") .. basis end
@@ -48,6 +62,9 @@ function M.written(applied, daemon)
   if #parts == 0 then return nil end
   local kept = applied.kept
   if kept then parts[#parts + 1] = format("CPUs kept at %.0f%s", kept[1], kept[2] or "") end
+  if applied.extended then
+    parts[#parts + 1] = "it is extended up to " .. clock(applied.extended) .. " while the job runs if it needs it"
+  end
   return sub("harp: " .. concat(parts, "; ") .. ".", 1, M.MAX_MESSAGE)
 end
 

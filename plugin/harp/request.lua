@@ -194,14 +194,17 @@ function M.default_partition(part_list)
   return text(partitions.default_partition(part_list))
 end
 
--- The job's partition; when none was given (nil or ""), the default partition from part_list: where
--- Slurm will put the job and what accounting will record. A failed read of job_desc.partition is not
--- "none given": nothing is sent then. job_desc is only read.
-local function partition(job_desc, part_list)
+-- The job's partitions as slurmctld holds them (a list "a,b" whole, bytes as given); when none was
+-- given (nil or ""), the default partition's name in part_list: where Slurm will put the job and what
+-- accounting will record. nil when the read of job_desc.partition fails (not "none given") or there
+-- is no default. Limits are looked up in part_list by these names; the request carries them as text
+-- (cut to MAX_STRING bytes, "?" for bytes that are not UTF-8), which may name no partition there.
+-- job_desc is only read.
+function M.partition_names(job_desc, part_list)
   local ok, v = pcall(index, job_desc, "partition")
   if not ok then return nil end
-  if v == nil or v == "" then return M.default_partition(part_list) end
-  return text(v)
+  if v == nil or v == "" then return partitions.default_partition(part_list) end
+  return v
 end
 
 -- Whether job_desc's time limit was left out (NO_VAL): slurmctld then gives the job its partition's
@@ -222,14 +225,14 @@ function M.build(job_desc, submit_uid, part_list)
   local array = get("array_inx")
   local uid = count(get("user_id"), NO_VAL) or count(submit_uid, NO_VAL)
   local limit_read, limit = pcall(index, job_desc, "time_limit")
-  local part = partition(job_desc, part_list)
+  local names = M.partition_names(job_desc, part_list)
   return {
     user_name = text(get("user_name")),
     user_id = uid,
     -- Without -A or --qos, the user's default account and its default QOS, which slurmctld gives the
     -- job and accounting records (what training learns from; per-account rules match them).
     account = text(get("account")) or text(get("default_account")),
-    partition = part,
+    partition = text(names),
     qos = text(get("qos")) or text(get("default_qos")),
     job_name = text(get("name")),
     work_dir = text(get("work_dir")),
@@ -237,8 +240,9 @@ function M.build(job_desc, submit_uid, part_list)
     time_limit_minutes = limit_read and count(limit, NO_VAL) or nil,
     -- Without --time, the limit slurmctld fills in after this plugin and accounting records: the
     -- features read it as the job's limit, as training does; policy still sees no request of the user's.
-    -- A read of time_limit that raises is not "none given": no default then.
-    default_time_limit_minutes = limit_read and no_limit_given(limit) and partitions.default_time(part_list, part)
+    -- A read of time_limit that raises is not "none given": no default then. Looked up by the job's own
+    -- names, as MaxTime is (harp.main), not by the request's text.
+    default_time_limit_minutes = limit_read and no_limit_given(limit) and partitions.default_time(part_list, names)
       or nil,
     time_min_minutes = count(get("time_min"), NO_VAL),
     -- 0 means "all memory of the node": not a number of MB, so not given

@@ -75,9 +75,9 @@ T.test("memory per node", function()
 end)
 
 T.test("memory per cpu is converted with ceil", function()
-  -- 8 CPUs on 2 nodes (4 per node) at 1000 MB/CPU = 4000 MB per node
+  -- -N 2 --ntasks-per-node=4: 8 CPUs on 2 nodes (4 per node) at 1000 MB/CPU = 4000 MB per node
   local jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 1000, min_cpus = 8, min_nodes = 2,
-    cpus_per_task = 65534, num_tasks = 8}
+    max_nodes = 2, cpus_per_task = 65534, num_tasks = 8, ntasks_per_node = 4}
   run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 2001}})
   T.eq(jd.min_mem_per_cpu, 501, "ceil(2001 / 4)")
   T.eq(jd.min_mem_per_node, nil, "per node untouched")
@@ -107,30 +107,110 @@ T.test("memory per cpu gives each node at least the memory decided, tasks spread
   T.eq(jd.min_mem_per_cpu, 750, "2 x 750 MB on the node of one task")
 end)
 
+-- sbatch's job_desc (src/common/slurm_opt.c, src/sbatch/opt.c, 22.05) for `-n tasks --mem-per-cpu
+-- per_cpu` and: nodes ({min, max}: -N min-max; nil: no -N), cpt (-c), ntpn (--ntasks-per-node),
+-- overcommit (-O, which job_desc does not show: min_cpus is then the node count).
+local function sbatch_job(o)
+  local NO_VAL, NO_VAL16 = 4294967294, 65534
+  local min_cpus = o.tasks * (o.cpt or 1)
+  if o.overcommit then min_cpus = math.max(o.nodes and o.nodes[1] or 1, 1) end
+  return T.job_desc {min_nodes = o.nodes and o.nodes[1] or NO_VAL, max_nodes = o.nodes and o.nodes[2] or NO_VAL,
+    num_tasks = o.tasks, cpus_per_task = o.cpt or NO_VAL16, min_cpus = min_cpus, pn_min_cpus = o.cpt or NO_VAL16,
+    ntasks_per_node = o.ntpn or NO_VAL16, min_mem_per_node = T.NIL, min_mem_per_cpu = o.per_cpu}
+end
+
+-- The fewest CPUs cons_tres may give a node of job `jd` (as the plugin left it) of options `o`:
+-- slurmctld makes pn_min_cpus at least cpus_per_task, and cpus_per_task x --ntasks-per-node for a job
+-- of several tasks without -O (job_mgr.c, _copy_job_desc_to_job_record); each node it picks gets the
+-- CPUs it has free, one kept for each node still to come (job_test.c, _eval_nodes, _cpus_to_use): a
+-- job on two nodes or more may have a node of one task. A job on one node has all its CPUs there.
+local function slurm_fewest(jd, o)
+  local cpt = jd.cpus_per_task < 65534 and jd.cpus_per_task or 1
+  local pn = math.max(jd.pn_min_cpus < 65534 and jd.pn_min_cpus or 0, cpt)
+  if o.ntpn and not o.overcommit and o.tasks > 1 then pn = math.max(pn, cpt * o.ntpn) end
+  local one_node = (o.nodes and o.nodes[2] == 1) or (o.tasks == 1 and not (o.nodes and o.nodes[1] > 1))
+  if one_node then return math.max(jd.min_cpus, pn) end
+  return pn
+end
+
+T.test("memory per cpu: a node may hold one task wherever the job's tasks per node are not pinned", function()
+  -- sbatch -n 4 --mem-per-cpu=4000, cut to the daemon's floor of 1024 MB per node: Slurm may put one
+  -- task on a node, which gets 1 CPU x the MB per CPU. By the CPUs per node as asked (4 on min_nodes)
+  -- it got 256 MB (no -N) or 512 (-N 2-4).
+  local mem = {{target = MEMORY, action = REWRITE, new_value = 1024}}
+  for _, case in ipairs {
+    {"no -N", {}, 1024},
+    {"min_nodes 1, no max", {nodes = {1, 4294967294}}, 1024},
+    {"-N 2-4", {nodes = {2, 4}}, 1024},
+    {"-N 2: 3 tasks and 1 on nodes of 3 free CPUs", {nodes = {2, 2}}, 1024},
+    {"-N 1: all four on one node", {nodes = {1, 1}}, 256},
+    {"--ntasks-per-node=2: two a node at least", {ntpn = 2}, 512},
+    {"-N 2 --ntasks-per-node=2", {nodes = {2, 2}, ntpn = 2}, 512},
+    {"-O -N 2 --ntasks-per-node=2: min_cpus 2, tasks share CPUs", {nodes = {2, 2}, ntpn = 2, overcommit = true}, 1024},
+  } do
+    local o = {tasks = 4, per_cpu = 4000}
+    for k, v in pairs(case[2]) do o[k] = v end
+    local jd = sbatch_job(o)
+    run(jd, decision(mem, {annotation = "harp:rewrite,m!=1024,m0=16000,v=x"}))
+    T.eq(jd.min_mem_per_cpu, case[3], case[1])
+    T.ok(jd.min_mem_per_cpu * slurm_fewest(jd, o) >= 1024, case[1] .. ": the node of fewest CPUs keeps the floor")
+    T.eq(jd.admin_comment, "harp:rewrite,m!=" .. math.floor(case[3] * jd.min_cpus / (o.nodes and o.nodes[1] or 1))
+      .. ",m0=16000,v=x", case[1] .. ": the tag, MB per node as the daemon counts it")
+  end
+  -- No MB per CPU at most the user's keeps the floor on a node of one task: the memory is kept.
+  local jd = sbatch_job {tasks = 4, per_cpu = 500}
+  local plan = run(jd, decision(mem, {annotation = "harp:rewrite,m!=1024,m0=2000,v=x",
+    user_message = "harp: lowered memory from 2000 MB to 1024 MB."}))
+  T.eq(jd.min_mem_per_cpu, 500, "kept")
+  T.eq(jd.admin_comment, "harp:rewrite,m=1024,m0=2000,v=x", "no flag")
+  T.eq(plan.message, nil, "nothing said")
+  -- A CPU cut: -n 2 -c 4 --mem-per-cpu=1000 to 4 CPUs and 3000 MB: a node of one task of 2 CPUs would
+  -- need 1500 MB per CPU, above the user's 1000: the CPUs are kept, 750 MB per CPU on them.
+  jd = sbatch_job {tasks = 2, cpt = 4, per_cpu = 1000}
+  run(jd, decision {{target = CPUS, action = REWRITE, new_value = 4}, {target = MEMORY, action = REWRITE,
+    new_value = 3000}})
+  T.eq(jd.cpus_per_task, 4, "CPUs kept")
+  T.eq(jd.min_mem_per_cpu, 750, "4 x 750 MB on the node of one task")
+end)
+
 T.test("memory per cpu: no node below the memory decided nor above its own (exhaustive small grid)", function()
-  for nodes = 1, 3 do
-    for tasks = nodes, 5 do
-      for cpt = 1, 3 do
-        for _, per_cpu in ipairs {1, 7, 1000} do
-          for _, mem in ipairs {1, 500, 1024, 2999, 1e6} do
-            for _, cpus in ipairs {false, 1, 2, 4} do
-              local jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = per_cpu, min_cpus = cpt * tasks,
-                num_tasks = tasks, cpus_per_task = cpt, min_nodes = nodes}
-              local targets = {{target = MEMORY, action = REWRITE, new_value = mem}}
-              if cpus then targets[2] = {target = CPUS, action = REWRITE, new_value = cpus} end
-              run(jd, decision(targets))
-              -- the node with the fewest tasks, however Slurm spreads them as evenly as they go
-              local fewest = math.floor(tasks / nodes)
-              local before, after = per_cpu * fewest * cpt, jd.min_mem_per_cpu * fewest * jd.cpus_per_task
-              local at = table.concat({nodes, tasks, cpt, per_cpu, mem, tostring(cpus)}, " ")
-              T.ok(after >= math.min(before, mem), "a node cut to " .. after .. " MB at " .. at)
-              T.ok(jd.min_mem_per_cpu <= per_cpu, "MB per CPU raised at " .. at)
+  local NIL = {}
+  local function each(list) return ipairs(list) end
+  local runs = 0
+  for _, nodes in each {NIL, {1, 1}, {2, 2}, {1, 4}, {2, 4}} do
+    for tasks = 1, 5 do
+      for _, cpt in each {NIL, 1, 2, 3} do
+        for _, ntpn in each {NIL, 1, 2} do
+          for _, overcommit in each {false, true} do
+            for _, per_cpu in each {7, 1000} do
+              for _, mem in each {1, 1024, 2999, 1e6} do
+                for _, cpus in each {false, 1, 2, 4} do
+                  local o = {nodes = nodes ~= NIL and nodes or nil, tasks = tasks, cpt = cpt ~= NIL and cpt or nil,
+                    ntpn = ntpn ~= NIL and ntpn or nil, overcommit = overcommit, per_cpu = per_cpu}
+                  if not (o.nodes and o.nodes[1] > tasks) then
+                    runs = runs + 1
+                    local jd = sbatch_job(o)
+                    local before = per_cpu * slurm_fewest(jd, o)
+                    local cpus_before = jd.min_cpus
+                    local targets = {{target = MEMORY, action = REWRITE, new_value = mem}}
+                    if cpus then targets[2] = {target = CPUS, action = REWRITE, new_value = cpus} end
+                    run(jd, decision(targets))
+                    local after = jd.min_mem_per_cpu * slurm_fewest(jd, o)
+                    local at = table.concat({o.nodes and table.concat(o.nodes, "-") or "-", tasks, tostring(o.cpt),
+                      tostring(o.ntpn), tostring(overcommit), per_cpu, mem, tostring(cpus)}, " ")
+                    T.ok(after >= math.min(before, mem), "a node cut to " .. after .. " MB at " .. at)
+                    T.ok(jd.min_mem_per_cpu <= per_cpu, "MB per CPU raised at " .. at)
+                    T.ok(jd.min_cpus <= cpus_before, "CPUs raised at " .. at)
+                  end
+                end
+              end
             end
           end
         end
       end
     end
   end
+  T.ok(runs > 10000, "the grid ran (" .. runs .. ")")
 end)
 
 T.test("cpus: cpus_per_task and min_cpus together, never raised", function()
@@ -347,16 +427,45 @@ T.test("the user's line says what was applied, not a cut the plugin did not make
   T.eq(plan.message, "harp: lowered memory from 4000 MB to 2000 MB" .. basis, "memory only")
   -- Memory per CPU, rounded per CPU: per CPU, as set. The daemon's line with no basis: none.
   jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 1000, min_cpus = 4, num_tasks = 4,
-    cpus_per_task = 65534}
+    cpus_per_task = 65534, max_nodes = 1}
   plan = run(jd, decision({{target = MEMORY, action = REWRITE, new_value = 2001}},
     {user_message = "harp: lowered memory from 4000 MB to 2001 MB."}))
-  T.eq(plan.message, "harp: lowered memory from 1000 MB to 501 MB per CPU.", "per CPU")
+  T.eq(plan.message, "harp: lowered memory from 1000 MB to 501 MB per CPU and from 4000 MB to 2004 MB per node.",
+    "per CPU, and per node")
   -- A change with no line of the daemon's still gets one; a time limit of days in Slurm's spelling.
   plan = run(T.job_desc {time_limit = 4320}, decision {{target = TIME, action = REWRITE, new_value = 1501}})
   T.eq(plan.message, "harp: lowered time from 3-00:00:00 to 1-01:01:00.", "days")
   -- Nothing lower: nothing said.
   plan = run(T.job_desc {time_limit = 30, min_mem_per_node = 1000}, decision(both, {user_message = said}))
   T.eq(plan.message, nil, "nothing said")
+end)
+
+T.test("a --mem-per-cpu job's line says its memory per node whenever that is below what was asked", function()
+  local basis = " (90% of similar past jobs finished within it)"
+  -- -N 1 -n 3 -c 5 --mem-per-cpu=6000 (90000 MB) cut to 4 CPUs and 35999 MB: 2 CPUs a task, 6 CPUs,
+  -- 6000 MB each, the user's own; the job's memory falls to 36000 MB, which the line did not say.
+  local jd = T.job_desc {num_tasks = 3, cpus_per_task = 5, min_cpus = 15, max_nodes = 1, min_mem_per_node = T.NIL,
+    min_mem_per_cpu = 6000}
+  local plan = run(jd, decision({{target = MEMORY, action = REWRITE, new_value = 35999},
+    {target = CPUS, action = REWRITE, new_value = 4}}, {user_message = "harp: lowered memory from 90000 MB to "
+    .. "35999 MB, cpus from 15 cpus to 4 cpus" .. basis .. ".", annotation = "harp:rewrite,m!=35999,m0=90000,"
+    .. "c!=4,c0=15,v=x"}))
+  T.eq(jd.min_mem_per_cpu, 6000, "the user's own MB per CPU")
+  T.eq(jd.min_cpus, 6, "6 CPUs")
+  T.eq(jd.admin_comment, "harp:rewrite,m!=36000,m0=90000,c!=6,c0=15,v=x", "the tag")
+  T.eq(plan.message, "harp: lowered memory from 90000 MB to 36000 MB per node, CPUs from 15 to 6" .. basis .. ".",
+    "memory per node said")
+  for _, c in ipairs(plan.changes) do
+    T.ok(c[1] ~= "min_mem_per_cpu", "min_mem_per_cpu not written over with its own value")
+  end
+  -- per CPU lowered too: both, per CPU as set and per node as the daemon counts it (a job of 3 CPUs on
+  -- 2 nodes pinned by --ntasks-per-node: 1501.5 MB a node asked)
+  jd = T.job_desc {num_tasks = 3, cpus_per_task = 1, min_cpus = 3, min_nodes = 2, max_nodes = 2, ntasks_per_node = 2,
+    pn_min_cpus = 1, min_mem_per_node = T.NIL, min_mem_per_cpu = 1001}
+  plan = run(jd, decision {{target = MEMORY, action = REWRITE, new_value = 1000}})
+  T.eq(jd.min_mem_per_cpu, 500, "1000 MB over the 2 CPUs a node holds")
+  T.eq(plan.message, "harp: lowered memory from 1001 MB to 500 MB per CPU and from 1501.5 MB to 750 MB per node.",
+    "per CPU and per node")
 end)
 
 T.test("a CPU cut on a --mem-per-cpu job never raises its memory nor its MB per CPU (exhaustive small grid)", function()
@@ -450,9 +559,9 @@ T.test("the tag drops the flag of a cut the plugin did not make", function()
 end)
 
 T.test("the tag records the memory applied per node after rounding per CPU", function()
-  -- 8 CPUs on 2 nodes at 1000 MB/CPU cut to 2001 MB per node: 501 MB/CPU, 2004 MB per node.
+  -- 8 CPUs on 2 nodes (4 each) at 1000 MB/CPU cut to 2001 MB per node: 501 MB/CPU, 2004 MB per node.
   local jd = T.job_desc {min_mem_per_node = T.NIL, min_mem_per_cpu = 1000, min_cpus = 8, min_nodes = 2,
-    cpus_per_task = 65534, num_tasks = 8}
+    max_nodes = 2, cpus_per_task = 65534, num_tasks = 8, ntasks_per_node = 4}
   T.eq(tag_after(jd, {{target = MEMORY, action = REWRITE, new_value = 2001}}, daemon_tag("m!=2001,m0=4000")),
     daemon_tag("m!=2004,m0=4000"), "rounded per CPU")
   -- CPUs and memory cut together: 2000 MB over 3 CPUs is 667 MB each, 2001 MB.
@@ -719,6 +828,48 @@ T.test("one note per action a mode ignores, however many targets carry it", func
   T.eq(plan.notes[1], "ignored action 2 in mode extend", "rewrite")
   T.eq(plan.notes[2], "ignored action 3 in mode extend", "set_time_min")
   T.same(jd, T.job_desc(), "unchanged")
+end)
+
+T.test("an action its mode does not carry out: the line says what was applied, not the daemon's", function()
+  local SET_TIME_MIN = 3
+  local basis = " (90% of similar past jobs finished within it)"
+  local said = "harp: lowered time from 02:00:00 to 01:00:00, memory from 4000 MB to 2000 MB" .. basis .. "."
+  -- extend mode: the time cut is made, the memory cut is not (the tag drops its flag), and the line
+  -- said both
+  local jd = T.job_desc()
+  local plan = run(jd, decision({{target = TIME, action = REWRITE, new_value = 60},
+    {target = MEMORY, action = REWRITE, new_value = 2000}},
+    {mode = "extend", user_message = said, annotation = "harp:extend,t!=60,t0=120,m!=2000,m0=4000,v=x"}))
+  T.eq(jd.time_limit, 60, "time cut")
+  T.eq(jd.min_mem_per_node, 4000, "memory kept")
+  T.eq(jd.admin_comment, "harp:extend,t!=60,t0=120,m=2000,m0=4000,v=x", "the tag as applied")
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00" .. basis .. "; it is extended up to "
+    .. "02:00:00 while the job runs if it needs it.", "time only, and the guard's extension")
+  -- time_min mode: time_min set, a limit cut (REWRITE) not made
+  jd = T.job_desc()
+  plan = run(jd, decision({{target = TIME, action = SET_TIME_MIN, new_value = 30},
+    {target = CPUS, action = REWRITE, new_value = 2}},
+    {mode = "time_min", user_message = "harp: lowered cpus from 4 to 2" .. basis .. ".",
+      annotation = "harp:time_min,t~=30,t0=120,c!=2,c0=4,v=x"}))
+  T.eq(jd.time_min, 30, "time_min set")
+  T.eq(jd.min_cpus, 4, "CPUs kept")
+  T.eq(plan.message, "harp: time_min set to 00:30:00" .. basis .. "; it is extended up to 02:00:00 while the "
+    .. "job runs if it needs it.", "time_min only")
+  -- no line from the daemon in extend mode: the one written says the job is extended too
+  plan = run(T.job_desc(), decision({{target = TIME, action = REWRITE, new_value = 60}},
+    {mode = "extend", annotation = "harp:extend,t!=60,t0=120,v=x"}))
+  T.eq(plan.message, "harp: lowered time from 02:00:00 to 01:00:00; it is extended up to 02:00:00 while the job "
+    .. "runs if it needs it.", "written in extend mode")
+  -- only actions the mode does not carry out: nothing changed, nothing said
+  jd = T.job_desc()
+  plan = run(jd, decision({{target = MEMORY, action = REWRITE, new_value = 2000}},
+    {mode = "extend", user_message = said}))
+  T.ok(not plan.rewrote, "nothing rewritten")
+  T.eq(plan.message, nil, "no line announcing a cut not made")
+  -- the daemon's line on a decision that only annotates (shadow mode) is shown as it is
+  plan = run(T.job_desc(), decision({{target = TIME, action = ANNOTATE, new_value = 60}},
+    {mode = "shadow", user_message = "harp: a note."}))
+  T.eq(plan.message, "harp: a note.", "shadow note")
 end)
 
 T.test("a time limit above the partition's MaxTime is left alone in every mode", function()

@@ -379,6 +379,29 @@ T.test("no time limit given: the partition's default limit is sent beside it", f
   T.same(jd, T.job_desc {time_limit = NO_VAL, partition = "debug"}, "job_desc not modified")
 end)
 
+T.test("the default limit is looked up by the job's own partition names, not the request's text", function()
+  -- A name with a byte that is not UTF-8 travels as "sh?ort", which names no partition in part_list;
+  -- MaxTime was read by the real name (harp.main), the default limit by the text: none was sent.
+  local odd = "sh\255ort"
+  local parts = T.part_list({odd, "long"}, "long", false, {[odd] = 100, long = 2880}, {[odd] = 30, long = 600})
+  local r = request.build(T.job_desc {partition = odd, time_limit = NO_VAL}, 1, parts)
+  T.eq(r.partition, "sh?ort", "the request's text")
+  T.eq(r.default_time_limit_minutes, 30, "the partition's DefaultTime")
+  -- the default partition, when none was given, by its own name too
+  parts = T.part_list({odd, "long"}, odd, false, {}, {[odd] = 45})
+  r = request.build(T.job_desc {partition = T.NIL, time_limit = NO_VAL}, 1, parts)
+  T.eq(r.partition, "sh?ort", "the default partition's text")
+  T.eq(r.default_time_limit_minutes, 45, "the default partition's DefaultTime")
+  -- a list past what a request carries: the partitions past the cut count too (harp.main leaves such
+  -- a job alone before any request is built, but the request does not hide them)
+  local long = string.rep("p", 250)
+  parts = T.part_list({long, "short"}, long, false, {}, {[long] = 600, short = 20})
+  r = request.build(T.job_desc {partition = long .. ",short", time_limit = NO_VAL}, 1, parts)
+  T.eq(#r.partition, request.MAX_STRING, "the text is cut")
+  T.eq(r.default_time_limit_minutes, 20, "the smallest over the whole list")
+  T.eq(request.partition_names(T.job_desc {partition = odd}, parts), odd, "the names as given")
+end)
+
 T.test("a time limit given, UNLIMITED or unreadable: no default is sent", function()
   local parts = T.part_list(PARTS, "batch", false, {debug = 60}, {debug = 30})
   local function sent(over) return request.build(T.job_desc(over), 1, parts) end

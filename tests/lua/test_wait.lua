@@ -265,3 +265,16 @@ T.test("without posix.poll: luasocket's waits as before, and harp.main says so o
   T.ok(ok, cerr)
   T.ok(T.logged("info", "a wall clock stepped back may hold a call past its deadline"), "logged at configure")
 end)
+
+T.test("without posix.poll: a frame owed that waited for room leaves the read only the time then left", function()
+  -- The request fits the socket; the server's SETTINGS is owed an ACK, for which room comes at 40 ms:
+  -- the read after it waited the 45 ms left before that write, and the call took 85 ms of its 50.
+  local settings = answer(1)
+  local probe = host {{at = 0.001, data = settings}}
+  call(client(probe, false), probe)
+  local request_bytes = #probe.sent - 9 -- all but the ACK (an empty SETTINGS frame)
+  local h = host({{at = 0.005, data = settings}, {at = 0.040, room = 1e6}}, request_bytes)
+  local _, err, took = call(client(h, false), h)
+  T.eq(#h.sent, request_bytes + 9, "the ACK went out once room came")
+  ended_at_the_deadline(err, took)
+end)

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.decision import Action, Decision, TargetDecision
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import annotation_for, parse_tag
+from slurm_harp.core.message import annotation_for, as_submitted, parse_tag
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.evaluation.site_targets import planned_limit
-from slurm_harp.server.convert import decision_to_proto
+from slurm_harp.server.convert import decision_to_proto, request_from_proto
 from slurm_harp.server.service import bad_request
 from tests.conftest import REPO, lua51
 from tests.unit.test_modes import Guard
@@ -278,6 +278,52 @@ def test_the_tag_written_gives_readers_the_cpus_applied(
         assert (tag.values["c"], tag.flags["c"]) == (applied, "!")
         assert planned == applied
     assert tag.own["c"] == job_desc["min_cpus"]
+
+
+# sbatch -n 4 --mem-per-cpu=4000 and its nodes: (job_desc's min_nodes, max_nodes, ntasks_per_node), the
+# node count accounting records (ReqNodes: 1 without -N), the least CPUs Slurm may give a node (one
+# task's, unless -N 1 or --ntasks-per-node pins more there) and the MB per CPU the plugin sets for the
+# daemon's floor of 1024 MB per node.
+NO_VAL, NO_VAL16 = 4294967294, 65534
+PER_CPU_NODES = [
+    ((NO_VAL, NO_VAL, NO_VAL16), 1, 1, 1024),  # no -N: up to 4 nodes of one task
+    ((2, 4, NO_VAL16), 2, 1, 1024),  # -N 2-4
+    ((2, 2, NO_VAL16), 2, 1, 1024),  # -N 2: cons_tres may put 3 tasks on one node and 1 on the other
+    ((1, 1, NO_VAL16), 1, 4, 256),  # -N 1: all four on the node
+    ((2, 2, 2), 2, 2, 512),  # -N 2 --ntasks-per-node=2
+]
+
+
+@pytest.mark.parametrize(("nodes", "accounted_nodes", "fewest", "per_cpu"), PER_CPU_NODES)
+def test_a_per_cpu_memory_cut_keeps_the_floor_on_every_node_and_its_request_comes_back(
+    nodes: tuple[int, int, int], accounted_nodes: int, fewest: int, per_cpu: int
+) -> None:
+    """The daemon decides MB per node (its floor, 1024 MB); the plugin sets MB per CPU such that the
+    node of fewest CPUs gets at least that, and the tag's m0 (the user's MB per node as the daemon
+    counts it) gives the user's own MB per CPU back to training (as_submitted), whatever the spread."""
+    min_nodes, max_nodes, ntpn = nodes
+    job_desc = {"user_name": "alice", "time_limit": 120, "min_mem_per_cpu": 4000, "min_cpus": 4,
+                "num_tasks": 4, "cpus_per_task": NO_VAL16, "pn_min_cpus": NO_VAL16, "ntasks_per_node": ntpn,
+                "min_nodes": min_nodes, "max_nodes": max_nodes}  # fmt: skip
+    sent = _tool("build", {"job_desc": job_desc, "submit_uid": 1000})["hex"]
+    request = request_from_proto(pb.SubmitRequest.FromString(bytes.fromhex(sent)))
+    cut = Policy().decide(Target.MEMORY, request, Mode.REWRITE, 300.0, 0.9, "memory@1")
+    assert (cut.action, cut.new_value) == (Action.REWRITE, 1024)
+    decision = Decision((cut,), "", annotation_for(Mode.REWRITE, (cut,), request), Mode.REWRITE.value)
+    wire = decision_to_proto(decision).SerializeToString().hex()
+    got = _tool("apply", {"job_desc": job_desc, "decision": wire, "submit_uid": 1000})
+    assert got["min_mem_per_cpu"] == per_cpu
+    assert got["min_mem_per_cpu"] * fewest >= 1024, "the node of fewest CPUs keeps the floor"
+    tag = parse_tag(got["admin_comment"])
+    assert tag is not None and tag.flags["m"] == "!"
+    assert tag.values["m"] == per_cpu * 4 // accounted_nodes  # MB per node as the daemon counts it
+    # accounting: the MB per CPU harp set, the job's CPUs and its ReqNodes; the tag its user's own
+    shown = JobRequest(user_name="alice", time_limit_minutes=120, mem_per_cpu_mb=got["min_mem_per_cpu"],
+                       min_cpus=got["min_cpus"], min_nodes=accounted_nodes)  # fmt: skip
+    record = JobRecord("1", shown, "COMPLETED", 60, harp_tag=got["admin_comment"])
+    submitted = as_submitted(record).request
+    assert submitted.mem_per_cpu_mb == 4000
+    assert submitted.requested(Target.MEMORY) == request.requested(Target.MEMORY) == tag.own["m"]
 
 
 # --- script signature: the Python twin a harvester would use ----------------------------------------------
