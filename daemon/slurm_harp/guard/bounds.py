@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 from slurm_harp.accounting.fields import SLURM_ZONE, parse_moment
 from slurm_harp.guard.hostlist import expand
-from slurm_harp.guard.qos import QOS_ARGV, QosTable, parse_partition_qos, parse_qos
+from slurm_harp.guard.qos import QOS_ARGV, QosTable, bound_minutes, parse_partition_qos, parse_qos
 from slurm_harp.guard.running import RunningJob
-from slurm_harp.slurm_formats import parse_max_time, scontrol_records
+from slurm_harp.slurm_formats import scontrol_records
 
 __all__ = ["QOS_ARGV", "Bounds", "Reservation", "parse_qos"]
 
@@ -165,7 +165,7 @@ def parse_partition_max(text: str) -> dict[str, int]:
     out = {}
     for fields in scontrol_records(text, "PartitionName"):
         name = fields["PartitionName"]
-        minutes = _max_minutes(fields.get("MaxTime", ""), f"partition {name!r:.40} MaxTime")
+        minutes = bound_minutes(fields.get("MaxTime", ""), f"partition {name!r:.40} MaxTime")
         if name and minutes is not None:
             out[name] = minutes
     return out
@@ -195,12 +195,3 @@ def parse_node_cores(text: str) -> dict[str, int]:
         except Exception as exc:
             log.warning("node line skipped (%s: %s): %.200s", type(exc).__name__, exc, line)
     return out
-
-
-def _max_minutes(text: str, what: str) -> int | None:
-    """Minutes, or None for no limit and (logged) for a limit that does not read."""
-    try:
-        return parse_max_time(text)
-    except Exception as exc:  # one odd field, whatever it raises, never stops a poll
-        log.warning("%s unreadable, not a bound: %s", what, exc)
-        return None

@@ -60,11 +60,7 @@ def parse_qos(text: str) -> QosTable:
         name = lowered(name.strip())
         if not name:
             continue
-        try:
-            minutes = parse_max_time(wall)
-        except Exception as exc:  # one odd field, whatever it raises, never stops a poll
-            log.warning("QOS %.40r MaxWall unreadable, not a bound: %s", name, exc)
-            minutes = None
+        minutes = bound_minutes(wall, f"QOS {name!r:.40} MaxWall")
         if minutes is not None:
             limits[name] = minutes
         if OVER_PART_QOS in (f.strip().lower() for f in flags.split(",")):
@@ -80,3 +76,13 @@ def parse_partition_qos(text: str) -> dict[str, str]:
         if fields["PartitionName"] and qos and qos not in ("N/A", "(null)"):
             out[fields["PartitionName"]] = lowered(qos)
     return out
+
+
+def bound_minutes(text: str, what: str) -> int | None:
+    """A bound's limit (a MaxWall here, a partition's MaxTime in guard.bounds) in minutes; None for
+    no limit and, logged naming ``what``, for a limit that does not read."""
+    try:
+        return parse_max_time(text)
+    except Exception as exc:  # one odd field, whatever it raises, never stops a poll
+        log.warning("%s unreadable, not a bound: %s", what, exc)
+        return None
