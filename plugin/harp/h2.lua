@@ -24,33 +24,12 @@ local frames = require "harp.h2_frames"
 local wait = require "harp.wait"
 
 local byte, sub, format, min = string.byte, string.sub, string.format, math.min
-local concat, setmetatable, tostring, tonumber, pcall, type = table.concat, setmetatable, tostring, tonumber, pcall,
-  type
+local concat, setmetatable, tostring = table.concat, setmetatable, tostring
 
 local M = {}
 
--- A write to a server that has hung up raises SIGPIPE, whose default action ends the process, and
--- luasocket's send has no MSG_NOSIGNAL. slurmctld blocks SIGPIPE in all its threads (checked on
--- 22.05), so there the write just fails (EPIPE) and nothing is changed. Where the calling thread
--- neither blocks nor ignores it (a standalone Lua: the tests' driver), it is ignored, with lua-posix.
-local function sigpipe_state()
-  local f = io.open("/proc/thread-self/status", "r") or io.open("/proc/self/status", "r")
-  if not f then return "unknown" end
-  local text = f:read("*a")
-  f:close()
-  local function bit13(mask) -- SIGPIPE is signal 13: bit 12, in the 4th hex digit from the right
-    local digit = mask and tonumber(sub(mask, -4, -4), 16)
-    return digit ~= nil and digit % 2 == 1
-  end
-  if bit13(text:match("SigBlk:%s*(%x+)")) then return "blocked" end
-  if bit13(text:match("SigIgn:%s*(%x+)")) then return "ignored" end
-  local ok, psignal = pcall(require, "posix.signal")
-  if ok and type(psignal) == "table" and pcall(psignal.signal, psignal.SIGPIPE, psignal.SIG_IGN) then
-    return "ignored by harp.h2"
-  end
-  return "delivered" -- a write to a closed connection would end this process
-end
-M.sigpipe = sigpipe_state()
+-- what a write to a server that hung up does to this process: harp.sigpipe
+M.sigpipe = require "harp.sigpipe".state
 -- Our receive window, per stream (SETTINGS_INITIAL_WINDOW_SIZE) and for the connection (never
 -- below HTTP/2's 65,535). Larger than any response we accept: a call needs no WINDOW_UPDATE.
 -- Read at connect time; the tests lower it to make window top-ups happen.

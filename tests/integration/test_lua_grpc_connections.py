@@ -67,7 +67,7 @@ def test_restart_reconnects(sock: Path, rec: Recorder, lane: bool, precheck: boo
 def test_sigpipe_does_not_kill_the_host(sock: Path, rec: Recorder) -> None:
     drv = Driver(sock)
     try:
-        assert drv("set")["sigpipe"] in ("blocked", "ignored", "ignored by harp.h2")
+        assert drv("set")["sigpipe"] in ("blocked", "ignored", "ignored by harp.sigpipe")
     finally:
         drv.close()
 
