@@ -176,6 +176,18 @@ T.test("no line: nothing better by the margin, no evidence at the size asked, or
   T.eq(advice_line.line(nil, {min_cpus = 1}), nil, "no advice")
 end)
 
+T.test("at a cost of 0 nothing is cheaper: a slower free option is not named, a faster one is", function()
+  -- billing.price = 0, or a free [[billing.partition]]: every cost, and 90 % of it, is 0.
+  local free = advice {opt("free", 4, 20, 0), opt("free", 1, 75, 0), opt("scavenger", 4, 40, 0)}
+  T.eq(advice_line.line(free, {min_cpus = 4, partition = "free"}), nil, "slower at the same cost of 0")
+  local paid = advice {opt("free", 4, 20, 0), opt("batch", 4, 10, 3.2)}
+  T.eq(advice_line.line(paid, {min_cpus = 4, partition = "free"}), nil, "faster but dearer")
+  local faster = advice {opt("free", 1, 75, 0), opt("free", 4, 20, 0)}
+  local line = advice_line.line(faster, {min_cpus = 1, partition = "free"})
+  T.ok(line and line:find("^harp: 4 CPUs in free would take ~20 min and cost ~0 EUR %(you asked 1 CPU: ~75 min"),
+    tostring(line))
+end)
+
 T.test("an option that may never finish is not advice", function()
   local a = advice {opt("batch", 1, 40, 0.667), opt("short", 2, 5, 0.1, {p_unfinished = 0.5})}
   T.eq(advice_line.line(a, {min_cpus = 1}), nil, "p_unfinished > 0")
