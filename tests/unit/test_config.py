@@ -12,6 +12,7 @@ from slurm_harp.config import (
     ConfigError,
     GuardSettings,
     ServerSettings,
+    Settings,
     TrainingSettings,
     check_host,
     load,
@@ -361,3 +362,28 @@ def test_advice_settings() -> None:
 def test_advice_errors_name_the_key(advice: dict[str, object], names: str) -> None:
     with pytest.raises(ConfigError, match=names):
         parse({"advice": advice})
+
+
+@pytest.mark.parametrize("spelling", ["symlinked directory", "dot-dot"])
+def test_check_config_refuses_an_advice_socket_that_is_the_server_socket_by_another_path(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, spelling: str
+) -> None:
+    """/var/run is a link to /run on most systems: the same socket by another spelling passed
+    check-config, and `harp serve` then found its own socket there and refused to start."""
+    run = tmp_path / "run"
+    (run / "sub").mkdir(parents=True)
+    (tmp_path / "varrun").symlink_to(run)
+    other = tmp_path / "varrun" if spelling == "symlinked directory" else run / "sub" / ".."
+    path = tmp_path / "harp.toml"
+    path.write_text(f'[server]\nsocket = "{run}/harp.sock"\n[advice]\nsocket = "{other}/harp.sock"\n')
+    assert main(["check-config", str(path)]) == 2
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"{path}: advice.socket: must not be server.socket ({run}/harp.sock)")
+    another = f'[server]\nsocket = "{run}/harp.sock"\n[advice]\nsocket = "{other}/advice.sock"\n'
+    assert load_text(tmp_path, another).advice.socket == other / "advice.sock"
+
+
+def load_text(tmp_path: Path, text: str) -> Settings:
+    path = tmp_path / "other.toml"
+    path.write_text(text)
+    return load(path)

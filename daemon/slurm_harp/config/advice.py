@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,10 @@ def read_advice(r: Reader, a: Mapping[str, Any], submission_socket: Path) -> Adv
     path = r.get(a, "advice", "socket", str, None)
     if path is not None and not path.strip():
         raise r.fail("advice.socket", "must be a path (leave the key out for no advice socket)")
-    if path is not None and Path(path) == submission_socket:
-        raise r.fail("advice.socket", "must not be server.socket: that one is SlurmUser's alone")
+    if path is not None and _same_file(Path(path), submission_socket):
+        raise r.fail(
+            "advice.socket", f"must not be server.socket ({submission_socket}): that one is SlurmUser's alone"
+        )
     raw = a.get("partition", [])
     if not isinstance(raw, list):
         raise r.fail("advice.partition", "must be an array of tables ([[advice.partition]])")
@@ -47,6 +50,14 @@ def read_advice(r: Reader, a: Mapping[str, Any], submission_socket: Path) -> Adv
         gpu_memory_bytes=memory,
         gpu_memory_headroom=headroom,
     )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: by their real paths, with every symbolic link (a
+    /var/run that is /run) and ``..`` resolved. Their text alone let ``/var/run/x.sock`` pass for
+    another file than ``/run/x.sock``: check-config said ok, and `harp serve` found its own
+    submission socket on the advice socket's path and refused to start."""
+    return a == b or os.path.realpath(a) == os.path.realpath(b)
 
 
 def read_billing(r: Reader, b: Mapping[str, Any]) -> Prices:
