@@ -387,3 +387,37 @@ def load_text(tmp_path: Path, text: str) -> Settings:
     path = tmp_path / "other.toml"
     path.write_text(text)
     return load(path)
+
+
+# tomllib reads integers of any size, TOML's are 64-bit: float() of one of 309 digits or more raised
+# OverflowError, and tomllib's own ValueError past 4300 digits escaped load(); both were a
+# traceback and exit 1, not one line naming the key and exit 2.
+HUGE = "1" + "0" * 400
+HUGE_INTEGERS = {
+    f"[policy]\nquantile = {HUGE}\n": "policy.quantile: must be within TOML's 64-bit integers, got one of 401",
+    f"[server]\ngrace_seconds = {HUGE}\n": "server.grace_seconds: must be within TOML's 64-bit integers",
+    f"[policy.floor]\nmemory_mb = -{HUGE}\n": "policy.floor.memory_mb: must be within TOML's 64-bit",
+    f"[advice]\nmax_connections = {2**63}\n": "advice.max_connections: must be within TOML's 64-bit integers",
+    f"[guard]\nmetrics_port = 1{'0' * 5000}\n": "not valid TOML: Exceeds the limit (4300 digits) for integer",
+}
+
+
+@pytest.mark.parametrize(
+    "text", HUGE_INTEGERS, ids=["quantile", "seconds", "negative", "2**63", "5001 digits"]
+)
+def test_integers_past_64_bits_are_refused_by_check_config_naming_the_key(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str
+) -> None:
+    path = tmp_path / "harp.toml"
+    path.write_text(text)
+    assert main(["check-config", str(path)]) == 2
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"{path}: {HUGE_INTEGERS[text]}"), line
+    assert "\n" not in line and "set_int_max_str_digits" not in line
+
+
+def test_the_64_bit_bounds_themselves_are_read() -> None:
+    floor = parse({"policy": {"floor": {"memory_mb": 2**63 - 1, "cpus": 0}}}).policy.floors
+    assert floor[Target.MEMORY] == float(2**63 - 1)
+    with pytest.raises(ConfigError, match="policy.floor.memory_mb: must be >= 0"):
+        parse({"policy": {"floor": {"memory_mb": -(2**63)}}})
