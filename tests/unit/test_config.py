@@ -421,3 +421,41 @@ def test_the_64_bit_bounds_themselves_are_read() -> None:
     assert floor[Target.MEMORY] == float(2**63 - 1)
     with pytest.raises(ConfigError, match="policy.floor.memory_mb: must be >= 0"):
         parse({"policy": {"floor": {"memory_mb": -(2**63)}}})
+
+
+# Finite values with no upper bound that broke later: `now - days * 86400` of a 1e15-day window
+# overflowed SQLite's integers on every history poll (the daemon served with no history and no
+# harp_outcome_* figures), and 1e300 GB of GPU memory was inf bytes. check-config said ok to each.
+PAST_THEIR_MOST = {
+    "[history]\nwindow_days = 1000000000000000\n": "history.window_days: must be a number of days <= 3660",
+    "[history]\noutcome_window_days = 3661\n": "history.outcome_window_days: must be a number of days <= 3660",
+    "[[advice.partition]]\nname = 'gpu'\ngpu_memory_gb = 1e300\n": (
+        "advice.partition[0].gpu_memory_gb: must be a number of GB > 0 and below 1000000"
+    ),
+    "[advice]\nmax_connections = 10000000000000000000\n": "advice.max_connections: must be within",
+    "[advice]\nmax_connections = 4097\n": "advice.max_connections: must be <= 4096, got 4097",
+}
+
+
+@pytest.mark.parametrize(
+    "text", PAST_THEIR_MOST, ids=["window_days", "outcome_window_days", "gpu_memory_gb", "1e19", "4097"]
+)
+def test_days_gpu_memory_and_connections_past_their_most_are_refused_by_check_config(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str
+) -> None:
+    path = tmp_path / "harp.toml"
+    path.write_text(text)
+    assert main(["check-config", str(path)]) == 2
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"{path}: {PAST_THEIR_MOST[text]}"), line
+
+
+def test_days_gpu_memory_and_connections_at_their_most_are_read() -> None:
+    s = parse(
+        {
+            "history": {"window_days": 3660, "outcome_window_days": 3660},
+            "advice": {"max_connections": 4096, "partition": [{"name": "gpu", "gpu_memory_gb": 999999.9}]},
+        }
+    )
+    assert s.history.window_days == s.history.outcome_window_days == 3660
+    assert s.advice.max_connections == 4096 and s.advice.gpu_memory_bytes == {"gpu": 999999.9e9}
