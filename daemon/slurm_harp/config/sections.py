@@ -47,8 +47,10 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
         raise r.fail("server.metrics_port", f"out of range: {metrics_port}")
     tcp = get("tcp", str)
     if tcp is not None:
-        port = tcp.rpartition(":")[2]
-        if not (port.isascii() and port.isdigit()):
+        host, colon, port = tcp.rpartition(":")
+        # "50051" alone was taken for a port ("expected host:port" was the message, not the check)
+        # and passed; `harp serve` then could not listen on it.
+        if not (colon and host.strip() and port.isascii() and port.isdigit()):
             raise r.fail("server.tcp", f"expected host:port, got {tcp!r}")
         if int(port) > 65535:  # grpcio bound another port in its place, silently
             raise r.fail("server.tcp", f"port out of range (0 to 65535): {tcp!r}")
