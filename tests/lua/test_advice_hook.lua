@@ -200,6 +200,27 @@ T.test("without -p the asked size's cheapest partition is the comparison", funct
   T.ok(line and line:find("in debug", 1, true), tostring(line))
 end)
 
+-- The options a real sbatch 22.05 shows pre_submit for `sbatch -N 4` (and `-N 4 -c 2`): nodes "4",
+-- ntasks "1" as when -n was not given. Slurm runs one task per node then (a 2-node test cluster gave
+-- `-N 2` 2 CPUs, `-N 2 -c 2` 4), so the job asks 4 CPUs (8): the line said "you asked 1 CPU".
+T.test("-N without -n is one task per node, as Slurm runs it: the size the line compares", function()
+  local a = advice {opt("batch", 1, 63, 1.05), opt("batch", 2, 30, 1.0), opt("batch", 4, 20, 1.33),
+    opt("batch", 8, 16, 2.1)}
+  local r = sbatch_request.build(options {nodes = "4"})
+  T.eq(r.min_cpus, nil, "the request as harp advise --script makes it: no CPU count")
+  local line = advice_line.line(a, r)
+  T.ok(line and line:find("(you asked 4 CPUs: ~20 min, ~1.3 EUR)", 1, true), tostring(line))
+  line = advice_line.line(a, sbatch_request.build(options {nodes = "4", ["cpus-per-task"] = "2"}))
+  T.ok(line and line:find("(you asked 8 CPUs: ~16 min, ~2.1 EUR)", 1, true), tostring(line))
+  line = advice_line.line(a, sbatch_request.build(options {nodes = "2", ntasks = "4"}))
+  T.ok(line and line:find("(you asked 4 CPUs", 1, true), "-n 4 on 2 nodes: " .. tostring(line))
+  local dear2 = advice {opt("batch", 2, 30, 2.0), opt("batch", 4, 20, 1.33)}
+  line = advice_line.line(dear2, sbatch_request.build(options {nodes = "2-4"}))
+  T.ok(line and line:find("(you asked 2 CPUs", 1, true), "a range: its least: " .. tostring(line))
+  line = advice_line.line(a, sbatch_request.build(options()))
+  T.ok(line and line:find("(you asked 1 CPU", 1, true), "no -N: one CPU: " .. tostring(line))
+end)
+
 T.test("GPU jobs are sized in GPUs per node times nodes", function()
   local a = advice({opt("gpu", 4, 60, 8), opt("gpu", 2, 70, 4.7)}, {unit = "GPU", currency = "SU"})
   local line = advice_line.line(a, {gpus_per_node = 2, min_nodes = 2, min_cpus = 8})
