@@ -5,8 +5,8 @@
 -- "Asked" is the priced option at the job's size (CPUs, or GPUs × nodes for a GPU job) in the job's
 -- partition; a job without -p is compared with the cheapest partition at its size (Slurm's default
 -- partition is not known here: the line then never overstates the gain). An option is named when it
--- is cheaper by MARGIN, and strictly cheaper (the cheapest such), else when it costs no more and is faster by MARGIN (the
--- fastest such). Only options the evidence says finish (p_unfinished = 0) count.
+-- is cheaper by MARGIN, and strictly cheaper (the cheapest such), else when it costs no more and is
+-- faster by MARGIN (the fastest such). Only options the evidence says finish (p_unfinished = 0) count.
 
 local log = require "harp.log"
 

@@ -14,7 +14,6 @@ from slurm_harp.advice.tariff import PartitionPrice, Prices
 from slurm_harp.config.reader import Reader, positive
 from slurm_harp.config.settings import AdviceSettings
 
-
 # One GPU's memory in GB is below this (a petabyte; the Ansible role's preflight has the same
 # bound): 1e300 passed, and its bytes were inf, where the docs say numbers are finite.
 MOST_GPU_MEMORY_GB = 1e6
