@@ -5,8 +5,8 @@
 -- "Asked" is the priced option at the job's size (CPUs, or GPUs × nodes for a GPU job) in the job's
 -- partition; a job without -p is compared with the cheapest partition at its size (Slurm's default
 -- partition is not known here: the line then never overstates the gain). An option is named when it
--- is cheaper by MARGIN (the cheapest such), else when it costs no more and is faster by MARGIN (the
--- fastest such). Only options the evidence says finish (p_unfinished = 0) count.
+-- is cheaper by MARGIN, and strictly cheaper (the cheapest such), else when it costs no more and is
+-- faster by MARGIN (the fastest such). Only options the evidence says finish (p_unfinished = 0) count.
 
 local log = require "harp.log"
 
@@ -30,6 +30,10 @@ local function asked_size(unit, req)
     local g = req.gpus_per_node
     return g and g * max(req.min_nodes or 1, 1)
   end
+  local nodes = req.min_nodes or 1
+  -- -N without -n: Slurm runs one task per node (-N 4 is 4 tasks, 4 CPUs; -N 4 -c 2, 8). The
+  -- request says no task count then, as `harp advise --script` does: the line compared with 1 CPU.
+  if req.num_tasks == nil and nodes > 1 then return nodes * (req.cpus_per_task or 1) end
   return req.min_cpus or 1 -- no -n, no -c: one task of one CPU
 end
 
@@ -51,7 +55,10 @@ local function better_option(options, asked)
   local no_more = asked.expected_cost * (1 + SAME)
   for _, o in ipairs(options) do
     if usable(o) and o ~= asked then
-      if o.expected_cost <= cost_bar and (not cheaper or o.expected_cost < cheaper.expected_cost) then
+      -- Strictly cheaper: at a cost of 0 (a free partition, billing.price = 0) the bar is 0 too, and
+      -- an option that also costs 0 is no cheaper, however much slower.
+      if o.expected_cost < asked.expected_cost and o.expected_cost <= cost_bar
+        and (not cheaper or o.expected_cost < cheaper.expected_cost) then
         cheaper = o
       end
       if o.expected_cost <= no_more and o.expected_minutes <= time_bar

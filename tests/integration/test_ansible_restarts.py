@@ -51,7 +51,7 @@ def venv(tmp_path: Path) -> Path:
     return root
 
 
-def _play(tmp_path: Path, venv: Path, **overrides: Any) -> PlayResult:
+def _run(tmp_path: Path, venv: Path, **overrides: Any) -> PlayResult:
     require_root()
     variables = {
         "slurm_harp_venv_dir": str(venv),
@@ -62,7 +62,11 @@ def _play(tmp_path: Path, venv: Path, **overrides: Any) -> PlayResult:
         "slurm_harp_manage_services": False,
         **overrides,
     }
-    result = run_role(tmp_path / "play", variables, playbook=CONFIG_PLAY)
+    return run_role(tmp_path / "play", variables, playbook=CONFIG_PLAY)
+
+
+def _play(tmp_path: Path, venv: Path, **overrides: Any) -> PlayResult:
+    result = _run(tmp_path, venv, **overrides)
     assert result.returncode == 0, result.output[-3000:]
     return result
 
@@ -111,3 +115,20 @@ def test_the_start_only_view_follows_what_the_services_keep(tmp_path: Path) -> N
     readme = " ".join((ROLE_DIR.parent.parent / "README.md").read_text().split())
     named = re.search(r"for the daemon the ((?:`\[\w+\]`(?:, | and )?)+) sections", readme)
     assert named and re.findall(r"\[(\w+)\]", named.group(1)) == list(DAEMON_SECTIONS)
+
+
+def test_harp_toml_is_checked_as_harp_serve_checks_it_before_it_is_installed(
+    tmp_path: Path, venv: Path
+) -> None:
+    """The validate step is `harp check-config`: a socket group this host lacks, set through
+    slurm_harp_config (the preflight checks only slurm_harp_socket_group), stops the role before
+    the installed harp.toml is replaced. The role's step ran load() alone, which passed it, and
+    `harp serve` then refused the installed file."""
+    _play(tmp_path, venv)
+    installed = tmp_path / "etc-harp" / "harp.toml"
+    good = installed.read_text()
+    result = _run(tmp_path, venv, slurm_harp_config={"server": {"socket_group": "nosuchgroup-harp"}})
+    assert result.returncode != 0
+    said = "server.socket_group: no group 'nosuchgroup-harp' on this host"
+    assert said in result.output, result.output[-3000:]
+    assert installed.read_text() == good

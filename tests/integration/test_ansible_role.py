@@ -358,3 +358,32 @@ def test_without_the_advice_variables_harp_toml_has_no_advice_socket_nor_billing
     data = tomllib.loads(toml.read_text())
     assert "advice" not in data and "billing" not in data
     assert load(toml).advice.socket is None
+
+
+# Text TOML reads back as written, whatever it holds: JSON's default wrote a character past U+FFFF
+# as a surrogate pair, which TOML refuses (`\ud83d\udcb6`), and left DEL bare, which TOML refuses too.
+AWKWARD = ["\U0001f4b6", "al\x7fice", 'a "quoted" \\ path', "tab\there\nnewline\x1b", "Z\u00fcrich \u2028"]
+
+
+def test_any_text_and_nulls_make_a_harp_toml_that_reads_back(tmp_path: Path) -> None:
+    variables = {
+        "slurm_harp_billing_price": 0.5,
+        "slurm_harp_billing_currency": AWKWARD[0],
+        "slurm_harp_config": {
+            # A null is no value (an unset key): it was taken for an array and the render failed,
+            # 'NoneType' object is not iterable.
+            "server": {"tcp": None},
+            "policy": {"opt_out_users": [*AWKWARD[1:], None], "floor": {"cpus": None, "time_minutes": 15}},
+            "billing": {"mode": None},
+        },
+    }
+    toml, _ = _rendered(tmp_path, variables)
+    data = tomllib.loads(toml.read_text(encoding="utf-8"))
+    assert data["billing"] == {"price": 0.5, "currency": AWKWARD[0]}
+    assert data["policy"]["opt_out_users"] == AWKWARD[1:]
+    assert data["policy"]["floor"] == {"time_minutes": 15}
+    assert "tcp" not in data["server"]
+    assert "ok (policy mode shadow)" in _check_config(toml)
+    settings = load(toml)
+    assert settings.billing.currency == AWKWARD[0] and settings.server.tcp is None
+    assert settings.policy.opt_out_users == frozenset(AWKWARD[1:])

@@ -176,6 +176,18 @@ T.test("no line: nothing better by the margin, no evidence at the size asked, or
   T.eq(advice_line.line(nil, {min_cpus = 1}), nil, "no advice")
 end)
 
+T.test("at a cost of 0 nothing is cheaper: a slower free option is not named, a faster one is", function()
+  -- billing.price = 0, or a free [[billing.partition]]: every cost, and 90 % of it, is 0.
+  local free = advice {opt("free", 4, 20, 0), opt("free", 1, 75, 0), opt("scavenger", 4, 40, 0)}
+  T.eq(advice_line.line(free, {min_cpus = 4, partition = "free"}), nil, "slower at the same cost of 0")
+  local paid = advice {opt("free", 4, 20, 0), opt("batch", 4, 10, 3.2)}
+  T.eq(advice_line.line(paid, {min_cpus = 4, partition = "free"}), nil, "faster but dearer")
+  local faster = advice {opt("free", 1, 75, 0), opt("free", 4, 20, 0)}
+  local line = advice_line.line(faster, {min_cpus = 1, partition = "free"})
+  T.ok(line and line:find("^harp: 4 CPUs in free would take ~20 min and cost ~0 EUR %(you asked 1 CPU: ~75 min"),
+    tostring(line))
+end)
+
 T.test("an option that may never finish is not advice", function()
   local a = advice {opt("batch", 1, 40, 0.667), opt("short", 2, 5, 0.1, {p_unfinished = 0.5})}
   T.eq(advice_line.line(a, {min_cpus = 1}), nil, "p_unfinished > 0")
@@ -186,6 +198,27 @@ T.test("without -p the asked size's cheapest partition is the comparison", funct
   T.eq(advice_line.line(a, {min_cpus = 1}), nil, "0.5 is not cheaper than debug's 0.3")
   local line = advice_line.line(a, {min_cpus = 1, partition = "batch"})
   T.ok(line and line:find("in debug", 1, true), tostring(line))
+end)
+
+-- The options a real sbatch 22.05 shows pre_submit for `sbatch -N 4` (and `-N 4 -c 2`): nodes "4",
+-- ntasks "1" as when -n was not given. Slurm runs one task per node then (a 2-node test cluster gave
+-- `-N 2` 2 CPUs, `-N 2 -c 2` 4), so the job asks 4 CPUs (8): the line said "you asked 1 CPU".
+T.test("-N without -n is one task per node, as Slurm runs it: the size the line compares", function()
+  local a = advice {opt("batch", 1, 63, 1.05), opt("batch", 2, 30, 1.0), opt("batch", 4, 20, 1.33),
+    opt("batch", 8, 16, 2.1)}
+  local r = sbatch_request.build(options {nodes = "4"})
+  T.eq(r.min_cpus, nil, "the request as harp advise --script makes it: no CPU count")
+  local line = advice_line.line(a, r)
+  T.ok(line and line:find("(you asked 4 CPUs: ~20 min, ~1.3 EUR)", 1, true), tostring(line))
+  line = advice_line.line(a, sbatch_request.build(options {nodes = "4", ["cpus-per-task"] = "2"}))
+  T.ok(line and line:find("(you asked 8 CPUs: ~16 min, ~2.1 EUR)", 1, true), tostring(line))
+  line = advice_line.line(a, sbatch_request.build(options {nodes = "2", ntasks = "4"}))
+  T.ok(line and line:find("(you asked 4 CPUs", 1, true), "-n 4 on 2 nodes: " .. tostring(line))
+  local dear2 = advice {opt("batch", 2, 30, 2.0), opt("batch", 4, 20, 1.33)}
+  line = advice_line.line(dear2, sbatch_request.build(options {nodes = "2-4"}))
+  T.ok(line and line:find("(you asked 2 CPUs", 1, true), "a range: its least: " .. tostring(line))
+  line = advice_line.line(a, sbatch_request.build(options()))
+  T.ok(line and line:find("(you asked 1 CPU", 1, true), "no -N: one CPU: " .. tostring(line))
 end)
 
 T.test("GPU jobs are sized in GPUs per node times nodes", function()

@@ -12,6 +12,7 @@ from slurm_harp.config import (
     ConfigError,
     GuardSettings,
     ServerSettings,
+    Settings,
     TrainingSettings,
     check_host,
     load,
@@ -103,6 +104,9 @@ def test_an_empty_file_gives_the_settings_defaults() -> None:
         ("[server]\nmax_workers = 0\n", "server.max_workers: must be >= 1"),
         ("[server]\nmax_workers = true\n", "server.max_workers: expected int"),
         ("[server]\ntcp = 'localhost'\n", "server.tcp: expected host:port"),
+        ("[server]\ntcp = '50051'\n", "server.tcp: expected host:port, got '50051'"),
+        ("[server]\ntcp = ':50051'\n", "server.tcp: expected host:port, got ':50051'"),
+        ("[server]\ntcp = ' :50051'\n", "server.tcp: expected host:port"),
         ("[server]\ntcp = '127.0.0.1:999999'\n", "server.tcp: port out of range (0 to 65535)"),
         ("[server]\ntcp = '127.0.0.1:\u0661'\n", "server.tcp: expected host:port"),
         ("[policy.floor]\ncpus = -1\n", "policy.floor.cpus: must be >= 0"),
@@ -361,3 +365,82 @@ def test_advice_settings() -> None:
 def test_advice_errors_name_the_key(advice: dict[str, object], names: str) -> None:
     with pytest.raises(ConfigError, match=names):
         parse({"advice": advice})
+
+
+@pytest.mark.parametrize("spelling", ["symlinked directory", "dot-dot"])
+def test_check_config_refuses_an_advice_socket_that_is_the_server_socket_by_another_path(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, spelling: str
+) -> None:
+    """/var/run is a link to /run on most systems: the same socket by another spelling passed
+    check-config, and `harp serve` then found its own socket there and refused to start."""
+    run = tmp_path / "run"
+    (run / "sub").mkdir(parents=True)
+    (tmp_path / "varrun").symlink_to(run)
+    other = tmp_path / "varrun" if spelling == "symlinked directory" else run / "sub" / ".."
+    path = tmp_path / "harp.toml"
+    path.write_text(f'[server]\nsocket = "{run}/harp.sock"\n[advice]\nsocket = "{other}/harp.sock"\n')
+    assert main(["check-config", str(path)]) == 2
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"{path}: advice.socket: must not be server.socket ({run}/harp.sock)")
+    another = f'[server]\nsocket = "{run}/harp.sock"\n[advice]\nsocket = "{other}/advice.sock"\n'
+    assert load_text(tmp_path, another).advice.socket == other / "advice.sock"
+
+
+def load_text(tmp_path: Path, text: str) -> Settings:
+    path = tmp_path / "other.toml"
+    path.write_text(text)
+    return load(path)
+
+
+HUGE = "1" + "0" * 400
+# Values that passed, or were a traceback, and broke later; each is now one line naming the key.
+PAST_THEIR_MOST = {
+    # tomllib reads integers of any size, TOML's are 64-bit: float() of one of 309 digits or more
+    # raised OverflowError, and tomllib's own ValueError past 4300 digits escaped load(); both were
+    # a traceback and exit 1.
+    f"[policy]\nquantile = {HUGE}\n": "policy.quantile: must be within TOML's 64-bit integers, got one of",
+    f"[server]\ngrace_seconds = {HUGE}\n": "server.grace_seconds: must be within TOML's 64-bit integers",
+    f"[policy.floor]\nmemory_mb = -{HUGE}\n": "policy.floor.memory_mb: must be within TOML's 64-bit",
+    f"[advice]\nmax_connections = {2**63}\n": "advice.max_connections: must be within TOML's 64-bit integers",
+    f"[guard]\nmetrics_port = 1{'0' * 5000}\n": "not valid TOML: Exceeds the limit (4300 digits) for integer",
+    # Finite values with no upper bound: `now - days * 86400` of a 1e15-day window overflowed
+    # SQLite's integers on every history poll (the daemon served with no history and no
+    # harp_outcome_* figures), and 1e300 GB of GPU memory was inf bytes. check-config said ok.
+    "[history]\nwindow_days = 1000000000000000\n": "history.window_days: must be a number of days <= 3660",
+    "[history]\noutcome_window_days = 3661\n": "history.outcome_window_days: must be a number of days <=",
+    "[[advice.partition]]\nname = 'gpu'\ngpu_memory_gb = 1e300\n": (
+        "advice.partition[0].gpu_memory_gb: must be a number of GB > 0 and below 1000000"
+    ),
+    "[advice]\nmax_connections = 4097\n": "advice.max_connections: must be <= 4096, got 4097",
+}
+MOST_IDS = ["quantile", "seconds", "negative", "2**63", "5001 digits", "days", "outcome days", "GB", "4097"]
+
+
+@pytest.mark.parametrize("text", PAST_THEIR_MOST, ids=MOST_IDS)
+def test_integers_past_64_bits_and_values_past_their_most_are_refused_by_check_config(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str
+) -> None:
+    path = tmp_path / "harp.toml"
+    path.write_text(text)
+    assert main(["check-config", str(path)]) == 2
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"{path}: {PAST_THEIR_MOST[text]}"), line
+    assert "\n" not in line and "set_int_max_str_digits" not in line
+
+
+def test_the_64_bit_bounds_themselves_are_read() -> None:
+    floor = parse({"policy": {"floor": {"memory_mb": 2**63 - 1, "cpus": 0}}}).policy.floors
+    assert floor[Target.MEMORY] == float(2**63 - 1)
+    with pytest.raises(ConfigError, match=r"policy\.floor\.memory_mb: must be >= 0"):
+        parse({"policy": {"floor": {"memory_mb": -(2**63)}}})
+
+
+def test_days_gpu_memory_and_connections_at_their_most_are_read() -> None:
+    s = parse(
+        {
+            "history": {"window_days": 3660, "outcome_window_days": 3660},
+            "advice": {"max_connections": 4096, "partition": [{"name": "gpu", "gpu_memory_gb": 999999.9}]},
+        }
+    )
+    assert s.history.window_days == s.history.outcome_window_days == 3660
+    assert s.advice.max_connections == 4096 and s.advice.gpu_memory_bytes == {"gpu": 999999.9e9}

@@ -222,6 +222,19 @@ def test_group_root_is_refused_as_the_socket_group_of_a_slurm_user_other_than_ro
     )
 
 
+# --- harp.toml ---------------------------------------------------------------------------------
+
+
+def test_harp_toml_is_validated_by_harp_check_config() -> None:
+    """What `harp serve` checks (the socket group on this host too), not load() alone, which let
+    a socket group set through slurm_harp_config that the host lacks be installed."""
+    write = task("tasks/config.yml", "Write harp.toml, checked by harp check-config first")
+    validate = write["ansible.builtin.template"]["validate"]
+    assert (
+        render(validate, role_vars(slurm_harp_venv_dir="/opt/harp")) == "/opt/harp/bin/harp check-config %s"
+    )
+
+
 # --- the variables: defaults, argument specs and the README's table ---------------------------
 
 

@@ -83,17 +83,21 @@ def load(path: Path | str) -> Settings:
     """Read and validate ``path``; raise ConfigError naming the problem."""
     p = Path(path)
     try:
-        data = tomllib.loads(read_regular(p).decode())
+        text = read_regular(p).decode()
     except FileNotFoundError:
         raise ConfigError(f"{p}: no such file") from None
     except OSError as exc:  # a FIFO, a directory or a device, no permission, an I/O error
         raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:  # tomllib decodes the whole file first
+    except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{p}: not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
         ) from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    except ValueError as exc:  # an integer of more than sys.int_info's 4300 digits: no TOMLDecodeError
+        raise ConfigError(f"{p}: not valid TOML: {str(exc).partition(';')[0]}") from None
     except RecursionError:  # tomllib recurses per nested array or inline table: no TOMLDecodeError
         raise ConfigError(
             f"{p}: nested too deeply to read (arrays or inline tables within each other)"

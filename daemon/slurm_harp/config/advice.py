@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,13 +14,22 @@ from slurm_harp.advice.tariff import PartitionPrice, Prices
 from slurm_harp.config.reader import Reader, positive
 from slurm_harp.config.settings import AdviceSettings
 
+# One GPU's memory in GB is below this (a petabyte; the Ansible role's preflight has the same
+# bound): 1e300 passed, and its bytes were inf, where the docs say numbers are finite.
+MOST_GPU_MEMORY_GB = 1e6
+# Open advice connections at most: each is served by a thread of its own (server/advice_socket.py),
+# so this bounds the threads users can make the daemon hold. 1e19 passed before.
+MOST_CONNECTIONS = 4096
+
 
 def read_advice(r: Reader, a: Mapping[str, Any], submission_socket: Path) -> AdviceSettings:
     path = r.get(a, "advice", "socket", str, None)
     if path is not None and not path.strip():
         raise r.fail("advice.socket", "must be a path (leave the key out for no advice socket)")
-    if path is not None and Path(path) == submission_socket:
-        raise r.fail("advice.socket", "must not be server.socket: that one is SlurmUser's alone")
+    if path is not None and _same_file(Path(path), submission_socket):
+        raise r.fail(
+            "advice.socket", f"must not be server.socket ({submission_socket}): that one is SlurmUser's alone"
+        )
     raw = a.get("partition", [])
     if not isinstance(raw, list):
         raise r.fail("advice.partition", "must be an array of tables ([[advice.partition]])")
@@ -32,8 +42,11 @@ def read_advice(r: Reader, a: Mapping[str, Any], submission_socket: Path) -> Adv
         if name in memory:
             raise r.fail(f"{key}.name", f"partition {name!r} is listed twice")
         gb = r.get(t, key, "gpu_memory_gb", float, None)
-        if gb is None or gb <= 0:
-            raise r.fail(f"{key}.gpu_memory_gb", "must be a number of GB > 0 (one GPU's memory)")
+        if gb is None or not 0 < gb < MOST_GPU_MEMORY_GB:
+            raise r.fail(
+                f"{key}.gpu_memory_gb",
+                f"must be a number of GB > 0 and below {MOST_GPU_MEMORY_GB:.0f} (one GPU's memory)",
+            )
         memory[name] = gb * 1e9
     headroom = r.get(a, "advice", "gpu_memory_headroom", float, HEADROOM)
     if not 0.0 <= headroom < 1.0:
@@ -43,10 +56,25 @@ def read_advice(r: Reader, a: Mapping[str, Any], submission_socket: Path) -> Adv
         )
     return AdviceSettings(
         socket=None if path is None else Path(path),
-        max_connections=positive(r, "advice.max_connections", r.get(a, "advice", "max_connections", int, 64)),
+        max_connections=_max_connections(r, a),
         gpu_memory_bytes=memory,
         gpu_memory_headroom=headroom,
     )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: by their real paths, with every symbolic link (a
+    /var/run that is /run) and ``..`` resolved. Their text alone let ``/var/run/x.sock`` pass for
+    another file than ``/run/x.sock``: check-config said ok, and `harp serve` found its own
+    submission socket on the advice socket's path and refused to start."""
+    return a == b or os.path.realpath(a) == os.path.realpath(b)
+
+
+def _max_connections(r: Reader, a: Mapping[str, Any]) -> int:
+    value = positive(r, "advice.max_connections", r.get(a, "advice", "max_connections", int, 64))
+    if value > MOST_CONNECTIONS:
+        raise r.fail("advice.max_connections", f"must be <= {MOST_CONNECTIONS}, got {value}")
+    return value
 
 
 def read_billing(r: Reader, b: Mapping[str, Any]) -> Prices:

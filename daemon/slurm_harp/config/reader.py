@@ -74,6 +74,8 @@ SCHEMA: dict[str, set[str]] = {
 # of 1e12 s threading's (the daemon's history thread died), and a guard.stale_seconds of 1e300 took
 # a dead guard for alive for good. No site needs a poll, lead, grace or staleness beyond a day.
 MOST_SECONDS = 86400.0
+# TOML's integers: 64-bit signed.
+INT64 = (-(2**63), 2**63 - 1)
 # Sections that are arrays of tables ([[...]]): their keys are documented with the array.
 ARRAY_TABLES = frozenset({"policy.rule", "billing.partition", "advice.partition"})
 
@@ -101,6 +103,13 @@ class Reader:
         if key not in data:
             return default
         value = data[key]
+        if isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
+            # tomllib reads integers of any size, TOML's are 64-bit: float() of one of 309 digits
+            # or more raised OverflowError, a traceback in place of an error naming the key.
+            raise self.fail(
+                f"{section}.{key}",
+                f"must be within TOML's 64-bit integers, got one of {len(str(abs(value)))} digits",
+            )
         # bool is an int in Python; a sysadmin writing `true` for a number is an error.
         if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             if kind is float and isinstance(value, int) and not isinstance(value, bool):

@@ -47,8 +47,10 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
         raise r.fail("server.metrics_port", f"out of range: {metrics_port}")
     tcp = get("tcp", str)
     if tcp is not None:
-        port = tcp.rpartition(":")[2]
-        if not (port.isascii() and port.isdigit()):
+        host, colon, port = tcp.rpartition(":")
+        # "50051" alone was taken for a port ("expected host:port" was the message, not the check)
+        # and passed; `harp serve` then could not listen on it.
+        if not (colon and host.strip() and port.isascii() and port.isdigit()):
             raise r.fail("server.tcp", f"expected host:port, got {tcp!r}")
         if int(port) > 65535:  # grpcio bound another port in its place, silently
             raise r.fail("server.tcp", f"port out of range (0 to 65535): {tcp!r}")
@@ -164,18 +166,31 @@ def _refit(r: Reader, tr: Mapping[str, Any]) -> str:
     return str(value)
 
 
+# The longest window of history a key may give. 1e15 days passed, and `now - days * 86400` then
+# overflowed SQLite's 64-bit integers on every poll: the daemon served with no history at all and
+# without its harp_outcome_* figures, while check-config said ok.
+MOST_DAYS = 3660
+
+
 def read_history(r: Reader, hist: Mapping[str, Any]) -> HistorySettings:
     db = r.get(hist, "history", "db", str, None)
     if db is not None and not db.strip():
         raise r.fail("history.db", "must be a path (leave the key out for no history)")
     poll = r.seconds(hist, "history", "poll_seconds", 60.0, 0.1)
+
+    def days(key: str, default: int) -> int:
+        value = positive(r, f"history.{key}", r.get(hist, "history", key, int, default))
+        if value > MOST_DAYS:
+            raise r.fail(
+                f"history.{key}", f"must be a number of days <= {MOST_DAYS} (ten years), got {value}"
+            )
+        return value
+
     return HistorySettings(
         db=None if db is None else Path(db),
-        window_days=positive(r, "history.window_days", r.get(hist, "history", "window_days", int, 30)),
+        window_days=days("window_days", 30),
         poll_seconds=poll,
-        outcome_window_days=positive(
-            r, "history.outcome_window_days", r.get(hist, "history", "outcome_window_days", int, 7)
-        ),
+        outcome_window_days=days("outcome_window_days", 7),
     )
 
 
