@@ -30,10 +30,6 @@ local function asked_size(unit, req)
     local g = req.gpus_per_node
     return g and g * max(req.min_nodes or 1, 1)
   end
-  local nodes = req.min_nodes or 1
-  -- -N without -n: Slurm runs one task per node (-N 4 is 4 tasks, 4 CPUs; -N 4 -c 2, 8). The
-  -- request says no task count then, as `harp advise --script` does: the line compared with 1 CPU.
-  if req.num_tasks == nil and nodes > 1 then return nodes * (req.cpus_per_task or 1) end
   return req.min_cpus or 1 -- no -n, no -c: one task of one CPU
 end
 

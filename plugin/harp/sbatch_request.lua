@@ -129,6 +129,8 @@ function M.build(options)
   elseif tasks == 1 then
     tasks = nil -- what sbatch shows when -n was not given
   end
+  -- -N without -n: Slurm runs one task per node (a 2-node test cluster gave `-N 2` 2 CPUs, `-N 2 -c 2` 4)
+  if tasks == nil and nodes and nodes > 1 then tasks = nodes end
   local cpt = whole(get("cpus-per-task"))
   local gpus = M.gpu_count(get("gpus-per-node")) or request.gpus_from_tres(get("gres"))
   if not gpus then

@@ -207,7 +207,8 @@ T.test("-N without -n is one task per node, as Slurm runs it: the size the line 
   local a = advice {opt("batch", 1, 63, 1.05), opt("batch", 2, 30, 1.0), opt("batch", 4, 20, 1.33),
     opt("batch", 8, 16, 2.1)}
   local r = sbatch_request.build(options {nodes = "4"})
-  T.eq(r.min_cpus, nil, "the request as harp advise --script makes it: no CPU count")
+  T.eq(r.min_cpus, 4, "one task per node, as harp advise --script reads -N 4")
+  T.eq(r.num_tasks, 4, "4 tasks")
   local line = advice_line.line(a, r)
   T.ok(line and line:find("(you asked 4 CPUs: ~20 min, ~1.3 EUR)", 1, true), tostring(line))
   line = advice_line.line(a, sbatch_request.build(options {nodes = "4", ["cpus-per-task"] = "2"}))

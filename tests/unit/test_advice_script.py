@@ -44,7 +44,9 @@ def test_the_header_as_sbatch_reads_it() -> None:
     [
         ("#SBATCH --gres=gpu:a100:2\n", {"gpus_per_node": 2}),
         ("#SBATCH --gres=gpu:2,license:x:1\n", {"gpus_per_node": 2}),
-        ("#SBATCH -N 2 --gpus=a100:6\n", {"gpus_per_node": 3, "min_nodes": 2}),
+        # -N without -n: a task per node, as Slurm runs it
+        ("#SBATCH -N 2 --gpus=a100:6\n", {"gpus_per_node": 3, "min_nodes": 2, "num_tasks": 2, "min_cpus": 2}),
+        ("#SBATCH -N 3 -c 4\n", {"min_nodes": 3, "num_tasks": 3, "cpus_per_task": 4, "min_cpus": 12}),
         ("#SBATCH --gpus-per-node=4 --mem-per-cpu=2000\n", {"gpus_per_node": 4, "mem_per_cpu_mb": 2000}),
         ("#SBATCH --ntasks-per-node=8 -N 2\n", {"num_tasks": 16, "min_cpus": 16, "min_nodes": 2}),
         ("#SBATCH -t 90 -A phys\n", {"time_limit_minutes": 90, "account": "phys"}),

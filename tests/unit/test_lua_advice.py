@@ -43,6 +43,8 @@ SAME_JOB = [
     ({"job-name": "wide", "ntasks-per-node": "4", "nodes": "3", "gres": "gres:gpu:2"},
      "-J wide\n--ntasks-per-node=4\n-N 3\n--gres=gpu:2"),
     ({"job-name": "spread", "gpus": "8", "nodes": "3"}, "-J spread\n--gpus=8\n-N 3"),
+    ({"job-name": "nodes", "nodes": "4", "cpus-per-task": "2"}, "-J nodes\n-N 4\n-c 2"),  # a task per node
+    ({"job-name": "range", "nodes": "2-4"}, "-J range\n-N 2-4"),
     ({"job-name": "plain"}, "-J plain"),  # (sbatch shows "-n 1" as it shows no -n: both send no count)
 ]  # fmt: skip
 

@@ -214,6 +214,8 @@ def parse_script(script: str) -> ScriptJob:
     if tasks is None and per_node is not None:
         tasks = per_node * (nodes or 1)
         tasks = header.bounded(tasks, MAX_COUNT, "ntasks-per-node", "nodes", what=f"{tasks} tasks: ")
+    elif tasks is None and nodes is not None and nodes > 1:
+        tasks = nodes  # -N without -n: Slurm runs one task per node (-N 4 -c 2 gets 8 CPUs)
     cpt = header.whole("cpus-per-task", MAX_CPUS_PER_TASK)
     gpus_node = None
     if "gpus-per-node" in header:
