@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, job_columns
-from slurm_harp.accounting import jobstore as jobstore_module
 from slurm_harp.accounting import sacct_runner as sacct_module
+from slurm_harp.accounting import upsert as upsert_module
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct_runner import ENDED_STATES
 from slurm_harp.cli import main
@@ -291,7 +291,7 @@ def test_a_failing_upsert_rolls_back_the_cursor_too(store: JobStore, monkeypatch
             raise OSError("disk went away")
         return real(record)
 
-    monkeypatch.setattr(jobstore_module, "row_of", broken)  # as the store imported it
+    monkeypatch.setattr(upsert_module, "row_of", broken)  # as the store's writes imported it
     with pytest.raises(OSError, match="disk"):
         _harvest(store, FakeSacct(TEXT))
     assert store.cursor("c1") is None and store.count() == 0
