@@ -198,10 +198,10 @@ def test_explicit_start_overrides_the_cursor(store: JobStore) -> None:
 
 
 def test_nothing_to_read_when_the_settle_window_covers_everything(store: JobStore) -> None:
-    store.upsert([], "c1", cursor=NOW)
+    store.upsert([], "c1", cursor=NOW - 60)
     sacct = FakeSacct(TEXT)
     report = _harvest(store, sacct, overlap_s=0, settle_s=60)
-    assert sacct.calls == [] and report.windows == 0 and store.cursor("c1") == NOW
+    assert sacct.calls == [] and report.windows == 0 and store.cursor("c1") == NOW - 60
 
 
 def test_the_cursor_stays_inside_the_window_asked_for(store: JobStore) -> None:
@@ -254,6 +254,49 @@ def test_jobs_that_end_while_the_clocks_go_back_keep_their_times(
     assert store.cursor("c1") == ends[-1]
     # The windows tile the span in UTC: one sacct call per 20 minutes, each 20 minutes long.
     assert [_t(argv, "-S") for argv in sacct.calls] == list(range(change - 3 * HOUR, change + 3 * HOUR, 1200))
+
+
+def test_a_clock_stepped_back_sets_the_cursor_back_with_a_warning(
+    store: JobStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The controller's clock ran 2 hours ahead, then stepped back: the cursor it set is past now,
+    and kept (it never moved back), the runs after read only from there and skipped every job
+    ending meanwhile."""
+    ahead = 2 * HOUR
+    _harvest(store, UtcSacct([NOW + ahead - 600]), now=NOW + ahead, settle_s=60)
+    assert store.cursor("c1") == NOW + ahead - 600
+    sacct = UtcSacct([-1, NOW - 1800, NOW - 600])  # jobs 2 and 3, ended since the step
+    with caplog.at_level(logging.WARNING):
+        report = _harvest(store, sacct, now=NOW, settle_s=60)
+    (argv,) = sacct.calls
+    assert (_t(argv, "-S"), _t(argv, "-E")) == (
+        NOW - 60 - HOUR,
+        NOW - 60,
+    )  # min(cursor, now - settle) - overlap
+    assert (report.inserted, report.reused) == (2, 0)
+    assert report.cursor == store.cursor("c1") == NOW - 60  # set back (a merge never moves it back)
+    assert "the cursor, 2024-03-02T13:50:00 UTC, is 01:51:00 ahead of this host's clock" in caplog.text
+    assert "(2024-03-02T11:59:00 UTC): the clock stepped back" in caplog.text
+
+
+def test_after_a_clock_steps_back_every_job_is_harvested_once(store: JobStore) -> None:
+    """A job ends every 5 minutes and the timer runs every 5 minutes; for half an hour the
+    controller's clock, which stamps the jobs' End and runs the harvest, is 2 hours ahead. slurmdbd
+    shows a job once it has ended. Before, the jobs ending in the 2 hours after the step were never
+    harvested (the cursor stayed ahead); now every job is stored, once."""
+    start = NOW - 8 * HOUR
+    skewed = range(start + 2 * HOUR, start + 2 * HOUR + 1800)
+    real_ends = list(range(start, start + 6 * HOUR, 300))
+    stamped = [end + (2 * HOUR if end in skewed else 0) for end in real_ends]
+    sacct = UtcSacct([])
+    for real in range(start + 120, start + 8 * HOUR, 300):
+        sacct.ends = [s if end <= real else -1 for s, end in zip(stamped, real_ends, strict=True)]
+        host = real + (2 * HOUR if real in skewed else 0)
+        _harvest(store, sacct, now=host, settle_s=60, window_s=DAY)
+    ids = [int(r.job_id) - 1 for r in store.records("c1")]
+    assert sorted(ids) == list(range(len(real_ends)))  # each job once: none lost, none twice
+    assert {int(r.job_id) - 1: r.end_time for r in store.records("c1")} == dict(enumerate(stamped))
+    assert store.cursor("c1") == stamped[-1]
 
 
 def test_windows_are_separate_sacct_calls_and_transactions(store: JobStore) -> None:

@@ -220,6 +220,26 @@ def test_cursor_never_moves_backwards(store: JobStore) -> None:
     assert store.cursor("a") == 600 and store.cursor("b") is None
 
 
+def test_set_cursor_moves_it_back_and_merge_forward_again(store: JobStore) -> None:
+    store.upsert([], "a", cursor=500)
+    store.set_cursor("a", 300)
+    assert store.cursor("a") == 300 and store.cursor("b") is None
+    store.upsert([], "a", cursor=200)
+    assert store.cursor("a") == 300
+    store.set_cursor("b", 100)
+    assert store.cursor("b") == 100
+
+
+def test_latest_end_leaves_out_ends_after_now(store: JobStore) -> None:
+    """A job stamped by a clock that ran ahead ends in the future once it stepped back: counted,
+    the harvest's freshness (harp_jobstore_latest_end_timestamp_seconds) stayed in the future and
+    HarpHarvestStale could not fire until the clock caught up."""
+    store.upsert([_job("1", 1000), _job("2", 5000), _job("3", None)], "a")
+    assert store.latest_end(now=6000) == 5000
+    assert store.latest_end(now=4999) == 1000 and store.latest_end(now=999) is None
+    assert store.latest_end() == 5000  # this host's clock, by default
+
+
 def test_a_failing_batch_rolls_back_rows_and_cursor(store: JobStore) -> None:
     store.merge([_job("1", 100)], "a", cursor=100)
     checksum = store_checksum(store)

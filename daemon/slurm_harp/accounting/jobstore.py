@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -96,6 +97,10 @@ class JobStore:
     def upsert(self, records: Iterable[JobRecord], source: str, *, cursor: int | None = None) -> int:
         """Like merge(); returns how many rows were inserted or changed."""
         return self.merge(records, source, cursor=cursor).changed
+
+    def set_cursor(self, source: str, end_time: int) -> None:
+        """Set the cursor of ``source`` to ``end_time``, earlier too (merge never moves it back)."""
+        upsert.set_cursor(self._db, source, end_time)
 
     # ---- reading ---------------------------------------------------------------------------------
 
@@ -221,9 +226,13 @@ class JobStore:
     def _present(self) -> set[str]:
         return {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
 
-    def latest_end(self) -> int | None:
-        """The latest end time of any job in the store (None when empty): how fresh the harvest is."""
-        row = self._db.execute("SELECT MAX(end_time) FROM jobs").fetchone()
+    def latest_end(self, now: float | None = None) -> int | None:
+        """The latest end time of any job in the store not after ``now`` (default: this host's
+        clock), None when there is none: how fresh the harvest is. An End after now is a clock's
+        error (the controller's clock ran ahead, then stepped back): counted, it held the freshness
+        in the future, and HarpHarvestStale could not fire until the clock caught up with it."""
+        at = time.time() if now is None else now
+        row = self._db.execute("SELECT MAX(end_time) FROM jobs WHERE end_time <= ?", (int(at),)).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
     # ---- lifecycle -------------------------------------------------------------------------------

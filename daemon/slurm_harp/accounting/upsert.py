@@ -1,5 +1,6 @@
 """The job store's writes: the upsert of a batch of jobs, the per-source harvest cursor, and the
-transaction both are made in (jobstore.JobStore.merge).
+transaction both are made in (jobstore.JobStore.merge). A merge only moves the cursor forward;
+set_cursor moves it back, for a harvest whose host clock stepped back.
 
 Writes are idempotent: an upsert that brings nothing new leaves a row untouched (ingested_at
 included), so harvesting the same window twice changes nothing. A re-read (the same job: the same
@@ -105,6 +106,18 @@ def merge(
             unknown[0],
         )
     return MergeResult(received, inserted, max(written, 0) - inserted, reused)
+
+
+def set_cursor(db: sqlite3.Connection, source: str, end_time: int) -> None:
+    """Set the cursor of ``source`` to ``end_time``, back too (the harvest's host clock stepped
+    back: commands.harvest), in a transaction of its own. Nothing is lost by it: the next read
+    starts earlier, and a job read again merges into its row."""
+    with Transaction(db):
+        db.execute(
+            "INSERT INTO state (source, cursor_end) VALUES (?, ?) ON CONFLICT (source) "
+            "DO UPDATE SET cursor_end = excluded.cursor_end",
+            (source, int(end_time)),
+        )
 
 
 def _advance(db: sqlite3.Connection, source: str, end_time: int) -> None:
