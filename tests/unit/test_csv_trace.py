@@ -67,6 +67,30 @@ def test_bad_rows_counted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> N
     assert six.start_time is None
 
 
+def test_a_time_at_or_before_1970_or_from_the_future_is_a_bad_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As in sacct output (fields.time_problem). Before, 2099 and the year 1 were stored, with no
+    bad line: a job of 2099 stays the newest submission, which promotion judges by."""
+    path = tmp_path / "t.csv"
+    path.write_text(
+        HEADER
+        + f"1,u,a,p,normal,600.0,1,2,0,0.0,{T0},{T1},{T2},300.0,COMPLETED,n,w,s\n"
+        + "2,u,a,p,normal,600.0,1,2,0,0.0,2099-01-01 00:00:00,,,300.0,COMPLETED,n,w,s\n"
+        + f"3,u,a,p,normal,600.0,1,2,0,0.0,0001-01-01 00:00:00,{T1},{T2},300.0,COMPLETED,n,w,s\n"
+        + f"4,u,a,p,normal,600.0,1,2,0,0.0,{T0},1970-01-01 00:00:00,{T2},300.0,COMPLETED,n,w,s\n"
+        + f"5,u,a,p,normal,600.0,1,2,0,0.0,{T0},{T1},2019-01-02 00:00:01,300.0,COMPLETED,n,w,s\n"
+    )
+    stats = ReadStats(source="t.csv")
+    records = read_csv_trace(path, stats, now=_utc("2019-01-01 00:00:00"))
+    assert [r.job_id for r in records] == ["1"]
+    assert (stats.lines, stats.bad_lines) == (5, 4)
+    assert "t.csv:3: submit_time '2099-01-01 00:00:00' is in the future" in caplog.text
+    assert "t.csv:4: submit_time '0001-01-01 00:00:00' is at or before 1970" in caplog.text
+    assert "t.csv:5: start_time '1970-01-01 00:00:00' is at or before 1970" in caplog.text
+    assert "t.csv:6: end_time '2019-01-02 00:00:01' is in the future" in caplog.text
+
+
 def test_not_an_eagle_csv(tmp_path: Path) -> None:
     path = tmp_path / "other.csv"
     path.write_text("a,b\n1,2\n")

@@ -3,6 +3,8 @@
 Columns: job_id, user, account, partition, qos, wallclock_req (s), nodes_req, processors_req,
 gpus_req, mem_req (MB for the whole job; 0 = not given), submit_time / start_time / end_time
 ("YYYY-MM-DD HH:MM:SS", read as UTC), run_time (s), state, name, work_dir, submit_line.
+A job whose submit, start or end time is at or before 1970 or more than a day after the reading is
+a bad line, as in sacct output (fields.time_problem).
 Array tasks share their job_id: a job_id seen on several rows marks those rows as array tasks,
 whose record ids become "<job_id>_<n>" in file order. The anonymised submit_line is not used.
 """
@@ -12,12 +14,14 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import time
 from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
+from slurm_harp.accounting.fields import FUTURE_SLACK_S, check_times
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
 from slurm_harp.core.request import JobRequest
@@ -28,15 +32,22 @@ log = logging.getLogger(__name__)
 REQUIRED_COLUMNS = ("job_id", "wallclock_req", "run_time", "state", "submit_time")
 
 
-def read_csv_trace(path: str | Path, stats: ReadStats | None = None) -> list[JobRecord]:
+def read_csv_trace(
+    path: str | Path, stats: ReadStats | None = None, *, now: float | None = None
+) -> list[JobRecord]:
     path = Path(path)
     stats = stats if stats is not None else ReadStats(source=str(path))
     with path.open(newline="", encoding="utf-8", errors="replace") as handle:
-        return parse_csv_trace(handle, stats)
+        return parse_csv_trace(handle, stats, now=now)
 
 
-def parse_csv_trace(lines: Iterable[str], stats: ReadStats | None = None) -> list[JobRecord]:
+def parse_csv_trace(
+    lines: Iterable[str], stats: ReadStats | None = None, *, now: float | None = None
+) -> list[JobRecord]:
+    """``now``: the time of reading (default: the clock's), which a job's times may pass by at most
+    FUTURE_SLACK_S."""
     stats = stats if stats is not None else ReadStats(source="csv")
+    latest = (time.time() if now is None else now) + FUTURE_SLACK_S
     reader = csv.reader(lines)
     header = next(reader, None)
     if header is None:
@@ -61,12 +72,12 @@ def parse_csv_trace(lines: Iterable[str], stats: ReadStats | None = None) -> lis
         seen[job_id] += 1
         is_array = repeats[job_id] > 1
         name = f"{job_id}_{seen[job_id]}" if is_array else job_id
-        stats.collect(lineno, partial(_record, values, name, is_array), records, log)
+        stats.collect(lineno, partial(_record, values, name, is_array, latest), records, log)
     stats.records += len(records)
     return records
 
 
-def _record(values: dict[str, str], job_id: str, is_array: bool) -> JobRecord | None:
+def _record(values: dict[str, str], job_id: str, is_array: bool, latest: float) -> JobRecord | None:
     state = values["state"].split(" ", 1)[0].upper()
     run = _float(values.get("run_time", ""))
     if state not in FINISHED_STATES or run is None or run <= 0:
@@ -89,7 +100,7 @@ def _record(values: dict[str, str], job_id: str, is_array: bool) -> JobRecord | 
         is_array=is_array,
         submit_time=_time(values["submit_time"]),
     )
-    return JobRecord(
+    record = JobRecord(
         job_id=job_id,
         request=request,
         state=state,
@@ -98,6 +109,13 @@ def _record(values: dict[str, str], job_id: str, is_array: bool) -> JobRecord | 
         end_time=_time(values.get("end_time", "")),
         censored=state in CENSORING_STATES,
     )
+    times = (
+        ("submit_time", request.submit_time),
+        ("start_time", record.start_time),
+        ("end_time", record.end_time),
+    )
+    check_times(((name, t, repr(values.get(name, ""))) for name, t in times), latest)
+    return record
 
 
 def _text(value: str) -> str | None:
