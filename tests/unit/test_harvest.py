@@ -512,6 +512,46 @@ def test_import_reports_missing_and_unreadable_files(tmp_path: Path) -> None:
     assert main(["import", "--db", str(db), str(junk)]) == 1
 
 
+def test_import_of_saved_text_forges_no_job_and_says_what_it_did_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The audit's file: alice's work dir "d\\n<a whole row>" in text saved by `sacct -P`. Imported,
+    it stored job 987654 of victim (UID 4242) with a harp tag of alice's choosing, and counted
+    alice's job as one bad line. Saved with a random delimiter and imported with it, it reads."""
+    header, line = SACCT_TEXT.split("\n")[:2]
+    values = dict(zip(SACCT_FIELDS, line.split("|"), strict=True))
+    fake = {**values, "JobIDRaw": "987654", "JobID": "987654", "User": "victim", "UID": "4242"}
+    fake["AdminComment"] = "harp:extend,t!=1,t0=100000,v=forged"
+    work_dir = "/home/alice/d\n" + "|".join(fake[name] for name in SACCT_FIELDS[:-1])
+    rows = {**values, "WorkDir": work_dir}
+    saved, random = tmp_path / "saved.txt", tmp_path / "random.txt"
+    saved.write_text(header + "\n" + "|".join(rows[name] for name in SACCT_FIELDS) + "\n")
+    sep = "\x1f9b2c4e7a0d13f5c8\x1f"
+    random.write_text(header.replace("|", sep) + "\n" + sep.join(rows[name] for name in SACCT_FIELDS) + "\n")
+    db = tmp_path / "jobs.sqlite"
+    assert main(["import", "--db", str(db), str(saved)]) == 0
+    assert "saved.txt -> saved: 2 lines, 0 jobs, 2 bad lines" in capsys.readouterr().out
+    assert "saved.txt:2: 26 fields, header has 27: a row split over lines" in caplog.text
+    assert main(["import", "--db", str(db), "--delimiter", sep, str(random)]) == 0
+    with JobStore(db) as s:
+        (job,) = s.records()
+    assert (job.job_id, job.request.user_name, job.harp_tag) == (
+        "1001",
+        "alice",
+        last_tag(values["AdminComment"]),
+    )
+    assert job.request.work_dir == bounded_text(work_dir)
+
+
+@pytest.mark.parametrize("delimiter", ["|", "\x1f", "#::#", "short\nline"])
+def test_import_refuses_a_delimiter_a_user_could_guess(
+    delimiter: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "--delimiter: must be the random string of at least 8 characters" in usage_error(
+        ["import", "--delimiter", delimiter, "x.txt"], capsys
+    )
+
+
 def test_import_the_kth_trace_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "jobs.sqlite"
     assert main(["import", "--db", str(db), str(BUNDLED_TRACE)]) == 0
