@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, job_columns
+from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, extension_file, job_columns
 from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting import upsert as upsert_module
 from slurm_harp.accounting.jobstore import JobStore
@@ -17,7 +18,9 @@ from slurm_harp.cli import main
 from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows
 from slurm_harp.commands.importer import source_name
+from slurm_harp.core.extension import observed_ratio
 from slurm_harp.core.message import last_tag
+from slurm_harp.core.request import JobRequest
 from slurm_harp.core.text import bounded_text
 from tests.conftest import BUNDLED_TRACE, delimited, store_checksum, write_schema_version
 from tests.unit.test_arguments import usage_error
@@ -460,6 +463,42 @@ def test_cli_harvest_exits_2_on_a_config_that_does_not_load(
     with caplog.at_level(logging.ERROR):
         assert main(["harvest", "--config", str(config)]) == 2
     assert str(config) in caplog.text
+
+
+def test_a_tagged_job_whose_ratio_raises_is_left_out_and_the_harvest_goes_on(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One stored job whose tag held a number of 400 digits made every `harp harvest`, and every
+    nightly, end in an OverflowError traceback from the extension history (the windows were
+    committed, the guard's file never written). Such a tag is no tag now (core.message); anything
+    else one record raises there is left out, counted and logged."""
+    now = int(time.time())
+    request = JobRequest(user_name="alice", time_limit_minutes=600, submit_time=now - 7200)
+    tag = "harp:extend,t!=40,t0=600,v=x"
+    jobs = [
+        JobRecord(str(n), request, "COMPLETED", 3000, end_time=now - 3600, harp_tag=tag) for n in range(3)
+    ]
+    huge = dataclasses.replace(jobs[0], job_id="9", harp_tag=f"harp:extend,t!={'9' * 400},t0={'9' * 401},v=x")
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as s:
+        s.merge([*jobs, huge], "saved")
+
+    def ratio(record: JobRecord) -> float | None:
+        if record.job_id == "1":
+            raise ZeroDivisionError("a bug")
+        return observed_ratio(record)
+
+    monkeypatch.setattr(extension_file, "observed_ratio", ratio)  # as ratios_from imported it
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(HEADER_LINE))
+    assert main(["harvest", "--db", str(db)]) == 0
+    assert (
+        "extension history: 1 tagged jobs left out, their ratio does not compute (job '1': Zero"
+        in caplog.text
+    )
+    assert capsys.readouterr().out.strip().endswith(", 2 jobs in the extension history")
 
 
 @pytest.mark.parametrize(

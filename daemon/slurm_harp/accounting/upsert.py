@@ -52,6 +52,7 @@ def _upsert_sql() -> str:
 
 
 _UPSERT_SQL = _upsert_sql()
+_SQLITE_MIN, _SQLITE_MAX = -(2**63), 2**63 - 1  # its INTEGER
 # The rows inserted after ``last_row`` (SQLite numbers a new row above every row there), and of those
 # the ones whose (source, job_id) an older row has (jobs_identity's prefix).
 _INSERTED_SQL = (
@@ -70,6 +71,7 @@ class MergeResult:
     inserted: int
     updated: int
     reused: int = 0
+    refused: int = 0  # records left out: no row holds them (merge)
 
     @property
     def changed(self) -> int:
@@ -79,18 +81,29 @@ class MergeResult:
 def merge(
     db: sqlite3.Connection, records: Iterable[JobRecord], source: str, cursor: int | None
 ) -> MergeResult:
-    """Upsert ``records`` under ``source`` and (if given) advance its cursor, in one transaction."""
+    """Upsert ``records`` under ``source`` and (if given) advance its cursor, in one transaction.
+    A record that cannot be a row (a whole number past SQLite's 64 bits: SQLite raised
+    OverflowError, and the batch, a harvest's window, was rolled back on every run) is left out,
+    counted in ``refused`` and named in one warning: the others are stored."""
     received = 0
     now = time.time()
     unknown: list[str] = []  # "job_id: field, ..." of the records with a number not finite
+    refused: list[str] = []  # "job_id: why" of the records left out
 
     def rows() -> Iterator[tuple[Any, ...]]:
         nonlocal received
         for record in records:
             received += 1
+            try:
+                row = (source, *row_of(record), now)
+                if any(type(v) is int and not _SQLITE_MIN <= v <= _SQLITE_MAX for v in row):
+                    raise OverflowError("a whole number past SQLite's 64 bits")
+            except (ValueError, TypeError, ArithmeticError) as exc:
+                refused.append(f"{record.job_id!r:.40}: {exc}")
+                continue
             if fields := not_finite(record):
                 unknown.append(f"{record.job_id}: {', '.join(fields)}")
-            yield (source, *row_of(record), now)
+            yield row
 
     with Transaction(db):
         if cursor is not None:  # first, so that a failing row is seen to roll it back too
@@ -105,7 +118,9 @@ def merge(
             source,
             unknown[0],
         )
-    return MergeResult(received, inserted, max(written, 0) - inserted, reused)
+    if refused:
+        log.warning("%d %s jobs not stored, no row holds them (job %s)", len(refused), source, refused[0])
+    return MergeResult(received, inserted, max(written, 0) - inserted, reused, len(refused))
 
 
 def set_cursor(db: sqlite3.Connection, source: str, end_time: int) -> None:

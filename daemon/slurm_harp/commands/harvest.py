@@ -251,7 +251,14 @@ def harvest_into(
     except SchemaVersionError as exc:  # raised opening the store: before any sacct call
         log.error("harvest not started: %s", exc)
         return False
-    except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired, sqlite3.Error) as exc:
+    except (
+        OSError,
+        ValueError,
+        ArithmeticError,
+        RuntimeError,
+        subprocess.TimeoutExpired,
+        sqlite3.Error,
+    ) as exc:
         log.error("harvest stopped at %s: %s", stats.source, exc)
         print(report.summary(stats) + " (stopped early: the next run resumes)")
         return False
