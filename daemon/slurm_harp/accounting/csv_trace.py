@@ -16,10 +16,11 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 from slurm_harp.accounting.fields import FUTURE_SLACK_S, check_times
 from slurm_harp.accounting.read_stats import ReadStats
@@ -48,8 +49,13 @@ def parse_csv_trace(
     FUTURE_SLACK_S."""
     stats = stats if stats is not None else ReadStats(source="csv")
     latest = (time.time() if now is None else now) + FUTURE_SLACK_S
-    reader = csv.reader(lines)
-    header = next(reader, None)
+    # strict: a quote left open to the end of the file is an error (else its field silently took
+    # every row after it), and so is text after a closing quote.
+    reader = csv.reader(lines, strict=True)
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        raise ValueError(f"{stats.source}: the header does not read as CSV: {exc}") from exc
     if header is None:
         raise ValueError(f"{stats.source}: empty CSV")
     columns = [c.strip() for c in header]
@@ -57,9 +63,7 @@ def parse_csv_trace(
     if missing:
         raise ValueError(f"{stats.source}: not an Eagle job CSV, missing columns {missing}")
     rows: list[tuple[int, dict[str, str]]] = []
-    for row in reader:
-        lineno = reader.line_num
-        stats.lines += 1
+    for lineno, row in _rows(reader, stats):
         if len(row) != len(columns):
             stats.bad(lineno, f"{len(row)} fields, header has {len(columns)}", log)
             continue
@@ -75,6 +79,52 @@ def parse_csv_trace(
         stats.collect(lineno, partial(_record, values, name, is_array, latest), records, log)
     stats.records += len(records)
     return records
+
+
+class _Reader(Protocol):  # what of csv.reader's object _rows uses
+    line_num: int
+
+    def __next__(self) -> list[str]: ...
+
+
+def _rows(reader: _Reader, stats: ReadStats) -> Iterator[tuple[int, list[str]]]:
+    """(first line, fields) of each row after the header. A row the csv module refuses (a field
+    over its 128 KB limit, a quote left open to the end) is a bad line, and the rows after it are
+    still read: the csv module raised out of the whole file, and the files after it went unread.
+    Rows that span lines (a quoted field holding a line break, or a quote left open until a later
+    one) are counted in one warning naming the first: such a row may hold rows of the file."""
+    end = reader.line_num
+    spanning: list[tuple[int, int]] = []
+    while True:
+        first = end + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            end = reader.line_num
+            stats.lines += 1
+            stats.bad(first, str(exc) + _spanned(first, end), log)
+            continue
+        end = reader.line_num
+        stats.lines += 1
+        if end > first:
+            spanning.append((first, end))
+        yield first, row
+    if spanning:
+        first, end = spanning[0]
+        log.warning(
+            "%s: %d rows span lines (a quoted field holding a line break, or a quote left open), the "
+            "first lines %d-%d: check that none holds rows of the file",
+            stats.source,
+            len(spanning),
+            first,
+            end,
+        )
+
+
+def _spanned(first: int, end: int) -> str:
+    return f" (lines {first}-{end}: a quote left open there took the rows after it)" if end > first else ""
 
 
 def _record(values: dict[str, str], job_id: str, is_array: bool, latest: float) -> JobRecord | None:
