@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -9,13 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, extension_file, job_columns
+from slurm_harp.accounting import (
+    SACCT_FIELDS,
+    JobRecord,
+    ReadStats,
+    extension_file,
+    job_columns,
+    load_records,
+)
+from slurm_harp.accounting import jobstore as jobstore_module
 from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting import upsert as upsert_module
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct_runner import ENDED_STATES
 from slurm_harp.cli import main
 from slurm_harp.commands import harvest as harvest_command
+from slurm_harp.commands import importer
 from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows
 from slurm_harp.commands.importer import source_name
 from slurm_harp.core.extension import observed_ratio
@@ -428,6 +438,66 @@ def test_cli_harvest_names_a_job_store_of_a_newer_or_garbled_schema_not_sacct(
 HARVEST_ALL = ["harvest", "--settle-seconds", "0", "--start", "2024-03-01T00:00Z", "--window-hours", "87840"]
 
 
+def _lock(db: Path) -> sqlite3.Connection:
+    """Another writer holding the store at ``db``."""
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    return other
+
+
+def test_cli_harvest_names_a_damaged_store_and_says_no_run_gets_past_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It said `harvest stopped at sacct: file is not a database` and `(stopped early: the next
+    run resumes)`: neither the store nor its path, and no run resumes past a damaged store."""
+    sacct = FakeSacct(TEXT)
+    monkeypatch.setattr(sacct_module, "run_sacct", sacct)
+    db = tmp_path / "jobs.sqlite"
+    db.write_bytes(b"this is not sqlite at all" * 100)
+    with caplog.at_level(logging.ERROR):
+        assert main(["harvest", "--db", str(db)]) == 1
+    assert (
+        f"harvest stopped: the job store {db} is damaged or no SQLite database (file is not a database): "
+        in (caplog.text)
+    )
+    assert "every run stops here until it is restored or moved away" in caplog.text
+    assert "at sacct" not in caplog.text and sacct.calls == []
+
+
+@pytest.mark.parametrize("when", ["opened", "written"])
+def test_cli_harvest_names_a_locked_store_and_resumes_after_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    when: str,
+) -> None:
+    """Locked when opened, or by the time a window is stored: `harvest stopped at sacct[...]:
+    database is locked` blamed sacct. The store is named, and the next run does resume."""
+    db = tmp_path / "jobs.sqlite"
+    JobStore(db).close()
+    monkeypatch.setattr(jobstore_module, "LOCK_WAIT_S", 0.1)
+    held: list[sqlite3.Connection] = [_lock(db)] if when == "opened" else []
+
+    def sacct(argv: Sequence[str]) -> str:
+        held.append(_lock(db))  # another writer takes the store while sacct runs
+        return FakeSacct(TEXT)(argv)
+
+    monkeypatch.setattr(sacct_module, "run_sacct", sacct if when == "written" else FakeSacct(TEXT))
+    with caplog.at_level(logging.ERROR):
+        assert main([*HARVEST_ALL, "--db", str(db)]) == 1
+    assert f"harvest stopped: the job store {db} is locked: another writer" in caplog.text
+    assert "at sacct" not in caplog.text
+    assert capsys.readouterr().out.strip().endswith("(stopped early: the next run resumes)")
+    for other in held:
+        other.rollback()
+        other.close()
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(TEXT))
+    assert main([*HARVEST_ALL, "--db", str(db)]) == 0
+    with JobStore(db) as s:
+        assert s.count("sacct") == 7
+
+
 def test_cli_harvests_into_the_configs_history_db_unless_db_is_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -589,6 +659,36 @@ def test_import_refuses_a_delimiter_a_user_could_guess(
     assert "--delimiter: must be the random string of at least 8 characters" in usage_error(
         ["import", "--delimiter", delimiter, "x.txt"], capsys
     )
+
+
+def test_import_names_a_damaged_or_locked_store_not_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store locked while importing said `cannot import a.txt: database is locked`, blaming the
+    file, and went on to fail every later file the same way."""
+    text = tmp_path / "a.txt"
+    text.write_text(SACCT_TEXT)
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    with caplog.at_level(logging.ERROR):
+        assert main(["import", "--db", str(junk), str(text)]) == 2
+    assert f"nothing imported: the job store {junk} is damaged or no SQLite database" in caplog.text
+    db = tmp_path / "jobs.sqlite"
+    JobStore(db).close()
+    monkeypatch.setattr(jobstore_module, "LOCK_WAIT_S", 0.1)
+    held: list[sqlite3.Connection] = []
+
+    def locking(path: str, stats: ReadStats, *, delimiter: str | None = None) -> list[JobRecord]:
+        held.append(_lock(db))  # another writer takes the store while the file is read
+        return load_records(path, stats, delimiter=delimiter)
+
+    monkeypatch.setattr(importer, "load_records", locking)
+    with caplog.at_level(logging.ERROR):
+        assert main(["import", "--db", str(db), str(text), str(text)]) == 1
+    assert f"import stopped: the job store {db} is locked: another writer" in caplog.text
+    assert f"; {text} and the files after it are not imported (import them again then: " in caplog.text
+    assert len(held) == 1 and "cannot import" not in caplog.text
+    held[0].close()
 
 
 def test_import_the_kth_trace_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

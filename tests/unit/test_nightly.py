@@ -244,6 +244,16 @@ def test_a_job_store_of_a_newer_or_garbled_schema_is_named_not_a_traceback(
     assert ModelStore(tmp_path / "models").versions(Target.TIME) == []
 
 
+def test_a_damaged_job_store_is_named_not_a_traceback(
+    site: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "jobs.sqlite").write_bytes(b"this is not sqlite at all" * 100)
+    for extra in (["--skip-harvest"], []):
+        caplog.clear()
+        assert main(["nightly", "--config", str(site), *extra]) == 1
+        assert f"the job store {tmp_path / 'jobs.sqlite'} is damaged or no SQLite database" in caplog.text
+
+
 def test_config_problems_are_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     config = tmp_path / "harp.toml"
     config.write_text('[store]\npath = "/tmp/x"\n')

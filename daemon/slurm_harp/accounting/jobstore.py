@@ -40,6 +40,31 @@ __all__ = ["SCHEMA_VERSION", "JobStore", "MergeResult", "Position", "SchemaVersi
 log = logging.getLogger(__name__)
 
 HOUR_S = 3600  # tagged_hours' span
+LOCK_WAIT_S = 30.0  # how long a connection waits for another's lock
+
+
+# SQLite's errors that say the file is no usable database: no run gets past them by itself.
+_DAMAGED = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
+_LOCKED = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
+
+
+def store_error(path: str | Path, exc: sqlite3.Error) -> tuple[str, bool]:
+    """What ``exc`` says of the job store at ``path``, for a log line, and whether a later run gets
+    past it by itself (False: not until someone restores the store or moves it away)."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name in _LOCKED or "locked" in str(exc):
+        return (
+            f"the job store {path} is locked: another writer (a harvest, a nightly, an import) held "
+            f"it past the {LOCK_WAIT_S:g} s wait ({exc})",
+            True,
+        )
+    if name in _DAMAGED or "not a database" in str(exc) or "malformed" in str(exc):
+        return (
+            f"the job store {path} is damaged or no SQLite database ({exc}): every run stops here until "
+            "it is restored or moved away (the harvest then starts a new store, from 30 days back)",
+            False,
+        )
+    return f"the job store {path}: {exc}", True
 
 
 @dataclass(frozen=True)
@@ -69,13 +94,13 @@ class JobStore:
         refuse_non_regular(self.path)
         if readonly:
             uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro"
-            self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
+            self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=LOCK_WAIT_S)
         else:
             # Made here, not by SQLite, for its mode and owner; SQLite gives the -wal and -shm files
             # beside it the same mode, and run as root, the same owner.
             create_file(self.path)
             # Autocommit mode: every transaction below is an explicit BEGIN IMMEDIATE ... COMMIT.
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=LOCK_WAIT_S)
         try:
             if readonly:
                 check_version(self._db, self.path)

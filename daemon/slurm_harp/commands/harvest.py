@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, extension_file, sacct_runner
-from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, store_error
 from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct
 from slurm_harp.commands.arguments import config_or_default, settings_at, span, unix_time
 from slurm_harp.config import DEFAULT_PATH
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DB = "/var/lib/slurm-harp/jobs.sqlite"
 FIRST_RUN_DAYS = 30
+RESUMES = " (stopped early: the next run resumes)"
 
 
 def default_db() -> str:
@@ -225,13 +226,14 @@ def harvest_into(
     db: str, *, source: str, overlap_s: int, settle_s: int, start: int | None = None, window_s: int = 86400
 ) -> bool:
     """Harvest live sacct into the job store at ``db`` and print the summary; False (logged) when
-    it stopped early (what was committed stays: the next run resumes), or did not start: a store of
-    a schema this harp cannot read."""
-    stats = ReadStats(source="sacct")
+    it stopped early (what was committed stays: the next run resumes, unless the store itself is
+    damaged, which the log line says), or did not start: a store of a schema this harp cannot read."""
+    stats = ReadStats(source=f"job store {db}")
     report = HarvestReport(source)
     now = int(time.time())
     try:
         with JobStore(db) as store:
+            stats.source = "sacct"
             harvest(
                 store,
                 sacct_runner.run_sacct,  # the one subprocess boundary for sacct
@@ -251,16 +253,14 @@ def harvest_into(
     except SchemaVersionError as exc:  # raised opening the store: before any sacct call
         log.error("harvest not started: %s", exc)
         return False
-    except (
-        OSError,
-        ValueError,
-        ArithmeticError,
-        RuntimeError,
-        subprocess.TimeoutExpired,
-        sqlite3.Error,
-    ) as exc:
+    except sqlite3.Error as exc:  # the store's, whichever step met it (a window's merge too)
+        problem, resumes = store_error(db, exc)
+        log.error("harvest stopped: %s", problem)
+        print(report.summary(stats) + (RESUMES if resumes else " (stopped: the job store is unusable)"))
+        return False
+    except (OSError, ValueError, ArithmeticError, RuntimeError, subprocess.TimeoutExpired) as exc:
         log.error("harvest stopped at %s: %s", stats.source, exc)
-        print(report.summary(stats) + " (stopped early: the next run resumes)")
+        print(report.summary(stats) + RESUMES)
         return False
     print(report.summary(stats) + f", {len(ratios)} jobs in the extension history")
     return True

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, load_records
-from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, store_error
 from slurm_harp.commands.harvest import default_db
 
 log = logging.getLogger(__name__)
@@ -67,12 +67,20 @@ def run(args: argparse.Namespace) -> int:
         log.error("no such file: %s", ", ".join(missing))
         return 2
     try:
-        with JobStore(args.db) as store:
-            failed = _import_all(store, args.sources, args.source_name, args.delimiter)
-            print(f"{args.db}: {store.count()} jobs")
-    except (OSError, SchemaVersionError, sqlite3.Error) as exc:
-        log.error("job store %s: %s", args.db, exc)
+        store = JobStore(args.db)
+    except sqlite3.Error as exc:
+        log.error("nothing imported: %s", store_error(args.db, exc)[0])
         return 2
+    except (OSError, SchemaVersionError) as exc:
+        log.error("nothing imported: job store %s: %s", args.db, exc)
+        return 2
+    with store:
+        failed = _import_all(store, args.sources, args.source_name, args.delimiter)
+        try:
+            print(f"{args.db}: {store.count()} jobs")
+        except sqlite3.Error as exc:
+            log.error("cannot count the jobs: %s", store_error(args.db, exc)[0])
+            failed = True
     return 1 if failed else 0
 
 
@@ -92,11 +100,23 @@ def _import_all(store: JobStore, sources: list[str], forced_name: str | None, de
             )
         try:
             records = load_records(path, stats, delimiter=delimiter)
-            result = store.merge(records, name)
-        except (OSError, ValueError, sqlite3.DatabaseError) as exc:
+        except (OSError, ValueError) as exc:
             log.error("cannot import %s: %s", path, exc)
             failed = True
             continue
+        try:
+            result = store.merge(records, name)
+        except sqlite3.Error as exc:  # the store's, not the file's: no later file would fare better
+            problem, passes = store_error(store.path, exc)
+            again = (
+                "import them again then: what is stored already stays as it is"
+                if passes
+                else "no import will"
+            )
+            log.error(
+                "import stopped: %s; %s and the files after it are not imported (%s)", problem, path, again
+            )
+            return True
         print(
             f"{path} -> {name}: {stats.lines} lines, {len(records)} jobs, {stats.bad_lines} bad lines, "
             f"{stats.skipped} skipped, {result.inserted} new, {result.updated} updated"

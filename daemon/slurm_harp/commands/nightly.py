@@ -20,7 +20,7 @@ import time
 
 from slurm_harp.accounting import JobRecord
 from slurm_harp.accounting.fields import FUTURE_SLACK_S, time_problem
-from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, store_error
 from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands import method, publication
 from slurm_harp.commands.arguments import config_option, settings_at, span
@@ -81,7 +81,10 @@ def _harvest_and_train(args: argparse.Namespace, settings: Settings, db: str) ->
     except SchemaVersionError as exc:  # names the store and its schema_version
         log.error("not training: %s", exc)
         return 1
-    except (OSError, sqlite3.Error) as exc:
+    except sqlite3.Error as exc:
+        log.error("not training: %s", store_error(db, exc)[0])
+        return 1
+    except OSError as exc:
         log.error("cannot read the job store %s: %s", db, exc)
         return 1
     code = _train(settings, _trainable(records, time.time()))
