@@ -32,6 +32,7 @@ from slurm_harp.core.extension import observed_ratio
 from slurm_harp.core.message import last_tag
 from slurm_harp.core.request import JobRequest
 from slurm_harp.core.text import bounded_text
+from slurm_harp.learning.dataset import build_dataset
 from tests.conftest import BUNDLED_TRACE, delimited, store_checksum, write_schema_version
 from tests.unit.test_arguments import usage_error
 from tests.unit.test_sacct import SACCT_TEXT
@@ -689,6 +690,26 @@ def test_import_names_a_damaged_or_locked_store_not_the_file(
     assert f"; {text} and the files after it are not imported (import them again then: " in caplog.text
     assert len(held) == 1 and "cannot import" not in caplog.text
     held[0].close()
+
+
+def test_saved_text_imported_over_the_harvested_range_is_trained_on_once(
+    tmp_path: Path, local_zone: Callable[[str], None], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The audit's p10: the harvest's 7 jobs and the same 7 saved by `sacct -P` and imported are
+    14 rows under two sources, and training read 14."""
+    local_zone("UTC")  # the zone the saved text was printed in, as this host reads it
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as s:
+        _harvest(s, FakeSacct(TEXT), source="sacct")
+    saved = tmp_path / "march.txt"
+    saved.write_text(SACCT_TEXT)
+    assert main(["import", "--db", str(db), str(saved)]) == 0
+    with JobStore(db, readonly=True) as s:
+        records = list(s.records())
+        assert len(records) == 14 and s.sources() == ["march", "sacct"]
+    assert len({(r.job_id, r.request.submit_time) for r in records}) == 7  # the same 7 jobs
+    assert len(build_dataset(records)) == 7
+    assert "7 jobs are held twice" in caplog.text
 
 
 def test_import_the_kth_trace_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
