@@ -252,6 +252,21 @@ def test_feed_reads_only_the_rows_added_whenever_their_jobs_were_submitted(tmp_p
         assert len(feed.index) == 0
 
 
+def test_a_tag_with_a_number_past_2_53_is_read_as_no_tag(tmp_path: Path) -> None:
+    """The feed reads a job's own limit through core.message.parse_tag (as_submitted), as training
+    does: t0 of 400 digits raised OverflowError in the index on every rebuild."""
+    path = tmp_path / "jobs.sqlite"
+    feed = HistoryFeed(HistorySettings(db=path, poll_seconds=60), clock=lambda: float(NOW))
+    odd = replace(BOB[0], harp_tag=f"harp:extend,t!=10,t0={'9' * 400},v=x")
+    request = JobRequest(user_name="bob", job_name="relax")
+    with JobStore(path) as store:
+        store.merge([odd, *BOB[1:]], "sacct")
+        feed.refresh(store)
+        assert feed.index.added == len(BOB)
+        expected = history_matrix([*BOB, JobRecord("x", replace(request, submit_time=NOW), "", 0)])
+        np.testing.assert_array_equal(feed.row(request, NOW), expected[-1])
+
+
 def test_rows_changed_in_place_are_taken_in_by_a_rebuild_when_due(tmp_path: Path) -> None:
     path = tmp_path / "jobs.sqlite"
     clock = [float(NOW)]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_harp.learning import card_sections
 from slurm_harp.model.card import check_schema
 from tests.conftest import REPO
 
@@ -31,3 +32,12 @@ def test_the_schema_names_where_a_card_is_wrong(trained_store: Path) -> None:
         check_schema(card)
     with pytest.raises(ValueError, match=r"at \$: 'target' is a required property"):
         check_schema({k: v for k, v in card.items() if k != "target"})
+
+
+def test_a_time_no_date_holds_is_null_in_the_card_not_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    """A job store holding a time past the year 9999 (an SWF UnixStartTime read in milliseconds)
+    ended every training in `year 27969 is out of range` while writing the card's window."""
+    assert card_sections._iso(820454400000.0) is None and card_sections._iso(-1e20) is None
+    assert card_sections._iso(float("nan")) is None
+    assert card_sections._iso(0.0) == "1970-01-01T00:00:00+00:00"
+    assert "time 820454400000.0 (unix seconds) is no date (year 27969 is out of range)" in caplog.text

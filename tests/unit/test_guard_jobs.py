@@ -59,6 +59,21 @@ def test_an_overflowing_line_never_stops_a_poll(tmp_path: Path, caplog: pytest.L
     assert caplog.text.count("skipped") == 3 and caplog.text.count("number out of range") == 3
 
 
+def test_a_tag_with_a_number_past_2_53_is_no_tag_to_the_guard(tmp_path: Path) -> None:
+    """The guard reads tags through core.message.parse_tag: a prediction of 400 digits is a
+    malformed tag, and the job is left as an untagged one is (before, the tag read, and the job was
+    extended at once to its user's own 600 minutes)."""
+    big = "9" * 400
+    slurm = FakeSlurm(
+        [line("1", "40:00", "39:00", f"harp:extend,t!={big},t0=600,v=x"), line("2", "40:00", "39:00", TAG)]
+    )
+    (first, _) = parse_running(slurm.listing)
+    assert first.tag is None
+    guard, _ = make_guard(slurm, tmp_path)
+    report = guard.poll()
+    assert report is not None and slurm.updates == [("2", 41)]
+
+
 def test_a_line_that_raises_anything_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
     def tag_of(comment: str | None) -> None:
         if comment == "odd":

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import dataclasses
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -8,17 +10,29 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, job_columns
+from slurm_harp.accounting import (
+    SACCT_FIELDS,
+    JobRecord,
+    ReadStats,
+    extension_file,
+    job_columns,
+    load_records,
+)
 from slurm_harp.accounting import jobstore as jobstore_module
 from slurm_harp.accounting import sacct_runner as sacct_module
+from slurm_harp.accounting import upsert as upsert_module
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct_runner import ENDED_STATES
 from slurm_harp.cli import main
 from slurm_harp.commands import harvest as harvest_command
+from slurm_harp.commands import importer
 from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows
 from slurm_harp.commands.importer import source_name
+from slurm_harp.core.extension import observed_ratio
 from slurm_harp.core.message import last_tag
+from slurm_harp.core.request import JobRequest
 from slurm_harp.core.text import bounded_text
+from slurm_harp.learning.dataset import build_dataset
 from tests.conftest import BUNDLED_TRACE, delimited, store_checksum, write_schema_version
 from tests.unit.test_arguments import usage_error
 from tests.unit.test_sacct import SACCT_TEXT
@@ -198,10 +212,10 @@ def test_explicit_start_overrides_the_cursor(store: JobStore) -> None:
 
 
 def test_nothing_to_read_when_the_settle_window_covers_everything(store: JobStore) -> None:
-    store.upsert([], "c1", cursor=NOW)
+    store.upsert([], "c1", cursor=NOW - 60)
     sacct = FakeSacct(TEXT)
     report = _harvest(store, sacct, overlap_s=0, settle_s=60)
-    assert sacct.calls == [] and report.windows == 0 and store.cursor("c1") == NOW
+    assert sacct.calls == [] and report.windows == 0 and store.cursor("c1") == NOW - 60
 
 
 def test_the_cursor_stays_inside_the_window_asked_for(store: JobStore) -> None:
@@ -256,6 +270,49 @@ def test_jobs_that_end_while_the_clocks_go_back_keep_their_times(
     assert [_t(argv, "-S") for argv in sacct.calls] == list(range(change - 3 * HOUR, change + 3 * HOUR, 1200))
 
 
+def test_a_clock_stepped_back_sets_the_cursor_back_with_a_warning(
+    store: JobStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The controller's clock ran 2 hours ahead, then stepped back: the cursor it set is past now,
+    and kept (it never moved back), the runs after read only from there and skipped every job
+    ending meanwhile."""
+    ahead = 2 * HOUR
+    _harvest(store, UtcSacct([NOW + ahead - 600]), now=NOW + ahead, settle_s=60)
+    assert store.cursor("c1") == NOW + ahead - 600
+    sacct = UtcSacct([-1, NOW - 1800, NOW - 600])  # jobs 2 and 3, ended since the step
+    with caplog.at_level(logging.WARNING):
+        report = _harvest(store, sacct, now=NOW, settle_s=60)
+    (argv,) = sacct.calls
+    assert (_t(argv, "-S"), _t(argv, "-E")) == (
+        NOW - 60 - HOUR,
+        NOW - 60,
+    )  # min(cursor, now - settle) - overlap
+    assert (report.inserted, report.reused) == (2, 0)
+    assert report.cursor == store.cursor("c1") == NOW - 60  # set back (a merge never moves it back)
+    assert "the cursor, 2024-03-02T13:50:00 UTC, is 01:51:00 ahead of this host's clock" in caplog.text
+    assert "(2024-03-02T11:59:00 UTC): the clock stepped back" in caplog.text
+
+
+def test_after_a_clock_steps_back_every_job_is_harvested_once(store: JobStore) -> None:
+    """A job ends every 5 minutes and the timer runs every 5 minutes; for half an hour the
+    controller's clock, which stamps the jobs' End and runs the harvest, is 2 hours ahead. slurmdbd
+    shows a job once it has ended. Before, the jobs ending in the 2 hours after the step were never
+    harvested (the cursor stayed ahead); now every job is stored, once."""
+    start = NOW - 8 * HOUR
+    skewed = range(start + 2 * HOUR, start + 2 * HOUR + 1800)
+    real_ends = list(range(start, start + 6 * HOUR, 300))
+    stamped = [end + (2 * HOUR if end in skewed else 0) for end in real_ends]
+    sacct = UtcSacct([])
+    for real in range(start + 120, start + 8 * HOUR, 300):
+        sacct.ends = [s if end <= real else -1 for s, end in zip(stamped, real_ends, strict=True)]
+        host = real + (2 * HOUR if real in skewed else 0)
+        _harvest(store, sacct, now=host, settle_s=60, window_s=DAY)
+    ids = [int(r.job_id) - 1 for r in store.records("c1")]
+    assert sorted(ids) == list(range(len(real_ends)))  # each job once: none lost, none twice
+    assert {int(r.job_id) - 1: r.end_time for r in store.records("c1")} == dict(enumerate(stamped))
+    assert store.cursor("c1") == stamped[-1]
+
+
 def test_windows_are_separate_sacct_calls_and_transactions(store: JobStore) -> None:
     header = TEXT.splitlines()[0]
     sacct = FakeSacct(header, TEXT, header)  # the jobs ended in the second window
@@ -291,7 +348,7 @@ def test_a_failing_upsert_rolls_back_the_cursor_too(store: JobStore, monkeypatch
             raise OSError("disk went away")
         return real(record)
 
-    monkeypatch.setattr(jobstore_module, "row_of", broken)  # as the store imported it
+    monkeypatch.setattr(upsert_module, "row_of", broken)  # as the store's writes imported it
     with pytest.raises(OSError, match="disk"):
         _harvest(store, FakeSacct(TEXT))
     assert store.cursor("c1") is None and store.count() == 0
@@ -382,6 +439,66 @@ def test_cli_harvest_names_a_job_store_of_a_newer_or_garbled_schema_not_sacct(
 HARVEST_ALL = ["harvest", "--settle-seconds", "0", "--start", "2024-03-01T00:00Z", "--window-hours", "87840"]
 
 
+def _lock(db: Path) -> sqlite3.Connection:
+    """Another writer holding the store at ``db``."""
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    return other
+
+
+def test_cli_harvest_names_a_damaged_store_and_says_no_run_gets_past_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It said `harvest stopped at sacct: file is not a database` and `(stopped early: the next
+    run resumes)`: neither the store nor its path, and no run resumes past a damaged store."""
+    sacct = FakeSacct(TEXT)
+    monkeypatch.setattr(sacct_module, "run_sacct", sacct)
+    db = tmp_path / "jobs.sqlite"
+    db.write_bytes(b"this is not sqlite at all" * 100)
+    with caplog.at_level(logging.ERROR):
+        assert main(["harvest", "--db", str(db)]) == 1
+    assert (
+        f"harvest stopped: the job store {db} is damaged or no SQLite database (file is not a database): "
+        in (caplog.text)
+    )
+    assert "every run stops here until it is restored or moved away" in caplog.text
+    assert "at sacct" not in caplog.text and sacct.calls == []
+
+
+@pytest.mark.parametrize("when", ["opened", "written"])
+def test_cli_harvest_names_a_locked_store_and_resumes_after_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    when: str,
+) -> None:
+    """Locked when opened, or by the time a window is stored: `harvest stopped at sacct[...]:
+    database is locked` blamed sacct. The store is named, and the next run does resume."""
+    db = tmp_path / "jobs.sqlite"
+    JobStore(db).close()
+    monkeypatch.setattr(jobstore_module, "LOCK_WAIT_S", 0.1)
+    held: list[sqlite3.Connection] = [_lock(db)] if when == "opened" else []
+
+    def sacct(argv: Sequence[str]) -> str:
+        held.append(_lock(db))  # another writer takes the store while sacct runs
+        return FakeSacct(TEXT)(argv)
+
+    monkeypatch.setattr(sacct_module, "run_sacct", sacct if when == "written" else FakeSacct(TEXT))
+    with caplog.at_level(logging.ERROR):
+        assert main([*HARVEST_ALL, "--db", str(db)]) == 1
+    assert f"harvest stopped: the job store {db} is locked: another writer" in caplog.text
+    assert "at sacct" not in caplog.text
+    assert capsys.readouterr().out.strip().endswith("(stopped early: the next run resumes)")
+    for other in held:
+        other.rollback()
+        other.close()
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(TEXT))
+    assert main([*HARVEST_ALL, "--db", str(db)]) == 0
+    with JobStore(db) as s:
+        assert s.count("sacct") == 7
+
+
 def test_cli_harvests_into_the_configs_history_db_unless_db_is_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -417,6 +534,42 @@ def test_cli_harvest_exits_2_on_a_config_that_does_not_load(
     with caplog.at_level(logging.ERROR):
         assert main(["harvest", "--config", str(config)]) == 2
     assert str(config) in caplog.text
+
+
+def test_a_tagged_job_whose_ratio_raises_is_left_out_and_the_harvest_goes_on(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One stored job whose tag held a number of 400 digits made every `harp harvest`, and every
+    nightly, end in an OverflowError traceback from the extension history (the windows were
+    committed, the guard's file never written). Such a tag is no tag now (core.message); anything
+    else one record raises there is left out, counted and logged."""
+    now = int(time.time())
+    request = JobRequest(user_name="alice", time_limit_minutes=600, submit_time=now - 7200)
+    tag = "harp:extend,t!=40,t0=600,v=x"
+    jobs = [
+        JobRecord(str(n), request, "COMPLETED", 3000, end_time=now - 3600, harp_tag=tag) for n in range(3)
+    ]
+    huge = dataclasses.replace(jobs[0], job_id="9", harp_tag=f"harp:extend,t!={'9' * 400},t0={'9' * 401},v=x")
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as s:
+        s.merge([*jobs, huge], "saved")
+
+    def ratio(record: JobRecord) -> float | None:
+        if record.job_id == "1":
+            raise ZeroDivisionError("a bug")
+        return observed_ratio(record)
+
+    monkeypatch.setattr(extension_file, "observed_ratio", ratio)  # as ratios_from imported it
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(HEADER_LINE))
+    assert main(["harvest", "--db", str(db)]) == 0
+    assert (
+        "extension history: 1 tagged jobs left out, their ratio does not compute (job '1': Zero"
+        in caplog.text
+    )
+    assert capsys.readouterr().out.strip().endswith(", 2 jobs in the extension history")
 
 
 @pytest.mark.parametrize(
@@ -467,6 +620,96 @@ def test_import_reports_missing_and_unreadable_files(tmp_path: Path) -> None:
     junk = tmp_path / "junk.txt"
     junk.write_text("not|a|sacct|header\n")
     assert main(["import", "--db", str(db), str(junk)]) == 1
+
+
+def test_import_of_saved_text_forges_no_job_and_says_what_it_did_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The audit's file: alice's work dir "d\\n<a whole row>" in text saved by `sacct -P`. Imported,
+    it stored job 987654 of victim (UID 4242) with a harp tag of alice's choosing, and counted
+    alice's job as one bad line. Saved with a random delimiter and imported with it, it reads."""
+    header, line = SACCT_TEXT.split("\n")[:2]
+    values = dict(zip(SACCT_FIELDS, line.split("|"), strict=True))
+    fake = {**values, "JobIDRaw": "987654", "JobID": "987654", "User": "victim", "UID": "4242"}
+    fake["AdminComment"] = "harp:extend,t!=1,t0=100000,v=forged"
+    work_dir = "/home/alice/d\n" + "|".join(fake[name] for name in SACCT_FIELDS[:-1])
+    rows = {**values, "WorkDir": work_dir}
+    saved, random = tmp_path / "saved.txt", tmp_path / "random.txt"
+    saved.write_text(header + "\n" + "|".join(rows[name] for name in SACCT_FIELDS) + "\n")
+    sep = "\x1f9b2c4e7a0d13f5c8\x1f"
+    random.write_text(header.replace("|", sep) + "\n" + sep.join(rows[name] for name in SACCT_FIELDS) + "\n")
+    db = tmp_path / "jobs.sqlite"
+    assert main(["import", "--db", str(db), str(saved)]) == 0
+    assert "saved.txt -> saved: 2 lines, 0 jobs, 2 bad lines" in capsys.readouterr().out
+    assert "saved.txt:2: 26 fields, header has 27: a row split over lines" in caplog.text
+    assert main(["import", "--db", str(db), "--delimiter", sep, str(random)]) == 0
+    with JobStore(db) as s:
+        (job,) = s.records()
+    assert (job.job_id, job.request.user_name, job.harp_tag) == (
+        "1001",
+        "alice",
+        last_tag(values["AdminComment"]),
+    )
+    assert job.request.work_dir == bounded_text(work_dir)
+
+
+@pytest.mark.parametrize("delimiter", ["|", "\x1f", "#::#", "short\nline"])
+def test_import_refuses_a_delimiter_a_user_could_guess(
+    delimiter: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "--delimiter: must be the random string of at least 8 characters" in usage_error(
+        ["import", "--delimiter", delimiter, "x.txt"], capsys
+    )
+
+
+def test_import_names_a_damaged_or_locked_store_not_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store locked while importing said `cannot import a.txt: database is locked`, blaming the
+    file, and went on to fail every later file the same way."""
+    text = tmp_path / "a.txt"
+    text.write_text(SACCT_TEXT)
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    with caplog.at_level(logging.ERROR):
+        assert main(["import", "--db", str(junk), str(text)]) == 2
+    assert f"nothing imported: the job store {junk} is damaged or no SQLite database" in caplog.text
+    db = tmp_path / "jobs.sqlite"
+    JobStore(db).close()
+    monkeypatch.setattr(jobstore_module, "LOCK_WAIT_S", 0.1)
+    held: list[sqlite3.Connection] = []
+
+    def locking(path: str, stats: ReadStats, *, delimiter: str | None = None) -> list[JobRecord]:
+        held.append(_lock(db))  # another writer takes the store while the file is read
+        return load_records(path, stats, delimiter=delimiter)
+
+    monkeypatch.setattr(importer, "load_records", locking)
+    with caplog.at_level(logging.ERROR):
+        assert main(["import", "--db", str(db), str(text), str(text)]) == 1
+    assert f"import stopped: the job store {db} is locked: another writer" in caplog.text
+    assert f"; {text} and the files after it are not imported (import them again then: " in caplog.text
+    assert len(held) == 1 and "cannot import" not in caplog.text
+    held[0].close()
+
+
+def test_saved_text_imported_over_the_harvested_range_is_trained_on_once(
+    tmp_path: Path, local_zone: Callable[[str], None], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The audit's p10: the harvest's 7 jobs and the same 7 saved by `sacct -P` and imported are
+    14 rows under two sources, and training read 14."""
+    local_zone("UTC")  # the zone the saved text was printed in, as this host reads it
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as s:
+        _harvest(s, FakeSacct(TEXT), source="sacct")
+    saved = tmp_path / "march.txt"
+    saved.write_text(SACCT_TEXT)
+    assert main(["import", "--db", str(db), str(saved)]) == 0
+    with JobStore(db, readonly=True) as s:
+        records = list(s.records())
+        assert len(records) == 14 and s.sources() == ["march", "sacct"]
+    assert len({(r.job_id, r.request.submit_time) for r in records}) == 7  # the same 7 jobs
+    assert len(build_dataset(records)) == 7
+    assert "7 jobs are held twice" in caplog.text
 
 
 def test_import_the_kth_trace_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -218,6 +219,42 @@ def test_cursor_never_moves_backwards(store: JobStore) -> None:
     assert store.cursor("a") == 500
     store.merge([_job("2", 100)], "a", cursor=600)
     assert store.cursor("a") == 600 and store.cursor("b") is None
+
+
+def test_a_record_no_row_holds_is_left_out_and_the_rest_stored(
+    store: JobStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A whole number past SQLite's 64 bits raised OverflowError out of the batch: the harvest's
+    window rolled back, and every run after stopped at the same record."""
+    records = [_job("1", 100), _job("2", 200, elapsed_s=2**63), _job("3", 300, alloc_cpus=-(2**63) - 1)]
+    with caplog.at_level(logging.WARNING):
+        result = store.merge([*records, _job("4", 400)], "a", cursor=400)
+    assert (result.received, result.inserted, result.refused) == (4, 2, 2)
+    assert [r.job_id for r in store.records("a")] == ["1", "4"] and store.cursor("a") == 400
+    assert (
+        "2 a jobs not stored, no row holds them (job '2': a whole number past SQLite's 64 bits)"
+        in caplog.text
+    )
+
+
+def test_set_cursor_moves_it_back_and_merge_forward_again(store: JobStore) -> None:
+    store.upsert([], "a", cursor=500)
+    store.set_cursor("a", 300)
+    assert store.cursor("a") == 300 and store.cursor("b") is None
+    store.upsert([], "a", cursor=200)
+    assert store.cursor("a") == 300
+    store.set_cursor("b", 100)
+    assert store.cursor("b") == 100
+
+
+def test_latest_end_leaves_out_ends_after_now(store: JobStore) -> None:
+    """A job stamped by a clock that ran ahead ends in the future once it stepped back: counted,
+    the harvest's freshness (harp_jobstore_latest_end_timestamp_seconds) stayed in the future and
+    HarpHarvestStale could not fire until the clock caught up."""
+    store.upsert([_job("1", 1000), _job("2", 5000), _job("3", None)], "a")
+    assert store.latest_end(now=6000) == 5000
+    assert store.latest_end(now=4999) == 1000 and store.latest_end(now=999) is None
+    assert store.latest_end() == 5000  # this host's clock, by default
 
 
 def test_a_failing_batch_rolls_back_rows_and_cursor(store: JobStore) -> None:

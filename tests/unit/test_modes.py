@@ -8,7 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_harp.core.decision import Action, Reason
-from slurm_harp.core.message import parse_tag
+from slurm_harp.core.history import HistoryIndex
+from slurm_harp.core.job import JobRecord
+from slurm_harp.core.key_history import outcome_of
+from slurm_harp.core.message import as_submitted, parse_tag
 from slurm_harp.core.policy import Mode, Policy, Rule
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
@@ -140,6 +143,31 @@ def test_parse_tag_reads_what_annotation_writes_and_refuses_the_rest() -> None:
     # A shadow tag or a rewrite (kill at the new limit) is never extendable.
     assert parse_tag("harp:shadow,t=40,v=x").extendable_minutes is None  # type: ignore[union-attr]
     assert parse_tag("harp:rewrite,t!=40,v=x").extendable_minutes is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "number", ["9" * 400, str(2**53 + 1), "0" * 17, "\u0661\u0660", "\uff14", "1_000", "+5", " 5"]
+)
+def test_a_tag_with_a_number_past_2_53_or_not_ascii_digits_is_no_tag(number: str) -> None:
+    """400 digits parsed, and every reader that multiplies the value (the harvest's extension
+    history, the guard, the daemon's history feed, training) raised OverflowError on the job."""
+    assert parse_tag(f"harp:extend,t!={number},t0=600,v=x") is None
+    assert parse_tag(f"harp:extend,t!=40,t0={number},v=x") is None
+    largest = parse_tag(f"harp:rewrite,m!={2**53},m0={2**53},c=0000000000000001,v=x")
+    assert largest is not None and largest.values == {"m": 2**53, "c": 1} and largest.own == {"m": 2**53}
+
+
+def test_the_history_feed_and_training_read_a_tag_past_2_53_as_no_tag() -> None:
+    """They read a job's own limit through as_submitted (parse_tag): t0 of 400 digits raised
+    OverflowError in the daemon's history index (outcome_of) and in training's features."""
+    request = JobRequest(user_name="alice", time_limit_minutes=60, submit_time=1000)
+    job = JobRecord(
+        "1", request, "COMPLETED", 600, end_time=1600, harp_tag=f"harp:extend,t!=10,t0={'9' * 400},v=x"
+    )
+    assert as_submitted(job) == job
+    index = HistoryIndex()
+    assert index.add(job) and index.added == 1
+    assert outcome_of(job) is not None and outcome_of(job)[4] == 600 / 3600  # type: ignore[index]
 
 
 @pytest.mark.parametrize("separator", ["\x1f", "\u00a0", "\u2003", "\x85"])

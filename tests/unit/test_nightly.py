@@ -202,6 +202,35 @@ def test_the_summary_says_no_target_had_enough_data_only_when_so(
     assert errors == ["training failed: no target had enough data"]
 
 
+def test_a_stored_time_out_of_range_is_left_out_of_training_not_fatal(
+    site: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A trace imported before the readers checked its times (an SWF UnixStartTime in
+    milliseconds: the year 27969) stopped every nightly after with a ValueError traceback; a job
+    stamped by a clock that ran ahead would stay the newest submission, which promotion judges by."""
+    (job,) = regular_users(1)
+    future = dataclasses.replace(
+        job,
+        job_id="999999",
+        request=dataclasses.replace(job.request, submit_time=820454400000),
+        start_time=820454400010,
+        end_time=820454400610,
+    )
+    with JobStore(tmp_path / "jobs.sqlite") as store:
+        store.merge([future], "future")
+    with caplog.at_level(logging.WARNING):
+        assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
+    assert (
+        "1 jobs of the job store left out of training, a time before 1970 or more than a day" in caplog.text
+    )
+    assert "job 999999: submit time 820454400000 is in the future" in caplog.text
+    models = ModelStore(tmp_path / "models")
+    version = models.current_version(Target.TIME)
+    assert version is not None
+    card = json.loads((tmp_path / "models" / "time" / version / "card.json").read_text())
+    assert card["training"]["last_submit_epoch"] < 2**31  # not the job from the future
+
+
 @pytest.mark.parametrize("stored", ["3", "garbled"])
 def test_a_job_store_of_a_newer_or_garbled_schema_is_named_not_a_traceback(
     site: Path, tmp_path: Path, stored: str, caplog: pytest.LogCaptureFixture
@@ -213,6 +242,16 @@ def test_a_job_store_of_a_newer_or_garbled_schema_is_named_not_a_traceback(
     assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 1
     assert f"not training: {db}: schema_version {stored!r} is " in caplog.text
     assert ModelStore(tmp_path / "models").versions(Target.TIME) == []
+
+
+def test_a_damaged_job_store_is_named_not_a_traceback(
+    site: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "jobs.sqlite").write_bytes(b"this is not sqlite at all" * 100)
+    for extra in (["--skip-harvest"], []):
+        caplog.clear()
+        assert main(["nightly", "--config", str(site), *extra]) == 1
+        assert f"the job store {tmp_path / 'jobs.sqlite'} is damaged or no SQLite database" in caplog.text
 
 
 def test_config_problems_are_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -59,11 +59,12 @@ SACCT_TEXT = "\n".join(
     for _line in SACCT_TEXT.split("\n")
 )
 
-BAD_LINES = """1050|1050|short|alice|1000|phys|batch|normal|COMPLETED
+BAD_LINES = """\
 1051|1051|bad|alice|1000|phys|batch|normal|COMPLETED|0:0||abc|10|100M||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:01|/home/alice|
 x1052|x1052|badid|alice|1000|phys|batch|normal|COMPLETED|0:0||5|10|100M||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:05|/home/alice|
 1053|1053|badmem|alice|1000|phys|batch|normal|COMPLETED|0:0||5|10|lots||1|1|1|1|00:00:01|billing=1|2024-03-01T12:10:00|2024-03-01T12:10:00|2024-03-01T12:10:05|/home/alice|
-"""
+1050|1050|short|alice|1000|phys|batch|normal|COMPLETED
+"""  # the last line cut short; one followed by others: tests/unit/test_sacct_lines.py
 # NTasks after NNodes, as in SACCT_TEXT (the short line has no such column).
 BAD_LINES = "".join(
     "|".join([*f[: SACCT_FIELDS.index("NNodes") + 1], "", *f[SACCT_FIELDS.index("NNodes") + 1 :]]) + "\n"

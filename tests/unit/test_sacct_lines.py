@@ -68,9 +68,11 @@ def _step(
     return "|".join(values[name] for name in SACCT_FIELDS)
 
 
-def _read(*lines: str, header: str = HEADER) -> tuple[dict[str, JobRecord], ReadStats]:
+def _read(
+    *lines: str, header: str = HEADER, delimiter: str | None = None
+) -> tuple[dict[str, JobRecord], ReadStats]:
     stats = ReadStats(source="t")
-    records = read_sacct([header, *lines], stats)
+    records = read_sacct([header, *lines], stats, delimiter=delimiter)
     return {r.job_id: r for r in records}, stats
 
 
@@ -176,6 +178,8 @@ def test_unit_separator_delimiter_makes_pipes_plain_text() -> None:
 
 
 # ---- a newline inside a field ------------------------------------------------------------------
+# Joined when the delimiter is given (the harvest's own, `harp import --delimiter`); in a file read
+# with its header's delimiter, one any user may write, a row split over lines ends what is read.
 
 
 def test_newline_in_a_field_is_joined_back() -> None:
@@ -185,7 +189,7 @@ def test_newline_in_a_field_is_joined_back() -> None:
         *_step("2", name="s\nt").split("\n"),
         _job("3"),
     ]
-    jobs, stats = _read(*lines)
+    jobs, stats = _read(*lines, delimiter="|")
     assert stats.bad_lines == 0 and sorted(jobs) == ["1", "2", "3"]
     assert jobs["1"].request.job_name == "two\nlines"
     # As written, the last newline too: the name the plugin saw at submission.
@@ -202,23 +206,76 @@ def test_a_job_name_is_read_as_written(name: str) -> None:
 
 
 def test_newline_and_pipe_in_the_same_row() -> None:
-    jobs, stats = _read(*_job(name="a|b\nc").split("\n"))
+    jobs, stats = _read(*_job(name="a|b\nc").split("\n"), delimiter="|")
     assert stats.bad_lines == 0 and jobs["2001"].request.job_name == "a|b\nc"
 
 
 def test_truncated_lines_are_bad_and_the_next_row_is_read_alone() -> None:
     truncated = _job("1")[:40]
-    jobs, stats = _read(truncated, _job("2"), truncated)
+    jobs, stats = _read(truncated, _job("2"), truncated, delimiter="|")
     assert sorted(jobs) == ["2"] and stats.bad_lines == 2
     assert [e.split(":")[1] for e in stats.first_errors] == ["2", "4"]
 
 
 def test_split_rows_reports_row_start_line_numbers() -> None:
     stats = ReadStats()
-    header, rows = split_rows([HEADER, *_job("1", name="x\ny").split("\n"), _job("2")], stats)
+    header, rows = split_rows([HEADER, *_job("1", name="x\ny").split("\n"), _job("2")], stats, "|")
     assert header is not None and header.delimiter == "|" and not header.trailing
     assert [(n, len(v)) for n, v in rows] == [(2, WIDTH), (4, WIDTH)]
     assert stats.lines == 3
+
+
+def _forgeries() -> dict[str, str]:
+    """Job 2001 of alice, written so that a reader joining rows split over lines reads a job of
+    victim (UID 4242) with a harp tag of alice's choosing, by the three ways a newline in free text
+    gives: a work dir holding a whole row; a work dir that ends the row early (Flags takes
+    anything) with a whole row after; a job name whose rest supplies User, UID and AdminComment."""
+    forged = _job("987654", User="victim", UID="4242", AdminComment="harp:extend,t!=1,t0=100000,v=f")
+    columns = forged.split("|")
+    before_flags = "|".join(columns[:-1])
+    after_name = "|".join(columns[SACCT_FIELDS.index("JobName") :])
+    return {
+        "a row in a work dir": _job("2001", work_dir=f"/home/alice/d\n{before_flags}"),
+        "a row after a work dir ended early": _job("2001", work_dir=f"/d\nx|y\n{before_flags}"),
+        "a job name holding the rest of a row": _job("2001", name=f"x\n{after_name}\n"),
+    }
+
+
+@pytest.mark.parametrize("way", sorted(_forgeries()))
+@pytest.mark.parametrize("delimiter", ["|", "\x1f"])
+def test_a_saved_file_stops_at_a_row_split_over_lines(
+    way: str, delimiter: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A saved file's delimiter ("|", the unit separator) is one any user may write beside a
+    newline: joining a row split over lines, the reader stored a job of another user with a harp tag
+    of the writer's choosing (each way here did, or read victim's UID on alice's job id). The row
+    and every line after it are bad now, counted, with one warning; the rows before are read."""
+    lines = [_job("1000"), *_forgeries()[way].split("\n"), _job("3000"), _step("3000")]
+    lines = [line.replace("|", delimiter) for line in lines]
+    first = 3  # the header, job 1000, then alice's job
+    with caplog.at_level(logging.WARNING):
+        jobs, stats = _read(*lines, header=HEADER.replace("|", delimiter))
+    assert list(jobs) == ["1000"]
+    assert stats.lines == len([line for line in lines if line.strip()])
+    assert stats.bad_lines == stats.lines - 1  # nothing after the split row read, none silently
+    assert f"bad line t:{first}: " in caplog.text and "a row split over lines" in caplog.text
+    assert f"t: {stats.lines - 2} lines after line {first} not read" in caplog.text
+
+
+def test_a_saved_file_given_its_random_delimiter_joins_split_rows() -> None:
+    """Saved with `sacct --delimiter=<random>`, which no user knew when naming their job: the
+    work dir holding a row stays alice's work dir, as in the harvest."""
+    sep = "\x1fd41d8cd98f00b204\x1f"
+    text = _forgeries()["a row in a work dir"]
+    columns = dict(zip(SACCT_FIELDS, text.split("|", SACCT_FIELDS.index("WorkDir")), strict=False))
+    work_dir, _, flags = columns["WorkDir"].rpartition("|")
+    row = sep.join(
+        [*(columns[name] for name in SACCT_FIELDS[: SACCT_FIELDS.index("WorkDir")]), work_dir, flags]
+    )
+    lines = [*row.split("\n"), _job("3000").replace("|", sep)]
+    jobs, stats = _read(*lines, header=HEADER.replace("|", sep), delimiter=sep)
+    assert sorted(jobs) == ["2001", "3000"] and stats.bad_lines == 0
+    assert jobs["2001"].request.user_name == "alice" and jobs["2001"].request.work_dir == work_dir
 
 
 def test_harvest_does_not_split_on_unicode_line_breaks() -> None:

@@ -143,3 +143,27 @@ def test_an_upper_case_gz_suffix_is_gunzipped(tmp_path: Path) -> None:
     packed = tmp_path / "T.SWF.GZ"
     packed.write_bytes(gzip.compress(text.encode()))
     assert len(read_swf(packed)) == len(load_records(packed)) == 1
+
+
+def test_a_time_before_1970_or_from_the_future_is_a_bad_line(caplog: pytest.LogCaptureFixture) -> None:
+    """The sacct reader's checks (fields.time_problem). A UnixStartTime in milliseconds stored a
+    job in the year 27969, and every `harp nightly` after ended in a traceback on it."""
+    now = 1_700_000_000
+    job = "1 0 10 600 1 -1 -1 1 3600 -1 1 1 1 1 1 1 -1 -1\n"  # submitted at 0, ended 610 s later
+    for header, problem in [
+        ("; UnixStartTime: 820454400000\n", "submit time 820454400000 (unix seconds) is in the future"),
+        ("; UnixStartTime: -100000\n", "submit time -100000 (unix seconds) is before 1970-01-01"),
+        (
+            f"; UnixStartTime: {now + 86400 - 609}\n",
+            f"end time {now + 86401} (unix seconds) is in the future",
+        ),
+    ]:
+        stats = ReadStats(source="t.swf")
+        assert parse_swf((header + job).splitlines(), stats, now=now) == []
+        assert (stats.lines, stats.bad_lines) == (1, 1)
+        assert f"bad line t.swf:2: {problem}" in caplog.text
+    # A day of slack past the reading, as sacct's; a trace without UnixStartTime counts from 0.
+    (near,) = parse_swf((f"; UnixStartTime: {now + 86400 - 610}\n" + job).splitlines(), now=now)
+    assert near.end_time == now + 86400
+    (first,) = parse_swf(job.splitlines(), now=now)
+    assert first.request.submit_time == 0

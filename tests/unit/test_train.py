@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import itertools
 import json
@@ -21,7 +22,7 @@ from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning import booster
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.calibration import CalibrationConfig
-from slurm_harp.learning.dataset import build_dataset
+from slurm_harp.learning.dataset import build_dataset, row_order
 from slurm_harp.learning.family import FamilyConfig, fit_family, side_rounds
 from slurm_harp.learning.trainer import split_rows
 from slurm_harp.learning.walltime import TrainingError, train_walltime
@@ -90,6 +91,24 @@ def test_dataset_is_chronological_and_keeps_censored_jobs() -> None:
     assert len(rows.train) + rows.dropped == 400 and rows.dropped > 0
     assert len(build_dataset(records, max_rows=100)) == 100
     assert build_dataset(records, max_rows=100).submit_time[0] == records[400].request.submit_time
+
+
+def test_a_job_held_under_two_sources_is_one_row(caplog: pytest.LogCaptureFixture) -> None:
+    """Saved sacct text imported over the range the harvest read is a second copy of each job (a
+    source of its own): the training rows, and their history features, counted each job twice."""
+    records = synthetic(300)
+    copies = [dataclasses.replace(r, max_rss_mb=1.0) for r in records[100:200]]
+    again = dataclasses.replace(records[5], request=dataclasses.replace(records[5].request, submit_time=None))
+    reused = dataclasses.replace(records[6], request=dataclasses.replace(records[6].request, submit_time=1))
+    mixed = sorted([*records, *copies, again, reused], key=lambda r: r.request.submit_time or 0)
+    data = build_dataset(mixed)
+    assert len(data) == 302 and row_order(mixed) == row_order(mixed)
+    kept = [mixed[i] for i in row_order(mixed)]
+    assert len({(r.job_id, r.request.submit_time) for r in kept}) == 302  # each job once
+    assert sum(r.max_rss_mb == 1.0 for r in kept) == 0  # the first record of each is the row
+    expected = build_dataset([*records, again, reused])
+    np.testing.assert_array_equal(data.x, expected.x)  # history as over one copy
+    assert "100 jobs are held twice (the same job id and submit time, under two sources" in caplog.text
 
 
 def test_train_publish_load_predict_round_trip(tmp_path: Path) -> None:

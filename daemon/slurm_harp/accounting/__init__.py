@@ -25,15 +25,22 @@ __all__ = [
 ]
 
 
-def load_records(source: str | Path, stats: ReadStats | None = None) -> list[JobRecord]:
-    """Read a file by its suffix: .swf / .swf.gz, .csv, anything else is `sacct -P` text."""
+def load_records(
+    source: str | Path, stats: ReadStats | None = None, *, delimiter: str | None = None
+) -> list[JobRecord]:
+    """Read a file by its suffix: .swf / .swf.gz, .csv, anything else is `sacct -P` text.
+    ``delimiter``: the one sacct text was saved with, if no user could know it (None: its header's,
+    "|" or the unit separator: a row split over lines ends what is read, sacct_lines.split_rows)."""
     path = Path(source)
     stats = stats if stats is not None else ReadStats(source=str(path))
     name = path.name.lower()
+    is_sacct = not name.endswith((".swf", ".swf.gz", ".csv"))
+    if delimiter is not None and not is_sacct:
+        raise ValueError(f"{path}: a delimiter is for saved sacct text, not an SWF or CSV trace")
     if name.endswith((".swf", ".swf.gz")):
         return read_swf(path, stats)
     if name.endswith(".csv"):
         return read_csv_trace(path, stats)
     # Each byte that is not UTF-8 as "?", as the harvest reads sacct's output (core.text).
     with path.open(encoding="utf-8", errors="surrogateescape") as handle:
-        return read_sacct((question_marks(line) for line in handle), stats)
+        return read_sacct((question_marks(line) for line in handle), stats, delimiter=delimiter)

@@ -10,12 +10,15 @@ Written to a temporary name and renamed, so a reader never sees half a file.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.core.extension import WINDOW_DAYS, ConditionalRatios, observed_ratio
 from slurm_harp.regular_file import read_json
 from slurm_harp.state_dir import replace_file
+
+log = logging.getLogger(__name__)
 
 FORMAT = 1
 MAX_BYTES = 1 << 20  # a few KB when sound: anything bigger is not ours
@@ -28,11 +31,22 @@ def path_for(db: Path) -> Path:
 
 
 def ratios_from(store: JobStore, now: float, window_days: int = WINDOW_DAYS) -> ConditionalRatios:
+    """The ratios of the tagged jobs that ended in the last ``window_days``. A job whose ratio
+    raises is left out, counted in one warning naming the first: one record must not stop every
+    harvest after it (a tag's 400-digit number once raised OverflowError here on each run)."""
     ratios = ConditionalRatios()
+    failed, first = 0, ""
     for record in store.records(ended_since=int(now - window_days * 86400), tagged=True):
-        ratio = observed_ratio(record)
-        if ratio is not None:
-            ratios.add(ratio)
+        try:
+            ratio = observed_ratio(record)
+            if ratio is not None:
+                ratios.add(ratio)
+        except Exception as exc:  # any one record: logged below, the rest still count
+            failed, first = failed + 1, first or f"job {record.job_id!r:.40}: {type(exc).__name__}: {exc}"
+    if failed:
+        log.warning(
+            "extension history: %d tagged jobs left out, their ratio does not compute (%s)", failed, first
+        )
     return ratios
 
 

@@ -14,11 +14,18 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime, tzinfo
 
 from slurm_harp.slurm_formats import in_range, is_sentinel
 
 SLURM_ZONE = UTC
+# A finished job's times later than this past the reading are a clock's error (a controller whose
+# clock was set years ahead, read from a host whose clock is right; a harvest on that controller
+# reads with the same clock: commands.harvest, commands.nightly), not a job: kept, it would stay
+# the newest submission for years and leave every later challenger no new jobs to be judged on
+# (learning.promotion). A day covers a saved file read in another zone than it was written in.
+FUTURE_SLACK_S = 86400
 _SLURM_TZ = "UTC0"  # POSIX for SLURM_ZONE: needs no time zone database
 _COUNT = re.compile(r"[0-9]+")
 # slurm.h's NO_VAL, INFINITE, NO_VAL64, INFINITE64: "no value" and "no limit" in its counters.
@@ -67,6 +74,33 @@ def parse_time(text: str, zone: tzinfo | None = None) -> int | None:
     if moment <= 0:
         raise ValueError(f"time {text.strip()[:40]!r} is at or before 1970-01-01T00:00:00 UTC")
     return moment
+
+
+def time_problem(moment: float | None, latest: float, earliest: float = 1) -> str | None:
+    """What is wrong with a finished job's time ``moment`` (unix seconds; None: unknown, nothing),
+    as every reader of accounting and traces checks it: before ``earliest`` (1: at or before 1970,
+    which Slurm keeps no time at), or after ``latest`` (the reading plus FUTURE_SLACK_S)."""
+    if moment is None:
+        return None
+    if moment < earliest:
+        return (
+            "is before 1970-01-01T00:00:00 UTC"
+            if earliest <= 0
+            else "is at or before 1970-01-01T00:00:00 UTC"
+        )
+    if moment > latest:
+        return "is in the future: the clock that wrote it was wrong"
+    return None
+
+
+def check_times(
+    named: Iterable[tuple[str, float | None, object]], latest: float, earliest: float = 1
+) -> None:
+    """ValueError for the first of a job's times, ``named`` (name, unix seconds, as read), that
+    time_problem finds wrong: the caller counts the line as bad."""
+    for name, moment, text in named:
+        if problem := time_problem(moment, latest, earliest):
+            raise ValueError(f"{name} {text} {problem}")
 
 
 def parse_moment(text: str, zone: tzinfo | None) -> float:

@@ -10,13 +10,7 @@ Columns follow the dataclasses: a field added to JobRecord or JobRequest becomes
 added to an existing database when it is opened. ``schema_version`` in ``meta`` is for changes that
 cannot be made that way (store_schema.py).
 
-Writes are idempotent: an upsert that brings nothing new leaves a row untouched (ingested_at
-included), so harvesting the same window twice changes nothing. A re-read (the same job: the same
-source, job id and submit time) never mixes with another job, and never forgets: it fills
-in what was unknown (accounting completes a job's row seconds after it ends) but never erases a
-known value, nor lowers a maximum over the job's steps (a re-read whose step line came out bad
-has fewer steps, not a smaller job). The per-source harvest cursor is
-written in the same transaction as the rows it covers: a crash loses both or neither.
+Writes (the upsert, the harvest cursor, their transaction) are upsert.py's.
 
 Every reader skips a row holding a value not of its column's type (SQLite keeps text written over
 a number by hand) and says so in one warning naming the first such row and column (``_read``).
@@ -32,16 +26,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
-from slurm_harp.accounting.job_columns import DATA_NAMES, BadValue, not_finite, record_of, row_of, select_sql
-from slurm_harp.accounting.store_schema import (
-    IDENTITY,
-    SCHEMA_VERSION,
-    SchemaVersionError,
-    check_version,
-    migrate,
-)
+from slurm_harp.accounting import upsert
+from slurm_harp.accounting.job_columns import BadValue, record_of, select_sql
+from slurm_harp.accounting.store_schema import SCHEMA_VERSION, SchemaVersionError, check_version, migrate
+from slurm_harp.accounting.upsert import MergeResult, Transaction
 from slurm_harp.core.job import JobRecord
 from slurm_harp.regular_file import refuse_non_regular
 from slurm_harp.state_dir import create_file
@@ -51,25 +40,31 @@ __all__ = ["SCHEMA_VERSION", "JobStore", "MergeResult", "Position", "SchemaVersi
 log = logging.getLogger(__name__)
 
 HOUR_S = 3600  # tagged_hours' span
-# Columns that sacct.read_sacct may build from the job's step lines.
-_OVER_STEPS = frozenset({"max_rss_mb", "total_cpu_s"})
+LOCK_WAIT_S = 30.0  # how long a connection waits for another's lock
 
 
-def _merged(name: str) -> str:
-    """The SQL for column ``name`` after an upsert: the re-read's value unless it is unknown, and
-    for the columns made from steps never less than what was stored."""
-    kept = f"COALESCE(excluded.{name}, jobs.{name})"
-    if name in _OVER_STEPS:  # SQLite's two-argument MAX is NULL if either is
-        return f"MAX({kept}, COALESCE(jobs.{name}, excluded.{name}))"
-    return kept
+# SQLite's errors that say the file is no usable database: no run gets past them by itself.
+_DAMAGED = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
+_LOCKED = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
 
 
-# The rows inserted after ``last_row`` (SQLite numbers a new row above every row there), and of those
-# the ones whose (source, job_id) an older row has (jobs_identity's prefix).
-_INSERTED_SQL = (
-    "SELECT count(*), ifnull(sum(EXISTS (SELECT 1 FROM jobs AS old WHERE old.source = new.source "
-    "AND old.job_id = new.job_id AND old.rowid < new.rowid)), 0) FROM jobs AS new WHERE new.rowid > ?"
-)
+def store_error(path: str | Path, exc: sqlite3.Error) -> tuple[str, bool]:
+    """What ``exc`` says of the job store at ``path``, for a log line, and whether a later run gets
+    past it by itself (False: not until someone restores the store or moves it away)."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name in _LOCKED or "locked" in str(exc):
+        return (
+            f"the job store {path} is locked: another writer (a harvest, a nightly, an import) held "
+            f"it past the {LOCK_WAIT_S:g} s wait ({exc})",
+            True,
+        )
+    if name in _DAMAGED or "not a database" in str(exc) or "malformed" in str(exc):
+        return (
+            f"the job store {path} is damaged or no SQLite database ({exc}): every run stops here until "
+            "it is restored or moved away (the harvest then starts a new store, from 30 days back)",
+            False,
+        )
+    return f"the job store {path}: {exc}", True
 
 
 @dataclass(frozen=True)
@@ -82,22 +77,6 @@ class Position:
     last_row: int
     newest: tuple[str, str] | None = None
     ingested: float = 0.0
-
-
-@dataclass(frozen=True)
-class MergeResult:
-    """``reused``: of the rows inserted, those whose job id the source had already, with another
-    submit time (an id given again after MaxJobId wrapped or slurmctld lost its state, or a requeued
-    job's next run): each is a job of its own."""
-
-    received: int
-    inserted: int
-    updated: int
-    reused: int = 0
-
-    @property
-    def changed(self) -> int:
-        return self.inserted + self.updated
 
 
 class JobStore:
@@ -115,74 +94,38 @@ class JobStore:
         refuse_non_regular(self.path)
         if readonly:
             uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro"
-            self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
+            self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=LOCK_WAIT_S)
         else:
             # Made here, not by SQLite, for its mode and owner; SQLite gives the -wal and -shm files
             # beside it the same mode, and run as root, the same owner.
             create_file(self.path)
             # Autocommit mode: every transaction below is an explicit BEGIN IMMEDIATE ... COMMIT.
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=LOCK_WAIT_S)
         try:
             if readonly:
                 check_version(self._db, self.path)
             else:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
-                with self._transaction():
+                with Transaction(self._db):
                     migrate(self._db, self.path)
         except BaseException:
             self._db.close()
             raise
-        names = ["source", "job_id", *DATA_NAMES, "ingested_at"]
-        changed = " OR ".join(f"jobs.{n} IS NOT {_merged(n)}" for n in DATA_NAMES)
-        self._upsert_sql = (
-            f"INSERT INTO jobs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
-            f"ON CONFLICT ({IDENTITY}) DO UPDATE SET "
-            + ", ".join(f"{n} = {_merged(n)}" for n in DATA_NAMES)
-            + f", ingested_at = excluded.ingested_at WHERE {changed}"
-        )
 
     # ---- writing ---------------------------------------------------------------------------------
 
     def merge(self, records: Iterable[JobRecord], source: str, *, cursor: int | None = None) -> MergeResult:
         """Upsert ``records`` and (if given) advance the cursor of ``source``, in one transaction."""
-        received = 0
-        now = time.time()
-        unknown: list[str] = []  # "job_id: field, ..." of the records with a number not finite
-
-        def rows() -> Iterator[tuple[Any, ...]]:
-            nonlocal received
-            for record in records:
-                received += 1
-                if fields := not_finite(record):
-                    unknown.append(f"{record.job_id}: {', '.join(fields)}")
-                yield (source, *row_of(record), now)
-
-        with self._transaction():
-            if cursor is not None:  # first, so that a failing row is seen to roll it back too
-                self._advance(source, cursor)
-            last_row = self._db.execute("SELECT ifnull(max(rowid), 0) FROM jobs").fetchone()[0]
-            written = self._db.executemany(self._upsert_sql, rows()).rowcount
-            inserted, reused = self._db.execute(_INSERTED_SQL, (last_row,)).fetchone()
-        if unknown:
-            log.warning(
-                "%d %s jobs have a number that is not finite, stored as unknown (job %s)",
-                len(unknown),
-                source,
-                unknown[0],
-            )
-        return MergeResult(received, inserted, max(written, 0) - inserted, reused)
+        return upsert.merge(self._db, records, source, cursor)
 
     def upsert(self, records: Iterable[JobRecord], source: str, *, cursor: int | None = None) -> int:
         """Like merge(); returns how many rows were inserted or changed."""
         return self.merge(records, source, cursor=cursor).changed
 
-    def _advance(self, source: str, end_time: int) -> None:
-        self._db.execute(
-            "INSERT INTO state (source, cursor_end) VALUES (?, ?) ON CONFLICT (source) "
-            "DO UPDATE SET cursor_end = max(cursor_end, excluded.cursor_end)",
-            (source, int(end_time)),
-        )
+    def set_cursor(self, source: str, end_time: int) -> None:
+        """Set the cursor of ``source`` to ``end_time``, earlier too (merge never moves it back)."""
+        upsert.set_cursor(self._db, source, end_time)
 
     # ---- reading ---------------------------------------------------------------------------------
 
@@ -308,15 +251,16 @@ class JobStore:
     def _present(self) -> set[str]:
         return {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
 
-    def latest_end(self) -> int | None:
-        """The latest end time of any job in the store (None when empty): how fresh the harvest is."""
-        row = self._db.execute("SELECT MAX(end_time) FROM jobs").fetchone()
+    def latest_end(self, now: float | None = None) -> int | None:
+        """The latest end time of any job in the store not after ``now`` (default: this host's
+        clock), None when there is none: how fresh the harvest is. An End after now is a clock's
+        error (the controller's clock ran ahead, then stepped back): counted, it held the freshness
+        in the future, and HarpHarvestStale could not fire until the clock caught up with it."""
+        at = time.time() if now is None else now
+        row = self._db.execute("SELECT MAX(end_time) FROM jobs WHERE end_time <= ?", (int(at),)).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
     # ---- lifecycle -------------------------------------------------------------------------------
-
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
 
     def close(self) -> None:
         self._db.close()
@@ -328,27 +272,3 @@ class JobStore:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
-
-
-class _Transaction:
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            try:
-                self._db.execute("COMMIT")
-                return
-            except BaseException:
-                self._rollback()
-                raise
-        self._rollback()
-
-    def _rollback(self) -> None:
-        if self._db.in_transaction:  # some errors (disk full, I/O) already rolled back
-            self._db.execute("ROLLBACK")

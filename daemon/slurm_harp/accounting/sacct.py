@@ -29,7 +29,9 @@ from dataclasses import dataclass, field, replace
 from datetime import tzinfo
 
 from slurm_harp.accounting.fields import (
+    FUTURE_SLACK_S,
     SLURM_ZONE,
+    check_times,
     gpus_in_tres,
     parse_count,
     parse_int,
@@ -45,12 +47,6 @@ from slurm_harp.core.request import JobRequest
 from slurm_harp.slurm_formats import is_sentinel, parse_duration_s, parse_size_mb
 
 log = logging.getLogger(__name__)
-
-# A finished job's times later than this past the reading are a clock's error (a controller whose
-# clock was set years ahead, then corrected), not a job: kept, such a job would stay the newest
-# submission for years and leave every later challenger no new jobs to be judged on
-# (learning.promotion). A day covers a saved file read in another zone than it was written in.
-FUTURE_SLACK_S = 86400
 
 
 @dataclass
@@ -207,13 +203,8 @@ def _job(
     )
     if not any_state and (state not in FINISHED_STATES or elapsed is None or elapsed <= 0):
         return None
-    for name, moment in (
-        ("Submit", request.submit_time),
-        ("Start", record.start_time),
-        ("End", record.end_time),
-    ):
-        if moment is not None and moment > latest:
-            raise ValueError(f"{name} {row.get(name)} is in the future: the clock that wrote it was wrong")
+    times = ("Submit", request.submit_time), ("Start", record.start_time), ("End", record.end_time)
+    check_times(((name, moment, row.get(name)) for name, moment in times), latest)
     return _Job(record, None if rss is None else rss[0], parse_duration_s(row.get("TotalCPU")))
 
 

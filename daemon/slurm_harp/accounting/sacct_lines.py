@@ -8,11 +8,14 @@ comment) gives the row extra fields; a newline inside one splits the row over se
 - Too few fields: the line is joined (with "\\n") to the next ones until the count is right, unless
   the next line is a valid row by itself; if the join overshoots and cannot be repaired, the first
   line is bad and the next is read on its own.
-The delimiter is the header's: "|" by default, or the ASCII unit separator (--delimiter=$'\\x1f'),
-or the one the caller gave sacct. What harp runs sacct with itself is ``fresh_delimiter()``: one
-no user can know when their job's name or work dir was set, so that no free text can widen a row
-or hold a row of its own (a work dir "d\\n2001<delimiter>..." would otherwise be read as a job of any
-user, with any harp tag).
+The delimiter is the one the caller gave sacct, or else the header's: "|" by default, or the ASCII
+unit separator (--delimiter=$'\\x1f'). What harp runs sacct with itself is ``fresh_delimiter()``:
+one no user can know when their job's name or work dir was set, so that no free text can widen a
+row or hold a row of its own (a work dir "d\\n2001<delimiter>..." would otherwise be read as a job
+of any user, with any harp tag).
+A saved file read with its header's delimiter (`harp import`, `harp train --source FILE`) has no
+such guard, and a row split over lines is not joined there: that line and every line after it are
+bad (``_Splitter``'s comment says why), in one log line that says how to save a file that reads.
 """
 
 from __future__ import annotations
@@ -114,21 +117,42 @@ def split_rows(
     lines: Iterable[str], stats: ReadStats, delimiter: str | None = None
 ) -> tuple[Header | None, Rows]:
     """Read the header, then yield (line number, fields) per row; bad rows go to ``stats``.
-    ``delimiter``: the one sacct was given (None: read from the header)."""
+    ``delimiter``: the one sacct was given, which no user could know (None: read from the header,
+    one any user may write: a row split over lines ends the rows read, ``_Splitter``)."""
     numbered = enumerate(lines, start=1)
     for _, raw in numbered:
         line = raw.rstrip("\r\n")
         if line.strip():
             header = parse_header(line, delimiter)
-            return header, _Splitter(header, stats).rows(numbered)
+            return header, _Splitter(header, stats, joins=delimiter is not None).rows(numbered)
     return None, iter(())
 
 
+# Why a saved file stops at a row split over lines. Its delimiter ("|", or the unit separator) is
+# one any user may put in a job name or work dir, beside a newline. The lines after such a newline
+# are the user's text until the field ends, and nothing tells where: "d\n<a whole row>" is a
+# job name or work dir, or a row of its own; text ending a row early (the unchecked Flags column
+# takes anything) leaves the lines after it to be read as rows; and a newline in JobName puts the
+# user's text in User, UID and AdminComment of the row that is joined. Every reading the
+# splitter could choose is one a user can forge, a job of another user with a harp tag of their
+# choosing, so none is chosen: the row and every line after it are bad, counted, with one
+# warning. A file saved with a delimiter no user knew when naming their job (as the harvest's)
+# and given as ``delimiter`` is joined and repaired as sacct's output.
+_SPLIT_IN_A_SAVED_FILE = (
+    "a row split over lines (a newline in a job name, work dir or comment) in a file whose delimiter "
+    "any user may write: no row from here on can be told from one a user wrote into that field, so "
+    "this line and every line after it are bad. Save with `sacct --delimiter=<random>` and give the "
+    "same to `harp import --delimiter`"
+)
+
+
 class _Splitter:
-    def __init__(self, header: Header, stats: ReadStats) -> None:
+    def __init__(self, header: Header, stats: ReadStats, *, joins: bool = True) -> None:
+        """``joins``: whether a row split over lines is joined (False: it ends the rows read)."""
         self.header = header
         self.width = len(header.columns)
         self.stats = stats
+        self.joins = joins
         self.free = sorted(header.columns[name] for name in FREE_TEXT if name in header.columns)
         self.checks = [(i, _CHECKS[name]) for name, i in header.columns.items() if name in _CHECKS]
 
@@ -141,6 +165,9 @@ class _Splitter:
                     pending = (pending[0], pending[1] + "\n" + line, pending[2] + 1)
                 continue
             self.stats.lines += 1
+            if pending is not None and not self.joins:
+                self._stop(pending[0], pending[1], numbered)
+                return
             if pending is not None:
                 first, text, joined = pending
                 pending = None
@@ -167,6 +194,20 @@ class _Splitter:
                 yield lineno, row
         if pending is not None:
             self._short(pending[0], pending[1])
+
+    def _stop(self, first: int, text: str, numbered: Iterator[tuple[int, str]]) -> None:
+        """Count the row split over lines at ``first`` and every line after it as bad (one
+        warning for the row, one for the rest): the lines of a saved file that cannot be read."""
+        self.stats.bad(
+            first, f"{len(self._fields(text))} fields, header has {self.width}: {_SPLIT_IN_A_SAVED_FILE}", log
+        )
+        after = 1  # the line that came after the split one, counted by rows()
+        for _, raw in numbered:
+            if raw.strip():
+                self.stats.lines += 1
+                after += 1
+        self.stats.bad_lines += after
+        log.warning("%s: %d lines after line %d not read (above)", self.stats.source, after, first)
 
     def _whole(self, line: str) -> bool:
         values = self._fields(line)

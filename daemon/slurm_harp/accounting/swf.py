@@ -9,6 +9,10 @@ Mapping onto JobRequest (SWF has ids, not names):
   "used memory per processor" is taken as the peak per node: max_rss_mb = KB / 1024. On a trace
   of multi-processor nodes this under-states the per-node peak.
 - Times: SWF submit times are relative to the header's UnixStartTime, which is added when present.
+  A job whose submit, start or end time is before 1970 or more than a day after the reading
+  (fields.time_problem, as the sacct reader checks them) is a bad line: a UnixStartTime in
+  milliseconds put jobs in the year 27969. Time 0 is no error here: a trace without UnixStartTime
+  counts from its log's start, and its first job is submitted at 0.
 - A job whose run time reached its request was stopped at (or ran past) its limit: censored.
 """
 
@@ -17,11 +21,13 @@ from __future__ import annotations
 import gzip
 import logging
 import math
+import time
 import zlib
 from collections.abc import Generator, Iterable
 from functools import partial
 from pathlib import Path
 
+from slurm_harp.accounting.fields import FUTURE_SLACK_S, check_times
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
@@ -33,10 +39,12 @@ SWF_FIELDS = 18
 _STATUS = {1: "COMPLETED", 0: "FAILED", 5: "CANCELLED"}
 
 
-def read_swf(path: str | Path, stats: ReadStats | None = None) -> list[JobRecord]:
+def read_swf(
+    path: str | Path, stats: ReadStats | None = None, *, now: float | None = None
+) -> list[JobRecord]:
     path = Path(path)
     stats = stats if stats is not None else ReadStats(source=str(path))
-    return parse_swf(swf_lines(path), stats)
+    return parse_swf(swf_lines(path), stats, now=now)
 
 
 def swf_lines(path: Path) -> Generator[str, None, None]:
@@ -70,8 +78,13 @@ def swf_processors(path: str | Path) -> int | None:
     return found.get("MaxProcs", found.get("MaxNodes"))
 
 
-def parse_swf(lines: Iterable[str], stats: ReadStats | None = None) -> list[JobRecord]:
+def parse_swf(
+    lines: Iterable[str], stats: ReadStats | None = None, *, now: float | None = None
+) -> list[JobRecord]:
+    """``now``: the time of reading (default: the clock's), which a job's times may pass by at most
+    FUTURE_SLACK_S."""
     stats = stats if stats is not None else ReadStats(source="swf")
+    latest = (time.time() if now is None else now) + FUTURE_SLACK_S
     start_offset = 0
     records: list[JobRecord] = []
     for lineno, raw in enumerate(lines, start=1):
@@ -82,7 +95,7 @@ def parse_swf(lines: Iterable[str], stats: ReadStats | None = None) -> list[JobR
             start_offset = _header_start(line, start_offset)
             continue
         stats.lines += 1
-        stats.collect(lineno, partial(_record, line, start_offset), records, log)
+        stats.collect(lineno, partial(_record, line, start_offset, latest), records, log)
     stats.records += len(records)
     return records
 
@@ -106,7 +119,7 @@ def _known(value: float) -> float | None:
     return None if value < 0 else value
 
 
-def _record(line: str, start_offset: int) -> JobRecord | None:
+def _record(line: str, start_offset: int, latest: float) -> JobRecord | None:
     parts = line.split()
     if len(parts) != SWF_FIELDS:
         raise ValueError(f"{len(parts)} fields, SWF has {SWF_FIELDS}")
@@ -128,6 +141,9 @@ def _record(line: str, start_offset: int) -> JobRecord | None:
         submit_time=int(submit) + start_offset if submit >= 0 else None,
     )
     start = request.submit_time + int(wait) if request.submit_time is not None and wait >= 0 else None
+    end = None if start is None else start + int(run)
+    times = ("submit time", request.submit_time), ("start time", start), ("end time", end)
+    check_times(((name, t, f"{t} (unix seconds)") for name, t in times), latest, earliest=0)
     alloc_cpus = int(alloc) if alloc > 0 else None
     return JobRecord(
         job_id=str(int(job)),
@@ -135,7 +151,7 @@ def _record(line: str, start_offset: int) -> JobRecord | None:
         state=_STATUS.get(int(status), "UNKNOWN"),
         elapsed_s=int(run),
         start_time=start,
-        end_time=None if start is None else start + int(run),
+        end_time=end,
         max_rss_mb=used_mem / 1024 if used_mem >= 0 else None,
         total_cpu_s=cpu_avg * alloc_cpus if cpu_avg >= 0 and alloc_cpus else None,
         alloc_cpus=alloc_cpus,

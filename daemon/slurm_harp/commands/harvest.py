@@ -8,6 +8,9 @@ as the rows, so a crash or a failing sacct loses nothing and the next run resume
 - overlap: jobs near the cursor are read again, and the upsert completes rows read half-filled.
   A job whose accounting row arrives later than the overlap (slurmdbd down longer) is missed:
   raise --overlap-minutes after such an outage, or give --start.
+The cursor only moves forward, but for one case: a cursor later than now - settle was set by a run
+whose clock was ahead (the controller's, which stamps the jobs' End too, stepped back since). It is
+set back to now - settle, with a warning naming how far ahead it was (_step_back).
 sacct runs in UTC (sacct_runner.run_sacct): the windows are given to it, and its times read, in UTC; local
 time would repeat an hour when clocks go back.
 A job id met again with another submit time (ids reused, a requeued job's next run) is stored as a
@@ -27,15 +30,17 @@ from datetime import datetime
 from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, extension_file, sacct_runner
-from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, store_error
 from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct
 from slurm_harp.commands.arguments import config_or_default, settings_at, span, unix_time
 from slurm_harp.config import DEFAULT_PATH
+from slurm_harp.core.message import format_minutes
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DB = "/var/lib/slurm-harp/jobs.sqlite"
 FIRST_RUN_DAYS = 30
+RESUMES = " (stopped early: the next run resumes)"
 
 
 def default_db() -> str:
@@ -139,9 +144,11 @@ def harvest(
     stats = stats if stats is not None else ReadStats(source="sacct")
     report = report if report is not None else HarvestReport(source)
     cursor = report.cursor_before = report.cursor = store.cursor(source)
+    end = now - settle_s
+    if cursor is not None and cursor > end:
+        cursor = report.cursor = _step_back(store, source, cursor, end)
     if start is None:
         start = now - FIRST_RUN_DAYS * 86400 if cursor is None else cursor - overlap_s
-    end = now - settle_s
     for low, high in windows(start, end, max(1, window_s)):
         stats.source = f"sacct[{sacct_time(low)}..{sacct_time(high)} UTC]"
         records = harvest_sacct(runner, sacct_time(low), sacct_time(high), stats, states=ENDED_STATES)
@@ -163,6 +170,26 @@ def harvest(
             report.reused,
         )
     return report
+
+
+def _step_back(store: JobStore, source: str, cursor: int, end: int) -> int:
+    """The cursor set back to ``end`` (now - settle), logged: a cursor past it was set by a run
+    whose clock was ahead of this one's. The harvest runs on the controller (docs/install.md), so
+    slurmctld stamped the jobs' End with the same clock: those ended since it stepped back end
+    before the cursor, and a cursor kept (it never moved back) skipped them for good. Set back,
+    the run reads from ``end`` - overlap as any other; the jobs stamped ahead are read when the
+    clock reaches their End, and a job read again merges into its row (the store's identity)."""
+    log.warning(
+        "harvest %s: the cursor, %s UTC, is %s ahead of this host's clock less the settle time "
+        "(%s UTC): the clock stepped back since it was set (or the settle time grew); setting it "
+        "back and reading from there",
+        source,
+        sacct_time(cursor),
+        format_minutes((cursor - end) / 60),
+        sacct_time(end),
+    )
+    store.set_cursor(source, end)
+    return end
 
 
 def store_path(db: str | None, config: str | None) -> str | None:
@@ -199,13 +226,14 @@ def harvest_into(
     db: str, *, source: str, overlap_s: int, settle_s: int, start: int | None = None, window_s: int = 86400
 ) -> bool:
     """Harvest live sacct into the job store at ``db`` and print the summary; False (logged) when
-    it stopped early (what was committed stays: the next run resumes), or did not start: a store of
-    a schema this harp cannot read."""
-    stats = ReadStats(source="sacct")
+    it stopped early (what was committed stays: the next run resumes, unless the store itself is
+    damaged, which the log line says), or did not start: a store of a schema this harp cannot read."""
+    stats = ReadStats(source=f"job store {db}")
     report = HarvestReport(source)
     now = int(time.time())
     try:
         with JobStore(db) as store:
+            stats.source = "sacct"
             harvest(
                 store,
                 sacct_runner.run_sacct,  # the one subprocess boundary for sacct
@@ -225,9 +253,14 @@ def harvest_into(
     except SchemaVersionError as exc:  # raised opening the store: before any sacct call
         log.error("harvest not started: %s", exc)
         return False
-    except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired, sqlite3.Error) as exc:
+    except sqlite3.Error as exc:  # the store's, whichever step met it (a window's merge too)
+        problem, resumes = store_error(db, exc)
+        log.error("harvest stopped: %s", problem)
+        print(report.summary(stats) + (RESUMES if resumes else " (stopped: the job store is unusable)"))
+        return False
+    except (OSError, ValueError, ArithmeticError, RuntimeError, subprocess.TimeoutExpired) as exc:
         log.error("harvest stopped at %s: %s", stats.source, exc)
-        print(report.summary(stats) + " (stopped early: the next run resumes)")
+        print(report.summary(stats) + RESUMES)
         return False
     print(report.summary(stats) + f", {len(ratios)} jobs in the extension history")
     return True

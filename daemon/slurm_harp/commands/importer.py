@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, load_records
-from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, store_error
 from slurm_harp.commands.harvest import default_db
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=None,
         help="source key in the store for every file (default: the file's stem)",
     )
+    p.add_argument(
+        "--delimiter",
+        type=_delimiter,
+        default=None,
+        help="the random delimiter saved sacct text was written with (sacct --delimiter=...; at least "
+        f"{MIN_DELIMITER} characters). Without it, a file split on '|' stops at the first row that "
+        "spans lines (a newline in a job name or work dir), which any user could have forged",
+    )
     p.set_defaults(func=run)
+
+
+# A delimiter users could not have guessed when they named their jobs: the harvest's has 18
+# characters (sacct_lines.fresh_delimiter); "|", "#" or "::" any user may write into a work dir.
+MIN_DELIMITER = 8
+
+
+def _delimiter(text: str) -> str:
+    if len(text) < MIN_DELIMITER or "\n" in text or "\r" in text:
+        raise argparse.ArgumentTypeError(
+            f"must be the random string of at least {MIN_DELIMITER} characters, no newline, given to "
+            f"sacct --delimiter (e.g. $(openssl rand -hex 8)), not {text[:40]!r}"
+        )
+    return text
 
 
 def source_name(path: str | Path) -> str:
@@ -45,28 +67,56 @@ def run(args: argparse.Namespace) -> int:
         log.error("no such file: %s", ", ".join(missing))
         return 2
     try:
-        with JobStore(args.db) as store:
-            failed = _import_all(store, args.sources, args.source_name)
-            print(f"{args.db}: {store.count()} jobs")
-    except (OSError, SchemaVersionError, sqlite3.Error) as exc:
-        log.error("job store %s: %s", args.db, exc)
+        store = JobStore(args.db)
+    except sqlite3.Error as exc:
+        log.error("nothing imported: %s", store_error(args.db, exc)[0])
         return 2
+    except (OSError, SchemaVersionError) as exc:
+        log.error("nothing imported: job store %s: %s", args.db, exc)
+        return 2
+    with store:
+        failed = _import_all(store, args.sources, args.source_name, args.delimiter)
+        try:
+            print(f"{args.db}: {store.count()} jobs")
+        except sqlite3.Error as exc:
+            log.error("cannot count the jobs: %s", store_error(args.db, exc)[0])
+            failed = True
     return 1 if failed else 0
 
 
-def _import_all(store: JobStore, sources: list[str], forced_name: str | None) -> bool:
+def _import_all(store: JobStore, sources: list[str], forced_name: str | None, delimiter: str | None) -> bool:
     """Import every file; True if any could not be read (the others are still imported)."""
     failed = False
     for path in sources:
         name = forced_name or source_name(path)
         stats = ReadStats(source=path)
+        if delimiter is None and not path.lower().endswith((".swf", ".swf.gz", ".csv")):
+            log.warning(
+                "%s: saved sacct text split by its header's delimiter, which any user may write into a "
+                "job name or work dir beside a newline: a row split over lines ends what is read, but "
+                "rows laid out not to split cannot be told from real ones (docs/training.md). Where "
+                "users are not trusted, save with sacct --delimiter=<random> and import with --delimiter",
+                path,
+            )
         try:
-            records = load_records(path, stats)
-            result = store.merge(records, name)
-        except (OSError, ValueError, sqlite3.DatabaseError) as exc:
+            records = load_records(path, stats, delimiter=delimiter)
+        except (OSError, ValueError) as exc:
             log.error("cannot import %s: %s", path, exc)
             failed = True
             continue
+        try:
+            result = store.merge(records, name)
+        except sqlite3.Error as exc:  # the store's, not the file's: no later file would fare better
+            problem, passes = store_error(store.path, exc)
+            again = (
+                "import them again then: what is stored already stays as it is"
+                if passes
+                else "no import will"
+            )
+            log.error(
+                "import stopped: %s; %s and the files after it are not imported (%s)", problem, path, again
+            )
+            return True
         print(
             f"{path} -> {name}: {stats.lines} lines, {len(records)} jobs, {stats.bad_lines} bad lines, "
             f"{stats.skipped} skipped, {result.inserted} new, {result.updated} updated"

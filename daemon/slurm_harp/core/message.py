@@ -118,8 +118,14 @@ class Tag:
         return None
 
 
-_ITEM = re.compile(r"^([tmc])([!~]?)=(\d+)(?:/q[0-9.e-]+)?(/k)?$")
-_OWN = re.compile(r"^([tmc])0=(\d+)$")
+# A tag's numbers: ASCII digits, at most MAX_TAG_VALUE (2**53, past any limit Slurm holds: time
+# and CPUs are 32-bit, memory 2**53 MB is 8 ZB, and every float below it is exact). A number past it
+# is a malformed tag, not one acted on: 400 digits raised OverflowError in every reader that
+# multiplies it (the guard, the daemon's history feed, the harvest's extension history, training).
+MAX_TAG_VALUE = 2**53
+_NUMBER = r"([0-9]{1,16})"  # re.ASCII: \d would take any script's digits, and int() reads them
+_ITEM = re.compile(rf"^([tmc])([!~]?)={_NUMBER}(?:/q[0-9.e-]+)?(/k)?$", re.ASCII)
+_OWN = re.compile(rf"^([tmc])0={_NUMBER}$", re.ASCII)
 
 
 # Tokens are split as the plugin splits them (Lua's %s: ASCII whitespace only), so that the tokens it
@@ -136,7 +142,8 @@ def last_tag(admin_comment: str | None) -> str | None:
 
 def parse_tag(admin_comment: str | None) -> Tag | None:
     """The last harp tag in ``admin_comment`` (other tools append their own tokens), or None when
-    there is none or it does not parse (a malformed tag is never acted on)."""
+    there is none or it does not parse (a malformed tag, a number past MAX_TAG_VALUE among them, is
+    never acted on)."""
     token = last_tag(admin_comment)
     if token is None:
         return None
@@ -159,6 +166,8 @@ def parse_tag(admin_comment: str | None) -> Tag | None:
             own[m[1]] = int(m[2])
         else:
             return None
+    if any(n > MAX_TAG_VALUE for n in (*values.values(), *own.values())):
+        return None
     return Tag(mode=mode, values=values, flags=flags, own=own, versions=versions, kept=frozenset(kept))
 
 

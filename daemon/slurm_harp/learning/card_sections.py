@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import platform
 from datetime import UTC, datetime
@@ -17,6 +18,8 @@ from slurm_harp.model.card import quantile_key
 if TYPE_CHECKING:
     from slurm_harp.learning.fitting import Fitted, MethodConfig
     from slurm_harp.learning.trainer import Rows
+
+log = logging.getLogger(__name__)
 
 CENSORING_NOTE = (
     "censored jobs (stopped at a limit) are kept as lower bounds: quantile and custom-loss "
@@ -83,7 +86,18 @@ def calibration_section(fitted: Fitted, config: MethodConfig) -> dict[str, Any]:
 
 
 def _iso(epoch: float) -> str | None:
-    return datetime.fromtimestamp(epoch, UTC).isoformat() if math.isfinite(epoch) else None
+    """``epoch`` as an ISO time; None (null in the card) when it is not finite or not in a year
+    datetime holds (1 to 9999): a job store may hold a time from a clock's error or a trace's
+    bad header (year 27969), and a card must not fail training for good over it."""
+    if not math.isfinite(epoch):
+        return None
+    try:
+        return datetime.fromtimestamp(epoch, UTC).isoformat()
+    except (ValueError, OverflowError, OSError) as exc:
+        log.warning(
+            "the model card's window: time %r (unix seconds) is no date (%s): written as null", epoch, exc
+        )
+        return None
 
 
 def window(data: Dataset, td: TargetData, rows: Rows, source: str, seconds: float) -> dict[str, Any]:
