@@ -26,6 +26,7 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import ladder_limits
 from slurm_harp.learning import card_sections
+from slurm_harp.learning.calibration import finished
 from slurm_harp.learning.dataset import Dataset, build_dataset
 from slurm_harp.learning.fitting import Fitted, MethodConfig, Refit, fit_and_calibrate, refreshed
 from slurm_harp.learning.targets import TRANSFORM, UNIT, TargetData, target_data
@@ -41,7 +42,8 @@ class TrainingError(Exception):
 
 
 class NotEnoughData(TrainingError):
-    """Too few jobs with an observed value (or a request to validate on) for the target."""
+    """Too few jobs with an observed value to train on, or too few validation jobs that finished
+    under their request to calibrate on, for the target."""
 
 
 @dataclass(frozen=True)
@@ -87,15 +89,18 @@ def split_rows(data: Dataset, validation_fraction: float) -> Rows:
 
 
 def _check_counts(td: TargetData, rows: Rows, total: int) -> None:
-    with np.errstate(invalid="ignore"):
-        n_train = int(td.labelled()[rows.train].sum())
-        scored = td.labelled() & (td.requested > 0)
-        n_val = int(scored[rows.validation].sum())
+    """Enough jobs to train on, and enough validation jobs that finished under their request
+    (calibration.finished) to calibrate the rule on: a censored job's waste is unknown, so a
+    window of them only would calibrate nothing."""
+    n_train = int(td.labelled()[rows.train].sum())
+    n_val = int(finished(td.take(rows.validation)).sum())
     if n_train < MIN_TRAIN_ROWS or n_val < MIN_VALIDATION_ROWS:
+        censored = int(np.sum(td.censored[rows.validation]))
         raise NotEnoughData(
             f"not enough jobs for {td.target.value}: {total} usable, {n_train} with an observed value "
-            f"to train (need {MIN_TRAIN_ROWS}) and {n_val} with a request to validate "
-            f"(need {MIN_VALIDATION_ROWS})"
+            f"to train (need {MIN_TRAIN_ROWS}) and {n_val} of {rows.validation.size} validation jobs "
+            f"that finished under their request to calibrate on (need {MIN_VALIDATION_ROWS}; "
+            f"{censored} hit a limit)"
         )
 
 
