@@ -6,6 +6,7 @@ import gzip
 import itertools
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +21,13 @@ from slurm_harp.config import parse
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.core.safety_rule import ladder_limits
-from slurm_harp.learning import booster
+from slurm_harp.learning import booster, card_sections
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.calibration import CalibrationConfig
 from slurm_harp.learning.dataset import build_dataset, row_order
 from slurm_harp.learning.family import FamilyConfig, fit_family, side_rounds
 from slurm_harp.learning.fitting import MethodConfig, fit_and_calibrate, predict_units
-from slurm_harp.learning.targets import target_data
+from slurm_harp.learning.targets import target_data, usable_in_order
 from slurm_harp.learning.trainer import NotEnoughData, split_rows, train_target
 from slurm_harp.learning.walltime import TrainingError, train_walltime
 from slurm_harp.model.runtime import QuantileModel
@@ -222,6 +223,29 @@ def test_a_window_where_no_rung_cuts_publishes_a_rule_that_never_rewrites() -> N
     predictions = predict_units(fitted.members, fitted.members, data.x[400:], td)
     limits = ladder_limits(predictions, td.requested, td.weight, fitted.calibration, td.group)
     assert np.isnan(limits).all()
+
+
+def test_the_cards_row_counts_count_the_same_jobs_in_both_windows() -> None:
+    """rows_train counted the jobs with an observed value, rows_validation and censored_validation
+    every job of the window: LANL memory gave rows_validation 1191 where 1020 had a value (audit:
+    card_rows.py). Every third job here has no TotalCPU, every fifth timed out."""
+    records = [
+        replace(
+            _job(i, f"u{i % 4}", 600, 60, censored=i % 5 == 0),
+            total_cpu_s=None if i % 3 == 0 else 300.0,
+            alloc_cpus=1,
+        )
+        for i in range(300)
+    ]
+    data = build_dataset(records)
+    rows = split_rows(data, 0.2)
+    counts = card_sections.window(data, target_data(records, data, Target.CPUS), rows, "s", 0.0)
+    observed = [r for r in usable_in_order(records)[rows.validation[0] :] if r.total_cpu_s is not None]
+    assert counts["rows_validation"] == len(observed) < len(rows.validation)
+    assert counts["censored_validation"] == 0  # a job is never censored for its CPUs
+    counts = card_sections.window(data, target_data(records, data, Target.TIME), rows, "s", 0.0)
+    assert counts["rows_validation"] == len(rows.validation)
+    assert counts["censored_validation"] == sum(r.censored for r in usable_in_order(records)[-60:]) > 0
 
 
 def _run_cli(*argv: str) -> int:

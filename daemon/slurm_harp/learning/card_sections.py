@@ -103,14 +103,16 @@ def _iso(epoch: float) -> str | None:
 def window(data: Dataset, td: TargetData, rows: Rows, source: str, seconds: float) -> dict[str, Any]:
     submits = data.submit_time[np.isfinite(data.submit_time)]
     labelled = td.labelled()
+    # Both windows count the same jobs: those with an observed value (censored ones included);
+    # the rule's own count, the usable jobs with a request, is calibration.validation.jobs.
     return {
         "source": source,
         "rows": len(data),
         "rows_train": int(labelled[rows.train].sum()),
-        "rows_validation": len(rows.validation),
+        "rows_validation": int(labelled[rows.validation].sum()),
         "rows_dropped_running_at_cutoff": rows.dropped,
         "censored_train": int(np.sum(td.censored[rows.train] & labelled[rows.train])),
-        "censored_validation": int(np.sum(td.censored[rows.validation])),
+        "censored_validation": int(np.sum(td.censored[rows.validation] & labelled[rows.validation])),
         "first_submit": _iso(float(submits.min())) if submits.size else None,
         "last_submit": _iso(float(submits.max())) if submits.size else None,
         # Promotion judges a later version only on jobs submitted after this (out of sample).
