@@ -20,14 +20,14 @@ from slurm_harp.commands import train as train_command
 from slurm_harp.config import parse
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.core.safety_rule import ladder_limits
+from slurm_harp.core.safety_rule import Calibration, ladder_limits
 from slurm_harp.learning import booster, card_sections
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.calibration import CalibrationConfig
 from slurm_harp.learning.dataset import build_dataset, row_order
-from slurm_harp.learning.family import FamilyConfig, fit_family, side_rounds
-from slurm_harp.learning.fitting import MethodConfig, fit_and_calibrate, predict_units
-from slurm_harp.learning.targets import target_data, usable_in_order
+from slurm_harp.learning.family import FamilyConfig, Member, fit_family, side_rounds
+from slurm_harp.learning.fitting import Fitted, MethodConfig, fit_and_calibrate, predict_units
+from slurm_harp.learning.targets import TargetData, target_data, usable_in_order
 from slurm_harp.learning.trainer import NotEnoughData, split_rows, train_target
 from slurm_harp.learning.walltime import TrainingError, train_walltime
 from slurm_harp.model.runtime import QuantileModel
@@ -246,6 +246,41 @@ def test_the_cards_row_counts_count_the_same_jobs_in_both_windows() -> None:
     counts = card_sections.window(data, target_data(records, data, Target.TIME), rows, "s", 0.0)
     assert counts["rows_validation"] == len(rows.validation)
     assert counts["censored_validation"] == sum(r.censored for r in usable_in_order(records)[-60:]) > 0
+
+
+def test_the_cards_quantile_figures_are_each_model_alone_as_served() -> None:
+    """The card scored the quantile models sorted across quantiles per row, while the daemon's
+    quantile path (model.runtime predict_quantile) serves one model unsorted: on KTH 8 k, q0.99
+    newly killed 1.15 % on the card, 1.98 % as served (audit: cross.py)."""
+    n = 8
+    td = TargetData(
+        target=Target.TIME,
+        value=np.full(n, 50.0),
+        censored=np.zeros(n, dtype=bool),
+        requested=np.full(n, 100.0),
+        weight=np.ones(n),
+        waste_weight=np.ones(n),
+        cost=np.full(n, 100.0),
+        group=np.full(n, "", dtype=object),
+    )
+    low, high = np.full(n, 40.0), np.full(n, 60.0)  # the 0.9 model under the run, the 0.5 over it
+    members = {
+        "q0.50": Member("q0.50", "quantile", 0.5, None),
+        "q0.90": Member("q0.90", "quantile", 0.9, None),
+    }
+    fitted = Fitted(
+        Target.TIME,
+        members,
+        "q0.90",
+        {},
+        Calibration((), 0.0, 1.0, Target.TIME),
+        {},
+        {"q0.50": high, "q0.90": low},
+        {},
+    )
+    card = card_sections.legacy_validation(fitted, td)
+    assert card["0.90"]["upp"] == 100.0 and card["0.90"]["newly_killed_pct"] == 100.0
+    assert card["0.50"]["upp"] == 0.0 and card["0.50"]["waste_cut_pct"] == pytest.approx(80.0)
 
 
 def _run_cli(*argv: str) -> int:

@@ -39,9 +39,10 @@ def _finite(stats: dict[str, float]) -> dict[str, float | None]:
 
 
 def legacy_validation(fitted: Fitted, val: TargetData) -> dict[str, dict[str, float | None]]:
-    """Per quantile model ("0.90": metrics) and the request, as the daemon serves them: sorted
-    across quantiles per row (monotone rearrangement), capped at the request. ``val``: the
-    validation rows ``fitted.predictions`` were made for."""
+    """Per quantile model ("0.90": metrics) and the request, as the daemon serves them: each model
+    alone (policy.limits = "quantile" serves one through model.runtime's predict_quantile, the
+    calibrated rule reads each unsorted), capped at the request. ``val``: the validation rows
+    ``fitted.predictions`` were made for."""
     quantiles = [
         (m.quantile, name) for name, m in fitted.members.items() if m.kind == "quantile" and m.quantile
     ]
@@ -49,7 +50,8 @@ def legacy_validation(fitted: Fitted, val: TargetData) -> dict[str, dict[str, fl
     out: dict[str, dict[str, float | None]] = {}
     done = ~val.censored & np.isfinite(val.value)
     if quantiles:
-        predicted = np.sort(np.stack([fitted.predictions[name] for _, name in quantiles]), axis=0)
+        # Not sorted across quantiles: where the models cross, what is served is each one's own.
+        predicted = np.stack([fitted.predictions[name] for _, name in quantiles])
         predicted = np.fmin(predicted, val.requested)  # fmin: a NaN request leaves the prediction
         for i, (q, _) in enumerate(quantiles):
             stats = accuracy.summary(
