@@ -22,9 +22,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CENSORING_NOTE = (
-    "censored jobs (stopped at a limit) are kept as lower bounds: quantile and custom-loss "
-    "boosted models use a one-sided loss on them (no loss once the prediction reaches the "
-    "observed value); HARP's comparison models (linear, tree, mlp) read them as observed"
+    "censored jobs (stopped at a limit) are kept: a quantile model's first trees (LightGBM's "
+    "quantile loss) read them as observed, its last censored_rounds trees use a one-sided loss "
+    "on them (no loss once the prediction reaches the observed value); the huber and eloss "
+    "models start from quantile trees, then use a one-sided loss; HARP's comparison models "
+    "(linear, tree, mlp) read them as observed"
 )
 WEIGHT_NOTE = {
     "time": "cores (min_cpus): a saved minute is a saved core-minute",
