@@ -246,7 +246,7 @@ QUICK = MethodConfig(
     ("jobs", "judged", "which"),
     [
         (1000, 100, "submitted up to the champion's last job"),  # the window starts before the champion's end
-        (1200, 120, "with the first 120 after the champion's"),  # the champion is older than the window
+        (1200, 120, "the first half of those after the champion's"),  # the champion is older than the window
     ],
 )
 def test_the_challengers_rule_is_judged_on_jobs_it_was_not_calibrated_on(

@@ -235,13 +235,22 @@ def _out_of_sample(window: Window, seen_until: float, new: np.ndarray) -> Judged
     half = new.size // 2
     splits = (
         (earlier, new, "submitted up to the champion's last job"),
-        (np.concatenate([earlier, new[:half]]), new[half:], f"with the first {half} after the champion's"),
+        (np.concatenate([earlier, new[:half]]), new[half:], "the first half of those after the champion's"),
+    )
+    published = Judged(
+        new,
+        window.limits[new],
+        f"the {new.size} jobs new to the champion, the challenger's rule as published: calibrated "
+        f"on them too (too few jobs to calibrate it apart: {MIN_CALIBRATION_JOBS} that finished "
+        f"before those judged, and {MIN_JOBS} to judge)",
     )
     again = window.recalibrated
-    for calibrate_on, judged, which in splits if again is not None else ():
+    if again is None:
+        return published
+    for calibrate_on, judged, which in splits:
         if int(finished(window.td.take(calibrate_on)).sum()) < MIN_CALIBRATION_JOBS:
             continue
-        if again is None or not available(window.td.take(judged), MIN_JOBS):
+        if not available(window.td.take(judged), MIN_JOBS):
             break
         return Judged(
             judged,
@@ -249,13 +258,7 @@ def _out_of_sample(window: Window, seen_until: float, new: np.ndarray) -> Judged
             f"the {judged.size} latest jobs, the challenger's rule calibrated on the "
             f"{calibrate_on.size} before them ({which})",
         )
-    return Judged(
-        new,
-        window.limits[new],
-        f"the {new.size} jobs new to the champion, the challenger's rule as published: calibrated "
-        f"on them too (too few jobs to calibrate it apart: {MIN_CALIBRATION_JOBS} that finished "
-        f"before those judged, and {MIN_JOBS} to judge)",
-    )
+    return published
 
 
 def _last_submit(model: QuantileModel) -> float:
