@@ -6,7 +6,6 @@ import gzip
 import itertools
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -230,7 +229,7 @@ def test_the_cards_row_counts_count_the_same_jobs_in_both_windows() -> None:
     every job of the window: LANL memory gave rows_validation 1191 where 1020 had a value (audit:
     card_rows.py). Every third job here has no TotalCPU, every fifth timed out."""
     records = [
-        replace(
+        dataclasses.replace(
             _job(i, f"u{i % 4}", 600, 60, censored=i % 5 == 0),
             total_cpu_s=None if i % 3 == 0 else 300.0,
             alloc_cpus=1,
