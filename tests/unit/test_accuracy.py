@@ -20,6 +20,15 @@ def test_upp_and_mapes() -> None:
     assert accuracy.ov_mape(PRED, ACTUAL) == pytest.approx((0.0 + 100.0) / 2)
 
 
+def test_a_job_that_used_nothing_has_no_percentage_error() -> None:
+    """A job with TotalCPU or MaxRSS 0 (failed at once) divided by zero: OV_MAPE was infinite for
+    every model, with a RuntimeWarning, and the selection's tie-break compared inf with inf."""
+    with np.errstate(all="raise"):
+        assert accuracy.ov_mape([*PRED, 3.0], [*ACTUAL, 0.0]) == pytest.approx((0.0 + 100.0) / 2)
+        assert accuracy.up_mape([*PRED, -1.0], [*ACTUAL, 0.0]) == pytest.approx((50.0 + 10.0) / 2)
+    assert accuracy.upp([*PRED, 3.0], [*ACTUAL, 0.0]) == pytest.approx(40.0)  # still a job
+
+
 def test_empty_sets_give_nan() -> None:
     assert math.isnan(accuracy.up_mape([2.0], [1.0]))
     assert math.isnan(accuracy.ov_mape([1.0], [2.0]))

@@ -19,7 +19,14 @@ from slurm_harp.core.safety_rule import (
 )
 from slurm_harp.evaluation import costs
 from slurm_harp.evaluation.observed import Observed
-from slurm_harp.learning.calibration import CalibrationConfig, assess, calibrate, frontier, losing
+from slurm_harp.learning.calibration import (
+    CalibrationConfig,
+    assess,
+    calibrate,
+    frontier,
+    losing,
+    penalty_grid,
+)
 from slurm_harp.learning.targets import TargetData
 
 RULE = Calibration(
@@ -242,3 +249,38 @@ def test_a_rule_whose_kills_cost_more_than_it_saves_is_named() -> None:
     assert figures["net_cut_pct"] == pytest.approx(100 * (1 - 50 * (50 + 1) / 1000))
     said = losing(figures)
     assert said is not None and "cost more core-hours than its rewrites save" in said and "-155.0 %" in said
+
+
+def test_a_window_where_nothing_cuts_gives_the_never_rewrite_rule() -> None:
+    """Every penalty tied at a 0 % cut, and the search kept the first grid point: penalty 0 with
+    every rung, a rule that lowers every later job to its cheapest rung with no risk priced
+    (audit: flat_cut.py, censored_val.py)."""
+    n = 400
+    run, request = np.full(n, 8.0), np.full(n, 10.0)
+    preds = {"q0.50": np.full(n, 12.0), "q0.90": np.full(n, 15.0)}  # at or above every request
+    rule, figures = calibrate(preds, walltime_jobs(run, request, np.ones(n)), RUNGS[:2], CalibrationConfig())
+    assert rule.rungs == () and rule.penalty == 0.0
+    assert figures["waste_cut_pct"] == 0.0 and figures["newly_killed_pct"] == 0.0
+    # Every job hit its limit: no waste to cut, so nothing to learn a price from.
+    timeout = TargetData(
+        **{**walltime_jobs(request, request, np.ones(n)).__dict__, "censored": np.ones(n, bool)}
+    )
+    rule, _ = calibrate({"q0.50": np.full(n, 3.0)}, timeout, [("q0.50", 1.0)], CalibrationConfig())
+    assert rule.rungs == ()
+    # Such a rule keeps every request, however low the predictions of later jobs.
+    later = ladder_limits({"q0.50": np.full(3, 1.0)}, np.full(3, 600.0), np.ones(3), rule)
+    assert np.isnan(later).all()
+
+
+def test_among_penalties_that_cut_the_same_the_highest_is_kept() -> None:
+    """One rung, every job saving 50 core-minutes at risk 1/201: every penalty below 50 x 201
+    rewrites them all and cuts the same, the ones above rewrite nothing. The search kept the
+    lowest (0); the highest below the flip prices risk the most for the same cut."""
+    n = 200
+    td = walltime_jobs(np.full(n, 40.0), np.full(n, 100.0), np.ones(n))
+    config = CalibrationConfig(kill_budget=0.01, chunks=1)
+    rule, figures = calibrate({"q0.90": np.full(n, 50.0)}, td, [("q0.90", 1.0)], config)
+    risk = 1.0 / (n + 1)
+    grid = penalty_grid(td, config.grid)
+    assert rule.penalty == grid[grid * risk < 50.0].max() > 0
+    assert figures["waste_cut_pct"] == pytest.approx(100 * (1 - 10 / 60))

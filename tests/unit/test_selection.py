@@ -47,3 +47,16 @@ def test_score_table_caps_at_the_request_and_sets_censored_apart() -> None:
     assert table["low"]["upp"] == pytest.approx(100 * 2 / 3)  # 20 and 30 > 15; the censored job is apart
     assert table["low"]["censored_upp"] == 100 and table["high"]["censored_upp"] == 0
     assert table["low"]["n"] == 3
+
+
+def test_a_job_that_used_nothing_leaves_the_tie_break_working() -> None:
+    """4 % of the CPU jobs used 0 CPU-seconds: every model's OV_MAPE was inf, and among models
+    tied on UPP the first in table order won, whatever its over-prediction (audit: zero_use.py)."""
+    actual = np.array([0.0, 2.0, 4.0, 8.0])
+    requested = np.full(4, 16.0)
+    censored = np.zeros(4, dtype=bool)
+    wide, tight = actual * 3 + 1, actual * 1.1 + 0.1
+    table = score_table({"wide": wide, "tight": tight}, actual, requested, censored)
+    assert table["tight"]["ov_mape"] < table["wide"]["ov_mape"] < np.inf
+    assert table["wide"]["upp"] == table["tight"]["upp"] == 0
+    assert select(table, WTM) == "tight"

@@ -19,12 +19,15 @@ from slurm_harp.commands import train as train_command
 from slurm_harp.config import parse
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.learning import booster
+from slurm_harp.core.safety_rule import Calibration, ladder_limits
+from slurm_harp.learning import booster, card_sections
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.calibration import CalibrationConfig
 from slurm_harp.learning.dataset import build_dataset, row_order
-from slurm_harp.learning.family import FamilyConfig, fit_family, side_rounds
-from slurm_harp.learning.trainer import split_rows
+from slurm_harp.learning.family import FamilyConfig, Member, fit_family, side_rounds
+from slurm_harp.learning.fitting import Fitted, MethodConfig, fit_and_calibrate, predict_units
+from slurm_harp.learning.targets import TargetData, target_data, usable_in_order
+from slurm_harp.learning.trainer import NotEnoughData, split_rows, train_target
 from slurm_harp.learning.walltime import TrainingError, train_walltime
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import ModelStore
@@ -169,6 +172,114 @@ def test_too_little_data_and_bad_quantiles() -> None:
         train_walltime([], params=FAST)
     with pytest.raises(TrainingError, match="quantiles"):
         train_walltime(synthetic(300), (0.5, 1.5), params=FAST)
+
+
+def _job(i: int, user: str, run_s: int, limit_min: int, censored: bool = False) -> JobRecord:
+    submit = 1_700_000_000 + 60 * i
+    request = JobRequest(user_name=user, time_limit_minutes=limit_min, min_cpus=1, submit_time=submit)
+    state = "TIMEOUT" if censored else "COMPLETED"
+    return JobRecord(str(i), request, state, elapsed_s=run_s, end_time=submit + run_s, censored=censored)
+
+
+def test_a_validation_window_of_jobs_that_all_hit_their_limit_is_not_enough() -> None:
+    """240 jobs run 1-50 of their 60 minutes, then 60 time out. Calibration saw no waste to cut,
+    kept penalty 0 with every rung, and the card's rule lowered all 60 window jobs to 17 minutes,
+    below the run of 68 % of the finished jobs (audit: censored_val.py)."""
+    rng = np.random.default_rng(1)
+    records = [
+        _job(i, f"u{i % 5}", int(rng.integers(60, 3000)) if i < 240 else 3600, 60, censored=i >= 240)
+        for i in range(300)
+    ]
+    config = MethodConfig(family=FamilyConfig(params=FAST, quantiles=(0.5, 0.9), compare=()))
+    with pytest.raises(NotEnoughData, match=r"for time: .* 0 of 60 validation jobs that finished .*60 hit"):
+        train_target(records, Target.TIME, config)
+
+
+def test_a_window_where_no_rung_cuts_publishes_a_rule_that_never_rewrites() -> None:
+    """320 batch jobs ask 600 minutes and run 1-50, then a quiet spell of debug jobs asks 10 and
+    runs 1-9: on validation no rung cuts anything. The rule kept penalty 0 with every rung, and
+    on the next 200 batch jobs lowered all of them, newly killing 46 % (audit: flat_cut.py)."""
+    rng = np.random.default_rng(2)
+    records = [
+        _job(
+            i,
+            f"u{i % 4}",
+            int(rng.integers(60, 3000)) if i < 320 else int(rng.integers(60, 540)),
+            600 if i < 320 else 10,
+        )
+        for i in range(400)
+    ]
+    later = [_job(400 + i, f"u{i % 4}", int(rng.integers(60, 3000)), 600) for i in range(200)]
+    config = MethodConfig(family=FamilyConfig(params=FAST, quantiles=(0.5, 0.9), compare=()))
+    data = build_dataset(records)
+    td = target_data(records, data, Target.TIME)
+    rows = split_rows(data, 0.2)
+    fitted = fit_and_calibrate(data.x, td, rows.train, rows.validation, config)
+    assert fitted.calibration.rungs == () and fitted.figures["waste_cut_pct"] == 0.0
+    every = records + later
+    data = build_dataset(every)
+    td = target_data(every, data, Target.TIME).take(np.arange(400, 600))
+    predictions = predict_units(fitted.members, fitted.members, data.x[400:], td)
+    limits = ladder_limits(predictions, td.requested, td.weight, fitted.calibration, td.group)
+    assert np.isnan(limits).all()
+
+
+def test_the_cards_row_counts_count_the_same_jobs_in_both_windows() -> None:
+    """rows_train counted the jobs with an observed value, rows_validation and censored_validation
+    every job of the window: LANL memory gave rows_validation 1191 where 1020 had a value (audit:
+    card_rows.py). Every third job here has no TotalCPU, every fifth timed out."""
+    records = [
+        dataclasses.replace(
+            _job(i, f"u{i % 4}", 600, 60, censored=i % 5 == 0),
+            total_cpu_s=None if i % 3 == 0 else 300.0,
+            alloc_cpus=1,
+        )
+        for i in range(300)
+    ]
+    data = build_dataset(records)
+    rows = split_rows(data, 0.2)
+    counts = card_sections.window(data, target_data(records, data, Target.CPUS), rows, "s", 0.0)
+    observed = [r for r in usable_in_order(records)[rows.validation[0] :] if r.total_cpu_s is not None]
+    assert counts["rows_validation"] == len(observed) < len(rows.validation)
+    assert counts["censored_validation"] == 0  # a job is never censored for its CPUs
+    counts = card_sections.window(data, target_data(records, data, Target.TIME), rows, "s", 0.0)
+    assert counts["rows_validation"] == len(rows.validation)
+    assert counts["censored_validation"] == sum(r.censored for r in usable_in_order(records)[-60:]) > 0
+
+
+def test_the_cards_quantile_figures_are_each_model_alone_as_served() -> None:
+    """The card scored the quantile models sorted across quantiles per row, while the daemon's
+    quantile path (model.runtime predict_quantile) serves one model unsorted: on KTH 8 k, q0.99
+    newly killed 1.15 % on the card, 1.98 % as served (audit: cross.py)."""
+    n = 8
+    td = TargetData(
+        target=Target.TIME,
+        value=np.full(n, 50.0),
+        censored=np.zeros(n, dtype=bool),
+        requested=np.full(n, 100.0),
+        weight=np.ones(n),
+        waste_weight=np.ones(n),
+        cost=np.full(n, 100.0),
+        group=np.full(n, "", dtype=object),
+    )
+    low, high = np.full(n, 40.0), np.full(n, 60.0)  # the 0.9 model under the run, the 0.5 over it
+    members = {
+        "q0.50": Member("q0.50", "quantile", 0.5, None),
+        "q0.90": Member("q0.90", "quantile", 0.9, None),
+    }
+    fitted = Fitted(
+        Target.TIME,
+        members,
+        "q0.90",
+        {},
+        Calibration((), 0.0, 1.0, Target.TIME),
+        {},
+        {"q0.50": high, "q0.90": low},
+        {},
+    )
+    card = card_sections.legacy_validation(fitted, td)
+    assert card["0.90"]["upp"] == 100.0 and card["0.90"]["newly_killed_pct"] == 100.0
+    assert card["0.50"]["upp"] == 0.0 and card["0.50"]["waste_cut_pct"] == pytest.approx(80.0)
 
 
 def _run_cli(*argv: str) -> int:

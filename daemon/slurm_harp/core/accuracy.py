@@ -3,7 +3,10 @@
 All functions take 1-d arrays of one unit (e.g. minutes): ``predicted``, ``actual`` (the run),
 ``requested`` (the user's limit) and optional ``cores`` (weights; 1 each by default).
 Under-predicted means predicted < actual; over-predicted is the rest (predicted >= actual),
-so every job is in exactly one of the two sets. A statistic over an empty set is NaN.
+so every job is in exactly one of the two sets. A percentage error (UP_MAPE, OV_MAPE) is taken
+over the jobs with a positive actual value only: one that used nothing (TotalCPU or MaxRSS of 0,
+a job that failed at once) has none, and would make the mean infinite for every model. A
+statistic over an empty set is NaN.
 """
 
 from __future__ import annotations
@@ -35,16 +38,16 @@ def upp(predicted: Array, actual: Array) -> float:
 
 
 def up_mape(predicted: Array, actual: Array) -> float:
-    """Mean absolute percentage error over the under-predicted jobs only."""
+    """Mean absolute percentage error over the under-predicted jobs with r > 0 only."""
     p, r = _arrays(predicted, actual)
-    under = p < r
+    under = (p < r) & (r > 0)
     return float(np.mean(_pct_error(p[under], r[under]))) if under.any() else float("nan")
 
 
 def ov_mape(predicted: Array, actual: Array) -> float:
-    """Mean absolute percentage error over the over-predicted (p >= r) jobs only."""
+    """Mean absolute percentage error over the over-predicted (p >= r) jobs with r > 0 only."""
     p, r = _arrays(predicted, actual)
-    over = p >= r
+    over = (p >= r) & (r > 0)
     return float(np.mean(_pct_error(p[over], r[over]))) if over.any() else float("nan")
 
 

@@ -6,7 +6,11 @@ Given the validation predictions of a few models and candidate (model, margin) r
 2. the penalty (price of one expected kill) sweeps a geometric grid; for each value the rule's
    limits are scored, and the penalty kept is the one with the largest waste cut whose kill rate
    stays within the budget in EACH of ``chunks`` consecutive parts of the window (robustness to
-   drift: the test window comes later than validation, and kill rates wander over time).
+   drift: the test window comes later than validation, and kill rates wander over time). Among
+   penalties that cut the same, the highest is kept: it prices risk most, so the rule is the
+   safest of those that did as well on validation. When none cuts anything (the window's
+   requests are at or below every prediction, or none of its jobs finished under its request),
+   the rule never rewrites: penalty 0 would lower every later job to its cheapest rung unpriced.
 With ``by = "partition"`` each rung's risk is also measured per partition (Mondrian style) for
 partitions with at least ``min_group_jobs`` usable validation jobs; the penalty stays one.
 Outcome definitions follow the evaluation (learning notes): a job is usable with a positive
@@ -69,6 +73,25 @@ def _usable(td: TargetData) -> np.ndarray:
     return mask
 
 
+def _stopped(td: TargetData) -> np.ndarray:
+    """Censored jobs, except those harp's own limit stopped: they ran at least ``value`` and any
+    limit below that kills them too."""
+    out: np.ndarray = td.censored if td.stopped_by_harp is None else td.censored & ~td.stopped_by_harp
+    return out
+
+
+def finished(td: TargetData) -> np.ndarray:
+    """The usable jobs whose waste a limit can cut (base waste under the request): those that
+    finished under their request (not stopped at a limit of their own); for CPUs every usable job.
+    Calibration learns nothing from a window without them."""
+    use = _usable(td)
+    if td.target is Target.CPUS:
+        return use
+    with np.errstate(invalid="ignore"):
+        mask: np.ndarray = use & ~_stopped(td) & (td.value <= td.requested)
+    return mask
+
+
 def _outcomes(td: TargetData, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(newly killed, waste) per job for limits (rows of ``td``, any shape broadcasting on axis 0)."""
     req, use = td.requested[:, None], td.value[:, None]
@@ -76,11 +99,9 @@ def _outcomes(td: TargetData, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray
     killed_any = limit < np.minimum(use, req)
     if td.target is Target.CPUS:
         return killed_any, w * np.maximum(limit - use, 0.0)
-    # A job harp's own limit stopped ran at least ``use``: any limit below that kills it too.
-    stopped = td.censored if td.stopped_by_harp is None else td.censored & ~td.stopped_by_harp
-    finished = (~stopped[:, None]) & (use <= req)
-    waste = np.where(finished & ~killed_any, w * (limit - use), 0.0)
-    return killed_any & finished, waste
+    done = (~_stopped(td)[:, None]) & (use <= req)
+    waste = np.where(done & ~killed_any, w * (limit - use), 0.0)
+    return killed_any & done, waste
 
 
 def rung_limits(
@@ -191,7 +212,8 @@ def _search(
     scored: _Scored, parts: Sequence[np.ndarray], budget: float, penalties: np.ndarray
 ) -> tuple[float, float, float, float] | None:
     """(waste cut %, penalty, kill %, worst part's kill %) at the penalty with the largest cut
-    whose kill rate stays within ``budget`` in every one of ``parts``; None when none does."""
+    whose kill rate stays within ``budget`` in every one of ``parts``, the highest such penalty
+    among equal cuts (``penalties`` ascending); None when none stays within the budget."""
     before = float(scored.base_waste.sum())
     best: tuple[float, float, float, float] | None = None
     for penalty in penalties:
@@ -200,7 +222,7 @@ def _search(
         if worst > budget:
             continue
         cut = _cut(before, after)
-        if best is None or cut > best[0]:
+        if best is None or cut >= best[0]:  # a tie: the higher penalty, the safer rule
             best = (cut, float(penalty), 100.0 * float(killed.mean()) if killed.size else 0.0, 100.0 * worst)
     return best
 
@@ -214,7 +236,8 @@ def calibrate(
     """The calibrated rule and its validation figures (kill %, waste cut %, penalty, ...).
 
     ``predictions`` (target unit) and ``td`` are rows of the validation window. Never rewriting
-    always meets the budget; it is what comes back when nothing else does."""
+    always meets the budget; it is what comes back when nothing else does, and when nothing
+    within the budget cuts any waste there."""
     use = _usable(td)
     sub = td.take(np.flatnonzero(use))
     preds = {name: np.asarray(p, dtype=np.float64)[use] for name, p in predictions.items()}
@@ -232,7 +255,10 @@ def calibrate(
         scored = replace(scored, risk=rule.risk_matrix(sub.group, len(sub)))
     parts = np.array_split(np.arange(len(sub)), max(1, config.chunks))
     found = _search(scored, parts, config.kill_budget, penalty_grid(sub, config.grid))
-    if found is None:  # even the top of the grid kills too much: never rewrite
+    if found is None or found[0] <= 0:
+        # Even the top of the grid kills too much, or no penalty cuts anything on this window:
+        # never rewrite (a penalty of 0 would lower every later job to its cheapest rung).
+        found = None
         calibration = Calibration(rungs=(), penalty=0.0, floor=config.floor, target=td.target)
         cut, penalty, kill, worst = 0.0, 0.0, 0.0, 0.0
     else:

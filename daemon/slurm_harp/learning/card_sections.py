@@ -22,9 +22,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CENSORING_NOTE = (
-    "censored jobs (stopped at a limit) are kept as lower bounds: quantile and custom-loss "
-    "boosted models use a one-sided loss on them (no loss once the prediction reaches the "
-    "observed value); HARP's comparison models (linear, tree, mlp) read them as observed"
+    "censored jobs (stopped at a limit) are kept: a quantile model's first trees (LightGBM's "
+    "quantile loss) read them as observed, its last censored_rounds trees use a one-sided loss "
+    "on them (no loss once the prediction reaches the observed value); the huber and eloss "
+    "models start from quantile trees, then use a one-sided loss; HARP's comparison models "
+    "(linear, tree, mlp) read them as observed"
 )
 WEIGHT_NOTE = {
     "time": "cores (min_cpus): a saved minute is a saved core-minute",
@@ -39,9 +41,10 @@ def _finite(stats: dict[str, float]) -> dict[str, float | None]:
 
 
 def legacy_validation(fitted: Fitted, val: TargetData) -> dict[str, dict[str, float | None]]:
-    """Per quantile model ("0.90": metrics) and the request, as the daemon serves them: sorted
-    across quantiles per row (monotone rearrangement), capped at the request. ``val``: the
-    validation rows ``fitted.predictions`` were made for."""
+    """Per quantile model ("0.90": metrics) and the request, as the daemon serves them: each model
+    alone (policy.limits = "quantile" serves one through model.runtime's predict_quantile, the
+    calibrated rule reads each unsorted), capped at the request. ``val``: the validation rows
+    ``fitted.predictions`` were made for."""
     quantiles = [
         (m.quantile, name) for name, m in fitted.members.items() if m.kind == "quantile" and m.quantile
     ]
@@ -49,7 +52,8 @@ def legacy_validation(fitted: Fitted, val: TargetData) -> dict[str, dict[str, fl
     out: dict[str, dict[str, float | None]] = {}
     done = ~val.censored & np.isfinite(val.value)
     if quantiles:
-        predicted = np.sort(np.stack([fitted.predictions[name] for _, name in quantiles]), axis=0)
+        # Not sorted across quantiles: where the models cross, what is served is each one's own.
+        predicted = np.stack([fitted.predictions[name] for _, name in quantiles])
         predicted = np.fmin(predicted, val.requested)  # fmin: a NaN request leaves the prediction
         for i, (q, _) in enumerate(quantiles):
             stats = accuracy.summary(
@@ -103,14 +107,16 @@ def _iso(epoch: float) -> str | None:
 def window(data: Dataset, td: TargetData, rows: Rows, source: str, seconds: float) -> dict[str, Any]:
     submits = data.submit_time[np.isfinite(data.submit_time)]
     labelled = td.labelled()
+    # Both windows count the same jobs: those with an observed value (censored ones included);
+    # the rule's own count, the usable jobs with a request, is calibration.validation.jobs.
     return {
         "source": source,
         "rows": len(data),
         "rows_train": int(labelled[rows.train].sum()),
-        "rows_validation": len(rows.validation),
+        "rows_validation": int(labelled[rows.validation].sum()),
         "rows_dropped_running_at_cutoff": rows.dropped,
         "censored_train": int(np.sum(td.censored[rows.train] & labelled[rows.train])),
-        "censored_validation": int(np.sum(td.censored[rows.validation])),
+        "censored_validation": int(np.sum(td.censored[rows.validation] & labelled[rows.validation])),
         "first_submit": _iso(float(submits.min())) if submits.size else None,
         "last_submit": _iso(float(submits.max())) if submits.size else None,
         # Promotion judges a later version only on jobs submitted after this (out of sample).

@@ -24,7 +24,7 @@ import numpy as np
 
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
-from slurm_harp.core.safety_rule import Calibration
+from slurm_harp.core.safety_rule import Calibration, ladder_limits
 from slurm_harp.learning.calibration import CalibrationConfig, calibrate, losing
 from slurm_harp.learning.family import (
     HISTORY,
@@ -149,23 +149,48 @@ def refreshed(
     return replace(fitted, members=fitted.members | {m.name: m for m in again})
 
 
-def rung_candidates(
-    members: Mapping[str, Member], chosen: str, config: MethodConfig
-) -> list[tuple[str, float]]:
-    rungs = [
-        (name, m)
-        for name, member in members.items()
-        if member.kind == "quantile"
-        for m in config.ladder_margins
-    ]
+def rung_candidates(kinds: Mapping[str, str], chosen: str, config: MethodConfig) -> list[tuple[str, float]]:
+    """``kinds``: each member's kind by name, in family order."""
+    rungs = [(name, m) for name, kind in kinds.items() if kind == "quantile" for m in config.ladder_margins]
     rungs += [(chosen, m) for m in config.point_margins if (chosen, m) not in rungs]
-    rungs += [
-        (name, m)
-        for name, member in members.items()
-        if member.kind == HISTORY
-        for m in config.history_margins
-    ]
+    rungs += [(name, m) for name, kind in kinds.items() if kind == HISTORY for m in config.history_margins]
     return rungs
+
+
+@dataclass(frozen=True)
+class Choice:
+    chosen: str
+    table: Table
+    calibration: Calibration
+    figures: dict[str, float]
+
+
+def choose_and_calibrate(
+    kinds: Mapping[str, str], predictions: Mapping[str, np.ndarray], val: TargetData, config: MethodConfig
+) -> Choice:
+    """Choose a model and calibrate the rule on the rows ``val`` (``predictions``: every member's
+    for those rows, in the target's unit; ``kinds``: each member's kind by name)."""
+    models = {name: p for name, p in predictions.items() if kinds[name] != HISTORY}
+    table = score_table(models, val.value, val.requested, val.censored, val.waste_weight)
+    chosen = select(table, config.selection)
+    rungs = rung_candidates(kinds, chosen, config)
+    calibration, figures = calibrate(predictions, val, rungs, config.calibration)
+    return Choice(chosen, table, calibration, figures)
+
+
+def limits_calibrated_on(
+    kinds: Mapping[str, str],
+    predictions: Mapping[str, np.ndarray],
+    val: TargetData,
+    config: MethodConfig,
+    rows: np.ndarray,
+) -> np.ndarray:
+    """The limits (NaN = keeps the request) on every row of ``val`` of the rule chosen and
+    calibrated as training does, but on ``rows`` of it only: promotion judges them on the others,
+    out of sample."""
+    part = {name: p[rows] for name, p in predictions.items()}
+    rule = choose_and_calibrate(kinds, part, val.take(rows), config).calibration
+    return ladder_limits(predictions, val.requested, val.weight, rule, val.group)
 
 
 def fit_and_calibrate(
@@ -195,11 +220,8 @@ def fit_and_calibrate(
     started = time.monotonic()
     val = td.take(validation)
     predictions = predict_units(members, members, x[validation], td)
-    models = {name: p for name, p in predictions.items() if members[name].kind != HISTORY}
-    table = score_table(models, val.value, val.requested, val.censored, val.waste_weight)
-    chosen = select(table, config.selection)
-    rungs = rung_candidates(members, chosen, config)
-    calibration, figures = calibrate(predictions, val, rungs, config.calibration)
+    choice = choose_and_calibrate({name: m.kind for name, m in members.items()}, predictions, val, config)
+    chosen, calibration, figures = choice.chosen, choice.calibration, choice.figures
     seconds["calibrate"] = time.monotonic() - started
     split = calibration.by != "none"
     log.info(
@@ -213,4 +235,4 @@ def fit_and_calibrate(
     )
     if (loss := losing(figures)) is not None:
         log.warning("%s: %s", td.target.value, loss)
-    return Fitted(td.target, members, chosen, table, calibration, figures, predictions, seconds)
+    return Fitted(td.target, members, chosen, choice.table, calibration, figures, predictions, seconds)

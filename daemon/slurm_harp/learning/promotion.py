@@ -3,11 +3,16 @@ latest validation window.
 
 The window is the challenger's validation window (the most recent jobs), cut to the jobs
 submitted after the last job the champion was trained on: both versions are judged out of
-sample. The challenger by the limits its rule set there with the models fitted before the
-window (its published models were refitted on every job, the window included); the champion
-loaded from the store as the daemon loads it (ONNX, card, probe), by the limits it would set:
-its card's calibrated rule (core.safety_rule), or for a card without one the quantile nearest
-``quantile``. Limits are graded by learning.calibration.assess: newly killed % and
+sample. The champion loaded from the store as the daemon loads it (ONNX, card, probe), by the
+limits it would set: its card's calibrated rule (core.safety_rule), or for a card without one the
+quantile nearest ``quantile``. Its rule was calibrated on jobs before the ones judged; so is the
+challenger's: by the limits of its models fitted before the window (its published models were
+refitted on every job, the window included), under a rule chosen and calibrated as training does
+but on the window's jobs submitted up to the champion's last one only (``_out_of_sample``; when
+they are too few, those and the first half of the later jobs, judged on the second half; when
+still too few, the rule as published, calibrated on the judged jobs too, and the verdict says
+so). The published rule, calibrated on the whole window, would meet the kill budget there by
+construction. Limits are graded by learning.calibration.assess: newly killed % and
 reservation-waste cut %. The challenger is also loaded; one that does not load is never promoted.
 
 The challenger is not worse when
@@ -19,7 +24,8 @@ lowered max_jobs, an old trace): nothing in its window is new to the champion, s
 lose a comparison. When fewer than MIN_JOBS jobs of the window are new to the champion, both
 versions are judged as published on the whole window (both have seen most of it). A challenger
 judged alone (no champion; CURRENT unreadable; a champion that cannot be loaded or evaluated:
-deleted, corrupt, other features) must have finite figures within the kill budget.
+deleted, corrupt, other features) must have finite figures within the kill budget, judged as
+published on the whole window (in sample: this mostly checks that its figures are finite).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -35,13 +42,16 @@ import numpy as np
 from slurm_harp.core.predictor import closest_quantile
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import ladder_limits
-from slurm_harp.learning.calibration import assess
+from slurm_harp.learning.calibration import assess, finished
 from slurm_harp.learning.targets import TargetData, available
 from slurm_harp.learning.trainer import Window
 from slurm_harp.model.runtime import QuantileModel, load_version
 from slurm_harp.model.store import ModelStore
 
 MIN_JOBS = 20
+# A challenger's rule calibrated again on the window's earlier jobs for promotion needs at least
+# this many that finished under their request.
+MIN_CALIBRATION_JOBS = 100
 
 
 log = logging.getLogger(__name__)
@@ -159,36 +169,96 @@ def challenge(
     try:  # whatever the old model does wrong (load, card, predict), it cannot be compared
         champion = load_version(current, target)
         seen_until, mine_until = _last_submit(champion), _last_submit(mine)
-        if math.isfinite(mine_until) and mine_until < seen_until:
-            return Verdict(
-                False,
-                f"trained on older jobs than the champion {current.name} (last submitted "
-                f"{_utc(mine_until)}, the champion's {_utc(seen_until)})",
-                whole,
-                None,
-                kill_budget,
-                tolerance,
-            )
-        rows = np.flatnonzero(window.submit_time > seen_until)
-        td = window.td.take(rows)
-        # Too few jobs new to the champion for a fair out-of-sample comparison: both versions as
-        # published, on the whole window.
-        few = not available(td, MIN_JOBS)
-        rival = standing(champion, window.x, window.td) if few else standing(champion, window.x[rows], td)
     except MemoryError:
         raise  # transient: the champion may be fine; this target fails and the champion stays
     except Exception as exc:
-        log.warning("%s: champion %s cannot be evaluated: %s", target.value, current.name, exc)
-        return alone(f"champion {current.name} cannot be evaluated: {exc}")
-    if few:
+        return _unevaluated(target, current.name, exc, alone)
+    if math.isfinite(mine_until) and mine_until < seen_until:
+        return Verdict(
+            False,
+            f"trained on older jobs than the champion {current.name} (last submitted "
+            f"{_utc(mine_until)}, the champion's {_utc(seen_until)})",
+            whole,
+            None,
+            kill_budget,
+            tolerance,
+        )
+    new = np.flatnonzero(window.submit_time > seen_until)
+    # Too few jobs new to the champion for a fair out-of-sample comparison: both versions as
+    # published, on the whole window.
+    few = not available(window.td.take(new), MIN_JOBS)
+    judged = None if few else _out_of_sample(window, seen_until, new)
+    try:
+        if judged is None:
+            rival = standing(champion, window.x, window.td)
+        else:
+            rival = standing(champion, window.x[judged.rows], window.td.take(judged.rows))
+    except MemoryError:
+        raise
+    except Exception as exc:
+        return _unevaluated(target, current.name, exc, alone)
+    if judged is None:
         verdict = judge(standing(mine, window.x, window.td), rival, kill_budget, tolerance)
         return replace(
             verdict,
-            reason=f"only {rows.size} jobs of the window are new to the champion {current.name}, "
+            reason=f"only {new.size} jobs of the window are new to the champion {current.name}, "
             f"both judged on the whole window as published: {verdict.reason}",
         )
-    challenger = Standing(version, *assess(window.limits[rows], td))
-    return judge(challenger, rival, kill_budget, tolerance)
+    challenger = Standing(version, *assess(judged.limits, window.td.take(judged.rows)))
+    verdict = judge(challenger, rival, kill_budget, tolerance)
+    return replace(verdict, reason=f"{verdict.reason}; judged on {judged.how}")
+
+
+def _unevaluated(target: Target, name: str, exc: Exception, alone: Callable[[str], Verdict]) -> Verdict:
+    log.warning("%s: champion %s cannot be evaluated: %s", target.value, name, exc)
+    return alone(f"champion {name} cannot be evaluated: {exc}")
+
+
+@dataclass(frozen=True)
+class Judged:
+    rows: np.ndarray  # the window's rows both versions are judged on
+    limits: np.ndarray  # the challenger's limits on them
+    how: str  # what the rows are and how the challenger's rule was calibrated, for the verdict
+
+
+def _out_of_sample(window: Window, seen_until: float, new: np.ndarray) -> Judged:
+    """Where to judge both versions among ``new``, the window's rows submitted after the champion's
+    last job (at least MIN_JOBS usable), and the challenger's limits there, set by a rule chosen and
+    calibrated (as training does, models fitted before the window) on earlier rows only:
+    1. the rows submitted up to the champion's last job: the judged rows are ``new``;
+    2. when those hold fewer than MIN_CALIBRATION_JOBS jobs that finished under their request (a
+       champion older than the window), those and the first half of ``new``: the judged rows are
+       the second half;
+    3. when neither leaves enough on both sides, the rule as published, calibrated on the judged
+       rows too, judged on ``new``."""
+    earlier = np.flatnonzero(window.submit_time <= seen_until)
+    half = new.size // 2
+    splits = (
+        (earlier, new, "submitted up to the champion's last job"),
+        (np.concatenate([earlier, new[:half]]), new[half:], "the first half of those after the champion's"),
+    )
+    published = Judged(
+        new,
+        window.limits[new],
+        f"the {new.size} jobs new to the champion, the challenger's rule as published: calibrated "
+        f"on them too (too few jobs to calibrate it apart: {MIN_CALIBRATION_JOBS} that finished "
+        f"before those judged, and {MIN_JOBS} to judge)",
+    )
+    again = window.recalibrated
+    if again is None:
+        return published
+    for calibrate_on, judged, which in splits:
+        if int(finished(window.td.take(calibrate_on)).sum()) < MIN_CALIBRATION_JOBS:
+            continue
+        if not available(window.td.take(judged), MIN_JOBS):
+            break
+        return Judged(
+            judged,
+            again(calibrate_on)[judged],
+            f"the {judged.size} latest jobs, the challenger's rule calibrated on the "
+            f"{calibrate_on.size} before them ({which})",
+        )
+    return published
 
 
 def _last_submit(model: QuantileModel) -> float:

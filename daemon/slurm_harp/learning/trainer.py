@@ -8,15 +8,17 @@ reads) are brought up to date with the jobs since, as ``refit`` says (learning.f
 by default fitted again on every job), and served with the rule calibrated before: the same method
 `harp evaluate` grades as "ours" (evaluation.ours). The card's validation figures, and the
 challenger's standing at promotion, come from the models fitted before the validation window:
-out of sample.
+out of sample. The card's rule figures are those of the rule on the rows it was calibrated on;
+promotion judges a rule chosen and calibrated on earlier rows of the window (learning.promotion).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,8 +28,16 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import ladder_limits
 from slurm_harp.learning import card_sections
+from slurm_harp.learning.calibration import finished
 from slurm_harp.learning.dataset import Dataset, build_dataset
-from slurm_harp.learning.fitting import Fitted, MethodConfig, Refit, fit_and_calibrate, refreshed
+from slurm_harp.learning.fitting import (
+    Fitted,
+    MethodConfig,
+    Refit,
+    fit_and_calibrate,
+    limits_calibrated_on,
+    refreshed,
+)
 from slurm_harp.learning.targets import TRANSFORM, UNIT, TargetData, target_data
 from slurm_harp.model.card import CARD_FORMAT, model_file_name
 
@@ -41,7 +51,8 @@ class TrainingError(Exception):
 
 
 class NotEnoughData(TrainingError):
-    """Too few jobs with an observed value (or a request to validate on) for the target."""
+    """Too few jobs with an observed value to train on, or too few validation jobs that finished
+    under their request to calibrate on, for the target."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,10 @@ class Window:
     td: TargetData
     submit_time: np.ndarray
     limits: np.ndarray  # NaN = keeps the request
+    # Given some rows of the window, the limits on every row of the rule chosen and calibrated
+    # on those rows only (learning.fitting.limits_calibrated_on): promotion judges the others.
+    # None: not known (the published rule's ``limits`` only).
+    recalibrated: Callable[[np.ndarray], np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +72,8 @@ class TrainResult:
     files: dict[str, bytes]
     card: dict[str, Any]
     # The validation window, where promotion compares versions: features, target data, submit
-    # times, and the limits the rule set there with the models fitted before it (out of sample).
+    # times, and the limits the rule sets there with the models fitted before it (out of sample;
+    # the rule's own are in sample, calibrated there: promotion recalibrates it on earlier rows).
     window: Window
     validation: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
@@ -87,15 +103,18 @@ def split_rows(data: Dataset, validation_fraction: float) -> Rows:
 
 
 def _check_counts(td: TargetData, rows: Rows, total: int) -> None:
-    with np.errstate(invalid="ignore"):
-        n_train = int(td.labelled()[rows.train].sum())
-        scored = td.labelled() & (td.requested > 0)
-        n_val = int(scored[rows.validation].sum())
+    """Enough jobs to train on, and enough validation jobs that finished under their request
+    (calibration.finished) to calibrate the rule on: a censored job's waste is unknown, so a
+    window of them only would calibrate nothing."""
+    n_train = int(td.labelled()[rows.train].sum())
+    n_val = int(finished(td.take(rows.validation)).sum())
     if n_train < MIN_TRAIN_ROWS or n_val < MIN_VALIDATION_ROWS:
+        censored = int(np.sum(td.censored[rows.validation]))
         raise NotEnoughData(
             f"not enough jobs for {td.target.value}: {total} usable, {n_train} with an observed value "
-            f"to train (need {MIN_TRAIN_ROWS}) and {n_val} with a request to validate "
-            f"(need {MIN_VALIDATION_ROWS})"
+            f"to train (need {MIN_TRAIN_ROWS}) and {n_val} of {rows.validation.size} validation jobs "
+            f"that finished under their request to calibrate on (need {MIN_VALIDATION_ROWS}; "
+            f"{censored} hit a limit)"
         )
 
 
@@ -157,7 +176,9 @@ def train_target(
         "censored ones reported apart (censored_upp)",
     }
     limits = ladder_limits(fitted.predictions, val.requested, val.weight, fitted.calibration, val.group)
-    window = Window(data.x[rows.validation], val, data.submit_time[rows.validation], limits)
+    kinds = {name: m.kind for name, m in fitted.members.items()}
+    again = partial(limits_calibrated_on, kinds, fitted.predictions, val, config)
+    window = Window(data.x[rows.validation], val, data.submit_time[rows.validation], limits, again)
     return TrainResult(files=files, card=card, window=window, validation=validation)
 
 

@@ -2,7 +2,8 @@
 
 Target: log1p(elapsed seconds); the daemon applies expm1 and converts to minutes (quantiles
 survive monotone transforms, so this is the same quantile of the run time). Censored jobs
-(stopped at their limit) are kept as lower bounds: see learning.objectives.
+(stopped at their limit) are kept, read as lower bounds by the one-sided trees of each model:
+see learning.family and learning.objectives.
 """
 
 from __future__ import annotations
