@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.core.text import MAX_TEXT_BYTES
 from tests.e2e.daemon_process import DaemonProcess
 from tests.integration.harp_client import Client
 
@@ -104,11 +105,16 @@ def test_an_absurd_gpu_count_is_unknown_not_a_model_error(daemon: DaemonProcess)
 def test_any_bytes_get_a_decision(raw: Raw, body: bytes) -> None:
     decision = raw.predict(body)  # never a grpc.RpcError
     try:
-        pb.SubmitRequest.FromString(body)
+        request = pb.SubmitRequest.FromString(body)
     except Exception:
         assert {t.reason for t in decision.targets} == {pb.REASON_BAD_REQUEST}
     else:
-        assert pb.REASON_BAD_REQUEST not in {t.reason for t in decision.targets}
+        assert (pb.REASON_BAD_REQUEST in {t.reason for t in decision.targets}) == partitions_cut(request)
+
+
+def partitions_cut(request: pb.SubmitRequest) -> bool:
+    """Whether the request's partition list is longer than a request carries (255 bytes)."""
+    return len(request.partition.encode()) > MAX_TEXT_BYTES
 
 
 def rss_mb(pid: int) -> float:
@@ -163,6 +169,9 @@ def rewrites_within_the_request(raw: Raw, request: pb.SubmitRequest) -> int:
     """Asks for a decision on ``request``, checks that no rewrite is above what it asked or not
     positive, and returns how many targets were rewritten."""
     decision = raw.predict(request.SerializeToString())  # never a grpc.RpcError
+    if partitions_cut(request):  # its per-partition rules cannot be applied: no action
+        assert {t.reason for t in decision.targets} == {pb.REASON_BAD_REQUEST}
+        return 0
     assert pb.REASON_BAD_REQUEST not in {t.reason for t in decision.targets}
     rewrites = 0
     for t in decision.targets:

@@ -5,8 +5,10 @@ DaemonError naming the path or the key, and leaves no socket behind."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from slurm_harp.config import parse
 from slurm_harp.server.daemon import Daemon
-from slurm_harp.server.socket_path import DaemonError, make_socket_dir
+from slurm_harp.server.socket_path import DaemonError, claim_socket, make_socket_dir
 
 NOBODY = 65534
 
@@ -172,3 +174,78 @@ def test_an_address_that_cannot_be_bound_is_a_daemon_error_leaving_no_socket(
         daemon.stop(0)
     assert str(err.value).startswith(said.format(port=busy_port))
     assert not os.path.lexists(sock)
+
+
+def claimed_as(uid: int, sock: Path) -> str:
+    """What claim_socket(sock) does in a process of ``uid``: "claimed", or the exception it raised."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no logging, no locks; always _exit
+        code = 1
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            try:
+                claim_socket(sock)
+                said = "claimed"
+            except Exception as exc:
+                said = f"{type(exc).__name__}: {exc}"
+            os.write(write, said.encode()[:4000])
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    try:
+        with os.fdopen(read, "rb") as out:
+            said = out.read().decode()
+    finally:
+        os.waitpid(pid, 0)
+    return said
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A sticky directory anyone may write in, as /tmp, that a user other than root can reach
+    (pytest's own temporary directories are root's, 0700)."""
+    directory = Path(tempfile.mkdtemp(prefix="harp-sticky-", dir="/tmp"))
+    directory.chmod(0o1777)
+    yield directory
+    shutil.rmtree(directory)
+
+
+def anothers_stale_socket(sock: Path) -> None:
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(sock))
+    stale.close()
+    os.chmod(sock, 0o777)  # anyone may connect: the connection is refused, nobody listens
+    os.chown(sock, NOBODY, NOBODY)
+
+
+def anothers_dangling_link(sock: Path) -> None:
+    sock.symlink_to(sock.parent / "gone")
+    os.lchown(sock, NOBODY, NOBODY)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="leaves a file of another user, and claims as a third")
+@pytest.mark.parametrize("leave", [anothers_stale_socket, anothers_dangling_link], ids=["socket", "link"])
+def test_a_stale_path_of_another_user_in_a_sticky_directory_is_a_daemon_error(
+    shared: Path, leave: Any
+) -> None:
+    """A sticky directory (/tmp) is a socket directory check_socket_dir takes; another user's stale
+    socket or dangling link at the path made unlink raise PermissionError, a traceback at start
+    where `harp serve` says one line and exits 1."""
+    sock = shared / "harp.sock"
+    leave(sock)
+    said = claimed_as(1, sock)  # uid 1 (daemon): neither root nor the path's owner
+    assert said.startswith(f"DaemonError: {sock} is a stale socket or link nobody serves on, and this daemon "
+                           "cannot remove it (Operation not permitted)"), said  # fmt: skip
+    assert os.path.lexists(sock)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="claims as another user")
+def test_a_socket_path_this_user_cannot_search_is_a_daemon_error(tmp_path: Path) -> None:
+    """lstat's PermissionError was a traceback too (pytest's directories are root's, 0700)."""
+    sock = tmp_path / "harp.sock"
+    assert claimed_as(1, sock) == f"DaemonError: {sock}: cannot check what is there (Permission denied)"

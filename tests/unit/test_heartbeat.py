@@ -3,6 +3,9 @@ noticed within RECHECK_SECONDS, one stat() per recheck at most while alive, a be
 
 from __future__ import annotations
 
+import logging
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -52,17 +55,17 @@ def test_reads_the_file_once_per_recheck(
     heartbeat = HeartbeatFile(tmp_path / "heartbeat", 30.0, clock)
     heartbeat.beat()
     stats = []
-    real = Path.stat
+    real = os.lstat
 
-    def counted(path: Path, **kwargs: bool) -> object:
+    def counted(path: Path, *args: object, **kwargs: object) -> os.stat_result:
         stats.append(path)
-        return real(path, **kwargs)
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Path, "stat", counted)
+    monkeypatch.setattr(os, "lstat", counted)
     for _ in range(100):
         clock.now += RECHECK_SECONDS / 20
         assert heartbeat.alive()
-    assert len(stats) == 5
+    assert stats.count(heartbeat.path) == 10  # its time, and who may have written it
 
 
 def test_a_clock_set_back_reads_the_file_again(tmp_path: Path, clock: Clock) -> None:
@@ -94,3 +97,115 @@ def test_a_beat_from_the_future_is_no_beat(
     clock.now -= FUTURE_TOLERANCE_S  # within the tolerance: still a beat
     heartbeat._seen = None
     assert heartbeat.alive()
+
+
+OTHER = 65534  # nobody: another user
+
+
+def beat_of_another(path: Path, clock: Clock) -> None:
+    """A fresh heartbeat file at ``path``, as a user who may write there would leave it."""
+    path.write_text("")
+    os.utime(path, (clock.now, clock.now))
+
+
+def in_open_directory(mode: int) -> Callable[[Path, Clock], Path]:
+    def make(tmp: Path, clock: Clock) -> Path:
+        (tmp / "open").mkdir()
+        (tmp / "open").chmod(mode)
+        beat_of_another(tmp / "open" / "heartbeat", clock)
+        return tmp / "open" / "heartbeat"
+
+    return make
+
+
+def under_open_directory(tmp: Path, clock: Clock) -> Path:
+    (tmp / "open").mkdir(mode=0o777)
+    (tmp / "open").chmod(0o777)
+    (tmp / "open" / "guard").mkdir(mode=0o755)
+    beat_of_another(tmp / "open" / "guard" / "heartbeat", clock)
+    return tmp / "open" / "guard" / "heartbeat"
+
+
+def linked(tmp: Path, clock: Clock) -> Path:
+    beat_of_another(tmp / "kept-fresh", clock)
+    (tmp / "heartbeat").symlink_to(tmp / "kept-fresh")
+    return tmp / "heartbeat"
+
+
+def writable(tmp: Path, clock: Clock) -> Path:
+    beat_of_another(tmp / "heartbeat", clock)
+    (tmp / "heartbeat").chmod(0o666)
+    return tmp / "heartbeat"
+
+
+def of_another_user(tmp: Path, clock: Clock) -> Path:
+    beat_of_another(tmp / "heartbeat", clock)
+    os.chown(tmp / "heartbeat", OTHER, OTHER)
+    return tmp / "heartbeat"
+
+
+def under_a_directory_of_another_user(tmp: Path, clock: Clock) -> Path:
+    (tmp / "theirs").mkdir()
+    (tmp / "theirs" / "guard").mkdir()
+    beat_of_another(tmp / "theirs" / "guard" / "heartbeat", clock)
+    os.chown(tmp / "theirs", OTHER, OTHER)  # they may rename the guard's directory away
+    return tmp / "theirs" / "guard" / "heartbeat"
+
+
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="gives a file to another user")
+OPEN = "open on its path is writable by group or others"
+UNTRUSTED = [
+    pytest.param(in_open_directory(0o777), f"{OPEN} (mode 0777)", id="0777 dir"),
+    pytest.param(in_open_directory(0o1777), f"{OPEN} (mode 1777)", id="sticky dir"),
+    pytest.param(in_open_directory(0o775), f"{OPEN} (mode 0775)", id="group dir"),
+    pytest.param(under_open_directory, f"{OPEN} (mode 0777)", id="0777 above"),
+    pytest.param(linked, "is not a regular file (a symbolic link is not followed)", id="link"),
+    pytest.param(writable, "is writable by group or others (mode 0666)", id="0666 file"),
+    pytest.param(of_another_user, f"is owned by uid {OTHER}, not root", id="their file", marks=AS_ROOT),
+    pytest.param(under_a_directory_of_another_user, f"theirs on its path is owned by uid {OTHER}",
+                 id="their directory above", marks=AS_ROOT),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("make", "problem"), UNTRUSTED)
+def test_a_beat_another_user_could_have_written_is_no_beat(
+    tmp_path: Path,
+    clock: Clock,
+    caplog: pytest.LogCaptureFixture,
+    make: Callable[[Path, Clock], Path],
+    problem: str,
+) -> None:
+    """`[guard] heartbeat` in a directory others may write in (/tmp, a shared one): any user could
+    touch the file, or link it to one they keep fresh, and time_min and extend jobs were shortened
+    with no guard to extend them. A fresh but untrusted beat counts as none, logged once."""
+    path = make(tmp_path, clock)
+    heartbeat = HeartbeatFile(path, 30.0, clock)
+    for _ in range(3):
+        clock.now += RECHECK_SECONDS
+        os.utime(path, (clock.now, clock.now), follow_symlinks=False)
+        assert not heartbeat.alive()
+    [error] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert error.getMessage().startswith(f"heartbeat {path}: ")
+    assert problem in error.getMessage() and error.getMessage().endswith("; the guard counts as down")
+
+
+def test_a_sticky_directory_above_the_guard_s_own_is_trusted(tmp_path: Path, clock: Clock) -> None:
+    """/tmp/guard/heartbeat, /tmp sticky and /tmp/guard the guard's: no one else can replace it."""
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared").chmod(0o1777)
+    heartbeat = HeartbeatFile(tmp_path / "shared" / "guard" / "heartbeat", 30.0, clock)
+    heartbeat.beat()
+    assert heartbeat.alive()
+
+
+def test_a_heartbeat_made_safe_again_counts_again(
+    tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    heartbeat = HeartbeatFile(tmp_path / "heartbeat", 30.0, clock)
+    heartbeat.beat()
+    heartbeat.path.chmod(0o666)
+    assert not heartbeat.alive()
+    heartbeat.path.chmod(0o644)
+    with caplog.at_level(logging.INFO):
+        assert heartbeat.alive()
+    assert f"heartbeat {heartbeat.path}: trusted again" in caplog.text

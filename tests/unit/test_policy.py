@@ -1,10 +1,12 @@
 from __future__ import annotations
 
-from hypothesis import given
+from fractions import Fraction
+
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from slurm_harp.core.decision import Action, Reason
-from slurm_harp.core.policy import Mode, Policy, Rule
+from slurm_harp.core.policy import DEFAULT_FLOORS, Mode, Policy, Rule
 from slurm_harp.core.request import JobRequest, Target
 
 
@@ -55,23 +57,79 @@ def test_no_rewrite_without_a_request_or_without_gain() -> None:
     assert (small.action, small.reason) == (Action.ANNOTATE, Reason.NO_GAIN)
 
 
+def exact_ask(request: JobRequest, target: Target) -> Fraction | None:
+    """The user's own ask, in no float: what no decision may raise."""
+    if target is Target.TIME:
+        return None if request.time_limit_minutes is None else Fraction(request.time_limit_minutes)
+    if target is Target.CPUS:
+        return None if request.min_cpus is None else Fraction(request.min_cpus)
+    if request.mem_per_node_mb is not None:
+        return Fraction(request.mem_per_node_mb)
+    if request.mem_per_cpu_mb is None or request.min_cpus is None:
+        return None
+    return Fraction(request.mem_per_cpu_mb * request.min_cpus, max(request.min_nodes or 1, 1))
+
+
+U32 = st.integers(0, 2**32 - 1)
+MB = st.integers(0, 2**63 - 1)  # what request_from_proto lets through
+HUGE = 2**60 + 200  # its float is 2**60 + 256
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> JobRequest:
+    return JobRequest(
+        time_limit_minutes=draw(st.none() | U32),
+        time_min_minutes=draw(st.none() | U32),
+        mem_per_node_mb=draw(st.none() | MB),
+        mem_per_cpu_mb=draw(st.none() | MB | st.integers(2**50, 2**53)),
+        min_cpus=draw(st.none() | U32),
+        min_nodes=draw(st.none() | U32),
+    )
+
+
+@settings(max_examples=300, deadline=None)
 @given(
-    asked=st.integers(min_value=0, max_value=10**7),
-    predicted=st.floats(min_value=0, max_value=1e9, allow_nan=False),
-    floor=st.floats(min_value=0, max_value=1e5, allow_nan=False),
-    gain=st.floats(min_value=0, max_value=0.99),
+    request=requests(),
+    target=st.sampled_from(list(Target)),
+    mode=st.sampled_from([Mode.REWRITE, Mode.EXTEND, Mode.TIME_MIN]),
+    predicted=st.floats(min_value=-1e30, max_value=1e30, allow_nan=False) | MB.map(float),
+    gain=st.sampled_from([0.0, 0.1, 0.5]) | st.floats(min_value=0, max_value=0.99),
+    floor=st.sampled_from([0.0, 1.0, 10.0, 1024.0]) | st.floats(min_value=0, max_value=1e5),
+)
+# Asks past 2**53 whose float is above them: a prediction at that float was set, above the ask.
+@example(JobRequest(mem_per_node_mb=HUGE), Target.MEMORY, Mode.REWRITE, float(HUGE), 0.0, 1024.0)
+@example(
+    JobRequest(mem_per_cpu_mb=HUGE // 8, min_cpus=8), Target.MEMORY, Mode.REWRITE, float(HUGE), 0.0, 1024.0
+)
+@example(
+    JobRequest(mem_per_cpu_mb=2**53 - 1, min_cpus=1, min_nodes=5), Target.MEMORY, Mode.REWRITE, 2e15, 0.0, 0.0
 )
 def test_rewrite_never_raises_nor_cuts_below_floor(
-    asked: int, predicted: float, floor: float, gain: float
+    request: JobRequest, target: Target, mode: Mode, predicted: float, gain: float, floor: float
 ) -> None:
-    policy = Policy(min_gain=gain, floors={Target.TIME: floor})
-    d = policy.decide(Target.TIME, JobRequest(time_limit_minutes=asked), Mode.REWRITE, predicted, 0.9, "v")
-    if d.action is Action.REWRITE:
-        assert d.new_value is not None
-        assert d.new_value <= asked
+    """Every target, per-node and per-CPU memory, the modes that change a job, any floor and gain:
+    a value set is at most the exact ask and at least the floor."""
+    policy = Policy(default_mode=mode, min_gain=gain, floors={**DEFAULT_FLOORS, target: floor})
+    d = policy.decide(target, request, mode, predicted, 0.9, "v")
+    if d.action in (Action.REWRITE, Action.SET_TIME_MIN):
+        asked = exact_ask(request, target)
+        assert d.new_value is not None and asked is not None
+        assert d.new_value <= asked, (d.new_value, asked)
         assert d.new_value >= floor
     else:
         assert d.new_value is None
+
+
+def test_an_ask_past_the_integers_a_float_holds_is_not_given() -> None:
+    """Past 2**53 the policy's float would round it; a memory ask of 8 ZiB is no ask anyone makes."""
+    assert JobRequest(mem_per_node_mb=2**53 - 1).requested(Target.MEMORY) == 2**53 - 1
+    assert JobRequest(mem_per_node_mb=2**53).requested(Target.MEMORY) is None
+    assert JobRequest(mem_per_cpu_mb=2**50, min_cpus=8, min_nodes=8).requested(Target.MEMORY) is None
+    assert JobRequest(time_limit_minutes=2**53).requested(Target.TIME) is None
+    huge = Policy(min_gain=0.0).decide(
+        Target.MEMORY, JobRequest(mem_per_node_mb=HUGE), Mode.REWRITE, float(HUGE), 0.9, "v"
+    )
+    assert (huge.action, huge.reason, huge.new_value) == (Action.ANNOTATE, Reason.NOT_REQUESTED, None)
 
 
 def test_memory_request_per_cpu_is_converted_to_per_node() -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from slurm_harp.commands import serve
 from slurm_harp.server import heap
+from slurm_harp.server.daemon import StuckServer
 from slurm_harp.server.socket_path import DaemonError
 from tests.unit.test_signal_wait import calls_while_handling, locking
 
@@ -63,6 +64,7 @@ def serve_with(
     monkeypatch: pytest.MonkeyPatch,
     check_socket: Callable[[list[str]], None],
     reload_error: Exception | None = None,
+    exit_code: int = 0,
 ) -> list[str]:
     """Run `harp serve` with a stand-in daemon until a signal stops it: the chores it was given, in
     order. ``check_socket`` is given them so far, to send signals or fail; a reload raises
@@ -92,7 +94,7 @@ def serve_with(
     monkeypatch.setattr(serve, "SOCKET_CHECK_S", 0.01)
     config = tmp_path / "harp.toml"
     config.write_text(f'[store]\npath = "{tmp_path / "models"}"\n')
-    assert serve.run(argparse.Namespace(config=config)) == 0
+    assert serve.run(argparse.Namespace(config=config)) == exit_code
     return calls
 
 
@@ -112,6 +114,23 @@ def test_an_error_in_the_loops_chores_is_logged_and_the_daemon_serves_on(
     assert calls == ["check_socket", "check_socket", "reload", "check_socket", "stop"]
     assert "check_socket failed; serving on" in caplog.text and "not found: 'slurm'" in caplog.text
     assert "reload failed; serving on" in caplog.text and "a reload's bug" in caplog.text
+
+
+@pytest.mark.usefixtures("interval", "handlers")
+def test_a_removed_socket_whose_server_will_not_stop_ends_serve_with_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not served on as other chores' errors are: only a new process binds the socket again (a
+    restart by systemd's Restart=always); the listeners left are stopped first."""
+
+    def check_socket(_calls: list[str]) -> None:
+        raise StuckServer("socket /run/harp.sock was removed, and the server ...: exiting")
+
+    calls = serve_with(tmp_path, monkeypatch, check_socket, exit_code=1)
+    assert calls == ["check_socket", "stop"]
+    [error] = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert error.getMessage() == "socket /run/harp.sock was removed, and the server ...: exiting"
+    assert error.exc_info is None
 
 
 def test_serve_s_signal_handlers_take_no_lock(

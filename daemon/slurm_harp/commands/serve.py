@@ -12,7 +12,7 @@ from slurm_harp.commands.arguments import config_option, settings_at
 from slurm_harp.commands.signal_wait import SignalWait
 from slurm_harp.config import ConfigError, Settings, check_host
 from slurm_harp.server import heap
-from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.daemon import Daemon, StuckServer
 from slurm_harp.server.socket_path import DaemonError
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,12 @@ def run(args: argparse.Namespace) -> int:
             log.error("not starting: %s", exc)
             daemon.stop(0)
             return 1
-        _loop(daemon, settings, signals)
+        try:
+            _loop(daemon, settings, signals)
+        except StuckServer as exc:  # only a new process can bind the socket again
+            log.error("%s", exc)
+            daemon.stop()
+            return 1
         daemon.stop()  # still in the block: a second SIGTERM does not cut the grace period short
     log.info("stopped")
     return 0
@@ -77,8 +82,11 @@ def _loop(daemon: Daemon, settings: Settings, signals: SignalWait) -> None:
 
 def _tend(chore: Callable[[], object]) -> None:
     """Run one of the loop's chores. The gRPC threads answer the submissions meanwhile: an error
-    here is logged and the chore tried again on its next turn, never the end of the daemon."""
+    here is logged and the chore tried again on its next turn, never the end of the daemon, but for
+    a socket that only a restart can bind again (StuckServer)."""
     try:
         chore()
+    except StuckServer:
+        raise
     except Exception:
         log.exception("%s failed; serving on, trying again on the next turn", chore.__name__)

@@ -1,7 +1,8 @@
 """Site policy: which mode applies to a job and what a prediction may do to its request.
 
 Two invariants hold for every rewrite, whatever the model says: the new value is never above
-what the user asked, and never below the configured floor.
+what the user asked, and never below the configured floor (tests/unit/test_policy.py checks both
+for every target and changing mode; an ask of 2**53 units or more counts as not given).
 
 Modes, from the least to the most change (docs/configuration.md):
 - off: nothing; shadow: predict and annotate only;
@@ -158,6 +159,8 @@ class Policy:
                 reason=Reason.NO_GAIN,
                 detail=f"proposed {proposed} vs asked {asked:g}",
             )
+        # An ask is below EXACT_REQUESTS (JobRequest.requested): its float rounds to no integer
+        # above it, so this is never above what the user asked.
         new_value = int(min(proposed, asked))
         if mode is Mode.TIME_MIN:
             own = request.time_min_minutes

@@ -7,6 +7,14 @@ from enum import StrEnum
 
 from slurm_harp.core.text import LOWERED_FIELDS, MAX_TEXT_BYTES, bounded_text, lowered
 
+# A request of this many units or more counts as not given (requested: None). Below it a float holds
+# every integer, so policy's float comparison and cap (core.policy) never round a request up: at
+# 2**60 + 200 MB the float was 2**60 + 256, and a rewrite with min_gain 0 set 56 MB more than asked.
+# Per-CPU memory is bounded by its product with the CPUs; the quotient by the nodes of a product
+# below it rounds to no integer above the exact one. No Slurm request comes near (the plugin caps
+# each field here; 2**53 MB is 8 ZiB).
+EXACT_REQUESTS = 2**53
+
 
 class Target(StrEnum):
     """A quantity slurm-harp predicts. Units: time in minutes, memory in MB per node, cpus in CPUs."""
@@ -78,17 +86,21 @@ class JobRequest:
         return self.default_time_limit_minutes if own is None else own
 
     def requested(self, target: Target) -> float | None:
-        """The user's own request for ``target`` in the target's unit, or None if not given."""
+        """The user's own request for ``target`` in the target's unit, or None if not given (or
+        EXACT_REQUESTS or more: no float holds every such request exactly)."""
+        own: int | None
         if target is Target.TIME:
-            return None if self.time_limit_minutes is None else float(self.time_limit_minutes)
-        if target is Target.MEMORY:
-            if self.mem_per_node_mb is not None:
-                return float(self.mem_per_node_mb)
-            if self.mem_per_cpu_mb is not None and self.min_cpus is not None:
-                nodes = max(self.min_nodes or 1, 1)
-                return float(self.mem_per_cpu_mb * self.min_cpus / nodes)
-            return None
-        return None if self.min_cpus is None else float(self.min_cpus)
+            own = self.time_limit_minutes
+        elif target is not Target.MEMORY:
+            own = self.min_cpus
+        elif self.mem_per_node_mb is not None:
+            own = self.mem_per_node_mb
+        elif self.mem_per_cpu_mb is not None and self.min_cpus is not None:
+            total = self.mem_per_cpu_mb * self.min_cpus
+            return total / max(self.min_nodes or 1, 1) if total < EXACT_REQUESTS else None
+        else:
+            own = None
+        return float(own) if own is not None and own < EXACT_REQUESTS else None
 
 
 _TEXT_FIELDS = tuple(name for name, kind in JobRequest.__annotations__.items() if kind == "str | None")

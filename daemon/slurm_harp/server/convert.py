@@ -5,6 +5,7 @@ from __future__ import annotations
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.decision import Action, Decision, Reason
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.core.text import MAX_TEXT_BYTES
 
 # The strings of a request need no cap here: JobRequest cuts them by the rule sacct's are cut by (core.text).
 _STRINGS = (
@@ -48,6 +49,30 @@ _ACTION = {
     Action.SET_TIME_MIN: pb.ACTION_SET_TIME_MIN,
 }
 _REASON = {reason: pb.Reason.Value("REASON_" + reason.name) for reason in Reason}
+
+
+class PartitionListTooLong(ValueError):
+    """A partition list longer than a request carries (MAX_TEXT_BYTES of UTF-8). JobRequest would cut
+    it, and the per-partition rules (core.policy's least changing mode of the partitions listed)
+    would then miss the partitions past the cut: a job that may run in an `off` partition named
+    last was rewritten. The plugin leaves such a job alone without asking (faults.md); a Predict
+    call from any other client is answered with no action (bad_request) instead."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(
+            f"a partition list of {size} bytes, over the {MAX_TEXT_BYTES} a request carries: its "
+            "per-partition rules would see only those before the cut"
+        )
+
+
+def submit_request(msg: pb.SubmitRequest) -> JobRequest:
+    """The JobRequest a Predict call asks about: request_from_proto, or PartitionListTooLong."""
+    if msg.HasField("partition"):
+        listed = msg.partition
+        size = len(listed) if listed.isascii() else len(listed.encode("utf-8", "surrogatepass"))
+        if size > MAX_TEXT_BYTES:
+            raise PartitionListTooLong(size)
+    return request_from_proto(msg)
 
 
 def request_from_proto(msg: pb.SubmitRequest) -> JobRequest:

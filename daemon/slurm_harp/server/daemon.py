@@ -6,6 +6,7 @@ import contextlib
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import replace
@@ -47,11 +48,24 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 # How long start() waits for the job history to be seeded before serving anyway (users whose
 # history is not loaded yet are cold: annotated, not rewritten).
 HISTORY_SEED_WAIT_S = 60.0
+# How long past its grace a server's stop is waited for. grpcio's stop(grace) cuts off the calls still
+# open at the grace, but completes only once every connection has taken what was written to it: a
+# client that stops reading its answers (300 Predict calls on one connection are enough) held the
+# stop, in the lane as in the pool, for as long as it kept the connection open (for ever, in the
+# audit). Past this the server is given up: harp serve removes the socket and exits.
+STOP_MARGIN_S = 3.0
 # Why grpcio may not bind an address of each key (it says only "Failed to bind").
 UNBOUND = {
     "server.tcp": "its port in use, or its host not one of this machine's",
     "server.socket": "its directory not writable by this user, or a path over 107 bytes",
 }
+
+
+class StuckServer(RuntimeError):
+    """The server of a removed socket did not stop within its grace and STOP_MARGIN_S (a client not
+    reading its answers holds it). Bound again beside it, its socket would be unlinked whenever it
+    did stop (grpcio removes the path then); harp serve exits instead, non-zero, and systemd's
+    Restart=always starts a daemon that binds the socket anew. The message says so."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -175,7 +189,7 @@ class Daemon:
         try:
             self._socket_id = secure_socket(sock, gid, self.settings.server.socket_mode)
         except (OSError, DaemonError) as exc:
-            server.stop(0).wait()  # grpcio unlinks the path as it stops
+            server.stop(0).wait(STOP_MARGIN_S)  # grpcio unlinks the path as it stops
             with contextlib.suppress(FileNotFoundError):
                 sock.unlink()
             if isinstance(exc, DaemonError):
@@ -215,8 +229,15 @@ class Daemon:
         log.warning("socket %s was removed; binding it again", sock)
         # grpcio unlinks a server's socket path when the server stops: stop the old one first.
         if self._unix is not None:
-            self._unix.stop(self.settings.server.grace_seconds).wait()
-            self._unix = None
+            grace = self.settings.server.grace_seconds
+            stopped = self._unix.stop(grace).wait(grace + STOP_MARGIN_S)
+            self._unix = None  # stopped, or given up: nothing more is asked of it
+            if not stopped:
+                raise StuckServer(
+                    f"socket {sock} was removed, and the server that was on it did not stop within "
+                    f"{grace + STOP_MARGIN_S:g} s (a client not reading its answers holds it): "
+                    "exiting, so that a restart binds the socket again"
+                )
         try:
             self._unix = self._serve_unix(sock)
         except (OSError, RuntimeError, DaemonError) as exc:
@@ -282,13 +303,27 @@ class Daemon:
 
     def _unbind(self, grace: float) -> None:
         """Close every listener, calls given ``grace`` seconds, and remove the socket (unless
-        something else took its path over)."""
+        something else took its path over). A server not stopped STOP_MARGIN_S past the grace
+        is logged and left as it is: the process is about to exit."""
         if self._relay is not None:  # no new advice connection; the open ones end
             self._relay.stop()
-        servers = (self._unix, self._tcp, self._advice)
-        stopping = [server.stop(grace) for server in servers if server is not None]
-        for done in stopping:
-            done.wait()
+        cfg = self.settings
+        servers = {
+            f"unix:{cfg.server.socket}": self._unix,
+            str(cfg.server.tcp): self._tcp,
+            f"unix:{cfg.advice.socket}": self._advice,
+        }
+        stopping = {name: server.stop(grace) for name, server in servers.items() if server is not None}
+        deadline = time.monotonic() + grace + STOP_MARGIN_S
+        stuck = [
+            name for name, done in stopping.items() if not done.wait(max(0.0, deadline - time.monotonic()))
+        ]
+        if stuck:
+            log.error(
+                "the server on %s did not stop within %g s past its %g s grace (a client not reading "
+                "its answers holds a connection open): closing without it",
+                " and ".join(stuck), STOP_MARGIN_S, grace,
+            )  # fmt: skip
         if self._unix is not None and not self._taken_over:
             with contextlib.suppress(FileNotFoundError):
                 self.settings.server.socket.unlink()

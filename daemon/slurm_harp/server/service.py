@@ -4,7 +4,8 @@ Predict is registered with identity (de)serializers, so the request bytes are pa
 by grpcio: a request that does not parse (invalid UTF-8 in a string field, truncated or garbage
 bytes) is answered with a no-op Decision (reason bad_request) instead of an RPC error, which would
 trip the plugin's circuit breaker for every user's jobs; and grpcio's own deserialisation-failure
-path, which leaks memory on every failed call (grpc/grpc#36908), is never taken.
+path, which leaks memory on every failed call (grpc/grpc#36908), is never taken. So is a partition
+list too long for its per-partition rules to be applied (convert.PartitionListTooLong).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from google.protobuf.message import DecodeError
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.decision import Action, Decision, Reason, TargetDecision
 from slurm_harp.core.predictor import TARGETS, Predictor
-from slurm_harp.server.convert import decision_to_proto, request_from_proto
+from slurm_harp.server.convert import decision_to_proto, submit_request
 from slurm_harp.server.serving_metrics import ServingMetrics
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class PredictorService:
         """Request bytes in, Decision bytes out; the decision is counted by the next ``count``."""
         started = time.perf_counter()
         try:
-            request = request_from_proto(pb.SubmitRequest.FromString(data))
+            request = submit_request(pb.SubmitRequest.FromString(data))
         except (DecodeError, ValueError, TypeError) as exc:
             # One user's odd job: answered, counted, logged (length only: the bytes are the user's).
             self._metrics.bad_requests.inc()

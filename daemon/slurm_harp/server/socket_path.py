@@ -95,6 +95,8 @@ def claim_socket(sock: Path) -> None:
         st = sock.lstat()
     except FileNotFoundError:
         return
+    except OSError as exc:  # its directory not searchable by this user
+        raise DaemonError(f"{sock}: cannot check what is there ({exc.strerror or exc})") from None
     if not (stat.S_ISSOCK(st.st_mode) or stat.S_ISLNK(st.st_mode)):
         raise DaemonError(f"{sock} exists and is not a socket; not removing it")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -102,7 +104,7 @@ def claim_socket(sock: Path) -> None:
     try:
         probe.connect(str(sock))
     except (ConnectionRefusedError, FileNotFoundError):
-        sock.unlink()  # nobody listens: a crashed run's socket, or a dangling link
+        _remove_stale(sock)  # nobody listens: a crashed run's socket, or a dangling link
         return
     except OSError as exc:
         raise DaemonError(
@@ -111,3 +113,17 @@ def claim_socket(sock: Path) -> None:
     finally:
         probe.close()
     raise DaemonError(f"another daemon is serving on {sock}; stop it first (systemctl stop slurm-harp)")
+
+
+def _remove_stale(sock: Path) -> None:
+    """Unlink a socket or link nobody answers on; DaemonError when this user may not (another
+    user's, in a sticky directory such as /tmp: that was a traceback at start)."""
+    try:
+        sock.unlink()
+    except FileNotFoundError:
+        pass  # removed meanwhile
+    except OSError as exc:
+        raise DaemonError(
+            f"{sock} is a stale socket or link nobody serves on, and this daemon cannot remove it "
+            f"({exc.strerror or exc}): remove it, or choose another path"
+        ) from None
