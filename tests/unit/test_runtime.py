@@ -19,7 +19,8 @@ from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.walltime import train_walltime
 from slurm_harp.model.card import PROMOTION_FILE
 from slurm_harp.model.runtime import ModelError, QuantileModel
-from slurm_harp.model.store import ModelStore, sha256_hex
+from slurm_harp.model.store import ModelStore
+from slurm_harp.model.store_files import sha256_hex
 from slurm_harp.server.reloader import reload_models
 from slurm_harp.server.serving_metrics import ServingMetrics
 

@@ -8,7 +8,8 @@ import os
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE
-from slurm_harp.model.store import ModelStore, read_store_file
+from slurm_harp.model.store import ModelStore
+from slurm_harp.model.store_files import read_store_file
 from slurm_harp.regular_file import decode_json
 
 log = logging.getLogger(__name__)

@@ -16,12 +16,16 @@ JSON Schema: the daemon validates every card against it before it loads a versio
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import jsonschema
 import numpy as np
+
+from slurm_harp.model.store_files import sha256_hex
 
 CARD_FORMAT = 2
 READABLE_FORMATS = (1, 2)
@@ -80,6 +84,33 @@ def model_file_name(name: str) -> str:
 def quantile_key(quantile: float) -> str:
     """The key of a quantile in card dicts ("0.90")."""
     return quantile_file_name(quantile)[1:-5]
+
+
+def complete_card(
+    card: Mapping[str, Any], target: str, version: str, files: Mapping[str, bytes]
+) -> dict[str, Any]:
+    """``card`` as the store publishes it: the trainer's keys and the store's (target, version,
+    created, and each file's size and sha256)."""
+    out = dict(card)
+    out["target"] = target
+    out["version"] = version
+    out["created"] = datetime.now(UTC).isoformat(timespec="seconds")
+    sums = {name: sha256_hex(data) for name, data in files.items()}
+    out["files"] = {name: {"sha256": sums[name], "bytes": len(data)} for name, data in files.items()}
+    out["quantiles"] = _with_sums(card.get("quantiles", []), sums)
+    if "models" in card:
+        out["models"] = _with_sums(card["models"], sums)
+    return out
+
+
+def _with_sums(entries: Iterable[Mapping[str, Any]], sums: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Card entries naming a file, each with that file's sha256 added."""
+    out = []
+    for entry in entries:
+        if entry.get("file") not in sums:
+            raise ValueError(f"card names file {entry.get('file')!r} that is not being published")
+        out.append({**entry, "sha256": sums[entry["file"]]})
+    return out
 
 
 @cache

@@ -14,10 +14,10 @@ from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration
 from slurm_harp.model import ladder
-from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, check_schema, to_unit, unit_value
+from slurm_harp.model.card import CARD_FILE, INPUT_NAME, to_unit, unit_value
+from slurm_harp.model.card_check import CardError, calibration_of, check_card, read_card
 from slurm_harp.model.row_run import RowRun
-from slurm_harp.model.store import read_store_file, sha256_hex
-from slurm_harp.regular_file import decode_json
+from slurm_harp.model.store_files import read_store_file, sha256_hex
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,12 @@ class QuantileModel:
         another quantity's predictions, in its unit)."""
         version_dir = Path(version_dir)
         card_path = version_dir / CARD_FILE
-        card = _read_card(card_path)
-        card_target = _check_card(card, card_path, version_dir.name)
+        try:
+            card = read_card(card_path)
+            card_target = check_card(card, card_path, version_dir.name)
+            calibration = calibration_of(card, card_path)
+        except CardError as exc:
+            raise ModelError(str(exc)) from None
         if target is not None and card_target is not target:
             raise ModelError(
                 f"{card_path}: the card is for target {card_target.value!r}, the version is in the "
@@ -95,7 +99,6 @@ class QuantileModel:
 
         sessions = {float(entry["quantile"]): session_for(entry) for entry in card["quantiles"]}
         named = {str(entry["name"]): session_for(entry) for entry in card.get("models", [])}
-        calibration = _calibration(card, card_path, named)
         model = cls(card_target, version_dir.name, card, sessions, transform, named, calibration)
         model._probe(version_dir)
         files = {str(e["name"]): data_of[str(e["file"])] for e in card.get("models", [])}
@@ -229,87 +232,6 @@ def _read(path: Path) -> bytes:
         raise ModelError(f"{path}: cannot read: {exc}") from exc
 
 
-def _read_card(path: Path) -> dict[str, Any]:
-    try:
-        card = decode_json(_read(path).decode("utf-8"))
-    except ValueError as exc:  # bad UTF-8 or JSON, a 5000-digit integer, nesting past the parser's
-        raise ModelError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(card, dict):
-        raise ModelError(f"{path}: not a JSON object")
-    if _deeper_than(card, _MAX_CARD_DEPTH):
-        raise ModelError(f"{path}: nested more than {_MAX_CARD_DEPTH} levels deep: no card harp writes")
-    return card
-
-
-# A card harp writes is 4 or 5 levels deep. Nesting the parser still reads (~990 levels) makes the
-# schema check recurse in turn, and its message's repr() raise RecursionError, no ModelError.
-_MAX_CARD_DEPTH = 32
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether JSON ``value`` nests more than ``limit`` containers deep (a loop: no recursion)."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth >= limit:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return False
-
-
-def _check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
-    """card.schema.json first (shapes, types, names, checksums' form), then what a schema cannot
-    say: the version is the directory, the features are this daemon's, names are unique."""
-    if card.get("format") not in READABLE_FORMATS:
-        readable = ", ".join(str(f) for f in READABLE_FORMATS)
-        raise ModelError(
-            f"{path}: card format {repr(card.get('format'))[:80]} is unknown; this daemon reads formats "
-            f"{readable}"
-        )
-    try:
-        check_schema(card)
-    except ValueError as exc:
-        raise ModelError(f"{path}: {exc}") from None
-    if card["version"] != dir_name:
-        raise ModelError(f"{path}: card version {card['version']!r} is not the directory {dir_name!r}")
-    if card["features"] != list(FEATURE_NAMES):
-        raise ModelError(f"{path}: feature mismatch: {_difference(card['features'])}")
-    quantiles = [float(entry["quantile"]) for entry in card["quantiles"]]
-    if len(set(quantiles)) != len(quantiles):
-        raise ModelError(f"{path}: repeated quantile in {quantiles}")
-    models = card.get("models", [])
-    if card["format"] == 1 and models:
-        raise ModelError(f"{path}: 'models' is a format 2 key")
-    names = [entry["name"] for entry in models]
-    if len(set(names)) != len(names):
-        raise ModelError(f"{path}: repeated model name in {names}")
-    return Target(card["target"])
-
-
-def _calibration(
-    card: Mapping[str, Any], path: Path, named: Mapping[str, ort.InferenceSession]
-) -> Calibration | None:
-    """The card's safety rule, checked against the models it reads; None when there is none."""
-    data = card.get("calibration")
-    if data is None:
-        return None
-    if not isinstance(data, dict):
-        raise ModelError(f"{path}: 'calibration' is not an object")
-    try:
-        calibration = Calibration.from_dict(data)
-    except ValueError as exc:
-        raise ModelError(f"{path}: {exc}") from None
-    if calibration.target.value != card.get("target"):
-        raise ModelError(
-            f"{path}: calibration is for {calibration.target.value}, card for {card.get('target')!r}"
-        )
-    missing = [name for name in calibration.models if name not in named]
-    if missing:
-        raise ModelError(f"{path}: calibration reads models not in the card: {missing}")
-    return calibration
-
-
 def _session(path: Path, data: bytes) -> ort.InferenceSession:
     options = ort.SessionOptions()
     # The daemon serves one row at a time: threads only add hand-off latency.
@@ -329,13 +251,3 @@ def _session(path: Path, data: bytes) -> ort.InferenceSession:
             f"{path}: feature mismatch: input width {width}, daemon computes {len(FEATURE_NAMES)}"
         )
     return session
-
-
-def _difference(names: Any) -> str:
-    """Where a card's feature list departs from the daemon's (a short, loggable description)."""
-    if not isinstance(names, list):
-        return f"card has {type(names).__name__}, not a list of names"
-    for i, (theirs, ours) in enumerate(zip(names, FEATURE_NAMES, strict=False)):
-        if theirs != ours:
-            return f"feature {i} is {theirs!r} in the model, {ours!r} in the daemon"
-    return f"model has {len(names)} features, daemon computes {len(FEATURE_NAMES)}"

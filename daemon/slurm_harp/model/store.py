@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from slurm_harp.core.request import Target
-from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE
-from slurm_harp.regular_file import decode_json, read_regular
+from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE, complete_card
+from slurm_harp.model.store_files import read_store_file
+from slurm_harp.regular_file import decode_json
 from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, fsync_dir, make_dirs, replace_file
 
 CURRENT_FILE = "CURRENT"
@@ -45,10 +45,6 @@ _VERSION = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 log = logging.getLogger(__name__)
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +116,7 @@ class ModelStore:
             os.chmod(tmp, DIR_MODE)  # mkdtemp makes 0700; the daemon runs as the group's member
             adopt(tmp)
             version = self._new_version(target_dir)
-            full_card = _complete_card(card, Target(target).value, version, files)
+            full_card = complete_card(card, Target(target).value, version, files)
             for name, data in files.items():
                 _write_synced(tmp / name, data)
             _write_synced(
@@ -250,38 +246,6 @@ class ModelStore:
             if not (target_dir / name).exists():
                 return name
             moment += timedelta(microseconds=1)
-
-
-def _complete_card(
-    card: Mapping[str, Any], target: str, version: str, files: Mapping[str, bytes]
-) -> dict[str, Any]:
-    out = dict(card)
-    out["target"] = target
-    out["version"] = version
-    out["created"] = datetime.now(UTC).isoformat(timespec="seconds")
-    sums = {name: sha256_hex(data) for name, data in files.items()}
-    out["files"] = {name: {"sha256": sums[name], "bytes": len(data)} for name, data in files.items()}
-    out["quantiles"] = _with_sums(card.get("quantiles", []), sums)
-    if "models" in card:
-        out["models"] = _with_sums(card["models"], sums)
-    return out
-
-
-def _with_sums(entries: Iterable[Mapping[str, Any]], sums: Mapping[str, str]) -> list[dict[str, Any]]:
-    """Card entries naming a file, each with that file's sha256 added."""
-    out = []
-    for entry in entries:
-        if entry.get("file") not in sums:
-            raise ValueError(f"card names file {entry.get('file')!r} that is not being published")
-        out.append({**entry, "sha256": sums[entry["file"]]})
-    return out
-
-
-def read_store_file(path: Path) -> bytes:
-    """The bytes of a regular file that is not a symbolic link. Whoever can write into the store
-    must not make the daemon (often more privileged) read, log or hang on a file outside it
-    (a link to a secret, a FIFO, a device). FileNotFoundError passes through; the rest is OSError."""
-    return read_regular(path, follow_links=False)
 
 
 def _write_synced(path: Path, data: bytes) -> None:
