@@ -233,3 +233,14 @@ def test_rollback_serves_only_a_version_that_loads(tmp_path: Path, caplog: pytes
     assert main(["rollback", "--store", str(tmp_path)]) == 0  # skips it for the one before
     assert f"version {damaged} does not load: " in caplog.text
     assert store.current_version(Target.TIME) == older
+
+
+def test_models_lists_a_card_larger_than_any_harp_writes_without_reading_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ModelStore(tmp_path)
+    (version,) = publish(store, 1)
+    card = store.target_dir(Target.TIME) / version / CARD_FILE
+    card.write_bytes(b'{"training": {"rows_train": 1}, "pad": "' + b"x" * (4 * 1024 * 1024) + b'"}')
+    assert main(["models", "--store", str(tmp_path)]) == 0
+    assert f"* {version}  (card unreadable: {card}: larger than 4194304 bytes)" in capsys.readouterr().out

@@ -483,3 +483,30 @@ def test_an_unforeseen_error_loading_one_target_rejects_it_and_the_others_load(
     on_reload = reload_models(store.root, {Target.TIME: last_good}, None)
     assert on_reload.models[Target.TIME] is last_good
     assert on_reload.models[Target.CPUS].version == version_dir.name
+
+
+def test_a_card_with_a_nan_quantile_is_rejected(copy: Path) -> None:
+    """`"quantile": NaN` passed the schema (every comparison with NaN is false) and the checks; served,
+    NaN was the quantile closest to any asked and every job failed with a KeyError."""
+    _edit_card(copy, lambda card: card["quantiles"][0].__setitem__("quantile", float("nan")))
+    assert '"quantile": NaN' in (copy / "card.json").read_text()
+    with pytest.raises(ModelError, match=r"card\.json: not valid JSON: NaN is not a JSON number"):
+        QuantileModel.load(copy)
+
+
+def test_a_card_larger_than_any_harp_writes_is_refused_before_it_is_parsed(
+    version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A valid card with 19 MiB of padding added 700 MiB to the daemon's memory while it held the
+    reload lock, and was then served. Now it is refused, saying its size, and the last good model
+    keeps serving."""
+    store = ModelStore(tmp_path / "store")
+    files, card = _publishable(version_dir)
+    store.publish(Target.TIME, files, card)
+    huge = store.publish(Target.TIME, files, {**card, "padding": [0] * 2_200_000})
+    card_path = store.target_dir(Target.TIME) / huge / "card.json"
+    assert card_path.stat().st_size > 4 * 1024 * 1024
+    last_good = _Serving()
+    result = reload_models(store.root, {Target.TIME: last_good}, None)
+    assert result.models[Target.TIME] is last_good
+    assert result.rejected == (f"time: {card_path}: larger than 4194304 bytes: no card harp writes",)

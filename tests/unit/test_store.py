@@ -202,8 +202,10 @@ def test_a_verdict_is_read_from_promotion_json_and_refused_follows_it(tmp_path: 
         (b'{"verdict": "promoted"}', "no verdict in it"),
         (b'{"promote": "true"}', "no verdict in it"),
         (None, "a FIFO, not a regular file"),
+        (b'{"promote": true, "kill_rate": NaN}', "not JSON (NaN is not a JSON number)"),
+        (b'{"promote": true, "pad": "' + b"x" * (4 * 1024 * 1024) + b'"}', "larger than 4194304 bytes"),
     ],
-    ids=["truncated", "not-utf8", "a-list", "no-promote", "promote-a-string", "fifo"],
+    ids=["truncated", "not-utf8", "a-list", "no-promote", "promote-a-string", "fifo", "nan", "too-large"],
 )
 def test_a_verdict_that_cannot_be_read_is_a_refusal_logged_naming_the_file(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes | None, problem: str

@@ -9,8 +9,8 @@ import os
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE
 from slurm_harp.model.store import ModelStore
-from slurm_harp.model.store_files import read_store_file
-from slurm_harp.regular_file import decode_json
+from slurm_harp.model.store_files import read_note
+from slurm_harp.regular_file import NotJSON
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _summary(store: ModelStore, target: Target, version: str) -> str:
     try:
-        card = decode_json(read_store_file(store.target_dir(target) / version / CARD_FILE))
-    except (OSError, ValueError) as exc:
+        card = read_note(store.target_dir(target) / version / CARD_FILE)
+    except NotJSON as exc:
+        return f"(card unreadable: {exc.reason})"
+    except (OSError, ValueError) as exc:  # TooLarge says "larger than"
         return f"(card unreadable: {exc})"
     if not isinstance(card, dict):
         return "(card unreadable: not a JSON object)"

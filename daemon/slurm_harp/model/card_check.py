@@ -1,14 +1,16 @@
 """A version's card.json, read and checked before any of its models is loaded.
 
-Read as the store's files are (store_files.read_store_file: no link, no FIFO), then checked against
-card.schema.json and for what a schema cannot say: the version is its directory, the features are
-this daemon's, quantiles and model names are unique, and the calibrated rule reads only models the
-card lists. Any problem is a CardError naming
+Read as the store's notes are (store_files.read_note: no link, no FIFO, at most MAX_NOTE_BYTES, no
+NaN or infinity), then checked against card.schema.json and for what a schema cannot say: the version
+is its directory, the features are this daemon's, quantiles are finite and unique, model names
+unique, and the calibrated rule reads only models the card lists. Any problem is a CardError naming
 the card and the problem, which model.runtime rejects the version with.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,8 @@ from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration
 from slurm_harp.model.card import READABLE_FORMATS, check_schema
-from slurm_harp.model.store_files import read_store_file
-from slurm_harp.regular_file import decode_json
+from slurm_harp.model.store_files import read_note
+from slurm_harp.regular_file import NotJSON, TooLarge
 
 # A card harp writes is 4 or 5 levels deep. Nesting the parser still reads (~990 levels) makes the
 # schema check recurse in turn, and its message's repr() raise RecursionError, no CardError.
@@ -31,13 +33,13 @@ class CardError(ValueError):
 def read_card(path: Path) -> dict[str, Any]:
     """The JSON object of the card at ``path``."""
     try:
-        raw = read_store_file(path)
+        card = read_note(path)
+    except TooLarge as exc:  # a card of padding: read whole, the daemon ran out of memory
+        raise CardError(f"{exc}: no card harp writes") from None
+    except NotJSON as exc:  # bad UTF-8 or JSON, NaN, a 5000-digit integer, nesting past the parser's
+        raise CardError(f"{path}: not valid JSON: {exc.reason}") from None
     except OSError as exc:
         raise CardError(f"{path}: cannot read: {exc}") from exc
-    try:
-        card = decode_json(raw.decode("utf-8"))
-    except ValueError as exc:  # bad UTF-8 or JSON, a 5000-digit integer, nesting past the parser's
-        raise CardError(f"{path}: not valid JSON: {exc}") from exc
     if not isinstance(card, dict):
         raise CardError(f"{path}: not a JSON object")
     if _deeper_than(card, MAX_CARD_DEPTH):
@@ -46,15 +48,22 @@ def read_card(path: Path) -> dict[str, Any]:
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether JSON ``value`` nests more than ``limit`` containers deep (a loop: no recursion)."""
-    stack = [(value, 0)]
+    """Whether JSON ``value`` nests more than ``limit`` containers deep. A loop over a stack of the
+    open containers' iterators: no recursion, and memory for the depth, not for every element (a
+    list of millions of numbers took 35 times the card's size)."""
+    stack: list[Iterator[Any]] = [iter((value,))]
     while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth >= limit:
+        item = next(stack[-1], _END)
+        if item is _END:
+            stack.pop()
+        elif isinstance(item, dict | list):
+            if len(stack) > limit:  # ``item`` is inside len(stack) - 1 containers
                 return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+            stack.append(iter(item.values() if isinstance(item, dict) else item))
     return False
+
+
+_END = object()
 
 
 def check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
@@ -75,6 +84,10 @@ def check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
     if card["features"] != list(FEATURE_NAMES):
         raise CardError(f"{path}: feature mismatch: {_difference(card['features'])}")
     quantiles = [float(entry["quantile"]) for entry in card["quantiles"]]
+    # The schema's bounds do not hold NaN back (every comparison with it is false): served, a NaN
+    # quantile was the closest to any asked, and no model answered for it.
+    if not all(math.isfinite(q) for q in quantiles):
+        raise CardError(f"{path}: quantile not a finite number in {quantiles}")
     if len(set(quantiles)) != len(quantiles):
         raise CardError(f"{path}: repeated quantile in {quantiles}")
     models = card.get("models", [])

@@ -23,8 +23,8 @@ from typing import Any
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE, complete_card
-from slurm_harp.model.store_files import read_store_file
-from slurm_harp.regular_file import decode_json
+from slurm_harp.model.store_files import MAX_NOTE_BYTES, read_note, read_store_file
+from slurm_harp.regular_file import NotJSON, TooLarge
 from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, fsync_dir, make_dirs, replace_file
 
 CURRENT_FILE = "CURRENT"
@@ -201,13 +201,15 @@ class ModelStore:
         given as a refusal: ``promote: false``, UNREADABLE: the problem, ``verdict`` saying it."""
         path = self.target_dir(target) / version / PROMOTION_FILE
         try:
-            note = decode_json(read_store_file(path))
+            note = read_note(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
             problem = exc.strerror or str(exc)
-        except ValueError as exc:  # UnicodeDecodeError and decode_json's refusals included
-            problem = f"not JSON ({exc})"
+        except TooLarge:
+            problem = f"larger than {MAX_NOTE_BYTES} bytes"
+        except NotJSON as exc:  # bad UTF-8, NaN, nesting too deep included
+            problem = f"not JSON ({exc.reason})"
         else:
             if isinstance(note, dict) and isinstance(note.get("promote"), bool):
                 return note

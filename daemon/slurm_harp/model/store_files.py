@@ -2,19 +2,33 @@
 
 Whoever can write into the store must not make the daemon (often more privileged) read, log or hang
 on a file outside it: a symbolic link to a secret, a FIFO, a device. So no link is followed to a card,
-a model or CURRENT (``read_store_file``).
+a model or CURRENT (``read_store_file``), and a card or verdict is read only up to a size no card harp
+writes comes near (``read_note``).
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
-from slurm_harp.regular_file import read_regular
+from slurm_harp.regular_file import read_json, read_regular
+
+# The most a card.json or promotion.json may hold: the reference card is 15 KiB. Read whole, a card
+# of hundreds of MB (a valid card with an extra key of padding) ran the daemon out of memory while
+# it held the reload lock; one past this is refused, naming its size.
+MAX_NOTE_BYTES = 4 * 1024 * 1024
 
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def read_note(path: Path) -> Any:
+    """The JSON of a card or verdict (promotion.json): read_json's, no link followed, TooLarge past
+    MAX_NOTE_BYTES, NotJSON for a NaN or an infinity too (harp writes neither; a card's NaN
+    quantile served every job a KeyError)."""
+    return read_json(path, MAX_NOTE_BYTES, allow_nan=False)
 
 
 def read_store_file(path: Path) -> bytes:
