@@ -235,6 +235,22 @@ def test_rollback_serves_only_a_version_that_loads(tmp_path: Path, caplog: pytes
     assert store.current_version(Target.TIME) == older
 
 
+def test_rollback_refuses_a_version_that_is_a_link(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """It switched CURRENT to a version linked out of the store, exit 0, "now serving": the daemon
+    then refused that CURRENT and kept the old model."""
+    store = ModelStore(tmp_path / "store")
+    linked, serving = publish(store, 2)
+    outside = tmp_path / "outside"
+    (store.target_dir(Target.TIME) / linked).rename(outside)
+    (store.target_dir(Target.TIME) / linked).symlink_to(outside)
+    assert main(["rollback", "--store", str(store.root), linked]) == 1
+    link = store.target_dir(Target.TIME) / linked
+    said = f"time: not serving {linked}: {link} is a symbolic link: the store serves only its own files"
+    assert said in caplog.text
+    assert main(["rollback", "--store", str(store.root)]) == 1  # nothing older of the store's own
+    assert store.current_version(Target.TIME) == serving
+
+
 def test_models_lists_a_card_larger_than_any_harp_writes_without_reading_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -234,3 +234,29 @@ def test_a_versions_owner_is_the_target_whose_directory_holds_it(tmp_path: Path)
     (tmp_path / "time" / ".hidden").mkdir()
     for name in ("20000101T000000.000000Z", "CURRENT", ".hidden", "../time", ""):
         assert store.owner(name) is None, name
+
+
+def test_a_version_or_target_directory_that_is_a_link_is_no_version(tmp_path: Path) -> None:
+    """Only a CURRENT naming one refused a linked version: the listing (the daemon's fallback,
+    `harp rollback`, retention) took it, and CURRENT could be pointed at it."""
+    root = tmp_path / "store"
+    store = ModelStore(root)
+    linked, own = store.publish(Target.TIME, FILES, CARD), store.publish(Target.TIME, FILES, CARD)
+    outside = tmp_path / "outside"
+    (root / "time" / linked).rename(outside)
+    (root / "time" / linked).symlink_to(outside)
+    assert store.versions(Target.TIME) == [own]
+    said = f"{root / 'time' / linked} is a symbolic link: the store serves only its own files"
+    for write in (store.set_current, lambda t, v: store.write_verdict(t, v, {"promote": True})):
+        with pytest.raises(ValueError, match=said):
+            write(Target.TIME, linked)
+    assert store.current_version(Target.TIME) == own and not (outside / "promotion.json").exists()
+    # A target's directory linked elsewhere: nothing in it is a version, not even CURRENT is read.
+    alias = ModelStore(tmp_path / "alias")
+    alias.root.mkdir()
+    alias.target_dir(Target.TIME).symlink_to(root / "time")
+    assert alias.versions(Target.TIME) == []
+    with pytest.raises(ValueError, match=f"{alias.root / 'time'} is a symbolic link"):
+        alias.current_version(Target.TIME)
+    with pytest.raises(ValueError, match=f"{alias.root / 'time'} is a symbolic link"):
+        alias.set_current(Target.TIME, own)

@@ -109,8 +109,10 @@ def rollback(args: argparse.Namespace) -> int:
                 current,
             )
             return 1
-    if version not in versions:
-        log.error("%s: no complete version %r in %s", target.value, version, store.target_dir(target))
+    try:
+        store.version_dir(target, version)  # a link is none, named as such
+    except ValueError as exc:
+        log.error("%s: not serving %s: %s", target.value, version, exc)
         return 1
     if not _loads(store, target, version):
         log.error("%s: not serving %s: it does not load; %s still serves", target.value, version, current)

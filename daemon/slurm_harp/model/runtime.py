@@ -17,7 +17,7 @@ from slurm_harp.model import ladder
 from slurm_harp.model.card import CARD_FILE, INPUT_NAME, to_unit, unit_value
 from slurm_harp.model.card_check import CardError, calibration_of, check_card, read_card
 from slurm_harp.model.row_run import RowRun
-from slurm_harp.model.store_files import read_store_file, sha256_hex
+from slurm_harp.model.store_files import read_store_file, refuse_links, sha256_hex
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,12 @@ class QuantileModel:
 def load_version(version_dir: Path, target: Target) -> QuantileModel:
     """QuantileModel.load, any failure a ModelError: what no check foresaw (an onnxruntime error
     of its own, say) must reject the version like any other, not stop the daemon's reload of every
-    target, a promotion or a rollback."""
+    target, a promotion or a rollback. The one way the daemon, promotion and `harp rollback` load a
+    version: a version or target directory that is a symbolic link is refused here (store_files)."""
+    try:
+        refuse_links(version_dir.parent, version_dir.name)
+    except ValueError as exc:
+        raise ModelError(str(exc)) from None
     try:
         return QuantileModel.load(version_dir, target)
     except ModelError:

@@ -23,7 +23,13 @@ from typing import Any
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE, complete_card
-from slurm_harp.model.store_files import MAX_NOTE_BYTES, read_note, read_store_file
+from slurm_harp.model.store_files import (
+    MAX_NOTE_BYTES,
+    linked,
+    read_note,
+    read_store_file,
+    refuse_links,
+)
 from slurm_harp.regular_file import NotJSON, TooLarge
 from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, fsync_dir, make_dirs, replace_file
 
@@ -138,20 +144,29 @@ class ModelStore:
         """Give a published version its promotion verdict (its ``promotion.json``, which verdict()
         reads), atomically. The card and model files are never touched: they are what the
         checksums cover."""
-        version_dir = self.target_dir(target) / version
-        if not _VERSION.match(version) or not (version_dir / CARD_FILE).is_file():
-            raise ValueError(f"no complete version {version!r} under {version_dir.parent}")
         data = json.dumps(verdict, indent=2, sort_keys=True, allow_nan=False).encode()
-        replace_file(version_dir / PROMOTION_FILE, data)
+        replace_file(self.version_dir(target, version) / PROMOTION_FILE, data)
 
     def set_current(self, target: Target | str, version: str) -> None:
+        """Point CURRENT at ``version``: ValueError (version_dir's) when it is no version to serve."""
+        self.version_dir(target, version)
+        replace_file(self.target_dir(target) / CURRENT_FILE, f"{version}\n".encode())
+
+    def version_dir(self, target: Target | str, version: str) -> Path:
+        """The directory of ``version`` of ``target``; ValueError when it is not a complete version
+        (no version name, no card) or it or the target's directory is a symbolic link."""
         target_dir = self.target_dir(target)
-        if not _VERSION.match(version) or not (target_dir / version / CARD_FILE).is_file():
+        if not _VERSION.match(version):
+            raise ValueError(f"no complete version {version[:80]!r} under {target_dir}")
+        refuse_links(target_dir, version)
+        path = target_dir / version
+        if not (path / CARD_FILE).is_file():
             raise ValueError(f"no complete version {version!r} under {target_dir}")
-        replace_file(target_dir / CURRENT_FILE, f"{version}\n".encode())
+        return path
 
     def current_version(self, target: Target | str) -> str | None:
         path = self.target_dir(target) / CURRENT_FILE
+        refuse_links(path.parent)  # not even CURRENT is read through a link
         try:
             version = read_store_file(path).decode("utf-8", errors="replace").strip()
         except FileNotFoundError:
@@ -165,10 +180,8 @@ class ModelStore:
         version = self.current_version(target)
         if version is None:
             return None
+        refuse_links(self.target_dir(target), version)
         path = self.target_dir(target) / version
-        for part in (path.parent, path):
-            if part.is_symlink():
-                raise ValueError(f"{part} is a symbolic link: the store serves only its own files")
         return path if path.is_dir() else None
 
     def current(self, target: Target | str) -> Current:
@@ -179,12 +192,15 @@ class ModelStore:
             return Current(None, None, str(exc))
 
     def versions(self, target: Target | str) -> list[str]:
-        """Complete versions, oldest first (names sort by creation time)."""
+        """Complete versions, oldest first (names sort by creation time). A version that is a
+        symbolic link is none, nor is any in a target directory that is one (``linked``)."""
         target_dir = self.target_dir(target)
-        if not target_dir.is_dir():
+        if not target_dir.is_dir() or linked(target_dir) is not None:
             return []
         return sorted(
-            p.name for p in target_dir.iterdir() if _VERSION.match(p.name) and (p / CARD_FILE).is_file()
+            p.name
+            for p in target_dir.iterdir()
+            if _VERSION.match(p.name) and linked(target_dir, p.name) is None and (p / CARD_FILE).is_file()
         )
 
     def owner(self, version: str) -> Target | None:
