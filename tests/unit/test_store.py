@@ -260,3 +260,27 @@ def test_a_version_or_target_directory_that_is_a_link_is_no_version(tmp_path: Pa
         alias.current_version(Target.TIME)
     with pytest.raises(ValueError, match=f"{alias.root / 'time'} is a symbolic link"):
         alias.set_current(Target.TIME, own)
+
+
+def test_a_stray_version_name_is_passed_over_and_the_last_name_is_a_store_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A directory named like a version but naming no time (made by hand, a bad restore), even
+    empty, failed every publish of its target with a ValueError, and one named at the last
+    microsecond there is with an OverflowError: `harp nightly` ended in a traceback, the targets
+    after it untrained, night after night. The first is passed over, logged; the second is a store
+    fault (an OSError), as a full disk is, which the run logs for that target alone."""
+    store = ModelStore(tmp_path)
+    first = store.publish(Target.TIME, FILES, CARD)
+    stray = tmp_path / "time" / "20261399T000000.000000Z"
+    stray.mkdir()
+    second = store.publish(Target.TIME, FILES, CARD)
+    assert first < second and store.current_version(Target.TIME) == second
+    assert f"{stray} is named like a version but names no time: passed over" in caplog.text
+    (tmp_path / "time" / "99991231T235959.999999Z").mkdir()
+    with pytest.raises(store_module.NoVersionName) as err:
+        store.publish(Target.TIME, FILES, CARD)
+    assert isinstance(err.value, OSError)
+    assert str(err.value) == f"{tmp_path / 'time'}: no version name sorts after 99991231T235959.999999Z"
+    assert store.current_version(Target.TIME) == second
+    assert [p.name for p in (tmp_path / "time").iterdir() if p.name.startswith(".")] == []

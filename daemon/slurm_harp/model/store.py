@@ -48,6 +48,7 @@ PENDING_VERDICT = {"promote": False, "pending": True, "verdict": "not judged (no
 # be a refusal, and a challenger promotion refused must never be served by a fallback.
 UNREADABLE = "unreadable"
 _VERSION = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
+_TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,11 @@ class Current:
 
 class StoreBusy(Exception):
     """Another process holds the store's writer lock."""
+
+
+class NoVersionName(OSError):
+    """No name sorts after the newest version's (one named 99991231T235959.999999Z): a store fault,
+    as a full disk is, for the caller that publishes."""
 
 
 class ModelStore:
@@ -254,16 +260,28 @@ class ModelStore:
         # gone back (NTP correcting a clock that ran ahead) must not name a version older than the
         # newest one: retention would prune it at once and keep the others, the daemon's fallback
         # and `harp rollback` take the newest name for the newest version. Names stay in order.
+        # A name that reads as no time (20261399T000000.000000Z: made by hand, a bad restore) is
+        # passed over, logged: it failed every publish of the target, night after night.
         moment = datetime.now(UTC)
-        names = [p.name for p in target_dir.iterdir() if _VERSION.match(p.name)]
-        if names:
-            newest = datetime.strptime(max(names), "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=UTC)
-            moment = max(moment, newest + timedelta(microseconds=1))
+        times = [_time_of(p) for p in target_dir.iterdir() if _VERSION.match(p.name)]
+        moment = max([moment, *(t for t in times if t is not None)])  # bumped past a name taken below
         while True:
-            name = moment.strftime("%Y%m%dT%H%M%S.%fZ")
-            if not (target_dir / name).exists():
+            name = moment.strftime(_TIME_FORMAT)
+            if not os.path.lexists(target_dir / name):
                 return name
-            moment += timedelta(microseconds=1)
+            try:
+                moment += timedelta(microseconds=1)
+            except OverflowError:  # a version named 99991231T235959.999999Z
+                raise NoVersionName(f"{target_dir}: no version name sorts after {name}") from None
+
+
+def _time_of(version_dir: Path) -> datetime | None:
+    """The time a version's name says, or None, logged, when it says none."""
+    try:
+        return datetime.strptime(version_dir.name, _TIME_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        log.warning("%s is named like a version but names no time: passed over", version_dir)
+        return None
 
 
 def _write_synced(path: Path, data: bytes) -> None:
