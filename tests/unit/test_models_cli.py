@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -260,3 +262,28 @@ def test_models_lists_a_card_larger_than_any_harp_writes_without_reading_it(
     card.write_bytes(b'{"training": {"rows_train": 1}, "pad": "' + b"x" * (4 * 1024 * 1024) + b'"}')
     assert main(["models", "--store", str(tmp_path)]) == 0
     assert f"* {version}  (card unreadable: {card}: larger than 4194304 bytes)" in capsys.readouterr().out
+
+
+def test_sweep_removes_a_stale_leftover_that_is_a_link_and_reports_only_what_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """rmtree refuses a link and, told to ignore errors, said nothing: a `.trash-` link (left by
+    discarding a linked version) was reported removed at every run, and stayed. The link is
+    unlinked (what it points at untouched); what cannot be removed is logged, not reported."""
+    store = ModelStore(tmp_path / "store")
+    target_dir = store.target_dir(Target.TIME)
+    target_dir.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep").write_text("x")
+    link, stuck = target_dir / ".trash-linked", target_dir / ".tmp-stuck"
+    link.symlink_to(elsewhere)
+    stuck.mkdir()
+    old = time.time() - retention.STALE_TEMP_S - 60
+    for path in (link, stuck):
+        os.utime(path, (old, old), follow_symlinks=False)
+    monkeypatch.setattr(shutil, "rmtree", lambda path, ignore_errors: None)  # it stays
+    assert retention.sweep(store, Target.TIME) == [".trash-linked"]
+    assert not os.path.lexists(link) and (elsewhere / "keep").read_text() == "x"
+    assert stuck.is_dir() and f"cannot remove {stuck}, left by an interrupted publish or prune" in caplog.text
+    assert retention.sweep(store, Target.TIME) == []
