@@ -16,7 +16,7 @@ JSON Schema: the daemon validates every card against it before it loads a versio
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
@@ -43,26 +43,38 @@ TRANSFORMS: dict[str, tuple[bool, float]] = {
 }
 
 
-def to_unit(transform: str, values: np.ndarray) -> np.ndarray:
-    """Raw model outputs -> the target's unit, clamped at 0. Works in place on ``values``."""
+def to_unit(
+    transform: str, values: np.ndarray, negative: Callable[[float], None] | None = None
+) -> np.ndarray:
+    """Raw model outputs -> the target's unit, clamped at 0. Works in place on ``values``.
+    ``negative`` is told the lowest raw value when one is below 0 (the clamp would hide it)."""
+    # Found on the raw values and the clamp only then: as many numpy calls as before, when none is.
+    lowest = np.fmin.reduce(values, axis=None, initial=0.0)  # NaN passed over: nothing to clamp
     undo_log, scale = TRANSFORMS[transform]
     if undo_log:
         np.expm1(values, out=values)
     if scale != 1.0:
         values *= scale
-    np.maximum(values, 0.0, out=values)
+    if lowest < 0.0:
+        np.maximum(values, 0.0, out=values)
+        if negative is not None:
+            negative(float(lowest))
     return values
 
 
-def unit_value(transform: str, value: float) -> float:
+def unit_value(transform: str, value: float, negative: Callable[[float], None] | None = None) -> float:
     """to_unit for one value, without the arrays: the same numpy expm1 (whose bits may differ from
     math.expm1's), scale and clamp. The serving path's one-row predictions."""
+    if value < 0.0:  # below 0 in the target's unit too; NaN is not
+        if negative is not None:
+            negative(value)
+        return 0.0
     undo_log, scale = TRANSFORMS[transform]
     if undo_log:
         value = float(np.expm1(value))
     if scale != 1.0:
         value *= scale
-    return max(value, 0.0)
+    return value
 
 
 def quantile_file_name(quantile: float) -> str:

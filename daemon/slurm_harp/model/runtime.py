@@ -13,7 +13,7 @@ import onnxruntime as ort
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration
-from slurm_harp.model import ladder
+from slurm_harp.model import ladder, probe
 from slurm_harp.model.card import CARD_FILE, INPUT_NAME, to_unit, unit_value
 from slurm_harp.model.card_check import CardError, calibration_of, check_card, read_card
 from slurm_harp.model.row_run import RowRun
@@ -52,6 +52,7 @@ class QuantileModel:
         self.calibration = calibration
         self._ladder: ladder.Ladder | None = None  # set by load() where the models merge
         self._row_runs: dict[int, RowRun] = {}  # by id(session), set by load(): one-row runs
+        self._negative_logged = False  # whether _negative has logged
         chosen = card.get("selection", {}).get("chosen") if isinstance(card.get("selection"), dict) else None
         self.chosen: str | None = chosen if isinstance(chosen, str) else None
 
@@ -103,7 +104,7 @@ class QuantileModel:
         model._probe(version_dir)
         files = {str(e["name"]): data_of[str(e["file"])] for e in card.get("models", [])}
         model._ladder = ladder.merge(
-            files, INPUT_NAME, lambda data: _session(version_dir, data), _probe_rows(), model._raw
+            files, INPUT_NAME, lambda data: _session(version_dir, data), probe.rows(), model._raw
         )
         model._bind_rows(by_file.values())
         return model
@@ -137,10 +138,12 @@ class QuantileModel:
             return {}
         # One conversion for all: each numpy call on a one-row array costs more than its arithmetic.
         if self._ladder is not None and len(wanted) >= ladder.MIN_MODELS:
-            values = to_unit(self._transform, self._ladder.run_stacked(INPUT_NAME, x))
+            values = to_unit(self._transform, self._ladder.run_stacked(INPUT_NAME, x), self._negative)
             index = self._ladder.index
             return {name: values[index[name]] for name in wanted}
-        values = to_unit(self._transform, ladder.stacked([self._raw(name, x) for name in wanted]))
+        values = to_unit(
+            self._transform, ladder.stacked([self._raw(name, x) for name in wanted]), self._negative
+        )
         return dict(zip(wanted, values, strict=True))
 
     def predict_row(self, x: np.ndarray, names: tuple[str, ...]) -> dict[str, float]:
@@ -151,7 +154,7 @@ class QuantileModel:
             return {name: float(values[0]) for name, values in self.predict_named(x, names).items()}
         if x.dtype != np.float32:
             x = x.astype(np.float32)
-        return {name: unit_value(self._transform, self._raw_value(name, x)) for name in names}
+        return {name: unit_value(self._transform, self._raw_value(name, x), self._negative) for name in names}
 
     def _raw_value(self, name: str, x: np.ndarray) -> float:
         """``_raw`` for one row, as a float."""
@@ -169,7 +172,9 @@ class QuantileModel:
             x = x.astype(np.float32)
         feed = {INPUT_NAME: x}
         raw = [session.run([output], feed)[0] for _, session, output in self._runs]
-        values = to_unit(self._transform, np.concatenate(raw, axis=None).reshape(len(raw), -1))
+        values = to_unit(
+            self._transform, np.concatenate(raw, axis=None).reshape(len(raw), -1), self._negative
+        )
         if len(raw) > 1:
             values.sort(axis=0)
         return {q: values[i] for i, (q, _, _) in enumerate(self._runs)}
@@ -182,27 +187,41 @@ class QuantileModel:
         for q, session, output in self._runs:
             if q == quantile:
                 raw = self._run(session, output, x).astype(np.float32)  # same dtype as predict()
-                values: np.ndarray = to_unit(self._transform, raw.reshape(1, -1))[0]
+                values: np.ndarray = to_unit(self._transform, raw.reshape(1, -1), self._negative)[0]
                 return values
         raise KeyError(f"model {self.version} has no quantile {quantile}")
 
     def _probe(self, version_dir: Path) -> None:
-        """Run a missing-everything row and a plain one; every quantile must give a finite value."""
-        probe = _probe_rows()
-        # A history column is NaN where there is no history (decide_limit skips it): only the
-        # plain row must be finite there.
+        """Every model's answer to the probe rows, run as a batch, must pass model.probe."""
+        rows = probe.rows()
         kinds = {
             str(m.get("name")): m.get("kind") for m in self.card.get("models", []) if isinstance(m, dict)
         }
-        runs = [(f"q{q}", s, o, 0) for q, s, o in self._runs]
-        runs += [(n, s, o, 1 if kinds.get(n) == "history" else 0) for n, (s, o) in self._named.items()]
-        for name, session, output, first in runs:
+        runs: list[tuple[str, ort.InferenceSession, str, object]] = [
+            (f"q{q}", s, o, "quantile") for q, s, o in self._runs
+        ]
+        runs += [(n, s, o, kinds.get(n)) for n, (s, o) in self._named.items()]
+        for name, session, output, kind in runs:
             try:
-                out = np.asarray(session.run([output], {INPUT_NAME: probe})[0]).reshape(-1)
+                out = np.asarray(session.run([output], {INPUT_NAME: rows})[0]).reshape(-1)
             except Exception as exc:  # onnxruntime raises its own exception types
                 raise ModelError(f"{version_dir}: {name}: probe run failed: {exc}") from exc
-            if out.shape != (2,) or not np.all(np.isfinite(out[first:])):
-                raise ModelError(f"{version_dir}: {name}: probe gave {out!r}, not finite values")
+            why = probe.problem(out, kind, self._transform)
+            if why is not None:
+                raise ModelError(f"{version_dir}: {name}: {why}")
+
+    def _negative(self, raw: float) -> None:
+        """A raw prediction below 0, served as 0 (card.to_unit): logged once per version, whose
+        models may give such a value at every submission."""
+        if not self._negative_logged:
+            self._negative_logged = True
+            log.warning(
+                "%s model %s: raw prediction %.6g (%s) below 0, served as 0; not logged again for it",
+                self.target.value,
+                self.version,
+                raw,
+                self._transform,
+            )
 
 
 def load_version(version_dir: Path, target: Target) -> QuantileModel:
@@ -221,13 +240,6 @@ def load_version(version_dir: Path, target: Target) -> QuantileModel:
     except Exception as exc:
         log.exception("model %s for %s: unexpected error while loading", version_dir, target.value)
         raise ModelError(f"{version_dir}: {type(exc).__name__}: {exc}") from exc
-
-
-def _probe_rows() -> np.ndarray:
-    """A missing-everything row and a plain one."""
-    probe = np.full((2, len(FEATURE_NAMES)), np.nan, dtype=np.float32)
-    probe[1] = 1.0
-    return probe
 
 
 def _read(path: Path) -> bytes:
