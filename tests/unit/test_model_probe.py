@@ -1,5 +1,5 @@
-"""The probe a version's models answer at load (model.probe, QuantileModel._probe): negative answers
-are rejected before they serve."""
+"""The probe a version's models answer at load (model.probe, QuantileModel._probe and _probe_one_row):
+negative answers, a fixed batch and a model that fails one row are rejected before they serve."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from onnx import TensorProto, helper
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE
+from slurm_harp.model.row_run import RowRun
 from slurm_harp.model.runtime import ModelError, QuantileModel
 from slurm_harp.model.store import ModelStore
 from slurm_harp.server.reloader import reload_models
@@ -25,8 +26,10 @@ REFERENCE = next((REPO / "models" / "reference" / "time").glob("*/card.json")).p
 WIDTH = len(FEATURE_NAMES)
 
 
-def constant_model(raw: float) -> bytes:
-    """An ONNX model answering ``raw`` (model space) for every row."""
+def constant_model(raw: float, rows: int | None = None, reshape_to: int | None = None) -> bytes:
+    """An ONNX model answering ``raw`` (model space) for every row. ``rows``: a fixed batch size
+    instead of a dynamic one; ``reshape_to``: a dynamic batch, but its rows reshaped to that many
+    first (a graph that runs only that many rows at a time)."""
     nodes = [
         helper.make_node("IsNaN", ["features"], ["nan"]),
         helper.make_node("Where", ["nan", "zero", "features"], ["filled"]),  # NaN features -> 0
@@ -38,11 +41,15 @@ def constant_model(raw: float) -> bytes:
         helper.make_tensor("c", TensorProto.FLOAT, [1], [raw]),
         helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0]),
     ]
+    if reshape_to is not None:
+        nodes[0].input[0] = nodes[1].input[2] = "reshaped"
+        nodes.insert(0, helper.make_node("Reshape", ["features", "shape"], ["reshaped"]))
+        initializers.append(helper.make_tensor("shape", TensorProto.INT64, [2], [reshape_to, WIDTH]))
     graph = helper.make_graph(
         nodes,
         "constant",
-        [helper.make_tensor_value_info("features", TensorProto.FLOAT, [None, WIDTH])],
-        [helper.make_tensor_value_info("variable", TensorProto.FLOAT, [None, 1])],
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, [rows, WIDTH])],
+        [helper.make_tensor_value_info("variable", TensorProto.FLOAT, [rows, 1])],
         initializer=initializers,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
@@ -138,6 +145,44 @@ def test_only_models_that_extrapolate_may_answer_the_probe_below_zero(
     else:
         with pytest.raises(ModelError, match=f"{name}: probe gave -5: negative"):
             QuantileModel.load(version)
+
+
+def test_a_model_of_a_fixed_batch_size_is_rejected(store: ModelStore) -> None:
+    """Input [2, width]: it passed the two-row probe, replaced the good model, and every submission
+    (one row) then failed as model_error."""
+    good = reload_models(store.root, {}, None).models
+    version = with_model(store, "q0.90", constant_model(8.0, rows=2))
+    result = reload_models(store.root, good, None)
+    assert result.models[Target.TIME] is good[Target.TIME]
+    assert result.rejected == (
+        f"time: {version / 'q0.90.onnx'}: input shape [2, {WIDTH}]: its rows must be a dynamic dimension "
+        "(the daemon runs one row per submission, promotion thousands)",
+    )
+
+
+def test_a_model_that_cannot_run_one_row_is_rejected(store: ModelStore) -> None:
+    """A dynamic batch dimension, but a graph that runs two rows only: binding its one-row run was
+    a warning, and session.run then failed every submission."""
+    version = with_model(store, "q0.90", constant_model(8.0, reshape_to=2))
+    with pytest.raises(ModelError, match=r"q0\.90\.onnx: cannot run one row: .*Reshape"):
+        QuantileModel.load(version)
+
+
+def test_the_paths_a_submission_takes_are_probed_with_one_row_at_load(
+    store: ModelStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever fails one row where the batch probe passed (here the bound run of each model the
+    calibrated rule reads) rejects the version at load, not every submission after it."""
+    version = store.current_dir(Target.TIME)
+    assert version is not None
+    QuantileModel.load(version)  # the reference loads
+
+    def broken(self: RowRun, x: np.ndarray) -> float:
+        raise RuntimeError("bound buffers gone")
+
+    monkeypatch.setattr(RowRun, "first", broken)
+    with pytest.raises(ModelError, match=r"q0\.50: one-row probe run failed: bound buffers gone"):
+        QuantileModel.load(version)
 
 
 def test_the_reference_and_a_model_trained_on_kth_load_without_a_clamp(

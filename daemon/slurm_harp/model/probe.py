@@ -3,7 +3,8 @@
 Two made-up feature rows, one missing every feature and a plain one (every feature 1.0), run
 through each model: it must answer finite values (a history column only on the plain row: it is
 NaN where there is no history) and none below -NEGATIVE_TOLERANCE in model space, where its kind
-makes that a test of it. model.runtime runs the rows through every model of a version it loads.
+makes that a test of it. model.runtime runs the rows as a batch, then the plain one alone through
+each path a submission takes.
 """
 
 from __future__ import annotations

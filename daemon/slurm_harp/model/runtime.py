@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -106,14 +107,19 @@ class QuantileModel:
         model._ladder = ladder.merge(
             files, INPUT_NAME, lambda data: _session(version_dir, data), probe.rows(), model._raw
         )
-        model._bind_rows(by_file.values())
+        model._bind_rows(version_dir, by_file)
+        model._probe_one_row(version_dir)
         return model
 
-    def _bind_rows(self, sessions: Iterable[ort.InferenceSession]) -> None:
-        """One-row runs on bound buffers for every session, where its output allows."""
+    def _bind_rows(self, version_dir: Path, sessions: Mapping[str, ort.InferenceSession]) -> None:
+        """One-row runs on bound buffers for every session (by file name), where its output allows;
+        a session that cannot run one row is no model to serve: the daemon serves row by row."""
         width = len(FEATURE_NAMES)
-        for session in sessions:
-            run = RowRun.of(session, INPUT_NAME, [session.get_outputs()[0].name], width)
+        for name, session in sessions.items():
+            try:
+                run = RowRun.of(session, INPUT_NAME, [session.get_outputs()[0].name], width)
+            except Exception as exc:  # onnxruntime raises its own exception types
+                raise ModelError(f"{version_dir / name}: cannot run one row: {exc}") from exc
             if run is not None:
                 self._row_runs[id(session)] = run
 
@@ -210,6 +216,29 @@ class QuantileModel:
             if why is not None:
                 raise ModelError(f"{version_dir}: {name}: {why}")
 
+    def _probe_one_row(self, version_dir: Path) -> None:
+        """The plain probe row alone through each path the daemon serves a submission by (bound
+        runs, the merged ladder): a model whose batch of two runs may still fail one row."""
+        row = probe.rows()[1:]
+        paths: list[tuple[str, float | None, tuple[str, ...]]] = [(f"q{q}", q, ()) for q in self.quantiles]
+        paths += [(n, None, (n,)) for n in self.names]
+        if self._ladder is not None:
+            paths.append(("the merged models", None, self.names))
+        self._negative_logged = True  # the probe's own values are no submission's: not logged
+        try:
+            for label, quantile, names in paths:
+                try:
+                    if quantile is not None:
+                        values = [float(self.predict_quantile(row, quantile)[0])]
+                    else:
+                        values = list(self.predict_row(row, names).values())
+                except Exception as exc:  # onnxruntime raises its own exception types
+                    raise ModelError(f"{version_dir}: {label}: one-row probe run failed: {exc}") from exc
+                if not all(math.isfinite(v) for v in values):
+                    raise ModelError(f"{version_dir}: {label}: one-row probe gave {values}, not finite")
+        finally:
+            self._negative_logged = False
+
     def _negative(self, raw: float) -> None:
         """A raw prediction below 0, served as 0 (card.to_unit): logged once per version, whose
         models may give such a value at every submission."""
@@ -262,9 +291,15 @@ def _session(path: Path, data: bytes) -> ort.InferenceSession:
     inputs = session.get_inputs()
     if len(inputs) != 1 or inputs[0].name != INPUT_NAME:
         raise ModelError(f"{path}: expected one input named {INPUT_NAME!r}")
-    width = inputs[0].shape[-1] if inputs[0].shape else None
+    shape = inputs[0].shape
+    width = shape[-1] if shape else None
     if width != len(FEATURE_NAMES):
         raise ModelError(
             f"{path}: feature mismatch: input width {width}, daemon computes {len(FEATURE_NAMES)}"
+        )
+    if len(shape) != 2 or isinstance(shape[0], int):  # a dynamic dimension is a name, or None
+        raise ModelError(
+            f"{path}: input shape {shape}: its rows must be a dynamic dimension (the daemon runs "
+            "one row per submission, promotion thousands)"
         )
     return session
