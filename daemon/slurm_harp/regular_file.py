@@ -7,14 +7,15 @@ never end, and a directory or a socket is no file to read either. The file is op
 which makes open() of a FIFO return at once, and fstat()ed: anything but a regular file is refused
 with NotRegularFile, an OSError naming the path and what is there, as an unreadable file would be.
 
-``read_json`` reads such a file of harp's own (the guard's state, its extension file) as JSON, up
-to a size beyond which it cannot be one of them.
+``read_json`` reads such a file of harp's own (the guard's state, its extension file, the model
+store's cards and verdicts) as JSON, up to a size beyond which it cannot be one of them.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -87,24 +88,40 @@ def read_regular(path: Path | str, *, follow_links: bool = True, size: int = -1)
         os.close(fd)
 
 
-def read_json(path: Path | str, max_bytes: int) -> Any:
+def read_json(path: Path | str, max_bytes: int, *, allow_nan: bool = True) -> Any:
     """The JSON value of the regular file at ``path``, a link refused (``read_regular``, whose
-    OSErrors pass through); TooLarge beyond ``max_bytes``, NotJSON for whatever does not decode."""
+    OSErrors pass through); TooLarge beyond ``max_bytes``, NotJSON for whatever does not decode
+    (``allow_nan``: as decode_json's)."""
     raw = read_regular(path, follow_links=False, size=max_bytes + 1)
     if len(raw) > max_bytes:
         raise TooLarge(f"{path}: larger than {max_bytes} bytes")
     try:
-        return decode_json(raw)
+        return decode_json(raw, allow_nan=allow_nan)
     except ValueError as exc:
         raise NotJSON(path, exc) from None
 
 
-def decode_json(raw: bytes | str) -> Any:
+def decode_json(raw: bytes | str, *, allow_nan: bool = True) -> Any:
     """``raw`` as JSON, or ValueError for whatever does not read as such: bad UTF-8 or syntax, an
     integer of more digits than Python converts, and nesting deeper than the parser recurses, whose
     RecursionError would otherwise escape every caller's ValueError (a corrupt state file or card
-    then ended `harp guard` or `harp serve` with a traceback)."""
+    then ended `harp guard` or `harp serve` with a traceback). ``allow_nan=False``: NaN, Infinity
+    and -Infinity (no JSON, but Python's parser reads them) and numbers past a float's range (read
+    as infinities) are refused too, as json.dumps(allow_nan=False) refuses to write them."""
     try:
-        return json.loads(raw)
+        if allow_nan:
+            return json.loads(raw)
+        return json.loads(raw, parse_constant=_no_constant, parse_float=_finite_float)
     except RecursionError:
         raise ValueError("nested too deeply to read") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is beyond a float's range")
+    return value

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -233,3 +235,55 @@ def test_rollback_serves_only_a_version_that_loads(tmp_path: Path, caplog: pytes
     assert main(["rollback", "--store", str(tmp_path)]) == 0  # skips it for the one before
     assert f"version {damaged} does not load: " in caplog.text
     assert store.current_version(Target.TIME) == older
+
+
+def test_rollback_refuses_a_version_that_is_a_link(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """It switched CURRENT to a version linked out of the store, exit 0, "now serving": the daemon
+    then refused that CURRENT and kept the old model."""
+    store = ModelStore(tmp_path / "store")
+    linked, serving = publish(store, 2)
+    outside = tmp_path / "outside"
+    (store.target_dir(Target.TIME) / linked).rename(outside)
+    (store.target_dir(Target.TIME) / linked).symlink_to(outside)
+    assert main(["rollback", "--store", str(store.root), linked]) == 1
+    link = store.target_dir(Target.TIME) / linked
+    said = f"time: not serving {linked}: {link} is a symbolic link: the store serves only its own files"
+    assert said in caplog.text
+    assert main(["rollback", "--store", str(store.root)]) == 1  # nothing older of the store's own
+    assert store.current_version(Target.TIME) == serving
+
+
+def test_models_lists_a_card_larger_than_any_harp_writes_without_reading_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ModelStore(tmp_path)
+    (version,) = publish(store, 1)
+    card = store.target_dir(Target.TIME) / version / CARD_FILE
+    card.write_bytes(b'{"training": {"rows_train": 1}, "pad": "' + b"x" * (4 * 1024 * 1024) + b'"}')
+    assert main(["models", "--store", str(tmp_path)]) == 0
+    assert f"* {version}  (card unreadable: {card}: larger than 4194304 bytes)" in capsys.readouterr().out
+
+
+def test_sweep_removes_a_stale_leftover_that_is_a_link_and_reports_only_what_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """rmtree refuses a link and, told to ignore errors, said nothing: a `.trash-` link (left by
+    discarding a linked version) was reported removed at every run, and stayed. The link is
+    unlinked (what it points at untouched); what cannot be removed is logged, not reported."""
+    store = ModelStore(tmp_path / "store")
+    target_dir = store.target_dir(Target.TIME)
+    target_dir.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep").write_text("x")
+    link, stuck = target_dir / ".trash-linked", target_dir / ".tmp-stuck"
+    link.symlink_to(elsewhere)
+    stuck.mkdir()
+    old = time.time() - retention.STALE_TEMP_S - 60
+    for path in (link, stuck):
+        os.utime(path, (old, old), follow_symlinks=False)
+    monkeypatch.setattr(shutil, "rmtree", lambda path, ignore_errors: None)  # it stays
+    assert retention.sweep(store, Target.TIME) == [".trash-linked"]
+    assert not os.path.lexists(link) and (elsewhere / "keep").read_text() == "x"
+    assert stuck.is_dir() and f"cannot remove {stuck}, left by an interrupted publish or prune" in caplog.text
+    assert retention.sweep(store, Target.TIME) == []

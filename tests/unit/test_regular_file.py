@@ -10,6 +10,7 @@ from slurm_harp.regular_file import (
     NotJSON,
     NotRegularFile,
     TooLarge,
+    decode_json,
     read_json,
     read_regular,
     refuse_non_regular,
@@ -80,3 +81,18 @@ def test_json_no_decoder_can_hold_is_not_json(tmp_path: Path, body: bytes, reaso
     with pytest.raises(NotJSON, match=f"^{path}: not JSON \\(") as err:
         read_json(path, len(body))
     assert reason in str(err.value.reason)
+
+
+@pytest.mark.parametrize("body", [b"NaN", b'{"q": Infinity}', b"[-Infinity]", b"1e999", b"[1.5, -2e400]"])
+def test_non_finite_numbers_are_not_json_where_harp_writes_none(tmp_path: Path, body: bytes) -> None:
+    """Python's parser reads NaN, Infinity and -Infinity (no JSON has them) and numbers past a
+    float's range (as infinities): a card's NaN quantile then served every job an error. Where
+    harp writes its files with allow_nan=False, they are refused; elsewhere read as before."""
+    assert decode_json(body) is not None
+    with pytest.raises(ValueError, match=r"is not a JSON number|is beyond a float's range"):
+        decode_json(body, allow_nan=False)
+    path = tmp_path / "note.json"
+    path.write_bytes(body)
+    with pytest.raises(NotJSON):
+        read_json(path, 100, allow_nan=False)
+    assert decode_json(b'{"q": 0.5, "n": -3, "e": 1e300}', allow_nan=False) == {"q": 0.5, "n": -3, "e": 1e300}

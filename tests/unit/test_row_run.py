@@ -1,9 +1,8 @@
 """One-row runs on bound buffers answer exactly as session.run, in every thread at once; a session
-they cannot serve keeps session.run."""
+whose output is not one value per row keeps session.run."""
 
 from __future__ import annotations
 
-import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -93,11 +92,13 @@ def test_an_output_of_many_values_keeps_session_run() -> None:
     assert RowRun.of(_identity_session(), "features", ["out"], WIDTH) is None
 
 
-def test_a_session_that_fails_keeps_session_run(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_session_that_cannot_run_one_row_raises() -> None:
+    """It was logged and left to session.run, which failed the same way at every submission: the
+    runtime now rejects such a model at load (test_runtime.py)."""
+
     class Broken:
         def run(self, outputs: object, feed: object) -> list[np.ndarray]:
             raise RuntimeError("no kernel")
 
-    with caplog.at_level(logging.WARNING):
-        assert RowRun.of(Broken(), "features", ["out"], WIDTH) is None
-    assert "no bound one-row runs for outputs ['out']" in caplog.text and "no kernel" in caplog.text
+    with pytest.raises(RuntimeError, match="no kernel"):
+        RowRun.of(Broken(), "features", ["out"], WIDTH)

@@ -18,8 +18,9 @@ from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.walltime import train_walltime
 from slurm_harp.model.card import PROMOTION_FILE
-from slurm_harp.model.runtime import ModelError, QuantileModel
-from slurm_harp.model.store import ModelStore, sha256_hex
+from slurm_harp.model.runtime import ModelError, QuantileModel, load_version
+from slurm_harp.model.store import ModelStore
+from slurm_harp.model.store_files import sha256_hex
 from slurm_harp.server.reloader import reload_models
 from slurm_harp.server.serving_metrics import ServingMetrics
 
@@ -482,3 +483,69 @@ def test_an_unforeseen_error_loading_one_target_rejects_it_and_the_others_load(
     on_reload = reload_models(store.root, {Target.TIME: last_good}, None)
     assert on_reload.models[Target.TIME] is last_good
     assert on_reload.models[Target.CPUS].version == version_dir.name
+
+
+def test_a_card_with_a_nan_quantile_is_rejected(copy: Path) -> None:
+    """`"quantile": NaN` passed the schema (every comparison with NaN is false) and the checks; served,
+    NaN was the quantile closest to any asked and every job failed with a KeyError."""
+    _edit_card(copy, lambda card: card["quantiles"][0].__setitem__("quantile", float("nan")))
+    assert '"quantile": NaN' in (copy / "card.json").read_text()
+    with pytest.raises(ModelError, match=r"card\.json: not valid JSON: NaN is not a JSON number"):
+        QuantileModel.load(copy)
+
+
+def test_a_card_larger_than_any_harp_writes_is_refused_before_it_is_parsed(
+    version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A valid card with 19 MiB of padding added 700 MiB to the daemon's memory while it held the
+    reload lock, and was then served. Now it is refused, saying its size, and the last good model
+    keeps serving."""
+    store = ModelStore(tmp_path / "store")
+    files, card = _publishable(version_dir)
+    store.publish(Target.TIME, files, card)
+    huge = store.publish(Target.TIME, files, {**card, "padding": [0] * 2_200_000})
+    card_path = store.target_dir(Target.TIME) / huge / "card.json"
+    assert card_path.stat().st_size > 4 * 1024 * 1024
+    last_good = _Serving()
+    result = reload_models(store.root, {Target.TIME: last_good}, None)
+    assert result.models[Target.TIME] is last_good
+    assert result.rejected == (f"time: {card_path}: larger than 4194304 bytes: no card harp writes",)
+
+
+def test_a_version_linked_out_of_the_store_is_never_loaded(
+    version_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a CURRENT naming it refused it: the fallback at start served an older version that was a
+    link to a directory outside the store, and promotion or `harp rollback` loaded one. load_version,
+    the way all of them load, refuses it, and a store's listing skips it."""
+    store = ModelStore(tmp_path / "store")
+    files, card = _publishable(version_dir)
+    linked = store.publish(Target.TIME, files, card)
+    outside = tmp_path / "outside"
+    (store.target_dir(Target.TIME) / linked).rename(outside)
+    (store.target_dir(Target.TIME) / linked).symlink_to(outside)
+    store.publish(Target.TIME, {**files, next(iter(files)): b"not onnx"}, card)  # CURRENT: broken
+    with pytest.raises(ModelError, match=f"{linked} is a symbolic link: the store serves only its own"):
+        load_version(store.target_dir(Target.TIME) / linked, Target.TIME)
+    at_start = reload_models(store.root, {}, None)
+    assert Target.TIME not in at_start.models and "serving none" in caplog.text
+
+
+def test_a_target_directory_linked_out_of_the_store_is_never_loaded(
+    version_dir: Path, tmp_path: Path
+) -> None:
+    """Its CURRENT was refused, then the fallback at start served a version through the same link."""
+    store = ModelStore(tmp_path / "store")
+    elsewhere = tmp_path / "elsewhere"
+    ModelStore(elsewhere).publish(Target.TIME, *_publishable(version_dir))
+    store.root.mkdir()
+    store.target_dir(Target.TIME).symlink_to(elsewhere / "time")
+    (version,) = ModelStore(elsewhere).versions(Target.TIME)
+    assert store.versions(Target.TIME) == []
+    with pytest.raises(ModelError, match=r"store/time is a symbolic link"):
+        load_version(store.target_dir(Target.TIME) / version, Target.TIME)
+    at_start = reload_models(store.root, {}, None)
+    assert Target.TIME not in at_start.models
+    link = store.target_dir(Target.TIME)
+    said = f"time: CURRENT: unreadable: {link} is a symbolic link: the store serves only its own files"
+    assert at_start.rejected == (said,)

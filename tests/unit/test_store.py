@@ -202,8 +202,10 @@ def test_a_verdict_is_read_from_promotion_json_and_refused_follows_it(tmp_path: 
         (b'{"verdict": "promoted"}', "no verdict in it"),
         (b'{"promote": "true"}', "no verdict in it"),
         (None, "a FIFO, not a regular file"),
+        (b'{"promote": true, "kill_rate": NaN}', "not JSON (NaN is not a JSON number)"),
+        (b'{"promote": true, "pad": "' + b"x" * (4 * 1024 * 1024) + b'"}', "larger than 4194304 bytes"),
     ],
-    ids=["truncated", "not-utf8", "a-list", "no-promote", "promote-a-string", "fifo"],
+    ids=["truncated", "not-utf8", "a-list", "no-promote", "promote-a-string", "fifo", "nan", "too-large"],
 )
 def test_a_verdict_that_cannot_be_read_is_a_refusal_logged_naming_the_file(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes | None, problem: str
@@ -232,3 +234,53 @@ def test_a_versions_owner_is_the_target_whose_directory_holds_it(tmp_path: Path)
     (tmp_path / "time" / ".hidden").mkdir()
     for name in ("20000101T000000.000000Z", "CURRENT", ".hidden", "../time", ""):
         assert store.owner(name) is None, name
+
+
+def test_a_version_or_target_directory_that_is_a_link_is_no_version(tmp_path: Path) -> None:
+    """Only a CURRENT naming one refused a linked version: the listing (the daemon's fallback,
+    `harp rollback`, retention) took it, and CURRENT could be pointed at it."""
+    root = tmp_path / "store"
+    store = ModelStore(root)
+    linked, own = store.publish(Target.TIME, FILES, CARD), store.publish(Target.TIME, FILES, CARD)
+    outside = tmp_path / "outside"
+    (root / "time" / linked).rename(outside)
+    (root / "time" / linked).symlink_to(outside)
+    assert store.versions(Target.TIME) == [own]
+    said = f"{root / 'time' / linked} is a symbolic link: the store serves only its own files"
+    for write in (store.set_current, lambda t, v: store.write_verdict(t, v, {"promote": True})):
+        with pytest.raises(ValueError, match=said):
+            write(Target.TIME, linked)
+    assert store.current_version(Target.TIME) == own and not (outside / "promotion.json").exists()
+    # A target's directory linked elsewhere: nothing in it is a version, not even CURRENT is read.
+    alias = ModelStore(tmp_path / "alias")
+    alias.root.mkdir()
+    alias.target_dir(Target.TIME).symlink_to(root / "time")
+    assert alias.versions(Target.TIME) == []
+    with pytest.raises(ValueError, match=f"{alias.root / 'time'} is a symbolic link"):
+        alias.current_version(Target.TIME)
+    with pytest.raises(ValueError, match=f"{alias.root / 'time'} is a symbolic link"):
+        alias.set_current(Target.TIME, own)
+
+
+def test_a_stray_version_name_is_passed_over_and_the_last_name_is_a_store_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A directory named like a version but naming no time (made by hand, a bad restore), even
+    empty, failed every publish of its target with a ValueError, and one named at the last
+    microsecond there is with an OverflowError: `harp nightly` ended in a traceback, the targets
+    after it untrained, night after night. The first is passed over, logged; the second is a store
+    fault (an OSError), as a full disk is, which the run logs for that target alone."""
+    store = ModelStore(tmp_path)
+    first = store.publish(Target.TIME, FILES, CARD)
+    stray = tmp_path / "time" / "20261399T000000.000000Z"
+    stray.mkdir()
+    second = store.publish(Target.TIME, FILES, CARD)
+    assert first < second and store.current_version(Target.TIME) == second
+    assert f"{stray} is named like a version but names no time: passed over" in caplog.text
+    (tmp_path / "time" / "99991231T235959.999999Z").mkdir()
+    with pytest.raises(store_module.NoVersionName) as err:
+        store.publish(Target.TIME, FILES, CARD)
+    assert isinstance(err.value, OSError)
+    assert str(err.value) == f"{tmp_path / 'time'}: no version name sorts after 99991231T235959.999999Z"
+    assert store.current_version(Target.TIME) == second
+    assert [p.name for p in (tmp_path / "time").iterdir() if p.name.startswith(".")] == []

@@ -8,8 +8,9 @@ import os
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE
-from slurm_harp.model.store import ModelStore, read_store_file
-from slurm_harp.regular_file import decode_json
+from slurm_harp.model.store import ModelStore
+from slurm_harp.model.store_files import read_note
+from slurm_harp.regular_file import NotJSON
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _summary(store: ModelStore, target: Target, version: str) -> str:
     try:
-        card = decode_json(read_store_file(store.target_dir(target) / version / CARD_FILE))
-    except (OSError, ValueError) as exc:
+        card = read_note(store.target_dir(target) / version / CARD_FILE)
+    except NotJSON as exc:
+        return f"(card unreadable: {exc.reason})"
+    except (OSError, ValueError) as exc:  # TooLarge says "larger than"
         return f"(card unreadable: {exc})"
     if not isinstance(card, dict):
         return "(card unreadable: not a JSON object)"
@@ -106,8 +109,10 @@ def rollback(args: argparse.Namespace) -> int:
                 current,
             )
             return 1
-    if version not in versions:
-        log.error("%s: no complete version %r in %s", target.value, version, store.target_dir(target))
+    try:
+        store.version_dir(target, version)  # a link is none, named as such
+    except ValueError as exc:
+        log.error("%s: not serving %s: %s", target.value, version, exc)
         return 1
     if not _loads(store, target, version):
         log.error("%s: not serving %s: it does not load; %s still serves", target.value, version, current)

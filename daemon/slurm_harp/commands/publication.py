@@ -29,7 +29,9 @@ def train_targets(records: list[JobRecord], targets: list[Target], plan: Plan, e
     it: logged, nothing done, exit STORE_BUSY. ``every``: a target without enough data is skipped
     with a warning (the exit code is 1 only when none was published). A store that cannot be
     written (disk full, permissions) fails that target, logged, and the run goes on with the next
-    one; the exit code is then 1. The serving version stays (model.store publishes atomically)."""
+    one; the exit code is then 1. So does any other error publishing a target (a stray directory in
+    the store, a bug): logged naming it. The serving version stays (model.store publishes
+    atomically)."""
     with contextlib.ExitStack() as held:
         refused = hold_store(held, plan.store, "not training")
         if refused is not None:
@@ -83,6 +85,12 @@ def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, ever
                 exc,
             )
             missed[target] = "not published"
+        except Exception as exc:  # no other target's fault; KeyboardInterrupt and SystemExit end the run
+            name = type(exc).__name__
+            log.exception(
+                "%s: failed, not published (%s: %s); the serving version stays", target.value, name, exc
+            )
+            missed[target] = f"failed ({name})"
         else:
             published += 1
             _print(outcome, plan)

@@ -16,12 +16,16 @@ JSON Schema: the daemon validates every card against it before it loads a versio
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import jsonschema
 import numpy as np
+
+from slurm_harp.model.store_files import sha256_hex
 
 CARD_FORMAT = 2
 READABLE_FORMATS = (1, 2)
@@ -39,26 +43,38 @@ TRANSFORMS: dict[str, tuple[bool, float]] = {
 }
 
 
-def to_unit(transform: str, values: np.ndarray) -> np.ndarray:
-    """Raw model outputs -> the target's unit, clamped at 0. Works in place on ``values``."""
+def to_unit(
+    transform: str, values: np.ndarray, negative: Callable[[float], None] | None = None
+) -> np.ndarray:
+    """Raw model outputs -> the target's unit, clamped at 0. Works in place on ``values``.
+    ``negative`` is told the lowest raw value when one is below 0 (the clamp would hide it)."""
+    # Found on the raw values and the clamp only then: as many numpy calls as before, when none is.
+    lowest = np.fmin.reduce(values, axis=None, initial=0.0)  # NaN passed over: nothing to clamp
     undo_log, scale = TRANSFORMS[transform]
     if undo_log:
         np.expm1(values, out=values)
     if scale != 1.0:
         values *= scale
-    np.maximum(values, 0.0, out=values)
+    if lowest < 0.0:
+        np.maximum(values, 0.0, out=values)
+        if negative is not None:
+            negative(float(lowest))
     return values
 
 
-def unit_value(transform: str, value: float) -> float:
+def unit_value(transform: str, value: float, negative: Callable[[float], None] | None = None) -> float:
     """to_unit for one value, without the arrays: the same numpy expm1 (whose bits may differ from
     math.expm1's), scale and clamp. The serving path's one-row predictions."""
+    if value < 0.0:  # below 0 in the target's unit too; NaN is not
+        if negative is not None:
+            negative(value)
+        return 0.0
     undo_log, scale = TRANSFORMS[transform]
     if undo_log:
         value = float(np.expm1(value))
     if scale != 1.0:
         value *= scale
-    return max(value, 0.0)
+    return value
 
 
 def quantile_file_name(quantile: float) -> str:
@@ -80,6 +96,33 @@ def model_file_name(name: str) -> str:
 def quantile_key(quantile: float) -> str:
     """The key of a quantile in card dicts ("0.90")."""
     return quantile_file_name(quantile)[1:-5]
+
+
+def complete_card(
+    card: Mapping[str, Any], target: str, version: str, files: Mapping[str, bytes]
+) -> dict[str, Any]:
+    """``card`` as the store publishes it: the trainer's keys and the store's (target, version,
+    created, and each file's size and sha256)."""
+    out = dict(card)
+    out["target"] = target
+    out["version"] = version
+    out["created"] = datetime.now(UTC).isoformat(timespec="seconds")
+    sums = {name: sha256_hex(data) for name, data in files.items()}
+    out["files"] = {name: {"sha256": sums[name], "bytes": len(data)} for name, data in files.items()}
+    out["quantiles"] = _with_sums(card.get("quantiles", []), sums)
+    if "models" in card:
+        out["models"] = _with_sums(card["models"], sums)
+    return out
+
+
+def _with_sums(entries: Iterable[Mapping[str, Any]], sums: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Card entries naming a file, each with that file's sha256 added."""
+    out = []
+    for entry in entries:
+        if entry.get("file") not in sums:
+            raise ValueError(f"card names file {entry.get('file')!r} that is not being published")
+        out.append({**entry, "sha256": sums[entry["file"]]})
+    return out
 
 
 @cache

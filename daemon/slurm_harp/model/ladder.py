@@ -84,7 +84,11 @@ def merge(
         if got[name].shape != own.shape or not np.array_equal(got[name], own, equal_nan=True):
             log.warning("merged graph differs from model %s on the probe rows: run one by one", name)
             return None
-    ladder.bind_rows(input_name, probe.shape[1])
+    try:
+        ladder.bind_rows(input_name, probe.shape[1])
+    except Exception as exc:  # onnxruntime raises its own types; each model runs one row alone
+        log.warning("merged graph cannot run one row (models run one by one): %s", exc)
+        return None
     return ladder
 
 

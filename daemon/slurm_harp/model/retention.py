@@ -8,9 +8,13 @@ the champions before them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shutil
+import stat
 import time
+from pathlib import Path
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.store import ModelStore
@@ -60,21 +64,39 @@ def discard(store: ModelStore, target: Target, version: str) -> None:
     path = store.target_dir(target) / version
     trash = path.with_name(f".trash-{version}")
     path.rename(trash)
-    shutil.rmtree(trash, ignore_errors=True)
+    _remove(trash)
 
 
 def sweep(store: ModelStore, target: Target, now: float | None = None) -> list[str]:
-    """Remove what crashed publishes and deletions left behind (hidden temp and trash
-    directories older than STALE_TEMP_S). Returns the removed names."""
+    """Remove what crashed publishes and deletions left behind (hidden temp and trash directories,
+    or links under such names, older than STALE_TEMP_S). Returns the names really removed; one
+    that stays (a file in it that cannot be deleted) is logged and left for a later run."""
     target_dir = store.target_dir(target)
     if not target_dir.is_dir():
         return []
     now = time.time() if now is None else now
     removed = []
     for path in target_dir.iterdir():
-        leftover = path.is_dir() and path.name.startswith((".tmp-", ".trash-"))
-        if leftover and now - path.stat().st_mtime > STALE_TEMP_S:
-            shutil.rmtree(path, ignore_errors=True)
+        if not path.name.startswith((".tmp-", ".trash-")):
+            continue
+        st = path.lstat()  # a link's own age; its target is no concern of the store's
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)) or now - st.st_mtime <= STALE_TEMP_S:
+            continue
+        if _remove(path):
             log.info("removed %s left by an interrupted publish or prune", path)
             removed.append(path.name)
+        else:
+            log.warning("cannot remove %s, left by an interrupted publish or prune: it stays", path)
     return removed
+
+
+def _remove(path: Path) -> bool:
+    """Remove ``path`` and whatever it holds, or the link it is (rmtree refuses a link, and said
+    nothing with ignore_errors: a ``.trash-`` link was reported removed at every sweep); whether
+    it is gone."""
+    if path.is_symlink():
+        with contextlib.suppress(OSError):  # said below: it is still there
+            path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+    return not os.path.lexists(path)

@@ -9,14 +9,11 @@ the values are too.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-log = logging.getLogger(__name__)
 
 
 class RowRun:
@@ -35,19 +32,16 @@ class RowRun:
     @classmethod
     def of(cls, session: Any, input_name: str, outputs: Sequence[str], width: int) -> RowRun | None:
         """A RowRun for ``session``, or None when an output is not one float32 value per row
-        (then ``session.run`` serves it as before)."""
-        try:
-            row = np.full((1, width), np.nan, dtype=np.float32)
-            values = [np.asarray(v) for v in session.run(list(outputs), {input_name: row})]
-            if any(v.dtype != np.float32 or v.size != 1 for v in values):
-                return None
-            run = cls(
-                session, input_name, [(n, list(v.shape)) for n, v in zip(outputs, values, strict=True)], width
-            )
-            run._bind()  # fail here, at load, rather than on a submission
-        except Exception as exc:  # onnxruntime raises its own types; session.run still serves
-            log.warning("no bound one-row runs for outputs %s (session.run serves them): %s", outputs, exc)
+        (then ``session.run`` serves it as before). What onnxruntime raises when the session cannot
+        run or bind one row passes through: a model that fails one row fails every submission."""
+        row = np.full((1, width), np.nan, dtype=np.float32)
+        values = [np.asarray(v) for v in session.run(list(outputs), {input_name: row})]
+        if any(v.dtype != np.float32 or v.size != 1 for v in values):
             return None
+        run = cls(
+            session, input_name, [(n, list(v.shape)) for n, v in zip(outputs, values, strict=True)], width
+        )
+        run._bind()  # fail here, at load, rather than on a submission
         return run
 
     def __call__(self, x: np.ndarray) -> np.ndarray:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,11 @@ import onnxruntime as ort
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration
-from slurm_harp.model import ladder
-from slurm_harp.model.card import CARD_FILE, INPUT_NAME, READABLE_FORMATS, check_schema, to_unit, unit_value
+from slurm_harp.model import ladder, probe
+from slurm_harp.model.card import CARD_FILE, INPUT_NAME, to_unit, unit_value
+from slurm_harp.model.card_check import CardError, calibration_of, check_card, read_card
 from slurm_harp.model.row_run import RowRun
-from slurm_harp.model.store import read_store_file, sha256_hex
-from slurm_harp.regular_file import decode_json
+from slurm_harp.model.store_files import read_store_file, refuse_links, sha256_hex
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class QuantileModel:
         self.calibration = calibration
         self._ladder: ladder.Ladder | None = None  # set by load() where the models merge
         self._row_runs: dict[int, RowRun] = {}  # by id(session), set by load(): one-row runs
+        self._negative_logged = False  # whether _negative has logged
         chosen = card.get("selection", {}).get("chosen") if isinstance(card.get("selection"), dict) else None
         self.chosen: str | None = chosen if isinstance(chosen, str) else None
 
@@ -66,8 +68,12 @@ class QuantileModel:
         another quantity's predictions, in its unit)."""
         version_dir = Path(version_dir)
         card_path = version_dir / CARD_FILE
-        card = _read_card(card_path)
-        card_target = _check_card(card, card_path, version_dir.name)
+        try:
+            card = read_card(card_path)
+            card_target = check_card(card, card_path, version_dir.name)
+            calibration = calibration_of(card, card_path)
+        except CardError as exc:
+            raise ModelError(str(exc)) from None
         if target is not None and card_target is not target:
             raise ModelError(
                 f"{card_path}: the card is for target {card_target.value!r}, the version is in the "
@@ -95,21 +101,25 @@ class QuantileModel:
 
         sessions = {float(entry["quantile"]): session_for(entry) for entry in card["quantiles"]}
         named = {str(entry["name"]): session_for(entry) for entry in card.get("models", [])}
-        calibration = _calibration(card, card_path, named)
         model = cls(card_target, version_dir.name, card, sessions, transform, named, calibration)
         model._probe(version_dir)
         files = {str(e["name"]): data_of[str(e["file"])] for e in card.get("models", [])}
         model._ladder = ladder.merge(
-            files, INPUT_NAME, lambda data: _session(version_dir, data), _probe_rows(), model._raw
+            files, INPUT_NAME, lambda data: _session(version_dir, data), probe.rows(), model._raw
         )
-        model._bind_rows(by_file.values())
+        model._bind_rows(version_dir, by_file)
+        model._probe_one_row(version_dir)
         return model
 
-    def _bind_rows(self, sessions: Iterable[ort.InferenceSession]) -> None:
-        """One-row runs on bound buffers for every session, where its output allows."""
+    def _bind_rows(self, version_dir: Path, sessions: Mapping[str, ort.InferenceSession]) -> None:
+        """One-row runs on bound buffers for every session (by file name), where its output allows;
+        a session that cannot run one row is no model to serve: the daemon serves row by row."""
         width = len(FEATURE_NAMES)
-        for session in sessions:
-            run = RowRun.of(session, INPUT_NAME, [session.get_outputs()[0].name], width)
+        for name, session in sessions.items():
+            try:
+                run = RowRun.of(session, INPUT_NAME, [session.get_outputs()[0].name], width)
+            except Exception as exc:  # onnxruntime raises its own exception types
+                raise ModelError(f"{version_dir / name}: cannot run one row: {exc}") from exc
             if run is not None:
                 self._row_runs[id(session)] = run
 
@@ -134,10 +144,12 @@ class QuantileModel:
             return {}
         # One conversion for all: each numpy call on a one-row array costs more than its arithmetic.
         if self._ladder is not None and len(wanted) >= ladder.MIN_MODELS:
-            values = to_unit(self._transform, self._ladder.run_stacked(INPUT_NAME, x))
+            values = to_unit(self._transform, self._ladder.run_stacked(INPUT_NAME, x), self._negative)
             index = self._ladder.index
             return {name: values[index[name]] for name in wanted}
-        values = to_unit(self._transform, ladder.stacked([self._raw(name, x) for name in wanted]))
+        values = to_unit(
+            self._transform, ladder.stacked([self._raw(name, x) for name in wanted]), self._negative
+        )
         return dict(zip(wanted, values, strict=True))
 
     def predict_row(self, x: np.ndarray, names: tuple[str, ...]) -> dict[str, float]:
@@ -148,7 +160,7 @@ class QuantileModel:
             return {name: float(values[0]) for name, values in self.predict_named(x, names).items()}
         if x.dtype != np.float32:
             x = x.astype(np.float32)
-        return {name: unit_value(self._transform, self._raw_value(name, x)) for name in names}
+        return {name: unit_value(self._transform, self._raw_value(name, x), self._negative) for name in names}
 
     def _raw_value(self, name: str, x: np.ndarray) -> float:
         """``_raw`` for one row, as a float."""
@@ -166,7 +178,9 @@ class QuantileModel:
             x = x.astype(np.float32)
         feed = {INPUT_NAME: x}
         raw = [session.run([output], feed)[0] for _, session, output in self._runs]
-        values = to_unit(self._transform, np.concatenate(raw, axis=None).reshape(len(raw), -1))
+        values = to_unit(
+            self._transform, np.concatenate(raw, axis=None).reshape(len(raw), -1), self._negative
+        )
         if len(raw) > 1:
             values.sort(axis=0)
         return {q: values[i] for i, (q, _, _) in enumerate(self._runs)}
@@ -179,33 +193,75 @@ class QuantileModel:
         for q, session, output in self._runs:
             if q == quantile:
                 raw = self._run(session, output, x).astype(np.float32)  # same dtype as predict()
-                values: np.ndarray = to_unit(self._transform, raw.reshape(1, -1))[0]
+                values: np.ndarray = to_unit(self._transform, raw.reshape(1, -1), self._negative)[0]
                 return values
         raise KeyError(f"model {self.version} has no quantile {quantile}")
 
     def _probe(self, version_dir: Path) -> None:
-        """Run a missing-everything row and a plain one; every quantile must give a finite value."""
-        probe = _probe_rows()
-        # A history column is NaN where there is no history (decide_limit skips it): only the
-        # plain row must be finite there.
+        """Every model's answer to the probe rows, run as a batch, must pass model.probe."""
+        rows = probe.rows()
         kinds = {
             str(m.get("name")): m.get("kind") for m in self.card.get("models", []) if isinstance(m, dict)
         }
-        runs = [(f"q{q}", s, o, 0) for q, s, o in self._runs]
-        runs += [(n, s, o, 1 if kinds.get(n) == "history" else 0) for n, (s, o) in self._named.items()]
-        for name, session, output, first in runs:
+        runs: list[tuple[str, ort.InferenceSession, str, object]] = [
+            (f"q{q}", s, o, "quantile") for q, s, o in self._runs
+        ]
+        runs += [(n, s, o, kinds.get(n)) for n, (s, o) in self._named.items()]
+        for name, session, output, kind in runs:
             try:
-                out = np.asarray(session.run([output], {INPUT_NAME: probe})[0]).reshape(-1)
+                out = np.asarray(session.run([output], {INPUT_NAME: rows})[0]).reshape(-1)
             except Exception as exc:  # onnxruntime raises its own exception types
                 raise ModelError(f"{version_dir}: {name}: probe run failed: {exc}") from exc
-            if out.shape != (2,) or not np.all(np.isfinite(out[first:])):
-                raise ModelError(f"{version_dir}: {name}: probe gave {out!r}, not finite values")
+            why = probe.problem(out, kind, self._transform)
+            if why is not None:
+                raise ModelError(f"{version_dir}: {name}: {why}")
+
+    def _probe_one_row(self, version_dir: Path) -> None:
+        """The plain probe row alone through each path the daemon serves a submission by (bound
+        runs, the merged ladder): a model whose batch of two runs may still fail one row."""
+        row = probe.rows()[1:]
+        paths: list[tuple[str, float | None, tuple[str, ...]]] = [(f"q{q}", q, ()) for q in self.quantiles]
+        paths += [(n, None, (n,)) for n in self.names]
+        if self._ladder is not None:
+            paths.append(("the merged models", None, self.names))
+        self._negative_logged = True  # the probe's own values are no submission's: not logged
+        try:
+            for label, quantile, names in paths:
+                try:
+                    if quantile is not None:
+                        values = [float(self.predict_quantile(row, quantile)[0])]
+                    else:
+                        values = list(self.predict_row(row, names).values())
+                except Exception as exc:  # onnxruntime raises its own exception types
+                    raise ModelError(f"{version_dir}: {label}: one-row probe run failed: {exc}") from exc
+                if not all(math.isfinite(v) for v in values):
+                    raise ModelError(f"{version_dir}: {label}: one-row probe gave {values}, not finite")
+        finally:
+            self._negative_logged = False
+
+    def _negative(self, raw: float) -> None:
+        """A raw prediction below 0, served as 0 (card.to_unit): logged once per version, whose
+        models may give such a value at every submission."""
+        if not self._negative_logged:
+            self._negative_logged = True
+            log.warning(
+                "%s model %s: raw prediction %.6g (%s) below 0, served as 0; not logged again for it",
+                self.target.value,
+                self.version,
+                raw,
+                self._transform,
+            )
 
 
 def load_version(version_dir: Path, target: Target) -> QuantileModel:
     """QuantileModel.load, any failure a ModelError: what no check foresaw (an onnxruntime error
     of its own, say) must reject the version like any other, not stop the daemon's reload of every
-    target, a promotion or a rollback."""
+    target, a promotion or a rollback. The one way the daemon, promotion and `harp rollback` load a
+    version: a version or target directory that is a symbolic link is refused here (store_files)."""
+    try:
+        refuse_links(version_dir.parent, version_dir.name)
+    except ValueError as exc:
+        raise ModelError(str(exc)) from None
     try:
         return QuantileModel.load(version_dir, target)
     except ModelError:
@@ -215,99 +271,11 @@ def load_version(version_dir: Path, target: Target) -> QuantileModel:
         raise ModelError(f"{version_dir}: {type(exc).__name__}: {exc}") from exc
 
 
-def _probe_rows() -> np.ndarray:
-    """A missing-everything row and a plain one."""
-    probe = np.full((2, len(FEATURE_NAMES)), np.nan, dtype=np.float32)
-    probe[1] = 1.0
-    return probe
-
-
 def _read(path: Path) -> bytes:
     try:
         return read_store_file(path)
     except OSError as exc:
         raise ModelError(f"{path}: cannot read: {exc}") from exc
-
-
-def _read_card(path: Path) -> dict[str, Any]:
-    try:
-        card = decode_json(_read(path).decode("utf-8"))
-    except ValueError as exc:  # bad UTF-8 or JSON, a 5000-digit integer, nesting past the parser's
-        raise ModelError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(card, dict):
-        raise ModelError(f"{path}: not a JSON object")
-    if _deeper_than(card, _MAX_CARD_DEPTH):
-        raise ModelError(f"{path}: nested more than {_MAX_CARD_DEPTH} levels deep: no card harp writes")
-    return card
-
-
-# A card harp writes is 4 or 5 levels deep. Nesting the parser still reads (~990 levels) makes the
-# schema check recurse in turn, and its message's repr() raise RecursionError, no ModelError.
-_MAX_CARD_DEPTH = 32
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether JSON ``value`` nests more than ``limit`` containers deep (a loop: no recursion)."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth >= limit:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return False
-
-
-def _check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
-    """card.schema.json first (shapes, types, names, checksums' form), then what a schema cannot
-    say: the version is the directory, the features are this daemon's, names are unique."""
-    if card.get("format") not in READABLE_FORMATS:
-        readable = ", ".join(str(f) for f in READABLE_FORMATS)
-        raise ModelError(
-            f"{path}: card format {repr(card.get('format'))[:80]} is unknown; this daemon reads formats "
-            f"{readable}"
-        )
-    try:
-        check_schema(card)
-    except ValueError as exc:
-        raise ModelError(f"{path}: {exc}") from None
-    if card["version"] != dir_name:
-        raise ModelError(f"{path}: card version {card['version']!r} is not the directory {dir_name!r}")
-    if card["features"] != list(FEATURE_NAMES):
-        raise ModelError(f"{path}: feature mismatch: {_difference(card['features'])}")
-    quantiles = [float(entry["quantile"]) for entry in card["quantiles"]]
-    if len(set(quantiles)) != len(quantiles):
-        raise ModelError(f"{path}: repeated quantile in {quantiles}")
-    models = card.get("models", [])
-    if card["format"] == 1 and models:
-        raise ModelError(f"{path}: 'models' is a format 2 key")
-    names = [entry["name"] for entry in models]
-    if len(set(names)) != len(names):
-        raise ModelError(f"{path}: repeated model name in {names}")
-    return Target(card["target"])
-
-
-def _calibration(
-    card: Mapping[str, Any], path: Path, named: Mapping[str, ort.InferenceSession]
-) -> Calibration | None:
-    """The card's safety rule, checked against the models it reads; None when there is none."""
-    data = card.get("calibration")
-    if data is None:
-        return None
-    if not isinstance(data, dict):
-        raise ModelError(f"{path}: 'calibration' is not an object")
-    try:
-        calibration = Calibration.from_dict(data)
-    except ValueError as exc:
-        raise ModelError(f"{path}: {exc}") from None
-    if calibration.target.value != card.get("target"):
-        raise ModelError(
-            f"{path}: calibration is for {calibration.target.value}, card for {card.get('target')!r}"
-        )
-    missing = [name for name in calibration.models if name not in named]
-    if missing:
-        raise ModelError(f"{path}: calibration reads models not in the card: {missing}")
-    return calibration
 
 
 def _session(path: Path, data: bytes) -> ort.InferenceSession:
@@ -323,19 +291,15 @@ def _session(path: Path, data: bytes) -> ort.InferenceSession:
     inputs = session.get_inputs()
     if len(inputs) != 1 or inputs[0].name != INPUT_NAME:
         raise ModelError(f"{path}: expected one input named {INPUT_NAME!r}")
-    width = inputs[0].shape[-1] if inputs[0].shape else None
+    shape = inputs[0].shape
+    width = shape[-1] if shape else None
     if width != len(FEATURE_NAMES):
         raise ModelError(
             f"{path}: feature mismatch: input width {width}, daemon computes {len(FEATURE_NAMES)}"
         )
+    if len(shape) != 2 or isinstance(shape[0], int):  # a dynamic dimension is a name, or None
+        raise ModelError(
+            f"{path}: input shape {shape}: its rows must be a dynamic dimension (the daemon runs "
+            "one row per submission, promotion thousands)"
+        )
     return session
-
-
-def _difference(names: Any) -> str:
-    """Where a card's feature list departs from the daemon's (a short, loggable description)."""
-    if not isinstance(names, list):
-        return f"card has {type(names).__name__}, not a list of names"
-    for i, (theirs, ours) in enumerate(zip(names, FEATURE_NAMES, strict=False)):
-        if theirs != ours:
-            return f"feature {i} is {theirs!r} in the model, {ours!r} in the daemon"
-    return f"model has {len(names)} features, daemon computes {len(FEATURE_NAMES)}"

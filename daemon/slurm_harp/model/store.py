@@ -10,21 +10,27 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from slurm_harp.core.request import Target
-from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE
-from slurm_harp.regular_file import decode_json, read_regular
+from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE, complete_card
+from slurm_harp.model.store_files import (
+    MAX_NOTE_BYTES,
+    linked,
+    read_note,
+    read_store_file,
+    refuse_links,
+)
+from slurm_harp.regular_file import NotJSON, TooLarge
 from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, fsync_dir, make_dirs, replace_file
 
 CURRENT_FILE = "CURRENT"
@@ -42,13 +48,10 @@ PENDING_VERDICT = {"promote": False, "pending": True, "verdict": "not judged (no
 # be a refusal, and a challenger promotion refused must never be served by a fallback.
 UNREADABLE = "unreadable"
 _VERSION = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
+_TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 log = logging.getLogger(__name__)
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,11 @@ class Current:
 
 class StoreBusy(Exception):
     """Another process holds the store's writer lock."""
+
+
+class NoVersionName(OSError):
+    """No name sorts after the newest version's (one named 99991231T235959.999999Z): a store fault,
+    as a full disk is, for the caller that publishes."""
 
 
 class ModelStore:
@@ -120,7 +128,7 @@ class ModelStore:
             os.chmod(tmp, DIR_MODE)  # mkdtemp makes 0700; the daemon runs as the group's member
             adopt(tmp)
             version = self._new_version(target_dir)
-            full_card = _complete_card(card, Target(target).value, version, files)
+            full_card = complete_card(card, Target(target).value, version, files)
             for name, data in files.items():
                 _write_synced(tmp / name, data)
             _write_synced(
@@ -142,20 +150,29 @@ class ModelStore:
         """Give a published version its promotion verdict (its ``promotion.json``, which verdict()
         reads), atomically. The card and model files are never touched: they are what the
         checksums cover."""
-        version_dir = self.target_dir(target) / version
-        if not _VERSION.match(version) or not (version_dir / CARD_FILE).is_file():
-            raise ValueError(f"no complete version {version!r} under {version_dir.parent}")
         data = json.dumps(verdict, indent=2, sort_keys=True, allow_nan=False).encode()
-        replace_file(version_dir / PROMOTION_FILE, data)
+        replace_file(self.version_dir(target, version) / PROMOTION_FILE, data)
 
     def set_current(self, target: Target | str, version: str) -> None:
+        """Point CURRENT at ``version``: ValueError (version_dir's) when it is no version to serve."""
+        self.version_dir(target, version)
+        replace_file(self.target_dir(target) / CURRENT_FILE, f"{version}\n".encode())
+
+    def version_dir(self, target: Target | str, version: str) -> Path:
+        """The directory of ``version`` of ``target``; ValueError when it is not a complete version
+        (no version name, no card) or it or the target's directory is a symbolic link."""
         target_dir = self.target_dir(target)
-        if not _VERSION.match(version) or not (target_dir / version / CARD_FILE).is_file():
+        if not _VERSION.match(version):
+            raise ValueError(f"no complete version {version[:80]!r} under {target_dir}")
+        refuse_links(target_dir, version)
+        path = target_dir / version
+        if not (path / CARD_FILE).is_file():
             raise ValueError(f"no complete version {version!r} under {target_dir}")
-        replace_file(target_dir / CURRENT_FILE, f"{version}\n".encode())
+        return path
 
     def current_version(self, target: Target | str) -> str | None:
         path = self.target_dir(target) / CURRENT_FILE
+        refuse_links(path.parent)  # not even CURRENT is read through a link
         try:
             version = read_store_file(path).decode("utf-8", errors="replace").strip()
         except FileNotFoundError:
@@ -169,10 +186,8 @@ class ModelStore:
         version = self.current_version(target)
         if version is None:
             return None
+        refuse_links(self.target_dir(target), version)
         path = self.target_dir(target) / version
-        for part in (path.parent, path):
-            if part.is_symlink():
-                raise ValueError(f"{part} is a symbolic link: the store serves only its own files")
         return path if path.is_dir() else None
 
     def current(self, target: Target | str) -> Current:
@@ -183,12 +198,15 @@ class ModelStore:
             return Current(None, None, str(exc))
 
     def versions(self, target: Target | str) -> list[str]:
-        """Complete versions, oldest first (names sort by creation time)."""
+        """Complete versions, oldest first (names sort by creation time). A version that is a
+        symbolic link is none, nor is any in a target directory that is one (``linked``)."""
         target_dir = self.target_dir(target)
-        if not target_dir.is_dir():
+        if not target_dir.is_dir() or linked(target_dir) is not None:
             return []
         return sorted(
-            p.name for p in target_dir.iterdir() if _VERSION.match(p.name) and (p / CARD_FILE).is_file()
+            p.name
+            for p in target_dir.iterdir()
+            if _VERSION.match(p.name) and linked(target_dir, p.name) is None and (p / CARD_FILE).is_file()
         )
 
     def owner(self, version: str) -> Target | None:
@@ -205,13 +223,15 @@ class ModelStore:
         given as a refusal: ``promote: false``, UNREADABLE: the problem, ``verdict`` saying it."""
         path = self.target_dir(target) / version / PROMOTION_FILE
         try:
-            note = decode_json(read_store_file(path))
+            note = read_note(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
             problem = exc.strerror or str(exc)
-        except ValueError as exc:  # UnicodeDecodeError and decode_json's refusals included
-            problem = f"not JSON ({exc})"
+        except TooLarge:
+            problem = f"larger than {MAX_NOTE_BYTES} bytes"
+        except NotJSON as exc:  # bad UTF-8, NaN, nesting too deep included
+            problem = f"not JSON ({exc.reason})"
         else:
             if isinstance(note, dict) and isinstance(note.get("promote"), bool):
                 return note
@@ -240,48 +260,28 @@ class ModelStore:
         # gone back (NTP correcting a clock that ran ahead) must not name a version older than the
         # newest one: retention would prune it at once and keep the others, the daemon's fallback
         # and `harp rollback` take the newest name for the newest version. Names stay in order.
+        # A name that reads as no time (20261399T000000.000000Z: made by hand, a bad restore) is
+        # passed over, logged: it failed every publish of the target, night after night.
         moment = datetime.now(UTC)
-        names = [p.name for p in target_dir.iterdir() if _VERSION.match(p.name)]
-        if names:
-            newest = datetime.strptime(max(names), "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=UTC)
-            moment = max(moment, newest + timedelta(microseconds=1))
+        times = [_time_of(p) for p in target_dir.iterdir() if _VERSION.match(p.name)]
+        moment = max([moment, *(t for t in times if t is not None)])  # bumped past a name taken below
         while True:
-            name = moment.strftime("%Y%m%dT%H%M%S.%fZ")
-            if not (target_dir / name).exists():
+            name = moment.strftime(_TIME_FORMAT)
+            if not os.path.lexists(target_dir / name):
                 return name
-            moment += timedelta(microseconds=1)
+            try:
+                moment += timedelta(microseconds=1)
+            except OverflowError:  # a version named 99991231T235959.999999Z
+                raise NoVersionName(f"{target_dir}: no version name sorts after {name}") from None
 
 
-def _complete_card(
-    card: Mapping[str, Any], target: str, version: str, files: Mapping[str, bytes]
-) -> dict[str, Any]:
-    out = dict(card)
-    out["target"] = target
-    out["version"] = version
-    out["created"] = datetime.now(UTC).isoformat(timespec="seconds")
-    sums = {name: sha256_hex(data) for name, data in files.items()}
-    out["files"] = {name: {"sha256": sums[name], "bytes": len(data)} for name, data in files.items()}
-    out["quantiles"] = _with_sums(card.get("quantiles", []), sums)
-    if "models" in card:
-        out["models"] = _with_sums(card["models"], sums)
-    return out
-
-
-def _with_sums(entries: Iterable[Mapping[str, Any]], sums: Mapping[str, str]) -> list[dict[str, Any]]:
-    """Card entries naming a file, each with that file's sha256 added."""
-    out = []
-    for entry in entries:
-        if entry.get("file") not in sums:
-            raise ValueError(f"card names file {entry.get('file')!r} that is not being published")
-        out.append({**entry, "sha256": sums[entry["file"]]})
-    return out
-
-
-def read_store_file(path: Path) -> bytes:
-    """The bytes of a regular file that is not a symbolic link. Whoever can write into the store
-    must not make the daemon (often more privileged) read, log or hang on a file outside it
-    (a link to a secret, a FIFO, a device). FileNotFoundError passes through; the rest is OSError."""
-    return read_regular(path, follow_links=False)
+def _time_of(version_dir: Path) -> datetime | None:
+    """The time a version's name says, or None, logged, when it says none."""
+    try:
+        return datetime.strptime(version_dir.name, _TIME_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        log.warning("%s is named like a version but names no time: passed over", version_dir)
+        return None
 
 
 def _write_synced(path: Path, data: bytes) -> None:
