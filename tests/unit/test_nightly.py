@@ -202,12 +202,14 @@ def test_the_summary_says_no_target_had_enough_data_only_when_so(
     assert errors == ["training failed: no target had enough data"]
 
 
+@pytest.mark.parametrize("command", ["nightly", "train"])
 def test_a_stored_time_out_of_range_is_left_out_of_training_not_fatal(
-    site: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    site: Path, tmp_path: Path, command: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A trace imported before the readers checked its times (an SWF UnixStartTime in
     milliseconds: the year 27969) stopped every nightly after with a ValueError traceback; a job
-    stamped by a clock that ran ahead would stay the newest submission, which promotion judges by."""
+    stamped by a clock that ran ahead would stay the newest submission, which promotion judges by.
+    `harp train --db` reads the same store and leaves them out alike."""
     (job,) = regular_users(1)
     future = dataclasses.replace(
         job,
@@ -219,7 +221,11 @@ def test_a_stored_time_out_of_range_is_left_out_of_training_not_fatal(
     with JobStore(tmp_path / "jobs.sqlite") as store:
         store.merge([future], "future")
     with caplog.at_level(logging.WARNING):
-        assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
+        if command == "nightly":
+            assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
+        else:
+            db, store = tmp_path / "jobs.sqlite", tmp_path / "models"
+            assert main(["train", "--db", str(db), "--store", str(store), "--target", "time"]) == 0
     assert (
         "1 jobs of the job store left out of training, a time before 1970 or more than a day" in caplog.text
     )

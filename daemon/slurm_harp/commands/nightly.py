@@ -19,7 +19,6 @@ import sqlite3
 import time
 
 from slurm_harp.accounting import JobRecord
-from slurm_harp.accounting.fields import FUTURE_SLACK_S, time_problem
 from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, store_error
 from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands import method, publication
@@ -87,42 +86,9 @@ def _harvest_and_train(args: argparse.Namespace, settings: Settings, db: str) ->
     except OSError as exc:
         log.error("cannot read the job store %s: %s", db, exc)
         return 1
-    code = _train(settings, _trainable(records, time.time()))
+    code = _train(settings, records)
     log.info("nightly done in %.1f s (exit %d)", time.monotonic() - started, code)
     return code
-
-
-def _trainable(records: list[JobRecord], now: float) -> list[JobRecord]:
-    """``records`` but those with a time the readers refuse now (fields.time_problem: before
-    1970, or more than a day after ``now``), logged in one warning naming the first. Such a job
-    was stamped by a controller's clock that ran ahead (read with the same clock) or stored before
-    the trace readers checked (an SWF UnixStartTime in milliseconds: year 27969); trained on, it
-    would stay the newest submission and leave every later challenger no new job to be judged on.
-    It stays in the store: once the clock has passed its times it is trained on."""
-    latest = now + FUTURE_SLACK_S
-    kept: list[JobRecord] = []
-    left: list[str] = []
-    for record in records:
-        times = (
-            ("submit time", record.request.submit_time),
-            ("start time", record.start_time),
-            ("end time", record.end_time),
-        )
-        problem = next(
-            (f"{name} {t} {p}" for name, t in times if (p := time_problem(t, latest, earliest=0))), None
-        )
-        if problem is None:
-            kept.append(record)
-        else:
-            left.append(f"job {record.job_id}: {problem}")
-    if left:
-        log.warning(
-            "%d jobs of the job store left out of training, a time before 1970 or more than a day "
-            "after this host's clock (unix seconds; %s)",
-            len(left),
-            left[0],
-        )
-    return kept
 
 
 def _train(settings: Settings, records: list[JobRecord]) -> int:

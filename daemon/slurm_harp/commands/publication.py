@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from slurm_harp.accounting.fields import FUTURE_SLACK_S, time_problem
 from slurm_harp.core.request import Target
 from slurm_harp.model.store import ModelStore, StoreBusy
 
@@ -59,6 +61,7 @@ def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, ever
     from slurm_harp.learning.pipeline import Unfinished, Unloadable, train_and_publish
     from slurm_harp.learning.trainer import NotEnoughData, TrainingError
 
+    records = trainable(records, time.time())  # harp train --db reads the same store as nightly
     data = build_dataset(records, max_rows=plan.max_rows)  # the same features serve every target
     published = 0
     missed: dict[Target, str] = {}  # what happened to each target not published, said at the end
@@ -147,3 +150,36 @@ def _print(outcome: Outcome, plan: Plan) -> None:
         print("  not promoted (--promote never)")
     if outcome.pruned:
         print(f"  removed old versions: {', '.join(outcome.pruned)}")
+
+
+def trainable(records: list[JobRecord], now: float) -> list[JobRecord]:
+    """``records`` but those with a time the readers refuse now (fields.time_problem: before
+    1970, or more than a day after ``now``), logged in one warning naming the first. Such a job
+    was stamped by a controller's clock that ran ahead (read with the same clock) or stored before
+    the trace readers checked (an SWF UnixStartTime in milliseconds: year 27969); trained on, it
+    would stay the newest submission and leave every later challenger no new job to be judged on.
+    It stays in the store: once the clock has passed its times it is trained on."""
+    latest = now + FUTURE_SLACK_S
+    kept: list[JobRecord] = []
+    left: list[str] = []
+    for record in records:
+        times = (
+            ("submit time", record.request.submit_time),
+            ("start time", record.start_time),
+            ("end time", record.end_time),
+        )
+        problem = next(
+            (f"{name} {t} {p}" for name, t in times if (p := time_problem(t, latest, earliest=0))), None
+        )
+        if problem is None:
+            kept.append(record)
+        else:
+            left.append(f"job {record.job_id}: {problem}")
+    if left:
+        log.warning(
+            "%d jobs of the job store left out of training, a time before 1970 or more than a day "
+            "after this host's clock (unix seconds; %s)",
+            len(left),
+            left[0],
+        )
+    return kept
