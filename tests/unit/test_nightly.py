@@ -224,8 +224,8 @@ def test_a_stored_time_out_of_range_is_left_out_of_training_not_fatal(
         if command == "nightly":
             assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
         else:
-            db, store = tmp_path / "jobs.sqlite", tmp_path / "models"
-            assert main(["train", "--db", str(db), "--store", str(store), "--target", "time"]) == 0
+            db, models_dir = tmp_path / "jobs.sqlite", tmp_path / "models"
+            assert main(["train", "--db", str(db), "--store", str(models_dir), "--target", "time"]) == 0
     assert (
         "1 jobs of the job store left out of training, a time before 1970 or more than a day" in caplog.text
     )
