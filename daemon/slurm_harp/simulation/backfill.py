@@ -6,8 +6,11 @@ when something changed since the last one, walks the first ``bf_max_job_test`` w
 priority order over a profile of free processors built from the running jobs' limits, all times
 rounded up to ``bf_resolution``: a job that fits now starts, any other gets a reservation at its
 earliest start (if within ``bf_window``), and later jobs may only use what the reservations leave.
-A job with a time_min floor that does not fit with its full limit may start with a limit cut to what
-fits now, down to its floor. Priority is arrival order (Slurm's priority/basic, or FCFS age).
+A job with a time_min floor is tested and, if it must wait, reserved with its floor (backfill.c sets
+``time_limit = time_min`` for the test and reserves ``start + time_limit``); one that can start now
+starts with the longest limit that fits, down to its floor (``_reset_job_time_limit``). The main
+scheduler starts a job with its full limit: job_scheduler.c uses time_min only to check a
+deadline. Priority is arrival order (Slurm's priority/basic, or FCFS age).
 Not modelled: partitions, QOS, fair-share, nodes and topology (processors are one pool), the pass's
 own run time and bf_continue, bf_max_job_user and the like.
 """
@@ -67,10 +70,15 @@ class SlurmBackfill:
         if not sim.queue:
             return None
         head = sim.queue[0]
-        return self._profile(sim).earliest(sim.procs[head], self._round(sim.planned[head]))
+        return self._profile(sim).earliest(sim.procs[head], self._tested(sim, head))
 
     def _round(self, duration: float) -> float:
         return math.ceil(duration / self.resolution) * self.resolution
+
+    def _tested(self, sim: Simulation, job: int) -> float:
+        """How long the pass tests and reserves a waiting job for: its limit, or its time_min floor
+        when it has one, rounded up to the resolution."""
+        return self._round(min(sim.floor[job], sim.planned[job]))
 
     def _profile(self, sim: Simulation) -> FreeProfile:
         res = self.resolution
@@ -106,23 +114,24 @@ class SlurmBackfill:
             p = procs[job]
             limit = planned[job]
             duration = math.ceil(limit / res) * res
-            start = profile.earliest(p, duration, horizon, placed.get((p, duration)))
+            # time_min: tested (and reserved, if it waits) with its floor, as slurmctld does.
+            needed = math.ceil(floor[job] / res) * res if floor[job] < limit else duration
+            start = profile.earliest(p, needed, horizon, placed.get((p, needed)))
             if start is not None:
-                placed[(p, duration)] = start
+                placed[(p, needed)] = start
             if start == now:
-                sim.start(job, limit)
-                profile.reserve(now, now + duration, p)
-                continue
-            if floor[job] < limit and p <= profile.free[0]:
-                span = profile.free_span(p)
-                if span >= math.ceil(floor[job] / res) * res:
+                span = profile.free_span(p) if needed < duration else math.inf
+                if span < duration:
                     # time_min: start now with the longest limit that fits (Slurm sets it so).
                     cut = min(limit, span)
                     sim.start(job, cut)
                     profile.reserve(now, now + cut, p)
-                    continue
+                else:
+                    sim.start(job, limit)
+                    profile.reserve(now, now + duration, p)
+                continue
             if start is None:
                 continue
-            profile.reserve(start, start + duration, p)
+            profile.reserve(start, start + needed, p)
             if rank == 0:
                 sim.note_reservation(job, start)
