@@ -6,9 +6,11 @@ when something changed since the last one, walks the first ``bf_max_job_test`` w
 priority order over a profile of free processors built from the running jobs' limits, all times
 rounded up to ``bf_resolution``: a job that fits now starts, any other gets a reservation at its
 earliest start (if within ``bf_window``), and later jobs may only use what the reservations leave.
-A job with a time_min floor is tested and, if it must wait, reserved with its floor (backfill.c sets
-``time_limit = time_min`` for the test and reserves ``start + time_limit``); one that can start now
-starts with the longest limit that fits, down to its floor (``_reset_job_time_limit``). The main
+A job with a time_min floor is tested with its floor, and starts with it as its limit or is reserved
+for it: backfill.c (22.05 to 24.05) sets ``time_limit = comp_time_limit = time_min`` for the test,
+reserves ``start + time_limit``, and on a start "sets the limit as high as possible" to
+comp_time_limit, the time_min (``_reset_job_time_limit`` then only lowers it, not below time_min);
+the test cluster's accounting shows such jobs with their time_min as their limit. The main
 scheduler starts a job with its full limit: job_scheduler.c uses time_min only to check a
 deadline. Priority is arrival order (Slurm's priority/basic, or FCFS age).
 Not modelled: partitions, QOS, fair-share, nodes and topology (processors are one pool), the pass's
@@ -101,7 +103,7 @@ class SlurmBackfill:
         for k in range(len(tested) - 1, -1, -1):
             job = tested[k]
             low_p = min(low_p, procs[job])
-            low_d = min(low_d, math.ceil(floor[job] / res) * res)
+            low_d = min(low_d, math.ceil(min(floor[job], planned[job]) / res) * res)
             narrowest[k] = int(low_p)
             shortest[k] = low_d
         # A job as wide and as long as one placed earlier in this pass cannot start before it did
@@ -112,26 +114,19 @@ class SlurmBackfill:
             if hopeless and not (rank == 0 and sim.record_reservations):
                 break
             p = procs[job]
-            limit = planned[job]
+            # time_min: tested with it, and started with it as the limit (even where more would
+            # fit) or reserved for it, as slurmctld does.
+            limit = min(planned[job], floor[job])
             duration = math.ceil(limit / res) * res
-            # time_min: tested (and reserved, if it waits) with its floor, as slurmctld does.
-            needed = math.ceil(floor[job] / res) * res if floor[job] < limit else duration
-            start = profile.earliest(p, needed, horizon, placed.get((p, needed)))
+            start = profile.earliest(p, duration, horizon, placed.get((p, duration)))
             if start is not None:
-                placed[(p, needed)] = start
+                placed[(p, duration)] = start
             if start == now:
-                span = profile.free_span(p) if needed < duration else math.inf
-                if span < duration:
-                    # time_min: start now with the longest limit that fits (Slurm sets it so).
-                    cut = min(limit, span)
-                    sim.start(job, cut)
-                    profile.reserve(now, now + cut, p)
-                else:
-                    sim.start(job, limit)
-                    profile.reserve(now, now + duration, p)
+                sim.start(job, limit)
+                profile.reserve(now, now + duration, p)
                 continue
             if start is None:
                 continue
-            profile.reserve(start, start + needed, p)
+            profile.reserve(start, start + duration, p)
             if rank == 0:
                 sim.note_reservation(job, start)
