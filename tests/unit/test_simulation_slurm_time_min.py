@@ -9,6 +9,7 @@ limit (in 22.05 "as high as possible" is comp_time_limit, which is the time_min)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from slurm_harp.simulation.backfill import SlurmBackfill
 from slurm_harp.simulation.engine import Simulation
@@ -19,7 +20,7 @@ NAN = math.nan
 
 
 def replay(
-    processors: int, rows: list[tuple[str, float, float, float, int]], floors: list[float]
+    processors: int, rows: Sequence[tuple[str, float, float, float, int]], floors: list[float]
 ) -> Simulation:
     """Rows (id, submit, run, request, procs), in submit order, and each job's time_min (NaN: none),
     replayed with Slurm's time_min and no guard; the Simulation, run to its end."""
