@@ -88,6 +88,9 @@ class Simulation:
         self.kill = [0.0] * n
         self.floor = [0.0] * n
         self.started_at = [math.nan] * n
+        # Each waiting job's place in arrival order: the queue is sorted by it (removal by bisect).
+        self._queued = [0] * n
+        self._queued_count = 0
         # Set by the engine between scheduler calls: new waiting jobs, and whether a running job
         # ended or changed its planned end (anything else leaves a scheduler's last plan valid).
         self.arrived: list[int] = []
@@ -102,7 +105,7 @@ class Simulation:
     def start(self, job: int, limit: float) -> None:
         """Start waiting ``job`` now, planned with ``limit`` (its kill limit stays as it is)."""
         now = self.now
-        self.queue.remove(job)
+        del self.queue[bisect_left(self.queue, self._queued[job], key=self._queued.__getitem__)]
         if self.limits.shortest_first:
             del self.by_plan[bisect_left(self.by_plan, (self.planned[job], job))]
         self.free -= self.procs[job]
@@ -127,6 +130,8 @@ class Simulation:
         self.planned[job] = planned
         self.kill[job] = kill
         self.floor[job] = floor
+        self._queued_count += 1
+        self._queued[job] = self._queued_count
         self.queue.append(job)
         if self.limits.shortest_first:
             insort(self.by_plan, (planned, job))
