@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_harp.simulation import simulate
+from slurm_harp.simulation import backlog, simulate
 from slurm_harp.simulation.backlog import Backlog
 from slurm_harp.simulation.easy import Easy
 from slurm_harp.simulation.limits import LimitSource, PredictedLimits, RequestLimits, TsafrirLimits
@@ -53,12 +54,24 @@ def crowded(draw: st.DrawFn) -> Workload:
 
 
 @settings(max_examples=400, deadline=None)
-@given(crowded(), st.sampled_from(SOURCES), st.integers(0, 1000), st.sampled_from([0, 1, 4, 12]))
+@given(
+    crowded(),
+    st.sampled_from(SOURCES),
+    st.integers(0, 1000),
+    st.sampled_from([0, 1, 4, 12]),
+    st.sampled_from([1, 3, backlog.BLOCK]),
+)
 def test_the_indexed_scan_starts_what_the_plain_scan_starts(
-    w: Workload, name: str, seed: int, indexed_from: int
+    w: Workload, name: str, seed: int, indexed_from: int, block: int
 ) -> None:
     plain = simulate(w, Easy(indexed_from=PLAIN), source(name, w, seed), record_reservations=True)
-    indexed = simulate(w, Easy(indexed_from=indexed_from), source(name, w, seed), record_reservations=True)
+    default, backlog.BLOCK = backlog.BLOCK, block  # small blocks: splits and empty blocks
+    try:
+        indexed = simulate(
+            w, Easy(indexed_from=indexed_from), source(name, w, seed), record_reservations=True
+        )
+    finally:
+        backlog.BLOCK = default
     assert indexed.start == plain.start
     assert indexed.end == plain.end
     assert indexed.attempts == plain.attempts
@@ -82,3 +95,29 @@ def test_the_backlog_finds_the_first_job_that_may_start() -> None:
     for job in range(5):
         b.remove(job)
     assert len(b) == 0 and b.first(free=10, extra=10, slack=math.inf) is None
+
+
+def test_the_backlog_answers_as_a_search_of_every_waiting_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(backlog, "BLOCK", 2)
+    rng = random.Random(7)
+    b, waiting = Backlog(), {}
+    for step in range(4000):
+        if waiting and rng.random() < 0.45:
+            job = rng.choice(list(waiting))
+            assert b.remove(job) == waiting.pop(job)
+        else:
+            # Keys out of order too (shortest-first order inserts anywhere).
+            waiting[step] = (
+                rng.randint(1, 6),
+                (rng.choice([step, rng.random() * step]), step),
+                float(rng.randint(1, 50)),
+            )
+            b.add(step, *waiting[step])
+        free, extra, slack = rng.randint(0, 7), rng.randint(0, 4), float(rng.randint(0, 60))
+        passing = [
+            key
+            for width, key, shortest in waiting.values()
+            if width <= free and (width <= extra or shortest <= slack)
+        ]
+        assert b.first(free, extra, slack) == (min(passing)[-1] if passing else None)
+    assert len(b) == len(waiting)

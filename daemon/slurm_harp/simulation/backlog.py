@@ -5,9 +5,11 @@ EASY may start a waiting job now if it fits in the free processors and either en
 job's reservation (with its shortest limit: its time_min floor, if it has one) or needs no more
 than the processors the reservation leaves spare. Both thresholds only fall during a scan, so a job
 that fails once fails for the rest of it, and the scan's next start is the first job, in the scan's
-order, that passes now. ``Backlog.first`` finds it from per-width buckets: O(distinct widths) per
-start instead of O(queue) per scan, which is what an overloaded trace (tens of thousands waiting,
-a few processors free) spends its time on.
+order, that passes now. ``Backlog.first`` finds it from per-width buckets, each in blocks of
+``BLOCK`` jobs that know their shortest limit: per start, a look at each width that fits and a walk
+over the blocks of those that need a short job, instead of a look at every waiting job per scan,
+which is what an overloaded trace (tens of thousands waiting, a few processors free) spent its time
+on.
 """
 
 from __future__ import annotations
@@ -19,16 +21,63 @@ from bisect import bisect_left, bisect_right, insort
 Key = tuple[float, int]
 
 
-class _Bucket:
-    """The waiting jobs of one width: their keys sorted, and their shortest limits sorted with the
-    keys alongside."""
+# Jobs per block of a bucket (a block splits in two at twice that).
+BLOCK = 64
 
-    __slots__ = ("floor_keys", "floors", "keys")
+
+class _Bucket:
+    """The waiting jobs of one width in scan order, in blocks that know their shortest limit: the
+    first job short enough is found by walking the blocks, then inside the first that has one."""
+
+    __slots__ = ("blocks", "firsts", "limits", "lowest")
 
     def __init__(self) -> None:
-        self.keys: list[Key] = []
-        self.floors: list[float] = []
-        self.floor_keys: list[Key] = []
+        self.blocks: list[list[Key]] = []  # keys, in order
+        self.limits: list[list[float]] = []  # each key's shortest limit, alongside
+        self.firsts: list[Key] = []  # each block's first key
+        self.lowest: list[float] = []  # each block's shortest limit
+
+    def add(self, key: Key, shortest: float) -> None:
+        if not self.blocks:
+            self.blocks.append([key])
+            self.limits.append([shortest])
+            self.firsts.append(key)
+            self.lowest.append(shortest)
+            return
+        i = max(0, bisect_right(self.firsts, key) - 1)
+        keys, limits = self.blocks[i], self.limits[i]
+        at = bisect_left(keys, key)
+        keys.insert(at, key)
+        limits.insert(at, shortest)
+        self.firsts[i] = keys[0]
+        self.lowest[i] = min(self.lowest[i], shortest)
+        if len(keys) > 2 * BLOCK:
+            self.blocks[i : i + 1] = [keys[:BLOCK], keys[BLOCK:]]
+            self.limits[i : i + 1] = [limits[:BLOCK], limits[BLOCK:]]
+            self.firsts[i : i + 1] = [keys[0], keys[BLOCK]]
+            self.lowest[i : i + 1] = [min(limits[:BLOCK]), min(limits[BLOCK:])]
+
+    def remove(self, key: Key, shortest: float) -> None:
+        i = bisect_right(self.firsts, key) - 1
+        keys, limits = self.blocks[i], self.limits[i]
+        at = bisect_left(keys, key)
+        del keys[at]
+        del limits[at]
+        if not keys:
+            del self.blocks[i], self.limits[i], self.firsts[i], self.lowest[i]
+            return
+        self.firsts[i] = keys[0]
+        if shortest == self.lowest[i]:
+            self.lowest[i] = min(limits)
+
+    def first_short(self, slack: float) -> Key | None:
+        """The first key whose shortest limit is at most ``slack``."""
+        for i, lowest in enumerate(self.lowest):
+            if lowest <= slack:
+                for key, shortest in zip(self.blocks[i], self.limits[i], strict=True):
+                    if shortest <= slack:
+                        return key
+        return None
 
 
 class Backlog:
@@ -49,21 +98,15 @@ class Backlog:
         if bucket is None:
             bucket = self._buckets[width] = _Bucket()
             insort(self._widths, width)
-        insort(bucket.keys, key)
-        at = bisect_right(bucket.floors, shortest)
-        bucket.floors.insert(at, shortest)
-        bucket.floor_keys.insert(at, key)
+        bucket.add(key, shortest)
         self._jobs[job] = (width, key, shortest)
 
     def remove(self, job: int) -> tuple[int, Key, float]:
         """Take ``job`` out; what ``add`` would need to put it back."""
         entry = width, key, shortest = self._jobs.pop(job)
         bucket = self._buckets[width]
-        del bucket.keys[bisect_left(bucket.keys, key)]
-        at = bucket.floor_keys.index(key, bisect_left(bucket.floors, shortest))
-        del bucket.floors[at]
-        del bucket.floor_keys[at]
-        if not bucket.keys:
+        bucket.remove(key, shortest)
+        if not bucket.blocks:
             del self._buckets[width]
             self._widths.remove(width)
         return entry
@@ -78,12 +121,12 @@ class Backlog:
                 break
             bucket = buckets[width]
             if width <= extra:
-                key = bucket.keys[0]
+                key = bucket.firsts[0]
             else:
-                n = bisect_right(bucket.floors, slack)
-                if not n:
+                found = bucket.first_short(slack)
+                if found is None:
                     continue
-                key = min(bucket.floor_keys[:n]) if n > 1 else bucket.floor_keys[0]
+                key = found
             if best is None or key < best:
                 best = key
         return None if best is None else best[-1]
