@@ -280,8 +280,10 @@ def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Pol
         )
         print(f"{name}: predictions for {given} of {len(jobs)} jobs; the policy lowers {lowered} limits")
     dropped = "".join(f"; {v} dropped: {k}" for k, v in jobs.dropped.items())
+    unasked = f"{len(jobs.no_request)} asking for no limit, " if jobs.no_request else ""
     print(
-        f"{jobs.name}: {len(jobs)} jobs on {jobs.processors} processors, scheduler {args.scheduler}{dropped}"
+        f"{jobs.name}: {len(jobs)} jobs on {jobs.processors} processors, {unasked}"
+        f"scheduler {args.scheduler}{dropped}"
     )
     runs = []
     for name in args.limits:

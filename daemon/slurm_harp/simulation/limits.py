@@ -225,10 +225,12 @@ class PredictedLimits:
 def as_set(predictions: Sequence[float], workload: Workload, policy: Policy) -> list[float]:
     """Time predictions (seconds; NaN: none) as the daemon's ``policy`` turns them into limits
     (core.policy): whole minutes rounded up, at least the time floor; NaN, the request kept, where
-    that would not save min_gain of the request. What PredictedLimits plans with."""
+    that would not save min_gain of the request, and for a job whose user asked for no limit
+    (``Policy.decide``: NOT_REQUESTED). What PredictedLimits plans with."""
     out = []
-    for predicted, request in zip(predictions, workload.request, strict=True):
-        if math.isnan(predicted):
+    unasked = workload.no_request
+    for job, (predicted, request) in enumerate(zip(predictions, workload.request, strict=True)):
+        if math.isnan(predicted) or job in unasked:
             out.append(math.nan)
             continue
         proposed = policy.proposed(Target.TIME, predicted / 60.0)
