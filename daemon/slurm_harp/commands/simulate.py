@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import json
 import logging
 import math
 import shlex
@@ -250,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Policy, str]) -> int:
     from slurm_harp.simulation import catalog, load_workload, measure, simulate
     from slurm_harp.simulation.limits import as_set
-    from slurm_harp.simulation.schedule_report import Run, document, plot, table
+    from slurm_harp.simulation.schedule_report import Run, document_json, plot, table
     from slurm_harp.simulation.workload import predictions_by_id, predictions_by_job
 
     ours = [n for n in args.limits if n.startswith("ours-")]
@@ -308,7 +307,7 @@ def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Pol
     if out is not None:
         stem = f"{jobs.name}-{args.scheduler}"
         md = out.write_text(f"{stem}.md", text)
-        js = out.write_text(f"{stem}.json", json.dumps(document(runs, command), indent=1) + "\n")
+        js = out.write_text(f"{stem}.json", document_json(runs, command))
         pngs = plot(runs, out, stem, args.warmup)
         print("wrote " + ", ".join(str(p) for p in [md, js, *pngs]))
     return 0
