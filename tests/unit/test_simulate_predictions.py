@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.commands.simulate import read_predictions
+from slurm_harp.commands.predictions import read_predictions
 
 
 def test_json_and_csv_give_seconds_per_job(tmp_path: Path) -> None:
