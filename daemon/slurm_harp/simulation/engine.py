@@ -4,10 +4,11 @@ A job runs for min(its real run time, its kill limit). The scheduler plans with 
 planned limit; when a job still runs its limit source's ``lead`` before reaching it (an expiry:
 `harp guard` extends that far ahead, Tsafrir's correction comes at the limit), the limit source gives
 a longer one. A job killed before its user's own request (rewrite mode) is submitted again at the
-kill time with that request: one re-run, the cheapest re-execution (HARP's doubling of the limit,
-evaluation/costs.py and advice/reexecution.py, runs attempts of 2x, 4x... the cut limit before
-reaching the request, so it costs at least as much). Events at one instant are all applied (ends,
-then expiries, then arrivals) before the scheduler runs once.
+kill time with that request: one re-run, the cheapest re-execution in core-hours (HARP's doubling of
+the limit, evaluation/costs.py and advice/reexecution.py, runs attempts of 2x, 4x... the cut limit
+before reaching the request, so it costs at least as many; its waits can be longer or shorter).
+Events at one instant are all applied (ends, then expiries, then arrivals) before the scheduler
+runs once.
 """
 
 from __future__ import annotations
