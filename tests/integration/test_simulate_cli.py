@@ -127,3 +127,18 @@ def test_a_link_planted_at_an_output_is_replaced_not_written_through(tmp_path: P
         st = (out / f"{TRACE}-{name}").lstat()
         assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o644, name
     assert json.loads((out / f"{TRACE}-easy.json").read_text())["runs"]
+
+
+def test_the_json_of_a_one_job_trace_is_strict_json(tmp_path: Path) -> None:
+    # One job: the utilisation window has no length (NaN), which JSON cannot hold; it is null.
+    trace = tmp_path / "one.swf"
+    trace.write_text("; MaxProcs: 8\n1 0 0 100 2 -1 -1 2 600 -1 1 1 1 1 1 1 -1 -1\n")
+    assert main(["simulate", str(trace), "--limits", "request,easy++", "--out", str(tmp_path / "out")]) == 0
+    text = (tmp_path / "out" / "one-easy.json").read_text()
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in the JSON")
+
+    doc = json.loads(text, parse_constant=refuse)
+    assert [r["utilisation"] for r in doc["runs"]] == [None, None]
+    assert doc["runs"][0]["mean_bsld"] == 1.0

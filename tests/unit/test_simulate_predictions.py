@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.commands.simulate import read_predictions
+from slurm_harp.commands.predictions import read_predictions
 
 
 def test_json_and_csv_give_seconds_per_job(tmp_path: Path) -> None:
@@ -48,3 +48,22 @@ def test_a_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     (tmp_path / "p.csv").write_bytes(b"\xff\xfe,\x00\n")
     with pytest.raises(ValueError, match=r"p\.csv: not UTF-8 text"):
         read_predictions(tmp_path / "p.csv")
+
+
+def test_predictions_leave_a_job_that_asked_for_no_limit_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Job 2 asked for no limit (SWF requested time -1): the daemon leaves it alone (NOT_REQUESTED),
+    # where the replay lowered its stand-in request (the trace's longest, 2 h) like any other.
+    from slurm_harp.cli import main
+
+    trace = tmp_path / "t.swf"
+    trace.write_text(
+        "1 0 0 3000 4 -1 -1 4 7200 -1 1 1 1 1 1 1 -1 -1\n2 10 0 3000 4 -1 -1 4 -1 -1 1 2 1 1 1 1 -1 -1\n"
+    )
+    (tmp_path / "p.json").write_text('{"1": 3600, "2": 3600}')
+    argv = ["simulate", str(trace), "--limits", "ours-extend", "--predictions", str(tmp_path / "p.json")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "ours-extend: predictions for 2 of 2 jobs; the policy lowers 1 limits" in out
+    assert "t: 2 jobs on 4 processors, 1 asking for no limit, scheduler easy" in out

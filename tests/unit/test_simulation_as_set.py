@@ -60,3 +60,12 @@ def test_as_set_is_what_the_daemon_decides(policy: Policy) -> None:
                 assert got == 60.0 * (decided.new_value or 0), (asked, predicted)
             else:
                 assert math.isnan(got), (asked, predicted)
+
+
+def test_a_job_that_asked_for_no_limit_keeps_it() -> None:
+    # The daemon answers NOT_REQUESTED and changes nothing: its stand-in request is not lowered.
+    w = Workload.build(1, [("0", 0, 60, 36_000, 1, 0), ("1", 1, 60, 36_000, 1, 0)], no_request=[1])
+    limits = as_set([600.0, 600.0], w, Policy())
+    assert limits[0] == 600.0 and math.isnan(limits[1])
+    decided = Policy().decide(Target.TIME, JobRequest(), Mode.EXTEND, 10.0, None, "v")
+    assert decided.action is Action.ANNOTATE

@@ -81,3 +81,13 @@ def test_a_job_harp_lowered_is_replayed_with_its_users_own_request() -> None:
     plain = JobRecord("2", replace(request, submit_time=2000), "COMPLETED", 600, end_time=2600, alloc_cpus=4)
     jobs = workload_from_records([lowered, plain], processors=16)
     assert list(jobs.request) == [120 * 60, 40 * 60] and list(jobs.procs) == [16, 4]
+
+
+def test_a_job_that_asked_for_no_limit_is_marked_and_replayed_with_the_longest() -> None:
+    # Submitted in the other order: the marks follow the jobs through the sort by submit time.
+    asked = JobRecord("1", JobRequest(time_limit_minutes=30, min_cpus=1, submit_time=200), "COMPLETED", 60)
+    unasked = JobRecord("2", JobRequest(min_cpus=1, submit_time=100), "COMPLETED", 60)
+    jobs = workload_from_records([asked, unasked], processors=4)
+    assert list(jobs.ids) == ["2", "1"] and list(jobs.request) == [1800, 1800]
+    assert jobs.no_request == {0}
+    assert jobs.head(1).no_request == {0} and not jobs.head(0).no_request

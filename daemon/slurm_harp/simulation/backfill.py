@@ -6,8 +6,13 @@ when something changed since the last one, walks the first ``bf_max_job_test`` w
 priority order over a profile of free processors built from the running jobs' limits, all times
 rounded up to ``bf_resolution``: a job that fits now starts, any other gets a reservation at its
 earliest start (if within ``bf_window``), and later jobs may only use what the reservations leave.
-A job with a time_min floor that does not fit with its full limit may start with a limit cut to what
-fits now, down to its floor. Priority is arrival order (Slurm's priority/basic, or FCFS age).
+A job with a time_min floor is tested with its floor, and starts with it as its limit or is reserved
+for it: backfill.c (22.05 to 24.05) sets ``time_limit = comp_time_limit = time_min`` for the test,
+reserves ``start + time_limit``, and on a start "sets the limit as high as possible" to
+comp_time_limit, the time_min (``_reset_job_time_limit`` then only lowers it, not below time_min);
+the test cluster's accounting shows such jobs with their time_min as their limit. The main
+scheduler starts a job with its full limit: job_scheduler.c uses time_min only to check a
+deadline. Priority is arrival order (Slurm's priority/basic, or FCFS age).
 Not modelled: partitions, QOS, fair-share, nodes and topology (processors are one pool), the pass's
 own run time and bf_continue, bf_max_job_user and the like.
 """
@@ -67,10 +72,15 @@ class SlurmBackfill:
         if not sim.queue:
             return None
         head = sim.queue[0]
-        return self._profile(sim).earliest(sim.procs[head], self._round(sim.planned[head]))
+        return self._profile(sim).earliest(sim.procs[head], self._tested(sim, head))
 
     def _round(self, duration: float) -> float:
         return math.ceil(duration / self.resolution) * self.resolution
+
+    def _tested(self, sim: Simulation, job: int) -> float:
+        """How long the pass tests and reserves a waiting job for: its limit, or its time_min floor
+        when it has one, rounded up to the resolution."""
+        return self._round(min(sim.floor[job], sim.planned[job]))
 
     def _profile(self, sim: Simulation) -> FreeProfile:
         res = self.resolution
@@ -93,7 +103,7 @@ class SlurmBackfill:
         for k in range(len(tested) - 1, -1, -1):
             job = tested[k]
             low_p = min(low_p, procs[job])
-            low_d = min(low_d, math.ceil(floor[job] / res) * res)
+            low_d = min(low_d, math.ceil(min(floor[job], planned[job]) / res) * res)
             narrowest[k] = int(low_p)
             shortest[k] = low_d
         # A job as wide and as long as one placed earlier in this pass cannot start before it did
@@ -104,7 +114,9 @@ class SlurmBackfill:
             if hopeless and not (rank == 0 and sim.record_reservations):
                 break
             p = procs[job]
-            limit = planned[job]
+            # time_min: tested with it, and started with it as the limit (even where more would
+            # fit) or reserved for it, as slurmctld does.
+            limit = min(planned[job], floor[job])
             duration = math.ceil(limit / res) * res
             start = profile.earliest(p, duration, horizon, placed.get((p, duration)))
             if start is not None:
@@ -113,14 +125,6 @@ class SlurmBackfill:
                 sim.start(job, limit)
                 profile.reserve(now, now + duration, p)
                 continue
-            if floor[job] < limit and p <= profile.free[0]:
-                span = profile.free_span(p)
-                if span >= math.ceil(floor[job] / res) * res:
-                    # time_min: start now with the longest limit that fits (Slurm sets it so).
-                    cut = min(limit, span)
-                    sim.start(job, cut)
-                    profile.reserve(now, now + cut, p)
-                    continue
             if start is None:
                 continue
             profile.reserve(start, start + duration, p)

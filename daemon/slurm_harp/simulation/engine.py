@@ -4,10 +4,11 @@ A job runs for min(its real run time, its kill limit). The scheduler plans with 
 planned limit; when a job still runs its limit source's ``lead`` before reaching it (an expiry:
 `harp guard` extends that far ahead, Tsafrir's correction comes at the limit), the limit source gives
 a longer one. A job killed before its user's own request (rewrite mode) is submitted again at the
-kill time with that request: one re-run, the cheapest re-execution (HARP's doubling of the limit,
-evaluation/costs.py and advice/reexecution.py, runs attempts of 2x, 4x... the cut limit before
-reaching the request, so it costs at least as much). Events at one instant are all applied (ends,
-then expiries, then arrivals) before the scheduler runs once.
+kill time with that request: one re-run, the cheapest re-execution in core-hours (HARP's doubling of
+the limit, evaluation/costs.py and advice/reexecution.py, runs attempts of 2x, 4x... the cut limit
+before reaching the request, so it costs at least as many; its waits can be longer or shorter).
+Events at one instant are all applied (ends, then expiries, then arrivals) before the scheduler
+runs once.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ class Simulation:
         self.kill = [0.0] * n
         self.floor = [0.0] * n
         self.started_at = [math.nan] * n
+        # Each waiting job's place in arrival order: the queue is sorted by it (removal by bisect).
+        self._queued = [0] * n
+        self._queued_count = 0
         # Set by the engine between scheduler calls: new waiting jobs, and whether a running job
         # ended or changed its planned end (anything else leaves a scheduler's last plan valid).
         self.arrived: list[int] = []
@@ -102,7 +106,7 @@ class Simulation:
     def start(self, job: int, limit: float) -> None:
         """Start waiting ``job`` now, planned with ``limit`` (its kill limit stays as it is)."""
         now = self.now
-        self.queue.remove(job)
+        del self.queue[bisect_left(self.queue, self._queued[job], key=self._queued.__getitem__)]
         if self.limits.shortest_first:
             del self.by_plan[bisect_left(self.by_plan, (self.planned[job], job))]
         self.free -= self.procs[job]
@@ -127,6 +131,8 @@ class Simulation:
         self.planned[job] = planned
         self.kill[job] = kill
         self.floor[job] = floor
+        self._queued_count += 1
+        self._queued[job] = self._queued_count
         self.queue.append(job)
         if self.limits.shortest_first:
             insort(self.by_plan, (planned, job))

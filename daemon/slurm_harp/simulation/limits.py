@@ -75,6 +75,34 @@ class RequestLimits:
         return None
 
 
+class TimeMinLimits:
+    """Slurm's own ``--time-min``, with no guard: planned and killed at the request; backfill may
+    start a job with any limit down to its time_min (seconds; NaN: none), and the limit it starts
+    with is never raised. For replaying jobs as a cluster without harp ran them (the sim-to-real
+    check); a job that runs past a cut limit runs on to its request here, where Slurm kills it."""
+
+    name = "time_min"
+    shortest_first = False
+    lead = 0.0
+
+    def __init__(self, workload: Workload, time_min: Sequence[float]) -> None:
+        if len(time_min) != len(workload):
+            raise ValueError(f"{len(time_min)} time_min values for {len(workload)} jobs")
+        self._request = workload.request
+        self._floor = [
+            r if math.isnan(t) else min(r, t) for t, r in zip(time_min, workload.request, strict=True)
+        ]
+
+    def submitted(self, job: int, now: float) -> Plan:
+        return Plan(self._request[job], self._request[job], self._floor[job])
+
+    def expired(self, job: int, now: float, planned: float) -> float:
+        return planned
+
+    def ended(self, job: int, now: float, ran: float) -> None:
+        return None
+
+
 class TsafrirLimits:
     """EASY+ (and with ``shortest_first`` EASY++): plan with the mean run time of the user's last two
     jobs that ended before this submission, capped at the request (the request while there are not
@@ -197,10 +225,12 @@ class PredictedLimits:
 def as_set(predictions: Sequence[float], workload: Workload, policy: Policy) -> list[float]:
     """Time predictions (seconds; NaN: none) as the daemon's ``policy`` turns them into limits
     (core.policy): whole minutes rounded up, at least the time floor; NaN, the request kept, where
-    that would not save min_gain of the request. What PredictedLimits plans with."""
+    that would not save min_gain of the request, and for a job whose user asked for no limit
+    (``Policy.decide``: NOT_REQUESTED). What PredictedLimits plans with."""
     out = []
-    for predicted, request in zip(predictions, workload.request, strict=True):
-        if math.isnan(predicted):
+    unasked = workload.no_request
+    for job, (predicted, request) in enumerate(zip(predictions, workload.request, strict=True)):
+        if math.isnan(predicted) or job in unasked:
             out.append(math.nan)
             continue
         proposed = policy.proposed(Target.TIME, predicted / 60.0)

@@ -3,6 +3,8 @@ CDF and the mean bounded slowdown per job-size class."""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +85,23 @@ def table(runs: Sequence[Run], command: str | None = None) -> str:
         "waiting job's reservation.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def document_json(runs: Sequence[Run], command: str | None = None) -> str:
+    """``document`` as strict JSON: a metric that is not a finite number (the utilisation of a
+    window of no length, NaN) is null, never NaN or Infinity, which JSON does not have."""
+    return json.dumps(finite(document(runs, command)), indent=1, allow_nan=False) + "\n"
+
+
+def finite(value: object) -> object:
+    """``value`` with every float that is not finite, at any depth, replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 def document(runs: Sequence[Run], command: str | None = None) -> dict[str, object]:

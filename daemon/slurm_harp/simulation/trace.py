@@ -16,11 +16,12 @@ log = logging.getLogger(__name__)
 def workload_from_records(records: list[JobRecord], processors: int | None, name: str = "jobs") -> Workload:
     """Jobs with a submit time and a run time, each with the request its user submitted
     (core.message.as_submitted: the job store shows the limit harp set where it lowered one); a job
-    with no request gets the longest request in the trace (it could run that long); the machine
-    defaults to the widest job."""
+    with no request gets the longest request in the trace (it could run that long) and is listed in
+    the workload's ``no_request``; the machine defaults to the widest job."""
     records = [as_submitted(r) for r in records]
     dropped = {"no submit time": 0, "no processor count": 0}
     rows: list[tuple[str, float, float, float, int, int]] = []
+    unasked: list[int] = []
     users: dict[str, int] = {}
     longest = max((r.request.time_limit_minutes or 0 for r in records), default=0) * 60
     if not longest and records:
@@ -37,9 +38,11 @@ def workload_from_records(records: list[JobRecord], processors: int | None, name
             continue
         limit = req.time_limit_minutes * 60 if req.time_limit_minutes else longest or record.elapsed_s
         user = users.setdefault(req.user_name or f"#{record.job_id}", len(users))
+        if not req.time_limit_minutes:
+            unasked.append(len(rows))
         rows.append((record.job_id, req.submit_time, record.elapsed_s, limit, procs, user))
     size = processors or max((row[4] for row in rows), default=1)
-    workload = Workload.build(size, rows, name=name)
+    workload = Workload.build(size, rows, name=name, no_request=unasked)
     workload.dropped.update({k: v for k, v in dropped.items() if v})
     return workload
 

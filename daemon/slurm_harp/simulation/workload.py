@@ -7,7 +7,7 @@ list indexing is several times faster than numpy scalar access.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 
@@ -17,6 +17,8 @@ class Workload:
 
     Per job ``i``: ``submit`` (s), ``run`` (s, its real run time, ended on its own or killed),
     ``request`` (s, the user's time limit, enforced), ``procs`` and ``user`` (an integer code).
+    ``no_request``: the jobs whose user asked for no limit (their ``request`` is a stand-in, the
+    trace's longest: trace.py); the daemon leaves their limit alone (``as_set``).
     """
 
     processors: int
@@ -28,6 +30,7 @@ class Workload:
     user: Sequence[int]
     name: str = "jobs"
     dropped: dict[str, int] = field(default_factory=dict)
+    no_request: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         n = len(self.ids)
@@ -43,6 +46,8 @@ class Workload:
                 raise ValueError(f"job {self.ids[i]}: request {self.request[i]}, run {self.run[i]}")
             if i and self.submit[i] < self.submit[i - 1]:
                 raise ValueError("workload not ordered by submit time")
+        if any(not 0 <= i < n for i in self.no_request):
+            raise ValueError("no_request names a job the workload does not have")
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -53,14 +58,18 @@ class Workload:
         processors: int,
         jobs: Sequence[tuple[str, float, float, float, int, int]],
         name: str = "jobs",
+        no_request: Collection[int] = (),
     ) -> Workload:
         """From rows (id, submit, run, request, procs, user); rows are sorted by submit time here.
+        ``no_request``: the rows (by their place in ``jobs``) whose user asked for no limit.
 
         Jobs wider than the machine are dropped (counted in ``dropped``), as they could never run.
         """
-        ordered = sorted(jobs, key=lambda row: row[1])
-        kept = [row for row in ordered if 1 <= row[4] <= processors]
-        dropped = {"wider than the machine": len(ordered) - len(kept)} if len(kept) < len(ordered) else {}
+        unasked = set(no_request)
+        order = sorted(range(len(jobs)), key=lambda k: jobs[k][1])
+        order = [k for k in order if 1 <= jobs[k][4] <= processors]
+        kept = [jobs[k] for k in order]
+        dropped = {"wider than the machine": len(jobs) - len(kept)} if len(kept) < len(jobs) else {}
         return cls(
             processors=processors,
             ids=[str(r[0]) for r in kept],
@@ -71,6 +80,7 @@ class Workload:
             user=[int(r[5]) for r in kept],
             name=name,
             dropped=dropped,
+            no_request=frozenset(i for i, k in enumerate(order) if k in unasked),
         )
 
     def head(self, count: int) -> Workload:
@@ -85,6 +95,7 @@ class Workload:
             self.user[:count],
             self.name,
             dict(self.dropped),
+            frozenset(i for i in self.no_request if i < count),
         )
 
 

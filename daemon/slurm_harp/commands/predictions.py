@@ -1,0 +1,106 @@
+"""Where `harp simulate` gets ours' predictions: a file a site gives (JSON or CSV, job id -> seconds),
+or models fitted along the trace as nightly retraining would fit them."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import math
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from slurm_harp.core.policy import Policy
+from slurm_harp.regular_file import decode_json
+
+
+def read_predictions(path: Path) -> dict[str, float]:
+    """Job id -> planned limit in seconds, from JSON (an object) or CSV (job_id,seconds; a header
+    row is allowed). Each limit is a finite number >= 0; anything else is a ValueError naming the
+    file and the job (an infinite one ended in a traceback deep in the simulation)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text: {exc}") from None
+    if path.suffix.lower() == ".json":
+        try:
+            data = decode_json(text)
+        except ValueError as exc:
+            raise ValueError(f"{path}: not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object of job id -> seconds")
+        return {str(k): _seconds(v, f"{path}: job {k}") for k, v in data.items()}
+    out: dict[str, float] = {}
+    for lineno, row in enumerate(csv.reader(text.splitlines()), start=1):
+        if not row or (lineno == 1 and not _is_number(row[-1])):
+            continue
+        if len(row) != 2 or not _is_number(row[1]):
+            raise ValueError(f"{path}:{lineno}: expected job_id,seconds")
+        out[row[0].strip()] = _seconds(float(row[1]), f"{path}:{lineno}")
+    return out
+
+
+def _seconds(value: object, where: str) -> float:
+    """A planned limit: a number (not true/false, nor text) finite and >= 0."""
+    seconds = math.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        with contextlib.suppress(OverflowError):  # a JSON integer of 400 digits stays NaN
+            seconds = float(value)
+    if not 0.0 <= seconds < math.inf:
+        raise ValueError(f"{where}: expected a finite number of seconds >= 0, not {str(value)[:40]!r}")
+    return seconds
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def fitted_predictions(
+    args: argparse.Namespace,
+    jobs: set[tuple[str, float]],
+    policy: Policy,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, dict[tuple[str, float], float]]:
+    """Per ours-* source, (job id, submit time) of each of ``jobs`` -> predicted limit (seconds) from
+    models fitted along the trace on the jobs ended by then (evaluation.rolling): the calibrated rule
+    for rewrite, whose limit kills; the --quantile model (the median by default) for time_min and
+    extend, where the user's own limit still holds and `harp guard` extends a job that reaches the
+    prediction. None for a cold user's job when ``policy.require_history``, as the daemon keeps its
+    request. A job is its id and submit time: a job store may hold several jobs of one id.
+    ``progress(done, total)`` is told after each fit."""
+    from slurm_harp.accounting import load_records
+    from slurm_harp.accounting.jobstore import JobStore
+    from slurm_harp.core.job import JobRecord
+    from slurm_harp.evaluation.rolling import served_limits
+
+    if args.db:
+        with JobStore(args.source) as store:
+            records = list(store.records())
+    else:
+        records = load_records(args.source)
+
+    def job(r: JobRecord) -> tuple[str, float]:
+        return r.job_id, float(r.request.submit_time or 0)
+
+    usable = [r for r in records if r.request.submit_time is not None and job(r) in jobs and r.elapsed_s > 0]
+    usable.sort(key=lambda r: r.request.submit_time or 0)
+    served = served_limits(usable, period_days=args.period_days, progress=progress, quantile=args.quantile)
+    print(f"ours: {served.fits} fits, one every {args.period_days:g} days after the first 20 % of jobs")
+    kept = served.cold & policy.require_history
+    if policy.require_history:
+        print(f"ours: {int(kept.sum()):,} jobs of users with no job ended lately keep their request")
+
+    def served_s(values: Iterable[float]) -> dict[tuple[str, float], float]:
+        return {
+            job(r): 60.0 * m
+            for r, m, cold in zip(usable, values, kept, strict=True)
+            if not (math.isnan(m) or cold)
+        }
+
+    rule, planned = served_s(served.rule), served_s(served.quantile)
+    ours = [name for name in args.limits if name.startswith("ours-")]
+    return {name: rule if name == "ours-rewrite" else planned for name in ours}
