@@ -120,13 +120,18 @@ class HeartbeatFile:
 def untrusted(path: Path) -> str | None:
     """Why another user could have put a fresh heartbeat at ``path``, or None when no one could: it
     is a regular file, not a link; it and its directory are owned by root, this process's user or
-    the directory's owner, and writable by no one else (a sticky directory still lets anyone create
+    the directory's owner (where the directory's parent is writable by no one else), and writable by
+    no one else (a sticky directory still lets anyone create
     the file while it is missing); each directory above is owned by one of them and writable by no
     one else unless sticky. A link on the way is followed when one of them owns it."""
     try:
         st = os.lstat(path)
         directory = os.path.abspath(path.parent)
-        owners = {0, os.geteuid(), os.stat(directory).st_uid}
+        owners = {0, os.geteuid()}
+        # The directory's owner (the guard's user: systemd's RuntimeDirectory) only where no one else
+        # could have made the directory: in a sticky /tmp, whoever made /tmp/harp first would be it.
+        if not os.stat(os.path.dirname(directory)).st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            owners.add(os.stat(directory).st_uid)
     except OSError as exc:
         return f"cannot be checked: {exc.strerror or exc}"
     if not stat.S_ISREG(st.st_mode):

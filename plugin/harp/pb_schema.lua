@@ -40,8 +40,8 @@ M.DECISION = {
   name = "Decision",
   fields = {
     [1] = {"targets", "message", TARGET_DECISION, repeated = true, max = M.MAX_TARGETS},
-    -- one line for sbatch: 179 bytes at most; the admin_comment tag: 180 bytes for predictions of
-    -- float32's largest, 990 for float64's (harp.apply appends none over 512)
+    -- one line for sbatch: 179 bytes at most; the admin_comment tag: 111, its numbers capped at 2^53
+    -- (harp.apply appends none over 512)
     [2] = {"user_message", "string", len = 512}, [3] = {"annotation", "string", len = 1024},
     [4] = {"mode", "string", len = 16}, -- "time_min" the longest
   },

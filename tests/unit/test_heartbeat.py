@@ -152,6 +152,18 @@ def under_a_directory_of_another_user(tmp: Path, clock: Clock) -> Path:
     return tmp / "theirs" / "guard" / "heartbeat"
 
 
+def their_directory_in_a_sticky_one(tmp: Path, clock: Clock) -> Path:
+    """/tmp/harp made by another user before the guard: the guard cannot write there, and the
+    directory's owner, trusted as the guard's user, was the one who made it."""
+    (tmp / "shared").mkdir()
+    (tmp / "shared").chmod(0o1777)
+    (tmp / "shared" / "harp").mkdir()
+    beat_of_another(tmp / "shared" / "harp" / "heartbeat", clock)
+    os.chown(tmp / "shared" / "harp" / "heartbeat", OTHER, OTHER)
+    os.chown(tmp / "shared" / "harp", OTHER, OTHER)
+    return tmp / "shared" / "harp" / "heartbeat"
+
+
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="gives a file to another user")
 OPEN = "open on its path is writable by group or others"
 UNTRUSTED = [
@@ -164,6 +176,8 @@ UNTRUSTED = [
     pytest.param(of_another_user, f"is owned by uid {OTHER}, not root", id="their file", marks=AS_ROOT),
     pytest.param(under_a_directory_of_another_user, f"theirs on its path is owned by uid {OTHER}",
                  id="their directory above", marks=AS_ROOT),
+    pytest.param(their_directory_in_a_sticky_one, f"is owned by uid {OTHER}, not root",
+                 id="their directory in a sticky one", marks=AS_ROOT),
 ]  # fmt: skip
 
 

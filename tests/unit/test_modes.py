@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_harp.core.decision import Action, Reason
+from slurm_harp.core.decision import Action, Reason, TargetDecision
 from slurm_harp.core.history import HistoryIndex
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.key_history import outcome_of
-from slurm_harp.core.message import as_submitted, parse_tag
+from slurm_harp.core.message import annotation_for, as_submitted, parse_tag
 from slurm_harp.core.policy import Mode, Policy, Rule
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
@@ -155,6 +155,18 @@ def test_a_tag_with_a_number_past_2_53_or_not_ascii_digits_is_no_tag(number: str
     assert parse_tag(f"harp:extend,t!=40,t0={number},v=x") is None
     largest = parse_tag(f"harp:rewrite,m!={2**53},m0={2**53},c=0000000000000001,v=x")
     assert largest is not None and largest.values == {"m": 2**53, "c": 1} and largest.own == {"m": 2**53}
+
+
+def test_an_annotated_prediction_past_2_53_is_written_as_a_tag_parse_tag_reads() -> None:
+    """A linear model's raw prediction of 1e16 MB was written as it came, and parse_tag then read
+    the whole tag as none: the time cut beside it (t!=55,t0=120) was never extended by the guard."""
+    request = JobRequest(user_name="alice", time_limit_minutes=120, mem_per_node_mb=4000)
+    targets = [
+        TargetDecision(Target.TIME, Action.REWRITE, predicted=50.0, new_value=55, model_version="t@1"),
+        TargetDecision(Target.MEMORY, Action.ANNOTATE, predicted=1e16, model_version="m@1"),
+    ]
+    tag = parse_tag(annotation_for(Mode.EXTEND, targets, request))
+    assert tag is not None and tag.values == {"t": 55, "m": 2**53} and tag.own == {"t": 120}
 
 
 def test_the_history_feed_and_training_read_a_tag_past_2_53_as_no_tag() -> None:

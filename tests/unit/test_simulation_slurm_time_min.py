@@ -60,3 +60,12 @@ def test_a_time_min_job_that_does_not_fit_now_waits_for_its_reservation() -> Non
     sim = replay(4, rows, [NAN, NAN, 100])
     assert sim.started_at == [0, 100, 150]
     assert sim.planned[2] == 1000
+
+
+def test_a_job_running_past_the_time_min_it_started_with_still_holds_its_processors() -> None:
+    """A started with its time_min (10 s) and, with no guard to raise it, runs on past it: its
+    planned end is in the past, and the pass counted its processor free at once and started H (4
+    wide) on 4 processors of which A held one. H starts when A ends (the review's case)."""
+    sim = replay(4, [("X", 0, 100, 100, 3), ("H", 1, 50, 50, 4), ("A", 1, 500, 1000, 1)], [NAN, NAN, 10.0])
+    started = {sim.workload.ids[job]: sim.started_at[job] for job in range(3)}
+    assert started == {"X": 0.0, "A": 1.0, "H": 501.0}

@@ -11,7 +11,7 @@ import pytest
 from slurm_harp.core.request import Target
 from slurm_harp.model import store as store_module
 from slurm_harp.model.retention import prune
-from slurm_harp.model.store import ModelStore
+from slurm_harp.model.store import LinkedTarget, ModelStore
 
 FILES = {"q0.50.onnx": b"model fifty", "q0.90.onnx": b"model ninety"}
 CARD = {
@@ -260,6 +260,11 @@ def test_a_version_or_target_directory_that_is_a_link_is_no_version(tmp_path: Pa
         alias.current_version(Target.TIME)
     with pytest.raises(ValueError, match=f"{alias.root / 'time'} is a symbolic link"):
         alias.set_current(Target.TIME, own)
+    # Nor is anything published there: a version no check would load, judge or prune piled up
+    # night after night. An OSError: train_held reports it as that target's store fault.
+    with pytest.raises(LinkedTarget, match=f"{alias.root / 'time'} is a symbolic link"):
+        alias.publish(Target.TIME, FILES, CARD)
+    assert store.versions(Target.TIME) == [own] and issubclass(LinkedTarget, OSError)
 
 
 def test_a_stray_version_name_is_passed_over_and_the_last_name_is_a_store_error(

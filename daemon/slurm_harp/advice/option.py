@@ -95,6 +95,8 @@ class Pricing:
             nodes: int | None = max(job.min_nodes or 1, 1) if size == requested else 1
         else:
             nodes = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
+            if nodes is not None and size == requested and job.min_nodes and job.min_nodes > nodes:
+                nodes = job.min_nodes  # the job's own size on the nodes it asks (-N 4): as Slurm holds it
         if nodes is None:  # cannot be reached from the advice's sizes, which stay within the partition
             return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
         mem_node = self.memory.per_node(size, nodes, cpus)

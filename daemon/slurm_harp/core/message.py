@@ -84,7 +84,9 @@ def annotation_for(mode: Mode, targets: Sequence[TargetDecision], request: JobRe
     for t in targets:
         if t.predicted is None or t.action is Action.NONE:
             continue
-        value = t.new_value if t.new_value is not None else round(t.predicted)
+        # An annotated prediction is the model's raw value (a linear model's may be any finite
+        # number): capped where parse_tag reads, or the whole tag, its t0= among it, would be none.
+        value = t.new_value if t.new_value is not None else min(round(t.predicted), MAX_TAG_VALUE)
         quantile = f"/q{t.quantile:g}" if t.quantile is not None else ""
         kept = "/k" if t.kept else ""
         parts.append(f"{TAG_KEY[t.target]}{_FLAG.get(t.action, '')}={value}{quantile}{kept}")

@@ -77,6 +77,11 @@ class NoVersionName(OSError):
     as a full disk is, for the caller that publishes."""
 
 
+class LinkedTarget(OSError):
+    """A target directory that is a symbolic link: no version in it would ever be loaded, judged or
+    pruned (store_files.linked), so nothing is published there: a store fault for the caller."""
+
+
 class ModelStore:
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
@@ -120,6 +125,8 @@ class ModelStore:
         ``awaiting_verdict``: it appears with PENDING_VERDICT, for write_verdict to replace."""
         target_dir = self.target_dir(target)
         make_dirs(target_dir)
+        if linked(target_dir) is not None:
+            raise LinkedTarget(f"{target_dir} is a symbolic link: the store serves only its own files")
         for name in files:
             if not _FILE_NAME.match(name) or name in (CARD_FILE, CURRENT_FILE):
                 raise ValueError(f"bad model file name {name!r}")

@@ -7,6 +7,7 @@ segment that broke it), so a query costs O(breakpoints) at worst; insertion uses
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Iterable
 
@@ -20,7 +21,9 @@ class FreeProfile:
         times = [now]
         free = [free_now]
         for when, procs in sorted(releases):
-            at = max(when, now)
+            # A running job past its planned end (one started with a time_min that nothing raised)
+            # still holds its processors now: they are free just after, never at ``now``.
+            at = when if when >= now else math.nextafter(now, math.inf)
             if at == times[-1]:
                 free[-1] += procs
             else:
