@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_harp.simulation import backlog, simulate
-from slurm_harp.simulation.backlog import Backlog
+from slurm_harp.simulation.backlog import Backlog, Key
 from slurm_harp.simulation.easy import Easy
 from slurm_harp.simulation.limits import LimitSource, PredictedLimits, RequestLimits, TsafrirLimits
 from slurm_harp.simulation.workload import Workload
@@ -100,7 +100,7 @@ def test_the_backlog_finds_the_first_job_that_may_start() -> None:
 def test_the_backlog_answers_as_a_search_of_every_waiting_job(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(backlog, "BLOCK", 2)
     rng = random.Random(7)
-    b, waiting = Backlog(), {}
+    b, waiting = Backlog(), dict[int, tuple[int, Key, float]]()
     for step in range(4000):
         if waiting and rng.random() < 0.45:
             job = rng.choice(list(waiting))
