@@ -24,7 +24,11 @@ stepping back, not a new run (logged): what was seen holds.
   limit last seen pending above the tag's own (a user may raise a pending job's limit up to its
   partition's MaxTime) is the job's own from then on, instead of the tag's (``raised_to``);
 - running: a limit below the highest seen in this run was lowered, and the lowest such is the own
-  limit for the rest of the run, an admin's later raise included;
+  limit for the rest of the run, an admin's later raise included. Only an operator or a guard
+  raises a running job's limit, and a second guard's extension may land after this guard's higher
+  one (each computes its own, from the limit it listed): a drop to a limit still above the one seen
+  just before the latest raise (``raised_from``), before the job has run LATE_LANDING_S past that
+  one, is taken for such, the job's limit from then on, extended when due;
 - configuring (nodes booting), or in a state flag not placed (guard.running): what was seen is
   kept as it was until the job runs;
 - completing: a job that ran with the restart count seen is ending, and what was seen is kept until
@@ -67,6 +71,9 @@ RUN_TIME_SLACK_S = 1.0
 # Listings in a row a job may be missing from before what was seen of it is forgotten: a minute at
 # the default poll period, long past a line garbled once.
 MISSING_POLLS = 12
+# Another guard's extension, computed from a limit the job had not yet run past (else Slurm ended it),
+# lands within the rest of that guard's poll (a batch of scontrol calls): this long past the limit.
+LATE_LANDING_S = 300.0
 
 
 @dataclass(slots=True)
@@ -81,6 +88,7 @@ class Seen:
     elapsed_s: float  # the run time seen last (0 while pending)
     lowered_to: int | None = None  # its user's (or an admin's) own limit, below ``highest``
     raised_to: int | None = None  # in a run: the limit it waited at, above its tag's own limit
+    raised_from: int | None = None  # in a run: the limit seen just before its latest raise
 
 
 class LoweredLimits:
@@ -192,9 +200,20 @@ class LoweredLimits:
             return Seen(job.submitted, job.restarts, False, limit, limit, job.elapsed_s, lowered, raised)
         if job.elapsed_s < prior.elapsed_s - RUN_TIME_SLACK_S:
             self._went_back += 1  # the clock: every requeue changes the restart count (logged in apply)
+        was = prior.limit
+        if limit > was:
+            prior.raised_from = was
         prior.elapsed_s, prior.limit = job.elapsed_s, limit
         if not _below(limit, prior.highest):
             prior.highest = max(prior.highest, limit)
+        elif _late(prior.raised_from, limit, job.elapsed_s):
+            # The own limit stays (t0 its cap): the job is extended only when due, never back at once.
+            if limit < was:
+                log.info(
+                    "job %s: limit %d -> %d min, above the %s min before its latest raise: taken for "
+                    "another guard's extension landing late, not a lowering",
+                    job.job_id, was, limit, prior.raised_from,
+                )  # fmt: skip
         elif prior.lowered_to is None or limit < prior.lowered_to:
             _lowered(job, prior.highest, limit, "while it ran")
             prior.lowered_to = limit
@@ -219,7 +238,7 @@ def _below(limit: int, highest: int) -> bool:
 
 def _kept(s: Seen) -> tuple[object, ...]:
     """What the file keeps of ``s`` (guard.seen_file): all but the run time, which grows every poll."""
-    return (s.submitted, s.restarts, s.pending, s.highest, s.limit, s.lowered_to, s.raised_to)
+    return (s.submitted, s.restarts, s.pending, s.highest, s.limit, s.lowered_to, s.raised_to, s.raised_from)
 
 
 def _own(s: Seen) -> tuple[int | None, int | None]:
@@ -267,3 +286,8 @@ def _lowered(job: RunningJob, highest: int, limit: int, when: str) -> None:
         "the guard will not raise it past %d min",
         job.job_id, was, limit, when, limit,
     )  # fmt: skip
+
+
+def _late(raised_from: int | None, limit: int, elapsed_s: float) -> bool:
+    """Whether a drop to ``limit`` may be another guard's extension landing late (see the module's note)."""
+    return raised_from is not None and limit > raised_from and elapsed_s < raised_from * 60 + LATE_LANDING_S

@@ -27,7 +27,10 @@ one version reads "format" and "jobs" only, so what it cannot read goes beside t
   pending spell it started from, [submitted, restarts, true, lowered_to + 1, lowered_to, 0,
   lowered_to]: such a guard reads the start again at its next poll and keeps the lowering, as if it
   had seen the job wait at it.
-This guard reads both, and the 8-item entries (raised_to last) of its first version (30fc54b).
+- "raised_from": {job: raised_from}, of a run raised while the guard saw it (guard.lowered_limits).
+  Without it (an older file, or an older guard's), a second guard's extension landing late reads as
+  a lowering, as it did before.
+This guard reads all three, and the 8-item entries (raised_to last) of its first version (30fc54b).
 """
 
 from __future__ import annotations
@@ -106,14 +109,14 @@ def load(path: Path) -> dict[str, Seen]:
         not isinstance(body, dict)
         or body.get("format") != FORMAT
         or not isinstance(body.get("jobs"), dict)
-        or not all(isinstance(body.get(key, {}), dict) for key in ("raised", "started_below"))
+        or not all(isinstance(body.get(key, {}), dict) for key in ("raised", "started_below", "raised_from"))
     ):
         log.warning("%s is not a %s file, ignored", path, FORMAT)
         return {}
-    raised, started = body.get("raised", {}), body.get("started_below", {})
+    raised, started, raised_from = (body.get(key, {}) for key in ("raised", "started_below", "raised_from"))
     seen, bad = {}, 0
     for job, entry in body["jobs"].items():
-        s = _entry(entry, raised.get(job), started.get(job))
+        s = _entry(entry, raised.get(job), started.get(job), raised_from.get(job))
         if s is None:
             bad += 1
         else:
@@ -129,6 +132,7 @@ def save(path: Path, seen: Mapping[str, Seen]) -> None:
     jobs: dict[str, list[object]] = {}
     raised: dict[str, int] = {}
     started: dict[str, list[float]] = {}
+    raised_from: dict[str, int] = {}
     for job, s in seen.items():
         lowered = s.lowered_to
         if not s.pending and lowered is not None and lowered > s.highest:  # see the module's note
@@ -138,14 +142,19 @@ def save(path: Path, seen: Mapping[str, Seen]) -> None:
             jobs[job] = [s.submitted, s.restarts, s.pending, s.highest, s.limit, s.elapsed_s, lowered]
         if s.raised_to is not None:
             raised[job] = s.raised_to
+        if s.raised_from is not None:
+            raised_from[job] = s.raised_from
     body: dict[str, object] = {"format": FORMAT, "jobs": jobs}
-    body |= {key: m for key, m in (("raised", raised), ("started_below", started)) if m}  # else as before
+    sides = (("raised", raised), ("started_below", started), ("raised_from", raised_from))
+    body |= {key: m for key, m in sides if m}  # else as before
     make_dirs(path.parent)
     replace_file(path, json.dumps(body, separators=(",", ":")).encode())
 
 
-def _entry(entry: object, raised: object = None, started: object = None) -> Seen | None:
-    """The job of one entry under "jobs", with its raise and its run's start (the module's note)."""
+def _entry(
+    entry: object, raised: object = None, started: object = None, raised_from: object = None
+) -> Seen | None:
+    """The job of one entry under "jobs", with its raises and its run's start (the module's note)."""
     s = _listed(entry)
     if s is None:
         return None
@@ -160,6 +169,10 @@ def _entry(entry: object, raised: object = None, started: object = None) -> Seen
         if s.pending or s.raised_to is not None or not _count(raised):
             return None
         s.raised_to = raised
+    if raised_from is not None:  # raised from below the highest seen in a run
+        if s.pending or not _count(raised_from) or raised_from >= s.highest:
+            return None
+        s.raised_from = raised_from
     return s
 
 
