@@ -182,14 +182,20 @@ def test_the_sample_configuration_and_the_reference_say_what_a_reload_applies() 
 
 # README.md and docs/: their claims cite the tests that show them, and their commands are harp's
 # (test_docs_commands.py): every document there, guard.md and benchmarks.md included.
-CLAIM_DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-PY_CITE = re.compile(r"`((?:tests/)?[\w/]*test_\w+\.py)?(?:::(\w+))?`")
+CLAIM_DOCS = [
+    REPO / "README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+    *(REPO / d / "README.md" for d in ("plugin", "models", "deploy/ansible")),
+]
+# `tests/f.py::name`, `::name`, `test_f.py`, and a parametrised case `::name[its id]`.
+PY_CITE = re.compile(r"`((?:tests/)?[\w/]*test_\w+\.py)?(?:::(\w+)(?:\[([^\]`]+)\])?)?`")
 LUA_CITE = re.compile(r"`(test_\w+\.lua)`|\"([^\"]+)\"")
 
 
 def cited_python(path: Path) -> list[tuple[str, str | None]]:
     """(test file, test name or None) of every `tests/f.py::name`, `::name` (of the file before it in
-    the same table cell or line) and `test_f.py` a document cites."""
+    the same table cell or line) and `test_f.py` a document cites; a case's id is kept with its
+    name, as `name[id]`."""
     found: list[tuple[str, str | None]] = []
     for cell in re.split(r"\||\n", path.read_text()):
         current = None
@@ -199,7 +205,7 @@ def cited_python(path: Path) -> list[tuple[str, str | None]]:
                 found.append((current, None))
             if m.group(2):
                 assert current, f"{path.name}: ::{m.group(2)} names no file"
-                found.append((current, m.group(2)))
+                found.append((current, m.group(2) + (f"[{m.group(3)}]" if m.group(3) else "")))
     return found
 
 
@@ -213,6 +219,22 @@ def cited_lua(path: Path) -> list[tuple[str, str]]:
             if m.group(2) and current:
                 found.append((current, m.group(2)))
     return found
+
+
+def _defines(source: str, cited: str) -> bool:
+    """Whether ``source`` defines the test ``cited`` (``name`` or ``name[id]``); an id must be in
+    the file as a string (its ``ids=`` list or the mapping they are taken from)."""
+    name, _, case = cited.partition("[")
+    defined = re.search(rf"^(?:async )?def {name}\(", source, re.M) is not None
+    return defined and (not case or f'"{case[:-1]}"' in source)
+
+
+def test_a_cited_case_keeps_its_id() -> None:
+    """The citation of a parametrised case was read as its file alone: neither name nor id checked."""
+    cell = "`tests/integration/test_x.py::test_y[a case]`, `::test_z`"
+    assert PY_CITE.findall(cell) == [("tests/integration/test_x.py", "test_y", "a case"), ("", "test_z", "")]
+    assert _defines('def test_y(case):\n    ...\nIDS = ["a case"]\n', "test_y[a case]")
+    assert not _defines("def test_y(case):\n", "test_y[a case]")
 
 
 def test_the_docs_show_their_tests() -> None:
@@ -231,7 +253,7 @@ def test_every_test_the_docs_cite_exists(doc: Path) -> None:
         )
         if path is None or not path.is_file():
             missing.append(file)
-        elif name and not re.search(rf"^(?:async )?def {name}\(", path.read_text(), re.M):
+        elif name and not _defines(path.read_text(), name):
             missing.append(f"{file}::{name}")
     for file, name in cited_lua(doc):
         names = re.findall(r'T\.test\("([^"]+)"', (REPO / "tests" / "lua" / file).read_text())

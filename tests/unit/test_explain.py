@@ -15,6 +15,7 @@ from slurm_harp.commands.explain import explain
 from slurm_harp.config import parse
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import ModelStore
 from tests.conftest import delimited
 
@@ -119,6 +120,39 @@ def test_a_target_is_explained_by_a_version_of_its_own(store_copy: Path) -> None
     text = explain("4242", settings, runner)  # type: ignore[arg-type]
     assert f"memory model: ../time/{version} is not in {store_copy}" in text
     assert f"memory model {version}" not in text
+
+
+def test_a_version_linked_out_of_the_store_is_not_loaded(store_copy: Path, tmp_path: Path) -> None:
+    """A link is no version for explain as for the daemon, promotion and `harp rollback`."""
+    version = ModelStore(store_copy).current_version(Target.TIME)
+    assert version is not None
+    version_dir = store_copy / "time" / version
+    elsewhere = tmp_path / "elsewhere"
+    version_dir.rename(elsewhere)
+    version_dir.symlink_to(elsewhere)
+    settings = parse({"store": {"path": str(store_copy)}})
+    _, runner = sacct_with(f"harp:shadow,t=30,v={version}")
+    text = explain("4242", settings, runner)  # type: ignore[arg-type]
+    assert f"time model: {version} is not in {store_copy}" in text
+    assert "trained" not in text
+
+
+def test_a_model_failing_as_no_check_foresaw_is_said_not_a_traceback(
+    store_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """explain loaded with QuantileModel.load, whose unforeseen errors (onnxruntime's own) ended the
+    command in a traceback; it loads as the daemon does (load_version: any failure a ModelError)."""
+    version = ModelStore(store_copy).current_version(Target.TIME)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("onnxruntime said no")
+
+    monkeypatch.setattr(QuantileModel, "load", broken)
+    settings = parse({"store": {"path": str(store_copy)}})
+    _, runner = sacct_with(f"harp:shadow,t=30,v={version}")
+    text = explain("4242", settings, runner)  # type: ignore[arg-type]
+    assert f"time model {version}: does not load now: " in text
+    assert "RuntimeError: onnxruntime said no" in text
 
 
 def test_an_older_job_with_the_same_id_is_in_the_users_history(trained_store: Path, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from slurm_harp.accounting.sacct_runner import ENDED_STATES
 from slurm_harp.cli import main
 from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands import importer
+from slurm_harp.commands import train as train_command
 from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows
 from slurm_harp.commands.importer import source_name
 from slurm_harp.core.extension import observed_ratio
@@ -653,12 +654,40 @@ def test_import_of_saved_text_forges_no_job_and_says_what_it_did_not_read(
     assert job.request.work_dir == bounded_text(work_dir)
 
 
-@pytest.mark.parametrize("delimiter", ["|", "\x1f", "#::#", "short\nline"])
-def test_import_refuses_a_delimiter_a_user_could_guess(
-    delimiter: str, capsys: pytest.CaptureFixture[str]
+def test_train_reads_saved_text_with_its_random_delimiter(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """`harp train --source FILE` had no --delimiter: a file saved with a random one could not be
+    trained from, only split on its header's guessable delimiter after `harp import`."""
+    header, line = SACCT_TEXT.split("\n")[:2]
+    values = dict(zip(SACCT_FIELDS, line.split("|"), strict=True))
+    work_dir = "/home/alice/d\n" + "|".join(values[name] for name in SACCT_FIELDS[:-1])
+    sep = "\x1f9b2c4e7a0d13f5c8\x1f"
+    saved = tmp_path / "random.txt"
+    rows = {**values, "WorkDir": work_dir}
+    saved.write_text(header.replace("|", sep) + "\n" + sep.join(rows[name] for name in SACCT_FIELDS) + "\n")
+    (job,), stats = train_command.read_source(str(saved), "", None, sep)
+    assert (job.job_id, job.request.user_name, job.request.work_dir) == (
+        "1001",
+        "alice",
+        bounded_text(work_dir),
+    )
+    assert stats.bad_lines == 0 and "read it with --delimiter" not in caplog.text
+    plain = tmp_path / "plain.txt"
+    plain.write_text(SACCT_TEXT)
+    with caplog.at_level(logging.WARNING):
+        train_command.read_source(str(plain), "")
+    assert f"{plain}: saved sacct text split by its header's delimiter" in caplog.text
+
+
+@pytest.mark.parametrize("delimiter", ["|", "\x1f", "#::#", "short\nline"])
+@pytest.mark.parametrize("command", ["import", "train"])
+def test_a_delimiter_a_user_could_guess_is_refused(
+    command: str, delimiter: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = ["--source", "x.txt"] if command == "train" else ["x.txt"]
     assert "--delimiter: must be the random string of at least 8 characters" in usage_error(
-        ["import", "--delimiter", delimiter, "x.txt"], capsys
+        [command, "--delimiter", delimiter, *source], capsys
     )
 
 

@@ -115,6 +115,21 @@ def test_rollback_skips_a_challenger_refused_at_promotion(tmp_path: Path, verdic
     assert store.current_version(Target.TIME) == refused != serving
 
 
+def test_rollback_waits_for_no_writer_unless_forced(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`harp rollback` took no lock: a nightly promoting meanwhile moved CURRENT again, from the
+    champion it read before the rollback. It takes the writer lock, and says who holds it."""
+    store = ModelStore(tmp_path)
+    versions = publish(store, 3)
+    with store.writer():  # another open file description: held as another process would hold it
+        assert main(["rollback", "--store", str(tmp_path)]) == 75
+        assert store.current_version(Target.TIME) == versions[2]
+        assert f"is held by another harp train or nightly (pid {os.getpid()}): not rolled back" in caplog.text
+        assert main(["rollback", "--store", str(tmp_path), "--force"]) == 0
+        assert store.current_version(Target.TIME) == versions[1]
+    assert main(["rollback", "--store", str(tmp_path), versions[2]]) == 0
+    assert store.current_version(Target.TIME) == versions[2]
+
+
 def test_rollback_with_nothing_older_fails(tmp_path: Path) -> None:
     publish(ModelStore(tmp_path), 1)
     assert main(["rollback", "--store", str(tmp_path)]) == 1
@@ -285,5 +300,6 @@ def test_sweep_removes_a_stale_leftover_that_is_a_link_and_reports_only_what_is_
     monkeypatch.setattr(shutil, "rmtree", lambda path, ignore_errors: None)  # it stays
     assert retention.sweep(store, Target.TIME) == [".trash-linked"]
     assert not os.path.lexists(link) and (elsewhere / "keep").read_text() == "x"
-    assert stuck.is_dir() and f"cannot remove {stuck}, left by an interrupted publish or prune" in caplog.text
+    assert stuck.is_dir()
+    assert f"cannot remove {stuck}, left by an interrupted publish, prune or replacement" in caplog.text
     assert retention.sweep(store, Target.TIME) == []

@@ -310,6 +310,33 @@ def test_sweep_removes_only_stale_leftovers(tmp_path: Path) -> None:
     assert fresh.is_dir() and not stale.exists()
 
 
+def test_sweep_removes_stale_new_files_of_current_and_verdicts_only(tmp_path: Path) -> None:
+    """A process killed while it replaced CURRENT or a promotion.json leaves the hidden new file
+    (state_dir.replace_at's); nothing swept them, and nights of crashes piled them up."""
+    store = ModelStore(tmp_path)
+    target_dir = store.target_dir(Target.TIME)
+    version = target_dir / "20261201T020000.000000Z"
+    version.mkdir(parents=True)
+    stale = [target_dir / ".CURRENT-0123456789ab", version / ".promotion.json-ba9876543210"]
+    fresh = target_dir / ".CURRENT-fedcba987654"
+    kept = [
+        target_dir / ".CURRENT-notours",  # not a name replace_at makes
+        version / ".card.json-0123456789ab",  # a card is never replaced
+        target_dir / "CURRENT",
+    ]
+    for path in (*stale, fresh, *kept):
+        path.write_bytes(b"20261201T020000.000000Z\n")
+    directory = target_dir / ".CURRENT-aaaaaaaaaaaa"  # not a file: not replace_at's
+    directory.mkdir()
+    old = time.time() - STALE_TEMP_S - 60
+    for path in (*stale, *kept, directory):
+        os.utime(path, (old, old))
+    removed = sweep(store, Target.TIME)
+    assert sorted(removed) == sorted(str(p.relative_to(target_dir)) for p in stale)
+    assert not any(p.exists() for p in stale)
+    assert fresh.exists() and directory.is_dir() and all(p.exists() for p in kept)
+
+
 def test_a_verdict_that_cannot_be_written_leaves_no_unjudged_version(
     db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

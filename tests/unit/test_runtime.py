@@ -17,7 +17,7 @@ from slurm_harp.core.features import FEATURE_NAMES, vectorize
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.walltime import train_walltime
-from slurm_harp.model.card import PROMOTION_FILE
+from slurm_harp.model.card import PROMOTION_FILE, UNIT
 from slurm_harp.model.runtime import ModelError, QuantileModel, load_version
 from slurm_harp.model.store import ModelStore
 from slurm_harp.model.store_files import sha256_hex
@@ -182,6 +182,20 @@ def test_missing_file(copy: Path) -> None:
             r"rungs\[0\]\.risk: 1\.5 is greater",
         ),
         (lambda c: c.__setitem__("features", "all"), r"at \$\.features"),
+        # Served as is: a card in another unit than the target's would serve hours as minutes.
+        (lambda c: c.__setitem__("unit", "hours"), r"unit 'hours': the daemon serves time in 'minutes'"),
+        (
+            lambda c: (c.__setitem__("target", "memory"), c["calibration"].__setitem__("target", "memory")),
+            r"unit 'minutes': the daemon serves memory in 'MB per node'",
+        ),
+        (
+            lambda c: (
+                c.__setitem__("target", "cpus"),
+                c["calibration"].__setitem__("target", "cpus"),
+                c.__setitem__("unit", "CPUs"),
+            ),
+            r"transform 'log1p_seconds' gives minutes: a time transform only",
+        ),
     ],
 )
 def test_card_problems(copy: Path, change: Callable[[dict[str, Any]], None], message: str) -> None:
@@ -410,6 +424,7 @@ def _as_target(directory: Path, target: Target) -> None:
     def relabel(card: dict[str, Any]) -> None:
         card["target"] = target.value
         card.pop("calibration", None)  # a rule for time, which a cpus card may not carry
+        card["unit"], card["transform"] = UNIT[target], "log1p"  # its outputs as the target's
 
     _edit_card(directory, relabel)
 

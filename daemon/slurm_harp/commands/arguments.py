@@ -148,6 +148,44 @@ def rate(text: str) -> float:
     return _parsed(text, float, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
 
 
+# A delimiter users could not have guessed when they named their jobs: the harvest's has 18
+# characters (sacct_lines.fresh_delimiter); "|", "#" or "::" any user may write into a work dir.
+MIN_DELIMITER = 8
+
+
+def saved_delimiter(text: str) -> str:
+    if len(text) < MIN_DELIMITER or "\n" in text or "\r" in text:
+        raise argparse.ArgumentTypeError(
+            f"must be the random string of at least {MIN_DELIMITER} characters, no newline, given to "
+            f"sacct --delimiter (e.g. $(openssl rand -hex 8)), not {text[:40]!r}"
+        )
+    return text
+
+
+def delimiter_option(parser: argparse.ArgumentParser) -> None:
+    """--delimiter, for commands that read saved `sacct` text (harp import, harp train --source)."""
+    parser.add_argument(
+        "--delimiter",
+        type=saved_delimiter,
+        default=None,
+        help="the random delimiter saved sacct text was written with (sacct --delimiter=...; at least "
+        f"{MIN_DELIMITER} characters). Without it, a file split on '|' stops at the first row that "
+        "spans lines (a newline in a job name or work dir), which any user could have forged",
+    )
+
+
+def warn_if_guessable(path: str, delimiter: str | None) -> None:
+    """The warning for saved sacct text read without its random delimiter."""
+    if delimiter is None and not path.lower().endswith((".swf", ".swf.gz", ".csv")):
+        log.warning(
+            "%s: saved sacct text split by its header's delimiter, which any user may write into a "
+            "job name or work dir beside a newline: a row split over lines ends what is read, but "
+            "rows laid out not to split cannot be told from real ones (docs/training.md). Where "
+            "users are not trusted, save with sacct --delimiter=<random> and read it with --delimiter",
+            path,
+        )
+
+
 def config_option(parser: argparse.ArgumentParser, what: str) -> None:
     """``--config PATH`` (default: the daemon's usual path); ``what`` says what the file is."""
     parser.add_argument("--config", default=str(DEFAULT_PATH), help=f"{what} (default: %(default)s)")

@@ -30,7 +30,7 @@ from slurm_harp.core.message import Tag, as_submitted, parse_tag
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import decision_weight
 from slurm_harp.evaluation.outcomes import TARGET_OF_KEY
-from slurm_harp.model.runtime import ModelError, QuantileModel
+from slurm_harp.model.runtime import ModelError, load_version
 from slurm_harp.model.store import ModelStore
 
 UNITS = {Target.TIME: "min", Target.MEMORY: "MB", Target.CPUS: "CPUs"}
@@ -119,7 +119,7 @@ def _recompute(
     job: JobRecord, target: Target, version_dir: Path, store: ModelStore, settings: Settings
 ) -> list[str]:
     try:
-        model = QuantileModel.load(version_dir)
+        model = load_version(version_dir, target)  # as the daemon loads it: no link followed
     except ModelError as exc:
         return [f"{target.value} model {version_dir.name}: does not load now: {exc}"]
     serving = store.current_version(target) == version_dir.name

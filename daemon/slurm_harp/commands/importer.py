@@ -9,6 +9,7 @@ from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, load_records
 from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, store_error
+from slurm_harp.commands.arguments import delimiter_option, warn_if_guessable
 from slurm_harp.commands.harvest import default_db
 
 log = logging.getLogger(__name__)
@@ -27,29 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=None,
         help="source key in the store for every file (default: the file's stem)",
     )
-    p.add_argument(
-        "--delimiter",
-        type=_delimiter,
-        default=None,
-        help="the random delimiter saved sacct text was written with (sacct --delimiter=...; at least "
-        f"{MIN_DELIMITER} characters). Without it, a file split on '|' stops at the first row that "
-        "spans lines (a newline in a job name or work dir), which any user could have forged",
-    )
+    delimiter_option(p)
     p.set_defaults(func=run)
-
-
-# A delimiter users could not have guessed when they named their jobs: the harvest's has 18
-# characters (sacct_lines.fresh_delimiter); "|", "#" or "::" any user may write into a work dir.
-MIN_DELIMITER = 8
-
-
-def _delimiter(text: str) -> str:
-    if len(text) < MIN_DELIMITER or "\n" in text or "\r" in text:
-        raise argparse.ArgumentTypeError(
-            f"must be the random string of at least {MIN_DELIMITER} characters, no newline, given to "
-            f"sacct --delimiter (e.g. $(openssl rand -hex 8)), not {text[:40]!r}"
-        )
-    return text
 
 
 def source_name(path: str | Path) -> str:
@@ -90,14 +70,7 @@ def _import_all(store: JobStore, sources: list[str], forced_name: str | None, de
     for path in sources:
         name = forced_name or source_name(path)
         stats = ReadStats(source=path)
-        if delimiter is None and not path.lower().endswith((".swf", ".swf.gz", ".csv")):
-            log.warning(
-                "%s: saved sacct text split by its header's delimiter, which any user may write into a "
-                "job name or work dir beside a newline: a row split over lines ends what is read, but "
-                "rows laid out not to split cannot be told from real ones (docs/training.md). Where "
-                "users are not trusted, save with sacct --delimiter=<random> and import with --delimiter",
-                path,
-            )
+        warn_if_guessable(path, delimiter)
         try:
             records = load_records(path, stats, delimiter=delimiter)
         except (OSError, ValueError) as exc:

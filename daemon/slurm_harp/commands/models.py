@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 
+from slurm_harp.commands.publication import STORE_BUSY
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import CARD_FILE
-from slurm_harp.model.store import ModelStore
+from slurm_harp.model.store import ModelStore, StoreBusy
 from slurm_harp.model.store_files import read_note
 from slurm_harp.regular_file import NotJSON
 
@@ -25,6 +27,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     r.add_argument("--store", default=store_default, help="model store (default: $HARP_STORE or %(default)s)")
     r.add_argument("--target", choices=[t.value for t in Target], default=Target.TIME.value)
     r.add_argument("version", nargs="?", help="version to serve (default: the one before the current)")
+    r.add_argument(
+        "--force",
+        action="store_true",
+        help="roll back while a harp train or nightly holds the store (its promotion may move CURRENT again)",
+    )
     r.set_defaults(func=rollback)
 
 
@@ -89,14 +96,34 @@ def list_models(args: argparse.Namespace) -> int:
 
 
 def rollback(args: argparse.Namespace) -> int:
+    """Under the store's writer lock: a nightly promoting meanwhile would move CURRENT again, from
+    a champion it read before the rollback, and its prune judge what to keep from that too."""
     store = ModelStore(args.store)
-    target = Target(args.target)
+    with contextlib.ExitStack() as held:
+        if not args.force:
+            try:
+                held.enter_context(store.writer())
+            except StoreBusy as exc:
+                log.error(
+                    "%s: not rolled back, since its promotion could move CURRENT again; run again when it "
+                    "ends, or with --force (to stop serving a model at once: the harp.disable switch file, "
+                    "or mode shadow in harp.toml) (exit %d)",
+                    exc,
+                    STORE_BUSY,
+                )
+                return STORE_BUSY
+            except OSError as exc:
+                log.error("cannot lock the model store %s: %s", store.root, exc)
+                return 1
+        return _roll_back(store, Target(args.target), args.version)
+
+
+def _roll_back(store: ModelStore, target: Target, version: str | None) -> int:
     versions = store.versions(target)
     read = store.current(target)
     if read.unreadable is not None:  # the tool to repair it: CURRENT is replaced, not followed
         log.warning("%s: CURRENT unreadable (%s): replacing it", target.value, read.unreadable)
     current = read.names
-    version = args.version
     if version is None:
         # The newest older one not refused that loads: its verdict is read, not every older version's.
         older = (v for v in reversed(versions) if current is None or v < current)

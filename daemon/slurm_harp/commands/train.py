@@ -15,7 +15,15 @@ import subprocess
 from pathlib import Path
 
 from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_records, sacct_runner
-from slurm_harp.commands.arguments import count, fraction, nonnegative, positive, rate
+from slurm_harp.commands.arguments import (
+    count,
+    delimiter_option,
+    fraction,
+    nonnegative,
+    positive,
+    rate,
+    warn_if_guessable,
+)
 from slurm_harp.commands.method import (
     COMPARE,
     LADDER_ROWS,
@@ -47,6 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="SWF (.swf/.swf.gz), Eagle CSV (.csv), a saved `sacct -P` text file, or `sacct` to query live",
     )
     p.add_argument("--db", help="train from the harvester's job store (SQLite) instead of --source")
+    delimiter_option(p)
     p.add_argument(
         "--store",
         default=os.environ.get("HARP_STORE"),
@@ -151,7 +160,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=run)
 
 
-def read_source(source: str, sacct_start: str, db: str | None = None) -> tuple[list[JobRecord], ReadStats]:
+def read_source(
+    source: str, sacct_start: str, db: str | None = None, delimiter: str | None = None
+) -> tuple[list[JobRecord], ReadStats]:
     if db:
         from slurm_harp.accounting.jobstore import JobStore
 
@@ -164,7 +175,8 @@ def read_source(source: str, sacct_start: str, db: str | None = None) -> tuple[l
         stats = ReadStats(source="sacct")
         return harvest_sacct(sacct_runner.run_sacct, sacct_start, None, stats), stats
     stats = ReadStats(source=source)
-    return load_records(source, stats), stats
+    warn_if_guessable(source, delimiter)
+    return load_records(source, stats, delimiter=delimiter), stats
 
 
 def run(args: argparse.Namespace) -> int:
@@ -179,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
         log.error("%s: no such file", origin)
         return 2
     try:
-        records, stats = read_source(args.source, args.sacct_start, args.db)
+        records, stats = read_source(args.source, args.sacct_start, args.db, args.delimiter)
     except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired, sqlite3.Error) as exc:
         log.error("cannot read %s: %s", origin, exc)
         return 2

@@ -32,7 +32,6 @@ from slurm_harp.core.safety_rule import decision_weight
 from slurm_harp.learning.dataset import Dataset, row_order
 
 TRANSFORM = {Target.TIME: "log1p_seconds", Target.MEMORY: "log1p", Target.CPUS: "log1p"}
-UNIT = {Target.TIME: "minutes", Target.MEMORY: "MB per node", Target.CPUS: "CPUs"}
 _TO_MODEL_SCALE = {Target.TIME: 60.0, Target.MEMORY: 1.0, Target.CPUS: 1.0}
 
 

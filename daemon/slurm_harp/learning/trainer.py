@@ -38,8 +38,8 @@ from slurm_harp.learning.fitting import (
     limits_calibrated_on,
     refreshed,
 )
-from slurm_harp.learning.targets import TRANSFORM, UNIT, TargetData, target_data
-from slurm_harp.model.card import CARD_FORMAT, model_file_name
+from slurm_harp.learning.targets import TRANSFORM, TargetData, target_data
+from slurm_harp.model.card import CARD_FORMAT, UNIT, model_file_name
 
 MIN_TRAIN_ROWS = 50
 MIN_VALIDATION_ROWS = 10

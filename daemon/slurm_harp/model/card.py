@@ -25,6 +25,7 @@ from typing import Any
 import jsonschema
 import numpy as np
 
+from slurm_harp.core.request import Target
 from slurm_harp.model.store_files import sha256_hex
 
 CARD_FORMAT = 2
@@ -41,6 +42,10 @@ TRANSFORMS: dict[str, tuple[bool, float]] = {
     "log1p": (True, 1.0),
     "identity": (False, 1.0),
 }
+# The unit each target is served in, which a card must name: the daemon never converts, so a card
+# for memory in GB would serve its figures as MB. log1p_seconds gives minutes: a time transform only.
+UNIT: dict[Target, str] = {Target.TIME: "minutes", Target.MEMORY: "MB per node", Target.CPUS: "CPUs"}
+TIME_ONLY_TRANSFORMS = frozenset({"log1p_seconds"})
 
 
 def to_unit(

@@ -3,7 +3,8 @@
 Read as the store's notes are (store_files.read_note: no link, no FIFO, at most MAX_NOTE_BYTES, no
 NaN or infinity), then checked against card.schema.json and for what a schema cannot say: the version
 is its directory, the features are this daemon's, quantiles are finite and unique, model names
-unique, and the calibrated rule reads only models the card lists. Any problem is a CardError naming
+unique, the unit is the one the target is served in (and a time transform only a time card's),
+and the calibrated rule reads only models the card lists. Any problem is a CardError naming
 the card and the problem, which model.runtime rejects the version with.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration
-from slurm_harp.model.card import READABLE_FORMATS, check_schema
+from slurm_harp.model.card import READABLE_FORMATS, TIME_ONLY_TRANSFORMS, UNIT, check_schema
 from slurm_harp.model.store_files import read_note
 from slurm_harp.regular_file import NotJSON, TooLarge
 
@@ -96,7 +97,14 @@ def check_card(card: dict[str, Any], path: Path, dir_name: str) -> Target:
     names = [entry["name"] for entry in models]
     if len(set(names)) != len(names):
         raise CardError(f"{path}: repeated model name in {names}")
-    return Target(card["target"])
+    target = Target(card["target"])
+    if card["unit"] != UNIT[target]:
+        raise CardError(
+            f"{path}: unit {str(card['unit'])[:40]!r}: the daemon serves {target.value} in {UNIT[target]!r}"
+        )
+    if card["transform"] in TIME_ONLY_TRANSFORMS and target is not Target.TIME:
+        raise CardError(f"{path}: transform {card['transform']!r} gives minutes: a time transform only")
+    return target
 
 
 def calibration_of(card: dict[str, Any], path: Path) -> Calibration | None:

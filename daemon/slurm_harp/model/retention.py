@@ -11,18 +11,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import stat
 import time
 from pathlib import Path
 
 from slurm_harp.core.request import Target
-from slurm_harp.model.store import ModelStore
+from slurm_harp.model.store import VERSION_NAME, ModelStore
 
 log = logging.getLogger(__name__)
 
 # A publish that crashed leaves its hidden temp directory; one this old is no longer being written.
 STALE_TEMP_S = 3600.0
+# What a process killed while it replaced CURRENT or a version's promotion.json leaves beside it
+# (state_dir.replace_at's hidden new file): nothing reads these, and nights of crashes piled them up.
+_REPLACED = re.compile(r"\.(CURRENT|promotion\.json)-[0-9a-f]{12}")
 
 
 def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
@@ -68,33 +72,54 @@ def discard(store: ModelStore, target: Target, version: str) -> None:
 
 
 def sweep(store: ModelStore, target: Target, now: float | None = None) -> list[str]:
-    """Remove what crashed publishes and deletions left behind (hidden temp and trash directories,
-    or links under such names, older than STALE_TEMP_S). Returns the names really removed; one
-    that stays (a file in it that cannot be deleted) is logged and left for a later run."""
+    """Remove what crashed publishes, deletions and replacements left behind, older than
+    STALE_TEMP_S: hidden temp and trash directories (or links under such names), and the hidden new
+    files of a CURRENT or a version's promotion.json never renamed into place. Returns the names
+    really removed (a version's file as version/name); one that stays (a file in it that cannot be
+    deleted) is logged and left for a later run."""
     target_dir = store.target_dir(target)
-    if not target_dir.is_dir():
+    if not target_dir.is_dir() or target_dir.is_symlink():
         return []
     now = time.time() if now is None else now
     removed = []
-    for path in target_dir.iterdir():
-        if not path.name.startswith((".tmp-", ".trash-")):
-            continue
-        st = path.lstat()  # a link's own age; its target is no concern of the store's
-        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)) or now - st.st_mtime <= STALE_TEMP_S:
+    for path in _leftovers(target_dir):
+        if now - path.lstat().st_mtime <= STALE_TEMP_S:  # a link's own age: its target is not the store's
             continue
         if _remove(path):
-            log.info("removed %s left by an interrupted publish or prune", path)
-            removed.append(path.name)
+            log.info("removed %s left by an interrupted publish, prune or replacement", path)
+            removed.append(str(path.relative_to(target_dir)))
         else:
-            log.warning("cannot remove %s, left by an interrupted publish or prune: it stays", path)
+            log.warning(
+                "cannot remove %s, left by an interrupted publish, prune or replacement: it stays",
+                path,
+            )
     return removed
 
 
+def _leftovers(target_dir: Path) -> list[Path]:
+    """sweep's candidates, known by name and kind (lstat: no link is followed)."""
+    found = []
+    for path in target_dir.iterdir():
+        kind = stat.S_IFMT(path.lstat().st_mode)
+        if path.name.startswith((".tmp-", ".trash-")):
+            if kind in (stat.S_IFDIR, stat.S_IFLNK):
+                found.append(path)
+        elif _REPLACED.fullmatch(path.name) and path.name.startswith(".CURRENT-"):
+            if kind in (stat.S_IFREG, stat.S_IFLNK):
+                found.append(path)
+        elif kind == stat.S_IFDIR and VERSION_NAME.fullmatch(path.name):
+            for inner in path.iterdir():
+                named = _REPLACED.fullmatch(inner.name) and inner.name.startswith(".promotion.json-")
+                if named and stat.S_IFMT(inner.lstat().st_mode) in (stat.S_IFREG, stat.S_IFLNK):
+                    found.append(inner)
+    return found
+
+
 def _remove(path: Path) -> bool:
-    """Remove ``path`` and whatever it holds, or the link it is (rmtree refuses a link, and said
+    """Remove ``path`` and whatever it holds, or the link or file it is (rmtree refuses a link, and said
     nothing with ignore_errors: a ``.trash-`` link was reported removed at every sweep); whether
     it is gone."""
-    if path.is_symlink():
+    if path.is_symlink() or not path.is_dir():
         with contextlib.suppress(OSError):  # said below: it is still there
             path.unlink()
     else:

@@ -47,7 +47,7 @@ PENDING_VERDICT = {"promote": False, "pending": True, "verdict": "not judged (no
 # not UTF-8, no true or false "promote", a FIFO): refused, as PENDING_VERDICT is. What it hides may
 # be a refusal, and a challenger promotion refused must never be served by a fallback.
 UNREADABLE = "unreadable"
-_VERSION = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
+VERSION_NAME = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
 _TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -169,7 +169,7 @@ class ModelStore:
         """The directory of ``version`` of ``target``; ValueError when it is not a complete version
         (no version name, no card) or it or the target's directory is a symbolic link."""
         target_dir = self.target_dir(target)
-        if not _VERSION.match(version):
+        if not VERSION_NAME.match(version):
             raise ValueError(f"no complete version {version[:80]!r} under {target_dir}")
         refuse_links(target_dir, version)
         path = target_dir / version
@@ -184,7 +184,7 @@ class ModelStore:
             version = read_store_file(path).decode("utf-8", errors="replace").strip()
         except FileNotFoundError:
             return None
-        if not _VERSION.match(version):
+        if not VERSION_NAME.match(version):
             raise ValueError(f"{path}: bad version name {version[:80]!r}")
         return version
 
@@ -213,13 +213,13 @@ class ModelStore:
         return sorted(
             p.name
             for p in target_dir.iterdir()
-            if _VERSION.match(p.name) and linked(target_dir, p.name) is None and (p / CARD_FILE).is_file()
+            if VERSION_NAME.match(p.name) and linked(target_dir, p.name) is None and (p / CARD_FILE).is_file()
         )
 
     def owner(self, version: str) -> Target | None:
         """The target whose directory holds ``version``, or None: a job's tag names the versions
         that served it, not their targets (version names are unique across targets)."""
-        if not _VERSION.match(version):
+        if not VERSION_NAME.match(version):
             return None
         return next((t for t in Target if (self.target_dir(t) / version).is_dir()), None)
 
@@ -270,7 +270,7 @@ class ModelStore:
         # A name that reads as no time (20261399T000000.000000Z: made by hand, a bad restore) is
         # passed over, logged: it failed every publish of the target, night after night.
         moment = datetime.now(UTC)
-        times = [_time_of(p) for p in target_dir.iterdir() if _VERSION.match(p.name)]
+        times = [_time_of(p) for p in target_dir.iterdir() if VERSION_NAME.match(p.name)]
         moment = max([moment, *(t for t in times if t is not None)])  # bumped past a name taken below
         while True:
             name = moment.strftime(_TIME_FORMAT)
