@@ -60,11 +60,14 @@ def admitted(
     notes: list[str],
 ) -> list[str]:
     """``names`` without the partitions that take no jobs or not this caller's (partition_access:
-    what cannot be checked is let through), which a note names with the field that keeps it out."""
+    what cannot be checked is let through), or run none (MaxTime=0), which a note names with the
+    field that keeps it out."""
     kept, out = [], []
     for name in names:
         shape = shapes.get(name)
         why = None if shape is None else shape.access.refusal(groups, job.account, job.qos)
+        if why is None and shape is not None and shape.max_minutes == 0:
+            why = "MaxTime=0"  # a job may run 0 minutes there: none runs
         if why is None:
             kept.append(name)
         else:

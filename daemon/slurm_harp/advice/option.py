@@ -122,8 +122,11 @@ class Pricing:
                 return Option(name, size, allocation, label, note=note)
         if runtime is None:
             return Option(name, size, allocation, label, note=refused)
-        bounds = [b for b in (shape and shape.max_minutes, self.tariff.partition(name).max_minutes) if b]
-        cap = float(min(bounds, default=NO_MAX_TIME))
+        # One rule with quote.price: a MaxTime of 0 is a bound (no job runs there), not "no limit"
+        bounds = (None if shape is None else shape.max_minutes, self.tariff.partition(name).max_minutes)
+        cap = float(min((b for b in bounds if b is not None), default=NO_MAX_TIME))
+        if cap == 0:
+            return Option(name, size, allocation, label, note="closed (MaxTime=0)")
         quote = cheapest_limit(self.tariff, name, allocation, runtime, cap)
         longest = charged_minutes(quote.configuration.limit_minutes, quote.cap_minutes, runtime.values[-1])
         note = "" if quote.p_unfinished == 0 else "runs past the partition's MaxTime: cannot finish"

@@ -157,7 +157,10 @@ def advise(
         if shape is not None and most == 0:
             notes.append(f"partition {name}: has no {'GPUs' if gpu else 'CPUs'} for this job")
             continue
-        options += [pricing.option(name, shape, size) for size in sizes(most, evidence, requested, notes)]
+        try:
+            options += [pricing.option(name, shape, size) for size in sizes(most, evidence, requested, notes)]
+        except ValueError as exc:  # one partition's odd bounds cost that partition, not the advice
+            notes.append(f"partition {name}: not priced ({exc})")
     if ask.training is not None:
         notes.append(_training_note(ask.training, gpu_memory, compared, shapes, gpu_memory_headroom))
 
