@@ -100,6 +100,8 @@ class Pricing:
         if nodes is None:  # cannot be reached from the advice's sizes, which stay within the partition
             return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
         mem_node = self.memory.per_node(size, nodes, cpus)
+        if self.memory.whole_node:  # --mem=0: a node's memory, unknown without the shape (a note says so)
+            mem_node = (None if shape is None else shape.mem_per_node_mb) or 0.0
         gpu_type = shape.gpu_type if gpu and shape is not None else None
         allocation = Allocation(
             cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0, gpu_type=gpu_type
