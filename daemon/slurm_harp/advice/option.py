@@ -91,14 +91,17 @@ class Pricing:
         job, gpu = self.job, self.gpu
         requested = request_size(job, gpu)
         cpus = size * self.cpus_per_gpu if gpu else size
+        asked = job.min_nodes if size == requested and job.min_nodes else None  # its own -N, its own size
         if shape is None:
-            nodes: int | None = max(job.min_nodes or 1, 1) if size == requested else 1
+            nodes = max(asked or 1, 1)
         else:
-            nodes = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
-            if nodes is not None and size == requested and job.min_nodes and job.min_nodes > nodes:
-                nodes = job.min_nodes  # the job's own size on the nodes it asks (-N 4): as Slurm holds it
-        if nodes is None:  # cannot be reached from the advice's sizes, which stay within the partition
-            return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
+            fewest = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
+            if fewest is None:  # cannot be reached from the advice's sizes, which stay within the partition
+                return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
+            held, why = _nodes(shape, fewest, size, asked, "GPU" if gpu else "CPU")
+            if held is None:
+                return Option(name, size, Allocation(cpus=cpus), self.run_times(size)[1], note=why)
+            nodes = held
         mem_node = self.memory.per_node(size, nodes, cpus)
         if self.memory.whole_node:  # --mem=0: a node's memory, unknown without the shape (a note says so)
             mem_node = (None if shape is None else shape.mem_per_node_mb) or 0.0
@@ -133,6 +136,24 @@ class Pricing:
         longest = charged_minutes(quote.configuration.limit_minutes, quote.cap_minutes, runtime.values[-1])
         note = "" if quote.p_unfinished == 0 else "runs past the partition's MaxTime: cannot finish"
         return Option(name, size, allocation, label, quote=quote, longest_minutes=longest, note=note)
+
+
+def _nodes(
+    shape: PartitionShape, fewest: int, size: int, asked: int | None, unit: str
+) -> tuple[int | None, str]:
+    """The nodes an option of ``size`` holds in ``shape`` as slurmctld sets them: the ``fewest``
+    that hold it, or the job's own ``-N`` (``asked``), and at least the partition's MinNodes, which
+    a job without ``-N`` is given; None and why where Slurm would not run it (``-N`` below
+    MinNodes, which sbatch also makes the most, or above what a job may have)."""
+    least = shape.min_nodes
+    if asked is not None and asked < least:
+        return None, f"asks {asked} nodes; a job here has at least {least} (MinNodes)"
+    if asked is None and size < least:  # a node of the job holds one CPU (GPU) at least
+        return None, f"a job here has at least {least} nodes (MinNodes), each with a {unit}"
+    nodes = max(fewest, least if asked is None else asked)
+    if nodes > shape.job_nodes:
+        return None, f"{'asks' if asked else 'needs'} {nodes} nodes; a job may have {shape.job_nodes} here"
+    return nodes, ""
 
 
 def _run_times(
