@@ -102,6 +102,30 @@ def test_deny_lists_qos_and_case_as_slurm_reads_them() -> None:
     assert PartitionAccess.of({}).refusal(None, None, None) is None  # nothing said: as before
 
 
+def test_root_only_and_reservation_only_partitions_are_left_out() -> None:
+    # RootOnly=YES takes jobs from root alone, ReqResv=YES only jobs in a reservation (an ask names
+    # none): both were priced for anyone, and the cheaper was named the cheapest.
+    scontrol = (
+        SCONTROL
+        + f"PartitionName=admin RootOnly=YES ReqResv=NO State=UP {COMMON} TRESBillingWeights=CPU=0.1\n"
+        + f"PartitionName=resv RootOnly=NO ReqResv=YES State=UP {COMMON} TRESBillingWeights=CPU=0.2\n"
+    )
+    tariff, shapes = Tariff.of(Prices(), from_scontrol(scontrol)), shapes_from_scontrol(scontrol)
+    for uid in (1000, None):
+        job = JobRequest(user_name="ann", user_id=uid, job_name="sim", min_cpus=4)
+        ann = advise(Ask(job), RUNS, tariff, shapes, groups=frozenset({"ann"}))
+        assert priced(ann) == {"batch"} and ann.cheapest is not None and ann.cheapest.partition == "batch"
+        assert (
+            "partitions left out: admin (RootOnly), owners (AllowGroups), resv (ReqResv) and 1 more"
+            in ann.notes
+        )
+    root = advise(
+        Ask(JobRequest(user_name="root", user_id=0, job_name="sim", min_cpus=4)), [], tariff, shapes
+    )
+    assert "admin" in priced(root) and "resv" not in priced(root)
+    assert PartitionAccess.of({"RootOnly": "NO", "ReqResv": "NO"}).refusal(None, None, None) is None
+
+
 def test_the_advisor_asks_with_the_callers_groups(tmp_path: Path) -> None:
     with JobStore(tmp_path / "jobs.sqlite") as store:
         store.merge(RUNS, "sacct")

@@ -71,7 +71,7 @@ def admitted(
     kept, out = [], []
     for name in names:
         shape = shapes.get(name)
-        why = None if shape is None else shape.access.refusal(groups, job.account, job.qos)
+        why = None if shape is None else shape.access.refusal(groups, job.account, job.qos, job.user_id)
         if why is None and shape is not None and shape.max_minutes == 0:
             why = "MaxTime=0"  # a job may run 0 minutes there: none runs
         if why is None:
