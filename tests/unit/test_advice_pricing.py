@@ -156,3 +156,22 @@ def test_mem_0_is_all_of_a_nodes_memory_and_is_billed_so() -> None:
     # A peak known sizes the memory as ever: --mem=0 is what is cut.
     peaked = [record(4, 60, peak_mb=1000), record(4, 66, peak_mb=1000)]
     assert next(o for o in advice_in(WHOLE_NODE, job, peaked).options if o.size == 4).mem_per_node_mb == 1200
+
+
+def test_maxmempercpu_raises_the_cpus_billed_or_the_option_does_not_fit() -> None:
+    # MaxMemPerCPU=2000: slurmctld gives a job asking 8400 MB a node ceil(8400 / 2000) = 5 CPUs there
+    # and bills them (_valid_pn_min_mem). The limit was not read: 1 CPU was billed.
+    per_cpu = WHOLE_NODE.replace("State=UP", "State=UP MaxMemPerCPU=2000").replace(",Mem=1G", "")
+    assert shapes_from_scontrol(per_cpu)["batch"].max_mem_per_cpu_mb == 2000
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=1)
+    one = next(o for o in advice_in(per_cpu, job, [record(1, 60, peak_mb=7000)] * 2).options if o.size == 1)
+    assert one.mem_per_node_mb == 8400 and one.allocation.cpus == 5
+    assert one.quote is not None and one.quote.billed_units == pytest.approx(5.0)
+    assert one.note == "Slurm gives it 5 CPUs for 8400 MB a node (MaxMemPerCPU=2000)"
+    # 84000 MB a node would take 42 CPUs of a node of 32: not priced.
+    big = next(o for o in advice_in(per_cpu, job, [record(1, 60, peak_mb=70000)] * 2).options if o.size == 1)
+    assert not big.priced
+    assert big.note == "needs 84000 MB per node: 42 CPUs a node at MaxMemPerCPU=2000; a node has 32"
+    # Within it, nothing changes.
+    fits = next(o for o in advice_in(per_cpu, job, [record(1, 60, peak_mb=1000)] * 2).options if o.size == 1)
+    assert fits.allocation.cpus == 1 and fits.note == ""

@@ -1,17 +1,20 @@
 """One way of running a job (a partition and a size), priced: or why it is not.
 
-An option's allocation holds its size on the fewest nodes of the partition, with the memory the
-evidence says it needs (sizing.py). Its run times come from the user's runs at that size or from
-a fit between the sizes run; a fit that says larger runs took no less time prices the size asked
-for alone. The quote is the cheapest first time limit under the site's tariff, HARP's
-re-executions included (quote.py). An option that does not fit (memory, CPUs beside the GPUs, the
-model states of a training) or has no run times is listed with a note and no quote.
+An option's allocation holds its size on the fewest nodes of the partition (at least its MinNodes;
+the job's own size on its own -N), with the memory the evidence says it needs (sizing.py), and the
+CPUs that memory takes under the partition's MaxMemPerCPU, as slurmctld sets them. Its run times
+come from the user's runs at that size or from a fit between the sizes run; a fit that says larger
+runs took no less time prices the size asked for alone. The quote is the cheapest first time limit
+under the site's tariff, HARP's re-executions included (quote.py). An option that does not fit
+(nodes, memory, CPUs beside the GPUs, the model states of a training) or has no run times is listed
+with a note and no quote.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from slurm_harp.advice.evidence import Evidence, request_size
 from slurm_harp.advice.gpu_memory import HEADROOM, TrainingFacts, model_state_bytes, usable_bytes
@@ -116,6 +119,12 @@ class Pricing:
         if room is not None and mem_node > room:
             note = f"needs {mem_node:.0f} MB per node; a node has {room:.0f} MB"
             return Option(name, size, allocation, label, note=note)
+        raised = ""
+        if shape is not None and shape.max_mem_per_cpu_mb is not None:
+            held, raised = _cpus_for_memory(shape, shape.max_mem_per_cpu_mb, cpus, nodes, mem_node)
+            if held is None:
+                return Option(name, size, allocation, label, note=raised)
+            allocation = replace(allocation, cpus=held)
         if self.training is not None:
             need = model_state_bytes(self.training, size)
             has = (self.gpu_memory or {}).get(name)
@@ -134,7 +143,8 @@ class Pricing:
             return Option(name, size, allocation, label, note="closed (MaxTime=0)")
         quote = cheapest_limit(self.tariff, name, allocation, runtime, cap)
         longest = charged_minutes(quote.configuration.limit_minutes, quote.cap_minutes, runtime.values[-1])
-        note = "" if quote.p_unfinished == 0 else "runs past the partition's MaxTime: cannot finish"
+        past = "" if quote.p_unfinished == 0 else "runs past the partition's MaxTime: cannot finish"
+        note = "; ".join(n for n in (raised, past) if n)
         return Option(name, size, allocation, label, quote=quote, longest_minutes=longest, note=note)
 
 
@@ -154,6 +164,24 @@ def _nodes(
     if nodes > shape.job_nodes:
         return None, f"{'asks' if asked else 'needs'} {nodes} nodes; a job may have {shape.job_nodes} here"
     return nodes, ""
+
+
+def _cpus_for_memory(
+    shape: PartitionShape, per_cpu: float, cpus: int, nodes: int, mem_node: float
+) -> tuple[int | None, str]:
+    """The CPUs a job of ``cpus`` on ``nodes`` holding ``mem_node`` MB a node is given where a CPU
+    may have ``per_cpu`` MB (MaxMemPerCPU): slurmctld raises its CPUs a node to the memory's share
+    (_valid_pn_min_mem), and bills them. None where a node has too few; a note says what changed."""
+    need = math.ceil(mem_node / per_cpu)
+    if need <= math.ceil(cpus / nodes):
+        return cpus, ""
+    if shape.cpus_per_node and need > shape.cpus_per_node:
+        return None, (
+            f"needs {mem_node:.0f} MB per node: {need} CPUs a node at MaxMemPerCPU={per_cpu:g}; "
+            f"a node has {shape.cpus_per_node}"
+        )
+    held = need * nodes
+    return held, f"Slurm gives it {held} CPUs for {mem_node:.0f} MB a node (MaxMemPerCPU={per_cpu:g})"
 
 
 def _run_times(

@@ -2,7 +2,8 @@
 
 The advice's candidates must be configurations the partition accepts: scontrol gives each
 partition's node and CPU totals (``TotalNodes``, ``TotalCPUs``), its per-job limits
-(``MinNodes``, ``MaxNodes``, ``MaxCPUsPerNode``, ``MaxMemPerNode``, ``MaxTime``) and its TRES, whose
+(``MinNodes``, ``MaxNodes``, ``MaxCPUsPerNode``, ``MaxMemPerNode`` or ``MaxMemPerCPU``, ``MaxTime``)
+and its TRES, whose
 ``mem`` and ``gres/gpu`` totals give the memory and GPUs a node has (and ``gres/gpu:<type>``
 the GPUs' type, which slurmctld bills by). Nodes are taken as alike
 (a partition's totals divided by its node count, rounded down): HARP proposes nothing a node of
@@ -35,6 +36,7 @@ class PartitionShape:
     min_nodes: int = 0  # MinNodes per job: one without -N is given these
     max_cpus_per_node: int | None = None  # MaxCPUsPerNode (None: UNLIMITED)
     max_mem_per_node_mb: float | None = None  # MaxMemPerNode (None: UNLIMITED)
+    max_mem_per_cpu_mb: float | None = None  # MaxMemPerCPU, printed instead of MaxMemPerNode (None: none)
     max_minutes: int | None = None  # MaxTime (None: UNLIMITED)
     access: PartitionAccess = field(default_factory=PartitionAccess)  # State, whom it takes jobs from
 
@@ -117,6 +119,7 @@ def _shape(name: str, block: dict[str, str]) -> PartitionShape:
         min_nodes=_limit(block.get("MinNodes"), "MinNodes") or 0,
         max_cpus_per_node=_limit(block.get("MaxCPUsPerNode"), "MaxCPUsPerNode"),
         max_mem_per_node_mb=_memory_limit(block.get("MaxMemPerNode")),
+        max_mem_per_cpu_mb=_memory_limit(block.get("MaxMemPerCPU")) or None,
         max_minutes=parse_max_time(block.get("MaxTime", "")),
         access=PartitionAccess.of(block),
     )
