@@ -28,6 +28,19 @@ def test_a_partition_the_site_does_not_have_is_named_not_priced() -> None:
     assert "no such partition here: made-up-0, made-up-1, made-up-2 and 57 more" in advice.notes
 
 
+def test_the_jobs_own_partition_the_site_does_not_have_is_named_not_priced() -> None:
+    # `-p nosuch` on the job: it was put first and priced on trust, and could be the cheapest.
+    runs = [run("ann", 1, 40), run("ann", 4, 30)]
+    advice = advise(ask(partition="nosuch"), runs, CPU_HOURS, SHAPES)
+    assert {o.partition for o in advice.options} == {"batch"}
+    assert "no such partition here: nosuch" in advice.notes
+    # Its own partitions the site has come first, in the job's order (`-p a,b`); none known: on trust.
+    three = {"a": SHAPES["batch"], "b": SHAPES["batch"], "c": SHAPES["batch"]}
+    options = advise(ask(partition="c,nosuch,a"), runs, CPU_HOURS, three).options
+    assert list(dict.fromkeys(o.partition for o in options)) == ["c", "a", "b"]
+    assert {o.partition for o in advise(ask(partition="nosuch"), runs, CPU_HOURS, {}).options} == {"nosuch"}
+
+
 def test_when_no_partition_is_known_a_few_named_ones_are_taken_on_trust() -> None:
     runs = [run("ann", 1, 40), run("ann", 4, 30)]
     named = tuple(f"p{i}" for i in range(10))

@@ -1,15 +1,17 @@
-"""The option standing for what a job asks is priced on the nodes it asks (`-N`), shape known or not."""
+"""The option standing for what a job asks is priced on the nodes it asks (`-N`), shape known or not, and
+every option on nodes the partition lets a job have (MaxNodes, MinNodes)."""
 
 from __future__ import annotations
 
 from slurm_harp.advice.billing import parse_weights
 from slurm_harp.advice.evidence import Evidence, Run, request_size
 from slurm_harp.advice.option import Pricing
-from slurm_harp.advice.partition_shape import PartitionShape
+from slurm_harp.advice.partition_shape import PartitionShape, shapes_from_scontrol
 from slurm_harp.advice.quote import Allocation
 from slurm_harp.advice.script import parse_script
 from slurm_harp.advice.sizing import Memory, Scaling
 from slurm_harp.advice.tariff import PartitionTariff, Tariff
+from slurm_harp.core.request import JobRequest
 
 
 def test_the_asked_size_is_priced_on_the_nodes_the_job_asks() -> None:
@@ -33,3 +35,48 @@ def test_the_asked_size_is_priced_on_the_nodes_the_job_asks() -> None:
         assert option.quote is not None
         assert option.quote.billed_units == tariff.billed("batch", held.tres())
     assert pricing.option("batch", shape, 8).allocation.nodes == 1  # other sizes: the fewest nodes
+
+
+def _priced_on(scontrol: str, job: JobRequest, runs: Evidence) -> dict[tuple[str, int], tuple[int, str]]:
+    """(partition, size) -> (nodes, "") where priced, (0, note) where not."""
+    shapes = shapes_from_scontrol(scontrol)
+    pricing = Pricing(job, False, 0, runs, Scaling.fit(runs.runs), Tariff(), Memory.of(runs, job, 0.0))
+    out = {}
+    for name, shape in shapes.items():
+        for size in (1, 2, 4, 8):
+            o = pricing.option(name, shape, size)
+            out[name, size] = (o.allocation.nodes, "") if o.priced else (0, o.note)
+    return out
+
+
+def test_the_asked_nodes_past_what_a_job_may_have_are_not_priced() -> None:
+    """`-N 4` in a partition of 2 nodes, or of 8 with MaxNodes=2: it was priced on 4 nodes there and
+    could be named the cheapest, where Slurm refuses the job or holds it for good."""
+    job = JobRequest(user_name="ann", job_name="sim", num_tasks=4, min_cpus=4, min_nodes=4)
+    runs = Evidence(runs=tuple(Run(s, 60 / s, nodes=4 if s == 4 else 1) for s in (1, 2, 4, 8)))
+    scontrol = (
+        "PartitionName=two State=UP TotalNodes=2 TotalCPUs=64 TRES=cpu=64,node=2\n"
+        "PartitionName=capped State=UP TotalNodes=8 TotalCPUs=256 MaxNodes=2 TRES=cpu=256,node=8\n"
+        "PartitionName=wide State=UP TotalNodes=8 TotalCPUs=256 TRES=cpu=256,node=8\n"
+    )
+    priced = _priced_on(scontrol, job, runs)
+    assert priced["two", 4] == priced["capped", 4] == (0, "asks 4 nodes; a job may have 2 here")
+    assert priced["wide", 4] == (4, "") and priced["two", 8] == priced["capped", 8] == (1, "")
+    pricing = Pricing(job, False, 0, runs, Scaling.fit(runs.runs), Tariff(), Memory.of(runs, job, 0.0))
+    assert pricing.option("unknown", None, 4).allocation.nodes == 4  # no shape: as asked
+
+
+def test_a_partitions_min_nodes_is_what_a_job_without_n_is_given() -> None:
+    """MinNodes=4: slurmctld gives a job without `-N` 4 nodes, and holds one asking fewer (`-N 2`,
+    which sbatch makes its most too). Such a partition was priced on 1 node, cheapest of all."""
+    runs = Evidence(runs=tuple(Run(s, 60 / s) for s in (1, 2, 4, 8)))
+    scontrol = "PartitionName=wide State=UP TotalNodes=8 TotalCPUs=256 MinNodes=4 TRES=cpu=256,node=8\n"
+    assert shapes_from_scontrol(scontrol)["wide"].min_nodes == 4
+    free = _priced_on(scontrol, JobRequest(user_name="ann", job_name="sim", min_cpus=4), runs)
+    assert free["wide", 4] == (4, "") and free["wide", 8] == (4, "")
+    assert free["wide", 2] == (0, "a job here has at least 4 nodes (MinNodes), each with a CPU")
+    two = JobRequest(user_name="ann", job_name="sim", num_tasks=4, min_cpus=4, min_nodes=2)
+    assert _priced_on(scontrol, two, runs)["wide", 4] == (
+        0,
+        "asks 2 nodes; a job here has at least 4 (MinNodes)",
+    )

@@ -27,12 +27,15 @@ TYPED_GPUS = (
 )
 
 
-def record(cpus: int, minutes: float, *, gpus: int | None = None, **request: object) -> JobRecord:
-    """One of ann's completed runs of "sim"."""
+def record(
+    cpus: int, minutes: float, *, gpus: int | None = None, peak_mb: float | None = None, **request: object
+) -> JobRecord:
+    """One of ann's completed runs of "sim" (``peak_mb``: its MaxRSS a node)."""
     job = JobRequest(user_name="ann", job_name="sim", min_cpus=cpus, gpus_per_node=gpus, **request)  # type: ignore[arg-type]
     return JobRecord(
-        job_id=str(next(IDS)), request=job, state="COMPLETED", elapsed_s=round(minutes * 60), alloc_cpus=cpus
-    )
+        job_id=str(next(IDS)), request=job, state="COMPLETED", elapsed_s=round(minutes * 60), alloc_cpus=cpus,
+        max_rss_mb=peak_mb,
+    )  # fmt: skip
 
 
 def advice_in(scontrol: str, job: JobRequest, runs: list[JobRecord]) -> Advice:
@@ -125,3 +128,50 @@ def test_a_gpu_jobs_memory_per_cpu_follows_the_options_cpus() -> None:
     memory = {o.size: (o.allocation.cpus, o.mem_per_node_mb) for o in advice_in(GPUS, job, runs).options}
     assert memory[1] == (8, 32000) and memory[2] == (16, 64000) and memory[4] == (32, 128000)
     assert memory[16] == (128, 256000)  # two nodes of 64 CPUs each
+
+
+# One node of 32 CPUs and 128000 MB, billed a unit a CPU and a unit a GiB.
+WHOLE_NODE = (
+    "PartitionName=batch MaxTime=1-00:00:00 State=UP TotalCPUs=32 TotalNodes=1 "
+    "TRES=cpu=32,mem=128000M,node=1 TRESBillingWeights=CPU=1.0,Mem=1G\n"
+)
+
+
+def test_mem_0_is_all_of_a_nodes_memory_and_is_billed_so() -> None:
+    # --mem=0: Slurm gives the job all of the node's memory and bills it. It was priced as 0 MB
+    # (4 units an hour, not 4 + 125) and `harp advise` printed "default", --mem left out.
+    runs = [record(4, 60), record(4, 66)]
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=4, mem_per_node_mb=0)
+    advice = advice_in(WHOLE_NODE, job, runs)
+    four = next(o for o in advice.options if o.size == 4)
+    assert four.mem_per_node_mb == 128000
+    assert four.quote is not None and four.quote.billed_units == pytest.approx(4 + 128000 / 1024)
+    assert (
+        "--mem=0 asks all of a node's memory: it is priced as a node of each partition holds" in advice.notes
+    )
+    # A node's memory unknown: not priced, and a note says so (not silently the default).
+    unknown = advice_in(WHOLE_NODE.replace("mem=128000M,", ""), job, runs)
+    assert all(o.allocation.mem_mb == 0 for o in unknown.options)
+    assert "partition batch: a node's memory is unknown, so --mem=0 is not priced" in unknown.notes
+    # A peak known sizes the memory as ever: --mem=0 is what is cut.
+    peaked = [record(4, 60, peak_mb=1000), record(4, 66, peak_mb=1000)]
+    assert next(o for o in advice_in(WHOLE_NODE, job, peaked).options if o.size == 4).mem_per_node_mb == 1200
+
+
+def test_maxmempercpu_raises_the_cpus_billed_or_the_option_does_not_fit() -> None:
+    # MaxMemPerCPU=2000: slurmctld gives a job asking 8400 MB a node ceil(8400 / 2000) = 5 CPUs there
+    # and bills them (_valid_pn_min_mem). The limit was not read: 1 CPU was billed.
+    per_cpu = WHOLE_NODE.replace("State=UP", "State=UP MaxMemPerCPU=2000").replace(",Mem=1G", "")
+    assert shapes_from_scontrol(per_cpu)["batch"].max_mem_per_cpu_mb == 2000
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=1)
+    one = next(o for o in advice_in(per_cpu, job, [record(1, 60, peak_mb=7000)] * 2).options if o.size == 1)
+    assert one.mem_per_node_mb == 8400 and one.allocation.cpus == 5
+    assert one.quote is not None and one.quote.billed_units == pytest.approx(5.0)
+    assert one.note == "Slurm gives it 5 CPUs for 8400 MB a node (MaxMemPerCPU=2000)"
+    # 84000 MB a node would take 42 CPUs of a node of 32: not priced.
+    big = next(o for o in advice_in(per_cpu, job, [record(1, 60, peak_mb=70000)] * 2).options if o.size == 1)
+    assert not big.priced
+    assert big.note == "needs 84000 MB per node: 42 CPUs a node at MaxMemPerCPU=2000; a node has 32"
+    # Within it, nothing changes.
+    fits = next(o for o in advice_in(per_cpu, job, [record(1, 60, peak_mb=1000)] * 2).options if o.size == 1)
+    assert fits.allocation.cpus == 1 and fits.note == ""

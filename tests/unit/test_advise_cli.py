@@ -18,6 +18,7 @@ from slurm_harp.config import DEFAULT_ADVICE_SOCKET
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.server.advice_service import advice_to_proto
+from slurm_harp.server.convert import request_to_proto
 from tests.conftest import REPO
 from tests.unit.test_arguments import usage_error
 
@@ -61,6 +62,19 @@ def test_a_fit_that_does_not_scale_is_shown_as_not_compared() -> None:
     assert "not priced in batch, 1, 2 CPUs: no evidence" in printed  # below the sizes run
     assert "not priced in batch, 4, 8 CPUs: your runs at more CPUs took no less time" in printed
     assert "sizes are not compared; only the size you asked for (16 CPUs) is priced" in printed
+
+
+def test_mem_0_is_shown_as_all_of_a_nodes_memory_never_as_the_default() -> None:
+    # `--mem=0` asks all of a node's memory; it was printed "default" and left out of the option.
+    runs = [relax(1, 4, 80, None), relax(2, 4, 84, None)]
+    job = JobRequest(user_name="ann", job_name="relax", min_cpus=4, mem_per_node_mb=0)
+    request = pb.AdviceRequest(job=request_to_proto(job))
+    for mem_mb, shown, option in ((0.0, "all (--mem=0)", "--mem=0,"), (64000.0, "64000 MB", "--mem=64000M,")):
+        shapes = {"batch": PartitionShape("batch", nodes=1, cpus=4, mem_mb=mem_mb, max_minutes=2880)}
+        printed = render(advice_to_proto(advise(Ask(job), runs, Tariff.of(Prices()), shapes)), request)
+        row = next(line for line in printed.splitlines() if line.startswith("CFP"))
+        assert f" {shown} " in row and "default" not in printed
+        assert f"C cheapest: batch, 4 CPUs on 1 node: --time=88 {option}" in printed
 
 
 def test_text_from_a_script_or_the_answer_reaches_the_terminal_escaped(

@@ -10,11 +10,15 @@ import itertools
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.advice.partition_access import PartitionAccess
 from slurm_harp.advice.partition_shape import shapes_from_scontrol
 from slurm_harp.advice.partition_table import from_scontrol
+from slurm_harp.advice.quote import cheapest_limit
 from slurm_harp.advice.recommend import Advice, Ask, advise
 from slurm_harp.advice.tariff import Prices, Tariff
 from slurm_harp.config import parse
@@ -98,6 +102,30 @@ def test_deny_lists_qos_and_case_as_slurm_reads_them() -> None:
     assert PartitionAccess.of({}).refusal(None, None, None) is None  # nothing said: as before
 
 
+def test_root_only_and_reservation_only_partitions_are_left_out() -> None:
+    # RootOnly=YES takes jobs from root alone, ReqResv=YES only jobs in a reservation (an ask names
+    # none): both were priced for anyone, and the cheaper was named the cheapest.
+    scontrol = (
+        SCONTROL
+        + f"PartitionName=admin RootOnly=YES ReqResv=NO State=UP {COMMON} TRESBillingWeights=CPU=0.1\n"
+        + f"PartitionName=resv RootOnly=NO ReqResv=YES State=UP {COMMON} TRESBillingWeights=CPU=0.2\n"
+    )
+    tariff, shapes = Tariff.of(Prices(), from_scontrol(scontrol)), shapes_from_scontrol(scontrol)
+    for uid in (1000, None):
+        job = JobRequest(user_name="ann", user_id=uid, job_name="sim", min_cpus=4)
+        ann = advise(Ask(job), RUNS, tariff, shapes, groups=frozenset({"ann"}))
+        assert priced(ann) == {"batch"} and ann.cheapest is not None and ann.cheapest.partition == "batch"
+        assert (
+            "partitions left out: admin (RootOnly), owners (AllowGroups), resv (ReqResv) and 1 more"
+            in ann.notes
+        )
+    root = advise(
+        Ask(JobRequest(user_name="root", user_id=0, job_name="sim", min_cpus=4)), [], tariff, shapes
+    )
+    assert "admin" in priced(root) and "resv" not in priced(root)
+    assert PartitionAccess.of({"RootOnly": "NO", "ReqResv": "NO"}).refusal(None, None, None) is None
+
+
 def test_the_advisor_asks_with_the_callers_groups(tmp_path: Path) -> None:
     with JobStore(tmp_path / "jobs.sqlite") as store:
         store.merge(RUNS, "sacct")
@@ -122,3 +150,32 @@ def test_a_users_groups_are_their_primary_and_other_groups() -> None:
     mine = user_groups(uid)
     assert mine is not None and grp.getgrgid(os.getgid()).gr_name in mine
     assert user_groups(54321) is None  # no such user here: unknown, not "no groups"
+
+
+def test_a_partition_with_maxtime_0_is_left_out_and_the_others_are_answered() -> None:
+    # MaxTime=0: no job can run there. It was dropped as "no limit" from the cap but kept by the
+    # quote, which raised "limit 88 min is above the cap 0 min": every unscoped advice failed.
+    closed = SCONTROL + f"PartitionName=closed State=UP {COMMON.replace('MaxTime=1-00:00:00', 'MaxTime=0')}\n"
+    ask = Ask(JobRequest(user_name="ann", job_name="sim", min_cpus=4))
+    advice = advise(ask, RUNS, Tariff.of(Prices(), from_scontrol(closed)), shapes_from_scontrol(closed))
+    assert priced(advice) == {"batch", "owners"} and advice.cheapest is not None
+    assert "partitions left out: closed (MaxTime=0), retired (State=INACTIVE)" in advice.notes
+    # Known to the tariff alone (no shape): not priced, with the same word.
+    alone = advise(ask, RUNS, Tariff.of(Prices(), from_scontrol(closed)), {})
+    shut = [o for o in alone.options if o.partition == "closed"]
+    assert shut and all(not o.priced and o.note == "closed (MaxTime=0)" for o in shut)
+    assert alone.cheapest is not None and alone.cheapest.partition != "closed"
+
+
+def test_a_partition_whose_pricing_fails_is_noted_and_the_others_are_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def failing(tariff: Tariff, partition: str, *rest: Any) -> Any:
+        if partition == "owners":
+            raise ValueError("a bad bound")
+        return cheapest_limit(tariff, partition, *rest)
+
+    monkeypatch.setattr("slurm_harp.advice.option.cheapest_limit", failing)
+    advice = advice_for(None)
+    assert priced(advice) == {"batch"} and advice.cheapest is not None
+    assert "partition owners: not priced (a bad bound)" in advice.notes

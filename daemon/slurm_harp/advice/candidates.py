@@ -31,14 +31,20 @@ def partitions(
     notes: list[str],
 ) -> list[str]:
     """The partitions to price: those ``named`` that the site has (scontrol or [billing]), else
-    every one the site has, the job's own (``own``) first. Only when the site's are unknown
-    (scontrol could not be read) are names taken on trust, at most MOST_UNKNOWN of them: each
-    name costs a round of pricing, and a made-up one answers nothing."""
+    every one the site has, the job's own (``own``, a comma list) first. Only when the site's are
+    unknown (scontrol could not be read) are names taken on trust, at most MOST_UNKNOWN of them:
+    each name costs a round of pricing, and a made-up one answers nothing."""
     known = set(shapes) | set(tariff.partitions)
     if not named:
         names = sorted(known)
-        if own is not None:  # the job's own partition first
-            names = [own, *(n for n in names if n != own)]
+        if own is not None:  # the job's own partitions first: those the site has, else on trust
+            mine = list(dict.fromkeys(n.strip() for n in own.split(",") if n.strip()))
+            if not known:
+                mine = mine[:MOST_UNKNOWN]
+            elif unknown := [n for n in mine if n not in known]:
+                notes.append(f"no such partition here: {_listed(unknown)}")
+                mine = [n for n in mine if n in known]
+            names = [*mine, *(n for n in names if n not in mine)]
         if not names:
             notes.append("no partition is known (scontrol could not be read): name one to compare")
         return names
@@ -60,11 +66,14 @@ def admitted(
     notes: list[str],
 ) -> list[str]:
     """``names`` without the partitions that take no jobs or not this caller's (partition_access:
-    what cannot be checked is let through), which a note names with the field that keeps it out."""
+    what cannot be checked is let through), or run none (MaxTime=0), which a note names with the
+    field that keeps it out."""
     kept, out = [], []
     for name in names:
         shape = shapes.get(name)
-        why = None if shape is None else shape.access.refusal(groups, job.account, job.qos)
+        why = None if shape is None else shape.access.refusal(groups, job.account, job.qos, job.user_id)
+        if why is None and shape is not None and shape.max_minutes == 0:
+            why = "MaxTime=0"  # a job may run 0 minutes there: none runs
         if why is None:
             kept.append(name)
         else:

@@ -1,17 +1,20 @@
 """One way of running a job (a partition and a size), priced: or why it is not.
 
-An option's allocation holds its size on the fewest nodes of the partition, with the memory the
-evidence says it needs (sizing.py). Its run times come from the user's runs at that size or from
-a fit between the sizes run; a fit that says larger runs took no less time prices the size asked
-for alone. The quote is the cheapest first time limit under the site's tariff, HARP's
-re-executions included (quote.py). An option that does not fit (memory, CPUs beside the GPUs, the
-model states of a training) or has no run times is listed with a note and no quote.
+An option's allocation holds its size on the fewest nodes of the partition (at least its MinNodes;
+the job's own size on its own -N), with the memory the evidence says it needs (sizing.py), and the
+CPUs that memory takes under the partition's MaxMemPerCPU, as slurmctld sets them. Its run times
+come from the user's runs at that size or from a fit between the sizes run; a fit that says larger
+runs took no less time prices the size asked for alone. The quote is the cheapest first time limit
+under the site's tariff, HARP's re-executions included (quote.py). An option that does not fit
+(nodes, memory, CPUs beside the GPUs, the model states of a training) or has no run times is listed
+with a note and no quote.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from slurm_harp.advice.evidence import Evidence, request_size
 from slurm_harp.advice.gpu_memory import HEADROOM, TrainingFacts, model_state_bytes, usable_bytes
@@ -91,15 +94,20 @@ class Pricing:
         job, gpu = self.job, self.gpu
         requested = request_size(job, gpu)
         cpus = size * self.cpus_per_gpu if gpu else size
+        asked = job.min_nodes if size == requested and job.min_nodes else None  # its own -N, its own size
         if shape is None:
-            nodes: int | None = max(job.min_nodes or 1, 1) if size == requested else 1
+            nodes = max(asked or 1, 1)
         else:
-            nodes = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
-            if nodes is not None and size == requested and job.min_nodes and job.min_nodes > nodes:
-                nodes = job.min_nodes  # the job's own size on the nodes it asks (-N 4): as Slurm holds it
-        if nodes is None:  # cannot be reached from the advice's sizes, which stay within the partition
-            return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
+            fewest = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
+            if fewest is None:  # cannot be reached from the advice's sizes, which stay within the partition
+                return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
+            held, why = _nodes(shape, fewest, size, asked, "GPU" if gpu else "CPU")
+            if held is None:
+                return Option(name, size, Allocation(cpus=cpus), self.run_times(size)[1], note=why)
+            nodes = held
         mem_node = self.memory.per_node(size, nodes, cpus)
+        if self.memory.whole_node:  # --mem=0: a node's memory, unknown without the shape (a note says so)
+            mem_node = (None if shape is None else shape.mem_per_node_mb) or 0.0
         gpu_type = shape.gpu_type if gpu and shape is not None else None
         allocation = Allocation(
             cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0, gpu_type=gpu_type
@@ -111,6 +119,12 @@ class Pricing:
         if room is not None and mem_node > room:
             note = f"needs {mem_node:.0f} MB per node; a node has {room:.0f} MB"
             return Option(name, size, allocation, label, note=note)
+        raised = ""
+        if shape is not None and shape.max_mem_per_cpu_mb is not None:
+            held, raised = _cpus_for_memory(shape, shape.max_mem_per_cpu_mb, cpus, nodes, mem_node)
+            if held is None:
+                return Option(name, size, allocation, label, note=raised)
+            allocation = replace(allocation, cpus=held)
         if self.training is not None:
             need = model_state_bytes(self.training, size)
             has = (self.gpu_memory or {}).get(name)
@@ -122,12 +136,52 @@ class Pricing:
                 return Option(name, size, allocation, label, note=note)
         if runtime is None:
             return Option(name, size, allocation, label, note=refused)
-        bounds = [b for b in (shape and shape.max_minutes, self.tariff.partition(name).max_minutes) if b]
-        cap = float(min(bounds, default=NO_MAX_TIME))
+        # One rule with quote.price: a MaxTime of 0 is a bound (no job runs there), not "no limit"
+        bounds = (None if shape is None else shape.max_minutes, self.tariff.partition(name).max_minutes)
+        cap = float(min((b for b in bounds if b is not None), default=NO_MAX_TIME))
+        if cap == 0:
+            return Option(name, size, allocation, label, note="closed (MaxTime=0)")
         quote = cheapest_limit(self.tariff, name, allocation, runtime, cap)
         longest = charged_minutes(quote.configuration.limit_minutes, quote.cap_minutes, runtime.values[-1])
-        note = "" if quote.p_unfinished == 0 else "runs past the partition's MaxTime: cannot finish"
+        past = "" if quote.p_unfinished == 0 else "runs past the partition's MaxTime: cannot finish"
+        note = "; ".join(n for n in (raised, past) if n)
         return Option(name, size, allocation, label, quote=quote, longest_minutes=longest, note=note)
+
+
+def _nodes(
+    shape: PartitionShape, fewest: int, size: int, asked: int | None, unit: str
+) -> tuple[int | None, str]:
+    """The nodes an option of ``size`` holds in ``shape`` as slurmctld sets them: the ``fewest``
+    that hold it, or the job's own ``-N`` (``asked``), and at least the partition's MinNodes, which
+    a job without ``-N`` is given; None and why where Slurm would not run it (``-N`` below
+    MinNodes, which sbatch also makes the most, or above what a job may have)."""
+    least = shape.min_nodes
+    if asked is not None and asked < least:
+        return None, f"asks {asked} nodes; a job here has at least {least} (MinNodes)"
+    if asked is None and size < least:  # a node of the job holds one CPU (GPU) at least
+        return None, f"a job here has at least {least} nodes (MinNodes), each with a {unit}"
+    nodes = max(fewest, least if asked is None else asked)
+    if nodes > shape.job_nodes:
+        return None, f"{'asks' if asked else 'needs'} {nodes} nodes; a job may have {shape.job_nodes} here"
+    return nodes, ""
+
+
+def _cpus_for_memory(
+    shape: PartitionShape, per_cpu: float, cpus: int, nodes: int, mem_node: float
+) -> tuple[int | None, str]:
+    """The CPUs a job of ``cpus`` on ``nodes`` holding ``mem_node`` MB a node is given where a CPU
+    may have ``per_cpu`` MB (MaxMemPerCPU): slurmctld raises its CPUs a node to the memory's share
+    (_valid_pn_min_mem), and bills them. None where a node has too few; a note says what changed."""
+    need = math.ceil(mem_node / per_cpu)
+    if need <= math.ceil(cpus / nodes):
+        return cpus, ""
+    if shape.cpus_per_node and need > shape.cpus_per_node:
+        return None, (
+            f"needs {mem_node:.0f} MB per node: {need} CPUs a node at MaxMemPerCPU={per_cpu:g}; "
+            f"a node has {shape.cpus_per_node}"
+        )
+    held = need * nodes
+    return held, f"Slurm gives it {held} CPUs for {mem_node:.0f} MB a node (MaxMemPerCPU={per_cpu:g})"
 
 
 def _run_times(

@@ -1,7 +1,9 @@
 """Whether a partition takes a caller's job, from ``scontrol show partition``'s fields.
 
 The advice prices only partitions a job could run in: ``State`` UP (DOWN queues jobs it does not
-run; DRAIN and INACTIVE take none), and the caller admitted by ``AllowGroups`` (any of their
+run; DRAIN and INACTIVE take none), not ``RootOnly`` (root's jobs alone: any other caller, or one
+whose uid is unknown, is refused), not ``ReqResv`` (jobs in a reservation alone: an ask names none),
+and the caller admitted by ``AllowGroups`` (any of their
 groups), ``AllowAccounts`` / ``DenyAccounts`` (the job's account) and ``AllowQos`` / ``DenyQos``
 (its QOS). ``ALL`` means anyone. What the caller does not say cannot be checked and is not held
 against them: groups unknown (a caller without a uid), no account (Slurm takes the user's default,
@@ -22,6 +24,8 @@ ANYONE = "ALL"
 @dataclass(frozen=True, slots=True)
 class PartitionAccess:
     state: str = "UP"
+    root_only: bool = False  # RootOnly=YES: slurmctld takes jobs from root (or SlurmUser) alone
+    req_resv: bool = False  # ReqResv=YES: only jobs in a reservation
     allow_groups: frozenset[str] | None = None  # None: ALL
     allow_accounts: frozenset[str] | None = None  # lower case; None: ALL
     deny_accounts: frozenset[str] = frozenset()
@@ -33,6 +37,8 @@ class PartitionAccess:
         """From one partition's ``Key=Value`` fields as scontrol prints them."""
         return cls(
             state=block.get("State", "UP").upper(),
+            root_only=block.get("RootOnly", "NO").upper() == "YES",
+            req_resv=block.get("ReqResv", "NO").upper() == "YES",
             allow_groups=_names(block.get("AllowGroups"), lower=False),
             allow_accounts=_names(block.get("AllowAccounts")),
             deny_accounts=_names(block.get("DenyAccounts")) or frozenset(),
@@ -40,11 +46,18 @@ class PartitionAccess:
             deny_qos=_names(block.get("DenyQos")) or frozenset(),
         )
 
-    def refusal(self, groups: Collection[str] | None, account: str | None, qos: str | None) -> str | None:
+    def refusal(
+        self, groups: Collection[str] | None, account: str | None, qos: str | None, uid: int | None = None
+    ) -> str | None:
         """The field that keeps this job out (None: it may run here). ``groups``: the caller's
-        group names (None: unknown); ``account``, ``qos``: the job's (None: not given)."""
+        group names (None: unknown); ``account``, ``qos``: the job's (None: not given); ``uid``:
+        the caller's (None: unknown, and not root: users ask advice)."""
         if self.state != "UP":
             return f"State={self.state}"
+        if self.root_only and uid != 0:
+            return "RootOnly"
+        if self.req_resv:  # an ask carries no reservation
+            return "ReqResv"
         if groups is not None and self.allow_groups is not None and not self.allow_groups & set(groups):
             return "AllowGroups"
         if account is not None:

@@ -2,7 +2,8 @@
 
 The advice's candidates must be configurations the partition accepts: scontrol gives each
 partition's node and CPU totals (``TotalNodes``, ``TotalCPUs``), its per-job limits
-(``MaxNodes``, ``MaxCPUsPerNode``, ``MaxMemPerNode``, ``MaxTime``) and its TRES, whose
+(``MinNodes``, ``MaxNodes``, ``MaxCPUsPerNode``, ``MaxMemPerNode`` or ``MaxMemPerCPU``, ``MaxTime``)
+and its TRES, whose
 ``mem`` and ``gres/gpu`` totals give the memory and GPUs a node has (and ``gres/gpu:<type>``
 the GPUs' type, which slurmctld bills by). Nodes are taken as alike
 (a partition's totals divided by its node count, rounded down): HARP proposes nothing a node of
@@ -32,8 +33,10 @@ class PartitionShape:
     gpu_type: str | None = None  # the one gres/gpu:<type> in the TRES (None: untyped, or several)
     mem_mb: float = 0.0  # mem in the partition's TRES (0: unknown)
     max_nodes: int | None = None  # MaxNodes per job (None: UNLIMITED)
+    min_nodes: int = 0  # MinNodes per job: one without -N is given these
     max_cpus_per_node: int | None = None  # MaxCPUsPerNode (None: UNLIMITED)
     max_mem_per_node_mb: float | None = None  # MaxMemPerNode (None: UNLIMITED)
+    max_mem_per_cpu_mb: float | None = None  # MaxMemPerCPU, printed instead of MaxMemPerNode (None: none)
     max_minutes: int | None = None  # MaxTime (None: UNLIMITED)
     access: PartitionAccess = field(default_factory=PartitionAccess)  # State, whom it takes jobs from
 
@@ -113,8 +116,10 @@ def _shape(name: str, block: dict[str, str]) -> PartitionShape:
         gpu_type=next(iter(typed)) if len(typed) == 1 else None,
         mem_mb=parse_memory_mb(tres["mem"]) if "mem" in tres else 0.0,
         max_nodes=_limit(block.get("MaxNodes"), "MaxNodes"),
+        min_nodes=_limit(block.get("MinNodes"), "MinNodes") or 0,
         max_cpus_per_node=_limit(block.get("MaxCPUsPerNode"), "MaxCPUsPerNode"),
         max_mem_per_node_mb=_memory_limit(block.get("MaxMemPerNode")),
+        max_mem_per_cpu_mb=_memory_limit(block.get("MaxMemPerCPU")) or None,
         max_minutes=parse_max_time(block.get("MaxTime", "")),
         access=PartitionAccess.of(block),
     )

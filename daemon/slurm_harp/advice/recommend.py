@@ -145,6 +145,8 @@ def advise(
     notes = _notes(ask, evidence, scaling, requested)
     if evidence.runs and not memory.known:
         notes.append("memory is not priced: no run's peak or request is known, nor yours")
+    if memory.whole_node:
+        notes.append("--mem=0 asks all of a node's memory: it is priced as a node of each partition holds")
 
     options: list[Option] = []
     named = partitions(ask.partitions, ask.job.partition, shapes, tariff, notes)
@@ -153,11 +155,16 @@ def advise(
         shape = shapes.get(name)
         if shape is None:
             notes.append(f"partition {name}: its size is unknown; only the sizes run or asked for are shown")
+        if memory.whole_node and (shape is None or shape.mem_per_node_mb is None):
+            notes.append(f"partition {name}: a node's memory is unknown, so --mem=0 is not priced")
         most = None if shape is None else (shape.most_gpus if gpu else shape.most_cpus)
         if shape is not None and most == 0:
             notes.append(f"partition {name}: has no {'GPUs' if gpu else 'CPUs'} for this job")
             continue
-        options += [pricing.option(name, shape, size) for size in sizes(most, evidence, requested, notes)]
+        try:
+            options += [pricing.option(name, shape, size) for size in sizes(most, evidence, requested, notes)]
+        except ValueError as exc:  # one partition's odd bounds cost that partition, not the advice
+            notes.append(f"partition {name}: not priced ({exc})")
     if ask.training is not None:
         notes.append(_training_note(ask.training, gpu_memory, compared, shapes, gpu_memory_headroom))
 

@@ -130,9 +130,16 @@ class Memory:
         asked = job.mem_per_node_mb is not None or job.mem_per_cpu_mb is not None
         return bool(self.peaks.values or asked or self.requests.values)
 
+    @property
+    def whole_node(self) -> bool:
+        """Whether the memory is the job's own ``--mem=0``: all of a node's, which Slurm gives and
+        bills (the option takes its partition's; no peak known, so nothing says to ask less)."""
+        return not self.peaks.values and self.job.mem_per_node_mb == 0
+
     def per_node(self, size: int, nodes: int, cpus: int | None = None) -> float:
         """MiB per node a candidate of ``size`` on ``nodes`` holding ``cpus`` CPUs (None: ``size``,
-        a CPU job's) should ask for (0: unknown, the partition's default applies): the least bound
+        a CPU job's) should ask for (0: unknown, the partition's default applies; or ``whole_node``):
+        the least bound
         the runs' peaks give, plus 20 %, at least the floor; without peaks, the job's own memory
         request; without that, the least bound the runs' own requests give (no margin: a request
         is not a sampled peak)."""

@@ -205,10 +205,17 @@ def _cost(value: float) -> str:
     return f"{value:.4g}"
 
 
-def describe(o: pb.AdviceOption, unit: str, currency: str) -> str:
+def _all_memory(request: pb.AdviceRequest) -> bool:
+    """Whether the job asks ``--mem=0``, all of a node's memory: an option without an amount keeps
+    it (the node's memory unknown), never the partition's default."""
+    return request.job.HasField("mem_per_node_mb") and request.job.mem_per_node_mb == 0
+
+
+def describe(o: pb.AdviceOption, unit: str, currency: str, all_memory: bool = False) -> str:
+    mem = f" --mem={o.mem_per_node_mb}M" if o.mem_per_node_mb else (" --mem=0" if all_memory else "")
     return (
         f"{o.partition}, {_size(o, unit)} on {o.nodes} node{'s' if o.nodes != 1 else ''}: "
-        f"--time={o.time_limit_minutes}{f' --mem={o.mem_per_node_mb}M' if o.mem_per_node_mb else ''}"
+        f"--time={o.time_limit_minutes}{mem}"
         f", expected {_minutes(o.expected_minutes)}, {_cost(o.expected_cost)} {currency}"
     )
 
@@ -216,7 +223,8 @@ def describe(o: pb.AdviceOption, unit: str, currency: str) -> str:
 def render(advice: pb.Advice, request: pb.AdviceRequest) -> str:
     """The answer as a short table and three lines; the job's name, the notes and all other text
     shown escaped where not printable (a name may come from someone else's script)."""
-    unit = advice.unit
+    unit, all_memory = advice.unit, _all_memory(request)
+    no_amount = "all (--mem=0)" if all_memory else "default"
     lines = [
         f'advice for "{advice.job_name}" of user {advice.user_name}, from your runs: {advice.evidence}',
         f"(costs in {advice.currency}, re-runs after a kill at the time limit included; "
@@ -251,7 +259,7 @@ def render(advice: pb.Advice, request: pb.AdviceRequest) -> str:
         evidence = "log-log fit" if o.evidence.startswith("fit of") else "runs at this size"
         rows.append((
             mark[i], o.partition, str(o.size), str(o.nodes),
-            f"{o.mem_per_node_mb} MB" if o.mem_per_node_mb else "default", f"{o.time_limit_minutes} min",
+            f"{o.mem_per_node_mb} MB" if o.mem_per_node_mb else no_amount, f"{o.time_limit_minutes} min",
             _minutes(o.expected_minutes), _minutes(o.longest_minutes), _cost(o.expected_cost),
             evidence + (f"; {o.note}" if o.note else ""),
         ))  # fmt: skip
@@ -270,10 +278,10 @@ def render(advice: pb.Advice, request: pb.AdviceRequest) -> str:
     budget = f"within {_cost(request.budget)} {advice.currency}" if request.HasField("budget") else ""
     cheapest = advice.options[advice.cheapest] if advice.HasField("cheapest") else None
     fastest = advice.options[advice.fastest] if advice.HasField("fastest") else None
-    lines.append(f"C cheapest{' ' + deadline if deadline else ''}: "
-                 + (describe(cheapest, unit, advice.currency) if cheapest else "none"))  # fmt: skip
-    lines.append(f"F fastest{' ' + budget if budget else ''}: "
-                 + (describe(fastest, unit, advice.currency) if fastest else "none"))  # fmt: skip
+    said = {"C": cheapest, "F": fastest}
+    shown = {k: describe(o, unit, advice.currency, all_memory) if o else "none" for k, o in said.items()}
+    lines.append(f"C cheapest{' ' + deadline if deadline else ''}: {shown['C']}")
+    lines.append(f"F fastest{' ' + budget if budget else ''}: {shown['F']}")
     lines.append("P Pareto set (none both cheaper and faster): "
                  + (", ".join(f"{advice.options[i].partition} {_size(advice.options[i], unit)}"
                               for i in advice.pareto) or "none"))  # fmt: skip
