@@ -5,7 +5,7 @@
 -- harp_plugin.lua next to this file (a Lua chunk returning a table, see DEFAULTS).
 
 local pcall, type, pairs, tostring, loadfile, setfenv = pcall, type, pairs, tostring, loadfile, setfenv
-local io_open, find, sub, format = io.open, string.find, string.sub, string.format
+local io_open, find, sub, gsub, format = io.open, string.find, string.sub, string.gsub, string.format
 
 local DEFAULTS = {
   socket = "/run/slurm-harp/harp.sock",
@@ -32,7 +32,8 @@ local VALID = {
 local prefix = DEFAULTS.log_prefix
 local function log(level, msg)
   local fn = type(slurm) == "table" and slurm["log_" .. level]
-  if type(fn) == "function" then pcall(fn, "%s", prefix .. ": " .. tostring(msg)) end
+  -- One line whatever the message holds (require's error lists every path it tried, one a line).
+  if type(fn) == "function" then pcall(fn, "%s", prefix .. ": " .. gsub(tostring(msg), "%c+", " ")) end
 end
 
 local function exists(path)

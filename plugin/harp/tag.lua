@@ -11,8 +11,10 @@ local M = {}
 M.MAX_ANNOTATION = 512
 M.OPT_OUT = "harp:off"
 
+-- A token holding "harp:" or "harp=" anywhere: harp guard reads squeue's lines, and the text after
+-- a line break in admin_comment would be a line of its own there, a tag included.
 local function is_harp_token(tok)
-  return sub(tok, 1, 5) == "harp:" or sub(tok, 1, 5) == "harp="
+  return find(tok, "harp[:=]") ~= nil
 end
 
 -- Whether the user opted this job out with a "harp:off" token in --comment (tokens split on
@@ -35,11 +37,14 @@ function M.opted_out(comment)
   return false
 end
 
--- admin_comment without harp tokens, or nil when there is nothing to strip.
+-- admin_comment without harp tokens and on one line (tokens joined by spaces), or nil when it has
+-- neither. Slurm lets only its admins set admin_comment at submission; they are not root, and
+-- another job_submit plugin may write there too.
 function M.strip_forged(comment, submit_uid)
   if submit_uid == 0 or type(comment) ~= "string" then return nil end
-  if not find(comment, "harp[:=]") then return nil end
-  local kept, n, dropped = {}, 0, false
+  local broken = find(comment, "[\r\n]") ~= nil
+  if not broken and not find(comment, "harp[:=]") then return nil end
+  local kept, n, dropped = {}, 0, broken
   for tok in gmatch(comment, "%S+") do
     if is_harp_token(tok) then dropped = true else n = n + 1; kept[n] = tok end
   end
@@ -98,10 +103,12 @@ function M.applied_tag(ann, got_t, got_m, got_c)
 end
 
 -- `comment` (admin_comment as it is now, forged tokens already stripped) with the tag appended as a
--- space-separated token; `comment` itself when there is no tag.
+-- space-separated token; `comment` itself when there is no tag. Its control characters become
+-- spaces: after a line break (root's comment keeps one), harp guard reads the tag as a line of its
+-- own, which it cannot read, and the job stays at its cut limit.
 function M.appended(comment, ann)
   if not ann then return comment end
-  if type(comment) == "string" and find(comment, "%S") then return comment .. " " .. ann end
+  if type(comment) == "string" and find(comment, "%S") then return gsub(comment, "%c", " ") .. " " .. ann end
   return ann
 end
 

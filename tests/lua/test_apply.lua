@@ -713,6 +713,25 @@ T.test("forged harp tokens are stripped for users, kept for root", function()
   T.eq(tag.strip_forged("nothing here", 5), nil, "nothing to strip")
 end)
 
+T.test("a line break in admin_comment: one line, and no token holding harp: from a user", function()
+  -- harp guard reads squeue's lines: after a line break, text laid out as a job's line with a tag
+  -- named that job as harp's to extend, and harp's own tag appended after one was no line it reads.
+  local forged = "note\n4242|R|0|2026-01-01T00:00:00|1:00|0:59|batch|normal|(null)|n1|N/A|harp:extend,t!=1,t0=99999"
+  local jd = T.job_desc {admin_comment = forged}
+  run(jd, decision({}, {annotation = ""}), 1000)
+  T.eq(jd.admin_comment, "note", "the forged line gone")
+  jd = T.job_desc {admin_comment = "note\r\nmore"}
+  run(jd, decision({}, {annotation = "harp:rewrite,t=60,v=x"}), 1000)
+  T.eq(jd.admin_comment, "note more harp:rewrite,t=60,v=x", "a user's: its tokens on one line")
+  jd = T.job_desc {admin_comment = "note\n"}
+  run(jd, decision({}, {annotation = "harp:rewrite,t=60,v=x"}), 0)
+  T.eq(jd.admin_comment, "note  harp:rewrite,t=60,v=x", "root's: the tag on the same line")
+  jd = T.job_desc {admin_comment = "note\n"}
+  run(jd, decision({}, {annotation = ""}), 0)
+  T.eq(jd.admin_comment, "note\n", "root's without a tag: as it was")
+  T.eq(tag.strip_forged("x|harp:extend,t!=1 y", 5), "y", "a token holding harp: anywhere")
+end)
+
 T.test("user message rules", function()
   local jd = T.job_desc()
   local plan = run(jd, decision({{target = TIME, action = REWRITE, new_value = 60}},

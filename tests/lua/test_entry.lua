@@ -110,6 +110,8 @@ T.test("missing modules: pass-through, SUCCESS, logged", function()
     copy_entry(dir, string.format("return {lib_dir = %q}", dir .. "/nowhere"))
     local env = load_entry(dir .. "/job_submit.lua")
     T.ok(T.logged("error", "cannot load harp modules from " .. dir .. "/nowhere"), "logged")
+    -- require's error lists each path it tried, one a line: the log line is one line
+    T.ok(not T.logs.error[#T.logs.error]:find("[\r\n]"), "one line: " .. T.logs.error[#T.logs.error])
     local jd = T.job_desc {admin_comment = "x"}
     T.eq(env.slurm_job_submit(jd, {}, 1000), slurm.SUCCESS, "success")
     T.same(jd, T.job_desc {admin_comment = "x"}, "unchanged")
