@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 import stat
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -69,6 +72,34 @@ def test_evaluate_reads_the_job_store(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0
     text = capsys.readouterr().out
     assert "jobs: 1500 jobs" in text and "| tsafrir-scaled |" in text and "memory" not in text
+
+
+def test_evaluate_reads_the_job_store_without_writing_to_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`harp evaluate --db` opened the store read-write: it gave any SQLite file the job store's
+    tables and WAL mode, and would have migrated a live store under the harvest and the daemon.
+    It reads as `harp report` and `harp train --db` do: some other file, or a store of a newer
+    harp, is an error naming it (exit 2), left as it was."""
+    from slurm_harp.accounting.jobstore import JobStore
+
+    other, newer = tmp_path / "notes.sqlite", tmp_path / "newer.sqlite"
+    with JobStore(newer) as store:
+        store.merge(load_records(BUNDLED_TRACE)[:50], "kth")
+    for path, sql in ((other, "CREATE TABLE notes (x)"), (newer, "UPDATE meta SET value = '99'")):
+        with closing(sqlite3.connect(path)) as db, db:  # closed: no -wal file left beside it
+            db.execute(sql)
+    argv = ["--target", "time", "--strategies", "request"]
+    for path, says in ((other, "not a job store made by harp"), (newer, "is newer than this harp reads")):
+        before = path.read_bytes()
+        with caplog.at_level(logging.ERROR):
+            assert main(["evaluate", "--db", str(path), *argv]) == 2
+        assert f"cannot evaluate {path}: {path}: " in caplog.text and says in caplog.text
+        assert path.read_bytes() == before
+        caplog.clear()
+    with closing(sqlite3.connect(other)) as db:  # not switched to WAL, no table added
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+        assert db.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
 
 
 @pytest.mark.parametrize(

@@ -106,14 +106,26 @@ def trace_name(source: str) -> str:
 
 def _read(args: argparse.Namespace) -> list[JobRecord]:
     if args.db:
-        from slurm_harp.accounting.jobstore import JobStore
-
-        with JobStore(args.db) as store:
-            return list(store.records())
+        return _read_store(args.db)
     stats = ReadStats(source=args.source)
     records = load_records(args.source, stats)
     log.info("%s", stats.summary())
     return records
+
+
+def _read_store(db: str) -> list[JobRecord]:
+    """The store's jobs, read only: the harvest and the daemon may be using it, and opened to
+    write it would be migrated, or any other SQLite file given the store's tables."""
+    from slurm_harp.accounting.jobstore import JobStore
+
+    try:
+        store = JobStore(db, readonly=True)
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        raise ValueError(f"{db}: not a job store made by harp ({exc})") from exc
+    with store:
+        return list(store.records())
 
 
 def run(args: argparse.Namespace) -> int:
