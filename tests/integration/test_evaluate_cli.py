@@ -74,6 +74,30 @@ def test_evaluate_reads_the_job_store(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "jobs: 1500 jobs" in text and "| tsafrir-scaled |" in text and "memory" not in text
 
 
+def test_a_stored_time_out_of_range_is_left_out_of_the_evaluation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job store can hold a time past the year 9999 (stored before the trace readers checked):
+    `harp evaluate --db` ended in `ValueError: year 33658 is out of range`. Such jobs are left
+    out, in one warning, as `harp nightly` leaves them out of training."""
+    from dataclasses import replace
+
+    from slurm_harp.accounting.jobstore import JobStore
+
+    records = load_records(BUNDLED_TRACE)[:500]
+    last = records[-1]  # the test window's last job: its date ended the table
+    late = replace(last, job_id="999999", request=replace(last.request, submit_time=10**12))
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as store:
+        store.merge([*records[:-1], late], "kth")
+    argv = ["evaluate", "--db", str(db), "--target", "time", "--strategies", "request"]
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--out", str(tmp_path / "out")]) == 0
+    assert "jobs: 499 jobs" in capsys.readouterr().out
+    assert "1 jobs of the job store left out of the evaluation, a time before 1970" in caplog.text
+    assert "job 999999: submit time 1000000000000 is in the future" in caplog.text
+
+
 def test_evaluate_reads_the_job_store_without_writing_to_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -6,12 +6,14 @@ import argparse
 import json
 import logging
 import sqlite3
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
 from slurm_harp.commands.arguments import count, fraction, rate, seed, writing_out
 from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES, trees
+from slurm_harp.commands.publication import trainable
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY
@@ -125,7 +127,8 @@ def _read_store(db: str) -> list[JobRecord]:
             raise
         raise ValueError(f"{db}: not a job store made by harp ({exc})") from exc
     with store:
-        return list(store.records())
+        # out as the nightly leaves them out of training: a time past 9999 ended the table
+        return trainable(list(store.records()), time.time(), "the evaluation")
 
 
 def run(args: argparse.Namespace) -> int:

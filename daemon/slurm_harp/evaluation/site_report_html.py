@@ -7,12 +7,12 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
 from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
+from slurm_harp.evaluation.shown import utc_text
 from slurm_harp.evaluation.site_report import SiteReport
 from slurm_harp.evaluation.site_report_plots import plot_all
 from slurm_harp.evaluation.site_targets import AT_LIMIT
@@ -240,9 +240,7 @@ def _policy(report: SiteReport) -> str:
 
 
 def when(at: int | None) -> str:
-    if at is None:
-        return "-"
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return "-" if at is None else utc_text(at, "%Y-%m-%d %H:%M UTC")
 
 
 def core_h(value: float) -> str:
