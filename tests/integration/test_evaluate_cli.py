@@ -161,6 +161,34 @@ def test_a_link_planted_at_an_output_is_replaced_not_written_through(tmp_path: P
     assert "| strategy |" in (out / f"{TRACE}.md").read_text()
 
 
+def test_a_plot_that_fails_is_said_and_the_tables_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A plot matplotlib cannot draw (a trace named `tr$\\frac{a$` was one) ended `harp evaluate
+    --out` in a traceback after the table and JSON were written: it is logged, they are kept."""
+    from slurm_harp.evaluation import report_plot
+
+    def fails(*_: object) -> bool:
+        raise ValueError("bad TeX")
+
+    monkeypatch.setattr(report_plot, "plot", fails)
+    out = tmp_path / "out"
+    argv = [
+        "evaluate",
+        str(BUNDLED_TRACE),
+        "--max-jobs",
+        "1000",
+        "--target",
+        "time",
+        "--strategies",
+        "request",
+    ]
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--out", str(out)]) == 0
+    assert f"plot not drawn: {out / TRACE}.png: bad TeX" in caplog.text
+    assert sorted(p.name for p in out.iterdir()) == [f"{TRACE}.json", f"{TRACE}.md"]
+
+
 def test_a_store_of_jobs_harp_lowered_evaluates_as_the_jobs_their_users_submitted(tmp_path: Path) -> None:
     """On a site's own jobs the store shows the limit harp set, its tag the user's own: every
     strategy, ours included, scores the jobs as their users submitted them, as if harp had not

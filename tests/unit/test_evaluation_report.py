@@ -174,3 +174,13 @@ def test_a_time_no_date_holds_is_shown_not_an_error() -> None:
     assert "Test window 1970-01-03 .. unix time 1000000000000:" in report.table(result, ctx)
     test = report.document([result], ctx)["split"]["windows"]["test"]
     assert test["last_submit"] == 10**12 and test["utc"][1] is None
+
+
+def test_a_trace_name_of_bad_tex_is_drawn_as_written(tmp_path: Path) -> None:
+    """The plot's titles name the trace, any file name: matplotlib read `tr$\\frac{a$` as
+    mathematics and `harp evaluate --out` ended in a ValueError traceback drawing it."""
+    ctx, results = evaluated()
+    ctx = dataclasses.replace(ctx, trace="tr$\\frac{a$")
+    with OutputDir.open(tmp_path) as out:
+        assert report_plot.plot(results, ctx, out, "curve.png")
+    assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -209,6 +209,12 @@ def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> None:
         out.write_text(f"{ctx.trace}.md", "\n".join(report.table(r, ctx) for r in results)),
         out.write_text(f"{ctx.trace}.json", json.dumps(report.document(results, ctx), indent=1) + "\n"),
     ]
-    drawn = report_plot.plot(results, ctx, out, f"{ctx.trace}.png")
-    written += [out / f"{ctx.trace}.png"] if drawn else []
-    print("wrote " + ", ".join(str(p) for p in written) + ("" if drawn else " (nothing to plot)"))
+    png = f"{ctx.trace}.png"
+    try:
+        drawn = report_plot.plot(results, ctx, out, png)
+        note = "" if drawn else " (nothing to plot)"
+    except (ValueError, RuntimeError, OverflowError) as exc:  # matplotlib's; the figures are written
+        log.warning("plot not drawn: %s: %s", out / png, exc)
+        drawn, note = False, " (plot not drawn)"
+    written += [out / png] if drawn else []
+    print("wrote " + ", ".join(str(p) for p in written) + note)
