@@ -115,7 +115,8 @@ def _modes(report: SiteReport, images: dict[str, str]) -> list[str]:
     return [
         "<h2>What each mode would have done</h2>",
         f"<p>On the {report.timed:,} jobs with a time prediction. Reserved: limit x the CPUs each user "
-        "asked for, harp's CPU cuts aside (rewrite's CPU cut is in the table below). "
+        "asked for, harp's CPU cuts aside (rewrite's CPU cut is in the table below); in extend mode the "
+        "limit after the guard's extensions. "
         "Waste: reserved but unused by the jobs that finish (after the guard's extensions). Killed: jobs "
         "that finished under their own limit and would not under harp's, plus the jobs harp did kill. "
         "Lost to kills: of each job a rewrite would kill, the attempt cut short and the unused reservation "
