@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 import stat
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -71,6 +74,58 @@ def test_evaluate_reads_the_job_store(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "jobs: 1500 jobs" in text and "| tsafrir-scaled |" in text and "memory" not in text
 
 
+def test_a_stored_time_out_of_range_is_left_out_of_the_evaluation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job store can hold a time past the year 9999 (stored before the trace readers checked):
+    `harp evaluate --db` ended in `ValueError: year 33658 is out of range`. Such jobs are left
+    out, in one warning, as `harp nightly` leaves them out of training."""
+    from dataclasses import replace
+
+    from slurm_harp.accounting.jobstore import JobStore
+
+    records = load_records(BUNDLED_TRACE)[:500]
+    last = records[-1]  # the test window's last job: its date ended the table
+    late = replace(last, job_id="999999", request=replace(last.request, submit_time=10**12))
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as store:
+        store.merge([*records[:-1], late], "kth")
+    argv = ["evaluate", "--db", str(db), "--target", "time", "--strategies", "request"]
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--out", str(tmp_path / "out")]) == 0
+    assert "jobs: 499 jobs" in capsys.readouterr().out
+    assert "1 jobs of the job store left out of the evaluation, a time before 1970" in caplog.text
+    assert "job 999999: submit time 1000000000000 is in the future" in caplog.text
+
+
+def test_evaluate_reads_the_job_store_without_writing_to_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`harp evaluate --db` opened the store read-write: it gave any SQLite file the job store's
+    tables and WAL mode, and would have migrated a live store under the harvest and the daemon.
+    It reads as `harp report` and `harp train --db` do: some other file, or a store of a newer
+    harp, is an error naming it (exit 2), left as it was."""
+    from slurm_harp.accounting.jobstore import JobStore
+
+    other, newer = tmp_path / "notes.sqlite", tmp_path / "newer.sqlite"
+    with JobStore(newer) as store:
+        store.merge(load_records(BUNDLED_TRACE)[:50], "kth")
+    for path, sql in ((other, "CREATE TABLE notes (x)"), (newer, "UPDATE meta SET value = '99'")):
+        with closing(sqlite3.connect(path)) as db, db:  # closed: no -wal file left beside it
+            db.execute(sql)
+    argv = ["--target", "time", "--strategies", "request"]
+    for path, says in ((other, "not a job store made by harp"), (newer, "is newer than this harp reads")):
+        before = path.read_bytes()
+        with caplog.at_level(logging.ERROR):
+            assert main(["evaluate", "--db", str(path), *argv]) == 2
+        assert f"cannot evaluate {path}: {path}: " in caplog.text and says in caplog.text
+        assert path.read_bytes() == before
+        caplog.clear()
+    with closing(sqlite3.connect(other)) as db:  # not switched to WAL, no table added
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+        assert db.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -104,6 +159,34 @@ def test_a_link_planted_at_an_output_is_replaced_not_written_through(tmp_path: P
         st = (out / f"{TRACE}.{kind}").lstat()
         assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o644, kind
     assert "| strategy |" in (out / f"{TRACE}.md").read_text()
+
+
+def test_a_plot_that_fails_is_said_and_the_tables_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A plot matplotlib cannot draw (a trace named `tr$\\frac{a$` was one) ended `harp evaluate
+    --out` in a traceback after the table and JSON were written: it is logged, they are kept."""
+    from slurm_harp.evaluation import report_plot
+
+    def fails(*_: object) -> bool:
+        raise ValueError("bad TeX")
+
+    monkeypatch.setattr(report_plot, "plot", fails)
+    out = tmp_path / "out"
+    argv = [
+        "evaluate",
+        str(BUNDLED_TRACE),
+        "--max-jobs",
+        "1000",
+        "--target",
+        "time",
+        "--strategies",
+        "request",
+    ]
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--out", str(out)]) == 0
+    assert f"plot not drawn: {out / TRACE}.png: bad TeX" in caplog.text
+    assert sorted(p.name for p in out.iterdir()) == [f"{TRACE}.json", f"{TRACE}.md"]
 
 
 def test_a_store_of_jobs_harp_lowered_evaluates_as_the_jobs_their_users_submitted(tmp_path: Path) -> None:

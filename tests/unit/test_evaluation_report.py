@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -157,3 +158,29 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
         assert not report_plot.plot(results[1:], ctx, out, "none.png")
     assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (tmp_path / "none.png").exists()
+
+
+def test_a_time_no_date_holds_is_shown_not_an_error() -> None:
+    """A submit time past the year 9999 (a store row written before the readers checked times)
+    ended the table and the JSON in `ValueError: year 33658 is out of range`: the table shows the
+    unix time, the JSON null."""
+    late = jobs(300)
+    late[-1] = dataclasses.replace(
+        late[-1], request=dataclasses.replace(late[-1].request, submit_time=10**12)
+    )
+    timeline = chronological_split(late)
+    result = evaluate_target(timeline, Target.TIME, [RequestStrategy(Target.TIME)], 0.05)
+    ctx = report.Context("late", "late.db", 0.05, (0.6, 0.2), timeline, input_jobs=300)
+    assert "Test window 1970-01-03 .. unix time 1000000000000:" in report.table(result, ctx)
+    test = report.document([result], ctx)["split"]["windows"]["test"]
+    assert test["last_submit"] == 10**12 and test["utc"][1] is None
+
+
+def test_a_trace_name_of_bad_tex_is_drawn_as_written(tmp_path: Path) -> None:
+    """The plot's titles name the trace, any file name: matplotlib read `tr$\\frac{a$` as
+    mathematics and `harp evaluate --out` ended in a ValueError traceback drawing it."""
+    ctx, results = evaluated()
+    ctx = dataclasses.replace(ctx, trace="tr$\\frac{a$")
+    with OutputDir.open(tmp_path) as out:
+        assert report_plot.plot(results, ctx, out, "curve.png")
+    assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import pytest
 
+from slurm_harp.accounting import load_records
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.evaluation.split import chronological_split, known_before
 from slurm_harp.evaluation.strategy import Split
+from tests.conftest import BUNDLED_TRACE, REPO
 
 
 def job(job_id: str, submit: int | None, run: int = 100, end: int | None = None) -> JobRecord:
@@ -61,3 +63,16 @@ def test_a_job_harp_lowered_is_read_with_its_users_own_request() -> None:
     timeline = chronological_split([lowered, job("2", 2000), job("3", 3000)], (0.4, 0.3))
     assert [j.request.time_limit_minutes for j in timeline.jobs] == [120, 10, 10]
     assert timeline.jobs[0].harp_tag == tag
+
+
+def test_the_share_of_validation_jobs_running_when_test_opens_is_the_one_the_docs_quote() -> None:
+    """`harp evaluate` calibrates every strategy on the whole validation window, the jobs still
+    running when the test window opens included (known_only is False): docs/evaluation.md says
+    how many there are on the bundled KTH-SP2 trace, which this counts."""
+    timeline = chronological_split(load_records(BUNDLED_TRACE))
+    first, end = timeline.windows()["validation"]
+    known = known_before(timeline.jobs, end)
+    running = (end - first) - int(((known >= first) & (known < end)).sum())
+    share = f"{running} of {end - first:,} validation jobs ({100 * running / (end - first):.1f} %)"
+    assert share == "18 of 5,693 validation jobs (0.3 %)"
+    assert share in " ".join((REPO / "docs" / "evaluation.md").read_text().split())

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from slurm_harp.commands.predictions import read_predictions
+from slurm_harp.commands.predictions import fitted_predictions, read_predictions
+from slurm_harp.core.policy import Policy
 
 
 def test_json_and_csv_give_seconds_per_job(tmp_path: Path) -> None:
@@ -67,3 +71,18 @@ def test_predictions_leave_a_job_that_asked_for_no_limit_alone(
     out = capsys.readouterr().out
     assert "ours-extend: predictions for 2 of 2 jobs; the policy lowers 1 limits" in out
     assert "t: 2 jobs on 4 processors, 1 asking for no limit, scheduler easy" in out
+
+
+def test_ours_fitted_along_a_job_store_reads_it_without_writing_to_it(tmp_path: Path) -> None:
+    """`harp simulate --db` fitting ours opened the store read-write: any SQLite file was given the
+    job store's tables, and a live store could be migrated under the harvest."""
+    other = tmp_path / "notes.sqlite"
+    with closing(sqlite3.connect(other)) as db, db:
+        db.execute("CREATE TABLE notes (x)")
+    args = argparse.Namespace(
+        db=True, source=str(other), period_days=7.0, quantile=0.5, limits=["ours-rewrite"]
+    )
+    with pytest.raises(sqlite3.OperationalError, match="no such table: meta"):
+        fitted_predictions(args, set(), Policy())
+    with closing(sqlite3.connect(other)) as db:
+        assert db.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]

@@ -6,12 +6,14 @@ import argparse
 import json
 import logging
 import sqlite3
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
 from slurm_harp.commands.arguments import count, fraction, rate, seed, writing_out
 from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES, trees
+from slurm_harp.commands.publication import trainable
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY
@@ -106,14 +108,27 @@ def trace_name(source: str) -> str:
 
 def _read(args: argparse.Namespace) -> list[JobRecord]:
     if args.db:
-        from slurm_harp.accounting.jobstore import JobStore
-
-        with JobStore(args.db) as store:
-            return list(store.records())
+        return _read_store(args.db)
     stats = ReadStats(source=args.source)
     records = load_records(args.source, stats)
     log.info("%s", stats.summary())
     return records
+
+
+def _read_store(db: str) -> list[JobRecord]:
+    """The store's jobs, read only: the harvest and the daemon may be using it, and opened to
+    write it would be migrated, or any other SQLite file given the store's tables."""
+    from slurm_harp.accounting.jobstore import JobStore
+
+    try:
+        store = JobStore(db, readonly=True)
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        raise ValueError(f"{db}: not a job store made by harp ({exc})") from exc
+    with store:
+        # out as the nightly leaves them out of training: a time past 9999 ended the table
+        return trainable(list(store.records()), time.time(), "the evaluation")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -194,6 +209,12 @@ def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> None:
         out.write_text(f"{ctx.trace}.md", "\n".join(report.table(r, ctx) for r in results)),
         out.write_text(f"{ctx.trace}.json", json.dumps(report.document(results, ctx), indent=1) + "\n"),
     ]
-    drawn = report_plot.plot(results, ctx, out, f"{ctx.trace}.png")
-    written += [out / f"{ctx.trace}.png"] if drawn else []
-    print("wrote " + ", ".join(str(p) for p in written) + ("" if drawn else " (nothing to plot)"))
+    png = f"{ctx.trace}.png"
+    try:
+        drawn = report_plot.plot(results, ctx, out, png)
+        note = "" if drawn else " (nothing to plot)"
+    except (ValueError, RuntimeError, OverflowError) as exc:  # matplotlib's; the figures are written
+        log.warning("plot not drawn: %s: %s", out / png, exc)
+        drawn, note = False, " (plot not drawn)"
+    written += [out / png] if drawn else []
+    print("wrote " + ", ".join(str(p) for p in written) + note)

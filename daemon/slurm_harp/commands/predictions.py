@@ -78,7 +78,7 @@ def fitted_predictions(
     from slurm_harp.evaluation.rolling import served_limits
 
     if args.db:
-        with JobStore(args.source) as store:
+        with JobStore(args.source, readonly=True) as store:  # fits, never writes
             records = list(store.records())
     else:
         records = load_records(args.source)

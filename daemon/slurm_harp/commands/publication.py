@@ -152,9 +152,10 @@ def _print(outcome: Outcome, plan: Plan) -> None:
         print(f"  removed old versions: {', '.join(outcome.pruned)}")
 
 
-def trainable(records: list[JobRecord], now: float) -> list[JobRecord]:
+def trainable(records: list[JobRecord], now: float, left_out_of: str = "training") -> list[JobRecord]:
     """``records`` but those with a time the readers refuse now (fields.time_problem: before
-    1970, or more than a day after ``now``), logged in one warning naming the first. Such a job
+    1970, or more than a day after ``now``), logged in one warning naming the first and what they
+    are ``left_out_of`` (`harp report` and `harp evaluate --db` leave them out alike). Such a job
     was stamped by a controller's clock that ran ahead (read with the same clock) or stored before
     the trace readers checked (an SWF UnixStartTime in milliseconds: year 27969); trained on, it
     would stay the newest submission and leave every later challenger no new job to be judged on.
@@ -177,9 +178,10 @@ def trainable(records: list[JobRecord], now: float) -> list[JobRecord]:
             left.append(f"job {record.job_id}: {problem}")
     if left:
         log.warning(
-            "%d jobs of the job store left out of training, a time before 1970 or more than a day "
+            "%d jobs of the job store left out of %s, a time before 1970 or more than a day "
             "after this host's clock (unix seconds; %s)",
             len(left),
+            left_out_of,
             left[0],
         )
     return kept

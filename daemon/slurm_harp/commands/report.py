@@ -19,6 +19,7 @@ from pathlib import Path
 
 from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
 from slurm_harp.commands.arguments import policy_at, unix_time, writing_out
+from slurm_harp.commands.publication import trainable
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.evaluation.site_report import site_report
@@ -93,12 +94,15 @@ def _report(args: argparse.Namespace, db: Path, policy: tuple[Policy, str], out:
     partitions = tuple(args.partition)
     try:
         with JobStore(db, readonly=True) as store:
-            records = (
+            records = [
                 r
                 for r in store.records(ended_since=args.since)
                 if not partitions or r.request.partition in partitions
-            )
-            report = site_report(records, policy[0], args.since, partitions)
+            ]
+        # a time no date holds ended the page in a traceback (year 27969: a trace imported before
+        # the readers checked); left out as the nightly leaves it out of training
+        records = trainable(records, time.time(), "the report")
+        report = site_report(records, policy[0], args.since, partitions)
     except (RuntimeError, SchemaVersionError, sqlite3.Error) as exc:
         print(f"harp report: cannot read the job store {db}: {exc}")
         return 2

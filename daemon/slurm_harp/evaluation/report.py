@@ -15,6 +15,7 @@ from slurm_harp.evaluation.costs import Figures
 from slurm_harp.evaluation.frontier import best_cut, least_lost
 from slurm_harp.evaluation.observed import UNIT
 from slurm_harp.evaluation.runner import Outcome, TargetReport
+from slurm_harp.evaluation.shown import utc_moment, utc_text
 from slurm_harp.evaluation.split import Timeline
 
 FORMAT = "harp-evaluation/1"
@@ -85,7 +86,7 @@ def _window(timeline: Timeline, window: str) -> str:
     if end <= first:
         return "empty"
     times = [timeline.jobs[i].request.submit_time for i in (first, end - 1)]
-    days = [datetime.fromtimestamp(t or 0, UTC).strftime("%Y-%m-%d") for t in times]
+    days = [utc_text(t or 0, "%Y-%m-%d") for t in times]
     return f"{days[0]} .. {days[1]}"
 
 
@@ -235,7 +236,7 @@ def document(reports: Sequence[TargetReport], ctx: Context) -> dict[str, Any]:
             "jobs": end - first,
             "first_submit": times[0],
             "last_submit": times[1],
-            "utc": [None if t is None else datetime.fromtimestamp(t, UTC).isoformat() for t in times],
+            "utc": [None if t is None or (m := utc_moment(t)) is None else m.isoformat() for t in times],
         }
     targets: dict[str, Any] = {}
     for report in reports:

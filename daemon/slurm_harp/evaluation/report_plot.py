@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.report import Context
 from slurm_harp.evaluation.runner import TargetReport
+from slurm_harp.evaluation.shown import plain
 from slurm_harp.output_dir import OutputDir
 
 
@@ -41,7 +42,7 @@ def plot(reports: Sequence[TargetReport], ctx: Context, out: OutputDir, name: st
         ax.set_ylim(-5, 100)
         ax.set_xlabel("slowed jobs %" if report.target is Target.CPUS else "newly killed jobs %")
         ax.set_ylabel("reservation waste cut %")
-        ax.set_title(f"{ctx.trace}: {report.target.value} (test, {report.usable['test']} jobs)")
+        ax.set_title(f"{plain(ctx.trace)}: {report.target.value} (test, {report.usable['test']} jobs)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()

@@ -45,7 +45,9 @@ class ModeRow:
 
     mode: Mode
     changed: int  # jobs whose limit (time_min: time_min) the mode sets below the request
-    reserved_core_h: float  # Σ limit x the CPUs each user asked for (site_targets.own_cores)
+    # Σ limit x the CPUs each user asked for (site_targets.own_cores); extend: the limit the
+    # guard's extensions end at, as the waste is counted (the cut one was less than used + waste)
+    reserved_core_h: float
     waste_core_h: float  # reserved but unused by the jobs that finish (after any extension)
     killed: int  # jobs killed before their own limit (rewrite: would be, plus harp's real kills)
     lost_core_h: float  # what the kills lose (lost_to_kills); the net saving is the waste cut less it
@@ -170,7 +172,7 @@ def mode_rows(
         ModeRow(
             Mode.EXTEND,
             int(np.sum(cut < asked)),
-            core_hours(obs, cut),
+            core_hours(obs, finals),
             waste(obs, finals),
             0,
             0.0,

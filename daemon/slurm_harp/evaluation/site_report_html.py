@@ -7,12 +7,12 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
 from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
+from slurm_harp.evaluation.shown import utc_text
 from slurm_harp.evaluation.site_report import SiteReport
 from slurm_harp.evaluation.site_report_plots import plot_all
 from slurm_harp.evaluation.site_targets import AT_LIMIT
@@ -115,7 +115,8 @@ def _modes(report: SiteReport, images: dict[str, str]) -> list[str]:
     return [
         "<h2>What each mode would have done</h2>",
         f"<p>On the {report.timed:,} jobs with a time prediction. Reserved: limit x the CPUs each user "
-        "asked for, harp's CPU cuts aside (rewrite's CPU cut is in the table below). "
+        "asked for, harp's CPU cuts aside (rewrite's CPU cut is in the table below); in extend mode the "
+        "limit after the guard's extensions. "
         "Waste: reserved but unused by the jobs that finish (after the guard's extensions). Killed: jobs "
         "that finished under their own limit and would not under harp's, plus the jobs harp did kill. "
         "Lost to kills: of each job a rewrite would kill, the attempt cut short and the unused reservation "
@@ -240,9 +241,7 @@ def _policy(report: SiteReport) -> str:
 
 
 def when(at: int | None) -> str:
-    if at is None:
-        return "-"
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return "-" if at is None else utc_text(at, "%Y-%m-%d %H:%M UTC")
 
 
 def core_h(value: float) -> str:

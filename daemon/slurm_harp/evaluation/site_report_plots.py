@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from slurm_harp.core.policy import Mode
+from slurm_harp.evaluation.shown import plain
 from slurm_harp.evaluation.site_report import SiteReport
 from slurm_harp.output_dir import OutputDir
 
@@ -43,11 +44,6 @@ def plot_all(report: SiteReport, out: OutputDir) -> dict[str, Path]:
         written[name] = out.write_png(filename, fig)
         plt.close(fig)
     return written
-
-
-def plain(text: str) -> str:
-    """``text`` drawn as written: matplotlib reads $...$ as mathematics (and fails on bad TeX)."""
-    return text.replace("$", r"\$")
 
 
 def _modes(report: SiteReport, ax: Any) -> None:
