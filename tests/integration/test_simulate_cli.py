@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import sqlite3
 import stat
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
+
+import pytest
 
 from slurm_harp.cli import main
 from tests.conftest import BUNDLED_TRACE
@@ -142,3 +147,27 @@ def test_the_json_of_a_one_job_trace_is_strict_json(tmp_path: Path) -> None:
     doc = json.loads(text, parse_constant=refuse)
     assert [r["utilisation"] for r in doc["runs"]] == [None, None]
     assert doc["runs"][0]["mean_bsld"] == 1.0
+
+
+def test_a_job_store_is_read_without_writing_to_it_and_another_file_is_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`harp simulate --db` opened the store to write: any SQLite file was given the job store's
+    tables and switched to WAL, and a live store could be migrated under the harvest."""
+    other = tmp_path / "notes.sqlite"
+    with closing(sqlite3.connect(other)) as db, db:
+        db.execute("CREATE TABLE notes (x)")
+    before = other.read_bytes()
+    assert main(["simulate", "--db", str(other), "--limits", "request"]) == 2
+    assert f"{other}: not a job store made by harp (no such table: meta)" in caplog.text
+    assert other.read_bytes() == before and not Path(f"{other}-wal").exists()
+
+
+def test_a_trace_name_of_bad_tex_is_drawn_as_written(tmp_path: Path) -> None:
+    """The plots' titles name the trace, any file name: matplotlib read `tr$\\frac{a$` as mathematics
+    and `harp simulate --out` ended in a traceback drawing it, after writing the tables."""
+    trace = tmp_path / "tr$\\frac{a$.swf"
+    trace.write_bytes(gzip.decompress(BUNDLED_TRACE.read_bytes()))
+    out = tmp_path / "out"
+    assert main(["simulate", str(trace), "--max-jobs", "300", "--limits", "request", "--out", str(out)]) == 0
+    assert (out / "tr$\\frac{a$-easy-waits.png").read_bytes()[:4] == b"\x89PNG"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_harp.accounting.store_schema import SchemaVersionError
 from slurm_harp.commands.predictions import fitted_predictions, read_predictions
 from slurm_harp.core.policy import Policy
 
@@ -82,7 +83,7 @@ def test_ours_fitted_along_a_job_store_reads_it_without_writing_to_it(tmp_path: 
     args = argparse.Namespace(
         db=True, source=str(other), period_days=7.0, quantile=0.5, limits=["ours-rewrite"]
     )
-    with pytest.raises(sqlite3.OperationalError, match="no such table: meta"):
+    with pytest.raises(SchemaVersionError, match=r"notes\.sqlite: not a job store made by harp"):
         fitted_predictions(args, set(), Policy())
     with closing(sqlite3.connect(other)) as db:
         assert db.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]

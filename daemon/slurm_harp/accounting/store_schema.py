@@ -28,8 +28,15 @@ class SchemaVersionError(ValueError):
 
 
 def check_version(db: sqlite3.Connection, path: Path) -> None:
-    """For readers: the store must have been created, and by a harvester no newer than this code."""
-    if _stored_version(db, path) is None:
+    """For readers: the store must have been created, and by a harvester no newer than this code.
+    Another SQLite file (no meta table) is no job store either, said so."""
+    try:
+        version = _stored_version(db, path)
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        raise SchemaVersionError(f"{path}: not a job store made by harp ({exc})") from None
+    if version is None:
         raise SchemaVersionError(f"{path}: no schema_version: not a job store made by harp")
 
 

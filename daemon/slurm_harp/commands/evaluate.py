@@ -120,13 +120,7 @@ def _read_store(db: str) -> list[JobRecord]:
     write it would be migrated, or any other SQLite file given the store's tables."""
     from slurm_harp.accounting.jobstore import JobStore
 
-    try:
-        store = JobStore(db, readonly=True)
-    except sqlite3.OperationalError as exc:
-        if "no such table" not in str(exc):
-            raise
-        raise ValueError(f"{db}: not a job store made by harp ({exc})") from exc
-    with store:
+    with JobStore(db, readonly=True) as store:  # SchemaVersionError (a ValueError): no job store
         # out as the nightly leaves them out of training: a time past 9999 ended the table
         return trainable(list(store.records()), time.time(), "the evaluation")
 

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.report import Context
 from slurm_harp.evaluation.runner import TargetReport
-from slurm_harp.evaluation.shown import plain
 from slurm_harp.output_dir import OutputDir
+from slurm_harp.plot_text import plain
 
 
 def plot(reports: Sequence[TargetReport], ctx: Context, out: OutputDir, name: str) -> bool:

@@ -1,5 +1,4 @@
-"""How the reports show what a job store or trace holds: its times as dates whatever they are, its
-names in plots as written."""
+"""How the reports show what a job store or trace holds: its times as dates whatever they are."""
 
 from __future__ import annotations
 
@@ -19,9 +18,3 @@ def utc_text(at: int, form: str) -> str:
     """``at`` as ``form`` (strftime) in UTC, or ``unix time N`` when no date holds it."""
     moment = utc_moment(at)
     return f"unix time {at}" if moment is None else moment.strftime(form)
-
-
-def plain(text: str) -> str:
-    """``text`` drawn as written: matplotlib reads $...$ as mathematics (and fails on bad TeX), and
-    a trace's file name or a partition may hold any text."""
-    return text.replace("$", r"\$")

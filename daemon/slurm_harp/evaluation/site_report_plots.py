@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from slurm_harp.core.policy import Mode
-from slurm_harp.evaluation.shown import plain
 from slurm_harp.evaluation.site_report import SiteReport
 from slurm_harp.output_dir import OutputDir
+from slurm_harp.plot_text import plain
 
 # A scatter of a million jobs says no more than one of this many, and takes far longer to draw.
 MAX_POINTS = 20_000

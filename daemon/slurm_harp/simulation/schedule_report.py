@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from slurm_harp.output_dir import OutputDir
+from slurm_harp.plot_text import plain
 from slurm_harp.simulation.engine import Result
 from slurm_harp.simulation.schedule_metrics import WARMUP, Metrics, waits
 
@@ -139,11 +140,11 @@ def plot(runs: Sequence[Run], out: OutputDir, stem: str, warmup: float = WARMUP)
         wait = np.sort(waits(run.result, warmup)) / 3600
         # Waits of 0 cannot sit on a log axis: draw them at 1 s.
         share = np.arange(1, len(wait) + 1) / len(wait)
-        ax.step(np.maximum(wait, 1 / 3600), share, where="post", label=run.label)
+        ax.step(np.maximum(wait, 1 / 3600), share, where="post", label=plain(run.label))
     ax.set_xscale("log")
     ax.set_xlabel("wait (hours, log scale; no wait drawn at 1 s)")
     ax.set_ylabel("fraction of jobs waiting at most that")
-    ax.set_title(f"{trace}: wait-time CDF")
+    ax.set_title(f"{plain(trace)}: wait-time CDF")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -155,12 +156,12 @@ def plot(runs: Sequence[Run], out: OutputDir, stem: str, warmup: float = WARMUP)
     width = 0.8 / len(runs)
     for k, run in enumerate(runs):
         values = [run.metrics.bsld_by_size.get(c, (0, 0.0))[1] for c in classes]
-        ax.bar(np.arange(len(classes)) + k * width - 0.4 + width / 2, values, width, label=run.label)
+        ax.bar(np.arange(len(classes)) + k * width - 0.4 + width / 2, values, width, label=plain(run.label))
     counts = [max(run.metrics.bsld_by_size.get(c, (0, 0.0))[0] for run in runs) for c in classes]
     ax.set_xticks(np.arange(len(classes)), [f"{c}\n({n} jobs)" for c, n in zip(classes, counts, strict=True)])
     ax.set_xlabel("job size (processors)")
     ax.set_ylabel("mean bounded slowdown (tau = 10 s)")
-    ax.set_title(f"{trace}: bounded slowdown by job size")
+    ax.set_title(f"{plain(trace)}: bounded slowdown by job size")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

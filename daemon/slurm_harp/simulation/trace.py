@@ -57,7 +57,7 @@ def load_workload(source: str | Path, processors: int | None = None, *, db: bool
     if db:
         from slurm_harp.accounting.jobstore import JobStore
 
-        with JobStore(path) as store:
+        with JobStore(path, readonly=True) as store:  # the harvest and the daemon may be using it
             records = list(store.records())
     else:
         stats = ReadStats(source=str(path))
