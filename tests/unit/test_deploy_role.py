@@ -247,3 +247,50 @@ def test_the_defaults_the_argument_specs_and_the_readme_list_the_same_variables(
     rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
     in_readme = {name for row in rows for name in re.findall(r"`(slurm_harp_\w+)`", row)}
     assert defaults == options == in_readme, (defaults ^ options, defaults ^ in_readme)
+
+
+# --- the units' directories and services ---------------------------------------------------------
+
+SOCKET_DIR_TASK = "Create the socket's directory (systemd does under /run), 0751 with the advice socket"
+
+
+def _unit(name: str, variables: dict[str, Any]) -> list[str]:
+    """The lines of the role's template of unit ``name`` rendered over ``variables``."""
+    text = (ROLE / "templates" / "systemd" / f"{name}.j2").read_text()
+    return str(render(text, variables)).splitlines()
+
+
+def _unit_vars(**overrides: Any) -> dict[str, Any]:
+    return role_vars(
+        __slurm_harp_slurm_user="slurm",
+        __slurm_harp_slurm_group="slurm",
+        __slurm_harp_socket_group="slurm",
+        role_path=str(ROLE),
+        **overrides,
+    )
+
+
+@pytest.mark.parametrize("socket", ["/run/slurm-harp/harp.sock", "/var/run/slurm-harp/harp.sock"])
+def test_a_socket_under_run_or_var_run_gets_a_runtime_directory(socket: str) -> None:
+    """/var/run is /run (a link, on Debian and every systemd host): a directory the role made there
+    once went with the first reboot, and systemd then refused to start the daemon (226/NAMESPACE:
+    ReadWritePaths= named it). RuntimeDirectory= makes it at every start."""
+    for advice in (False, True):
+        variables = _unit_vars(slurm_harp_socket=socket, slurm_harp_advice_enabled=advice)
+        lines = _unit("slurm-harp.service", variables)
+        assert "RuntimeDirectory=slurm-harp" in lines
+        assert "ReadWritePaths=/var/lib/slurm-harp" in lines  # the socket's directory is systemd's
+        assert not runs("tasks/config.yml", SOCKET_DIR_TASK, variables)
+        advice_conf = ROLE / "templates/systemd/slurm-harp.service.d/advice.conf.j2"
+        dropin = render(advice_conf.read_text(), variables)
+        assert "not under /run" not in dropin
+
+
+@pytest.mark.parametrize("socket", ["/srv/harp/harp.sock", "/var/runner/harp.sock"])
+def test_a_socket_elsewhere_gets_a_directory_the_role_makes(socket: str) -> None:
+    variables = _unit_vars(slurm_harp_socket=socket)
+    lines = _unit("slurm-harp.service", variables)
+    directory = socket.rsplit("/", 1)[0]
+    assert not [line for line in lines if line.startswith("RuntimeDirectory=")]
+    assert f"ReadWritePaths=/var/lib/slurm-harp {directory}" in lines
+    assert runs("tasks/config.yml", SOCKET_DIR_TASK, variables)
