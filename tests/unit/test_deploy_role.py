@@ -294,3 +294,24 @@ def test_a_socket_elsewhere_gets_a_directory_the_role_makes(socket: str) -> None
     assert not [line for line in lines if line.startswith("RuntimeDirectory=")]
     assert f"ReadWritePaths=/var/lib/slurm-harp {directory}" in lines
     assert runs("tasks/config.yml", SOCKET_DIR_TASK, variables)
+
+
+def _timer_tasks(variables: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """(enabled, state) of each task of tasks/services.yml over the timers that runs."""
+    found = []
+    for t in yaml.safe_load((ROLE / "tasks" / "services.yml").read_text()):
+        module = t.get("ansible.builtin.systemd_service")
+        if module is None or t.get("loop") != "{{ __slurm_harp_timers }}":
+            continue
+        if runs("tasks/services.yml", t["name"], variables):
+            found.append((render(str(module["enabled"]), variables), render(str(module["state"]), variables)))
+    return found
+
+
+def test_timers_not_enabled_are_stopped_and_disabled() -> None:
+    """The role's README: the backup controller sets slurm_harp_timers_enabled: false to train on one
+    host only. Before, that skipped the enabling alone, and timers a first run had enabled ran on."""
+    on = _timer_tasks(role_vars(ansible_check_mode=False, slurm_harp_timers_enabled=True))
+    off = _timer_tasks(role_vars(ansible_check_mode=False, slurm_harp_timers_enabled=False))
+    assert [(str(e), s) for e, s in on] == [("True", "started")]
+    assert [(str(e), s) for e, s in off] == [("False", "stopped")]
