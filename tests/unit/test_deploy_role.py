@@ -315,3 +315,16 @@ def test_timers_not_enabled_are_stopped_and_disabled() -> None:
     off = _timer_tasks(role_vars(ansible_check_mode=False, slurm_harp_timers_enabled=False))
     assert [(str(e), s) for e, s in on] == [("True", "started")]
     assert [(str(e), s) for e, s in off] == [("False", "stopped")]
+
+
+@pytest.mark.parametrize(
+    ("config", "quota"),
+    [({}, "100%"), ({"training": {"trees": 50}}, "100%"), ({"training": {"threads": 2}}, "200%")],
+)
+def test_the_nightly_units_cpu_quota_is_its_training_threads(config: dict[str, Any], quota: str) -> None:
+    """CPUQuota= keeps the nightly's training from starving slurmctld on the controller: one CPU per
+    LightGBM thread that harp.toml gives it (training.threads), no more."""
+    lines = _unit("slurm-harp-nightly.service", _unit_vars(slurm_harp_config=config))
+    assert [line for line in lines if line.startswith("CPUQuota=")] == [f"CPUQuota={quota}"]
+    guide = " ".join((REPO / "docs" / "install.md").read_text().split())
+    assert "`CPUQuota=100%`" in guide and "`CPUQuota=200%`" in guide  # documented, with the role's way
