@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
@@ -210,3 +212,30 @@ def test_the_install_guide_documents_every_daemon_metric_as_exported(tmp_path: P
     assert actions and set(actions.group(1).split(", ")) == {a.value for a in Action}
     reasons = re.search(r"`reason` why a target was left alone \(([a-z_, ]+), \.\.\.\)", text)
     assert reasons and set(reasons.group(1).split(", ")) <= {r.value for r in Reason}
+
+
+def documented_scrape_configs() -> list[dict[str, Any]]:
+    """The scrape jobs docs/install.md gives ("Scraping": its one YAML block with scrape_configs)."""
+    blocks = re.findall(r"^```yaml\n(.*?)^```", (REPO / "docs" / "install.md").read_text(), re.S | re.M)
+    (config,) = [yaml.safe_load(b) for b in blocks if "scrape_configs:" in b]
+    jobs: list[dict[str, Any]] = config["scrape_configs"]
+    return jobs
+
+
+def test_the_install_guide_scrapes_the_jobs_the_alerts_select_on_the_roles_ports() -> None:
+    """HarpDaemonDown and HarpGuardDown select `up{job="slurm-harp"}` and `up{job="slurm-harp-guard"}`:
+    a scrape job of another name (tests/integration/test_prometheus.py's was `harp`) never makes them
+    fire. The guide gives those jobs, on the ports the role and deploy/config/harp.toml set."""
+    jobs = {job["job_name"]: job for job in documented_scrape_configs()}
+    selected = set(re.findall(r'\bjob="([^"]+)"', RULES.read_text()))
+    assert set(jobs) == selected == {"slurm-harp", "slurm-harp-guard"}
+    role = yaml.safe_load((REPO / "deploy/ansible/roles/slurm_harp/defaults/main.yml").read_text())
+    shipped = tomllib.loads((REPO / "deploy/config/harp.toml").read_text())
+    ports = {
+        "slurm-harp": {role["slurm_harp_metrics_port"], shipped["server"]["metrics_port"]},
+        "slurm-harp-guard": {role["slurm_harp_guard_metrics_port"], shipped["guard"]["metrics_port"]},
+    }
+    for name, job in jobs.items():
+        (port,) = ports[name]
+        targets = [t for c in job["static_configs"] for t in c["targets"]]
+        assert targets and all(t.endswith(f":{port}") for t in targets), (name, targets)

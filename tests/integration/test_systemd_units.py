@@ -36,6 +36,22 @@ def test_units_are_rated_below_2(unit: Path) -> None:
     assert float(match.group(1)) < 2.0, done.stdout
 
 
+# What makes systemd start (or keep up) another unit along with this one; After= only orders them.
+PULLING_IN = re.compile(r"^(Wants|Requires|Requisite|BindsTo|Upholds)=(.*)$", re.M)
+ROLE_UNITS = REPO / "deploy" / "ansible" / "roles" / "slurm_harp" / "templates" / "systemd"
+SHIPPED_AND_TEMPLATES = [*UNITS, *sorted(ROLE_UNITS.glob("*.service.j2"))]
+
+
+@pytest.mark.parametrize("unit", SHIPPED_AND_TEMPLATES, ids=[u.name for u in SHIPPED_AND_TEMPLATES])
+def test_the_units_start_no_service_but_their_own(unit: Path) -> None:
+    """Wants=slurmctld.service in the guard's unit started slurmctld with each start of the guard
+    (Restart=always, a restart by the role's handlers), one an admin had stopped for maintenance
+    included. The guard needs no slurmctld to run: its polls fail and are tried again."""
+    own = {p.name for p in (REPO / "deploy" / "systemd").iterdir()}
+    for _key, names in PULLING_IN.findall(unit.read_text()):
+        assert set(names.split()) <= own, (unit.name, names)
+
+
 # PR_SET_MDWE (Linux >= 6.3) is the kernel's form of MemoryDenyWriteExecute=: no mapping may be
 # writable and executable, nor become executable. The child first proves the rule holds.
 UNDER_MDWE = """

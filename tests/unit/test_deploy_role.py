@@ -247,3 +247,84 @@ def test_the_defaults_the_argument_specs_and_the_readme_list_the_same_variables(
     rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
     in_readme = {name for row in rows for name in re.findall(r"`(slurm_harp_\w+)`", row)}
     assert defaults == options == in_readme, (defaults ^ options, defaults ^ in_readme)
+
+
+# --- the units' directories and services ---------------------------------------------------------
+
+SOCKET_DIR_TASK = "Create the socket's directory (systemd does under /run), 0751 with the advice socket"
+
+
+def _unit(name: str, variables: dict[str, Any]) -> list[str]:
+    """The lines of the role's template of unit ``name`` rendered over ``variables``."""
+    text = (ROLE / "templates" / "systemd" / f"{name}.j2").read_text()
+    return str(render(text, variables)).splitlines()
+
+
+def _unit_vars(**overrides: Any) -> dict[str, Any]:
+    return role_vars(
+        __slurm_harp_slurm_user="slurm",
+        __slurm_harp_slurm_group="slurm",
+        __slurm_harp_socket_group="slurm",
+        role_path=str(ROLE),
+        **overrides,
+    )
+
+
+@pytest.mark.parametrize("socket", ["/run/slurm-harp/harp.sock", "/var/run/slurm-harp/harp.sock"])
+def test_a_socket_under_run_or_var_run_gets_a_runtime_directory(socket: str) -> None:
+    """/var/run is /run (a link, on Debian and every systemd host): a directory the role made there
+    once went with the first reboot, and systemd then refused to start the daemon (226/NAMESPACE:
+    ReadWritePaths= named it). RuntimeDirectory= makes it at every start."""
+    for advice in (False, True):
+        variables = _unit_vars(slurm_harp_socket=socket, slurm_harp_advice_enabled=advice)
+        lines = _unit("slurm-harp.service", variables)
+        assert "RuntimeDirectory=slurm-harp" in lines
+        assert "ReadWritePaths=/var/lib/slurm-harp" in lines  # the socket's directory is systemd's
+        assert not runs("tasks/config.yml", SOCKET_DIR_TASK, variables)
+        advice_conf = ROLE / "templates/systemd/slurm-harp.service.d/advice.conf.j2"
+        dropin = render(advice_conf.read_text(), variables)
+        assert "not under /run" not in dropin
+
+
+@pytest.mark.parametrize("socket", ["/srv/harp/harp.sock", "/var/runner/harp.sock"])
+def test_a_socket_elsewhere_gets_a_directory_the_role_makes(socket: str) -> None:
+    variables = _unit_vars(slurm_harp_socket=socket)
+    lines = _unit("slurm-harp.service", variables)
+    directory = socket.rsplit("/", 1)[0]
+    assert not [line for line in lines if line.startswith("RuntimeDirectory=")]
+    assert f"ReadWritePaths=/var/lib/slurm-harp {directory}" in lines
+    assert runs("tasks/config.yml", SOCKET_DIR_TASK, variables)
+
+
+def _timer_tasks(variables: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """(enabled, state) of each task of tasks/services.yml over the timers that runs."""
+    found = []
+    for t in yaml.safe_load((ROLE / "tasks" / "services.yml").read_text()):
+        module = t.get("ansible.builtin.systemd_service")
+        if module is None or t.get("loop") != "{{ __slurm_harp_timers }}":
+            continue
+        if runs("tasks/services.yml", t["name"], variables):
+            found.append((render(str(module["enabled"]), variables), render(str(module["state"]), variables)))
+    return found
+
+
+def test_timers_not_enabled_are_stopped_and_disabled() -> None:
+    """The role's README: the backup controller sets slurm_harp_timers_enabled: false to train on one
+    host only. Before, that skipped the enabling alone, and timers a first run had enabled ran on."""
+    on = _timer_tasks(role_vars(ansible_check_mode=False, slurm_harp_timers_enabled=True))
+    off = _timer_tasks(role_vars(ansible_check_mode=False, slurm_harp_timers_enabled=False))
+    assert [(str(e), s) for e, s in on] == [("True", "started")]
+    assert [(str(e), s) for e, s in off] == [("False", "stopped")]
+
+
+@pytest.mark.parametrize(
+    ("config", "quota"),
+    [({}, "100%"), ({"training": {"trees": 50}}, "100%"), ({"training": {"threads": 2}}, "200%")],
+)
+def test_the_nightly_units_cpu_quota_is_its_training_threads(config: dict[str, Any], quota: str) -> None:
+    """CPUQuota= keeps the nightly's training from starving slurmctld on the controller: one CPU per
+    LightGBM thread that harp.toml gives it (training.threads), no more."""
+    lines = _unit("slurm-harp-nightly.service", _unit_vars(slurm_harp_config=config))
+    assert [line for line in lines if line.startswith("CPUQuota=")] == [f"CPUQuota={quota}"]
+    guide = " ".join((REPO / "docs" / "install.md").read_text().split())
+    assert "`CPUQuota=100%`" in guide and "`CPUQuota=200%`" in guide  # documented, with the role's way
