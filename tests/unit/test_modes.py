@@ -3,6 +3,8 @@ user's message and the tag the guard reads back."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,7 +13,7 @@ from slurm_harp.core.decision import Action, Reason, TargetDecision
 from slurm_harp.core.history import HistoryIndex
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.key_history import outcome_of
-from slurm_harp.core.message import annotation_for, as_submitted, parse_tag
+from slurm_harp.core.message import annotation_for, as_submitted, parse_tag, user_message_for
 from slurm_harp.core.policy import Mode, Policy, Rule
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
@@ -167,6 +169,36 @@ def test_an_annotated_prediction_past_2_53_is_written_as_a_tag_parse_tag_reads()
     ]
     tag = parse_tag(annotation_for(Mode.EXTEND, targets, request))
     assert tag is not None and tag.values == {"t": 55, "m": 2**53} and tag.own == {"t": 120}
+    below = [targets[0], TargetDecision(Target.MEMORY, Action.ANNOTATE, predicted=-3.0, model_version="m@1")]
+    tag = parse_tag(annotation_for(Mode.EXTEND, below, request))  # a negative one made no tag either
+    assert tag is not None and tag.values == {"t": 55, "m": 0} and tag.own == {"t": 120}
+
+
+def test_the_users_line_says_each_value_whole_and_each_cut_by_its_own_rule() -> None:
+    """Found by an audit: a terabyte node's memory read 1.23457e+06 MB (not what was set), a 0.995
+    quantile read 100 %, and a time cut by the calibrated rule beside a memory cut by a quantile
+    was credited to that quantile."""
+    request = JobRequest(user_name="alice", time_limit_minutes=600, mem_per_node_mb=1536000)
+    time = TargetDecision(Target.TIME, Action.REWRITE, predicted=38.0, new_value=40, model_version="t@1")
+    memory = TargetDecision(
+        Target.MEMORY,
+        Action.REWRITE,
+        predicted=1234566.2,
+        quantile=0.9,
+        new_value=1234567,
+        model_version="m@1",
+    )
+    assert user_message_for(request, Mode.REWRITE, [memory]) == (
+        "harp: lowered memory from 1536000 MB to 1234567 MB (90% of similar past jobs finished within it)."
+    )
+    high = replace(memory, quantile=0.995)
+    assert "(99.5% of similar past jobs finished within it)" in user_message_for(
+        request, Mode.REWRITE, [high]
+    )
+    assert user_message_for(request, Mode.REWRITE, [time, memory]) == (
+        "harp: lowered time from 10:00:00 to 00:40:00 (calibrated on similar past jobs), memory from "
+        "1536000 MB to 1234567 MB (90% of similar past jobs finished within it)."
+    )
 
 
 def test_the_history_feed_and_training_read_a_tag_past_2_53_as_no_tag() -> None:

@@ -55,6 +55,12 @@ def test_no_rewrite_without_a_request_or_without_gain() -> None:
         )
     small = policy.decide(Target.TIME, JobRequest(time_limit_minutes=60), Mode.REWRITE, 58.0, 0.9, "v")
     assert (small.action, small.reason) == (Action.ANNOTATE, Reason.NO_GAIN)
+    # With min_gain 0 the ask itself was a "rewrite" to what it was (the floor at the ask: a 10-minute
+    # job and the 10-minute floor), counted as one and said to the user as "lowered from 10 to 10".
+    same = Policy(min_gain=0.0).decide(
+        Target.TIME, JobRequest(time_limit_minutes=10), Mode.REWRITE, 3.0, 0.9, "v"
+    )
+    assert (same.action, same.reason) == (Action.ANNOTATE, Reason.NO_GAIN)
 
 
 def exact_ask(request: JobRequest, target: Target) -> Fraction | None:

@@ -30,7 +30,15 @@ def format_minutes(minutes: float) -> str:
 def _describe(target: Target, value: float) -> str:
     if target is Target.TIME:
         return format_minutes(value)
-    return f"{value:g} {_UNIT[target]}"
+    # Whole numbers whole ("g" gave a terabyte node's 1234567 MB as 1.23457e+06), a fraction kept.
+    return f"{value:.16g} {_UNIT[target]}"
+
+
+def _basis(quantile: float | None) -> str:
+    """Why a cut, by the rule that made it: a quantile as a percentage (0.995 is 99.5%, not 100%)."""
+    if quantile is None:
+        return "calibrated on similar past jobs"
+    return f"{quantile * 100:.4g}% of similar past jobs finished within it"
 
 
 def user_message_for(
@@ -53,21 +61,19 @@ def user_message_for(
             )
     if guard_down and time is not None and time.predicted is not None:
         return "harp: your limits are kept as asked (harp's extension guard is not running)."
-    changes = []
+    changes, bases = [], []
     for t in targets:
         if t.action is Action.REWRITE and t.new_value is not None:
             own_value = request.requested(t.target)
             was = "" if own_value is None else f" from {_describe(t.target, own_value)}"
             changes.append(f"{t.target.value}{was} to {_describe(t.target, t.new_value)}")
+            bases.append(_basis(t.quantile or None))
     if not changes:
         return ""
-    quantile = next((t.quantile for t in targets if t.action is Action.REWRITE and t.quantile), None)
-    basis = (
-        f" ({quantile:.0%} of similar past jobs finished within it)"
-        if quantile
-        else " (calibrated on similar past jobs)"
-    )
-    return "harp: lowered " + ", ".join(changes) + basis + "."
+    if len(set(bases)) == 1:
+        return "harp: lowered " + ", ".join(changes) + f" ({bases[0]})."
+    # Cuts by different rules (a target with a calibrated card beside one without): each its own.
+    return "harp: lowered " + ", ".join(f"{c} ({b})" for c, b in zip(changes, bases, strict=True)) + "."
 
 
 _FLAG = {Action.REWRITE: "!", Action.SET_TIME_MIN: "~"}
@@ -85,8 +91,9 @@ def annotation_for(mode: Mode, targets: Sequence[TargetDecision], request: JobRe
         if t.predicted is None or t.action is Action.NONE:
             continue
         # An annotated prediction is the model's raw value (a linear model's may be any finite
-        # number): capped where parse_tag reads, or the whole tag, its t0= among it, would be none.
-        value = t.new_value if t.new_value is not None else min(round(t.predicted), MAX_TAG_VALUE)
+        # number): held within what parse_tag reads (0 to MAX_TAG_VALUE), or the whole tag, its t0=
+        # among it, would be none.
+        value = t.new_value if t.new_value is not None else min(max(round(t.predicted), 0), MAX_TAG_VALUE)
         quantile = f"/q{t.quantile:g}" if t.quantile is not None else ""
         kept = "/k" if t.kept else ""
         parts.append(f"{TAG_KEY[t.target]}{_FLAG.get(t.action, '')}={value}{quantile}{kept}")

@@ -116,8 +116,9 @@ class Policy:
         return max(math.ceil(predicted), math.ceil(self.floors.get(target, 0.0)))
 
     def saves(self, proposed: float, asked: float) -> bool:
-        """Whether setting ``proposed`` saves at least ``min_gain`` of the ``asked`` value."""
-        return proposed <= asked * (1.0 - self.min_gain)
+        """Whether setting ``proposed`` saves at least ``min_gain`` of the ``asked`` value, and
+        anything at all (with min_gain 0, the ask itself was a "rewrite" to what it was)."""
+        return proposed < asked and proposed <= asked * (1.0 - self.min_gain)
 
     def decide(
         self,
