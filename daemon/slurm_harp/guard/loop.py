@@ -15,7 +15,8 @@ guard must see it. When that read fails, no job is extended in that poll (each c
 
 A poll refreshes the heartbeat only when it is good: it listed the jobs, and not every extension it
 tried failed. A guard whose every `scontrol update` fails (no operator rights, say) must not let the
-daemon go on shortening jobs that nothing can extend.
+daemon go on shortening jobs that nothing can extend. Nor is a poll whose heartbeat could not be
+written counted good (guard.pulse), its extensions made all the same.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from slurm_harp.config import GuardSettings
@@ -46,6 +46,7 @@ from slurm_harp.guard.bounds import (
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.lowered_limits import LoweredLimits
+from slurm_harp.guard.pulse import PollReport, Pulse
 from slurm_harp.guard.running import (
     RUNNING,
     SQUEUE_ARGV,
@@ -58,25 +59,14 @@ from slurm_harp.guard.seen_file import SeenFile
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.heartbeat import HeartbeatFile
 
+__all__ = ["Guard", "PollReport"]
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 U = TypeVar("U")
 # Partitions, QOS and nodes change rarely: read them this often (reservations: see the module's note).
 BOUNDS_REFRESH_S = 60.0
-
-
-@dataclass(frozen=True, slots=True)
-class PollReport:
-    listed: int  # running jobs seen
-    shortened: int  # of them below their user's own limit
-    due: int  # of them due for an extension now
-    outcomes: tuple[tuple[str, str], ...]  # (job id, result) per attempt
-
-    @property
-    def good(self) -> bool:
-        """Not a poll whose every extension attempt failed (the heartbeat is refreshed)."""
-        return not self.outcomes or any(result != results.FAILED for _, result in self.outcomes)
 
 
 class Guard:
@@ -90,6 +80,7 @@ class Guard:
     ) -> None:
         self._run = runner
         self.metrics = metrics
+        self._pulse = Pulse(metrics)
         self._clock = clock
         self._seen_file = SeenFile(settings.state, clock)
         self.configure(settings, history)
@@ -119,12 +110,13 @@ class Guard:
 
     def poll(self) -> PollReport | None:
         """One poll; None when the running jobs could not be listed. The heartbeat is refreshed only
-        after a good poll (PollReport.good), so that otherwise the daemon stops shortening new jobs."""
+        after a poll that did not fail every extension (PollReport.extended), so that otherwise the
+        daemon stops shortening new jobs; the poll is good once it is written (guard.pulse)."""
         started = self._clock()
         listing = self._run(SQUEUE_ARGV)
         if listing.returncode != 0:
             log.error("squeue failed (exit %d): %.300s", listing.returncode, listing.stderr.strip())
-            self.metrics.polls.labels("failed").inc()
+            self._pulse.failed()
             return None
         now = self._clock()
         reservations_read = self._refresh_bounds(now)
@@ -138,7 +130,7 @@ class Guard:
             log.error(
                 "no line of squeue's output reads: heartbeat not refreshed (new jobs keep their limits)"
             )
-            self.metrics.polls.labels("failed").inc()
+            self._pulse.failed()
             return None
         merged, ambiguous = merge_duplicates(parsed)
         jobs = [j for j in self._lowered.apply(merged, unread, ambiguous) if j.state == RUNNING]
@@ -175,14 +167,11 @@ class Guard:
         self._seen_file.keep(self._lowered)
         self.metrics.poll_duration.observe(self._clock() - started)
         report = PollReport(len(jobs), len(shortened), len(due), tuple(outcomes))
-        if not report.good:
+        if not report.extended:
             log.error("every extension failed: heartbeat not refreshed (new jobs keep their limits)")
-            self.metrics.polls.labels("failed").inc()
+            self._pulse.failed()
             return report
-        self.metrics.polls.labels("ok").inc()
-        self.metrics.last_success.set(now)
-        self.heartbeat.beat()
-        return report
+        return report if self._pulse.beat(self.heartbeat, now) else dataclasses.replace(report, beat=False)
 
     def _ratios(self) -> ConditionalRatios | None:
         """The site's ended jobs for the conditional extension; None (steps) when there are none or
