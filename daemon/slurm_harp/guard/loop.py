@@ -9,9 +9,10 @@ job's limit from poll to poll, pending or running, to see one its user lowered
 written at once when a job's own limit changed, else at most once a minute and as the guard is
 closed (Guard.close; also when it is collected or the interpreter exits).
 
-Site bounds are read once a minute, but reservations again in every poll that is about to extend a
-job: an operator's extension may run into a reservation created a second ago (Slurm lets it), so the
-guard must see it. When that read fails, no job is extended in that poll (each counted as failed).
+Site bounds are read once a minute (guard.survey), but reservations again in every poll that is
+about to extend a job: an operator's extension may run into a reservation created a second ago
+(Slurm lets it), so the guard must see it. When that read fails, no job is extended in that poll
+(each counted as failed).
 
 A poll refreshes the heartbeat only when it is good: it listed the jobs, and not every extension it
 tried failed. A guard whose every `scontrol update` fails (no operator rights, say) must not let the
@@ -26,23 +27,11 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from typing import TypeVar
 
 from slurm_harp.config import GuardSettings
 from slurm_harp.core.extension import ConditionalRatios, next_limit
 from slurm_harp.guard import guard_metrics as results
 from slurm_harp.guard.backlog import UpdateTimer, due_jobs
-from slurm_harp.guard.bounds import (
-    NODE_CORES_ARGV,
-    PARTITIONS_ARGV,
-    QOS_ARGV,
-    RESERVATIONS_ARGV,
-    Bounds,
-    parse_node_cores,
-    parse_partitions,
-    parse_qos,
-    parse_reservations,
-)
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.lowered_limits import LoweredLimits
@@ -57,16 +46,12 @@ from slurm_harp.guard.running import (
 )
 from slurm_harp.guard.seen_file import SeenFile
 from slurm_harp.guard.slurm import Runner
+from slurm_harp.guard.survey import Survey
 from slurm_harp.heartbeat import HeartbeatFile
 
 __all__ = ["Guard", "PollReport"]
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-U = TypeVar("U")
-# Partitions, QOS and nodes change rarely: read them this often (reservations: see the module's note).
-BOUNDS_REFRESH_S = 60.0
 
 
 class Guard:
@@ -84,8 +69,7 @@ class Guard:
         self._clock = clock
         self._seen_file = SeenFile(settings.state, clock)
         self.configure(settings, history)
-        self._bounds = Bounds()
-        self._bounds_at = -float("inf")
+        self._survey = Survey(runner)  # the site's bounds
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
         # tried again only when their limit or the bounds change.
         self._refused: dict[str, int] = {}
@@ -119,7 +103,8 @@ class Guard:
             self._pulse.failed()
             return None
         now = self._clock()
-        reservations_read = self._refresh_bounds(now)
+        if self._survey.start_poll(now):
+            self._refused.clear()  # new bounds: every refusal is worth one more look
         unread: set[str] = set()
         failed: list[int] = []
         parsed = list(parse_running(listing.stdout, unread, failed))
@@ -147,7 +132,7 @@ class Guard:
         ratios = self._ratios()
         outcomes = []
         batch = due[: self.settings.max_updates_per_poll]
-        if batch and not reservations_read and not self._read_reservations():
+        if batch and not self._survey.reservations_fresh():
             log.error("reservations unreadable: none of %d due jobs extended this poll", len(batch))
             outcomes = [(job.job_id, results.FAILED) for job, _ in batch]
             self.metrics.extensions.labels(results.FAILED).inc(len(batch))
@@ -190,7 +175,7 @@ class Guard:
         own, limit = job.own_limit_minutes, job.limit_minutes
         assert own is not None and limit is not None  # RunningJob.shortened
         prediction = job.prediction_minutes or limit
-        bound, why = self._bounds.limit_for(job, now)
+        bound, why = self._survey.bounds.limit_for(job, now)
         base, elapsed = limit, job.elapsed_s
         if job.listed_above is not None:  # listed twice: due by the lower line, set past the higher
             base, elapsed = job.listed_above, max(elapsed, job.listed_above * 60.0 - lead)
@@ -251,37 +236,3 @@ class Guard:
         self.metrics.extensions.labels(result).inc()
         self.metrics.margin.observe(max(margin, 0.0))
         return result
-
-    def _refresh_bounds(self, now: float) -> bool:
-        """Every bound, once a minute (the last known kept where a read fails); whether the
-        reservations were read now."""
-        if now - self._bounds_at < BOUNDS_REFRESH_S:
-            return False
-        old = self._bounds
-        self._refused.clear()  # new bounds: every refusal is worth one more look
-        partitions = (old.partition_max_minutes, old.partition_qos)
-        max_time, partition_qos = self._read("partitions", PARTITIONS_ARGV, parse_partitions, partitions)
-        self._bounds = Bounds(
-            reservations=old.reservations,
-            partition_max_minutes=max_time,
-            qos=self._read("QOS", QOS_ARGV, parse_qos, old.qos),
-            partition_qos=partition_qos,
-            node_cores=self._read("node cores", NODE_CORES_ARGV, parse_node_cores, old.node_cores),
-        )
-        self._bounds_at = now
-        return self._read_reservations()
-
-    def _read_reservations(self) -> bool:
-        """The reservations into the bounds; False (logged, the last known kept) when unreadable."""
-        fresh = self._read("reservations", RESERVATIONS_ARGV, parse_reservations, None)
-        if fresh is not None:
-            self._bounds = dataclasses.replace(self._bounds, reservations=fresh)
-        return fresh is not None
-
-    def _read(self, what: str, argv: tuple[str, ...], parse: Callable[[str], T], last: U) -> T | U:
-        """``parse`` of ``argv``'s output, or ``last`` (logged) when the command fails."""
-        done = self._run(argv)
-        if done.returncode != 0:
-            log.warning("could not read %s: %.200s", what, done.stderr.strip())
-            return last
-        return parse(done.stdout)
