@@ -11,8 +11,9 @@ closed (Guard.close; also when it is collected or the interpreter exits).
 
 Site bounds are read once a minute (guard.survey), but reservations again in every poll that is
 about to extend a job: an operator's extension may run into a reservation created a second ago
-(Slurm lets it), so the guard must see it. When that read fails, no job is extended in that poll
-(each counted as failed).
+(Slurm lets it), so the guard must see it; and in every poll while a job refused at a bound is
+listed, so that one refused at a reservation deleted since is extended before its cut. When that
+read fails, no job is extended in that poll (each counted as failed).
 
 A poll refreshes the heartbeat only when it is good: it listed the jobs, and not every extension it
 tried failed. A guard whose every `scontrol update` fails (no operator rights, say) must not let the
@@ -71,7 +72,7 @@ class Guard:
         self.configure(settings, history)
         self._survey = Survey(runner)  # the site's bounds
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
-        # tried again only when their limit or the bounds change.
+        # tried again when their limit changes or their bound leaves room (_recheck_refused).
         self._refused: dict[str, int] = {}
         self._updates = UpdateTimer()
         self._lowered = LoweredLimits(self._seen_file.load())
@@ -103,8 +104,7 @@ class Guard:
             self._pulse.failed()
             return None
         now = self._clock()
-        if self._survey.start_poll(now):
-            self._refused.clear()  # new bounds: every refusal is worth one more look
+        self._survey.start_poll(now)
         unread: set[str] = set()
         failed: list[int] = []
         parsed = list(parse_running(listing.stdout, unread, failed))
@@ -122,6 +122,7 @@ class Guard:
         shortened = [j for j in jobs if j.shortened]
         listed = {j.job_id for j in jobs}
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
+        self._recheck_refused(shortened, now)
         due = due_jobs(
             [j for j in shortened if self._refused.get(j.job_id) != j.limit_minutes],
             self.settings.lead_seconds,
@@ -157,6 +158,19 @@ class Guard:
             self._pulse.failed()
             return report
         return report if self._pulse.beat(self.heartbeat, now) else dataclasses.replace(report, beat=False)
+
+    def _recheck_refused(self, shortened: list[RunningJob], now: float) -> None:
+        """Forget the refusal of each job whose bound leaves room now (a reservation deleted, a
+        MaxTime raised, a core-based reservation started), the reservations read fresh: it falls due
+        again at once. A refused job has less than the lead left, often less than a minute: looked at
+        again only at the bounds' once-a-minute read, it was stopped at its cut first."""
+        refused = [j for j in shortened if self._refused.get(j.job_id) == j.limit_minutes]
+        if not refused or not self._survey.reservations_fresh():
+            return
+        for job in refused:
+            bound, _ = self._survey.bounds.limit_for(job, now)
+            if bound is None or bound > max(job.limit_minutes or 0, job.listed_above or 0):
+                del self._refused[job.job_id]
 
     def _ratios(self) -> ConditionalRatios | None:
         """The site's ended jobs for the conditional extension; None (steps) when there are none or

@@ -57,11 +57,11 @@ class Survey:
         self._fresh = False  # the reservations read in this poll
         self._empty: set[str] = set()  # what was last read empty (said once)
 
-    def start_poll(self, now: float) -> bool:
-        """Every bound, when the last read is a minute old; whether it was."""
+    def start_poll(self, now: float) -> None:
+        """Every bound, when the last read is a minute old."""
         self._fresh = False
         if now - self._at < BOUNDS_REFRESH_S:
-            return False
+            return
         old = self.bounds
         partitions = (old.partition_max_minutes, old.partition_qos)
         max_time, partition_qos = self._read(
@@ -78,7 +78,6 @@ class Survey:
         )
         self._at = now
         self.reservations_fresh()
-        return True
 
     def reservations_fresh(self) -> bool:
         """Whether the reservations are read in this poll: already, or now; False when they cannot be
