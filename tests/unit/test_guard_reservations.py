@@ -197,3 +197,27 @@ def test_a_reservation_whose_times_do_not_read_bounds_every_job(
     guard.poll()
     assert slurm.updates == [] and count(registry, results.REFUSED_BOUND) == 1
     assert "reservation 'M' does not read" in caplog.text
+
+
+def test_a_job_refused_at_a_reservation_deleted_since_is_extended_at_the_next_poll(tmp_path: Path) -> None:
+    # The shortest lead the configuration allows beside a long poll: a job refused 29 s before its
+    # limit at a maintenance reservation, which the admin deletes a second later. The refused job
+    # was looked at again only at the once-a-minute read, by then past its limit.
+    clock = [NOW]
+    maint = reservation("maint", NOW + 60, NOW + DAY, "c1", "Flags=MAINT")
+    slurm = FakeSlurm([line("7", "10:00", "9:31", TAG)], reservations=maint)
+    guard, registry = make_guard(slurm, tmp_path, clock=lambda: clock[0], lead_seconds=30, poll_seconds=15)
+    guard.poll()
+    assert slurm.updates == [] and count(registry, results.REFUSED_BOUND) == 1
+    slurm.reservations = ""  # deleted
+    clock[0] += 15
+    slurm.listing = line("7", "10:00", "9:46", TAG) + "\n"
+    guard.poll()  # 14 s left
+    assert [job for job, _ in slurm.updates] == ["7"]
+    # Still refused, it is not logged nor counted again at every poll.
+    slurm.reservations = maint
+    slurm.listing = line("8", "10:00", "9:31", TAG, nodes="c1") + "\n"
+    for _ in range(3):
+        clock[0] += 15
+        guard.poll()
+    assert count(registry, results.REFUSED_BOUND) == 2

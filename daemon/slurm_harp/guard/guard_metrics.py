@@ -36,7 +36,10 @@ class GuardMetrics:
         )
         self.polls = Counter(
             "harp_guard_polls",
-            "Polls of the running jobs, by result: ok, failed (no listing, or every extension failed).",
+            (
+                "Polls of the running jobs, by result: ok, failed (no listing, every extension failed,"
+                " or the heartbeat not written)."
+            ),
             ["result"],
             registry=registry,
         )

@@ -9,13 +9,16 @@ job's limit from poll to poll, pending or running, to see one its user lowered
 written at once when a job's own limit changed, else at most once a minute and as the guard is
 closed (Guard.close; also when it is collected or the interpreter exits).
 
-Site bounds are read once a minute, but reservations again in every poll that is about to extend a
-job: an operator's extension may run into a reservation created a second ago (Slurm lets it), so the
-guard must see it. When that read fails, no job is extended in that poll (each counted as failed).
+Site bounds are read once a minute (guard.survey), but reservations again in every poll that is
+about to extend a job: an operator's extension may run into a reservation created a second ago
+(Slurm lets it), so the guard must see it; and in every poll while a job refused at a bound is
+listed, so that one refused at a reservation deleted since is extended before its cut. When that
+read fails, no job is extended in that poll (each counted as failed).
 
 A poll refreshes the heartbeat only when it is good: it listed the jobs, and not every extension it
 tried failed. A guard whose every `scontrol update` fails (no operator rights, say) must not let the
-daemon go on shortening jobs that nothing can extend.
+daemon go on shortening jobs that nothing can extend. Nor is a poll whose heartbeat could not be
+written counted good (guard.pulse), its extensions made all the same.
 """
 
 from __future__ import annotations
@@ -25,27 +28,15 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
 
 from slurm_harp.config import GuardSettings
 from slurm_harp.core.extension import ConditionalRatios, next_limit
 from slurm_harp.guard import guard_metrics as results
 from slurm_harp.guard.backlog import UpdateTimer, due_jobs
-from slurm_harp.guard.bounds import (
-    NODE_CORES_ARGV,
-    PARTITIONS_ARGV,
-    QOS_ARGV,
-    RESERVATIONS_ARGV,
-    Bounds,
-    parse_node_cores,
-    parse_partitions,
-    parse_qos,
-    parse_reservations,
-)
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.lowered_limits import LoweredLimits
+from slurm_harp.guard.pulse import PollReport, Pulse
 from slurm_harp.guard.running import (
     RUNNING,
     SQUEUE_ARGV,
@@ -56,27 +47,12 @@ from slurm_harp.guard.running import (
 )
 from slurm_harp.guard.seen_file import SeenFile
 from slurm_harp.guard.slurm import Runner
+from slurm_harp.guard.survey import Survey
 from slurm_harp.heartbeat import HeartbeatFile
 
+__all__ = ["Guard", "PollReport"]
+
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-U = TypeVar("U")
-# Partitions, QOS and nodes change rarely: read them this often (reservations: see the module's note).
-BOUNDS_REFRESH_S = 60.0
-
-
-@dataclass(frozen=True, slots=True)
-class PollReport:
-    listed: int  # running jobs seen
-    shortened: int  # of them below their user's own limit
-    due: int  # of them due for an extension now
-    outcomes: tuple[tuple[str, str], ...]  # (job id, result) per attempt
-
-    @property
-    def good(self) -> bool:
-        """Not a poll whose every extension attempt failed (the heartbeat is refreshed)."""
-        return not self.outcomes or any(result != results.FAILED for _, result in self.outcomes)
 
 
 class Guard:
@@ -90,13 +66,13 @@ class Guard:
     ) -> None:
         self._run = runner
         self.metrics = metrics
+        self._pulse = Pulse(metrics)
         self._clock = clock
         self._seen_file = SeenFile(settings.state, clock)
         self.configure(settings, history)
-        self._bounds = Bounds()
-        self._bounds_at = -float("inf")
+        self._survey = Survey(runner)  # the site's bounds
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
-        # tried again only when their limit or the bounds change.
+        # tried again when their limit changes or their bound leaves room (_recheck_refused).
         self._refused: dict[str, int] = {}
         self._updates = UpdateTimer()
         self._lowered = LoweredLimits(self._seen_file.load())
@@ -119,15 +95,16 @@ class Guard:
 
     def poll(self) -> PollReport | None:
         """One poll; None when the running jobs could not be listed. The heartbeat is refreshed only
-        after a good poll (PollReport.good), so that otherwise the daemon stops shortening new jobs."""
+        after a poll that did not fail every extension (PollReport.extended), so that otherwise the
+        daemon stops shortening new jobs; the poll is good once it is written (guard.pulse)."""
         started = self._clock()
         listing = self._run(SQUEUE_ARGV)
         if listing.returncode != 0:
             log.error("squeue failed (exit %d): %.300s", listing.returncode, listing.stderr.strip())
-            self.metrics.polls.labels("failed").inc()
+            self._pulse.failed()
             return None
         now = self._clock()
-        reservations_read = self._refresh_bounds(now)
+        self._survey.start_poll(now)
         unread: set[str] = set()
         failed: list[int] = []
         parsed = list(parse_running(listing.stdout, unread, failed))
@@ -138,13 +115,14 @@ class Guard:
             log.error(
                 "no line of squeue's output reads: heartbeat not refreshed (new jobs keep their limits)"
             )
-            self.metrics.polls.labels("failed").inc()
+            self._pulse.failed()
             return None
         merged, ambiguous = merge_duplicates(parsed)
         jobs = [j for j in self._lowered.apply(merged, unread, ambiguous) if j.state == RUNNING]
         shortened = [j for j in jobs if j.shortened]
         listed = {j.job_id for j in jobs}
         self._refused = {job: limit for job, limit in self._refused.items() if job in listed}
+        self._recheck_refused(shortened, now)
         due = due_jobs(
             [j for j in shortened if self._refused.get(j.job_id) != j.limit_minutes],
             self.settings.lead_seconds,
@@ -155,7 +133,7 @@ class Guard:
         ratios = self._ratios()
         outcomes = []
         batch = due[: self.settings.max_updates_per_poll]
-        if batch and not reservations_read and not self._read_reservations():
+        if batch and not self._survey.reservations_fresh():
             log.error("reservations unreadable: none of %d due jobs extended this poll", len(batch))
             outcomes = [(job.job_id, results.FAILED) for job, _ in batch]
             self.metrics.extensions.labels(results.FAILED).inc(len(batch))
@@ -175,14 +153,24 @@ class Guard:
         self._seen_file.keep(self._lowered)
         self.metrics.poll_duration.observe(self._clock() - started)
         report = PollReport(len(jobs), len(shortened), len(due), tuple(outcomes))
-        if not report.good:
+        if not report.extended:
             log.error("every extension failed: heartbeat not refreshed (new jobs keep their limits)")
-            self.metrics.polls.labels("failed").inc()
+            self._pulse.failed()
             return report
-        self.metrics.polls.labels("ok").inc()
-        self.metrics.last_success.set(now)
-        self.heartbeat.beat()
-        return report
+        return report if self._pulse.beat(self.heartbeat, now) else dataclasses.replace(report, beat=False)
+
+    def _recheck_refused(self, shortened: list[RunningJob], now: float) -> None:
+        """Forget the refusal of each job whose bound leaves room now (a reservation deleted, a
+        MaxTime raised, a core-based reservation started), the reservations read fresh: it falls due
+        again at once. A refused job has less than the lead left, often less than a minute: looked at
+        again only at the bounds' once-a-minute read, it was stopped at its cut first."""
+        refused = [j for j in shortened if self._refused.get(j.job_id) == j.limit_minutes]
+        if not refused or not self._survey.reservations_fresh():
+            return
+        for job in refused:
+            bound, _ = self._survey.bounds.limit_for(job, now)
+            if bound is None or bound > max(job.limit_minutes or 0, job.listed_above or 0):
+                del self._refused[job.job_id]
 
     def _ratios(self) -> ConditionalRatios | None:
         """The site's ended jobs for the conditional extension; None (steps) when there are none or
@@ -201,7 +189,7 @@ class Guard:
         own, limit = job.own_limit_minutes, job.limit_minutes
         assert own is not None and limit is not None  # RunningJob.shortened
         prediction = job.prediction_minutes or limit
-        bound, why = self._bounds.limit_for(job, now)
+        bound, why = self._survey.bounds.limit_for(job, now)
         base, elapsed = limit, job.elapsed_s
         if job.listed_above is not None:  # listed twice: due by the lower line, set past the higher
             base, elapsed = job.listed_above, max(elapsed, job.listed_above * 60.0 - lead)
@@ -262,37 +250,3 @@ class Guard:
         self.metrics.extensions.labels(result).inc()
         self.metrics.margin.observe(max(margin, 0.0))
         return result
-
-    def _refresh_bounds(self, now: float) -> bool:
-        """Every bound, once a minute (the last known kept where a read fails); whether the
-        reservations were read now."""
-        if now - self._bounds_at < BOUNDS_REFRESH_S:
-            return False
-        old = self._bounds
-        self._refused.clear()  # new bounds: every refusal is worth one more look
-        partitions = (old.partition_max_minutes, old.partition_qos)
-        max_time, partition_qos = self._read("partitions", PARTITIONS_ARGV, parse_partitions, partitions)
-        self._bounds = Bounds(
-            reservations=old.reservations,
-            partition_max_minutes=max_time,
-            qos=self._read("QOS", QOS_ARGV, parse_qos, old.qos),
-            partition_qos=partition_qos,
-            node_cores=self._read("node cores", NODE_CORES_ARGV, parse_node_cores, old.node_cores),
-        )
-        self._bounds_at = now
-        return self._read_reservations()
-
-    def _read_reservations(self) -> bool:
-        """The reservations into the bounds; False (logged, the last known kept) when unreadable."""
-        fresh = self._read("reservations", RESERVATIONS_ARGV, parse_reservations, None)
-        if fresh is not None:
-            self._bounds = dataclasses.replace(self._bounds, reservations=fresh)
-        return fresh is not None
-
-    def _read(self, what: str, argv: tuple[str, ...], parse: Callable[[str], T], last: U) -> T | U:
-        """``parse`` of ``argv``'s output, or ``last`` (logged) when the command fails."""
-        done = self._run(argv)
-        if done.returncode != 0:
-            log.warning("could not read %s: %.200s", what, done.stderr.strip())
-            return last
-        return parse(done.stdout)
