@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.api import predictor_pb2 as pb
-from slurm_harp.server.daemon import STOP_MARGIN_S
+from slurm_harp.server.listeners import STOP_MARGIN_S
 from tests.integration.h2_peer import (
     DATA,
     END_HEADERS,

@@ -8,17 +8,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent import futures
 from dataclasses import replace
 from pathlib import Path
 from wsgiref.simple_server import WSGIServer
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
-from prometheus_client import CollectorRegistry, start_http_server
+from grpc_health.v1 import health, health_pb2
+from prometheus_client import CollectorRegistry
 
-from slurm_harp.config import ConfigError, Settings, load, socket_gid
+from slurm_harp.config import ConfigError, Settings, load
 from slurm_harp.config.start_only import daemon_part
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.predictor import HistorySource, Predictor
@@ -27,19 +25,13 @@ from slurm_harp.heartbeat import HeartbeatFile
 from slurm_harp.model.store import ModelStore
 from slurm_harp.server.advice_socket import serve_advice
 from slurm_harp.server.history_feed import HistoryFeed
+from slurm_harp.server.listeners import STOP_MARGIN_S, grpc_server, metrics_server, unix_server
 from slurm_harp.server.outcome_metrics import OutcomeMetrics
 from slurm_harp.server.peer_relay import PeerRelay
 from slurm_harp.server.reloader import reload_models, store_fingerprint
-from slurm_harp.server.service import PREDICT, SERVICE, PredictorService
+from slurm_harp.server.service import SERVICE, PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
-from slurm_harp.server.socket_path import (
-    DaemonError,
-    claim_socket,
-    make_socket_dir,
-    secure_socket,
-    umask_at_least,
-)
-from slurm_harp.server.unary_lane import UnaryLane
+from slurm_harp.server.socket_path import DaemonError
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = SERVICE
@@ -48,17 +40,6 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 # How long start() waits for the job history to be seeded before serving anyway (users whose
 # history is not loaded yet are cold: annotated, not rewritten).
 HISTORY_SEED_WAIT_S = 60.0
-# How long past its grace a server's stop is waited for. grpcio's stop(grace) cuts off the calls still
-# open at the grace, but completes only once every connection has taken what was written to it: a
-# client that stops reading its answers (300 Predict calls on one connection are enough) held the
-# stop, in the lane as in the pool, for as long as it kept the connection open (for ever, in the
-# audit). Past this the server is given up: harp serve removes the socket and exits.
-STOP_MARGIN_S = 3.0
-# Why grpcio may not bind an address of each key (it says only "Failed to bind").
-UNBOUND = {
-    "server.tcp": "its port in use, or its host not one of this machine's",
-    "server.socket": "its directory not writable by this user, or a path over 107 bytes",
-}
 
 
 class StuckServer(RuntimeError):
@@ -125,7 +106,7 @@ class Daemon:
             if cfg.tcp:  # a server of its own, so that the socket can be bound again alone
                 self._tcp = self._start_server(cfg.tcp, "server.tcp")
             if cfg.metrics_port is not None:
-                self._metrics = self._serve_metrics(cfg.metrics_address, cfg.metrics_port)
+                self._metrics = metrics_server(cfg.metrics_address, cfg.metrics_port, self.registry)
             log.info("listening on unix:%s%s", cfg.socket, f" and {cfg.tcp}" if cfg.tcp else "")
             if self.settings.advice.socket is not None:
                 self._advice, self._relay = serve_advice(self.settings.advice.socket, lambda: self.settings)
@@ -142,69 +123,13 @@ class Daemon:
         self._set_health(SERVING)
 
     def _start_server(self, address: str, key: str) -> grpc.Server:
-        """A started gRPC server on ``address``: Predict (in the lane unless configured off),
-        health and reflection. DaemonError naming ``key`` (the setting) when it cannot bind."""
-        cfg = self.settings.server
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="harp-rpc"),
-            options=[("grpc.so_reuseport", 0)],
-        )
+        """A started gRPC server on ``address`` (listeners.grpc_server); DaemonError naming ``key``."""
         service = PredictorService(self.predictor, self.metrics)
-        lane = UnaryLane.attach(server, PREDICT, service.answer, service.count) if cfg.predict_lane else None
-        # Registered in both: grpc core routes Predict to the lane when it has one.
-        server.add_generic_rpc_handlers((service.handler(),))
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection(
-            (
-                SERVICE_NAME,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ),
-            server,
-        )
-        try:
-            bound = server.add_insecure_port(address)
-        except RuntimeError:
-            bound = 0  # grpcio raises where its older releases returned 0
-        if not bound:
-            raise DaemonError(f"{key}: cannot listen on {address} ({UNBOUND[key]})")
-        server.start()
-        if lane is not None:
-            lane.start()
-        return server
+        return grpc_server(address, key, self.settings.server, service, self.health)
 
     def _serve_unix(self, sock: Path) -> grpc.Server:
-        """Bind ``sock`` with its configured group and mode, or raise DaemonError and leave no
-        socket: grpcio creates it 0777 less the umask, which SlurmUser's group may not connect to. It
-        binds under a umask of 077, so that until its mode is set no one else can connect (with a
-        umask of 0 anyone could, and a connection made then stays open after the chmod)."""
-        try:
-            gid = socket_gid(self.settings)  # first: a group gone since start binds nothing
-        except ConfigError as exc:
-            raise DaemonError(str(exc)) from None
-        make_socket_dir(sock.parent)
-        claim_socket(sock)
-        with umask_at_least(0o077):
-            server = self._start_server(f"unix:{sock}", "server.socket")
-        try:
-            self._socket_id = secure_socket(sock, gid, self.settings.server.socket_mode)
-        except (OSError, DaemonError) as exc:
-            server.stop(0).wait(STOP_MARGIN_S)  # grpcio unlinks the path as it stops
-            with contextlib.suppress(FileNotFoundError):
-                sock.unlink()
-            if isinstance(exc, DaemonError):
-                raise
-            raise DaemonError(f"cannot give {sock} its group and mode: {exc}") from None
-        return server
-
-    def _serve_metrics(self, address: str, port: int) -> WSGIServer:
-        """The Prometheus endpoint, or DaemonError naming the key and the address."""
-        try:
-            server, _thread = start_http_server(port, addr=address, registry=self.registry)
-        except OSError as exc:
-            raise DaemonError(
-                f"server.metrics_port: cannot serve metrics on {address}:{port}: {exc.strerror or exc}"
-            ) from None
+        """The server on ``sock``, with its group and mode (listeners.unix_server)."""
+        server, self._socket_id = unix_server(sock, self.settings, self._start_server)
         return server
 
     def check_socket(self) -> None:
