@@ -3,7 +3,7 @@
 -- CPUs kept or rounded per task, memory rounded per CPU), that line would announce a change not made,
 -- so it is written here from what was applied.
 
-local floor, type = math.floor, type
+local floor, type, select = math.floor, type, select
 local find, gsub, match, sub, format = string.find, string.gsub, string.match, string.sub, string.format
 local concat = table.concat
 
@@ -43,21 +43,28 @@ end
 --   kept     {at, why}: CPUs kept at `at` against a decision below them, `why` (": ...", " (...)" or nil)
 --   extended minutes: harp guard extends the job up to this limit, its user's own (extend, time_min)
 -- `daemon`: the daemon's cleaned line, whose closing parenthesis, what the values rest on
--- ("(90% of similar past jobs finished within it)"), is kept. nil when nothing was done.
+-- ("(90% of similar past jobs finished within it)"), is kept; where it gives each target's cut its
+-- own (a calibrated time cut beside a quantile's memory cut), each part keeps its target's. nil when
+-- nothing was done.
 function M.written(applied, daemon)
   local basis = daemon and match(daemon, "( %([^()]*%))%.?%s*$") or ""
+  local each = daemon and select(2, gsub(daemon, "%(", "")) > 1
+  local function why(word)  -- the daemon's reason for its cut of `word`, where it gives each its own
+    local own = each and match(daemon, word .. " from [^,()]* (%([^()]*%))")
+    return own and " " .. own or ""
+  end
   local lowered, parts = {}, {}
   local t, m, c = applied.time, applied.memory, applied.cpus
-  if t then lowered[#lowered + 1] = format("time from %s to %s", clock(t[1]), clock(t[2])) end
+  if t then lowered[#lowered + 1] = format("time from %s to %s", clock(t[1]), clock(t[2])) .. why("time") end
   if m and not m[3] and m[2] < m[1] then
-    lowered[#lowered + 1] = format("memory from %.0f MB to %.0f MB", m[1], m[2])
+    lowered[#lowered + 1] = format("memory from %.0f MB to %.0f MB", m[1], m[2]) .. why("memory")
   elseif m and m[3] and m[5] < m[4] then
     local per_node = format("from %s MB to %s MB per node", mb(m[4]), mb(m[5]))
     if m[2] < m[1] then per_node = format("from %.0f MB to %.0f MB per CPU and ", m[1], m[2]) .. per_node end
-    lowered[#lowered + 1] = "memory " .. per_node
+    lowered[#lowered + 1] = "memory " .. per_node .. why("memory")
   end
-  if c then lowered[#lowered + 1] = format("CPUs from %.0f to %.0f", c[1], c[2]) end
-  if #lowered > 0 then parts[1] = "lowered " .. concat(lowered, ", ") .. basis end
+  if c then lowered[#lowered + 1] = format("CPUs from %.0f to %.0f", c[1], c[2]) .. why("cpus") end
+  if #lowered > 0 then parts[1] = "lowered " .. concat(lowered, ", ") .. (each and "" or basis) end
   if applied.time_min then parts[#parts + 1] = "time_min set to " .. clock(applied.time_min) .. basis end
   if #parts == 0 then return nil end
   local kept = applied.kept

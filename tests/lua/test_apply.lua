@@ -1,6 +1,7 @@
 local T = ...
 local apply = require "harp.apply"
 local tag = require "harp.tag"
+local notice = require "harp.notice"
 
 local TIME, MEMORY, CPUS = 1, 2, 3
 local ANNOTATE, REWRITE = 1, 2
@@ -744,6 +745,25 @@ T.test("user message rules", function()
   T.eq(plan.message, nil, "blank")
   plan = run(T.job_desc(), decision({}, {user_message = "info\nwith\1controls"}))
   T.eq(plan.message, "info with controls", "sanitised informational message")
+end)
+
+T.test("a line the plugin writes keeps each cut's own reason where the daemon gives each its own", function()
+  -- The daemon credits each cut to the rule that made it when the rules differ (a calibrated time cut,
+  -- a quantile's memory cut); the line the plugin wrote took the last reason for the whole line.
+  local cal, q90 = "(calibrated on similar past jobs)", "(90% of similar past jobs finished within it)"
+  local jd = T.job_desc {num_tasks = 3, cpus_per_task = 5, min_cpus = 15, max_nodes = 1, min_mem_per_node = T.NIL,
+    min_mem_per_cpu = 6000, time_limit = 600}
+  local plan = run(jd, decision({{target = TIME, action = REWRITE, new_value = 40},
+    {target = MEMORY, action = REWRITE, new_value = 35999}}, {user_message = "harp: lowered time from 10:00:00 to "
+    .. "00:40:00 " .. cal .. ", memory from 90000 MB to 35999 MB " .. q90 .. ".",
+    annotation = "harp:rewrite,t!=40,t0=600,m!=35999,m0=90000,v=x"}))  -- memory rounded per CPU: written here
+  T.eq(plan.message, "harp: lowered time from 10:00:00 to 00:40:00 " .. cal .. ", memory from 6000 MB to 2400 MB "
+    .. "per CPU and from 90000 MB to 36000 MB per node " .. q90 .. ".", "each its own")
+  T.eq(notice.written({time = {600, 40}}, "harp: lowered time from 10:00:00 to 00:40:00 " .. q90
+    .. ", memory from 64000 MB to 2000 MB " .. cal .. "."), "harp: lowered time from 10:00:00 to 00:40:00 " .. q90
+    .. ".", "only the time cut made: its own reason")
+  T.eq(notice.written({time = {600, 40}}, "harp: lowered time from 10:00:00 to 00:40:00, memory from 64000 MB to "
+    .. "2000 MB " .. q90 .. "."), "harp: lowered time from 10:00:00 to 00:40:00 " .. q90 .. ".", "one reason for all")
 end)
 
 T.test("apply never raises a limit (exhaustive small grid)", function()

@@ -191,10 +191,12 @@ def test_the_users_line_says_each_value_whole_and_each_cut_by_its_own_rule() -> 
     assert user_message_for(request, Mode.REWRITE, [memory]) == (
         "harp: lowered memory from 1536000 MB to 1234567 MB (90% of similar past jobs finished within it)."
     )
-    high = replace(memory, quantile=0.995)
-    assert "(99.5% of similar past jobs finished within it)" in user_message_for(
-        request, Mode.REWRITE, [high]
-    )
+    for quantile, said in ((0.995, "99.5%"), (0.99995, "99.99%"), (0.29, "29%")):
+        high = replace(memory, quantile=quantile)
+        assert f"({said} of similar past jobs finished" in user_message_for(request, Mode.REWRITE, [high])
+    averaged = JobRequest(user_name="alice", mem_per_cpu_mb=1000, min_cpus=4, min_nodes=3)
+    cut = TargetDecision(Target.MEMORY, Action.REWRITE, predicted=900.0, new_value=1000, model_version="m@1")
+    assert "memory from 1333.33 MB to 1000 MB" in user_message_for(averaged, Mode.REWRITE, [cut])
     assert user_message_for(request, Mode.REWRITE, [time, memory]) == (
         "harp: lowered time from 10:00:00 to 00:40:00 (calibrated on similar past jobs), memory from "
         "1536000 MB to 1234567 MB (90% of similar past jobs finished within it)."

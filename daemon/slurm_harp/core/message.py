@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -30,15 +31,17 @@ def format_minutes(minutes: float) -> str:
 def _describe(target: Target, value: float) -> str:
     if target is Target.TIME:
         return format_minutes(value)
-    # Whole numbers whole ("g" gave a terabyte node's 1234567 MB as 1.23457e+06), a fraction kept.
-    return f"{value:.16g} {_UNIT[target]}"
+    # Whole numbers whole ("g" gave a terabyte node's 1234567 MB as 1.23457e+06); a per-node average
+    # of a job on several nodes to the hundredth, as the plugin writes it (notice.lua).
+    return f"{round(value, 2):.16g} {_UNIT[target]}"
 
 
 def _basis(quantile: float | None) -> str:
     """Why a cut, by the rule that made it: a quantile as a percentage (0.995 is 99.5%, not 100%)."""
     if quantile is None:
         return "calibrated on similar past jobs"
-    return f"{quantile * 100:.4g}% of similar past jobs finished within it"
+    # Hundredths of a per cent, rounded down: 0.99995 is no "100%" either.
+    return f"{math.floor(round(quantile * 10000, 6)) / 100:g}% of similar past jobs finished within it"
 
 
 def user_message_for(

@@ -208,6 +208,9 @@ class LoweredLimits:
             prior.highest = max(prior.highest, limit)
         elif _late(prior.raised_from, limit, job.elapsed_s):
             # The own limit stays (t0 its cap): the job is extended only when due, never back at once.
+            # The landed limit is the job's from now on: kept as the highest, a drop to it read as a
+            # lowering once the window closed, before the job fell due under it.
+            prior.highest = limit
             if limit < was:
                 log.info(
                     "job %s: limit %d -> %d min, above the %s min before its latest raise: taken for "
