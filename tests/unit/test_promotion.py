@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -335,6 +336,39 @@ def test_sweep_removes_stale_new_files_of_current_and_verdicts_only(tmp_path: Pa
     assert sorted(removed) == sorted(str(p.relative_to(target_dir)) for p in stale)
     assert not any(p.exists() for p in stale)
     assert fresh.exists() and directory.is_dir() and all(p.exists() for p in kept)
+
+
+def test_sweep_passes_over_what_vanishes_or_cannot_be_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by a review: sweep lstat()ed every entry, so a rollback's .CURRENT- file renamed into
+    place between the listing and the lstat (or a version it could not list) raised out of it, and
+    the night's training of the target stopped there."""
+    store = ModelStore(tmp_path)
+    target_dir = store.target_dir(Target.TIME)
+    version = target_dir / "20261201T020000.000000Z"
+    version.mkdir(parents=True)
+    gone, stale = target_dir / ".CURRENT-0123456789ab", target_dir / ".CURRENT-ba9876543210"
+    for path in (gone, stale):
+        path.write_bytes(b"x\n")
+    old = time.time() - STALE_TEMP_S - 60
+    os.utime(stale, (old, old))
+    real_lstat, real_iterdir = Path.lstat, Path.iterdir
+
+    def vanishing(path: Path) -> os.stat_result:
+        if path == gone:
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_lstat(path)
+
+    def unlistable(path: Path) -> Iterator[Path]:
+        if path == version:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_iterdir(path)
+
+    monkeypatch.setattr(Path, "lstat", vanishing)
+    monkeypatch.setattr(Path, "iterdir", unlistable)
+    assert sweep(store, Target.TIME) == [stale.name]
+    assert f"cannot list {version} for leftovers: [Errno 13] Permission denied" in caplog.text
 
 
 def test_a_verdict_that_cannot_be_written_leaves_no_unjudged_version(

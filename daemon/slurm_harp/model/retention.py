@@ -83,7 +83,8 @@ def sweep(store: ModelStore, target: Target, now: float | None = None) -> list[s
     now = time.time() if now is None else now
     removed = []
     for path in _leftovers(target_dir):
-        if now - path.lstat().st_mtime <= STALE_TEMP_S:  # a link's own age: its target is not the store's
+        st = _lstat(path)  # a link's own age: its target is not the store's
+        if st is None or now - st.st_mtime <= STALE_TEMP_S:
             continue
         if _remove(path):
             log.info("removed %s left by an interrupted publish, prune or replacement", path)
@@ -97,22 +98,41 @@ def sweep(store: ModelStore, target: Target, now: float | None = None) -> list[s
 
 
 def _leftovers(target_dir: Path) -> list[Path]:
-    """sweep's candidates, known by name and kind (lstat: no link is followed)."""
+    """sweep's candidates, known by name, then kind (lstat: no link is followed). An entry gone
+    meanwhile (a rollback's CURRENT renamed into place) or a version that cannot be listed is passed
+    over: a sweep never stops the training it runs before."""
     found = []
     for path in target_dir.iterdir():
-        kind = stat.S_IFMT(path.lstat().st_mode)
-        if path.name.startswith((".tmp-", ".trash-")):
-            if kind in (stat.S_IFDIR, stat.S_IFLNK):
+        name = path.name
+        if name.startswith((".tmp-", ".trash-")):
+            if _kind(path) in (stat.S_IFDIR, stat.S_IFLNK):
                 found.append(path)
-        elif _REPLACED.fullmatch(path.name) and path.name.startswith(".CURRENT-"):
-            if kind in (stat.S_IFREG, stat.S_IFLNK):
+        elif _REPLACED.fullmatch(name) and name.startswith(".CURRENT-"):
+            if _kind(path) in (stat.S_IFREG, stat.S_IFLNK):
                 found.append(path)
-        elif kind == stat.S_IFDIR and VERSION_NAME.fullmatch(path.name):
-            for inner in path.iterdir():
+        elif VERSION_NAME.fullmatch(name) and _kind(path) == stat.S_IFDIR:
+            try:
+                inside = list(path.iterdir())
+            except OSError as exc:
+                log.warning("cannot list %s for leftovers: %s", path, exc)
+                continue
+            for inner in inside:
                 named = _REPLACED.fullmatch(inner.name) and inner.name.startswith(".promotion.json-")
-                if named and stat.S_IFMT(inner.lstat().st_mode) in (stat.S_IFREG, stat.S_IFLNK):
+                if named and _kind(inner) in (stat.S_IFREG, stat.S_IFLNK):
                     found.append(inner)
     return found
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return path.lstat()
+    except OSError:
+        return None
+
+
+def _kind(path: Path) -> int | None:
+    st = _lstat(path)
+    return None if st is None else stat.S_IFMT(st.st_mode)
 
 
 def _remove(path: Path) -> bool:
