@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import logging
 import os
 import sys
+from typing import TextIO
 
 from slurm_harp import __version__
 from slurm_harp.server import grpc_core
@@ -39,8 +41,17 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    _escape_undecodable(sys.stdout)
     code: int = args.func(args)
     return code
+
+
+def _escape_undecodable(stream: TextIO) -> None:
+    """A file name that is not UTF-8 (its bytes held as surrogates) printed as logging prints it
+    on stderr, ``\\udcff`` (commands.terminal's escape), not a UnicodeEncodeError after the work
+    is done: under a UTF-8 locale stdout's errors are "strict"."""
+    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+        stream.reconfigure(errors="backslashreplace")
 
 
 if __name__ == "__main__":
