@@ -43,9 +43,7 @@ def run(args: argparse.Namespace) -> int:
     registry = CollectorRegistry()
     guard = Guard(settings.guard, run_command, GuardMetrics(registry), history=history_of(settings))
     if args.once:
-        report = guard.poll()
-        guard.close()
-        return 0 if report is not None and report.good else 1
+        return _once(guard)
     if settings.guard.metrics_port is not None:
         start_http_server(settings.guard.metrics_port, addr=settings.guard.metrics_address, registry=registry)
     with SignalWait() as signals:
@@ -68,6 +66,20 @@ def run(args: argparse.Namespace) -> int:
         guard.close()
     log.info("stopped")
     return 0
+
+
+def _once(guard: Guard) -> int:
+    """--once: 0 for a good poll (its heartbeat written); 1 otherwise, an OSError that escapes the
+    poll or the save said on one line (the loop logs it and polls on)."""
+    try:
+        try:
+            report = guard.poll()
+        finally:
+            guard.close()  # what it saw, for the next guard, whatever the poll did
+    except OSError as exc:
+        log.error("poll failed: %s", exc)
+        return 1
+    return 0 if report is not None and report.good else 1
 
 
 def reload(path: str, guard: Guard, started: Settings) -> None:
