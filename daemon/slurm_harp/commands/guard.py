@@ -41,11 +41,11 @@ def run(args: argparse.Namespace) -> int:
     if settings is None:
         return 2
     registry = CollectorRegistry()
+    if not args.once and not _serve_metrics(settings, registry):
+        return 1
     guard = Guard(settings.guard, run_command, GuardMetrics(registry), history=history_of(settings))
     if args.once:
         return _once(guard)
-    if settings.guard.metrics_port is not None:
-        start_http_server(settings.guard.metrics_port, addr=settings.guard.metrics_address, registry=registry)
     with SignalWait() as signals:
         log.info(
             "guarding shortened jobs: poll %g s, lead %g s, heartbeat %s, extension %s",
@@ -66,6 +66,25 @@ def run(args: argparse.Namespace) -> int:
         guard.close()
     log.info("stopped")
     return 0
+
+
+def _serve_metrics(settings: Settings, registry: CollectorRegistry) -> bool:
+    """Start the Prometheus endpoint if one is configured; False, said on one line naming the key
+    and the address (as `harp serve` says its own), when it cannot be bound (a port in use)."""
+    port, address = settings.guard.metrics_port, settings.guard.metrics_address
+    if port is None:
+        return True
+    try:
+        start_http_server(port, addr=address, registry=registry)
+    except OSError as exc:
+        log.error(
+            "not starting: guard.metrics_port: cannot serve metrics on %s:%d: %s",
+            address,
+            port,
+            exc.strerror or exc,
+        )
+        return False
+    return True
 
 
 def _once(guard: Guard) -> int:
