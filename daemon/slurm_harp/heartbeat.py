@@ -22,6 +22,7 @@ file they keep fresh, and jobs would be shortened with no guard to extend them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
@@ -47,17 +48,27 @@ class HeartbeatFile:
         self._untrusted_logged: str | None = None  # the problem last logged (said once)
 
     def beat(self) -> None:
-        """Refresh the heartbeat (atomic replace, readable by the daemon's user)."""
+        """Refresh the heartbeat (atomic replace, readable by the daemon's user). On any failure the
+        temporary file is removed again: one left per failed poll (a directory at the heartbeat's
+        path) was 17,000 a day at the default poll. An OSError names the heartbeat, not the
+        temporary file, whose name changes at each poll (guard.pulse says a problem once)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".heartbeat.")
         try:
-            os.write(fd, f"{self._clock():.3f}\n".encode())
-            os.fchmod(fd, 0o644)
-        finally:
-            os.close(fd)
-        now = self._clock()
-        os.utime(tmp, (now, now))
-        os.replace(tmp, self.path)
+            try:
+                os.write(fd, f"{self._clock():.3f}\n".encode())
+                os.fchmod(fd, 0o644)
+            finally:
+                os.close(fd)
+            now = self._clock()
+            os.utime(tmp, (now, now))
+            os.replace(tmp, self.path)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(exc, OSError) and exc.errno is not None:
+                raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+            raise
 
     def age(self) -> float | None:
         """Seconds since the last beat, or None when there has been none."""

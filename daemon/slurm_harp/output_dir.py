@@ -32,6 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
+from slurm_harp.core.text import question_marks
 from slurm_harp.state_dir import replace_at
 
 REPORT_MODE = 0o644  # reports and plots: an admin shares them
@@ -94,8 +95,10 @@ class OutputDir:
         return self.path / name
 
     def write_text(self, name: str, text: str) -> Path:
-        """Write ``name`` as a new file renamed into place (``state_dir.replace_at``); its path."""
-        return self._write(name, text.encode("utf-8"))
+        """Write ``name`` as a new file renamed into place (``state_dir.replace_at``); its path.
+        The text as UTF-8, each byte of a name that was not (a trace's or the configuration's file
+        name, held as a surrogate) written as "?" by core.text's rule."""
+        return self._write(name, question_marks(text).encode("utf-8", errors="replace"))
 
     def write_png(self, name: str, figure: Figure) -> Path:
         """``write_text`` for a figure drawn as PNG."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.cli import main
-from tests.conftest import BUNDLED_TRACE
+from tests.conftest import BUNDLED_TRACE, not_a_file
 
 
 def test_demo_trains_serves_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -35,3 +35,13 @@ def test_demo_names_an_unreadable_trace(tmp_path: Path, caplog: pytest.LogCaptur
     assert f"cannot read {bad}" in caplog.text
     # The demo quiets slurm_harp's INFO lines while it runs, not after.
     assert logging.getLogger("slurm_harp").level == logging.NOTSET
+
+
+@pytest.mark.timeout(10)  # open() of a FIFO waited for a writer: the test fails, not hangs
+@pytest.mark.parametrize("kind", ["FIFO", "directory"])
+def test_demo_refuses_a_trace_that_is_no_regular_file(
+    kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    said = not_a_file(tmp_path / "trace.swf", kind)
+    assert main(["demo", "--trace", str(tmp_path / "trace.swf")]) == 2
+    assert f"cannot read {tmp_path / 'trace.swf'}: {tmp_path / 'trace.swf'} is {said}" in caplog.text

@@ -98,6 +98,30 @@ def test_a_link_swapped_in_while_computing_gets_nothing(
 
 
 @pytest.mark.parametrize("command", ["report", "evaluate", "simulate"])
+def test_input_names_not_utf8_are_written_with_question_marks(command: str, tmp_path: Path) -> None:
+    """A trace, a job store's directory or a configuration named in bytes that are not UTF-8 (held
+    as surrogates) ended each command in a traceback after all its work: UTF-8 of the page, the
+    table or a plot's title (matplotlib draws no surrogate), or the store's URI (urllib's quote).
+    Each such byte is "?" in what is written, core.text's rule."""
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/\xfd"))
+    odd.mkdir()
+    if command == "report":
+        config = odd / os.fsdecode(b"\xfe.toml")
+        config.write_text("")
+        store = job_store(odd)
+        argv = ["report", "--db", str(store), "--since", "2026-09-21", "--config", str(config)]
+    else:
+        trace = odd / os.fsdecode(b"\xff.swf.gz")
+        trace.symlink_to(BUNDLED_TRACE)
+        argv = [str(trace) if a == str(BUNDLED_TRACE) else a for a in argv_of(command, tmp_path)]
+    out = tmp_path / "out"
+    assert main([*argv, "--out", str(out)]) == 0
+    written = {"report": "index.html", "evaluate": "?.md", "simulate": "?-easy.md"}[command]
+    text = (out / written).read_text(encoding="utf-8")  # strict: no byte of the names' own
+    assert ("?/?.toml" if command == "report" else "?") in text
+
+
+@pytest.mark.parametrize("command", ["report", "evaluate", "simulate"])
 def test_another_users_link_above_out_is_refused(
     command: str,
     tmp_path: Path,

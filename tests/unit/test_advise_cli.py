@@ -8,18 +8,21 @@ from pathlib import Path
 
 import pytest
 
+from slurm_harp import regular_file
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.recommend import Ask, advise
+from slurm_harp.advice.script import MAX_SCAN, script_signature
 from slurm_harp.advice.tariff import Prices, Tariff
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.cli import build_parser, main
+from slurm_harp.commands import advise as advise_command
 from slurm_harp.commands.advise import SOCKET_ENV, advice_socket, build_request, minutes, render
 from slurm_harp.config import DEFAULT_ADVICE_SOCKET
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.server.advice_service import advice_to_proto
 from slurm_harp.server.convert import request_to_proto
-from tests.conftest import REPO
+from tests.conftest import REPO, not_a_file
 from tests.unit.test_arguments import usage_error
 
 
@@ -194,3 +197,43 @@ def test_a_huge_count_in_the_script_is_refused_with_its_line(
     assert main(["advise", "--script", str(script)]) == 2
     err = capsys.readouterr().err
     assert "harp advise: script line 3: --cpus-per-task=99999999999999999999: more than Slurm allows" in err
+
+
+@pytest.mark.timeout(10)  # open() of a FIFO waited for a writer: the test fails, not hangs
+@pytest.mark.parametrize("kind", ["FIFO", "socket", "directory"])
+def test_a_script_that_is_no_regular_file_is_refused_at_once(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--script FIFO` hung for good; `--script /dev/zero` read until a MemoryError traceback."""
+    said = not_a_file(tmp_path / "job.sh", kind)
+    assert main(["advise", "--script", str(tmp_path / "job.sh")]) == 2
+    assert f"harp advise: {tmp_path / 'job.sh'} is {said}" in capsys.readouterr().err
+    assert main(["advise", "--script", "/dev/zero"]) == 2
+    assert "harp advise: /dev/zero is a character device, not a regular file" in capsys.readouterr().err
+
+
+def test_only_what_the_signature_can_use_of_a_huge_script_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The script was read whole (a 2 GB one into memory) though its signature stops at MAX_SCAN
+    bytes; a header going on past them is refused, as a directive there would be missed or cut."""
+    script = tmp_path / "job.sh"
+    body = "#!/bin/sh\n#SBATCH -J big --time=90\nsrun work\n" + "x" * (8 * MAX_SCAN)
+    script.write_text(body)
+    read: list[int] = []
+    reading = regular_file.read_regular
+
+    def counted(path: Path, *, size: int) -> bytes:
+        data = reading(path, size=size)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(advise_command, "read_regular", counted)
+    request = build_request(args("--script", str(script)))
+    assert request.job.job_name == "big" and request.job.time_limit_minutes == 90
+    assert request.job.script_signature == script_signature(body)  # the same as the whole script's
+    assert read == [MAX_SCAN + 1]
+    script.write_text("#!/bin/sh\n" + "#SBATCH --comment=padding\n" * (MAX_SCAN // 20) + "#SBATCH -t 5\n")
+    assert main(["advise", "--script", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert f"{script}: its #SBATCH header goes on past the first {MAX_SCAN} bytes, all harp reads" in err

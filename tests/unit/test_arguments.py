@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,21 @@ def test_numeric_options_refuse_what_is_no_number_of_theirs(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert message in usage_error(argv, capsys)
+
+
+def test_an_unknown_log_level_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--log-level garbage` ended every command in logging's ValueError traceback."""
+    said = usage_error(["--log-level", "garbage", "models", "--store", "/nonexistent"], capsys)
+    assert "argument --log-level: not a log level: 'garbage' (one of DEBUG, INFO, WARNING" in said
+
+
+def test_an_unknown_harp_log_level_is_named_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo in a unit's Environment=HARP_LOG_LEVEL= was a traceback at each start (a restart
+    loop); it is one line naming the variable, exit 2. --log-level overrides it, in any case."""
+    monkeypatch.setenv("HARP_LOG_LEVEL", "verbose")
+    assert main(["models", "--store", str(tmp_path)]) == 2
+    levels = "DEBUG, INFO, WARNING, ERROR, CRITICAL"
+    assert capsys.readouterr().err == f"harp: $HARP_LOG_LEVEL: not a log level: 'verbose' (one of {levels})\n"
+    assert main(["--log-level", "Warning", "models", "--store", str(tmp_path)]) == 0

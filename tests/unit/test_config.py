@@ -311,6 +311,20 @@ def test_check_config_checks_the_socket_group(
     assert said in capsys.readouterr().out + caplog.text
 
 
+def test_check_config_refuses_a_directory_as_the_guard_s_heartbeat(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The guard could never replace it: each poll failed, and left a temporary file beside it."""
+    path = tmp_path / "harp.toml"
+    (tmp_path / "hb").mkdir()
+    path.write_text(f'[guard]\nheartbeat = "{tmp_path / "hb"}"\n')
+    assert main(["check-config", str(path)]) == 2
+    assert (
+        f"{path}: guard.heartbeat: {tmp_path / 'hb'} is a directory, not the file the guard writes"
+        in caplog.text
+    )
+
+
 def test_the_shipped_example_config_is_valid() -> None:
     from tests.conftest import REPO
 

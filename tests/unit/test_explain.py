@@ -3,14 +3,17 @@ sacct is faked at the subprocess boundary; the model is a real one from the stor
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from slurm_harp.accounting import sacct_runner
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.accounting.sacct_runner import SACCT_FIELDS
+from slurm_harp.cli import main
 from slurm_harp.commands.explain import explain
 from slurm_harp.config import parse
 from slurm_harp.core.job import JobRecord
@@ -175,3 +178,28 @@ def test_an_older_job_with_the_same_id_is_in_the_users_history(trained_store: Pa
     text = explain("4242", settings, runner)  # type: ignore[arg-type]
     assert "q0.9 prediction for this job:" in text
     assert "no job ended in the history window" not in text
+
+
+def test_a_damaged_history_db_or_a_sacct_that_times_out_is_one_line(
+    trained_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both ended `harp explain` in a traceback (sqlite3.DatabaseError, subprocess.TimeoutExpired):
+    only OSError, RuntimeError and ValueError were caught."""
+    db = tmp_path / "jobs.sqlite"
+    db.write_bytes(b"this is not sqlite at all" * 200)
+    config = tmp_path / "harp.toml"
+    config.write_text(f'[store]\npath = "{trained_store}"\n[history]\ndb = "{db}"\n')
+    version = ModelStore(trained_store).current_version(Target.TIME)
+    _, runner = sacct_with(f"harp:shadow,t=30,v={version}")
+    monkeypatch.setattr(sacct_runner, "run_sacct", runner)
+    assert main(["explain", "4242", "--config", str(config)]) == 1
+    assert capsys.readouterr().out.startswith(
+        f"harp explain: the job store {db} is damaged or no SQLite database (file is not a database)"
+    )
+
+    def hung(argv: Sequence[str]) -> str:
+        raise subprocess.TimeoutExpired(list(argv), 600)
+
+    monkeypatch.setattr(sacct_runner, "run_sacct", hung)
+    assert main(["explain", "4242", "--config", str(config)]) == 1
+    assert capsys.readouterr().out == "harp explain: sacct did not answer within 600 s\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.commands import guard as guard_command
+from slurm_harp.guard.loop import Guard
 from tests.unit.test_guard import NOW, FakeSlurm, line, make_guard
 
 DUE = "harp:extend,t!=10,t0=600,v=x"
@@ -63,3 +64,39 @@ def test_guard_once_exits_1_when_the_heartbeat_cannot_be_written(
     monkeypatch.setattr(guard_command, "run_command", slurm)
     assert guard_command.run(argparse.Namespace(config=str(config), once=True)) == 1
     assert slurm.updates == [("1", 11)]
+
+
+def test_a_directory_at_the_heartbeat_leaves_no_temporary_file_and_once_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each beat's temporary file was left when the rename failed: 17,000 `.heartbeat.*` a day
+    beside a directory at the heartbeat's path, at the default poll."""
+    (tmp_path / "hb").mkdir()
+    config = tmp_path / "harp.toml"
+    config.write_text(f'[guard]\nheartbeat = "{tmp_path / "hb"}"\nstate = "{tmp_path / "limits.json"}"\n')
+    monkeypatch.setattr(guard_command, "run_command", FakeSlurm([line("1", "10:00", "9:00", DUE)]))
+    for _ in range(3):
+        assert guard_command.run(argparse.Namespace(config=str(config), once=True)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["harp.toml", "hb", "limits.json"]
+    assert (
+        f"heartbeat {tmp_path / 'hb'} not written ([Errno 21] Is a directory: '{tmp_path / 'hb'}')"
+        in caplog.text
+    )
+
+
+def test_an_oserror_out_of_a_once_poll_is_one_line_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before guard.pulse caught a heartbeat's OSError, `harp guard --once` with a directory at the
+    heartbeat's path ended in an IsADirectoryError traceback; any other such error is said too."""
+    config = tmp_path / "harp.toml"
+    config.write_text(f'[guard]\nheartbeat = "{tmp_path / "hb"}"\nstate = "{tmp_path / "limits.json"}"\n')
+    closed: list[bool] = []
+
+    def failing(_guard: Guard) -> None:
+        raise IsADirectoryError(21, "Is a directory", str(tmp_path / "hb"))
+
+    monkeypatch.setattr(Guard, "poll", failing)
+    monkeypatch.setattr(Guard, "close", lambda _guard: closed.append(True))
+    assert guard_command.run(argparse.Namespace(config=str(config), once=True)) == 1
+    assert f"poll failed: [Errno 21] Is a directory: '{tmp_path / 'hb'}'" in caplog.text and closed == [True]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 from pathlib import Path
 
 import pytest
@@ -35,3 +36,23 @@ def test_the_guard_s_signal_handlers_take_no_lock(tmp_path: Path, monkeypatch: p
         assert guard_command.run(argparse.Namespace(config=str(config), once=False)) == 0
     assert list(probed) == [signal.SIGHUP, signal.SIGTERM] and closed == [True]
     assert {sig: locking(calls) for sig, calls in probed.items()} == {signal.SIGHUP: [], signal.SIGTERM: []}
+
+
+def test_a_metrics_port_in_use_is_one_line_and_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """start_http_server's OSError ended `harp guard` in a traceback; it is said as `harp serve`
+    says its own server.metrics_port, before the guard is made or polls."""
+    monkeypatch.setattr(Guard, "poll", lambda _guard: pytest.fail("polled"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "harp.toml"
+        files = f'heartbeat = "{tmp_path / "hb"}"\nstate = "{tmp_path / "limits.json"}"\n'
+        config.write_text(f'[guard]\n{files}metrics_port = {port}\nmetrics_address = "127.0.0.1"\n')
+        assert guard_command.run(argparse.Namespace(config=str(config), once=False)) == 1
+    said = (
+        f"not starting: guard.metrics_port: cannot serve metrics on 127.0.0.1:{port}: Address already in use"
+    )
+    assert said in caplog.text

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -689,6 +690,25 @@ def test_a_delimiter_a_user_could_guess_is_refused(
     assert "--delimiter: must be the random string of at least 8 characters" in usage_error(
         [command, "--delimiter", delimiter, *source], capsys
     )
+
+
+def test_file_and_source_names_not_utf8_are_stored_with_question_marks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file named b"\\xff.txt" (or --source-name b"\\xfe") ended the import in a
+    UnicodeEncodeError: SQLite stores no surrogate, and the files after it were not imported. Its
+    source key is "?" now (core.text's rule, as MariaDB stores such a byte of a job's name), said so,
+    and the name is printed escaped, not a UnicodeEncodeError of a strict stdout."""
+    odd, plain = tmp_path / os.fsdecode(b"\xff.txt"), tmp_path / "plain.txt"
+    odd.write_text(SACCT_TEXT)
+    plain.write_text(SACCT_TEXT)
+    db = tmp_path / "jobs.sqlite"
+    assert main(["import", "--db", str(db), str(odd), str(plain)]) == 0
+    assert "\\udcff.txt -> ?: 18 lines, 7 jobs" in capsys.readouterr().out
+    assert "source name '\\udcff' is not UTF-8: its jobs are stored under '?'" in caplog.text
+    assert main(["import", "--db", str(db), "--source-name", os.fsdecode(b"a\xfe"), str(plain)]) == 0
+    with JobStore(db, readonly=True) as s:
+        assert s.sources() == ["?", "a?", "plain"] and s.count() == 21
 
 
 def test_import_names_a_damaged_or_locked_store_not_the_file(

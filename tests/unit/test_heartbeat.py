@@ -223,3 +223,14 @@ def test_a_heartbeat_made_safe_again_counts_again(
     with caplog.at_level(logging.INFO):
         assert heartbeat.alive()
     assert f"heartbeat {heartbeat.path}: trusted again" in caplog.text
+
+
+def test_a_beat_that_fails_leaves_no_temporary_file(tmp_path: Path, clock: Clock) -> None:
+    """mkstemp's file was left when the rename (or anything after mkstemp) failed. The error names
+    the heartbeat, not that file: the guard says a problem once, until its text changes."""
+    (tmp_path / "hb").mkdir()
+    for _ in range(2):
+        with pytest.raises(IsADirectoryError) as raised:
+            HeartbeatFile(tmp_path / "hb", 30.0, clock).beat()
+        assert str(raised.value) == f"[Errno 21] Is a directory: '{tmp_path / 'hb'}'"
+    assert [p.name for p in tmp_path.iterdir()] == ["hb"]

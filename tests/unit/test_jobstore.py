@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -316,6 +317,17 @@ def test_readonly_store_reads_and_never_writes(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.OperationalError):
         JobStore(tmp_path / "absent.sqlite", readonly=True)
     assert not (tmp_path / "absent.sqlite").exists()
+
+
+def test_a_store_whose_path_is_not_utf8_opens_read_only(tmp_path: Path) -> None:
+    """Its URI was quoted from the path as text: urllib raised UnicodeEncodeError on a surrogate
+    (`harp report --db` under a directory named b"\\xfd" ended in a traceback)."""
+    path = Path(os.fsdecode(bytes(tmp_path) + b"/\xfd %3F?#")) / "jobs.sqlite"
+    path.parent.mkdir()
+    with JobStore(path) as writer:
+        writer.upsert([_job("1", 100)], "sacct")
+    with JobStore(path, readonly=True) as reader:
+        assert [r.job_id for r in reader.records()] == ["1"]
 
 
 @pytest.mark.parametrize("readonly", [True, False], ids=["reader", "harvester"])

@@ -135,6 +135,19 @@ def test_rollback_with_nothing_older_fails(tmp_path: Path) -> None:
     assert main(["rollback", "--store", str(tmp_path)]) == 1
 
 
+@pytest.mark.parametrize("command", ["models", "rollback"])
+def test_a_store_that_is_no_directory_is_said_exit_2(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A mistyped --store or $HARP_STORE listed "no model" for each target with exit 0; a rollback
+    made the directory (for its lock) before finding nothing to roll back to."""
+    (tmp_path / "file").write_text("")
+    for store in (tmp_path / "absent", tmp_path / "file"):
+        assert main([command, "--store", str(store)]) == 2
+        assert f"no model store at {store}" in caplog.text and "no model\n" not in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
 def test_prune_keeps_the_newest_and_the_serving_version(tmp_path: Path) -> None:
     store = ModelStore(tmp_path)
     versions = publish(store, 5)

@@ -19,6 +19,7 @@ a number by hand) and says so in one warning naming the first such row and colum
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import time
 import urllib.parse
@@ -93,7 +94,8 @@ class JobStore:
         # the store itself.
         refuse_non_regular(self.path)
         if readonly:
-            uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro"
+            # The path's bytes, quoted: a name that is not UTF-8 (held as surrogates) is no str to quote.
+            uri = f"file:{urllib.parse.quote(os.fsencode(self.path.absolute()))}?mode=ro"
             self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=LOCK_WAIT_S)
         else:
             # Made here, not by SQLite, for its mode and owner; SQLite gives the -wal and -shm files

@@ -24,7 +24,7 @@ import grpc
 from google.protobuf import json_format
 
 from slurm_harp.advice.gpu_memory import STAGES, STATE_BYTES
-from slurm_harp.advice.script import MAX_COUNT, parse_script
+from slurm_harp.advice.script import MAX_COUNT, MAX_SCAN, parse_script
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from slurm_harp.commands.arguments import count_to, positive
@@ -32,6 +32,7 @@ from slurm_harp.commands.terminal import printable, printable_lines
 from slurm_harp.config import DEFAULT_ADVICE_SOCKET, DEFAULT_PATH, ConfigError, load
 from slurm_harp.core.request import JobRequest
 from slurm_harp.core.text import bounded_text
+from slurm_harp.regular_file import read_regular
 from slurm_harp.server.convert import request_to_proto
 from slurm_harp.slurm_formats import OutOfRange, parse_time_limit
 
@@ -123,12 +124,29 @@ def advice_socket(given: Path | None) -> Path:
     return DEFAULT_ADVICE_SOCKET
 
 
+def read_script(path: Path) -> str:
+    """The script's first MAX_SCAN + 1 bytes (all its signature can use) if it is a regular file
+    (regular_file: a FIFO, a device or a directory is refused, never waited on nor read without
+    end); OSError as open() or read() raise it. ValueError when its header (the #SBATCH lines and
+    comments before the first command) is not over within them: a directive past them, or cut by
+    them, would be missed or misread."""
+    data = read_regular(path, size=MAX_SCAN + 1)
+    text = data.decode("utf-8", errors="surrogateescape")
+    if len(data) > MAX_SCAN and all(
+        not line.strip() or line.lstrip().startswith("#") for line in text.split("\n")
+    ):
+        raise ValueError(
+            f"{path}: its #SBATCH header goes on past the first {MAX_SCAN} bytes, all harp reads"
+        )
+    return text
+
+
 def build_request(args: argparse.Namespace) -> pb.AdviceRequest:
     """The AdviceRequest of the options; ValueError for a bad script."""
     job = JobRequest()
     training = None
     if args.script is not None:
-        parsed = parse_script(args.script.read_text(errors="surrogateescape"))
+        parsed = parse_script(read_script(args.script))
         job, training = parsed.request, parsed.training
     if args.name is not None:
         job = _with(job, job_name=args.name)

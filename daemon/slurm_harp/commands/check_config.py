@@ -44,5 +44,12 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         log.error("%s", exc)
         return 2
+    if settings.guard.heartbeat.is_dir():  # no beat could replace it: every poll would fail
+        log.error(
+            "%s: guard.heartbeat: %s is a directory, not the file the guard writes",
+            args.file,
+            settings.guard.heartbeat,
+        )
+        return 2
     print(f"{args.file}: ok (policy mode {settings.policy.default_mode.value})")
     return 0

@@ -29,6 +29,7 @@ from slurm_harp.config import parse
 from slurm_harp.core.history import HistoryIndex
 from slurm_harp.core.message import format_minutes
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.regular_file import refuse_non_regular
 from slurm_harp.server.convert import request_to_proto
 from slurm_harp.server.daemon import Daemon
 
@@ -96,6 +97,7 @@ def bundled_trace() -> Path:
 def _demo(args: argparse.Namespace) -> int:
     trace = Path(args.trace) if args.trace else bundled_trace()
     try:
+        refuse_non_regular(trace)  # a FIFO would be waited on for good, a device read without end
         records, past, future = split_trace(trace, args.holdout)
     except (OSError, ValueError) as exc:
         log.error("cannot read %s: %s", trace, exc)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
-from slurm_harp.commands.arguments import count, fraction, rate, seed, writing_out
+from slurm_harp.commands.arguments import count, fraction, name_text, rate, seed, writing_out
 from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES, trees
 from slurm_harp.commands.publication import trainable
 from slurm_harp.config import REFIT
@@ -100,10 +100,11 @@ def _fractions(text: str) -> tuple[float, float]:
 
 
 def trace_name(source: str) -> str:
+    """The trace's file name without its suffixes, as text (``name_text``: a plot's title)."""
     name = Path(source).name
     for suffix in (".gz", ".swf", ".csv", ".txt", ".sqlite", ".db"):
         name = name.removesuffix(suffix)
-    return name or "jobs"
+    return name_text(name) or "jobs"
 
 
 def _read(args: argparse.Namespace) -> list[JobRecord]:

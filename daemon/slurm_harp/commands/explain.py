@@ -13,12 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sqlite3
+import subprocess
 from pathlib import Path
 
 import numpy as np
 
 from slurm_harp.accounting import sacct_runner
-from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.jobstore import JobStore, store_error
 from slurm_harp.accounting.sacct_runner import SacctRunner
 from slurm_harp.commands.arguments import config_option, settings_at
 from slurm_harp.commands.terminal import printable, printable_lines
@@ -52,6 +54,12 @@ def run(args: argparse.Namespace) -> int:
         text = explain(args.job_id, settings, sacct_runner.run_sacct)
     except (OSError, RuntimeError, ValueError) as exc:
         print(printable(f"harp explain: {exc}"))
+        return 1
+    except subprocess.TimeoutExpired as exc:
+        print(f"harp explain: sacct did not answer within {exc.timeout:g} s")
+        return 1
+    except sqlite3.Error as exc:  # the [history] db's, read for the user's history at submit time
+        print(printable(f"harp explain: {store_error(settings.history.db or '', exc)[0]}"))
         return 1
     print(text)
     return 0

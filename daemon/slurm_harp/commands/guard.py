@@ -41,13 +41,11 @@ def run(args: argparse.Namespace) -> int:
     if settings is None:
         return 2
     registry = CollectorRegistry()
+    if not args.once and not _serve_metrics(settings, registry):
+        return 1
     guard = Guard(settings.guard, run_command, GuardMetrics(registry), history=history_of(settings))
     if args.once:
-        report = guard.poll()
-        guard.close()
-        return 0 if report is not None and report.good else 1
-    if settings.guard.metrics_port is not None:
-        start_http_server(settings.guard.metrics_port, addr=settings.guard.metrics_address, registry=registry)
+        return _once(guard)
     with SignalWait() as signals:
         log.info(
             "guarding shortened jobs: poll %g s, lead %g s, heartbeat %s, extension %s",
@@ -68,6 +66,39 @@ def run(args: argparse.Namespace) -> int:
         guard.close()
     log.info("stopped")
     return 0
+
+
+def _serve_metrics(settings: Settings, registry: CollectorRegistry) -> bool:
+    """Start the Prometheus endpoint if one is configured; False, said on one line naming the key
+    and the address (as `harp serve` says its own), when it cannot be bound (a port in use)."""
+    port, address = settings.guard.metrics_port, settings.guard.metrics_address
+    if port is None:
+        return True
+    try:
+        start_http_server(port, addr=address, registry=registry)
+    except OSError as exc:
+        log.error(
+            "not starting: guard.metrics_port: cannot serve metrics on %s:%d: %s",
+            address,
+            port,
+            exc.strerror or exc,
+        )
+        return False
+    return True
+
+
+def _once(guard: Guard) -> int:
+    """--once: 0 for a good poll (its heartbeat written); 1 otherwise, an OSError that escapes the
+    poll or the save said on one line (the loop logs it and polls on)."""
+    try:
+        try:
+            report = guard.poll()
+        finally:
+            guard.close()  # what it saw, for the next guard, whatever the poll did
+    except OSError as exc:
+        log.error("poll failed: %s", exc)
+        return 1
+    return 0 if report is not None and report.good else 1
 
 
 def reload(path: str, guard: Guard, started: Settings) -> None:

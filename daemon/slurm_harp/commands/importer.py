@@ -9,7 +9,7 @@ from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, load_records
 from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, store_error
-from slurm_harp.commands.arguments import delimiter_option, warn_if_guessable
+from slurm_harp.commands.arguments import delimiter_option, name_text, warn_if_guessable
 from slurm_harp.commands.harvest import default_db
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,16 @@ def source_name(path: str | Path) -> str:
     return stem or name
 
 
+def storable(name: str) -> str:
+    """``name`` as the store can key it: each byte of a file name or --source-name that is not
+    UTF-8 (held as a surrogate, which SQLite cannot store as text) as "?", core.text's rule, said
+    in a warning."""
+    key = name_text(name)
+    if key != name:
+        log.warning("source name %r is not UTF-8: its jobs are stored under %r", name, key)
+    return key
+
+
 def run(args: argparse.Namespace) -> int:
     missing = [s for s in args.sources if not Path(s).is_file()]
     if missing:
@@ -68,7 +78,7 @@ def _import_all(store: JobStore, sources: list[str], forced_name: str | None, de
     """Import every file; True if any could not be read (the others are still imported)."""
     failed = False
     for path in sources:
-        name = forced_name or source_name(path)
+        name = storable(forced_name or source_name(path))
         stats = ReadStats(source=path)
         warn_if_guessable(path, delimiter)
         try:

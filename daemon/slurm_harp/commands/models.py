@@ -79,8 +79,20 @@ def _current(store: ModelStore, target: Target, versions: list[str]) -> str | No
     return current.names
 
 
+def store_at(path: str) -> ModelStore | None:
+    """The model store at ``path``; None, said, when no directory is there: a mistyped --store or
+    $HARP_STORE listed "no model" for every target with exit 0, and a rollback made the directory
+    for its lock before it found nothing to roll back to."""
+    if not os.path.isdir(path):
+        log.error("no model store at %s", path)
+        return None
+    return ModelStore(path)
+
+
 def list_models(args: argparse.Namespace) -> int:
-    store = ModelStore(args.store)
+    store = store_at(args.store)
+    if store is None:
+        return 2
     targets = [Target(args.target)] if args.target else list(Target)
     for target in targets:
         versions = store.versions(target)
@@ -98,7 +110,9 @@ def list_models(args: argparse.Namespace) -> int:
 def rollback(args: argparse.Namespace) -> int:
     """Under the store's writer lock: a nightly promoting meanwhile would move CURRENT again, from
     a champion it read before the rollback, and its prune judge what to keep from that too."""
-    store = ModelStore(args.store)
+    store = store_at(args.store)
+    if store is None:
+        return 2
     with contextlib.ExitStack() as held:
         if not args.force:
             try:
