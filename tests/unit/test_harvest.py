@@ -681,6 +681,16 @@ def test_train_reads_saved_text_with_its_random_delimiter(
     assert f"{plain}: saved sacct text split by its header's delimiter" in caplog.text
 
 
+def test_train_refuses_a_delimiter_it_would_not_use(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Given with --db or --source sacct, --delimiter was ignored without a word."""
+    sep = "\x1f9b2c4e7a0d13f5c8\x1f"
+    db = tmp_path / "jobs.sqlite"
+    JobStore(db).close()
+    for source in (["--db", str(db)], ["--source", "sacct"]):
+        assert main(["train", *source, "--delimiter", sep, "--store", str(tmp_path / "m")]) == 2
+    assert "--delimiter is for a saved sacct text file given to --source, not sacct" in caplog.text
+
+
 @pytest.mark.parametrize("delimiter", ["|", "\x1f", "#::#", "short\nline"])
 @pytest.mark.parametrize("command", ["import", "train"])
 def test_a_delimiter_a_user_could_guess_is_refused(

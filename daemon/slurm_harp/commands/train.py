@@ -186,6 +186,9 @@ def run(args: argparse.Namespace) -> int:
     if bool(args.source) == bool(args.db):
         log.error("give exactly one of --source or --db")
         return 2
+    if args.delimiter is not None and (args.db or args.source == "sacct"):
+        log.error("--delimiter is for a saved sacct text file given to --source, not %s", args.db or "sacct")
+        return 2
     origin = args.db or args.source
     if origin != "sacct" and not Path(origin).is_file():
         log.error("%s: no such file", origin)
