@@ -104,7 +104,7 @@ function M.plan(job_desc, decision, submit_uid, max_time)
 
   local comment = get("admin_comment")
   local base = tag.strip_forged(comment, submit_uid)
-  if base then note("stripped user-supplied harp tokens") end
+  if base then note(tag.stripped_what(comment)) end
   base = base or comment
   local ann = decision.annotation
   if ann ~= nil and ann ~= "" and not tag.valid(ann, decision.mode) then

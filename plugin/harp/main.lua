@@ -67,12 +67,13 @@ end
 local function strip_forged(job_desc, submit_uid)
   local cleaned = tag.strip_forged(job_desc.admin_comment, submit_uid)
   if not cleaned then return end
+  local what = tag.stripped_what(job_desc.admin_comment)
   local ok, err = apply.commit(job_desc, {changes = {{"admin_comment", job_desc.admin_comment, cleaned}}})
-  local whose = " from admin_comment (" .. who(job_desc.user_name, job_desc.name) .. ")"
+  local whose = " (admin_comment of " .. who(job_desc.user_name, job_desc.name) .. ")"
   if ok then
-    log.info("stripped user-supplied harp tokens" .. whose)
+    log.info(what .. whose)
   else
-    log.error("could not strip user-supplied harp tokens" .. whose .. ": " .. tostring(err))
+    log.error("could not clean admin_comment, " .. what .. whose .. ": " .. tostring(err))
   end
 end
 

@@ -37,6 +37,12 @@ function M.opted_out(comment)
   return false
 end
 
+-- What strip_forged did to a comment, for the log: the harp tokens dropped, or only its lines joined.
+function M.stripped_what(comment)
+  if find(comment, "harp[:=]") then return "stripped user-supplied harp tokens" end
+  return "joined a multi-line admin_comment on one line"
+end
+
 -- admin_comment without harp tokens and on one line (tokens joined by spaces), or nil when it has
 -- neither. Slurm lets only its admins set admin_comment at submission; they are not root, and
 -- another job_submit plugin may write there too.

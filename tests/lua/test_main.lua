@@ -211,7 +211,7 @@ T.test("a strip that cannot be written is logged as an error", function()
   local store = T.job_desc {admin_comment = "harp:t=1 mine"}
   local jd = failing_setter(store, function(k, v) return k == "admin_comment" and v == "mine" end)
   T.eq(main.submit(jd, 1000), "unavailable", "status")
-  T.ok(T.logged("error", "could not strip user-supplied harp tokens"), "logged")
+  T.ok(T.logged("error", "could not clean admin_comment, stripped user-supplied harp tokens"), "logged")
   T.ok(not T.logged("info", "stripped user-supplied"), "not claimed")
 end)
 

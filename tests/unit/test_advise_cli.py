@@ -16,7 +16,8 @@ from slurm_harp.advice.tariff import Prices, Tariff
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.cli import build_parser, main
 from slurm_harp.commands import advise as advise_command
-from slurm_harp.commands.advise import SOCKET_ENV, advice_socket, build_request, minutes, render
+from slurm_harp.commands.advice_table import render
+from slurm_harp.commands.advise import SOCKET_ENV, advice_socket, build_request, minutes
 from slurm_harp.config import DEFAULT_ADVICE_SOCKET
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest

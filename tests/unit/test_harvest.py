@@ -624,6 +624,20 @@ def test_import_reports_missing_and_unreadable_files(tmp_path: Path) -> None:
     assert main(["import", "--db", str(db), str(junk)]) == 1
 
 
+def test_import_of_a_file_whose_every_line_is_bad_exits_1(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Random bytes named .swf read as so many bad lines and no job: the import said so in its count
+    and exited 0, as if the file had been read."""
+    db, noise = tmp_path / "jobs.sqlite", tmp_path / "noise.swf"
+    noise.write_bytes(bytes(range(256)) * 40)
+    assert main(["import", "--db", str(db), str(noise)]) == 1
+    assert f"{noise}: no job read, every line bad" in caplog.text
+    comments = tmp_path / "empty.swf"
+    comments.write_text("; MaxProcs: 8\n")
+    assert main(["import", "--db", str(db), str(comments)]) == 0  # no job, but no bad line either
+
+
 def test_import_of_saved_text_forges_no_job_and_says_what_it_did_not_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -641,7 +655,7 @@ def test_import_of_saved_text_forges_no_job_and_says_what_it_did_not_read(
     sep = "\x1f9b2c4e7a0d13f5c8\x1f"
     random.write_text(header.replace("|", sep) + "\n" + sep.join(rows[name] for name in SACCT_FIELDS) + "\n")
     db = tmp_path / "jobs.sqlite"
-    assert main(["import", "--db", str(db), str(saved)]) == 0
+    assert main(["import", "--db", str(db), str(saved)]) == 1  # no job read: said, exit 1
     assert "saved.txt -> saved: 2 lines, 0 jobs, 2 bad lines" in capsys.readouterr().out
     assert "saved.txt:2: 26 fields, header has 27: a row split over lines" in caplog.text
     assert main(["import", "--db", str(db), "--delimiter", sep, str(random)]) == 0

@@ -104,4 +104,7 @@ def _import_all(store: JobStore, sources: list[str], forced_name: str | None, de
             f"{path} -> {name}: {stats.lines} lines, {len(records)} jobs, {stats.bad_lines} bad lines, "
             f"{stats.skipped} skipped, {result.inserted} new, {result.updated} updated"
         )
+        if not records and stats.bad_lines:  # a file of another format, or damaged: said, exit 1
+            log.error("%s: no job read, every line bad: not the format its name says?", path)
+            failed = True
     return failed
