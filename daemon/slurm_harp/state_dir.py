@@ -11,11 +11,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 from pathlib import Path
 
 DIR_MODE = 0o750
 FILE_MODE = 0o640
+# Random bytes in the name of replace_at's hidden new file (hex: twice as many characters).
+_NEW_FILE_BYTES = 6
 
 
 def adopt(path: Path) -> None:
@@ -116,11 +119,17 @@ def replace_at(directory: int, name: str, data: bytes, mode: int) -> None:
     os.fsync(directory)
 
 
+def is_new_file_of(entry: str, name: str) -> bool:
+    """Whether ``entry`` is named as the hidden new file ``replace_at`` makes for ``name`` (one its
+    writer, killed, never renamed into place)."""
+    return re.fullmatch(rf"\.{re.escape(name)}-[0-9a-f]{{{2 * _NEW_FILE_BYTES}}}", entry) is not None
+
+
 def _new_file(directory: int, name: str) -> tuple[int, str]:
     """A new empty file of an unforeseeable hidden name beside ``name`` (as mkstemp, by descriptor)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(100):
-        tmp = f".{name}-{secrets.token_hex(6)}"
+        tmp = f".{name}-{secrets.token_hex(_NEW_FILE_BYTES)}"
         try:
             return os.open(tmp, flags, 0o600, dir_fd=directory), tmp
         except FileExistsError:

@@ -103,8 +103,8 @@ function M.plan(job_desc, decision, submit_uid, max_time)
   end
 
   local comment = get("admin_comment")
-  local base = tag.strip_forged(comment, submit_uid)
-  if base then note(tag.stripped_what(comment)) end
+  local base, stripped = tag.strip_forged(comment, submit_uid)
+  if base then note(stripped) end
   base = base or comment
   local ann = decision.annotation
   if ann ~= nil and ann ~= "" and not tag.valid(ann, decision.mode) then

@@ -65,9 +65,8 @@ end
 
 -- Users may not bring their own harp tokens: the guard trusts the harp: tags in admin_comment.
 local function strip_forged(job_desc, submit_uid)
-  local cleaned = tag.strip_forged(job_desc.admin_comment, submit_uid)
+  local cleaned, what = tag.strip_forged(job_desc.admin_comment, submit_uid)
   if not cleaned then return end
-  local what = tag.stripped_what(job_desc.admin_comment)
   local ok, err = apply.commit(job_desc, {changes = {{"admin_comment", job_desc.admin_comment, cleaned}}})
   local whose = " (admin_comment of " .. who(job_desc.user_name, job_desc.name) .. ")"
   if ok then

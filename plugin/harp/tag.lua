@@ -37,25 +37,20 @@ function M.opted_out(comment)
   return false
 end
 
--- What strip_forged did to a comment, for the log: the harp tokens dropped, or only its lines joined.
-function M.stripped_what(comment)
-  if find(comment, "harp[:=]") then return "stripped user-supplied harp tokens" end
-  return "joined a multi-line admin_comment on one line"
-end
-
--- admin_comment without harp tokens and on one line (tokens joined by spaces), or nil when it has
--- neither. Slurm lets only its admins set admin_comment at submission; they are not root, and
--- another job_submit plugin may write there too.
+-- admin_comment without harp tokens and on one line (tokens joined by spaces), and what was done,
+-- for the log; nil when it has neither. Slurm lets only its admins set admin_comment at submission;
+-- they are not root, and another job_submit plugin may write there too.
 function M.strip_forged(comment, submit_uid)
   if submit_uid == 0 or type(comment) ~= "string" then return nil end
   local broken = find(comment, "[\r\n]") ~= nil
   if not broken and not find(comment, "harp[:=]") then return nil end
-  local kept, n, dropped = {}, 0, broken
+  local kept, n, stripped = {}, 0, false
   for tok in gmatch(comment, "%S+") do
-    if is_harp_token(tok) then dropped = true else n = n + 1; kept[n] = tok end
+    if is_harp_token(tok) then stripped = true else n = n + 1; kept[n] = tok end
   end
-  if not dropped then return nil end
-  return concat(kept, " ")
+  if stripped then return concat(kept, " "), "stripped user-supplied harp tokens" end
+  if broken then return concat(kept, " "), "joined a multi-line admin_comment on one line" end
+  return nil
 end
 
 -- A tag of the decision's own mode ("harp:<mode>,..."): the guard extends only jobs of its modes.

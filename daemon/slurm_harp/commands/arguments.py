@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -14,18 +13,11 @@ from typing import Any, TypeVar, overload
 
 from slurm_harp.config import DEFAULT_PATH, ConfigError, Settings, load
 from slurm_harp.core.policy import Policy
-from slurm_harp.core.text import decoded
 from slurm_harp.output_dir import ForeignLink, OutputDir
 
 log = logging.getLogger(__name__)
 
 Number = TypeVar("Number", int, float)
-
-
-def name_text(name: str) -> str:
-    """A file name (or a part of one) as text for a page, a plot or a store: each byte that is not
-    UTF-8, which Python holds as a surrogate no encoder or font takes, as "?" (core.text's rule)."""
-    return decoded(os.fsencode(name))
 
 
 def _whole_number(text: str) -> int:

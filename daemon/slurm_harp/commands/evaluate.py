@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
-from slurm_harp.commands.arguments import count, fraction, name_text, rate, seed, writing_out
+from slurm_harp.commands.arguments import count, fraction, rate, seed, writing_out
 from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES, trees
 from slurm_harp.commands.publication import trainable
 from slurm_harp.config import REFIT
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY
 from slurm_harp.output_dir import OutputDir
+from slurm_harp.simulation.trace import trace_name
 
 if TYPE_CHECKING:
     from slurm_harp.evaluation.report import Context
@@ -97,14 +98,6 @@ def _fractions(text: str) -> tuple[float, float]:
     if not (train > 0 and validation > 0 and train + validation < 1):  # NaN fails each test
         raise argparse.ArgumentTypeError(f"need train > 0, validation > 0, train + validation < 1: {text!r}")
     return train, validation
-
-
-def trace_name(source: str) -> str:
-    """The trace's file name without its suffixes, as text (``name_text``: a plot's title)."""
-    name = Path(source).name
-    for suffix in (".gz", ".swf", ".csv", ".txt", ".sqlite", ".db"):
-        name = name.removesuffix(suffix)
-    return name_text(name) or "jobs"
 
 
 def _read(args: argparse.Namespace) -> list[JobRecord]:

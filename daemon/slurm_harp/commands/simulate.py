@@ -4,7 +4,6 @@ waits, bounded slowdown, utilisation and kills (a table; with --out Markdown, JS
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import math
 import shlex
@@ -14,7 +13,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from slurm_harp.commands.arguments import count, fraction, name_text, policy_at, span, whole, writing_out
+from slurm_harp.commands.arguments import count, fraction, policy_at, span, whole, writing_out
 from slurm_harp.commands.predictions import fitted_predictions, read_predictions
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Policy
@@ -165,8 +164,6 @@ def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Pol
     show = args.progress or sys.stderr.isatty()
     try:
         jobs = load_workload(args.source, args.processors, db=args.db)
-        if (shown := name_text(jobs.name)) != jobs.name:  # a plot's title, no file name
-            jobs = dataclasses.replace(jobs, name=shown)
         if args.max_jobs:
             jobs = jobs.head(args.max_jobs)
         predictions: dict[str, list[float]] = {}

@@ -11,22 +11,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 import stat
 import time
 from pathlib import Path
 
 from slurm_harp.core.request import Target
-from slurm_harp.model.store import VERSION_NAME, ModelStore
+from slurm_harp.model.card import PROMOTION_FILE
+from slurm_harp.model.store import CURRENT_FILE, VERSION_NAME, ModelStore
+from slurm_harp.state_dir import is_new_file_of
 
 log = logging.getLogger(__name__)
 
 # A publish that crashed leaves its hidden temp directory; one this old is no longer being written.
 STALE_TEMP_S = 3600.0
-# What a process killed while it replaced CURRENT or a version's promotion.json leaves beside it
-# (state_dir.replace_at's hidden new file): nothing reads these, and nights of crashes piled them up.
-_REPLACED = re.compile(r"\.(CURRENT|promotion\.json)-[0-9a-f]{12}")
 
 
 def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
@@ -107,7 +105,9 @@ def _leftovers(target_dir: Path) -> list[Path]:
         if name.startswith((".tmp-", ".trash-")):
             if _kind(path) in (stat.S_IFDIR, stat.S_IFLNK):
                 found.append(path)
-        elif _REPLACED.fullmatch(name) and name.startswith(".CURRENT-"):
+        # What a process killed while it replaced CURRENT or a version's promotion.json leaves beside
+        # it: nothing reads these, and nights of crashes piled them up.
+        elif is_new_file_of(name, CURRENT_FILE):
             if _kind(path) in (stat.S_IFREG, stat.S_IFLNK):
                 found.append(path)
         elif VERSION_NAME.fullmatch(name) and _kind(path) == stat.S_IFDIR:
@@ -117,8 +117,10 @@ def _leftovers(target_dir: Path) -> list[Path]:
                 log.warning("cannot list %s for leftovers: %s", path, exc)
                 continue
             for inner in inside:
-                named = _REPLACED.fullmatch(inner.name) and inner.name.startswith(".promotion.json-")
-                if named and _kind(inner) in (stat.S_IFREG, stat.S_IFLNK):
+                if is_new_file_of(inner.name, PROMOTION_FILE) and _kind(inner) in (
+                    stat.S_IFREG,
+                    stat.S_IFLNK,
+                ):
                     found.append(inner)
     return found
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records, swf_processors
 from slurm_harp.core.message import as_submitted
+from slurm_harp.core.text import question_marks
 from slurm_harp.simulation.workload import Workload
 
 log = logging.getLogger(__name__)
@@ -47,13 +48,20 @@ def workload_from_records(records: list[JobRecord], processors: int | None, name
     return workload
 
 
+def trace_name(source: str | Path) -> str:
+    """The trace's file name without its suffixes, as text: each byte that is not UTF-8 (held as a
+    surrogate, which no encoder or font takes) as "?" (core.text's rule), for a plot's title, an
+    output's file name; "jobs" when nothing is left."""
+    name = Path(source).name
+    for suffix in (".gz", ".swf", ".csv", ".txt", ".sqlite", ".db"):
+        name = name.removesuffix(suffix)
+    return question_marks(name) or "jobs"
+
+
 def load_workload(source: str | Path, processors: int | None = None, *, db: bool = False) -> Workload:
     """Read an SWF (.swf/.swf.gz), Eagle CSV (.csv) or `sacct -P` text file, or with ``db`` the
     job store (SQLite); ``processors`` overrides the size an SWF header declares."""
     path = Path(source)
-    name = path.name
-    for suffix in (".gz", ".swf", ".csv", ".txt", ".sqlite", ".db"):
-        name = name.removesuffix(suffix)
     if db:
         from slurm_harp.accounting.jobstore import JobStore
 
@@ -63,4 +71,4 @@ def load_workload(source: str | Path, processors: int | None = None, *, db: bool
         stats = ReadStats(source=str(path))
         records = load_records(path, stats)
         log.info("%s", stats.summary())
-    return workload_from_records(records, processors or swf_processors(path), name=name or "jobs")
+    return workload_from_records(records, processors or swf_processors(path), name=trace_name(path))
