@@ -171,3 +171,20 @@ def test_a_trace_name_of_bad_tex_is_drawn_as_written(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main(["simulate", str(trace), "--max-jobs", "300", "--limits", "request", "--out", str(out)]) == 0
     assert (out / "tr$\\frac{a$-easy-waits.png").read_bytes()[:4] == b"\x89PNG"
+
+
+ALL_BAD = "; MaxProcs: 8\n1 0 0 100 2 -1 -1 2 600 -1 1 1 1 1 1 1 -1\n"  # a field short
+
+
+@pytest.mark.parametrize("content", ["", ALL_BAD], ids=["empty", "every-line-bad"])
+def test_a_trace_without_a_job_to_replay_is_refused_and_nothing_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: str
+) -> None:
+    """An empty trace, or one whose every line is bad, was "simulated": a table of NaN, exit 0, and
+    Markdown, JSON and plots written with the trace and its processors null."""
+    trace = tmp_path / "t.swf"
+    trace.write_text(content)
+    out = tmp_path / "out"
+    assert main(["simulate", str(trace), "--limits", "request", "--out", str(out)]) == 2
+    assert f"cannot simulate {trace}: no job to replay: 0 jobs read" in caplog.text
+    assert not out.exists() or not any(out.iterdir())

@@ -69,3 +69,14 @@ def test_a_job_running_past_the_time_min_it_started_with_still_holds_its_process
     sim = replay(4, [("X", 0, 100, 100, 3), ("H", 1, 50, 50, 4), ("A", 1, 500, 1000, 1)], [NAN, NAN, 10.0])
     started = {sim.workload.ids[job]: sim.started_at[job] for job in range(3)}
     assert started == {"X": 0.0, "A": 1.0, "H": 501.0}
+
+
+def test_a_job_whose_planned_end_is_now_and_still_runs_holds_its_processors() -> None:
+    """The same at the boundary: A (1 wide, time_min 60 s) backfills at 2 and runs 61 s; B arrives
+    at 62, exactly A's planned end, and the pass run then counted A's processor free at 62 while A
+    still held it: H (4 wide) started at 62 on 5 processors of 4. H starts when A ends, at 63."""
+    rows = [("X", 0, 50, 100, 3), ("H", 1, 10, 100, 4), ("A", 2, 61, 120, 1), ("B", 62, 5, 60, 1)]
+    sim = replay(4, rows, [NAN, NAN, 60.0, NAN])
+    started = {sim.workload.ids[job]: sim.started_at[job] for job in range(4)}
+    assert started["A"] == 2.0
+    assert started["H"] == 63.0

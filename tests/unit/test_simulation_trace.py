@@ -91,3 +91,9 @@ def test_a_job_that_asked_for_no_limit_is_marked_and_replayed_with_the_longest()
     assert list(jobs.ids) == ["2", "1"] and list(jobs.request) == [1800, 1800]
     assert jobs.no_request == {0}
     assert jobs.head(1).no_request == {0} and not jobs.head(0).no_request
+
+
+def test_records_of_which_none_can_be_replayed_are_refused_saying_why() -> None:
+    records = [JobRecord("1", JobRequest(time_limit_minutes=10, min_cpus=1), "COMPLETED", 300)]
+    with pytest.raises(ValueError, match=r"no job to replay: 1 jobs read \(1 with no submit time\)"):
+        workload_from_records(records, processors=4)

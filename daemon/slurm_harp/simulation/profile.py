@@ -21,9 +21,10 @@ class FreeProfile:
         times = [now]
         free = [free_now]
         for when, procs in sorted(releases):
-            # A running job past its planned end (one started with a time_min that nothing raised)
-            # still holds its processors now: they are free just after, never at ``now``.
-            at = when if when >= now else math.nextafter(now, math.inf)
+            # A running job at or past its planned end (one started with a time_min that nothing
+            # raised) still holds its processors now, its end not yet come (ends are handled before
+            # a pass at the same instant): they are free just after, never at ``now``.
+            at = when if when > now else math.nextafter(now, math.inf)
             if at == times[-1]:
                 free[-1] += procs
             else:

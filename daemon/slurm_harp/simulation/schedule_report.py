@@ -108,10 +108,10 @@ def finite(value: object) -> object:
 def document(runs: Sequence[Run], command: str | None = None) -> dict[str, object]:
     w = runs[0].result.workload if runs else None
     return {
-        "trace": w.name if w else None,
-        "jobs": len(w) if w else 0,
-        "processors": w.processors if w else None,
-        "dropped": dict(w.dropped) if w else {},
+        "trace": w.name if w is not None else None,
+        "jobs": len(w) if w is not None else 0,
+        "processors": w.processors if w is not None else None,
+        "dropped": dict(w.dropped) if w is not None else {},
         "command": command,
         "runs": [
             {
