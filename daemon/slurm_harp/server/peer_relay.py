@@ -184,27 +184,29 @@ class PeerRelay:
             self._refused += 1
             self._say_full(f"refused uid {peer.uid}")
             return
-        if reclaimed is not None:
-            reclaimed.end()
-            self._reclaimed += 1
-            self._say_full(
-                f"closed uid {reclaimed.uid}'s connection idle {reclaimed.idle_s():.0f} s for uid {peer.uid}"
-            )
-        inner = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # From here the slot and the token are taken: whatever fails (a pump thread that cannot
+        # start at a thread limit, say) gives them back, or the slot was lost for good and the
+        # other pump, if it started, waited on the barrier for ever.
+        done = threading.Barrier(2, action=lambda: self._close(token, relayed))
         try:
+            if reclaimed is not None:
+                reclaimed.end()
+                self._reclaimed += 1
+                idle, uid = reclaimed.idle_s(), reclaimed.uid
+                self._say_full(f"closed uid {uid}'s connection idle {idle:.0f} s for uid {peer.uid}")
+            relayed.inner = inner = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             inner.bind("\0" + PREFIX + token)
             inner.connect(str(self.inner))
-        except OSError:
-            inner.close()
+            conn.settimeout(self.idle_seconds)
+            for src, dst, name in ((conn, inner, "in"), (inner, conn, "out")):
+                threading.Thread(
+                    target=self._pump, args=(src, dst, relayed, done), name=f"harp-advice-{name}", daemon=True
+                ).start()
+        except BaseException:
+            relayed.end()  # a pump already started wakes, and passes the broken barrier
+            done.abort()
             self._close(token, relayed)
             raise
-        relayed.inner = inner
-        conn.settimeout(self.idle_seconds)
-        done = threading.Barrier(2, action=lambda: self._close(token, relayed))
-        for src, dst, name in ((conn, inner, "in"), (inner, conn, "out")):
-            threading.Thread(
-                target=self._pump, args=(src, dst, relayed, done), name=f"harp-advice-{name}", daemon=True
-            ).start()
 
     def _say_full(self, what: str) -> None:
         now = time.monotonic()
