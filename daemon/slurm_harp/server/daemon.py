@@ -98,7 +98,7 @@ class Daemon:
     def start(self) -> None:
         """Bind first (NOT_SERVING), then load models, then report SERVING. DaemonError when the
         socket cannot be taken (another daemon answers on it) or an address not bound; what was
-        bound by then is closed, and no socket left behind."""
+        bound by then is closed, and no socket left behind (whatever the error)."""
         cfg = self.settings.server
         self._set_health(NOT_SERVING)
         self._unix = self._serve_unix(cfg.socket)
@@ -110,7 +110,7 @@ class Daemon:
             log.info("listening on unix:%s%s", cfg.socket, f" and {cfg.tcp}" if cfg.tcp else "")
             if self.settings.advice.socket is not None:
                 self._advice, self._relay = serve_advice(self.settings.advice.socket, lambda: self.settings)
-        except DaemonError:
+        except BaseException:  # not only DaemonError: a socket left behind is taken for a live daemon's
             self._unbind(0)
             raise
         self.reload_models()
