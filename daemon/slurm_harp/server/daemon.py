@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health, health_pb2
@@ -26,6 +25,7 @@ from slurm_harp.model.store import ModelStore
 from slurm_harp.server.advice_socket import serve_advice
 from slurm_harp.server.history_feed import HistoryFeed
 from slurm_harp.server.listeners import STOP_MARGIN_S, grpc_server, metrics_server, unix_server
+from slurm_harp.server.metrics_http import MetricsServer
 from slurm_harp.server.outcome_metrics import OutcomeMetrics
 from slurm_harp.server.peer_relay import PeerRelay
 from slurm_harp.server.reloader import reload_models, store_fingerprint
@@ -88,7 +88,7 @@ class Daemon:
         self._unix: grpc.Server | None = None
         self._tcp: grpc.Server | None = None
         self._advice: grpc.Server | None = None
-        self._metrics: WSGIServer | None = None
+        self._metrics: MetricsServer | None = None
         self._relay: PeerRelay | None = None
         self._socket_id = (0, 0)  # (st_dev, st_ino) of the socket this daemon bound
         self._taken_over = False
@@ -255,6 +255,5 @@ class Daemon:
         self._unix = self._tcp = self._advice = None
         self._relay = None
         if self._metrics is not None:
-            self._metrics.shutdown()
-            self._metrics.server_close()
+            self._metrics.close()
             self._metrics = None
