@@ -17,6 +17,7 @@ import logging
 from slurm_harp.commands.arguments import settings_at
 from slurm_harp.config import ConfigError, check_host
 from slurm_harp.config.start_only import by_unit
+from slurm_harp.server.peer_relay import path_problem
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
             args.file,
             settings.guard.heartbeat,
         )
+        return 2
+    if (problem := path_problem(settings.advice.socket)) is not None:  # what `harp serve` refuses
+        log.error("%s: advice.socket: %s", args.file, problem)
         return 2
     print(f"{args.file}: ok (policy mode {settings.policy.default_mode.value})")
     return 0

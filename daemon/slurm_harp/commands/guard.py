@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from slurm_harp.accounting import extension_file
 from slurm_harp.commands.arguments import config_option, settings_at
@@ -21,6 +21,7 @@ from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.loop import Guard
 from slurm_harp.guard.slurm import run_command
+from slurm_harp.server.metrics_http import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def _serve_metrics(settings: Settings, registry: CollectorRegistry) -> bool:
     if port is None:
         return True
     try:
-        start_http_server(port, addr=address, registry=registry)
+        MetricsServer(address, port, registry)  # bounded: not prometheus_client's thread per connection
     except OSError as exc:
         log.error(
             "not starting: guard.metrics_port: cannot serve metrics on %s:%d: %s",

@@ -13,6 +13,7 @@ from slurm_harp.commands.signal_wait import SignalWait
 from slurm_harp.config import ConfigError, Settings, check_host
 from slurm_harp.server import heap
 from slurm_harp.server.daemon import Daemon, StuckServer
+from slurm_harp.server.peer_relay import path_problem
 from slurm_harp.server.socket_path import DaemonError
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,9 @@ def run(args: argparse.Namespace) -> int:
         check_host(settings)  # before anything is bound: an unknown group leaves no socket behind
     except ConfigError as exc:
         log.error("%s", exc)
+        return 2
+    if (problem := path_problem(settings.advice.socket)) is not None:  # as check-config says
+        log.error("%s: advice.socket: %s", args.config, problem)
         return 2
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     daemon = Daemon(settings, settle=heap.settle)

@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health, health_pb2
@@ -26,6 +25,7 @@ from slurm_harp.model.store import ModelStore
 from slurm_harp.server.advice_socket import serve_advice
 from slurm_harp.server.history_feed import HistoryFeed
 from slurm_harp.server.listeners import STOP_MARGIN_S, grpc_server, metrics_server, unix_server
+from slurm_harp.server.metrics_http import MetricsServer
 from slurm_harp.server.outcome_metrics import OutcomeMetrics
 from slurm_harp.server.peer_relay import PeerRelay
 from slurm_harp.server.reloader import reload_models, store_fingerprint
@@ -88,7 +88,7 @@ class Daemon:
         self._unix: grpc.Server | None = None
         self._tcp: grpc.Server | None = None
         self._advice: grpc.Server | None = None
-        self._metrics: WSGIServer | None = None
+        self._metrics: MetricsServer | None = None
         self._relay: PeerRelay | None = None
         self._socket_id = (0, 0)  # (st_dev, st_ino) of the socket this daemon bound
         self._taken_over = False
@@ -98,7 +98,7 @@ class Daemon:
     def start(self) -> None:
         """Bind first (NOT_SERVING), then load models, then report SERVING. DaemonError when the
         socket cannot be taken (another daemon answers on it) or an address not bound; what was
-        bound by then is closed, and no socket left behind."""
+        bound by then is closed, and no socket left behind (whatever the error)."""
         cfg = self.settings.server
         self._set_health(NOT_SERVING)
         self._unix = self._serve_unix(cfg.socket)
@@ -110,7 +110,7 @@ class Daemon:
             log.info("listening on unix:%s%s", cfg.socket, f" and {cfg.tcp}" if cfg.tcp else "")
             if self.settings.advice.socket is not None:
                 self._advice, self._relay = serve_advice(self.settings.advice.socket, lambda: self.settings)
-        except DaemonError:
+        except BaseException:  # not only DaemonError: a socket left behind is taken for a live daemon's
             self._unbind(0)
             raise
         self.reload_models()
@@ -255,6 +255,5 @@ class Daemon:
         self._unix = self._tcp = self._advice = None
         self._relay = None
         if self._metrics is not None:
-            self._metrics.shutdown()
-            self._metrics.server_close()
+            self._metrics.close()
             self._metrics = None

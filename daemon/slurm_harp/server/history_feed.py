@@ -10,16 +10,19 @@ Readers never wait for a rebuild. A store file replaced (a restored backup) is r
 whole; a removed one keeps the history known.
 
 Live features equal training features once every job that ended before a submission is in the
-store: history is as fresh as the harvester runs.
+store: history is as fresh as the harvester runs. A job whose end is still ahead of this host's
+clock (a controller clock that ran ahead) is held back until its end has passed, as training counts
+a job only for submissions after its end.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -40,6 +43,12 @@ MAX_KEYS = 1_000_000
 # Rows changed in place (the harvester completing a row it read half-filled) are taken in by a
 # rebuild, at most this often: a site whose rows change at every harvest is not rebuilt each time.
 REBUILD_AFTER_CHANGE_S = 3600
+# A job ending later than this past the feed's clock is held back until its end has passed. Added at
+# once, one row a year ahead moved its keys' 30-day horizon a year on: the account's and user's real
+# jobs were dropped as too old, and users with no recent job counted it and turned warm. The slack
+# lets the few seconds two hosts' clocks differ by pass.
+AHEAD_SLACK_S = 60
+AHEAD_LOG_S = 3600  # jobs held back are said at most this often (with their count), not one by one
 
 
 class HistoryFeed:
@@ -58,6 +67,8 @@ class HistoryFeed:
         self._position: Position | None = None  # the store's, at the last poll
         self._changed_in_place = False  # rows read before were changed since: rebuild when due
         self._rebuilt_at = -float("inf")
+        self._ahead: list[JobRecord] = []  # jobs ending after the clock (+ slack), by end
+        self._ahead_logged = -float("inf")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._missing_logged = False
@@ -196,8 +207,45 @@ class HistoryFeed:
             self._position = position
         if self._changed_in_place and now - self._rebuilt_at >= REBUILD_AFTER_CHANGE_S:
             self._rebuild(store, now, position)
+        self._release(now)
         self._index.expire(now)
         return changed
+
+    @property
+    def held_back(self) -> int:
+        """Jobs read whose end is still ahead of the clock: not counted yet."""
+        return len(self._ahead)
+
+    def _hold_ahead(self, records: list[JobRecord], now: int, ahead: list[JobRecord]) -> Iterator[JobRecord]:
+        """The first of ``records`` (sorted by end), those that may count at ``now``; the others go
+        to ``ahead``, said in one line at most every AHEAD_LOG_S. No copy: a rebuild's list is long."""
+        due = len(records)
+        while due and _end(records[due - 1]) > now + AHEAD_SLACK_S:
+            due -= 1
+        if due == len(records):
+            return iter(records)
+        later = records[due:]
+        ahead.extend(later)
+        ahead.sort(key=_end)
+        if now - self._ahead_logged >= AHEAD_LOG_S:
+            self._ahead_logged = now
+            log.warning(
+                "history: %d jobs in %s end after this host's clock (the latest %d s ahead: a clock "
+                "that ran ahead?); each counts once its end has passed",
+                len(later), self._db, _end(later[-1]) - now,
+            )  # fmt: skip
+        return itertools.islice(records, due)
+
+    def _release(self, now: int) -> None:
+        """Add the held-back jobs whose end has passed."""
+        due = 0
+        while due < len(self._ahead) and _end(self._ahead[due]) <= now + AHEAD_SLACK_S:
+            due += 1
+        if due:
+            for record in self._ahead[:due]:
+                self._index.add(record)
+            del self._ahead[:due]
+            log.debug("history: %d jobs held back counted, their end passed", due)
 
     def _add_new(self, store: JobStore, now: int, position: Position) -> bool:
         """Add the rows added since the last poll; False unless the store only grew by them, if at
@@ -214,8 +262,8 @@ class HistoryFeed:
                 fresh.append(record)
         if read != position.rows - known.rows:
             return False
-        fresh.sort(key=lambda r: r.end_time or 0)
-        for record in settling(fresh, self.settle):
+        fresh.sort(key=_end)
+        for record in settling(self._hold_ahead(fresh, now, self._ahead), self.settle):
             self._index.add(record)
         log.debug("history: %d new jobs, %d within the window", read, len(fresh))
         return True
@@ -223,13 +271,19 @@ class HistoryFeed:
     def _rebuild(self, store: JobStore, now: int, position: Position) -> None:
         first_end = now - self._settings.window_days * DAY_S
         jobs = list(settling(store.records(ended_since=first_end, upto_row=position.last_row), self.settle))
-        jobs.sort(key=lambda r: r.end_time or 0)
+        jobs.sort(key=_end)
         index = HistoryIndex(max_keys=MAX_KEYS)
-        for record in settling(jobs, self.settle):
+        ahead: list[JobRecord] = []
+        for record in settling(self._hold_ahead(jobs, now, ahead), self.settle):
             index.add(record)
         self._retired, self._index = self._index, index  # readers see the old index or the new one
+        self._ahead = ahead
         while jobs:  # the records too, a chunk at a time
             del jobs[-RECORDS_PER_SETTLE:]
         self.rebuilds += 1
         self._changed_in_place, self._rebuilt_at = False, now
         log.info("history: %d jobs from %s (%d keys)", index.added, self._db, len(index))
+
+
+def _end(record: JobRecord) -> int:
+    return record.end_time or 0

@@ -7,14 +7,14 @@ import contextlib
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
-from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from slurm_harp.config import ConfigError, ServerSettings, Settings, socket_gid
+from slurm_harp.server.metrics_http import MetricsServer
 from slurm_harp.server.service import PREDICT, SERVICE, PredictorService
 from slurm_harp.server.socket_path import (
     DaemonError,
@@ -99,12 +99,11 @@ def unix_server(
     return server, socket_id
 
 
-def metrics_server(address: str, port: int, registry: CollectorRegistry) -> WSGIServer:
-    """The Prometheus endpoint, or DaemonError naming the key and the address."""
+def metrics_server(address: str, port: int, registry: CollectorRegistry) -> MetricsServer:
+    """The Prometheus endpoint (metrics_http: bounded), or DaemonError naming the key and the address."""
     try:
-        server, _thread = start_http_server(port, addr=address, registry=registry)
+        return MetricsServer(address, port, registry)
     except OSError as exc:
         raise DaemonError(
             f"server.metrics_port: cannot serve metrics on {address}:{port}: {exc.strerror or exc}"
         ) from None
-    return server

@@ -44,6 +44,32 @@ _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _CHUNK = 65536
 _ACCEPT_POLL_S = 0.5
 _FULL_LOG_S = 60.0  # how often a full relay says so
+_PRIVATE = ".harp-advice-"  # the private directory's name: this, then mkdtemp's 8 characters
+_INNER = "grpc.sock"
+# The longest path a Unix socket may be bound at: sun_path's 108 bytes less the final NUL. grpcio
+# says only "Failed to bind" past it.
+SUN_PATH_MAX = 107
+
+
+def inner_socket(public: Path) -> Path:
+    """The path of the gRPC server's socket behind ``public``, as long as it will be (the private
+    directory's random part stands as X's): ``public``'s directory and 32 bytes."""
+    return public.parent / f"{_PRIVATE}XXXXXXXX" / _INNER
+
+
+def path_problem(public: Path | None) -> str | None:
+    """Why the relay cannot listen at ``public``, or None (also for no path): the path of its inner
+    socket is past SUN_PATH_MAX bytes. `harp check-config`, `harp serve` and the relay ask this."""
+    if public is None:
+        return None
+    inner = inner_socket(public)
+    size = len(os.fsencode(inner))
+    if size <= SUN_PATH_MAX:
+        return None
+    return (
+        f"{public}: the relay's socket beside it ({inner}) would be a path of {size} bytes, over the "
+        f"{SUN_PATH_MAX} a Unix socket's may have: choose a path {size - SUN_PATH_MAX} bytes shorter"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +116,9 @@ class PeerRelay:
         """Where the gRPC server must listen: inside a directory only this process's user enters."""
         if self._private is None:
             # Beside the public socket: systemd's ProtectSystem leaves the runtime directory writable.
-            self._private = Path(tempfile.mkdtemp(prefix=".harp-advice-", dir=self.public.parent))
+            self._private = Path(tempfile.mkdtemp(prefix=_PRIVATE, dir=self.public.parent))
             os.chmod(self._private, 0o700)
-        return self._private / "grpc.sock"
+        return self._private / _INNER
 
     def peer(self, grpc_peer: str) -> Peer | None:
         """The credentials of the connection a call came on (``context.peer()``); None for a
@@ -116,13 +142,18 @@ class PeerRelay:
 
     def _bind(self) -> socket.socket:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        bound = False
         try:
             listener.bind(str(self.public))
+            bound = True
             os.chmod(self.public, self.mode)
             listener.listen(64)
             listener.settimeout(_ACCEPT_POLL_S)
         except BaseException:
             listener.close()
+            if bound:  # no one else's: the directory is the daemon's alone (socket_path)
+                with contextlib.suppress(OSError):
+                    self.public.unlink()
             raise
         st = self.public.lstat()
         self._socket_id = (st.st_dev, st.st_ino)
@@ -184,27 +215,29 @@ class PeerRelay:
             self._refused += 1
             self._say_full(f"refused uid {peer.uid}")
             return
-        if reclaimed is not None:
-            reclaimed.end()
-            self._reclaimed += 1
-            self._say_full(
-                f"closed uid {reclaimed.uid}'s connection idle {reclaimed.idle_s():.0f} s for uid {peer.uid}"
-            )
-        inner = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # From here the slot and the token are taken: whatever fails (a pump thread that cannot
+        # start at a thread limit, say) gives them back, or the slot was lost for good and the
+        # other pump, if it started, waited on the barrier for ever.
+        done = threading.Barrier(2, action=lambda: self._close(token, relayed))
         try:
+            if reclaimed is not None:
+                reclaimed.end()
+                self._reclaimed += 1
+                idle, uid = reclaimed.idle_s(), reclaimed.uid
+                self._say_full(f"closed uid {uid}'s connection idle {idle:.0f} s for uid {peer.uid}")
+            relayed.inner = inner = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             inner.bind("\0" + PREFIX + token)
             inner.connect(str(self.inner))
-        except OSError:
-            inner.close()
+            conn.settimeout(self.idle_seconds)
+            for src, dst, name in ((conn, inner, "in"), (inner, conn, "out")):
+                threading.Thread(
+                    target=self._pump, args=(src, dst, relayed, done), name=f"harp-advice-{name}", daemon=True
+                ).start()
+        except BaseException:
+            relayed.end()  # a pump already started wakes, and passes the broken barrier
+            done.abort()
             self._close(token, relayed)
             raise
-        relayed.inner = inner
-        conn.settimeout(self.idle_seconds)
-        done = threading.Barrier(2, action=lambda: self._close(token, relayed))
-        for src, dst, name in ((conn, inner, "in"), (inner, conn, "out")):
-            threading.Thread(
-                target=self._pump, args=(src, dst, relayed, done), name=f"harp-advice-{name}", daemon=True
-            ).start()
 
     def _say_full(self, what: str) -> None:
         now = time.monotonic()

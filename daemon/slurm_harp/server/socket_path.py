@@ -31,9 +31,15 @@ def umask_at_least(bits: int) -> Iterator[None]:
 def make_socket_dir(directory: Path) -> None:
     """``mkdir -p`` with no directory writable by group or others, whatever the umask (0 in a
     shell that set it: a world-writable directory lets anyone put a server of their own at the
-    socket's path); then check_socket_dir, for a directory that was there already."""
-    with umask_at_least(0o022):
-        directory.mkdir(parents=True, exist_ok=True)
+    socket's path); then check_socket_dir, for a directory that was there already. DaemonError
+    when it cannot be made (a file on its path, a read-only file system, no permission)."""
+    try:
+        with umask_at_least(0o022):
+            directory.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # mkdir's errno says "File exists"
+        raise DaemonError(f"socket directory {directory}: cannot make it: a file on its path") from None
+    except OSError as exc:
+        raise DaemonError(f"socket directory {directory}: cannot make it: {exc.strerror or exc}") from None
     check_socket_dir(directory)
 
 

@@ -1,0 +1,88 @@
+"""The advice socket's start failures: a DaemonError naming the path, and nothing left behind (no
+socket, no relay directory), whatever failed. Before, grpcio's RuntimeError and the relay's OSError
+were tracebacks leaving the relay's `.harp-advice-*` directory and the submission socket."""
+
+from __future__ import annotations
+
+import errno
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from prometheus_client import CollectorRegistry
+
+from slurm_harp.config import parse
+from slurm_harp.server import advice_socket, daemon
+from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.peer_relay import SUN_PATH_MAX, PeerRelay, inner_socket
+from slurm_harp.server.socket_path import DaemonError
+
+
+@pytest.fixture(scope="module", autouse=True)
+def grpc_core_kept() -> Iterator[None]:
+    """grpc core initialised for the module, as tests/integration/conftest.py says why."""
+    keeper = grpc.insecure_channel("unix:/nonexistent/harp-tests-keep-grpc-core")
+    yield
+    keeper.close()
+
+
+def started(tmp_path: Path, advice: Path) -> Daemon:
+    """A daemon with an advice socket whose start() failed; the error is the test's to check."""
+    settings = parse(
+        {
+            "server": {"socket": str(tmp_path / "harp.sock")},
+            "store": {"path": str(tmp_path / "models")},
+            "advice": {"socket": str(advice)},
+        }
+    )
+    return Daemon(settings, CollectorRegistry())
+
+
+def left(tmp_path: Path) -> list[Path]:
+    return [p for p in tmp_path.rglob("*") if p.is_socket() or p.name.startswith(".harp-advice-")]
+
+
+def test_a_relay_that_cannot_listen_is_a_daemon_error_leaving_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(relay: PeerRelay) -> None:
+        raise OSError(errno.EADDRINUSE, "Address already in use")
+
+    monkeypatch.setattr(PeerRelay, "start", fail)
+    advice = tmp_path / "advice.sock"
+    d = started(tmp_path, advice)
+    said = f"advice.socket: cannot listen on {advice}: Address already in use"
+    with pytest.raises(DaemonError, match=re.escape(said)):
+        d.start()
+    assert left(tmp_path) == []
+
+
+def test_a_relay_socket_grpcio_cannot_bind_is_a_daemon_error_leaving_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """grpcio's own refusal (its "Failed to bind" RuntimeError), should the check before it pass."""
+    monkeypatch.setattr(advice_socket, "path_problem", lambda public: None)
+    short = tmp_path / "a" / "advice.sock"
+    advice = tmp_path / ("a" * (2 + SUN_PATH_MAX - len(str(inner_socket(short))))) / "advice.sock"
+    d = started(tmp_path, advice)
+    with pytest.raises(DaemonError, match=r"advice\.socket: the relay's gRPC server cannot listen on "):
+        d.start()
+    assert left(tmp_path) == []
+
+
+def test_an_unforeseen_error_at_start_leaves_no_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a DaemonError: raised as it is, but the submission socket is not left behind (the next
+    start would find it and have to tell a crashed daemon's from a live one's)."""
+
+    def fail(*_: object) -> None:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(daemon, "serve_advice", fail)
+    d = started(tmp_path, tmp_path / "advice.sock")
+    with pytest.raises(ValueError, match="a bug"):
+        d.start()
+    assert left(tmp_path) == []
