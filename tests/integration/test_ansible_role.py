@@ -122,6 +122,22 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
         {"slurm_harp_group": "root"},
         "join group root. Set slurm_harp_group to a group of its own",
     ),
+    # The role set the owner, group and mode of /run (slurm-harp:slurm 0750) or /tmp (its sticky
+    # bit gone) for a socket directly in it, of /var/lib for the state.
+    "socket directly in /run": (
+        {"slurm_harp_socket": "/run/harp.sock"},
+        "slurm_harp_socket must be in a directory of harp's own, such as /run/slurm-harp/harp.sock, "
+        "not directly in /run: the role sets that directory's owner, group and mode for harp",
+    ),
+    "socket directly in /tmp": (
+        {"slurm_harp_socket": "/tmp/harp.sock"},
+        "not directly in /tmp: the role sets that directory's owner, group and mode for harp, and the "
+        "other programs that share /tmp rely on them (its sticky bit)",
+    ),
+    "state directory /var/lib": (
+        {"slurm_harp_state_dir": "/var/lib"},
+        "slurm_harp_state_dir must be a directory of harp's own, such as /var/lib/slurm-harp, not /var/lib",
+    ),
     "partition named twice": (
         {
             "slurm_harp_advice_partitions": [

@@ -328,3 +328,76 @@ def test_the_nightly_units_cpu_quota_is_its_training_threads(config: dict[str, A
     assert [line for line in lines if line.startswith("CPUQuota=")] == [f"CPUQuota={quota}"]
     guide = " ".join((REPO / "docs" / "install.md").read_text().split())
     assert "`CPUQuota=100%`" in guide and "`CPUQuota=200%`" in guide  # documented, with the role's way
+
+
+# --- the directories the role makes harp's own ----------------------------------------------------
+
+OWN_DIRS_TASK = "Check that the directories the role makes harp's own are no shared ones"
+
+
+def _shared_dir_refusals(**overrides: Any) -> list[str]:
+    """The preflight's messages for the directories it refuses over ``overrides``."""
+    check = task("tasks/preflight.yml", OWN_DIRS_TASK)["ansible.builtin.assert"]
+    variables = role_vars(**overrides)
+    said = []
+    for item in render("{{ __slurm_harp_own_dirs }}", variables):
+        if not render(f"{{{{ {check['that']} }}}}", variables | {"item": item}):
+            said.append(" ".join(str(render(check["fail_msg"], variables | {"item": item})).split()))
+    return said
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "shared"),
+    [
+        ("slurm_harp_socket", "/run/harp.sock", "/run"),
+        ("slurm_harp_socket", "/var/run/harp.sock", "/var/run"),
+        ("slurm_harp_socket", "/tmp/harp.sock", "/tmp"),
+        ("slurm_harp_socket", "/var/tmp/harp.sock", "/var/tmp"),
+        ("slurm_harp_socket", "/harp.sock", "/"),
+        ("slurm_harp_state_dir", "/var/lib", "/var/lib"),
+        ("slurm_harp_state_dir", "/", "/"),
+        ("slurm_harp_config_dir", "/etc", "/etc"),
+        ("slurm_harp_config_dir", "/etc/slurm", "/etc/slurm"),  # slurm.conf's, which every client reads
+        ("slurm_harp_venv_dir", "/usr/local", "/usr/local"),
+    ],
+)
+def test_a_shared_system_directory_is_refused_for_harp_s_own(variable: str, value: str, shared: str) -> None:
+    """The role sets the owner, group and mode of the socket's, the state's, the configuration's and
+    the virtualenv's directory: for `slurm_harp_socket: /run/harp.sock` it made /run slurm-harp's,
+    0750 (every other daemon lost it), and /tmp lost its sticky bit."""
+    [said] = _shared_dir_refusals(**{variable: value})
+    like = {
+        "slurm_harp_socket": "/run/slurm-harp/harp.sock",
+        "slurm_harp_state_dir": "/var/lib/slurm-harp",
+        "slurm_harp_config_dir": "/etc/slurm-harp",
+        "slurm_harp_venv_dir": "/opt/slurm-harp",
+    }[variable]
+    into, directly = ("in ", "directly in ") if variable == "slurm_harp_socket" else ("", "")
+    assert said.startswith(
+        f"{variable} must be {into}a directory of harp's own, such as {like}, not {directly}{shared}: "
+        "the role sets that directory's owner, group and mode for harp"
+    ), said
+    assert said.endswith(" (its sticky bit)") == (shared in ("/tmp", "/var/tmp"))
+
+
+def test_the_default_directories_and_one_of_harp_s_own_anywhere_are_accepted() -> None:
+    assert _shared_dir_refusals() == []
+    assert _shared_dir_refusals(slurm_harp_socket="/var/run/slurm-harp/harp.sock") == []
+    assert (
+        _shared_dir_refusals(slurm_harp_socket="/srv/harp/harp.sock", slurm_harp_state_dir="/srv/harp") == []
+    )
+
+
+@pytest.mark.parametrize(
+    "path", ["/run//harp.sock", "/run/./harp.sock", "/run/x/../harp.sock", "/var/lib/", "/var/lib/.", "//tmp"]
+)
+def test_a_path_with_an_empty_dot_or_dot_dot_component_is_refused(path: str) -> None:
+    """They are compared as text: `/run/./harp.sock` was a socket directly in /run by another name."""
+    check = task("tasks/preflight.yml", "Check that every path is absolute and plain")[
+        "ansible.builtin.assert"
+    ]
+    assert not render(f"{{{{ {check['that']} }}}}", role_vars(item={"key": "k", "value": path}))
+    for plain in ("/", "/run/slurm-harp/harp.sock", "/opt/.venv", "/a/..b", "/a/b.."):
+        assert render(f"{{{{ {check['that']} }}}}", role_vars(item={"key": "k", "value": plain})), plain
+
+
