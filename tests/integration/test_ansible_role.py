@@ -368,6 +368,26 @@ def test_the_advice_and_billing_variables_make_a_harp_toml_the_daemon_accepts(tm
     ]
 
 
+def test_all_digit_partition_and_account_names_make_a_harp_toml_the_daemon_accepts(tmp_path: Path) -> None:
+    """YAML reads `account: 2024001` as a number: harp.toml got `account = 2024001`, which harp
+    check-config refused at "Write harp.toml", after the users, the virtualenv and the directories."""
+    variables = {
+        "slurm_harp_policy_rules": [
+            {"account": 2024001, "mode": "rewrite"},
+            {"partition": 42, "mode": "off"},
+        ],
+        "slurm_harp_billing_partitions": [{"name": 1, "price": 2}],
+        "slurm_harp_advice_enabled": True,
+        "slurm_harp_advice_partitions": [{"name": 7, "gpu_memory_gb": 80}],
+    }
+    toml, _ = _rendered(tmp_path, variables)
+    assert "ok (policy mode shadow)" in _check_config(toml)
+    settings = load(toml)
+    assert [(r.partition, r.account) for r in settings.policy.rules] == [(None, "2024001"), ("42", None)]
+    assert settings.advice.gpu_memory_bytes == {"7": 80e9}
+    assert tomllib.loads(toml.read_text())["billing"]["partition"] == [{"name": "1", "price": 2}]
+
+
 def test_without_the_advice_variables_harp_toml_has_no_advice_socket_nor_billing(tmp_path: Path) -> None:
     toml, _ = _rendered(tmp_path, {})
     _check_config(toml)

@@ -401,3 +401,30 @@ def test_a_path_with_an_empty_dot_or_dot_dot_component_is_refused(path: str) -> 
         assert render(f"{{{{ {check['that']} }}}}", role_vars(item={"key": "k", "value": plain})), plain
 
 
+# --- names in harp.toml -----------------------------------------------------------------------------
+
+
+def test_all_digit_partition_and_account_names_are_written_as_strings() -> None:
+    """YAML reads `account: 2024001` as a number, and the argument specs' `type: str` let it through:
+    harp.toml got `account = 2024001`, which harp check-config refused mid-play."""
+    variables = _unit_vars(
+        slurm_harp_policy_rules=[{"account": 2024001, "mode": "rewrite"}, {"partition": 42, "mode": "off"}],
+        slurm_harp_billing_partitions=[{"name": 1, "price": 2}],
+        slurm_harp_advice_partitions=[{"name": 7, "gpu_memory_gb": 80}],
+    )
+    toml = render("{{ __slurm_harp_toml }}", variables)
+    assert toml["policy"]["rule"] == [
+        {"account": "2024001", "mode": "rewrite"},
+        {"partition": "42", "mode": "off"},
+    ]
+    assert toml["billing"]["partition"] == [{"name": "1", "price": 2}]
+    assert toml["advice"]["partition"] == [{"name": "7", "gpu_memory_gb": 80}]
+    text = str(render((ROLE / "templates" / "harp.toml.j2").read_text(), variables))
+    assert 'account = "2024001"' in text and 'partition = "42"' in text and 'name = "7"' in text
+    # Names given as strings, and a null, stay as they were.
+    named = _unit_vars(slurm_harp_policy_rules=[{"partition": "gpu", "account": None, "mode": "off"}])
+    assert render("{{ __slurm_harp_toml.policy.rule }}", named) == [
+        {"partition": "gpu", "account": None, "mode": "off"}
+    ]
+
+
