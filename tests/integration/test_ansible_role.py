@@ -138,6 +138,10 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
         {"slurm_harp_state_dir": "/var/lib"},
         "slurm_harp_state_dir must be a directory of harp's own, such as /var/lib/slurm-harp, not /var/lib",
     ),
+    "rule for two partitions": (
+        {"slurm_harp_policy_rules": [{"partition": "debug,short", "mode": "off"}]},
+        "every partition and account in slurm_harp_policy_rules must be one name, with no comma",
+    ),
     "partition named twice": (
         {
             "slurm_harp_advice_partitions": [

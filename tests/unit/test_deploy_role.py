@@ -428,3 +428,39 @@ def test_all_digit_partition_and_account_names_are_written_as_strings() -> None:
     ]
 
 
+RULE_NAMES = "every partition and account in slurm_harp_policy_rules must be one name"
+
+
+def _values_refusals(**overrides: Any) -> list[str]:
+    """The messages of "Check the values a type cannot check" that fail over ``overrides``."""
+    check = task("tasks/preflight.yml", "Check the values a type cannot check")
+    variables = role_vars(**overrides)
+    return [
+        " ".join(str(render(item["msg"], variables)).split())
+        for item in check["loop"]
+        if not render(item["ok"], variables)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rule", "got"),
+    [
+        ({"partition": "debug,short"}, '["debug,short"]'),
+        ({"partition": ""}, '[""]'),
+        ({"account": " phys"}, '[" phys"]'),
+        ({"partition": "gpu", "account": "a\n"}, '["a\\n"]'),
+    ],
+)
+def test_a_rule_name_no_job_can_match_stops_the_role_in_its_preflight(rule: dict[str, Any], got: str) -> None:
+    """harp check-config refuses it, but at "Write harp.toml", after the role's first changes."""
+    [said] = _values_refusals(slurm_harp_policy_rules=[{"mode": "off", **rule}])
+    assert said.startswith(RULE_NAMES) and said.endswith(f"got {got}"), said
+
+
+def test_rule_names_of_one_partition_or_account_pass_the_preflight() -> None:
+    rules = [
+        {"partition": "gpu", "mode": "off"},
+        {"account": 2024001, "mode": "rewrite"},
+        {"account": "a b", "mode": "off"},
+    ]
+    assert _values_refusals(slurm_harp_policy_rules=rules) == []
