@@ -510,3 +510,22 @@ def test_one_rule_per_partition_matches_each_and_a_job_for_both() -> None:
     assert policy.mode_for(JobRequest(partition="batch", account="a")) is Mode.REWRITE
 
 
+@pytest.mark.parametrize("mode", ["0600", "0640", "0620", "0700"])
+def test_a_socket_mode_that_shuts_out_the_socket_group_is_refused(mode: str) -> None:
+    """SlurmUser (not root) connects through server.socket_group: with '0600' every connect failed
+    and the plugin let every job through unchanged, while check-config and serve said nothing."""
+    with pytest.raises(ConfigError) as err:
+        parse({"server": {"socket_group": "slurm", "socket_mode": mode}})
+    assert str(err.value) == (
+        "<config>: server.socket_mode: must let server.socket_group (slurm) read and write the socket, "
+        f"which SlurmUser connects through (e.g. '0660'), got '{mode}'"
+    )
+
+
+def test_a_socket_mode_without_a_socket_group_may_be_the_owners_alone() -> None:
+    """With no socket_group the daemon's own group owns the socket: root as SlurmUser connects."""
+    assert parse({"server": {"socket_mode": "0600"}}).server.socket_mode == 0o600
+    both = parse({"server": {"socket_group": "slurm", "socket_mode": "0670"}}).server
+    assert (both.socket_group, both.socket_mode) == ("slurm", 0o670)
+
+

@@ -42,6 +42,15 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
         raise r.fail("server.socket_mode", f"not a permission mode: {mode_text!r}")
     if socket_mode & 0o007:
         raise r.fail("server.socket_mode", "must not grant access to others (only SlurmUser's group)")
+    socket_group = get("socket_group", str)
+    if socket_group is not None and socket_mode & 0o060 != 0o060:
+        # A SlurmUser other than root connects through the group: with '0600' every connect failed,
+        # and the plugin let every job through unchanged, saying nothing.
+        raise r.fail(
+            "server.socket_mode",
+            f"must let server.socket_group ({socket_group}) read and write the socket, which SlurmUser "
+            f"connects through (e.g. '0660'), got {mode_text!r}",
+        )
     metrics_port = get("metrics_port", int)
     if metrics_port is not None and not 0 <= metrics_port < 65536:
         raise r.fail("server.metrics_port", f"out of range: {metrics_port}")
@@ -57,7 +66,7 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
     return ServerSettings(
         socket=r.path_value(srv, "server", "socket", d.socket),
         socket_mode=socket_mode,
-        socket_group=get("socket_group", str),
+        socket_group=socket_group,
         tcp=tcp,
         max_workers=positive(r, "server.max_workers", get("max_workers", int)),
         grace_seconds=r.seconds(srv, "server", "grace_seconds", d.grace_seconds, 0.0),
