@@ -529,3 +529,20 @@ def test_a_socket_mode_without_a_socket_group_may_be_the_owners_alone() -> None:
     assert (both.socket_group, both.socket_mode) == ("slurm", 0o670)
 
 
+def test_check_config_warns_of_a_file_without_history_db(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Good for `harp serve` (no history features), refused by `harp nightly`: said, exit 0."""
+    path = tmp_path / "harp.toml"
+    path.write_text("[policy]\nmode = 'shadow'\n")
+    assert main(["check-config", str(path)]) == 0
+    assert f"{path}: ok (policy mode shadow)" in capsys.readouterr().out
+    [warning] = [r for r in caplog.records]
+    assert warning.levelname == "WARNING" and warning.getMessage() == (
+        f"{path}: no history.db: the daemon serves without history features, and `harp nightly` "
+        "refuses to run (it harvests into and trains from that job store)"
+    )
+    caplog.clear()
+    path.write_text(f"[history]\ndb = '{tmp_path / 'jobs.sqlite'}'\n")
+    assert main(["check-config", str(path)]) == 0
+    assert caplog.records == []
