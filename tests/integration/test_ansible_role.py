@@ -122,6 +122,26 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
         {"slurm_harp_group": "root"},
         "join group root. Set slurm_harp_group to a group of its own",
     ),
+    # The role set the owner, group and mode of /run (slurm-harp:slurm 0750) or /tmp (its sticky
+    # bit gone) for a socket directly in it, of /var/lib for the state.
+    "socket directly in /run": (
+        {"slurm_harp_socket": "/run/harp.sock"},
+        "slurm_harp_socket must be in a directory of harp's own, such as /run/slurm-harp/harp.sock, "
+        "not directly in /run: the role sets that directory's owner, group and mode for harp",
+    ),
+    "socket directly in /tmp": (
+        {"slurm_harp_socket": "/tmp/harp.sock"},
+        "not directly in /tmp: the role sets that directory's owner, group and mode for harp, and the "
+        "other programs that share /tmp rely on them (its sticky bit)",
+    ),
+    "state directory /var/lib": (
+        {"slurm_harp_state_dir": "/var/lib"},
+        "slurm_harp_state_dir must be a directory of harp's own, such as /var/lib/slurm-harp, not /var/lib",
+    ),
+    "rule for two partitions": (
+        {"slurm_harp_policy_rules": [{"partition": "debug,short", "mode": "off"}]},
+        "every partition and account in slurm_harp_policy_rules must be one name, with no comma",
+    ),
     "partition named twice": (
         {
             "slurm_harp_advice_partitions": [
@@ -350,6 +370,26 @@ def test_the_advice_and_billing_variables_make_a_harp_toml_the_daemon_accepts(tm
         "[Service]",
         "RuntimeDirectoryMode=0751",
     ]
+
+
+def test_all_digit_partition_and_account_names_make_a_harp_toml_the_daemon_accepts(tmp_path: Path) -> None:
+    """YAML reads `account: 2024001` as a number: harp.toml got `account = 2024001`, which harp
+    check-config refused at "Write harp.toml", after the users, the virtualenv and the directories."""
+    variables = {
+        "slurm_harp_policy_rules": [
+            {"account": 2024001, "mode": "rewrite"},
+            {"partition": 42, "mode": "off"},
+        ],
+        "slurm_harp_billing_partitions": [{"name": 1, "price": 2}],
+        "slurm_harp_advice_enabled": True,
+        "slurm_harp_advice_partitions": [{"name": 7, "gpu_memory_gb": 80}],
+    }
+    toml, _ = _rendered(tmp_path, variables)
+    assert "ok (policy mode shadow)" in _check_config(toml)
+    settings = load(toml)
+    assert [(r.partition, r.account) for r in settings.policy.rules] == [(None, "2024001"), ("42", None)]
+    assert settings.advice.gpu_memory_bytes == {"7": 80e9}
+    assert tomllib.loads(toml.read_text())["billing"]["partition"] == [{"name": "1", "price": 2}]
 
 
 def test_without_the_advice_variables_harp_toml_has_no_advice_socket_nor_billing(tmp_path: Path) -> None:

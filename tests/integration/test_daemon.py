@@ -224,6 +224,37 @@ def test_bad_config_on_reload_keeps_policy(tmp_path: Path, store_copy: Path) -> 
         daemon.stop(grace=0)
 
 
+def test_a_reload_refuses_what_serve_would_refuse_at_its_next_start(
+    tmp_path: Path, store_copy: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A socket group this host lacks: load() reads the file, `harp serve` refuses it (check_host).
+    SIGHUP took it in (its policy applied), and the next restart refused to start."""
+    from slurm_harp.config import load
+
+    sock, conf = tmp_path / "harp.sock", tmp_path / "harp.toml"
+    good = f'[server]\nsocket = "{sock}"\n[store]\npath = "{store_copy}"\n[policy]\nmode = "shadow"\n'
+    conf.write_text(good)
+    daemon = Daemon(load(conf), CollectorRegistry())
+    daemon.start()
+    try:
+        typo = good.replace("[store]", '\nsocket_group = "nosuchgroup-harp"\n[store]')
+        conf.write_text(typo.replace('mode = "shadow"', 'mode = "off"'))
+        daemon.reload()
+        assert daemon.predictor.policy.default_mode.value == "shadow"
+        assert daemon.settings.server.socket_group is None
+        assert (
+            f"reload: keeping the previous configuration: {conf}: server.socket_group: no group "
+            "'nosuchgroup-harp' on this host" in caplog.text
+        )
+        with Client(sock) as client:
+            assert client.predict(time_limit_minutes=60).mode == "shadow"
+        conf.write_text(good.replace('mode = "shadow"', 'mode = "off"'))  # the typo mended
+        daemon.reload()
+        assert daemon.predictor.policy.default_mode.value == "off"
+    finally:
+        daemon.stop(grace=0)
+
+
 def test_a_reader_error_on_reload_keeps_policy(
     tmp_path: Path, store_copy: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

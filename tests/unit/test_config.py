@@ -131,6 +131,15 @@ def test_errors_name_key_and_file(tmp_path: Path, text: str, names: str) -> None
     assert str(path) in str(err.value) and names in str(err.value)
 
 
+def refused_by_check_config(tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str) -> tuple[Path, str]:
+    """``text`` as a file, which `harp check-config` refuses (exit 2): the file and its one log line."""
+    path = tmp_path / "harp.toml"
+    path.write_text(text)
+    assert main(["check-config", str(path)]) == 2
+    [line] = [r.getMessage() for r in caplog.records]  # one line, naming the file and the key
+    return path, line
+
+
 # Values that passed and broke later (before, `harp guard` died of an OverflowError after one poll of
 # 3e6 s, the daemon's history thread of a 1e12 s wait, a guard stale for 1e300 s counted as alive for
 # good, and an empty path was "."): each is refused naming its key, by every command.
@@ -158,10 +167,7 @@ PAST_THEIR_BOUNDS = {
 def test_periods_past_a_day_and_empty_paths_are_refused_by_check_config(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str, names: str
 ) -> None:
-    path = tmp_path / "harp.toml"
-    path.write_text(text)
-    assert main(["check-config", str(path)]) == 2
-    [line] = [r.getMessage() for r in caplog.records]  # one line, naming the file and the key
+    path, line = refused_by_check_config(tmp_path, caplog, text)
     assert line.startswith(f"{path}: {names}")
 
 
@@ -434,10 +440,7 @@ MOST_IDS = ["quantile", "seconds", "negative", "2**63", "5001 digits", "days", "
 def test_integers_past_64_bits_and_values_past_their_most_are_refused_by_check_config(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str
 ) -> None:
-    path = tmp_path / "harp.toml"
-    path.write_text(text)
-    assert main(["check-config", str(path)]) == 2
-    [line] = [r.getMessage() for r in caplog.records]
+    path, line = refused_by_check_config(tmp_path, caplog, text)
     assert line.startswith(f"{path}: {PAST_THEIR_MOST[text]}"), line
     assert "\n" not in line and "set_int_max_str_digits" not in line
 
@@ -458,3 +461,88 @@ def test_days_gpu_memory_and_connections_at_their_most_are_read() -> None:
     )
     assert s.history.window_days == s.history.outcome_window_days == 3660
     assert s.advice.max_connections == 4096 and s.advice.gpu_memory_bytes == {"gpu": 999999.9e9}
+
+
+# A rule's partition or account that no job can match: the job's `-p debug,short` is matched partition
+# by partition (core.policy), so a rule for "debug,short" matched neither, nor did "" or " gpu";
+# check-config said ok and the rule never applied.
+NO_JOB_MATCHES = {
+    "[[policy.rule]]\npartition = 'debug,short'\nmode = 'off'\n": (
+        "policy.rule[0].partition: one partition per rule: write a [[policy.rule]] for each of "
+        "'debug', 'short'"
+    ),
+    "[[policy.rule]]\npartition = 'gpu'\nmode = 'off'\n[[policy.rule]]\naccount = 'a, b'\nmode = 'off'\n": (
+        "policy.rule[1].account: one account per rule: write a [[policy.rule]] for each of 'a', 'b'"
+    ),
+    "[[policy.rule]]\npartition = ''\nmode = 'rewrite'\n": (
+        "policy.rule[0].partition: must name a partition, got '' (leave the key out to match any)"
+    ),
+    "[[policy.rule]]\naccount = ' '\nmode = 'off'\n": "policy.rule[0].account: must name an account",
+    "[[policy.rule]]\npartition = ' gpu'\nmode = 'off'\n": (
+        "policy.rule[0].partition: must be a partition's name without spaces around it, got ' gpu'"
+    ),
+    '[[policy.rule]]\naccount = "phys\\t"\nmode = "off"\n': (
+        "policy.rule[0].account: must be an account's name without spaces around it"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "text", NO_JOB_MATCHES, ids=["comma", "account comma", "empty", "blank", "space", "tab"]
+)
+def test_a_rule_partition_or_account_no_job_can_match_is_refused_by_check_config(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str
+) -> None:
+    path, line = refused_by_check_config(tmp_path, caplog, text)
+    assert line.startswith(f"{path}: {NO_JOB_MATCHES[text]}"), line
+
+
+def test_one_rule_per_partition_matches_each_and_a_job_for_both() -> None:
+    """What the refusal tells the site to write instead."""
+    from slurm_harp.core.request import JobRequest
+
+    text = "[policy]\nmode = 'rewrite'\n" + "".join(
+        f"[[policy.rule]]\npartition = '{p}'\nmode = 'off'\n" for p in ("debug", "short")
+    )
+    policy = parse(tomllib.loads(text)).policy
+    for partition in ("debug", "short", "debug,short"):
+        assert policy.mode_for(JobRequest(partition=partition, account="a")) is Mode.OFF
+    assert policy.mode_for(JobRequest(partition="batch", account="a")) is Mode.REWRITE
+
+
+@pytest.mark.parametrize("mode", ["0600", "0640", "0620", "0700"])
+def test_a_socket_mode_that_shuts_out_the_socket_group_is_refused(mode: str) -> None:
+    """SlurmUser (not root) connects through server.socket_group: with '0600' every connect failed
+    and the plugin let every job through unchanged, while check-config and serve said nothing."""
+    with pytest.raises(ConfigError) as err:
+        parse({"server": {"socket_group": "slurm", "socket_mode": mode}})
+    assert str(err.value) == (
+        "<config>: server.socket_mode: must let server.socket_group (slurm) read and write the socket, "
+        f"which SlurmUser connects through (e.g. '0660'), got '{mode}'"
+    )
+
+
+def test_a_socket_mode_without_a_socket_group_may_be_the_owners_alone() -> None:
+    """With no socket_group the daemon's own group owns the socket: root as SlurmUser connects."""
+    assert parse({"server": {"socket_mode": "0600"}}).server.socket_mode == 0o600
+    both = parse({"server": {"socket_group": "slurm", "socket_mode": "0670"}}).server
+    assert (both.socket_group, both.socket_mode) == ("slurm", 0o670)
+
+
+def test_check_config_warns_of_a_file_without_history_db(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Good for `harp serve` (no history features), refused by `harp nightly`: said, exit 0."""
+    path = tmp_path / "harp.toml"
+    path.write_text("[policy]\nmode = 'shadow'\n")
+    assert main(["check-config", str(path)]) == 0
+    assert f"{path}: ok (policy mode shadow)" in capsys.readouterr().out
+    [warning] = [r for r in caplog.records]
+    assert warning.levelname == "WARNING" and warning.getMessage() == (
+        f"{path}: no history.db: the daemon serves without history features, and `harp nightly` "
+        "refuses to run (it harvests into and trains from that job store)"
+    )
+    caplog.clear()
+    path.write_text(f"[history]\ndb = '{tmp_path / 'jobs.sqlite'}'\n")
+    assert main(["check-config", str(path)]) == 0
+    assert caplog.records == []

@@ -328,3 +328,139 @@ def test_the_nightly_units_cpu_quota_is_its_training_threads(config: dict[str, A
     assert [line for line in lines if line.startswith("CPUQuota=")] == [f"CPUQuota={quota}"]
     guide = " ".join((REPO / "docs" / "install.md").read_text().split())
     assert "`CPUQuota=100%`" in guide and "`CPUQuota=200%`" in guide  # documented, with the role's way
+
+
+# --- the directories the role makes harp's own ----------------------------------------------------
+
+OWN_DIRS_TASK = "Check that the directories the role makes harp's own are no shared ones"
+
+
+def _shared_dir_refusals(**overrides: Any) -> list[str]:
+    """The preflight's messages for the directories it refuses over ``overrides``."""
+    check = task("tasks/preflight.yml", OWN_DIRS_TASK)["ansible.builtin.assert"]
+    variables = role_vars(**overrides)
+    said = []
+    for item in render("{{ __slurm_harp_own_dirs }}", variables):
+        if not render(f"{{{{ {check['that']} }}}}", variables | {"item": item}):
+            said.append(" ".join(str(render(check["fail_msg"], variables | {"item": item})).split()))
+    return said
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "shared"),
+    [
+        ("slurm_harp_socket", "/run/harp.sock", "/run"),
+        ("slurm_harp_socket", "/var/run/harp.sock", "/var/run"),
+        ("slurm_harp_socket", "/tmp/harp.sock", "/tmp"),
+        ("slurm_harp_socket", "/var/tmp/harp.sock", "/var/tmp"),
+        ("slurm_harp_socket", "/harp.sock", "/"),
+        ("slurm_harp_state_dir", "/var/lib", "/var/lib"),
+        ("slurm_harp_state_dir", "/", "/"),
+        ("slurm_harp_config_dir", "/etc", "/etc"),
+        ("slurm_harp_config_dir", "/etc/slurm", "/etc/slurm"),  # slurm.conf's, which every client reads
+        ("slurm_harp_venv_dir", "/usr/local", "/usr/local"),
+    ],
+)
+def test_a_shared_system_directory_is_refused_for_harp_s_own(variable: str, value: str, shared: str) -> None:
+    """The role sets the owner, group and mode of the socket's, the state's, the configuration's and
+    the virtualenv's directory: for `slurm_harp_socket: /run/harp.sock` it made /run slurm-harp's,
+    0750 (every other daemon lost it), and /tmp lost its sticky bit."""
+    [said] = _shared_dir_refusals(**{variable: value})
+    like = {
+        "slurm_harp_socket": "/run/slurm-harp/harp.sock",
+        "slurm_harp_state_dir": "/var/lib/slurm-harp",
+        "slurm_harp_config_dir": "/etc/slurm-harp",
+        "slurm_harp_venv_dir": "/opt/slurm-harp",
+    }[variable]
+    into, directly = ("in ", "directly in ") if variable == "slurm_harp_socket" else ("", "")
+    assert said.startswith(
+        f"{variable} must be {into}a directory of harp's own, such as {like}, not {directly}{shared}: "
+        "the role sets that directory's owner, group and mode for harp"
+    ), said
+    assert said.endswith(" (its sticky bit)") == (shared in ("/tmp", "/var/tmp"))
+
+
+def test_the_default_directories_and_one_of_harp_s_own_anywhere_are_accepted() -> None:
+    assert _shared_dir_refusals() == []
+    assert _shared_dir_refusals(slurm_harp_socket="/var/run/slurm-harp/harp.sock") == []
+    assert (
+        _shared_dir_refusals(slurm_harp_socket="/srv/harp/harp.sock", slurm_harp_state_dir="/srv/harp") == []
+    )
+
+
+@pytest.mark.parametrize(
+    "path", ["/run//harp.sock", "/run/./harp.sock", "/run/x/../harp.sock", "/var/lib/", "/var/lib/.", "//tmp"]
+)
+def test_a_path_with_an_empty_dot_or_dot_dot_component_is_refused(path: str) -> None:
+    """They are compared as text: `/run/./harp.sock` was a socket directly in /run by another name."""
+    check = task("tasks/preflight.yml", "Check that every path is absolute and plain")[
+        "ansible.builtin.assert"
+    ]
+    assert not render(f"{{{{ {check['that']} }}}}", role_vars(item={"key": "k", "value": path}))
+    for plain in ("/", "/run/slurm-harp/harp.sock", "/opt/.venv", "/a/..b", "/a/b.."):
+        assert render(f"{{{{ {check['that']} }}}}", role_vars(item={"key": "k", "value": plain})), plain
+
+
+# --- names in harp.toml -----------------------------------------------------------------------------
+
+
+def test_all_digit_partition_and_account_names_are_written_as_strings() -> None:
+    """YAML reads `account: 2024001` as a number, and the argument specs' `type: str` let it through:
+    harp.toml got `account = 2024001`, which harp check-config refused mid-play."""
+    variables = _unit_vars(
+        slurm_harp_policy_rules=[{"account": 2024001, "mode": "rewrite"}, {"partition": 42, "mode": "off"}],
+        slurm_harp_billing_partitions=[{"name": 1, "price": 2}],
+        slurm_harp_advice_partitions=[{"name": 7, "gpu_memory_gb": 80}],
+    )
+    toml = render("{{ __slurm_harp_toml }}", variables)
+    assert toml["policy"]["rule"] == [
+        {"account": "2024001", "mode": "rewrite"},
+        {"partition": "42", "mode": "off"},
+    ]
+    assert toml["billing"]["partition"] == [{"name": "1", "price": 2}]
+    assert toml["advice"]["partition"] == [{"name": "7", "gpu_memory_gb": 80}]
+    text = str(render((ROLE / "templates" / "harp.toml.j2").read_text(), variables))
+    assert 'account = "2024001"' in text and 'partition = "42"' in text and 'name = "7"' in text
+    # Names given as strings, and a null, stay as they were.
+    named = _unit_vars(slurm_harp_policy_rules=[{"partition": "gpu", "account": None, "mode": "off"}])
+    assert render("{{ __slurm_harp_toml.policy.rule }}", named) == [
+        {"partition": "gpu", "account": None, "mode": "off"}
+    ]
+
+
+RULE_NAMES = "every partition and account in slurm_harp_policy_rules must be one name"
+
+
+def _values_refusals(**overrides: Any) -> list[str]:
+    """The messages of "Check the values a type cannot check" that fail over ``overrides``."""
+    check = task("tasks/preflight.yml", "Check the values a type cannot check")
+    variables = role_vars(**overrides)
+    return [
+        " ".join(str(render(item["msg"], variables)).split())
+        for item in check["loop"]
+        if not render(item["ok"], variables)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rule", "got"),
+    [
+        ({"partition": "debug,short"}, '["debug,short"]'),
+        ({"partition": ""}, '[""]'),
+        ({"account": " phys"}, '[" phys"]'),
+        ({"partition": "gpu", "account": "a\n"}, '["a\\n"]'),
+    ],
+)
+def test_a_rule_name_no_job_can_match_stops_the_role_in_its_preflight(rule: dict[str, Any], got: str) -> None:
+    """harp check-config refuses it, but at "Write harp.toml", after the role's first changes."""
+    [said] = _values_refusals(slurm_harp_policy_rules=[{"mode": "off", **rule}])
+    assert said.startswith(RULE_NAMES) and said.endswith(f"got {got}"), said
+
+
+def test_rule_names_of_one_partition_or_account_pass_the_preflight() -> None:
+    rules = [
+        {"partition": "gpu", "mode": "off"},
+        {"account": 2024001, "mode": "rewrite"},
+        {"account": "a b", "mode": "off"},
+    ]
+    assert _values_refusals(slurm_harp_policy_rules=rules) == []

@@ -2,6 +2,8 @@
 whether it is good (exit 0) or what is wrong (exit 2), changing nothing. It checks the host too (the
 socket's group exists), as `harp serve` does before it binds. Ansible's template module
 runs it before it installs a new harp.toml (deploy/ansible), so a bad file never replaces a good one.
+A file some command cannot use but the daemon can (no history.db: `harp nightly` refuses it) is good,
+with a warning that says what follows.
 
 `--start-only` prints instead, as JSON, what of the file each service reads only at start
 (config/start_only.py): the role compares it before and after writing a new harp.toml, and restarts
@@ -55,5 +57,11 @@ def run(args: argparse.Namespace) -> int:
     if (problem := path_problem(settings.advice.socket)) is not None:  # what `harp serve` refuses
         log.error("%s: advice.socket: %s", args.file, problem)
         return 2
+    if settings.history.db is None:  # good for `harp serve`, not for the nightly: said, not refused
+        log.warning(
+            "%s: no history.db: the daemon serves without history features, and `harp nightly` "
+            "refuses to run (it harvests into and trains from that job store)",
+            args.file,
+        )
     print(f"{args.file}: ok (policy mode {settings.policy.default_mode.value})")
     return 0

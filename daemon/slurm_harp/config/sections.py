@@ -42,6 +42,15 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
         raise r.fail("server.socket_mode", f"not a permission mode: {mode_text!r}")
     if socket_mode & 0o007:
         raise r.fail("server.socket_mode", "must not grant access to others (only SlurmUser's group)")
+    socket_group = get("socket_group", str)
+    if socket_group is not None and socket_mode & 0o060 != 0o060:
+        # A SlurmUser other than root connects through the group: with '0600' every connect failed,
+        # and the plugin let every job through unchanged, saying nothing.
+        raise r.fail(
+            "server.socket_mode",
+            f"must let server.socket_group ({socket_group}) read and write the socket, which SlurmUser "
+            f"connects through (e.g. '0660'), got {mode_text!r}",
+        )
     metrics_port = get("metrics_port", int)
     if metrics_port is not None and not 0 <= metrics_port < 65536:
         raise r.fail("server.metrics_port", f"out of range: {metrics_port}")
@@ -57,7 +66,7 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
     return ServerSettings(
         socket=r.path_value(srv, "server", "socket", d.socket),
         socket_mode=socket_mode,
-        socket_group=get("socket_group", str),
+        socket_group=socket_group,
         tcp=tcp,
         max_workers=positive(r, "server.max_workers", get("max_workers", int)),
         grace_seconds=r.seconds(srv, "server", "grace_seconds", d.grace_seconds, 0.0),
@@ -224,8 +233,8 @@ def read_policy(r: Reader, pol: Mapping[str, Any]) -> Policy:
         rules.append(
             Rule(
                 mode=r.mode(rule["mode"], f"{key}.mode"),
-                partition=r.get(rule, key, "partition", str, None),
-                account=_account(r.get(rule, key, "account", str, None)),
+                partition=_one_name(r, rule, key, "partition"),
+                account=_account(_one_name(r, rule, key, "account")),
             )
         )
     return Policy(
@@ -239,6 +248,23 @@ def read_policy(r: Reader, pol: Mapping[str, Any]) -> Policy:
         opt_out_users=r.names(pol, "policy.opt_out_users"),
         opt_out_accounts=frozenset(map(lowered, r.names(pol, "policy.opt_out_accounts"))),
     )
+
+
+def _one_name(r: Reader, rule: Mapping[str, Any], key: str, field: str) -> str | None:
+    """A rule's partition or account: one name, as a job's is matched. "debug,short" (a job's
+    `-p debug,short` is matched partition by partition), "" or " gpu" passed, and no job matched."""
+    name: str | None = r.get(rule, key, field, str, None)
+    if name is None:
+        return None
+    where, article = f"{key}.{field}", "an" if field == "account" else "a"
+    if "," in name:
+        names = ", ".join(repr(n.strip()) for n in name.split(","))
+        raise r.fail(where, f"one {field} per rule: write a [[policy.rule]] for each of {names}")
+    if not name.strip():
+        raise r.fail(where, f"must name {article} {field}, got {name!r} (leave the key out to match any)")
+    if name != name.strip():
+        raise r.fail(where, f"must be {article} {field}'s name without spaces around it, got {name!r}")
+    return name
 
 
 def _account(name: str | None) -> str | None:

@@ -192,11 +192,16 @@ class Daemon:
             return result.rejected
 
     def reload(self) -> None:
-        """SIGHUP: re-read the config file and the models. A bad config keeps the old one."""
+        """SIGHUP: re-read the config file and the models. A bad config keeps the old one: bad as
+        `harp serve` would find it at its next start, this host's checks too (check_host)."""
+        from slurm_harp.config import check_host
+
         source = self.settings.source
         if source is not None:
             try:
                 fresh = load(source)
+                # A socket group this host lacks was taken in, and the next start refused the file.
+                check_host(fresh)
             except ConfigError as exc:
                 log.error("reload: keeping the previous configuration: %s", exc)
             except Exception:  # a reader's bug must not end the daemon that serves every job
