@@ -227,8 +227,9 @@ def test_bad_config_on_reload_keeps_policy(tmp_path: Path, store_copy: Path) -> 
 def test_a_reload_refuses_what_serve_would_refuse_at_its_next_start(
     tmp_path: Path, store_copy: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A socket group this host lacks: load() reads the file, `harp serve` refuses it (check_host).
-    SIGHUP took it in (its policy applied), and the next restart refused to start."""
+    """A socket group this host lacks, an advice socket too long for its relay: load() reads the
+    file, `harp serve` refuses it (start_problem). SIGHUP took it in (its policy applied), and the
+    next restart refused to start."""
     from slurm_harp.config import load
 
     sock, conf = tmp_path / "harp.sock", tmp_path / "harp.toml"
@@ -248,6 +249,13 @@ def test_a_reload_refuses_what_serve_would_refuse_at_its_next_start(
         )
         with Client(sock) as client:
             assert client.predict(time_limit_minutes=60).mode == "shadow"
+        # An advice socket too long for the relay's beside it: `harp serve` refuses that too.
+        long_advice = tmp_path / ("a" * (108 - len(str(tmp_path)))) / "advice.sock"
+        conf.write_text(f'{good.replace("shadow", "off")}[advice]\nsocket = "{long_advice}"\n')
+        daemon.reload()
+        assert daemon.predictor.policy.default_mode.value == "shadow"
+        kept = "reload: keeping the previous configuration"
+        assert f"{kept}: {conf}: advice.socket: {long_advice}" in caplog.text
         conf.write_text(good.replace('mode = "shadow"', 'mode = "off"'))  # the typo mended
         daemon.reload()
         assert daemon.predictor.policy.default_mode.value == "off"

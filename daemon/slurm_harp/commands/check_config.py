@@ -17,9 +17,8 @@ import json
 import logging
 
 from slurm_harp.commands.arguments import settings_at
-from slurm_harp.config import ConfigError, check_host
 from slurm_harp.config.start_only import by_unit
-from slurm_harp.server.peer_relay import path_problem
+from slurm_harp.server.socket_path import start_problem
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +41,8 @@ def run(args: argparse.Namespace) -> int:
     if args.start_only:
         print(json.dumps(by_unit(settings), sort_keys=True))
         return 0
-    try:
-        check_host(settings)  # this host is where it will serve: its socket group must exist
-    except ConfigError as exc:
-        log.error("%s", exc)
+    if (problem := start_problem(settings)) is not None:  # this host is where it will serve
+        log.error("%s", problem)
         return 2
     if settings.guard.heartbeat.is_dir():  # no beat could replace it: every poll would fail
         log.error(
@@ -53,9 +50,6 @@ def run(args: argparse.Namespace) -> int:
             args.file,
             settings.guard.heartbeat,
         )
-        return 2
-    if (problem := path_problem(settings.advice.socket)) is not None:  # what `harp serve` refuses
-        log.error("%s: advice.socket: %s", args.file, problem)
         return 2
     if settings.history.db is None:  # good for `harp serve`, not for the nightly: said, not refused
         log.warning(

@@ -10,11 +10,10 @@ from collections.abc import Callable
 
 from slurm_harp.commands.arguments import config_option, settings_at
 from slurm_harp.commands.signal_wait import SignalWait
-from slurm_harp.config import ConfigError, Settings, check_host
+from slurm_harp.config import Settings
 from slurm_harp.server import heap
 from slurm_harp.server.daemon import Daemon, StuckServer
-from slurm_harp.server.peer_relay import path_problem
-from slurm_harp.server.socket_path import DaemonError
+from slurm_harp.server.socket_path import DaemonError, start_problem
 
 log = logging.getLogger(__name__)
 # How often the loop checks that the socket is still there: a removed socket fails every
@@ -37,13 +36,8 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_at(args.config)
     if settings is None:
         return 2
-    try:
-        check_host(settings)  # before anything is bound: an unknown group leaves no socket behind
-    except ConfigError as exc:
-        log.error("%s", exc)
-        return 2
-    if (problem := path_problem(settings.advice.socket)) is not None:  # as check-config says
-        log.error("%s: advice.socket: %s", args.config, problem)
+    if (problem := start_problem(settings)) is not None:  # before anything is bound: nothing left
+        log.error("%s", problem)
         return 2
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     daemon = Daemon(settings, settle=heap.settle)

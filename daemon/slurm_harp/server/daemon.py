@@ -31,7 +31,7 @@ from slurm_harp.server.peer_relay import PeerRelay
 from slurm_harp.server.reloader import reload_models, store_fingerprint
 from slurm_harp.server.service import SERVICE, PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
-from slurm_harp.server.socket_path import DaemonError
+from slurm_harp.server.socket_path import DaemonError, start_problem
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = SERVICE
@@ -193,27 +193,17 @@ class Daemon:
 
     def reload(self) -> None:
         """SIGHUP: re-read the config file and the models. A bad config keeps the old one: bad as
-        `harp serve` would find it at its next start, this host's checks too (check_host)."""
-        from slurm_harp.config import check_host
-
+        `harp serve` would find it at its next start, this host's checks too (start_problem)."""
         source = self.settings.source
-        if source is not None:
-            try:
-                fresh = load(source)
-                # A socket group this host lacks was taken in, and the next start refused the file.
-                check_host(fresh)
-            except ConfigError as exc:
-                log.error("reload: keeping the previous configuration: %s", exc)
-            except Exception:  # a reader's bug must not end the daemon that serves every job
-                log.exception("reload: keeping the previous configuration: reading %s failed", source)
-            else:
-                kept = daemon_part(self.settings)  # config/start_only.py: until a restart
-                for section, value in kept.items():
-                    if getattr(fresh, section) != value:
-                        log.warning("reload: [%s] changes take effect only after a restart", section)
-                self.settings = replace(fresh, source=source, **kept)
-                self.predictor.swap(policy=fresh.policy)
-                log.info("reload: configuration re-read from %s", source)
+        fresh = _reread(source) if source is not None else None
+        if fresh is not None:
+            kept = daemon_part(self.settings)  # config/start_only.py: until a restart
+            for section, value in kept.items():
+                if getattr(fresh, section) != value:
+                    log.warning("reload: [%s] changes take effect only after a restart", section)
+            self.settings = replace(fresh, source=source, **kept)
+            self.predictor.swap(policy=fresh.policy)
+            log.info("reload: configuration re-read from %s", source)
         self.reload_models()
 
     def poll_store(self) -> None:
@@ -262,3 +252,20 @@ class Daemon:
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
+
+
+def _reread(source: Path) -> Settings | None:
+    """The file at ``source`` if `harp serve` could start with it, else None, the problem logged
+    (a socket group this host lacks was taken in, and the next start refused the file)."""
+    try:
+        fresh = load(source)
+    except ConfigError as exc:
+        log.error("reload: keeping the previous configuration: %s", exc)
+        return None
+    except Exception:  # a reader's bug must not end the daemon that serves every job
+        log.exception("reload: keeping the previous configuration: reading %s failed", source)
+        return None
+    if (problem := start_problem(fresh)) is not None:
+        log.error("reload: keeping the previous configuration: %s", problem)
+        return None
+    return fresh

@@ -10,10 +10,26 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from slurm_harp.config import ConfigError, Settings, check_host
+from slurm_harp.server.peer_relay import path_problem
+
 
 class DaemonError(RuntimeError):
     """The daemon cannot start as configured: its socket is taken, or cannot be given its group and
     mode. The message names the problem."""
+
+
+def start_problem(settings: Settings) -> str | None:
+    """Why `harp serve` would not start with ``settings`` on this host, or None: a socket group the
+    host lacks, an advice socket too long for the relay's beside it. `harp check-config`, `harp
+    serve` before it binds and a reload (which keeps the running file) all ask this one question."""
+    try:
+        check_host(settings)
+    except ConfigError as exc:
+        return str(exc)
+    if (problem := path_problem(settings.advice.socket)) is not None:
+        return f"{settings.source or '<config>'}: advice.socket: {problem}"
+    return None
 
 
 @contextlib.contextmanager
