@@ -63,18 +63,26 @@ def _t(argv: Sequence[str], flag: str) -> int:
 
 
 class FakeSacct:
-    """The subprocess boundary: records argv, answers with ``outputs`` in turn (an exception is raised),
-    split by the delimiter that argv gives."""
+    """The subprocess boundary: records a window's argv in ``calls`` and answers with ``outputs`` in
+    turn (an exception is raised), split by the delimiter that argv gives. A re-read of a window's
+    jobs by id (``sacct -j``, in ``step_calls``) is answered with the last window's text: its jobs
+    with every step (the ids not asked for are more than sacct gives, and not read)."""
 
     def __init__(self, *outputs: str | Exception) -> None:
         self.outputs = list(outputs)
         self.calls: list[list[str]] = []
+        self.step_calls: list[list[str]] = []
+        self.last = ""
 
     def __call__(self, argv: Sequence[str]) -> str:
+        if "-j" in argv:
+            self.step_calls.append(list(argv))
+            return delimited(self.last, argv, US)
         self.calls.append(list(argv))
         out = self.outputs[min(len(self.calls), len(self.outputs)) - 1]
         if isinstance(out, Exception):
             raise out
+        self.last = out
         return delimited(out, argv, US)
 
 
@@ -230,7 +238,8 @@ def test_the_cursor_stays_inside_the_window_asked_for(store: JobStore) -> None:
 
 class UtcSacct:
     """sacct as run_sacct runs it (TZ=UTC0): -S/-E read, and the jobs' times printed, in UTC; the
-    jobs whose End is in [-S, -E]. ``ends``: unix end times of 5-minute jobs."""
+    jobs whose End is in [-S, -E], or whose id -j names. ``ends``: unix end times of 5-minute jobs;
+    window calls are in ``calls``."""
 
     def __init__(self, ends: list[int]) -> None:
         self.ends = ends
@@ -240,11 +249,13 @@ class UtcSacct:
         self.template = template.split(US)
 
     def __call__(self, argv: Sequence[str]) -> str:
-        self.calls.append(list(argv))
-        low, high = _t(argv, "-S"), _t(argv, "-E")
+        ids = _arg(argv, "-j").split(",") if "-j" in argv else None  # a re-read by id: no window
+        if ids is None:
+            self.calls.append(list(argv))
+        low, high = (0, 2**40) if ids is not None else (_t(argv, "-S"), _t(argv, "-E"))
         lines = [self.header]
         for n, end in enumerate(self.ends):
-            if low <= end <= high:
+            if low <= end <= high and (ids is None or str(n + 1) in ids):
                 values = dict(zip(self.names, self.template, strict=True))
                 at = {"Submit": end - 310, "Start": end - 300, "End": end}
                 values |= {name: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) for name, t in at.items()}

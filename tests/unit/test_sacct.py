@@ -199,14 +199,15 @@ def test_harvest_runs_sacct_through_the_runner() -> None:
 
     out = harvest_sacct(fake_runner, "2024-03-01", None)
     assert len(out) == 7
-    (argv,) = calls
+    argv, steps = calls  # the window, then its jobs' steps by id (test_harvest)
+    assert steps[steps.index("-j") + 1] == "1001,1002,1003,1010,1020,1021,1030" and "-S" not in steps
     assert argv[0] == "sacct"
     assert {"-a", "-P", "--noconvert"} <= set(argv)
     assert argv[argv.index("-S") + 1] == "2024-03-01"
     assert argv[argv.index("-E") + 1] == "now"
     assert argv[argv.index("-o") + 1] == ",".join(SACCT_FIELDS)
     harvest_sacct(fake_runner, "now-7days", "2024-03-02")
-    assert calls[1][calls[1].index("-E") + 1] == "2024-03-02"
+    assert calls[2][calls[2].index("-E") + 1] == "2024-03-02"
 
 
 def test_load_records_reads_sacct_text_files(tmp_path: object) -> None:

@@ -1,7 +1,8 @@
 """`harp harvest`: finished jobs from live sacct into the job store, resuming from a per-source cursor.
 
 Each run reads the jobs that ENDED in [cursor - overlap, now - settle], window by window (one sacct
-call and one transaction each). The cursor is the latest End seen; it moves in the same transaction
+call, then the window's jobs again by id for all their steps, sacct_runner.read_steps; one
+transaction each). The cursor is the latest End seen; it moves in the same transaction
 as the rows, so a crash or a failing sacct loses nothing and the next run resumes from there.
 - settle: accounting fills in late (Partition and TimelimitRaw stay empty for seconds after a job
   ends), so the newest jobs are left for the next run.
