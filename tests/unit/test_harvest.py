@@ -433,6 +433,25 @@ def test_cli_prints_one_summary_line_and_resumes(
         assert s.count("sacct") == 7 and s.cursor("sacct") == LAST_END
 
 
+def test_cli_harvest_stores_a_source_name_not_utf8_with_question_marks(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """--source-name b"s\\xff" failed every run (SQLite stores no surrogate: "harvest stopped at
+    sacct: 'utf-8' codec can't encode ..."). Stored under "s?" now, as `harp import` stores it."""
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(TEXT))
+    db = tmp_path / "jobs.sqlite"
+    argv = ["harvest", "--db", str(db), "--source-name", os.fsdecode(b"s\xff"), "--settle-seconds", "0"]
+    assert main([*argv, "--start", "2024-03-01T00:00Z", "--window-hours", "87840"]) == 0
+    assert "harvest s?: 1 windows" in capsys.readouterr().out
+    assert "source name 's\\udcff' is not UTF-8: its jobs are stored under 's?'" in caplog.text
+    assert main(argv) == 0  # the next run resumes from that source's cursor
+    with JobStore(db, readonly=True) as s:
+        assert s.sources() == ["s?"] and s.count() == 7 and s.cursor("s?") == LAST_END
+
+
 @pytest.mark.parametrize("stored", ["3", "garbled"])
 def test_cli_harvest_names_a_job_store_of_a_newer_or_garbled_schema_not_sacct(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, stored: str

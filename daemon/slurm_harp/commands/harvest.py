@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, extension_file, sacct_runner
-from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, store_error
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, storable, store_error
 from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct
 from slurm_harp.commands.arguments import config_or_default, settings_at, span, unix_time
 from slurm_harp.config import DEFAULT_PATH
@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     done = harvest_into(
         db,
-        source=args.source_name,
+        source=storable(args.source_name),  # SQLite stores no surrogate: every run failed on one
         overlap_s=int(args.overlap_minutes * 60),
         settle_s=int(args.settle_seconds),
         start=args.start,

@@ -8,10 +8,9 @@ import sqlite3
 from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, load_records
-from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, store_error
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, storable, store_error
 from slurm_harp.commands.arguments import delimiter_option, warn_if_guessable
 from slurm_harp.commands.harvest import default_db
-from slurm_harp.core.text import question_marks
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +39,6 @@ def source_name(path: str | Path) -> str:
         name = name[: -len(".gz")]
     stem = Path(name).stem
     return stem or name
-
-
-def storable(name: str) -> str:
-    """``name`` as the store can key it: each byte of a file name or --source-name that is not
-    UTF-8 (held as a surrogate, which SQLite cannot store as text) as "?", core.text's rule, said
-    in a warning."""
-    key = question_marks(name)
-    if key != name:
-        log.warning("source name %r is not UTF-8: its jobs are stored under %r", name, key)
-    return key
 
 
 def run(args: argparse.Namespace) -> int:
