@@ -646,6 +646,29 @@ def test_import_sacct_text_twice_changes_nothing(tmp_path: Path, capsys: pytest.
         assert store_checksum(s) == checksum and s.sources() == ["cluster-a"]
 
 
+def test_import_of_two_traces_sharing_job_keys_under_one_source_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two traces under one --source-name whose jobs share an id and submit time were merged into
+    one row each, the second's values over the first's, said only as "2 updated"."""
+    a, b, c = (tmp_path / name for name in ("a.swf", "b.swf", "c.swf"))
+    a.write_text("; Version: 2.2\n1 0 10 3600 4 -1 -1 4 7200 -1 1 1 1 1 1 -1 -1 -1\n"
+                 "2 5 10 60 4 -1 -1 4 7200 -1 1 1 1 1 1 -1 -1 -1\n")  # fmt: skip
+    b.write_text("; Version: 2.2\n1 0 5 60 64 -1 -1 64 120 -1 0 2 2 2 2 -1 -1 -1\n"
+                 "2 5 5 90 64 -1 -1 64 120 -1 0 2 2 2 2 -1 -1 -1\n")  # fmt: skip
+    c.write_text(a.read_text())  # the same jobs again: nothing mixed
+    db = str(tmp_path / "jobs.sqlite")
+    with caplog.at_level(logging.WARNING):
+        assert main(["import", "--db", db, str(a), str(b)]) == 0  # a source each: no clash
+        assert main(["import", "--db", db, "--source-name", "one", str(a), str(c)]) == 0
+        assert "jobs have the job id" not in caplog.text
+        assert main(["import", "--db", db, "--source-name", "one", str(b)]) == 0  # another command
+        assert "jobs have the job id" not in caplog.text
+        assert main(["import", "--db", db, "--source-name", "two", str(a), str(c), str(b)]) == 0
+    (line,) = [r.getMessage() for r in caplog.records if "jobs have the job id" in r.getMessage()]
+    assert line.startswith(f"{b}: 2 jobs have the job id and submit time of jobs {c} gave under source 'two'")
+
+
 def test_import_reports_missing_and_unreadable_files(tmp_path: Path) -> None:
     db = tmp_path / "jobs.sqlite"
     assert main(["import", "--db", str(db), str(tmp_path / "nope.swf")]) == 2
