@@ -63,18 +63,26 @@ def _t(argv: Sequence[str], flag: str) -> int:
 
 
 class FakeSacct:
-    """The subprocess boundary: records argv, answers with ``outputs`` in turn (an exception is raised),
-    split by the delimiter that argv gives."""
+    """The subprocess boundary: records a window's argv in ``calls`` and answers with ``outputs`` in
+    turn (an exception is raised), split by the delimiter that argv gives. A re-read of a window's
+    jobs by id (``sacct -j``, in ``step_calls``) is answered with the last window's text: its jobs
+    with every step (the ids not asked for are more than sacct gives, and not read)."""
 
     def __init__(self, *outputs: str | Exception) -> None:
         self.outputs = list(outputs)
         self.calls: list[list[str]] = []
+        self.step_calls: list[list[str]] = []
+        self.last = ""
 
     def __call__(self, argv: Sequence[str]) -> str:
+        if "-j" in argv:
+            self.step_calls.append(list(argv))
+            return delimited(self.last, argv, US)
         self.calls.append(list(argv))
         out = self.outputs[min(len(self.calls), len(self.outputs)) - 1]
         if isinstance(out, Exception):
             raise out
+        self.last = out
         return delimited(out, argv, US)
 
 
@@ -230,7 +238,8 @@ def test_the_cursor_stays_inside_the_window_asked_for(store: JobStore) -> None:
 
 class UtcSacct:
     """sacct as run_sacct runs it (TZ=UTC0): -S/-E read, and the jobs' times printed, in UTC; the
-    jobs whose End is in [-S, -E]. ``ends``: unix end times of 5-minute jobs."""
+    jobs whose End is in [-S, -E], or whose id -j names. ``ends``: unix end times of 5-minute jobs;
+    window calls are in ``calls``."""
 
     def __init__(self, ends: list[int]) -> None:
         self.ends = ends
@@ -240,11 +249,13 @@ class UtcSacct:
         self.template = template.split(US)
 
     def __call__(self, argv: Sequence[str]) -> str:
-        self.calls.append(list(argv))
-        low, high = _t(argv, "-S"), _t(argv, "-E")
+        ids = _arg(argv, "-j").split(",") if "-j" in argv else None  # a re-read by id: no window
+        if ids is None:
+            self.calls.append(list(argv))
+        low, high = (0, 2**40) if ids is not None else (_t(argv, "-S"), _t(argv, "-E"))
         lines = [self.header]
         for n, end in enumerate(self.ends):
-            if low <= end <= high:
+            if low <= end <= high and (ids is None or str(n + 1) in ids):
                 values = dict(zip(self.names, self.template, strict=True))
                 at = {"Submit": end - 310, "Start": end - 300, "End": end}
                 values |= {name: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) for name, t in at.items()}
@@ -420,6 +431,25 @@ def test_cli_prints_one_summary_line_and_resumes(
     assert "stopped early" in capsys.readouterr().out
     with JobStore(db) as s:
         assert s.count("sacct") == 7 and s.cursor("sacct") == LAST_END
+
+
+def test_cli_harvest_stores_a_source_name_not_utf8_with_question_marks(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """--source-name b"s\\xff" failed every run (SQLite stores no surrogate: "harvest stopped at
+    sacct: 'utf-8' codec can't encode ..."). Stored under "s?" now, as `harp import` stores it."""
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(TEXT))
+    db = tmp_path / "jobs.sqlite"
+    argv = ["harvest", "--db", str(db), "--source-name", os.fsdecode(b"s\xff"), "--settle-seconds", "0"]
+    assert main([*argv, "--start", "2024-03-01T00:00Z", "--window-hours", "87840"]) == 0
+    assert "harvest s?: 1 windows" in capsys.readouterr().out
+    assert "source name 's\\udcff' is not UTF-8: its jobs are stored under 's?'" in caplog.text
+    assert main(argv) == 0  # the next run resumes from that source's cursor
+    with JobStore(db, readonly=True) as s:
+        assert s.sources() == ["s?"] and s.count() == 7 and s.cursor("s?") == LAST_END
 
 
 @pytest.mark.parametrize("stored", ["3", "garbled"])
@@ -614,6 +644,29 @@ def test_import_sacct_text_twice_changes_nothing(tmp_path: Path, capsys: pytest.
     assert main(["import", "--db", str(db), "--source-name", "cluster-a", str(text)]) == 0
     with JobStore(db) as s:
         assert store_checksum(s) == checksum and s.sources() == ["cluster-a"]
+
+
+def test_import_of_two_traces_sharing_job_keys_under_one_source_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two traces under one --source-name whose jobs share an id and submit time were merged into
+    one row each, the second's values over the first's, said only as "2 updated"."""
+    a, b, c = (tmp_path / name for name in ("a.swf", "b.swf", "c.swf"))
+    a.write_text("; Version: 2.2\n1 0 10 3600 4 -1 -1 4 7200 -1 1 1 1 1 1 -1 -1 -1\n"
+                 "2 5 10 60 4 -1 -1 4 7200 -1 1 1 1 1 1 -1 -1 -1\n")  # fmt: skip
+    b.write_text("; Version: 2.2\n1 0 5 60 64 -1 -1 64 120 -1 0 2 2 2 2 -1 -1 -1\n"
+                 "2 5 5 90 64 -1 -1 64 120 -1 0 2 2 2 2 -1 -1 -1\n")  # fmt: skip
+    c.write_text(a.read_text())  # the same jobs again: nothing mixed
+    db = str(tmp_path / "jobs.sqlite")
+    with caplog.at_level(logging.WARNING):
+        assert main(["import", "--db", db, str(a), str(b)]) == 0  # a source each: no clash
+        assert main(["import", "--db", db, "--source-name", "one", str(a), str(c)]) == 0
+        assert "jobs have the job id" not in caplog.text
+        assert main(["import", "--db", db, "--source-name", "one", str(b)]) == 0  # another command
+        assert "jobs have the job id" not in caplog.text
+        assert main(["import", "--db", db, "--source-name", "two", str(a), str(c), str(b)]) == 0
+    (line,) = [r.getMessage() for r in caplog.records if "jobs have the job id" in r.getMessage()]
+    assert line.startswith(f"{b}: 2 jobs have the job id and submit time of jobs {c} gave under source 'two'")
 
 
 def test_import_reports_missing_and_unreadable_files(tmp_path: Path) -> None:

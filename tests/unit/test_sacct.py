@@ -11,6 +11,7 @@ import pytest
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, harvest_sacct, load_records, read_sacct
 from slurm_harp.accounting.fields import SLURM_ZONE, parse_tres
 from slurm_harp.accounting.sacct_runner import decode_output, run_sacct
+from slurm_harp.cli import main
 from tests.conftest import delimited
 
 HEADER = "|".join(SACCT_FIELDS)
@@ -176,6 +177,22 @@ def test_header_is_required() -> None:
         read_sacct([])
 
 
+def test_a_header_repeating_a_column_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each name kept one index, one short of the fields: `harp import` crashed with IndexError."""
+    with pytest.raises(ValueError, match="repeats the column State: "):
+        read_sacct(
+            ["JobIDRaw|JobID|State|ElapsedRaw|End|State", "100|100|COMPLETED|60|2024-03-01T10:00:00|C"]
+        )
+    (tmp_path / "dup.txt").write_text("JobIDRaw|JobName|State|ElapsedRaw|JobName|State\n")
+    (tmp_path / "good.txt").write_text(SACCT_TEXT)
+    files = [str(tmp_path / name) for name in ("dup.txt", "good.txt")]
+    assert main(["import", "--db", str(tmp_path / "jobs.sqlite"), *files]) == 1
+    assert "sacct header repeats the column JobName, State" in caplog.text
+    assert "good.txt -> good: 18 lines, 7 jobs" in capsys.readouterr().out  # the next file is imported
+
+
 def test_columns_are_found_by_name_in_any_order() -> None:
     text = "State|ElapsedRaw|JobID|TimelimitRaw\nCOMPLETED|30|77|5\nCOMPLETED|10|77.batch|\n"
     (record,) = read_sacct(text.splitlines())
@@ -199,14 +216,15 @@ def test_harvest_runs_sacct_through_the_runner() -> None:
 
     out = harvest_sacct(fake_runner, "2024-03-01", None)
     assert len(out) == 7
-    (argv,) = calls
+    argv, steps = calls  # the window, then its jobs' steps by id (test_harvest)
+    assert steps[steps.index("-j") + 1] == "1001,1002,1003,1010,1020,1021,1030" and "-S" not in steps
     assert argv[0] == "sacct"
     assert {"-a", "-P", "--noconvert"} <= set(argv)
     assert argv[argv.index("-S") + 1] == "2024-03-01"
     assert argv[argv.index("-E") + 1] == "now"
     assert argv[argv.index("-o") + 1] == ",".join(SACCT_FIELDS)
     harvest_sacct(fake_runner, "now-7days", "2024-03-02")
-    assert calls[1][calls[1].index("-E") + 1] == "2024-03-02"
+    assert calls[2][calls[2].index("-E") + 1] == "2024-03-02"
 
 
 def test_load_records_reads_sacct_text_files(tmp_path: object) -> None:

@@ -33,6 +33,7 @@ from slurm_harp.accounting.job_columns import BadValue, record_of, select_sql
 from slurm_harp.accounting.store_schema import SCHEMA_VERSION, SchemaVersionError, check_version, migrate
 from slurm_harp.accounting.upsert import MergeResult, Transaction
 from slurm_harp.core.job import JobRecord
+from slurm_harp.core.text import question_marks
 from slurm_harp.regular_file import refuse_non_regular
 from slurm_harp.state_dir import create_file
 
@@ -47,6 +48,16 @@ LOCK_WAIT_S = 30.0  # how long a connection waits for another's lock
 # SQLite's errors that say the file is no usable database: no run gets past them by itself.
 _DAMAGED = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
 _LOCKED = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
+
+
+def storable(name: str) -> str:
+    """``name`` as the store can key a source: each byte of a file name or --source-name that is
+    not UTF-8 (held as a surrogate, which SQLite cannot store as text) as "?", core.text's rule,
+    said in a warning. `harp import` and `harp harvest` alike."""
+    key = question_marks(name)
+    if key != name:
+        log.warning("source name %r is not UTF-8: its jobs are stored under %r", name, key)
+    return key
 
 
 def store_error(path: str | Path, exc: sqlite3.Error) -> tuple[str, bool]:

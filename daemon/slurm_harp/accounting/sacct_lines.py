@@ -103,6 +103,9 @@ def parse_header(line: str, delimiter: str | None = None) -> Header:
     if trailing:
         names.pop()
     columns = {name: i for i, name in enumerate(names)}
+    if len(columns) < len(names):  # a dict keeps one index per name: rows would be one field short
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        raise ValueError(f"sacct header repeats the column {', '.join(repeated)}: {line[:120]!r}")
     if "State" not in columns or "ElapsedRaw" not in columns:
         raise ValueError(f"not a sacct -P header (needs State and ElapsedRaw): {line[:120]!r}")
     if "JobIDRaw" not in columns and "JobID" not in columns:

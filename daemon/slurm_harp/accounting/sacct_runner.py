@@ -2,6 +2,12 @@
 SacctRunner: argv in, stdout out, faked in unit tests), and a window of jobs or one job run and
 read.
 
+A window's jobs are chosen by End, but slurmdbd also keeps only the steps that ran inside it (its
+step query: time_start <= -E and time_end >= -S, whatever the other options): a job's MPI step that
+ended an hour before its .batch tail was dropped, and with it the job's peak memory and most of its
+TotalCPU. So the window's jobs are read again by id with no window (sacct -j, no -S: from the
+epoch), and their MaxRSS and TotalCPU are taken from every step (read_steps).
+
 sacct runs in SLURM_ZONE (UTC), which never repeats an hour, and with a delimiter of its own for
 each run (sacct_lines.fresh_delimiter), which no user text can hold; sacct.read_sacct reads what
 it prints.
@@ -12,6 +18,7 @@ from __future__ import annotations
 import logging
 import subprocess
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from slurm_harp.accounting.fields import SLURM_ZONE, slurm_tool_environ
 from slurm_harp.accounting.read_stats import ReadStats
@@ -59,6 +66,8 @@ SacctRunner = Callable[[Sequence[str]], str]
 # A whole harvest window of a large site takes a while; a hung slurmdbd must not hang the timer.
 SACCT_TIMEOUT_S = 600.0
 _LOUD_UNDECODABLE = 20  # lines logged as warnings; the rest at DEBUG
+# Job ids per `sacct -j` call re-reading a window's steps: ~11 KB of command line, a bounded IN list.
+STEP_IDS_PER_CALL = 1000
 
 # `--state` for finished jobs (the states a record counts as finished). With states given, sacct
 # selects terminal jobs by End in [-S, -E] (slurmdbd's time_end BETWEEN), which is what a harvest
@@ -132,10 +141,52 @@ def harvest_sacct(
     named their job: no free text forges a row (sacct_lines.fresh_delimiter)."""
     delimiter = fresh_delimiter()
     text = runner(sacct_argv(["-S", start, "-E", end or "now"], states=states, delimiter=delimiter))
+    stats = stats or ReadStats(source="sacct")
     # Not splitlines(): it also splits on \x1c-\x1e, \x85 and \u2028, which may sit in a job name.
-    return read_sacct(
-        text.split("\n"), stats or ReadStats(source="sacct"), zone=SLURM_ZONE, delimiter=delimiter
-    )
+    records = read_sacct(text.split("\n"), stats, zone=SLURM_ZONE, delimiter=delimiter)
+    return read_steps(runner, records, stats)
+
+
+def read_steps(runner: SacctRunner, records: list[JobRecord], stats: ReadStats) -> list[JobRecord]:
+    """``records`` (read from a window) with MaxRSS and TotalCPU over all their steps, from a
+    re-read of their ids with no window, STEP_IDS_PER_CALL ids per sacct call. A record the re-read
+    does not give back (purged meanwhile) keeps what the window read, in a warning. A failing call
+    raises: the harvest stops before storing the window, and the next run reads it again."""
+    ids = sorted({r.job_id for r in records}, key=lambda i: (len(i), i))
+    full: dict[tuple[str, int | None, int | None], JobRecord] = {}
+    reread = ReadStats(source=f"{stats.source} steps")
+    for first in range(0, len(ids), STEP_IDS_PER_CALL):
+        chunk = ids[first : first + STEP_IDS_PER_CALL]
+        delimiter = fresh_delimiter()
+        # No -S/-E/--state: sacct -j then reads from the epoch to now, every step of every record
+        # of these ids (--duplicates: an id given again has records of its own, told by Submit).
+        text = runner(sacct_argv(["-j", ",".join(chunk)], delimiter=delimiter))
+        for job in read_sacct(text.split("\n"), reread, zone=SLURM_ZONE, delimiter=delimiter):
+            full[_run_key(job)] = job
+    # Its bad lines are logged under its own source, not counted again: most are the window's own.
+    out: list[JobRecord] = []
+    missed: list[str] = []
+    for record in records:
+        again = full.get(_run_key(record))
+        if again is None:
+            missed.append(record.job_id)
+            out.append(record)
+            continue
+        rss = record.max_rss_mb if again.max_rss_mb is None else again.max_rss_mb
+        cpu = record.total_cpu_s if again.total_cpu_s is None else again.total_cpu_s
+        out.append(replace(record, max_rss_mb=rss, total_cpu_s=cpu))
+    if missed:
+        log.warning(
+            "%s: %d jobs not found again by id (purged meanwhile?): their MaxRSS and TotalCPU are from "
+            "the steps inside the window alone, maybe too low: %s",
+            stats.source, len(missed), ", ".join(missed[:20]),
+        )  # fmt: skip
+    return out
+
+
+def _run_key(record: JobRecord) -> tuple[str, int | None, int | None]:
+    """One accounting record: its id, submit time (the store's identity) and start (each run)."""
+    return record.job_id, record.request.submit_time, record.start_time
 
 
 def one_job(runner: SacctRunner, job_id: str) -> JobRecord | None:

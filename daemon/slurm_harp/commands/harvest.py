@@ -1,7 +1,8 @@
 """`harp harvest`: finished jobs from live sacct into the job store, resuming from a per-source cursor.
 
 Each run reads the jobs that ENDED in [cursor - overlap, now - settle], window by window (one sacct
-call and one transaction each). The cursor is the latest End seen; it moves in the same transaction
+call, then the window's jobs again by id for all their steps, sacct_runner.read_steps; one
+transaction each). The cursor is the latest End seen; it moves in the same transaction
 as the rows, so a crash or a failing sacct loses nothing and the next run resumes from there.
 - settle: accounting fills in late (Partition and TimelimitRaw stay empty for seconds after a job
   ends), so the newest jobs are left for the next run.
@@ -30,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, extension_file, sacct_runner
-from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, store_error
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, storable, store_error
 from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct
 from slurm_harp.commands.arguments import config_or_default, settings_at, span, unix_time
 from slurm_harp.config import DEFAULT_PATH
@@ -213,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     done = harvest_into(
         db,
-        source=args.source_name,
+        source=storable(args.source_name),  # SQLite stores no surrogate: every run failed on one
         overlap_s=int(args.overlap_minutes * 60),
         settle_s=int(args.settle_seconds),
         start=args.start,

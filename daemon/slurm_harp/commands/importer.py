@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
-from slurm_harp.accounting import ReadStats, load_records
-from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, store_error
+from slurm_harp.accounting import JobRecord, ReadStats, load_records
+from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, storable, store_error
 from slurm_harp.commands.arguments import delimiter_option, warn_if_guessable
 from slurm_harp.commands.harvest import default_db
-from slurm_harp.core.text import question_marks
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +42,6 @@ def source_name(path: str | Path) -> str:
     return stem or name
 
 
-def storable(name: str) -> str:
-    """``name`` as the store can key it: each byte of a file name or --source-name that is not
-    UTF-8 (held as a surrogate, which SQLite cannot store as text) as "?", core.text's rule, said
-    in a warning."""
-    key = question_marks(name)
-    if key != name:
-        log.warning("source name %r is not UTF-8: its jobs are stored under %r", name, key)
-    return key
-
-
 def run(args: argparse.Namespace) -> int:
     missing = [s for s in args.sources if not Path(s).is_file()]
     if missing:
@@ -75,9 +65,38 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+class _Earlier:
+    """The jobs the files before this one in the command gave, per source: a job given again by a
+    later file with other values (two traces sharing a job id and submit time under one
+    --source-name) is merged into one row, mixing two jobs, and is said in a warning."""
+
+    def __init__(self) -> None:
+        # source -> (job id, submit time) -> (hash of the record, the file that gave it)
+        self.jobs: dict[str, dict[tuple[str, int | None], tuple[int, str]]] = {}
+
+    def check(self, records: list[JobRecord], source: str, path: str) -> None:
+        seen = self.jobs.setdefault(source, {})
+        clashes: Counter[str] = Counter()
+        for record in records:
+            key = (record.job_id, record.request.submit_time)
+            earlier = seen.get(key)
+            # The same job read again (overlapping sacct saves) is equal: only other values mix.
+            if earlier is not None and earlier[0] != hash(record):
+                clashes[earlier[1]] += 1
+            seen[key] = (hash(record), path)
+        for other, count in clashes.items():
+            log.warning(
+                "%s: %d jobs have the job id and submit time of jobs %s gave under source %r, with other "
+                "values: each pair is one row now, the two jobs' values mixed. Files of different traces "
+                "need a --source-name apiece",
+                path, count, other, source,
+            )  # fmt: skip
+
+
 def _import_all(store: JobStore, sources: list[str], forced_name: str | None, delimiter: str | None) -> bool:
     """Import every file; True if any could not be read (the others are still imported)."""
     failed = False
+    earlier = _Earlier()
     for path in sources:
         name = storable(forced_name or source_name(path))
         stats = ReadStats(source=path)
@@ -101,6 +120,7 @@ def _import_all(store: JobStore, sources: list[str], forced_name: str | None, de
                 "import stopped: %s; %s and the files after it are not imported (%s)", problem, path, again
             )
             return True
+        earlier.check(records, name, path)
         print(
             f"{path} -> {name}: {stats.lines} lines, {len(records)} jobs, {stats.bad_lines} bad lines, "
             f"{stats.skipped} skipped, {result.inserted} new, {result.updated} updated"
