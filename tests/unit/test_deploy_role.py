@@ -404,28 +404,21 @@ def test_a_path_with_an_empty_dot_or_dot_dot_component_is_refused(path: str) -> 
 # --- names in harp.toml -----------------------------------------------------------------------------
 
 
-def test_all_digit_partition_and_account_names_are_written_as_strings() -> None:
-    """YAML reads `account: 2024001` as a number, and the argument specs' `type: str` let it through:
-    harp.toml got `account = 2024001`, which harp check-config refused mid-play."""
+def test_quoted_all_digit_names_are_written_to_harp_toml_as_given() -> None:
+    """Quoted, an all-digit name is a string: harp.toml gets it as one, unconverted."""
     variables = _unit_vars(
-        slurm_harp_policy_rules=[{"account": 2024001, "mode": "rewrite"}, {"partition": 42, "mode": "off"}],
-        slurm_harp_billing_partitions=[{"name": 1, "price": 2}],
-        slurm_harp_advice_partitions=[{"name": 7, "gpu_memory_gb": 80}],
+        slurm_harp_policy_rules=[
+            {"account": "2024001", "mode": "rewrite"},
+            {"partition": "0123", "mode": "off"},
+        ],
+        slurm_harp_billing_partitions=[{"name": "1", "price": 2}],
+        slurm_harp_advice_partitions=[{"name": "7", "gpu_memory_gb": 80}],
     )
     toml = render("{{ __slurm_harp_toml }}", variables)
-    assert toml["policy"]["rule"] == [
-        {"account": "2024001", "mode": "rewrite"},
-        {"partition": "42", "mode": "off"},
-    ]
-    assert toml["billing"]["partition"] == [{"name": "1", "price": 2}]
-    assert toml["advice"]["partition"] == [{"name": "7", "gpu_memory_gb": 80}]
+    assert toml["policy"]["rule"] == variables["slurm_harp_policy_rules"]
     text = str(render((ROLE / "templates" / "harp.toml.j2").read_text(), variables))
-    assert 'account = "2024001"' in text and 'partition = "42"' in text and 'name = "7"' in text
-    # Names given as strings, and a null, stay as they were.
-    named = _unit_vars(slurm_harp_policy_rules=[{"partition": "gpu", "account": None, "mode": "off"}])
-    assert render("{{ __slurm_harp_toml.policy.rule }}", named) == [
-        {"partition": "gpu", "account": None, "mode": "off"}
-    ]
+    assert 'account = "2024001"' in text and 'partition = "0123"' in text and 'name = "7"' in text
+    assert _values_refusals(**variables) == []
 
 
 RULE_NAMES = "every partition and account in slurm_harp_policy_rules must be one name"
@@ -460,7 +453,59 @@ def test_a_rule_name_no_job_can_match_stops_the_role_in_its_preflight(rule: dict
 def test_rule_names_of_one_partition_or_account_pass_the_preflight() -> None:
     rules = [
         {"partition": "gpu", "mode": "off"},
-        {"account": 2024001, "mode": "rewrite"},
+        {"account": "2024001", "mode": "rewrite"},
         {"account": "a b", "mode": "off"},
     ]
     assert _values_refusals(slurm_harp_policy_rules=rules) == []
+
+
+UNQUOTED = "every partition and account in slurm_harp_policy_rules and every name in"
+RULES, BILLING, ADVICE = (
+    "slurm_harp_policy_rules",
+    "slurm_harp_billing_partitions",
+    "slurm_harp_advice_partitions",
+)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "got"),
+    [
+        # YAML 1.1, as Ansible reads an inventory: 0123 is octal (83), 12:30 sexagesimal (750),
+        # off a boolean, [gpu] a list, a blank a null. Each passed `type: str`, and the role's
+        # `| string` wrote "83", "False", "['gpu']" or "None": rules and tables matching no job.
+        ({RULES: [{"account": 83, "mode": "rewrite"}]}, f"{RULES}[0].account = 83"),
+        (
+            {RULES: [{"partition": "gpu", "mode": "off"}, {"partition": 750, "mode": "off"}]},
+            f"{RULES}[1].partition = 750",
+        ),
+        ({RULES: [{"partition": False, "mode": "shadow"}]}, f"{RULES}[0].partition = false"),
+        ({RULES: [{"partition": ["gpu"], "mode": "off"}]}, f'{RULES}[0].partition = ["gpu"]'),
+        ({RULES: [{"partition": "gpu", "account": None, "mode": "off"}]}, f"{RULES}[0].account = null"),
+        ({BILLING: [{"name": None, "price": 2.0}]}, f"{BILLING}[0].name = null"),
+        ({BILLING: [{"name": 1, "price": 2.0}]}, f"{BILLING}[0].name = 1"),
+        ({ADVICE: [{"name": ["a100"], "gpu_memory_gb": 80}]}, f'{ADVICE}[0].name = ["a100"]'),
+        ({ADVICE: [{"name": True, "gpu_memory_gb": 80}]}, f"{ADVICE}[0].name = true"),
+    ],
+)
+def test_a_name_that_is_not_a_string_stops_the_role_in_its_preflight(
+    overrides: dict[str, Any], got: str
+) -> None:
+    """Refused, not converted: YAML has already changed an unquoted 0123 into 83."""
+    said = [m for m in _values_refusals(**overrides) if m.startswith(UNQUOTED)]
+    assert len(said) == 1, _values_refusals(**overrides)
+    assert said[0].endswith(f"got {got}"), said
+    assert 'quote it (account: "2024001"; YAML reads an unquoted 0123 as 83' in said[0]
+
+
+def test_the_yaml_an_inventory_is_read_with_turns_these_names_into_no_strings() -> None:
+    """The cases above, as Ansible's own YAML loader reads them from an inventory."""
+    loader = pytest.importorskip("ansible.parsing.yaml.loader")
+    inventory = "[{account: 0123}, {partition: 12:30}, {partition: off}, {partition: [gpu]}, {partition: }]"
+    rules = yaml.load(inventory, Loader=loader.AnsibleLoader)
+    assert [next(iter(r.values())) for r in rules] == [83, 750, False, ["gpu"], None]
+    [said] = _values_refusals(slurm_harp_policy_rules=[{"mode": "off", **r} for r in rules])
+    assert said.endswith(
+        "got slurm_harp_policy_rules[0].account = 83, slurm_harp_policy_rules[1].partition = 750, "
+        'slurm_harp_policy_rules[2].partition = false, slurm_harp_policy_rules[3].partition = ["gpu"], '
+        "slurm_harp_policy_rules[4].partition = null"
+    ), said
