@@ -145,6 +145,12 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
         "false, so the role cannot take a number, a boolean, a list or null for a name), got "
         "slurm_harp_policy_rules[0].account = 2024001",
     ),
+    # systemd would own /run/lock (RuntimeDirectory=lock, 0750) and remove it when slurm-harp stops.
+    "socket in /var/run/lock": (
+        {"slurm_harp_socket": "/var/run/lock/harp.sock"},
+        "slurm_harp_socket must be in a directory of harp's own, named for it, such as "
+        "/run/slurm-harp/harp.sock, not in /var/run/lock: systemd makes the socket directory /run/lock",
+    ),
     "rule for two partitions": (
         {"slurm_harp_policy_rules": [{"partition": "debug,short", "mode": "off"}]},
         "every partition and account in slurm_harp_policy_rules must be one name, with no comma",

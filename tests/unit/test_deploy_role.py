@@ -388,17 +388,97 @@ def test_the_default_directories_and_one_of_harp_s_own_anywhere_are_accepted() -
     )
 
 
+SYSTEMD_TAKES = "systemd makes the socket directory /run/"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "why"),
+    [
+        # Under /run (or /var/run, its link) the socket's directory is the RuntimeDirectory=: systemd
+        # owns it (0750) and removes it when slurm-harp stops. /run/lock lost its 1777 and went.
+        ("slurm_harp_socket", "/var/run/lock/harp.sock", SYSTEMD_TAKES + "lock (RuntimeDirectory=lock)"),
+        ("slurm_harp_socket", "/run/lock/harp.sock", SYSTEMD_TAKES + "lock (RuntimeDirectory=lock)"),
+        ("slurm_harp_socket", "/var/run/user/harp.sock", SYSTEMD_TAKES + "user (RuntimeDirectory=user)"),
+        ("slurm_harp_socket", "/run/shm/harp.sock", SYSTEMD_TAKES + "shm (RuntimeDirectory=shm)"),
+        ("slurm_harp_socket", "/run/slurm/harp.sock", SYSTEMD_TAKES + "slurm (RuntimeDirectory=slurm)"),
+        ("slurm_harp_socket", "/run/slurmctld/harp.sock", "RuntimeDirectory=slurmctld"),
+        ("slurm_harp_socket", "/run/slurm/harp/harp.sock", "RuntimeDirectory=slurm/harp"),
+        # Under /var/lib the state's is the StateDirectory=: systemd gives it, and all in it, to
+        # slurm-harp at each start: slurmctld's state would have been slurm-harp's.
+        ("slurm_harp_state_dir", "/var/lib/slurm", "makes /var/lib/slurm the StateDirectory= of the units"),
+        ("slurm_harp_state_dir", "/var/lib/munge/", "the StateDirectory= of the units (munge)"),
+        ("slurm_harp_state_dir", "/var/lib/systemd", "the StateDirectory= of the units (systemd)"),
+        # Another daemon's, named for it, where the role makes the directory itself.
+        ("slurm_harp_state_dir", "/var/spool/slurmctld", "a directory named slurm*, munge* or systemd*"),
+        ("slurm_harp_socket", "/var/lib/slurm/harp.sock", "under /var/lib the first directory must be"),
+        ("slurm_harp_config_dir", "/etc/munge", "a directory named slurm*, munge* or systemd*"),
+        ("slurm_harp_venv_dir", "/opt/slurm/", "a directory named slurm*, munge* or systemd*"),
+        # Shared by others.
+        ("slurm_harp_config_dir", "/usr/local/etc", "programs that share /usr/local/etc rely on them"),
+        ("slurm_harp_config_dir", "/etc/default", "programs that share /etc/default rely on them"),
+        ("slurm_harp_config_dir", "/etc/sysconfig", "programs that share /etc/sysconfig rely on them"),
+        ("slurm_harp_config_dir", "/etc/slurm/", "the other programs that share /etc/slurm/ rely on them"),
+        ("slurm_harp_venv_dir", "/usr/local/", "the other programs that share /usr/local/ rely on them"),
+        ("slurm_harp_socket", "/var/run/harp.sock", "not directly in /var/run"),
+    ],
+)
+def test_a_directory_of_another_program_or_that_systemd_would_take_is_refused(
+    variable: str, value: str, why: str
+) -> None:
+    """The role maps /var/run/X to RuntimeDirectory=X: `/var/run/lock/harp.sock` passed, and systemd
+    would have owned /run/lock (0750) and removed it when slurm-harp stopped; `/var/lib/slurm` as the
+    state made slurmctld's state slurm-harp's (StateDirectory= re-owns it all at each start)."""
+    [said] = _shared_dir_refusals(**{variable: value})
+    assert said.startswith(f"{variable} must be "), said
+    assert "a directory of harp's own" in said and why in said, said
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("slurm_harp_socket", "/run/slurm-harp/harp.sock"),
+        ("slurm_harp_socket", "/var/run/slurm-harp/harp.sock"),
+        ("slurm_harp_socket", "/run/slurm-harp/sockets/harp.sock"),
+        ("slurm_harp_state_dir", "/var/lib/slurm-harp"),
+        ("slurm_harp_state_dir", "/var/lib/slurm-harp/"),
+        ("slurm_harp_state_dir", "/var/spool/slurm-harp"),
+        ("slurm_harp_venv_dir", "/opt/slurm-harp/"),
+        ("slurm_harp_config_dir", "/etc/slurm-harp"),
+        ("slurm_harp_config_dir", "/etc/slurm-harp/"),
+    ],
+)
+def test_a_directory_named_for_harp_is_accepted(variable: str, value: str) -> None:
+    assert _shared_dir_refusals(**{variable: value}) == []
+
+
+PLAIN_PATH_TASK = "Check that every path is absolute and plain"
+
+
+def _plain(key: str, path: str) -> bool:
+    check = task("tasks/preflight.yml", PLAIN_PATH_TASK)["ansible.builtin.assert"]
+    return bool(render(f"{{{{ {check['that']} }}}}", role_vars(item={"key": key, "value": path})))
+
+
 @pytest.mark.parametrize(
     "path", ["/run//harp.sock", "/run/./harp.sock", "/run/x/../harp.sock", "/var/lib/", "/var/lib/.", "//tmp"]
 )
 def test_a_path_with_an_empty_dot_or_dot_dot_component_is_refused(path: str) -> None:
     """They are compared as text: `/run/./harp.sock` was a socket directly in /run by another name."""
-    check = task("tasks/preflight.yml", "Check that every path is absolute and plain")[
-        "ansible.builtin.assert"
-    ]
-    assert not render(f"{{{{ {check['that']} }}}}", role_vars(item={"key": "k", "value": path}))
+    assert not _plain("slurm_harp_socket", path)
     for plain in ("/", "/run/slurm-harp/harp.sock", "/opt/.venv", "/a/..b", "/a/b.."):
-        assert render(f"{{{{ {check['that']} }}}}", role_vars(item={"key": "k", "value": plain})), plain
+        assert _plain("slurm_harp_socket", plain), plain
+
+
+@pytest.mark.parametrize("path", ["/opt/slurm-harp/", "/etc/slurm/", "/var/lib/slurm-harp/", "/"])
+def test_a_directory_may_end_in_one_slash(path: str) -> None:
+    """As before the plain-path check: it refused them as an "empty component". One only; a file
+    (the socket, the disable file) still may not."""
+    assert _plain("slurm_harp_venv_dir", path)
+    assert not _plain("slurm_harp_venv_dir", path + "/")
+    assert not _plain("slurm_harp_socket", "/run/slurm-harp/harp.sock/")
+    # The disable file next to slurm.conf stays a plain file path.
+    variables = role_vars(slurm_harp_slurm_conf_dir="/etc/slurm/")
+    assert render("{{ slurm_harp_disable_file }}", variables) == "/etc/slurm/harp.disable"
 
 
 # --- names in harp.toml -----------------------------------------------------------------------------
