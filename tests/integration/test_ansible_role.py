@@ -138,6 +138,19 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
         {"slurm_harp_state_dir": "/var/lib"},
         "slurm_harp_state_dir must be a directory of harp's own, such as /var/lib/slurm-harp, not /var/lib",
     ),
+    # YAML reads an unquoted 0123 as 83: the role took the number and wrote "83", a rule for no job.
+    "unquoted all-digit account": (
+        {"slurm_harp_policy_rules": [{"account": 2024001, "mode": "rewrite"}]},
+        'must be a string: quote it (account: "2024001"; YAML reads an unquoted 0123 as 83 and off as '
+        "false, so the role cannot take a number, a boolean, a list or null for a name), got "
+        "slurm_harp_policy_rules[0].account = 2024001",
+    ),
+    # systemd would own /run/lock (RuntimeDirectory=lock, 0750) and remove it when slurm-harp stops.
+    "socket in /var/run/lock": (
+        {"slurm_harp_socket": "/var/run/lock/harp.sock"},
+        "slurm_harp_socket must be in a directory of harp's own, named for it, such as "
+        "/run/slurm-harp/harp.sock, not in /var/run/lock: systemd makes the socket directory /run/lock",
+    ),
     "rule for two partitions": (
         {"slurm_harp_policy_rules": [{"partition": "debug,short", "mode": "off"}]},
         "every partition and account in slurm_harp_policy_rules must be one name, with no comma",
@@ -372,22 +385,23 @@ def test_the_advice_and_billing_variables_make_a_harp_toml_the_daemon_accepts(tm
     ]
 
 
-def test_all_digit_partition_and_account_names_make_a_harp_toml_the_daemon_accepts(tmp_path: Path) -> None:
-    """YAML reads `account: 2024001` as a number: harp.toml got `account = 2024001`, which harp
-    check-config refused at "Write harp.toml", after the users, the virtualenv and the directories."""
+def test_quoted_all_digit_partition_and_account_names_make_a_harp_toml_the_daemon_accepts(
+    tmp_path: Path,
+) -> None:
+    """Quoted, an all-digit name is a string, written as one (an unquoted one stops the preflight)."""
     variables = {
         "slurm_harp_policy_rules": [
-            {"account": 2024001, "mode": "rewrite"},
-            {"partition": 42, "mode": "off"},
+            {"account": "2024001", "mode": "rewrite"},
+            {"partition": "0123", "mode": "off"},
         ],
-        "slurm_harp_billing_partitions": [{"name": 1, "price": 2}],
+        "slurm_harp_billing_partitions": [{"name": "1", "price": 2}],
         "slurm_harp_advice_enabled": True,
-        "slurm_harp_advice_partitions": [{"name": 7, "gpu_memory_gb": 80}],
+        "slurm_harp_advice_partitions": [{"name": "7", "gpu_memory_gb": 80}],
     }
     toml, _ = _rendered(tmp_path, variables)
     assert "ok (policy mode shadow)" in _check_config(toml)
     settings = load(toml)
-    assert [(r.partition, r.account) for r in settings.policy.rules] == [(None, "2024001"), ("42", None)]
+    assert [(r.partition, r.account) for r in settings.policy.rules] == [(None, "2024001"), ("0123", None)]
     assert settings.advice.gpu_memory_bytes == {"7": 80e9}
     assert tomllib.loads(toml.read_text())["billing"]["partition"] == [{"name": "1", "price": 2}]
 

@@ -388,44 +388,117 @@ def test_the_default_directories_and_one_of_harp_s_own_anywhere_are_accepted() -
     )
 
 
+SYSTEMD_TAKES = "systemd makes the socket directory /run/"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "why"),
+    [
+        # Under /run (or /var/run, its link) the socket's directory is the RuntimeDirectory=: systemd
+        # owns it (0750) and removes it when slurm-harp stops. /run/lock lost its 1777 and went.
+        ("slurm_harp_socket", "/var/run/lock/harp.sock", SYSTEMD_TAKES + "lock (RuntimeDirectory=lock)"),
+        ("slurm_harp_socket", "/run/lock/harp.sock", SYSTEMD_TAKES + "lock (RuntimeDirectory=lock)"),
+        ("slurm_harp_socket", "/var/run/user/harp.sock", SYSTEMD_TAKES + "user (RuntimeDirectory=user)"),
+        ("slurm_harp_socket", "/run/shm/harp.sock", SYSTEMD_TAKES + "shm (RuntimeDirectory=shm)"),
+        ("slurm_harp_socket", "/run/slurm/harp.sock", SYSTEMD_TAKES + "slurm (RuntimeDirectory=slurm)"),
+        ("slurm_harp_socket", "/run/slurmctld/harp.sock", "RuntimeDirectory=slurmctld"),
+        ("slurm_harp_socket", "/run/slurm/harp/harp.sock", "RuntimeDirectory=slurm/harp"),
+        # Under /var/lib the state's is the StateDirectory=: systemd gives it, and all in it, to
+        # slurm-harp at each start: slurmctld's state would have been slurm-harp's.
+        ("slurm_harp_state_dir", "/var/lib/slurm", "makes /var/lib/slurm the StateDirectory= of the units"),
+        ("slurm_harp_state_dir", "/var/lib/munge/", "the StateDirectory= of the units (munge)"),
+        ("slurm_harp_state_dir", "/var/lib/systemd", "the StateDirectory= of the units (systemd)"),
+        # Another daemon's, named for it, where the role makes the directory itself.
+        ("slurm_harp_state_dir", "/var/spool/slurmctld", "a directory named slurm*, munge* or systemd*"),
+        ("slurm_harp_socket", "/var/lib/slurm/harp.sock", "under /var/lib the first directory must be"),
+        ("slurm_harp_config_dir", "/etc/munge", "a directory named slurm*, munge* or systemd*"),
+        ("slurm_harp_venv_dir", "/opt/slurm/", "a directory named slurm*, munge* or systemd*"),
+        # Shared by others.
+        ("slurm_harp_config_dir", "/usr/local/etc", "programs that share /usr/local/etc rely on them"),
+        ("slurm_harp_config_dir", "/etc/default", "programs that share /etc/default rely on them"),
+        ("slurm_harp_config_dir", "/etc/sysconfig", "programs that share /etc/sysconfig rely on them"),
+        ("slurm_harp_config_dir", "/etc/slurm/", "the other programs that share /etc/slurm/ rely on them"),
+        ("slurm_harp_venv_dir", "/usr/local/", "the other programs that share /usr/local/ rely on them"),
+        ("slurm_harp_socket", "/var/run/harp.sock", "not directly in /var/run"),
+    ],
+)
+def test_a_directory_of_another_program_or_that_systemd_would_take_is_refused(
+    variable: str, value: str, why: str
+) -> None:
+    """The role maps /var/run/X to RuntimeDirectory=X: `/var/run/lock/harp.sock` passed, and systemd
+    would have owned /run/lock (0750) and removed it when slurm-harp stopped; `/var/lib/slurm` as the
+    state made slurmctld's state slurm-harp's (StateDirectory= re-owns it all at each start)."""
+    [said] = _shared_dir_refusals(**{variable: value})
+    assert said.startswith(f"{variable} must be "), said
+    assert "a directory of harp's own" in said and why in said, said
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("slurm_harp_socket", "/run/slurm-harp/harp.sock"),
+        ("slurm_harp_socket", "/var/run/slurm-harp/harp.sock"),
+        ("slurm_harp_socket", "/run/slurm-harp/sockets/harp.sock"),
+        ("slurm_harp_state_dir", "/var/lib/slurm-harp"),
+        ("slurm_harp_state_dir", "/var/lib/slurm-harp/"),
+        ("slurm_harp_state_dir", "/var/spool/slurm-harp"),
+        ("slurm_harp_venv_dir", "/opt/slurm-harp/"),
+        ("slurm_harp_config_dir", "/etc/slurm-harp"),
+        ("slurm_harp_config_dir", "/etc/slurm-harp/"),
+    ],
+)
+def test_a_directory_named_for_harp_is_accepted(variable: str, value: str) -> None:
+    assert _shared_dir_refusals(**{variable: value}) == []
+
+
+PLAIN_PATH_TASK = "Check that every path is absolute and plain"
+
+
+def _plain(key: str, path: str) -> bool:
+    check = task("tasks/preflight.yml", PLAIN_PATH_TASK)["ansible.builtin.assert"]
+    return bool(render(f"{{{{ {check['that']} }}}}", role_vars(item={"key": key, "value": path})))
+
+
 @pytest.mark.parametrize(
     "path", ["/run//harp.sock", "/run/./harp.sock", "/run/x/../harp.sock", "/var/lib/", "/var/lib/.", "//tmp"]
 )
 def test_a_path_with_an_empty_dot_or_dot_dot_component_is_refused(path: str) -> None:
     """They are compared as text: `/run/./harp.sock` was a socket directly in /run by another name."""
-    check = task("tasks/preflight.yml", "Check that every path is absolute and plain")[
-        "ansible.builtin.assert"
-    ]
-    assert not render(f"{{{{ {check['that']} }}}}", role_vars(item={"key": "k", "value": path}))
+    assert not _plain("slurm_harp_socket", path)
     for plain in ("/", "/run/slurm-harp/harp.sock", "/opt/.venv", "/a/..b", "/a/b.."):
-        assert render(f"{{{{ {check['that']} }}}}", role_vars(item={"key": "k", "value": plain})), plain
+        assert _plain("slurm_harp_socket", plain), plain
+
+
+@pytest.mark.parametrize("path", ["/opt/slurm-harp/", "/etc/slurm/", "/var/lib/slurm-harp/", "/"])
+def test_a_directory_may_end_in_one_slash(path: str) -> None:
+    """As before the plain-path check: it refused them as an "empty component". One only; a file
+    (the socket, the disable file) still may not."""
+    assert _plain("slurm_harp_venv_dir", path)
+    assert not _plain("slurm_harp_venv_dir", path + "/")
+    assert not _plain("slurm_harp_socket", "/run/slurm-harp/harp.sock/")
+    # The disable file next to slurm.conf stays a plain file path.
+    variables = role_vars(slurm_harp_slurm_conf_dir="/etc/slurm/")
+    assert render("{{ slurm_harp_disable_file }}", variables) == "/etc/slurm/harp.disable"
 
 
 # --- names in harp.toml -----------------------------------------------------------------------------
 
 
-def test_all_digit_partition_and_account_names_are_written_as_strings() -> None:
-    """YAML reads `account: 2024001` as a number, and the argument specs' `type: str` let it through:
-    harp.toml got `account = 2024001`, which harp check-config refused mid-play."""
+def test_quoted_all_digit_names_are_written_to_harp_toml_as_given() -> None:
+    """Quoted, an all-digit name is a string: harp.toml gets it as one, unconverted."""
     variables = _unit_vars(
-        slurm_harp_policy_rules=[{"account": 2024001, "mode": "rewrite"}, {"partition": 42, "mode": "off"}],
-        slurm_harp_billing_partitions=[{"name": 1, "price": 2}],
-        slurm_harp_advice_partitions=[{"name": 7, "gpu_memory_gb": 80}],
+        slurm_harp_policy_rules=[
+            {"account": "2024001", "mode": "rewrite"},
+            {"partition": "0123", "mode": "off"},
+        ],
+        slurm_harp_billing_partitions=[{"name": "1", "price": 2}],
+        slurm_harp_advice_partitions=[{"name": "7", "gpu_memory_gb": 80}],
     )
     toml = render("{{ __slurm_harp_toml }}", variables)
-    assert toml["policy"]["rule"] == [
-        {"account": "2024001", "mode": "rewrite"},
-        {"partition": "42", "mode": "off"},
-    ]
-    assert toml["billing"]["partition"] == [{"name": "1", "price": 2}]
-    assert toml["advice"]["partition"] == [{"name": "7", "gpu_memory_gb": 80}]
+    assert toml["policy"]["rule"] == variables["slurm_harp_policy_rules"]
     text = str(render((ROLE / "templates" / "harp.toml.j2").read_text(), variables))
-    assert 'account = "2024001"' in text and 'partition = "42"' in text and 'name = "7"' in text
-    # Names given as strings, and a null, stay as they were.
-    named = _unit_vars(slurm_harp_policy_rules=[{"partition": "gpu", "account": None, "mode": "off"}])
-    assert render("{{ __slurm_harp_toml.policy.rule }}", named) == [
-        {"partition": "gpu", "account": None, "mode": "off"}
-    ]
+    assert 'account = "2024001"' in text and 'partition = "0123"' in text and 'name = "7"' in text
+    assert _values_refusals(**variables) == []
 
 
 RULE_NAMES = "every partition and account in slurm_harp_policy_rules must be one name"
@@ -460,7 +533,59 @@ def test_a_rule_name_no_job_can_match_stops_the_role_in_its_preflight(rule: dict
 def test_rule_names_of_one_partition_or_account_pass_the_preflight() -> None:
     rules = [
         {"partition": "gpu", "mode": "off"},
-        {"account": 2024001, "mode": "rewrite"},
+        {"account": "2024001", "mode": "rewrite"},
         {"account": "a b", "mode": "off"},
     ]
     assert _values_refusals(slurm_harp_policy_rules=rules) == []
+
+
+UNQUOTED = "every partition and account in slurm_harp_policy_rules and every name in"
+RULES, BILLING, ADVICE = (
+    "slurm_harp_policy_rules",
+    "slurm_harp_billing_partitions",
+    "slurm_harp_advice_partitions",
+)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "got"),
+    [
+        # YAML 1.1, as Ansible reads an inventory: 0123 is octal (83), 12:30 sexagesimal (750),
+        # off a boolean, [gpu] a list, a blank a null. Each passed `type: str`, and the role's
+        # `| string` wrote "83", "False", "['gpu']" or "None": rules and tables matching no job.
+        ({RULES: [{"account": 83, "mode": "rewrite"}]}, f"{RULES}[0].account = 83"),
+        (
+            {RULES: [{"partition": "gpu", "mode": "off"}, {"partition": 750, "mode": "off"}]},
+            f"{RULES}[1].partition = 750",
+        ),
+        ({RULES: [{"partition": False, "mode": "shadow"}]}, f"{RULES}[0].partition = false"),
+        ({RULES: [{"partition": ["gpu"], "mode": "off"}]}, f'{RULES}[0].partition = ["gpu"]'),
+        ({RULES: [{"partition": "gpu", "account": None, "mode": "off"}]}, f"{RULES}[0].account = null"),
+        ({BILLING: [{"name": None, "price": 2.0}]}, f"{BILLING}[0].name = null"),
+        ({BILLING: [{"name": 1, "price": 2.0}]}, f"{BILLING}[0].name = 1"),
+        ({ADVICE: [{"name": ["a100"], "gpu_memory_gb": 80}]}, f'{ADVICE}[0].name = ["a100"]'),
+        ({ADVICE: [{"name": True, "gpu_memory_gb": 80}]}, f"{ADVICE}[0].name = true"),
+    ],
+)
+def test_a_name_that_is_not_a_string_stops_the_role_in_its_preflight(
+    overrides: dict[str, Any], got: str
+) -> None:
+    """Refused, not converted: YAML has already changed an unquoted 0123 into 83."""
+    said = [m for m in _values_refusals(**overrides) if m.startswith(UNQUOTED)]
+    assert len(said) == 1, _values_refusals(**overrides)
+    assert said[0].endswith(f"got {got}"), said
+    assert 'quote it (account: "2024001"; YAML reads an unquoted 0123 as 83' in said[0]
+
+
+def test_the_yaml_an_inventory_is_read_with_turns_these_names_into_no_strings() -> None:
+    """The cases above, as Ansible's own YAML loader reads them from an inventory."""
+    loader = pytest.importorskip("ansible.parsing.yaml.loader")
+    inventory = "[{account: 0123}, {partition: 12:30}, {partition: off}, {partition: [gpu]}, {partition: }]"
+    rules = yaml.load(inventory, Loader=loader.AnsibleLoader)
+    assert [next(iter(r.values())) for r in rules] == [83, 750, False, ["gpu"], None]
+    [said] = _values_refusals(slurm_harp_policy_rules=[{"mode": "off", **r} for r in rules])
+    assert said.endswith(
+        "got slurm_harp_policy_rules[0].account = 83, slurm_harp_policy_rules[1].partition = 750, "
+        'slurm_harp_policy_rules[2].partition = false, slurm_harp_policy_rules[3].partition = ["gpu"], '
+        "slurm_harp_policy_rules[4].partition = null"
+    ), said
