@@ -98,3 +98,25 @@ def test_an_advice_socket_whose_relay_socket_is_107_bytes_serves(tmp_path: Path,
         proc.terminate()
         assert proc.wait(timeout=20) == 0
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("key", ["server.socket", "advice.socket"])
+def test_a_socket_path_too_long_to_bind_is_refused_before_anything_is_made(
+    tmp_path: Path, trained_store: Path, key: str
+) -> None:
+    """Before, check-config said ok, then `harp serve` made the socket's directory, failed to bind
+    (grpcio's "Failed to bind", exit 1) and left the directory behind."""
+    short, run = tmp_path / "run" / "harp.sock", tmp_path / "run"
+    too_long = run / ("b" * (SUN_PATH_MAX + 1 - len(os.fsencode(run / ".sock"))) + ".sock")
+    assert len(os.fsencode(too_long)) == SUN_PATH_MAX + 1
+    sock, advice = (too_long, None) if key == "server.socket" else (short, too_long)
+    conf = config(tmp_path, sock, advice, trained_store)
+    check = subprocess.run(
+        [sys.executable, "-m", "slurm_harp.cli", "check-config", str(conf)], capture_output=True, text=True
+    )
+    problem = f"{conf}: {key}: {too_long} is a path of {SUN_PATH_MAX + 1} bytes, over the {SUN_PATH_MAX}"
+    assert check.returncode == 2 and problem in check.stderr, check.stderr
+    proc = serve_to_exit(conf)
+    assert proc.returncode == 2
+    said_once(proc, problem)
+    assert not run.exists()

@@ -14,10 +14,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from slurm_harp.config import parse
-from slurm_harp.server import advice_socket, daemon
+from slurm_harp.server import advice_socket, daemon, listeners
 from slurm_harp.server.daemon import Daemon
 from slurm_harp.server.peer_relay import SUN_PATH_MAX, PeerRelay, inner_socket
-from slurm_harp.server.socket_path import DaemonError
+from slurm_harp.server.socket_path import DaemonError, make_socket_dir, remove_socket_dirs
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -28,11 +28,11 @@ def grpc_core_kept() -> Iterator[None]:
     keeper.close()
 
 
-def started(tmp_path: Path, advice: Path) -> Daemon:
+def started(tmp_path: Path, advice: Path, sock: Path | None = None) -> Daemon:
     """A daemon with an advice socket whose start() failed; the error is the test's to check."""
     settings = parse(
         {
-            "server": {"socket": str(tmp_path / "harp.sock")},
+            "server": {"socket": str(sock or tmp_path / "harp.sock")},
             "store": {"path": str(tmp_path / "models")},
             "advice": {"socket": str(advice)},
         }
@@ -86,3 +86,41 @@ def test_an_unforeseen_error_at_start_leaves_no_socket(
     with pytest.raises(ValueError, match="a bug"):
         d.start()
     assert left(tmp_path) == []
+
+
+def test_the_directories_a_failed_advice_start_made_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only those it made: the one that was there is kept. Before, each start under Restart=always
+    left the directories it had made."""
+
+    def fail(relay: PeerRelay) -> None:
+        raise OSError(errno.EADDRINUSE, "Address already in use")
+
+    monkeypatch.setattr(PeerRelay, "start", fail)
+    (tmp_path / "t").mkdir()
+    d = started(tmp_path, tmp_path / "t" / "m" / "d" / "advice.sock")
+    with pytest.raises(DaemonError, match="cannot listen on"):
+        d.start()
+    assert [p.name for p in tmp_path.rglob("*")] == ["t"]
+
+
+def test_the_directories_a_failed_submission_socket_start_made_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*_: object) -> tuple[int, int]:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(listeners, "secure_socket", fail)
+    d = started(tmp_path, tmp_path / "advice.sock", sock=tmp_path / "made" / "deeper" / "harp.sock")
+    with pytest.raises(DaemonError, match=r"cannot give .* its group and mode"):
+        d.start()
+    assert list(tmp_path.rglob("*")) == []
+
+
+def test_a_directory_made_and_no_longer_empty_is_kept_with_those_above(tmp_path: Path) -> None:
+    made = make_socket_dir(tmp_path / "a" / "b" / "c")
+    assert made == [tmp_path / "a" / "b" / "c", tmp_path / "a" / "b", tmp_path / "a"]
+    (tmp_path / "a" / "b" / "someone's").write_text("x")
+    remove_socket_dirs(made)
+    assert not (tmp_path / "a" / "b" / "c").exists() and (tmp_path / "a" / "b" / "someone's").exists()

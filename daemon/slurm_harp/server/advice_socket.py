@@ -17,7 +17,7 @@ from slurm_harp.config import Settings
 from slurm_harp.server.advice_service import ADVISOR, AdvisorService
 from slurm_harp.server.advisor import Advisor
 from slurm_harp.server.peer_relay import PeerRelay, path_problem
-from slurm_harp.server.socket_path import DaemonError, claim_socket, make_socket_dir
+from slurm_harp.server.socket_path import DaemonError, claim_socket, make_socket_dir, remove_socket_dirs
 
 log = logging.getLogger(__name__)
 # Advice calls computed at once: they share the process (and its GIL) with the submissions.
@@ -28,11 +28,27 @@ ADVICE_REQUEST_BYTES = 256 * 1024  # a job's fields and 64 partition names, each
 def serve_advice(sock: Path, settings: Callable[[], Settings]) -> tuple[grpc.Server, PeerRelay]:
     """The started server and relay of the advice socket ``sock``; ``settings`` gives the ones
     in force (a reload changes them). DaemonError when the path is not the daemon's to take or
-    cannot be listened at; then nothing is left bound, nor the relay's private directory."""
+    cannot be listened at; then nothing is left bound, nor the relay's private directory,
+    nor a directory made for the socket."""
     problem = path_problem(sock)
     if problem is not None:
         raise DaemonError(f"advice.socket: {problem}")
-    make_socket_dir(sock.parent)
+    made = make_socket_dir(sock.parent)
+    try:
+        server, relay = _serve_relay(sock, settings)
+    except BaseException:
+        remove_socket_dirs(made)  # what this start made, now empty again
+        raise
+    log.info("advice for users on unix:%s (any user; each answered from their own jobs)", sock)
+    closed = [p for p in (sock.parent, *sock.parent.parents) if not p.stat().st_mode & stat.S_IXOTH]
+    if closed:
+        log.warning("users cannot reach %s: %s is not searchable by others (o+x)", sock, closed[0])
+    return server, relay
+
+
+def _serve_relay(sock: Path, settings: Callable[[], Settings]) -> tuple[grpc.Server, PeerRelay]:
+    """The started server and relay on ``sock``, its directory there; or DaemonError, nothing left
+    bound, nor the relay's private directory."""
     claim_socket(sock)
     relay = PeerRelay(sock, max_connections=settings().advice.max_connections)
     try:
@@ -48,10 +64,6 @@ def serve_advice(sock: Path, settings: Callable[[], Settings]) -> tuple[grpc.Ser
         if isinstance(exc, OSError):
             raise DaemonError(f"advice.socket: cannot listen on {sock}: {exc.strerror or exc}") from None
         raise
-    log.info("advice for users on unix:%s (any user; each answered from their own jobs)", sock)
-    closed = [p for p in (sock.parent, *sock.parent.parents) if not p.stat().st_mode & stat.S_IXOTH]
-    if closed:
-        log.warning("users cannot reach %s: %s is not searchable by others (o+x)", sock, closed[0])
     return server, relay
 
 

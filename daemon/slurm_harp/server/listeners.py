@@ -20,6 +20,7 @@ from slurm_harp.server.socket_path import (
     DaemonError,
     claim_socket,
     make_socket_dir,
+    remove_socket_dirs,
     secure_socket,
     umask_at_least,
 )
@@ -75,20 +76,30 @@ def unix_server(
     sock: Path, settings: Settings, start: Callable[[str, str], grpc.Server]
 ) -> tuple[grpc.Server, tuple[int, int]]:
     """The server ``start`` binds on ``sock`` with its configured group and mode, and the socket's
-    (st_dev, st_ino); or DaemonError, leaving no socket: grpcio creates it 0777 less the umask, which
-    SlurmUser's group may not connect to. It binds under a umask of 077, so that until its mode is set
-    no one else can connect (with a umask of 0 anyone could, and a connection made then stays open
-    after the chmod)."""
+    (st_dev, st_ino); or DaemonError, leaving no socket nor a directory made for it. grpcio creates
+    the socket 0777 less the umask, which SlurmUser's group may not connect to. It binds under a
+    umask of 077, so that until its mode is set no one else can connect (with a umask of 0 anyone
+    could, and a connection made then stays open after the chmod)."""
     try:
         gid = socket_gid(settings)  # first: a group gone since start binds nothing
     except ConfigError as exc:
         raise DaemonError(str(exc)) from None
-    make_socket_dir(sock.parent)
-    claim_socket(sock)
-    with umask_at_least(0o077):
-        server = start(f"unix:{sock}", "server.socket")
+    made = make_socket_dir(sock.parent)
     try:
-        socket_id = secure_socket(sock, gid, settings.server.socket_mode)
+        claim_socket(sock)
+        with umask_at_least(0o077):
+            server = start(f"unix:{sock}", "server.socket")
+        return server, _secured(server, sock, gid, settings.server.socket_mode)
+    except BaseException:
+        remove_socket_dirs(made)  # what this start made, now empty again
+        raise
+
+
+def _secured(server: grpc.Server, sock: Path, gid: int | None, mode: int) -> tuple[int, int]:
+    """secure_socket's (st_dev, st_ino) of ``sock``; or DaemonError, ``server`` stopped and the
+    socket removed."""
+    try:
+        return secure_socket(sock, gid, mode)
     except (OSError, DaemonError) as exc:
         server.stop(0).wait(STOP_MARGIN_S)  # grpcio unlinks the path as it stops
         with contextlib.suppress(FileNotFoundError):
@@ -96,7 +107,6 @@ def unix_server(
         if isinstance(exc, DaemonError):
             raise
         raise DaemonError(f"cannot give {sock} its group and mode: {exc}") from None
-    return server, socket_id
 
 
 def metrics_server(address: str, port: int, registry: CollectorRegistry) -> MetricsServer:

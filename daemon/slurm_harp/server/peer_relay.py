@@ -63,12 +63,19 @@ def path_problem(public: Path | None) -> str | None:
     if public is None:
         return None
     inner = inner_socket(public)
-    size = len(os.fsencode(inner))
+    if (problem := length_problem(inner)) is None:
+        return None
+    return f"{public}: the relay's socket beside it ({inner}) would be {problem}"
+
+
+def length_problem(sock: Path) -> str | None:
+    """Why no Unix socket can be bound at ``sock`` for its length, or None."""
+    size = len(os.fsencode(sock))
     if size <= SUN_PATH_MAX:
         return None
     return (
-        f"{public}: the relay's socket beside it ({inner}) would be a path of {size} bytes, over the "
-        f"{SUN_PATH_MAX} a Unix socket's may have: choose a path {size - SUN_PATH_MAX} bytes shorter"
+        f"a path of {size} bytes, over the {SUN_PATH_MAX} a Unix socket's may have: "
+        f"choose a path {size - SUN_PATH_MAX} bytes shorter"
     )
 
 

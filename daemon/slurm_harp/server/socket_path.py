@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from slurm_harp.config import ConfigError, Settings, check_host
-from slurm_harp.server.peer_relay import path_problem
+from slurm_harp.server.peer_relay import length_problem, path_problem
 
 
 class DaemonError(RuntimeError):
@@ -21,14 +21,20 @@ class DaemonError(RuntimeError):
 
 def start_problem(settings: Settings) -> str | None:
     """Why `harp serve` would not start with ``settings`` on this host, or None: a socket group the
-    host lacks, an advice socket too long for the relay's beside it. `harp check-config`, `harp
-    serve` before it binds and a reload (which keeps the running file) all ask this one question."""
+    host lacks, a socket path too long to bind, an advice socket too long for the relay's beside it.
+    `harp check-config`, `harp serve` before it binds and a reload (which keeps the running file)
+    all ask this one question."""
     try:
         check_host(settings)
     except ConfigError as exc:
         return str(exc)
+    where = settings.source or "<config>"
+    for key, sock in (("server.socket", settings.server.socket), ("advice.socket", settings.advice.socket)):
+        # grpcio says only "Failed to bind", and after the socket's directory is made
+        if sock is not None and (problem := length_problem(sock)) is not None:
+            return f"{where}: {key}: {sock} is {problem}"
     if (problem := path_problem(settings.advice.socket)) is not None:
-        return f"{settings.source or '<config>'}: advice.socket: {problem}"
+        return f"{where}: advice.socket: {problem}"
     return None
 
 
@@ -44,19 +50,40 @@ def umask_at_least(bits: int) -> Iterator[None]:
         os.umask(old)
 
 
-def make_socket_dir(directory: Path) -> None:
+def make_socket_dir(directory: Path) -> list[Path]:
     """``mkdir -p`` with no directory writable by group or others, whatever the umask (0 in a
     shell that set it: a world-writable directory lets anyone put a server of their own at the
-    socket's path); then check_socket_dir, for a directory that was there already. DaemonError
+    socket's path); then check_socket_dir, for a directory that was there already. Returns the
+    directories it made, deepest first, for remove_socket_dirs should the start fail. DaemonError
     when it cannot be made (a file on its path, a read-only file system, no permission)."""
+    missing = [d for d in (directory, *directory.parents) if not os.path.lexists(d)]
     try:
         with umask_at_least(0o022):
             directory.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # mkdir's errno says "File exists"
         raise DaemonError(f"socket directory {directory}: cannot make it: a file on its path") from None
     except OSError as exc:
+        remove_socket_dirs(missing)  # the ones above a read-only or full one may have been made
         raise DaemonError(f"socket directory {directory}: cannot make it: {exc.strerror or exc}") from None
-    check_socket_dir(directory)
+    try:
+        check_socket_dir(directory)
+    except DaemonError:
+        remove_socket_dirs(missing)
+        raise
+    return missing
+
+
+def remove_socket_dirs(made: list[Path]) -> None:
+    """Remove the directories make_socket_dir made, deepest first, while they are empty: a start
+    that failed leaves none behind (under Restart=always, at every start). One not empty (a file
+    put there meanwhile) is kept, and the ones above it."""
+    for directory in made:
+        try:
+            directory.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
 
 
 def check_socket_dir(directory: Path) -> None:
