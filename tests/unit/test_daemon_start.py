@@ -163,8 +163,8 @@ def test_an_address_that_cannot_be_bound_is_a_daemon_error_leaving_no_socket(
     tmp_path: Path, busy_port: int, key: str, value: str, said: str
 ) -> None:
     """Before: grpcio's RuntimeError or the metrics server's OSError, a traceback from `harp serve`,
-    and the Unix socket left."""
-    sock = tmp_path / "harp.sock"
+    and the Unix socket left; then the socket's directory this start had made."""
+    sock = tmp_path / "run" / "harp" / "harp.sock"
     setting = value.format(port=busy_port)
     daemon = make_daemon(sock, tmp_path, **{key: int(setting) if key == "metrics_port" else setting})
     try:
@@ -173,7 +173,7 @@ def test_an_address_that_cannot_be_bound_is_a_daemon_error_leaving_no_socket(
     finally:
         daemon.stop(0)
     assert str(err.value).startswith(said.format(port=busy_port))
-    assert not os.path.lexists(sock)
+    assert not os.path.lexists(tmp_path / "run")
 
 
 def claimed_as(uid: int, sock: Path) -> str:

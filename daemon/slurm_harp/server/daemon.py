@@ -31,7 +31,7 @@ from slurm_harp.server.peer_relay import PeerRelay
 from slurm_harp.server.reloader import reload_models, store_fingerprint
 from slurm_harp.server.service import SERVICE, PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
-from slurm_harp.server.socket_path import DaemonError, start_problem
+from slurm_harp.server.socket_path import DaemonError, remove_socket_dirs, start_problem
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = SERVICE
@@ -91,6 +91,7 @@ class Daemon:
         self._metrics: MetricsServer | None = None
         self._relay: PeerRelay | None = None
         self._socket_id = (0, 0)  # (st_dev, st_ino) of the socket this daemon bound
+        self._made_dirs: list[Path] = []  # the socket's directories this start made
         self._taken_over = False
         self._fingerprint: tuple[object, ...] = ()
         self._lock = threading.Lock()  # one reload at a time (SIGHUP and the store poller)
@@ -112,6 +113,7 @@ class Daemon:
                 self._advice, self._relay = serve_advice(self.settings.advice.socket, lambda: self.settings)
         except BaseException:  # not only DaemonError: a socket left behind is taken for a live daemon's
             self._unbind(0)
+            remove_socket_dirs(self._made_dirs)  # under Restart=always, one more at every start
             raise
         self.reload_models()
         if self.history is None:
@@ -129,7 +131,7 @@ class Daemon:
 
     def _serve_unix(self, sock: Path) -> grpc.Server:
         """The server on ``sock``, with its group and mode (listeners.unix_server)."""
-        server, self._socket_id = unix_server(sock, self.settings, self._start_server)
+        server, self._socket_id, self._made_dirs = unix_server(sock, self.settings, self._start_server)
         return server
 
     def check_socket(self) -> None:

@@ -74,9 +74,10 @@ def grpc_server(
 
 def unix_server(
     sock: Path, settings: Settings, start: Callable[[str, str], grpc.Server]
-) -> tuple[grpc.Server, tuple[int, int]]:
-    """The server ``start`` binds on ``sock`` with its configured group and mode, and the socket's
-    (st_dev, st_ino); or DaemonError, leaving no socket nor a directory made for it. grpcio creates
+) -> tuple[grpc.Server, tuple[int, int], list[Path]]:
+    """The server ``start`` binds on ``sock`` with its configured group and mode, the socket's
+    (st_dev, st_ino) and the directories made for it (for the caller to remove should its start fail
+    later); or DaemonError, leaving no socket nor a directory made for it. grpcio creates
     the socket 0777 less the umask, which SlurmUser's group may not connect to. It binds under a
     umask of 077, so that until its mode is set no one else can connect (with a umask of 0 anyone
     could, and a connection made then stays open after the chmod)."""
@@ -89,7 +90,7 @@ def unix_server(
         claim_socket(sock)
         with umask_at_least(0o077):
             server = start(f"unix:{sock}", "server.socket")
-        return server, _secured(server, sock, gid, settings.server.socket_mode)
+        return server, _secured(server, sock, gid, settings.server.socket_mode), made
     except BaseException:
         remove_socket_dirs(made)  # what this start made, now empty again
         raise
