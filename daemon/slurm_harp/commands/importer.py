@@ -96,7 +96,7 @@ class _Earlier:
 def _import_all(store: JobStore, sources: list[str], forced_name: str | None, delimiter: str | None) -> bool:
     """Import every file; True if any could not be read (the others are still imported)."""
     failed = False
-    earlier = _Earlier()
+    earlier = _Earlier() if len(sources) > 1 else None  # one file: no later file to clash with
     for path in sources:
         name = storable(forced_name or source_name(path))
         stats = ReadStats(source=path)
@@ -120,7 +120,8 @@ def _import_all(store: JobStore, sources: list[str], forced_name: str | None, de
                 "import stopped: %s; %s and the files after it are not imported (%s)", problem, path, again
             )
             return True
-        earlier.check(records, name, path)
+        if earlier is not None:
+            earlier.check(records, name, path)
         print(
             f"{path} -> {name}: {stats.lines} lines, {len(records)} jobs, {stats.bad_lines} bad lines, "
             f"{stats.skipped} skipped, {result.inserted} new, {result.updated} updated"
