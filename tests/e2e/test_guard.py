@@ -100,6 +100,32 @@ class GuardProcess:
             self.proc = None
 
 
+def guard_cluster(
+    start_cluster: StartCluster,
+    trained_store: Path,
+    work: Path,
+    *,
+    nodes: int,
+    scheduler_parameters: str = "",
+) -> tuple[SlurmCluster, Path, Path]:
+    """A cluster running harp's plugin (a roomy deadline, a 1 s breaker), a copy of the trained
+    store in ``work``, and a job store whose extension history the real harvest summarised:
+    (cluster, store, job store)."""
+    store = work / "store"
+    shutil.copytree(trained_store, store)
+    plugin_conf = plugin_config(work, deadline_ms=PLUGIN_ROOMY_MS, breaker_seconds=1)
+    cluster = start_cluster(
+        job_submit_lua=(REPO / "plugin" / "job_submit.lua").read_text(),
+        extra_conf_files={"harp_plugin.lua": plugin_conf},
+        nodes=nodes,
+        scheduler_parameters=scheduler_parameters,
+    )
+    db = work / "jobs.sqlite"
+    seed_history(db)
+    assert ", 30 jobs in the extension history" in harvest(cluster, db)
+    return cluster, store, db
+
+
 @pytest.fixture
 def site(
     request: pytest.FixtureRequest,
@@ -109,18 +135,9 @@ def site(
 ) -> Iterator[tuple[SlurmCluster, DaemonProcess, GuardProcess, Path, int]]:
     """The site; a test parametrizes it (indirect) with more SchedulerParameters for its cluster."""
     work = tmp_path_factory.mktemp("guard")
-    store = work / "store"
-    shutil.copytree(trained_store, store)
-    plugin_conf = plugin_config(work, deadline_ms=PLUGIN_ROOMY_MS, breaker_seconds=1)
-    cluster = start_cluster(
-        job_submit_lua=(REPO / "plugin" / "job_submit.lua").read_text(),
-        extra_conf_files={"harp_plugin.lua": plugin_conf},
-        nodes=4,
-        scheduler_parameters=getattr(request, "param", ""),
+    cluster, store, db = guard_cluster(
+        start_cluster, trained_store, work, nodes=4, scheduler_parameters=getattr(request, "param", "")
     )
-    db = work / "jobs.sqlite"
-    seed_history(db)
-    assert ", 30 jobs in the extension history" in harvest(cluster, db)
     port = _free_port()
     policy = (
         # The bundled KTH model's median cuts these short requests to the one-minute floor.

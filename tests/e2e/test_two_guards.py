@@ -29,12 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
 from tests.e2e.cluster import SlurmCluster, StartCluster
-from tests.e2e.daemon_process import DaemonProcess, plugin_config
-from tests.e2e.harvesting import harvest
-from tests.e2e.test_guard import KILL_SLACK_S, GuardProcess, seed_history, submit, tag, wait_alive
-from tests.integration.lua_driver import PLUGIN_ROOMY_MS
+from tests.e2e.daemon_process import DaemonProcess
+from tests.e2e.test_guard import KILL_SLACK_S, GuardProcess, guard_cluster, submit, tag, wait_alive
 
 POLL_S, STALE_S = 1, 5
 # A's lead, and B's: B lists a job due LEAD_B_S - LEAD_A_S before A does.
@@ -87,17 +84,7 @@ def site(
     start_cluster: StartCluster, trained_store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Site]:
     work = tmp_path_factory.mktemp("two-guards")
-    store = work / "store"
-    shutil.copytree(trained_store, store)
-    plugin_conf = plugin_config(work, deadline_ms=PLUGIN_ROOMY_MS, breaker_seconds=1)
-    cluster = start_cluster(
-        job_submit_lua=(REPO / "plugin" / "job_submit.lua").read_text(),
-        extra_conf_files={"harp_plugin.lua": plugin_conf},
-        nodes=2,
-    )
-    db = work / "jobs.sqlite"
-    seed_history(db)
-    assert ", 30 jobs in the extension history" in harvest(cluster, db)
+    cluster, store, db = guard_cluster(start_cluster, trained_store, work, nodes=2)
     policy = (
         'limits = "quantile"\nquantile = 0.5\n[policy.floor]\ntime_minutes = 1\n'
         '[[policy.rule]]\npartition = "debug"\nmode = "extend"\n'
