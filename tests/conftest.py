@@ -5,6 +5,7 @@ import os
 import shutil
 import socket
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -62,6 +63,43 @@ def required_tool(name: str, package: str) -> str:
     return found
 
 
+SIDE_BY_SIDE = "side_by_side"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--side-by-side",
+        choices=("only", "skip"),
+        default=None,
+        help=f"run only the tests marked {SIDE_BY_SIDE}, or all but them (scripts/test runs both)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    which = config.getoption("--side-by-side")
+    if which is None:
+        return
+    keep = which == "only"
+    chosen = [item for item in items if (item.get_closest_marker(SIDE_BY_SIDE) is not None) == keep]
+    config.hook.pytest_deselected(items=[item for item in items if item not in chosen])
+    items[:] = chosen
+
+
+def _utf8(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Make a report sendable by pytest-xdist (scripts/test), which encodes it as strict UTF-8: a
+    test of non-UTF-8 names captures surrogate-escaped text, and one such report ended the run."""
+    report.sections = [(title, _utf8(content)) for title, content in report.sections]
+    if report.failed and report.longrepr is not None:
+        text = str(report.longrepr)
+        if _utf8(text) != text:
+            report.longrepr = _utf8(text)
+
+
 @pytest.fixture
 def local_zone() -> Iterator[Callable[[str], None]]:
     """``local_zone(name)`` makes ``name`` (a TZ value) this process's local time zone until the
@@ -78,6 +116,16 @@ def local_zone() -> Iterator[Callable[[str], None]]:
     else:
         os.environ["TZ"] = before
     time.tzset()
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A fresh directory of a short path, for a test binding Unix sockets deep in it: a socket's
+    path holds 107 bytes, and tmp_path in a pytest-xdist worker (scripts/test) is 40 bytes long
+    before the test's own name."""
+    path = Path(tempfile.mkdtemp(prefix="harp-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

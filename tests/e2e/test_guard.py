@@ -40,6 +40,9 @@ from tests.e2e.daemon_process import DaemonProcess, plugin_config
 from tests.e2e.harvesting import harvest
 from tests.integration.lua_driver import PLUGIN_ROOMY_MS
 
+# Minutes of waiting on real jobs: scripts/test runs this module beside the others so marked.
+pytestmark = pytest.mark.side_by_side
+
 POLL_S, LEAD_S, STALE_S = 2, 40, 5
 # slurmctld checks limits about every 30 s and waits KillWait (5 s) before the kill.
 KILL_SLACK_S = 50

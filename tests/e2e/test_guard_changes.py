@@ -32,6 +32,9 @@ from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.test_guard import GuardProcess, wait_alive
 from tests.e2e.zones import zone_falling_back_at
 
+# Minutes of waiting on real jobs: scripts/test runs this module beside the others so marked.
+pytestmark = pytest.mark.side_by_side
+
 LEAD_S = 150
 TIME_MIN = "harp:time_min,t~=1,t0=10,v=e2e"
 EXTEND = "harp:extend,t!=1,t0=10,v=e2e"

@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from slurm_harp.simulation import Workload, load_workload
 from slurm_harp.simulation.backfill import SlurmBackfill
@@ -37,6 +38,9 @@ from slurm_harp.simulation.engine import Simulation
 from slurm_harp.simulation.limits import TimeMinLimits
 from tests.conftest import BUNDLED_TRACE
 from tests.e2e.cluster import TERMINAL_STATES, ClusterError, SlurmCluster, StartCluster
+
+# Minutes of waiting on real jobs: scripts/test runs this module beside the others so marked.
+pytestmark = pytest.mark.side_by_side
 
 FIRST, COUNT, COMPRESSION = 16_300, 250, 1500
 # Requests are compressed less than times, so that the limits differ (1-10 minutes here).

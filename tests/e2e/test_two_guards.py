@@ -33,6 +33,9 @@ from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess
 from tests.e2e.test_guard import KILL_SLACK_S, GuardProcess, guard_cluster, submit, tag, wait_alive
 
+# Minutes of waiting on real jobs: scripts/test runs this module beside the others so marked.
+pytestmark = pytest.mark.side_by_side
+
 POLL_S, STALE_S = 1, 5
 # A's lead, and B's: B lists a job due LEAD_B_S - LEAD_A_S before A does.
 LEAD_A_S, LEAD_B_S = 40, 45

@@ -437,18 +437,21 @@ def test_the_daemon_warns_when_users_cannot_reach_the_advice_socket(
             daemon.stop(0)
         return [r.getMessage() for r in caplog.records]
 
-    reachable = Path(tempfile.mkdtemp(prefix="harp-advice-"))
+    # Short directories of their own: the relay's socket beside the advice socket must fit in 107
+    # bytes, which pytest's tmp_path under a pytest-xdist worker's directory leaves no room for.
+    reachable, closed = (Path(tempfile.mkdtemp(prefix="harp-advice-")) for _ in range(2))
     try:
         reachable.chmod(0o755)
         said = start_and_stop(reachable / "advice.sock")
+        assert any("advice for users on unix:" in m for m in said)
+        assert not [m for m in said if "users cannot reach" in m]
+        closed.chmod(0o700)
+        sock = closed / "run" / "advice.sock"
+        said = start_and_stop(sock)
+        assert f"users cannot reach {sock}: {closed} is not searchable by others (o+x)" in said
     finally:
         shutil.rmtree(reachable, ignore_errors=True)
-    assert any("advice for users on unix:" in m for m in said)
-    assert not [m for m in said if "users cannot reach" in m]
-    tmp_path.chmod(0o700)
-    sock = tmp_path / "run" / "advice.sock"
-    said = start_and_stop(sock)
-    assert f"users cannot reach {sock}: {tmp_path} is not searchable by others (o+x)" in said
+        shutil.rmtree(closed, ignore_errors=True)
 
 
 def test_an_idle_connection_is_closed_after_5_minutes(site: tuple[Daemon, Path]) -> None:

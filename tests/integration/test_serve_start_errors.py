@@ -51,15 +51,15 @@ def said_once(proc: subprocess.CompletedProcess[str], what: str) -> None:
 
 @pytest.mark.parametrize("where", ["server.socket", "advice.socket"])
 def test_a_socket_directory_under_a_file_is_one_line_and_nothing_left(
-    tmp_path: Path, trained_store: Path, where: str
+    short_tmp: Path, trained_store: Path, where: str
 ) -> None:
-    (tmp_path / "afile").write_text("x")
-    under_file, sock = tmp_path / "afile" / "x.sock", tmp_path / "run" / "harp.sock"
+    (short_tmp / "afile").write_text("x")
+    under_file, sock = short_tmp / "afile" / "x.sock", short_tmp / "run" / "harp.sock"
     sock, advice = (under_file, None) if where == "server.socket" else (sock, under_file)
-    proc = serve_to_exit(config(tmp_path, sock, advice, trained_store))
+    proc = serve_to_exit(config(short_tmp, sock, advice, trained_store))
     assert proc.returncode == 1
     said_once(proc, f"not starting: socket directory {under_file.parent}: cannot make it: a file on its path")
-    assert leftovers(tmp_path) == []
+    assert leftovers(short_tmp) == []
 
 
 def test_a_socket_directory_on_proc_is_one_line(tmp_path: Path, trained_store: Path) -> None:

@@ -89,7 +89,7 @@ def test_an_unforeseen_error_at_start_leaves_no_socket(
 
 
 def test_the_directories_a_failed_advice_start_made_are_removed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Only those it made: the one that was there is kept. Before, each start under Restart=always
     left the directories it had made."""
@@ -98,11 +98,11 @@ def test_the_directories_a_failed_advice_start_made_are_removed(
         raise OSError(errno.EADDRINUSE, "Address already in use")
 
     monkeypatch.setattr(PeerRelay, "start", fail)
-    (tmp_path / "t").mkdir()
-    d = started(tmp_path, tmp_path / "t" / "m" / "d" / "advice.sock")
+    (short_tmp / "t").mkdir()
+    d = started(short_tmp, short_tmp / "t" / "m" / "d" / "advice.sock")
     with pytest.raises(DaemonError, match="cannot listen on"):
         d.start()
-    assert [p.name for p in tmp_path.rglob("*")] == ["t"]
+    assert [p.name for p in short_tmp.rglob("*")] == ["t"]
 
 
 def test_the_directories_a_failed_submission_socket_start_made_are_removed(
