@@ -46,6 +46,7 @@ SAME_JOB = [
     ({"job-name": "nodes", "nodes": "4", "cpus-per-task": "2"}, "-J nodes\n-N 4\n-c 2"),  # a task per node
     ({"job-name": "range", "nodes": "2-4"}, "-J range\n-N 2-4"),
     ({"job-name": "plain"}, "-J plain"),  # (sbatch shows "-n 1" as it shows no -n: both send no count)
+    ({"job-name": "whole", "mem": "0?"}, "-J whole\n--mem=0"),  # all of a node: sbatch shows "0?"
 ]  # fmt: skip
 
 
