@@ -47,6 +47,12 @@ SAME_JOB = [
     ({"job-name": "range", "nodes": "2-4"}, "-J range\n-N 2-4"),
     ({"job-name": "plain"}, "-J plain"),  # (sbatch shows "-n 1" as it shows no -n: both send no count)
     ({"job-name": "whole", "mem": "0?"}, "-J whole\n--mem=0"),  # all of a node: sbatch shows "0?"
+    # A type without a count is one GPU; a B after a memory unit is sbatch's too (str_to_mbytes), and
+    # K rounds up; getopt gives a short option the rest of its word, "=" and all.
+    ({"job-name": "typed", "gres": "gres:gpu:a100"}, "-J typed\n--gres=gpu:a100"),
+    ({"job-name": "typed", "gpus-per-node": "a100"}, "-J typed\n--gpus-per-node=a100"),
+    ({"job-name": "bytes", "mem": "4G", "mem-per-cpu": "1"}, "-J bytes\n--mem=4GB\n--mem-per-cpu=1kb"),
+    ({"job-name": "=foo"}, "-J=foo"),
 ]  # fmt: skip
 
 
