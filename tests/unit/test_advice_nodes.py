@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from slurm_harp.advice.billing import parse_weights
 from slurm_harp.advice.evidence import Evidence, Run, request_size
-from slurm_harp.advice.option import Option, Pricing
+from slurm_harp.advice.option import Pricing
 from slurm_harp.advice.partition_shape import PartitionShape, shapes_from_scontrol
 from slurm_harp.advice.quote import Allocation
 from slurm_harp.advice.script import parse_script
@@ -80,32 +80,3 @@ def test_a_partitions_min_nodes_is_what_a_job_without_n_is_given() -> None:
         0,
         "asks 2 nodes; a job here has at least 4 (MinNodes)",
     )
-
-
-def test_the_asked_size_on_fewer_nodes_than_hold_it_is_not_priced() -> None:
-    """`-n 64 -N 1` on nodes of 32 CPUs, which Slurm refuses: it was priced on 2 nodes as "your size",
-    without a word. A GPU job alike (`-N 1` and 8 GPUs on nodes of 4)."""
-    runs = Evidence(runs=tuple(Run(64, m, nodes=2) for m in (30, 32)))
-    batch = shapes_from_scontrol(
-        "PartitionName=batch State=UP TotalNodes=4 TotalCPUs=128 TRES=cpu=128,node=4"
-    )
-
-    def option(directives: str) -> Option:
-        job = parse_script(f"#!/bin/sh\n#SBATCH -J sim {directives}\n").request
-        pricing = Pricing(job, False, 0, runs, Scaling.fit(runs.runs), Tariff(), Memory.of(runs, job, 0.0))
-        return pricing.option("batch", batch["batch"], 64)
-
-    one = option("-n 64 -N 1")
-    assert not one.priced and one.note == "asks 1 node; 64 CPUs need 2 here"
-    assert option("-n 64 -N 2").allocation.nodes == option("-n 64").allocation.nodes == 2
-    assert option("-n 64 -N 2").priced and option("-n 64 -N 3").allocation.nodes == 3
-    gpus = shapes_from_scontrol(
-        "PartitionName=g State=UP TotalNodes=4 TotalCPUs=128 TRES=cpu=128,node=4,gres/gpu=16"
-    )
-    job = JobRequest(user_name="ann", job_name="sim", gpus_per_node=8, min_nodes=1)
-    on_gpus = Evidence(runs=tuple(Run(8, m, nodes=2) for m in (30, 32)), unit="GPU")
-    pricing = Pricing(
-        job, True, 4, on_gpus, Scaling.fit(on_gpus.runs), Tariff(), Memory.of(on_gpus, job, 0.0)
-    )
-    refused = pricing.option("g", gpus["g"], 8)
-    assert not refused.priced and refused.note == "asks 1 node; 8 GPUs need 2 here"

@@ -158,13 +158,10 @@ def _nodes(
     """The nodes an option of ``size`` holds in ``shape`` as slurmctld sets them: the ``fewest``
     that hold it, or the job's own ``-N`` (``asked``), and at least the partition's MinNodes, which
     a job without ``-N`` is given; None and why where Slurm would not run it (``-N`` below
-    MinNodes, which sbatch also makes the most, or above what a job may have, or fewer nodes than
-    hold its size: Slurm refuses `-n 64 -N 1` on nodes of 32 CPUs)."""
+    MinNodes, which sbatch also makes the most, or above what a job may have)."""
     least = shape.min_nodes
     if asked is not None and asked < least:
         return None, f"asks {asked} nodes; a job here has at least {least} (MinNodes)"
-    if asked is not None and asked < fewest:
-        return None, f"asks {asked} node{'s' if asked != 1 else ''}; {size} {unit}s need {fewest} here"
     if asked is None and size < least:  # a node of the job holds one CPU (GPU) at least
         return None, f"a job here has at least {least} nodes (MinNodes), each with a {unit}"
     nodes = max(fewest, least if asked is None else asked)
