@@ -188,9 +188,10 @@ def _advisor(tmp_path: Path, runner: Any, settings: Any, groups: dict[int, froze
 
 
 def test_scontrol_is_read_with_all_so_restricted_partitions_reach_the_advice(tmp_path: Path) -> None:
-    """For any user but an operator (the daemon's slurm-harp), slurmctld leaves out of `scontrol show
-    partition` the partitions whose AllowGroups leave that user out, unless asked `--all`: owners
-    never reached the advice, and chemlab's members were told "no such partition here: owners"."""
+    """For a user who is not an operator (the daemon's slurm-harp, unless made one), slurmctld leaves
+    out of `scontrol show partition` the partitions whose AllowGroups leave that user out, unless asked
+    `--all`: owners never reached the advice, and chemlab's members were told "no such partition
+    here: owners"."""
     asked: list[tuple[str, ...]] = []
 
     def slurmctld(argv: Sequence[str]) -> str:
@@ -234,14 +235,15 @@ def test_a_partition_harp_toml_alone_names_is_not_priced_and_logged_once(
     named = advisor.advise(1000, Ask(JobRequest(job_name="sim", min_cpus=4, partition="BATCH")))
     assert priced(named) == {"batch"} and "no such partition here: BATCH" in named.notes
     warned = [r.getMessage() for r in caplog.records]
+    # An [[advice.partition]] entry holds a GPU's memory, not a price: its name, unlisted, is said so.
     assert warned == [
-        "advice: harp.toml names partitions scontrol does not list (a typo? gone?), not priced: "
-        "'BATCH' ([[billing.partition]]), 'gpus' ([[advice.partition]])"
+        "advice: harp.toml names partitions scontrol does not list (a typo? gone?): "
+        "not priced ([[billing.partition]]): 'BATCH'; GPU memory not used ([[advice.partition]]): 'gpus'"
     ]
     current[0] = parse({**toml, "advice": {}})  # a reload that changes them is said again
     advisor.advise(1000, Ask(JobRequest(job_name="sim")))
     assert len(caplog.records) == 2
-    assert caplog.records[1].getMessage().endswith("not priced: 'BATCH' ([[billing.partition]])")
+    assert caplog.records[1].getMessage().endswith("gone?): not priced ([[billing.partition]]): 'BATCH'")
     # scontrol unread (no partition known): [billing]'s names are the site's, as before.
     unread = advise(Ask(JobRequest(user_name="ann", job_name="sim", min_cpus=4)), RUNS,
                     Tariff.of(current[0].billing), {})  # fmt: skip

@@ -1,10 +1,10 @@
 """Which configurations the advice prices: the partitions, then the sizes in each.
 
-Partitions: those the ask names that the site has, else all it lists (not Hidden ones), less those
-that take no jobs or not the caller's (partition_access.py). Sizes: powers of two up to what one job may have
-in the partition, with the sizes run and the size asked for. Each partition and size is a round
-of pricing, so both are bounded: a made-up partition name costs nothing, and at most MOST_SIZES
-of the sizes run are taken.
+Partitions: those the ask names that the site has, else all it lists (not Hidden ones), less
+those that take no jobs or not the caller's (partition_access.py). Sizes: powers of two up to what
+one job may have in the partition, with the sizes run and the size asked for. Each partition and
+size is a round of pricing, so both are bounded: a made-up partition name costs nothing, and at
+most MOST_SIZES of the sizes run are taken.
 """
 
 from __future__ import annotations

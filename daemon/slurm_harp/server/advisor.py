@@ -32,9 +32,10 @@ from slurm_harp.core.request import Target
 
 log = logging.getLogger(__name__)
 
-# --all: without it slurmctld leaves out, for any user but an operator (the daemon's is none), the
-# Hidden partitions and those whose AllowGroups leave out the daemon's user; the advice checks each
-# caller's groups itself (partition_access.py).
+# --all: without it slurmctld leaves out, for a user who is not an operator, the Hidden partitions and
+# those whose AllowGroups leave that user out (an operator, as install.md makes the daemon's user where
+# PrivateData needs it, is shown them all). The advice checks each caller itself (partition_access.py,
+# candidates.py: Hidden ones only when named).
 PARTITIONS_ARGV = ("scontrol", "--all", "--oneliner", "show", "partition")
 CONFIG_ARGV = ("scontrol", "show", "config")
 COMMAND_TIMEOUT_S = 10.0
@@ -131,7 +132,7 @@ class Advisor:
         self._name_of = name_of
         self._groups_of = groups_of
         self._warned_lock = threading.Lock()
-        self._warned: tuple[str, ...] = ()  # the unlisted partitions last logged
+        self._warned: tuple[tuple[str, ...], ...] = ((), ())  # the unlisted partitions last logged
 
     def advise(self, uid: int, ask: Ask) -> Advice:
         """Advice for the user ``uid`` (from the kernel) on ``ask``, from that user's jobs alone."""
@@ -166,20 +167,20 @@ class Advisor:
         return advice
 
     def _warn_unlisted(self, settings: Settings, shapes: Mapping[str, PartitionShape]) -> None:
-        """Log the partitions harp.toml prices or describes that scontrol, read, does not list (a
-        typo, a partition since removed: the advice does not price them): once, and again only
-        when they change (a reload, a new reading), not at every call."""
+        """Log the partitions harp.toml names that scontrol, read, does not list (a typo, a partition
+        since removed): a [[billing.partition]] one is not priced, an [[advice.partition]] one's GPU
+        memory is used for no partition. Once, and again only when they change (a reload, a new
+        reading), not at every call."""
         if not shapes:  # scontrol not read: nothing to compare with
             return
-        named = [(p.name, "billing") for p in settings.billing.partitions]
-        named += [(n, "advice") for n in settings.advice.gpu_memory_bytes]
-        unlisted = tuple(f"{n!r} ([[{table}.partition]])" for n, table in named if n not in shapes)
+        billing = tuple(repr(p.name) for p in settings.billing.partitions if p.name not in shapes)
+        gpus = tuple(repr(n) for n in settings.advice.gpu_memory_bytes if n not in shapes)
         with self._warned_lock:
-            if unlisted == self._warned:
+            if (billing, gpus) == self._warned:
                 return
-            self._warned = unlisted
-        if unlisted:
-            log.warning(
-                "advice: harp.toml names partitions scontrol does not list (a typo? gone?), not priced: %s",
-                ", ".join(unlisted),
-            )
+            self._warned = (billing, gpus)
+        said = [f"not priced ([[billing.partition]]): {', '.join(billing)}"] if billing else []
+        said += [f"GPU memory not used ([[advice.partition]]): {', '.join(gpus)}"] if gpus else []
+        if said:
+            why = "advice: harp.toml names partitions scontrol does not list (a typo? gone?): %s"
+            log.warning(why, "; ".join(said))
