@@ -274,3 +274,17 @@ def test_a_hidden_partition_is_priced_only_for_an_ask_that_names_it() -> None:
     assert priced(refused) == {"batch"}
     left = "partitions left out: staff (AllowGroups), owners (AllowGroups), retired (State=INACTIVE)"
     assert left in refused.notes
+
+
+def test_a_site_whose_every_partition_is_hidden_says_so_not_that_scontrol_failed() -> None:
+    """scontrol was read and lists only Hidden partitions: an ask that names none had the note that
+    scontrol could not be read, which sent the user to the wrong cause."""
+    scontrol = f"PartitionName=batch Hidden=YES AllowGroups=ALL State=UP {COMMON}\n"
+    tariff, shapes = Tariff.of(Prices(), from_scontrol(scontrol)), shapes_from_scontrol(scontrol)
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=4)
+    unnamed = advise(Ask(job), RUNS, tariff, shapes, groups=frozenset({"ann"}))
+    assert not unnamed.options
+    assert "every partition here is hidden: name one (-p, --partition) to compare" in unnamed.notes
+    assert not any("could not be read" in n for n in unnamed.notes)
+    named = advise(Ask(job, partitions=("batch",)), RUNS, tariff, shapes, groups=frozenset({"ann"}))
+    assert priced(named) == {"batch"} and not any("hidden" in n for n in named.notes)

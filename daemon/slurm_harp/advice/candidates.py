@@ -51,7 +51,9 @@ def partitions(
                 notes.append(f"no such partition here: {_listed(unknown)}")
                 mine = [n for n in mine if n in known]
             names = [*mine, *(n for n in names if n not in mine)]
-        if not names:
+        if not names and shapes:  # scontrol was read: it lists only Hidden ones
+            notes.append("every partition here is hidden: name one (-p, --partition) to compare")
+        elif not names:
             notes.append("no partition is known (scontrol could not be read): name one to compare")
         return names
     if not known:
