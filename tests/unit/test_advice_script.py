@@ -58,6 +58,18 @@ def test_the_header_as_sbatch_reads_it() -> None:
         ("#SBATCH --mem=4GB --mem-per-cpu=1025k\n", {"mem_per_node_mb": 4096, "mem_per_cpu_mb": 2}),
         ("#SBATCH --mem=2tb\n", {"mem_per_node_mb": 2 * 1024**2}),
         ("#SBATCH -J=foo\n", {"job_name": "=foo"}),
+        # sbatch's getopt_long: a prefix only one of sbatch's options begins with is that option, a
+        # name given whole is itself (--mem, not --mem-per-cpu); --tasks-per-node is --ntasks-per-node;
+        # the value of an option the advice does not read is not read as an option.
+        (
+            "#SBATCH --part=batch --job x --mem-per-c=100 --gpus-per-n=2\n",
+            {"partition": "batch", "job_name": "x", "mem_per_cpu_mb": 100, "gpus_per_node": 2},
+        ),
+        (
+            "#SBATCH --tasks=4 -N 2 --mem 1\n",
+            {"num_tasks": 8, "min_cpus": 8, "min_nodes": 2, "mem_per_node_mb": 1},
+        ),
+        ("#SBATCH -J real --output -Jx.log --exclusive\n", {"job_name": "real"}),
     ],
 )
 def test_directives(lines: str, fields: dict[str, object]) -> None:
@@ -79,6 +91,17 @@ def test_directives(lines: str, fields: dict[str, object]) -> None:
         ("#SBATCH -n=4\n", "--ntasks==4: expected a whole number"),  # getopt: "=4", which sbatch refuses
         ("#SBATCH --gres=gpu:a100:x\n", "--gres=gpu:a100:x: expected a whole number"),
         ("#SBATCH -J\n", "--job-name without a value"),
+        # a prefix several of sbatch's options begin with: sbatch refuses it (getopt_long)
+        (
+            "#SBATCH --gpus-per=2\n",
+            "script line 2: option '--gpus-per' is ambiguous; possibilities: "
+            "'--gpus-per-node' '--gpus-per-socket' '--gpus-per-task'",
+        ),
+        (
+            "#SBATCH -J x\n#SBATCH --ti=10\n",
+            "script line 3: option '--ti' is ambiguous; possibilities: '--time' '--time-min'",
+        ),
+        ("#SBATCH --par=batch\n", "possibilities: '--parsable' '--partition'"),
         ('#SBATCH -J "open\n', "script line 2"),
     ],
 )

@@ -53,6 +53,11 @@ SAME_JOB = [
     ({"job-name": "typed", "gpus-per-node": "a100"}, "-J typed\n--gpus-per-node=a100"),
     ({"job-name": "bytes", "mem": "4G", "mem-per-cpu": "1"}, "-J bytes\n--mem=4GB\n--mem-per-cpu=1kb"),
     ({"job-name": "=foo"}, "-J=foo"),
+    # sbatch's getopt_long reads a prefix only one option begins with as that option, and
+    # --tasks-per-node as --ntasks-per-node: the hook sees the option's own name.
+    ({"job-name": "part", "partition": "batch", "mem-per-cpu": "100"},
+     "--job=part\n--part=batch\n--mem-per-c=100"),
+    ({"job-name": "tpn", "ntasks-per-node": "4", "nodes": "2"}, "-J tpn\n--tasks=4\n-N 2"),
 ]  # fmt: skip
 
 

@@ -1,7 +1,8 @@
 """A batch script's ``#SBATCH`` header as the job request it submits, for ``harp advise --script``.
 
 Read as sbatch reads it: the directives before the first line that is neither blank nor a
-comment, a short option's value the rest of its word (getopt: ``-J=x`` names the job ``=x``).
+comment, a short option's value the rest of its word (getopt: ``-J=x`` names the job ``=x``), a
+long option by any prefix sbatch takes for it (``--part``: sbatch_options.py).
 Understood: the job name, partition, account, tasks, CPUs per task, nodes, tasks per node, time
 limit, memory (per node or per CPU, as sbatch's str_to_mbytes reads it), GPUs (``--gpus``,
 ``--gpus-per-node``, ``--gres=gpu[:type][:N]``; a type without a count is one GPU) and the
@@ -21,6 +22,7 @@ import shlex
 from dataclasses import dataclass, replace
 
 from slurm_harp.advice.gpu_memory import TrainingFacts
+from slurm_harp.advice.sbatch_options import long_option, takes_value
 from slurm_harp.core.request import JobRequest
 from slurm_harp.slurm_formats import OutOfRange, parse_time_limit
 
@@ -112,8 +114,14 @@ def _options(words: list[str], number: int) -> list[tuple[str, str]]:
     while i < len(words):
         word = words[i]
         i += 1
-        if word.startswith("--"):
-            name, sep, value = word[2:].partition("=")
+        if word.startswith("--"):  # a prefix of one option's name is that option (getopt_long)
+            given, sep, value = word[2:].partition("=")
+            try:
+                name = long_option(given)
+            except ValueError as exc:
+                raise ValueError(f"script line {number}: {exc}") from None
+            if name not in _LONG and not sep and takes_value(name):
+                i += 1  # its value, the next word, is no option of its own (--output -J.log)
         elif word[:2] in _SHORT:  # getopt: the rest of the word is the value, "=" too ("-J=x": "=x")
             name, value, sep = _SHORT[word[:2]], word[2:], "=" if len(word) > 2 else ""
         else:
