@@ -131,9 +131,10 @@ def parse_size_mb(text: str, bare_unit: str) -> tuple[float, str] | None:
 
 
 def parse_memory_mb(text: str) -> float:
-    """An amount of memory as ``--mem`` and scontrol's TRES write it (``7940M``, ``500g``, a bare
-    number of MiB) in MiB. ValueError for anything else: a sentinel, or a per-node or per-CPU
-    suffix, which such an amount never has; OutOfRange for one too large."""
+    """An amount of memory as Slurm's tools print it (scontrol's TRES and MaxMemPerNode: ``7940M``,
+    ``500g``, a bare number of MiB) in MiB; sbatch's ``--mem`` is read by advice/script.py.
+    ValueError for anything else: a sentinel, or a per-node or per-CPU suffix, which such an
+    amount never has; OutOfRange for one too large."""
     try:
         parsed = parse_size_mb(text, bare_unit="M")
     except OutOfRange:

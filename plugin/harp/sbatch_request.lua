@@ -49,12 +49,15 @@ function M.minutes(text)
   return total
 end
 
--- "500", "2G", "1T" (Slurm writes MB without a unit): MB, or nil for 0 ("all of the node"), bad text.
+-- "500", "2G", "1T" (Slurm writes MB without a unit) in MB. 0 is --mem=0 (all of a node's memory, which
+-- Slurm gives and bills), shown "0?" by sbatch (mbytes_to_str(0)): sent as 0, as `harp advise --script`
+-- sends it. nil: not given, or text that is no amount.
 function M.megabytes(text)
-  if type(text) ~= "string" then return nil end
+  if type(text) ~= "string" or #text > 20 then return nil end
+  if text == "0?" or text == "0" then return 0 end
   local n, unit = match(text, "^(%d+)([MGTP]?)$")
   n = tonumber(n)
-  if not n or n < 1 or #text > 20 then return nil end
+  if not n or n < 1 then return nil end
   return request.count64(n * MB_PER[unit], 1)
 end
 

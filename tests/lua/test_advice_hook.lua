@@ -33,12 +33,14 @@ T.test("time strings: Slurm's formats, reset and unlimited values are absent", f
   T.eq(m(string.rep("9", 400)), nil, "huge")
 end)
 
-T.test("memory strings: MB, G/T suffixes; 0 (all of a node) and junk are absent", function()
+T.test("memory strings: MB, G/T suffixes; 0 (all of a node) is 0; unset and junk are absent", function()
   local mb = sbatch_request.megabytes
   T.eq(mb("500"), 500, "plain MB")
   T.eq(mb("2G"), 2048, "G")
   T.eq(mb("1T"), 1048576, "T")
-  T.eq(mb("0?"), nil, "--mem=0")
+  T.eq(mb("0?"), 0, "--mem=0, as sbatch shows it")
+  T.eq(mb("0"), 0, "0")
+  T.eq(mb("00?"), nil, "not what sbatch writes")
   T.eq(mb("12Q"), nil, "unknown unit")
   T.eq(mb(nil), nil, "unset")
 end)

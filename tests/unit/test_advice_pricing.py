@@ -175,3 +175,27 @@ def test_maxmempercpu_raises_the_cpus_billed_or_the_option_does_not_fit() -> Non
     # Within it, nothing changes.
     fits = next(o for o in advice_in(per_cpu, job, [record(1, 60, peak_mb=1000)] * 2).options if o.size == 1)
     assert fits.allocation.cpus == 1 and fits.note == ""
+
+
+@pytest.mark.parametrize(("price", "weights"), [(1.0, "CPU=1e308"), (0.0, "CPU=1.0,Mem=1e308")])
+def test_a_cost_too_large_to_be_a_number_is_not_priced_and_the_others_are_answered(
+    price: float, weights: str
+) -> None:
+    """Slurm's own TRESBillingWeights need only be finite (harp.toml's are bounded): 1e308 made costs
+    inf, and with a price of 0 NaN, which the Pareto set's grouping failed on (IndexError: INTERNAL)."""
+    common = "State=UP MaxTime=1-00:00:00 TotalCPUs=128 TotalNodes=4 TRES=cpu=128,mem=512000M,node=4"
+    scontrol = f"PartitionName=batch {common}\nPartitionName=huge {common} TRESBillingWeights={weights}\n"
+    runs = [record(1, 60, mem_per_node_mb=4000), record(4, 20, mem_per_node_mb=4000)]
+    tariff = Tariff.of(Prices(price=price), from_scontrol(scontrol))
+    advice = advise(
+        Ask(JobRequest(user_name="ann", job_name="sim")), runs, tariff, shapes_from_scontrol(scontrol)
+    )
+    huge = [o for o in advice.options if o.partition == "huge" and o.note]
+    assert huge and all(not o.priced and o.note.startswith("cost too large to be a number") for o in huge)
+    assert (
+        "partition huge: some options not priced: cost too large to be a number "
+        "(the site's billing weights or price)" in advice.notes
+    )
+    if price > 0:
+        assert advice.cheapest is not None and advice.cheapest.partition == "batch"
+        assert {o.partition for o in advice.pareto} == {"batch"}

@@ -51,6 +51,25 @@ def test_the_header_as_sbatch_reads_it() -> None:
         ("#SBATCH --ntasks-per-node=8 -N 2\n", {"num_tasks": 16, "min_cpus": 16, "min_nodes": 2}),
         ("#SBATCH -t 90 -A phys\n", {"time_limit_minutes": 90, "account": "phys"}),
         ("#SBATCH --exclusive --mail-type=ALL\n", {}),
+        # As sbatch reads them: a GPU type without a count is one GPU; a B after a memory unit
+        # (str_to_mbytes), K rounded up to a MB; a short option's value is the rest of its word.
+        ("#SBATCH --gres=gpu:a100,gpu:v100:2,gpu\n", {"gpus_per_node": 4}),
+        ("#SBATCH --gpus-per-node=a100\n", {"gpus_per_node": 1}),
+        ("#SBATCH --mem=4GB --mem-per-cpu=1025k\n", {"mem_per_node_mb": 4096, "mem_per_cpu_mb": 2}),
+        ("#SBATCH --mem=2tb\n", {"mem_per_node_mb": 2 * 1024**2}),
+        ("#SBATCH -J=foo\n", {"job_name": "=foo"}),
+        # sbatch's getopt_long: a prefix only one of sbatch's options begins with is that option, a
+        # name given whole is itself (--mem, not --mem-per-cpu); --tasks-per-node is --ntasks-per-node;
+        # the value of an option the advice does not read is not read as an option.
+        (
+            "#SBATCH --part=batch --job x --mem-per-c=100 --gpus-per-n=2\n",
+            {"partition": "batch", "job_name": "x", "mem_per_cpu_mb": 100, "gpus_per_node": 2},
+        ),
+        (
+            "#SBATCH --tasks=4 -N 2 --mem 1\n",
+            {"num_tasks": 8, "min_cpus": 8, "min_nodes": 2, "mem_per_node_mb": 1},
+        ),
+        ("#SBATCH -J real --output -Jx.log --exclusive\n", {"job_name": "real"}),
     ],
 )
 def test_directives(lines: str, fields: dict[str, object]) -> None:
@@ -64,8 +83,25 @@ def test_directives(lines: str, fields: dict[str, object]) -> None:
     [
         ("#SBATCH -n zero\n", "--ntasks=zero: expected a whole number"),
         ("#SBATCH --time=1:2:3:4\n", "time limit"),
-        ("#SBATCH --mem=lots\n", "--mem=lots: expected an amount"),
+        ("#SBATCH --mem=lots\n", "--mem=lots: expected a whole amount"),
+        # sbatch refuses these (str_to_mbytes: whole numbers, K to T): so does the advice
+        ("#SBATCH --mem=1.5G\n", "--mem=1.5G: expected a whole amount such as 4000, 4000M, 4G or 4GB"),
+        ("#SBATCH --mem=4P\n", "--mem=4P: expected a whole amount"),
+        ("#SBATCH --mem=4GBB\n", "--mem=4GBB: expected a whole amount"),
+        ("#SBATCH -n=4\n", "--ntasks==4: expected a whole number"),  # getopt: "=4", which sbatch refuses
+        ("#SBATCH --gres=gpu:a100:x\n", "--gres=gpu:a100:x: expected a whole number"),
         ("#SBATCH -J\n", "--job-name without a value"),
+        # a prefix several of sbatch's options begin with: sbatch refuses it (getopt_long)
+        (
+            "#SBATCH --gpus-per=2\n",
+            "script line 2: option '--gpus-per' is ambiguous; possibilities: "
+            "'--gpus-per-node' '--gpus-per-socket' '--gpus-per-task'",
+        ),
+        (
+            "#SBATCH -J x\n#SBATCH --ti=10\n",
+            "script line 3: option '--ti' is ambiguous; possibilities: '--time' '--time-min'",
+        ),
+        ("#SBATCH --par=batch\n", "possibilities: '--parsable' '--partition'"),
         ('#SBATCH -J "open\n', "script line 2"),
     ],
 )

@@ -83,6 +83,7 @@ def test_partitions_are_read_now_and_then_and_kept_when_scontrol_fails() -> None
     partitions = SlurmPartitions(counted, refresh_seconds=300, clock=lambda: now[0])
     table, shapes = partitions()
     assert calls == [PARTITIONS_ARGV, CONFIG_ARGV] and set(shapes) == {"batch"}
+    assert "--all" in calls[0]  # Hidden partitions and those the daemon's user may not use too
     assert table.mode.value == "max_tres" and table.partitions["batch"].max_minutes == 60
     now[0] = 299
     partitions()

@@ -71,6 +71,14 @@ def test_billing_defaults() -> None:
             "[[billing.partition]]\nname = 'a'\nprice = 1\n[[billing.partition]]\nname = 'a'\nprice = 2\n",
             "billing.partition[1].name: partition 'a' is listed twice",
         ),
+        # Finite but past any real price or weight: 1e308 made every cost inf, and with a price of 0
+        # NaN, which failed the advice with an IndexError (INTERNAL).
+        ("[billing]\nprice = 1e308\n", "billing.price: must be >= 0 and below 1e+12 (per billed unit-hour"),
+        ("[[billing.partition]]\nname = 'a'\nprice = 1e12\n", "billing.partition[0].price: must be >= 0 and"),
+        (
+            "[[billing.partition]]\nname = 'a'\nprice = 0.0\nweights = 'CPU=1.0,Mem=1e308'\n",
+            "billing.partition[0].weights: the weight of mem must be below 1e+12 a unit, got 1e+308",
+        ),
     ],
 )
 def test_bad_billing_names_key_and_file(tmp_path: Path, text: str, names: str) -> None:

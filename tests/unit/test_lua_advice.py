@@ -46,6 +46,18 @@ SAME_JOB = [
     ({"job-name": "nodes", "nodes": "4", "cpus-per-task": "2"}, "-J nodes\n-N 4\n-c 2"),  # a task per node
     ({"job-name": "range", "nodes": "2-4"}, "-J range\n-N 2-4"),
     ({"job-name": "plain"}, "-J plain"),  # (sbatch shows "-n 1" as it shows no -n: both send no count)
+    ({"job-name": "whole", "mem": "0?"}, "-J whole\n--mem=0"),  # all of a node: sbatch shows "0?"
+    # A type without a count is one GPU; a B after a memory unit is sbatch's too (str_to_mbytes), and
+    # K rounds up; getopt gives a short option the rest of its word, "=" and all.
+    ({"job-name": "typed", "gres": "gres:gpu:a100"}, "-J typed\n--gres=gpu:a100"),
+    ({"job-name": "typed", "gpus-per-node": "a100"}, "-J typed\n--gpus-per-node=a100"),
+    ({"job-name": "bytes", "mem": "4G", "mem-per-cpu": "1"}, "-J bytes\n--mem=4GB\n--mem-per-cpu=1kb"),
+    ({"job-name": "=foo"}, "-J=foo"),
+    # sbatch's getopt_long reads a prefix only one option begins with as that option, and
+    # --tasks-per-node as --ntasks-per-node: the hook sees the option's own name.
+    ({"job-name": "part", "partition": "batch", "mem-per-cpu": "100"},
+     "--job=part\n--part=batch\n--mem-per-c=100"),
+    ({"job-name": "tpn", "ntasks-per-node": "4", "nodes": "2"}, "-J tpn\n--tasks=4\n-N 2"),
 ]  # fmt: skip
 
 

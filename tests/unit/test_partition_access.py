@@ -179,3 +179,112 @@ def test_a_partition_whose_pricing_fails_is_noted_and_the_others_are_answered(
     advice = advice_for(None)
     assert priced(advice) == {"batch"} and advice.cheapest is not None
     assert "partition owners: not priced (a bad bound)" in advice.notes
+
+
+def _advisor(tmp_path: Path, runner: Any, settings: Any, groups: dict[int, frozenset[str]]) -> Advisor:
+    with JobStore(tmp_path / "jobs.sqlite") as store:
+        store.merge(RUNS, "sacct")
+    return Advisor(settings, SlurmPartitions(runner), name_of=lambda uid: "ann", groups_of=groups.__getitem__)
+
+
+def test_scontrol_is_read_with_all_so_restricted_partitions_reach_the_advice(tmp_path: Path) -> None:
+    """For a user who is not an operator (the daemon's slurm-harp, unless made one), slurmctld leaves
+    out of `scontrol show partition` the partitions whose AllowGroups leave that user out, unless asked
+    `--all`: owners never reached the advice, and chemlab's members were told "no such partition
+    here: owners"."""
+    asked: list[tuple[str, ...]] = []
+
+    def slurmctld(argv: Sequence[str]) -> str:
+        asked.append(tuple(argv))
+        if tuple(argv) != PARTITIONS_ARGV:
+            return ""
+        visible = SCONTROL.splitlines(keepends=True)
+        return SCONTROL if "--all" in argv else "".join(p for p in visible if "chemlab" not in p)
+
+    settings = parse({"history": {"db": str(tmp_path / "jobs.sqlite")}})
+    advisor = _advisor(tmp_path, slurmctld, settings, {1001: frozenset({"ann", "chemlab"})})
+    ask = Ask(JobRequest(job_name="sim", min_cpus=4, partition="owners", account="chem"))
+    chemist = advisor.advise(1001, ask)
+    assert asked[0][:2] == ("scontrol", "--all") and asked[0][-2:] == ("show", "partition")
+    assert priced(chemist) == {"batch", "owners"} and chemist.options[0].partition == "owners"
+    assert not any("no such partition" in n for n in chemist.notes)
+
+
+def test_a_partition_harp_toml_alone_names_is_not_priced_and_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A `[[billing.partition]]` scontrol does not list (`GPU` for `gpu`, a partition since removed) was
+    a partition of the site through the tariff alone: priced for anyone, without State or Allow*
+    checks, with a 366-day cap, and named the cheapest."""
+
+    def runner(argv: Sequence[str]) -> str:
+        return SCONTROL if tuple(argv) == PARTITIONS_ARGV else ""
+
+    toml = {
+        "history": {"db": str(tmp_path / "jobs.sqlite")},
+        "billing": {"partition": [{"name": "BATCH", "price": 0.01}]},
+        "advice": {"partition": [{"name": "gpus", "gpu_memory_gb": 80}]},
+    }
+    current = [parse(toml)]
+    advisor = _advisor(tmp_path, runner, lambda: current[0], {1000: frozenset({"ann"})})
+    caplog.set_level("WARNING", logger="slurm_harp.server.advisor")
+    for _ in range(3):
+        ann = advisor.advise(1000, Ask(JobRequest(job_name="sim", min_cpus=4)))
+        assert priced(ann) == {"batch"} and ann.cheapest is not None and ann.cheapest.partition == "batch"
+        assert "[billing] prices partitions scontrol does not list; not priced: BATCH" in ann.notes
+    named = advisor.advise(1000, Ask(JobRequest(job_name="sim", min_cpus=4, partition="BATCH")))
+    assert priced(named) == {"batch"} and "no such partition here: BATCH" in named.notes
+    warned = [r.getMessage() for r in caplog.records]
+    # An [[advice.partition]] entry holds a GPU's memory, not a price: its name, unlisted, is said so.
+    assert warned == [
+        "advice: harp.toml names partitions scontrol does not list (a typo? gone?): "
+        "not priced ([[billing.partition]]): 'BATCH'; GPU memory not used ([[advice.partition]]): 'gpus'"
+    ]
+    current[0] = parse({**toml, "advice": {}})  # a reload that changes them is said again
+    advisor.advise(1000, Ask(JobRequest(job_name="sim")))
+    assert len(caplog.records) == 2
+    assert caplog.records[1].getMessage().endswith("gone?): not priced ([[billing.partition]]): 'BATCH'")
+    # scontrol unread (no partition known): [billing]'s names are the site's, as before.
+    unread = advise(Ask(JobRequest(user_name="ann", job_name="sim", min_cpus=4)), RUNS,
+                    Tariff.of(current[0].billing), {})  # fmt: skip
+    assert priced(unread) == {"BATCH"}
+
+
+def test_a_hidden_partition_is_priced_only_for_an_ask_that_names_it() -> None:
+    """Hidden=YES, which `--all` now brings: the site keeps it out of listings but runs jobs that name
+    it. Offered unasked, it would be named the cheapest to every user; named, it is priced."""
+    scontrol = SCONTROL + (
+        f"PartitionName=debug Hidden=YES AllowGroups=ALL State=UP {COMMON} TRESBillingWeights=CPU=0.1\n"
+        f"PartitionName=staff Hidden=YES AllowGroups=staff State=UP {COMMON} TRESBillingWeights=CPU=0.1\n"
+    )
+    tariff, shapes = Tariff.of(Prices(), from_scontrol(scontrol)), shapes_from_scontrol(scontrol)
+    ann = frozenset({"ann"})
+
+    def ask(partition: str | None = None, *named: str) -> Advice:
+        job = JobRequest(user_name="ann", job_name="sim", min_cpus=4, partition=partition)
+        return advise(Ask(job, partitions=named), RUNS, tariff, shapes, groups=ann)
+
+    unasked = ask()
+    assert priced(unasked) == {"batch"} and not any("debug" in n or "staff" in n for n in unasked.notes)
+    own = ask("debug")
+    assert own.options[0].partition == "debug" and priced(own) == {"batch", "debug"}
+    assert own.cheapest is not None and own.cheapest.partition == "debug"
+    assert priced(ask(None, "debug", "batch")) == {"batch", "debug"}
+    refused = ask("staff")  # named, and still not the caller's
+    assert priced(refused) == {"batch"}
+    left = "partitions left out: staff (AllowGroups), owners (AllowGroups), retired (State=INACTIVE)"
+    assert left in refused.notes
+
+
+def test_a_site_whose_every_partition_is_hidden_says_so_not_that_scontrol_failed() -> None:
+    """scontrol was read and lists only Hidden partitions: an ask that names none had the note that
+    scontrol could not be read, which sent the user to the wrong cause."""
+    scontrol = f"PartitionName=batch Hidden=YES AllowGroups=ALL State=UP {COMMON}\n"
+    tariff, shapes = Tariff.of(Prices(), from_scontrol(scontrol)), shapes_from_scontrol(scontrol)
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=4)
+    unnamed = advise(Ask(job), RUNS, tariff, shapes, groups=frozenset({"ann"}))
+    assert not unnamed.options
+    assert "every partition here is hidden: name one (-p, --partition) to compare" in unnamed.notes
+    assert not any("could not be read" in n for n in unnamed.notes)
+    named = advise(Ask(job, partitions=("batch",)), RUNS, tariff, shapes, groups=frozenset({"ann"}))
+    assert priced(named) == {"batch"} and not any("hidden" in n for n in named.notes)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from slurm_harp.advice.reexecution import attempt_limits, charged_minutes, expected_reexecution, next_limit
-from slurm_harp.advice.survival import PiecewiseSurvival, PointMasses
+from slurm_harp.advice.survival import PointMasses
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation import costs
 from slurm_harp.evaluation.observed import Observed
@@ -50,13 +50,6 @@ def test_a_run_past_the_cap_never_finishes() -> None:
     assert r.p_unfinished == 0.5
     assert r.expected_minutes == 0.5 * 5 + 0.5 * (10 + 20 + 40 + 80 + 100)
     assert r.expected_attempts == 1 + 4 * 0.5
-
-
-def test_uniform_run_time() -> None:
-    # T uniform on [0, 40]: E = E[T] + 10 P(T > 10) + 20 P(T > 20) = 20 + 7.5 + 10.
-    r = expected_reexecution(10, 40, PiecewiseSurvival.from_points([], upper=40.0))
-    assert r.expected_minutes == pytest.approx(37.5)
-    assert r.expected_attempts == pytest.approx(1 + 0.75 + 0.5)
 
 
 def test_a_first_limit_at_the_cap_is_one_attempt() -> None:

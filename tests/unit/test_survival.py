@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_harp.advice.survival import PiecewiseSurvival, PointMasses, RiskCurve
+from slurm_harp.advice.survival import Empirical, PointMasses
 
 
 def test_point_masses() -> None:
@@ -22,45 +22,12 @@ def test_point_masses_must_be_a_distribution(values: list[float], probabilities:
         PointMasses(values, probabilities)
 
 
-def test_uniform_run_time() -> None:
-    d = PiecewiseSurvival.from_points([], upper=10.0)  # uniform on [0, 10]
-    assert d.knots == ((0.0, 1.0), (10.0, 0.0))
-    assert d.survival(5) == 0.5 and d.survival(-1) == 1.0 and d.survival(12) == 0.0
-    assert d.partial_mean(0, 5) == pytest.approx(0.5 * 2.5)
-    assert d.partial_mean(0, 10) == pytest.approx(5.0)  # the mean
-    assert d.partial_mean(8, 20) == pytest.approx(0.2 * 9.0)
-
-
-def test_from_quantiles_is_piecewise_linear_through_one_minus_q() -> None:
-    d = PiecewiseSurvival.from_quantiles({0.5: 10.0, 0.9: 30.0}, upper=50.0)
-    assert [t for t, _ in d.knots] == [0.0, 10.0, 30.0, 50.0]
-    assert [s for _, s in d.knots] == pytest.approx([1.0, 0.5, 0.1, 0.0])
-    assert d.survival(20) == pytest.approx(0.3)
-    # (0, 10]: mass 0.5 at 5; (10, 30]: 0.4 at 20; (30, 50]: 0.1 at 40.
-    assert d.partial_mean(0, 50) == pytest.approx(0.5 * 5 + 0.4 * 20 + 0.1 * 40)
-
-
-def test_points_are_made_non_increasing_by_raising_risk() -> None:
-    # Crossing quantiles: risk 0.2 at 10 but 0.3 at 20. The earlier risk is raised, never the
-    # later lowered; a point at t <= 0 is dropped; a repeated t keeps its larger risk.
-    d = PiecewiseSurvival.from_points([(20.0, 0.3), (10.0, 0.2), (0.0, 0.5), (20.0, 0.1)], upper=40.0)
-    assert d.knots == ((0.0, 1.0), (10.0, 0.3), (20.0, 0.3), (40.0, 0.0))
-
-
-@pytest.mark.parametrize("point", [(40.0, 0.1), (50.0, 0.0), (10.0, 1.5), (float("nan"), 0.5)])
-def test_bad_points_are_refused(point: tuple[float, float]) -> None:
-    with pytest.raises(ValueError, match="survival point"):
-        PiecewiseSurvival.from_points([point], upper=40.0)
-
-
-def test_knots_must_run_from_one_to_zero() -> None:
-    with pytest.raises(ValueError, match="from \\(0, 1\\) to \\(upper, 0\\)"):
-        PiecewiseSurvival(((0.0, 1.0), (10.0, 0.1)))
-    with pytest.raises(ValueError, match="t must increase and s must not"):
-        PiecewiseSurvival(((0.0, 1.0), (10.0, 0.2), (5.0, 0.0)))
-
-
-def test_a_risk_curve_charges_a_finishing_run_its_whole_interval() -> None:
-    d = RiskCurve(lambda t: 1.5 - t / 10)  # clipped: 1 up to t = 5, then linear to 0 at 15
-    assert d.survival(0) == 1.0 and d.survival(10) == 0.5 and d.survival(20) == 0.0
-    assert d.partial_mean(0, 10) == 10 * 0.5  # the true mean of that half is 7.5 x 0.5: an upper bound
+def test_empirical_run_times_are_point_masses_of_equal_weight() -> None:
+    values = [30.0, 5.0, 30.0, 12.0]
+    d, same = Empirical(values), PointMasses(values, [0.25] * 4)
+    for t in (0, 5, 10, 12, 30, 40):
+        assert d.survival(t) == same.survival(t)
+    for low, high in ((0, 5), (5, 30), (0, 40), (12, 12), (30, 5)):
+        assert d.partial_mean(low, high) == pytest.approx(same.partial_mean(low, high))
+    with pytest.raises(ValueError, match="run times must be finite and >= 0"):
+        Empirical([1.0, float("inf")])

@@ -23,7 +23,7 @@ from slurm_harp.advice.partition_table import Partition, PartitionTable, from_sc
 from slurm_harp.advice.quote import Allocation, Configuration, Quote, price
 from slurm_harp.advice.recommend import Advice, Ask, advise
 from slurm_harp.advice.reexecution import Reexecution, expected_reexecution, next_limit
-from slurm_harp.advice.survival import PiecewiseSurvival, PointMasses, RiskCurve, Runtime
+from slurm_harp.advice.survival import Empirical, PointMasses, Runtime
 from slurm_harp.advice.tariff import PartitionPrice, Prices, Tariff
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "Allocation",
     "Ask",
     "Configuration",
+    "Empirical",
     "Evidence",
     "Fit",
     "Mode",
@@ -39,12 +40,10 @@ __all__ = [
     "PartitionPrice",
     "PartitionShape",
     "PartitionTable",
-    "PiecewiseSurvival",
     "PointMasses",
     "Prices",
     "Quote",
     "Reexecution",
-    "RiskCurve",
     "Run",
     "Runtime",
     "Tariff",

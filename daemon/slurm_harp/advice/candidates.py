@@ -1,10 +1,10 @@
 """Which configurations the advice prices: the partitions, then the sizes in each.
 
-Partitions: those the ask names that the site has, else all of the site's, less those that take no
-jobs or not the caller's (partition_access.py). Sizes: powers of two up to what one job may have
-in the partition, with the sizes run and the size asked for. Each partition and size is a round
-of pricing, so both are bounded: a made-up partition name costs nothing, and at most MOST_SIZES
-of the sizes run are taken.
+Partitions: those the ask names that the site has, else all it lists (not Hidden ones), less
+those that take no jobs or not the caller's (partition_access.py). Sizes: powers of two up to what
+one job may have in the partition, with the sizes run and the size asked for. Each partition and
+size is a round of pricing, so both are bounded: a made-up partition name costs nothing, and at
+most MOST_SIZES of the sizes run are taken.
 """
 
 from __future__ import annotations
@@ -30,13 +30,19 @@ def partitions(
     tariff: Tariff,
     notes: list[str],
 ) -> list[str]:
-    """The partitions to price: those ``named`` that the site has (scontrol or [billing]), else
-    every one the site has, the job's own (``own``, a comma list) first. Only when the site's are
-    unknown (scontrol could not be read) are names taken on trust, at most MOST_UNKNOWN of them:
-    each name costs a round of pricing, and a made-up one answers nothing."""
-    known = set(shapes) | set(tariff.partitions)
+    """The partitions to price: those ``named`` that the site has, else every one it lists, the
+    job's own (``own``, a comma list) first. The site has what scontrol printed (``shapes``) when
+    it was read: a name that [billing] alone gives (a typo, a partition since removed) is not one,
+    and a note says so; scontrol unread, what [billing] names. A Hidden partition is priced only
+    when named, here or by the job's own ``-p``: the site keeps it out of listings. Only when the
+    site's partitions are unknown are names taken on trust, at most MOST_UNKNOWN of them: each
+    name costs a round of pricing, and a made-up one answers nothing."""
+    known = set(shapes) if shapes else set(tariff.partitions)
     if not named:
-        names = sorted(known)
+        names = sorted(n for n in known if n not in shapes or not shapes[n].access.hidden)
+        if unlisted := sorted(set(tariff.partitions) - known):
+            listed = _listed(unlisted)
+            notes.append(f"[billing] prices partitions scontrol does not list; not priced: {listed}")
         if own is not None:  # the job's own partitions first: those the site has, else on trust
             mine = list(dict.fromkeys(n.strip() for n in own.split(",") if n.strip()))
             if not known:
@@ -45,7 +51,9 @@ def partitions(
                 notes.append(f"no such partition here: {_listed(unknown)}")
                 mine = [n for n in mine if n in known]
             names = [*mine, *(n for n in names if n not in mine)]
-        if not names:
+        if not names and shapes:  # scontrol was read: it lists only Hidden ones
+            notes.append("every partition here is hidden: name one (-p, --partition) to compare")
+        elif not names:
             notes.append("no partition is known (scontrol could not be read): name one to compare")
         return names
     if not known:

@@ -26,10 +26,12 @@ from slurm_harp.advice.survival import Empirical
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.core.request import JobRequest
 
-__all__ = ["GB", "Option", "Pricing"]
+__all__ = ["GB", "NOT_A_NUMBER", "Option", "Pricing"]
 
 NO_MAX_TIME = 366 * 1440  # the cap on attempts in a partition without MaxTime (minutes)
 GB = 1e9
+# harp.toml's prices and weights are bounded (config/advice.py), Slurm's TRESBillingWeights only finite
+NOT_A_NUMBER = "cost too large to be a number (the site's billing weights or price)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,8 @@ class Pricing:
         if cap == 0:
             return Option(name, size, allocation, label, note="closed (MaxTime=0)")
         quote = cheapest_limit(self.tariff, name, allocation, runtime, cap)
+        if not math.isfinite(quote.expected_cost):  # inf, or NaN where a price of 0 meets it
+            return Option(name, size, allocation, label, note=NOT_A_NUMBER)
         longest = charged_minutes(quote.configuration.limit_minutes, quote.cap_minutes, runtime.values[-1])
         past = "" if quote.p_unfinished == 0 else "runs past the partition's MaxTime: cannot finish"
         note = "; ".join(n for n in (raised, past) if n)

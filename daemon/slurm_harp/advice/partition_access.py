@@ -9,6 +9,9 @@ groups), ``AllowAccounts`` / ``DenyAccounts`` (the job's account) and ``AllowQos
 against them: groups unknown (a caller without a uid), no account (Slurm takes the user's default,
 unknown here) or no QOS. Accounts and QOS compare in any case: Slurm keeps their names in lower
 case. A field scontrol does not print is no limit.
+
+``Hidden=YES`` keeps no one out (Slurm runs jobs that name such a partition) but the site keeps it
+out of listings: it is priced only for an ask that names it (candidates.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class PartitionAccess:
     state: str = "UP"
     root_only: bool = False  # RootOnly=YES: slurmctld takes jobs from root (or SlurmUser) alone
     req_resv: bool = False  # ReqResv=YES: only jobs in a reservation
+    hidden: bool = False  # Hidden=YES: left out of listings, not of jobs that name it
     allow_groups: frozenset[str] | None = None  # None: ALL
     allow_accounts: frozenset[str] | None = None  # lower case; None: ALL
     deny_accounts: frozenset[str] = frozenset()
@@ -39,6 +43,7 @@ class PartitionAccess:
             state=block.get("State", "UP").upper(),
             root_only=block.get("RootOnly", "NO").upper() == "YES",
             req_resv=block.get("ReqResv", "NO").upper() == "YES",
+            hidden=block.get("Hidden", "NO").upper() == "YES",
             allow_groups=_names(block.get("AllowGroups"), lower=False),
             allow_accounts=_names(block.get("AllowAccounts")),
             deny_accounts=_names(block.get("DenyAccounts")) or frozenset(),

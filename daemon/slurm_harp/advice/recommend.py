@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from slurm_harp.advice.candidates import admitted, partitions, sizes
 from slurm_harp.advice.evidence import Evidence, amount, evidence_of, request_size, run_size
 from slurm_harp.advice.gpu_memory import HEADROOM, TrainingFacts, fewest_gpus
-from slurm_harp.advice.option import GB, Option, Pricing
+from slurm_harp.advice.option import GB, NOT_A_NUMBER, Option, Pricing
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.quote import same
 from slurm_harp.advice.sizing import Memory, Scaling
@@ -162,9 +162,13 @@ def advise(
             notes.append(f"partition {name}: has no {'GPUs' if gpu else 'CPUs'} for this job")
             continue
         try:
-            options += [pricing.option(name, shape, size) for size in sizes(most, evidence, requested, notes)]
+            here = [pricing.option(name, shape, size) for size in sizes(most, evidence, requested, notes)]
         except ValueError as exc:  # one partition's odd bounds cost that partition, not the advice
             notes.append(f"partition {name}: not priced ({exc})")
+            continue
+        if any(o.note == NOT_A_NUMBER for o in here):
+            notes.append(f"partition {name}: some options not priced: {NOT_A_NUMBER}")
+        options += here
     if ask.training is not None:
         notes.append(_training_note(ask.training, gpu_memory, compared, shapes, gpu_memory_headroom))
 

@@ -1,11 +1,14 @@
 """A batch script's ``#SBATCH`` header as the job request it submits, for ``harp advise --script``.
 
 Read as sbatch reads it: the directives before the first line that is neither blank nor a
-comment. Understood: the job name, partition, account, tasks, CPUs per task, nodes, tasks per
-node, time limit, memory (per node or per CPU), GPUs (``--gpus``, ``--gpus-per-node``,
-``--gres=gpu[:type]:N``) and the comment. Other options are kept out of the request (they do
-not change what the advice compares). The signature is the plugin's (plugin/README.md,
-"script_signature"), so a job's history can be matched by its script as well as its name.
+comment, a short option's value the rest of its word (getopt: ``-J=x`` names the job ``=x``), a
+long option by any prefix sbatch takes for it (``--part``: sbatch_options.py).
+Understood: the job name, partition, account, tasks, CPUs per task, nodes, tasks per node, time
+limit, memory (per node or per CPU, as sbatch's str_to_mbytes reads it), GPUs (``--gpus``,
+``--gpus-per-node``, ``--gres=gpu[:type][:N]``; a type without a count is one GPU) and the
+comment. Other options are kept out of the request (they do not change what the advice compares).
+The signature is the plugin's (plugin/README.md, "script_signature"), so a job's history can be
+matched by its script as well as its name.
 
 Training facts for the GPU-memory check may be given as comment tokens (docs/advice.md):
 ``#SBATCH --comment="harp-params=7.5e9 harp-zero=2 harp-precision=mixed harp-optimizer=adam"``.
@@ -14,12 +17,14 @@ Training facts for the GPU-memory check may be given as comment tokens (docs/adv
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from dataclasses import dataclass, replace
 
 from slurm_harp.advice.gpu_memory import TrainingFacts
+from slurm_harp.advice.sbatch_options import long_option, takes_value
 from slurm_harp.core.request import JobRequest
-from slurm_harp.slurm_formats import OutOfRange, parse_memory_mb, parse_time_limit
+from slurm_harp.slurm_formats import OutOfRange, parse_time_limit
 
 __all__ = [
     "MAX_COUNT",
@@ -49,6 +54,11 @@ _LONG = frozenset(
     {"job-name", "partition", "account", "ntasks", "cpus-per-task", "nodes", "ntasks-per-node", "time",
      "mem", "mem-per-cpu", "gpus", "gpus-per-node", "gres", "comment"}
 )  # fmt: skip
+# --mem and --mem-per-cpu as sbatch reads them (str_to_mbytes, Slurm 22.05): whole MB, or K (rounded
+# up), M, G or T, a B after the unit allowed ("4GB"); no fraction, no P: sbatch refuses those. Only
+# sbatch's options read so: slurm_formats.parse_memory_mb reads what Slurm's tools print.
+_SBATCH_MEMORY = re.compile(r"\+?([0-9]+)(?:([KMGT])B?)?", re.I)
+_SBATCH_MB = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2}
 _FACT_TOKENS = {"harp-params": "parameters", "harp-zero": "stage", "harp-precision": "precision",
                 "harp-optimizer": "optimizer"}  # fmt: skip
 
@@ -104,10 +114,16 @@ def _options(words: list[str], number: int) -> list[tuple[str, str]]:
     while i < len(words):
         word = words[i]
         i += 1
-        if word.startswith("--"):
-            name, sep, value = word[2:].partition("=")
-        elif word[:2] in _SHORT:
-            name, value, sep = _SHORT[word[:2]], word[2:].lstrip("="), "=" if len(word) > 2 else ""
+        if word.startswith("--"):  # a prefix of one option's name is that option (getopt_long)
+            given, sep, value = word[2:].partition("=")
+            try:
+                name = long_option(given)
+            except ValueError as exc:
+                raise ValueError(f"script line {number}: {exc}") from None
+            if name not in _LONG and not sep and takes_value(name):
+                i += 1  # its value, the next word, is no option of its own (--output -J.log)
+        elif word[:2] in _SHORT:  # getopt: the rest of the word is the value, "=" too ("-J=x": "=x")
+            name, value, sep = _SHORT[word[:2]], word[2:], "=" if len(word) > 2 else ""
         else:
             continue  # an option the advice does not read (or a stray word)
         if name not in _LONG:
@@ -165,16 +181,22 @@ class _Header:
         return math.ceil(value)
 
     def gpus(self, name: str) -> int | None:
-        """``2``, ``a100:2``, ``gpu:2``, ``gpu:a100:2`` (gres: every gpu item counted)."""
+        """``2``, ``a100:2``, ``a100``, ``gpu``, ``gpu:2``, ``gpu:a100``, ``gpu:a100:2`` (gres: every
+        gpu item counted). A type without a count is one GPU, as Slurm reads it (and the hook)."""
         if name not in self.given:
             return None
         total = 0
         for item in self.given[name][0].split(","):
-            parts = item.split(":")
-            if name == "gres" and parts[0] != "gpu":
+            parts = item.split("(")[0].split(":")
+            if name == "gres":
+                if parts[0] != "gpu":
+                    continue
+                parts = parts[1:]
+            elif not item:
                 continue
-            count = parts[-1] if len(parts) > (1 if name == "gres" else 0) else "1"
-            total += self._whole(name, count.split("(")[0], MAX_COUNT)
+            typed = len(parts) == 1 and not parts[0].isdigit()  # [type:]count: a type alone
+            count = "1" if not parts or typed else parts[-1]
+            total += self._whole(name, count, MAX_COUNT)
         return self.bounded(total, MAX_COUNT, name, what=f"{total} GPUs: ")
 
     def minutes(self, name: str) -> int | None:
@@ -192,13 +214,12 @@ class _Header:
     def mem(self, name: str) -> int | None:
         if name not in self.given:
             return None
-        try:
-            mb = parse_memory_mb(self.given[name][0])
-        except OutOfRange:
-            mb = math.inf
-        except ValueError:
-            raise self.fail("expected an amount such as 4000, 4000M or 4G", name) from None
-        return self.bounded(mb, MAX_MEM_MB, name, unit=" MB")
+        found = _SBATCH_MEMORY.fullmatch(self.given[name][0])
+        if found is None:
+            raise self.fail("expected a whole amount such as 4000, 4000M, 4G or 4GB", name)
+        digits, unit = found.groups()
+        number = int(digits) if len(digits) < 40 else math.inf  # past int()'s digits: too large anyway
+        return self.bounded(number * _SBATCH_MB[(unit or "").upper()], MAX_MEM_MB, name, unit=" MB")
 
 
 def _shown(value: str) -> str:

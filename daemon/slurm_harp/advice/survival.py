@@ -4,26 +4,21 @@ Two numbers, in minutes: ``survival(t)`` = P(run time > t), the risk of being ki
 t; and ``partial_mean(low, high)`` = E[run time; low < run time <= high], what the attempt that
 finishes in that interval is expected to run for, weighted by its probability.
 
-- ``PointMasses``: a discrete distribution (hand-computed cases, replayed histories).
-- ``Empirical``: equally likely run times (a user's own runs), PointMasses' meaning by bisection.
-- ``PiecewiseSurvival``: survival known at a few points, linear in between (run time uniform in
-  each interval), from the model's quantile predictions (the q-quantile t gives the point
-  (t, 1 - q)) or from any (limit, risk) pairs. It starts at (0, 1) and ends at (upper, 0):
-  ``upper`` bounds the run time (the user's own request, say, or a multiple of the last point).
-- ``RiskCurve``: only a risk function. Then nothing is known of where in an interval a finishing
-  run ends, and ``partial_mean`` charges the interval's upper end: an upper bound on the cost.
+- ``Empirical``: equally likely run times (a user's own runs): what the advice prices with.
+- ``PointMasses``: a discrete distribution of any weights, Empirical's meaning written out (the
+  tests' hand-computed cases check both).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate, pairwise
+from itertools import accumulate
 from typing import Protocol
 
-__all__ = ["Empirical", "PiecewiseSurvival", "PointMasses", "RiskCurve", "Runtime"]
+__all__ = ["Empirical", "PointMasses", "Runtime"]
 
 
 class Runtime(Protocol):
@@ -73,72 +68,3 @@ class Empirical:
             return 0.0
         lo, hi = bisect.bisect_right(self.values, low), bisect.bisect_right(self.values, high)
         return (self._sums[hi] - self._sums[lo]) / len(self.values)
-
-
-@dataclass(frozen=True, slots=True)
-class PiecewiseSurvival:
-    """Survival through ``knots`` (t, s): t increasing from 0, s non-increasing from 1 to 0."""
-
-    knots: tuple[tuple[float, float], ...]
-
-    def __post_init__(self) -> None:
-        ts = [t for t, _ in self.knots]
-        ss = [s for _, s in self.knots]
-        if len(ts) < 2 or ts[0] != 0 or ss[0] != 1 or ss[-1] != 0:
-            raise ValueError(f"survival knots must run from (0, 1) to (upper, 0), got {self.knots}")
-        if any(b <= a for a, b in pairwise(ts)) or any(b > a for a, b in pairwise(ss)):
-            raise ValueError(f"survival knots: t must increase and s must not, got {self.knots}")
-
-    @classmethod
-    def from_points(cls, points: Iterable[tuple[float, float]], upper: float) -> PiecewiseSurvival:
-        """Through (t, P(run time > t)) points, made non-increasing the safe way: a point's risk
-        is raised to the largest risk at or after it (never lowered). Points at t <= 0 are
-        dropped (the curve starts at (0, 1), so the run time is only ever taken as longer)."""
-        kept: dict[float, float] = {}
-        for t, s in points:
-            if not (math.isfinite(t) and 0.0 <= s <= 1.0):
-                raise ValueError(f"survival point ({t}, {s}): t must be finite, s in [0, 1]")
-            if t >= upper:
-                raise ValueError(f"survival point at {t} is not below the upper bound {upper}")
-            if t > 0:
-                kept[t] = max(s, kept.get(t, 0.0))
-        ordered = sorted(kept.items())
-        for i in range(len(ordered) - 2, -1, -1):
-            ordered[i] = (ordered[i][0], max(ordered[i][1], ordered[i + 1][1]))
-        return cls(((0.0, 1.0), *ordered, (float(upper), 0.0)))
-
-    @classmethod
-    def from_quantiles(cls, predictions: Mapping[float, float], upper: float) -> PiecewiseSurvival:
-        """From quantile predictions {q: run time}: the q-quantile t is the point (t, 1 - q)."""
-        return cls.from_points(((t, 1.0 - q) for q, t in predictions.items()), upper)
-
-    def survival(self, t: float) -> float:
-        if t <= 0:
-            return 1.0
-        for (a, sa), (b, sb) in pairwise(self.knots):
-            if t <= b:
-                return sa + (sb - sa) * (t - a) / (b - a)
-        return 0.0
-
-    def partial_mean(self, low: float, high: float) -> float:
-        """Each interval's mass in (low, high] at the middle of its overlap (uniform density)."""
-        total = 0.0
-        for (a, sa), (b, sb) in pairwise(self.knots):
-            lo, hi = max(a, low), min(b, high)
-            if hi > lo:
-                total += (sa - sb) / (b - a) * (hi - lo) * (lo + hi) / 2.0
-        return total
-
-
-@dataclass(frozen=True, slots=True)
-class RiskCurve:
-    """Only ``risk(t)`` = P(run time > t) is known (clipped to [0, 1])."""
-
-    risk: Callable[[float], float]
-
-    def survival(self, t: float) -> float:
-        return min(1.0, max(0.0, float(self.risk(t))))
-
-    def partial_mean(self, low: float, high: float) -> float:
-        # Where in (low, high] the run ends is unknown: charge it the whole of ``high``.
-        return high * max(0.0, self.survival(low) - self.survival(high))

@@ -20,6 +20,12 @@ MOST_GPU_MEMORY_GB = 1e6
 # Open advice connections at most: each is served by a thread of its own (server/advice_socket.py),
 # so this bounds the threads users can make the daemon hold. 1e19 passed before.
 MOST_CONNECTIONS = 4096
+# A price per billed unit-hour, and a weight per unit of a TRES, is below this: the bound the Ansible
+# role's preflight puts on prices. Real ones are below a thousand; 1e12 of each, times the most a job
+# holds here (2**53 MB) and a year of hours, stays far inside a float, where 1e308 made every cost
+# inf (and a price of 0 NaN).
+MOST_PRICE = 1e12
+MOST_WEIGHT = 1e12
 
 
 def read_advice(r: Reader, a: Mapping[str, Any], submission_socket: Path) -> AdviceSettings:
@@ -116,8 +122,9 @@ def read_billing(r: Reader, b: Mapping[str, Any]) -> Prices:
 
 
 def _price(r: Reader, section: str, value: float) -> float:
-    if value < 0:
-        raise r.fail(f"{section}.price", f"must be >= 0 (per billed unit-hour), got {value:g}")
+    if not 0 <= value < MOST_PRICE:
+        why = f"must be >= 0 and below {MOST_PRICE:g} (per billed unit-hour), got {value:g}"
+        raise r.fail(f"{section}.price", why)
     return value
 
 
@@ -125,6 +132,10 @@ def _weights(r: Reader, key: str, text: str | None) -> Weights | None:
     if text is None:
         return None
     try:
-        return parse_weights(text)
+        weights = parse_weights(text)
     except ValueError as exc:
         raise r.fail(key, str(exc)) from None
+    for name, weight in weights.per_unit.items():
+        if weight >= MOST_WEIGHT:
+            raise r.fail(key, f"the weight of {name} must be below {MOST_WEIGHT:g} a unit, got {weight:g}")
+    return weights

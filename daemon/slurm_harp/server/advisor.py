@@ -5,7 +5,7 @@ The caller is a uid the kernel gave (server/peer_relay.py), resolved to a user n
 Whatever user the request names is replaced by that one before anything is read, and the job
 store is queried for that user's rows alone (JobStore.runs_of); recommend drops any other user's
 run again. Partitions (sizes, MaxTime, billing weights, whom they take jobs from) come from
-``scontrol``, read at most every few minutes; prices from harp.toml's ``[billing]``. The caller's
+``scontrol --all``, read at most every few minutes; prices from harp.toml's ``[billing]``. The caller's
 groups (for AllowGroups) are read on this host, as the user name is.
 """
 
@@ -32,7 +32,11 @@ from slurm_harp.core.request import Target
 
 log = logging.getLogger(__name__)
 
-PARTITIONS_ARGV = ("scontrol", "--oneliner", "show", "partition")
+# --all: without it slurmctld leaves out, for a user who is not an operator, the Hidden partitions and
+# those whose AllowGroups leave that user out (an operator, as install.md makes the daemon's user where
+# PrivateData needs it, is shown them all). The advice checks each caller itself (partition_access.py,
+# candidates.py: Hidden ones only when named).
+PARTITIONS_ARGV = ("scontrol", "--all", "--oneliner", "show", "partition")
 CONFIG_ARGV = ("scontrol", "show", "config")
 COMMAND_TIMEOUT_S = 10.0
 REFRESH_S = 300.0
@@ -127,6 +131,8 @@ class Advisor:
         self._partitions = partitions or SlurmPartitions()
         self._name_of = name_of
         self._groups_of = groups_of
+        self._warned_lock = threading.Lock()
+        self._warned: tuple[tuple[str, ...], ...] = ((), ())  # the unlisted partitions last logged
 
     def advise(self, uid: int, ask: Ask) -> Advice:
         """Advice for the user ``uid`` (from the kernel) on ``ask``, from that user's jobs alone."""
@@ -143,6 +149,7 @@ class Advisor:
                 log.warning("advice: cannot read the job store %s: %s", db, exc)
                 raise AdviceRefused("the site's job history cannot be read now; try again later") from None
         table, shapes = self._partitions()
+        self._warn_unlisted(settings, shapes)
         tariff = Tariff.of(settings.billing, table)
         floor = settings.policy.floors.get(Target.MEMORY, 0.0)
         advice = advise(
@@ -158,3 +165,22 @@ class Advisor:
         if db is None:
             advice = replace(advice, notes=(*advice.notes, "the site keeps no job history ([history] db)"))
         return advice
+
+    def _warn_unlisted(self, settings: Settings, shapes: Mapping[str, PartitionShape]) -> None:
+        """Log the partitions harp.toml names that scontrol, read, does not list (a typo, a partition
+        since removed): a [[billing.partition]] one is not priced, an [[advice.partition]] one's GPU
+        memory is used for no partition. Once, and again only when they change (a reload, a new
+        reading), not at every call."""
+        if not shapes:  # scontrol not read: nothing to compare with
+            return
+        billing = tuple(repr(p.name) for p in settings.billing.partitions if p.name not in shapes)
+        gpus = tuple(repr(n) for n in settings.advice.gpu_memory_bytes if n not in shapes)
+        with self._warned_lock:
+            if (billing, gpus) == self._warned:
+                return
+            self._warned = (billing, gpus)
+        said = [f"not priced ([[billing.partition]]): {', '.join(billing)}"] if billing else []
+        said += [f"GPU memory not used ([[advice.partition]]): {', '.join(gpus)}"] if gpus else []
+        if said:
+            why = "advice: harp.toml names partitions scontrol does not list (a typo? gone?): %s"
+            log.warning(why, "; ".join(said))
