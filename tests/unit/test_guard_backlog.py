@@ -72,7 +72,9 @@ def _clock_text(seconds: float) -> str:
 def run(slurm: SlowSlurm, tmp_path: Path, from_s: float, until_s: float) -> Guard:
     """Polls from ``from_s`` to ``until_s`` after the jobs started."""
     settings = GuardSettings(heartbeat=tmp_path / "hb", state=tmp_path / "limits.json")
-    guard = Guard(settings, slurm, GuardMetrics(CollectorRegistry()), clock=slurm.clock)
+    guard = Guard(
+        settings, slurm, GuardMetrics(CollectorRegistry()), clock=slurm.clock, monotonic=slurm.clock
+    )
     slurm.now = START + from_s
     while slurm.now < START + until_s:
         guard.poll()

@@ -23,7 +23,9 @@ CHECK_S = 30.0
 
 
 class ExtensionHistory:
-    def __init__(self, path: Path | None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: Path | None, clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: monotonic, for the interval between checks (a wall clock stepped back an hour
+        checked nothing for the hour)."""
         self.path = path
         self._clock = clock
         self._ratios: ConditionalRatios | None = None

@@ -59,7 +59,8 @@ SAVE_INTERVAL_S = 60.0
 class SeenFile:
     """When the guard's LoweredLimits are written to ``path`` (see the module's note)."""
 
-    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: monotonic (on the wall clock, a step back of an hour wrote nothing for the hour)."""
         self.path = path
         self._clock = clock
         self._written_at = -math.inf  # the last attempt: the first change after a start is written
