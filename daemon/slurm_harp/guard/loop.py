@@ -74,13 +74,13 @@ class Guard:
         self.metrics = metrics
         self._pulse = Pulse(metrics)
         self._clock, self._monotonic = clock, monotonic
-        self._seen_file = SeenFile(settings.state, monotonic)
+        self._updates = UpdateTimer()  # as the last guard measured it, once loaded (guard.seen_file)
+        self._seen_file = SeenFile(settings.state, monotonic, self._updates)
         self.configure(settings, history)
         self._survey = Survey(runner)  # the site's bounds
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
         # tried again when their limit changes or their bound leaves room (_recheck_refused).
         self._refused: dict[str, int] = {}
-        self._updates = UpdateTimer()
         self._lowered = LoweredLimits(self._seen_file.load())
         # `harp guard` calls close() as it stops; a Guard dropped without it still writes at exit.
         self._close = weakref.finalize(self, self._seen_file.write, self._lowered)
