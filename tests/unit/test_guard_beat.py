@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.commands import guard as guard_command
-from slurm_harp.guard.loop import Guard, PollReport
-from slurm_harp.guard.update_rights import LAPSE_S
+from slurm_harp.guard.loop import Guard
 from tests.unit.test_guard import NOW, FakeSlurm, line, make_guard
 
 DUE = "harp:extend,t!=10,t0=600,v=x"
@@ -101,71 +100,3 @@ def test_an_oserror_out_of_a_once_poll_is_one_line_exit_1(
     monkeypatch.setattr(Guard, "close", lambda _guard: closed.append(True))
     assert guard_command.run(argparse.Namespace(config=str(config), once=True)) == 1
     assert f"poll failed: [Errno 21] Is a directory: '{tmp_path / 'hb'}'" in caplog.text and closed == [True]
-
-
-def scontrol_updates(slurm: FakeSlurm, job: str) -> int:
-    return sum(argv[:3] == ("scontrol", "update", f"JobId={job}") for argv in slurm.calls)
-
-
-def test_a_guard_without_rights_beats_no_more_until_an_update_succeeds(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Its every `scontrol update` refused (it lost its operator rights): before, the heartbeat stopped
-    only while a due job was being refused, and every poll without one refreshed it, so the daemon
-    went on shortening jobs that were then killed at their cut."""
-    caplog.set_level(logging.INFO, logger="slurm_harp.guard")
-    clock = [NOW]
-    slurm = FakeSlurm([], refused=["1", "2"])
-    guard, registry = make_guard(slurm, tmp_path, clock=lambda: clock[0])
-
-    def poll(after_s: float) -> PollReport | None:
-        """Job 1 ran 9 minutes of its 10 (Slurm kills it at 10), job 2 10 s: never due in this test."""
-        clock[0] = NOW + after_s
-        jobs = [("1", 540 + after_s), ("2", 10 + after_s)]
-        slurm.listing = "".join(line(j, "10:00", clock_text(s), DUE) + "\n" for j, s in jobs if s < 600)
-        return guard.poll()
-
-    for after_s in range(0, 300, 5):
-        report = poll(after_s)
-        assert report is not None and not report.good and guard.heartbeat.age() is None
-    assert registry.get_sample_value("harp_guard_polls_total", {"result": "ok"}) is None
-    # Tried early once a minute from job 1's last refusal (at 55 s, before it was killed at 60 s).
-    assert scontrol_updates(slurm, "2") == 4
-    assert said(caplog, "every extension failed: heartbeat not refreshed") == 1  # said once
-    slurm.refused = set()  # its rights given back
-    for after_s in range(300, 360, 5):
-        report = poll(after_s)
-    assert slurm.updates == [("2", 15)]  # one job extended early, by a step within its own 600 min
-    assert report is not None and report.good and guard.heartbeat.alive()
-    assert said(caplog, "an scontrol update succeeded again") == 1
-
-
-def clock_text(seconds: float) -> str:
-    return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
-
-
-def test_a_failing_spell_with_nothing_to_try_lapses_and_the_next_job_is_tried_early(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """One passing failure as the last shortened job ended must not keep the daemon from shortening
-    jobs for good on a quiet cluster: no job to try for 10 minutes, the heartbeat is refreshed; the
-    next shortened job seen running is extended early, and stops the beat again if refused."""
-    clock = [NOW]
-    slurm = FakeSlurm([line("1", "10:00", "9:00", DUE)], refused=["1"])
-    guard, _ = make_guard(slurm, tmp_path, clock=lambda: clock[0])
-    guard.poll()  # refused (slurmctld busy, say), and then the job ended
-    slurm.listing = line("9", "1:00:00", "0:10", "(null)") + "\n"  # nothing of harp's runs
-    while clock[0] < NOW + LAPSE_S - 5:
-        clock[0] += 5
-        report = guard.poll()
-        assert report is not None and not report.good
-    clock[0] += 5
-    report = guard.poll()
-    assert report is not None and report.good and guard.heartbeat.alive()
-    assert said(caplog, "no job to extend for 600 s since every extension failed") == 1
-    slurm.listing += line("2", "10:00", "0:10", DUE) + "\n"  # a job shortened since, far from due
-    slurm.refused = {"2"}
-    clock[0] += 5
-    report = guard.poll()
-    assert report is not None and not report.good and scontrol_updates(slurm, "2") == 1
-    assert said(caplog, "every extension failed: heartbeat not refreshed") == 2

@@ -37,8 +37,8 @@ class GuardMetrics:
         self.polls = Counter(
             "harp_guard_polls",
             (
-                "Polls of the running jobs, by result: ok, failed (no listing, every extension failed"
-                " and none has succeeded since, or the heartbeat not written)."
+                "Polls of the running jobs, by result: ok, failed (no listing, every extension failed,"
+                " or the heartbeat not written)."
             ),
             ["result"],
             registry=registry,

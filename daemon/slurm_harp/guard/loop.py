@@ -19,12 +19,10 @@ Intervals (the bounds' and the file's once a minute, the time an update takes) a
 monotonic clock: on the wall clock, a step back of an hour stopped both reads and writes for the
 hour. Wall time is for what Slurm compares with it: reservations, deadlines, the heartbeat.
 
-A poll refreshes the heartbeat only when it is good: it listed the jobs, and no `scontrol update` is
-known not to work: a guard whose every update fails (no operator rights, say) must not let the
-daemon go on shortening jobs that nothing can extend. Once every extension a poll tried failed, no
-poll is good until one succeeds, and a shortened job is extended early to see (guard.update_rights).
-Nor is a poll whose heartbeat could not be written counted good (guard.pulse), its extensions made
-all the same.
+A poll refreshes the heartbeat only when it is good: it listed the jobs, and not every extension it
+tried failed. A guard whose every `scontrol update` fails (no operator rights, say) must not let the
+daemon go on shortening jobs that nothing can extend. Nor is a poll whose heartbeat could not be
+written counted good (guard.pulse), its extensions made all the same.
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ from collections.abc import Callable
 from slurm_harp.config import GuardSettings
 from slurm_harp.core.extension import ConditionalRatios, next_limit
 from slurm_harp.guard import guard_metrics as results
-from slurm_harp.guard.backlog import UpdateTimer, due_jobs, remaining_s
+from slurm_harp.guard.backlog import UpdateTimer, due_jobs
 from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.lowered_limits import LoweredLimits
@@ -54,7 +52,6 @@ from slurm_harp.guard.running import (
 from slurm_harp.guard.seen_file import SeenFile
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.guard.survey import Survey
-from slurm_harp.guard.update_rights import UpdateRights
 from slurm_harp.heartbeat import HeartbeatFile
 
 __all__ = ["Guard", "PollReport"]
@@ -76,7 +73,6 @@ class Guard:
         self._run = runner
         self.metrics = metrics
         self._pulse = Pulse(metrics)
-        self._rights = UpdateRights(monotonic)
         self._clock, self._monotonic = clock, monotonic
         self._updates = UpdateTimer()  # as the last guard measured it, once loaded (guard.seen_file)
         self._seen_file = SeenFile(settings.state, monotonic, self._updates)
@@ -105,8 +101,8 @@ class Guard:
 
     def poll(self) -> PollReport | None:
         """One poll; None when the running jobs could not be listed. The heartbeat is refreshed only
-        while an update is not known to fail (guard.update_rights), so that otherwise the daemon
-        stops shortening new jobs; the poll is good once it is written (guard.pulse)."""
+        after a poll that did not fail every extension (PollReport.extended), so that otherwise the
+        daemon stops shortening new jobs; the poll is good once it is written (guard.pulse)."""
         started = self._monotonic()
         listing = self._run(SQUEUE_ARGV)
         if listing.returncode != 0:
@@ -143,8 +139,6 @@ class Guard:
         ratios = self._ratios()
         outcomes = []
         batch = due[: self.settings.max_updates_per_poll]
-        if not batch and self._rights.probe_due():
-            batch = self._probe(shortened)
         if batch and not self._survey.reservations_fresh():
             log.error("reservations unreadable: none of %d due jobs extended this poll", len(batch))
             outcomes = [(job.job_id, results.FAILED) for job, _ in batch]
@@ -165,21 +159,11 @@ class Guard:
         self._seen_file.keep(self._lowered)
         self.metrics.poll_duration.observe(self._monotonic() - started)
         report = PollReport(len(jobs), len(shortened), len(due), tuple(outcomes))
-        self._rights.follow(report)
-        if self._rights.failing:  # new jobs keep their limits (logged as the spell starts)
+        if not report.extended:
+            log.error("every extension failed: heartbeat not refreshed (new jobs keep their limits)")
             self._pulse.failed()
-            return dataclasses.replace(report, beat=False)
+            return report
         return report if self._pulse.beat(self.heartbeat, now) else dataclasses.replace(report, beat=False)
-
-    def _probe(self, shortened: list[RunningJob]) -> list[tuple[RunningJob, float]]:
-        """No update known to work, and none due: the shortened job closest to its limit, extended
-        now to leave it the lead past that limit (guard.update_rights); none where none may be."""
-        open_jobs = [j for j in shortened if self._refused.get(j.job_id) != j.limit_minutes]
-        if not open_jobs:
-            return []
-        job = min(open_jobs, key=remaining_s)
-        log.info("job %s extended early: to see whether an scontrol update works again", job.job_id)
-        return [(job, remaining_s(job) + self.settings.lead_seconds)]
 
     def _recheck_refused(self, shortened: list[RunningJob], now: float) -> None:
         """Forget the refusal of each job whose bound leaves room now (a reservation deleted, a

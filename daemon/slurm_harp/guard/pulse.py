@@ -27,7 +27,7 @@ class PollReport:
     shortened: int  # of them below their user's own limit
     due: int  # of them due for an extension now
     outcomes: tuple[tuple[str, str], ...]  # (job id, result) per attempt
-    beat: bool = True  # the heartbeat was written (False too when withheld: guard.update_rights)
+    beat: bool = True  # the heartbeat was written (or not tried: an extension-less failure)
 
     @property
     def extended(self) -> bool:
