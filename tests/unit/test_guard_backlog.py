@@ -12,11 +12,11 @@ from prometheus_client import CollectorRegistry
 
 from slurm_harp.config import GuardSettings
 from slurm_harp.guard import seen_file
-from slurm_harp.guard.backlog import FIRST_GUESS_S, UpdateTimer, due_jobs
+from slurm_harp.guard.backlog import FIRST_GUESS_S, RESTORED_CAP_S, UpdateTimer, due_jobs
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.loop import Guard
 from slurm_harp.guard.running import SQUEUE_ARGV, RunningJob, parse_running
-from slurm_harp.guard.slurm import Completed
+from slurm_harp.guard.slurm import COMMAND_TIMEOUT_S, TIMED_OUT, Completed
 
 START = 1_800_000_000.0
 SUBMITTED = "2026-11-27T10:00:00"
@@ -120,6 +120,44 @@ def test_a_restarted_guard_goes_on_from_the_update_time_it_measured(tmp_path: Pa
     slurm = SlowSlurm(200, limit=60, own=600, update_s=2.0)
     run(slurm, tmp_path, from_s=2700, until_s=3660)
     assert late(slurm) == []
+
+
+@pytest.mark.parametrize(("saved", "start"), [(0.05, FIRST_GUESS_S), (2.0, 2.0), (20.0, RESTORED_CAP_S)])
+def test_a_saved_update_time_is_a_guess_between_the_first_and_a_cap(saved: float, start: float) -> None:
+    """Trusted as a measure, a time saved by a guard of a quiet slurmctld (0.05 s) let 341 of 400
+    tasks pass their limits where slurmctld had slowed to 0.5 s, and one saved while slurmctld hung
+    (20 s) had 400 jobs extended towards their own limits in two minutes."""
+    timer = UpdateTimer()
+    timer.restore(saved)
+    assert timer.seconds == start and not timer.measured
+    timer.add(0.3)
+    timer.end_poll()
+    assert timer.seconds == pytest.approx(0.3)  # this guard's first measure replaces it
+
+
+def test_a_restarted_guard_saved_fast_meets_a_slower_slurmctld_in_time(tmp_path: Path) -> None:
+    body = {"format": seen_file.FORMAT, "jobs": {}, "update_seconds": 0.05}
+    (tmp_path / "limits.json").write_text(json.dumps(body))
+    slurm = SlowSlurm(400, limit=60, own=600, update_s=0.5)
+    run(slurm, tmp_path, from_s=2700, until_s=3660)
+    assert late(slurm) == []
+
+
+class HungSlurm(SlowSlurm):
+    """Every `scontrol update` is cut off at the timeout and changes nothing."""
+
+    def __call__(self, argv: Sequence[str]) -> Completed:
+        if tuple(argv[:2]) == ("scontrol", "update"):
+            self.now += COMMAND_TIMEOUT_S + 0.05
+            return Completed(TIMED_OUT, "", "scontrol timed out after 20 s")
+        return super().__call__(argv)
+
+
+def test_an_update_cut_off_at_the_timeout_is_no_measure_of_an_update(tmp_path: Path) -> None:
+    """Counted, it made the update time over 20 s: saved, the next guard refused it as no time an
+    update takes."""
+    run(HungSlurm(2, limit=60, own=600, update_s=0), tmp_path, from_s=3500, until_s=3520)
+    assert "update_seconds" not in json.loads((tmp_path / "limits.json").read_text())
 
 
 @pytest.mark.parametrize("saved", [None, "fast", -1, 1e9, True, [0.5]])

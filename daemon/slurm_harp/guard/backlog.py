@@ -26,6 +26,9 @@ from slurm_harp.guard.running import RunningJob
 # that starts among many due jobs starts early rather than late (an early extension is capped at the
 # user's own limit all the same).
 FIRST_GUESS_S = 1.0
+# The most a time the last guard measured is trusted at start, until this guard measures its own:
+# one measured while slurmctld hung would have every shortened job extended at once.
+RESTORED_CAP_S = 5.0
 # Weight of the newest poll's mean in the estimate: a slurmctld that slows is followed in a few polls.
 NEWEST_WEIGHT = 0.5
 
@@ -36,6 +39,7 @@ class UpdateTimer:
     def __init__(self) -> None:
         self.seconds = FIRST_GUESS_S
         self.measured = False
+        self.restored = False
         self._spent = 0.0
         self._calls = 0
 
@@ -52,8 +56,11 @@ class UpdateTimer:
         self._spent, self._calls = 0.0, 0
 
     def restore(self, seconds: float) -> None:
-        """Go on from what the last guard measured (guard.seen_file)."""
-        self.seconds, self.measured = seconds, True
+        """Start from what the last guard measured (guard.seen_file) as a better guess, never below
+        the first guess nor above RESTORED_CAP_S: this guard's slurmctld may be slower or faster
+        now. The first poll that times an update replaces it, as it replaces the guess."""
+        self.seconds = min(max(seconds, FIRST_GUESS_S), RESTORED_CAP_S)
+        self.restored = True
 
 
 def remaining_s(job: RunningJob) -> float:

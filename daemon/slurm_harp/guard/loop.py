@@ -50,7 +50,7 @@ from slurm_harp.guard.running import (
     parse_running,
 )
 from slurm_harp.guard.seen_file import SeenFile
-from slurm_harp.guard.slurm import Runner
+from slurm_harp.guard.slurm import TIMED_OUT, Runner
 from slurm_harp.guard.survey import Survey
 from slurm_harp.heartbeat import HeartbeatFile
 
@@ -227,7 +227,8 @@ class Guard:
         done = self._run(
             ("scontrol", "update", f"JobId={job.job_id}", f"TimeLimit={limit_text(ext.new_limit)}")
         )
-        self._updates.add(self._monotonic() - asked)
+        if done.returncode != TIMED_OUT:  # the timeout's 20 s say nothing of an update's time
+            self._updates.add(self._monotonic() - asked)
         if done.returncode != 0:
             message = done.stderr.strip() or done.stdout.strip()
             result = (

@@ -101,7 +101,7 @@ class SeenFile:
             return
         self._written_at = self._clock()
         timer = self._updates
-        measured = timer.seconds if timer is not None and timer.measured else None
+        measured = timer.seconds if timer is not None and (timer.measured or timer.restored) else None
         try:
             save(self.path, limits.seen, measured)
         except Exception as exc:  # whatever it raises: the poll, its extensions and heartbeat go on
