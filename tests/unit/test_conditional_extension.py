@@ -135,7 +135,7 @@ def test_a_file_that_is_not_ours_is_refused_by_name(tmp_path: Path, content: byt
         extension_file.read(path)
 
 
-def test_the_guard_s_history_keeps_the_last_good_ratios_and_says_so_once(
+def test_the_guard_s_history_keeps_the_last_good_ratios_and_a_removed_file_means_steps(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "jobs.extension.json"
@@ -158,6 +158,18 @@ def test_the_guard_s_history_keeps_the_last_good_ratios_and_says_so_once(
         clock[0] += CHECK_S
         assert history.ratios() is good
     assert "keeping the last good one" in caplog.text
+    # Removed after a good one: the steps, as docs/guard.md says (before, the last good figures
+    # served for as long as the guard ran).
+    path.unlink()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):
+            clock[0] += CHECK_S
+            assert history.ratios() is None
+    assert caplog.text.count("No such file or directory") == 1 and "extending by steps" in caplog.text
+    extension_file.write(path, ConditionalRatios([2.5] * 30), NOW)  # back
+    clock[0] += CHECK_S
+    assert history.ratios() is not None
 
 
 @pytest.mark.timeout(10)  # open() of a FIFO waits for a writer: a regression fails, not hangs

@@ -102,12 +102,18 @@ class FakeSlurm:
 
 
 def make_guard(
-    slurm: FakeSlurm, tmp_path: Path, clock: Callable[[], float] = lambda: NOW, **over: object
+    slurm: FakeSlurm,
+    tmp_path: Path,
+    clock: Callable[[], float] = lambda: NOW,
+    monotonic: Callable[[], float] | None = None,
+    **over: object,
 ) -> tuple[Guard, CollectorRegistry]:
+    """A guard on ``clock``, for its intervals too unless given a ``monotonic`` clock of their own."""
     registry = CollectorRegistry()
     files = {"heartbeat": tmp_path / "guard.heartbeat", "state": tmp_path / "guard" / "limits.json"}
     settings = GuardSettings(**{**files, **over})  # type: ignore[arg-type]
-    return Guard(settings, slurm, GuardMetrics(registry), clock=clock), registry
+    guard = Guard(settings, slurm, GuardMetrics(registry), clock=clock, monotonic=monotonic or clock)
+    return guard, registry
 
 
 def polled(tmp_path: Path, *listings: Sequence[str]) -> tuple[FakeSlurm, Guard]:

@@ -160,6 +160,39 @@ def test_an_array_task_keeps_what_its_pending_record_was_lowered_to(tmp_path: Pa
     assert set(slurm.updates) == {("9_1", 300)}  # 2 never (the fake keeps 1's limit: asked twice)
 
 
+@pytest.mark.parametrize(
+    ("record", "rest"),
+    [
+        ("9_[1-99:2]", "9_[3-99:2]"),  # --array=1-99:2: 22.05 prints evenly spaced tasks with a step
+        ("9_[1-99:2%4]", "9_[3-99:2%4]"),
+        ("9_[1,4,9,16,25,36,49,64,...]", "9_[4,9,16,25,36,49,64,81,...]"),  # cut at SLURM_BITSTR_LEN
+        ("9_[1,4,9,16,25,36,49,64...%4]", "9_[4,9,16,25,36,49,64,81...%4]"),
+    ],
+)
+def test_a_stepped_or_cut_pending_record_keeps_its_lowering(tmp_path: Path, record: str, rest: str) -> None:
+    """Before, such a record was a bad job id: the lowering to 30 went unseen and task 1 was
+    extended past it, up to t0."""
+    slurm, guard = polled(
+        tmp_path,
+        [pending(record, "40:00", EXTEND)],
+        [pending(record, "30:00", EXTEND)],  # its user lowers the array to 30 while it waits
+        [line("9_1", "30:00", "29:00", EXTEND), pending(rest, "30:00", EXTEND)],  # task 1 runs, 1 min left
+    )
+    assert slurm.updates == []
+    assert list(guard._lowered.seen) == ["9_1", "9_["]
+
+
+def test_a_lone_stepped_pending_record_does_not_fail_the_poll(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    slurm = FakeSlurm([pending("9_[1-99:2]", "40:00", EXTEND)])
+    guard, registry = make_guard(slurm, tmp_path)
+    report = guard.poll()
+    assert report is not None and report.good and guard.heartbeat.alive()
+    assert registry.get_sample_value("harp_guard_polls_total", {"result": "ok"}) == 1
+    assert "skipped" not in caplog.text
+
+
 def test_a_lowered_limit_outlives_a_stop(tmp_path: Path) -> None:
     # 6's user lowers it to 80 min, stops it (a signal on its way, then stopped), and lets it go on.
     slurm, _ = polled(

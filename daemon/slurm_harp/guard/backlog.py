@@ -9,8 +9,11 @@ plus the time the guard takes to reach it (``rank`` updates, and a poll period f
 before its own). When it is due, so is every job closer to its limit, and each is extended to leave
 it, past the time the guard takes to reach it, enough for one more round of the backlog: extended by
 a minute's step only, a whole array would fall due again before the guard got round it. The time an
-update takes is measured (UpdateTimer), never assumed small. A poll period of backlog is within the
-lead (at least two periods), so a few jobs due together are extended as one alone is.
+update takes is measured (UpdateTimer), never assumed small, and kept in the guard's state file
+(guard.seen_file) for the next guard: one that started among many due jobs and had timed no update
+went by the first guess, and at 0.2 s let tasks of a slower slurmctld pass their limits. A poll
+period of backlog is within the lead (at least two periods), so a few jobs due together are extended
+as one alone is.
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ from collections.abc import Sequence
 from slurm_harp.guard.running import RunningJob
 
 # The time an update is taken to need until one is measured: a slow slurmctld's, so that a guard
-# that starts among many due jobs starts early rather than late.
-FIRST_GUESS_S = 0.2
+# that starts among many due jobs starts early rather than late (an early extension is capped at the
+# user's own limit all the same).
+FIRST_GUESS_S = 1.0
+# The most a time the last guard measured is trusted at start, until this guard measures its own:
+# one measured while slurmctld hung would have every shortened job extended at once.
+RESTORED_CAP_S = 5.0
 # Weight of the newest poll's mean in the estimate: a slurmctld that slows is followed in a few polls.
 NEWEST_WEIGHT = 0.5
 
@@ -32,6 +39,7 @@ class UpdateTimer:
     def __init__(self) -> None:
         self.seconds = FIRST_GUESS_S
         self.measured = False
+        self.restored = False
         self._spent = 0.0
         self._calls = 0
 
@@ -46,6 +54,13 @@ class UpdateTimer:
             self.seconds = weight * newest + (1 - weight) * self.seconds
             self.measured = True
         self._spent, self._calls = 0.0, 0
+
+    def restore(self, seconds: float) -> None:
+        """Start from what the last guard measured (guard.seen_file) as a better guess, never below
+        the first guess nor above RESTORED_CAP_S: this guard's slurmctld may be slower or faster
+        now. The first poll that times an update replaces it, as it replaces the guess."""
+        self.seconds = min(max(seconds, FIRST_GUESS_S), RESTORED_CAP_S)
+        self.restored = True
 
 
 def remaining_s(job: RunningJob) -> float:

@@ -1,9 +1,10 @@
 """What the guard's conditional extension learns from: the file `harp harvest` writes beside the job
 store (accounting.extension_file), re-read when it changes.
 
-A missing, unreadable or corrupt file never stops the guard: the last good ratios keep serving, and
-with none yet (a new site, or no `history.db`) core.extension falls back to Tsafrir's steps. Each
-problem is logged once, not every poll.
+A missing, unreadable or corrupt file never stops the guard. A missing one means Tsafrir's steps
+(core.extension), as before any was read (a new site, or no `history.db`), even after a good one:
+the file removed, the site's figures are not to be used. An unreadable or corrupt one keeps the last
+good ratios, or the steps with none yet. Each problem is logged once, not every poll.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ CHECK_S = 30.0
 
 
 class ExtensionHistory:
-    def __init__(self, path: Path | None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: Path | None, clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: monotonic, for the interval between checks (a wall clock stepped back an hour
+        checked nothing for the hour)."""
         self.path = path
         self._clock = clock
         self._ratios: ConditionalRatios | None = None
@@ -45,6 +48,10 @@ class ExtensionHistory:
             if (st.st_mtime_ns, st.st_size) == self._seen:
                 return
             ratios, computed = extension_file.read(path)
+        except FileNotFoundError as exc:  # removed (see the module's note)
+            self._ratios, self._seen = None, None
+            self._report(f"{exc}; extending by steps")
+            return
         # OSError, ValueError, or anything else a file's content may raise: never the guard's poll.
         except Exception as exc:
             kept = "keeping the last good one" if self._ratios is not None else "extending by steps"

@@ -15,6 +15,10 @@ about to extend a job: an operator's extension may run into a reservation create
 listed, so that one refused at a reservation deleted since is extended before its cut. When that
 read fails, no job is extended in that poll (each counted as failed).
 
+Intervals (the bounds' and the file's once a minute, the time an update takes) are measured on a
+monotonic clock: on the wall clock, a step back of an hour stopped both reads and writes for the
+hour. Wall time is for what Slurm compares with it: reservations, deadlines, the heartbeat.
+
 A poll refreshes the heartbeat only when it is good: it listed the jobs, and not every extension it
 tried failed. A guard whose every `scontrol update` fails (no operator rights, say) must not let the
 daemon go on shortening jobs that nothing can extend. Nor is a poll whose heartbeat could not be
@@ -46,7 +50,7 @@ from slurm_harp.guard.running import (
     parse_running,
 )
 from slurm_harp.guard.seen_file import SeenFile
-from slurm_harp.guard.slurm import Runner
+from slurm_harp.guard.slurm import TIMED_OUT, Runner
 from slurm_harp.guard.survey import Survey
 from slurm_harp.heartbeat import HeartbeatFile
 
@@ -63,18 +67,20 @@ class Guard:
         metrics: GuardMetrics,
         clock: Callable[[], float] = time.time,
         history: ExtensionHistory | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock``: wall time; ``monotonic``: for intervals (see the module's note)."""
         self._run = runner
         self.metrics = metrics
         self._pulse = Pulse(metrics)
-        self._clock = clock
-        self._seen_file = SeenFile(settings.state, clock)
+        self._clock, self._monotonic = clock, monotonic
+        self._updates = UpdateTimer()  # as the last guard measured it, once loaded (guard.seen_file)
+        self._seen_file = SeenFile(settings.state, monotonic, self._updates)
         self.configure(settings, history)
         self._survey = Survey(runner)  # the site's bounds
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
         # tried again when their limit changes or their bound leaves room (_recheck_refused).
         self._refused: dict[str, int] = {}
-        self._updates = UpdateTimer()
         self._lowered = LoweredLimits(self._seen_file.load())
         # `harp guard` calls close() as it stops; a Guard dropped without it still writes at exit.
         self._close = weakref.finalize(self, self._seen_file.write, self._lowered)
@@ -97,14 +103,14 @@ class Guard:
         """One poll; None when the running jobs could not be listed. The heartbeat is refreshed only
         after a poll that did not fail every extension (PollReport.extended), so that otherwise the
         daemon stops shortening new jobs; the poll is good once it is written (guard.pulse)."""
-        started = self._clock()
+        started = self._monotonic()
         listing = self._run(SQUEUE_ARGV)
         if listing.returncode != 0:
             log.error("squeue failed (exit %d): %.300s", listing.returncode, listing.stderr.strip())
             self._pulse.failed()
             return None
         now = self._clock()
-        self._survey.start_poll(now)
+        self._survey.start_poll(self._monotonic())
         unread: set[str] = set()
         failed: list[int] = []
         parsed = list(parse_running(listing.stdout, unread, failed))
@@ -151,7 +157,7 @@ class Guard:
         self.metrics.update_seconds.set(self._updates.seconds)
         self.metrics.shortened.set(len(shortened))
         self._seen_file.keep(self._lowered)
-        self.metrics.poll_duration.observe(self._clock() - started)
+        self.metrics.poll_duration.observe(self._monotonic() - started)
         report = PollReport(len(jobs), len(shortened), len(due), tuple(outcomes))
         if not report.extended:
             log.error("every extension failed: heartbeat not refreshed (new jobs keep their limits)")
@@ -217,11 +223,12 @@ class Guard:
             self.metrics.extensions.labels(results.REFUSED_BOUND).inc()
             self._refused[job.job_id] = limit
             return results.REFUSED_BOUND
-        asked = self._clock()
+        asked = self._monotonic()
         done = self._run(
             ("scontrol", "update", f"JobId={job.job_id}", f"TimeLimit={limit_text(ext.new_limit)}")
         )
-        self._updates.add(self._clock() - asked)
+        if done.returncode != TIMED_OUT:  # the timeout's 20 s say nothing of an update's time
+            self._updates.add(self._monotonic() - asked)
         if done.returncode != 0:
             message = done.stderr.strip() or done.stdout.strip()
             result = (

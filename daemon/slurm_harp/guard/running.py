@@ -14,8 +14,8 @@ Running jobs are the ones the guard extends. It lists the pending, suspended, co
 completing ones too, but reads only those harp tagged in time_min or extend mode (a substring test
 skips the others before any parsing): the guard follows their limits to see one their user lowered
 before they ran (guard.lowered_limits). A pending array's own record, ``1000_[3-9]``, stands for its
-pending tasks. squeue filters by state in the client (22.05): slurmctld sends every job whatever the
-filter.
+pending tasks, however Slurm prints them (``1000_[3-99:2]``, ``1000_[3,5,...]``). squeue filters
+by state in the client (22.05): slurmctld sends every job whatever the filter.
 
 A job's state may carry flags, and then squeue shows it by one of them alone (22.05
 job_state_string_compact) and lists it only for a flag asked for by name: ``--states=RUNNING`` matches
@@ -98,8 +98,9 @@ SQUEUE_ARGV: tuple[str, ...] = (
 )
 # A job, an array task (job_task) or a heterogeneous job's component (leader+offset).
 _JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+|\+[0-9]+)?")
-# A pending array's own record: its pending tasks (squeue may cut the list short).
-_ARRAY_RECORD = re.compile(r"[0-9]+_\[[0-9,\-%\]]*")
+# A pending array's own record: its pending tasks, as 22.05 xlate_array_task_str prints them: ranges,
+# a step when evenly spaced (``1-99:2``), cut short with ``...`` (SLURM_BITSTR_LEN) or by squeue.
+_ARRAY_RECORD = re.compile(r"[0-9]+_\[[0-9,\-:%.\]]*")
 # The tags whose jobs the guard follows before they run: no other job that is not running is parsed.
 _FOLLOWED = tuple(f"{TAG_PREFIX}{mode.value}," for mode in (Mode.EXTEND, Mode.TIME_MIN))
 

@@ -1,5 +1,7 @@
 """What `harp guard` saw of its jobs' limits (guard.lowered_limits), kept in a small file so that a
-restarted guard goes on from there instead of taking each limit for the one its job started with.
+restarted guard goes on from there instead of taking each limit for the one its job started with;
+and the time an `scontrol update` took it (guard.backlog), so that a restarted guard among many due
+jobs starts them in time.
 
 It lives in the guard's state directory (``[guard] state``; the unit's StateDirectory outlives a
 restart, the heartbeat's runtime directory does not), written to a temporary name, fsync'd, then
@@ -30,7 +32,9 @@ one version reads "format" and "jobs" only, so what it cannot read goes beside t
 - "raised_from": {job: raised_from}, of a run raised while the guard saw it (guard.lowered_limits).
   Without it (an older file, or an older guard's), a second guard's extension landing late reads as
   a lowering, as it did before.
-This guard reads all three, and the 8-item entries (raised_to last) of its first version (30fc54b).
+- "update_seconds": the time one `scontrol update` took, once measured (guard.backlog). Without it,
+  or with a number that is not one (logged), the guard starts from backlog.FIRST_GUESS_S.
+This guard reads all four, and the 8-item entries (raised_to last) of its first version (30fc54b).
 """
 
 from __future__ import annotations
@@ -41,9 +45,11 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
+from slurm_harp.guard.backlog import UpdateTimer
 from slurm_harp.guard.lowered_limits import LoweredLimits, Seen
+from slurm_harp.guard.slurm import COMMAND_TIMEOUT_S
 from slurm_harp.regular_file import NotJSON, TooLarge, read_json
 from slurm_harp.state_dir import make_dirs, replace_file
 
@@ -54,19 +60,34 @@ FORMAT = "harp-guard-limits/1"
 MAX_BYTES = 256 << 20
 # The longest a change that may wait (anything but a job's own limit) goes unwritten.
 SAVE_INTERVAL_S = 60.0
+_UPDATE_KEY = "update_seconds"
+
+
+class Saved(NamedTuple):
+    seen: dict[str, Seen]
+    update_s: float | None  # the time an update took the last guard; None: not known
 
 
 class SeenFile:
-    """When the guard's LoweredLimits are written to ``path`` (see the module's note)."""
+    """When the guard's LoweredLimits, and the time its updates take, are written to ``path`` (see
+    the module's note)."""
 
-    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, path: Path, clock: Callable[[], float] = time.monotonic, updates: UpdateTimer | None = None
+    ) -> None:
+        """``clock``: monotonic (on the wall clock, a step back of an hour wrote nothing for the hour)."""
         self.path = path
         self._clock = clock
+        self._updates = updates
         self._written_at = -math.inf  # the last attempt: the first change after a start is written
         self._failed = False  # a failing write is logged once until one works again
 
     def load(self) -> dict[str, Seen]:
-        return load(self.path)
+        """What the last guard saw; the time its updates took goes into ``updates``."""
+        saved = read(self.path)
+        if saved.update_s is not None and self._updates is not None:
+            self._updates.restore(saved.update_s)
+        return saved.seen
 
     def keep(self, limits: LoweredLimits) -> None:
         """After a poll: write at once when a job's own limit changed, else at most once an interval."""
@@ -79,8 +100,10 @@ class SeenFile:
         if not limits.changed:
             return
         self._written_at = self._clock()
+        timer = self._updates
+        measured = timer.seconds if timer is not None and (timer.measured or timer.restored) else None
         try:
-            save(self.path, limits.seen)
+            save(self.path, limits.seen, measured)
         except Exception as exc:  # whatever it raises: the poll, its extensions and heartbeat go on
             if not self._failed:
                 log.error("could not write %s (a restarted guard forgets what this one saw): %s",
@@ -92,19 +115,26 @@ class SeenFile:
 
 def load(path: Path) -> dict[str, Seen]:
     """The jobs the last guard saw; {} (logged) when there is no usable file."""
+    return read(path).seen
+
+
+def read(path: Path) -> Saved:
+    """What the last guard saw and the time its updates took; nothing (logged) when there is no
+    usable file."""
+    nothing = Saved({}, None)
     try:
         body = read_json(path, MAX_BYTES)  # no FIFO, no link: a FIFO would hang the guard
     except FileNotFoundError:
         log.info("no %s: the guard starts from the jobs it sees", path)
-        return {}
+        return nothing
     except OSError as exc:
         log.warning("%s unreadable, ignored: %s", path, exc)
-        return {}
+        return nothing
     except TooLarge:
         body = None  # not of this format: said so below
     except NotJSON as exc:
         log.warning("%s is not JSON, ignored: %s", path, exc.reason)
-        return {}
+        return nothing
     if (
         not isinstance(body, dict)
         or body.get("format") != FORMAT
@@ -112,7 +142,12 @@ def load(path: Path) -> dict[str, Seen]:
         or not all(isinstance(body.get(key, {}), dict) for key in ("raised", "started_below", "raised_from"))
     ):
         log.warning("%s is not a %s file, ignored", path, FORMAT)
-        return {}
+        return nothing
+    return Saved(_jobs(path, body), _update_seconds(path, body.get(_UPDATE_KEY)))
+
+
+def _jobs(path: Path, body: dict[str, Any]) -> dict[str, Seen]:
+    """The entries of a file of this format that read (each one that does not is counted, logged)."""
     raised, started, raised_from = (body.get(key, {}) for key in ("raised", "started_below", "raised_from"))
     seen, bad = {}, 0
     for job, entry in body["jobs"].items():
@@ -127,8 +162,20 @@ def load(path: Path) -> dict[str, Seen]:
     return seen
 
 
-def save(path: Path, seen: Mapping[str, Seen]) -> None:
-    """Replace the file with ``seen``; OSError when it cannot be written."""
+def _update_seconds(path: Path, value: object) -> float | None:
+    """The time an update took the last guard, None when not given or not one (logged)."""
+    if value is None:
+        return None
+    # As measured, at most an update's timeout (guard.slurm): a larger one is not ours.
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= COMMAND_TIMEOUT_S:
+        return float(value)
+    log.warning("%s: %s %.40r is no time an update takes, ignored", path, _UPDATE_KEY, value)
+    return None
+
+
+def save(path: Path, seen: Mapping[str, Seen], update_s: float | None = None) -> None:
+    """Replace the file with ``seen`` and ``update_s`` (None: not known); OSError when it cannot be
+    written."""
     jobs: dict[str, list[object]] = {}
     raised: dict[str, int] = {}
     started: dict[str, list[float]] = {}
@@ -147,6 +194,8 @@ def save(path: Path, seen: Mapping[str, Seen]) -> None:
     body: dict[str, object] = {"format": FORMAT, "jobs": jobs}
     sides = (("raised", raised), ("started_below", started), ("raised_from", raised_from))
     body |= {key: m for key, m in sides if m}  # else as before
+    if update_s is not None:
+        body[_UPDATE_KEY] = update_s
     make_dirs(path.parent)
     replace_file(path, json.dumps(body, separators=(",", ":")).encode())
 

@@ -16,6 +16,8 @@ from slurm_harp.accounting.fields import slurm_tool_environ
 
 # One slow slurmctld answer must not stall the guard past its lead time.
 COMMAND_TIMEOUT_S = 20.0
+# The return code of a command cut off at COMMAND_TIMEOUT_S (as timeout(1) gives).
+TIMED_OUT = 124
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +38,7 @@ def run_command(argv: Sequence[str]) -> Completed:
             list(argv), capture_output=True, timeout=COMMAND_TIMEOUT_S, check=False, env=slurm_tool_environ()
         )
     except subprocess.TimeoutExpired:
-        return Completed(124, "", f"{argv[0]} timed out after {COMMAND_TIMEOUT_S:g} s")
+        return Completed(TIMED_OUT, "", f"{argv[0]} timed out after {COMMAND_TIMEOUT_S:g} s")
     except OSError as exc:
         return Completed(127, "", f"{argv[0]}: {exc}")
     return Completed(

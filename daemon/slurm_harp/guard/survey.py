@@ -58,7 +58,8 @@ class Survey:
         self._empty: set[str] = set()  # what was last read empty (said once)
 
     def start_poll(self, now: float) -> None:
-        """Every bound, when the last read is a minute old."""
+        """Every bound, when the last read is a minute old; ``now`` on a monotonic clock (a wall
+        clock stepped back an hour read nothing for the hour)."""
         self._fresh = False
         if now - self._at < BOUNDS_REFRESH_S:
             return
