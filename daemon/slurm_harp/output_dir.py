@@ -57,6 +57,14 @@ class ForeignLink(OSError):
         return f"{self.filename} is {self.strerror}: give the path it points to if that is meant"
 
 
+class WriteError(OSError):
+    """A file of the output directory could not be written (no room, no permission, a name too
+    long): names the file and the system's reason, for a one-line message."""
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
+
+
 class Made(NamedTuple):
     """A directory made on the way: its name in its parent, open (O_PATH) as ``parent``."""
 
@@ -106,16 +114,30 @@ class OutputDir:
         figure.savefig(png, format="png", dpi=110)
         return self._write(name, png.getvalue())
 
+    def remove(self, name: str) -> None:
+        """Remove the file ``name`` if there (a link is removed, not followed); WriteError naming
+        it if it cannot be."""
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise WriteError(exc.errno, exc.strerror or str(exc), str(self / name)) from exc
+
     def _write(self, name: str, data: bytes) -> Path:
-        for _ in range(REOPENS):
-            try:
-                replace_at(self.fd, name, data, REPORT_MODE)
-                return self / name
-            except FileNotFoundError:
-                # No file can be made in a removed directory (ENOENT): one that another command
-                # made for the same new DIR and removed, empty, as it stopped (the module's doc).
-                self._reopen()
-        replace_at(self.fd, name, data, REPORT_MODE)
+        """WriteError naming ``name`` when it cannot be written."""
+        try:
+            for _ in range(REOPENS):
+                try:
+                    replace_at(self.fd, name, data, REPORT_MODE)
+                    return self / name
+                except FileNotFoundError:
+                    # No file can be made in a removed directory (ENOENT): one that another command
+                    # made for the same new DIR and removed, empty, as it stopped (the module's doc).
+                    self._reopen()
+            replace_at(self.fd, name, data, REPORT_MODE)
+        except OSError as exc:
+            raise WriteError(exc.errno, exc.strerror or str(exc), str(self / name)) from exc
         return self / name
 
     def _reopen(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar, overload
 
 from slurm_harp.config import DEFAULT_PATH, ConfigError, Settings, load
 from slurm_harp.core.policy import Policy
-from slurm_harp.output_dir import ForeignLink, OutputDir
+from slurm_harp.output_dir import ForeignLink, OutputDir, WriteError
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,8 @@ def writing_out(
 def writing_out(out: Path | None, say: Callable[[str], object], work: Callable[[Any], int]) -> int:
     """``work``'s exit status, given ``--out DIR`` opened (``open_out``; None without --out) and
     closing it after: the directories made for it that ``work`` left empty are removed again.
-    2 if DIR cannot be opened, which ``say`` says before anything is computed."""
+    2 if DIR cannot be opened, which ``say`` says before anything is computed, or a file cannot be
+    written there (no room, no permission), which ``say`` names."""
     if out is None:
         return work(None)
     opened = open_out(out)
@@ -98,7 +99,11 @@ def writing_out(out: Path | None, say: Callable[[str], object], work: Callable[[
         say(opened)
         return 2
     with opened:
-        return work(opened)
+        try:
+            return work(opened)
+        except WriteError as exc:
+            say(str(exc))
+            return 2
 
 
 def fraction(text: str) -> float:

@@ -3,8 +3,9 @@ own jobs, as an HTML page with plots (evaluation.site_report), read before switc
 
 Exit status: 0 the page has figures; 1 the page says there is nothing to report (no job in the
 window, none tagged); 2 the job store or the configuration cannot be read, matplotlib is
-missing, or --out cannot be made or opened: a symbolic link on its path owned by neither the
-caller nor root is refused (slurm_harp.output_dir; no page).
+missing, or --out cannot be made, opened or written: a symbolic link on its path owned by neither
+the caller nor root is refused (slurm_harp.output_dir; no page), a file that cannot be written is
+named (no page either).
 """
 
 from __future__ import annotations

@@ -57,7 +57,10 @@ def nothing_to_report(report: SiteReport) -> str | None:
 
 def write_site_report(report: SiteReport, out: OutputDir, policy_from: str) -> Path:
     """Write index.html and its plots into ``out``; the page's path. ``policy_from``: where the
-    policy applied to shadow values comes from (a configuration file, or harp's defaults)."""
+    policy applied to shadow values comes from (a configuration file, or harp's defaults). The
+    page of an earlier run goes first: should a plot fail to be written, no page is left over
+    plots of two runs (WriteError, naming the file)."""
+    out.remove("index.html")
     plots = plot_all(report, out)
     images = {name: path.name for name, path in plots.items()}
     return out.write_text("index.html", render(report, images, policy_from))
