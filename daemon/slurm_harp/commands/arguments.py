@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any, TypeVar, overload
 from slurm_harp.config import DEFAULT_PATH, ConfigError, Settings, load
 from slurm_harp.core.policy import Policy
 from slurm_harp.output_dir import ForeignLink, OutputDir, WriteError
+from slurm_harp.regular_file import refuse_non_regular
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,18 @@ def unix_time(at: datetime | float, text: str) -> int:
     if not seconds >= 0:
         raise argparse.ArgumentTypeError(f"before 1970-01-01 UTC, when Slurm's times start: {text!r}")
     return int(seconds)
+
+
+def input_problem(path: str) -> str | None:
+    """Why the trace or job store at ``path`` cannot be read, or None. Only a regular file is read
+    (regular_file, the wording of `harp demo --trace`): a FIFO would be waited on for good, and a
+    pipe (`<(zcat t.swf)`, /dev/fd/63) would be read by the format its name says, sacct text, and
+    an SWF's header read twice."""
+    try:
+        refuse_non_regular(path)
+    except OSError as exc:  # NotRegularFile, or the path cannot be looked at
+        return f"cannot read {path}: {exc}"
+    return None if os.path.isfile(path) else f"{path}: no such file"
 
 
 def open_out(out: Path) -> OutputDir | str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
-from slurm_harp.commands.arguments import count, fraction, rate, seed, writing_out
+from slurm_harp.commands.arguments import count, fraction, input_problem, rate, seed, writing_out
 from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES, trees
 from slurm_harp.commands.publication import trainable
 from slurm_harp.config import REFIT
@@ -124,8 +124,8 @@ def run(args: argparse.Namespace) -> int:
         log.error("give exactly one of SOURCE (a file) or --db PATH")
         return 2
     origin = args.db or args.source
-    if not Path(origin).is_file():
-        log.error("%s: no such file", origin)
+    if (problem := input_problem(origin)) is not None:
+        log.error("%s", problem)
         return 2
     return writing_out(args.out, log.error, lambda out: _evaluate(args, origin, out))
 

@@ -13,7 +13,15 @@ import time
 from pathlib import Path
 from typing import IO
 
-from slurm_harp.commands.arguments import count, fraction, policy_at, span, whole, writing_out
+from slurm_harp.commands.arguments import (
+    count,
+    fraction,
+    input_problem,
+    policy_at,
+    span,
+    whole,
+    writing_out,
+)
 from slurm_harp.commands.predictions import fitted_predictions, read_predictions
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Policy
@@ -145,8 +153,8 @@ class Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not Path(args.source).is_file():
-        log.error("%s: no such file", args.source)
+    if (problem := input_problem(args.source)) is not None:
+        log.error("%s", problem)
         return 2
     policy = policy_at(args.config)
     if policy is None:

@@ -1,0 +1,59 @@
+"""`harp evaluate` and `harp simulate` given a trace that is no regular file or has a long name."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.cli import main
+from tests.conftest import BUNDLED_TRACE, not_a_file
+
+# Each command's arguments but its trace and --out: a slice the tests run quickly.
+OPTIONS = {
+    "evaluate": ["--max-jobs", "1000", "--target", "time", "--strategies", "request"],
+    "simulate": ["--max-jobs", "300", "--limits", "request"],
+}
+COMMANDS = sorted(OPTIONS)
+
+
+@pytest.mark.timeout(20)  # open() of a FIFO waits for a writer: the test fails, not hangs
+@pytest.mark.parametrize("kind", ["FIFO", "directory"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_trace_that_is_no_regular_file_is_named_so(
+    command: str, kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both said "no such file" of a directory or a FIFO that was there; `harp demo`'s wording."""
+    trace = tmp_path / "trace.swf"
+    said = not_a_file(trace, kind)
+    assert main([command, str(trace), *OPTIONS[command]]) == 2
+    assert f"cannot read {trace}: {trace} is {said}" in caplog.text
+    assert main([command, str(tmp_path / "none.swf")]) == 2
+    assert f"{tmp_path / 'none.swf'}: no such file" in caplog.text
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_pipe_is_refused_as_no_regular_file(command: str, caplog: pytest.LogCaptureFixture) -> None:
+    """`harp evaluate <(zcat t.swf.gz)`: a pipe's /dev/fd/N names no format (it would be read as
+    sacct text), and simulate reads an SWF's header before its jobs: refused, saying what it is."""
+    read, write = os.pipe()
+    try:
+        pipe = f"/dev/fd/{read}"
+        assert main([command, pipe, *OPTIONS[command]]) == 2
+    finally:
+        os.close(read)
+        os.close(write)
+    assert f"cannot read {pipe}: {pipe} is a FIFO, not a regular file" in caplog.text
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_trace_name_of_245_bytes_is_written(command: str, tmp_path: Path) -> None:
+    """A legal name whose outputs' temporary names were over 255 bytes: ENAMETOOLONG after all the
+    work, exit 1, nothing written."""
+    trace = tmp_path / ("y" * 238 + ".swf.gz")  # 245 bytes; the outputs are named "y" * 238 + ...
+    trace.symlink_to(BUNDLED_TRACE)
+    out = tmp_path / "out"
+    assert main([command, str(trace), *OPTIONS[command], "--out", str(out)]) == 0
+    suffix = {"evaluate": ".json", "simulate": "-easy.json"}[command]
+    assert (out / ("y" * 238 + suffix)).is_file()
