@@ -1,8 +1,10 @@
-"""`harp evaluate` and `harp simulate` given a trace that is no regular file or has a long name."""
+"""`harp evaluate` and `harp simulate` given a trace that is no regular file or has a long name,
+and with --out on a host without matplotlib."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,23 @@ def test_a_trace_name_of_245_bytes_is_written(command: str, tmp_path: Path) -> N
     assert main([command, str(trace), *OPTIONS[command], "--out", str(out)]) == 0
     suffix = {"evaluate": ".json", "simulate": "-easy.json"}[command]
     assert (out / ("y" * 238 + suffix)).is_file()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_without_matplotlib_the_tables_are_kept_and_the_extra_named(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without the train extra both ended in a ModuleNotFoundError traceback after writing the
+    Markdown and JSON; `harp report` names the extra, exit 2."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+    out = tmp_path / "out"
+    assert main([command, str(BUNDLED_TRACE), *OPTIONS[command], "--out", str(out)]) == 2
+    assert "matplotlib is needed for the plot" in caplog.text
+    assert "pip install 'slurm-harp[train]'" in caplog.text
+    written = sorted(p.name for p in out.iterdir())
+    assert [Path(n).suffix for n in written] == [".json", ".md"]
+    assert capsys.readouterr().out.endswith(f"wrote {out / written[1]}, {out / written[0]}\n")

@@ -182,7 +182,7 @@ def _evaluate(args: argparse.Namespace, origin: str, out: OutputDir | None) -> i
         results.append(result)
         print(report.table(result, ctx))
     if out is not None:
-        _write(out, ctx, results)
+        return _write(out, ctx, results)
     return 0
 
 
@@ -190,7 +190,8 @@ def _submit(record: JobRecord) -> int:
     return record.request.submit_time or 0
 
 
-def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> None:
+def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> int:
+    """Write the table, the JSON and the plot; 2 (the tables kept, said) without matplotlib."""
     from slurm_harp.evaluation import report, report_plot
 
     written = [
@@ -204,5 +205,10 @@ def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> None:
     except (ValueError, RuntimeError, OverflowError) as exc:  # matplotlib's; the figures are written
         log.warning("plot not drawn: %s: %s", out / png, exc)
         drawn, note = False, " (plot not drawn)"
+    except ImportError as exc:  # matplotlib comes with the train extra, as for harp report
+        print("wrote " + ", ".join(str(p) for p in written))
+        log.error("%s is needed for the plot: pip install 'slurm-harp[train]'", exc.name or exc)
+        return 2
     written += [out / png] if drawn else []
     print("wrote " + ", ".join(str(p) for p in written) + note)
+    return 0

@@ -227,6 +227,11 @@ def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Pol
         stem = f"{jobs.name}-{args.scheduler}"
         md = out.write_text(f"{stem}.md", text)
         js = out.write_text(f"{stem}.json", document_json(runs, command))
-        pngs = plot(runs, out, stem, args.warmup)
+        try:
+            pngs = plot(runs, out, stem, args.warmup)
+        except ImportError as exc:  # matplotlib comes with the train extra, as for harp report
+            print(f"wrote {md}, {js}")
+            log.error("%s is needed for the plots: pip install 'slurm-harp[train]'", exc.name or exc)
+            return 2
         print("wrote " + ", ".join(str(p) for p in [md, js, *pngs]))
     return 0
