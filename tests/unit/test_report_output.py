@@ -1,4 +1,5 @@
-"""`harp report`'s page when a file of it cannot be written."""
+"""`harp report`'s page when a file of it cannot be written, and when the tags hold memory or CPU
+predictions only."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from slurm_harp import output_dir, state_dir
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.cli import main
 from slurm_harp.core.job import JobRecord
-from tests.unit.test_site_report import JOBS
+from slurm_harp.core.request import JobRequest
+from tests.unit.test_site_report import JOBS, START, V, job
 
 SINCE = "2026-09-21"  # the day of START
 
@@ -54,3 +56,35 @@ def test_a_page_that_cannot_be_removed_is_named(
     (out / "index.html").mkdir(parents=True)  # no file to unlink: EISDIR
     assert main(["report", "--db", str(db), "--since", SINCE, "--out", str(out)]) == 2
     assert capsys.readouterr().out.startswith(f"harp report: cannot write {out / 'index.html'}: ")
+
+
+def memory_only(i: int) -> JobRecord:
+    """A job whose tag holds a memory prediction only: no time model served."""
+    end = START + 3600 + i
+    request = JobRequest(partition="a", min_cpus=2, time_limit_minutes=100, mem_per_node_mb=8000,
+                         min_nodes=1, submit_time=end - 7200)  # fmt: skip
+    return JobRecord(str(i), request, "COMPLETED", 3000, start_time=end - 3000, end_time=end, alloc_cpus=2,
+                     max_rss_mb=1000.0 + i, harp_tag=f"harp:shadow,m=2000,v={V}")  # fmt: skip
+
+
+def test_memory_figures_without_time_predictions_are_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tags with a memory prediction and no time one: the memory row was computed, yet the page
+    said only "none has a time prediction", and the command exited 1 (nothing to report)."""
+    db, out = store_of(tmp_path / "jobs.db", [memory_only(i) for i in range(40)]), tmp_path / "report"
+    assert main(["report", "--db", str(db), "--since", SINCE, "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "40 tagged (0 untagged skipped); no time prediction to compare: the figures of memory only" in said
+    page = (out / "index.html").read_text()
+    assert "None of the 40 tagged jobs has a time prediction" in page
+    assert '<tr><td>memory</td><td class="n">40</td><td class="n">100.0 %</td>' in page
+    assert sorted(p.name for p in out.iterdir()) == ["index.html"]  # no time plot
+
+
+def test_tags_with_no_prediction_to_compare_are_nothing_to_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = store_of(tmp_path / "jobs.db", [job("1", f"harp:shadow,v={V}", 40)])
+    assert main(["report", "--db", str(db), "--since", SINCE, "--out", str(tmp_path / "r")]) == 1
+    assert "None of the 1 tagged jobs has a time prediction" in capsys.readouterr().out

@@ -1,11 +1,11 @@
 """`harp report --db JOBSTORE --since 30d --out DIR`: what each mode would have done on the site's
 own jobs, as an HTML page with plots (evaluation.site_report), read before switching rewriting on.
 
-Exit status: 0 the page has figures; 1 the page says there is nothing to report (no job in the
-window, none tagged); 2 the job store or the configuration cannot be read, matplotlib is
-missing, or --out cannot be made, opened or written: a symbolic link on its path owned by neither
-the caller nor root is refused (slurm_harp.output_dir; no page), a file that cannot be written is
-named (no page either).
+Exit status: 0 the page has figures (of time, or of memory and CPUs only); 1 the page says there is
+nothing to report (no job in the window, none tagged, none with a prediction to compare); 2 the job
+store or the configuration cannot be read, matplotlib is missing, or --out cannot be made, opened or
+written: a symbolic link on its path owned by neither the caller nor root is refused
+(slurm_harp.output_dir; no page), a file that cannot be written is named (no page either).
 """
 
 from __future__ import annotations
@@ -116,12 +116,16 @@ def _report(args: argparse.Namespace, db: Path, policy: tuple[Policy, str], out:
     if problem is not None:
         print(f"harp report: {problem} ({page} says so)")
         return 1
+    counts = f"{report.jobs:,} jobs, {report.tagged:,} tagged ({report.untagged:,} untagged skipped)"
+    if report.timed == 0:  # memory or CPU predictions only
+        figures = " and ".join(t.target.value for t in report.other_targets)
+        print(f"{page}: {counts}; no time prediction to compare: the figures of {figures} only")
+        return 0
     rewrite = next(r for r in report.modes if r.mode is Mode.REWRITE)
     extend = next(r for r in report.modes if r.mode is Mode.EXTEND)
     asked = report.modes[0].waste_core_h
     print(
-        f"{page}: {report.jobs:,} jobs, {report.tagged:,} tagged ({report.untagged:,} untagged skipped); "
-        f"waste {asked:,.0f} core-h as asked, {extend.waste_core_h:,.0f} in extend mode, "
+        f"{page}: {counts}; waste {asked:,.0f} core-h as asked, {extend.waste_core_h:,.0f} in extend mode, "
         f"{rewrite.waste_core_h:,.0f} in rewrite mode, which kills {rewrite.killed:,} jobs"
     )
     return 0

@@ -50,9 +50,16 @@ def nothing_to_report(report: SiteReport) -> str | None:
             f"None of the {report.jobs:,} jobs that ended {window} has a harp tag: harp did not see them "
             "(mode off, daemon not running, or the plugin not installed)."
         )
-    if report.timed == 0:
-        return f"None of the {report.tagged:,} tagged jobs has a time prediction and a run time to compare."
+    if not report.other_targets:  # memory and CPU figures are something to report
+        return no_time_figures(report)
     return None
+
+
+def no_time_figures(report: SiteReport) -> str | None:
+    """Why the page has no time figures, or None when it has."""
+    if report.timed:
+        return None
+    return f"None of the {report.tagged:,} tagged jobs has a time prediction and a run time to compare."
 
 
 def write_site_report(report: SiteReport, out: OutputDir, policy_from: str) -> Path:
@@ -72,8 +79,12 @@ def render(report: SiteReport, images: dict[str, str], policy_from: str) -> str:
         f"<h1>slurm-harp report: jobs that ended since {when(report.since)}</h1>",
         *_summary(report, policy_from),
     ]
+    untimed = no_time_figures(report)
     if problem is not None:
         body.insert(1, f'<p class="problem">{escape(problem)}</p>')
+    elif untimed is not None:  # memory or CPU predictions only
+        body += [f'<p class="problem">{escape(untimed)}</p>', "<h2>What rewrite mode would have done</h2>"]
+        body += _other_targets(report)
     else:
         body += _modes(report, images) + _partitions(report, images) + _accuracy(images) + _notes(report)
     return (
