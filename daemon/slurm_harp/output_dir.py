@@ -110,9 +110,11 @@ class OutputDir:
 
     def write_png(self, name: str, figure: Figure) -> Path:
         """``write_text`` for a figure drawn as PNG."""
-        png = io.BytesIO()
-        figure.savefig(png, format="png", dpi=110)
-        return self._write(name, png.getvalue())
+        return self.write_bytes(name, png_of(figure))
+
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        """``write_text`` for bytes: a PNG drawn before (``png_of``)."""
+        return self._write(name, data)
 
     def remove(self, name: str) -> None:
         """Remove the file ``name`` if there (a link is removed, not followed); WriteError naming
@@ -160,6 +162,13 @@ class OutputDir:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def png_of(figure: Figure) -> bytes:
+    """``figure`` drawn as PNG, in memory: a page can be drawn in full before any file is touched."""
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=110)
+    return png.getvalue()
 
 
 def _unmake(made: list[Made]) -> None:

@@ -4,6 +4,7 @@ predictions only."""
 from __future__ import annotations
 
 import errno
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.cli import main
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
+from slurm_harp.evaluation import site_report_plots
 from tests.unit.test_site_report import JOBS, START, V, job
 
 SINCE = "2026-09-21"  # the day of START
@@ -88,3 +90,42 @@ def test_tags_with_no_prediction_to_compare_are_nothing_to_report(
     db = store_of(tmp_path / "jobs.db", [job("1", f"harp:shadow,v={V}", 40)])
     assert main(["report", "--db", str(db), "--since", SINCE, "--out", str(tmp_path / "r")]) == 1
     assert "None of the 1 tagged jobs has a time prediction" in capsys.readouterr().out
+
+
+def a_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[list[str], Path, bytes]:
+    """A report run once: its argv, its directory and its page."""
+    db, out = store_of(tmp_path / "jobs.db", JOBS), tmp_path / "report"
+    argv = ["report", "--db", str(db), "--since", SINCE, "--out", str(out)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    return argv, out, (out / "index.html").read_bytes()
+
+
+def test_without_matplotlib_the_page_of_the_run_before_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A timer publishing the page on a host that lost the train extra: the page was removed before
+    matplotlib was imported, leaving the plots of the run before and no index.html."""
+    argv, out, page = a_page(tmp_path, capsys)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+    assert main(argv) == 2
+    said = capsys.readouterr().out
+    assert said == "harp report: matplotlib is needed for the plots: pip install 'slurm-harp[train]'\n"
+    assert (out / "index.html").read_bytes() == page
+
+
+def test_a_plot_that_cannot_be_drawn_is_one_line_and_keeps_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv, out, page = a_page(tmp_path, capsys)
+
+    def cannot_draw(report: object, ax: object) -> None:
+        raise ValueError("Image size of 700x90000000 pixels is too large")
+
+    monkeypatch.setattr(site_report_plots, "_scatter", cannot_draw)
+    assert main(argv) == 2
+    said = capsys.readouterr().out
+    assert said == (
+        "harp report: cannot draw predicted-vs-actual.png: Image size of 700x90000000 pixels is too large\n"
+    )
+    assert (out / "index.html").read_bytes() == page

@@ -3,10 +3,10 @@ own jobs, as an HTML page with plots (evaluation.site_report), read before switc
 
 Exit status: 0 the page has figures (of time, or of memory and CPUs only); 1 the page says there is
 nothing to report (no job in the window, none tagged, none with a prediction to compare); 2 the job
-store or the configuration cannot be read, matplotlib is missing, or --out cannot be made, opened or
-written: a symbolic link on its path owned by neither the caller nor root is refused
-(slurm_harp.output_dir; no page), a file that cannot be written is named (no page either).
-"""
+store or the configuration cannot be read, matplotlib is missing or cannot draw a plot (the page of
+the run before is kept), or --out cannot be made, opened or written: a symbolic link on its path
+owned by neither the caller nor root is refused (slurm_harp.output_dir; no page), a file that
+cannot be written is named (no page either)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.evaluation.site_report import site_report
 from slurm_harp.evaluation.site_report_html import nothing_to_report, write_site_report
+from slurm_harp.evaluation.site_report_plots import DrawError
 from slurm_harp.output_dir import OutputDir
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,9 @@ def _report(args: argparse.Namespace, db: Path, policy: tuple[Policy, str], out:
         page = write_site_report(report, out, policy[1])
     except ImportError as exc:  # matplotlib comes with the train extra, as for harp evaluate
         print(f"harp report: {exc.name or exc} is needed for the plots: pip install 'slurm-harp[train]'")
+        return 2
+    except DrawError as exc:
+        print(f"harp report: {exc}")
         return 2
     problem = nothing_to_report(report)
     if problem is not None:

@@ -14,7 +14,7 @@ from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.shown import utc_text
 from slurm_harp.evaluation.site_report import SiteReport
-from slurm_harp.evaluation.site_report_plots import plot_all
+from slurm_harp.evaluation.site_report_plots import draw_all
 from slurm_harp.evaluation.site_targets import AT_LIMIT
 from slurm_harp.output_dir import OutputDir
 
@@ -64,12 +64,15 @@ def no_time_figures(report: SiteReport) -> str | None:
 
 def write_site_report(report: SiteReport, out: OutputDir, policy_from: str) -> Path:
     """Write index.html and its plots into ``out``; the page's path. ``policy_from``: where the
-    policy applied to shadow values comes from (a configuration file, or harp's defaults). The
-    page of an earlier run goes first: should a plot fail to be written, no page is left over
-    plots of two runs (WriteError, naming the file)."""
+    policy applied to shadow values comes from (a configuration file, or harp's defaults).
+
+    Every plot is drawn before a file is touched: without matplotlib (ImportError) or with a plot
+    it cannot draw (DrawError) the page of an earlier run stays as it was. Then that page goes
+    first and the new one is written last: should a plot fail to be written (WriteError, naming
+    the file), no page is left over plots of two runs."""
+    plots = draw_all(report)
     out.remove("index.html")
-    plots = plot_all(report, out)
-    images = {name: path.name for name, path in plots.items()}
+    images = {name: out.write_bytes(filename, png).name for name, (filename, png) in plots.items()}
     return out.write_text("index.html", render(report, images, policy_from))
 
 
