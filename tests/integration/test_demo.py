@@ -61,6 +61,16 @@ def test_demo_says_a_store_that_is_no_directory(tmp_path: Path, caplog: pytest.L
     assert not (tmp_path / "none").exists()
 
 
+def test_demo_says_a_store_without_a_time_model(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A directory one level above the store (models/ for models/reference), or an empty one,
+    served no model: every job "no_model", exit 0."""
+    (tmp_path / "models" / "reference" / "time").mkdir(parents=True)
+    for store in (tmp_path / "models", tmp_path / "models" / "reference"):
+        caplog.clear()
+        assert main(["demo", "--store", str(store), "--trace", str(BUNDLED_TRACE)]) == 2
+        assert f"no time model in {store} (give the directory holding time/CURRENT)" in caplog.text
+
+
 def test_demo_in_a_tmpdir_too_long_for_its_socket_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -97,6 +97,25 @@ def bundled_trace() -> Path:
     return Path(str(resources.files("slurm_harp") / "data" / BUNDLED))
 
 
+def serves_time(path: str) -> bool:
+    """Whether the model store at ``path`` has a time model to serve; said when not: a directory
+    one level too high (models/ for models/reference) or empty served no model either."""
+    store = store_at(path)
+    if store is None:
+        return False
+    current = store.current(Target.TIME)
+    if current.path is not None:
+        return True
+    if current.unreadable:
+        why = f": {current.unreadable}"
+    elif current.missing:
+        why = f": time/CURRENT names {current.names}, which is not there"
+    else:
+        why = " (give the directory holding time/CURRENT)"
+    log.error("no time model in %s%s", path, why)
+    return False
+
+
 def _demo(args: argparse.Namespace) -> int:
     trace = Path(args.trace) if args.trace else bundled_trace()
     try:
@@ -105,7 +124,7 @@ def _demo(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         log.error("cannot read %s: %s", trace, exc)
         return 2
-    if args.store and store_at(args.store) is None:  # every job "no_model", exit 0, before
+    if args.store and not serves_time(args.store):  # every job "no_model", exit 0, before
         return 2
     print(
         f"trace {trace.name}: {len(records)} jobs; training on the first {len(past)}, replaying {len(future)}"
