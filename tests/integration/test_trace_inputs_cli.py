@@ -1,5 +1,6 @@
 """`harp evaluate` and `harp simulate` given a trace that is no regular file or has a long name,
-and with --out on a host without matplotlib."""
+and with --out on a host without matplotlib; `harp report --db` and `harp train --db` given a job
+store that is no regular file."""
 
 from __future__ import annotations
 
@@ -33,6 +34,26 @@ def test_a_trace_that_is_no_regular_file_is_named_so(
     assert f"cannot read {trace}: {trace} is {said}" in caplog.text
     assert main([command, str(tmp_path / "none.swf")]) == 2
     assert f"{tmp_path / 'none.swf'}: no such file" in caplog.text
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("kind", ["FIFO", "directory"])
+@pytest.mark.parametrize("command", ["report", "train"])
+def test_a_job_store_that_is_no_regular_file_is_named_so(
+    command: str,
+    kind: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--db` of a FIFO or a directory: `harp report` said "no job store at" and `harp train` "no
+    such file" of a path that was there."""
+    db = tmp_path / "jobs.db"
+    said = not_a_file(db, kind)
+    where = ["--out", str(tmp_path / "out")] if command == "report" else ["--store", str(tmp_path / "store")]
+    assert main([command, "--db", str(db), *where]) == 2
+    assert f"cannot read {db}: {db} is {said}" in caplog.text + capsys.readouterr().out
+    assert not (tmp_path / "out").exists() and not (tmp_path / "store").exists()
 
 
 @pytest.mark.parametrize("command", COMMANDS)

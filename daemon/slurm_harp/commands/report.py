@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
-from slurm_harp.commands.arguments import policy_at, unix_time, writing_out
+from slurm_harp.commands.arguments import input_problem, policy_at, unix_time, writing_out
 from slurm_harp.commands.publication import trainable
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Mode, Policy
@@ -81,8 +81,11 @@ def run(args: argparse.Namespace) -> int:
     if policy is None:
         return 2
     db = Path(args.db)
-    if not db.is_file():
+    if not db.exists():
         print(f"harp report: no job store at {db} (the daemon's [history] db, filled by `harp harvest`)")
+        return 2
+    if (problem := input_problem(args.db)) is not None:  # a FIFO, a directory: named as what it is
+        print(f"harp report: {problem}")
         return 2
     # --out opened before the store is read: a bad one is said at once
     return writing_out(args.out, _said, lambda out: _report(args, db, policy, out))
