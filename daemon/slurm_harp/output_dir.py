@@ -28,6 +28,7 @@ import errno
 import io
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
@@ -115,6 +116,20 @@ class OutputDir:
     def write_bytes(self, name: str, data: bytes) -> Path:
         """``write_text`` for bytes: a PNG drawn before (``png_of``)."""
         return self._write(name, data)
+
+    def too_long(self, names: Iterable[str]) -> str | None:
+        """Why a file of one of ``names`` cannot be made here (longer than the file system's
+        NAME_MAX), or None: asked before the work whose outputs they name, not after it."""
+        try:
+            limit = os.fpathconf(self.fd, "PC_NAME_MAX")
+        except (OSError, ValueError):
+            limit = -1
+        limit = limit if limit > 0 else 255  # unknown: Linux's, and most file systems'
+        for name in names:
+            if (size := len(os.fsencode(name))) > limit:
+                why = f"{os.strerror(errno.ENAMETOOLONG)} ({size} bytes, over the {limit} a name may have)"
+                return str(WriteError(errno.ENAMETOOLONG, why, str(self / name)))
+        return None
 
     def remove(self, name: str) -> None:
         """Remove the file ``name`` if there (a link is removed, not followed); WriteError naming

@@ -4,6 +4,7 @@ store that is no regular file."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import sys
 from pathlib import Path
@@ -100,3 +101,17 @@ def test_without_matplotlib_the_tables_are_kept_and_the_extra_named(
     written = sorted(p.name for p in out.iterdir())
     assert [Path(n).suffix for n in written] == [".json", ".md"]
     assert capsys.readouterr().out.endswith(f"wrote {out / written[1]}, {out / written[0]}\n")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_output_name_too_long_is_said_before_the_work(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A legal 251-byte trace name gives outputs of over 255 bytes: the write failed only after the
+    whole computation, and evaluate left its .md without its .json."""
+    trace, out = tmp_path / ("y" * 251 + ".swf"), tmp_path / "out"  # 255 bytes
+    trace.write_bytes(gzip.decompress(BUNDLED_TRACE.read_bytes()))
+    assert main([command, str(trace), *OPTIONS[command], "--out", str(out)]) == 2
+    assert "File name too long" in caplog.text and "bytes, over the 255 a name may have" in caplog.text
+    assert capsys.readouterr().out == ""  # no table: nothing computed
+    assert not out.exists()

@@ -7,7 +7,7 @@ import argparse
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -96,16 +96,24 @@ def open_out(out: Path) -> OutputDir | str:
 
 
 @overload
-def writing_out(out: Path, say: Callable[[str], object], work: Callable[[OutputDir], int]) -> int: ...
+def writing_out(
+    out: Path, say: Callable[[str], object], work: Callable[[OutputDir], int], names: Sequence[str] = ()
+) -> int: ...
 @overload
 def writing_out(
-    out: Path | None, say: Callable[[str], object], work: Callable[[OutputDir | None], int]
+    out: Path | None,
+    say: Callable[[str], object],
+    work: Callable[[OutputDir | None], int],
+    names: Sequence[str] = (),
 ) -> int: ...
-def writing_out(out: Path | None, say: Callable[[str], object], work: Callable[[Any], int]) -> int:
+def writing_out(
+    out: Path | None, say: Callable[[str], object], work: Callable[[Any], int], names: Sequence[str] = ()
+) -> int:
     """``work``'s exit status, given ``--out DIR`` opened (``open_out``; None without --out) and
     closing it after: the directories made for it that ``work`` left empty are removed again.
-    2 if DIR cannot be opened, which ``say`` says before anything is computed, or a file cannot be
-    written there (no room, no permission), which ``say`` names."""
+    2 if DIR cannot be opened or one of the ``names`` work will write is too long for it, which
+    ``say`` says before anything is computed, or a file cannot be written there (no room, no
+    permission), which ``say`` names."""
     if out is None:
         return work(None)
     opened = open_out(out)
@@ -113,6 +121,9 @@ def writing_out(out: Path | None, say: Callable[[str], object], work: Callable[[
         say(opened)
         return 2
     with opened:
+        if (problem := opened.too_long(names)) is not None:  # said after the work, before
+            say(problem)
+            return 2
         try:
             return work(opened)
         except WriteError as exc:

@@ -127,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     if (problem := input_problem(origin)) is not None:
         log.error("%s", problem)
         return 2
-    return writing_out(args.out, log.error, lambda out: _evaluate(args, origin, out))
+    names = [f"{trace_name(origin)}{suffix}" for suffix in (".md", ".json", ".png")]
+    return writing_out(args.out, log.error, lambda out: _evaluate(args, origin, out), names)
 
 
 def _evaluate(args: argparse.Namespace, origin: str, out: OutputDir | None) -> int:

@@ -159,7 +159,11 @@ def run(args: argparse.Namespace) -> int:
     policy = policy_at(args.config)
     if policy is None:
         return 2
-    return writing_out(args.out, log.error, lambda out: _simulate(args, out, policy))
+    from slurm_harp.simulation.trace import trace_name
+
+    stem = f"{trace_name(args.source)}-{args.scheduler}"  # as load_workload names the jobs
+    names = [f"{stem}{suffix}" for suffix in (".md", ".json", "-waits.png", "-bsld.png")]
+    return writing_out(args.out, log.error, lambda out: _simulate(args, out, policy), names)
 
 
 def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Policy, str]) -> int:
