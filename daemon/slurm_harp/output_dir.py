@@ -28,6 +28,7 @@ import errno
 import io
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
@@ -55,6 +56,14 @@ class ForeignLink(OSError):
 
     def __str__(self) -> str:
         return f"{self.filename} is {self.strerror}: give the path it points to if that is meant"
+
+
+class WriteError(OSError):
+    """A file of the output directory could not be written (no room, no permission, a name too
+    long): names the file and the system's reason, for a one-line message."""
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
 
 
 class Made(NamedTuple):
@@ -102,20 +111,50 @@ class OutputDir:
 
     def write_png(self, name: str, figure: Figure) -> Path:
         """``write_text`` for a figure drawn as PNG."""
-        png = io.BytesIO()
-        figure.savefig(png, format="png", dpi=110)
-        return self._write(name, png.getvalue())
+        return self.write_bytes(name, png_of(figure))
+
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        """``write_text`` for bytes: a PNG drawn before (``png_of``)."""
+        return self._write(name, data)
+
+    def too_long(self, names: Iterable[str]) -> str | None:
+        """Why a file of one of ``names`` cannot be made here (longer than the file system's
+        NAME_MAX), or None: asked before the work whose outputs they name, not after it."""
+        try:
+            limit = os.fpathconf(self.fd, "PC_NAME_MAX")
+        except (OSError, ValueError):
+            limit = -1
+        limit = limit if limit > 0 else 255  # unknown: Linux's, and most file systems'
+        for name in names:
+            if (size := len(os.fsencode(name))) > limit:
+                why = f"{os.strerror(errno.ENAMETOOLONG)} ({size} bytes, over the {limit} a name may have)"
+                return str(WriteError(errno.ENAMETOOLONG, why, str(self / name)))
+        return None
+
+    def remove(self, name: str) -> None:
+        """Remove the file ``name`` if there (a link is removed, not followed); WriteError naming
+        it if it cannot be."""
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise WriteError(exc.errno, exc.strerror or str(exc), str(self / name)) from exc
 
     def _write(self, name: str, data: bytes) -> Path:
-        for _ in range(REOPENS):
-            try:
-                replace_at(self.fd, name, data, REPORT_MODE)
-                return self / name
-            except FileNotFoundError:
-                # No file can be made in a removed directory (ENOENT): one that another command
-                # made for the same new DIR and removed, empty, as it stopped (the module's doc).
-                self._reopen()
-        replace_at(self.fd, name, data, REPORT_MODE)
+        """WriteError naming ``name`` when it cannot be written."""
+        try:
+            for _ in range(REOPENS):
+                try:
+                    replace_at(self.fd, name, data, REPORT_MODE)
+                    return self / name
+                except FileNotFoundError:
+                    # No file can be made in a removed directory (ENOENT): one that another command
+                    # made for the same new DIR and removed, empty, as it stopped (the module's doc).
+                    self._reopen()
+            replace_at(self.fd, name, data, REPORT_MODE)
+        except OSError as exc:
+            raise WriteError(exc.errno, exc.strerror or str(exc), str(self / name)) from exc
         return self / name
 
     def _reopen(self) -> None:
@@ -138,6 +177,13 @@ class OutputDir:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def png_of(figure: Figure) -> bytes:
+    """``figure`` drawn as PNG, in memory: a page can be drawn in full before any file is touched."""
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=110)
+    return png.getvalue()
 
 
 def _unmake(made: list[Made]) -> None:

@@ -19,6 +19,10 @@ DIR_MODE = 0o750
 FILE_MODE = 0o640
 # Random bytes in the name of replace_at's hidden new file (hex: twice as many characters).
 _NEW_FILE_BYTES = 6
+NAME_MAX = 255  # bytes in a file name (Linux's filesystems)
+# Of ``name`` in that hidden name, ".{name}-{hex}": at most what leaves room for the rest, so that
+# a name that fits has a new file that fits (a 245-byte name failed, ENAMETOOLONG, on its new file)
+_NEW_FILE_STEM = NAME_MAX - 2 - 2 * _NEW_FILE_BYTES
 
 
 def adopt(path: Path) -> None:
@@ -122,14 +126,20 @@ def replace_at(directory: int, name: str, data: bytes, mode: int) -> None:
 def is_new_file_of(entry: str, name: str) -> bool:
     """Whether ``entry`` is named as the hidden new file ``replace_at`` makes for ``name`` (one its
     writer, killed, never renamed into place)."""
-    return re.fullmatch(rf"\.{re.escape(name)}-[0-9a-f]{{{2 * _NEW_FILE_BYTES}}}", entry) is not None
+    return re.fullmatch(rf"\.{re.escape(_stem(name))}-[0-9a-f]{{{2 * _NEW_FILE_BYTES}}}", entry) is not None
+
+
+def _stem(name: str) -> str:
+    """``name`` cut to _NEW_FILE_STEM bytes, for the hidden new file's name (a character cut in two
+    is held as surrogates, as os.fsdecode holds any byte that is not UTF-8)."""
+    return os.fsdecode(os.fsencode(name)[:_NEW_FILE_STEM])
 
 
 def _new_file(directory: int, name: str) -> tuple[int, str]:
     """A new empty file of an unforeseeable hidden name beside ``name`` (as mkstemp, by descriptor)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(100):
-        tmp = f".{name}-{secrets.token_hex(_NEW_FILE_BYTES)}"
+        tmp = f".{_stem(name)}-{secrets.token_hex(_NEW_FILE_BYTES)}"
         try:
             return os.open(tmp, flags, 0o600, dir_fd=directory), tmp
         except FileExistsError:

@@ -4,6 +4,7 @@ send a file elsewhere (slurm_harp.output_dir)."""
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import shutil
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_harp import output_dir
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.cli import main
 from tests.conftest import BUNDLED_TRACE
@@ -143,6 +145,31 @@ def test_another_users_link_above_out_is_refused(
     said = capsys.readouterr().out + caplog.text  # report prints, evaluate and simulate log
     assert f"--out {home / 'srv'} is a symbolic link owned by uid" in said
     assert untouched(victim)
+
+
+FIRST_WRITTEN = {"report": "modes.png", "evaluate": f"{TRACE}.md", "simulate": f"{TRACE}-easy.md"}
+
+
+@pytest.mark.parametrize("command", ["report", "evaluate", "simulate"])
+def test_a_file_that_cannot_be_written_is_named_exit_2(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A full disk, or an --out the caller may enter but not write: each command ended in an
+    OSError traceback (exit 1, after all its work), naming a temporary file or nothing."""
+
+    def disk_full(*_: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(output_dir, "replace_at", disk_full)
+    out = tmp_path / "out"
+    assert main([*argv_of(command, tmp_path), "--out", str(out)]) == 2
+    said = capsys.readouterr().out + caplog.text  # report prints, evaluate and simulate log
+    assert f"cannot write {out / FIRST_WRITTEN[command]}: No space left on device" in said
+    assert not out.exists()  # made for the command, and left empty: removed
 
 
 @pytest.fixture

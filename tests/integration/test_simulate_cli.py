@@ -188,3 +188,21 @@ def test_a_trace_without_a_job_to_replay_is_refused_and_nothing_written(
     assert main(["simulate", str(trace), "--limits", "request", "--out", str(out)]) == 2
     assert f"cannot simulate {trace}: no job to replay: 0 jobs read" in caplog.text
     assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("how", ["header", "--processors"])
+def test_a_trace_of_jobs_all_wider_than_the_machine_is_refused_and_nothing_written(
+    how: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every job dropped as wider than the machine (an SWF header's MaxProcs too small, or
+    --processors below every job): a table of NaN, exit 0, and its files written."""
+    trace = tmp_path / "t.swf"
+    header = "; MaxProcs: 2\n" if how == "header" else ""
+    jobs = "".join(f"{i} {i} 0 100 4 -1 -1 4 600 -1 1 1 1 1 1 1 -1 -1\n" for i in range(1, 4))  # 4 wide
+    trace.write_text(header + jobs)
+    out = tmp_path / "out"
+    machine = ["--processors", "2"] if how == "--processors" else []
+    assert main(["simulate", str(trace), "--limits", "request", *machine, "--out", str(out)]) == 2
+    said = "no job to replay: 3 jobs read (3 wider than the machine of 2 processors)"
+    assert f"cannot simulate {trace}: {said}" in caplog.text
+    assert not out.exists()

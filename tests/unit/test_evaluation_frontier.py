@@ -100,3 +100,17 @@ def test_the_curve_counts_newly_killed_jobs_as_assess_does() -> None:
     [(lost, cut)] = pareto_points(base, obs, np.array([1.0]))
     assert lost == figures["newly_killed_pct"]
     assert cut == pytest.approx(figures["waste_cut_pct"])
+
+
+@pytest.mark.parametrize("scale", [3e-5, 3e2], ids=["predictions-tiny", "predictions-huge"])
+def test_the_curve_spans_every_multiplier_the_search_can_choose(scale: float) -> None:
+    """Predictions 30,000 times too small (or 300 times too large) need a multiplier past 1e5 (or
+    below 0.02), where the curve ended: the setting chosen on validation lay off it, and the
+    hindsight table read "-" at the very budget that setting met (or a cut 2.3 points short)."""
+    obs, base = random_obs(2000, 8)
+    m = smallest_multiplier(base * scale, obs, 0.01)
+    assert not 0.02 <= m <= 1e5  # within the search, outside the curve's old span
+    chosen = costs.assess(obs, m * base * scale)["waste_cut_pct"]
+    read = best_cut(pareto_points(base * scale, obs), 1.0)
+    assert read is not None and chosen is not None
+    assert read >= chosen - 1.0  # the grid's next point, 7 % above m

@@ -12,7 +12,7 @@ import pytest
 
 from slurm_harp.cli import main
 from slurm_harp.commands.arguments import open_out
-from slurm_harp.output_dir import ForeignLink, OutputDir
+from slurm_harp.output_dir import ForeignLink, OutputDir, WriteError
 
 NOBODY = 65534
 
@@ -209,3 +209,23 @@ def test_a_command_failing_on_its_input_leaves_no_directory_it_made(
     for out in (tmp_path / "made" / "out", tmp_path / "kept"):
         assert main([*command, str(tmp_path / source), "--out", str(out)]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "bad.db", "kept"]
+
+
+@pytest.mark.parametrize("name", ["y" * 250 + ".md", "é" * 125 + ".md"], ids=["ascii", "two-byte"])
+def test_a_name_that_fits_is_written_whatever_its_length(tmp_path: Path, name: str) -> None:
+    """A name of up to 255 bytes is one the filesystem takes; its temporary name (".NAME-" and 12
+    hex digits) was 14 bytes longer: a 245-byte trace name failed `harp evaluate --out`
+    (ENAMETOOLONG) after all its work. A character the cut splits is held as surrogates."""
+    from slurm_harp.state_dir import is_new_file_of
+
+    with OutputDir.open(tmp_path) as out:
+        assert out.write_text(name, "table\n").read_text() == "table\n"
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+    stem = os.fsdecode(os.fsencode(name)[:241])
+    assert is_new_file_of(f".{stem}-0123456789ab", name) and not is_new_file_of(f".{name}-0123456789ab", name)
+
+
+def test_a_file_that_cannot_be_written_is_named(tmp_path: Path) -> None:
+    with OutputDir.open(tmp_path) as out, pytest.raises(WriteError) as raised:
+        out.write_text("y" * 256, "table\n")  # no name of more than 255 bytes
+    assert str(raised.value) == f"cannot write {tmp_path / ('y' * 256)}: File name too long"

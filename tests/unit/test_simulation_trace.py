@@ -97,3 +97,13 @@ def test_records_of_which_none_can_be_replayed_are_refused_saying_why() -> None:
     records = [JobRecord("1", JobRequest(time_limit_minutes=10, min_cpus=1), "COMPLETED", 300)]
     with pytest.raises(ValueError, match=r"no job to replay: 1 jobs read \(1 with no submit time\)"):
         workload_from_records(records, processors=4)
+
+
+def test_jobs_all_wider_than_the_machine_are_refused_saying_so() -> None:
+    """Workload.build drops jobs wider than the machine after the check for none: a table of NaN."""
+    wide = [JobRecord(str(i), JobRequest(time_limit_minutes=10, min_cpus=8, submit_time=i), "COMPLETED", 60)
+            for i in range(3)]  # fmt: skip
+    no_submit = JobRecord("x", JobRequest(time_limit_minutes=10, min_cpus=1), "COMPLETED", 60)
+    message = r"4 jobs read \(1 with no submit time; 3 wider than the machine of 4 processors\)"
+    with pytest.raises(ValueError, match=message):
+        workload_from_records([*wide, no_submit], processors=4)

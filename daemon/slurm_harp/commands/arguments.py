@@ -6,14 +6,16 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from slurm_harp.config import DEFAULT_PATH, ConfigError, Settings, load
 from slurm_harp.core.policy import Policy
-from slurm_harp.output_dir import ForeignLink, OutputDir
+from slurm_harp.output_dir import ForeignLink, OutputDir, WriteError
+from slurm_harp.regular_file import refuse_non_regular
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,18 @@ def unix_time(at: datetime | float, text: str) -> int:
     return int(seconds)
 
 
+def input_problem(path: str) -> str | None:
+    """Why the trace or job store at ``path`` cannot be read, or None. Only a regular file is read
+    (regular_file, the wording of `harp demo --trace`): a FIFO would be waited on for good, and a
+    pipe (`<(zcat t.swf)`, /dev/fd/63) would be read by the format its name says, sacct text, and
+    an SWF's header read twice."""
+    try:
+        refuse_non_regular(path)
+    except OSError as exc:  # NotRegularFile, or the path cannot be looked at
+        return f"cannot read {path}: {exc}"
+    return None if os.path.isfile(path) else f"{path}: no such file"
+
+
 def open_out(out: Path) -> OutputDir | str:
     """``--out DIR`` made if missing and opened (slurm_harp.output_dir: a symbolic link on the
     way owned by neither the caller nor root is refused), or why not, naming the path."""
@@ -82,15 +96,24 @@ def open_out(out: Path) -> OutputDir | str:
 
 
 @overload
-def writing_out(out: Path, say: Callable[[str], object], work: Callable[[OutputDir], int]) -> int: ...
+def writing_out(
+    out: Path, say: Callable[[str], object], work: Callable[[OutputDir], int], names: Sequence[str] = ()
+) -> int: ...
 @overload
 def writing_out(
-    out: Path | None, say: Callable[[str], object], work: Callable[[OutputDir | None], int]
+    out: Path | None,
+    say: Callable[[str], object],
+    work: Callable[[OutputDir | None], int],
+    names: Sequence[str] = (),
 ) -> int: ...
-def writing_out(out: Path | None, say: Callable[[str], object], work: Callable[[Any], int]) -> int:
+def writing_out(
+    out: Path | None, say: Callable[[str], object], work: Callable[[Any], int], names: Sequence[str] = ()
+) -> int:
     """``work``'s exit status, given ``--out DIR`` opened (``open_out``; None without --out) and
     closing it after: the directories made for it that ``work`` left empty are removed again.
-    2 if DIR cannot be opened, which ``say`` says before anything is computed."""
+    2 if DIR cannot be opened or one of the ``names`` work will write is too long for it, which
+    ``say`` says before anything is computed, or a file cannot be written there (no room, no
+    permission), which ``say`` names."""
     if out is None:
         return work(None)
     opened = open_out(out)
@@ -98,7 +121,14 @@ def writing_out(out: Path | None, say: Callable[[str], object], work: Callable[[
         say(opened)
         return 2
     with opened:
-        return work(opened)
+        if (problem := opened.too_long(names)) is not None:  # said after the work, before
+            say(problem)
+            return 2
+        try:
+            return work(opened)
+        except WriteError as exc:
+            say(str(exc))
+            return 2
 
 
 def fraction(text: str) -> float:

@@ -25,6 +25,7 @@ from slurm_harp.accounting import JobRecord, load_records
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from slurm_harp.commands.arguments import share, whole
+from slurm_harp.commands.models import store_at
 from slurm_harp.config import parse
 from slurm_harp.core.history import HistoryIndex
 from slurm_harp.core.message import format_minutes
@@ -32,6 +33,8 @@ from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.regular_file import refuse_non_regular
 from slurm_harp.server.convert import request_to_proto
 from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.peer_relay import length_problem
+from slurm_harp.server.socket_path import DaemonError
 
 log = logging.getLogger(__name__)
 BUNDLED = "KTH-SP2-1996-2.1-cln.swf.gz"
@@ -94,6 +97,25 @@ def bundled_trace() -> Path:
     return Path(str(resources.files("slurm_harp") / "data" / BUNDLED))
 
 
+def serves_time(path: str) -> bool:
+    """Whether the model store at ``path`` has a time model to serve; said when not: a directory
+    one level too high (models/ for models/reference) or empty served no model either."""
+    store = store_at(path)
+    if store is None:
+        return False
+    current = store.current(Target.TIME)
+    if current.path is not None:
+        return True
+    if current.unreadable:
+        why = f": {current.unreadable}"
+    elif current.missing:
+        why = f": time/CURRENT names {current.names}, which is not there"
+    else:
+        why = " (give the directory holding time/CURRENT)"
+    log.error("no time model in %s%s", path, why)
+    return False
+
+
 def _demo(args: argparse.Namespace) -> int:
     trace = Path(args.trace) if args.trace else bundled_trace()
     try:
@@ -102,11 +124,16 @@ def _demo(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         log.error("cannot read %s: %s", trace, exc)
         return 2
+    if args.store and not serves_time(args.store):  # every job "no_model", exit 0, before
+        return 2
     print(
         f"trace {trace.name}: {len(records)} jobs; training on the first {len(past)}, replaying {len(future)}"
     )
     with tempfile.TemporaryDirectory(prefix="harp-demo-") as tmp:
         work = Path(tmp)
+        if (problem := length_problem(work / "harp.sock")) is not None:  # said before training
+            log.error("the demo's socket %s is %s (it is made in $TMPDIR)", work / "harp.sock", problem)
+            return 2
         store = Path(args.store) if args.store else _train(past, trace, work / "store")
         if store is None:
             return 1
@@ -118,7 +145,12 @@ def _demo(args: argparse.Namespace) -> int:
             }
         )
         daemon = Daemon(settings, history=ReplayHistory(records))
-        daemon.start()
+        try:
+            daemon.start()
+        except DaemonError as exc:
+            log.error("the demo's daemon cannot start: %s", exc)
+            daemon.stop(grace=0)
+            return 2
         try:
             replies = _replay(work / "harp.sock", future)
         finally:

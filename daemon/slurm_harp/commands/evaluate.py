@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
-from slurm_harp.commands.arguments import count, fraction, rate, seed, writing_out
+from slurm_harp.commands.arguments import count, fraction, input_problem, rate, seed, writing_out
 from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES, trees
 from slurm_harp.commands.publication import trainable
 from slurm_harp.config import REFIT
@@ -124,10 +124,11 @@ def run(args: argparse.Namespace) -> int:
         log.error("give exactly one of SOURCE (a file) or --db PATH")
         return 2
     origin = args.db or args.source
-    if not Path(origin).is_file():
-        log.error("%s: no such file", origin)
+    if (problem := input_problem(origin)) is not None:
+        log.error("%s", problem)
         return 2
-    return writing_out(args.out, log.error, lambda out: _evaluate(args, origin, out))
+    names = [f"{trace_name(origin)}{suffix}" for suffix in (".md", ".json", ".png")]
+    return writing_out(args.out, log.error, lambda out: _evaluate(args, origin, out), names)
 
 
 def _evaluate(args: argparse.Namespace, origin: str, out: OutputDir | None) -> int:
@@ -182,7 +183,7 @@ def _evaluate(args: argparse.Namespace, origin: str, out: OutputDir | None) -> i
         results.append(result)
         print(report.table(result, ctx))
     if out is not None:
-        _write(out, ctx, results)
+        return _write(out, ctx, results)
     return 0
 
 
@@ -190,7 +191,8 @@ def _submit(record: JobRecord) -> int:
     return record.request.submit_time or 0
 
 
-def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> None:
+def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> int:
+    """Write the table, the JSON and the plot; 2 (the tables kept, said) without matplotlib."""
     from slurm_harp.evaluation import report, report_plot
 
     written = [
@@ -204,5 +206,10 @@ def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> None:
     except (ValueError, RuntimeError, OverflowError) as exc:  # matplotlib's; the figures are written
         log.warning("plot not drawn: %s: %s", out / png, exc)
         drawn, note = False, " (plot not drawn)"
+    except ImportError as exc:  # matplotlib comes with the train extra, as for harp report
+        print("wrote " + ", ".join(str(p) for p in written))
+        log.error("%s is needed for the plot: pip install 'slurm-harp[train]'", exc.name or exc)
+        return 2
     written += [out / png] if drawn else []
     print("wrote " + ", ".join(str(p) for p in written) + note)
+    return 0

@@ -1,11 +1,12 @@
 """`harp report --db JOBSTORE --since 30d --out DIR`: what each mode would have done on the site's
 own jobs, as an HTML page with plots (evaluation.site_report), read before switching rewriting on.
 
-Exit status: 0 the page has figures; 1 the page says there is nothing to report (no job in the
-window, none tagged); 2 the job store or the configuration cannot be read, matplotlib is
-missing, or --out cannot be made or opened: a symbolic link on its path owned by neither the
-caller nor root is refused (slurm_harp.output_dir; no page).
-"""
+Exit status: 0 the page has figures (of time, or of memory and CPUs only); 1 the page says there is
+nothing to report (no job in the window, none tagged, none with a prediction to compare); 2 the job
+store or the configuration cannot be read, matplotlib is missing or cannot draw a plot (the page of
+the run before is kept), or --out cannot be made, opened or written: a symbolic link on its path
+owned by neither the caller nor root is refused (slurm_harp.output_dir; no page), a file that
+cannot be written is named (no page either)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
-from slurm_harp.commands.arguments import policy_at, unix_time, writing_out
+from slurm_harp.commands.arguments import input_problem, policy_at, unix_time, writing_out
 from slurm_harp.commands.publication import trainable
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.evaluation.site_report import site_report
 from slurm_harp.evaluation.site_report_html import nothing_to_report, write_site_report
+from slurm_harp.evaluation.site_report_plots import DrawError
 from slurm_harp.output_dir import OutputDir
 
 log = logging.getLogger(__name__)
@@ -79,8 +81,11 @@ def run(args: argparse.Namespace) -> int:
     if policy is None:
         return 2
     db = Path(args.db)
-    if not db.is_file():
+    if not db.exists():
         print(f"harp report: no job store at {db} (the daemon's [history] db, filled by `harp harvest`)")
+        return 2
+    if (problem := input_problem(args.db)) is not None:  # a FIFO, a directory: named as what it is
+        print(f"harp report: {problem}")
         return 2
     # --out opened before the store is read: a bad one is said at once
     return writing_out(args.out, _said, lambda out: _report(args, db, policy, out))
@@ -111,16 +116,23 @@ def _report(args: argparse.Namespace, db: Path, policy: tuple[Policy, str], out:
     except ImportError as exc:  # matplotlib comes with the train extra, as for harp evaluate
         print(f"harp report: {exc.name or exc} is needed for the plots: pip install 'slurm-harp[train]'")
         return 2
+    except DrawError as exc:
+        print(f"harp report: {exc}")
+        return 2
     problem = nothing_to_report(report)
     if problem is not None:
         print(f"harp report: {problem} ({page} says so)")
         return 1
+    counts = f"{report.jobs:,} jobs, {report.tagged:,} tagged ({report.untagged:,} untagged skipped)"
+    if report.timed == 0:  # memory or CPU predictions only
+        figures = " and ".join(t.target.value for t in report.other_targets)
+        print(f"{page}: {counts}; no time prediction to compare: the figures of {figures} only")
+        return 0
     rewrite = next(r for r in report.modes if r.mode is Mode.REWRITE)
     extend = next(r for r in report.modes if r.mode is Mode.EXTEND)
     asked = report.modes[0].waste_core_h
     print(
-        f"{page}: {report.jobs:,} jobs, {report.tagged:,} tagged ({report.untagged:,} untagged skipped); "
-        f"waste {asked:,.0f} core-h as asked, {extend.waste_core_h:,.0f} in extend mode, "
+        f"{page}: {counts}; waste {asked:,.0f} core-h as asked, {extend.waste_core_h:,.0f} in extend mode, "
         f"{rewrite.waste_core_h:,.0f} in rewrite mode, which kills {rewrite.killed:,} jobs"
     )
     return 0

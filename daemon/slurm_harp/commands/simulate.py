@@ -13,7 +13,15 @@ import time
 from pathlib import Path
 from typing import IO
 
-from slurm_harp.commands.arguments import count, fraction, policy_at, span, whole, writing_out
+from slurm_harp.commands.arguments import (
+    count,
+    fraction,
+    input_problem,
+    policy_at,
+    span,
+    whole,
+    writing_out,
+)
 from slurm_harp.commands.predictions import fitted_predictions, read_predictions
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Policy
@@ -145,13 +153,17 @@ class Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not Path(args.source).is_file():
-        log.error("%s: no such file", args.source)
+    if (problem := input_problem(args.source)) is not None:
+        log.error("%s", problem)
         return 2
     policy = policy_at(args.config)
     if policy is None:
         return 2
-    return writing_out(args.out, log.error, lambda out: _simulate(args, out, policy))
+    from slurm_harp.simulation.trace import trace_name
+
+    stem = f"{trace_name(args.source)}-{args.scheduler}"  # as load_workload names the jobs
+    names = [f"{stem}{suffix}" for suffix in (".md", ".json", "-waits.png", "-bsld.png")]
+    return writing_out(args.out, log.error, lambda out: _simulate(args, out, policy), names)
 
 
 def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Policy, str]) -> int:
@@ -219,6 +231,11 @@ def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Pol
         stem = f"{jobs.name}-{args.scheduler}"
         md = out.write_text(f"{stem}.md", text)
         js = out.write_text(f"{stem}.json", document_json(runs, command))
-        pngs = plot(runs, out, stem, args.warmup)
+        try:
+            pngs = plot(runs, out, stem, args.warmup)
+        except ImportError as exc:  # matplotlib comes with the train extra, as for harp report
+            print(f"wrote {md}, {js}")
+            log.error("%s is needed for the plots: pip install 'slurm-harp[train]'", exc.name or exc)
+            return 2
         print("wrote " + ", ".join(str(p) for p in [md, js, *pngs]))
     return 0

@@ -19,6 +19,7 @@ from slurm_harp.commands.arguments import (
     count,
     delimiter_option,
     fraction,
+    input_problem,
     nonnegative,
     positive,
     rate,
@@ -190,8 +191,8 @@ def run(args: argparse.Namespace) -> int:
         log.error("--delimiter is for a saved sacct text file given to --source, not %s", args.db or "sacct")
         return 2
     origin = args.db or args.source
-    if origin != "sacct" and not Path(origin).is_file():
-        log.error("%s: no such file", origin)
+    if origin != "sacct" and (problem := input_problem(origin)) is not None:  # a FIFO is named so
+        log.error("%s", problem)
         return 2
     try:
         records, stats = read_source(args.source, args.sacct_start, args.db, args.delimiter)

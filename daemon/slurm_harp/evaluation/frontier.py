@@ -9,6 +9,7 @@ hindsight frontier table).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -18,11 +19,26 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.evaluation import costs
 from slurm_harp.evaluation.observed import Observed
 
-# Geometric grid for the curves: from far below a median prediction to far above any request,
-# 7 % apart (the report reads the curves at given kill rates: a coarser grid reads them low).
-MULTIPLIERS: np.ndarray = np.geomspace(0.02, 1e5, 221)
 SEARCH_RANGE = (1e-3, 1e6)
 SEARCH_STEPS = 60
+
+
+def _grid(core: np.ndarray, span: tuple[float, float]) -> np.ndarray:
+    """The geometric grid ``core`` extended by its own step both ways until it covers ``span``:
+    ``core``'s points are kept as they are."""
+    step = float(core[1] / core[0])
+    below = math.ceil(math.log(core[0] / span[0], step))
+    above = math.ceil(math.log(span[1] / core[-1], step))
+    return np.concatenate(
+        [core[0] / step ** np.arange(below, 0, -1), core, core[-1] * step ** np.arange(1, above + 1)]
+    )
+
+
+# Geometric grid for the curves, 7 % apart (the report reads the curves at given kill rates: a
+# coarser grid reads them low), over the whole SEARCH_RANGE: a multiplier chosen on validation lies
+# on its curve. It spanned 0.02 to 1e5 (those points kept, the published curves' own), and on an
+# extreme trace the setting chosen lay off the curve, its hindsight row "-".
+MULTIPLIERS: np.ndarray = _grid(np.geomspace(0.02, 1e5, 221), SEARCH_RANGE)
 
 Curve = list[tuple[float, float]]
 

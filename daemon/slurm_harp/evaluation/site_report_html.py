@@ -14,7 +14,7 @@ from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.shown import utc_text
 from slurm_harp.evaluation.site_report import SiteReport
-from slurm_harp.evaluation.site_report_plots import plot_all
+from slurm_harp.evaluation.site_report_plots import draw_all
 from slurm_harp.evaluation.site_targets import AT_LIMIT
 from slurm_harp.output_dir import OutputDir
 
@@ -50,16 +50,29 @@ def nothing_to_report(report: SiteReport) -> str | None:
             f"None of the {report.jobs:,} jobs that ended {window} has a harp tag: harp did not see them "
             "(mode off, daemon not running, or the plugin not installed)."
         )
-    if report.timed == 0:
-        return f"None of the {report.tagged:,} tagged jobs has a time prediction and a run time to compare."
+    if not report.other_targets:  # memory and CPU figures are something to report
+        return no_time_figures(report)
     return None
+
+
+def no_time_figures(report: SiteReport) -> str | None:
+    """Why the page has no time figures, or None when it has."""
+    if report.timed:
+        return None
+    return f"None of the {report.tagged:,} tagged jobs has a time prediction and a run time to compare."
 
 
 def write_site_report(report: SiteReport, out: OutputDir, policy_from: str) -> Path:
     """Write index.html and its plots into ``out``; the page's path. ``policy_from``: where the
-    policy applied to shadow values comes from (a configuration file, or harp's defaults)."""
-    plots = plot_all(report, out)
-    images = {name: path.name for name, path in plots.items()}
+    policy applied to shadow values comes from (a configuration file, or harp's defaults).
+
+    Every plot is drawn before a file is touched: without matplotlib (ImportError) or with a plot
+    it cannot draw (DrawError) the page of an earlier run stays as it was. Then that page goes
+    first and the new one is written last: should a plot fail to be written (WriteError, naming
+    the file), no page is left over plots of two runs."""
+    plots = draw_all(report)
+    out.remove("index.html")
+    images = {name: out.write_bytes(filename, png).name for name, (filename, png) in plots.items()}
     return out.write_text("index.html", render(report, images, policy_from))
 
 
@@ -69,8 +82,12 @@ def render(report: SiteReport, images: dict[str, str], policy_from: str) -> str:
         f"<h1>slurm-harp report: jobs that ended since {when(report.since)}</h1>",
         *_summary(report, policy_from),
     ]
+    untimed = no_time_figures(report)
     if problem is not None:
         body.insert(1, f'<p class="problem">{escape(problem)}</p>')
+    elif untimed is not None:  # memory or CPU predictions only
+        body += [f'<p class="problem">{escape(untimed)}</p>', "<h2>What rewrite mode would have done</h2>"]
+        body += _other_targets(report)
     else:
         body += _modes(report, images) + _partitions(report, images) + _accuracy(images) + _notes(report)
     return (

@@ -1,17 +1,19 @@
-"""The plots of `harp report` (evaluation.site_report's figures), as PNG files beside the page."""
+"""The plots of `harp report` (evaluation.site_report's figures), drawn as PNG for the files beside
+the page."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import logging
 from typing import Any
 
 import numpy as np
 
 from slurm_harp.core.policy import Mode
 from slurm_harp.evaluation.site_report import SiteReport
-from slurm_harp.output_dir import OutputDir
+from slurm_harp.output_dir import png_of
 from slurm_harp.plot_text import plain
 
+log = logging.getLogger(__name__)
 # A scatter of a million jobs says no more than one of this many, and takes far longer to draw.
 MAX_POINTS = 20_000
 MAX_PARTITIONS = 15  # the ones with the most waste as asked; the table has them all
@@ -20,8 +22,15 @@ WASTE_MODES = {Mode.SHADOW: ("as asked", "#bbbbbb"), Mode.EXTEND: ("extend", "#6
                Mode.REWRITE: ("rewrite", "#1f5fa8")}  # fmt: skip
 
 
-def plot_all(report: SiteReport, out: OutputDir) -> dict[str, Path]:
-    """Write the plots the figures allow into ``out``; name -> path (none without timed jobs)."""
+class DrawError(Exception):
+    """A plot matplotlib could not draw (figures it cannot place, a size it cannot render): names
+    the file, for a one-line message."""
+
+
+def draw_all(report: SiteReport) -> dict[str, tuple[str, bytes]]:
+    """The plots the figures allow, drawn as PNG in memory: name -> (file name, PNG); none without
+    timed jobs. ImportError without matplotlib, DrawError naming the plot that could not be drawn;
+    either before any file of the page is touched."""
     if report.timed == 0:
         return {}
     import matplotlib
@@ -35,15 +44,20 @@ def plot_all(report: SiteReport, out: OutputDir) -> dict[str, Path]:
         "scatter": (_scatter, "predicted-vs-actual.png"),
         "cdf": (_cdf, "ratio-cdf.png"),
     }
-    written = {}
+    drawn = {}
     for name, (draw, filename) in plots.items():
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        draw(report, ax)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        written[name] = out.write_png(filename, fig)
-        plt.close(fig)
-    return written
+        try:
+            draw(report, ax)
+            ax.grid(alpha=0.3)
+            fig.tight_layout()
+            drawn[name] = (filename, png_of(fig))
+        except (ValueError, ArithmeticError, RuntimeError) as exc:
+            log.debug("drawing %s", filename, exc_info=True)  # the traceback, for a bug report
+            raise DrawError(f"cannot draw {filename}: {exc}") from exc
+        finally:
+            plt.close(fig)
+    return drawn
 
 
 def _modes(report: SiteReport, ax: Any) -> None:

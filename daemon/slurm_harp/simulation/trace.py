@@ -42,11 +42,14 @@ def workload_from_records(records: list[JobRecord], processors: int | None, name
         if not req.time_limit_minutes:
             unasked.append(len(rows))
         rows.append((record.job_id, req.submit_time, record.elapsed_s, limit, procs, user))
-    if not rows:  # a schedule of nothing: every metric NaN, said as a result before
-        why = "; ".join(f"{v} with {k}" for k, v in dropped.items() if v)
-        raise ValueError(f"no job to replay: {len(records)} jobs read" + (f" ({why})" if why else ""))
-    size = processors or max(row[4] for row in rows)
+    size = processors or max((row[4] for row in rows), default=1)
     workload = Workload.build(size, rows, name=name, no_request=unasked)
+    if not len(workload):  # a schedule of nothing: every metric NaN, said as a result before
+        why = [f"{v} with {k}" for k, v in dropped.items() if v]
+        if wide := len(rows):  # Workload.build dropped them all
+            why.append(f"{wide} wider than the machine of {size} processors")
+        said = f" ({'; '.join(why)})" if why else ""
+        raise ValueError(f"no job to replay: {len(records)} jobs read{said}")
     workload.dropped.update({k: v for k, v in dropped.items() if v})
     return workload
 
