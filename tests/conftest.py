@@ -80,8 +80,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if which is None:
         return
     keep = which == "only"
-    chosen = [item for item in items if (item.get_closest_marker(SIDE_BY_SIDE) is not None) == keep]
-    config.hook.pytest_deselected(items=[item for item in items if item not in chosen])
+    chosen: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (chosen if (item.get_closest_marker(SIDE_BY_SIDE) is not None) == keep else dropped).append(item)
+    config.hook.pytest_deselected(items=dropped)
     items[:] = chosen
 
 
