@@ -34,7 +34,7 @@ from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
 from slurm_harp.core.text import question_marks
-from slurm_harp.state_dir import replace_at
+from slurm_harp.state_dir import NAME_MAX, replace_at
 
 REPORT_MODE = 0o644  # reports and plots: an admin shares them
 MAX_LINKS = 40  # as the kernel's own path walk (ELOOP)
@@ -64,6 +64,10 @@ class WriteError(OSError):
 
     def __str__(self) -> str:
         return f"cannot write {self.filename}: {self.strerror}"
+
+    @classmethod
+    def of(cls, exc: OSError, path: Path) -> WriteError:
+        return cls(exc.errno, exc.strerror or str(exc), str(path))
 
 
 class Made(NamedTuple):
@@ -124,7 +128,7 @@ class OutputDir:
             limit = os.fpathconf(self.fd, "PC_NAME_MAX")
         except (OSError, ValueError):
             limit = -1
-        limit = limit if limit > 0 else 255  # unknown: Linux's, and most file systems'
+        limit = limit if limit > 0 else NAME_MAX  # unknown: Linux's, and most file systems'
         for name in names:
             if (size := len(os.fsencode(name))) > limit:
                 why = f"{os.strerror(errno.ENAMETOOLONG)} ({size} bytes, over the {limit} a name may have)"
@@ -139,7 +143,7 @@ class OutputDir:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise WriteError(exc.errno, exc.strerror or str(exc), str(self / name)) from exc
+            raise WriteError.of(exc, self / name) from exc
 
     def _write(self, name: str, data: bytes) -> Path:
         """WriteError naming ``name`` when it cannot be written."""
@@ -154,7 +158,7 @@ class OutputDir:
                     self._reopen()
             replace_at(self.fd, name, data, REPORT_MODE)
         except OSError as exc:
-            raise WriteError(exc.errno, exc.strerror or str(exc), str(self / name)) from exc
+            raise WriteError.of(exc, self / name) from exc
         return self / name
 
     def _reopen(self) -> None:
