@@ -84,6 +84,11 @@ def input_problem(path: str) -> str | None:
     return None if os.path.isfile(path) else f"{path}: no such file"
 
 
+def extra_needed(exc: ImportError, what: str) -> str:
+    """The line for a plotting library missing (matplotlib): it comes with the train extra."""
+    return f"{exc.name or exc} is needed for {what}: pip install 'slurm-harp[train]'"
+
+
 def open_out(out: Path) -> OutputDir | str:
     """``--out DIR`` made if missing and opened (slurm_harp.output_dir: a symbolic link on the
     way owned by neither the caller nor root is refused), or why not, naming the path."""

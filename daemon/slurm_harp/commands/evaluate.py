@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
-from slurm_harp.commands.arguments import count, fraction, input_problem, rate, seed, writing_out
+from slurm_harp.commands.arguments import (
+    count,
+    extra_needed,
+    fraction,
+    input_problem,
+    rate,
+    seed,
+    writing_out,
+)
 from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES, trees
 from slurm_harp.commands.publication import trainable
 from slurm_harp.config import REFIT
@@ -208,7 +216,7 @@ def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> int:
         drawn, note = False, " (plot not drawn)"
     except ImportError as exc:  # matplotlib comes with the train extra, as for harp report
         print("wrote " + ", ".join(str(p) for p in written))
-        log.error("%s is needed for the plot: pip install 'slurm-harp[train]'", exc.name or exc)
+        log.error("%s", extra_needed(exc, "the plot"))
         return 2
     written += [out / png] if drawn else []
     print("wrote " + ", ".join(str(p) for p in written) + note)

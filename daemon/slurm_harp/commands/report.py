@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
-from slurm_harp.commands.arguments import input_problem, policy_at, unix_time, writing_out
+from slurm_harp.commands.arguments import extra_needed, input_problem, policy_at, unix_time, writing_out
 from slurm_harp.commands.publication import trainable
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Mode, Policy
@@ -114,7 +114,7 @@ def _report(args: argparse.Namespace, db: Path, policy: tuple[Policy, str], out:
     try:
         page = write_site_report(report, out, policy[1])
     except ImportError as exc:  # matplotlib comes with the train extra, as for harp evaluate
-        print(f"harp report: {exc.name or exc} is needed for the plots: pip install 'slurm-harp[train]'")
+        print(f"harp report: {extra_needed(exc, 'the plots')}")
         return 2
     except DrawError as exc:
         print(f"harp report: {exc}")

@@ -15,6 +15,7 @@ from typing import IO
 
 from slurm_harp.commands.arguments import (
     count,
+    extra_needed,
     fraction,
     input_problem,
     policy_at,
@@ -235,7 +236,7 @@ def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Pol
             pngs = plot(runs, out, stem, args.warmup)
         except ImportError as exc:  # matplotlib comes with the train extra, as for harp report
             print(f"wrote {md}, {js}")
-            log.error("%s is needed for the plots: pip install 'slurm-harp[train]'", exc.name or exc)
+            log.error("%s", extra_needed(exc, "the plots"))
             return 2
         print("wrote " + ", ".join(str(p) for p in [md, js, *pngs]))
     return 0
