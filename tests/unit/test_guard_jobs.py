@@ -60,7 +60,7 @@ def test_an_overflowing_line_never_stops_a_poll(tmp_path: Path, caplog: pytest.L
 
 
 def test_a_tag_with_a_number_past_2_53_is_no_tag_to_the_guard(tmp_path: Path) -> None:
-    """The guard reads tags through core.message.parse_tag: a prediction of 400 digits is a
+    """The guard reads tags through core.tag.parse_tag: a prediction of 400 digits is a
     malformed tag, and the job is left as an untagged one is (before, the tag read, and the job was
     extended at once to its user's own 600 minutes)."""
     big = "9" * 400

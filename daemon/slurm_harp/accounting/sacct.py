@@ -42,8 +42,8 @@ from slurm_harp.accounting.fields import (
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.accounting.sacct_lines import FREE_TEXT, JOB_ID, split_rows
 from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
-from slurm_harp.core.message import last_tag
 from slurm_harp.core.request import JobRequest
+from slurm_harp.core.tag import last_tag
 from slurm_harp.slurm_formats import is_sentinel, parse_duration_s, parse_size_mb
 
 log = logging.getLogger(__name__)
