@@ -64,7 +64,7 @@ class HistorySource(Protocol):
 
 
 class GuardStatus(Protocol):
-    """Whether `harp guard` is alive now (satisfied by server.guard_heartbeat.HeartbeatFile)."""
+    """Whether `harp guard` is alive now (satisfied by heartbeat.HeartbeatFile)."""
 
     def alive(self) -> bool: ...
 
