@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_harp.advice.billing import parse_weights
-from slurm_harp.advice.partition_table import from_slurm_conf
+from slurm_harp.advice.partition_table import from_scontrol
 from slurm_harp.advice.quote import Allocation, Configuration, price
 from slurm_harp.advice.survival import PointMasses
 from slurm_harp.advice.tariff import PartitionPrice, Prices, Tariff
@@ -14,8 +14,8 @@ from slurm_harp.core.request import JobRequest
 GPU_PRICE = PartitionPrice("gpu", weights=parse_weights("GRES/gpu=10"))
 TARIFF = Tariff.of(
     Prices(price=0.1, currency="EUR", partitions=(GPU_PRICE,)),
-    from_slurm_conf(
-        'PartitionName=gpu TRESBillingWeights="CPU=1,Mem=0.25G,GRES/gpu=8" MaxTime=60\n'
+    from_scontrol(
+        "PartitionName=gpu TRESBillingWeights=CPU=1,Mem=0.25G,GRES/gpu=8 MaxTime=01:00:00\n"
         "PartitionName=long MaxTime=UNLIMITED\n"
     ),
 )
