@@ -12,7 +12,7 @@ import pytest
 from slurm_harp.advice.partition_shape import shapes_from_scontrol
 from slurm_harp.advice.partition_table import from_scontrol
 from slurm_harp.advice.script import parse_script
-from slurm_harp.guard.bounds import parse_partition_max, parse_qos_max
+from slurm_harp.guard.bounds import parse_partition_max, parse_qos
 from slurm_harp.slurm_formats import (
     gpus_in_tres,
     parse_duration_s,
@@ -206,7 +206,7 @@ def test_the_guard_logs_the_bound_it_cannot_read_and_nothing_else(caplog: pytest
     """INFINITE is Slurm's word for no limit, not an unreadable one (it was logged as such)."""
     with caplog.at_level(logging.WARNING):
         assert parse_partition_max("PartitionName=a MaxTime=INFINITE\nPartitionName=b MaxTime=soon\n") == {}
-        assert parse_qos_max("normal|INFINITE\nlong|1-02\nodd|1:2:3:4\n") == {"long": 1560}
+        assert parse_qos("normal|INFINITE\nlong|1-02\nodd|1:2:3:4\n").max_minutes == {"long": 1560}
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         "partition 'b' MaxTime unreadable, not a bound",
         "QOS 'odd' MaxWall unreadable, not a bound",
