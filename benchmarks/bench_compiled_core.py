@@ -5,8 +5,8 @@
 Needs a C compiler (`cc`) and mypy's mypyc (the dev extra). The daemon's work per call beside the
 trees is Python (docs/benchmarks.md, "A compiled tree walk"). This copies the package into a
 temporary directory, compiles the modules a Predict call runs through (``COMPILED``: features,
-history, the safety rule, policy, decisions, messages, the predictor, the message conversion) with
-mypyc, unchanged, and times the daemon's whole handler (service.predict) for the jobs of
+history, the safety rule, policy, decisions, messages, tags, the predictor, the message conversion)
+with mypyc, unchanged, and times the daemon's whole handler (service.predict) for the jobs of
 bench_predict_phases, as shipped and compiled: each variant in a process of its own, the two in
 turn for ``--rounds`` rounds, back to back and after 7 ms idle (p50 µs; the median of the rounds);
 and `harp serve` of each variant answering bench_daemon's request from one client over its socket.
@@ -42,6 +42,7 @@ COMPILED = (
     "core/policy.py",
     "core/decision.py",
     "core/message.py",
+    "core/tag.py",
     "core/predictor.py",
     "server/convert.py",
 )

@@ -23,9 +23,9 @@ from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.cli import main as harp
 from slurm_harp.commands.demo import ReplayHistory, bundled_trace, split_trace
 from slurm_harp.core.features import vectorize
-from slurm_harp.core.message import last_tag
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
+from slurm_harp.core.tag import last_tag
 from slurm_harp.server.reloader import reload_models
 from tests.browser import screenshot
 from tests.conftest import REPO, required_tool

@@ -70,11 +70,6 @@ class HeartbeatFile:
                 raise OSError(exc.errno, exc.strerror, str(self.path)) from None
             raise
 
-    def age(self) -> float | None:
-        """Seconds since the last beat, or None when there has been none."""
-        mtime = self._mtime()
-        return None if mtime is None else self._clock() - mtime
-
     def alive(self) -> bool:
         """A beat within stale_seconds, as the file stood at most RECHECK_SECONDS ago; only a
         live answer is kept (a guard coming back is seen at once)."""

@@ -1,5 +1,6 @@
-"""Slurm's text formats, read alike everywhere: durations and time limits, memory sizes, the words
-its tools print for "no value" and "no limit", and ``scontrol show``'s ``Key=Value`` records.
+"""Slurm's text formats, read alike everywhere: counts, TRES lists, durations and time limits, memory
+sizes, the words its tools print for "no value" and "no limit", and ``scontrol show``'s
+``Key=Value`` records.
 
 Pure functions, in a layer of their own just above core (pyproject.toml's import layers), so that
 every layer reading Slurm text (the advice, the accounting, the guard) reads it the same way. Each
@@ -17,14 +18,18 @@ from typing import TypeVar
 
 __all__ = [
     "OutOfRange",
+    "gpus_in_tres",
     "in_range",
     "is_sentinel",
     "is_unlimited",
+    "parse_count",
     "parse_duration_s",
+    "parse_int",
     "parse_max_time",
     "parse_memory_mb",
     "parse_size_mb",
     "parse_time_limit",
+    "parse_tres",
     "scontrol_records",
 ]
 
@@ -32,6 +37,8 @@ __all__ = [
 _SENTINELS = frozenset({"", "unknown", "none", "invalid", "partition_limit", "unlimited", "n/a"})
 # Slurm's words for no time limit (time_str2mins): UNLIMITED, INFINITE and -1.
 _NO_LIMIT = frozenset({"unlimited", "infinite", "-1"})
+# slurm.h's NO_VAL, INFINITE, NO_VAL64, INFINITE64: "no value" and "no limit" in its counters.
+_SLURM_NO_VALUES = frozenset({2**32 - 2, 2**32 - 1, 2**64 - 2, 2**64 - 1})
 _WHOLE = re.compile(r"[0-9]+")
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")  # sacct's TotalCPU has milliseconds: 02:03.123
 _DURATION_FORMS = "minutes, minutes:seconds, [days-]hours:minutes:seconds, days-hours[:minutes]"
@@ -64,6 +71,60 @@ def in_range(value: _N, text: str) -> _N:
     if not -_INT_LIMIT < value < _INT_LIMIT:
         raise OutOfRange(f"number out of range {text[:40]!r}")
     return value
+
+
+def parse_int(text: str) -> int | None:
+    """A whole number a Slurm tool printed (a UID, a count: see parse_count): ASCII digits, no sign;
+    None for a sentinel. int() also reads ``-2``, ``1_000`` and other scripts' digits (``١٠٤``),
+    which Slurm never prints: a garbled or forged sacct line stored NNodes=-2 as -2 nodes and
+    -2000 MB per node."""
+    value = _digits(text)
+    return None if value is None else in_range(value, text)
+
+
+def parse_count(text: str) -> int | None:
+    """A count or span a Slurm tool printed (sacct's ElapsedRaw, ReqCPUS, NNodes, TimelimitRaw, a
+    TRES count) as parse_int reads it; Slurm's NO_VAL / INFINITE (32- and 64-bit) are None, as
+    "Unknown" is: some releases print them as numbers, and ReqNodes=4294967294 was stored as that
+    many nodes of 1 MB. Not for a UID (nfsnobody was 4294967294) nor a size in bytes (MaxRSS may be
+    2**32 - 1)."""
+    value = _digits(text)
+    return None if value is None or value in _SLURM_NO_VALUES else in_range(value, text)
+
+
+def _digits(text: str) -> int | None:
+    if is_sentinel(text):
+        return None
+    digits = text.strip()
+    if _WHOLE.fullmatch(digits) is None:
+        raise ValueError(f"bad count {text[:40]!r}: expected digits 0-9")
+    return int(digits)
+
+
+def parse_tres(text: str) -> dict[str, str]:
+    """A TRES list (sacct's ReqTRES and AllocTRES, scontrol's TRES), ``billing=4,cpu=4,gres/gpu=2,
+    mem=8G,node=1`` -> {"billing": "4", ...}; {} for a sentinel. ValueError for an item without
+    ``=`` or a name."""
+    out: dict[str, str] = {}
+    if is_sentinel(text):
+        return out
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"bad TRES {text!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def gpus_in_tres(tres: dict[str, str]) -> int | None:
+    """Total GPUs in a TRES map: ``gres/gpu`` if present, else the sum of typed ``gres/gpu:x``; None
+    when there are none or their count is not known (NO_VAL, "Unknown")."""
+    if "gres/gpu" in tres:
+        return parse_count(tres["gres/gpu"])
+    typed = [parse_count(v) for k, v in tres.items() if k.startswith("gres/gpu:")]
+    if not typed or None in typed:  # one type's count unknown: so is the total
+        return None
+    return in_range(sum(n for n in typed if n is not None), "the sum of gres/gpu:*")
 
 
 def parse_duration_s(text: str) -> float | None:

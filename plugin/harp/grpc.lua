@@ -55,7 +55,6 @@ local function header_block(method, seconds)
   local value = ms .. "m"
   return fixed .. "\0\12grpc-timeout" .. char(#value) .. value
 end
-M.header_block = header_block
 
 local function frame(msg)
   local n = #msg

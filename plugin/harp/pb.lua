@@ -16,7 +16,6 @@ local messages = require "harp.pb_schema"
 local REQUEST, DECISION, ADVICE = messages.REQUEST, messages.DECISION, messages.ADVICE
 M.MAX_TARGETS, M.MAX_EXTRA = messages.MAX_TARGETS, messages.MAX_EXTRA
 M.MAX_OPTIONS, M.MAX_NOTES = messages.MAX_OPTIONS, messages.MAX_NOTES
-M.SUBMIT_REQUEST_FIELDS = REQUEST
 M.TARGET, M.ACTION = messages.TARGET, messages.ACTION
 
 ---------------------------------------------------------------- encoding

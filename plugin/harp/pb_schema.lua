@@ -16,11 +16,12 @@ M.REQUEST = {
   {19, "is_array", "bool"}, {20, "submit_time", "int64"}, {21, "default_time_limit_minutes", "uint64"},
 }
 
--- A Decision is bounded field by field, at what the daemon can send (core/message.py, core/policy.py;
--- tests/unit/test_lua_plugin.py makes its longest) with room to spare: a string longer than its `len`,
--- more than MAX_TARGETS targets, or more than MAX_EXTRA unknown or repeated fields in one message is
--- not a Decision but a broken or hostile reply, and decoding stops there (nil, err). harp.main bounds
--- the reply's size (16 KiB), but within it 16 KiB of 2-byte fields took 2.6 ms to decode.
+-- A Decision is bounded field by field, at what the daemon can send (core/message.py, core/tag.py,
+-- core/policy.py; tests/unit/test_lua_plugin.py makes its longest) with room to spare: a string
+-- longer than its `len`, more than MAX_TARGETS targets, or more than MAX_EXTRA unknown or repeated
+-- fields in one message is not a Decision but a broken or hostile reply, and decoding stops there
+-- (nil, err). harp.main bounds the reply's size (16 KiB), but within it 16 KiB of 2-byte fields took
+-- 2.6 ms to decode.
 M.MAX_TARGETS = 16 -- the daemon sends one per target it knows: three
 M.MAX_EXTRA = 8 -- per message: fields a newer daemon may add; the daemon repeats none
 local TARGET_DECISION = {

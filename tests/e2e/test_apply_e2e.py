@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.api import predictor_pb2 as pb
-from slurm_harp.core.message import parse_tag
+from slurm_harp.core.tag import parse_tag
 from tests.conftest import REPO
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.daemon_process import GarbageGrpcServer, plugin_config

@@ -20,8 +20,8 @@ import pytest
 
 from slurm_harp.accounting.sacct_runner import decode_output, one_job
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import parse_tag
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.core.tag import parse_tag
 from slurm_harp.core.text import text_of_bytes
 from slurm_harp.learning.family import FamilyConfig
 from slurm_harp.learning.fitting import MethodConfig

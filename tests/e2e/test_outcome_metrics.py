@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.core.message import parse_tag
 from slurm_harp.core.request import Target
+from slurm_harp.core.tag import parse_tag
 from slurm_harp.model.store import ModelStore
 from tests.conftest import REPO, required_tool
 from tests.e2e.cluster import TERMINAL_STATES, SlurmCluster, StartCluster

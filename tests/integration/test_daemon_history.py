@@ -253,7 +253,7 @@ def test_feed_reads_only_the_rows_added_whenever_their_jobs_were_submitted(tmp_p
 
 
 def test_a_tag_with_a_number_past_2_53_is_read_as_no_tag(tmp_path: Path) -> None:
-    """The feed reads a job's own limit through core.message.parse_tag (as_submitted), as training
+    """The feed reads a job's own limit through core.tag.parse_tag (as_submitted), as training
     does: t0 of 400 digits raised OverflowError in the index on every rebuild."""
     path = tmp_path / "jobs.sqlite"
     feed = HistoryFeed(HistorySettings(db=path, poll_seconds=60), clock=lambda: float(NOW))

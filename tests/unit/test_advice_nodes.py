@@ -29,7 +29,7 @@ def test_the_asked_size_is_priced_on_the_nodes_the_job_asks() -> None:
     shape = PartitionShape("batch", nodes=8, cpus=256, mem_mb=8 * 256000)
     size = request_size(job, False)
     assert size == 4
-    held = Allocation.of_request(job)
+    held = Allocation(cpus=4, mem_mb=64000.0, nodes=4)  # what Slurm holds for the job: 4 x 16000 MB
     for option in (pricing.option("batch", shape, size), pricing.option("batch", None, size)):
         assert (option.allocation.nodes, option.allocation.mem_mb) == (held.nodes, held.mem_mb) == (4, 64000)
         assert option.quote is not None

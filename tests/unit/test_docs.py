@@ -154,6 +154,13 @@ def test_the_plugin_reference_lists_every_key_with_its_default() -> None:
     assert {k: v[0].strip("`") for k, v in rows.items()} == defaults
 
 
+def test_the_plugin_readme_lists_every_module_of_harp() -> None:
+    readme = (REPO / "plugin" / "README.md").read_text()
+    listed = set(re.findall(r"^\| `([\w.]+\.lua)` \|", readme, re.M))
+    modules = {p.name for p in (REPO / "plugin" / "harp").glob("*.lua")}
+    assert modules - listed == set()
+
+
 def test_the_sample_configuration_parses() -> None:
     from slurm_harp.config import load
 

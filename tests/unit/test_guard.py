@@ -19,7 +19,7 @@ from slurm_harp.guard.bounds import (
     Bounds,
     Reservation,
     parse_partition_max,
-    parse_qos_max,
+    parse_qos,
     parse_reservations,
 )
 from slurm_harp.guard.guard_metrics import GuardMetrics
@@ -218,7 +218,7 @@ def test_no_heartbeat_when_the_jobs_cannot_be_listed(tmp_path: Path) -> None:
     slurm.squeue_fails = True
     guard, registry = make_guard(slurm, tmp_path)
     assert guard.poll() is None
-    assert not guard.heartbeat.alive() and guard.heartbeat.age() is None
+    assert not guard.heartbeat.alive() and not guard.heartbeat.path.exists()
     assert registry.get_sample_value("harp_guard_polls_total", {"result": "failed"}) == 1
 
 
@@ -250,7 +250,7 @@ def test_bounds_from_scontrol_and_sacctmgr() -> None:
     assert parse_partition_max("PartitionName=a MaxTime=1-00:00:00\nPartitionName=b MaxTime=UNLIMITED\n") == {
         "a": 1440
     }
-    assert parse_qos_max("normal|\nlong|2-00:00:00\n") == {"long": 2880}
+    assert parse_qos("normal|\nlong|2-00:00:00\n").max_minutes == {"long": 2880}
     job = next(parse_running(line("1", "10:00", "9:00", "harp:extend,t!=10,t0=600,v=x")))
     bounds = Bounds(
         reservations=(Reservation("r", NOW + 600, NOW + 900, frozenset({"c1"})),),
@@ -266,7 +266,7 @@ def test_a_poll_whose_every_extension_failed_does_not_beat(tmp_path: Path) -> No
     guard, registry = make_guard(slurm, tmp_path)
     report = guard.poll()
     assert report is not None and not report.good and count(registry, results.FAILED) == 3
-    assert guard.heartbeat.age() is None  # the daemon stops shortening new jobs
+    assert not guard.heartbeat.path.exists()  # the daemon stops shortening new jobs
     assert registry.get_sample_value("harp_guard_polls_total", {"result": "failed"}) == 1
     assert registry.get_sample_value("harp_guard_last_success_timestamp_seconds") == 0
     assert registry.get_sample_value("harp_guard_poll_period_seconds") == guard.settings.poll_seconds

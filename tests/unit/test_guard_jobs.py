@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.guard import running
-from slurm_harp.guard.bounds import parse_partition_max, parse_qos_max, parse_reservations
+from slurm_harp.guard.bounds import parse_partition_max, parse_qos, parse_reservations
 from slurm_harp.guard.running import SQUEUE_ARGV, parse_running
 from tests.unit.test_guard import FakeSlurm, line, make_guard
 from tests.unit.test_guard_lowered import pending
@@ -60,7 +60,7 @@ def test_an_overflowing_line_never_stops_a_poll(tmp_path: Path, caplog: pytest.L
 
 
 def test_a_tag_with_a_number_past_2_53_is_no_tag_to_the_guard(tmp_path: Path) -> None:
-    """The guard reads tags through core.message.parse_tag: a prediction of 400 digits is a
+    """The guard reads tags through core.tag.parse_tag: a prediction of 400 digits is a
     malformed tag, and the job is left as an untagged one is (before, the tag read, and the job was
     extended at once to its user's own 600 minutes)."""
     big = "9" * 400
@@ -90,7 +90,7 @@ def test_overflowing_site_bounds_are_skipped() -> None:
         f"PartitionName=p MaxTime={big}-00:00:00\nPartitionName=q MaxTime={'9' * 306}:00:00\n"
         "PartitionName=batch MaxTime=1-00:00:00\n"
     ) == {"batch": 1440}
-    assert parse_qos_max(f"huge|{big}-00:00:00\nlong|2-00:00:00\n") == {"long": 2880}
+    assert parse_qos(f"huge|{big}-00:00:00\nlong|2-00:00:00\n").max_minutes == {"long": 2880}
     hour = "StartTime=2026-01-01T10:00:00 EndTime=2026-01-01T11:00:00 Nodes=c1"
     reservations = parse_reservations(
         f"ReservationName=odd {hour} CoreCnt=x\nReservationName=ok {hour} CoreCnt={big}\n"

@@ -31,8 +31,8 @@ from slurm_harp.commands import train as train_command
 from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows
 from slurm_harp.commands.importer import source_name
 from slurm_harp.core.extension import observed_ratio
-from slurm_harp.core.message import last_tag
 from slurm_harp.core.request import JobRequest
+from slurm_harp.core.tag import last_tag
 from slurm_harp.core.text import bounded_text
 from slurm_harp.learning.dataset import build_dataset
 from tests.conftest import BUNDLED_TRACE, delimited, store_checksum, write_schema_version
@@ -576,7 +576,7 @@ def test_a_tagged_job_whose_ratio_raises_is_left_out_and_the_harvest_goes_on(
 ) -> None:
     """One stored job whose tag held a number of 400 digits made every `harp harvest`, and every
     nightly, end in an OverflowError traceback from the extension history (the windows were
-    committed, the guard's file never written). Such a tag is no tag now (core.message); anything
+    committed, the guard's file never written). Such a tag is no tag now (core.tag); anything
     else one record raises there is left out, counted and logged."""
     now = int(time.time())
     request = JobRequest(user_name="alice", time_limit_minutes=600, submit_time=now - 7200)

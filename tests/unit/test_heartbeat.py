@@ -28,14 +28,14 @@ def clock() -> Clock:
 
 def test_alive_until_stale_seconds_after_the_last_beat(tmp_path: Path, clock: Clock) -> None:
     heartbeat = HeartbeatFile(tmp_path / "heartbeat", 30.0, clock)
-    assert not heartbeat.alive() and heartbeat.age() is None
+    assert not heartbeat.alive() and not heartbeat.path.exists()
     heartbeat.beat()
     start = clock.now
     for offset, alive in ((0.0, True), (29.5, True), (30.0, True), (30.25, False), (45.0, False)):
         clock.now = start + offset
         assert heartbeat.alive() is alive, offset
     heartbeat.beat()
-    assert heartbeat.alive() and heartbeat.age() == 0.0
+    assert heartbeat.alive() and heartbeat.path.stat().st_mtime == clock.now
 
 
 def test_a_removed_file_is_noticed_within_the_recheck(tmp_path: Path, clock: Clock) -> None:

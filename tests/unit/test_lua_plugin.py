@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.decision import Action, Decision, TargetDecision
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import annotation_for, as_submitted, parse_tag
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.core.tag import annotation_for, as_submitted, parse_tag
 from slurm_harp.evaluation.site_targets import planned_limit
 from slurm_harp.server.convert import decision_to_proto, request_from_proto
 from slurm_harp.server.service import bad_request

@@ -13,10 +13,11 @@ from slurm_harp.core.decision import Action, Reason, TargetDecision
 from slurm_harp.core.history import HistoryIndex
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.key_history import outcome_of
-from slurm_harp.core.message import annotation_for, as_submitted, parse_tag, user_message_for
+from slurm_harp.core.message import user_message_for
 from slurm_harp.core.policy import Mode, Policy, Rule
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
+from slurm_harp.core.tag import annotation_for, as_submitted, parse_tag
 from tests.conftest import for_target
 from tests.unit.test_predictor import FakeModel, vectorize
 

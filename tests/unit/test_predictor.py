@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 from slurm_harp.core.decision import Action, Reason
-from slurm_harp.core.message import TAG_PREFIX, format_minutes, parse_tag
+from slurm_harp.core.message import format_minutes
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.core.safety_rule import Calibration, Rung
+from slurm_harp.core.tag import TAG_PREFIX, parse_tag
 from tests.conftest import for_target
 
 

@@ -5,31 +5,25 @@ from __future__ import annotations
 import pytest
 
 from slurm_harp.advice.billing import parse_weights
-from slurm_harp.advice.partition_table import from_slurm_conf
+from slurm_harp.advice.partition_table import from_scontrol
 from slurm_harp.advice.quote import Allocation, Configuration, price
 from slurm_harp.advice.survival import PointMasses
 from slurm_harp.advice.tariff import PartitionPrice, Prices, Tariff
-from slurm_harp.core.request import JobRequest
 
 GPU_PRICE = PartitionPrice("gpu", weights=parse_weights("GRES/gpu=10"))
 TARIFF = Tariff.of(
     Prices(price=0.1, currency="EUR", partitions=(GPU_PRICE,)),
-    from_slurm_conf(
-        'PartitionName=gpu TRESBillingWeights="CPU=1,Mem=0.25G,GRES/gpu=8" MaxTime=60\n'
+    from_scontrol(
+        "PartitionName=gpu TRESBillingWeights=CPU=1,Mem=0.25G,GRES/gpu=8 MaxTime=01:00:00\n"
         "PartitionName=long MaxTime=UNLIMITED\n"
     ),
 )
 TWO_POINT = PointMasses([5.0, 30.0], [0.5, 0.5])
 
 
-def test_allocation_tres_and_from_a_request() -> None:
-    a = Allocation(cpus=8, mem_mb=65536, nodes=2, gpus=4, other={"License/ansys": 1})
-    assert a.tres() == {"cpu": 8.0, "mem": 65536.0, "node": 2.0, "gres/gpu": 4.0, "license/ansys": 1.0}
-    per_node = JobRequest(min_cpus=16, min_nodes=2, mem_per_node_mb=4000, gpus_per_node=2)
-    assert Allocation.of_request(per_node) == Allocation(cpus=16, mem_mb=8000, nodes=2, gpus=4)
-    per_cpu = JobRequest(min_cpus=4, mem_per_cpu_mb=1000)
-    assert Allocation.of_request(per_cpu) == Allocation(cpus=4, mem_mb=4000, nodes=1, gpus=0)
-    assert Allocation.of_request(JobRequest()) == Allocation(cpus=1)
+def test_allocation_tres() -> None:
+    a = Allocation(cpus=8, mem_mb=65536, nodes=2, gpus=4)
+    assert a.tres() == {"cpu": 8.0, "mem": 65536.0, "node": 2.0, "gres/gpu": 4.0}
 
 
 def test_expected_cost_is_the_rate_times_the_expected_hours() -> None:

@@ -9,9 +9,10 @@ from typing import TypedDict
 import pytest
 
 from slurm_harp.accounting import SACCT_FIELDS, JobRecord, ReadStats, harvest_sacct, load_records, read_sacct
-from slurm_harp.accounting.fields import SLURM_ZONE, parse_tres
+from slurm_harp.accounting.fields import SLURM_ZONE
 from slurm_harp.accounting.sacct_runner import decode_output, run_sacct
 from slurm_harp.cli import main
+from slurm_harp.slurm_formats import parse_tres
 from tests.conftest import delimited
 
 HEADER = "|".join(SACCT_FIELDS)

@@ -1,23 +1,26 @@
-"""slurm_formats: Slurm's durations, time limits, sizes and scontrol records, read alike by
+"""slurm_formats: Slurm's counts, TRES, durations, time limits, sizes and scontrol records, read alike by
 the accounting, the advice and the guard."""
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 
 import pytest
 
 from slurm_harp.advice.partition_shape import shapes_from_scontrol
 from slurm_harp.advice.partition_table import from_scontrol
 from slurm_harp.advice.script import parse_script
-from slurm_harp.guard.bounds import parse_partition_max, parse_qos_max
+from slurm_harp.guard.bounds import parse_partition_max, parse_qos
 from slurm_harp.slurm_formats import (
+    gpus_in_tres,
     parse_duration_s,
     parse_max_time,
     parse_memory_mb,
     parse_size_mb,
     parse_time_limit,
+    parse_tres,
     scontrol_records,
 )
 from tests.unit.test_sacct_lines import _job, _read
@@ -203,7 +206,7 @@ def test_the_guard_logs_the_bound_it_cannot_read_and_nothing_else(caplog: pytest
     """INFINITE is Slurm's word for no limit, not an unreadable one (it was logged as such)."""
     with caplog.at_level(logging.WARNING):
         assert parse_partition_max("PartitionName=a MaxTime=INFINITE\nPartitionName=b MaxTime=soon\n") == {}
-        assert parse_qos_max("normal|INFINITE\nlong|1-02\nodd|1:2:3:4\n") == {"long": 1560}
+        assert parse_qos("normal|INFINITE\nlong|1-02\nodd|1:2:3:4\n").max_minutes == {"long": 1560}
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         "partition 'b' MaxTime unreadable, not a bound",
         "QOS 'odd' MaxWall unreadable, not a bound",
@@ -216,6 +219,40 @@ def test_a_bad_maxtime_still_names_the_partition_for_the_advice() -> None:
             read("PartitionName=p MaxTime=soon TotalNodes=1\n")
         with pytest.raises(ValueError, match=r"scontrol partition p: .*number out of range"):
             read(f"PartitionName=p MaxTime={'9' * 400} TotalNodes=1\n")
+
+
+@pytest.mark.parametrize(
+    ("tres", "gpus"),
+    [
+        ("cpu=8,mem=64G,node=1,gres/gpu=4", 4),
+        ("cpu=8,mem=64G,node=1,gres/gpu:a100=2,gres/gpu:v100=2", 4),
+        ("cpu=8,mem=64G,node=1", None),
+        ("cpu=8,mem=64G,node=1,gres/gpu=4294967294", None),  # Slurm's NO_VAL: not known
+        ("cpu=8,mem=64G,node=1,gres/gpu:a100=2,gres/gpu:v100=4294967294", None),
+    ],
+)
+def test_the_advice_and_the_accounting_read_a_partitions_gpus_alike(tres: str, gpus: int | None) -> None:
+    """The advice read scontrol's TRES on its own: NO_VAL GPUs were 4,294,967,294 GPUs to price."""
+    assert gpus_in_tres(parse_tres(tres)) == gpus
+    shape = shapes_from_scontrol(f"PartitionName=p TotalNodes=1 TotalCPUs=8 TRES={tres}")["p"]
+    assert shape.gpus == (gpus or 0)
+
+
+@pytest.mark.parametrize(
+    ("tres", "problem", "named"),
+    [
+        ("gres/gpu=\u0664", "bad count '\u0664'", "TRES gres/gpu: bad count '\u0664'"),
+        ("cpu=8,gres/gpu=4,junk", "bad TRES 'cpu=8,gres/gpu=4,junk'", "bad TRES 'cpu=8,gres/gpu=4,junk'"),
+    ],
+)
+def test_a_tres_the_accounting_cannot_read_names_the_partition_for_the_advice(
+    tres: str, problem: str, named: str
+) -> None:
+    """Other scripts' digits were 4 GPUs to the advice, and an item without ``=`` was dropped."""
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        gpus_in_tres(parse_tres(tres))
+    with pytest.raises(ValueError, match=re.escape(f"scontrol partition p: {named}")):
+        shapes_from_scontrol(f"PartitionName=p TotalNodes=1 TotalCPUs=8 TRES={tres}")
 
 
 def test_a_script_reads_memory_and_time_as_sbatch_does() -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from slurm_harp.advice.billing import Mode, parse_weights
-from slurm_harp.advice.partition_table import from_slurm_conf
+from slurm_harp.advice.partition_table import from_scontrol
 from slurm_harp.advice.tariff import PartitionPrice, Prices, Tariff
 
-SLURM = from_slurm_conf(
-    "PriorityFlags=MAX_TRES\n"
-    'PartitionName=gpu TRESBillingWeights="CPU=1,Mem=0.25G,GRES/gpu=8" MaxTime=2-0\n'
-    "PartitionName=cpu MaxTime=12:00:00\n"
+SLURM = from_scontrol(
+    "PartitionName=gpu TRESBillingWeights=CPU=1,Mem=0.25G,GRES/gpu=8 MaxTime=2-00:00:00\n"
+    "PartitionName=cpu MaxTime=12:00:00\n",
+    "PriorityFlags           = MAX_TRES\n",
 )
 JOB = {"cpu": 8, "mem": 64 * 1024, "gres/gpu": 2}  # 8 CPUs, 64 GiB, 2 GPUs
 

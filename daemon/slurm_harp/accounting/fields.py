@@ -1,5 +1,5 @@
-"""Parsers for the value forms Slurm prints in accounting output (durations and sizes are read by
-slurm_formats, as everywhere else).
+"""Parsers for the value forms Slurm prints in accounting output (durations, sizes, counts and TRES
+are read by slurm_formats, as everywhere else).
 
 Sentinels (empty, Unknown, None, INVALID, Partition_Limit, UNLIMITED, and in a count Slurm's
 NO_VAL / INFINITE numbers) become None; anything else that does not parse (a time at or before
@@ -13,11 +13,10 @@ back: harp runs them in SLURM_ZONE (slurm_tool_environ) and reads their times th
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, tzinfo
 
-from slurm_harp.slurm_formats import in_range, is_sentinel
+from slurm_harp.slurm_formats import is_sentinel, parse_count
 
 SLURM_ZONE = UTC
 # A finished job's times later than this past the reading are a clock's error (a controller whose
@@ -27,35 +26,6 @@ SLURM_ZONE = UTC
 # (learning.promotion). A day covers a saved file read in another zone than it was written in.
 FUTURE_SLACK_S = 86400
 _SLURM_TZ = "UTC0"  # POSIX for SLURM_ZONE: needs no time zone database
-_COUNT = re.compile(r"[0-9]+")
-# slurm.h's NO_VAL, INFINITE, NO_VAL64, INFINITE64: "no value" and "no limit" in its counters.
-_SLURM_NO_VALUES = frozenset({2**32 - 2, 2**32 - 1, 2**64 - 2, 2**64 - 1})
-
-
-def parse_int(text: str) -> int | None:
-    """A whole number sacct printed (a UID, a count: see parse_count): ASCII digits, no sign. int()
-    also reads ``-2``, ``1_000`` and other scripts' digits (``١٠٤``), which sacct never prints: a
-    garbled or forged line stored NNodes=-2 as -2 nodes and -2000 MB per node."""
-    value = _digits(text)
-    return None if value is None else in_range(value, text)
-
-
-def parse_count(text: str) -> int | None:
-    """A count or span sacct printed (ElapsedRaw, ReqCPUS, NNodes, TimelimitRaw, a TRES count) as
-    parse_int reads it; Slurm's NO_VAL / INFINITE (32- and 64-bit) are None, as "Unknown" is: some
-    releases print them as numbers, and ReqNodes=4294967294 was stored as that many nodes of 1 MB.
-    Not for a UID (nfsnobody was 4294967294) nor a size in bytes (MaxRSS may be 2**32 - 1)."""
-    value = _digits(text)
-    return None if value is None or value in _SLURM_NO_VALUES else in_range(value, text)
-
-
-def _digits(text: str) -> int | None:
-    if is_sentinel(text):
-        return None
-    digits = text.strip()
-    if _COUNT.fullmatch(digits) is None:
-        raise ValueError(f"bad count {text[:40]!r}: expected digits 0-9")
-    return int(digits)
 
 
 def parse_limit_minutes(text: str) -> int | None:
@@ -117,26 +87,3 @@ def slurm_tool_environ() -> dict[str, str]:
     """This process's environment (SLURM_CONF and the rest) for a Slurm tool, in SLURM_ZONE, its
     times in the ISO form the readers take: a SLURM_TIME_FORMAT of the site's would change them."""
     return {**os.environ, "TZ": _SLURM_TZ, "SLURM_TIME_FORMAT": "standard"}
-
-
-def parse_tres(text: str) -> dict[str, str]:
-    """``billing=4,cpu=4,gres/gpu=2,mem=8G,node=1`` -> {"cpu": "4", ...}."""
-    out: dict[str, str] = {}
-    if is_sentinel(text):
-        return out
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ValueError(f"bad TRES {text!r}")
-        out[name.strip()] = value.strip()
-    return out
-
-
-def gpus_in_tres(tres: dict[str, str]) -> int | None:
-    """Total GPUs in a TRES map: ``gres/gpu`` if present, else the sum of typed ``gres/gpu:x``."""
-    if "gres/gpu" in tres:
-        return parse_count(tres["gres/gpu"])
-    typed = [parse_count(v) for k, v in tres.items() if k.startswith("gres/gpu:")]
-    if not typed or None in typed:  # one type's count unknown: so is the total
-        return None
-    return in_range(sum(n for n in typed if n is not None), "the sum of gres/gpu:*")

@@ -32,19 +32,23 @@ from slurm_harp.accounting.fields import (
     FUTURE_SLACK_S,
     SLURM_ZONE,
     check_times,
-    gpus_in_tres,
-    parse_count,
-    parse_int,
     parse_limit_minutes,
     parse_time,
-    parse_tres,
 )
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.accounting.sacct_lines import FREE_TEXT, JOB_ID, split_rows
 from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
-from slurm_harp.core.message import last_tag
 from slurm_harp.core.request import JobRequest
-from slurm_harp.slurm_formats import is_sentinel, parse_duration_s, parse_size_mb
+from slurm_harp.core.tag import last_tag
+from slurm_harp.slurm_formats import (
+    gpus_in_tres,
+    is_sentinel,
+    parse_count,
+    parse_duration_s,
+    parse_int,
+    parse_size_mb,
+    parse_tres,
+)
 
 log = logging.getLogger(__name__)
 

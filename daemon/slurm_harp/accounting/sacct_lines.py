@@ -28,9 +28,9 @@ import secrets
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from slurm_harp.accounting.fields import parse_count, parse_int, parse_time, parse_tres
+from slurm_harp.accounting.fields import parse_time
 from slurm_harp.accounting.read_stats import ReadStats
-from slurm_harp.slurm_formats import parse_duration_s, parse_size_mb
+from slurm_harp.slurm_formats import parse_count, parse_duration_s, parse_int, parse_size_mb, parse_tres
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Advice's domain: what a way of running a job costs the site, and how many GPUs a training needs.
 
 Pure functions on text and numbers (no Slurm tool is run, no gRPC): billing (Slurm's
-TRESBillingWeights), partition_table (slurm.conf and scontrol text), tariff (Slurm's billing
+TRESBillingWeights), partition_table (scontrol's partitions), tariff (Slurm's billing
 under harp.toml's prices), survival (a job's run-time distribution), reexecution (HARP's
 doubled-limit reruns), quote (the expected cost of one configuration), gpu_memory (ZeRO's
 per-GPU memory), partition_shape (how big a job each partition holds), partition_access (whom it
@@ -19,7 +19,7 @@ from slurm_harp.advice.evidence import Evidence, Run
 from slurm_harp.advice.gpu_memory import Fit, TrainingFacts, fewest_gpus, model_state_bytes
 from slurm_harp.advice.option import Option
 from slurm_harp.advice.partition_shape import PartitionShape, shapes_from_scontrol
-from slurm_harp.advice.partition_table import Partition, PartitionTable, from_scontrol, from_slurm_conf
+from slurm_harp.advice.partition_table import Partition, PartitionTable, from_scontrol
 from slurm_harp.advice.quote import Allocation, Configuration, Quote, price
 from slurm_harp.advice.recommend import Advice, Ask, advise
 from slurm_harp.advice.reexecution import Reexecution, expected_reexecution, next_limit
@@ -54,7 +54,6 @@ __all__ = [
     "expected_reexecution",
     "fewest_gpus",
     "from_scontrol",
-    "from_slurm_conf",
     "model_state_bytes",
     "next_limit",
     "parse_priority_flags",

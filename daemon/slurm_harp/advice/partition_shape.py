@@ -19,7 +19,14 @@ import math
 from dataclasses import dataclass, field
 
 from slurm_harp.advice.partition_access import PartitionAccess
-from slurm_harp.slurm_formats import is_unlimited, parse_max_time, parse_memory_mb, scontrol_records
+from slurm_harp.slurm_formats import (
+    gpus_in_tres,
+    is_unlimited,
+    parse_max_time,
+    parse_memory_mb,
+    parse_tres,
+    scontrol_records,
+)
 
 __all__ = ["PartitionShape", "shapes_from_scontrol"]
 
@@ -104,16 +111,19 @@ def shapes_from_scontrol(text: str) -> dict[str, PartitionShape]:
 
 
 def _shape(name: str, block: dict[str, str]) -> PartitionShape:
-    tres = dict(item.partition("=")[::2] for item in block.get("TRES", "").split(",") if "=" in item)
-    typed = {k.removeprefix("gres/gpu:"): v for k, v in tres.items() if k.startswith("gres/gpu:")}
-    typed_gpus = sum(_count(v, "TRES gres/gpu") for v in typed.values())
+    tres = parse_tres(block.get("TRES", ""))
+    types = [k.removeprefix("gres/gpu:") for k in tres if k.startswith("gres/gpu:")]
+    try:
+        gpus = gpus_in_tres(tres)
+    except ValueError as exc:
+        raise ValueError(f"TRES gres/gpu: {exc}") from None
     return PartitionShape(
         name=name,
         nodes=_count(block.get("TotalNodes", "0"), "TotalNodes"),
         cpus=_count(block.get("TotalCPUs", "0"), "TotalCPUs"),
-        gpus=_count(tres["gres/gpu"], "TRES gres/gpu") if "gres/gpu" in tres else typed_gpus,
+        gpus=gpus or 0,  # GPUs whose count Slurm does not know (NO_VAL): none to price
         # GPUs of several types: which one a job gets, and is billed for, is not known before it runs
-        gpu_type=next(iter(typed)) if len(typed) == 1 else None,
+        gpu_type=types[0] if len(types) == 1 else None,
         mem_mb=parse_memory_mb(tres["mem"]) if "mem" in tres else 0.0,
         max_nodes=_limit(block.get("MaxNodes"), "MaxNodes"),
         min_nodes=_limit(block.get("MinNodes"), "MinNodes") or 0,

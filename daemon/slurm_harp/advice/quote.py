@@ -16,13 +16,11 @@ one of least expected cost among those run times plus 10 %.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slurm_harp.advice.reexecution import Reexecution, expected_reexecution
 from slurm_harp.advice.survival import Empirical, Runtime
 from slurm_harp.advice.tariff import Tariff
-from slurm_harp.core.request import JobRequest
 
 __all__ = ["Allocation", "Configuration", "Quote", "cheapest_limit", "price", "same"]
 
@@ -39,7 +37,6 @@ class Allocation:
     nodes: int = 1
     gpus: int = 0
     gpu_type: str | None = None  # the partition's one GPU type: slurmctld bills gres/gpu:<type> too
-    other: Mapping[str, float] = field(default_factory=dict)  # e.g. {"license/ansys": 1}
 
     def tres(self) -> dict[str, float]:
         """The allocation as billing.billed_units reads it."""
@@ -47,19 +44,7 @@ class Allocation:
         gpus = {"gres/gpu": float(self.gpus)} if self.gpus else {}
         if self.gpus and self.gpu_type:
             gpus[f"gres/gpu:{self.gpu_type.lower()}"] = float(self.gpus)
-        return base | gpus | {k.lower(): float(v) for k, v in self.other.items()}
-
-    @classmethod
-    def of_request(cls, request: JobRequest) -> Allocation:
-        """A submitted job's request as an allocation: memory per node times nodes, or per CPU
-        times CPUs; GPUs per node times nodes; unknown counts are 1 CPU, 1 node, no memory."""
-        nodes = max(request.min_nodes or 1, 1)
-        cpus = max(request.min_cpus or 1, 1)
-        if request.mem_per_node_mb is not None:
-            mem = float(request.mem_per_node_mb * nodes)
-        else:
-            mem = float((request.mem_per_cpu_mb or 0) * cpus)
-        return cls(cpus=cpus, mem_mb=mem, nodes=nodes, gpus=(request.gpus_per_node or 0) * nodes)
+        return base | gpus
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,9 +28,9 @@ from slurm_harp.config import Settings
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.history import HistoryIndex, is_cold
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import Tag, as_submitted, parse_tag
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import decision_weight
+from slurm_harp.core.tag import Tag, as_submitted, parse_tag
 from slurm_harp.evaluation.outcomes import TARGET_OF_KEY
 from slurm_harp.model.runtime import ModelError, load_version
 from slurm_harp.model.store import ModelStore

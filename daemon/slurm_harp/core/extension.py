@@ -27,8 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import TAG_KEY, Tag, parse_tag
 from slurm_harp.core.request import Target
+from slurm_harp.core.tag import TAG_KEY, Tag, parse_tag
 
 # The guard's default lead (config [guard] lead_seconds): the poll period, slurmctld's periodic limit
 # check (about 30 s) and a slow scontrol, with room to spare.

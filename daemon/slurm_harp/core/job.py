@@ -42,7 +42,7 @@ class JobRecord:
     total_cpu_s: float | None = None
     alloc_cpus: int | None = None
     censored: bool = False
-    harp_tag: str | None = None  # the last harp tag of the job's admin comment (core.message)
+    harp_tag: str | None = None  # the last harp tag of the job's admin comment (core.tag)
 
     # What the job asked for and used, per target: the one definition training and evaluation read.
     # Units: time in minutes, memory in MB per node, CPUs in CPUs.

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import as_submitted
+from slurm_harp.core.tag import as_submitted
 
 K = 8
 HORIZON_DAYS = 30

@@ -13,10 +13,11 @@ import numpy as np
 
 from slurm_harp.core.decision import Action, Decision, Reason, TargetDecision
 from slurm_harp.core.history import is_cold
-from slurm_harp.core.message import annotation_for, user_message_for
+from slurm_harp.core.message import user_message_for
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.core.safety_rule import Calibration, decide_limit, decision_weight, viable_models
+from slurm_harp.core.tag import annotation_for
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class HistorySource(Protocol):
 
 
 class GuardStatus(Protocol):
-    """Whether `harp guard` is alive now (satisfied by server.guard_heartbeat.HeartbeatFile)."""
+    """Whether `harp guard` is alive now (satisfied by heartbeat.HeartbeatFile)."""
 
     def alive(self) -> bool: ...
 

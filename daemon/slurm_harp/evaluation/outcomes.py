@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import parse_tag
 from slurm_harp.core.request import Target
+from slurm_harp.core.tag import parse_tag
 
 # used / harp's value: below 1 the job used less than harp said; above 1 it needed more.
 RATIO_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 5.0)

@@ -27,9 +27,9 @@ import numpy as np
 from slurm_harp.core.accuracy import kill_loss
 from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import as_submitted, parse_tag
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import Target
+from slurm_harp.core.tag import as_submitted, parse_tag
 from slurm_harp.evaluation.costs import effective_limits, extended, newly_killed, waste
 from slurm_harp.evaluation.observed import Observed, observe
 from slurm_harp.evaluation.outcomes import outcomes

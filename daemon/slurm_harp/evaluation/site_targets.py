@@ -12,9 +12,9 @@ import numpy as np
 
 from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import Tag
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import Target
+from slurm_harp.core.tag import Tag
 from slurm_harp.evaluation.costs import assess
 from slurm_harp.evaluation.observed import observe
 from slurm_harp.evaluation.outcomes import TARGET_OF_KEY

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurm_harp.core.job import JobRecord, ended_by
-from slurm_harp.core.message import as_submitted
+from slurm_harp.core.tag import as_submitted
 from slurm_harp.evaluation.strategy import Split
 
 DEFAULT_FRACTIONS: tuple[float, float] = (0.6, 0.2)

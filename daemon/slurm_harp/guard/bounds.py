@@ -176,11 +176,6 @@ def parse_partitions(text: str) -> tuple[dict[str, int], dict[str, str]]:
     return parse_partition_max(text), parse_partition_qos(text)
 
 
-def parse_qos_max(text: str) -> dict[str, int]:
-    """Each QOS's MaxWall in minutes, read as parse_partition_max reads MaxTime (guard.qos)."""
-    return dict(parse_qos(text).max_minutes)
-
-
 def parse_node_cores(text: str) -> dict[str, int]:
     """NODE_CORES_ARGV's output: node -> cores. A line that does not read is logged and skipped
     (its nodes' reservations then count as whole-node ones)."""

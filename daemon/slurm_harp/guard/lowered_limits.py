@@ -52,7 +52,7 @@ import logging
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from slurm_harp.core.message import Tag
+from slurm_harp.core.tag import Tag
 from slurm_harp.guard.running import (
     COMPLETING,
     PENDING,

@@ -48,8 +48,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from slurm_harp.accounting.fields import SLURM_ZONE, parse_moment
-from slurm_harp.core.message import TAG_PREFIX, Tag, parse_tag
 from slurm_harp.core.policy import Mode
+from slurm_harp.core.tag import TAG_PREFIX, Tag, parse_tag
 from slurm_harp.slurm_formats import is_sentinel, parse_duration_s
 
 log = logging.getLogger(__name__)

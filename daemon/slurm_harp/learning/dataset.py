@@ -16,7 +16,7 @@ import numpy as np
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.history import history_matrix
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import as_submitted
+from slurm_harp.core.tag import as_submitted
 
 log = logging.getLogger(__name__)
 

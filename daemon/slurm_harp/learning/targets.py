@@ -26,9 +26,9 @@ import numpy as np
 
 from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
-from slurm_harp.core.message import as_submitted, parse_tag
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import decision_weight
+from slurm_harp.core.tag import as_submitted, parse_tag
 from slurm_harp.learning.dataset import Dataset, row_order
 
 TRANSFORM = {Target.TIME: "log1p_seconds", Target.MEMORY: "log1p", Target.CPUS: "log1p"}

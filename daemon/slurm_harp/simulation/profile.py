@@ -36,10 +36,6 @@ class FreeProfile:
         # longer than zero_at - now can start now, whatever its width.
         self.zero_at = now if free_now == 0 else float("inf")
 
-    @property
-    def free_now(self) -> int:
-        return self.free[0]
-
     def earliest(
         self, procs: int, duration: float, horizon: float = float("inf"), not_before: float | None = None
     ) -> float | None:
@@ -65,14 +61,6 @@ class FreeProfile:
                 return start
             i = j + 1
         return None
-
-    def free_span(self, procs: int) -> float:
-        """How long from now ``procs`` processors stay free (0 if they are not free now)."""
-        times, free = self.times, self.free
-        for i in range(len(times)):
-            if free[i] < procs:
-                return times[i] - times[0]
-        return float("inf")
 
     def reserve(self, start: float, end: float, procs: int) -> None:
         """Take ``procs`` processors over [start, end) (the caller has checked they are free)."""

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records, swf_processors
-from slurm_harp.core.message import as_submitted
+from slurm_harp.core.tag import as_submitted
 from slurm_harp.core.text import question_marks
 from slurm_harp.simulation.workload import Workload
 
@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 def workload_from_records(records: list[JobRecord], processors: int | None, name: str = "jobs") -> Workload:
     """Jobs with a submit time and a run time, each with the request its user submitted
-    (core.message.as_submitted: the job store shows the limit harp set where it lowered one); a job
+    (core.tag.as_submitted: the job store shows the limit harp set where it lowered one); a job
     with no request gets the longest request in the trace (it could run that long) and is listed in
     the workload's ``no_request``; the machine defaults to the widest job."""
     records = [as_submitted(r) for r in records]
