@@ -1,6 +1,6 @@
 """How harp's predictions did on the jobs that ran, from the harvested jobs alone.
 
-Each job harp saw carries its tag (core.message): per target the value harp wrote (its prediction,
+Each job harp saw carries its tag (core.tag): per target the value harp wrote (its prediction,
 or the limit it set) and, where harp lowered a limit, what the user asked for. Beside what the job
 used (core.job), that gives per target, partition and model version (never per user or per job):
 the distribution of used / harp's value, how often the job used more than harp's value

@@ -1,7 +1,7 @@
 """What each mode would have done on a site's own jobs: the figures of `harp report`.
 
 A site reads them before it switches rewriting on. Every job harp saw carries its tag
-(core.message): in shadow mode the value harp would have applied, in the other modes what it did,
+(core.tag): in shadow mode the value harp would have applied, in the other modes what it did,
 with the user's own limit beside a lowered one. With what the job then used, that gives for every
 mode at once the time limits it would have set (the policy's floor and min_gain applied, as the
 daemon applies them), and from those evaluation.costs's figures, so that they read like

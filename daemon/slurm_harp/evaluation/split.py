@@ -2,7 +2,7 @@
 
 Jobs are ordered by submit time and never shuffled across time: strategies learn on the first
 window, choose and calibrate on the second, and are reported on the last one. Each job is read with
-the request its user submitted (core.message.as_submitted): on a site's own jobs, accounting shows
+the request its user submitted (core.tag.as_submitted): on a site's own jobs, accounting shows
 the limit harp set where it lowered one, which would make harp's limit every strategy's baseline.
 """
 

@@ -92,7 +92,7 @@ def _submit_key(record: JobRecord) -> float:
 def build_dataset(records: Sequence[JobRecord], max_rows: int | None = None) -> Dataset:
     """Usable records (elapsed > 0) sorted by submit time, each job once (row_order); ``max_rows``
     keeps the most recent. Each with its user's own request where its harp tag records one
-    (core.message.as_submitted).
+    (core.tag.as_submitted).
 
     Records without a submit time cannot be placed in time and are sorted first (oldest); their
     history is NaN. History is computed over all usable records before ``max_rows`` is applied, so
