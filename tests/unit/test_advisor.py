@@ -91,3 +91,16 @@ def test_partitions_are_read_now_and_then_and_kept_when_scontrol_fails() -> None
     now[0], failing[0] = 300, True
     assert partitions()[1] == shapes  # read again, failed: the last reading stays
     assert len(calls) == 3
+
+
+def test_a_partition_with_no_nodes_is_read_with_the_others() -> None:
+    """slurm.conf allows a partition with no nodes; scontrol prints its TRES as "(null)". Read as
+    one more error, it cost the advice every partition (none known at the daemon's start)."""
+    empty = "PartitionName=future MaxTime=60 TotalCPUs=0 TotalNodes=0 Nodes=(null) TRES=(null)"
+
+    def runner(argv: list[str]) -> str:
+        return f"{PARTITION}\n{empty}" if "partition" in argv else ""
+
+    shapes = SlurmPartitions(runner)()[1]
+    assert sorted(shapes) == ["batch", "future"]
+    assert (shapes["future"].gpus, shapes["future"].mem_mb, shapes["batch"].cpus) == (0, 0.0, 8)

@@ -111,7 +111,10 @@ def shapes_from_scontrol(text: str) -> dict[str, PartitionShape]:
 
 
 def _shape(name: str, block: dict[str, str]) -> PartitionShape:
-    tres = parse_tres(block.get("TRES", ""))
+    raw = block.get("TRES", "")
+    # A partition with no nodes (slurm.conf's "Nodes= ") has no TRES string: scontrol prints
+    # printf's "(null)" for it. Nothing to price there, and no reason to lose the other partitions.
+    tres = {} if raw.strip() == "(null)" else parse_tres(raw)
     types = [k.removeprefix("gres/gpu:") for k in tres if k.startswith("gres/gpu:")]
     try:
         gpus = gpus_in_tres(tres)
