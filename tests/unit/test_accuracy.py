@@ -69,3 +69,14 @@ def test_summary_and_shapes() -> None:
     assert "upp=50" in accuracy.format_summary(out)
     with pytest.raises(ValueError, match="shape"):
         accuracy.upp([1.0, 2.0], [1.0])
+
+
+def test_the_cut_of_nothing_is_nan_in_every_layer() -> None:
+    """One cut for training, `harp evaluate` and the advice replay: they answered 0.0, NaN and None
+    where there was nothing to cut."""
+    from slurm_harp.evaluation import advice_replay
+
+    assert accuracy.cut_pct(200.0, 50.0) == pytest.approx(75.0)
+    assert accuracy.cut_pct(200.0, 260.0) == pytest.approx(-30.0)  # a strategy that wastes more
+    assert math.isnan(accuracy.cut_pct(0.0, 0.0)) and math.isnan(accuracy.cut_pct(0.0, 5.0))
+    assert advice_replay._cut(0.0, 0.0) is None  # its figures' "none"; null in its JSON

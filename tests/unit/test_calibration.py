@@ -19,14 +19,8 @@ from slurm_harp.core.safety_rule import (
 )
 from slurm_harp.evaluation import costs
 from slurm_harp.evaluation.observed import Observed
-from slurm_harp.learning.calibration import (
-    CalibrationConfig,
-    assess,
-    calibrate,
-    frontier,
-    losing,
-    penalty_grid,
-)
+from slurm_harp.learning.calibration import CalibrationConfig, calibrate, frontier, losing, penalty_grid
+from slurm_harp.learning.limit_outcomes import assess
 from slurm_harp.learning.targets import TargetData
 
 RULE = Calibration(
@@ -186,11 +180,9 @@ def test_per_job_confidence_beats_a_global_margin() -> None:
     assert ours[0] <= 1.5 and ours[1] > best_global
 
 
-def test_assess_agrees_with_the_evaluation() -> None:
-    td, preds = _window(2000, seed=4)
-    td = TargetData(**{**td.__dict__, "censored": np.arange(len(td)) % 17 == 0})
-    limits = np.where(np.arange(len(td)) % 3 == 0, np.nan, np.ceil(preds["q0.90"]))
-    obs = Observed(
+def _observed(td: TargetData) -> Observed:
+    """The evaluation's view of walltime jobs ``td``."""
+    return Observed(
         target=Target.TIME,
         requested=td.requested,
         actual=td.value,
@@ -199,10 +191,30 @@ def test_assess_agrees_with_the_evaluation() -> None:
         run_hours=td.value / 60,
         units=np.ones(len(td)),
     )
-    theirs = costs.assess(obs, limits)
+
+
+def test_assess_agrees_with_the_evaluation() -> None:
+    td, preds = _window(2000, seed=4)
+    td = TargetData(**{**td.__dict__, "censored": np.arange(len(td)) % 17 == 0})
+    limits = np.where(np.arange(len(td)) % 3 == 0, np.nan, np.ceil(preds["q0.90"]))
+    theirs = costs.assess(_observed(td), limits)
     kill, cut = assess(limits, td)
     assert kill == pytest.approx(theirs["newly_killed_pct"])
     assert cut == pytest.approx(theirs["waste_cut_pct"])
+
+
+def test_assess_agrees_with_the_evaluation_where_there_is_no_waste_to_cut() -> None:
+    """Every job ran to its request: training's assess (promotion's grade) said the limits cut
+    0.0 % of the waste, `harp evaluate`'s NaN (shown "-"). One cut now, core.accuracy.cut_pct:
+    NaN, no percentage of nothing."""
+    n = 40
+    request = np.full(n, 60.0)
+    td = walltime_jobs(request, request, np.arange(1.0, n + 1))
+    limits = np.where(np.arange(n) % 2 == 0, np.nan, 30.0)
+    theirs = costs.assess(_observed(td), limits)
+    kill, cut = assess(limits, td)
+    assert kill == pytest.approx(theirs["newly_killed_pct"]) == pytest.approx(50.0)
+    assert math.isnan(cut) and math.isnan(theirs["waste_cut_pct"] or 0.0)
 
 
 def test_frontier_spans_from_everything_to_nothing() -> None:
@@ -265,8 +277,10 @@ def test_a_window_where_nothing_cuts_gives_the_never_rewrite_rule() -> None:
     timeout = TargetData(
         **{**walltime_jobs(request, request, np.ones(n)).__dict__, "censored": np.ones(n, bool)}
     )
-    rule, _ = calibrate({"q0.50": np.full(n, 3.0)}, timeout, [("q0.50", 1.0)], CalibrationConfig())
+    rule, figures = calibrate({"q0.50": np.full(n, 3.0)}, timeout, [("q0.50", 1.0)], CalibrationConfig())
     assert rule.rungs == ()
+    # The rule that never rewrites cuts nothing: 0, not the NaN of a cut of no waste (the card is JSON).
+    assert figures["waste_cut_pct"] == figures["net_cut_pct"] == 0.0
     # Such a rule keeps every request, however low the predictions of later jobs.
     later = ladder_limits({"q0.50": np.full(3, 1.0)}, np.full(3, 600.0), np.ones(3), rule)
     assert np.isnan(later).all()

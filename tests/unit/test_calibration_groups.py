@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration, Rung, decide_limit, ladder_limits, viable_models
-from slurm_harp.learning.calibration import CalibrationConfig, assess, calibrate, frontier
+from slurm_harp.learning.calibration import CalibrationConfig, calibrate, frontier
+from slurm_harp.learning.limit_outcomes import assess
 from slurm_harp.learning.targets import TargetData
 from tests.unit.test_calibration import walltime_jobs
 

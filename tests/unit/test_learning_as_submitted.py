@@ -14,8 +14,8 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.key_history import outcome_of
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.core.tag import as_submitted
-from slurm_harp.learning.calibration import assess
 from slurm_harp.learning.dataset import build_dataset
+from slurm_harp.learning.limit_outcomes import assess
 from slurm_harp.learning.targets import target_data
 
 SUBMIT = 1_800_000_000

@@ -22,8 +22,9 @@ from slurm_harp.learning import booster
 from slurm_harp.learning.booster import BoosterParams, ParityError
 from slurm_harp.learning.calibration import CalibrationConfig
 from slurm_harp.learning.dataset import build_dataset
-from slurm_harp.learning.family import FamilyConfig, fit_family, history_members, size, spread
+from slurm_harp.learning.family import FamilyConfig, fit_family, size, spread
 from slurm_harp.learning.fitting import MethodConfig
+from slurm_harp.learning.member import history_members
 from slurm_harp.learning.trainer import TrainingError, train_target
 from slurm_harp.model.card import INPUT_NAME
 from slurm_harp.model.runtime import ModelError, QuantileModel

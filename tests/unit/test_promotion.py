@@ -24,9 +24,9 @@ from slurm_harp.commands import train as train_command
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning import pipeline
 from slurm_harp.learning.booster import BoosterParams
-from slurm_harp.learning.calibration import assess
 from slurm_harp.learning.family import FamilyConfig
 from slurm_harp.learning.fitting import MethodConfig
+from slurm_harp.learning.limit_outcomes import assess
 from slurm_harp.learning.promotion import Standing, challenge, judge
 from slurm_harp.learning.trainer import train_target
 from slurm_harp.model.retention import STALE_TEMP_S, sweep
@@ -52,6 +52,19 @@ def test_alone_a_challenger_must_be_finite_and_within_the_budget(
     promoted: the checks came after the no-champion return."""
     verdict = judge(Standing("new", *figures), None, BUDGET)
     assert not verdict.promote and why in verdict.reason
+
+
+def test_a_window_with_no_waste_to_cut_is_judged_on_its_kills_and_says_so() -> None:
+    """Where the window's requests left no waste, promotion said both versions "cut 0.0 %" while
+    `harp evaluate` showed no figure: the cut is NaN for both now (core.accuracy.cut_pct), the
+    verdict says why no cut is compared, and promotion.json holds null (JSON has no NaN)."""
+    verdict = judge(Standing("new", 0.5, math.nan), Standing("old", 0.2, math.nan), BUDGET, tolerance=0.5)
+    assert verdict.promote
+    assert verdict.reason == "no waste to cut on the window at 0.50 % newly killed (champion 0.20 %)"
+    note = json.loads(json.dumps(verdict.to_dict(), allow_nan=False))
+    assert note["challenger"]["waste_cut_pct"] is None and note["champion"]["waste_cut_pct"] is None
+    alone = judge(Standing("new", 0.5, math.nan), None, BUDGET)
+    assert alone.promote and json.loads(json.dumps(alone.to_dict(), allow_nan=False))["champion"] is None
 
 
 @pytest.mark.parametrize(

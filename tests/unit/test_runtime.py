@@ -16,13 +16,13 @@ from slurm_harp.accounting import JobRecord
 from slurm_harp.core.features import FEATURE_NAMES, vectorize
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning.booster import BoosterParams
-from slurm_harp.learning.walltime import train_walltime
 from slurm_harp.model.card import PROMOTION_FILE, UNIT
 from slurm_harp.model.runtime import ModelError, QuantileModel, load_version
 from slurm_harp.model.store import ModelStore
 from slurm_harp.model.store_files import sha256_hex
 from slurm_harp.server.reloader import reload_models
 from slurm_harp.server.serving_metrics import ServingMetrics
+from tests.training_helpers import train_walltime
 
 
 def _records(n: int = 600) -> list[JobRecord]:

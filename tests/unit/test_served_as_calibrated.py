@@ -17,8 +17,9 @@ from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.core.safety_rule import Calibration, decide_limit, decision_weight
-from slurm_harp.learning.calibration import CalibrationConfig, assess, calibrate
+from slurm_harp.learning.calibration import CalibrationConfig, calibrate
 from slurm_harp.learning.dataset import build_dataset
+from slurm_harp.learning.limit_outcomes import assess
 from slurm_harp.learning.targets import target_data
 
 _R = len(REQUEST_FEATURE_NAMES)

@@ -24,14 +24,15 @@ from slurm_harp.learning import booster, card_sections
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.calibration import CalibrationConfig
 from slurm_harp.learning.dataset import build_dataset, row_order
-from slurm_harp.learning.family import FamilyConfig, Member, fit_family, side_rounds
+from slurm_harp.learning.family import FamilyConfig, fit_family, side_rounds
 from slurm_harp.learning.fitting import Fitted, MethodConfig, fit_and_calibrate, predict_units
+from slurm_harp.learning.member import Member
 from slurm_harp.learning.targets import TargetData, target_data, usable_in_order
-from slurm_harp.learning.trainer import NotEnoughData, split_rows, train_target
-from slurm_harp.learning.walltime import TrainingError, train_walltime
+from slurm_harp.learning.trainer import NotEnoughData, TrainingError, split_rows, train_target
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import ModelStore
 from tests.conftest import BUNDLED_TRACE, delimited
+from tests.training_helpers import train_walltime
 
 KTH = BUNDLED_TRACE  # in the package: these tests run in every checkout
 FAST = BoosterParams(n_estimators=40, num_leaves=15)

@@ -1,5 +1,5 @@
 """A challenger whose verdict is never written is never served: it is published marked as not
-judged (model.store.PENDING_VERDICT) and the daemon's fallback, `harp rollback` and retention read
+judged (model.verdict.PENDING_VERDICT) and the daemon's fallback, `harp rollback` and retention read
 that mark as refused. Failures are injected at the store's file boundary."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import pytest
 
 from slurm_harp.commands import models as models_command
 from slurm_harp.core.request import Target
-from slurm_harp.model import store as store_module
+from slurm_harp.model import verdict as verdict_module
 from slurm_harp.model.card import PROMOTION_FILE
 from slurm_harp.model.retention import prune
-from slurm_harp.model.store import PENDING_VERDICT, ModelStore
+from slurm_harp.model.store import ModelStore
+from slurm_harp.model.verdict import PENDING_VERDICT
 from slurm_harp.server.reloader import reload_models
 from slurm_harp.state_dir import replace_file
 from tests.unit.test_promotion import FAST, _train, db  # noqa: F401  (db: the fixture, shared)
@@ -69,7 +70,7 @@ def test_a_challenger_whose_verdict_and_removal_both_fail_is_never_served(
         return rename(self, target)
 
     with monkeypatch.context() as failing:
-        failing.setattr(store_module, "replace_file", no_verdict)
+        failing.setattr(verdict_module, "replace_file", no_verdict)
         failing.setattr(Path, "rename", no_trash)
         assert _run(store_dir, db, "--floor", "150") == 1
     assert "cannot write the verdict on" in caplog.text

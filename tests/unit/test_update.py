@@ -12,13 +12,14 @@ import numpy as np
 from slurm_harp.core.request import Target
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.dataset import build_dataset
-from slurm_harp.learning.family import FamilyConfig, Member, Sample, fit_family, update_family
+from slurm_harp.learning.family import FamilyConfig, Sample, fit_family, update_family
 from slurm_harp.learning.fitting import MethodConfig, Refit, fit_and_calibrate, refreshed
+from slurm_harp.learning.member import Member
 from slurm_harp.learning.targets import target_data
 from slurm_harp.learning.trainer import split_rows
-from slurm_harp.learning.walltime import train_walltime
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import ModelStore
+from tests.training_helpers import train_walltime
 from tests.unit.test_models import records
 from tests.unit.test_train import synthetic
 

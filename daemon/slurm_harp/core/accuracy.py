@@ -81,12 +81,18 @@ def waste_cut_pct(predicted: Array, actual: Array, requested: Array, cores: Arra
     c = np.ones_like(r) if cores is None else _arrays(cores, r)[0]
     finished = r <= q
     before = float(np.sum(c[finished] * (q[finished] - r[finished])))
-    if before <= 0:
-        return float("nan")
     limit = np.minimum(p, q)[finished]
     survives = limit >= r[finished]
     after = float(np.sum((c[finished] * (limit - r[finished]))[survives]))
-    return 100.0 * (1.0 - after / before)
+    return cut_pct(before, after)
+
+
+def cut_pct(before: float, after: float) -> float:
+    """How much lower ``after`` is than ``before``, in % of ``before``: the waste cut of every
+    layer (training's calibration and promotion, `harp evaluate`, the advice replay). NaN when
+    ``before`` is not positive: a window whose requests left no waste has nothing to cut, and
+    0 % would read as limits that failed to cut it. Callers that write JSON turn it into null."""
+    return 100.0 * (1.0 - after / before) if before > 0 else float("nan")
 
 
 def kill_loss(limit: Array, actual: Array, requested: Array) -> np.ndarray:

@@ -38,6 +38,7 @@ from slurm_harp.advice.recommend import Ask, advise
 from slurm_harp.advice.reexecution import charged_minutes
 from slurm_harp.advice.sizing import Scaling
 from slurm_harp.advice.tariff import PartitionTariff, Tariff
+from slurm_harp.core.accuracy import cut_pct
 from slurm_harp.core.job import JobRecord
 
 __all__ = ["SITE", "History", "Pick", "Replay", "flat_tariff", "replay", "site_cap", "summarise"]
@@ -240,8 +241,9 @@ def _pct(part: float, whole: float) -> float | None:
 
 
 def _cut(before: float, after: float) -> float | None:
-    """How much lower ``after`` is than ``before``, in % of ``before``."""
-    return 100.0 * (before - after) / before if before else None
+    """core.accuracy.cut_pct, None (these figures' "none") where it is NaN: nothing to cut."""
+    cut = cut_pct(before, after)
+    return None if math.isnan(cut) else cut
 
 
 def _median(values: Sequence[float]) -> float | None:

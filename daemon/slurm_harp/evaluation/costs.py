@@ -131,15 +131,11 @@ def extended(
     return finals, counts
 
 
-def _cut(before: float, after: float) -> float:
-    return 100.0 * (1.0 - after / before) if before > 0 else math.nan
-
-
 def waste_cut_pct(obs: Observed, limits: np.ndarray) -> float:
     """% of the request's reservation waste that ``limits`` cut, over the usable jobs."""
     sub = obs.take(obs.usable())
     lim = limits[obs.usable()]
-    return _cut(waste(sub, sub.requested), waste(sub, effective_limits(sub, lim)))
+    return accuracy.cut_pct(waste(sub, sub.requested), waste(sub, effective_limits(sub, lim)))
 
 
 def assess(obs: Observed, limits: np.ndarray) -> Figures:
@@ -168,7 +164,7 @@ def assess(obs: Observed, limits: np.ndarray) -> Figures:
         "aea": accuracy.aea(eff, sub.actual),
         "waste_request": before,
         "waste": after,
-        "waste_cut_pct": _cut(before, after),
+        "waste_cut_pct": accuracy.cut_pct(before, after),
         "newly_killed_pct": None,
         "kill_free_cut_pct": None,
         "censored_lowered_pct": None,
@@ -182,13 +178,13 @@ def assess(obs: Observed, limits: np.ndarray) -> Figures:
     if obs.target is Target.CPUS:
         used = sub.run_hours * sub.actual
         out["slowed_pct"] = share
-        out["alloc_core_h_cut_pct"] = _cut(
+        out["alloc_core_h_cut_pct"] = accuracy.cut_pct(
             float(np.sum(used + waste_terms(sub, sub.requested))), float(np.sum(used + waste_terms(sub, eff)))
         )
     else:
         total, extra = reexecution(sub, eff)
         out["newly_killed_pct"] = share
-        out["kill_free_cut_pct"] = _cut(before, waste(sub, np.where(new, sub.requested, eff)))
+        out["kill_free_cut_pct"] = accuracy.cut_pct(before, waste(sub, np.where(new, sub.requested, eff)))
         out["censored_lowered_pct"] = 100.0 * float(np.mean(lost & ~finished(sub))) if n else math.nan
         out["reexec_core_h"] = total
         out["reexec_extra_core_h"] = extra
@@ -204,7 +200,7 @@ def _extend_figures(obs: Observed, effective: np.ndarray, before: float) -> Figu
     finals, counts = extended(obs, effective)
     n, many = len(obs), counts[counts > 0]
     return {
-        "extend_waste_cut_pct": _cut(before, waste(obs, finals)),
+        "extend_waste_cut_pct": accuracy.cut_pct(before, waste(obs, finals)),
         "extend_killed_pct": 100.0 * float(np.mean(newly_killed(obs, finals))) if n else math.nan,
         "extended_pct": 100.0 * float(np.mean(counts > 0)) if n else math.nan,
         "extensions_mean": float(np.mean(many)) if len(many) else 0.0,

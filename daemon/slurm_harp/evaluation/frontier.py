@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from slurm_harp.core.accuracy import cut_pct
 from slurm_harp.core.job import JobRecord
 from slurm_harp.evaluation import costs
 from slurm_harp.evaluation.observed import Observed
@@ -91,8 +92,7 @@ def pareto_points(base: np.ndarray, obs: Observed, multipliers: np.ndarray = MUL
     for m in multipliers:
         eff = costs.effective_limits(sub, float(m) * b)
         lost = 100.0 * float(np.mean(costs.newly_killed(sub, eff))) if len(sub) else 0.0
-        cut = 100.0 * (1.0 - costs.waste(sub, eff) / before) if before > 0 else float("nan")
-        points.append((lost, cut))
+        points.append((lost, cut_pct(before, costs.waste(sub, eff))))
     return points
 
 

@@ -30,7 +30,7 @@ from slurm_harp.evaluation.split import known_before
 from slurm_harp.evaluation.strategy import Split
 from slurm_harp.learning.calibration import Curve, frontier
 from slurm_harp.learning.dataset import build_dataset, row_order
-from slurm_harp.learning.family import Member, quantile_name
+from slurm_harp.learning.family import quantile_name
 from slurm_harp.learning.fitting import (
     Fitted,
     MethodConfig,
@@ -39,6 +39,7 @@ from slurm_harp.learning.fitting import (
     predict_units,
     refreshed,
 )
+from slurm_harp.learning.member import Member
 from slurm_harp.learning.targets import TargetData, target_data
 
 MIN_TRAIN_JOBS = 50

@@ -13,11 +13,8 @@ Given the validation predictions of a few models and candidate (model, margin) r
    the rule never rewrites: penalty 0 would lower every later job to its cheapest rung unpriced.
 With ``by = "partition"`` each rung's risk is also measured per partition (Mondrian style) for
 partitions with at least ``min_group_jobs`` usable validation jobs; the penalty stays one.
-Outcome definitions follow the evaluation (learning notes): a job is usable with a positive
-request and outcome; it is newly killed when its limit is below what it used and it had
-finished under its own request (CPUs: "slowed" whenever the limit is below the use); waste is
-Σ waste_weight x (limit - use) over the finished jobs that survive (CPUs: over all jobs,
-max(limit - use, 0)). For walltime the figures also give the cut net of the kills: a newly
+What a limit does to a job (usable, newly killed, waste) is learning.limit_outcomes's; the waste
+cut is core.accuracy.cut_pct's. For walltime the figures also give the cut net of the kills: a newly
 killed job's waste is then its attempt cut short plus its waste when run again under its
 request (one re-run, as the simulator has it: a lower bound on HARP's doubling re-execution),
 and a rule whose net cut is not positive loses core-hours for the site (training warns).
@@ -31,9 +28,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from slurm_harp.core.accuracy import kill_loss
+from slurm_harp.core.accuracy import cut_pct, kill_loss
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY, MIN_GROUP_JOBS, Calibration, Rung, one_rung_limits
+from slurm_harp.learning.limit_outcomes import outcomes, usable
 from slurm_harp.learning.targets import TargetData
 
 Curve = list[tuple[float, float]]
@@ -67,43 +65,6 @@ class _Scored:
     risk: np.ndarray  # (R,): one per rung, as the rule serves it; (n, R) per job in studies
 
 
-def _usable(td: TargetData) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        mask: np.ndarray = (td.requested > 0) & (td.value > 0)
-    return mask
-
-
-def _stopped(td: TargetData) -> np.ndarray:
-    """Censored jobs, except those harp's own limit stopped: they ran at least ``value`` and any
-    limit below that kills them too."""
-    out: np.ndarray = td.censored if td.stopped_by_harp is None else td.censored & ~td.stopped_by_harp
-    return out
-
-
-def finished(td: TargetData) -> np.ndarray:
-    """The usable jobs whose waste a limit can cut (base waste under the request): those that
-    finished under their request (not stopped at a limit of their own); for CPUs every usable job.
-    Calibration learns nothing from a window without them."""
-    use = _usable(td)
-    if td.target is Target.CPUS:
-        return use
-    with np.errstate(invalid="ignore"):
-        mask: np.ndarray = use & ~_stopped(td) & (td.value <= td.requested)
-    return mask
-
-
-def _outcomes(td: TargetData, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(newly killed, waste) per job for limits (rows of ``td``, any shape broadcasting on axis 0)."""
-    req, use = td.requested[:, None], td.value[:, None]
-    w = td.waste_weight[:, None]
-    killed_any = limit < np.minimum(use, req)
-    if td.target is Target.CPUS:
-        return killed_any, w * np.maximum(limit - use, 0.0)
-    done = (~_stopped(td)[:, None]) & (use <= req)
-    waste = np.where(done & ~killed_any, w * (limit - use), 0.0)
-    return killed_any & done, waste
-
-
 def rung_limits(
     predictions: Mapping[str, np.ndarray],
     rungs: Sequence[tuple[str, float]],
@@ -119,8 +80,8 @@ def _score(
     predictions: Mapping[str, np.ndarray], td: TargetData, rungs: Sequence[tuple[str, float]], floor: float
 ) -> _Scored:
     limits = rung_limits(predictions, rungs, td.requested, floor)
-    killed, waste = _outcomes(td, limits)
-    _, base = _outcomes(td, td.requested[:, None])
+    killed, waste = outcomes(td, limits)
+    _, base = outcomes(td, td.requested[:, None])
     risk = _conformal_risk(killed, np.isfinite(limits))
     saving = td.weight[:, None] * (td.requested[:, None] - limits)
     # A rung without a prediction for a job (NaN: e.g. no history yet) is never chosen for it.
@@ -165,9 +126,9 @@ def _choose(scored: _Scored, penalty: float) -> np.ndarray:
 
 def _kill_loss(td: TargetData, limit: np.ndarray) -> np.ndarray:
     """What newly killing a job under ``limit`` loses (rows of ``td``, any shape broadcasting on
-    axis 0, as _outcomes), core.accuracy.kill_loss times waste_weight: its attempt cut short plus
-    its waste when it runs again under its request. The metric counts a killed job's waste as zero
-    instead."""
+    axis 0, as limit_outcomes.outcomes), core.accuracy.kill_loss times waste_weight: its attempt
+    cut short plus its waste when it runs again under its request. The metric counts a killed
+    job's waste as zero instead."""
     w, req, use = (v[:, None] for v in (td.waste_weight, td.requested, td.value))
     out: np.ndarray = w * kill_loss(limit, use, req)
     return out
@@ -180,7 +141,7 @@ def _net_cut(scored: _Scored, chosen: np.ndarray, td: TargetData) -> float:
     killed = rows[scored.killed[rows, chosen[rows]]]
     lost = _kill_loss(td.take(killed), scored.limit[killed, chosen[killed]][:, None])
     _, after = _effect(scored, chosen)
-    return _cut(float(scored.base_waste.sum()), after + float(lost.sum()))
+    return cut_pct(float(scored.base_waste.sum()), after + float(lost.sum()))
 
 
 def _effect(scored: _Scored, chosen: np.ndarray) -> tuple[np.ndarray, float]:
@@ -196,13 +157,9 @@ def _effect(scored: _Scored, chosen: np.ndarray) -> tuple[np.ndarray, float]:
     return killed, float(waste.sum())
 
 
-def _cut(before: float, after: float) -> float:
-    return 100.0 * (1.0 - after / before) if before > 0 else 0.0
-
-
 def penalty_grid(td: TargetData, size: int) -> np.ndarray:
     """Zero, then geometric from far below to far above a typical job's value at stake."""
-    use = _usable(td)
+    use = usable(td)
     stake = td.weight[use] * td.requested[use]
     scale = float(np.median(stake)) if stake.size else 1.0
     return np.concatenate([[0.0], scale * np.geomspace(1e-2, 1e7, max(size - 1, 1))])
@@ -221,7 +178,7 @@ def _search(
         worst = max((float(killed[p].mean()) for p in parts if p.size), default=0.0)
         if worst > budget:
             continue
-        cut = _cut(before, after)
+        cut = cut_pct(before, after)
         if best is None or cut >= best[0]:  # a tie: the higher penalty, the safer rule
             best = (cut, float(penalty), 100.0 * float(killed.mean()) if killed.size else 0.0, 100.0 * worst)
     return best
@@ -238,7 +195,7 @@ def calibrate(
     ``predictions`` (target unit) and ``td`` are rows of the validation window. Never rewriting
     always meets the budget; it is what comes back when nothing else does, and when nothing
     within the budget cuts any waste there."""
-    use = _usable(td)
+    use = usable(td)
     sub = td.take(np.flatnonzero(use))
     preds = {name: np.asarray(p, dtype=np.float64)[use] for name, p in predictions.items()}
     scored = _score(preds, sub, rungs, config.floor)
@@ -255,9 +212,10 @@ def calibrate(
         scored = replace(scored, risk=rule.risk_matrix(sub.group, len(sub)))
     parts = np.array_split(np.arange(len(sub)), max(1, config.chunks))
     found = _search(scored, parts, config.kill_budget, penalty_grid(sub, config.grid))
-    if found is None or found[0] <= 0:
-        # Even the top of the grid kills too much, or no penalty cuts anything on this window:
-        # never rewrite (a penalty of 0 would lower every later job to its cheapest rung).
+    if found is None or not found[0] > 0:
+        # Even the top of the grid kills too much, or no penalty cuts anything on this window (or
+        # it has no waste to cut: a NaN cut): never rewrite (a penalty of 0 would lower every later
+        # job to its cheapest rung). The rule that never rewrites cuts nothing: its figures are 0.
         found = None
         calibration = Calibration(rungs=(), penalty=0.0, floor=config.floor, target=td.target)
         cut, penalty, kill, worst = 0.0, 0.0, 0.0, 0.0
@@ -274,8 +232,7 @@ def calibrate(
         "groups": float(len(calibration.group_risks)),
     }
     if td.target is Target.TIME:
-        chosen = _choose(scored, penalty) if found is not None else np.full(len(sub), -1)
-        figures["net_cut_pct"] = _net_cut(scored, chosen, sub)
+        figures["net_cut_pct"] = _net_cut(scored, _choose(scored, penalty), sub) if found is not None else 0.0
     return calibration, figures
 
 
@@ -299,8 +256,8 @@ def frontier(
     size: int = CalibrationConfig.grid,
 ) -> Curve:
     """(newly killed %, waste cut %) on a window as the penalty sweeps the grid calibration
-    searches, rungs and risks fixed."""
-    use = _usable(td)
+    searches, rungs and risks fixed; the cut is NaN where the window has no waste to cut."""
+    use = usable(td)
     sub = td.take(np.flatnonzero(use))
     preds = {name: np.asarray(p, dtype=np.float64)[use] for name, p in predictions.items()}
     pairs = [(r.model, r.margin) for r in calibration.rungs]
@@ -311,16 +268,5 @@ def frontier(
     points: Curve = []
     for penalty in penalty_grid(sub, size):
         killed, after = _effect(scored, _choose(scored, penalty))
-        points.append((100.0 * float(killed.mean()) if killed.size else 0.0, _cut(before, after)))
+        points.append((100.0 * float(killed.mean()) if killed.size else 0.0, cut_pct(before, after)))
     return points
-
-
-def assess(limits: np.ndarray, td: TargetData) -> tuple[float, float]:
-    """(newly killed %, waste cut %) of ``limits`` (NaN = keep the request) over usable rows."""
-    use = _usable(td)
-    sub = td.take(np.flatnonzero(use))
-    eff = np.where(np.isnan(limits[use]), sub.requested, np.minimum(limits[use], sub.requested))
-    killed, waste = _outcomes(sub, eff[:, None])
-    _, base = _outcomes(sub, sub.requested[:, None])
-    kill = 100.0 * float(killed.mean()) if killed.size else 0.0
-    return kill, _cut(float(base.sum()), float(waste.sum()))

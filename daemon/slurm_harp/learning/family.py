@@ -1,7 +1,7 @@
 """The model family: asymmetric-loss boosted trees, and HARP's own regressors for comparison.
 
 Every model learns the target in model space (log1p, see learning.targets) and exports to ONNX
-with a native-vs-ONNX parity check. Members, by name:
+with a native-vs-ONNX parity check (learning.member). Members, by name:
 - "q0.90" ...: LightGBM quantile at that level; when the training rows include censored jobs,
   ``censored_rounds`` more trees follow on the one-sided (censored) pinball loss.
 - "huber": HARP's asymmetric Huber (0.9 under / 0.1 over), a quantile-0.9 start then custom trees.
@@ -28,23 +28,17 @@ import math
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
-import onnxruntime as ort
 
 from slurm_harp.learning import booster, sklearn_models
-from slurm_harp.learning.booster import BoosterParams, ParityError
+from slurm_harp.learning.booster import BoosterParams
+from slurm_harp.learning.member import BOOSTED, Member
 from slurm_harp.learning.objectives import AsymmetricHuber, CostWeightedPinball, Pinball
-from slurm_harp.model.card import INPUT_NAME, quantile_key
+from slurm_harp.model.card import quantile_key
 
-BOOSTED = ("quantile", "huber", "eloss")
-HISTORY = "history"
 SKLEARN = sklearn_models.KINDS
 COMPARISON: tuple[str, ...] = ("huber", "eloss", *SKLEARN)
-# sklearn runs float32 inputs through float64 weights natively, ONNX in float32: 1e-3 in log
-# space is a 0.1 % error on the prediction.
-SKLEARN_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -77,41 +71,6 @@ class FamilyConfig:
         rounds = side_rounds(trees)
         params = replace(self.params, n_estimators=trees, learning_rate=learning_rate)
         return replace(self, params=params, censored_rounds=rounds, start_rounds=rounds, update_rounds=rounds)
-
-
-@dataclass(frozen=True)
-class Member:
-    name: str
-    kind: str  # "quantile", "huber", "eloss", "linear", "tree", "mlp"
-    quantile: float | None  # the level a quantile (or E-Loss) model aims at
-    model: Any
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        """Model-space predictions (float64) for float32 feature rows."""
-        rows = x if x.dtype == np.float32 else x.astype(np.float32)
-        if self.kind == HISTORY:
-            column: np.ndarray = rows[:, int(self.model)].astype(np.float64)
-            return column
-        if self.kind in BOOSTED:
-            return booster.predict_raw(self.model, rows)
-        out: np.ndarray = np.asarray(self.model.predict(rows), dtype=np.float64).reshape(-1)
-        return out
-
-    def export(self, x_check: np.ndarray) -> tuple[bytes, float]:
-        """ONNX bytes and the parity error; ParityError beyond the tolerance."""
-        if self.kind in BOOSTED:
-            return booster.export_checked(self.model, x_check)
-        data = _column_onnx(int(self.model), x_check.shape[1]) if self.kind == HISTORY else None
-        data = data or sklearn_models.to_onnx(self.model, x_check.shape[1])
-        probes = np.vstack([x_check, np.zeros((1, x_check.shape[1]))]).astype(np.float32)
-        session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-        got = np.asarray(session.run(None, {INPUT_NAME: probes})[0], dtype=np.float64).reshape(-1)
-        native = self.predict(probes)
-        same_nan = np.array_equal(np.isnan(got), np.isnan(native))
-        error = float(np.nanmax(np.abs(got - native), initial=0.0)) if same_nan else math.inf
-        if not error <= SKLEARN_TOLERANCE:
-            raise ParityError(f"{self.name}: ONNX export differs from sklearn by {error:.3g}")
-        return data, error
 
 
 def side_rounds(trees: int) -> int:
@@ -272,33 +231,3 @@ def fit_sklearn(kind: str, x: np.ndarray, y: np.ndarray, config: FamilyConfig) -
     """One of HARP's models ("linear", "tree", "mlp") on at most ``sklearn_max_rows`` rows (spread)."""
     keep = spread(len(y), config.sklearn_max_rows)
     return Member(kind, kind, None, sklearn_models.fit(kind, x[keep], y[keep], config.params.seed))
-
-
-def history_members(names: Sequence[str], feature_names: Sequence[str]) -> list[Member]:
-    """One "hist_<feature>" member per history feature that exists (others are skipped)."""
-    return [
-        Member(f"hist_{name.split('_', 1)[1]}", HISTORY, None, feature_names.index(name))
-        for name in names
-        if name in feature_names
-    ]
-
-
-def _column_onnx(column: int, n_features: int) -> bytes:
-    """A graph that outputs column ``column`` of the input as an (n, 1) float tensor."""
-    from onnx import TensorProto, helper
-
-    graph = helper.make_graph(
-        [
-            helper.make_node(
-                "Constant", [], ["index"], value=helper.make_tensor("i", TensorProto.INT64, [1], [column])
-            ),
-            helper.make_node("Gather", [INPUT_NAME, "index"], ["variable"], axis=1),
-        ],
-        "history_column",
-        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, [None, n_features])],
-        [helper.make_tensor_value_info("variable", TensorProto.FLOAT, [None, 1])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", booster.TARGET_OPSET)])
-    model.ir_version = 8
-    data: bytes = model.SerializeToString()
-    return data

@@ -26,16 +26,8 @@ from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration, ladder_limits
 from slurm_harp.learning.calibration import CalibrationConfig, calibrate, losing
-from slurm_harp.learning.family import (
-    HISTORY,
-    SKLEARN,
-    FamilyConfig,
-    Member,
-    fit_family,
-    fit_sklearn,
-    history_members,
-    update_family,
-)
+from slurm_harp.learning.family import SKLEARN, FamilyConfig, fit_family, fit_sklearn, update_family
+from slurm_harp.learning.member import HISTORY, Member, history_members
 from slurm_harp.learning.selection import SelectionPolicy, Table, score_table, select
 from slurm_harp.learning.targets import TargetData
 

@@ -4,7 +4,7 @@ Shared by `harp train` and `harp nightly`. Crash safety comes from the store: a 
 only complete (temp directory + rename), CURRENT moves by an atomic rename and only after the
 verdict, so a crash at any point leaves the serving model as it was; what a crash leaves behind
 (temp directories, a published but unpromoted version) is swept or pruned by a later run.
-A version to be judged is published with a pending verdict (model.store.PENDING_VERDICT), read as
+A version to be judged is published with a pending verdict (model.verdict.PENDING_VERDICT), read as
 refused until its own verdict replaces it: whatever fails in between (a crash, a verdict that
 cannot be written, then its removal), the daemon's fallback and `harp rollback` never take it.
 """

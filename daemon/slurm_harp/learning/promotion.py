@@ -12,13 +12,14 @@ but on the window's jobs submitted up to the champion's last one only (``_out_of
 they are too few, those and the first half of the later jobs, judged on the second half; when
 still too few, the rule as published, calibrated on the judged jobs too, and the verdict says
 so). The published rule, calibrated on the whole window, would meet the kill budget there by
-construction. Limits are graded by learning.calibration.assess: newly killed % and
+construction. Limits are graded by learning.limit_outcomes.assess: newly killed % and
 reservation-waste cut %. The challenger is also loaded; one that does not load is never promoted.
 
 The challenger is not worse when
 1. its newly killed rate is within the kill budget, or no higher than the champion's; and
 2. its waste cut is at least the champion's minus ``tolerance`` points, unless the champion
-   breaks the kill budget on this window (it is no longer safe; rule 1 suffices).
+   breaks the kill budget on this window (it is no longer safe; rule 1 suffices) or the window
+   has no waste to cut (its requests left none: no cut is measured, the verdict says so).
 A challenger trained on jobs older than the champion's is refused (a restored job store, a
 lowered max_jobs, an old trace): nothing in its window is new to the champion, so it could not
 lose a comparison. When fewer than MIN_JOBS jobs of the window are new to the champion, both
@@ -42,7 +43,7 @@ import numpy as np
 from slurm_harp.core.predictor import closest_quantile
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import ladder_limits
-from slurm_harp.learning.calibration import assess, finished
+from slurm_harp.learning.limit_outcomes import assess, finished
 from slurm_harp.learning.targets import TargetData, available
 from slurm_harp.learning.trainer import Window
 from slurm_harp.model.runtime import QuantileModel, load_version
@@ -63,7 +64,7 @@ class Standing:
 
     version: str
     killed_pct: float
-    waste_cut_pct: float
+    waste_cut_pct: float  # NaN: the window has no waste to cut (core.accuracy.cut_pct)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,12 @@ class Verdict:
         return ("promoted: " if self.promote else "kept the champion: ") + self.reason
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"verdict": self.summary}
+        """As promotion.json holds it: JSON has no NaN, a cut of nothing to cut is null there."""
+        out = asdict(self) | {"verdict": self.summary}
+        for side in (out["challenger"], out["champion"]):
+            if side is not None and math.isnan(side["waste_cut_pct"]):
+                side["waste_cut_pct"] = None
+        return out
 
 
 def model_limits(model: QuantileModel, x: np.ndarray, td: TargetData, quantile: float = 0.9) -> np.ndarray:
@@ -109,7 +115,8 @@ def judge(
     def verdict(promote: bool, reason: str) -> Verdict:
         return Verdict(promote, reason, challenger, champion, kill_budget, tolerance)
 
-    if not all(math.isfinite(v) for v in (challenger.killed_pct, challenger.waste_cut_pct)):
+    # A NaN cut is a window with no waste to cut (both versions' alike: the same jobs), no fault.
+    if not math.isfinite(challenger.killed_pct) or math.isinf(challenger.waste_cut_pct):
         return verdict(False, "the challenger's figures are not finite")
     budget_pct = 100.0 * kill_budget
     if champion is None:
@@ -130,16 +137,19 @@ def judge(
         return verdict(
             True, f"the champion breaks the kill budget on the latest window ({champion.killed_pct:.2f} %)"
         )
-    if challenger.waste_cut_pct < champion.waste_cut_pct - tolerance:
+    if math.isnan(challenger.waste_cut_pct) or math.isnan(champion.waste_cut_pct):
+        cuts = "no waste to cut on the window"
+    elif challenger.waste_cut_pct < champion.waste_cut_pct - tolerance:
         return verdict(
             False,
             f"cuts {challenger.waste_cut_pct:.1f} % of the waste, champion "
             f"{champion.waste_cut_pct:.1f} % (tolerance {tolerance:g} points)",
         )
+    else:
+        cuts = f"cuts {challenger.waste_cut_pct:.1f} % (champion {champion.waste_cut_pct:.1f} %)"
     return verdict(
         True,
-        f"cuts {challenger.waste_cut_pct:.1f} % (champion {champion.waste_cut_pct:.1f} %) at "
-        f"{challenger.killed_pct:.2f} % newly killed (champion {champion.killed_pct:.2f} %)",
+        f"{cuts} at {challenger.killed_pct:.2f} % newly killed (champion {champion.killed_pct:.2f} %)",
     )
 
 

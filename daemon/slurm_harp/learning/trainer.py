@@ -28,7 +28,6 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import ladder_limits
 from slurm_harp.learning import card_sections
-from slurm_harp.learning.calibration import finished
 from slurm_harp.learning.dataset import Dataset, build_dataset
 from slurm_harp.learning.fitting import (
     Fitted,
@@ -38,6 +37,7 @@ from slurm_harp.learning.fitting import (
     limits_calibrated_on,
     refreshed,
 )
+from slurm_harp.learning.limit_outcomes import finished
 from slurm_harp.learning.targets import TRANSFORM, TargetData, target_data
 from slurm_harp.model.card import CARD_FORMAT, UNIT, model_file_name
 
@@ -104,7 +104,7 @@ def split_rows(data: Dataset, validation_fraction: float) -> Rows:
 
 def _check_counts(td: TargetData, rows: Rows, total: int) -> None:
     """Enough jobs to train on, and enough validation jobs that finished under their request
-    (calibration.finished) to calibrate the rule on: a censored job's waste is unknown, so a
+    (limit_outcomes.finished) to calibrate the rule on: a censored job's waste is unknown, so a
     window of them only would calibrate nothing."""
     n_train = int(td.labelled()[rows.train].sum())
     n_val = int(finished(td.take(rows.validation)).sum())

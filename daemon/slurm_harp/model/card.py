@@ -32,7 +32,7 @@ CARD_FORMAT = 2
 READABLE_FORMATS = (1, 2)
 CARD_FILE = "card.json"
 # Beside the card: the promotion verdict of the version (learning.promotion), when it was judged;
-# written and read by model.store.ModelStore (write_verdict, verdict).
+# written and read by model.verdict (through model.store.ModelStore: write_verdict, verdict).
 PROMOTION_FILE = "promotion.json"
 INPUT_NAME = "features"
 

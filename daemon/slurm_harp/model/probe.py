@@ -3,15 +3,21 @@
 Two made-up feature rows, one missing every feature and a plain one (every feature 1.0), run
 through each model: it must answer finite values (a history column only on the plain row: it is
 NaN where there is no history) and none below -NEGATIVE_TOLERANCE in model space, where its kind
-makes that a test of it. model.runtime runs the rows as a batch, then the plain one alone through
-each path a submission takes.
+makes that a test of it. model.runtime runs the rows as a batch (check_batch), then the plain one
+alone through each path a submission takes (check_one_row).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterable
+
 import numpy as np
 
 from slurm_harp.core.features import FEATURE_NAMES
+
+Run = Callable[[np.ndarray], np.ndarray]  # a model's raw answer (model space) to feature rows
+Answer = Callable[[np.ndarray], list[float]]  # one serving path's values (target unit) for one row
 
 # A raw answer (model space: log1p of seconds, MB or CPUs) below -NEGATIVE_TOLERANCE is a model of
 # negative quantities: served, it cut every job to its floor. Not below 0 itself: LightGBM's quantile
@@ -44,3 +50,34 @@ def problem(out: np.ndarray, kind: object, transform: str) -> str | None:
     if lowest < -NEGATIVE_TOLERANCE and kind not in _EXTRAPOLATING:
         return f"probe gave {lowest:.6g}: negative ({transform}: no job's value is below 0)"
     return None
+
+
+class ProbeError(Exception):
+    """A model that failed the probe; the message names it and the problem."""
+
+
+def check_batch(models: Iterable[tuple[str, object, Run]], transform: str) -> None:
+    """Every model's answer to ``rows()`` as a batch must pass ``problem``; ProbeError otherwise.
+    ``models``: (name, kind, run) each."""
+    batch = rows()
+    for name, kind, run in models:
+        try:
+            out = np.asarray(run(batch)).reshape(-1)
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ProbeError(f"{name}: probe run failed: {exc}") from exc
+        why = problem(out, kind, transform)
+        if why is not None:
+            raise ProbeError(f"{name}: {why}")
+
+
+def check_one_row(paths: Iterable[tuple[str, Answer]]) -> None:
+    """The plain probe row alone through each serving path (label, answer) must give finite values:
+    a model whose batch of two runs may still fail one row. ProbeError otherwise."""
+    row = rows()[1:]
+    for label, answer in paths:
+        try:
+            values = answer(row)
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ProbeError(f"{label}: one-row probe run failed: {exc}") from exc
+        if not all(math.isfinite(v) for v in values):
+            raise ProbeError(f"{label}: one-row probe gave {values}, not finite")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -199,45 +198,38 @@ class QuantileModel:
 
     def _probe(self, version_dir: Path) -> None:
         """Every model's answer to the probe rows, run as a batch, must pass model.probe."""
-        rows = probe.rows()
         kinds = {
             str(m.get("name")): m.get("kind") for m in self.card.get("models", []) if isinstance(m, dict)
         }
-        runs: list[tuple[str, ort.InferenceSession, str, object]] = [
-            (f"q{q}", s, o, "quantile") for q, s, o in self._runs
+        models: list[tuple[str, object, probe.Run]] = [
+            (f"q{q}", "quantile", _batch_run(s, o)) for q, s, o in self._runs
         ]
-        runs += [(n, s, o, kinds.get(n)) for n, (s, o) in self._named.items()]
-        for name, session, output, kind in runs:
-            try:
-                out = np.asarray(session.run([output], {INPUT_NAME: rows})[0]).reshape(-1)
-            except Exception as exc:  # onnxruntime raises its own exception types
-                raise ModelError(f"{version_dir}: {name}: probe run failed: {exc}") from exc
-            why = probe.problem(out, kind, self._transform)
-            if why is not None:
-                raise ModelError(f"{version_dir}: {name}: {why}")
+        models += [(n, kinds.get(n), _batch_run(s, o)) for n, (s, o) in self._named.items()]
+        try:
+            probe.check_batch(models, self._transform)
+        except probe.ProbeError as exc:
+            raise ModelError(f"{version_dir}: {exc}") from exc
 
     def _probe_one_row(self, version_dir: Path) -> None:
         """The plain probe row alone through each path the daemon serves a submission by (bound
-        runs, the merged ladder): a model whose batch of two runs may still fail one row."""
-        row = probe.rows()[1:]
-        paths: list[tuple[str, float | None, tuple[str, ...]]] = [(f"q{q}", q, ()) for q in self.quantiles]
-        paths += [(n, None, (n,)) for n in self.names]
+        runs, the merged ladder), as model.probe checks it."""
+        paths: list[tuple[str, probe.Answer]] = [(f"q{q}", self._quantile_answer(q)) for q in self.quantiles]
+        paths += [(n, self._named_answer((n,))) for n in self.names]
         if self._ladder is not None:
-            paths.append(("the merged models", None, self.names))
+            paths.append(("the merged models", self._named_answer(self.names)))
         self._negative_logged = True  # the probe's own values are no submission's: not logged
         try:
-            for label, quantile, names in paths:
-                try:
-                    if quantile is not None:
-                        values = [float(self.predict_quantile(row, quantile)[0])]
-                    else:
-                        values = list(self.predict_row(row, names).values())
-                except Exception as exc:  # onnxruntime raises its own exception types
-                    raise ModelError(f"{version_dir}: {label}: one-row probe run failed: {exc}") from exc
-                if not all(math.isfinite(v) for v in values):
-                    raise ModelError(f"{version_dir}: {label}: one-row probe gave {values}, not finite")
+            probe.check_one_row(paths)
+        except probe.ProbeError as exc:
+            raise ModelError(f"{version_dir}: {exc}") from exc
         finally:
             self._negative_logged = False
+
+    def _quantile_answer(self, quantile: float) -> probe.Answer:
+        return lambda row: [float(self.predict_quantile(row, quantile)[0])]
+
+    def _named_answer(self, names: tuple[str, ...]) -> probe.Answer:
+        return lambda row: list(self.predict_row(row, names).values())
 
     def _negative(self, raw: float) -> None:
         """A raw prediction below 0, served as 0 (card.to_unit): logged once per version, whose
@@ -269,6 +261,10 @@ def load_version(version_dir: Path, target: Target) -> QuantileModel:
     except Exception as exc:
         log.exception("model %s for %s: unexpected error while loading", version_dir, target.value)
         raise ModelError(f"{version_dir}: {type(exc).__name__}: {exc}") from exc
+
+
+def _batch_run(session: ort.InferenceSession, output: str) -> probe.Run:
+    return lambda rows: np.asarray(session.run([output], {INPUT_NAME: rows})[0])
 
 
 def _read(path: Path) -> bytes:

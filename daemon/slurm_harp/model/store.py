@@ -22,31 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from slurm_harp.core.request import Target
+from slurm_harp.model import verdict as verdicts
 from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE, complete_card
-from slurm_harp.model.store_files import (
-    MAX_NOTE_BYTES,
-    linked,
-    read_note,
-    read_store_file,
-    refuse_links,
-)
-from slurm_harp.regular_file import NotJSON, TooLarge
+from slurm_harp.model.store_files import linked, read_store_file, refuse_links
 from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, fsync_dir, make_dirs, replace_file
 
 CURRENT_FILE = "CURRENT"
 # At the store's root, beside the target directories: no reader lists the root, and its name is
 # no version's. Only writers (`harp train`, `harp nightly`) take it; the daemon never does.
 LOCK_FILE = ".harp-train.lock"
-# The promotion.json a version published to be judged is born with (publish(awaiting_verdict=True)),
-# until write_verdict replaces it. A crash, or a verdict that cannot be written and a version that
-# cannot be removed then, leaves it: read as refused, such a version is never served by the daemon's
-# fallback or `harp rollback` (it may be a challenger the verdict would have refused), and retention
-# counts it with the refused ones.
-PENDING_VERDICT = {"promote": False, "pending": True, "verdict": "not judged (no verdict written yet)"}
-# verdict() of a promotion.json that is there but holds no verdict it can read (not JSON, cut short,
-# not UTF-8, no true or false "promote", a FIFO): refused, as PENDING_VERDICT is. What it hides may
-# be a refusal, and a challenger promotion refused must never be served by a fallback.
-UNREADABLE = "unreadable"
 VERSION_NAME = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
 _TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -122,7 +106,8 @@ class ModelStore:
         awaiting_verdict: bool = False,
     ) -> str:
         """Write a new version (files + card.json) and, by default, point CURRENT at it.
-        ``awaiting_verdict``: it appears with PENDING_VERDICT, for write_verdict to replace."""
+        ``awaiting_verdict``: it appears with model.verdict's PENDING_VERDICT, for write_verdict to
+        replace."""
         target_dir = self.target_dir(target)
         make_dirs(target_dir)
         if linked(target_dir) is not None:
@@ -142,7 +127,9 @@ class ModelStore:
                 tmp / CARD_FILE, json.dumps(full_card, indent=2, sort_keys=True, allow_nan=False).encode()
             )
             if awaiting_verdict:  # in the temp directory: no moment where the version is unmarked
-                _write_synced(tmp / PROMOTION_FILE, json.dumps(PENDING_VERDICT, sort_keys=True).encode())
+                _write_synced(
+                    tmp / PROMOTION_FILE, json.dumps(verdicts.PENDING_VERDICT, sort_keys=True).encode()
+                )
             fsync_dir(tmp)
             os.rename(tmp, target_dir / version)
         except BaseException:
@@ -154,11 +141,8 @@ class ModelStore:
         return version
 
     def write_verdict(self, target: Target | str, version: str, verdict: Mapping[str, Any]) -> None:
-        """Give a published version its promotion verdict (its ``promotion.json``, which verdict()
-        reads), atomically. The card and model files are never touched: they are what the
-        checksums cover."""
-        data = json.dumps(verdict, indent=2, sort_keys=True, allow_nan=False).encode()
-        replace_file(self.version_dir(target, version) / PROMOTION_FILE, data)
+        """Give a published version its promotion verdict (model.verdict.write), which verdict() reads."""
+        verdicts.write(self.version_dir(target, version), verdict)
 
     def set_current(self, target: Target | str, version: str) -> None:
         """Point CURRENT at ``version``: ValueError (version_dir's) when it is no version to serve."""
@@ -224,38 +208,13 @@ class ModelStore:
         return next((t for t in Target if (self.target_dir(t) / version).is_dir()), None)
 
     def verdict(self, target: Target | str, version: str) -> dict[str, Any] | None:
-        """The promotion verdict on ``version`` (its ``promotion.json``, written by write_verdict
-        for learning.pipeline), or None when it has none: versions of ``--promote always|never``
-        and of releases before promotion. One that cannot be read is logged, naming the file, and
-        given as a refusal: ``promote: false``, UNREADABLE: the problem, ``verdict`` saying it."""
-        path = self.target_dir(target) / version / PROMOTION_FILE
-        try:
-            note = read_note(path)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            problem = exc.strerror or str(exc)
-        except TooLarge:
-            problem = f"larger than {MAX_NOTE_BYTES} bytes"
-        except NotJSON as exc:  # bad UTF-8, NaN, nesting too deep included
-            problem = f"not JSON ({exc.reason})"
-        else:
-            if isinstance(note, dict) and isinstance(note.get("promote"), bool):
-                return note
-            problem = "no verdict in it (no true or false promote)"
-        log.warning("%s: %s: the version counts as refused at promotion", path, problem)
-        return {"promote": False, UNREADABLE: problem, "verdict": f"verdict unreadable: {problem}"}
+        """The promotion verdict on ``version``, written by write_verdict for learning.pipeline, or
+        None when it has none; one that cannot be read is a refusal (model.verdict.read)."""
+        return verdicts.read(self.target_dir(target) / version)
 
     def refusal(self, target: Target | str, version: str) -> str | None:
-        """Why ``version`` may not serve in a fallback, or None: promotion judged it worse than the
-        champion, never judged it (PENDING_VERDICT), or its verdict cannot be read. A version
-        without promotion.json is not refused."""
-        note = self.verdict(target, version)
-        if note is None or note.get("promote") is not False:
-            return None
-        if isinstance(note.get(UNREADABLE), str):
-            return f"has an unreadable verdict ({note[UNREADABLE]})"
-        return "awaits a verdict never written" if note.get("pending") is True else "was refused at promotion"
+        """Why ``version`` may not serve in a fallback, or None (model.verdict.refusal)."""
+        return verdicts.refusal(self.verdict(target, version))
 
     def refused(self, target: Target | str, version: str) -> bool:
         """Whether ``refusal`` gives a reason."""

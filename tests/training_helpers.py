@@ -1,10 +1,6 @@
-"""The walltime model, as `harp train` has always published it (learning.trainer for any target).
-
-Target: log1p(elapsed seconds); the daemon applies expm1 and converts to minutes (quantiles
-survive monotone transforms, so this is the same quantile of the run time). Censored jobs
-(stopped at their limit) are kept, read as lower bounds by the one-sided trees of each model:
-see learning.family and learning.objectives.
-"""
+"""Training a walltime model in one call, for tests: learning.trainer.train_target for
+Target.TIME with a quantile set and booster parameters of the test's choosing. (`harp train`
+trains through learning.pipeline, for every target.)"""
 
 from __future__ import annotations
 
@@ -18,15 +14,10 @@ from slurm_harp.learning.family import FamilyConfig
 from slurm_harp.learning.fitting import MethodConfig, Refit
 from slurm_harp.learning.trainer import TrainingError, TrainResult, train_target
 
-DEFAULT_QUANTILES: tuple[float, ...] = FamilyConfig().quantiles
-TRANSFORM = "log1p_seconds"
-
-__all__ = ["DEFAULT_QUANTILES", "TRANSFORM", "TrainResult", "TrainingError", "train_walltime"]
-
 
 def train_walltime(
     records: Sequence[JobRecord],
-    quantiles: Sequence[float] = DEFAULT_QUANTILES,
+    quantiles: Sequence[float] = FamilyConfig().quantiles,
     source: str = "",
     params: BoosterParams | None = None,
     validation_fraction: float = 0.2,
