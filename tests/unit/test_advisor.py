@@ -98,7 +98,7 @@ def test_a_partition_with_no_nodes_is_read_with_the_others() -> None:
     one more error, it cost the advice every partition (none known at the daemon's start)."""
     empty = "PartitionName=future MaxTime=60 TotalCPUs=0 TotalNodes=0 Nodes=(null) TRES=(null)"
 
-    def runner(argv: list[str]) -> str:
+    def runner(argv: Sequence[str]) -> str:
         return f"{PARTITION}\n{empty}" if "partition" in argv else ""
 
     shapes = SlurmPartitions(runner)()[1]
