@@ -49,7 +49,7 @@ GAP_S = 0.002
 LOOKBACK_S = 2 * 86400  # what each poll re-read before it read by rowid
 
 
-def _client(sock: str, seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def _client(sock: str, seconds: float, gap_s: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
     channel = grpc.insecure_channel(f"unix:{sock}")
     stub = pb_grpc.PredictorStub(channel)
     for _ in range(50):
@@ -57,7 +57,7 @@ def _client(sock: str, seconds: float, out: mp.Queue) -> None:  # type: ignore[t
     latencies = []
     end = time.time() + seconds
     while time.time() < end:
-        time.sleep(GAP_S)
+        time.sleep(gap_s)
         started = time.perf_counter()
         stub.Predict(REQUEST, timeout=5)
         latencies.append(time.perf_counter() - started)
@@ -65,9 +65,10 @@ def _client(sock: str, seconds: float, out: mp.Queue) -> None:  # type: ignore[t
     out.put(latencies)
 
 
-def calls(sock: Path, seconds: float) -> list[float]:
+def calls(sock: Path, seconds: float, gap_s: float = GAP_S) -> list[float]:
+    """Predict's latencies, s, from a client process calling for ``seconds``, ``gap_s`` between calls."""
     out: mp.Queue = mp.Queue()  # type: ignore[type-arg]
-    process = mp.Process(target=_client, args=(str(sock), seconds, out))
+    process = mp.Process(target=_client, args=(str(sock), seconds, gap_s, out))
     process.start()
     latencies: list[float] = out.get()
     process.join()

@@ -10,7 +10,7 @@ import os
 import sys
 from typing import TextIO
 
-from slurm_harp import __version__
+from slurm_harp import LOG_FORMAT, __version__
 from slurm_harp.server import grpc_core
 
 # Before any subcommand imports grpc (grpcio reads its core settings once, on import).
@@ -57,9 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         except argparse.ArgumentTypeError as exc:
             print(f"harp: ${LEVEL_VARIABLE}: {exc}", file=sys.stderr)
             return 2
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
     _escape_undecodable(sys.stdout)
     code: int = args.func(args)
     return code

@@ -1,9 +1,11 @@
 """The advice socket: any user may open it, and each user is answered from their own jobs alone.
 
-A real daemon (in process) with its real advice socket, a real job store holding two users' runs of
-the same job name, and a stand-in `scontrol` on PATH. Calls are made over connections that real
-processes running as root and as `nobody` opened (tests/integration/as_user.py): the daemon learns
-who is calling from the kernel, whatever the request says.
+A real daemon (in process) with its real advice socket, served by the daemon's advice process, a
+real job store holding two users' runs of the same job name, and a stand-in `scontrol` on PATH.
+Calls are made over connections that real processes running as root and as `nobody` opened
+(tests/integration/as_user.py): the daemon learns who is calling from the kernel, whatever the
+request says. The tests that look inside the relay (its counts, its idle timer) run the code the
+advice process runs, serve_advice, in this process (``served``).
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from prometheus_client import CollectorRegistry
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
-from slurm_harp.config import parse
+from slurm_harp.config import Settings, parse
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
+from slurm_harp.server.advice_socket import serve_advice
 from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.peer_relay import PeerRelay
 from tests.integration.as_user import channel_as, connect_as
 from tests.integration.h2_peer import ACK, END_HEADERS, HEADERS, PREFACE, SETTINGS, PeerConn, frame, lit
 
@@ -72,18 +76,26 @@ JOBS = [
 
 
 @pytest.fixture
-def site(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Daemon, Path]]:
+def workdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The site's directory: the stand-in scontrol (on PATH), the job store of JOBS."""
     # Other users must reach the socket: not under pytest's 0700 tmp_path.
     work = Path(tempfile.mkdtemp(prefix="harp-advice-"))
-    work.chmod(0o755)
-    bin_dir = work / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text(SCONTROL)
-    (bin_dir / "scontrol").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    with JobStore(work / "jobs.sqlite") as store:
-        store.merge(JOBS, "sacct")
-    settings = parse(
+    try:
+        work.chmod(0o755)
+        bin_dir = work / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "scontrol").write_text(SCONTROL)
+        (bin_dir / "scontrol").chmod(0o755)
+        monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+        with JobStore(work / "jobs.sqlite") as store:
+            store.merge(JOBS, "sacct")
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def settings_in(work: Path) -> Settings:
+    return parse(
         {
             "server": {"socket": str(work / "harp.sock")},
             "store": {"path": str(work / "store")},
@@ -91,13 +103,34 @@ def site(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Daemon, Path]]:
             "advice": {"socket": str(work / "advice.sock"), "max_connections": 8},
         }
     )
-    daemon = Daemon(settings, CollectorRegistry())
+
+
+@pytest.fixture
+def site(workdir: Path) -> Iterator[tuple[Daemon, Path]]:
+    daemon = Daemon(settings_in(workdir), CollectorRegistry())
     daemon.start()
     try:
-        yield daemon, work
+        yield daemon, workdir
     finally:
         daemon.stop(0)
-        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture
+def served(workdir: Path) -> Iterator[tuple[PeerRelay, Path]]:
+    """The advice socket as the advice process serves it, in this process: its relay to look into."""
+    settings = settings_in(workdir)
+    server, relay = serve_advice(workdir / "advice.sock", lambda: settings)
+    try:
+        yield relay, workdir
+    finally:
+        relay.stop()
+        server.stop(0).wait()
+
+
+def relay_dir(work: Path) -> Path:
+    """The advice relay's private directory in ``work`` (there is one)."""
+    (private,) = work.glob(".harp-advice-*")
+    return private
 
 
 def ask(name: str = "sim", **job: object) -> pb.AdviceRequest:
@@ -183,10 +216,8 @@ def test_the_advice_socket_serves_advice_only_and_the_submission_socket_no_advic
 
 
 def test_the_relay_is_the_only_way_in(site: tuple[Daemon, Path]) -> None:
-    daemon, _ = site
-    relay = daemon._relay
-    assert relay is not None
-    inner = relay.inner
+    _, work = site
+    inner = relay_dir(work) / "grpc.sock"
     assert stat.S_IMODE(inner.parent.stat().st_mode) == 0o700
     with pytest.raises(OSError, match="PermissionError"):  # nobody cannot reach the gRPC server behind
         connect_as(NOBODY.pw_uid, inner)
@@ -202,10 +233,9 @@ def test_a_uid_without_a_name_is_refused(site: tuple[Daemon, Path]) -> None:
     assert code is grpc.StatusCode.PERMISSION_DENIED and "uid 54321 has no user name" in message
 
 
-def test_one_user_cannot_take_every_connection(site: tuple[Daemon, Path]) -> None:
-    daemon, work = site
-    relay = daemon._relay
-    assert relay is not None and relay.per_user == 2  # a quarter of max_connections = 8
+def test_one_user_cannot_take_every_connection(served: tuple[PeerRelay, Path]) -> None:
+    relay, work = served
+    assert relay.per_user == 2  # a quarter of max_connections = 8
     held = [connect_as(NOBODY.pw_uid, work / "advice.sock") for _ in range(2)]
     try:
         deadline = time.monotonic() + 5
@@ -260,10 +290,12 @@ def ended(held: PeerConn, within: float = 5.0) -> bool:
 
 
 @pytest.mark.parametrize(("uids", "each"), [(4, 2), (8, 1)], ids=["4 uids at their cap", "8 uids, 1 each"])
-def test_colluding_users_cannot_keep_another_out(site: tuple[Daemon, Path], uids: int, each: int) -> None:
+def test_colluding_users_cannot_keep_another_out(
+    served: tuple[PeerRelay, Path], uids: int, each: int
+) -> None:
     # The relay's 8 slots, 2 per uid: four uids at their cap held all 8, and no other user was
     # served. Now a uid holding none takes the longest-idle connection of a uid holding the most.
-    _, work = site
+    _, work = served
     sock = work / "advice.sock"
     held = [hold(uid, sock) for uid in COLLUDERS[:uids] for _ in range(each)]
     try:
@@ -283,12 +315,12 @@ def test_colluding_users_cannot_keep_another_out(site: tuple[Daemon, Path], uids
 
 
 def test_a_users_only_connection_goes_only_when_every_slot_is_another_users(
-    site: tuple[Daemon, Path],
+    served: tuple[PeerRelay, Path],
 ) -> None:
     # Nobody's connection, the oldest and idle longest; three colluders at their cap of 2 and a
     # fourth with 1 fill the 8 slots. The fourth's second connection takes a connection of a uid
     # holding 2, never nobody's only one; and a uid at its cap is refused, not served.
-    daemon, work = site
+    relay, work = served
     sock = work / "advice.sock"
     opened: list[PeerConn] = []
     try:
@@ -302,7 +334,7 @@ def test_a_users_only_connection_goes_only_when_every_slot_is_another_users(
         assert not any(ended(other, within=0.2) for other in opened[2:])
         opened.append(PeerConn(connect_as(COLLUDERS[1], sock), 0))
         assert ended(opened[-1])  # at its cap: refused
-        assert daemon._relay is not None and daemon._relay.open_connections == 8
+        assert relay.open_connections == 8
     finally:
         for held in opened:
             held.conn.close()
@@ -338,11 +370,13 @@ def test_one_users_unfinished_calls_do_not_starve_the_others(site: tuple[Daemon,
 def test_a_removed_advice_socket_is_bound_again_and_stop_cleans_up(site: tuple[Daemon, Path]) -> None:
     daemon, work = site
     sock = work / "advice.sock"
-    relay = daemon._relay
-    assert relay is not None
-    private = relay.inner.parent
+    private = relay_dir(work)
     sock.unlink()
-    daemon.check_socket()
+    daemon.check_socket()  # the advice process's own check, asked for: it answers nothing
+    deadline = time.monotonic() + 10
+    while not sock.exists():
+        assert time.monotonic() < deadline, "the advice socket was not bound again"
+        time.sleep(0.02)
     assert stat.S_IMODE(sock.stat().st_mode) == 0o666
     with channel_as(NOBODY.pw_uid, sock) as channel:
         assert advise(channel, ask()).user_name == "nobody"
@@ -390,17 +424,19 @@ def test_a_socket_with_another_owner_at_the_path_is_not_taken(tmp_path: Path) ->
         listener.close()
 
 
-def test_a_path_taken_over_is_left_alone(site: tuple[Daemon, Path], caplog: pytest.LogCaptureFixture) -> None:
-    daemon, work = site
+def test_a_path_taken_over_is_left_alone(
+    served: tuple[PeerRelay, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    relay, work = served
     sock = work / "advice.sock"
     sock.unlink()
     sock.write_text("someone else's")
     for _ in range(3):
-        daemon.check_socket()
+        relay.check_socket()
     assert sock.read_text() == "someone else's"
     taken = [r for r in caplog.records if "is no longer the advice socket" in r.getMessage()]
     assert len(taken) == 1  # said once, not every few seconds
-    daemon.stop(0)
+    relay.stop()
     assert sock.read_text() == "someone else's"
 
 
@@ -422,19 +458,12 @@ def test_the_daemon_warns_when_users_cannot_reach_the_advice_socket(
     caplog.set_level(logging.INFO, logger="slurm_harp.server.advice_socket")
 
     def start_and_stop(sock: Path) -> list[str]:
-        settings = parse(
-            {
-                "server": {"socket": str(tmp_path / "harp.sock")},
-                "store": {"path": str(tmp_path / "store")},
-                "advice": {"socket": str(sock)},
-            }
-        )
-        daemon = Daemon(settings, CollectorRegistry())
+        """What the advice process logs as it starts to serve on ``sock``."""
+        settings = parse({"store": {"path": str(tmp_path / "store")}, "advice": {"socket": str(sock)}})
         caplog.clear()
-        try:
-            daemon.start()
-        finally:
-            daemon.stop(0)
+        server, relay = serve_advice(sock, lambda: settings)
+        relay.stop()
+        server.stop(0).wait()
         return [r.getMessage() for r in caplog.records]
 
     # Short directories of their own: the relay's socket beside the advice socket must fit in 107
@@ -454,12 +483,11 @@ def test_the_daemon_warns_when_users_cannot_reach_the_advice_socket(
         shutil.rmtree(closed, ignore_errors=True)
 
 
-def test_an_idle_connection_is_closed_after_5_minutes(site: tuple[Daemon, Path]) -> None:
+def test_an_idle_connection_is_closed_after_5_minutes(served: tuple[PeerRelay, Path]) -> None:
     """docs/advice.md: "an idle connection is closed after 5 minutes". The daemon's relay has that
     timer; shortened, a connection that sends nothing is closed by it and no longer counted."""
-    daemon, work = site
-    relay = daemon._relay
-    assert relay is not None and relay.idle_seconds == 5 * 60
+    relay, work = served
+    assert relay.idle_seconds == 5 * 60
     relay.idle_seconds = 0.5  # the same timer, for connections accepted from now on
     conn = connect_as(NOBODY.pw_uid, work / "advice.sock")
     try:

@@ -1,6 +1,7 @@
 """Turns at computing advice (docs/advice.md, "Bounds"): two calls at a time, one per user, and
 every call is answered; one user's calls, however many and costly, do not hold back another's; a
-call whose client left is not computed. Over the daemon's real advice socket, as real users."""
+call whose client left is not computed. Over the advice socket as the daemon's advice process
+serves it (served in this process, to count the computations), as real users."""
 
 from __future__ import annotations
 
@@ -20,17 +21,26 @@ from slurm_harp.advice.recommend import Advice, Ask
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from slurm_harp.server.advisor import Advisor
-from slurm_harp.server.daemon import Daemon
+from slurm_harp.server.peer_relay import PeerRelay
 from tests.integration.as_user import channel_as
-from tests.integration.test_advice_socket import NOBODY, PARTITIONS, ROOT, advise, ask, record, site
+from tests.integration.test_advice_socket import (
+    NOBODY,
+    PARTITIONS,
+    ROOT,
+    advise,
+    ask,
+    record,
+    served,
+    workdir,
+)
 
-__all__ = ["site"]  # the fixture, imported for pytest
+__all__ = ["served", "workdir"]  # the fixtures, imported for pytest
 
 
 def test_two_advice_calls_are_computed_at_a_time(
-    site: tuple[Daemon, Path], monkeypatch: pytest.MonkeyPatch
+    served: tuple[PeerRelay, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _, work = site
+    _, work = served
     lock, computing, most = threading.Lock(), [0], [0]
     compute = Advisor.advise
 
@@ -72,11 +82,11 @@ def heavy(work: Path) -> pb.AdviceRequest:
 
 
 def test_one_users_heavy_calls_do_not_hold_back_another_user(
-    site: tuple[Daemon, Path], monkeypatch: pytest.MonkeyPatch
+    served: tuple[PeerRelay, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # One user's calls, each as costly as a request can make it, sent without pause on every
     # connection the user may hold, and given up at once (the daemon used to compute them all).
-    _, work = site
+    _, work = served
     request, stop = heavy(work), threading.Event()
     lock, begins, ends = threading.Lock(), [], []  # (uid, when) each computation begins, ends
     compute = Advisor.advise
@@ -133,9 +143,9 @@ def test_one_users_heavy_calls_do_not_hold_back_another_user(
 
 
 def test_a_call_whose_client_left_is_not_computed(
-    site: tuple[Daemon, Path], monkeypatch: pytest.MonkeyPatch
+    served: tuple[PeerRelay, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _, work = site
+    _, work = served
     computed, compute = [], Advisor.advise
 
     def slowly(self: Advisor, uid: int, request: Ask) -> Advice:

@@ -1,6 +1,9 @@
 """The advice socket's start failures: a DaemonError naming the path, and nothing left behind (no
 socket, no relay directory), whatever failed. Before, grpcio's RuntimeError and the relay's OSError
-were tracebacks leaving the relay's `.harp-advice-*` directory and the submission socket."""
+were tracebacks leaving the relay's `.harp-advice-*` directory and the submission socket.
+
+The advice process runs serve_advice: the relay's failures are made here in serve_advice, in this
+process; the daemon's own part (nothing of its left behind) with its advice process's start failing."""
 
 from __future__ import annotations
 
@@ -13,8 +16,10 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from slurm_harp.config import parse
-from slurm_harp.server import advice_socket, daemon, listeners
+from slurm_harp.config import Settings, parse
+from slurm_harp.server import advice_socket, listeners
+from slurm_harp.server.advice_process import AdviceProcess
+from slurm_harp.server.advice_socket import serve_advice
 from slurm_harp.server.daemon import Daemon
 from slurm_harp.server.peer_relay import SUN_PATH_MAX, PeerRelay, inner_socket
 from slurm_harp.server.socket_path import DaemonError, make_socket_dir, remove_socket_dirs
@@ -28,16 +33,25 @@ def grpc_core_kept() -> Iterator[None]:
     keeper.close()
 
 
-def started(tmp_path: Path, advice: Path, sock: Path | None = None) -> Daemon:
-    """A daemon with an advice socket whose start() failed; the error is the test's to check."""
-    settings = parse(
+def settings_of(tmp_path: Path, advice: Path, sock: Path | None = None) -> Settings:
+    return parse(
         {
             "server": {"socket": str(sock or tmp_path / "harp.sock")},
             "store": {"path": str(tmp_path / "models")},
             "advice": {"socket": str(advice)},
         }
     )
-    return Daemon(settings, CollectorRegistry())
+
+
+def started(tmp_path: Path, advice: Path, sock: Path | None = None) -> Daemon:
+    """A daemon with an advice socket whose start() failed; the error is the test's to check."""
+    return Daemon(settings_of(tmp_path, advice, sock), CollectorRegistry())
+
+
+def serve(tmp_path: Path, advice: Path) -> None:
+    """The advice process's start, which fails; the error is the test's to check."""
+    settings = settings_of(tmp_path, advice)
+    serve_advice(advice, lambda: settings)
 
 
 def left(tmp_path: Path) -> list[Path]:
@@ -52,10 +66,9 @@ def test_a_relay_that_cannot_listen_is_a_daemon_error_leaving_nothing(
 
     monkeypatch.setattr(PeerRelay, "start", fail)
     advice = tmp_path / "advice.sock"
-    d = started(tmp_path, advice)
     said = f"advice.socket: cannot listen on {advice}: Address already in use"
     with pytest.raises(DaemonError, match=re.escape(said)):
-        d.start()
+        serve(tmp_path, advice)
     assert left(tmp_path) == []
 
 
@@ -66,9 +79,8 @@ def test_a_relay_socket_grpcio_cannot_bind_is_a_daemon_error_leaving_nothing(
     monkeypatch.setattr(advice_socket, "path_problem", lambda public: None)
     short = tmp_path / "a" / "advice.sock"
     advice = tmp_path / ("a" * (2 + SUN_PATH_MAX - len(str(inner_socket(short))))) / "advice.sock"
-    d = started(tmp_path, advice)
     with pytest.raises(DaemonError, match=r"advice\.socket: the relay's gRPC server cannot listen on "):
-        d.start()
+        serve(tmp_path, advice)
     assert left(tmp_path) == []
 
 
@@ -81,7 +93,7 @@ def test_an_unforeseen_error_at_start_leaves_no_socket(
     def fail(*_: object) -> None:
         raise ValueError("a bug")
 
-    monkeypatch.setattr(daemon, "serve_advice", fail)
+    monkeypatch.setattr(AdviceProcess, "start", fail)
     d = started(tmp_path, tmp_path / "advice.sock")
     with pytest.raises(ValueError, match="a bug"):
         d.start()
@@ -99,9 +111,8 @@ def test_the_directories_a_failed_advice_start_made_are_removed(
 
     monkeypatch.setattr(PeerRelay, "start", fail)
     (short_tmp / "t").mkdir()
-    d = started(short_tmp, short_tmp / "t" / "m" / "d" / "advice.sock")
     with pytest.raises(DaemonError, match="cannot listen on"):
-        d.start()
+        serve(short_tmp, short_tmp / "t" / "m" / "d" / "advice.sock")
     assert [p.name for p in short_tmp.rglob("*")] == ["t"]
 
 
@@ -124,3 +135,14 @@ def test_a_directory_made_and_no_longer_empty_is_kept_with_those_above(tmp_path:
     (tmp_path / "a" / "b" / "someone's").write_text("x")
     remove_socket_dirs(made)
     assert not (tmp_path / "a" / "b" / "c").exists() and (tmp_path / "a" / "b" / "someone's").exists()
+
+
+def test_the_advice_process_s_error_is_the_daemon_s_leaving_nothing(tmp_path: Path) -> None:
+    """The advice is served by a child process: its start's DaemonError, word for word, is the
+    daemon's, and the submission socket is not left behind."""
+    (tmp_path / "file").write_text("")
+    d = started(tmp_path, tmp_path / "file" / "advice.sock")
+    said = f"socket directory {tmp_path / 'file'}: cannot make it: a file on its path"
+    with pytest.raises(DaemonError, match=re.escape(said)):
+        d.start()
+    assert left(tmp_path) == []

@@ -20,7 +20,8 @@ from slurm_harp.server.peer_relay import PeerRelay, path_problem
 from slurm_harp.server.socket_path import DaemonError, claim_socket, make_socket_dir, remove_socket_dirs
 
 log = logging.getLogger(__name__)
-# Advice calls computed at once: they share the process (and its GIL) with the submissions.
+# Advice calls computed at once. They share the advice process's interpreter (advice_process.py), not
+# the daemon's: Predict no longer waits for them.
 ADVICE_WORKERS = 2
 ADVICE_REQUEST_BYTES = 256 * 1024  # a job's fields and 64 partition names, each cut to 1 KiB
 

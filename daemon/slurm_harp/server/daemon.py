@@ -22,12 +22,11 @@ from slurm_harp.core.predictor import HistorySource, Predictor
 from slurm_harp.core.request import Target
 from slurm_harp.heartbeat import HeartbeatFile
 from slurm_harp.model.store import ModelStore
-from slurm_harp.server.advice_socket import serve_advice
+from slurm_harp.server.advice_process import AdviceProcess, Exiting
 from slurm_harp.server.history_feed import HistoryFeed
 from slurm_harp.server.listeners import STOP_MARGIN_S, grpc_server, metrics_server, unix_server
 from slurm_harp.server.metrics_http import MetricsServer
 from slurm_harp.server.outcome_metrics import OutcomeMetrics
-from slurm_harp.server.peer_relay import PeerRelay
 from slurm_harp.server.reloader import reload_models, store_fingerprint
 from slurm_harp.server.service import SERVICE, PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
@@ -87,9 +86,8 @@ class Daemon:
         self.health = health.HealthServicer()
         self._unix: grpc.Server | None = None
         self._tcp: grpc.Server | None = None
-        self._advice: grpc.Server | None = None
+        self._advice: AdviceProcess | None = None  # its own process: pricing holds the GIL
         self._metrics: MetricsServer | None = None
-        self._relay: PeerRelay | None = None
         self._socket_id = (0, 0)  # (st_dev, st_ino) of the socket this daemon bound
         self._made_dirs: list[Path] = []  # the socket's directories this start made
         self._taken_over = False
@@ -110,7 +108,8 @@ class Daemon:
                 self._metrics = metrics_server(cfg.metrics_address, cfg.metrics_port, self.registry)
             log.info("listening on unix:%s%s", cfg.socket, f" and {cfg.tcp}" if cfg.tcp else "")
             if self.settings.advice.socket is not None:
-                self._advice, self._relay = serve_advice(self.settings.advice.socket, lambda: self.settings)
+                self._advice = AdviceProcess()
+                self._advice.start(self.settings)
         except BaseException:  # not only DaemonError: a socket left behind is taken for a live daemon's
             self._unbind(0)
             remove_socket_dirs(self._made_dirs)  # under Restart=always, one more at every start
@@ -137,8 +136,8 @@ class Daemon:
     def check_socket(self) -> None:
         """Bind the socket again if something removed it (a tmpfiles cleaner, an rm): until then
         every submission fails open. A path taken over by something else is left alone."""
-        if self._relay is not None:
-            self._relay.check_socket()
+        if self._advice is not None:  # and started again, should it have died
+            self._advice.check(self.settings)
         sock = self.settings.server.socket
         if self._socket_id == (0, 0):
             return  # not started
@@ -205,6 +204,8 @@ class Daemon:
                     log.warning("reload: [%s] changes take effect only after a restart", section)
             self.settings = replace(fresh, source=source, **kept)
             self.predictor.swap(policy=fresh.policy)
+            if self._advice is not None:  # [billing] changes
+                self._advice.update(self.settings)
             log.info("reload: configuration re-read from %s", source)
         self.reload_models()
 
@@ -227,15 +228,12 @@ class Daemon:
         """Close every listener, calls given ``grace`` seconds, and remove the socket (unless
         something else took its path over). A server not stopped STOP_MARGIN_S past the grace
         is logged and left as it is: the process is about to exit."""
-        if self._relay is not None:  # no new advice connection; the open ones end
-            self._relay.stop()
         cfg = self.settings
-        servers = {
-            f"unix:{cfg.server.socket}": self._unix,
-            str(cfg.server.tcp): self._tcp,
-            f"unix:{cfg.advice.socket}": self._advice,
-        }
-        stopping = {name: server.stop(grace) for name, server in servers.items() if server is not None}
+        stopping: dict[str, threading.Event | Exiting] = {}
+        if self._advice is not None:  # the child stops its relay, then its server, likewise
+            stopping[f"unix:{cfg.advice.socket}"] = self._advice.stop(grace, grace + STOP_MARGIN_S)
+        servers = {f"unix:{cfg.server.socket}": self._unix, str(cfg.server.tcp): self._tcp}
+        stopping |= {name: server.stop(grace) for name, server in servers.items() if server is not None}
         deadline = time.monotonic() + grace + STOP_MARGIN_S
         stuck = [
             name for name, done in stopping.items() if not done.wait(max(0.0, deadline - time.monotonic()))
@@ -250,7 +248,6 @@ class Daemon:
             with contextlib.suppress(FileNotFoundError):
                 self.settings.server.socket.unlink()
         self._unix = self._tcp = self._advice = None
-        self._relay = None
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None

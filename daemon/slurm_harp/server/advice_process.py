@@ -1,0 +1,257 @@
+"""The advice socket served by a child process of `harp serve`.
+
+Pricing advice is CPU-bound Python. In the daemon's own process it held the interpreter (the GIL)
+while Predict waited for it: two users looping heavy `harp advise` calls put slurmctld's calls past
+the plugin's 50 ms deadline, and the plugin's circuit breaker then switched harp off for every job
+(benchmarks/bench_advice_load.py). The child has an interpreter of its own, at a lower CPU priority.
+
+The two talk over a socketpair in multiprocessing's Connection (pickled messages; not
+multiprocessing's own start methods: spawn starts a resource-tracker process besides). The parent
+sends the Settings first, then new Settings at each reload, "check" (check_socket) and
+("stop", grace, wait_s); the child answers its start once, ("ok", relay's private directory) or
+("error", the DaemonError's message). The child ends when asked, or when the connection ends: the
+parent died, even by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from types import FrameType
+
+from slurm_harp import LOG_FORMAT
+from slurm_harp.config import Settings
+from slurm_harp.server.advice_socket import serve_advice
+from slurm_harp.server.socket_path import DaemonError
+
+log = logging.getLogger("slurm_harp.server.advice_process")  # not __main__ in the child
+MODULE = "slurm_harp.server.advice_process"
+START_WAIT_S = 30.0  # for the child to serve, or to say why not
+# A child that keeps dying (killed by the OOM killer, say) is started again at most this often: each
+# start costs a second of the controller's CPU, and a log line.
+RESTART_EVERY_S = 30.0
+EXIT_S = 1.0  # of a stop's time, what the child keeps to log and exit after its server's stop
+NICE = 10  # on a busy controller, slurmctld and the daemon's Predict come first
+ORPHAN_WAIT_S = 2.0  # the parent gone: how long the child waits for its server's stop
+
+
+class AdviceProcess:
+    """The child serving ``[advice] socket``, started again when it dies."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None  # None: no live child (stopped, or its death handled)
+        self._private: Path | None = None  # its relay's private directory
+        self._restarted = float("-inf")
+
+    def start(self, settings: Settings) -> None:
+        """Start a child and wait until it serves. DaemonError with the child's own message, or
+        saying how it failed (died, silent for START_WAIT_S: then killed)."""
+        ours, theirs = socket.socketpair()
+        level = str(logging.getLogger("slurm_harp").getEffectiveLevel())  # its lines as the daemon's
+        with theirs:
+            argv = [sys.executable, "-m", MODULE, str(theirs.fileno()), level]
+            try:  # close_fds: the child holds no socket of the parent's but its end of the pair
+                proc = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True
+                )
+            except OSError as exc:
+                ours.close()
+                raise DaemonError(f"advice.socket: cannot start the advice process: {exc}") from None
+        conn = Connection(ours.detach())
+        reply: object = None
+        silent = False
+        try:
+            conn.send(settings)
+            silent = not conn.poll(START_WAIT_S)
+            if not silent:
+                reply = conn.recv()
+        except (OSError, EOFError):
+            pass  # it died: said below
+        if isinstance(reply, tuple) and reply[0] == "ok":
+            self._proc, self._conn, self._private = proc, conn, Path(reply[1])
+            log.info("advice served by process %d", proc.pid)
+            return
+        conn.close()
+        if isinstance(reply, tuple) and reply[0] == "error":
+            _end(proc)
+            raise DaemonError(str(reply[1]))
+        if silent:
+            _end(proc, 0.0)
+            raise DaemonError(
+                f"advice.socket: the advice process did not start within {START_WAIT_S:g} s (killed)"
+            )
+        raise DaemonError(f"advice.socket: the advice process {_how(proc)} before serving")
+
+    def update(self, settings: Settings) -> None:
+        """A reload's Settings, for the calls from now on."""
+        self._send(settings)
+
+    def check(self, settings: Settings) -> None:
+        """The child's check_socket. A child that died is logged once and started again with
+        ``settings``, at most every RESTART_EVERY_S; until then users get no advice."""
+        if self._proc is None:
+            return  # not started, or stopped
+        if self._conn is not None:
+            if self._proc.poll() is None:
+                self._send("check")
+                return
+            log.error("the advice process %d %s: starting a new one", self._proc.pid, _how(self._proc))
+            self._forget()
+        if time.monotonic() - self._restarted < RESTART_EVERY_S:
+            return
+        self._restarted = time.monotonic()
+        try:
+            self.start(settings)
+        except DaemonError as exc:
+            log.error("%s (next try in %g s)", exc, RESTART_EVERY_S)
+
+    def stop(self, grace: float, within: float) -> Exiting:
+        """Ask the child to stop (calls given ``grace``); wait on what this returns for at most
+        ``within`` seconds, past which the child is killed."""
+        proc, alive = self._proc, self._conn is not None
+        self._send(("stop", grace, max(0.0, within - EXIT_S)))
+        self._proc = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        return Exiting(proc if alive else None, self._private)
+
+    def _send(self, message: object) -> None:
+        if self._conn is None:
+            return
+        with contextlib.suppress(OSError):  # died: check() says so and starts another
+            self._conn.send(message)
+
+    def _forget(self) -> None:
+        """The dead child's connection and private directory (its socket the next one claims)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._private is not None:
+            shutil.rmtree(self._private, ignore_errors=True)
+            self._private = None
+
+
+class Exiting:
+    """A child asked to stop; ``wait`` as grpc's server.stop() future is waited on."""
+
+    def __init__(self, proc: subprocess.Popen[bytes] | None, private: Path | None) -> None:
+        self._proc, self._private = proc, private
+
+    def wait(self, timeout: float) -> bool:
+        """Whether it exited within ``timeout`` seconds; if not it is killed (and its directory removed)."""
+        if self._proc is None or not _end(self._proc, timeout):
+            return True
+        if self._private is not None:
+            shutil.rmtree(self._private, ignore_errors=True)
+        return False
+
+
+def _end(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> bool:
+    """Wait ``timeout`` seconds for ``proc``, then kill it; whether it had to be killed."""
+    try:
+        proc.wait(timeout)
+        return False
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return True
+
+
+def _how(proc: subprocess.Popen[bytes]) -> str:
+    """How ``proc`` ended, for a log line: "exited with status 1", "was killed by SIGKILL"."""
+    _end(proc)  # its end of the connection is closed: it is exiting
+    status = proc.returncode
+    if status < 0:
+        return f"was killed by {signal.Signals(-status).name}"
+    return f"exited with status {status}"
+
+
+def main(argv: list[str]) -> int:
+    """The child: ``argv`` is the connection's fd and the parent's log level."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        # The unit's SIGTERM reaches every process of it, a terminal's SIGINT the process group:
+        # the parent stops this one in order, and SIGHUP comes as new Settings from the parent. A
+        # handler, not SIG_IGN: an ignored signal stays ignored in the scontrol this process runs.
+        signal.signal(signum, _unheeded)
+    logging.basicConfig(level=int(argv[1]), format=LOG_FORMAT, stream=sys.stderr)  # the daemon's stderr
+    try:
+        os.nice(NICE)
+    except OSError as exc:
+        log.warning("advice process: cannot lower its CPU priority: %s", exc.strerror or exc)
+    conn = Connection(int(argv[0]))
+    try:
+        settings = conn.recv()
+    except EOFError:
+        return 0
+    try:
+        return _serve(conn, settings)
+    except (EOFError, OSError):
+        return 0  # the parent died before the answer to the start
+
+
+def _serve(conn: Connection, settings: Settings) -> int:
+    """Serve the advice socket until the parent asks this to stop, or dies."""
+    current = settings
+
+    def settings_now() -> Settings:
+        return current
+
+    assert settings.advice.socket is not None  # the parent starts no child without one
+    try:
+        server, relay = serve_advice(settings.advice.socket, settings_now)
+    except DaemonError as exc:
+        conn.send(("error", str(exc)))
+        return 1
+    except Exception as exc:  # a bug: its traceback here, the parent's start a DaemonError
+        log.exception("advice process: cannot start")
+        conn.send(("error", f"advice.socket: the advice process failed at start: {exc!r}"))
+        return 1
+    conn.send(("ok", str(relay.inner.parent)))
+    grace, wait_s = 0.0, ORPHAN_WAIT_S
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            log.warning("advice process: the daemon is gone; stopping")
+            break
+        if isinstance(message, Settings):
+            current = message
+        elif message == "check":
+            try:
+                relay.check_socket()
+            except Exception:  # as the daemon's loop does: logged, tried again at the next check
+                log.exception("advice process: check_socket failed; serving on")
+        elif isinstance(message, tuple) and message[0] == "stop":
+            _, grace, wait_s = message
+            break
+    relay.stop()  # no new connection; the open ones end
+    if not server.stop(grace).wait(wait_s):
+        log.error(
+            "the advice server did not stop within %g s (a client not reading its answers holds a "
+            "connection open): exiting without it",
+            wait_s,
+        )
+    return 0
+
+
+def _unheeded(signum: int, frame: FrameType | None) -> None:
+    """The stop and reload signals: the parent's to act on."""
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    logging.shutdown()
+    # Not sys.exit: at exit concurrent.futures joins its threads, and an advice call still computing
+    # (or stuck in a stopped server) would hold the exit.
+    os._exit(code)
