@@ -161,6 +161,24 @@ def test_the_plugin_readme_lists_every_module_of_harp() -> None:
     assert modules - listed == set()
 
 
+def test_the_architecture_names_every_module_of_the_packages_it_lists_module_by_module() -> None:
+    """The server, guard and configuration rows name each module; the commands row each module
+    that is not a subcommand's own (one that adds a parser). A module added without its line is one
+    a newcomer cannot find."""
+    rows = [
+        line for line in (REPO / "docs" / "architecture.md").read_text().splitlines() if line.startswith("| ")
+    ]
+    package = REPO / "daemon" / "slurm_harp"
+    for name in ("server", "guard", "config", "commands"):
+        named = " ".join(row for row in rows if f"`{name}/`" in row)
+        modules = {
+            p.name
+            for p in (package / name).glob("*.py")
+            if p.name != "__init__.py" and not (name == "commands" and "add_parser(" in p.read_text())
+        }
+        assert {m for m in modules if f"`{m}`" not in named} == set(), name
+
+
 def test_the_sample_configuration_parses() -> None:
     from slurm_harp.config import load
 
