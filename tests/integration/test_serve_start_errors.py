@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.server.peer_relay import SUN_PATH_MAX, inner_socket
+from slurm_harp.server.socket_path import SUN_PATH_MAX, inner_socket
 from tests.integration.test_serve_process import serve_to_exit, serving, wait_serving
 
 

@@ -21,8 +21,14 @@ from slurm_harp.server import advice_socket, listeners
 from slurm_harp.server.advice_process import AdviceProcess
 from slurm_harp.server.advice_socket import serve_advice
 from slurm_harp.server.daemon import Daemon
-from slurm_harp.server.peer_relay import SUN_PATH_MAX, PeerRelay, inner_socket
-from slurm_harp.server.socket_path import DaemonError, make_socket_dir, remove_socket_dirs
+from slurm_harp.server.peer_relay import PeerRelay
+from slurm_harp.server.socket_path import (
+    SUN_PATH_MAX,
+    DaemonError,
+    inner_socket,
+    make_socket_dir,
+    remove_socket_dirs,
+)
 
 
 @pytest.fixture(scope="module", autouse=True)

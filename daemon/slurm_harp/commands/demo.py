@@ -33,8 +33,7 @@ from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.regular_file import refuse_non_regular
 from slurm_harp.server.convert import request_to_proto
 from slurm_harp.server.daemon import Daemon
-from slurm_harp.server.peer_relay import length_problem
-from slurm_harp.server.socket_path import DaemonError
+from slurm_harp.server.socket_path import DaemonError, length_problem
 
 log = logging.getLogger(__name__)
 BUNDLED = "KTH-SP2-1996-2.1-cln.swf.gz"

@@ -16,8 +16,14 @@ from grpc_reflection.v1alpha import reflection
 from slurm_harp.config import Settings
 from slurm_harp.server.advice_service import ADVISOR, AdvisorService
 from slurm_harp.server.advisor import Advisor
-from slurm_harp.server.peer_relay import PeerRelay, path_problem
-from slurm_harp.server.socket_path import DaemonError, claim_socket, make_socket_dir, remove_socket_dirs
+from slurm_harp.server.peer_relay import PeerRelay
+from slurm_harp.server.socket_path import (
+    DaemonError,
+    claim_socket,
+    make_socket_dir,
+    path_problem,
+    remove_socket_dirs,
+)
 
 log = logging.getLogger(__name__)
 # Advice calls computed at once. They share the advice process's interpreter (advice_process.py), not

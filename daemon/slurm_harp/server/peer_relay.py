@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_harp.server.relay_slots import Relayed, Slots
+from slurm_harp.server.socket_path import RELAY_DIR_PREFIX, RELAY_SOCKET
 
 log = logging.getLogger(__name__)
 
@@ -44,39 +45,6 @@ _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _CHUNK = 65536
 _ACCEPT_POLL_S = 0.5
 _FULL_LOG_S = 60.0  # how often a full relay says so
-_PRIVATE = ".harp-advice-"  # the private directory's name: this, then mkdtemp's 8 characters
-_INNER = "grpc.sock"
-# The longest path a Unix socket may be bound at: sun_path's 108 bytes less the final NUL. grpcio
-# says only "Failed to bind" past it.
-SUN_PATH_MAX = 107
-
-
-def inner_socket(public: Path) -> Path:
-    """The path of the gRPC server's socket behind ``public``, as long as it will be (the private
-    directory's random part stands as X's): ``public``'s directory and 32 bytes."""
-    return public.parent / f"{_PRIVATE}XXXXXXXX" / _INNER
-
-
-def path_problem(public: Path | None) -> str | None:
-    """Why the relay cannot listen at ``public``, or None (also for no path): the path of its inner
-    socket is past SUN_PATH_MAX bytes. `harp check-config`, `harp serve` and the relay ask this."""
-    if public is None:
-        return None
-    inner = inner_socket(public)
-    if (problem := length_problem(inner)) is None:
-        return None
-    return f"{public}: the relay's socket beside it ({inner}) would be {problem}"
-
-
-def length_problem(sock: Path) -> str | None:
-    """Why no Unix socket can be bound at ``sock`` for its length, or None."""
-    size = len(os.fsencode(sock))
-    if size <= SUN_PATH_MAX:
-        return None
-    return (
-        f"a path of {size} bytes, over the {SUN_PATH_MAX} a Unix socket's may have: "
-        f"choose a path {size - SUN_PATH_MAX} bytes shorter"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +91,9 @@ class PeerRelay:
         """Where the gRPC server must listen: inside a directory only this process's user enters."""
         if self._private is None:
             # Beside the public socket: systemd's ProtectSystem leaves the runtime directory writable.
-            self._private = Path(tempfile.mkdtemp(prefix=_PRIVATE, dir=self.public.parent))
+            self._private = Path(tempfile.mkdtemp(prefix=RELAY_DIR_PREFIX, dir=self.public.parent))
             os.chmod(self._private, 0o700)
-        return self._private / _INNER
+        return self._private / RELAY_SOCKET
 
     def peer(self, grpc_peer: str) -> Peer | None:
         """The credentials of the connection a call came on (``context.peer()``); None for a

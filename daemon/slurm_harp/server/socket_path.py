@@ -1,5 +1,6 @@
-"""A daemon's Unix socket path: a directory no one else may write in, a crashed run's socket
-taken over, a live daemon's refused. For the submission socket and the advice socket alike."""
+"""A daemon's Unix socket path: short enough to bind, in a directory no one else may write in, a
+crashed run's socket taken over, a live daemon's refused. For the submission socket and the advice
+socket (and its relay's socket beside it) alike."""
 
 from __future__ import annotations
 
@@ -11,7 +12,40 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from slurm_harp.config import ConfigError, Settings, check_host
-from slurm_harp.server.peer_relay import length_problem, path_problem
+
+RELAY_DIR_PREFIX = ".harp-advice-"  # the advice relay's private directory: this, then mkdtemp's 8 characters
+RELAY_SOCKET = "grpc.sock"  # the gRPC server's socket in it (server.peer_relay)
+# The longest path a Unix socket may be bound at: sun_path's 108 bytes less the final NUL. grpcio
+# says only "Failed to bind" past it.
+SUN_PATH_MAX = 107
+
+
+def inner_socket(public: Path) -> Path:
+    """The path of the gRPC server's socket behind ``public``, as long as it will be (the private
+    directory's random part stands as X's): ``public``'s directory and 32 bytes."""
+    return public.parent / f"{RELAY_DIR_PREFIX}XXXXXXXX" / RELAY_SOCKET
+
+
+def path_problem(public: Path | None) -> str | None:
+    """Why the relay cannot listen at ``public``, or None (also for no path): the path of its inner
+    socket is past SUN_PATH_MAX bytes. `harp check-config`, `harp serve` and the relay ask this."""
+    if public is None:
+        return None
+    inner = inner_socket(public)
+    if (problem := length_problem(inner)) is None:
+        return None
+    return f"{public}: the relay's socket beside it ({inner}) would be {problem}"
+
+
+def length_problem(sock: Path) -> str | None:
+    """Why no Unix socket can be bound at ``sock`` for its length, or None."""
+    size = len(os.fsencode(sock))
+    if size <= SUN_PATH_MAX:
+        return None
+    return (
+        f"a path of {size} bytes, over the {SUN_PATH_MAX} a Unix socket's may have: "
+        f"choose a path {size - SUN_PATH_MAX} bytes shorter"
+    )
 
 
 class DaemonError(RuntimeError):
