@@ -35,6 +35,24 @@ def test_demo_trains_serves_and_reports(tmp_path: Path, capsys: pytest.CaptureFi
     assert 3 <= len(rows) <= 4
 
 
+def test_demo_says_when_the_replayed_jobs_left_no_waste(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every replayed job ran to its request: no waste to cut, said so (it printed "cut by nan %")."""
+    lines = kth_slice(tmp_path, 4000).read_text().splitlines()
+    jobs = [i for i, line in enumerate(lines) if line.strip() and not line.startswith(";")]
+    for i in jobs[len(jobs) * 3 // 4 :]:  # past the demo's 80 % of training, and then some
+        fields = lines[i].split()
+        if int(fields[8]) > 0:
+            fields[3] = fields[8]  # ran its requested time (SWF: run time, then requested time)
+        lines[i] = " ".join(fields)
+    trace = tmp_path / "ran-to-request.swf"
+    trace.write_text("\n".join(lines) + "\n")
+    assert main(["demo", "--trace", str(trace), "--show", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "no reservation waste to cut" in out and "nan" not in out
+
+
 def test_demo_names_an_unreadable_trace(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     bad = tmp_path / "notes.txt"
     bad.write_text("not a trace\n")

@@ -65,6 +65,11 @@ def test_a_window_with_no_waste_to_cut_is_judged_on_its_kills_and_says_so() -> N
     assert note["challenger"]["waste_cut_pct"] is None and note["champion"]["waste_cut_pct"] is None
     alone = judge(Standing("new", 0.5, math.nan), None, BUDGET)
     assert alone.promote and json.loads(json.dumps(alone.to_dict(), allow_nan=False))["champion"] is None
+    # Only one without a figure (not from challenge(), which grades both on the same jobs): refused,
+    # where a comparison with NaN would have let it through.
+    for new_cut, old_cut in ((math.nan, 25.0), (25.0, math.nan)):
+        one = judge(Standing("new", 0.5, new_cut), Standing("old", 0.2, old_cut), BUDGET, tolerance=0.5)
+        assert not one.promote and "cannot be compared" in one.reason
 
 
 @pytest.mark.parametrize(

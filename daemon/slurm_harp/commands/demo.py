@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import tempfile
 import threading
 import time
@@ -229,12 +230,17 @@ def _report(jobs: list[JobRecord], replies: list[pb.Decision], show: int) -> Non
     # The figures of `harp evaluate` (evaluation.costs), for the replayed jobs.
     f = assess(observe(jobs, Target.TIME), limits)
     saved = (f["waste_request"] or 0.0) - (f["waste"] or 0.0)
+    waste = (
+        "no reservation waste to cut: every replayed job that finished used all it asked for"
+        if math.isnan(f["waste_cut_pct"])
+        else f"reservation waste (core-hours reserved but unused by finished jobs) cut by "
+        f"{f['waste_cut_pct']:.1f} %: {saved:,.0f} of {f['waste_request']:,.0f} core-h "
+        f"({f['kill_free_cut_pct']:.1f} % by the jobs that still finish; the rest was the killed jobs')"
+    )
     print(
         f"\nrewritten {int(np.sum(~np.isnan(limits)))}/{len(jobs)} jobs; newly killed "
         f"{f['newly_killed_pct']:.2f} % (they would have finished under their own request)\n"
-        f"reservation waste (core-hours reserved but unused by finished jobs) cut by "
-        f"{f['waste_cut_pct']:.1f} %: {saved:,.0f} of {f['waste_request']:,.0f} core-h "
-        f"({f['kill_free_cut_pct']:.1f} % by the jobs that still finish; the rest was the killed jobs')\n"
+        f"{waste}\n"
         f"re-running the killed jobs (double the limit until they finish) costs "
         f"{f['reexec_extra_core_h']:,.0f} core-h more than the requests would have"
     )

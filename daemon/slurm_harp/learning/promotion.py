@@ -137,8 +137,12 @@ def judge(
         return verdict(
             True, f"the champion breaks the kill budget on the latest window ({champion.killed_pct:.2f} %)"
         )
-    if math.isnan(challenger.waste_cut_pct) or math.isnan(champion.waste_cut_pct):
+    if math.isnan(challenger.waste_cut_pct) and math.isnan(champion.waste_cut_pct):
         cuts = "no waste to cut on the window"
+    elif math.isnan(challenger.waste_cut_pct) or math.isnan(champion.waste_cut_pct):
+        # Not from challenge(), which grades both on the same jobs: kept out of a comparison NaN
+        # would always pass.
+        return verdict(False, "the two versions' waste cuts cannot be compared (one has no figure)")
     elif challenger.waste_cut_pct < champion.waste_cut_pct - tolerance:
         return verdict(
             False,
