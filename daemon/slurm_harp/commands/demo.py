@@ -232,7 +232,7 @@ def _report(jobs: list[JobRecord], replies: list[pb.Decision], show: int) -> Non
     saved = (f["waste_request"] or 0.0) - (f["waste"] or 0.0)
     waste = (
         "no reservation waste to cut: every replayed job that finished used all it asked for"
-        if math.isnan(f["waste_cut_pct"])
+        if f["waste_cut_pct"] is None or math.isnan(f["waste_cut_pct"])
         else f"reservation waste (core-hours reserved but unused by finished jobs) cut by "
         f"{f['waste_cut_pct']:.1f} %: {saved:,.0f} of {f['waste_request']:,.0f} core-h "
         f"({f['kill_free_cut_pct']:.1f} % by the jobs that still finish; the rest was the killed jobs')"
