@@ -59,7 +59,9 @@ class AdviceProcess:
         ours, theirs = socket.socketpair()
         level = str(logging.getLogger("slurm_harp").getEffectiveLevel())  # its lines as the daemon's
         with theirs:
-            argv = [sys.executable, "-m", MODULE, str(theirs.fileno()), level]
+            # -P: `-m` alone puts the current directory first on sys.path, and a module planted
+            # where `harp serve` was started (a shutil.py) would run as the daemon's user.
+            argv = [sys.executable, "-P", "-m", MODULE, str(theirs.fileno()), level]
             try:  # close_fds: the child holds no socket of the parent's but its end of the pair
                 proc = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True
