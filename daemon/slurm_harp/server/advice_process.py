@@ -9,8 +9,14 @@ The two talk over a socketpair in multiprocessing's Connection (pickled messages
 multiprocessing's own start methods: spawn starts a resource-tracker process besides). The parent
 sends the Settings first, then new Settings at each reload, "check" (check_socket) and
 ("stop", grace, wait_s); the child answers its start once, ("ok", relay's private directory) or
-("error", the DaemonError's message). The child ends when asked, or when the connection ends: the
-parent died, even by SIGKILL.
+("error", the DaemonError's message), and each "check" with "checked". The parent sends no "check"
+before the last one is answered, and nothing to a child that cannot take it at once: a child frozen
+(SIGSTOP) would otherwise fill the socketpair and block the daemon's loop. One that leaves a check
+unanswered for UNRESPONSIVE_S is killed and started again. The child ends when asked, or when the
+connection ends: the parent died, even by SIGKILL.
+
+Started as `python -P -m`: `-m` alone puts the current directory first on sys.path, and a module
+planted there (a `shutil.py` where `harp serve` was started) would run as the daemon's user.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import shutil
 import signal
 import socket
@@ -30,6 +37,7 @@ from types import FrameType
 
 from slurm_harp import LOG_FORMAT
 from slurm_harp.config import Settings
+from slurm_harp.server.advice_leftovers import remove_dead
 from slurm_harp.server.advice_socket import serve_advice
 from slurm_harp.server.socket_path import DaemonError
 
@@ -42,6 +50,11 @@ RESTART_EVERY_S = 30.0
 EXIT_S = 1.0  # of a stop's time, what the child keeps to log and exit after its server's stop
 NICE = 10  # on a busy controller, slurmctld and the daemon's Predict come first
 ORPHAN_WAIT_S = 2.0  # the parent gone: how long the child waits for its server's stop
+UNRESPONSIVE_S = 30.0  # a check left unanswered this long: the child is frozen, or stuck; killed
+SEND_WAIT_S = 1.0  # for room in the socketpair; none by then: taken as unresponsive
+# The stop and reload signals are the daemon's to act on (main() says why). Blocked from before the
+# child's exec until it has its handlers: one in its first half second killed it.
+HELD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class AdviceProcess:
@@ -51,15 +64,21 @@ class AdviceProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None  # None: no live child (stopped, or its death handled)
         self._private: Path | None = None  # its relay's private directory
+        self._socket: Path | None = None  # the advice socket it serves
+        self._checked: float | None = None  # when the check not answered yet was sent
         self._restarted = float("-inf")
 
     def start(self, settings: Settings) -> None:
         """Start a child and wait until it serves. DaemonError with the child's own message, or
         saying how it failed (died, silent for START_WAIT_S: then killed)."""
+        assert settings.advice.socket is not None  # the daemon starts none without one
+        self._socket = settings.advice.socket
+        remove_dead(self._socket)  # what a child killed before left
         ours, theirs = socket.socketpair()
         level = str(logging.getLogger("slurm_harp").getEffectiveLevel())  # its lines as the daemon's
         with theirs:
-            argv = [sys.executable, "-m", MODULE, str(theirs.fileno()), level]
+            argv = [sys.executable, "-P", "-m", MODULE, str(theirs.fileno()), level]
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)  # the child inherits the mask
             try:  # close_fds: the child holds no socket of the parent's but its end of the pair
                 proc = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True
@@ -67,6 +86,8 @@ class AdviceProcess:
             except OSError as exc:
                 ours.close()
                 raise DaemonError(f"advice.socket: cannot start the advice process: {exc}") from None
+            finally:  # this thread's own: a signal held meanwhile is handled now
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         conn = Connection(ours.detach())
         reply: object = None
         silent = False
@@ -79,6 +100,7 @@ class AdviceProcess:
             pass  # it died: said below
         if isinstance(reply, tuple) and reply[0] == "ok":
             self._proc, self._conn, self._private = proc, conn, Path(reply[1])
+            self._checked = None
             log.info("advice served by process %d", proc.pid)
             return
         conn.close()
@@ -87,6 +109,7 @@ class AdviceProcess:
             raise DaemonError(str(reply[1]))
         if silent:
             _end(proc, 0.0)
+            remove_dead(self._socket)
             raise DaemonError(
                 f"advice.socket: the advice process did not start within {START_WAIT_S:g} s (killed)"
             )
@@ -101,12 +124,15 @@ class AdviceProcess:
         ``settings``, at most every RESTART_EVERY_S; until then users get no advice."""
         if self._proc is None:
             return  # not started, or stopped
-        if self._conn is not None:
-            if self._proc.poll() is None:
-                self._send("check")
+        if self._conn is not None and self._proc.poll() is None and self._answering():
+            if self._checked is None and self._send("check"):
+                self._checked = time.monotonic()
+            if self._conn is not None:  # not killed as unresponsive by the send
                 return
-            log.error("the advice process %d %s: starting a new one", self._proc.pid, _how(self._proc))
+        if self._conn is not None:  # died (one killed as unresponsive is logged and forgotten)
+            how = _how(self._proc)
             self._forget()
+            log.error("the advice process %d %s: %s", self._proc.pid, how, self._next_start())
         if time.monotonic() - self._restarted < RESTART_EVERY_S:
             return
         self._restarted = time.monotonic()
@@ -115,22 +141,68 @@ class AdviceProcess:
         except DaemonError as exc:
             log.error("%s (next try in %g s)", exc, RESTART_EVERY_S)
 
+    def _next_start(self) -> str:
+        """When the next child starts, for the log line of the last one's death."""
+        wait = RESTART_EVERY_S - (time.monotonic() - self._restarted)
+        return "starting a new one" if wait <= 0 else f"starting a new one in {wait:.0f} s"
+
+    def _answering(self) -> bool:
+        """Whether the child answers its checks (its answers read); one that has left a check
+        unanswered for UNRESPONSIVE_S is logged and killed, and False."""
+        assert self._conn is not None and self._proc is not None
+        with contextlib.suppress(OSError, EOFError):  # died: poll() says so next
+            while self._conn.poll(0):
+                if self._conn.recv() == "checked":
+                    self._checked = None
+        if self._checked is None or time.monotonic() - self._checked < UNRESPONSIVE_S:
+            return True
+        self._kill(f"left a socket check unanswered for {UNRESPONSIVE_S:g} s")
+        return False
+
+    def _kill(self, why: str) -> None:
+        """Kill the child, which ``why`` says is unresponsive, and forget it (check() starts another)."""
+        assert self._proc is not None
+        _end(self._proc, 0.0)
+        self._forget()
+        log.error("the advice process %d %s: killed", self._proc.pid, why)
+
     def stop(self, grace: float, within: float) -> Exiting:
         """Ask the child to stop (calls given ``grace``); wait on what this returns for at most
-        ``within`` seconds, past which the child is killed."""
-        proc, alive = self._proc, self._conn is not None
-        self._send(("stop", grace, max(0.0, within - EXIT_S)))
+        ``within`` seconds, past which the child is killed. A child found dead is logged, and what
+        it left removed."""
+        proc = self._proc
+        if proc is not None and self._conn is not None and proc.poll() is not None:
+            log.error("the advice process %d %s", proc.pid, _how(proc))  # since the last check
+            self._forget()
+        sent = self._send(("stop", grace, max(0.0, within - EXIT_S)))
         self._proc = None
-        if self._conn is not None:
+        if sent:
+            assert self._conn is not None
             self._conn.close()
             self._conn = None
-        return Exiting(proc if alive else None, self._private)
+            private, self._private = self._private, None
+            return Exiting(proc, private, self._socket)
+        if proc is not None:  # died as it was asked (the send failed): ended now
+            _end(proc, 0.0)
+        self._forget()
+        if self._socket is not None:
+            remove_dead(self._socket)
+        return Exiting(None, None, None)
 
-    def _send(self, message: object) -> None:
+    def _send(self, message: object) -> bool:
+        """Whether ``message`` was sent. A child dead is left to check(); one with no room for it
+        within SEND_WAIT_S is killed as unresponsive."""
         if self._conn is None:
-            return
-        with contextlib.suppress(OSError):  # died: check() says so and starts another
+            return False
+        try:
+            _, room, _ = select.select([], [self._conn], [], SEND_WAIT_S)
+            if not room:
+                self._kill(f"took no message for {SEND_WAIT_S:g} s")
+                return False
             self._conn.send(message)
+        except OSError:  # died: check() says so and starts another
+            return False
+        return True
 
     def _forget(self) -> None:
         """The dead child's connection and private directory (its socket the next one claims)."""
@@ -145,16 +217,21 @@ class AdviceProcess:
 class Exiting:
     """A child asked to stop; ``wait`` as grpc's server.stop() future is waited on."""
 
-    def __init__(self, proc: subprocess.Popen[bytes] | None, private: Path | None) -> None:
-        self._proc, self._private = proc, private
+    def __init__(self, proc: subprocess.Popen[bytes] | None, private: Path | None, sock: Path | None) -> None:
+        self._proc, self._private, self._socket = proc, private, sock
 
     def wait(self, timeout: float) -> bool:
-        """Whether it exited within ``timeout`` seconds; if not it is killed (and its directory removed)."""
-        if self._proc is None or not _end(self._proc, timeout):
+        """Whether it exited within ``timeout`` seconds; if not it is killed. One killed, or dead
+        of something else meanwhile, leaves its directory and socket: removed here."""
+        if self._proc is None:
             return True
-        if self._private is not None:
-            shutil.rmtree(self._private, ignore_errors=True)
-        return False
+        killed = _end(self._proc, timeout)
+        if killed or self._proc.returncode != 0:
+            if self._private is not None:
+                shutil.rmtree(self._private, ignore_errors=True)
+            if self._socket is not None:
+                remove_dead(self._socket)
+        return not killed
 
 
 def _end(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> bool:
@@ -172,18 +249,24 @@ def _how(proc: subprocess.Popen[bytes]) -> str:
     """How ``proc`` ended, for a log line: "exited with status 1", "was killed by SIGKILL"."""
     _end(proc)  # its end of the connection is closed: it is exiting
     status = proc.returncode
-    if status < 0:
+    if status >= 0:
+        return f"exited with status {status}"
+    try:
         return f"was killed by {signal.Signals(-status).name}"
-    return f"exited with status {status}"
+    except ValueError:  # a real-time signal (SIGRTMIN+1 is 35): no name in signal.Signals
+        return f"was killed by signal {-status}"
 
 
 def main(argv: list[str]) -> int:
     """The child: ``argv`` is the connection's fd and the parent's log level."""
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for signum in HELD:
         # The unit's SIGTERM reaches every process of it, a terminal's SIGINT the process group:
         # the parent stops this one in order, and SIGHUP comes as new Settings from the parent. A
         # handler, not SIG_IGN: an ignored signal stays ignored in the scontrol this process runs.
         signal.signal(signum, _unheeded)
+    # Blocked by the parent until now (HELD); one that came meanwhile is handled here, unheeded.
+    # Unblocked before serving: the scontrol this process runs inherits its mask.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
     logging.basicConfig(level=int(argv[1]), format=LOG_FORMAT, stream=sys.stderr)  # the daemon's stderr
     try:
         os.nice(NICE)
@@ -217,7 +300,13 @@ def _serve(conn: Connection, settings: Settings) -> int:
         log.exception("advice process: cannot start")
         conn.send(("error", f"advice.socket: the advice process failed at start: {exc!r}"))
         return 1
-    conn.send(("ok", str(relay.inner.parent)))
+    try:
+        conn.send(("ok", str(relay.inner.parent)))
+    except OSError:  # the parent died while this started: as below, nothing left behind
+        log.warning("advice process: the daemon is gone; stopping")
+        relay.stop()
+        server.stop(0).wait(ORPHAN_WAIT_S)
+        return 0
     grace, wait_s = 0.0, ORPHAN_WAIT_S
     while True:
         try:
@@ -232,6 +321,8 @@ def _serve(conn: Connection, settings: Settings) -> int:
                 relay.check_socket()
             except Exception:  # as the daemon's loop does: logged, tried again at the next check
                 log.exception("advice process: check_socket failed; serving on")
+            with contextlib.suppress(OSError):  # the parent gone: recv() says so next
+                conn.send("checked")
         elif isinstance(message, tuple) and message[0] == "stop":
             _, grace, wait_s = message
             break

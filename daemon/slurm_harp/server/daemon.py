@@ -91,6 +91,7 @@ class Daemon:
         self._socket_id = (0, 0)  # (st_dev, st_ino) of the socket this daemon bound
         self._made_dirs: list[Path] = []  # the socket's directories this start made
         self._taken_over = False
+        self._advice_failure: str | None = None  # the advice check's last error, logged once
         self._fingerprint: tuple[object, ...] = ()
         self._lock = threading.Lock()  # one reload at a time (SIGHUP and the store poller)
 
@@ -135,9 +136,21 @@ class Daemon:
 
     def check_socket(self) -> None:
         """Bind the socket again if something removed it (a tmpfiles cleaner, an rm): until then
-        every submission fails open. A path taken over by something else is left alone."""
-        if self._advice is not None:  # and started again, should it have died
+        every submission fails open. A path taken over by something else is left alone. Then the
+        advice process's check; whatever it raises is logged, once while it goes on."""
+        self._check_submission_socket()
+        if self._advice is None:
+            return
+        try:  # and started again, should it have died
             self._advice.check(self.settings)
+        except Exception as exc:
+            if repr(exc) != self._advice_failure:
+                log.exception("the advice process's check failed; trying again on the next turn")
+            self._advice_failure = repr(exc)
+        else:
+            self._advice_failure = None
+
+    def _check_submission_socket(self) -> None:
         sock = self.settings.server.socket
         if self._socket_id == (0, 0):
             return  # not started

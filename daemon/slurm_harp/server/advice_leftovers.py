@@ -1,0 +1,46 @@
+"""What a dead advice process leaves beside the advice socket: the socket, when nothing answers on
+it, and its relay's private directories (``.harp-advice-*``). A child that exits in order removes
+both; one killed (by the daemon when it hung, by the OOM killer) cannot. The next child claims the
+socket anyway; the directories would pile up, one at every such death."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import stat
+from pathlib import Path
+
+from slurm_harp.server.socket_path import RELAY_DIR_PREFIX, RELAY_SOCKET
+
+
+def answered(sock: Path) -> bool:
+    """Whether a process listens on ``sock`` (anything but a refused or missing path counts)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(sock))
+    except (ConnectionRefusedError, FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True  # cannot tell: leave it
+    finally:
+        probe.close()
+    return True
+
+
+def remove_dead(sock: Path) -> None:
+    """Remove the advice socket ``sock`` if nothing answers on it, and every private directory
+    beside it that is this user's and whose relay socket nothing answers on (a live daemon's, on
+    another advice socket in the same directory, is left)."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISSOCK(sock.lstat().st_mode) and not answered(sock):
+            sock.unlink()
+    with contextlib.suppress(OSError):
+        for private in sock.parent.glob(f"{RELAY_DIR_PREFIX}*"):
+            with contextlib.suppress(OSError):
+                st = private.lstat()
+                ours = stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+                if ours and not answered(private / RELAY_SOCKET):
+                    shutil.rmtree(private, ignore_errors=True)
