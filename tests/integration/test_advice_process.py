@@ -161,4 +161,4 @@ def test_the_advice_process_ends_when_the_daemon_is_killed(workdir: Path) -> Non
             serve.wait()
     assert serve.stderr is not None
     log = serve.stderr.read()  # its child's lines come on the same stream, in the same format
-    assert " WARNING slurm_harp.server.advice_process: advice process: the daemon is gone; stopping" in log
+    assert " WARNING slurm_harp.server.advice_child: advice process: the daemon is gone; stopping" in log

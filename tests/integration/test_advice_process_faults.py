@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from slurm_harp.server import advice_process
+from slurm_harp.server import advice_child, advice_process
 from slurm_harp.server.daemon import Daemon
 from tests.integration.as_user import channel_as
 from tests.integration.test_advice_process import gone, parent_of, server_pid, within
@@ -180,5 +180,5 @@ def test_the_daemon_gone_before_the_child_answers_its_start(workdir: Path) -> No
     """The child's ("ok", ...) cannot be sent: it stops its relay, leaving nothing behind."""
     ours, theirs = socket.socketpair()
     theirs.close()
-    assert advice_process._serve(Connection(ours.detach()), settings_in(workdir)) == 0
+    assert advice_child._serve(Connection(ours.detach()), settings_in(workdir)) == 0
     assert not (workdir / "advice.sock").exists() and not list(workdir.glob(".harp-advice-*"))
