@@ -1,6 +1,7 @@
 """The advice process's faults (server/advice_process.py): a module planted in the directory
 `harp serve` starts from, a child killed by a signal with no name, a stop signal while it starts, a
-child dead before the daemon's stop or frozen (SIGSTOP), the daemon gone while it starts. Before,
+child dead before the daemon's stop or frozen (SIGSTOP), the daemon gone while it starts, a
+relay's directory just made, a channel past descriptor 1023. Before,
 the first ran the planted code as the daemon's user, the second raised at every socket check (and
 a removed submission socket was never bound again), the third killed the child (`harp serve` exited
 1), the next left the advice socket and the relay's directory behind or hung the daemon's loop."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -21,6 +23,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from slurm_harp.server import advice_child, advice_process
+from slurm_harp.server.advice_leftovers import remove_dead
 from slurm_harp.server.daemon import Daemon
 from tests.integration.as_user import channel_as
 from tests.integration.test_advice_process import gone, parent_of, server_pid, within
@@ -152,9 +155,41 @@ def test_a_child_dead_before_the_stop_is_said_and_cleared(
 
 
 def test_a_killed_childs_directory_is_removed_at_the_next_start(workdir: Path, daemon: Daemon) -> None:
-    (workdir / ".harp-advice-deadbeef").mkdir(mode=0o700)  # a child killed (hung at a stop) left it
+    left = workdir / ".harp-advice-deadbeef"
+    left.mkdir(mode=0o700)  # a child killed (hung at a stop) left it, a minute ago
+    os.utime(left, (left.stat().st_atime - 60, left.stat().st_mtime - 60))
     daemon.start()
     assert relay_dir(workdir).name != ".harp-advice-deadbeef"  # the one left: the new child's
+
+
+def test_a_relay_directory_just_made_is_left_to_its_relay(workdir: Path) -> None:
+    """Another daemon's relay, with its advice socket in the same directory, between its mkdtemp
+    and the bind in it: a new directory with no socket was taken for a dead child's and removed,
+    and that daemon's advice start failed."""
+    fresh = workdir / ".harp-advice-justmade"
+    fresh.mkdir(mode=0o700)
+    remove_dead(workdir / "advice.sock")
+    assert fresh.is_dir()
+
+
+def test_a_channel_past_descriptor_1023_is_no_error(workdir: Path) -> None:
+    """select() refuses a descriptor past 1023: reload, check and stop raised ValueError for a
+    child started while the daemon held many descriptors (LimitNOFILE raised, many clients)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"RLIMIT_NOFILE's hard limit {hard} holds no descriptor past 1100")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    advice = advice_process.AdviceProcess()
+    try:
+        advice.start(settings_in(workdir))
+        advice.update(settings_in(workdir))
+        advice.check(settings_in(workdir))
+        assert advice.stop(0.0, 2.0).wait(5.0)
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_frozen_child_is_killed_and_replaced(

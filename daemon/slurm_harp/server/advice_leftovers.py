@@ -10,9 +10,13 @@ import os
 import shutil
 import socket
 import stat
+import time
 from pathlib import Path
 
 from slurm_harp.server.socket_path import RELAY_DIR_PREFIX, RELAY_SOCKET
+
+# A private directory younger than this may be a live relay's between its mkdtemp and its bind.
+SETTLED_S = 10.0
 
 
 def answered(sock: Path) -> bool:
@@ -32,8 +36,9 @@ def answered(sock: Path) -> bool:
 
 def remove_dead(sock: Path) -> None:
     """Remove the advice socket ``sock`` if nothing answers on it, and every private directory
-    beside it that is this user's and whose relay socket nothing answers on (a live daemon's, on
-    another advice socket in the same directory, is left)."""
+    beside it that is this user's, older than SETTLED_S, and whose relay socket nothing answers on
+    (a live daemon's, on another advice socket in the same directory, is left: also one whose relay
+    has made its directory and not yet bound its socket in it)."""
     with contextlib.suppress(OSError):
         if stat.S_ISSOCK(sock.lstat().st_mode) and not answered(sock):
             sock.unlink()
@@ -42,5 +47,6 @@ def remove_dead(sock: Path) -> None:
             with contextlib.suppress(OSError):
                 st = private.lstat()
                 ours = stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
-                if ours and not answered(private / RELAY_SOCKET):
+                settled = time.time() - st.st_mtime >= SETTLED_S
+                if ours and settled and not answered(private / RELAY_SOCKET):
                     shutil.rmtree(private, ignore_errors=True)

@@ -188,8 +188,9 @@ class AdviceProcess:
         if self._conn is None:
             return False
         try:
-            _, room, _ = select.select([], [self._conn], [], SEND_WAIT_S)
-            if not room:
+            room = select.poll()  # not select(): it refuses a descriptor past 1023
+            room.register(self._conn.fileno(), select.POLLOUT)
+            if not room.poll(SEND_WAIT_S * 1000):
                 self._kill(f"took no message for {SEND_WAIT_S:g} s")
                 return False
             self._conn.send(message)
