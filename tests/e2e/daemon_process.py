@@ -112,10 +112,26 @@ class DaemonProcess:
         assert self.proc is not None
         self.proc.send_signal(sig)
 
+    def advice_pids(self) -> list[int]:
+        """The daemon's advice process (server.advice_child), which serves its [advice] socket."""
+        assert self.proc is not None
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
+            except (OSError, ValueError):
+                continue  # not a process, or gone
+            ppid = int(stat.rpartition(")")[2].split()[1])
+            if ppid == self.proc.pid and b"slurm_harp.server.advice_child" in cmdline:
+                found.append(int(entry.name))
+        return found
+
     def stop(self) -> None:
         if self.proc is None:
             return
-        os.kill(self.proc.pid, signal.SIGCONT)  # a hung (stopped) daemon cannot act on SIGTERM
+        for pid in [self.proc.pid, *self.advice_pids()]:  # a hung (stopped) one cannot act on SIGTERM
+            os.kill(pid, signal.SIGCONT)
         self.proc.terminate()
         try:
             self.proc.wait(timeout=15)

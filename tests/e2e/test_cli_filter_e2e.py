@@ -12,6 +12,7 @@ answers); a hung daemon costs about the deadline, a stopped one nothing, and nei
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
@@ -110,9 +111,14 @@ def test_sbatch_prints_the_advice_and_never_blocks(site: tuple[SlurmCluster, Pat
 
         hung_env = login_node(cluster, work, HUNG_DEADLINE_MS)
         _, _, silenced = sbatch(cluster, hung_env | {"HARP_ADVICE": "0"}, "-J", NAME, "-n", "1")
-        daemon.signal(signal.SIGSTOP)  # accepts connections (the kernel's backlog), never answers
-        job, lines, wall = sbatch(cluster, hung_env | {"HARP_ADVICE_DEBUG": "1"}, "-J", NAME, "-n", "1")
-        daemon.signal(signal.SIGCONT)
+        # The advice is served by the daemon's child process: hung, it accepts connections (the
+        # kernel's backlog) and never answers.
+        (advice,) = daemon.advice_pids()
+        os.kill(advice, signal.SIGSTOP)
+        try:
+            job, lines, wall = sbatch(cluster, hung_env | {"HARP_ADVICE_DEBUG": "1"}, "-J", NAME, "-n", "1")
+        finally:
+            os.kill(advice, signal.SIGCONT)
         print(f"sbatch with a hung daemon: {wall:.2f} s, silenced {silenced:.2f} s; {lines}")
         assert lines == ["harp: no advice (deadline exceeded)"], lines
         assert wall < silenced + HUNG_DEADLINE_MS / 1000 + HUNG_EXTRA_S
