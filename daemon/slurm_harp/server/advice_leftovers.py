@@ -8,12 +8,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import stat
 import time
 from pathlib import Path
 
-from slurm_harp.server.socket_path import RELAY_DIR_PREFIX, RELAY_SOCKET
+from slurm_harp.server.socket_path import RELAY_DIR_PREFIX, RELAY_SOCKET, listening
 
 # A private directory younger than this may be a live relay's between its mkdtemp and its bind.
 SETTLED_S = 10.0
@@ -21,17 +20,10 @@ SETTLED_S = 10.0
 
 def answered(sock: Path) -> bool:
     """Whether a process listens on ``sock`` (anything but a refused or missing path counts)."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
     try:
-        probe.connect(str(sock))
-    except (ConnectionRefusedError, FileNotFoundError, NotADirectoryError):
-        return False
+        return listening(sock)
     except OSError:
         return True  # cannot tell: leave it
-    finally:
-        probe.close()
-    return True
 
 
 def remove_dead(sock: Path) -> None:

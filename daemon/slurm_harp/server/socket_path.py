@@ -182,20 +182,30 @@ def claim_socket(sock: Path) -> None:
         raise DaemonError(f"{sock}: cannot check what is there ({exc.strerror or exc})") from None
     if not (stat.S_ISSOCK(st.st_mode) or stat.S_ISLNK(st.st_mode)):
         raise DaemonError(f"{sock} exists and is not a socket; not removing it")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
     try:
-        probe.connect(str(sock))
-    except (ConnectionRefusedError, FileNotFoundError):
-        _remove_stale(sock)  # nobody listens: a crashed run's socket, or a dangling link
-        return
+        live = listening(sock)
     except OSError as exc:
         raise DaemonError(
             f"{sock}: cannot tell whether a daemon serves on it ({exc}); not removing it"
         ) from None
+    if not live:
+        _remove_stale(sock)  # nobody listens: a crashed run's socket, or a dangling link
+        return
+    raise DaemonError(f"another daemon is serving on {sock}; stop it first (systemctl stop slurm-harp)")
+
+
+def listening(sock: Path) -> bool:
+    """Whether a process accepts connections on the Unix socket ``sock``: False when nobody listens
+    there (refused, or no such path); OSError when it cannot tell (a timeout, no permission)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(sock))
+    except (ConnectionRefusedError, FileNotFoundError, NotADirectoryError):
+        return False
     finally:
         probe.close()
-    raise DaemonError(f"another daemon is serving on {sock}; stop it first (systemctl stop slurm-harp)")
+    return True
 
 
 def _remove_stale(sock: Path) -> None:
