@@ -219,5 +219,19 @@ def test_partition_shapes_from_scontrol() -> None:
     assert gpu.cpus_per_node == 32 and gpu.most_cpus == 64 and gpu.gpus_per_node == 4
     assert gpu.most_gpus == 8 and gpu.nodes_for_gpus(5) == 2 and gpu.nodes_for_gpus(9) is None
     assert gpu.mem_per_node_mb == 400 * 1024 and gpu.max_minutes == 2880
-    with pytest.raises(ValueError, match="scontrol partition batch: TotalCPUs 'many'"):
+    with pytest.raises(ValueError, match="scontrol partition batch: TotalCPUs: bad count 'many'"):
         shapes_from_scontrol(SCONTROL.replace("TotalCPUs=8", "TotalCPUs=many"))
+
+
+def test_partition_counts_are_ascii_digits_and_no_val_is_unknown() -> None:
+    """TotalCPUs and the other counts were read with str.isdigit(), which takes other scripts'
+    digits: ``TotalCPUs=٤`` (Arabic-Indic four) read as 4 CPUs. Slurm prints ASCII digits, and its
+    NO_VAL for a count it does not know, which is no count (a limit: none; a total: unknown)."""
+    with pytest.raises(ValueError, match="scontrol partition batch: TotalCPUs: bad count"):
+        shapes_from_scontrol(SCONTROL.replace("TotalCPUs=8", "TotalCPUs=\u0664"))
+    with pytest.raises(ValueError, match="scontrol partition gpu: MaxNodes: bad count"):
+        shapes_from_scontrol(SCONTROL.replace("MaxNodes=2", "MaxNodes=-2"))
+    no_val = shapes_from_scontrol(SCONTROL.replace("MaxNodes=2", "MaxNodes=4294967294"))["gpu"]
+    assert no_val.max_nodes is None and no_val.job_nodes == 4
+    unknown = shapes_from_scontrol(SCONTROL.replace("TotalCPUs=8", "TotalCPUs=4294967294"))["batch"]
+    assert unknown.cpus == 0 and unknown.most_cpus == 0

@@ -81,7 +81,8 @@ def test_partitions_are_read_now_and_then_and_kept_when_scontrol_fails() -> None
         return runner(argv)
 
     partitions = SlurmPartitions(counted, refresh_seconds=300, clock=lambda: now[0])
-    table, shapes = partitions()
+    site = partitions()
+    table, shapes = site.table, site.shapes
     assert calls == [PARTITIONS_ARGV, CONFIG_ARGV] and set(shapes) == {"batch"}
     assert "--all" in calls[0]  # Hidden partitions and those the daemon's user may not use too
     assert table.mode.value == "max_tres" and table.partitions["batch"].max_minutes == 60
@@ -89,7 +90,7 @@ def test_partitions_are_read_now_and_then_and_kept_when_scontrol_fails() -> None
     partitions()
     assert len(calls) == 2  # not read again yet
     now[0], failing[0] = 300, True
-    assert partitions()[1] == shapes  # read again, failed: the last reading stays
+    assert partitions().shapes == shapes  # read again, failed: the last reading stays
     assert len(calls) == 3
 
 
@@ -101,6 +102,50 @@ def test_a_partition_with_no_nodes_is_read_with_the_others() -> None:
     def runner(argv: Sequence[str]) -> str:
         return f"{PARTITION}\n{empty}" if "partition" in argv else ""
 
-    shapes = SlurmPartitions(runner)()[1]
+    shapes = SlurmPartitions(runner)().shapes
     assert sorted(shapes) == ["batch", "future"]
     assert (shapes["future"].gpus, shapes["future"].mem_mb, shapes["batch"].cpus) == (0, 0.0, 8)
+
+
+def test_one_partition_that_does_not_read_costs_that_partition_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """scontrol's text was read whole: one record with a field in a form not known here (here a
+    TRES count) raised, and the advice lost every partition, none known at the daemon's start. Now
+    that partition alone is out, the note says it does not read (not "no such partition"), the
+    log names it once, and a partition read well before keeps its reading."""
+    odd = "PartitionName=gpu MaxTime=60 TotalCPUs=64 TotalNodes=2 TRES=cpu=64,node=2,gres/gpu=lots"
+    text = [f"{PARTITION}\n{odd}"]
+
+    def runner(argv: Sequence[str]) -> str:
+        return text[0] if tuple(argv) == PARTITIONS_ARGV else ""
+
+    now = [0.0]
+    partitions = SlurmPartitions(runner, refresh_seconds=300, clock=lambda: now[0])
+    advisor = Advisor(parse({}), partitions, name_of=lambda uid: "ann")
+    with caplog.at_level("WARNING", logger="slurm_harp.server.advisor"):
+        everything = advisor.advise(1000, Ask(JobRequest(job_name="sim", min_cpus=1)))
+        named = advisor.advise(1000, Ask(JobRequest(job_name="sim", min_cpus=1), partitions=("gpu",)))
+        now[0] = 300
+        partitions()  # the same reading again: not logged again
+    assert {o.partition for o in everything.options} == {"batch"}
+    said = "not compared, scontrol's description of it does not read: gpu"
+    assert said in everything.notes and said in named.notes
+    assert not any("no such partition" in n for n in (*everything.notes, *named.notes))
+    assert named.options == ()
+    logged = [r.getMessage() for r in caplog.records]
+    assert logged == [
+        "advice: scontrol partition gpu does not read (left out of the advice): "
+        "TRES gres/gpu: bad count 'lots': expected digits 0-9"
+    ]
+    # A partition read well before keeps that reading when its record stops reading.
+    text[0] = f"{PARTITION}\n{odd.replace('gres/gpu=lots', 'gres/gpu=8')}"
+    now[0] = 600
+    assert partitions().shapes["gpu"].gpus == 8
+    text[0] = (
+        f"{PARTITION.replace('TotalCPUs=8', 'TotalCPUs=eight')}\n{odd.replace('gres/gpu=lots', 'gres/gpu=8')}"
+    )
+    now[0] = 900
+    site = partitions()
+    assert site.shapes["batch"].cpus == 8 and site.unreadable == {} and "batch" in site.unread
+    assert site.table.partitions["batch"].max_minutes == 60

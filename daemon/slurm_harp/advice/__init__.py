@@ -1,14 +1,14 @@
 """Advice's domain: what a way of running a job costs the site, and how many GPUs a training needs.
 
 Pure functions on text and numbers (no Slurm tool is run, no gRPC): billing (Slurm's
-TRESBillingWeights), partition_table (scontrol's partitions), tariff (Slurm's billing
-under harp.toml's prices), survival (a job's run-time distribution), reexecution (HARP's
-doubled-limit reruns), quote (the expected cost of one configuration), gpu_memory (ZeRO's
-per-GPU memory), partition_shape (how big a job each partition holds), partition_access (whom it
-takes jobs from), candidates (the partitions and sizes priced), script (a batch script's
-header as a request), evidence (a user's completed runs of a job name), sizing (run time and
-memory by size from them), option (one way of running the job, priced) and recommend (the
-advice itself: the candidates and the answers).
+TRESBillingWeights), partition_table (scontrol's partitions), tariff (Slurm's billing under
+harp.toml's prices), survival (a job's run-time distribution), reexecution (HARP's doubled-limit
+reruns), quote (the expected cost of one configuration), gpu_memory (ZeRO's per-GPU memory),
+partition_shape (how big a job each partition holds), partition_access (whom it takes jobs from),
+site_partitions (table and shape, one scontrol record at a time), candidates (the partitions and
+sizes priced), script (a batch script's header as a request), evidence (a user's completed runs of a
+job name), sizing (run time and memory by size from them), option (one way of running the job,
+priced) and recommend (the advice itself: the candidates and the answers).
 docs/advice.md has the formulas and their sources.
 """
 
@@ -23,6 +23,7 @@ from slurm_harp.advice.partition_table import Partition, PartitionTable, from_sc
 from slurm_harp.advice.quote import Allocation, Configuration, Quote, price
 from slurm_harp.advice.recommend import Advice, Ask, advise
 from slurm_harp.advice.reexecution import Reexecution, expected_reexecution, next_limit
+from slurm_harp.advice.site_partitions import SitePartitions
 from slurm_harp.advice.survival import Empirical, PointMasses, Runtime
 from slurm_harp.advice.tariff import PartitionPrice, Prices, Tariff
 
@@ -46,6 +47,7 @@ __all__ = [
     "Reexecution",
     "Run",
     "Runtime",
+    "SitePartitions",
     "Tariff",
     "TrainingFacts",
     "Weights",

@@ -29,6 +29,7 @@ def partitions(
     shapes: Mapping[str, PartitionShape],
     tariff: Tariff,
     notes: list[str],
+    unreadable: Collection[str] = (),
 ) -> list[str]:
     """The partitions to price: those ``named`` that the site has, else every one it lists, the
     job's own (``own``, a comma list) first. The site has what scontrol printed (``shapes``) when
@@ -36,34 +37,43 @@ def partitions(
     and a note says so; scontrol unread, what [billing] names. A Hidden partition is priced only
     when named, here or by the job's own ``-p``: the site keeps it out of listings. Only when the
     site's partitions are unknown are names taken on trust, at most MOST_UNKNOWN of them: each
-    name costs a round of pricing, and a made-up one answers nothing."""
-    known = set(shapes) if shapes else set(tariff.partitions)
+    name costs a round of pricing, and a made-up one answers nothing. ``unreadable``: partitions
+    scontrol lists whose record did not read; not priced, and a note says why."""
+    listed = bool(shapes) or bool(unreadable)  # scontrol was read
+    known = set(shapes) if listed else set(tariff.partitions)
     if not named:
         names = sorted(n for n in known if n not in shapes or not shapes[n].access.hidden)
-        if unlisted := sorted(set(tariff.partitions) - known):
-            listed = _listed(unlisted)
-            notes.append(f"[billing] prices partitions scontrol does not list; not priced: {listed}")
+        if unlisted := sorted(set(tariff.partitions) - known - set(unreadable)):
+            listed_here = _listed(unlisted)
+            notes.append(f"[billing] prices partitions scontrol does not list; not priced: {listed_here}")
         if own is not None:  # the job's own partitions first: those the site has, else on trust
             mine = list(dict.fromkeys(n.strip() for n in own.split(",") if n.strip()))
-            if not known:
+            if not listed:
                 mine = mine[:MOST_UNKNOWN]
-            elif unknown := [n for n in mine if n not in known]:
-                notes.append(f"no such partition here: {_listed(unknown)}")
+            else:
+                _note_missing([n for n in mine if n not in known and n not in unreadable], (), notes)
                 mine = [n for n in mine if n in known]
             names = [*mine, *(n for n in names if n not in mine)]
+        _note_missing((), sorted(unreadable), notes)
         if not names and shapes:  # scontrol was read: it lists only Hidden ones
             notes.append("every partition here is hidden: name one (-p, --partition) to compare")
-        elif not names:
+        elif not names and not unreadable:
             notes.append("no partition is known (scontrol could not be read): name one to compare")
         return names
-    if not known:
+    if not listed:
         if len(named) > MOST_UNKNOWN:
             notes.append(f"no partition is known here: the first {MOST_UNKNOWN} of those named are compared")
         return list(named[:MOST_UNKNOWN])
-    unknown = [n for n in named if n not in known]
+    missing = [n for n in named if n not in known]
+    _note_missing([n for n in missing if n not in unreadable], [n for n in missing if n in unreadable], notes)
+    return [n for n in named if n in known]
+
+
+def _note_missing(unknown: Sequence[str], unreadable: Sequence[str], notes: list[str]) -> None:
     if unknown:
         notes.append(f"no such partition here: {_listed(unknown)}")
-    return [n for n in named if n in known]
+    if unreadable:
+        notes.append(f"not compared, scontrol's description of it does not read: {_listed(unreadable)}")
 
 
 def admitted(

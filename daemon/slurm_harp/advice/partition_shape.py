@@ -16,19 +16,21 @@ lists); the daemon reads scontrol.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_harp.advice.partition_access import PartitionAccess
 from slurm_harp.slurm_formats import (
     gpus_in_tres,
     is_unlimited,
+    parse_count,
     parse_max_time,
     parse_memory_mb,
     parse_tres,
     scontrol_records,
 )
 
-__all__ = ["PartitionShape", "shapes_from_scontrol"]
+__all__ = ["PartitionShape", "shape_of", "shapes_from_scontrol"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +106,16 @@ def shapes_from_scontrol(text: str) -> dict[str, PartitionShape]:
     for block in scontrol_records(text, "PartitionName"):
         name = block["PartitionName"]
         try:
-            out[name] = _shape(name, block)
+            out[name] = shape_of(block)
         except ValueError as exc:
             raise ValueError(f"scontrol partition {name}: {exc}") from None
     return out
 
 
-def _shape(name: str, block: dict[str, str]) -> PartitionShape:
+def shape_of(block: Mapping[str, str]) -> PartitionShape:
+    """One partition's shape from its scontrol record (slurm_formats.scontrol_records); ValueError
+    names the field it cannot read."""
+    name = block["PartitionName"]
     raw = block.get("TRES", "")
     # A partition with no nodes (slurm.conf's "Nodes= ") has no TRES string: scontrol prints
     # printf's "(null)" for it. Nothing to price there, and no reason to lose the other partitions.
@@ -139,13 +144,20 @@ def _shape(name: str, block: dict[str, str]) -> PartitionShape:
 
 
 def _count(text: str, what: str) -> int:
-    if not text.isdigit():
-        raise ValueError(f"{what} {text!r}: expected a whole number")
-    return int(text)
+    """A total (TotalNodes, TotalCPUs): one Slurm does not know (a sentinel, NO_VAL) is 0, unknown."""
+    return _number(text, what) or 0
 
 
 def _limit(text: str | None, what: str) -> int | None:
-    return None if text is None or is_unlimited(text) else _count(text, what)
+    """A per-job limit: None when there is none (UNLIMITED, INFINITE, NO_VAL) or it is not set."""
+    return None if text is None or is_unlimited(text) else _number(text, what)
+
+
+def _number(text: str, what: str) -> int | None:
+    try:
+        return parse_count(text)  # ASCII digits only: int() took "٤" as 4 CPUs
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
 
 
 def _memory_limit(text: str | None) -> float | None:

@@ -19,6 +19,8 @@ __all__ = [
     "Partition",
     "PartitionTable",
     "from_scontrol",
+    "mode_of",
+    "partition_of",
 ]
 
 _CONFIG_FLAGS = re.compile(r"^\s*PriorityFlags\s*=\s*(.*?)\s*$", re.I | re.M)
@@ -44,14 +46,23 @@ def from_scontrol(partitions_text: str, config_text: str = "") -> PartitionTable
     for block in scontrol_records(partitions_text, "PartitionName"):
         name = block["PartitionName"]
         try:
-            partitions[name] = _partition(name, {key.lower(): value for key, value in block.items()})
+            partitions[name] = partition_of(block)
         except ValueError as exc:
             raise ValueError(f"scontrol partition {name}: {exc}") from None
+    return PartitionTable(partitions, mode_of(config_text))
+
+
+def mode_of(config_text: str) -> Mode:
+    """The billing mode in ``scontrol show config``'s PriorityFlags line (none: SUM)."""
     found = _CONFIG_FLAGS.search(config_text)
-    return PartitionTable(partitions, parse_priority_flags(found.group(1)) if found else Mode.SUM)
+    return parse_priority_flags(found.group(1)) if found else Mode.SUM
 
 
-def _partition(name: str, values: Mapping[str, str]) -> Partition:
+def partition_of(block: Mapping[str, str]) -> Partition:
+    """One partition's billing from its scontrol record (slurm_formats.scontrol_records);
+    ValueError names what it cannot read."""
+    name = block["PartitionName"]
+    values = {key.lower(): value for key, value in block.items()}
     weights_text = values.get("tresbillingweights", "").strip().strip('"')
     return Partition(
         name=name,

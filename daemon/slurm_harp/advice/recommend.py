@@ -120,6 +120,7 @@ def advise(
     memory_floor_mb: float = 0.0,
     groups: Collection[str] | None = None,
     gpu_memory_headroom: float = HEADROOM,
+    unreadable: Collection[str] = (),
 ) -> Advice:
     """The advice for ``ask`` from ``records`` (the caller's runs; anyone else's are ignored),
     under ``tariff``, in the partitions of ``shapes`` (their sizes; a partition named by the ask
@@ -127,7 +128,8 @@ def advise(
     GPU's memory, for the training check. ``memory_floor_mb``: no memory request from the peaks
     below this (harp.toml's policy.floor.memory_mb: a sampled peak may miss a short spike).
     ``groups``: the caller's group names, for partitions' AllowGroups (None: unknown).
-    ``gpu_memory_headroom``: the part of a GPU's memory model states may not take."""
+    ``gpu_memory_headroom``: the part of a GPU's memory model states may not take.
+    ``unreadable``: partitions scontrol lists whose description did not read (not priced)."""
     records = [
         r for r in records if ask.job.user_name is not None and r.request.user_name == ask.job.user_name
     ]
@@ -149,7 +151,7 @@ def advise(
         notes.append("--mem=0 asks all of a node's memory: it is priced as a node of each partition holds")
 
     options: list[Option] = []
-    named = partitions(ask.partitions, ask.job.partition, shapes, tariff, notes)
+    named = partitions(ask.partitions, ask.job.partition, shapes, tariff, notes, unreadable)
     compared = admitted(named, shapes, ask.job, groups, notes)
     for name in compared:
         shape = shapes.get(name)

@@ -19,13 +19,12 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
 from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
-from slurm_harp.advice.partition_shape import PartitionShape, shapes_from_scontrol
-from slurm_harp.advice.partition_table import PartitionTable, from_scontrol
 from slurm_harp.advice.recommend import Advice, Ask, advise
+from slurm_harp.advice.site_partitions import SitePartitions
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.config import Settings
 from slurm_harp.core.request import Target
@@ -43,7 +42,6 @@ REFRESH_S = 300.0
 NEWEST_RUNS = 1000  # the evidence: a user's newest runs of a job name, at most
 
 Runner = Callable[[Sequence[str]], str]
-Partitions = tuple[PartitionTable, Mapping[str, PartitionShape]]
 
 
 class AdviceRefused(Exception):
@@ -69,7 +67,8 @@ def run_scontrol(argv: Sequence[str]) -> str:
 @dataclass
 class SlurmPartitions:
     """The cluster's partitions from scontrol, read at most every ``refresh_seconds``; when
-    scontrol fails the last good reading is kept (none yet: no partition known)."""
+    scontrol fails the last good reading is kept (none yet: no partition known), and so is a
+    partition's when its record does not read (SitePartitions.read)."""
 
     runner: Runner = run_scontrol
     refresh_seconds: float = REFRESH_S
@@ -77,20 +76,30 @@ class SlurmPartitions:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._value: Partitions = (PartitionTable(), {})
+        self._value = SitePartitions()
         self._read_at: float | None = None
 
-    def __call__(self) -> Partitions:
+    def __call__(self) -> SitePartitions:
         with self._lock:
             now = self.clock()
             if self._read_at is None or now - self._read_at >= self.refresh_seconds:
                 self._read_at = now
                 try:
                     text = self.runner(PARTITIONS_ARGV)
-                    self._value = (from_scontrol(text, self.runner(CONFIG_ARGV)), shapes_from_scontrol(text))
+                    read = SitePartitions.read(text, self.runner(CONFIG_ARGV), last=self._value)
                 except (RuntimeError, ValueError) as exc:
                     log.warning("advice: cannot read the partitions (keeping the last reading): %s", exc)
+                else:
+                    if read.unread and read.unread != self._value.unread:  # said once, not every reading
+                        _warn_unread(read)
+                    self._value = read
             return self._value
+
+
+def _warn_unread(read: SitePartitions) -> None:
+    for name, why in sorted(read.unread.items()):
+        kept = "keeping its last reading" if name in read.shapes else "left out of the advice"
+        log.warning("advice: scontrol partition %s does not read (%s): %s", name, kept, why)
 
 
 def user_groups(uid: int) -> frozenset[str] | None:
@@ -121,7 +130,7 @@ class Advisor:
     def __init__(
         self,
         settings: Settings | Callable[[], Settings],
-        partitions: Callable[[], Partitions] | None = None,
+        partitions: Callable[[], SitePartitions] | None = None,
         name_of: Callable[[int], str] = user_name,
         groups_of: Callable[[int], Collection[str] | None] = user_groups,
     ) -> None:
@@ -148,33 +157,34 @@ class Advisor:
             except (OSError, RuntimeError, SchemaVersionError, sqlite3.Error) as exc:
                 log.warning("advice: cannot read the job store %s: %s", db, exc)
                 raise AdviceRefused("the site's job history cannot be read now; try again later") from None
-        table, shapes = self._partitions()
-        self._warn_unlisted(settings, shapes)
-        tariff = Tariff.of(settings.billing, table)
+        site = self._partitions()
+        self._warn_unlisted(settings, {*site.shapes, *site.unreadable})
+        tariff = Tariff.of(settings.billing, site.table)
         floor = settings.policy.floors.get(Target.MEMORY, 0.0)
         advice = advise(
             replace(ask, job=job),
             runs,
             tariff,
-            shapes,
+            site.shapes,
             settings.advice.gpu_memory_bytes,
             memory_floor_mb=floor,
             groups=self._groups_of(uid),  # the partitions' AllowGroups admit the caller by them
             gpu_memory_headroom=settings.advice.gpu_memory_headroom,
+            unreadable=site.unreadable,
         )
         if db is None:
             advice = replace(advice, notes=(*advice.notes, "the site keeps no job history ([history] db)"))
         return advice
 
-    def _warn_unlisted(self, settings: Settings, shapes: Mapping[str, PartitionShape]) -> None:
+    def _warn_unlisted(self, settings: Settings, listed: Collection[str]) -> None:
         """Log the partitions harp.toml names that scontrol, read, does not list (a typo, a partition
         since removed): a [[billing.partition]] one is not priced, an [[advice.partition]] one's GPU
         memory is used for no partition. Once, and again only when they change (a reload, a new
         reading), not at every call."""
-        if not shapes:  # scontrol not read: nothing to compare with
+        if not listed:  # scontrol not read: nothing to compare with
             return
-        billing = tuple(repr(p.name) for p in settings.billing.partitions if p.name not in shapes)
-        gpus = tuple(repr(n) for n in settings.advice.gpu_memory_bytes if n not in shapes)
+        billing = tuple(repr(p.name) for p in settings.billing.partitions if p.name not in listed)
+        gpus = tuple(repr(n) for n in settings.advice.gpu_memory_bytes if n not in listed)
         with self._warned_lock:
             if (billing, gpus) == self._warned:
                 return
