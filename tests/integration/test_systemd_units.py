@@ -1,20 +1,29 @@
 """The shipped systemd units are hardened (systemd-analyze's exposure below 2), what the units
 forbid does not break harp (training and serving run under both forms of MemoryDenyWriteExecute:
 the kernel's PR_SET_MDWE, where the kernel has it, Linux 6.3+, and systemd's seccomp filter, which
-Debian 12's systemd 252 always uses), and the timers and commands are the ones docs/install.md
-describes."""
+Debian 12's systemd 252 always uses; so does the daemon's advice process, a Python of its own), and
+the timers and commands are the ones docs/install.md describes."""
 
 from __future__ import annotations
 
 import platform
 import re
+import shutil
+import signal
+import socket
 import struct
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import grpc
 import pytest
 
+from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.api import predictor_pb2_grpc as pb_grpc
+from slurm_harp.server.peer_relay import peer_credentials
 from tests.conftest import REPO, required_tool
 
 UNITS = sorted((REPO / "deploy" / "systemd").glob("*.service"))
@@ -207,17 +216,61 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def test_training_and_serving_work_under_systemds_seccomp_filter() -> None:
+def under_filter(*argv: str) -> list[str]:
+    """The command that runs ``harp *argv`` under systemd's MemoryDenyWriteExecute filter."""
     arch = platform.machine()
     if arch not in ARCHES or sys.byteorder != "little":
         pytest.skip(f"no MemoryDenyWriteExecute filter written for {arch} ({sys.byteorder}-endian)")
     program = memory_deny_write_execute_filter(arch).hex()
-    pkey_mprotect = str(ARCHES[arch][3])
-    done = subprocess.run(
-        [sys.executable, "-c", INSTALL_FILTER, program, UNDER_FILTER, pkey_mprotect, *WORK],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+    return [sys.executable, "-c", INSTALL_FILTER, program, UNDER_FILTER, str(ARCHES[arch][3]), *argv]
+
+
+def test_training_and_serving_work_under_systemds_seccomp_filter() -> None:
+    done = subprocess.run(under_filter(*WORK), capture_output=True, text=True, timeout=600, check=False)
     assert_the_work_ran(done)
+
+
+def test_the_advice_process_serves_under_systemds_seccomp_filter() -> None:
+    """`harp serve` starts the advice's process (server/advice_process.py) as a new Python, which
+    the demo above never starts: it inherits the unit's filter, and must still serve."""
+    work = Path(tempfile.mkdtemp(prefix="harp-sandbox-"))
+    config = work / "harp.toml"
+    config.write_text(
+        f'[server]\nsocket = "{work / "harp.sock"}"\n[store]\npath = "{work / "store"}"\n'
+        f'[advice]\nsocket = "{work / "advice.sock"}"\n'
+    )
+    daemon = subprocess.Popen(
+        under_filter("serve", "--config", str(config)), stderr=subprocess.PIPE, text=True
+    )  # fmt: skip
+    try:
+        child = advice_process(work / "advice.sock", daemon)
+        status = Path(f"/proc/{child}/status").read_text()
+        assert re.search(r"^Seccomp:\s+2$", status, re.M), status  # under a filter, inherited
+        assert b"slurm_harp.server.advice_child" in Path(f"/proc/{child}/cmdline").read_bytes()
+        with grpc.insecure_channel(f"unix:{work / 'advice.sock'}") as channel:
+            ask = pb.AdviceRequest(job=pb.SubmitRequest(job_name="sim", min_cpus=2))
+            advice = pb_grpc.AdvisorStub(channel).Advise(ask, timeout=30)
+        assert advice.user_name and "no partition is known" in str(advice), advice
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, errors = daemon.communicate(timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
+    assert daemon.returncode == 0 and "Traceback" not in errors, errors[-3000:]
+
+
+def advice_process(sock: Path, daemon: subprocess.Popen[str]) -> int:
+    """The pid of the process that answers at ``sock`` (SO_PEERCRED), once it does."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert daemon.poll() is None, daemon.communicate()[1][-3000:]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            try:
+                conn.connect(str(sock))
+            except OSError:
+                time.sleep(0.1)
+                continue
+            return peer_credentials(conn).pid
+    raise AssertionError(f"nothing answers at {sock}")
 
 
 def unit_values(path: Path, key: str) -> list[str]:
