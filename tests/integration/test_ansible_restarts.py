@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from slurm_harp.config import load
-from slurm_harp.config.start_only import DAEMON_SECTIONS, GUARD_KEYS, by_unit
+from slurm_harp.config.start_only import DAEMON_GUARD_KEYS, DAEMON_SECTIONS, GUARD_KEYS, by_unit
 from tests.conftest import REPO
 from tests.integration.ansible_play import ROLE_DIR, PlayResult, require_root, run_role
 
@@ -86,9 +86,15 @@ def test_a_start_only_change_restarts_and_any_other_reloads(tmp_path: Path, venv
     restarted = _play(tmp_path, venv, slurm_harp_config=stale)
     assert _notified(restarted) == {RESTART, RELOAD}, restarted.output[-3000:]
     assert load(tmp_path / "etc-harp" / "harp.toml").guard.stale_seconds == 90
-    # The guard's metrics endpoint: the guard restarts; the daemon reads all of [guard] at start.
+    # The guard's metrics endpoint: the guard restarts; the daemon reads no more of [guard] than the
+    # heartbeat's path and age, and is reloaded (it was restarted for any [guard] change).
     endpoint = _play(tmp_path, venv, slurm_harp_config=stale, slurm_harp_guard_metrics_port=9900)
-    assert _notified(endpoint) == {RESTART, RESTART_GUARD, RELOAD}, endpoint.output[-3000:]
+    assert _notified(endpoint) == {RESTART_GUARD, RELOAD}, endpoint.output[-3000:]
+    lead = {**stale, "guard": {"stale_seconds": 90, "lead_seconds": 120}}
+    reloaded = _play(tmp_path, venv, slurm_harp_config=lead, slurm_harp_guard_metrics_port=9900)
+    assert RESTART not in _notified(reloaded) and RESTART_GUARD not in _notified(reloaded), reloaded.output[
+        -3000:
+    ]
 
 
 def test_a_mode_set_through_slurm_harp_config_wants_the_guard(tmp_path: Path, venv: Path) -> None:
@@ -110,11 +116,13 @@ def test_the_start_only_view_follows_what_the_services_keep(tmp_path: Path) -> N
     view = by_unit(load(conf))
     assert set(view) == {"slurm-harp.service", "slurm-harp-guard.service"}
     assert view["slurm-harp-guard.service"] == repr(("127.0.0.1", 9900))
-    assert "stale_seconds=60.0" in view["slurm-harp.service"]
+    assert "'guard.stale_seconds': 60.0" in view["slurm-harp.service"]
     assert GUARD_KEYS == ("metrics_address", "metrics_port")
     readme = " ".join((ROLE_DIR.parent.parent / "README.md").read_text().split())
     named = re.search(r"for the daemon the ((?:`\[\w+\]`(?:, | and )?)+) sections", readme)
     assert named and re.findall(r"\[(\w+)\]", named.group(1)) == list(DAEMON_SECTIONS)
+    keys = re.search(r"sections and the guard's ((?:`\w+`(?:, | and )?)+)", readme)
+    assert keys and tuple(re.findall(r"`(\w+)`", keys.group(1))) == DAEMON_GUARD_KEYS
 
 
 def test_harp_toml_is_checked_as_harp_serve_checks_it_before_it_is_installed(

@@ -432,8 +432,15 @@ PAST_THEIR_MOST = {
         "advice.partition[0].gpu_memory_gb: must be a number of GB > 0 and below 1000000"
     ),
     "[advice]\nmax_connections = 4097\n": "advice.max_connections: must be <= 4096, got 4097",
+    # Port 0 bound an endpoint on a port the kernel picked, which no Prometheus scrapes.
+    "[server]\nmetrics_port = 0\n": "server.metrics_port: 0 is no port: leave it unset for no metrics",
+    "[guard]\nmetrics_port = 0\n": "guard.metrics_port: 0 is no port: leave it unset for no metrics",
+    "[guard]\nmetrics_port = 65536\n": "guard.metrics_port: out of range: 65536",
 }
-MOST_IDS = ["quantile", "seconds", "negative", "2**63", "5001 digits", "days", "outcome days", "GB", "4097"]
+MOST_IDS = [
+    "quantile", "seconds", "negative", "2**63", "5001 digits", "days", "outcome days", "GB", "4097",
+    "server port 0", "guard port 0", "port 65536",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("text", PAST_THEIR_MOST, ids=MOST_IDS)

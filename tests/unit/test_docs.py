@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from slurm_harp.config import ARRAY_TABLES, SCHEMA, parse
-from slurm_harp.config.start_only import DAEMON_SECTIONS
+from slurm_harp.config.start_only import DAEMON_GUARD_KEYS, DAEMON_SECTIONS
 from slurm_harp.core.request import Target
 from tests.conftest import REPO
 
@@ -189,20 +189,28 @@ def _sections(text: str) -> set[str]:
     return set(re.findall(r"\[(\w+)\]", text))
 
 
+def _keys(text: str) -> set[str]:
+    return set(re.findall(r"\bguard\.\w+", text))
+
+
 def test_the_sample_configuration_and_the_reference_say_what_a_reload_applies() -> None:
     """deploy/config/harp.toml's header and docs/configuration.md name the sections `harp serve`
     re-reads on SIGHUP and those it keeps until a restart, as Daemon.reload keeps them."""
     restart = set(DAEMON_SECTIONS)
     tables = {name for name in SCHEMA if name and "." not in name}
-    applied = tables - restart - {"training"}  # [training]: read by each `harp nightly`, not the daemon
+    # [training]: read by each `harp nightly`; [guard]: the guard's, of which the daemon reads a few keys
+    applied = tables - restart - {"training", "guard"}
     assert restart and applied >= {"store", "policy", "billing"}
+    guard_keys = {f"guard.{key}" for key in DAEMON_GUARD_KEYS}
     header = (REPO / "deploy" / "config" / "harp.toml").read_text().split("\n\n")[0]
     said = re.search(r"re-reads (.*?); (.*?) needs? a restart", " ".join(header.replace("#", "").split()))
     assert said, "harp.toml's header no longer says what a reload applies"
     assert (_sections(said.group(1)), _sections(said.group(2))) == (applied, restart)
+    assert _keys(said.group(2)) == guard_keys
     reference = " ".join((REPO / "docs" / "configuration.md").read_text().split())
-    said = re.search(r"`harp serve` applies (.*?) changes at once, (.*?) changes after a restart", reference)
+    said = re.search(r"`harp serve` applies (.*?) changes at once; (.*?), after a restart", reference)
     assert said and (_sections(said.group(1)), _sections(said.group(2))) == (applied, restart)
+    assert _keys(said.group(2)) == guard_keys
 
 
 # README.md and docs/: their claims cite the tests that show them, and their commands are harp's

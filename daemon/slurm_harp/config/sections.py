@@ -51,9 +51,7 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
             f"must let server.socket_group ({socket_group}) read and write the socket, which SlurmUser "
             f"connects through (e.g. '0660'), got {mode_text!r}",
         )
-    metrics_port = get("metrics_port", int)
-    if metrics_port is not None and not 0 <= metrics_port < 65536:
-        raise r.fail("server.metrics_port", f"out of range: {metrics_port}")
+    metrics_port = _metrics_port(r, "server", get("metrics_port", int))
     tcp = get("tcp", str)
     if tcp is not None:
         host, colon, port = tcp.rpartition(":")
@@ -93,9 +91,7 @@ def read_guard(r: Reader, g: Mapping[str, Any]) -> GuardSettings:
         raise r.fail(
             "guard.stale_seconds", f"must be at least twice guard.poll_seconds ({poll:g}), got {stale:g}"
         )
-    port = r.get(g, "guard", "metrics_port", int, None)
-    if port is not None and not 0 <= port < 65536:
-        raise r.fail("guard.metrics_port", f"out of range: {port}")
+    port = _metrics_port(r, "guard", r.get(g, "guard", "metrics_port", int, None))
     extension = r.get(g, "guard", "extension", str, d.extension)
     if extension not in EXTENSIONS:
         raise r.fail("guard.extension", f"must be one of {', '.join(EXTENSIONS)}, got {extension!r}")
@@ -270,3 +266,13 @@ def _one_name(r: Reader, rule: Mapping[str, Any], key: str, field: str) -> str |
 def _account(name: str | None) -> str | None:
     """An account as a job's is matched: in lower case, as Slurm keeps it (core.text.LOWERED_FIELDS)."""
     return None if name is None else lowered(name)
+
+
+def _metrics_port(r: Reader, section: str, port: int | None) -> int | None:
+    """A metrics port: 1-65535, or unset for no endpoint. 0 asked the kernel for any free port: an
+    endpoint no Prometheus was told of (the role's variable says 0 for none, and writes none)."""
+    if port == 0:
+        raise r.fail(f"{section}.metrics_port", "0 is no port: leave it unset for no metrics endpoint")
+    if port is not None and not 0 < port < 65536:
+        raise r.fail(f"{section}.metrics_port", f"out of range: {port}")
+    return port

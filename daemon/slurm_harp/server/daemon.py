@@ -16,7 +16,7 @@ from grpc_health.v1 import health, health_pb2
 from prometheus_client import CollectorRegistry
 
 from slurm_harp.config import ConfigError, Settings, load
-from slurm_harp.config.start_only import daemon_part
+from slurm_harp.config.start_only import keep_daemon_part
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.predictor import HistorySource, Predictor
 from slurm_harp.core.request import Target
@@ -211,11 +211,10 @@ class Daemon:
         source = self.settings.source
         fresh = _reread(source) if source is not None else None
         if fresh is not None:
-            kept = daemon_part(self.settings)  # config/start_only.py: until a restart
-            for section, value in kept.items():
-                if getattr(fresh, section) != value:
-                    log.warning("reload: [%s] changes take effect only after a restart", section)
-            self.settings = replace(fresh, source=source, **kept)
+            applied, changed = keep_daemon_part(fresh, self.settings)  # config/start_only.py
+            for name in changed:
+                log.warning("reload: %s changes take effect only after a restart", name)
+            self.settings = replace(applied, source=source)
             self.predictor.swap(policy=fresh.policy)
             if self._advice is not None:  # [billing] changes
                 self._advice.update(self.settings)
