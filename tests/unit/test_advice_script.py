@@ -223,15 +223,16 @@ def test_partition_shapes_from_scontrol() -> None:
         shapes_from_scontrol(SCONTROL.replace("TotalCPUs=8", "TotalCPUs=many"))
 
 
-def test_partition_counts_are_ascii_digits_and_no_val_is_unknown() -> None:
+def test_partition_counts_are_ascii_digits_and_a_no_val_total_does_not_read() -> None:
     """TotalCPUs and the other counts were read with str.isdigit(), which takes other scripts'
     digits: ``TotalCPUs=٤`` (Arabic-Indic four) read as 4 CPUs. Slurm prints ASCII digits, and its
-    NO_VAL for a count it does not know, which is no count (a limit: none; a total: unknown)."""
+    NO_VAL for a count it does not know: for a limit, none; a total does not read."""
     with pytest.raises(ValueError, match="scontrol partition batch: TotalCPUs: bad count"):
         shapes_from_scontrol(SCONTROL.replace("TotalCPUs=8", "TotalCPUs=\u0664"))
     with pytest.raises(ValueError, match="scontrol partition gpu: MaxNodes: bad count"):
         shapes_from_scontrol(SCONTROL.replace("MaxNodes=2", "MaxNodes=-2"))
     no_val = shapes_from_scontrol(SCONTROL.replace("MaxNodes=2", "MaxNodes=4294967294"))["gpu"]
     assert no_val.max_nodes is None and no_val.job_nodes == 4
-    unknown = shapes_from_scontrol(SCONTROL.replace("TotalCPUs=8", "TotalCPUs=4294967294"))["batch"]
-    assert unknown.cpus == 0 and unknown.most_cpus == 0
+    # A total Slurm does not know does not read (as 0 the advice said "has no CPUs for this job").
+    with pytest.raises(ValueError, match="TotalCPUs: '4294967294': a total Slurm does not know"):
+        shapes_from_scontrol(SCONTROL.replace("TotalCPUs=8", "TotalCPUs=4294967294"))

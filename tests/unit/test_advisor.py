@@ -147,5 +147,5 @@ def test_one_partition_that_does_not_read_costs_that_partition_alone(
     )
     now[0] = 900
     site = partitions()
-    assert site.shapes["batch"].cpus == 8 and site.unreadable == {} and "batch" in site.unread
+    assert site.shapes["batch"].cpus == 8 and "batch" in site.unread
     assert site.table.partitions["batch"].max_minutes == 60

@@ -107,7 +107,7 @@ def test_an_empty_file_gives_the_settings_defaults() -> None:
         ("[server]\ntcp = '50051'\n", "server.tcp: expected host:port, got '50051'"),
         ("[server]\ntcp = ':50051'\n", "server.tcp: expected host:port, got ':50051'"),
         ("[server]\ntcp = ' :50051'\n", "server.tcp: expected host:port"),
-        ("[server]\ntcp = '127.0.0.1:999999'\n", "server.tcp: port out of range (0 to 65535)"),
+        ("[server]\ntcp = '127.0.0.1:999999'\n", "server.tcp: port out of range (1 to 65535)"),
         ("[server]\ntcp = '127.0.0.1:\u0661'\n", "server.tcp: expected host:port"),
         ("[policy.floor]\ncpus = -1\n", "policy.floor.cpus: must be >= 0"),
         ("[policy.floor]\ntime_minutes = nan\n", "policy.floor.time_minutes: must be a finite number"),
@@ -436,10 +436,11 @@ PAST_THEIR_MOST = {
     "[server]\nmetrics_port = 0\n": "server.metrics_port: 0 is no port: leave it unset for no metrics",
     "[guard]\nmetrics_port = 0\n": "guard.metrics_port: 0 is no port: leave it unset for no metrics",
     "[guard]\nmetrics_port = 65536\n": "guard.metrics_port: out of range: 65536",
+    "[server]\ntcp = '127.0.0.1:0'\n": "server.tcp: 0 is no port: give the port clients connect to",
 }
 MOST_IDS = [
     "quantile", "seconds", "negative", "2**63", "5001 digits", "days", "outcome days", "GB", "4097",
-    "server port 0", "guard port 0", "port 65536",
+    "server port 0", "guard port 0", "port 65536", "tcp port 0",
 ]  # fmt: skip
 
 

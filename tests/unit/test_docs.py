@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from slurm_harp.config import ARRAY_TABLES, SCHEMA, parse
-from slurm_harp.config.start_only import DAEMON_GUARD_KEYS, DAEMON_SECTIONS
+from slurm_harp.config.start_only import DAEMON_GUARD_KEYS, DAEMON_SECTIONS, GUARD_KEYS
 from slurm_harp.core.request import Target
 from tests.conftest import REPO
 
@@ -207,6 +207,11 @@ def test_the_sample_configuration_and_the_reference_say_what_a_reload_applies() 
     assert said, "harp.toml's header no longer says what a reload applies"
     assert (_sections(said.group(1)), _sections(said.group(2))) == (applied, restart)
     assert _keys(said.group(2)) == guard_keys
+    # The guard keeps its metrics endpoint (GUARD_KEYS) until a restart, and reloads the rest.
+    assert GUARD_KEYS == ("metrics_address", "metrics_port")
+    assert "`harp guard` reloads [guard] itself but for its metrics endpoint" in " ".join(
+        header.replace("#", "").split()
+    )
     reference = " ".join((REPO / "docs" / "configuration.md").read_text().split())
     said = re.search(r"`harp serve` applies (.*?) changes at once; (.*?), after a restart", reference)
     assert said and (_sections(said.group(1)), _sections(said.group(2))) == (applied, restart)

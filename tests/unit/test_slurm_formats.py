@@ -215,7 +215,7 @@ def test_the_guard_logs_the_bound_it_cannot_read_and_nothing_else(caplog: pytest
 
 def test_a_bad_maxtime_still_names_the_partition_for_the_advice() -> None:
     for read in (from_scontrol, shapes_from_scontrol):
-        with pytest.raises(ValueError, match=r"scontrol partition p: time limit 'soon'"):
+        with pytest.raises(ValueError, match=r"scontrol partition p: MaxTime: time limit 'soon'"):
             read("PartitionName=p MaxTime=soon TotalNodes=1\n")
         with pytest.raises(ValueError, match=r"scontrol partition p: .*number out of range"):
             read(f"PartitionName=p MaxTime={'9' * 400} TotalNodes=1\n")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from slurm_harp.advice.evidence import Evidence
+from slurm_harp.advice.partition_access import PartitionAccess
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.core.request import JobRequest
@@ -29,7 +30,7 @@ def partitions(
     shapes: Mapping[str, PartitionShape],
     tariff: Tariff,
     notes: list[str],
-    unreadable: Collection[str] = (),
+    unreadable: Mapping[str, PartitionAccess] | None = None,
 ) -> list[str]:
     """The partitions to price: those ``named`` that the site has, else every one it lists, the
     job's own (``own``, a comma list) first. The site has what scontrol printed (``shapes``) when
@@ -38,7 +39,9 @@ def partitions(
     when named, here or by the job's own ``-p``: the site keeps it out of listings. Only when the
     site's partitions are unknown are names taken on trust, at most MOST_UNKNOWN of them: each
     name costs a round of pricing, and a made-up one answers nothing. ``unreadable``: partitions
-    scontrol lists whose record did not read; not priced, and a note says why."""
+    scontrol lists whose record did not read (whom each takes jobs from): not priced, and a note
+    says why (for a Hidden one, only when named)."""
+    unreadable = unreadable or {}
     listed = bool(shapes) or bool(unreadable)  # scontrol was read
     known = set(shapes) if listed else set(tariff.partitions)
     if not named:
@@ -46,18 +49,20 @@ def partitions(
         if unlisted := sorted(set(tariff.partitions) - known - set(unreadable)):
             listed_here = _listed(unlisted)
             notes.append(f"[billing] prices partitions scontrol does not list; not priced: {listed_here}")
+        mine: list[str] = []
         if own is not None:  # the job's own partitions first: those the site has, else on trust
             mine = list(dict.fromkeys(n.strip() for n in own.split(",") if n.strip()))
             if not listed:
                 mine = mine[:MOST_UNKNOWN]
             else:
                 _note_missing([n for n in mine if n not in known and n not in unreadable], (), notes)
-                mine = [n for n in mine if n in known]
-            names = [*mine, *(n for n in names if n not in mine)]
-        _note_missing((), sorted(unreadable), notes)
-        if not names and shapes:  # scontrol was read: it lists only Hidden ones
-            notes.append("every partition here is hidden: name one (-p, --partition) to compare")
-        elif not names and not unreadable:
+            names = [*(n for n in mine if n in known or not listed), *(n for n in names if n not in mine)]
+        shown = sorted(n for n, access in unreadable.items() if not access.hidden or n in mine)
+        _note_missing((), shown, notes)
+        if not names and shapes:  # scontrol was read: the partitions that read are all Hidden
+            others = "the other partitions here are" if shown else "every partition here is"
+            notes.append(f"{others} hidden: name one (-p, --partition) to compare")
+        elif not names and not shown:
             notes.append("no partition is known (scontrol could not be read): name one to compare")
         return names
     if not listed:

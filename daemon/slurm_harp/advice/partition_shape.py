@@ -16,8 +16,9 @@ lists); the daemon reads scontrol.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from slurm_harp.advice.partition_access import PartitionAccess
 from slurm_harp.slurm_formats import (
@@ -31,6 +32,9 @@ from slurm_harp.slurm_formats import (
 )
 
 __all__ = ["PartitionShape", "shape_of", "shapes_from_scontrol"]
+
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,12 +123,9 @@ def shape_of(block: Mapping[str, str]) -> PartitionShape:
     raw = block.get("TRES", "")
     # A partition with no nodes (slurm.conf's "Nodes= ") has no TRES string: scontrol prints
     # printf's "(null)" for it. Nothing to price there, and no reason to lose the other partitions.
-    tres = {} if raw.strip() == "(null)" else parse_tres(raw)
+    tres = {} if raw.strip() == "(null)" else parse_tres(raw)  # its errors say TRES
     types = [k.removeprefix("gres/gpu:") for k in tres if k.startswith("gres/gpu:")]
-    try:
-        gpus = gpus_in_tres(tres)
-    except ValueError as exc:
-        raise ValueError(f"TRES gres/gpu: {exc}") from None
+    gpus = _field("TRES gres/gpu", gpus_in_tres, tres)
     return PartitionShape(
         name=name,
         nodes=_count(block.get("TotalNodes", "0"), "TotalNodes"),
@@ -132,33 +133,38 @@ def shape_of(block: Mapping[str, str]) -> PartitionShape:
         gpus=gpus or 0,  # GPUs whose count Slurm does not know (NO_VAL): none to price
         # GPUs of several types: which one a job gets, and is billed for, is not known before it runs
         gpu_type=types[0] if len(types) == 1 else None,
-        mem_mb=parse_memory_mb(tres["mem"]) if "mem" in tres else 0.0,
+        mem_mb=_field("TRES mem", parse_memory_mb, tres["mem"]) if "mem" in tres else 0.0,
         max_nodes=_limit(block.get("MaxNodes"), "MaxNodes"),
         min_nodes=_limit(block.get("MinNodes"), "MinNodes") or 0,
         max_cpus_per_node=_limit(block.get("MaxCPUsPerNode"), "MaxCPUsPerNode"),
-        max_mem_per_node_mb=_memory_limit(block.get("MaxMemPerNode")),
-        max_mem_per_cpu_mb=_memory_limit(block.get("MaxMemPerCPU")) or None,
-        max_minutes=parse_max_time(block.get("MaxTime", "")),
+        max_mem_per_node_mb=_memory_limit(block.get("MaxMemPerNode"), "MaxMemPerNode"),
+        max_mem_per_cpu_mb=_memory_limit(block.get("MaxMemPerCPU"), "MaxMemPerCPU") or None,
+        max_minutes=_field("MaxTime", parse_max_time, block.get("MaxTime", "")),
         access=PartitionAccess.of(block),
     )
 
 
 def _count(text: str, what: str) -> int:
-    """A total (TotalNodes, TotalCPUs): one Slurm does not know (a sentinel, NO_VAL) is 0, unknown."""
-    return _number(text, what) or 0
+    """A total (TotalNodes, TotalCPUs). One Slurm does not know (a sentinel, NO_VAL) does not read:
+    read as 0, the advice would say the partition has no CPUs."""
+    value = _field(what, parse_count, text)  # ASCII digits only: int() took "٤" as 4 CPUs
+    if value is None:
+        raise ValueError(f"{what}: {text[:40]!r}: a total Slurm does not know")
+    return value
 
 
 def _limit(text: str | None, what: str) -> int | None:
     """A per-job limit: None when there is none (UNLIMITED, INFINITE, NO_VAL) or it is not set."""
-    return None if text is None or is_unlimited(text) else _number(text, what)
+    return None if text is None or is_unlimited(text) else _field(what, parse_count, text)
 
 
-def _number(text: str, what: str) -> int | None:
+def _memory_limit(text: str | None, what: str) -> float | None:
+    return None if text is None or is_unlimited(text) else _field(what, parse_memory_mb, text)
+
+
+def _field(what: str, read: Callable[[_In], _Out], value: _In) -> _Out:
+    """``read(value)``, its ValueError naming the field ``what`` (the log says which one)."""
     try:
-        return parse_count(text)  # ASCII digits only: int() took "٤" as 4 CPUs
+        return read(value)
     except ValueError as exc:
         raise ValueError(f"{what}: {exc}") from None
-
-
-def _memory_limit(text: str | None) -> float | None:
-    return None if text is None or is_unlimited(text) else parse_memory_mb(text)

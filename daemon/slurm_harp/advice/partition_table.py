@@ -64,8 +64,12 @@ def partition_of(block: Mapping[str, str]) -> Partition:
     name = block["PartitionName"]
     values = {key.lower(): value for key, value in block.items()}
     weights_text = values.get("tresbillingweights", "").strip().strip('"')
+    try:
+        max_minutes = parse_max_time(values.get("maxtime", ""))
+    except ValueError as exc:
+        raise ValueError(f"MaxTime: {exc}") from None
     return Partition(
         name=name,
-        weights=parse_weights(weights_text) if weights_text else None,
-        max_minutes=parse_max_time(values.get("maxtime", "")),
+        weights=parse_weights(weights_text) if weights_text else None,  # its errors name the field
+        max_minutes=max_minutes,
     )

@@ -29,6 +29,7 @@ from slurm_harp.advice.candidates import admitted, partitions, sizes
 from slurm_harp.advice.evidence import Evidence, amount, evidence_of, request_size, run_size
 from slurm_harp.advice.gpu_memory import HEADROOM, TrainingFacts, fewest_gpus
 from slurm_harp.advice.option import GB, NOT_A_NUMBER, Option, Pricing
+from slurm_harp.advice.partition_access import PartitionAccess
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.quote import same
 from slurm_harp.advice.sizing import Memory, Scaling
@@ -120,7 +121,7 @@ def advise(
     memory_floor_mb: float = 0.0,
     groups: Collection[str] | None = None,
     gpu_memory_headroom: float = HEADROOM,
-    unreadable: Collection[str] = (),
+    unread: Mapping[str, PartitionAccess] | None = None,
 ) -> Advice:
     """The advice for ``ask`` from ``records`` (the caller's runs; anyone else's are ignored),
     under ``tariff``, in the partitions of ``shapes`` (their sizes; a partition named by the ask
@@ -129,7 +130,8 @@ def advise(
     below this (harp.toml's policy.floor.memory_mb: a sampled peak may miss a short spike).
     ``groups``: the caller's group names, for partitions' AllowGroups (None: unknown).
     ``gpu_memory_headroom``: the part of a GPU's memory model states may not take.
-    ``unreadable``: partitions scontrol lists whose description did not read (not priced)."""
+    ``unread``: partitions whose scontrol description did not read this time, with whom each takes
+    jobs from: one not in ``shapes`` is not priced, one there is priced on an earlier reading."""
     records = [
         r for r in records if ask.job.user_name is not None and r.request.user_name == ask.job.user_name
     ]
@@ -151,10 +153,16 @@ def advise(
         notes.append("--mem=0 asks all of a node's memory: it is priced as a node of each partition holds")
 
     options: list[Option] = []
+    unread = unread or {}
+    unreadable = {name: access for name, access in unread.items() if name not in shapes}
     named = partitions(ask.partitions, ask.job.partition, shapes, tariff, notes, unreadable)
     compared = admitted(named, shapes, ask.job, groups, notes)
     for name in compared:
         shape = shapes.get(name)
+        if name in unread and shape is not None:
+            notes.append(
+                f"partition {name}: sizes and limits of an earlier reading (its description does not read)"
+            )
         if shape is None:
             notes.append(f"partition {name}: its size is unknown; only the sizes run or asked for are shown")
         if memory.whole_node and (shape is None or shape.mem_per_node_mb is None):

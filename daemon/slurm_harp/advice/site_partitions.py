@@ -2,7 +2,8 @@
 (partition_table) and shape (partition_shape), one record at a time.
 
 A record that does not read (a field Slurm printed in a form not known here) costs that partition
-alone: it keeps its last good reading if it had one, and is otherwise left out of the advice, whose
+alone: it keeps its last good reading of sizes, limits and billing if it had one (whom it takes
+jobs from is read again: those fields always read), and is otherwise left out of the advice, whose
 note then says it could not be read rather than that the site has no such partition. Read as one
 text, one odd record cost the advice every partition (none at all at the daemon's start).
 """
@@ -10,46 +11,52 @@ text, one odd record cost the advice every partition (none at all at the daemon'
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from slurm_harp.advice.partition_access import PartitionAccess
 from slurm_harp.advice.partition_shape import PartitionShape, shape_of
 from slurm_harp.advice.partition_table import Partition, PartitionTable, mode_of, partition_of
 from slurm_harp.slurm_formats import scontrol_records
 
-__all__ = ["SitePartitions"]
+__all__ = ["SitePartitions", "Unread"]
+
+
+@dataclass(frozen=True, slots=True)
+class Unread:
+    """A partition whose record did not read this time."""
+
+    why: str  # the field that did not read, and how
+    access: PartitionAccess  # whom it takes jobs from, read from that record all the same
 
 
 @dataclass(frozen=True, slots=True)
 class SitePartitions:
     table: PartitionTable = field(default_factory=PartitionTable)
     shapes: Mapping[str, PartitionShape] = field(default_factory=dict)
-    # the records that did not read this time: name -> what could not be read (a partition read
-    # well before keeps that reading in table and shapes)
-    unread: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def unreadable(self) -> Mapping[str, str]:
-        """The partitions scontrol lists that are known by name alone: no reading of theirs read."""
-        return {name: why for name, why in self.unread.items() if name not in self.shapes}
+    # the records that did not read this time, by partition (one read well before keeps that
+    # reading's sizes and billing in table and shapes)
+    unread: Mapping[str, Unread] = field(default_factory=dict)
 
     @classmethod
     def read(
         cls, partitions_text: str, config_text: str = "", last: SitePartitions | None = None
     ) -> SitePartitions:
         """The partitions of ``scontrol show partition`` text and the billing mode of ``scontrol
-        show config``'s; a record that does not read takes its entries from ``last``, if any."""
+        show config``'s; a record that does not read takes its sizes and billing from ``last``."""
         last = last or cls()
         table: dict[str, Partition] = {}
         shapes: dict[str, PartitionShape] = {}
-        unread: dict[str, str] = {}
+        unread: dict[str, Unread] = {}
         for block in scontrol_records(partitions_text, "PartitionName"):
             name = block["PartitionName"]
             try:
                 table[name], shapes[name] = partition_of(block), shape_of(block)
             except ValueError as exc:
-                unread[name] = str(exc)
+                access = PartitionAccess.of(block)
+                unread[name] = Unread(str(exc), access)
                 table.pop(name, None)
                 shapes.pop(name, None)
                 if name in last.shapes and name in last.table.partitions:
-                    table[name], shapes[name] = last.table.partitions[name], last.shapes[name]
+                    table[name] = last.table.partitions[name]
+                    shapes[name] = replace(last.shapes[name], access=access)  # a partition closed since
         return cls(PartitionTable(table, mode_of(config_text)), shapes, unread)

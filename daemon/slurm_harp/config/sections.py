@@ -60,7 +60,9 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
         if not (colon and host.strip() and port.isascii() and port.isdigit()):
             raise r.fail("server.tcp", f"expected host:port, got {tcp!r}")
         if int(port) > 65535:  # grpcio bound another port in its place, silently
-            raise r.fail("server.tcp", f"port out of range (0 to 65535): {tcp!r}")
+            raise r.fail("server.tcp", f"port out of range (1 to 65535): {tcp!r}")
+        if int(port) == 0:  # grpcio bound a port the kernel picked, which no client is told of
+            raise r.fail("server.tcp", f"0 is no port: give the port clients connect to, got {tcp!r}")
     return ServerSettings(
         socket=r.path_value(srv, "server", "socket", d.socket),
         socket_mode=socket_mode,

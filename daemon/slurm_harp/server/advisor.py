@@ -97,9 +97,9 @@ class SlurmPartitions:
 
 
 def _warn_unread(read: SitePartitions) -> None:
-    for name, why in sorted(read.unread.items()):
+    for name, unread in sorted(read.unread.items()):
         kept = "keeping its last reading" if name in read.shapes else "left out of the advice"
-        log.warning("advice: scontrol partition %s does not read (%s): %s", name, kept, why)
+        log.warning("advice: scontrol partition %s does not read (%s): %s", name, kept, unread.why)
 
 
 def user_groups(uid: int) -> frozenset[str] | None:
@@ -158,7 +158,7 @@ class Advisor:
                 log.warning("advice: cannot read the job store %s: %s", db, exc)
                 raise AdviceRefused("the site's job history cannot be read now; try again later") from None
         site = self._partitions()
-        self._warn_unlisted(settings, {*site.shapes, *site.unreadable})
+        self._warn_unlisted(settings, {*site.shapes, *site.unread})
         tariff = Tariff.of(settings.billing, site.table)
         floor = settings.policy.floors.get(Target.MEMORY, 0.0)
         advice = advise(
@@ -170,7 +170,7 @@ class Advisor:
             memory_floor_mb=floor,
             groups=self._groups_of(uid),  # the partitions' AllowGroups admit the caller by them
             gpu_memory_headroom=settings.advice.gpu_memory_headroom,
-            unreadable=site.unreadable,
+            unread={name: unread.access for name, unread in site.unread.items()},
         )
         if db is None:
             advice = replace(advice, notes=(*advice.notes, "the site keeps no job history ([history] db)"))
