@@ -92,33 +92,56 @@ def test_rules_and_dashboard_name_only_exported_metrics(tmp_path: Path) -> None:
     assert len(dashboard["panels"]) >= 8 and all(p["targets"] for p in dashboard["panels"])
 
 
-# The outcome gauges as the primary and the backup controller both export them (each harvests the
-# same jobs), and what each dashboard query of them must show: every job counted once.
+# The outcome gauges as the primary and the backup controller both export them: each harvests the
+# same jobs, but names their model versions by its own store (a version it did not publish, the
+# other controller's, is "unknown"). Each dashboard query of them must count every job once.
+VERSIONS = {"ctl1": "20261206T031207.123456Z", "ctl2": "unknown"}
 OUTCOMES = {
-    'harp_outcome_jobs{target="time",partition="batch",version="v1"}': 200,
-    'harp_outcome_killed_jobs{target="time",partition="batch",version="v1"}': 3,
-    'harp_outcome_underpredicted_ratio{target="time",partition="batch",version="v1"}': 0.05,
-    'harp_outcome_saved_core_seconds{target="time",partition="batch",version="v1"}': 7200,
-    'harp_outcome_ratio_bucket{target="time",partition="batch",version="v1",le="0.5"}': 100,
-    'harp_outcome_ratio_bucket{target="time",partition="batch",version="v1",le="1.0"}': 180,
-    'harp_outcome_ratio_bucket{target="time",partition="batch",version="v1",le="+Inf"}': 200,
-    # The serving time model's own budget, which the recording rule takes over the 1 % default.
-    'harp_model_kill_budget_ratio{target="time",version="v1"}': 0.02,
+    'harp_outcome_jobs{target="time",partition="batch"}': 200,
+    'harp_outcome_killed_jobs{target="time",partition="batch"}': 3,
+    'harp_outcome_underpredicted_ratio{target="time",partition="batch"}': 0.05,
+    'harp_outcome_saved_core_seconds{target="time",partition="batch"}': 7200,
+    'harp_outcome_ratio_bucket{target="time",partition="batch",le="0.5"}': 100,
+    'harp_outcome_ratio_bucket{target="time",partition="batch",le="1.0"}': 180,
+    'harp_outcome_ratio_bucket{target="time",partition="batch",le="+Inf"}': 200,
+    # Rewrite mode lowers memory too: its kills, out of memory, count against its own budget.
+    'harp_outcome_jobs{target="memory",partition="batch"}': 100,
+    'harp_outcome_killed_jobs{target="memory",partition="batch"}': 30,
+    'harp_outcome_underpredicted_ratio{target="memory",partition="batch"}': 0.4,
+    'harp_outcome_saved_core_seconds{target="memory",partition="batch"}': 0,
+    'harp_outcome_ratio_bucket{target="memory",partition="batch",le="0.5"}': 20,
+    'harp_outcome_ratio_bucket{target="memory",partition="batch",le="1.0"}': 60,
+    'harp_outcome_ratio_bucket{target="memory",partition="batch",le="+Inf"}': 100,
+    # The serving time model's own budget, which the recording rule takes over the 1 % default; no
+    # memory model exports one, so memory's is the default.
+    'harp_model_kill_budget_ratio{target="time"}': 0.02,
 }
-SHOWN = {  # (panel, legend): (labels, value)
-    ("Accuracy: used / predicted (median, 90th percentile)", "{{target}} median"): ('{target="time"}', 0.5),
-    ("Accuracy: used / predicted (median, 90th percentile)", "{{target}} p90"): ('{target="time"}', 1.0),
-    ("Under-predicted jobs (UPP)", "{{target}}"): ('{target="time"}', 0.05),
-    ("Jobs killed by harp vs the kill budget", "{{partition}}"): ('{partition="batch"}', 0.015),
-    ("Jobs killed by harp vs the kill budget", "budget"): ("harp:kill_budget:ratio", 0.02),
-    ("Core-hours taken off reservations", "{{partition}}"): ('{partition="batch"}', 2.0),
+SHOWN = {  # (panel, legend): [(labels, value)]
+    ("Accuracy: used / predicted (median, 90th percentile)", "{{target}} median"): [
+        ('{target="time"}', 0.5),
+        ('{target="memory"}', 0.875),
+    ],
+    ("Accuracy: used / predicted (median, 90th percentile)", "{{target}} p90"): [
+        ('{target="time"}', 1.0),
+        ('{target="memory"}', 1.0),
+    ],
+    ("Under-predicted jobs (UPP)", "{{target}}"): [('{target="time"}', 0.05), ('{target="memory"}', 0.4)],
+    ("Jobs killed by harp vs the kill budget", "{{target}} {{partition}}"): [
+        ('{target="time",partition="batch"}', 0.015),
+        ('{target="memory",partition="batch"}', 0.3),
+    ],
+    ("Jobs killed by harp vs the kill budget", "{{target}} budget"): [
+        ('harp:kill_budget:ratio{target="time"}', 0.02),
+        ('harp:kill_budget:ratio{target="memory"}', 0.01),
+    ],
+    ("Core-hours taken off reservations", "{{partition}}"): [('{partition="batch"}', 2.0)],
 }
 
 
 def test_the_dashboard_counts_each_job_once_across_the_two_controllers(tmp_path: Path) -> None:
     """Real Prometheus (promtool) evaluates the dashboard's outcome queries over both controllers'
-    series; the kill budget comes from the alert rules' recording rule, its one home, which takes
-    the serving model's exported budget."""
+    series, each under its own version names; the kill budget comes from the alert rules'
+    recording rule, its one home, which takes the serving model's exported budget per target."""
     dashboard = json.loads(DASHBOARD.read_text())
     queries = {
         (p["title"], t["legendFormat"]): t["expr"]
@@ -129,19 +152,19 @@ def test_the_dashboard_counts_each_job_once_across_the_two_controllers(tmp_path:
     assert set(queries) == set(SHOWN)
     series = [
         {
-            "series": name.replace("{", f'{{job="slurm-harp",instance="{host}:9817",', 1),
+            "series": name.replace("{", f'{{job="slurm-harp",instance="{host}:9817",version="{version}",', 1),
             "values": f"{value}x10",
         }
         for name, value in OUTCOMES.items()
-        for host in ("ctl1", "ctl2")
+        for host, version in VERSIONS.items()
     ]
     exprs: list[dict[str, object]] = [
         {
             "expr": queries[key].replace("$partition", ".*"),
             "eval_time": "5m",
-            "exp_samples": [{"labels": labels, "value": value}],
+            "exp_samples": [{"labels": labels, "value": value} for labels, value in samples],
         }
-        for key, (labels, value) in SHOWN.items()
+        for key, samples in SHOWN.items()
     ]
     _promtool_exprs(tmp_path, series, exprs)
 
