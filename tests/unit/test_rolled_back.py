@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from slurm_harp.cli import main
 from slurm_harp.core.request import Target
 from slurm_harp.model import verdict as verdict_module
 from slurm_harp.model.card import PROMOTION_FILE
+from slurm_harp.model.retention import prune
 from slurm_harp.model.store import ModelStore
 from slurm_harp.server.reloader import reload_models
 from tests.unit.test_models_cli import publish
@@ -37,7 +39,8 @@ def test_a_version_rolled_back_from_is_served_by_no_fallback_until_named(
     assert f"older model {bad} for time was rolled back from (" in caplog.text
     assert main(["rollback", "--store", str(tmp_path)]) == 0
     assert store.current_version(Target.TIME) == good
-    assert f"now serving {good} (was {bad}, marked as rolled back from: no fallback serves it" in said
+    assert f"now serving {good} (was {bad}); marked as rolled back from, served by no fallback" in said
+    assert f"served by no fallback unless named: {bad}; the daemon" in said
     assert main(["models", "--store", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert f"  {bad}  trained on 2 jobs, rolled back from (" in out
@@ -46,9 +49,41 @@ def test_a_version_rolled_back_from_is_served_by_no_fallback_until_named(
 
     # Named, it serves, and its mark goes: the promotion.json made only for it with it.
     assert main(["rollback", "--store", str(tmp_path), bad]) == 0
-    assert "its mark as rolled back from is removed" in capsys.readouterr().out
+    assert f"; the mark of {bad} as rolled back from is removed;" in capsys.readouterr().out
     assert store.current_version(Target.TIME) == bad and store.verdict(Target.TIME, bad) is None
     assert not store.refused(Target.TIME, good)  # left for a newer version: no step back, no mark
+
+
+def test_a_rollback_past_several_versions_withdraws_each_it_passes_over(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only the version serving was marked: rolled back from V4 past a bad V2 to V1, then the next
+    night's version garbled on disk, the daemon's start served V2, so did a rollback without a
+    version, and retention kept V2 and deleted V1, the one the admin chose."""
+    root = tmp_path / "store"
+    store = ModelStore(root)
+    chosen, skipped, refused, serving = publish(store, 4)
+    store.write_verdict(Target.TIME, refused, {"promote": False, "verdict": "refused: kills more"})
+    assert main(["rollback", "--store", str(root), chosen]) == 0
+    said = capsys.readouterr().out
+    assert f"served by no fallback unless named: {skipped}, {serving}; refused already: {refused};" in said
+    (newer,) = publish(store, 1)  # the next night's, promoted
+    onnx = store.target_dir(Target.TIME) / newer / "q0.90.onnx"
+    onnx.write_bytes(onnx.read_bytes()[:100])
+
+    assert reload_models(root, {}, None).models[Target.TIME].version == chosen
+    shutil.copytree(root, tmp_path / "copy")
+    removed = prune(ModelStore(tmp_path / "copy"), Target.TIME, 1)
+    assert removed == [skipped, refused, serving]  # the fallback, the admin's choice, is kept
+    assert main(["rollback", "--store", str(root)]) == 0
+    assert store.current_version(Target.TIME) == chosen
+    said = capsys.readouterr().out  # what it passed over, each named
+    assert f"unless named: {newer}; refused already: {skipped}, {refused}, {serving}; the daemon" in said
+
+    # Named, a version passed over serves again and loses its mark; going forward marks nothing.
+    assert main(["rollback", "--store", str(root), skipped]) == 0
+    assert not store.refused(Target.TIME, skipped) and not store.refused(Target.TIME, chosen)
+    assert store.refused(Target.TIME, serving)
 
 
 def test_the_mark_keeps_the_verdict_and_an_unreadable_one_is_left_alone(
@@ -72,7 +107,7 @@ def test_the_mark_keeps_the_verdict_and_an_unreadable_one_is_left_alone(
     path.write_bytes(b'{"promote": tr')
     store.set_current(Target.TIME, unreadable)
     assert main(["rollback", "--store", str(tmp_path), judged]) == 0
-    assert f"(was {unreadable}, its verdict unreadable: no fallback" in capsys.readouterr().out
+    assert f"(was {unreadable}); refused already: {unreadable}; the daemon" in capsys.readouterr().out
     assert path.read_bytes() == b'{"promote": tr'  # what it hides is not written over
 
 

@@ -1,5 +1,5 @@
 """`harp models` lists the stored versions; `harp rollback` serves an earlier one again, and marks
-the one it leaves as rolled back from (model.verdict) so that no fallback serves that one again."""
+the versions it goes back past as rolled back from (model.verdict) so that no fallback serves them."""
 
 from __future__ import annotations
 
@@ -168,46 +168,59 @@ def _roll_back(store: ModelStore, target: Target, version: str | None) -> int:
     if not _loads(store, target, version):
         log.error("%s: not serving %s: it does not load; %s still serves", target.value, version, current)
         return 1
-    # Marked before CURRENT moves: a crash between leaves it marked and serving, never unmarked.
-    # Only a step back marks: the version left for a newer one is no withdrawn one.
-    back_from = current if current is not None and current in versions and version < current else None
-    marked = _mark(store, target, back_from) if back_from is not None else ""
+    # Marked before CURRENT moves: a crash between leaves them marked and the old one serving, never
+    # one withdrawn unmarked. A step back withdraws every version it passes over, not only the one
+    # serving: the fallbacks take the newest older one not refused. A step forward marks nothing.
+    passed = [v for v in versions if current is not None and version < v <= current]
+    marked, refused, unmarked = _mark(store, target, passed)
     store.set_current(target, version)
     cleared = _clear(store, target, version)
-    print(
-        f"{target.value}: now serving {version} (was {current}{marked}"
-        + ("; its mark as rolled back from is removed" if cleared else "")
-        + "); the daemon picks it up on its next poll"
-    )
-    return 1 if marked is None or cleared is None else 0
+    said = [f"{target.value}: now serving {version} (was {current})"]
+    if marked:
+        said.append(f"marked as rolled back from, served by no fallback unless named: {', '.join(marked)}")
+    if refused:
+        said.append(f"refused already: {', '.join(refused)}")
+    if cleared:
+        said.append(f"the mark of {version} as rolled back from is removed")
+    print("; ".join([*said, "the daemon picks it up on its next poll"]))
+    return 1 if unmarked or cleared is None else 0
 
 
-def _mark(store: ModelStore, target: Target, version: str) -> str | None:
-    """Mark ``version``, the one rolled back from, as such: the daemon's fallback at a start and a
-    rollback without a version served it again once a newer version failed to load. What to say of
-    it, None when it could not be marked (logged)."""
-    try:
-        written = verdicts.mark_rolled_back(store.version_dir(target, version))
-    except (OSError, ValueError) as exc:
-        log.error(
-            "%s: cannot mark %s as rolled back from (%s): a fallback may serve it again",
-            target.value,
-            version,
-            exc,
-        )
-        return None
-    if not written:
-        return ", its verdict unreadable: no fallback serves it unless named"
-    return ", marked as rolled back from: no fallback serves it unless named"
+def _mark(store: ModelStore, target: Target, versions: list[str]) -> tuple[list[str], list[str], bool]:
+    """Mark ``versions``, those a rollback passes over, as rolled back from: the daemon's fallback at
+    a start and a rollback without a version served one again once a newer version failed to load.
+    One refused already (its verdict, an earlier mark, one unreadable) is left as it is. Returns the
+    versions marked, those refused already, and whether one could not be marked (logged)."""
+    marked: list[str] = []
+    refused: list[str] = []
+    unmarked = False
+    for version in versions:
+        try:
+            written = not store.refused(target, version) and verdicts.mark_rolled_back(
+                store.version_dir(target, version)
+            )
+        except (OSError, ValueError) as exc:
+            log.error(
+                "%s: cannot mark %s as rolled back from (%s): a fallback may serve it again",
+                target.value,
+                version,
+                exc,
+            )
+            unmarked = True
+            continue
+        (marked if written else refused).append(version)
+    return marked, refused, unmarked
 
 
 def _clear(store: ModelStore, target: Target, version: str) -> bool | None:
-    """Remove the mark of ``version``, named to serve again: whether it had one, None when it stays."""
+    """Remove the mark of ``version``, named to serve again: whether it had one, None when it stays
+    (logged)."""
     try:
         return verdicts.clear_rolled_back(store.version_dir(target, version))
     except (OSError, ValueError) as exc:
         log.error(
-            "%s: %s serves, but its mark as rolled back from cannot be removed (%s): the fallbacks skip it",
+            "%s: the mark of %s as rolled back from cannot be removed (%s): no fallback serves it until "
+            "it is named to harp rollback",
             target.value,
             version,
             exc,

@@ -1,7 +1,7 @@
 """A version's promotion verdict: the promotion.json beside its card, which learning.pipeline
 writes and the daemon's fallback, `harp rollback` and retention read (through model.store) to
 pass over a version promotion refused, never judged, whose verdict cannot be read, or that an
-admin rolled back from (`harp rollback` adds that mark to the verdict).
+admin rolled back from or past (`harp rollback` adds that mark to the verdict).
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ PENDING_VERDICT = {"promote": False, "pending": True, "verdict": "not judged (no
 # not UTF-8, no true or false "promote", a FIFO): refused, as PENDING_VERDICT is. What it hides may
 # be a refusal, and a challenger promotion refused must never be served by a fallback.
 UNREADABLE = "unreadable"
-# The key `harp rollback` adds to the verdict of the version it goes back from, the UTC time it did.
-# Such a version counts as refused: the fallbacks (the daemon's at a start, a rollback without a
-# version) served again what an admin had withdrawn once the version after it failed to load.
+# The key `harp rollback` adds to the verdict of each version it goes back past (the one it leaves
+# and those between), the UTC time it did. Such a version counts as refused: the fallbacks (the
+# daemon's at a start, a rollback without a version) served again what an admin had withdrawn once
+# the version after it failed to load.
 # A version without promotion.json gets one holding only the mark (no "promote": no verdict).
 ROLLED_BACK = "rolled_back"
 
