@@ -13,11 +13,13 @@ import pytest
 
 from slurm_harp.cli import main
 from slurm_harp.core.request import Target
+from slurm_harp.model import store as store_module
 from slurm_harp.model import verdict as verdict_module
 from slurm_harp.model.card import PROMOTION_FILE
 from slurm_harp.model.retention import prune
-from slurm_harp.model.store import ModelStore
+from slurm_harp.model.store import CURRENT_FILE, ModelStore
 from slurm_harp.server.reloader import reload_models
+from slurm_harp.state_dir import replace_file
 from tests.unit.test_models_cli import publish
 
 
@@ -84,6 +86,33 @@ def test_a_rollback_past_several_versions_withdraws_each_it_passes_over(
     assert main(["rollback", "--store", str(root), skipped]) == 0
     assert not store.refused(Target.TIME, skipped) and not store.refused(Target.TIME, chosen)
     assert store.refused(Target.TIME, serving)
+
+
+def test_a_current_that_cannot_be_replaced_leaves_no_mark_and_exits_1(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The marks were written, then CURRENT could not be replaced (disk full, read-only): a
+    traceback, and the version that kept serving stayed marked, skipped by every fallback."""
+    store = ModelStore(tmp_path)
+    chosen, skipped, serving = publish(store, 3)
+    verdict = {"promote": True, "verdict": "promoted: cuts more"}
+    store.write_verdict(Target.TIME, serving, verdict)
+
+    def full(path: Path, data: bytes, *args: int) -> None:
+        if path.name == CURRENT_FILE:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        replace_file(path, data, *args)
+
+    monkeypatch.setattr(store_module, "replace_file", full)
+    assert main(["rollback", "--store", str(tmp_path), chosen]) == 1
+    said = "time: not rolled back: CURRENT cannot be replaced ([Errno 28] No space left on device); "
+    assert said + f"{serving} still serves" in caplog.text
+    assert capsys.readouterr().out == ""
+    assert store.current_version(Target.TIME) == serving
+    assert store.verdict(Target.TIME, serving) == verdict and store.verdict(Target.TIME, skipped) is None
 
 
 def test_the_mark_keeps_the_verdict_and_an_unreadable_one_is_left_alone(

@@ -173,7 +173,18 @@ def _roll_back(store: ModelStore, target: Target, version: str | None) -> int:
     # serving: the fallbacks take the newest older one not refused. A step forward marks nothing.
     passed = [v for v in versions if current is not None and version < v <= current]
     marked, refused, unmarked = _mark(store, target, passed)
-    store.set_current(target, version)
+    try:
+        store.set_current(target, version)
+    except OSError as exc:
+        log.error(
+            "%s: not rolled back: CURRENT cannot be replaced (%s); %s still serves",
+            target.value,
+            exc,
+            current,
+        )
+        for passed_over in marked:  # withdrawn for a rollback that did not happen
+            _clear(store, target, passed_over)
+        return 1
     cleared = _clear(store, target, version)
     said = [f"{target.value}: now serving {version} (was {current})"]
     if marked:
@@ -213,8 +224,8 @@ def _mark(store: ModelStore, target: Target, versions: list[str]) -> tuple[list[
 
 
 def _clear(store: ModelStore, target: Target, version: str) -> bool | None:
-    """Remove the mark of ``version``, named to serve again: whether it had one, None when it stays
-    (logged)."""
+    """Remove the mark of ``version`` (named to serve, or marked for a rollback that failed):
+    whether it had one, None when it stays (logged)."""
     try:
         return verdicts.clear_rolled_back(store.version_dir(target, version))
     except (OSError, ValueError) as exc:

@@ -84,8 +84,9 @@ def mark_rolled_back(version_dir: Path) -> bool:
 
 
 def clear_rolled_back(version_dir: Path) -> bool:
-    """Remove the mark of mark_rolled_back (an admin named the version to `harp rollback`); the
-    promotion.json that held only the mark goes with it. Whether there was a mark."""
+    """Remove the mark of mark_rolled_back (an admin named the version to `harp rollback`, or the
+    rollback that marked it could not move CURRENT); the promotion.json that held only the mark goes
+    with it. Whether there was a mark."""
     note = read(version_dir)
     if note is None or not isinstance(note.get(ROLLED_BACK), str):
         return False
