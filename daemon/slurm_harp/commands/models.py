@@ -1,4 +1,5 @@
-"""`harp models` lists the stored versions; `harp rollback` serves an earlier one again."""
+"""`harp models` lists the stored versions; `harp rollback` serves an earlier one again, and marks
+the versions it goes back past as rolled back from (model.verdict) so that no fallback serves them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 
 from slurm_harp.commands.publication import STORE_BUSY
 from slurm_harp.core.request import Target
+from slurm_harp.model import verdict as verdicts
 from slurm_harp.model.card import CARD_FILE
 from slurm_harp.model.store import ModelStore, StoreBusy
 from slurm_harp.model.store_files import read_note
@@ -26,7 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     r = subparsers.add_parser("rollback", help="make an earlier version the serving one")
     r.add_argument("--store", default=store_default, help="model store (default: $HARP_STORE or %(default)s)")
     r.add_argument("--target", choices=[t.value for t in Target], default=Target.TIME.value)
-    r.add_argument("version", nargs="?", help="version to serve (default: the one before the current)")
+    r.add_argument(
+        "version",
+        nargs="?",
+        help="version to serve (default: the newest older one that loads, not refused nor rolled back from)",
+    )
     r.add_argument(
         "--force",
         action="store_true",
@@ -60,6 +66,8 @@ def _summary(store: ModelStore, target: Target, version: str) -> str:
     verdict = store.verdict(target, version)
     if verdict is not None and "verdict" in verdict:
         parts.append(str(verdict["verdict"]))
+    if verdict is not None and isinstance(verdict.get(verdicts.ROLLED_BACK), str):
+        parts.append(f"rolled back from ({verdict[verdicts.ROLLED_BACK]})")
     return ", ".join(parts)
 
 
@@ -139,13 +147,15 @@ def _roll_back(store: ModelStore, target: Target, version: str | None) -> int:
         log.warning("%s: CURRENT unreadable (%s): replacing it", target.value, read.unreadable)
     current = read.names
     if version is None:
-        # The newest older one not refused that loads: its verdict is read, not every older version's.
+        # The newest older one not refused (nor rolled back from) that loads: its verdict is read,
+        # not every older version's.
         older = (v for v in reversed(versions) if current is None or v < current)
         version = next((v for v in older if not store.refused(target, v) and _loads(store, target, v)), None)
         if version is None:
             log.error(
-                "%s: no version older than %s to roll back to (challengers refused at promotion, or "
-                "never judged, and versions that do not load are skipped: name one to serve it)",
+                "%s: no version older than %s to roll back to (challengers refused at promotion or "
+                "never judged, versions rolled back from and versions that do not load are skipped: "
+                "name one to serve it)",
                 target.value,
                 current,
             )
@@ -158,9 +168,75 @@ def _roll_back(store: ModelStore, target: Target, version: str | None) -> int:
     if not _loads(store, target, version):
         log.error("%s: not serving %s: it does not load; %s still serves", target.value, version, current)
         return 1
-    store.set_current(target, version)
-    print(f"{target.value}: now serving {version} (was {current}); the daemon picks it up on its next poll")
-    return 0
+    # Marked before CURRENT moves: a crash between leaves them marked and the old one serving, never
+    # one withdrawn unmarked. A step back withdraws every version it passes over, not only the one
+    # serving: the fallbacks take the newest older one not refused. A step forward marks nothing.
+    passed = [v for v in versions if current is not None and version < v <= current]
+    marked, refused, unmarked = _mark(store, target, passed)
+    try:
+        store.set_current(target, version)
+    except OSError as exc:
+        log.error(
+            "%s: not rolled back: CURRENT cannot be replaced (%s); %s still serves",
+            target.value,
+            exc,
+            current,
+        )
+        for passed_over in marked:  # withdrawn for a rollback that did not happen
+            _clear(store, target, passed_over)
+        return 1
+    cleared = _clear(store, target, version)
+    said = [f"{target.value}: now serving {version} (was {current})"]
+    if marked:
+        said.append(f"marked as rolled back from, served by no fallback unless named: {', '.join(marked)}")
+    if refused:
+        said.append(f"refused already: {', '.join(refused)}")
+    if cleared:
+        said.append(f"the mark of {version} as rolled back from is removed")
+    print("; ".join([*said, "the daemon picks it up on its next poll"]))
+    return 1 if unmarked or cleared is None else 0
+
+
+def _mark(store: ModelStore, target: Target, versions: list[str]) -> tuple[list[str], list[str], bool]:
+    """Mark ``versions``, those a rollback passes over, as rolled back from: the daemon's fallback at
+    a start and a rollback without a version served one again once a newer version failed to load.
+    One refused already (its verdict, an earlier mark, one unreadable) is left as it is. Returns the
+    versions marked, those refused already, and whether one could not be marked (logged)."""
+    marked: list[str] = []
+    refused: list[str] = []
+    unmarked = False
+    for version in versions:
+        try:
+            written = not store.refused(target, version) and verdicts.mark_rolled_back(
+                store.version_dir(target, version)
+            )
+        except (OSError, ValueError) as exc:
+            log.error(
+                "%s: cannot mark %s as rolled back from (%s): a fallback may serve it again",
+                target.value,
+                version,
+                exc,
+            )
+            unmarked = True
+            continue
+        (marked if written else refused).append(version)
+    return marked, refused, unmarked
+
+
+def _clear(store: ModelStore, target: Target, version: str) -> bool | None:
+    """Remove the mark of ``version`` (named to serve, or marked for a rollback that failed):
+    whether it had one, None when it stays (logged)."""
+    try:
+        return verdicts.clear_rolled_back(store.version_dir(target, version))
+    except (OSError, ValueError) as exc:
+        log.error(
+            "%s: the mark of %s as rolled back from cannot be removed (%s): no fallback serves it until "
+            "it is named to harp rollback",
+            target.value,
+            version,
+            exc,
+        )
+        return None
 
 
 def _loads(store: ModelStore, target: Target, version: str) -> bool:
