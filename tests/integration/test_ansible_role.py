@@ -6,9 +6,11 @@ templates render to deploy/systemd with the defaults. tests/e2e/test_ansible_rol
 from __future__ import annotations
 
 import filecmp
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +307,39 @@ def test_the_units_documentation_lines_name_files_the_role_installs(tmp_path: Pa
     assert len(named) == 4 and all("://" not in n for n in named), named
     for name in named:
         assert (doc / name).read_bytes() == (REPO / name).read_bytes(), name
+
+
+def test_the_wheel_is_built_from_the_source_alone_not_what_earlier_builds_left(tmp_path: Path) -> None:
+    """pip builds in the tree it is given, and setuptools packs whatever that tree's build/lib holds
+    (never cleaned): the role's wheel shipped a module deleted from the checkout since its last build."""
+    require_root()
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(REPO / name, source / name)
+    left = shutil.ignore_patterns("*.egg-info", "__pycache__")
+    shutil.copytree(REPO / "daemon", source / "daemon", ignore=left)
+    stale = source / "build" / "lib" / "slurm_harp"
+    stale.mkdir(parents=True)
+    (stale / "deleted_since.py").write_text("")  # what an earlier build of that checkout left
+    before = sorted(p.relative_to(source) for p in source.rglob("*"))
+    venv = tmp_path / "opt"
+    variables = {
+        "slurm_harp_source_dir": str(source),
+        "slurm_harp_venv_dir": str(venv),
+        "slurm_harp_python": sys.executable,
+        "slurm_harp_pip_extras": [],
+        "slurm_harp_pip_args": "--no-deps",  # the wheel alone: its dependencies are not under test
+        "slurm_harp_manage_services": False,
+    }
+    result = run_role(tmp_path / "play", variables, playbook=tasks_play("daemon"))
+    assert result.returncode == 0, result.output[-3000:]
+    [wheel] = (venv / "wheels").glob("slurm_harp-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "slurm_harp/cli.py" in names and "slurm_harp/py.typed" in names
+    assert [n for n in names if "deleted_since" in n] == []
+    # Nor did the build leave anything in the checkout for the next one.
+    assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
 
 
 CONFIG_PLAY = """\

@@ -5,6 +5,7 @@ task files read as YAML. tests/integration/test_ansible_role.py runs the role.""
 from __future__ import annotations
 
 import re
+import tomllib
 from typing import Any
 
 import pytest
@@ -233,6 +234,21 @@ def test_harp_toml_is_validated_by_harp_check_config() -> None:
     assert (
         render(validate, role_vars(slurm_harp_venv_dir="/opt/harp")) == "/opt/harp/bin/harp check-config %s"
     )
+
+
+# --- the wheel ---------------------------------------------------------------------------------
+
+
+def test_the_wheel_is_built_from_a_copy_of_what_pyproject_builds_it_from() -> None:
+    """The role copies these out of slurm_harp_source_dir and builds the copy (the checkout's build/lib
+    put modules deleted from the source back into the wheel): what pyproject.toml needs, all of it."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    where = project["tool"]["setuptools"]["packages"]["find"]["where"]
+    needed = {"pyproject.toml", project["project"]["readme"], *project["project"]["license-files"], *where}
+    assert set(role_vars()["__slurm_harp_wheel_sources"]) == needed
+    build = task("tasks/daemon.yml", "Build the wheel on the controller")["block"]
+    pip = next(t for t in build if t["name"] == "Build the slurm-harp wheel from that copy")
+    assert pip["ansible.builtin.command"]["argv"][-1] == "{{ __slurm_harp_build_dir.path }}/source"
 
 
 # --- the variables: defaults, argument specs and the README's table ---------------------------
