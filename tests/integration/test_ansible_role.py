@@ -120,6 +120,16 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
         {"slurm_harp_socket_group": "root"},
         "the socket group would be root, root's group (gid 0): every process of group root could",
     ),
+    # slurmctld could not open the socket (0660) nor the guard read harp.toml: every job unchanged.
+    "socket group SlurmUser is not in": (
+        {"slurm_harp_slurm_user": "nobody", "slurm_harp_socket_group": "daemon"},
+        "SlurmUser nobody is not in the socket group daemon (slurm_harp_socket_group): slurmctld could not",
+    ),
+    # harp_plugin.lua and the units' ReadWritePaths= would not have followed.
+    "state moved through slurm_harp_config": (
+        {"slurm_harp_config": {"store": {"path": "/srv/harp/models"}}},
+        'slurm_harp_config must not set store.path to "/srv/harp/models" (the role\'s is',
+    ),
     "the role's group root, the socket group of a root SlurmUser": (
         {"slurm_harp_group": "root"},
         "join group root. Set slurm_harp_group to a group of its own",

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from slurm_harp.config.settings import GuardSettings
 from tests.conftest import REPO
 
 ansible_template = pytest.importorskip("ansible.template", reason="ansible-core (the dev extra)")
@@ -137,11 +138,12 @@ def _group_facts(
     gid: int,
     socket_gid: int | None = None,
     own_gid: int | None = None,
+    also_in: tuple[int, ...] = (),
     **overrides: Any,
 ) -> dict[str, Any]:
-    """What the preflight registered for SlurmUser ``user`` (primary group ``group``), as getent says,
-    and the socket group it then notes (a group named in slurm_harp_socket_group has ``socket_gid``;
-    the role's own group ``own_gid``, None: not created yet)."""
+    """What the preflight registered for SlurmUser ``user`` (primary group ``group``, supplementary
+    groups ``also_in``), as getent and `id -G` say, and the socket group it then notes (a group named in
+    slurm_harp_socket_group has ``socket_gid``; the role's own group ``own_gid``, None: not created yet)."""
     socket_group = overrides.get("slurm_harp_socket_group") or group
     named_gid = gid if socket_gid is None else socket_gid
     own = overrides.get("slurm_harp_group", "slurm-harp")
@@ -154,14 +156,20 @@ def _group_facts(
         __slurm_harp_slurm_user=user,
         __slurm_harp_slurm_user_entry={"ansible_facts": {"getent_passwd": {user: ["x", str(uid), str(gid)]}}},
         __slurm_harp_group_entries={"results": groups},
+        __slurm_harp_slurm_user_groups={"stdout": " ".join(str(g) for g in (gid, *also_in)) + "\n"},
         **overrides,
     )
     return set_facts("tasks/preflight.yml", "Note SlurmUser's group and the socket group", variables)
 
 
-def _refusal(facts: dict[str, Any]) -> str | None:
-    """The preflight's message when it refuses the socket group, else None."""
-    check = task("tasks/preflight.yml", "Check that the socket group is not root's")["ansible.builtin.assert"]
+NOT_ROOTS = "Check that the socket group is not root's"
+SLURM_USER_IN_IT = "Check that SlurmUser is in the socket group"
+NO_FIXED_KEY = "Check that slurm_harp_config sets no key the role sets from its own variables"
+
+
+def _refusal(facts: dict[str, Any], check_name: str = NOT_ROOTS) -> str | None:
+    """The message of that check of the preflight when it refuses, else None."""
+    check = task("tasks/preflight.yml", check_name)["ansible.builtin.assert"]
     if render(f"{{{{ {check['that']} }}}}", facts):
         return None
     return " ".join(str(render(check["fail_msg"], facts)).split())
@@ -221,6 +229,133 @@ def test_group_root_is_refused_as_the_socket_group_of_a_slurm_user_other_than_ro
         "reach the daemon and slurm-harp's user would join group root. Set slurm_harp_socket_group "
         "to another group slurm belongs to"
     )
+
+
+def test_a_socket_group_slurm_user_is_not_in_is_refused() -> None:
+    """slurmctld opens the socket (0660) and the guard reads harp.toml (0640) as SlurmUser, by the
+    socket group: a group SlurmUser was not in passed, every job went through unchanged (an hour later
+    HarpNoSubmissions) and the guard could not start."""
+    facts = _group_facts("slurm", 64030, "slurm", 64030, socket_gid=1500, slurm_harp_socket_group="hpc-admin")
+    assert _refusal(facts) is None  # not root's: the older check lets it by
+    assert _refusal(facts, SLURM_USER_IN_IT) == (
+        "SlurmUser slurm is not in the socket group hpc-admin (slurm_harp_socket_group): slurmctld could "
+        "not open the daemon's socket (0660, group hpc-admin), so every job would pass unchanged, and the "
+        "guard, run as slurm, could not read harp.toml. Add slurm to group hpc-admin (then restart "
+        "slurmctld), or set slurm_harp_socket_group to a group slurm belongs to"
+    )
+    member = _group_facts(
+        "slurm",
+        64030,
+        "slurm",
+        64030,
+        socket_gid=1500,
+        also_in=(27, 1500),
+        slurm_harp_socket_group="hpc-admin",
+    )
+    assert _refusal(member, SLURM_USER_IN_IT) is None
+    # Its primary group, named or not; a root SlurmUser (it connects whatever the group).
+    named_primary = _group_facts("slurm", 64030, "slurm", 64030, slurm_harp_socket_group="slurm")
+    root_named = _group_facts("root", 0, "root", 0, socket_gid=1500, slurm_harp_socket_group="hpc-admin")
+    for allowed in (_group_facts("slurm", 64030, "slurm", 64030), named_primary, root_named):
+        assert _refusal(allowed, SLURM_USER_IN_IT) is None
+
+
+def _fixed_key_refusal(config: dict[str, Any], **overrides: Any) -> str | None:
+    facts = _group_facts("slurm", 64030, "slurm", 64030, slurm_harp_config=config, **overrides)
+    return _refusal(facts, NO_FIXED_KEY)
+
+
+STATE_DIR = "set slurm_harp_state_dir, the one directory the units may write (ReadWritePaths=)"
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        (
+            {"server": {"socket": "/run/slurm-harp/other.sock"}},
+            'server.socket to "/run/slurm-harp/other.sock" (the role\'s is "/run/slurm-harp/harp.sock"): '
+            "set slurm_harp_socket, which harp_plugin.lua and the daemon's unit follow",
+        ),
+        (
+            {"server": {"socket_group": "hpc-admin"}},
+            'server.socket_group to "hpc-admin" (the role\'s is "slurm"): set slurm_harp_socket_group',
+        ),
+        (
+            {"store": {"path": "/srv/harp/models"}},
+            'store.path to "/srv/harp/models" (the role\'s is "/var/lib/slurm-harp/models"): ' + STATE_DIR,
+        ),
+        ({"history": {"db": None}}, 'history.db to null (the role\'s is "/var/lib/slurm-harp/jobs.sqlite")'),
+        (
+            {"advice": {"socket": "/run/slurm-harp/advice.sock"}},
+            'advice.socket to "/run/slurm-harp/advice.sock" (the role sets none): set '
+            "slurm_harp_advice_enabled and slurm_harp_advice_socket",
+        ),
+        (
+            {"guard": {"heartbeat": "/srv/harp/beat"}},
+            "leave it out, the guard's unit may write only /run/slurm-harp-guard (RuntimeDirectory=)",
+        ),
+        (
+            {"guard": {"state": "/srv/harp/limits.json"}},
+            "leave it out, the guard's unit may write only /var/lib/slurm-harp-guard (StateDirectory=)",
+        ),
+    ],
+    ids=[
+        "server.socket",
+        "server.socket_group",
+        "store.path",
+        "history.db",
+        "advice.socket",
+        "guard.heartbeat",
+        "guard.state",
+    ],
+)
+def test_slurm_harp_config_may_not_move_what_the_roles_other_files_are_made_for(
+    config: dict[str, Any], said: str
+) -> None:
+    """slurm_harp_config is merged over what the role writes: a socket, a store or a job store moved
+    there left harp_plugin.lua on the old socket and the units' ReadWritePaths= on the state directory
+    (harvest and nightly failed at every run)."""
+    refusal = _fixed_key_refusal(config)
+    assert refusal is not None and refusal.startswith("slurm_harp_config must not set "), refusal
+    assert said in refusal, refusal
+
+
+def test_each_key_slurm_harp_config_may_not_move_is_named() -> None:
+    moved = {
+        "server": {"socket": "/run/slurm-harp/other.sock"},
+        "store": {"path": "/srv/harp/models"},
+        "history": {"db": "/srv/harp/jobs.sqlite"},
+    }
+    refusal = str(_fixed_key_refusal(moved))
+    assert [part.split(" to ")[0] for part in refusal.split("; ")] == [
+        "slurm_harp_config must not set server.socket",
+        "slurm_harp_config must not set store.path",
+        "slurm_harp_config must not set history.db",
+    ]
+
+
+def test_slurm_harp_config_may_set_the_other_keys_and_the_roles_own_values() -> None:
+    guard = GuardSettings()
+    for config in (
+        {},
+        {"training": {"threads": 2}, "server": {"metrics_address": "0.0.0.0", "tcp": None}},
+        {"server": {"socket": "/run/slurm-harp/harp.sock", "socket_group": "slurm"}},
+        {"store": {"path": "/var/lib/slurm-harp/models"}, "history": {"window_days": 60}},
+        {"guard": {"heartbeat": str(guard.heartbeat), "state": str(guard.state), "poll_seconds": 2}},
+    ):
+        assert _fixed_key_refusal(config) is None, config
+    advice = {"advice": {"socket": "/run/slurm-harp/advice.sock", "max_connections": 32}}
+    assert _fixed_key_refusal(advice, slurm_harp_advice_enabled=True) is None
+
+
+def test_the_guard_paths_held_are_the_daemons_defaults_in_the_guard_units_directories() -> None:
+    """Nothing of the role sets them: the guard's unit makes their directories writable, no other."""
+    held = {k["key"]: k.get("default") for k in role_vars()["__slurm_harp_fixed_keys"]}
+    guard = GuardSettings()
+    assert (held["guard.heartbeat"], held["guard.state"]) == (str(guard.heartbeat), str(guard.state))
+    lines = _unit("slurm-harp-guard.service", _unit_vars())
+    assert f"RuntimeDirectory={guard.heartbeat.parent.relative_to('/run')}" in lines
+    assert f"StateDirectory={guard.state.parent.relative_to('/var/lib')}" in lines
 
 
 # --- harp.toml ---------------------------------------------------------------------------------
