@@ -481,6 +481,64 @@ def test_the_nightly_units_cpu_quota_is_its_training_threads(config: dict[str, A
     assert "`CPUQuota=100%`" in guide and "`CPUQuota=200%`" in guide  # documented, with the role's way
 
 
+# --- by hand: what install.md says of what the role installs -------------------------------------
+
+
+def _install_guide_section(title: str) -> str:
+    guide = (REPO / "docs" / "install.md").read_text()
+    return " ".join(guide.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0].split())
+
+
+def test_uninstalling_by_hand_removes_all_the_role_installs() -> None:
+    """The list named five directories and the user: the units and their drop-in, the guard's state,
+    the documentation, the plugin's files next to slurm.conf and the group stayed, and so did the
+    harp.disable of step 1: a later install ran with the plugin switched off."""
+    variables = _unit_vars()
+
+    def value(name: str) -> str:
+        return str(render(f"{{{{ {name} }}}}", variables))
+
+    steps = _install_guide_section("Uninstalling")
+    units_dir = value("slurm_harp_systemd_dir")
+    units = [*render("{{ __slurm_harp_units }}", variables), value("__slurm_harp_advice_dropin_dir")]
+    assert all(u.removeprefix(units_dir + "/").startswith("slurm-harp") for u in units), units
+    [guard_state] = [
+        line.removeprefix("StateDirectory=")
+        for line in _unit("slurm-harp-guard.service", variables)
+        if line.startswith("StateDirectory=")
+    ]
+    lua_top = value("slurm_harp_lua_dir").removesuffix("/lua")
+    named = [
+        f"`{units_dir}/slurm-harp*`",
+        "`slurm-harp.service.d/`",
+        "`systemctl daemon-reload`",
+        *(f"`{value(v)}`" for v in ("slurm_harp_venv_dir", "slurm_harp_config_dir", "slurm_harp_state_dir")),
+        f"`/var/lib/{guard_state}`",
+        f"`{lua_top}`",
+        f"`{value('slurm_harp_doc_dir')}`",
+        "next to `slurm.conf` `harp_plugin.lua` and `job_submit.lua`",
+        f"`userdel {value('slurm_harp_user')}`",
+        f"`groupdel {value('slurm_harp_group')}`",
+        f"Last, remove `{value('slurm_harp_disable_file')}`",
+    ]
+    assert [n for n in named if n not in steps] == []
+
+
+def test_upgrading_by_hand_copies_the_plugin_the_wheel_lacks() -> None:
+    """The wheel carries no Lua (pyproject.toml's package-data): installing it alone left the old
+    plugin running for ever. The role copies plugin/ at each run; by hand, install.md says to."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    packed = project["tool"]["setuptools"]["package-data"]["slurm_harp"]
+    assert not [p for p in packed if "lua" in p]
+    steps = _install_guide_section("Upgrading")
+    variables = role_vars()
+    lua = str(render("{{ slurm_harp_lua_dir }}", variables))
+    job_submit = str(render("{{ __slurm_harp_job_submit }}", variables))
+    for said in (f"`plugin/harp/` to `{lua}/harp/`", "`plugin/job_submit.lua` next to `slurm.conf`"):
+        assert said in steps
+    assert f"`touch {job_submit}`" in steps
+
+
 # --- the directories the role makes harp's own ----------------------------------------------------
 
 OWN_DIRS_TASK = "Check that the directories the role makes harp's own are no shared ones"

@@ -285,3 +285,11 @@ def test_every_test_the_docs_cite_exists(doc: Path) -> None:
         if not any(name in test for test in names):
             missing.append(f'{file} "{name}"')
     assert not missing, f"{doc.name} cites tests that do not exist: {missing}"
+
+
+def test_every_grpcurl_command_speaks_plain_grpc() -> None:
+    """harp's sockets speak plain gRPC: without -plaintext grpcurl tries TLS and fails."""
+    shown = [
+        " ".join(c.split()) for doc in documents() for c in re.findall(r"`(grpcurl [^`]*)`", doc.read_text())
+    ]
+    assert len(shown) >= 2 and [c for c in shown if "-plaintext" not in c.split()] == [], shown
