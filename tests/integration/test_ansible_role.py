@@ -332,6 +332,8 @@ def test_the_wheel_is_built_from_the_source_alone_not_what_earlier_builds_left(t
     stale = source / "build" / "lib" / "slurm_harp"
     stale.mkdir(parents=True)
     (stale / "deleted_since.py").write_text("")  # what an earlier build of that checkout left
+    # An editor's lock file, a link to nowhere, which stopped the copy: left out.
+    (source / "daemon" / "slurm_harp" / ".#cli.py").symlink_to("user@host.12345:1700000000")
     before = sorted(p.relative_to(source) for p in source.rglob("*"))
     venv = tmp_path / "opt"
     variables = {
@@ -347,7 +349,7 @@ def test_the_wheel_is_built_from_the_source_alone_not_what_earlier_builds_left(t
     [wheel] = (venv / "wheels").glob("slurm_harp-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "slurm_harp/cli.py" in names and "slurm_harp/py.typed" in names
-    assert [n for n in names if "deleted_since" in n] == []
+    assert [n for n in names if "deleted_since" in n or ".#" in n] == []
     # Nor did the build leave anything in the checkout for the next one.
     assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
 

@@ -5,7 +5,10 @@ task files read as YAML. tests/integration/test_ansible_role.py runs the role.""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -384,6 +387,26 @@ def test_the_wheel_is_built_from_a_copy_of_what_pyproject_builds_it_from() -> No
     build = task("tasks/daemon.yml", "Build the wheel on the controller")["block"]
     pip = next(t for t in build if t["name"] == "Build the slurm-harp wheel from that copy")
     assert pip["ansible.builtin.command"]["argv"][-1] == "{{ __slurm_harp_build_dir.path }}/source"
+
+
+def test_the_copy_leaves_out_links_to_nothing_and_keeps_the_others(tmp_path: Path) -> None:
+    """An editor's lock file (.#cli.py, a link to nowhere) in daemon/ stopped the copy (shutil.Error)."""
+    package = tmp_path / "source" / "daemon" / "slurm_harp"
+    package.mkdir(parents=True)
+    (package / "cli.py").write_text("cli\n")
+    (package / ".#cli.py").symlink_to("user@host.12345:1700000000")
+    (package / "alias.py").symlink_to("cli.py")  # relative: to be found from its directory
+    copy_sources = str(render("{{ __slurm_harp_copy_sources }}", role_vars()))
+    copy = tmp_path / "copy"
+    run = subprocess.run(
+        [sys.executable, "-c", copy_sources, str(tmp_path / "source"), str(copy), "daemon"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    copied = copy / "daemon" / "slurm_harp"
+    assert sorted(p.name for p in copied.iterdir()) == ["alias.py", "cli.py"]
+    assert (copied / "alias.py").read_text() == "cli\n"
 
 
 # --- the variables: defaults, argument specs and the README's table ---------------------------
