@@ -130,6 +130,11 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
         {"slurm_harp_config": {"store": {"path": "/srv/harp/models"}}},
         'slurm_harp_config must not set store.path to "/srv/harp/models" (the role\'s is',
     ),
+    # YAML's null for a section whose keys are commented out: it took the place of the role's [history].
+    "a section of the role's left empty in slurm_harp_config": (
+        {"slurm_harp_config": {"history": None}},
+        "slurm_harp_config must not set history to null, which would take the place of the role's [history]",
+    ),
     "the role's group root, the socket group of a root SlurmUser": (
         {"slurm_harp_group": "root"},
         "join group root. Set slurm_harp_group to a group of its own",

@@ -351,6 +351,51 @@ def test_slurm_harp_config_may_set_the_other_keys_and_the_roles_own_values() -> 
     assert _fixed_key_refusal(advice, slurm_harp_advice_enabled=True) is None
 
 
+@pytest.mark.parametrize(
+    ("config", "overrides", "said"),
+    [
+        (
+            {"history": None},
+            {},
+            "set history to null, which would take the place of the role's [history] and its db",
+        ),
+        (
+            {"store": None},
+            {"slurm_harp_state_dir": "/srv/harp"},
+            "set store to null, which would take the place of the role's [store] and its path",
+        ),
+        ({"server": None}, {}, "[server] and its socket, socket_mode, socket_group"),
+        ({"policy": None}, {}, "[policy] and its mode"),
+        ({"history": []}, {}, "set history to [], which"),
+    ],
+    ids=["history", "store", "server", "policy", "a list"],
+)
+def test_a_section_of_the_roles_given_as_no_table_is_refused(
+    config: dict[str, Any], overrides: dict[str, Any], said: str
+) -> None:
+    """YAML reads a section whose keys are all commented out as null, and the merge put that in place
+    of the role's section: harp.toml lost history.db (nightly refused every night), store.path (the
+    store went outside ReadWritePaths=) or [server]; the key-by-key check never saw it."""
+    refusal = _fixed_key_refusal(config, **overrides)
+    assert refusal is not None and refusal.startswith("slurm_harp_config must not set "), refusal
+    assert said in refusal and refusal.endswith(": leave the section out or give it keys"), refusal
+    # A section the role writes nothing into loses nothing.
+    assert _fixed_key_refusal({"advice": None}) is None
+
+
+def test_the_roles_paths_in_a_state_dir_given_with_a_trailing_slash_are_spelt_plain() -> None:
+    """/var/lib/slurm-harp/ (accepted) made the role's store /var/lib/slurm-harp//models, and the same
+    store spelt plainly in slurm_harp_config was refused as another."""
+    facts = _group_facts("slurm", 64030, "slurm", 64030, slurm_harp_state_dir="/var/lib/slurm-harp/")
+    toml = render("{{ __slurm_harp_toml }}", facts)
+    assert (toml["store"]["path"], toml["history"]["db"]) == (
+        "/var/lib/slurm-harp/models",
+        "/var/lib/slurm-harp/jobs.sqlite",
+    )
+    store = {"store": {"path": "/var/lib/slurm-harp/models"}}
+    assert _fixed_key_refusal(store, slurm_harp_state_dir="/var/lib/slurm-harp/") is None
+
+
 def test_the_guard_paths_held_are_the_daemons_defaults_in_the_guard_units_directories() -> None:
     """Nothing of the role sets them: the guard's unit makes their directories writable, no other."""
     held = {k["key"]: k.get("default") for k in role_vars()["__slurm_harp_fixed_keys"]}
