@@ -6,9 +6,11 @@ templates render to deploy/systemd with the defaults. tests/e2e/test_ansible_rol
 from __future__ import annotations
 
 import filecmp
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +119,21 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
     "group root for the socket": (
         {"slurm_harp_socket_group": "root"},
         "the socket group would be root, root's group (gid 0): every process of group root could",
+    ),
+    # slurmctld could not open the socket (0660) nor the guard read harp.toml: every job unchanged.
+    "socket group SlurmUser is not in": (
+        {"slurm_harp_slurm_user": "nobody", "slurm_harp_socket_group": "daemon"},
+        "SlurmUser nobody is not in the socket group daemon (slurm_harp_socket_group): slurmctld could not",
+    ),
+    # harp_plugin.lua and the units' ReadWritePaths= would not have followed.
+    "state moved through slurm_harp_config": (
+        {"slurm_harp_config": {"store": {"path": "/srv/harp/models"}}},
+        'slurm_harp_config must not set store.path to "/srv/harp/models" (the role\'s is',
+    ),
+    # YAML's null for a section whose keys are commented out: it took the place of the role's [history].
+    "a section of the role's left empty in slurm_harp_config": (
+        {"slurm_harp_config": {"history": None}},
+        "slurm_harp_config must not set history to null, which would take the place of the role's [history]",
     ),
     "the role's group root, the socket group of a root SlurmUser": (
         {"slurm_harp_group": "root"},
@@ -305,6 +322,41 @@ def test_the_units_documentation_lines_name_files_the_role_installs(tmp_path: Pa
     assert len(named) == 4 and all("://" not in n for n in named), named
     for name in named:
         assert (doc / name).read_bytes() == (REPO / name).read_bytes(), name
+
+
+def test_the_wheel_is_built_from_the_source_alone_not_what_earlier_builds_left(tmp_path: Path) -> None:
+    """pip builds in the tree it is given, and setuptools packs whatever that tree's build/lib holds
+    (never cleaned): the role's wheel shipped a module deleted from the checkout since its last build."""
+    require_root()
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(REPO / name, source / name)
+    left = shutil.ignore_patterns("*.egg-info", "__pycache__")
+    shutil.copytree(REPO / "daemon", source / "daemon", ignore=left)
+    stale = source / "build" / "lib" / "slurm_harp"
+    stale.mkdir(parents=True)
+    (stale / "deleted_since.py").write_text("")  # what an earlier build of that checkout left
+    # An editor's lock file, a link to nowhere, which stopped the copy: left out.
+    (source / "daemon" / "slurm_harp" / ".#cli.py").symlink_to("user@host.12345:1700000000")
+    before = sorted(p.relative_to(source) for p in source.rglob("*"))
+    venv = tmp_path / "opt"
+    variables = {
+        "slurm_harp_source_dir": str(source),
+        "slurm_harp_venv_dir": str(venv),
+        "slurm_harp_python": sys.executable,
+        "slurm_harp_pip_extras": [],
+        "slurm_harp_pip_args": "--no-deps",  # the wheel alone: its dependencies are not under test
+        "slurm_harp_manage_services": False,
+    }
+    result = run_role(tmp_path / "play", variables, playbook=tasks_play("daemon"))
+    assert result.returncode == 0, result.output[-3000:]
+    [wheel] = (venv / "wheels").glob("slurm_harp-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "slurm_harp/cli.py" in names and "slurm_harp/py.typed" in names
+    assert [n for n in names if "deleted_since" in n or ".#" in n] == []
+    # Nor did the build leave anything in the checkout for the next one.
+    assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
 
 
 CONFIG_PLAY = """\

@@ -5,11 +5,16 @@ task files read as YAML. tests/integration/test_ansible_role.py runs the role.""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from slurm_harp.config.settings import GuardSettings
 from tests.conftest import REPO
 
 ansible_template = pytest.importorskip("ansible.template", reason="ansible-core (the dev extra)")
@@ -136,11 +141,12 @@ def _group_facts(
     gid: int,
     socket_gid: int | None = None,
     own_gid: int | None = None,
+    also_in: tuple[int, ...] = (),
     **overrides: Any,
 ) -> dict[str, Any]:
-    """What the preflight registered for SlurmUser ``user`` (primary group ``group``), as getent says,
-    and the socket group it then notes (a group named in slurm_harp_socket_group has ``socket_gid``;
-    the role's own group ``own_gid``, None: not created yet)."""
+    """What the preflight registered for SlurmUser ``user`` (primary group ``group``, supplementary
+    groups ``also_in``), as getent and `id -G` say, and the socket group it then notes (a group named in
+    slurm_harp_socket_group has ``socket_gid``; the role's own group ``own_gid``, None: not created yet)."""
     socket_group = overrides.get("slurm_harp_socket_group") or group
     named_gid = gid if socket_gid is None else socket_gid
     own = overrides.get("slurm_harp_group", "slurm-harp")
@@ -153,14 +159,20 @@ def _group_facts(
         __slurm_harp_slurm_user=user,
         __slurm_harp_slurm_user_entry={"ansible_facts": {"getent_passwd": {user: ["x", str(uid), str(gid)]}}},
         __slurm_harp_group_entries={"results": groups},
+        __slurm_harp_slurm_user_groups={"stdout": " ".join(str(g) for g in (gid, *also_in)) + "\n"},
         **overrides,
     )
     return set_facts("tasks/preflight.yml", "Note SlurmUser's group and the socket group", variables)
 
 
-def _refusal(facts: dict[str, Any]) -> str | None:
-    """The preflight's message when it refuses the socket group, else None."""
-    check = task("tasks/preflight.yml", "Check that the socket group is not root's")["ansible.builtin.assert"]
+NOT_ROOTS = "Check that the socket group is not root's"
+SLURM_USER_IN_IT = "Check that SlurmUser is in the socket group"
+NO_FIXED_KEY = "Check that slurm_harp_config sets no key the role sets from its own variables"
+
+
+def _refusal(facts: dict[str, Any], check_name: str = NOT_ROOTS) -> str | None:
+    """The message of that check of the preflight when it refuses, else None."""
+    check = task("tasks/preflight.yml", check_name)["ansible.builtin.assert"]
     if render(f"{{{{ {check['that']} }}}}", facts):
         return None
     return " ".join(str(render(check["fail_msg"], facts)).split())
@@ -222,6 +234,178 @@ def test_group_root_is_refused_as_the_socket_group_of_a_slurm_user_other_than_ro
     )
 
 
+def test_a_socket_group_slurm_user_is_not_in_is_refused() -> None:
+    """slurmctld opens the socket (0660) and the guard reads harp.toml (0640) as SlurmUser, by the
+    socket group: a group SlurmUser was not in passed, every job went through unchanged (an hour later
+    HarpNoSubmissions) and the guard could not start."""
+    facts = _group_facts("slurm", 64030, "slurm", 64030, socket_gid=1500, slurm_harp_socket_group="hpc-admin")
+    assert _refusal(facts) is None  # not root's: the older check lets it by
+    assert _refusal(facts, SLURM_USER_IN_IT) == (
+        "SlurmUser slurm is not in the socket group hpc-admin (slurm_harp_socket_group): slurmctld could "
+        "not open the daemon's socket (0660, group hpc-admin), so every job would pass unchanged, and the "
+        "guard, run as slurm, could not read harp.toml. Add slurm to group hpc-admin (then restart "
+        "slurmctld), or set slurm_harp_socket_group to a group slurm belongs to"
+    )
+    member = _group_facts(
+        "slurm",
+        64030,
+        "slurm",
+        64030,
+        socket_gid=1500,
+        also_in=(27, 1500),
+        slurm_harp_socket_group="hpc-admin",
+    )
+    assert _refusal(member, SLURM_USER_IN_IT) is None
+    # Its primary group, named or not; a root SlurmUser (it connects whatever the group).
+    named_primary = _group_facts("slurm", 64030, "slurm", 64030, slurm_harp_socket_group="slurm")
+    root_named = _group_facts("root", 0, "root", 0, socket_gid=1500, slurm_harp_socket_group="hpc-admin")
+    for allowed in (_group_facts("slurm", 64030, "slurm", 64030), named_primary, root_named):
+        assert _refusal(allowed, SLURM_USER_IN_IT) is None
+
+
+def _fixed_key_refusal(config: dict[str, Any], **overrides: Any) -> str | None:
+    facts = _group_facts("slurm", 64030, "slurm", 64030, slurm_harp_config=config, **overrides)
+    return _refusal(facts, NO_FIXED_KEY)
+
+
+STATE_DIR = "set slurm_harp_state_dir, the one directory the units may write (ReadWritePaths=)"
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        (
+            {"server": {"socket": "/run/slurm-harp/other.sock"}},
+            'server.socket to "/run/slurm-harp/other.sock" (the role\'s is "/run/slurm-harp/harp.sock"): '
+            "set slurm_harp_socket, which harp_plugin.lua and the daemon's unit follow",
+        ),
+        (
+            {"server": {"socket_group": "hpc-admin"}},
+            'server.socket_group to "hpc-admin" (the role\'s is "slurm"): set slurm_harp_socket_group',
+        ),
+        (
+            {"store": {"path": "/srv/harp/models"}},
+            'store.path to "/srv/harp/models" (the role\'s is "/var/lib/slurm-harp/models"): ' + STATE_DIR,
+        ),
+        ({"history": {"db": None}}, 'history.db to null (the role\'s is "/var/lib/slurm-harp/jobs.sqlite")'),
+        (
+            {"advice": {"socket": "/run/slurm-harp/advice.sock"}},
+            'advice.socket to "/run/slurm-harp/advice.sock" (the role sets none): set '
+            "slurm_harp_advice_enabled and slurm_harp_advice_socket",
+        ),
+        (
+            {"guard": {"heartbeat": "/srv/harp/beat"}},
+            "leave it out, the guard's unit may write only /run/slurm-harp-guard (RuntimeDirectory=)",
+        ),
+        (
+            {"guard": {"state": "/srv/harp/limits.json"}},
+            "leave it out, the guard's unit may write only /var/lib/slurm-harp-guard (StateDirectory=)",
+        ),
+    ],
+    ids=[
+        "server.socket",
+        "server.socket_group",
+        "store.path",
+        "history.db",
+        "advice.socket",
+        "guard.heartbeat",
+        "guard.state",
+    ],
+)
+def test_slurm_harp_config_may_not_move_what_the_roles_other_files_are_made_for(
+    config: dict[str, Any], said: str
+) -> None:
+    """slurm_harp_config is merged over what the role writes: a socket, a store or a job store moved
+    there left harp_plugin.lua on the old socket and the units' ReadWritePaths= on the state directory
+    (harvest and nightly failed at every run)."""
+    refusal = _fixed_key_refusal(config)
+    assert refusal is not None and refusal.startswith("slurm_harp_config must not set "), refusal
+    assert said in refusal, refusal
+
+
+def test_each_key_slurm_harp_config_may_not_move_is_named() -> None:
+    moved = {
+        "server": {"socket": "/run/slurm-harp/other.sock"},
+        "store": {"path": "/srv/harp/models"},
+        "history": {"db": "/srv/harp/jobs.sqlite"},
+    }
+    refusal = str(_fixed_key_refusal(moved))
+    assert [part.split(" to ")[0] for part in refusal.split("; ")] == [
+        "slurm_harp_config must not set server.socket",
+        "slurm_harp_config must not set store.path",
+        "slurm_harp_config must not set history.db",
+    ]
+
+
+def test_slurm_harp_config_may_set_the_other_keys_and_the_roles_own_values() -> None:
+    guard = GuardSettings()
+    for config in (
+        {},
+        {"training": {"threads": 2}, "server": {"metrics_address": "0.0.0.0", "tcp": None}},
+        {"server": {"socket": "/run/slurm-harp/harp.sock", "socket_group": "slurm"}},
+        {"store": {"path": "/var/lib/slurm-harp/models"}, "history": {"window_days": 60}},
+        {"guard": {"heartbeat": str(guard.heartbeat), "state": str(guard.state), "poll_seconds": 2}},
+    ):
+        assert _fixed_key_refusal(config) is None, config
+    advice = {"advice": {"socket": "/run/slurm-harp/advice.sock", "max_connections": 32}}
+    assert _fixed_key_refusal(advice, slurm_harp_advice_enabled=True) is None
+
+
+@pytest.mark.parametrize(
+    ("config", "overrides", "said"),
+    [
+        (
+            {"history": None},
+            {},
+            "set history to null, which would take the place of the role's [history] and its db",
+        ),
+        (
+            {"store": None},
+            {"slurm_harp_state_dir": "/srv/harp"},
+            "set store to null, which would take the place of the role's [store] and its path",
+        ),
+        ({"server": None}, {}, "[server] and its socket, socket_mode, socket_group"),
+        ({"policy": None}, {}, "[policy] and its mode"),
+        ({"history": []}, {}, "set history to [], which"),
+    ],
+    ids=["history", "store", "server", "policy", "a list"],
+)
+def test_a_section_of_the_roles_given_as_no_table_is_refused(
+    config: dict[str, Any], overrides: dict[str, Any], said: str
+) -> None:
+    """YAML reads a section whose keys are all commented out as null, and the merge put that in place
+    of the role's section: harp.toml lost history.db (nightly refused every night), store.path (the
+    store went outside ReadWritePaths=) or [server]; the key-by-key check never saw it."""
+    refusal = _fixed_key_refusal(config, **overrides)
+    assert refusal is not None and refusal.startswith("slurm_harp_config must not set "), refusal
+    assert said in refusal and refusal.endswith(": leave the section out or give it keys"), refusal
+    # A section the role writes nothing into loses nothing.
+    assert _fixed_key_refusal({"advice": None}) is None
+
+
+def test_the_roles_paths_in_a_state_dir_given_with_a_trailing_slash_are_spelt_plain() -> None:
+    """/var/lib/slurm-harp/ (accepted) made the role's store /var/lib/slurm-harp//models, and the same
+    store spelt plainly in slurm_harp_config was refused as another."""
+    facts = _group_facts("slurm", 64030, "slurm", 64030, slurm_harp_state_dir="/var/lib/slurm-harp/")
+    toml = render("{{ __slurm_harp_toml }}", facts)
+    assert (toml["store"]["path"], toml["history"]["db"]) == (
+        "/var/lib/slurm-harp/models",
+        "/var/lib/slurm-harp/jobs.sqlite",
+    )
+    store = {"store": {"path": "/var/lib/slurm-harp/models"}}
+    assert _fixed_key_refusal(store, slurm_harp_state_dir="/var/lib/slurm-harp/") is None
+
+
+def test_the_guard_paths_held_are_the_daemons_defaults_in_the_guard_units_directories() -> None:
+    """Nothing of the role sets them: the guard's unit makes their directories writable, no other."""
+    held = {k["key"]: k.get("default") for k in role_vars()["__slurm_harp_fixed_keys"]}
+    guard = GuardSettings()
+    assert (held["guard.heartbeat"], held["guard.state"]) == (str(guard.heartbeat), str(guard.state))
+    lines = _unit("slurm-harp-guard.service", _unit_vars())
+    assert f"RuntimeDirectory={guard.heartbeat.parent.relative_to('/run')}" in lines
+    assert f"StateDirectory={guard.state.parent.relative_to('/var/lib')}" in lines
+
+
 # --- harp.toml ---------------------------------------------------------------------------------
 
 
@@ -233,6 +417,41 @@ def test_harp_toml_is_validated_by_harp_check_config() -> None:
     assert (
         render(validate, role_vars(slurm_harp_venv_dir="/opt/harp")) == "/opt/harp/bin/harp check-config %s"
     )
+
+
+# --- the wheel ---------------------------------------------------------------------------------
+
+
+def test_the_wheel_is_built_from_a_copy_of_what_pyproject_builds_it_from() -> None:
+    """The role copies these out of slurm_harp_source_dir and builds the copy (the checkout's build/lib
+    put modules deleted from the source back into the wheel): what pyproject.toml needs, all of it."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    where = project["tool"]["setuptools"]["packages"]["find"]["where"]
+    needed = {"pyproject.toml", project["project"]["readme"], *project["project"]["license-files"], *where}
+    assert set(role_vars()["__slurm_harp_wheel_sources"]) == needed
+    build = task("tasks/daemon.yml", "Build the wheel on the controller")["block"]
+    pip = next(t for t in build if t["name"] == "Build the slurm-harp wheel from that copy")
+    assert pip["ansible.builtin.command"]["argv"][-1] == "{{ __slurm_harp_build_dir.path }}/source"
+
+
+def test_the_copy_leaves_out_links_to_nothing_and_keeps_the_others(tmp_path: Path) -> None:
+    """An editor's lock file (.#cli.py, a link to nowhere) in daemon/ stopped the copy (shutil.Error)."""
+    package = tmp_path / "source" / "daemon" / "slurm_harp"
+    package.mkdir(parents=True)
+    (package / "cli.py").write_text("cli\n")
+    (package / ".#cli.py").symlink_to("user@host.12345:1700000000")
+    (package / "alias.py").symlink_to("cli.py")  # relative: to be found from its directory
+    copy_sources = str(render("{{ __slurm_harp_copy_sources }}", role_vars()))
+    copy = tmp_path / "copy"
+    run = subprocess.run(
+        [sys.executable, "-c", copy_sources, str(tmp_path / "source"), str(copy), "daemon"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    copied = copy / "daemon" / "slurm_harp"
+    assert sorted(p.name for p in copied.iterdir()) == ["alias.py", "cli.py"]
+    assert (copied / "alias.py").read_text() == "cli\n"
 
 
 # --- the variables: defaults, argument specs and the README's table ---------------------------
@@ -328,6 +547,64 @@ def test_the_nightly_units_cpu_quota_is_its_training_threads(config: dict[str, A
     assert [line for line in lines if line.startswith("CPUQuota=")] == [f"CPUQuota={quota}"]
     guide = " ".join((REPO / "docs" / "install.md").read_text().split())
     assert "`CPUQuota=100%`" in guide and "`CPUQuota=200%`" in guide  # documented, with the role's way
+
+
+# --- by hand: what install.md says of what the role installs -------------------------------------
+
+
+def _install_guide_section(title: str) -> str:
+    guide = (REPO / "docs" / "install.md").read_text()
+    return " ".join(guide.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0].split())
+
+
+def test_uninstalling_by_hand_removes_all_the_role_installs() -> None:
+    """The list named five directories and the user: the units and their drop-in, the guard's state,
+    the documentation, the plugin's files next to slurm.conf and the group stayed, and so did the
+    harp.disable of step 1: a later install ran with the plugin switched off."""
+    variables = _unit_vars()
+
+    def value(name: str) -> str:
+        return str(render(f"{{{{ {name} }}}}", variables))
+
+    steps = _install_guide_section("Uninstalling")
+    units_dir = value("slurm_harp_systemd_dir")
+    units = [*render("{{ __slurm_harp_units }}", variables), value("__slurm_harp_advice_dropin_dir")]
+    assert all(u.removeprefix(units_dir + "/").startswith("slurm-harp") for u in units), units
+    [guard_state] = [
+        line.removeprefix("StateDirectory=")
+        for line in _unit("slurm-harp-guard.service", variables)
+        if line.startswith("StateDirectory=")
+    ]
+    lua_top = value("slurm_harp_lua_dir").removesuffix("/lua")
+    named = [
+        f"`{units_dir}/slurm-harp*`",
+        "`slurm-harp.service.d/`",
+        "`systemctl daemon-reload`",
+        *(f"`{value(v)}`" for v in ("slurm_harp_venv_dir", "slurm_harp_config_dir", "slurm_harp_state_dir")),
+        f"`/var/lib/{guard_state}`",
+        f"`{lua_top}`",
+        f"`{value('slurm_harp_doc_dir')}`",
+        "next to `slurm.conf` `harp_plugin.lua` and `job_submit.lua`",
+        f"`userdel {value('slurm_harp_user')}`",
+        f"`groupdel {value('slurm_harp_group')}`",
+        f"Last, remove `{value('slurm_harp_disable_file')}`",
+    ]
+    assert [n for n in named if n not in steps] == []
+
+
+def test_upgrading_by_hand_copies_the_plugin_the_wheel_lacks() -> None:
+    """The wheel carries no Lua (pyproject.toml's package-data): installing it alone left the old
+    plugin running for ever. The role copies plugin/ at each run; by hand, install.md says to."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    packed = project["tool"]["setuptools"]["package-data"]["slurm_harp"]
+    assert not [p for p in packed if "lua" in p]
+    steps = _install_guide_section("Upgrading")
+    variables = role_vars()
+    lua = str(render("{{ slurm_harp_lua_dir }}", variables))
+    job_submit = str(render("{{ __slurm_harp_job_submit }}", variables))
+    for said in (f"`plugin/harp/` to `{lua}/harp/`", "`plugin/job_submit.lua` next to `slurm.conf`"):
+        assert said in steps
+    assert f"`touch {job_submit}`" in steps
 
 
 # --- the directories the role makes harp's own ----------------------------------------------------

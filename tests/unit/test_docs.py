@@ -298,3 +298,29 @@ def test_every_test_the_docs_cite_exists(doc: Path) -> None:
         if not any(name in test for test in names):
             missing.append(f'{file} "{name}"')
     assert not missing, f"{doc.name} cites tests that do not exist: {missing}"
+
+
+def test_every_grpcurl_command_speaks_plain_grpc() -> None:
+    """harp's sockets speak plain gRPC: without -plaintext grpcurl tries TLS and fails."""
+    shown = [
+        " ".join(c.split()) for doc in documents() for c in re.findall(r"`(grpcurl [^`]*)`", doc.read_text())
+    ]
+    assert len(shown) >= 2 and [c for c in shown if "-plaintext" not in c.split()] == [], shown
+
+
+def checkout_installs() -> list[str]:
+    """The commands the docs show that pip install a checkout (/path/to/slurm-harp), one line each."""
+    return [
+        " ".join(c.split())
+        for doc in documents()
+        for c in re.findall(r"`([^`]*pip install '?/path/to/slurm-harp[^`]*)`", doc.read_text())
+    ]
+
+
+def test_each_pip_install_of_a_checkout_removes_its_build_first() -> None:
+    """pip builds in the checkout, and setuptools packs what build/lib holds from the last build: an
+    upgrade installed modules deleted since again. tests/integration/test_install_by_hand.py runs them."""
+    shown = checkout_installs()
+    assert len(shown) == 2, shown  # install.md: install step 1, Upgrading
+    clean_first = re.compile(r"(^|&& )rm -rf /path/to/slurm-harp/build && /opt/slurm-harp/bin/pip install ")
+    assert [c for c in shown if not clean_first.search(c)] == [], shown
