@@ -24,7 +24,7 @@ from typing import Any
 from slurm_harp.core.request import Target
 from slurm_harp.model import verdict as verdicts
 from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE, complete_card
-from slurm_harp.model.store_files import linked, read_store_file, refuse_links
+from slurm_harp.model.store_files import linked, read_current, refuse_links
 from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, fsync_dir, make_dirs, replace_file
 
 CURRENT_FILE = "CURRENT"
@@ -165,7 +165,7 @@ class ModelStore:
         path = self.target_dir(target) / CURRENT_FILE
         refuse_links(path.parent)  # not even CURRENT is read through a link
         try:
-            version = read_store_file(path).decode("utf-8", errors="replace").strip()
+            version = read_current(path).decode("utf-8", errors="replace").strip()
         except FileNotFoundError:
             return None
         if not VERSION_NAME.match(version):
@@ -174,7 +174,9 @@ class ModelStore:
 
     def current_dir(self, target: Target | str) -> Path | None:
         """The directory CURRENT points at, or None when there is no CURRENT or no such version."""
-        version = self.current_version(target)
+        return self._dir_of(target, self.current_version(target))
+
+    def _dir_of(self, target: Target | str, version: str | None) -> Path | None:
         if version is None:
             return None
         refuse_links(self.target_dir(target), version)
@@ -182,9 +184,11 @@ class ModelStore:
         return path if path.is_dir() else None
 
     def current(self, target: Target | str) -> Current:
-        """current_version and current_dir without raising: a CURRENT that cannot be read says why."""
+        """current_version and current_dir without raising, CURRENT read once (at every store poll):
+        a CURRENT that cannot be read says why."""
         try:
-            return Current(self.current_version(target), self.current_dir(target))
+            version = self.current_version(target)
+            return Current(version, self._dir_of(target, version))
         except (OSError, ValueError) as exc:
             return Current(None, None, str(exc))
 
