@@ -183,10 +183,10 @@ def test_a_published_version_that_does_not_load_is_named_not_blamed_on_the_data(
     assert errors[0].startswith(f"time: published {broken} but it does not load: ")
     assert "sha256 mismatch" in errors[0] and errors[0].endswith("; never served, the serving version stays")
     assert errors[-1] == (
-        f"training failed: no target was published: time: published {broken}, which does not load; "
+        f"training failed for every target: time: published {broken}, which does not load; "
         "memory: not enough data; cpus: not enough data"
     )
-    assert "no target had enough data" not in caplog.text
+    assert "no target had enough data" not in caplog.text and "no target was published" not in caplog.text
 
 
 def test_a_version_it_cannot_read_neither_fails_the_night_nor_is_pruned(
