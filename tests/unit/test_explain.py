@@ -171,6 +171,19 @@ def test_a_version_that_cannot_be_entered_is_said_not_a_traceback(
     assert f"time model {version}: does not load now: " in text and "Permission denied" in text
 
 
+def test_a_current_that_does_not_read_still_explains_the_job_from_its_own_version(store_copy: Path) -> None:
+    """Whether the job's version serves now was asked of CURRENT in a way that raised: a garbled
+    CURRENT (or one past what harp writes) ended every explanation at `harp explain: ...`."""
+    store = ModelStore(store_copy)
+    version = store.current_version(Target.TIME)
+    assert version is not None
+    _, runner = sacct_with(f"harp:shadow,t=30,v={version}")
+    for garbled in (b"garbage\n", b" " * 300 + version.encode()):
+        (store.target_dir(Target.TIME) / "CURRENT").write_bytes(garbled)
+        text = explain("4242", parse({"store": {"path": str(store_copy)}}), runner)  # type: ignore[arg-type]
+        assert f"time model {version}: trained " in text and "no longer serving" in text, text
+
+
 def test_an_older_job_with_the_same_id_is_in_the_users_history(trained_store: Path, tmp_path: Path) -> None:
     """A job id given again (MaxJobId wrapped, slurmctld lost its state) names two jobs: the older
     one, ended the day before this one was submitted, is history, as the daemon's feed had it."""

@@ -4,6 +4,7 @@ import json
 import os
 import resource
 import shutil
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.model.card import PROMOTION_FILE, UNIT
 from slurm_harp.model.runtime import ModelError, QuantileModel, load_version
 from slurm_harp.model.store import ModelStore
-from slurm_harp.model.store_files import sha256_hex
+from slurm_harp.model.store_files import read_model, sha256_hex
 from slurm_harp.server.reloader import reload_models
 from slurm_harp.server.serving_metrics import ServingMetrics
 from tests.training_helpers import train_walltime
@@ -551,6 +552,19 @@ def test_a_model_file_of_another_size_than_its_card_says_is_refused_unread(
         "no-size": "past 268435456 read where the card gives no size",
     }
     assert str(err.value) == f"{path}: {1 << 31} bytes, {said[card_says]}: not read"
+
+
+def test_a_model_file_whose_card_gives_no_size_is_read_at_its_own(copy: Path) -> None:
+    """Read with the cap as the length, a file of kilobytes set 256 MiB aside first: a MemoryError
+    under an address-space limit (LimitAS=), and a good model refused."""
+    path = copy / "q0.50.onnx"
+    tracemalloc.start()
+    try:
+        data = read_model(path, None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert data == path.read_bytes() and peak < 2 * len(data) + (1 << 20)
 
 
 def test_a_version_linked_out_of_the_store_is_never_loaded(

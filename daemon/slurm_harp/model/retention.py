@@ -50,14 +50,23 @@ def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
     for version in (v for v in versions if v not in kept):
         if store.current(target).names == version:  # a `harp rollback` meanwhile (it takes no lock)
             continue
-        discard(store, target, version)
-        doomed.append(version)
-        log.info(
-            "removed %s model %s (keeping the newest %d, and of those not refused)",
-            target.value,
-            version,
-            keep,
-        )
+        gone = discard(store, target, version)
+        doomed.append(version)  # no longer a version either way: renamed out of the store
+        if gone:
+            log.info(
+                "removed %s model %s (keeping the newest %d, and of those not refused)",
+                target.value,
+                version,
+                keep,
+            )
+        else:
+            log.warning(
+                "%s: version %s withdrawn (as .trash-%s) but not all of its files could be deleted: "
+                "a later run tries again",
+                target.value,
+                version,
+                version,
+            )
     return doomed
 
 
@@ -72,13 +81,14 @@ def _inspectable(store: ModelStore, target: Target) -> list[str]:
     return [v for v in versions if v not in unreadable]
 
 
-def discard(store: ModelStore, target: Target, version: str) -> None:
+def discard(store: ModelStore, target: Target, version: str) -> bool:
     """Remove one version. Renamed first so a half-deleted directory never looks like a complete
-    version (what is left of it, a hidden ``.trash-`` directory, is swept by a later run)."""
+    version (what is left of it, a hidden ``.trash-`` directory, is swept by a later run); whether
+    all of it is gone (files its caller may not delete stay)."""
     path = store.target_dir(target) / version
     trash = path.with_name(f".trash-{version}")
     path.rename(trash)
-    _remove(trash)
+    return _remove(trash)
 
 
 def sweep(store: ModelStore, target: Target, now: float | None = None) -> list[str]:

@@ -81,5 +81,6 @@ def read_model(path: Path, size: int | None) -> bytes:
             )
         if size is not None and st.st_size != size:
             raise WrongSize(f"{path}: {st.st_size} bytes, the card says {size}: not read")
-        limit = MAX_MODEL_BYTES if size is None else size
-        return handle.read(limit + 1)  # grown since its fstat: bounded all the same, and its sha256 differs
+        # Its fstat size, not the cap: read(n) sets n bytes aside first (256 MiB of address space for
+        # a file of kilobytes, a MemoryError under LimitAS=). Grown since: bounded, its sha256 differs.
+        return handle.read((st.st_size if size is None else size) + 1)
