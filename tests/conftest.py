@@ -122,6 +122,18 @@ def local_zone() -> Iterator[Callable[[str], None]]:
 
 
 @pytest.fixture
+def lock_out(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], None]]:
+    """``lock_out(directory)`` makes ``directory`` one this process may not search nor list, as a
+    directory of root's, mode 0700, is for another user, until the test ends (tests/locked_out.py:
+    as root, the calls are refused instead)."""
+    from tests.locked_out import LockOut
+
+    locked = LockOut(monkeypatch)
+    yield locked
+    locked.give_back()
+
+
+@pytest.fixture
 def short_tmp() -> Iterator[Path]:
     """A fresh directory of a short path, for a test binding Unix sockets deep in it: a socket's
     path holds 107 bytes, and tmp_path in a pytest-xdist worker (scripts/test) is 40 bytes long

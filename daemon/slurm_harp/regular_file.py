@@ -13,13 +13,15 @@ store's cards and verdicts) as JSON, up to a size beyond which it cannot be one 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO"),
@@ -67,10 +69,11 @@ def refuse_non_regular(path: Path | str) -> None:
     _refuse(path, mode)
 
 
-def read_regular(path: Path | str, *, follow_links: bool = True, size: int = -1) -> bytes:
-    """The bytes of the regular file at ``path`` (at most ``size`` of them when it is not -1).
-    ``follow_links=False``: a symbolic link is refused too. FileNotFoundError passes through;
-    NotRegularFile, or the OSError of open() or read(), for the rest."""
+@contextlib.contextmanager
+def open_regular(path: Path | str, *, follow_links: bool = True) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+    """The regular file at ``path`` opened for reading, with its fstat: a caller may refuse it by its
+    size before a byte is read. ``follow_links=False``: a symbolic link is refused too.
+    FileNotFoundError passes through; NotRegularFile, or the OSError of open(), for the rest."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -81,20 +84,35 @@ def read_regular(path: Path | str, *, follow_links: bool = True, size: int = -1)
             refuse_non_regular(path)
         raise
     try:
-        _refuse(path, os.fstat(fd).st_mode)
+        st = os.fstat(fd)
+        _refuse(path, st.st_mode)
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(size)
+            yield handle, st
     finally:
         os.close(fd)
 
 
-def read_json(path: Path | str, max_bytes: int, *, allow_nan: bool = True) -> Any:
-    """The JSON value of the regular file at ``path``, a link refused (``read_regular``, whose
-    OSErrors pass through); TooLarge beyond ``max_bytes``, NotJSON for whatever does not decode
-    (``allow_nan``: as decode_json's)."""
+def read_regular(path: Path | str, *, follow_links: bool = True, size: int = -1) -> bytes:
+    """The bytes of the regular file at ``path`` (at most ``size`` of them when it is not -1), as
+    ``open_regular`` opens it; the OSError of read() too."""
+    with open_regular(path, follow_links=follow_links) as (handle, _):
+        return handle.read(size)
+
+
+def read_capped(path: Path | str, max_bytes: int) -> bytes:
+    """The bytes of the regular file at ``path``, a link refused (``read_regular``); TooLarge beyond
+    ``max_bytes``, of which no more than one is read."""
     raw = read_regular(path, follow_links=False, size=max_bytes + 1)
     if len(raw) > max_bytes:
         raise TooLarge(f"{path}: larger than {max_bytes} bytes")
+    return raw
+
+
+def read_json(path: Path | str, max_bytes: int, *, allow_nan: bool = True) -> Any:
+    """The JSON value of the regular file at ``path``, a link refused (``read_regular``, whose
+    OSErrors pass through); TooLarge beyond ``max_bytes`` (``read_capped``), NotJSON for whatever
+    does not decode (``allow_nan``: as decode_json's)."""
+    raw = read_capped(path, max_bytes)
     try:
         return decode_json(raw, allow_nan=allow_nan)
     except ValueError as exc:

@@ -4,7 +4,7 @@ sacct is faked at the subprocess boundary; the model is a real one from the stor
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -156,6 +156,32 @@ def test_a_model_failing_as_no_check_foresaw_is_said_not_a_traceback(
     text = explain("4242", settings, runner)  # type: ignore[arg-type]
     assert f"time model {version}: does not load now: " in text
     assert "RuntimeError: onnxruntime said no" in text
+
+
+def test_a_version_that_cannot_be_entered_is_said_not_a_traceback(
+    store_copy: Path, lock_out: Callable[[Path], None]
+) -> None:
+    """A version directory copied in by root with umask 077 made the store's listing raise."""
+    store = ModelStore(store_copy)
+    version = store.current_version(Target.TIME)
+    assert version is not None
+    lock_out(store.target_dir(Target.TIME) / version)
+    _, runner = sacct_with(f"harp:shadow,t=30,v={version}")
+    text = explain("4242", parse({"store": {"path": str(store_copy)}}), runner)  # type: ignore[arg-type]
+    assert f"time model {version}: does not load now: " in text and "Permission denied" in text
+
+
+def test_a_current_that_does_not_read_still_explains_the_job_from_its_own_version(store_copy: Path) -> None:
+    """Whether the job's version serves now was asked of CURRENT in a way that raised: a garbled
+    CURRENT (or one past what harp writes) ended every explanation at `harp explain: ...`."""
+    store = ModelStore(store_copy)
+    version = store.current_version(Target.TIME)
+    assert version is not None
+    _, runner = sacct_with(f"harp:shadow,t=30,v={version}")
+    for garbled in (b"garbage\n", b" " * 300 + version.encode()):
+        (store.target_dir(Target.TIME) / "CURRENT").write_bytes(garbled)
+        text = explain("4242", parse({"store": {"path": str(store_copy)}}), runner)  # type: ignore[arg-type]
+        assert f"time model {version}: trained " in text and "no longer serving" in text, text
 
 
 def test_an_older_job_with_the_same_id_is_in_the_users_history(trained_store: Path, tmp_path: Path) -> None:

@@ -160,6 +160,21 @@ def test_prune_keeps_the_newest_and_the_serving_version(tmp_path: Path) -> None:
         prune(store, Target.TIME, keep=0)
 
 
+def test_prune_does_not_say_removed_what_it_could_not_delete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A version copied in by root (its files not the harp user's to delete) was renamed out of the
+    store, kept all its files, and was logged `removed ...` all the same."""
+    store = ModelStore(tmp_path)
+    versions = publish(store, 3)
+    monkeypatch.setattr("slurm_harp.model.retention.shutil.rmtree", lambda path, ignore_errors=False: None)
+    with caplog.at_level("INFO", logger="slurm_harp.model.retention"):
+        assert prune(store, Target.TIME, keep=2) == versions[:1]  # no longer a version either way
+    assert f"version {versions[0]} withdrawn (as .trash-{versions[0]}) but not all" in caplog.text
+    assert "removed time model" not in caplog.text
+    assert (store.target_dir(Target.TIME) / f".trash-{versions[0]}").is_dir()
+
+
 def test_prune_keeps_the_champions_behind_refused_challengers(tmp_path: Path) -> None:
     """Nights of refused challengers are the newest versions: kept by count alone, they left no
     champion for the fallback or `harp rollback` (both skip refused versions)."""

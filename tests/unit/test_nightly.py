@@ -7,7 +7,7 @@ import errno
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -183,10 +183,29 @@ def test_a_published_version_that_does_not_load_is_named_not_blamed_on_the_data(
     assert errors[0].startswith(f"time: published {broken} but it does not load: ")
     assert "sha256 mismatch" in errors[0] and errors[0].endswith("; never served, the serving version stays")
     assert errors[-1] == (
-        f"training failed: no target was published: time: published {broken}, which does not load; "
+        f"training failed for every target: time: published {broken}, which does not load; "
         "memory: not enough data; cpus: not enough data"
     )
-    assert "no target had enough data" not in caplog.text
+    assert "no target had enough data" not in caplog.text and "no target was published" not in caplog.text
+
+
+def test_a_version_it_cannot_read_neither_fails_the_night_nor_is_pruned(
+    site: Path, tmp_path: Path, lock_out: Callable[[Path], None], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The serving version copied in by root with umask 077: every night promoted its challenger,
+    then failed to prune (`training failed: no target was published: time: published, not
+    finished`, exit 1) and versions piled up."""
+    for _ in range(2):
+        assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
+    models = ModelStore(tmp_path / "models")
+    older, locked = models.versions(Target.TIME)
+    lock_out(models.target_dir(Target.TIME) / locked)
+    caplog.clear()
+    assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
+    newest = models.versions(Target.TIME)[-1]
+    assert models.versions(Target.TIME) == [older, locked, newest]
+    assert models.current_version(Target.TIME) == newest  # judged alone: the champion does not load
+    assert f"time: version {locked} cannot be read (" in caplog.text and "training failed" not in caplog.text
 
 
 def test_the_summary_says_no_target_had_enough_data_only_when_so(

@@ -74,3 +74,21 @@ def test_any_error_publishing_a_target_is_that_target_s_fault(
     monkeypatch.setattr(pipeline, "train_and_publish", interrupted)
     with pytest.raises(KeyboardInterrupt):
         main(["train", "--db", str(db), "--store", str(store.root), *FAST])
+
+
+def test_a_target_published_but_not_finished_is_not_said_unpublished(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A prune that failed after the version was published and promoted ended the run with
+    `training failed: no target was published: time: published, not finished`."""
+
+    def failing(*args: object) -> list[str]:
+        raise PermissionError(13, "Permission denied", str(tmp_path / "models" / "time"))
+
+    monkeypatch.setattr(pipeline, "prune", failing)
+    store = ModelStore(tmp_path / "models")
+    args = ["--target", "time", "--quantiles", "0.5,0.9,0.99", "--compare", "none"]
+    assert main(["train", "--db", str(db), "--store", str(store.root), *args]) == 1
+    assert store.current_version(Target.TIME) in store.versions(Target.TIME)
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors[-1] == "training failed for every target: time: published, not finished"

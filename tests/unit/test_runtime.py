@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.model.card import PROMOTION_FILE, UNIT
 from slurm_harp.model.runtime import ModelError, QuantileModel, load_version
 from slurm_harp.model.store import ModelStore
-from slurm_harp.model.store_files import sha256_hex
+from slurm_harp.model.store_files import read_model, sha256_hex
 from slurm_harp.server.reloader import reload_models
 from slurm_harp.server.serving_metrics import ServingMetrics
 from tests.training_helpers import train_walltime
@@ -96,12 +98,12 @@ def test_flipped_bytes_in_a_model_file(copy: Path) -> None:
 
 
 def _replace_median(directory: Path, data: bytes) -> None:
-    """The 0.5 quantile's model file replaced by ``data``, its checksums in the card to match."""
+    """The 0.5 quantile's model file replaced by ``data``, its checksums and size in the card to match."""
     (directory / "q0.50.onnx").write_bytes(data)
 
     def fix(card: dict[str, Any]) -> None:
         card["quantiles"][0]["sha256"] = sha256_hex(data)
-        card["files"]["q0.50.onnx"]["sha256"] = sha256_hex(data)
+        card["files"]["q0.50.onnx"].update(sha256=sha256_hex(data), bytes=len(data))
 
     _edit_card(directory, fix)
 
@@ -525,6 +527,44 @@ def test_a_card_larger_than_any_harp_writes_is_refused_before_it_is_parsed(
     result = reload_models(store.root, {Target.TIME: last_good}, None)
     assert result.models[Target.TIME] is last_good
     assert result.rejected == (f"time: {card_path}: larger than 4194304 bytes: no card harp writes",)
+
+
+@pytest.mark.parametrize("card_says", ["its-size", "no-size"])
+def test_a_model_file_of_another_size_than_its_card_says_is_refused_unread(
+    copy: Path, card_says: str
+) -> None:
+    """A model file was read whole before its checksum was compared: one of 2 GiB added 2 GiB to the
+    daemon at every reload attempt. Its size is compared first: the card's, or a cap where the card
+    gives none (harp's cards always do)."""
+    path = copy / "q0.50.onnx"
+    size = path.stat().st_size
+    if card_says == "no-size":
+        _edit_card(copy, lambda card: card["files"]["q0.50.onnx"].pop("bytes"))
+        assert QuantileModel.load(copy).version == copy.name  # of a size within the cap: it loads
+    with path.open("r+b") as handle:
+        handle.truncate(1 << 31)  # sparse: no disk, but read whole, 2 GiB of memory
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ModelError) as err:
+        QuantileModel.load(copy)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 1024  # KiB
+    said = {
+        "its-size": f"the card says {size}",
+        "no-size": "past 268435456 read where the card gives no size",
+    }
+    assert str(err.value) == f"{path}: {1 << 31} bytes, {said[card_says]}: not read"
+
+
+def test_a_model_file_whose_card_gives_no_size_is_read_at_its_own(copy: Path) -> None:
+    """Read with the cap as the length, a file of kilobytes set 256 MiB aside first: a MemoryError
+    under an address-space limit (LimitAS=), and a good model refused."""
+    path = copy / "q0.50.onnx"
+    tracemalloc.start()
+    try:
+        data = read_model(path, None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert data == path.read_bytes() and peak < 2 * len(data) + (1 << 20)
 
 
 def test_a_version_linked_out_of_the_store_is_never_loaded(

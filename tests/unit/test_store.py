@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 
@@ -131,6 +132,37 @@ def test_a_fifo_as_current_is_refused_naming_it(tmp_path: Path) -> None:
     os.mkfifo(current)
     with pytest.raises(OSError, match=f"{current} is a FIFO, not a regular file"):
         store.current_dir(Target.TIME)
+
+
+def _peak_kib() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def test_current_is_read_once_a_poll_and_never_past_what_harp_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CURRENT is read at every store poll (30 s), and was read whole, twice: one of 1 GiB (a bad
+    restore) held the GIL for 3 s, past the plugin's deadline, and grew the daemon by 2 GiB."""
+    store = ModelStore(tmp_path)
+    version = store.publish(Target.TIME, FILES, CARD)
+    pointer = tmp_path / "time" / "CURRENT"
+    opened: list[str] = []
+    real_open = os.open
+
+    def counted(path: str | Path, *args: int, **kwargs: int) -> int:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counted)
+    assert store.current(Target.TIME).names == version
+    assert opened.count(str(pointer)) == 1
+    with pointer.open("r+b") as handle:
+        handle.truncate(1 << 30)  # the version name, then a sparse tail
+    before = _peak_kib()
+    current = store.current(Target.TIME)
+    assert _peak_kib() - before < 32 * 1024
+    assert (current.names, current.path) == (None, None)
+    assert current.unreadable == f"{pointer}: larger than 256 bytes: not a CURRENT harp writes"
 
 
 def test_links_inside_the_store_are_refused(tmp_path: Path) -> None:

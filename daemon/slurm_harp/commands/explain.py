@@ -130,7 +130,7 @@ def _recompute(
         model = load_version(version_dir, target)  # as the daemon loads it: no link followed
     except ModelError as exc:
         return [f"{target.value} model {version_dir.name}: does not load now: {exc}"]
-    serving = store.current_version(target) == version_dir.name
+    serving = store.current(target).names == version_dir.name  # a CURRENT that does not read: not this
     card = model.card
     out = [
         f"{target.value} model {model.version}: trained {card.get('created', '?')}, "

@@ -108,13 +108,15 @@ NOT_TRAINED = "not trained"
 
 
 def _log_missed(missed: dict[Target, str], published: int, faults: int) -> None:
-    """One line on the targets not published when it matters: none was, or the store failed one;
-    "no target had enough data" only when that is what happened to each."""
+    """One line on the targets not published, or published but not finished, when it matters: no
+    target was finished, or the store failed one; "no target had enough data" only when that is what
+    happened to each. Not "no target was published" for a version published (then not loading, or
+    not pruned), which sent the operator looking for a publish that had happened."""
     what = "; ".join(f"{target.value}: {why}" for target, why in missed.items())
     if not published and missed and set(missed.values()) == {NO_DATA}:
         log.error("training failed: no target had enough data")
     elif not published and missed:
-        log.error("training failed: no target was published: %s", what)
+        log.error("training failed for every target: %s", what)
     elif faults:
         log.error("training failed for some targets: %s", what)
 

@@ -31,7 +31,8 @@ def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
     """Delete all but the newest ``keep`` versions of ``target`` and the newest ``keep`` of those
     promotion did not refuse; CURRENT is never deleted, nor the newest version older than it that
     was not refused (what the daemon serves when CURRENT does not load at a start). Nothing is
-    deleted while CURRENT cannot be read: what it should name is not known.
+    deleted while CURRENT cannot be read: what it should name is not known. A version whose card
+    cannot be looked at is never deleted (logged) and does not count among the ``keep``.
 
     Returns the removed version names. A rollback target must exist, so ``keep`` is at least 1.
     """
@@ -41,7 +42,7 @@ def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
     if current.unreadable is not None:
         log.warning("%s: CURRENT unreadable (%s): no version pruned", target.value, current.unreadable)
         return []
-    versions = store.versions(target)
+    versions = _inspectable(store, target)
     judged = [v for v in versions if not store.refused(target, v)]
     fallback = [v for v in judged if current.names is None or v < current.names][-1:]
     kept = {*versions[-keep:], *judged[-keep:], *fallback, current.names}
@@ -49,24 +50,45 @@ def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
     for version in (v for v in versions if v not in kept):
         if store.current(target).names == version:  # a `harp rollback` meanwhile (it takes no lock)
             continue
-        discard(store, target, version)
-        doomed.append(version)
-        log.info(
-            "removed %s model %s (keeping the newest %d, and of those not refused)",
-            target.value,
-            version,
-            keep,
-        )
+        gone = discard(store, target, version)
+        doomed.append(version)  # no longer a version either way: renamed out of the store
+        if gone:
+            log.info(
+                "removed %s model %s (keeping the newest %d, and of those not refused)",
+                target.value,
+                version,
+                keep,
+            )
+        else:
+            log.warning(
+                "%s: version %s withdrawn (as .trash-%s) but not all of its files could be deleted: "
+                "a later run tries again",
+                target.value,
+                version,
+                version,
+            )
     return doomed
 
 
-def discard(store: ModelStore, target: Target, version: str) -> None:
+def _inspectable(store: ModelStore, target: Target) -> list[str]:
+    """``target``'s versions but those whose card cannot be looked at (a directory copied in by
+    root with umask 077), each logged: whether promotion refused it cannot be known, nor could it be
+    deleted whole (its files cannot be listed). It failed the prune of every night."""
+    versions = store.versions(target)
+    unreadable = {v: why for v in versions if (why := store.unreadable(target, v)) is not None}
+    for version, why in unreadable.items():
+        log.warning("%s: version %s cannot be read (%s): not pruned", target.value, version, why)
+    return [v for v in versions if v not in unreadable]
+
+
+def discard(store: ModelStore, target: Target, version: str) -> bool:
     """Remove one version. Renamed first so a half-deleted directory never looks like a complete
-    version (what is left of it, a hidden ``.trash-`` directory, is swept by a later run)."""
+    version (what is left of it, a hidden ``.trash-`` directory, is swept by a later run); whether
+    all of it is gone (files its caller may not delete stay)."""
     path = store.target_dir(target) / version
     trash = path.with_name(f".trash-{version}")
     path.rename(trash)
-    _remove(trash)
+    return _remove(trash)
 
 
 def sweep(store: ModelStore, target: Target, now: float | None = None) -> list[str]:

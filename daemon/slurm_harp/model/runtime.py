@@ -17,7 +17,7 @@ from slurm_harp.model import ladder, probe
 from slurm_harp.model.card import CARD_FILE, INPUT_NAME, to_unit, unit_value
 from slurm_harp.model.card_check import CardError, calibration_of, check_card, read_card
 from slurm_harp.model.row_run import RowRun
-from slurm_harp.model.store_files import read_store_file, refuse_links, sha256_hex
+from slurm_harp.model.store_files import WrongSize, read_model, refuse_links, sha256_hex
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class QuantileModel:
             name = str(entry["file"])
             if name not in by_file:
                 path = version_dir / name
-                data = _read(path)
+                data = _read(path, _size(listed.get(name)))
                 digest = sha256_hex(data)
                 claims = {entry["sha256"], listed.get(name, {}).get("sha256", entry["sha256"])}
                 if claims != {digest}:
@@ -267,9 +267,17 @@ def _batch_run(session: ort.InferenceSession, output: str) -> probe.Run:
     return lambda rows: np.asarray(session.run([output], {INPUT_NAME: rows})[0])
 
 
-def _read(path: Path) -> bytes:
+def _size(listed: object) -> int | None:
+    """The size the card's ``files`` entry gives a file, or None where it gives none."""
+    size = listed.get("bytes") if isinstance(listed, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def _read(path: Path, size: int | None) -> bytes:
     try:
-        return read_store_file(path)
+        return read_model(path, size)
+    except WrongSize as exc:
+        raise ModelError(str(exc)) from None
     except OSError as exc:
         raise ModelError(f"{path}: cannot read: {exc}") from exc
 

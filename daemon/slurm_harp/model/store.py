@@ -9,11 +9,13 @@ os.replace only after that, so a reader never sees a half-written model.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from typing import Any
 from slurm_harp.core.request import Target
 from slurm_harp.model import verdict as verdicts
 from slurm_harp.model.card import CARD_FILE, PROMOTION_FILE, complete_card
-from slurm_harp.model.store_files import linked, read_store_file, refuse_links
+from slurm_harp.model.store_files import linked, read_current, refuse_links
 from slurm_harp.state_dir import DIR_MODE, FILE_MODE, adopt, fsync_dir, make_dirs, replace_file
 
 CURRENT_FILE = "CURRENT"
@@ -34,6 +36,8 @@ LOCK_FILE = ".harp-train.lock"
 VERSION_NAME = re.compile(r"^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$")
 _TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# A card that is not there, as Path.is_file takes them: no complete version.
+_NO_FILE = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 log = logging.getLogger(__name__)
 
@@ -151,13 +155,17 @@ class ModelStore:
 
     def version_dir(self, target: Target | str, version: str) -> Path:
         """The directory of ``version`` of ``target``; ValueError when it is not a complete version
-        (no version name, no card) or it or the target's directory is a symbolic link."""
+        (no version name, no card), its card cannot be looked at (naming the error), or it or the
+        target's directory is a symbolic link."""
         target_dir = self.target_dir(target)
         if not VERSION_NAME.match(version):
             raise ValueError(f"no complete version {version[:80]!r} under {target_dir}")
         refuse_links(target_dir, version)
         path = target_dir / version
-        if not (path / CARD_FILE).is_file():
+        complete = _has_card(path)
+        if isinstance(complete, OSError):
+            raise ValueError(f"version {version} under {target_dir} cannot be read: {complete}")
+        if not complete:
             raise ValueError(f"no complete version {version!r} under {target_dir}")
         return path
 
@@ -165,7 +173,7 @@ class ModelStore:
         path = self.target_dir(target) / CURRENT_FILE
         refuse_links(path.parent)  # not even CURRENT is read through a link
         try:
-            version = read_store_file(path).decode("utf-8", errors="replace").strip()
+            version = read_current(path).decode("utf-8", errors="replace").strip()
         except FileNotFoundError:
             return None
         if not VERSION_NAME.match(version):
@@ -174,7 +182,9 @@ class ModelStore:
 
     def current_dir(self, target: Target | str) -> Path | None:
         """The directory CURRENT points at, or None when there is no CURRENT or no such version."""
-        version = self.current_version(target)
+        return self._dir_of(target, self.current_version(target))
+
+    def _dir_of(self, target: Target | str, version: str | None) -> Path | None:
         if version is None:
             return None
         refuse_links(self.target_dir(target), version)
@@ -182,23 +192,31 @@ class ModelStore:
         return path if path.is_dir() else None
 
     def current(self, target: Target | str) -> Current:
-        """current_version and current_dir without raising: a CURRENT that cannot be read says why."""
+        """current_version and current_dir without raising, CURRENT read once (at every store poll):
+        a CURRENT that cannot be read says why."""
         try:
-            return Current(self.current_version(target), self.current_dir(target))
+            version = self.current_version(target)
+            return Current(version, self._dir_of(target, version))
         except (OSError, ValueError) as exc:
             return Current(None, None, str(exc))
 
     def versions(self, target: Target | str) -> list[str]:
         """Complete versions, oldest first (names sort by creation time). A version that is a
-        symbolic link is none, nor is any in a target directory that is one (``linked``)."""
+        symbolic link is none, nor is any in a target directory that is one (``linked``). One whose
+        card cannot be looked at is listed (``_has_card``): its load says why it fails."""
         target_dir = self.target_dir(target)
         if not target_dir.is_dir() or linked(target_dir) is not None:
             return []
         return sorted(
             p.name
             for p in target_dir.iterdir()
-            if VERSION_NAME.match(p.name) and linked(target_dir, p.name) is None and (p / CARD_FILE).is_file()
+            if VERSION_NAME.match(p.name) and linked(target_dir, p.name) is None and _has_card(p) is not False
         )
+
+    def unreadable(self, target: Target | str, version: str) -> str | None:
+        """Why ``version``'s card cannot be looked at (a directory the caller may not search), or None."""
+        complete = _has_card(self.target_dir(target) / version)
+        return str(complete) if isinstance(complete, OSError) else None
 
     def owner(self, version: str) -> Target | None:
         """The target whose directory holds ``version``, or None: a job's tag names the versions
@@ -239,6 +257,18 @@ class ModelStore:
                 moment += timedelta(microseconds=1)
             except OverflowError:  # a version named 99991231T235959.999999Z
                 raise NoVersionName(f"{target_dir}: no version name sorts after {name}") from None
+
+
+def _has_card(version_dir: Path) -> bool | OSError:
+    """Whether ``version_dir`` holds its card, a complete version's last file, or the error that keeps
+    that from being known: a directory the caller may not search (copied in by root with umask 077).
+    Such a one is a version all the same, whose load names the error: Path.is_file raised it, and one
+    unreadable version failed every listing of its target (the daemon's fallback, `harp models`,
+    `harp rollback`, prune)."""
+    try:
+        return stat.S_ISREG(os.stat(version_dir / CARD_FILE).st_mode)
+    except OSError as exc:
+        return False if exc.errno in _NO_FILE else exc
 
 
 def _time_of(version_dir: Path) -> datetime | None:
