@@ -68,8 +68,9 @@ def test_models_lists_it_as_unreadable_and_rollback_goes_on(
     assert f"  {good}  trained on 1 jobs" in out and f"  {older}  trained on 0 jobs" in out
     assert main(["rollback", "--store", str(tmp_path), locked]) == 1
     assert f"time: not serving {locked}: version {locked} under" in caplog.text
-    assert main(["rollback", "--store", str(tmp_path), "--force", older]) == 0
-    assert store.current_version(Target.TIME) == older
+    # (To `older`, it would withdraw `good` too: a rollback marks each version it goes back past.)
+    assert main(["rollback", "--store", str(tmp_path), "--force", good]) == 0
+    assert store.current_version(Target.TIME) == good
     (store.target_dir(Target.TIME) / "CURRENT").write_text(f"{locked}\n")  # as it was
     assert main(["rollback", "--store", str(tmp_path)]) == 0  # the one before it
     assert store.current_version(Target.TIME) == good
