@@ -32,9 +32,13 @@ one version reads "format" and "jobs" only, so what it cannot read goes beside t
 - "raised_from": {job: raised_from}, of a run raised while the guard saw it (guard.lowered_limits).
   Without it (an older file, or an older guard's), a second guard's extension landing late reads as
   a lowering, as it did before.
+- "raise_held_by": {job: BOOT_TIME}, of a run whose raise a slurmctld was seen holding
+  (guard.slurmctld_start). Without it (an older file), the guard places it at its next poll that
+  lists the raise; a drop to the limit before the raise until then is taken for a slurmctld
+  restart's, not a lowering. A guard rolled back reads every such drop as a lowering, as before.
 - "update_seconds": the time one `scontrol update` took, once measured (guard.backlog). Without it,
   or with a number that is not one (logged), the guard starts from backlog.FIRST_GUESS_S.
-This guard reads all four, and the 8-item entries (raised_to last) of its first version (30fc54b).
+This guard reads all five, and the 8-item entries (raised_to last) of its first version (30fc54b).
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ MAX_BYTES = 256 << 20
 # The longest a change that may wait (anything but a job's own limit) goes unwritten.
 SAVE_INTERVAL_S = 60.0
 _UPDATE_KEY = "update_seconds"
+_SIDES = ("raised", "started_below", "raised_from", "raise_held_by")  # beside "jobs" (the module's note)
 
 
 class Saved(NamedTuple):
@@ -139,7 +144,7 @@ def read(path: Path) -> Saved:
         not isinstance(body, dict)
         or body.get("format") != FORMAT
         or not isinstance(body.get("jobs"), dict)
-        or not all(isinstance(body.get(key, {}), dict) for key in ("raised", "started_below", "raised_from"))
+        or not all(isinstance(body.get(key, {}), dict) for key in _SIDES)
     ):
         log.warning("%s is not a %s file, ignored", path, FORMAT)
         return nothing
@@ -148,10 +153,10 @@ def read(path: Path) -> Saved:
 
 def _jobs(path: Path, body: dict[str, Any]) -> dict[str, Seen]:
     """The entries of a file of this format that read (each one that does not is counted, logged)."""
-    raised, started, raised_from = (body.get(key, {}) for key in ("raised", "started_below", "raised_from"))
+    sides = [body.get(key, {}) for key in _SIDES]
     seen, bad = {}, 0
     for job, entry in body["jobs"].items():
-        s = _entry(entry, raised.get(job), started.get(job), raised_from.get(job))
+        s = _entry(entry, *(side.get(job) for side in sides))
         if s is None:
             bad += 1
         else:
@@ -180,6 +185,7 @@ def save(path: Path, seen: Mapping[str, Seen], update_s: float | None = None) ->
     raised: dict[str, int] = {}
     started: dict[str, list[float]] = {}
     raised_from: dict[str, int] = {}
+    held_by: dict[str, int] = {}
     for job, s in seen.items():
         lowered = s.lowered_to
         if not s.pending and lowered is not None and lowered > s.highest:  # see the module's note
@@ -191,8 +197,10 @@ def save(path: Path, seen: Mapping[str, Seen], update_s: float | None = None) ->
             raised[job] = s.raised_to
         if s.raised_from is not None:
             raised_from[job] = s.raised_from
+        if s.raise_held_by is not None:
+            held_by[job] = s.raise_held_by
     body: dict[str, object] = {"format": FORMAT, "jobs": jobs}
-    sides = (("raised", raised), ("started_below", started), ("raised_from", raised_from))
+    sides = zip(_SIDES, (raised, started, raised_from, held_by), strict=True)
     body |= {key: m for key, m in sides if m}  # else as before
     if update_s is not None:
         body[_UPDATE_KEY] = update_s
@@ -201,7 +209,11 @@ def save(path: Path, seen: Mapping[str, Seen], update_s: float | None = None) ->
 
 
 def _entry(
-    entry: object, raised: object = None, started: object = None, raised_from: object = None
+    entry: object,
+    raised: object = None,
+    started: object = None,
+    raised_from: object = None,
+    held_by: object = None,
 ) -> Seen | None:
     """The job of one entry under "jobs", with its raises and its run's start (the module's note)."""
     s = _listed(entry)
@@ -222,6 +234,10 @@ def _entry(
         if s.pending or not _count(raised_from) or raised_from >= s.highest:
             return None
         s.raised_from = raised_from
+    if held_by is not None:  # the slurmctld seen holding that raise
+        if s.raised_from is None or not _count(held_by):
+            return None
+        s.raise_held_by = held_by
     return s
 
 

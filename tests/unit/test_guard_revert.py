@@ -1,0 +1,206 @@
+"""A slurmctld that restarts, or whose backup takes over, from job state saved before the guard's
+extension (guard.slurmctld_start): the job's limit is back at the one before the raise. That is no
+lowering by its user, and the job is extended again; a lowering listed by the slurmctld seen
+holding the raise still is one."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from slurm_harp.guard import seen_file
+from slurm_harp.guard.loop import Guard
+from slurm_harp.guard.slurmctld_start import REREAD_S
+from tests.unit.test_guard import BOOTED, NOW, SUBMITTED, FakeSlurm, line, make_guard
+from tests.unit.test_guard_seen_file import Clock
+
+EXTEND = "harp:extend,t!=40,t0=600,v=x"  # cut to 40 min, its user asked 600
+RESTARTED = "2027-01-15T08:00:03"  # after the listing (NOW) that showed the raise
+BACKUP = "2027-01-10T00:00:00"  # a standby backup, started days before, taking over
+CONFIG = ("scontrol", "show", "config")
+
+
+def raised(tmp_path: Path, listed_by: str = BOOTED) -> tuple[FakeSlurm, Guard]:
+    """Job 7 extended 40 -> 41 min by a guard, which then listed the raise from a slurmctld started
+    at ``listed_by``."""
+    slurm = FakeSlurm([line("7", "40:00", "38:10", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path)
+    guard.poll()
+    assert slurm.updates == [("7", 41)]
+    slurm.booted = listed_by
+    listed(slurm, guard, "41:00", "38:15")
+    return slurm, guard
+
+
+def listed(slurm: FakeSlurm, guard: Guard, limit: str, used: str) -> None:
+    """A poll listing job 7 at ``limit`` after ``used``."""
+    slurm.listing = line("7", limit, used, EXTEND) + "\n"
+    guard.poll()
+
+
+def extended(tmp_path: Path) -> FakeSlurm:
+    """raised(), the guard then stopped (its state file written)."""
+    slurm, guard = raised(tmp_path)
+    guard.close()
+    return slurm
+
+
+def entry(tmp_path: Path) -> list[object]:
+    """Job 7's entry in the state file: [submitted, restarts, pending, highest, limit, run time,
+    lowered_to]."""
+    jobs: dict[str, list[object]] = json.loads((tmp_path / "guard" / "limits.json").read_text())["jobs"]
+    return jobs["7"]
+
+
+@pytest.mark.parametrize("booted", [RESTARTED, BACKUP], ids=["restarted", "backup-took-over"])
+def test_an_extension_undone_by_slurmctld_is_extended_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, booted: str
+) -> None:
+    # The audit's case: before, the drop from 41 back to 40 was read as its user's lowering, never
+    # extended again (by this guard or a restarted one): Slurm stopped the job at 40 min of 600.
+    slurm, guard = raised(tmp_path)
+    slurm.booted = booted  # slurmctld restarts from state saved before the update, or its backup
+    slurm.listing = line("7", "40:00", "39:00", EXTEND) + "\n"
+    report = guard.poll()
+    assert report is not None and report.shortened == 1
+    assert slurm.updates[0] == ("7", 41) and len(slurm.updates) == 2 and 40 < slurm.updates[1][1] <= 600
+    assert "taken for its state from before the raise" in caplog.text
+    assert "limit lowered" not in caplog.text
+    guard.close()
+    assert entry(tmp_path)[3:5] == [40, 40] and entry(tmp_path)[6] is None  # highest 40, no lowering
+
+
+def test_a_lowering_listed_by_the_slurmctld_that_held_the_raise_is_honoured(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    slurm, guard = raised(tmp_path)
+    listed(slurm, guard, "40:00", "39:00")  # its user: TimeLimit=40
+    assert slurm.updates == [("7", 41)]
+    assert "job 7: limit lowered from 41 to 40 min while it ran" in caplog.text
+
+
+@pytest.mark.parametrize("booted", [BOOTED, RESTARTED], ids=["same-slurmctld", "restarted"])
+def test_a_restarted_guard_knows_which_slurmctld_held_the_raise(tmp_path: Path, booted: str) -> None:
+    # The guard stops after the raise; while it is down, slurmctld restarts from state saved
+    # before it (extended again), or it does not and its user lowers the job (honoured).
+    slurm = extended(tmp_path)
+    assert json.loads((tmp_path / "guard" / "limits.json").read_text())["raise_held_by"] == {"7": NOW - 3600}
+    slurm.booted = booted
+    slurm.listing = line("7", "40:00", "39:00", EXTEND) + "\n"
+    make_guard(slurm, tmp_path)[0].poll()
+    assert len(slurm.updates) == (2 if booted == RESTARTED else 1)
+
+
+def test_a_revert_is_undone_once_and_a_later_lowering_is_honoured(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # After the revert, the guard extends the job again; the restarted slurmctld lists that raise,
+    # and a lowering it lists afterwards is its user's.
+    caplog.set_level(logging.INFO)
+    slurm = extended(tmp_path)
+    slurm.booted = RESTARTED
+    clock = Clock()
+    clock.now = NOW + 10  # the restarted slurmctld answers from here on
+    guard, _ = make_guard(slurm, tmp_path, clock=clock)
+    listed(slurm, guard, "40:00", "38:30")
+    [*_, (_, again)] = slurm.updates
+    assert len(slurm.updates) == 2
+    listed(slurm, guard, f"{again}:00", "38:35")
+    listed(slurm, guard, "40:00", "38:40")  # its user: TimeLimit=40
+    assert len(slurm.updates) == 2
+    assert f"job 7: limit lowered from {again} to 40 min while it ran" in caplog.text
+
+
+def test_slurmctld_s_start_that_does_not_read_is_taken_for_a_restart(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Taken for a lowering, a restart's limit stops the job at harp's cut; taken for a restart, a
+    # lowering is extended past, never past the user's own request (docs/guard.md).
+    slurm, guard = raised(tmp_path)
+    slurm.booted = "Unknown"
+    listed(slurm, guard, "40:00", "39:00")
+    assert len(slurm.updates) == 2
+    assert "slurmctld's start does not read (BOOT_TIME 'Unknown')" in caplog.text
+
+
+def test_a_slurmctld_started_after_the_listing_began_holds_no_raise(tmp_path: Path) -> None:
+    # The slurmctld that listed the raise may have died between the listing and the read of the
+    # start: the one answering then, started after the listing began, is not known to hold it.
+    slurm, guard = raised(tmp_path, listed_by=RESTARTED)
+    listed(slurm, guard, "40:00", "39:00")
+    assert len(slurm.updates) == 2
+
+
+def test_slurmctld_s_start_is_read_once_a_poll_and_only_when_needed(tmp_path: Path) -> None:
+    # Two jobs raised in one poll, one read; none while nothing is to place, until a minute passed:
+    # then the slurmctld answering is known to hold the raises, after a clean restart too.
+    jobs = [line(job, "40:00", "38:10", EXTEND) for job in ("7", "8")]
+    slurm = FakeSlurm(jobs)
+    clock = Clock()
+    guard, _ = make_guard(slurm, tmp_path, clock=clock)
+    guard.poll()
+    assert slurm.calls.count(CONFIG) == 0
+    slurm.listing = "\n".join(line(job, "41:00", "38:15", EXTEND) for job in ("7", "8")) + "\n"
+    guard.poll()
+    guard.poll()
+    assert slurm.calls.count(CONFIG) == 1
+    slurm.booted = RESTARTED  # a clean restart: the raises saved, listed again
+    clock.now = NOW + REREAD_S
+    guard.poll()
+    assert slurm.calls.count(CONFIG) == 2
+    assert {s.raise_held_by for s in guard._lowered.seen.values()} == {int(NOW) + 3}
+    slurm.listing = line("7", "40:00", "39:00", EXTEND) + "\n" + line("8", "41:00", "38:30", EXTEND)
+    guard.poll()  # 7's user lowers it, listed by the slurmctld that now holds the raise
+    assert slurm.calls.count(CONFIG) == 3 and slurm.updates == [("7", 41), ("8", 41)]
+
+
+def test_an_older_state_file_places_the_raise_at_the_next_poll(tmp_path: Path) -> None:
+    # A file of the guard before this one: the raise, and no slurmctld seen holding it. The next
+    # poll lists the raise and places it; a drop listed by the same slurmctld is then a lowering.
+    state = tmp_path / "guard" / "limits.json"
+    state.parent.mkdir()
+    run = [SUBMITTED, 0, False, 41, 41, 2295.0, None]
+    state.write_text(json.dumps({"format": seen_file.FORMAT, "jobs": {"7": run}, "raised_from": {"7": 40}}))
+    slurm = FakeSlurm([line("7", "41:00", "38:20", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path)
+    guard.poll()
+    listed(slurm, guard, "40:00", "39:00")
+    assert slurm.updates == []
+
+
+def test_a_raise_held_by_that_does_not_read_is_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = tmp_path / "limits.json"
+    run = [SUBMITTED, 0, False, 64, 64, 2295.0, None]
+    jobs = {str(job): run for job in range(1, 6)}
+    raised_from = {job: 40 for job in ("1", "2", "3", "4")}
+    held = {"1": int(NOW), "2": -1, "3": True, "4": "2027-01-15", "5": int(NOW)}  # 5: no raise
+    body = {"format": seen_file.FORMAT, "jobs": jobs, "raised_from": raised_from, "raise_held_by": held}
+    state.write_text(json.dumps(body))
+    seen = seen_file.load(state)
+    assert {job: s.raise_held_by for job, s in seen.items()} == {"1": int(NOW)}
+    assert "4 entries that do not read ignored" in caplog.text
+    state.write_text(json.dumps(body | {"raise_held_by": [int(NOW)]}))
+    assert seen_file.load(state) == {}
+
+
+def test_a_lowering_is_judged_once_as_it_is_listed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Listed at the lowered limit poll after poll, the job costs no read of slurmctld's start, and
+    # a clean restart later (a new start, once read) does not turn the lowering into a revert.
+    clock = Clock()
+    slurm = FakeSlurm([line("7", "40:00", "30:00", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path, clock=clock)
+    guard.poll()
+    listed(slurm, guard, "64:00", "30:05")  # an admin's raise
+    listed(slurm, guard, "40:00", "30:10")  # its user's lowering
+    reads = slurm.calls.count(CONFIG)
+    listed(slurm, guard, "40:00", "30:15")
+    assert slurm.calls.count(CONFIG) == reads
+    slurm.booted, clock.now = RESTARTED, NOW + REREAD_S
+    listed(slurm, guard, "40:00", "39:00")
+    assert slurm.updates == [] and "taken for its state" not in caplog.text
