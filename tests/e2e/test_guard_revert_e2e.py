@@ -11,17 +11,16 @@ another slurmctld listing the drop, and extends the job again.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.cluster import SlurmCluster, StartCluster
-from tests.e2e.test_guard import GuardProcess, wait_alive
+from tests.e2e.test_guard import GuardProcess
 from tests.e2e.test_guard_changes import (
     EXTEND,
     followed,
-    guard_process,
+    guard,
     log_of,
     polled,
     squeue,
@@ -29,6 +28,8 @@ from tests.e2e.test_guard_changes import (
     update,
     wait_for,
 )
+
+__all__ = ["guard"]  # the fixture (a running guard, the test's jobs cancelled after), for pytest
 
 # A minute of waiting on a real job: scripts/test runs this module beside the others so marked.
 pytestmark = pytest.mark.side_by_side
@@ -38,18 +39,6 @@ pytestmark = pytest.mark.side_by_side
 def cluster(start_module_cluster: StartCluster) -> SlurmCluster:
     """A cluster of its own: its slurmctld is restarted from older state."""
     return start_module_cluster(nodes=1, cpus_per_node=2)
-
-
-@pytest.fixture
-def guard(cluster: SlurmCluster, tmp_path: Path) -> Iterator[GuardProcess]:
-    process = guard_process(tmp_path, cluster.env)
-    process.start()
-    try:
-        wait_alive(tmp_path / "hb")
-        yield process
-    finally:
-        process.stop()
-        cluster.run(["scancel", "--user=root"])
 
 
 def test_an_extension_slurmctld_lost_in_a_restart_is_made_again(
