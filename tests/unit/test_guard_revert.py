@@ -172,7 +172,7 @@ def test_an_older_state_file_places_the_raise_at_the_next_poll(tmp_path: Path) -
     assert slurm.updates == []
 
 
-def test_a_raise_held_by_that_does_not_read_is_refused(
+def test_a_raise_held_by_that_does_not_read_is_dropped_alone(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     state = tmp_path / "limits.json"
@@ -183,10 +183,31 @@ def test_a_raise_held_by_that_does_not_read_is_refused(
     body = {"format": seen_file.FORMAT, "jobs": jobs, "raised_from": raised_from, "raise_held_by": held}
     state.write_text(json.dumps(body))
     seen = seen_file.load(state)
-    assert {job: s.raise_held_by for job, s in seen.items()} == {"1": int(NOW)}
-    assert "4 entries that do not read ignored" in caplog.text
+    assert {job: s.raise_held_by for job, s in seen.items()} == {"1": int(NOW), **dict.fromkeys("2345")}
+    assert "4 raise_held_by values that do not read ignored, their entries kept" in caplog.text
     state.write_text(json.dumps(body | {"raise_held_by": [int(NOW)]}))
     assert seen_file.load(state) == {}
+
+
+def test_a_lowering_outlives_its_raise_held_by_that_does_not_read(tmp_path: Path) -> None:
+    # A JSON tool wrote the BOOT_TIME as a float. Before, the whole entry was dropped, its user's
+    # lowering (41 -> 40) with it, and the guard extended the job past it.
+    state = tmp_path / "guard" / "limits.json"
+    state.parent.mkdir()
+    lowered = [SUBMITTED, 0, False, 41, 40, 2300.0, 40]
+    held = {"7": float(NOW - 3600)}
+    body = {
+        "format": seen_file.FORMAT,
+        "jobs": {"7": lowered},
+        "raised_from": {"7": 40},
+        "raise_held_by": held,
+    }
+    state.write_text(json.dumps(body))
+    slurm = FakeSlurm([line("7", "40:00", "38:40", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path)
+    guard.poll()
+    listed(slurm, guard, "40:00", "39:50")
+    assert slurm.updates == []
 
 
 def test_a_lowering_is_judged_once_as_it_is_listed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

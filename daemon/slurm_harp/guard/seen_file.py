@@ -33,9 +33,11 @@ one version reads "format" and "jobs" only, so what it cannot read goes beside t
   Without it (an older file, or an older guard's), a second guard's extension landing late reads as
   a lowering, as it did before.
 - "raise_held_by": {job: BOOT_TIME}, of a run whose raise a slurmctld was seen holding
-  (guard.slurmctld_start). Without it (an older file), the guard places it at its next poll that
-  lists the raise; a drop to the limit before the raise until then is taken for a slurmctld
-  restart's, not a lowering. A guard rolled back reads every such drop as a lowering, as before.
+  (guard.slurmctld_start). Without it (an older file), or with a value that does not read (logged,
+  that value alone dropped: the entry and its lowering stay), the guard places the raise again when
+  it next lists it; a drop to the limit before the raise until then is taken for a slurmctld
+  restart's, not a lowering, and the job is extended again, never past a lowering kept. A guard
+  rolled back reads every such drop as a lowering, as before.
 - "update_seconds": the time one `scontrol update` took, once measured (guard.backlog). Without it,
   or with a number that is not one (logged), the guard starts from backlog.FIRST_GUESS_S.
 This guard reads all five, and the 8-item entries (raised_to last) of its first version (30fc54b).
@@ -153,16 +155,26 @@ def read(path: Path) -> Saved:
 
 def _jobs(path: Path, body: dict[str, Any]) -> dict[str, Seen]:
     """The entries of a file of this format that read (each one that does not is counted, logged)."""
-    sides = [body.get(key, {}) for key in _SIDES]
-    seen, bad = {}, 0
+    *sides, held_by = [body.get(key, {}) for key in _SIDES]
+    seen, bad, bad_held = {}, 0, 0
     for job, entry in body["jobs"].items():
         s = _entry(entry, *(side.get(job) for side in sides))
         if s is None:
             bad += 1
-        else:
-            seen[job] = s
+            continue
+        seen[job] = s
+        held = held_by.get(job)
+        if held is not None and (s.raised_from is None or not _count(held)):
+            bad_held += 1  # that value alone: the job's lowering stays (the module's note)
+        elif held is not None:
+            s.raise_held_by = held
     if bad:
         log.warning("%s: %d entries that do not read ignored", path, bad)
+    if bad_held:
+        log.warning(
+            "%s: %d raise_held_by values that do not read ignored, their entries kept: each raise "
+            "is placed again when next listed", path, bad_held,
+        )  # fmt: skip
     log.info("%s: %d jobs as the last guard saw them", path, len(seen))
     return seen
 
@@ -209,13 +221,10 @@ def save(path: Path, seen: Mapping[str, Seen], update_s: float | None = None) ->
 
 
 def _entry(
-    entry: object,
-    raised: object = None,
-    started: object = None,
-    raised_from: object = None,
-    held_by: object = None,
+    entry: object, raised: object = None, started: object = None, raised_from: object = None
 ) -> Seen | None:
-    """The job of one entry under "jobs", with its raises and its run's start (the module's note)."""
+    """The job of one entry under "jobs", with its raises and its run's start (the module's note); the
+    slurmctld seen holding its latest raise is read apart (_jobs)."""
     s = _listed(entry)
     if s is None:
         return None
@@ -234,10 +243,6 @@ def _entry(
         if s.pending or not _count(raised_from) or raised_from >= s.highest:
             return None
         s.raised_from = raised_from
-    if held_by is not None:  # the slurmctld seen holding that raise
-        if s.raised_from is None or not _count(held_by):
-            return None
-        s.raise_held_by = held_by
     return s
 
 
