@@ -135,6 +135,27 @@ def test_a_slurmctld_started_after_the_listing_began_holds_no_raise(tmp_path: Pa
     assert len(slurm.updates) == 2
 
 
+def test_a_further_lowering_after_a_clean_restart_is_honoured(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Lowered to the limit before the raise, then, after a clean restart of slurmctld, lower still:
+    # a drop from a limit already at or below the one before the raise undoes no raise. Before, it
+    # was taken for a restart's and the job extended again, past its user's latest limit.
+    caplog.set_level(logging.INFO)
+    clock = Clock()
+    slurm = FakeSlurm([line("7", "40:00", "38:10", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path, clock=clock)
+    guard.poll()
+    listed(slurm, guard, "41:00", "38:15")
+    listed(slurm, guard, "40:00", "38:20")  # its user: TimeLimit=40
+    slurm.booted, clock.now = RESTARTED, NOW + 3600
+    listed(slurm, guard, "40:00", "38:30")
+    listed(slurm, guard, "39:00", "38:35")  # its user again: TimeLimit=39
+    assert slurm.updates == [("7", 41)]
+    assert "job 7: limit lowered from 41 to 39 min while it ran" in caplog.text
+    assert "taken for its state" not in caplog.text
+
+
 def test_slurmctld_s_start_is_read_once_a_poll_and_only_when_needed(tmp_path: Path) -> None:
     # Two jobs raised in one poll, one read; none while nothing is to place, until a minute passed:
     # then the slurmctld answering is known to hold the raises, after a clean restart too.

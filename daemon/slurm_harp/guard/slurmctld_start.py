@@ -5,12 +5,15 @@ be told from its user's lowering (guard.lowered_limits).
 slurmctld saves job state at most every 5 s (22.05 state_save.c, SAVE_MAX_WAIT). One that dies
 before it saved an `scontrol update TimeLimit=` (a crash, the OOM killer, its host down) comes back,
 or its backup takes over, with the limit from before the update. So a running job's limit comes
-down to the one before its latest raise only by a user or an admin, who lower it through the
-slurmctld that holds the raise, or by such a loss, which needs another slurmctld than the one seen
-holding it. BOOT_TIME tells them apart: slurmctld sets it once, as its process starts (22.05
-controller.c, _init_config). A restart gives a new one; a standby backup that takes over keeps its
-own, that of another process, usually older than the raise (so a start after the raise would not
-do). Not told apart: two controllers started within the same second (BOOT_TIME has whole seconds).
+down from above the one before its latest raise to it or below only by a user or an admin, who
+lower it through the slurmctld that holds the raise, or by such a loss, which needs another
+slurmctld than the one seen holding it. BOOT_TIME tells them apart: slurmctld sets it once, as its
+process starts (22.05 controller.c, _init_config). A restart gives a new one; a standby backup that
+takes over keeps its own, that of another process, usually older than the raise (so a start after
+the raise would not do). Not told apart: two controllers started within the same second (BOOT_TIME
+has whole seconds). A drop from a limit already at or below the one before the raise is no loss of
+it, whichever slurmctld lists it: the raise was gone before, and the drop that took it away was
+judged as it was listed.
 
 It is read at most once a poll, and only when needed: a raise not yet placed, such a drop, and
 once a minute while a raise is held, so that after a clean restart or takeover the slurmctld
@@ -76,10 +79,11 @@ class SlurmctldStart:
 
     def undone(self, job_id: str, seen: Seen, was: int) -> bool:
         """Whether a running job's limit, below the highest seen, is slurmctld's state from before
-        its latest raise (logged): dropped in this listing from ``was`` to ``seen.limit``, at or
-        below the limit before the raise, listed by a slurmctld not seen holding it. A drop is
-        judged once, as it is listed: a lowering stays one."""
-        if seen.raised_from is None or seen.limit >= was or seen.limit > seen.raised_from:
+        its latest raise (logged): dropped in this listing from ``was``, above the limit before the
+        raise, to ``seen.limit``, at or below it, listed by a slurmctld not seen holding the raise. A
+        drop is judged once, as it is listed: a lowering stays one."""
+        before = seen.raised_from  # the limit before the raise
+        if before is None or seen.limit >= was or seen.limit > before or was <= before:
             return False
         boot = self.boot()
         if boot is not None and boot == seen.raise_held_by:
@@ -89,7 +93,7 @@ class SlurmctldStart:
             "job %s: limit %d -> %d min, back at or below the %d min before its latest raise, listed "
             "by a slurmctld that may have restarted since (%s): taken for its state from before the "
             "raise, not a lowering; extended again when due",
-            job_id, was, seen.limit, seen.raised_from, why,
+            job_id, was, seen.limit, before, why,
         )  # fmt: skip
         return True
 
