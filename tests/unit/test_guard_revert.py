@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from slurm_harp.guard import seen_file
 from slurm_harp.guard.loop import Guard
+from slurm_harp.guard.running import SQUEUE_ARGV
+from slurm_harp.guard.slurm import Completed
 from slurm_harp.guard.slurmctld_start import REREAD_S
 from tests.unit.test_guard import BOOTED, NOW, SUBMITTED, FakeSlurm, line, make_guard
 from tests.unit.test_guard_seen_file import Clock
@@ -23,16 +26,27 @@ BACKUP = "2027-01-10T00:00:00"  # a standby backup, started days before, taking 
 CONFIG = ("scontrol", "show", "config")
 
 
-def raised(tmp_path: Path, listed_by: str = BOOTED) -> tuple[FakeSlurm, Guard]:
-    """Job 7 extended 40 -> 41 min by a guard, which then listed the raise from a slurmctld started
-    at ``listed_by``."""
+def raised(tmp_path: Path) -> tuple[FakeSlurm, Guard]:
+    """Job 7 extended 40 -> 41 min by a guard, which then listed the raise."""
     slurm = FakeSlurm([line("7", "40:00", "38:10", EXTEND)])
     guard, _ = make_guard(slurm, tmp_path)
     guard.poll()
     assert slurm.updates == [("7", 41)]
-    slurm.booted = listed_by
     listed(slurm, guard, "41:00", "38:15")
     return slurm, guard
+
+
+class Failover(FakeSlurm):
+    """A FakeSlurm whose slurmctld gives way, right after the next listing, to one started at
+    ``then``."""
+
+    then: str | None = None
+
+    def __call__(self, argv: Sequence[str]) -> Completed:
+        done = super().__call__(argv)
+        if tuple(argv) == SQUEUE_ARGV and self.then is not None:
+            self.booted, self.then = self.then, None
+        return done
 
 
 def listed(slurm: FakeSlurm, guard: Guard, limit: str, used: str) -> None:
@@ -127,10 +141,20 @@ def test_slurmctld_s_start_that_does_not_read_is_taken_for_a_restart(
     assert "slurmctld's start does not read (BOOT_TIME 'Unknown')" in caplog.text
 
 
-def test_a_slurmctld_started_after_the_listing_began_holds_no_raise(tmp_path: Path) -> None:
-    # The slurmctld that listed the raise may have died between the listing and the read of the
-    # start: the one answering then, started after the listing began, is not known to hold it.
-    slurm, guard = raised(tmp_path, listed_by=RESTARTED)
+@pytest.mark.parametrize("then", [BACKUP, RESTARTED], ids=["backup-took-over", "restarted"])
+def test_a_raise_is_placed_only_when_the_same_slurmctld_answers_before_and_after_the_listing(
+    tmp_path: Path, then: str
+) -> None:
+    # The primary lists the raise, unsaved, and dies; the read of the start after the listing is
+    # answered by the slurmctld that took over. Before, a standby backup started days before was taken
+    # to hold the raise, and its listing of the limit from before it read as a lowering: Slurm
+    # stopped the job at 40 min of 600.
+    slurm = Failover([line("7", "40:00", "38:10", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path)
+    guard.poll()
+    slurm.then = then  # after the next listing
+    listed(slurm, guard, "41:00", "38:15")
+    assert guard._lowered.seen["7"].raise_held_by is None
     listed(slurm, guard, "40:00", "39:00")
     assert len(slurm.updates) == 2
 
@@ -156,9 +180,10 @@ def test_a_further_lowering_after_a_clean_restart_is_honoured(
     assert "taken for its state" not in caplog.text
 
 
-def test_slurmctld_s_start_is_read_once_a_poll_and_only_when_needed(tmp_path: Path) -> None:
-    # Two jobs raised in one poll, one read; none while nothing is to place, until a minute passed:
-    # then the slurmctld answering is known to hold the raises, after a clean restart too.
+def test_slurmctld_s_start_is_read_at_most_twice_a_poll_and_only_when_needed(tmp_path: Path) -> None:
+    # Two jobs raised in one poll, placed by one read before the listing and one after; none while
+    # nothing is to place, until a minute passed: then the slurmctld answering is known to hold the
+    # raises, after a clean restart too. A drop costs one read after the listing.
     jobs = [line(job, "40:00", "38:10", EXTEND) for job in ("7", "8")]
     slurm = FakeSlurm(jobs)
     clock = Clock()
@@ -167,16 +192,17 @@ def test_slurmctld_s_start_is_read_once_a_poll_and_only_when_needed(tmp_path: Pa
     assert slurm.calls.count(CONFIG) == 0
     slurm.listing = "\n".join(line(job, "41:00", "38:15", EXTEND) for job in ("7", "8")) + "\n"
     guard.poll()
+    assert slurm.calls.count(CONFIG) == 2
     guard.poll()
-    assert slurm.calls.count(CONFIG) == 1
+    assert slurm.calls.count(CONFIG) == 2
     slurm.booted = RESTARTED  # a clean restart: the raises saved, listed again
     clock.now = NOW + REREAD_S
     guard.poll()
-    assert slurm.calls.count(CONFIG) == 2
+    assert slurm.calls.count(CONFIG) == 4
     assert {s.raise_held_by for s in guard._lowered.seen.values()} == {int(NOW) + 3}
     slurm.listing = line("7", "40:00", "39:00", EXTEND) + "\n" + line("8", "41:00", "38:30", EXTEND)
     guard.poll()  # 7's user lowers it, listed by the slurmctld that now holds the raise
-    assert slurm.calls.count(CONFIG) == 3 and slurm.updates == [("7", 41), ("8", 41)]
+    assert slurm.calls.count(CONFIG) == 5 and slurm.updates == [("7", 41), ("8", 41)]
 
 
 def test_an_older_state_file_places_the_raise_at_the_next_poll(tmp_path: Path) -> None:
@@ -239,6 +265,7 @@ def test_a_lowering_is_judged_once_as_it_is_listed(tmp_path: Path, caplog: pytes
     guard, _ = make_guard(slurm, tmp_path, clock=clock)
     guard.poll()
     listed(slurm, guard, "64:00", "30:05")  # an admin's raise
+    listed(slurm, guard, "64:00", "30:07")  # placed: not the guard's, it was not foreseen at the last
     listed(slurm, guard, "40:00", "30:10")  # its user's lowering
     reads = slurm.calls.count(CONFIG)
     listed(slurm, guard, "40:00", "30:15")

@@ -84,6 +84,7 @@ class Guard:
         # tried again when their limit changes or their bound leaves room (_recheck_refused).
         self._refused: dict[str, int] = {}
         self._slurmctld = SlurmctldStart(runner)  # its start: a raise undone, or a lowering?
+        self._updated = False  # an `scontrol update` run since the last listing: a raise to place
         self._lowered = LoweredLimits(self._slurmctld, self._seen_file.load())
         # `harp guard` calls close() as it stops; a Guard dropped without it still writes at exit.
         self._close = weakref.finalize(self, self._seen_file.write, self._lowered)
@@ -106,15 +107,16 @@ class Guard:
         """One poll; None when the running jobs could not be listed. The heartbeat is refreshed only
         after a poll that did not fail every extension (PollReport.extended), so that otherwise the
         daemon stops shortening new jobs; the poll is good once it is written (guard.pulse)."""
-        started, listed_at = self._monotonic(), self._clock()
+        started = self._monotonic()
+        self._slurmctld.start_poll(started, self._lowered.seen.values(), self._updated)
         listing = self._run(SQUEUE_ARGV)
         if listing.returncode != 0:
             log.error("squeue failed (exit %d): %.300s", listing.returncode, listing.stderr.strip())
             self._pulse.failed()
             return None
+        self._updated = False  # the updates run before this listing are in it
         now = self._clock()
         self._survey.start_poll(self._monotonic())
-        self._slurmctld.start_poll(listed_at, self._monotonic())
         unread: set[str] = set()
         failed: list[int] = []
         parsed = list(parse_running(listing.stdout, unread, failed))
@@ -227,7 +229,7 @@ class Guard:
             self.metrics.extensions.labels(results.REFUSED_BOUND).inc()
             self._refused[job.job_id] = limit
             return results.REFUSED_BOUND
-        asked = self._monotonic()
+        asked, self._updated = self._monotonic(), True
         done = self._run(
             ("scontrol", "update", f"JobId={job.job_id}", f"TimeLimit={limit_text(ext.new_limit)}")
         )

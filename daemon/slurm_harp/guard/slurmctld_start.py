@@ -15,19 +15,26 @@ has whole seconds). A drop from a limit already at or below the one before the r
 it, whichever slurmctld lists it: the raise was gone before, and the drop that took it away was
 judged as it was listed.
 
-It is read at most once a poll, and only when needed: a raise not yet placed, such a drop, and
-once a minute while a raise is held, so that after a clean restart or takeover the slurmctld
-answering is soon known to hold the raises it lists. One that started after the poll's listing
-began may not be the one that listed it, and is not taken to hold what it listed. A read that fails
-or does not read (logged, once until one does) knows no slurmctld: such a drop is then taken for a
-restart's. That choice may extend a job past its user's lowering, never past the user's own
-request (``t0``); the other would stop a job whose update was lost at harp's cut.
+A raise is placed only when the start read just before the poll's listing and the one read after it
+agree: the same slurmctld answered before and after, so it listed the raise. Read after alone, the
+start may be that of a standby backup, started days before, that took over as the listing's
+slurmctld died with the raise unsaved: the raise placed with the backup, its listing of the limit
+from before the raise would read as a lowering. Reads are made only when needed, at most two a
+poll: before the listing, in a poll that may place a raise (one seen and not yet placed, one the
+guard asked for since the last listing, or once a minute while a raise is held, so that after a
+clean restart or takeover the slurmctld answering is soon known to hold the raises it lists); after
+it, in such a poll, or one that lists such a drop. A raise the guard did not ask for (an admin's) is
+placed at the poll after it is first listed. A read that fails or does not read (logged, once until
+one does) knows no slurmctld: such a drop is then taken for a restart's. That choice may extend a
+job past its user's lowering, never past the user's own request (``t0``); the other would stop a
+job whose update was lost at harp's cut.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting.fields import SLURM_ZONE, parse_moment
@@ -39,43 +46,38 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONFIG_ARGV = ("scontrol", "show", "config")
-# While a raise is held, the slurmctld answering is read again this often (a monotonic clock).
+# While a raise is held, its slurmctld is read again this often (a monotonic clock).
 REREAD_S = 60.0
 
 
 class SlurmctldStart:
-    """The BOOT_TIME of the slurmctld answering, read when asked, at most once a poll."""
+    """The BOOT_TIME of the slurmctld answering, read before a poll's listing and after it, each at
+    most once and only when needed (see the module's note)."""
 
     def __init__(self, run: Runner) -> None:
         self._run = run
-        self._listed_at = -math.inf  # wall clock: when this poll's listing began
-        self._now = self._read_at = -math.inf  # monotonic: this poll's start, the last read
-        self._read = False  # in this poll
-        self._boot: int | None = None  # as read in this poll
+        self._before: int | None = None  # read before this poll's listing; None: not read, or not read well
+        self._read = False  # after the listing, in this poll
+        self._boot: int | None = None  # as read then
+        self._placed_at = -math.inf  # monotonic: the last poll that read before its listing
         self._failing = False  # logged once until a read works again
 
-    def start_poll(self, listed_at: float, now: float) -> None:
-        """A poll whose listing began at ``listed_at`` (wall clock; ``now`` monotonic)."""
-        self._listed_at, self._now, self._read = listed_at, now, False
-
-    def due(self) -> bool:
-        """Whether reading it costs nothing more (read in this poll) or is a minute old."""
-        return self._read or self._now - self._read_at >= REREAD_S
+    def start_poll(self, now: float, seen: Iterable[Seen], asked: bool) -> None:
+        """Before a poll's listing (``now``: monotonic): read the start if this poll may place a
+        raise, one of the jobs ``seen`` holds or one the guard ``asked`` for in the poll before."""
+        self._read, self._before = False, None
+        raised = [s.raise_held_by for s in seen if _holds_raise(s)]
+        if asked or None in raised or (raised and now - self._placed_at >= REREAD_S):
+            self._placed_at = now
+            self._before = self._read_boot()
 
     def boot(self) -> int | None:
-        """The BOOT_TIME (Unix seconds) of the slurmctld answering, read in this poll; None when it
-        does not read."""
+        """The BOOT_TIME (Unix seconds) of the slurmctld answering after this poll's listing; None
+        when it does not read."""
         if not self._read:
-            self._read, self._read_at = True, self._now
+            self._read = True
             self._boot = self._read_boot()
         return self._boot
-
-    def lister(self) -> int | None:
-        """The BOOT_TIME of the slurmctld that listed this poll's jobs: the one answering, if it
-        started before the listing began; None when that is not known."""
-        boot = self.boot()
-        # BOOT_TIME drops the fraction: the process started up to a second after it.
-        return boot if boot is not None and boot + 1 <= self._listed_at else None
 
     def undone(self, job_id: str, seen: Seen, was: int) -> bool:
         """Whether a running job's limit, below the highest seen, is slurmctld's state from before
@@ -98,15 +100,11 @@ class SlurmctldStart:
         return True
 
     def hold(self, seen: Seen) -> None:
-        """Note the slurmctld that lists a running job's latest raise, when its start is read in
-        this poll (or due): until then, or once another answers, a drop to the limit before the
-        raise is no lowering."""
-        if seen.raised_from is None or seen.limit <= seen.raised_from:
-            return
-        if seen.raise_held_by is None or self.due():
-            lister = self.lister()
-            if lister is not None:
-                seen.raise_held_by = lister
+        """Note the slurmctld that lists a running job's latest raise, in a poll that read its start
+        before the listing and reads the same after it: until then, or once another answers, a drop
+        to the limit before the raise is no lowering."""
+        if _holds_raise(seen) and self._before is not None and self.boot() == self._before:
+            seen.raise_held_by = self._before
 
     def _read_boot(self) -> int | None:
         done = self._run(CONFIG_ARGV)
@@ -135,3 +133,8 @@ def _boot_time(text: str) -> tuple[int | None, str]:
             except (ValueError, OverflowError):  # "Unknown" (0), or a form not known here
                 return None, f"BOOT_TIME {value.strip()!r:.40}"
     return None, "no BOOT_TIME"
+
+
+def _holds_raise(seen: Seen) -> bool:
+    """Whether a job is running at a limit above the one before its latest raise."""
+    return not seen.pending and seen.raised_from is not None and seen.limit > seen.raised_from
