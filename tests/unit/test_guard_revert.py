@@ -219,6 +219,24 @@ def test_an_older_state_file_places_the_raise_at_the_next_poll(tmp_path: Path) -
     assert slurm.updates == []
 
 
+def test_a_restart_that_lost_the_later_of_two_guards_raises_is_no_lowering(tmp_path: Path) -> None:
+    # Two guards extend job 7 from 40 min, one to 50, the other to 60, landing last. slurmctld dies
+    # within 5 s of the 60, its backup takes over from state holding the 50, and lists it more than
+    # 5 minutes on (no late landing). Before, 60 -> 50, above the 40 before the raise, was read as
+    # its user's lowering, and Slurm stopped the job at 50 min of its user's 600.
+    clock = Clock()
+    slurm = FakeSlurm([line("7", "40:00", "37:00", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path, clock=clock)
+    guard.poll()
+    listed(slurm, guard, "1:00:00", "38:15")
+    slurm.booted = BACKUP
+    listed(slurm, guard, "50:00", "46:00")
+    assert guard._lowered.seen["7"].lowered_to is None and slurm.updates == []
+    clock.now += 5
+    listed(slurm, guard, "50:00", "48:30")
+    assert slurm.updates and 50 < slurm.updates[-1][1] <= 600
+
+
 def test_a_raise_held_by_that_does_not_read_is_dropped_alone(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

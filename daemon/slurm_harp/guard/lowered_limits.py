@@ -28,10 +28,11 @@ stepping back, not a new run (logged): what was seen holds.
   raises a running job's limit, and a second guard's extension may land after this guard's higher
   one (each computes its own, from the limit it listed): a drop to a limit still above the one seen
   just before the latest raise (``raised_from``), before the job has run LATE_LANDING_S past that
-  one, is taken for such, the job's limit from then on, extended when due. A drop from above that
-  limit to it or below, listed by a slurmctld other than one seen holding the raise
-  (``raise_held_by``, guard.slurmctld_start), is slurmctld's state from before the raise (a
-  restart, a backup taking over): the raise is undone, and the job extended again when due. A drop
+  one, is taken for such, the job's limit from then on, extended when due. Any other drop from
+  above that limit, listed by a slurmctld other than one seen holding the raise (``raise_held_by``,
+  guard.slurmctld_start), is slurmctld's state from before the raise (a restart, a backup taking
+  over; with two guards, it may hold the lower one's raise): the raise is undone, and the job
+  extended again when due. A drop
   from a limit already at or below it (lowered after the raise) is a lowering, whoever lists it;
 - configuring (nodes booting), or in a state flag not placed (guard.running): what was seen is
   kept as it was until the job runs;

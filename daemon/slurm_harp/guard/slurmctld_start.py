@@ -1,13 +1,15 @@
 """When the slurmctld answering the guard started (`scontrol show config`'s BOOT_TIME): which one
-holds a running job's latest raise, so that a limit back at or below the one before that raise can
-be told from its user's lowering (guard.lowered_limits).
+holds a running job's latest raise, so that a limit down from that raise can be told from its
+user's lowering (guard.lowered_limits).
 
 slurmctld saves job state at most every 5 s (22.05 state_save.c, SAVE_MAX_WAIT). One that dies
 before it saved an `scontrol update TimeLimit=` (a crash, the OOM killer, its host down) comes back,
-or its backup takes over, with the limit from before the update. So a running job's limit comes
-down from above the one before its latest raise to it or below only by a user or an admin, who
-lower it through the slurmctld that holds the raise, or by such a loss, which needs another
-slurmctld than the one seen holding it. BOOT_TIME tells them apart: slurmctld sets it once, as its
+or its backup takes over, with the limit from before the update: with two guards' updates (40 to
+50, then 60), the one it saved (50), above the limit before the raise the guard listed (40). So,
+past a second guard's late landing (guard.lowered_limits), a running job's limit comes down from
+above the one before its latest raise only by a user or an admin, who lower it through the
+slurmctld that holds the raise, or by such a loss, which needs another slurmctld than the one seen
+holding it. BOOT_TIME tells them apart: slurmctld sets it once, as its
 process starts (22.05 controller.c, _init_config). A restart gives a new one; a standby backup that
 takes over keeps its own, that of another process, usually older than the raise (so a start after
 the raise would not do). Not told apart: two controllers started within the same second (BOOT_TIME
@@ -82,18 +84,19 @@ class SlurmctldStart:
     def undone(self, job_id: str, seen: Seen, was: int) -> bool:
         """Whether a running job's limit, below the highest seen, is slurmctld's state from before
         its latest raise (logged): dropped in this listing from ``was``, above the limit before the
-        raise, to ``seen.limit``, at or below it, listed by a slurmctld not seen holding the raise. A
-        drop is judged once, as it is listed: a lowering stays one."""
+        raise, listed by a slurmctld not seen holding the raise. Dropped to any limit, not only to
+        the one before the raise: two guards' raises (from 40 to 50, then 60) leave a slurmctld that
+        saved only the first one at 50. A drop is judged once, as it is listed: a lowering stays one."""
         before = seen.raised_from  # the limit before the raise
-        if before is None or seen.limit >= was or seen.limit > before or was <= before:
+        if before is None or seen.limit >= was or was <= before:
             return False
         boot = self.boot()
         if boot is not None and boot == seen.raise_held_by:
             return False  # the slurmctld that held the raise lists the drop: someone lowered it
         why = "its start does not read" if boot is None else "not the one seen holding the raise"
         log.warning(
-            "job %s: limit %d -> %d min, back at or below the %d min before its latest raise, listed "
-            "by a slurmctld that may have restarted since (%s): taken for its state from before the "
+            "job %s: limit %d -> %d min, down from its latest raise (from %d min), listed by a "
+            "slurmctld that may have restarted since (%s): taken for its state from before the "
             "raise, not a lowering; extended again when due",
             job_id, was, seen.limit, before, why,
         )  # fmt: skip
@@ -113,8 +116,8 @@ class SlurmctldStart:
             boot, why = _boot_time(done.stdout)
         if boot is None and not self._failing:
             log.warning(
-                "slurmctld's start does not read (%s): a running job's limit back at or below the one "
-                "before its latest raise is taken for a slurmctld restart's, not a lowering", why,
+                "slurmctld's start does not read (%s): a running job's limit down from its latest "
+                "raise is taken for a slurmctld restart's, not a lowering", why,
             )  # fmt: skip
         elif boot is not None and self._failing:
             log.info("slurmctld's start reads again")
