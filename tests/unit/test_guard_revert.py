@@ -254,20 +254,21 @@ def test_a_raise_held_by_that_does_not_read_is_dropped_alone(
     assert seen_file.load(state) == {}
 
 
-def test_a_lowering_outlives_its_raise_held_by_that_does_not_read(tmp_path: Path) -> None:
-    # A JSON tool wrote the BOOT_TIME as a float. Before, the whole entry was dropped, its user's
-    # lowering (41 -> 40) with it, and the guard extended the job past it.
+@pytest.mark.parametrize(
+    ("raised_from", "held"),
+    [(40, float(NOW - 3600)), ("x", int(NOW)), (40.0, None), (41, None)],
+    ids=["held-float", "from-text", "from-float", "from-not-below-highest"],
+)
+def test_a_lowering_outlives_its_raise_that_does_not_read(
+    tmp_path: Path, raised_from: object, held: object
+) -> None:
+    # A JSON tool wrote the BOOT_TIME, or the limit before the raise, as a float. Before, the whole
+    # entry was dropped, its user's lowering (41 -> 40) with it, and the guard extended the job past it.
     state = tmp_path / "guard" / "limits.json"
     state.parent.mkdir()
     lowered = [SUBMITTED, 0, False, 41, 40, 2300.0, 40]
-    held = {"7": float(NOW - 3600)}
-    body = {
-        "format": seen_file.FORMAT,
-        "jobs": {"7": lowered},
-        "raised_from": {"7": 40},
-        "raise_held_by": held,
-    }
-    state.write_text(json.dumps(body))
+    body = {"format": seen_file.FORMAT, "jobs": {"7": lowered}, "raised_from": {"7": raised_from}}
+    state.write_text(json.dumps(body | ({} if held is None else {"raise_held_by": {"7": held}})))
     slurm = FakeSlurm([line("7", "40:00", "38:40", EXTEND)])
     guard, _ = make_guard(slurm, tmp_path)
     guard.poll()

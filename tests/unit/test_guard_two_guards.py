@@ -148,7 +148,7 @@ def test_the_limit_before_the_latest_raise_outlives_a_restart(tmp_path: Path) ->
     assert slurm.updates == [("7", 45)]
 
 
-def test_a_file_without_raises_still_reads_and_bad_ones_are_refused(
+def test_a_file_without_raises_still_reads_and_bad_ones_are_dropped_alone(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     state = tmp_path / "limits.json"
@@ -157,7 +157,7 @@ def test_a_file_without_raises_still_reads_and_bad_ones_are_refused(
     raised_from = {"2": 40, "3": 64, "4": -1, "5": 40, "6": True}  # 3 not below its highest; 5 pending
     state.write_text(json.dumps({"format": seen_file.FORMAT, "jobs": jobs, "raised_from": raised_from}))
     seen = seen_file.load(state)
-    assert {job: s.raised_from for job, s in seen.items()} == {"1": None, "2": 40}
-    assert "4 entries that do not read ignored" in caplog.text
+    assert {job: s.raised_from for job, s in seen.items()} == {"1": None, "2": 40, **dict.fromkeys("3456")}
+    assert "4 raised_from values that do not read ignored, their entries kept" in caplog.text
     state.write_text(json.dumps({"format": seen_file.FORMAT, "jobs": jobs, "raised_from": [40]}))
     assert seen_file.load(state) == {}

@@ -30,8 +30,9 @@ one version reads "format" and "jobs" only, so what it cannot read goes beside t
   lowered_to]: such a guard reads the start again at its next poll and keeps the lowering, as if it
   had seen the job wait at it.
 - "raised_from": {job: raised_from}, of a run raised while the guard saw it (guard.lowered_limits).
-  Without it (an older file, or an older guard's), a second guard's extension landing late reads as
-  a lowering, as it did before.
+  Without it (an older file, or an older guard's), or with a value that does not read (logged, that
+  value and the job's raise_held_by dropped: the entry and its lowering stay), a second guard's
+  extension landing late, or a slurmctld restart's, reads as a lowering, as it did before.
 - "raise_held_by": {job: BOOT_TIME}, of a run whose raise a slurmctld was seen holding
   (guard.slurmctld_start). Without it (an older file), or with a value that does not read (logged,
   that value alone dropped: the entry and its lowering stay), the guard places the raise again when
@@ -155,14 +156,21 @@ def read(path: Path) -> Saved:
 
 def _jobs(path: Path, body: dict[str, Any]) -> dict[str, Seen]:
     """The entries of a file of this format that read (each one that does not is counted, logged)."""
-    *sides, held_by = [body.get(key, {}) for key in _SIDES]
-    seen, bad, bad_held = {}, 0, 0
+    raised, started, raised_from, held_by = [body.get(key, {}) for key in _SIDES]
+    seen, bad, bad_from, bad_held = {}, 0, 0, 0
     for job, entry in body["jobs"].items():
-        s = _entry(entry, *(side.get(job) for side in sides))
+        s = _entry(entry, raised.get(job), started.get(job))
         if s is None:
             bad += 1
             continue
         seen[job] = s
+        below = raised_from.get(job)  # raised from below the highest seen in a run
+        if below is not None and (s.pending or not _count(below) or below >= s.highest):
+            # That value alone, its raise_held_by with it: the lowering stays. A drop is then read as
+            # a lowering, as if the entry were dropped whole and the job first seen at its limit.
+            bad_from += 1
+            continue
+        s.raised_from = below
         held = held_by.get(job)
         if held is not None and (s.raised_from is None or not _count(held)):
             bad_held += 1  # that value alone: the job's lowering stays (the module's note)
@@ -170,6 +178,11 @@ def _jobs(path: Path, body: dict[str, Any]) -> dict[str, Seen]:
             s.raise_held_by = held
     if bad:
         log.warning("%s: %d entries that do not read ignored", path, bad)
+    if bad_from:
+        log.warning(
+            "%s: %d raised_from values that do not read ignored, their entries kept: a drop from "
+            "those raises is read as a lowering", path, bad_from,
+        )  # fmt: skip
     if bad_held:
         log.warning(
             "%s: %d raise_held_by values that do not read ignored, their entries kept: each raise "
@@ -220,11 +233,9 @@ def save(path: Path, seen: Mapping[str, Seen], update_s: float | None = None) ->
     replace_file(path, json.dumps(body, separators=(",", ":")).encode())
 
 
-def _entry(
-    entry: object, raised: object = None, started: object = None, raised_from: object = None
-) -> Seen | None:
-    """The job of one entry under "jobs", with its raises and its run's start (the module's note); the
-    slurmctld seen holding its latest raise is read apart (_jobs)."""
+def _entry(entry: object, raised: object = None, started: object = None) -> Seen | None:
+    """The job of one entry under "jobs", with its raise above its tag's own limit and its run's start
+    (the module's note); its latest raise, and the slurmctld seen holding it, are read apart (_jobs)."""
     s = _listed(entry)
     if s is None:
         return None
@@ -239,10 +250,6 @@ def _entry(
         if s.pending or s.raised_to is not None or not _count(raised):
             return None
         s.raised_to = raised
-    if raised_from is not None:  # raised from below the highest seen in a run
-        if s.pending or not _count(raised_from) or raised_from >= s.highest:
-            return None
-        s.raised_from = raised_from
     return s
 
 
