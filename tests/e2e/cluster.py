@@ -312,6 +312,21 @@ class SlurmCluster:
         startup.start_slurmctld()
         startup.wait_nodes_idle()
 
+    def restart_controller(self, state: Path | None = None, *, crash: bool = False) -> None:
+        """Stop slurmctld (TERM, which saves its state; ``crash``: SIGKILL, which saves nothing), put
+        ``state`` (a copy of its StateSaveLocation) in its place if given, and start it again from its
+        state, the jobs running on: as after a crash, or a backup taking over from state saved a
+        little earlier."""
+        if crash:
+            self._daemons.kill_one("slurmctld")
+        else:
+            self._daemons.stop_one("slurmctld")
+        if state is not None:
+            shutil.rmtree(self.state_dir)
+            shutil.copytree(state, self.state_dir)
+        startup = Startup(self, self._daemons, deadline=time.monotonic() + self.start_timeout)
+        startup.start_slurmctld(clean=False)
+
     def stop(self) -> None:
         """Stop every daemon and any job process of this cluster (TERM, then KILL). Idempotent."""
         self._daemons.stop()

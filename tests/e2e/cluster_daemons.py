@@ -65,6 +65,12 @@ class Daemons:
         """Stop daemon ``name`` (TERM, then KILL); the others and the jobs run on."""
         _terminate([self.procs.pop(name)], grace=10.0)
 
+    def kill_one(self, name: str) -> None:
+        """Kill daemon ``name`` at once (SIGKILL: as a crash, it saves nothing); the others run on."""
+        proc = self.procs.pop(name)
+        proc.kill()
+        proc.wait()
+
     def stop(self) -> None:
         """Stop every daemon and any job process of the cluster (TERM, then KILL). Idempotent."""
         # Jobs first: a slurmstepd whose daemons are gone retries for seconds before it gives up.

@@ -214,9 +214,11 @@ class Startup:
             logs,
         )
 
-    def start_slurmctld(self) -> None:
+    def start_slurmctld(self, clean: bool = True) -> None:
+        """Start slurmctld: ``clean``, with no jobs (-c); else from its StateSaveLocation."""
         c = self.cluster
-        self.daemons.spawn("slurmctld", ["slurmctld", "-D", "-c", "-f", str(c.slurm_conf)])
+        args = ["slurmctld", "-D", *(["-c"] if clean else []), "-f", str(c.slurm_conf)]
+        self.daemons.spawn("slurmctld", args)
         logs = [c.log_dir / "slurmctld.log", c.log_dir / "slurmctld.out"]
         # scontrol ping rather than a bare connect, which slurmctld would log as an error.
         self._wait_for("slurmctld", self._controller_up, "slurmctld", logs)

@@ -29,6 +29,7 @@ from slurm_harp.guard.running import SQUEUE_ARGV, parse_running
 from slurm_harp.guard.slurm import Completed
 
 NOW = 1_800_000_000.0
+BOOTED = "2027-01-15T07:00:00"  # slurmctld's start, an hour before NOW (in SLURM_ZONE)
 
 
 SUBMITTED = "2026-11-27T10:00:00"
@@ -53,7 +54,8 @@ def line(
 class FakeSlurm:
     """squeue answers ``listing``; scontrol update succeeds unless the job is in ``gone`` (it ended)
     or ``refused`` (scontrol fails); sinfo answers ``node_cores``, scontrol show partition
-    ``partitions`` and sacctmgr ``qos``. ``calls``: every argv, in order."""
+    ``partitions``, scontrol show config a BOOT_TIME of ``booted`` and sacctmgr ``qos``. ``calls``:
+    every argv, in order."""
 
     def __init__(
         self,
@@ -69,6 +71,7 @@ class FakeSlurm:
         self.node_cores = node_cores
         self.partitions = "PartitionName=batch MaxTime=UNLIMITED State=UP QoS=N/A\n"
         self.qos = "normal||\nlong|2-00:00:00|\n"  # sacctmgr's Name|MaxWall|Flags
+        self.booted = BOOTED
         self.updates: list[tuple[str, int]] = []
         self.squeue_fails = self.reservations_fail = False
         self.calls: list[tuple[str, ...]] = []
@@ -96,6 +99,10 @@ class FakeSlurm:
             return Completed(0, self.reservations, "")
         if "partition" in argv:
             return Completed(0, self.partitions, "")
+        if argv == ("scontrol", "show", "config"):
+            config = f"Configuration data as of {self.booted}\nAccountingStorageBackupHost = (null)\n"
+            config += f"BOOT_TIME               = {self.booted}\nBurstBufferType         = (null)\n"
+            return Completed(0, config, "")
         if argv[0] == "sinfo":
             return Completed(0, self.node_cores, "")
         return Completed(0, self.qos, "")

@@ -5,9 +5,10 @@ seen before, kept in a file, so a restarted guard catches up on its first poll),
 most ``max_updates_per_poll`` scontrol calls, the jobs closest to their limit first, due earlier
 when many are: guard.backlog), and one bad job never stops a poll. The guard follows each tagged
 job's limit from poll to poll, pending or running, to see one its user lowered
-(guard.lowered_limits), and keeps what it saw in a file for the next guard (guard.seen_file),
-written at once when a job's own limit changed, else at most once a minute and as the guard is
-closed (Guard.close; also when it is collected or the interpreter exits).
+(guard.lowered_limits), not one a restarted slurmctld brought back (guard.slurmctld_start), and
+keeps what it saw in a file for the next guard (guard.seen_file), written at once when a job's own
+limit changed, else at most once a minute and as the guard is closed (Guard.close; also when it is
+collected or the interpreter exits).
 
 Site bounds are read once a minute (guard.survey), but reservations again in every poll that is
 about to extend a job: an operator's extension may run into a reservation created a second ago
@@ -51,6 +52,7 @@ from slurm_harp.guard.running import (
 )
 from slurm_harp.guard.seen_file import SeenFile
 from slurm_harp.guard.slurm import TIMED_OUT, Runner
+from slurm_harp.guard.slurmctld_start import SlurmctldStart
 from slurm_harp.guard.survey import Survey
 from slurm_harp.heartbeat import HeartbeatFile
 
@@ -81,7 +83,9 @@ class Guard:
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
         # tried again when their limit changes or their bound leaves room (_recheck_refused).
         self._refused: dict[str, int] = {}
-        self._lowered = LoweredLimits(self._seen_file.load())
+        self._slurmctld = SlurmctldStart(runner)  # its start: a raise undone, or a lowering?
+        self._updated = False  # an `scontrol update` run since the last listing: a raise to place
+        self._lowered = LoweredLimits(self._slurmctld, self._seen_file.load())
         # `harp guard` calls close() as it stops; a Guard dropped without it still writes at exit.
         self._close = weakref.finalize(self, self._seen_file.write, self._lowered)
 
@@ -104,11 +108,13 @@ class Guard:
         after a poll that did not fail every extension (PollReport.extended), so that otherwise the
         daemon stops shortening new jobs; the poll is good once it is written (guard.pulse)."""
         started = self._monotonic()
+        self._slurmctld.start_poll(started, self._lowered.seen.values(), self._updated)
         listing = self._run(SQUEUE_ARGV)
         if listing.returncode != 0:
             log.error("squeue failed (exit %d): %.300s", listing.returncode, listing.stderr.strip())
             self._pulse.failed()
             return None
+        self._updated = False  # the updates run before this listing are in it
         now = self._clock()
         self._survey.start_poll(self._monotonic())
         unread: set[str] = set()
@@ -223,7 +229,7 @@ class Guard:
             self.metrics.extensions.labels(results.REFUSED_BOUND).inc()
             self._refused[job.job_id] = limit
             return results.REFUSED_BOUND
-        asked = self._monotonic()
+        asked, self._updated = self._monotonic(), True
         done = self._run(
             ("scontrol", "update", f"JobId={job.job_id}", f"TimeLimit={limit_text(ext.new_limit)}")
         )

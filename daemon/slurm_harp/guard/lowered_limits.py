@@ -28,7 +28,12 @@ stepping back, not a new run (logged): what was seen holds.
   raises a running job's limit, and a second guard's extension may land after this guard's higher
   one (each computes its own, from the limit it listed): a drop to a limit still above the one seen
   just before the latest raise (``raised_from``), before the job has run LATE_LANDING_S past that
-  one, is taken for such, the job's limit from then on, extended when due;
+  one, is taken for such, the job's limit from then on, extended when due. Any other drop from
+  above that limit, listed by a slurmctld other than one seen holding the raise (``raise_held_by``,
+  guard.slurmctld_start), is slurmctld's state from before the raise (a restart, a backup taking
+  over; with two guards, it may hold the lower one's raise): the raise is undone, and the job
+  extended again when due. A drop
+  from a limit already at or below it (lowered after the raise) is a lowering, whoever lists it;
 - configuring (nodes booting), or in a state flag not placed (guard.running): what was seen is
   kept as it was until the job runs;
 - completing: a job that ran with the restart count seen is ending, and what was seen is kept until
@@ -51,6 +56,7 @@ import dataclasses
 import logging
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from slurm_harp.core.tag import Tag
 from slurm_harp.guard.running import (
@@ -62,6 +68,9 @@ from slurm_harp.guard.running import (
     RunningJob,
     limit_or_unlimited,
 )
+
+if TYPE_CHECKING:
+    from slurm_harp.guard.slurmctld_start import SlurmctldStart
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +98,16 @@ class Seen:
     lowered_to: int | None = None  # its user's (or an admin's) own limit, below ``highest``
     raised_to: int | None = None  # in a run: the limit it waited at, above its tag's own limit
     raised_from: int | None = None  # in a run: the limit seen just before its latest raise
+    raise_held_by: int | None = None  # the BOOT_TIME of a slurmctld seen holding that raise
 
 
 class LoweredLimits:
     """The limits of the jobs the guard may extend, as it saw them poll after poll."""
 
-    def __init__(self, seen: dict[str, Seen] | None = None) -> None:
+    def __init__(self, slurmctld: SlurmctldStart, seen: dict[str, Seen] | None = None) -> None:
+        """``slurmctld``: its start tells a restart's limit from a lowering."""
         self.seen: dict[str, Seen] = seen or {}
+        self._slurmctld = slurmctld
         self._missing: dict[str, int] = {}  # listings in a row each kept job was missing from
         # Since the last save (guard.seen_file): anything but run times; a job's own limit (written at once).
         self.changed = self.own_limit_changed = False
@@ -202,7 +214,7 @@ class LoweredLimits:
             self._went_back += 1  # the clock: every requeue changes the restart count (logged in apply)
         was = prior.limit
         if limit > was:
-            prior.raised_from = was
+            prior.raised_from, prior.raise_held_by = was, None
         prior.elapsed_s, prior.limit = job.elapsed_s, limit
         if not _below(limit, prior.highest):
             prior.highest = max(prior.highest, limit)
@@ -217,9 +229,15 @@ class LoweredLimits:
                     "another guard's extension landing late, not a lowering",
                     job.job_id, was, limit, prior.raised_from,
                 )  # fmt: skip
+        elif self._slurmctld.undone(job.job_id, prior, was):
+            # Not the user's: the own limit stays, the job is extended again when due. The restored
+            # limit is its highest: held as it is, it is no lowering at the next poll.
+            prior.highest = limit
+            prior.raised_from = prior.raise_held_by = None
         elif prior.lowered_to is None or limit < prior.lowered_to:
             _lowered(job, prior.highest, limit, "while it ran")
             prior.lowered_to = limit
+        self._slurmctld.hold(prior)
         return prior
 
     @staticmethod
@@ -241,7 +259,8 @@ def _below(limit: int, highest: int) -> bool:
 
 def _kept(s: Seen) -> tuple[object, ...]:
     """What the file keeps of ``s`` (guard.seen_file): all but the run time, which grows every poll."""
-    return (s.submitted, s.restarts, s.pending, s.highest, s.limit, s.lowered_to, s.raised_to, s.raised_from)
+    kept = (s.submitted, s.restarts, s.pending, s.highest, s.limit, s.lowered_to, s.raised_to)
+    return (*kept, s.raised_from, s.raise_held_by)
 
 
 def _own(s: Seen) -> tuple[int | None, int | None]:

@@ -30,11 +30,18 @@ one version reads "format" and "jobs" only, so what it cannot read goes beside t
   lowered_to]: such a guard reads the start again at its next poll and keeps the lowering, as if it
   had seen the job wait at it.
 - "raised_from": {job: raised_from}, of a run raised while the guard saw it (guard.lowered_limits).
-  Without it (an older file, or an older guard's), a second guard's extension landing late reads as
-  a lowering, as it did before.
+  Without it (an older file, or an older guard's), or with a value that does not read (logged, that
+  value and the job's raise_held_by dropped: the entry and its lowering stay), a second guard's
+  extension landing late, or a slurmctld restart's, reads as a lowering, as it did before.
+- "raise_held_by": {job: BOOT_TIME}, of a run whose raise a slurmctld was seen holding
+  (guard.slurmctld_start). Without it (an older file), or with a value that does not read (logged,
+  that value alone dropped: the entry and its lowering stay), the guard places the raise again when
+  it next lists it; a drop to the limit before the raise until then is taken for a slurmctld
+  restart's, not a lowering, and the job is extended again, never past a lowering kept. A guard
+  rolled back reads every such drop as a lowering, as before.
 - "update_seconds": the time one `scontrol update` took, once measured (guard.backlog). Without it,
   or with a number that is not one (logged), the guard starts from backlog.FIRST_GUESS_S.
-This guard reads all four, and the 8-item entries (raised_to last) of its first version (30fc54b).
+This guard reads all five, and the 8-item entries (raised_to last) of its first version (30fc54b).
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ MAX_BYTES = 256 << 20
 # The longest a change that may wait (anything but a job's own limit) goes unwritten.
 SAVE_INTERVAL_S = 60.0
 _UPDATE_KEY = "update_seconds"
+_SIDES = ("raised", "started_below", "raised_from", "raise_held_by")  # beside "jobs" (the module's note)
 
 
 class Saved(NamedTuple):
@@ -139,7 +147,7 @@ def read(path: Path) -> Saved:
         not isinstance(body, dict)
         or body.get("format") != FORMAT
         or not isinstance(body.get("jobs"), dict)
-        or not all(isinstance(body.get(key, {}), dict) for key in ("raised", "started_below", "raised_from"))
+        or not all(isinstance(body.get(key, {}), dict) for key in _SIDES)
     ):
         log.warning("%s is not a %s file, ignored", path, FORMAT)
         return nothing
@@ -148,16 +156,38 @@ def read(path: Path) -> Saved:
 
 def _jobs(path: Path, body: dict[str, Any]) -> dict[str, Seen]:
     """The entries of a file of this format that read (each one that does not is counted, logged)."""
-    raised, started, raised_from = (body.get(key, {}) for key in ("raised", "started_below", "raised_from"))
-    seen, bad = {}, 0
+    raised, started, raised_from, held_by = [body.get(key, {}) for key in _SIDES]
+    seen, bad, bad_from, bad_held = {}, 0, 0, 0
     for job, entry in body["jobs"].items():
-        s = _entry(entry, raised.get(job), started.get(job), raised_from.get(job))
+        s = _entry(entry, raised.get(job), started.get(job))
         if s is None:
             bad += 1
-        else:
-            seen[job] = s
+            continue
+        seen[job] = s
+        below = raised_from.get(job)  # raised from below the highest seen in a run
+        if below is not None and (s.pending or not _count(below) or below >= s.highest):
+            # That value alone, its raise_held_by with it: the lowering stays. A drop is then read as
+            # a lowering, as if the entry were dropped whole and the job first seen at its limit.
+            bad_from += 1
+            continue
+        s.raised_from = below
+        held = held_by.get(job)
+        if held is not None and (s.raised_from is None or not _count(held)):
+            bad_held += 1  # that value alone: the job's lowering stays (the module's note)
+        elif held is not None:
+            s.raise_held_by = held
     if bad:
         log.warning("%s: %d entries that do not read ignored", path, bad)
+    if bad_from:
+        log.warning(
+            "%s: %d raised_from values that do not read ignored, their entries kept: a drop from "
+            "those raises is read as a lowering", path, bad_from,
+        )  # fmt: skip
+    if bad_held:
+        log.warning(
+            "%s: %d raise_held_by values that do not read ignored, their entries kept: each raise "
+            "is placed again when next listed", path, bad_held,
+        )  # fmt: skip
     log.info("%s: %d jobs as the last guard saw them", path, len(seen))
     return seen
 
@@ -180,6 +210,7 @@ def save(path: Path, seen: Mapping[str, Seen], update_s: float | None = None) ->
     raised: dict[str, int] = {}
     started: dict[str, list[float]] = {}
     raised_from: dict[str, int] = {}
+    held_by: dict[str, int] = {}
     for job, s in seen.items():
         lowered = s.lowered_to
         if not s.pending and lowered is not None and lowered > s.highest:  # see the module's note
@@ -191,8 +222,10 @@ def save(path: Path, seen: Mapping[str, Seen], update_s: float | None = None) ->
             raised[job] = s.raised_to
         if s.raised_from is not None:
             raised_from[job] = s.raised_from
+        if s.raise_held_by is not None:
+            held_by[job] = s.raise_held_by
     body: dict[str, object] = {"format": FORMAT, "jobs": jobs}
-    sides = (("raised", raised), ("started_below", started), ("raised_from", raised_from))
+    sides = zip(_SIDES, (raised, started, raised_from, held_by), strict=True)
     body |= {key: m for key, m in sides if m}  # else as before
     if update_s is not None:
         body[_UPDATE_KEY] = update_s
@@ -200,10 +233,9 @@ def save(path: Path, seen: Mapping[str, Seen], update_s: float | None = None) ->
     replace_file(path, json.dumps(body, separators=(",", ":")).encode())
 
 
-def _entry(
-    entry: object, raised: object = None, started: object = None, raised_from: object = None
-) -> Seen | None:
-    """The job of one entry under "jobs", with its raises and its run's start (the module's note)."""
+def _entry(entry: object, raised: object = None, started: object = None) -> Seen | None:
+    """The job of one entry under "jobs", with its raise above its tag's own limit and its run's start
+    (the module's note); its latest raise, and the slurmctld seen holding it, are read apart (_jobs)."""
     s = _listed(entry)
     if s is None:
         return None
@@ -218,10 +250,6 @@ def _entry(
         if s.pending or s.raised_to is not None or not _count(raised):
             return None
         s.raised_to = raised
-    if raised_from is not None:  # raised from below the highest seen in a run
-        if s.pending or not _count(raised_from) or raised_from >= s.highest:
-            return None
-        s.raised_from = raised_from
     return s
 
 
