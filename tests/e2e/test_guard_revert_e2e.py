@@ -58,7 +58,7 @@ def test_an_extension_slurmctld_lost_in_a_restart_is_made_again(
     cluster.restart_controller(saved, crash=True)  # back from the state before the extension
     # The guard's next poll lists the job at 3 minutes again and extends it at once (it is due):
     # too soon for squeue to be sure to see 3:00, so its log says what it listed.
-    lost = f"job {job}: limit {extended.split(':')[0]} -> 3 min, back at or below the 3 min before"
+    lost = f"job {job}: limit {extended.split(':')[0]} -> 3 min, down from its latest raise (from 3 min)"
     wait_for("the guard to list the extension lost", lambda: lost in log_of(tmp_path), timeout=60)
     wait_for(
         "the guard to extend it again", lambda: log_of(tmp_path).count(f"job {job}: time limit 3 ->") == 2
