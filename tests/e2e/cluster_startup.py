@@ -187,9 +187,22 @@ class Startup:
 
     def start_slurmdbd(self) -> None:
         c = self.cluster
-        self.daemons.spawn("slurmdbd", ["slurmdbd", "-D"])
         logs = [c.log_dir / "slurmdbd.log", c.log_dir / "slurmdbd.out", c.log_dir / "mariadbd.out"]
-        self._wait_for("slurmdbd", lambda: _port_open(c.dbd_port), "slurmdbd", logs)
+        self.daemons.spawn("slurmdbd", ["slurmdbd", "-D"])
+        try:
+            self._wait_for("slurmdbd", lambda: _port_open(c.dbd_port), "slurmdbd", logs)
+        except ClusterError as first:
+            # Seen once in a suite with four clusters starting at once: slurmdbd's first queries to
+            # a MariaDB just up got no result ("We should have gotten a result: 'No error'") and it
+            # exited. One more start; a second failure fails the cluster, with both reasons.
+            proc = self.daemons.procs.pop("slurmdbd")
+            if proc.poll() is None:
+                raise
+            self.daemons.spawn("slurmdbd", ["slurmdbd", "-D"])
+            try:
+                self._wait_for("slurmdbd", lambda: _port_open(c.dbd_port), "slurmdbd", logs)
+            except ClusterError as again:
+                raise ClusterError(f"{again}\n--- its first start:\n{first}") from None
 
     def add_associations(self) -> None:
         logs = [self.cluster.log_dir / "slurmdbd.log", self.cluster.log_dir / "munged.out"]
