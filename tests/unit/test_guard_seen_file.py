@@ -136,21 +136,34 @@ def test_an_entry_that_does_not_read_is_skipped(tmp_path: Path, caplog: pytest.L
         "4": [SUBMITTED, 0, False, True, 80, 3000.0, None],  # a bool, not a count
         "5": [SUBMITTED, 0, False, 100, 80],
         "7": "6",
-        "10": [SUBMITTED, 0, True, 100, 80, 0.0, None],  # raised (below) while pending
-        "11": [SUBMITTED, 0, False, 100, 100, 60.0, 80],  # started below (below) but not pending
-        "12": [SUBMITTED, 0, True, 301, 300, 0.0, 300],  # started below a run time of -1
     }
-    raised, started = {"10": 700}, {"11": [100, 100, 60.0], "12": [100, 100, -1]}
-    body = {
-        "format": seen_file.FORMAT,
-        "jobs": {"6": good, **bad},
-        "raised": raised,
-        "started_below": started,
-    }
-    write_state(tmp_path, body)
+    write_state(tmp_path, {"format": seen_file.FORMAT, "jobs": {"6": good, **bad}})
     slurm = FakeSlurm([line("6", "1:20:00", "1:19:00", EXTEND), line("1", "1:20:00", "1:19:00", EXTEND)])
     make_guard(slurm, tmp_path)[0].poll()
-    assert slurm.updates == [("1", 100)] and "11 entries that do not read ignored" in caplog.text
+    assert slurm.updates == [("1", 100)] and "8 entries that do not read ignored" in caplog.text
+
+
+def test_a_raise_or_start_beside_an_entry_that_does_not_read_keeps_its_lowering(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Dropped whole, each entry's lowering went with it: the guard extended 6 and 7 past their users'.
+    body = {
+        "format": seen_file.FORMAT,
+        "jobs": {
+            "6": [SUBMITTED, 0, False, 100, 80, 4740.0, 80],  # lowered from 100 to 80 while it ran
+            "7": [SUBMITTED, 0, True, 301, 300, 0.0, 300],  # lowered to 300 while pending, then started
+            "8": [SUBMITTED, 0, True, 100, 80, 0.0, None],
+        },
+        "raised": {"6": "700", "8": 700},  # not a count; raised while pending
+        "started_below": {"7": [100, 100, -1]},  # a run time of -1
+    }
+    write_state(tmp_path, body)
+    slurm = FakeSlurm([line("6", "1:20:00", "1:19:00", EXTEND), line("7", "4:50:00", "4:49:00", TIME_MIN)])
+    make_guard(slurm, tmp_path)[0].poll()
+    assert slurm.updates == [("7", 300)]  # 6 not past its 80, 7 up to its 300, not past it
+    assert "2 raised values that do not read ignored, their entries kept" in caplog.text
+    assert "1 started_below values that do not read ignored, their entries kept" in caplog.text
+    assert "entries that do not read" not in caplog.text
 
 
 def test_another_job_under_the_same_id_is_not_taken_for_it(tmp_path: Path) -> None:

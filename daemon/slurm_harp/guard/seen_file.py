@@ -23,12 +23,14 @@ form the guard of before raised_to (57dccab) reads, which drops any other entry 
 with it (a list of another length; a lowering above the highest seen in a run). A guard rolled back
 one version reads "format" and "jobs" only, so what it cannot read goes beside them:
 - "raised": {job: raised_to}, of a run that has one (guard.lowered_limits). Such a guard takes the
-  tag's own limit for that job, as it always did;
+  tag's own limit for that job, as it always did; so does this one with a value that does not read
+  (logged, that value alone dropped: the entry and its lowering stay);
 - "started_below": {job: [highest, limit, run time]}, of a run that started below the limit it was
   lowered to while pending (lowered_to above the run's highest). Its entry under "jobs" is then the
   pending spell it started from, [submitted, restarts, true, lowered_to + 1, lowered_to, 0,
   lowered_to]: such a guard reads the start again at its next poll and keeps the lowering, as if it
-  had seen the job wait at it.
+  had seen the job wait at it; so does this one with a value that does not read (logged, that value
+  alone dropped).
 - "raised_from": {job: raised_from}, of a run raised while the guard saw it (guard.lowered_limits).
   Without it (an older file, or an older guard's), or with a value that does not read (logged, that
   value and the job's raise_held_by dropped: the entry and its lowering stay), a second guard's
@@ -155,41 +157,70 @@ def read(path: Path) -> Saved:
 
 
 def _jobs(path: Path, body: dict[str, Any]) -> dict[str, Seen]:
-    """The entries of a file of this format that read (each one that does not is counted, logged)."""
+    """The entries of a file of this format that read; a value beside them that does not is dropped
+    alone, the entry and its lowering kept (each counted, logged)."""
     raised, started, raised_from, held_by = [body.get(key, {}) for key in _SIDES]
-    seen, bad, bad_from, bad_held = {}, 0, 0, 0
+    seen: dict[str, Seen] = {}
+    bad = dict.fromkeys(("jobs", *_SIDES), 0)
     for job, entry in body["jobs"].items():
-        s = _entry(entry, raised.get(job), started.get(job))
+        s = _listed(entry)
         if s is None:
-            bad += 1
+            bad["jobs"] += 1
             continue
+        if started.get(job) is not None:
+            # Without it, the pending spell the run started from: its start is read again, the
+            # lowering kept (the module's note).
+            run = _started(s, started[job])
+            if run is None:
+                bad["started_below"] += 1
+            else:
+                s = run
+        if raised.get(job) is not None:
+            # Without it, the tag's own limit, as an older guard takes it.
+            if s.pending or s.raised_to is not None or not _count(raised[job]):
+                bad["raised"] += 1
+            else:
+                s.raised_to = raised[job]
         seen[job] = s
         below = raised_from.get(job)  # raised from below the highest seen in a run
         if below is not None and (s.pending or not _count(below) or below >= s.highest):
             # That value alone, its raise_held_by with it: the lowering stays. A drop is then read as
             # a lowering, as if the entry were dropped whole and the job first seen at its limit.
-            bad_from += 1
+            bad["raised_from"] += 1
             continue
         s.raised_from = below
         held = held_by.get(job)
         if held is not None and (s.raised_from is None or not _count(held)):
-            bad_held += 1  # that value alone: the job's lowering stays (the module's note)
+            bad["raise_held_by"] += 1  # that value alone: the job's lowering stays (the module's note)
         elif held is not None:
             s.raise_held_by = held
-    if bad:
-        log.warning("%s: %d entries that do not read ignored", path, bad)
-    if bad_from:
-        log.warning(
-            "%s: %d raised_from values that do not read ignored, their entries kept: a drop from "
-            "those raises is read as a lowering", path, bad_from,
-        )  # fmt: skip
-    if bad_held:
-        log.warning(
-            "%s: %d raise_held_by values that do not read ignored, their entries kept: each raise "
-            "is placed again when next listed", path, bad_held,
-        )  # fmt: skip
+    for key, count in bad.items():
+        if count:
+            log.warning("%s: %d %s ignored%s", path, count, *_IGNORED[key])
     log.info("%s: %d jobs as the last guard saw them", path, len(seen))
     return seen
+
+
+# What a value that does not read is called, and what is done without it.
+_IGNORED = {
+    "jobs": ("entries that do not read", ""),
+    "started_below": (
+        "started_below values that do not read",
+        ", their entries kept as the pending spell each started from: its start is read again",
+    ),
+    "raised": (
+        "raised values that do not read",
+        ", their entries kept: each job's limit is its tag's own, not the one it waited at",
+    ),
+    "raised_from": (
+        "raised_from values that do not read",
+        ", their entries kept: a drop from those raises is read as a lowering",
+    ),
+    "raise_held_by": (
+        "raise_held_by values that do not read",
+        ", their entries kept: each raise is placed again when next listed",
+    ),
+}
 
 
 def _update_seconds(path: Path, value: object) -> float | None:
@@ -233,24 +264,15 @@ def save(path: Path, seen: Mapping[str, Seen], update_s: float | None = None) ->
     replace_file(path, json.dumps(body, separators=(",", ":")).encode())
 
 
-def _entry(entry: object, raised: object = None, started: object = None) -> Seen | None:
-    """The job of one entry under "jobs", with its raise above its tag's own limit and its run's start
-    (the module's note); its latest raise, and the slurmctld seen holding it, are read apart (_jobs)."""
-    s = _listed(entry)
-    if s is None:
+def _started(s: Seen, started: object) -> Seen | None:
+    """The run that started below the lowering of the pending spell ``s`` (the module's note); None
+    when ``started`` does not read as one."""
+    if not (s.pending and s.lowered_to is not None and isinstance(started, list) and len(started) == 3):
         return None
-    if started is not None:  # the entry is the pending spell a run started from
-        if not (s.pending and s.lowered_to is not None and isinstance(started, list) and len(started) == 3):
-            return None
-        highest, limit, elapsed = started
-        if not (_count(highest) and _count(limit) and _run_time(elapsed)):
-            return None
-        s = Seen(s.submitted, s.restarts, False, highest, limit, float(elapsed), s.lowered_to)
-    if raised is not None:
-        if s.pending or s.raised_to is not None or not _count(raised):
-            return None
-        s.raised_to = raised
-    return s
+    highest, limit, elapsed = started
+    if not (_count(highest) and _count(limit) and _run_time(elapsed)):
+        return None
+    return Seen(s.submitted, s.restarts, False, highest, limit, float(elapsed), s.lowered_to)
 
 
 def _listed(entry: object) -> Seen | None:
