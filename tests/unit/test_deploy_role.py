@@ -343,6 +343,8 @@ def test_slurm_harp_config_may_set_the_other_keys_and_the_roles_own_values() -> 
         {},
         {"training": {"threads": 2}, "server": {"metrics_address": "0.0.0.0", "tcp": None}},
         {"server": {"socket": "/run/slurm-harp/harp.sock", "socket_group": "slurm"}},
+        {"server": {"socket": "/var/run/slurm-harp/harp.sock"}},  # the same socket, through /run's link
+        {"guard": {"heartbeat": "/var/run/slurm-harp-guard/heartbeat"}},
         {"store": {"path": "/var/lib/slurm-harp/models"}, "history": {"window_days": 60}},
         {"guard": {"heartbeat": str(guard.heartbeat), "state": str(guard.state), "poll_seconds": 2}},
     ):
