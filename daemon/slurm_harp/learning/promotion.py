@@ -18,8 +18,9 @@ reservation-waste cut %. The challenger is also loaded; one that does not load i
 The challenger is not worse when
 1. its newly killed rate is within the kill budget, or no higher than the champion's; and
 2. its waste cut is at least the champion's minus ``tolerance`` points, unless the champion
-   breaks the kill budget on this window (it is no longer safe; rule 1 suffices) or the window
-   has no waste to cut (its requests left none: no cut is measured, the verdict says so).
+   breaks the kill budget on this window and the challenger kills fewer (the champion is no longer
+   safe: rule 1 suffices; one killing as many must cut as much) or the window has no waste to cut
+   (its requests left none: no cut is measured, the verdict says so).
 A challenger trained on jobs older than the champion's is refused (a restored job store, a
 lowered max_jobs, an old trace): nothing in its window is new to the champion, so it could not
 lose a comparison. When fewer than MIN_JOBS jobs of the window are new to the champion, both
@@ -133,7 +134,7 @@ def judge(
             f"newly kills {challenger.killed_pct:.2f} % > budget {budget_pct:.2f} % "
             f"and champion {champion.killed_pct:.2f} %",
         )
-    if champion.killed_pct > budget_pct:
+    if champion.killed_pct > budget_pct and challenger.killed_pct < champion.killed_pct:
         return verdict(
             True, f"the champion breaks the kill budget on the latest window ({champion.killed_pct:.2f} %)"
         )
