@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.accounting import JobRecord
-from slurm_harp.accounting.fields import FUTURE_SLACK_S
 from slurm_harp.core.request import Target
 from slurm_harp.learning.promotion import challenge
 from slurm_harp.learning.trainer import train_target
@@ -55,6 +54,10 @@ def test_a_champion_trained_on_jobs_stamped_ahead_does_not_freeze_promotion(
     assert "is ahead of this host's clock: taken as unknown" in verdict.reason
     assert f"time: champion {name} was trained on jobs submitted up to " in caplog.text
 
-    # Stamped no further ahead than training takes jobs: its end stands, the challenger is older.
-    verdict = challenge(store, Target.TIME, version, result.window, BUDGET, now=stamped - FUTURE_SLACK_S)
+    # A second after the clock: no slack (training leaves out a job submitted within it whose run
+    # ends ahead, and every challenger looked older until the clock reached that end).
+    verdict = challenge(store, Target.TIME, version, result.window, BUDGET, now=stamped - 1)
+    assert "older jobs" not in verdict.reason and "taken as unknown" in verdict.reason, verdict.reason
+    # Stamped no later than the clock: its end stands, the challenger is older.
+    verdict = challenge(store, Target.TIME, version, result.window, BUDGET, now=stamped)
     assert not verdict.promote and "trained on older jobs than the champion" in verdict.reason

@@ -23,7 +23,7 @@ The challenger is not worse when
    (its requests left none: no cut is measured, the verdict says so).
 A challenger trained on jobs older than the champion's is refused (a restored job store, a
 lowered max_jobs, an old trace): nothing in its window is new to the champion, so it could not
-lose a comparison. A champion whose last job is stamped more than FUTURE_SLACK_S after ``now``
+lose a comparison. A champion whose last job is stamped after ``now``
 (trained while the controller's clock ran ahead: training now leaves those jobs out, so every
 challenger would look older until the clock reached them) is judged as one whose card does not say
 when its training ended, logged. When fewer than MIN_JOBS jobs of the window are new to the
@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 
-from slurm_harp.accounting.fields import FUTURE_SLACK_S
 from slurm_harp.core.predictor import closest_quantile
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import ladder_limits
@@ -234,14 +233,16 @@ def challenge(
 
 
 def _ahead_of(now: float | None, seen_until: float, target: Target, name: str) -> str:
-    """A note for the verdict when the champion's last job is stamped further ahead of ``now`` than
-    training takes jobs (its clock ran ahead), logged; "" when it is not."""
-    latest = (time.time() if now is None else now) + FUTURE_SLACK_S
+    """A note for the verdict when the champion's last job is stamped after ``now`` (the clock that
+    stamped it ran ahead), logged; "" when it is not."""
+    # No slack: training leaves out a job whose start or end is ahead, even one submitted just before
+    # now, and a champion trained a night ago has no job submitted after this run's clock.
+    latest = time.time() if now is None else now
     if not seen_until > latest:
         return ""
     log.warning(
-        "%s: champion %s was trained on jobs submitted up to %s, more than a day after this host's "
-        "clock (the clock that stamped them ran ahead): its training end is taken as unknown",
+        "%s: champion %s was trained on jobs submitted up to %s, after this host's clock "
+        "(the clock that stamped them ran ahead): its training end is taken as unknown",
         target.value,
         name,
         _utc(seen_until),
