@@ -61,13 +61,14 @@ def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, ever
     from slurm_harp.learning.pipeline import Unfinished, Unloadable, train_and_publish
     from slurm_harp.learning.trainer import NotEnoughData, TrainingError
 
-    records = trainable(records, time.time())  # harp train --db reads the same store as nightly
+    now = time.time()  # one clock for the jobs trained on and the champion judged against them
+    records = trainable(records, now)  # harp train --db reads the same store as nightly
     data = build_dataset(records, max_rows=plan.max_rows)  # the same features serve every target
     published = 0
     missed: dict[Target, str] = {}  # what happened to each target not published, said at the end
     for target in targets:
         try:
-            outcome = train_and_publish(records, data, target, plan)
+            outcome = train_and_publish(records, data, target, plan, now=now)
         except TrainingError as exc:
             if not every:
                 log.error("training failed: %s", exc)
