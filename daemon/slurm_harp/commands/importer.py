@@ -122,10 +122,14 @@ def _import_all(store: JobStore, sources: list[str], forced_name: str | None, de
             return True
         if earlier is not None:
             earlier.check(records, name, path)
-        print(
+        line = (
             f"{path} -> {name}: {stats.lines} lines, {len(records)} jobs, {stats.bad_lines} bad lines, "
             f"{stats.skipped} skipped, {result.inserted} new, {result.updated} updated"
         )
+        try:
+            print(line)
+        except OSError as exc:  # stdout full or closed: the file is imported, and so are the next ones
+            log.warning("%s imported; cannot say so on standard output: %s", path, exc)
         if not records and stats.bad_lines:  # a file of another format, or damaged: said, exit 1
             log.error("%s: no job read, every line bad: not the format its name says?", path)
             failed = True
