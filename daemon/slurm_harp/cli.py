@@ -67,9 +67,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _escape_undecodable(stream: TextIO) -> None:
     """A file name that is not UTF-8 (its bytes held as surrogates) printed as logging prints it
-    on stderr, ``\\udcff`` (commands.terminal's escape), not a UnicodeEncodeError after the work
-    is done: under a UTF-8 locale stdout's errors are "strict"."""
-    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+    on stderr, ``\\udcff`` (commands.terminal's escape): under a UTF-8 locale stdout's errors are
+    "strict" (a UnicodeEncodeError after the work is done), under C, C.UTF-8 or POSIX they are
+    "surrogateescape" (the raw byte, whatever the terminal makes of it)."""
+    if isinstance(stream, io.TextIOWrapper) and stream.errors in ("strict", "surrogateescape"):
         stream.reconfigure(errors="backslashreplace")
 
 
