@@ -28,7 +28,7 @@ import errno
 import io
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
@@ -43,7 +43,7 @@ _LOOK = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC  # the entry itself, a link inc
 
 
 class Figure(Protocol):
-    """A matplotlib figure, as far as ``OutputDir.write_png`` uses it."""
+    """A matplotlib figure, as far as ``png_of`` uses it."""
 
     def savefig(self, *args: Any, **kwargs: Any) -> Any: ...
 
@@ -113,13 +113,24 @@ class OutputDir:
         name, held as a surrogate) written as "?" by core.text's rule."""
         return self._write(name, question_marks(text).encode("utf-8", errors="replace"))
 
-    def write_png(self, name: str, figure: Figure) -> Path:
-        """``write_text`` for a figure drawn as PNG."""
-        return self.write_bytes(name, png_of(figure))
-
     def write_bytes(self, name: str, data: bytes) -> Path:
         """``write_text`` for bytes: a PNG drawn before (``png_of``)."""
         return self._write(name, data)
+
+    def write_run(self, files: Mapping[str, str | bytes], names: Iterable[str]) -> list[Path]:
+        """Write one run's ``files`` (text as ``write_text``, bytes as drawn), in their order, over
+        an earlier run's; their paths. ``names``: every file a run of this kind may write here.
+        The last of ``files`` (the table that says the run is whole) goes first, with every one of
+        ``names`` this run does not write (an earlier run's plots), and is written last: a run
+        whose write fails (WriteError) leaves no table claiming it complete, and no run leaves
+        files of two runs side by side."""
+        *_, last = files
+        for name in [last, *(n for n in names if n not in files)]:
+            self.remove(name)
+        return [
+            self.write_bytes(name, data) if isinstance(data, bytes) else self.write_text(name, data)
+            for name, data in files.items()
+        ]
 
     def too_long(self, names: Iterable[str]) -> str | None:
         """Why a file of one of ``names`` cannot be made here (longer than the file system's

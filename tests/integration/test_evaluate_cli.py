@@ -168,10 +168,10 @@ def test_a_plot_that_fails_is_said_and_the_tables_are_kept(
     --out` in a traceback after the table and JSON were written: it is logged, they are kept."""
     from slurm_harp.evaluation import report_plot
 
-    def fails(*_: object) -> bool:
+    def fails(*_: object) -> bytes:
         raise ValueError("bad TeX")
 
-    monkeypatch.setattr(report_plot, "plot", fails)
+    monkeypatch.setattr(report_plot, "draw", fails)
     out = tmp_path / "out"
     argv = [
         "evaluate",

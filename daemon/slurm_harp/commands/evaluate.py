@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     if (problem := input_problem(origin)) is not None:
         log.error("%s", problem)
         return 2
-    names = [f"{trace_name(origin)}{suffix}" for suffix in (".md", ".json", ".png")]
+    names = _outputs(trace_name(origin))
     return writing_out(args.out, log.error, lambda out: _evaluate(args, origin, out), names)
 
 
@@ -199,25 +199,33 @@ def _submit(record: JobRecord) -> int:
     return record.request.submit_time or 0
 
 
+def _outputs(trace: str) -> list[str]:
+    """Every file a run writes into --out, the table that says it is whole first."""
+    return [f"{trace}{suffix}" for suffix in (".md", ".json", ".png")]
+
+
 def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> int:
-    """Write the table, the JSON and the plot; 2 (the tables kept, said) without matplotlib."""
+    """Write the JSON, the plot and the table last over an earlier run's (``OutputDir.write_run``);
+    2 (the tables kept, said) without matplotlib."""
     from slurm_harp.evaluation import report, report_plot
 
-    written = [
-        out.write_text(f"{ctx.trace}.md", "\n".join(report.table(r, ctx) for r in results)),
-        out.write_text(f"{ctx.trace}.json", json.dumps(report.document(results, ctx), indent=1) + "\n"),
-    ]
-    png = f"{ctx.trace}.png"
+    table, document, plot = _outputs(ctx.trace)
+    missing, note = None, ""
     try:
-        drawn = report_plot.plot(results, ctx, out, png)
-        note = "" if drawn else " (nothing to plot)"
+        png = report_plot.draw(results, ctx)
+        note = "" if png is not None else " (nothing to plot)"
     except (ValueError, RuntimeError, OverflowError) as exc:  # matplotlib's; the figures are written
-        log.warning("plot not drawn: %s: %s", out / png, exc)
-        drawn, note = False, " (plot not drawn)"
+        log.warning("plot not drawn: %s: %s", out / plot, exc)
+        png, note = None, " (plot not drawn)"
     except ImportError as exc:  # matplotlib comes with the train extra, as for harp report
-        print("wrote " + ", ".join(str(p) for p in written))
-        log.error("%s", extra_needed(exc, "the plot"))
+        png, missing = None, extra_needed(exc, "the plot")
+    files: dict[str, str | bytes] = {document: json.dumps(report.document(results, ctx), indent=1) + "\n"}
+    if png is not None:
+        files[plot] = png
+    files[table] = "\n".join(report.table(r, ctx) for r in results)
+    *rest, md = out.write_run(files, _outputs(ctx.trace))
+    print("wrote " + ", ".join(str(p) for p in [md, *rest]) + note)
+    if missing is not None:
+        log.error("%s", missing)
         return 2
-    written += [out / png] if drawn else []
-    print("wrote " + ", ".join(str(p) for p in written) + note)
     return 0
