@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import sqlite3
 import stat
 from contextlib import closing
@@ -187,6 +188,30 @@ def test_a_plot_that_fails_is_said_and_the_tables_are_kept(
         assert main([*argv, "--out", str(out)]) == 0
     assert f"plot not drawn: {out / TRACE}.png: bad TeX" in caplog.text
     assert sorted(p.name for p in out.iterdir()) == [f"{TRACE}.json", f"{TRACE}.md"]
+
+
+def test_a_file_that_yields_no_job_is_said_and_nothing_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Random bytes named .swf, every line bad: a report of three skipped targets was written over
+    the earlier run's, exit 0, where `harp import` exits 1 and `harp simulate` 2 on the same file."""
+    from slurm_harp.accounting.jobstore import JobStore
+
+    trace, out = tmp_path / "garbage.swf", tmp_path / "out"
+    trace.write_bytes(random.Random(0).randbytes(20_000))
+    out.mkdir()
+    (out / "garbage.md").write_text("the earlier run's\n")
+    assert main(["evaluate", str(trace), "--out", str(out)]) == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].startswith(f"{trace}: no job read, every line bad (")
+    assert [p.name for p in out.iterdir()] == ["garbage.md"]
+    assert (out / "garbage.md").read_text() == "the earlier run's\n"
+
+    db = tmp_path / "jobs.sqlite"
+    JobStore(db).close()
+    assert main(["evaluate", "--db", str(db), "--out", str(tmp_path / "new")]) == 1
+    assert f"{db}: no job in the job store to evaluate" in caplog.text
+    assert not (tmp_path / "new").exists()
 
 
 def test_a_store_of_jobs_harp_lowered_evaluates_as_the_jobs_their_users_submitted(tmp_path: Path) -> None:

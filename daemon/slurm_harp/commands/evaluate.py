@@ -108,13 +108,22 @@ def _fractions(text: str) -> tuple[float, float]:
     return train, validation
 
 
-def _read(args: argparse.Namespace) -> list[JobRecord]:
+def _read(args: argparse.Namespace, stats: ReadStats) -> list[JobRecord]:
     if args.db:
         return _read_store(args.db)
-    stats = ReadStats(source=args.source)
     records = load_records(args.source, stats)
     log.info("%s", stats.summary())
     return records
+
+
+def _no_job(origin: str, stats: ReadStats, db: bool) -> str:
+    """Why nothing is evaluated when no job was read, with the reader's counts."""
+    if db:
+        return f"{origin}: no job in the job store to evaluate"
+    if stats.bad_lines == stats.lines > 0:  # harp import says it alike, and exits 1
+        return f"{origin}: no job read, every line bad ({stats.lines} lines): not the format its name says?"
+    counts = f"{stats.lines} lines, {stats.bad_lines} bad, {stats.skipped} skipped"
+    return f"{origin}: no job read ({counts}): nothing to evaluate"
 
 
 def _read_store(db: str) -> list[JobRecord]:
@@ -146,12 +155,16 @@ def _evaluate(args: argparse.Namespace, origin: str, out: OutputDir | None) -> i
     from slurm_harp.evaluation.split import chronological_split
     from slurm_harp.evaluation.strategy import Strategy
 
+    stats = ReadStats(source=origin)
     try:
         names = lineup.parse_names(args.strategies)
-        records = _read(args)
+        records = _read(args, stats)
     except (OSError, ValueError, sqlite3.Error) as exc:
         log.error("cannot evaluate %s: %s", origin, exc)
         return 2
+    if not records:  # a report of nothing would look finished: said, nothing written
+        log.error("%s", _no_job(origin, stats, bool(args.db)))
+        return 1
     if args.max_jobs:
         records = sorted((r for r in records if r.request.submit_time is not None), key=_submit)[
             -args.max_jobs :
