@@ -29,15 +29,24 @@ class SchemaVersionError(ValueError):
 
 def check_version(db: sqlite3.Connection, path: Path) -> None:
     """For readers: the store must have been created, and by a harvester no newer than this code.
-    Another SQLite file (no meta table) is no job store either, said so."""
+    Another SQLite file (no meta table, or another program's) is no job store either, said so."""
     try:
         version = _stored_version(db, path)
     except sqlite3.OperationalError as exc:
-        if "no such table" not in str(exc):
+        if "no such table" not in str(exc) and "no such column" not in str(exc):
             raise
         raise SchemaVersionError(f"{path}: not a job store made by harp ({exc})") from None
     if version is None:
         raise SchemaVersionError(f"{path}: no schema_version: not a job store made by harp")
+
+
+def check_writable(db: sqlite3.Connection, path: Path) -> None:
+    """For the writer, before it changes anything (WAL, tables): a database that holds anything is
+    checked as readers check it, so another program's SQLite file is refused, not given harp's
+    tables; an empty one (a new file) is harp's to create. Every store harp made wrote its
+    schema_version in the transaction that made its tables, so none is refused for lacking one."""
+    if db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None:
+        check_version(db, path)
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:

@@ -128,7 +128,7 @@ def _no_job(origin: str, stats: ReadStats, db: bool) -> str:
 
 def _read_store(db: str) -> list[JobRecord]:
     """The store's jobs, read only: the harvest and the daemon may be using it, and opened to
-    write it would be migrated, or any other SQLite file given the store's tables."""
+    write it would be migrated under them."""
     from slurm_harp.accounting.jobstore import JobStore
 
     with JobStore(db, readonly=True) as store:  # SchemaVersionError (a ValueError): no job store
