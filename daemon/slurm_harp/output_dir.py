@@ -70,6 +70,14 @@ class WriteError(OSError):
         return cls(exc.errno, exc.strerror or str(exc), str(path))
 
 
+class RemoveError(WriteError):
+    """An earlier file of the output directory could not be removed before a run writes its own:
+    said as such, not as a write (the name may be a directory)."""
+
+    def __str__(self) -> str:
+        return f"cannot remove {self.filename}: {self.strerror}"
+
+
 class Made(NamedTuple):
     """A directory made on the way: its name in its parent, open (O_PATH) as ``parent``."""
 
@@ -117,20 +125,22 @@ class OutputDir:
         """``write_text`` for bytes: a PNG drawn before (``png_of``)."""
         return self._write(name, data)
 
-    def write_run(self, files: Mapping[str, str | bytes], names: Iterable[str]) -> list[Path]:
-        """Write one run's ``files`` (text as ``write_text``, bytes as drawn), in their order, over
-        an earlier run's; their paths. ``names``: every file a run of this kind may write here.
-        The last of ``files`` (the table that says the run is whole) goes first, with every one of
-        ``names`` this run does not write (an earlier run's plots), and is written last: a run
-        whose write fails (WriteError) leaves no table claiming it complete, and no run leaves
-        files of two runs side by side."""
-        *_, last = files
-        for name in [last, *(n for n in names if n not in files)]:
-            self.remove(name)
-        return [
-            self.write_bytes(name, data) if isinstance(data, bytes) else self.write_text(name, data)
-            for name, data in files.items()
+    def write_run(
+        self, files: Mapping[str, str | bytes], *, table: tuple[str, str], names: Iterable[str]
+    ) -> list[Path]:
+        """Write one run's ``files`` (text as ``write_text``, bytes as drawn) and its ``table`` (name,
+        text: what says the run is whole) over an earlier run's; their paths, the table's first.
+        ``names``: every file a run of this kind may write here. All of them go first, the table
+        before the rest, and the table is written last: a run whose write fails (WriteError) leaves
+        no table claiming it complete, and no file of an earlier run beside its own."""
+        name, text = table
+        for old in dict.fromkeys([name, *names, *files]):
+            self.remove(old)
+        written = [
+            self.write_bytes(n, data) if isinstance(data, bytes) else self.write_text(n, data)
+            for n, data in files.items()
         ]
+        return [self.write_text(name, text), *written]
 
     def too_long(self, names: Iterable[str]) -> str | None:
         """Why a file of one of ``names`` cannot be made here (longer than the file system's
@@ -147,14 +157,14 @@ class OutputDir:
         return None
 
     def remove(self, name: str) -> None:
-        """Remove the file ``name`` if there (a link is removed, not followed); WriteError naming
-        it if it cannot be."""
+        """Remove the file ``name`` if there (a link is removed, not followed); RemoveError naming
+        it if it cannot be (a directory of that name)."""
         try:
             os.unlink(name, dir_fd=self.fd)
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise WriteError.of(exc, self / name) from exc
+            raise RemoveError.of(exc, self / name) from exc
 
     def _write(self, name: str, data: bytes) -> Path:
         """WriteError naming ``name`` when it cannot be written."""

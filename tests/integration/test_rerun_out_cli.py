@@ -4,6 +4,8 @@ there are one run's, and a run that fails leaves no table claiming it complete."
 from __future__ import annotations
 
 import errno
+import logging
+import os
 import sys
 from pathlib import Path
 
@@ -51,13 +53,17 @@ def test_a_run_without_matplotlib_leaves_no_plot_of_the_run_before(
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_a_plot_that_cannot_be_written_leaves_no_table(
+def test_a_plot_that_cannot_be_written_leaves_no_table_nor_file_of_the_run_before(
     command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A disk that filled after the tables: the new tables were written over the earlier run's,
-    the earlier run's plots kept beside them; now the table, written last, is not there."""
+    the earlier run's plots kept beside them; then the table was written last, but a plot the run
+    failed to write stayed as the earlier run left it, beside the new JSON. Now only the new
+    run's JSON is there."""
     out = tmp_path / "out"
     assert run(command, out) == 0
+    for earlier in out.iterdir():  # marked: any file left of the earlier run is seen
+        earlier.write_bytes(b"the earlier run's")
     replace_at = state_dir.replace_at
 
     def no_room_for_plots(directory: int, name: str, data: bytes, mode: int) -> None:
@@ -68,4 +74,20 @@ def test_a_plot_that_cannot_be_written_leaves_no_table(
     monkeypatch.setattr(output_dir, "replace_at", no_room_for_plots)
     assert run(command, out) == 2
     assert "png: No space left on device" in caplog.text
-    assert not any(name.endswith(".md") for name in names(out))
+    assert names(out) == [n for n in WRITES[command] if n.endswith(".json")]
+    assert all(p.read_bytes() != b"the earlier run's" for p in out.iterdir())
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_directory_at_an_output_name_is_said_as_not_removable(
+    command: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run removes every file of an earlier run before it writes: a directory in the way was
+    said as `cannot write`, naming the plot, after the table and JSON were written."""
+    out = tmp_path / "out"
+    plot = out / next(n for n in WRITES[command] if n.endswith(".png"))
+    plot.mkdir(parents=True)
+    assert run(command, out) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [f"cannot remove {plot}: {os.strerror(errno.EISDIR)}"]
+    assert names(out) == [plot.name]

@@ -214,7 +214,7 @@ def _submit(record: JobRecord) -> int:
 
 
 def _outputs(trace: str) -> list[str]:
-    """Every file a run writes into --out, the table that says it is whole first."""
+    """Every file a run writes into --out: the table that says it is whole, the JSON, the plot."""
     return [f"{trace}{suffix}" for suffix in (".md", ".json", ".png")]
 
 
@@ -236,9 +236,9 @@ def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> int:
     files: dict[str, str | bytes] = {document: json.dumps(report.document(results, ctx), indent=1) + "\n"}
     if png is not None:
         files[plot] = png
-    files[table] = "\n".join(report.table(r, ctx) for r in results)
-    *rest, md = out.write_run(files, _outputs(ctx.trace))
-    print("wrote " + ", ".join(str(p) for p in [md, *rest]) + note)
+    text = "\n".join(report.table(r, ctx) for r in results)
+    written = out.write_run(files, table=(table, text), names=_outputs(ctx.trace))
+    print("wrote " + ", ".join(str(p) for p in written) + note)
     if missing is not None:
         log.error("%s", missing)
         return 2

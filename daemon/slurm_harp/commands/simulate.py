@@ -237,7 +237,7 @@ def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Pol
 
 
 def _outputs(stem: str) -> list[str]:
-    """Every file a run writes into --out, the table that says it is whole first."""
+    """Every file a run writes into --out: the table that says it is whole, the JSON, the plots."""
     return [f"{stem}{suffix}" for suffix in (".md", ".json", "-waits.png", "-bsld.png")]
 
 
@@ -250,8 +250,10 @@ def _write(out: OutputDir, stem: str, table: str, document: str, runs: list[Run]
         pngs, missing = draw(runs, stem, warmup), None
     except ImportError as exc:  # matplotlib comes with the train extra, as for harp report
         pngs, missing = {}, extra_needed(exc, "the plots")
-    *rest, md = out.write_run({f"{stem}.json": document, **pngs, f"{stem}.md": table}, _outputs(stem))
-    print("wrote " + ", ".join(str(p) for p in [md, *rest]))
+    written = out.write_run(
+        {f"{stem}.json": document, **pngs}, table=(f"{stem}.md", table), names=_outputs(stem)
+    )
+    print("wrote " + ", ".join(str(p) for p in written))
     if missing is not None:
         log.error("%s", missing)
         return 2
