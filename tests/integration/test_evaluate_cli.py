@@ -214,6 +214,50 @@ def test_a_file_that_yields_no_job_is_said_and_nothing_written(
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ([], "40 dropped (no run time or submit time) of the 40 jobs read"),
+        (["--max-jobs", "5"], "none of the 40 jobs read has a submit time"),
+    ],
+    ids=["all", "--max-jobs"],
+)
+def test_a_trace_of_no_job_to_evaluate_is_said_and_nothing_written(
+    options: list[str], why: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Jobs read, but none with a submit time: the split dropped them all, and a report of three
+    skipped targets was written over the earlier run's, exit 0."""
+    trace, out = tmp_path / "nosubmit.swf", tmp_path / "out"
+    trace.write_text("".join(f"{i} -1 10 100 2 -1 -1 2 200 -1 1 5 6 7 8 -1 -1 -1\n" for i in range(1, 41)))
+    out.mkdir()
+    (out / "nosubmit.md").write_text("the earlier run's\n")
+    assert main(["evaluate", str(trace), *options, "--out", str(out)]) == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [f"{trace}: no job to evaluate: {why}"]
+    assert [p.name for p in out.iterdir()] == ["nosubmit.md"]
+    assert (out / "nosubmit.md").read_text() == "the earlier run's\n"
+
+
+def test_a_store_whose_latest_jobs_have_no_run_time_is_said_under_max_jobs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from dataclasses import replace
+
+    from slurm_harp.accounting.jobstore import JobStore
+
+    records = load_records(BUNDLED_TRACE)[:30]
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as store:
+        store.merge([*records[:-5], *(replace(r, elapsed_s=0) for r in records[-5:])], "kth")
+    assert main(["evaluate", "--db", str(db), "--max-jobs", "5", "--out", str(tmp_path / "out")]) == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [
+        f"{db}: no job to evaluate: 5 dropped (no run time or submit time) of the 5 --max-jobs kept of "
+        "the 30 jobs read"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_store_of_jobs_harp_lowered_evaluates_as_the_jobs_their_users_submitted(tmp_path: Path) -> None:
     """On a site's own jobs the store shows the limit harp set, its tag the user's own: every
     strategy, ours included, scores the jobs as their users submitted them, as if harp had not

@@ -127,6 +127,16 @@ def _no_job(origin: str, stats: ReadStats, db: bool) -> str:
     return f"{origin}: no job read ({counts}): nothing to evaluate"
 
 
+def _none_usable(origin: str, read: int, kept: int, dropped: int) -> str:
+    """Why nothing is evaluated once the split dropped every job: of the ``read``, --max-jobs
+    ``kept`` the latest with a submit time (without it, all), and the split ``dropped`` those."""
+    jobs = f"the {read} job{'s' * (read != 1)} read"
+    if kept == 0:  # --max-jobs keeps only jobs with a submit time
+        return f"{origin}: no job to evaluate: none of {jobs} has a submit time"
+    of = f"the {kept} --max-jobs kept of {jobs}" if kept < read else jobs
+    return f"{origin}: no job to evaluate: {dropped} dropped (no run time or submit time) of {of}"
+
+
 def _read_store(db: str) -> list[JobRecord]:
     """The store's jobs, read only: the harvest and the daemon may be using it, and opened to
     write it would be migrated under them."""
@@ -166,11 +176,15 @@ def _evaluate(args: argparse.Namespace, origin: str, out: OutputDir | None) -> i
     if not records:  # a report of nothing would look finished: said, nothing written
         log.error("%s", _no_job(origin, stats, bool(args.db)))
         return 1
+    read = len(records)
     if args.max_jobs:
         records = sorted((r for r in records if r.request.submit_time is not None), key=_submit)[
             -args.max_jobs :
         ]
     timeline = chronological_split(records, args.split)
+    if not timeline.jobs:  # every job dropped: a report of nothing would look finished too
+        log.error("%s", _none_usable(origin, read, len(records), timeline.dropped))
+        return 1
     ctx = report.Context(
         trace=trace_name(origin),
         source=str(origin),
