@@ -69,3 +69,40 @@ def test_lines_up_to_the_cap_are_read_and_numbered_as_in_the_file() -> None:
     assert stats.bad_lines == 2 and stats.first_errors[0].startswith(f"t:3: a line of {MAX_LINE + 1:,} ")
     assert stats.first_errors[1].startswith(f"t:5: a line of {MAX_LINE + 6:,} ")
     assert list(bounded_lines(text.splitlines(keepends=True), None)) == from_file
+
+
+@pytest.mark.parametrize("extra", [-1, 0, 1, CHUNK], ids=["cap-1", "cap", "cap+1", "2cap"])
+def test_crlf_lines_near_the_cap_keep_their_numbers_and_lengths(extra: int, tmp_path: Path) -> None:
+    """Read as the CSV reader reads (newline=""), a CRLF line of the cap's length came as "...\\r"
+    and then a lone "\\n", a line of its own: every line after it was numbered one too high. A
+    CRLF line too long was said one character longer than it is."""
+    from slurm_harp.accounting.bounded_lines import MAX_LINE, bounded_lines
+
+    length = MAX_LINE + extra
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"a\r\n" + b"b" * length + b"\r\nc\r\n")
+    stats = ReadStats(source="t")
+    with path.open(newline="") as handle:
+        lines = list(bounded_lines(handle, stats))
+    assert len(lines) == 3 and lines[0] == "a\r\n" and lines[2] == "c\r\n"
+    if length <= MAX_LINE:
+        assert lines[1].rstrip("\r\n") == "b" * length and stats.bad_lines == 0
+    else:
+        assert lines[1] == "\n" and stats.first_errors == [
+            f"t:2: a line of {length:,} characters, over the {MAX_LINE:,} a line may have"
+        ]
+
+
+def test_a_csv_with_crlf_lines_of_the_caps_length_numbers_its_bad_lines_as_in_the_file(
+    tmp_path: Path,
+) -> None:
+    from slurm_harp.accounting.bounded_lines import MAX_LINE
+
+    path = tmp_path / "t.csv"
+    jobs = CSV[1:]
+    rows = [CSV[0], jobs[0], "x" * MAX_LINE, jobs[1], "x" * (MAX_LINE + 1), jobs[2], "not,a,job"]
+    path.write_bytes("\r\n".join(rows).encode() + b"\r\n")
+    stats = ReadStats(source=path.name)
+    assert len(load_records(path, stats)) == 3
+    assert [e.split(":")[1] for e in stats.first_errors] == ["3", "5", "7"]
+    assert f"t.csv:5: a line of {MAX_LINE + 1:,} characters" in stats.first_errors[1]

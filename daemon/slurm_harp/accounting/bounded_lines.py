@@ -40,17 +40,23 @@ def bounded_lines(lines: Iterable[str], stats: ReadStats | None) -> Iterator[str
 
 
 def _capped(handle: io.TextIOBase) -> Iterator[str | int]:
-    """Each line of ``handle``, or the length of one too long, read no more than MAX_LINE + 1
-    characters at a time."""
+    """Each line of ``handle``, or the length of one too long (its line end not counted), read no
+    more than MAX_LINE + 1 characters at a time."""
+    split_cr = False  # a read ended in "\r": a "\n" next is the rest of its "\r\n", cut by the cap
     while line := handle.readline(MAX_LINE + 1):
+        if split_cr and line == "\n":  # under newline="" (csv_trace): no line of its own
+            split_cr = False
+            continue
         if len(line) <= MAX_LINE or line.endswith(_ENDS):
+            split_cr = line.endswith("\r")
             yield line
             continue
         length = len(line)
         while line and not line.endswith(_ENDS):  # to its newline, or the end of the file
             line = handle.readline(MAX_LINE)
             length += len(line)
-        yield length - (1 if line else 0)
+        split_cr = line.endswith("\r")
+        yield length - (len(line) - len(line.rstrip("\r\n")))
 
 
 def _length(line: str) -> str | int:
