@@ -82,16 +82,21 @@ def test_a_newer_or_garbled_schema_version_is_refused_by_name(
 
 @pytest.mark.parametrize(
     "schema",
-    ["CREATE TABLE settings (k TEXT PRIMARY KEY, v TEXT)", "CREATE TABLE meta (name TEXT, v TEXT)"],
-    ids=["settings", "a meta table of its own"],
+    [
+        "CREATE TABLE settings (k TEXT PRIMARY KEY, v TEXT); INSERT INTO settings VALUES ('a', '1')",
+        "CREATE TABLE meta (name TEXT, v TEXT); INSERT INTO meta VALUES ('a', '1')",
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL); CREATE TABLE notes (t TEXT);"
+        "INSERT INTO meta VALUES ('schema_version', '1')",
+    ],
+    ids=["settings", "a meta table of its own", "a schema_version of its own"],
 )
 def test_another_programs_sqlite_file_is_refused_and_left_as_it_was(tmp_path: Path, schema: str) -> None:
     """The writer (`harp import`, `harp harvest`) gave any SQLite file harp's tables and switched
-    it to WAL: only the readers refused it. An empty file is still made a store."""
+    it to WAL: only the readers refused it. One with a meta table of harp's shape and a
+    schema_version, but no jobs table, was taken as a store. An empty file is still made one."""
     path = tmp_path / "app.sqlite"
     with closing(sqlite3.connect(path)) as db:
-        db.execute(schema)
-        db.execute(f"INSERT INTO {schema.split()[2]} VALUES ('a', '1')")
+        db.executescript(schema)
         db.commit()
     before = path.read_bytes()
     with pytest.raises(SchemaVersionError, match=f"^{path}: not a job store made by harp"):

@@ -42,11 +42,16 @@ def check_version(db: sqlite3.Connection, path: Path) -> None:
 
 def check_writable(db: sqlite3.Connection, path: Path) -> None:
     """For the writer, before it changes anything (WAL, tables): a database that holds anything is
-    checked as readers check it, so another program's SQLite file is refused, not given harp's
-    tables; an empty one (a new file) is harp's to create. Every store harp made wrote its
-    schema_version in the transaction that made its tables, so none is refused for lacking one."""
-    if db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None:
-        check_version(db, path)
+    checked as readers check it, and must hold a jobs table, so another program's SQLite file is
+    refused, not given harp's tables (one with a meta table of the same shape too); an empty one (a
+    new file) is harp's to create. Every store harp made wrote its schema_version and its jobs
+    table in one transaction, so none is refused for lacking either."""
+    if db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None:
+        return
+    check_version(db, path)
+    jobs = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs' COLLATE NOCASE"
+    if db.execute(jobs).fetchone() is None:
+        raise SchemaVersionError(f"{path}: not a job store made by harp (no jobs table)")
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:
