@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.accounting import load_records
+from slurm_harp.accounting import ReadStats, load_records
 from slurm_harp.cli import main
 from tests.conftest import BUNDLED_TRACE
 
@@ -212,6 +212,18 @@ def test_a_file_that_yields_no_job_is_said_and_nothing_written(
     assert main(["evaluate", "--db", str(db), "--out", str(tmp_path / "new")]) == 1
     assert f"{db}: no job in the job store to evaluate" in caplog.text
     assert not (tmp_path / "new").exists()
+
+
+def test_a_file_of_one_line_says_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The reader's counts said "1 lines" (and "1 records")."""
+    trace = tmp_path / "one.swf"
+    trace.write_text("not a job\n")
+    with caplog.at_level(logging.INFO):
+        assert main(["evaluate", str(trace)]) == 1
+    assert f"{trace}: 1 line, 0 records, 1 bad, 0 skipped" in caplog.text
+    assert f"{trace}: no job read, every line bad (1 line): " in caplog.text
+    stats = ReadStats(source="t", lines=2, records=1)
+    assert stats.summary() == "t: 2 lines, 1 record, 0 bad, 0 skipped"
 
 
 @pytest.mark.parametrize(

@@ -120,10 +120,10 @@ def _no_job(origin: str, stats: ReadStats, db: bool) -> str:
     """Why nothing is evaluated when no job was read, with the reader's counts."""
     if db:
         return f"{origin}: no job in the job store to evaluate"
+    lines = f"{stats.lines} line{'s' * (stats.lines != 1)}"
     if stats.bad_lines == stats.lines > 0:  # harp import says it alike, and exits 1
-        lines = f"{stats.lines} line{'s' * (stats.lines > 1)}"
         return f"{origin}: no job read, every line bad ({lines}): not the format its name says?"
-    counts = f"{stats.lines} lines, {stats.bad_lines} bad, {stats.skipped} skipped"
+    counts = f"{lines}, {stats.bad_lines} bad, {stats.skipped} skipped"
     return f"{origin}: no job read ({counts}): nothing to evaluate"
 
 
