@@ -554,3 +554,91 @@ def test_check_config_warns_of_a_file_without_history_db(
     path.write_text(f"[history]\ndb = '{tmp_path / 'jobs.sqlite'}'\n")
     assert main(["check-config", str(path)]) == 0
     assert caplog.records == []
+
+
+# Endpoints check-config said ok to, and `harp serve` or `harp guard` then refused to start with
+# (exit 1): a blank address, for which getaddrinfo has no host, a host:port or a bracketed IPv6
+# address given as the address, and two endpoints on one port and address, both on the controller.
+BAD_ENDPOINTS = {
+    "[server]\nmetrics_address = ''\nmetrics_port = 9817\n": (
+        "server.metrics_address: must be a host name or address (such as 127.0.0.1 or 0.0.0.0), got ''"
+    ),
+    "[guard]\nmetrics_address = ''\n": "guard.metrics_address: must be a host name or address",
+    "[guard]\nmetrics_address = ' 127.0.0.1'\n": (
+        "guard.metrics_address: must be one host name or address without spaces, got ' 127.0.0.1'"
+    ),
+    "[server]\nmetrics_address = '127.0.0.1:9817'\n": (
+        "server.metrics_address: must be an address alone, without brackets or a port (that is "
+        "server.metrics_port), got '127.0.0.1:9817'"
+    ),
+    "[guard]\nmetrics_address = '[::1]'\n": "guard.metrics_address: must be an address alone, without",
+    "[guard]\nmetrics_address = 'a..b'\n": (
+        "guard.metrics_address: not a host name or address: label empty or too long, got 'a..b'"
+    ),
+    "[server]\nmetrics_port = 9817\n[guard]\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on 127.0.0.1 and 127.0.0.1: both "
+        "listen on this host, and the second to start could not (give each its own port)"
+    ),
+    "[server]\nmetrics_port = 9817\n[guard]\nmetrics_address = '0.0.0.0'\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on 0.0.0.0 and 127.0.0.1"
+    ),
+    "[server]\nmetrics_address = '::'\nmetrics_port = 9817\n[guard]\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on 127.0.0.1 and ::"
+    ),
+    "[server]\nmetrics_address = 'localhost'\nmetrics_port = 9817\n[guard]\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on 127.0.0.1 and localhost"
+    ),
+    "[server]\nmetrics_address = '0'\nmetrics_port = 9817\n[guard]\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on 127.0.0.1 and 0"
+    ),
+    "[server]\ntcp = '127.0.0.1:9817'\nmetrics_port = 9817\n": (
+        "server.metrics_port: 9817 is server.tcp's port too, on 127.0.0.1 and 127.0.0.1"
+    ),
+    "[server]\ntcp = '[::]:9818'\n[guard]\nmetrics_port = 9818\n": (
+        "guard.metrics_port: 9818 is server.tcp's port too, on 127.0.0.1 and [::]"
+    ),
+    # grpcio binds 0.0.0.0 as [::], IPv6 too
+    "[server]\ntcp = '0.0.0.0:9817'\nmetrics_address = '::1'\nmetrics_port = 9817\n": (
+        "server.metrics_port: 9817 is server.tcp's port too, on ::1 and 0.0.0.0: both listen"
+    ),
+}
+ENDPOINT_IDS = [
+    "empty", "guard empty", "padded", "host:port", "brackets", "empty label", "same port",
+    "IPv4 wildcard", "IPv6 wildcard", "localhost", "short wildcard", "tcp", "guard and tcp",
+    "tcp wildcard",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", BAD_ENDPOINTS, ids=ENDPOINT_IDS)
+def test_an_endpoint_serve_or_guard_could_not_start_with_is_refused_naming_the_key(text: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse(tomllib.loads(text))
+    assert str(err.value).startswith(f"<config>: {BAD_ENDPOINTS[text]}"), err.value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[server]\nmetrics_port = 9817\n[guard]\nmetrics_port = 9818\n",  # the shipped harp.toml's
+        "[server]\nmetrics_address = '127.0.0.1'\nmetrics_port = 9817\n"
+        "[guard]\nmetrics_address = '127.0.0.2'\nmetrics_port = 9817\n",  # two addresses of one port
+        "[server]\nmetrics_address = '0.0.0.0'\nmetrics_port = 9817\n"
+        "[guard]\nmetrics_address = '::1'\nmetrics_port = 9817\n",  # IPv4's wildcard, IPv6's loopback
+        "[server]\nmetrics_address = '::1'\n[guard]\nmetrics_address = '::1'\n",  # no port: no endpoint
+        "[server]\ntcp = '0.0.0.0:50051'\nmetrics_address = 'fe80::1%eth0'\nmetrics_port = 9817\n",
+        "[guard]\nmetrics_address = 'prom.example.'\nmetrics_port = 9818\n",
+    ],
+    ids=["distinct ports", "distinct addresses", "v4 wildcard, v6 loopback", "no port", "tcp", "name"],
+)
+def test_endpoints_that_can_listen_side_by_side_are_read(text: str) -> None:
+    parse(tomllib.loads(text))
+
+
+def test_check_config_refuses_the_server_and_the_guard_on_one_metrics_port(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The audit's file: check-config said ok (exit 0), and the guard then exited 1 beside the daemon
+    with `Address already in use`."""
+    text = "[server]\nmetrics_port = 19890\n[policy]\nmode = 'extend'\n[guard]\nmetrics_port = 19890\n"
+    path, line = refused_by_check_config(tmp_path, caplog, text)
+    assert line.startswith(f"{path}: guard.metrics_port: 19890 is server.metrics_port's port too"), line
