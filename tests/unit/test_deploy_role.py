@@ -594,6 +594,35 @@ def test_uninstalling_by_hand_removes_all_the_role_installs() -> None:
     assert [n for n in named if n not in steps] == []
 
 
+def test_installing_by_hand_gives_the_units_slurmuser_and_its_group_as_the_role_does() -> None:
+    """The shipped units spell SlurmUser and harp.toml's group `slurm`, which the role's templates
+    take from slurm.conf. install.md had a site copy them as they were: where SlurmUser is root, the
+    guard ran as slurm (no operator: it could extend no job) and the units' group could not read
+    harp.toml. The step now says to set them with a drop-in, as the role does."""
+    step = _install_guide_section("Install by hand")
+    # Where SlurmUser is root, the role's preflight sets the group to harp's own (slurm-harp).
+    root = role_vars(
+        __slurm_harp_slurm_user="root",
+        __slurm_harp_slurm_group="slurm-harp",
+        __slurm_harp_socket_group="slurm-harp",
+        role_path=str(ROLE),
+    )
+    overridden = []
+    for shipped in sorted((REPO / "deploy" / "systemd").glob("*.service")):
+        for key in ("User", "Group"):
+            [as_shipped] = unit_values(shipped.read_text(), key)
+            [as_role] = unit_values("\n".join(_unit(shipped.name, root)), key)
+            if as_shipped != as_role:  # SlurmUser's or harp.toml's group: the site's own
+                overridden.append(f"{shipped.name} {key}")
+                assert f"`{key}={as_shipped}`" in step and f"{key}={as_role}" in step, (shipped.name, key)
+    assert "slurm-harp-guard.service User" in overridden
+    assert "`systemctl edit slurm-harp-guard`" in step
+
+
+def unit_values(text: str, key: str) -> list[str]:
+    return re.findall(rf"^{key}=(.*)$", text, re.M)
+
+
 def test_upgrading_by_hand_copies_the_plugin_the_wheel_lacks() -> None:
     """The wheel carries no Lua (pyproject.toml's package-data): installing it alone left the old
     plugin running for ever. The role copies plugin/ at each run; by hand, install.md says to."""
