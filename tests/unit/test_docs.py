@@ -324,3 +324,27 @@ def test_each_pip_install_of_a_checkout_removes_its_build_first() -> None:
     assert len(shown) == 2, shown  # install.md: install step 1, Upgrading
     clean_first = re.compile(r"(^|&& )rm -rf /path/to/slurm-harp/build && /opt/slurm-harp/bin/pip install ")
     assert [c for c in shown if not clean_first.search(c)] == [], shown
+
+
+def section(doc: Path, start: str, end: str) -> str:
+    """The text of ``doc`` from ``start`` to ``end``, on one line."""
+    return " ".join(doc.read_text().split(start, 1)[1].split(end, 1)[0].split())
+
+
+def test_uninstalling_removes_what_enabling_the_advice_hook_installs() -> None:
+    """advice.md has sites copy cli_filter.lua and the modules, write harp_advice.lua, add
+    CliFilterPlugins=lua and run a harp serve on login nodes; install.md's Uninstalling named none of
+    them, and sbatch went on calling a hook whose daemon was gone."""
+    enabling = section(REPO / "docs" / "advice.md", "**Enabling it**", "A site that has its own")
+    uninstalling = section(REPO / "docs" / "install.md", "\n## Uninstalling\n", "\n## ")
+    installed = [
+        *re.findall(r"`[^`]+` to `([^`]+)`", enabling),  # Copy `plugin/x` to `y`
+        *re.findall(r"Write `([^`]+)`", enabling),
+        *re.findall(r"Add `([^`]+)`", enabling),
+    ]
+    assert {"cli_filter.lua", "harp_advice.lua", "CliFilterPlugins=lua"} <= set(installed), installed
+    assert "`harp serve`" in enabling and "login node" in enabling
+    # each is named, or a directory above it (/usr/share/slurm-harp for its lua/harp/)
+    named = re.findall(r"`([^`]+)`", uninstalling)
+    missing = [i for i in installed if not any(i == n or i.startswith(n.rstrip("/") + "/") for n in named)]
+    assert missing == [] and "login node" in uninstalling and "`harp serve`" in uninstalling, missing
