@@ -348,3 +348,18 @@ def test_uninstalling_removes_what_enabling_the_advice_hook_installs() -> None:
     named = re.findall(r"`([^`]+)`", uninstalling)
     missing = [i for i in installed if not any(i == n or i.startswith(n.rstrip("/") + "/") for n in named)]
     assert missing == [] and "login node" in uninstalling and "`harp serve`" in uninstalling, missing
+
+
+def test_the_sample_harp_toml_points_to_documents_that_hold_what_it_says() -> None:
+    """deploy/config/harp.toml said "see the README" of ladder_rows and calibrate_by, which the README
+    never names: each document (and anchor) it points to is there, and says the key."""
+    sample = REPO / "deploy" / "config" / "harp.toml"
+    for line in sample.read_text().splitlines():
+        assert "see the README" not in line, line
+    pointed = re.findall(r"\b((?:docs|experiments)/[\w./-]+\.md)(?:#([\w-]+))?", sample.read_text())
+    assert ("docs/training.md", "train-harp-train") in pointed, pointed
+    for path, anchor in pointed:
+        assert (REPO / path).is_file(), path
+        assert not anchor or anchor in anchors(REPO / path), f"{path}#{anchor}"
+    training = (REPO / "docs" / "training.md").read_text()
+    assert "training.ladder_rows" in training and "--calibrate-by" in training
