@@ -595,28 +595,25 @@ def test_uninstalling_by_hand_removes_all_the_role_installs() -> None:
 
 
 def test_installing_by_hand_gives_the_units_slurmuser_and_its_group_as_the_role_does() -> None:
-    """The shipped units spell SlurmUser and harp.toml's group `slurm`, which the role's templates
+    """The shipped units spell SlurmUser, its group and harp.toml's `slurm`, which the role's templates
     take from slurm.conf. install.md had a site copy them as they were: where SlurmUser is root, the
     guard ran as slurm (no operator: it could extend no job) and the units' group could not read
-    harp.toml. The step now says to set them with a drop-in, as the role does."""
+    harp.toml. The step says to set them with a drop-in, to what the role sets."""
     step = _install_guide_section("Install by hand")
-    # Where SlurmUser is root, the role's preflight sets the group to harp's own (slurm-harp).
-    root = role_vars(
-        __slurm_harp_slurm_user="root",
-        __slurm_harp_slurm_group="slurm-harp",
-        __slurm_harp_socket_group="slurm-harp",
-        role_path=str(ROLE),
-    )
+    # Where SlurmUser is root, the preflight notes its group, root (the guard's), and the socket's,
+    # harp.toml's, the role's own (the other units'); the step said Group=slurm-harp for the guard.
+    root = _group_facts("root", 0, "root", 0) | {"role_path": str(ROLE)}
     overridden = []
     for shipped in sorted((REPO / "deploy" / "systemd").glob("*.service")):
         for key in ("User", "Group"):
             [as_shipped] = unit_values(shipped.read_text(), key)
             [as_role] = unit_values("\n".join(_unit(shipped.name, root)), key)
-            if as_shipped != as_role:  # SlurmUser's or harp.toml's group: the site's own
-                overridden.append(f"{shipped.name} {key}")
+            if as_shipped != as_role:  # SlurmUser's, its group or harp.toml's group: the site's own
+                overridden.append(f"{shipped.name} {key}={as_role}")
                 assert f"`{key}={as_shipped}`" in step and f"{key}={as_role}" in step, (shipped.name, key)
-    assert "slurm-harp-guard.service User" in overridden
-    assert "`systemctl edit slurm-harp-guard`" in step
+    assert {"slurm-harp-guard.service User=root", "slurm-harp-guard.service Group=root"} <= set(overridden)
+    guard_drop_in = step.split("`systemctl edit slurm-harp-guard`", 1)[1].split("```", 2)[1]
+    assert "User=root Group=root" in guard_drop_in, guard_drop_in
 
 
 def unit_values(text: str, key: str) -> list[str]:
