@@ -190,8 +190,12 @@ def no_such_host(monkeypatch: pytest.MonkeyPatch, host: str) -> None:
 
 @pytest.mark.parametrize(
     ("address", "problem"),
-    [("nosuch.example", "Name or service not known"), ("192.0.2.1", "Cannot assign requested address")],
-    ids=["unresolved", "not this host's"],
+    [
+        ("nosuch.example", "Name or service not known"),
+        ("192.0.2.1", "Cannot assign requested address"),
+        ("fe80::1", "Invalid argument"),  # a link-local address names its interface: fe80::1%eth0
+    ],
+    ids=["unresolved", "not this host's", "link-local without its interface"],
 )
 def test_a_metrics_address_that_cannot_be_bound_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, address: str, problem: str
