@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from slurm_harp.config import ConfigError, parse
 from slurm_harp.config.settings import GuardSettings
 from tests.conftest import REPO
 
@@ -804,6 +805,23 @@ def test_quoted_all_digit_names_are_written_to_harp_toml_as_given() -> None:
     text = str(render((ROLE / "templates" / "harp.toml.j2").read_text(), variables))
     assert 'account = "2024001"' in text and 'partition = "0123"' in text and 'name = "7"' in text
     assert _values_refusals(**variables) == []
+
+
+def test_the_daemon_on_the_guards_default_port_is_read_where_the_role_runs_no_guard() -> None:
+    """The role writes [guard] metrics_port = 9818 whatever the mode and starts the guard only for
+    time_min and extend: a site in shadow mode that had moved the daemon's endpoint to 9818 saw
+    check-config, and every command, refuse the file. Where the guard runs, it is refused."""
+
+    def harp_toml(**overrides: Any) -> dict[str, Any]:
+        variables = _unit_vars(slurm_harp_metrics_port=9818, **overrides)
+        return tomllib.loads(str(render((ROLE / "templates" / "harp.toml.j2").read_text(), variables)))
+
+    shadow = harp_toml()
+    assert shadow["server"]["metrics_port"] == shadow["guard"]["metrics_port"] == 9818
+    assert not render("{{ slurm_harp_guard_enabled }}", _unit_vars(slurm_harp_metrics_port=9818))
+    assert parse(shadow).guard.metrics_port == 9818
+    with pytest.raises(ConfigError, match=r"guard\.metrics_port: 9818 is server\.metrics_port's port too"):
+        parse(harp_toml(slurm_harp_policy_mode="extend"))
 
 
 RULE_NAMES = "every partition and account in slurm_harp_policy_rules must be one name"

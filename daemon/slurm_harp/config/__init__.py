@@ -79,7 +79,7 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
         billing=read_billing(r, r.table(top.get("billing", {}), "billing")),
         advice=read_advice(r, r.table(top.get("advice", {}), "advice"), server.socket),
     )
-    check_ports(r, settings.server, settings.guard)
+    check_ports(r, settings)
     return settings
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from slurm_harp.config.endpoints import metrics_address, metrics_port
+from slurm_harp.config.endpoints import metrics_address, metrics_port, server_tcp
 from slurm_harp.config.reader import Reader, positive
 from slurm_harp.config.settings import (
     MAX_THREADS,
@@ -52,27 +52,15 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
             f"must let server.socket_group ({socket_group}) read and write the socket, which SlurmUser "
             f"connects through (e.g. '0660'), got {mode_text!r}",
         )
-    scrape_port = metrics_port(r, "server", get("metrics_port", int))
-    tcp = get("tcp", str)
-    if tcp is not None:
-        host, colon, port = tcp.rpartition(":")
-        # "50051" alone was taken for a port ("expected host:port" was the message, not the check)
-        # and passed; `harp serve` then could not listen on it.
-        if not (colon and host.strip() and port.isascii() and port.isdigit()):
-            raise r.fail("server.tcp", f"expected host:port, got {tcp!r}")
-        if int(port) > 65535:  # grpcio bound another port in its place, silently
-            raise r.fail("server.tcp", f"port out of range (1 to 65535): {tcp!r}")
-        if int(port) == 0:  # grpcio bound a port the kernel picked, which no client is told of
-            raise r.fail("server.tcp", f"0 is no port: give the port clients connect to, got {tcp!r}")
     return ServerSettings(
         socket=r.path_value(srv, "server", "socket", d.socket),
         socket_mode=socket_mode,
         socket_group=socket_group,
-        tcp=tcp,
+        tcp=server_tcp(r, get("tcp", str)),
         max_workers=positive(r, "server.max_workers", get("max_workers", int)),
         grace_seconds=r.seconds(srv, "server", "grace_seconds", d.grace_seconds, 0.0),
         metrics_address=metrics_address(r, "server", get("metrics_address", str)),
-        metrics_port=scrape_port,
+        metrics_port=metrics_port(r, "server", get("metrics_port", int)),
         store_poll_seconds=r.seconds(srv, "server", "store_poll_seconds", d.store_poll_seconds, 1.0),
         predict_lane=get("predict_lane", bool),
     )
