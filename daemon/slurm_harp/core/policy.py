@@ -86,6 +86,11 @@ class Policy:
     opt_out_users: frozenset[str] = frozenset()
     opt_out_accounts: frozenset[str] = frozenset()
 
+    @property
+    def needs_guard(self) -> bool:
+        """Whether some job may get a mode that needs `harp guard` (the default mode or a rule's)."""
+        return self.default_mode.needs_guard or any(rule.mode.needs_guard for rule in self.rules)
+
     def opted_out(self, request: JobRequest) -> bool:
         """The site keeps the job's user or account out. A job whose user has no name (slurmctld
         could not resolve the uid: an NSS outage) is kept out while any user is: it may be theirs."""
