@@ -144,6 +144,7 @@ def refused_by_check_config(tmp_path: Path, caplog: pytest.LogCaptureFixture, te
 # 3e6 s, the daemon's history thread of a 1e12 s wait, a guard stale for 1e300 s counted as alive for
 # good, and an empty path was "."): each is refused naming its key, by every command.
 A_DAY = "must be a number of seconds <= 86400"
+PATH_KEYS = ("store.path", "server.socket", "guard.heartbeat", "guard.state", "history.db", "advice.socket")
 PAST_THEIR_BOUNDS = {
     "[guard]\npoll_seconds = 3000000\nlead_seconds = 6000000\nstale_seconds = 6000000\n": (
         f"guard.poll_seconds: {A_DAY} (a day), got 3e+06"
@@ -158,6 +159,14 @@ PAST_THEIR_BOUNDS = {
     "[guard]\nstate = ' '\n": "guard.state: must be a path, got an empty string",
     "[server]\nsocket = ''\n": "server.socket: must be a path, got an empty string",
     "[store]\npath = ''\n": "store.path: must be a path, got an empty string",
+    "[history]\ndb = ''\n": "history.db: must be a path (leave the key out for no history), got an",
+    # TOML's "\u0000": check-config said ok, then each open() raised ValueError, a traceback at start.
+    **{
+        f'[{key.split(".")[0]}]\n{key.split(".")[1]} = "/var/lib/x\\u0000y"\n': (
+            f"{key}: must be a path, got one holding a NUL character: '/var/lib/x\\x00y'"
+        )
+        for key in PATH_KEYS
+    },
 }
 
 

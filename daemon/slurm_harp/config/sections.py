@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from slurm_harp.config.endpoints import metrics_address, metrics_port, server_tcp
@@ -170,9 +169,7 @@ MOST_DAYS = 3660
 
 
 def read_history(r: Reader, hist: Mapping[str, Any]) -> HistorySettings:
-    db = r.get(hist, "history", "db", str, None)
-    if db is not None and not db.strip():
-        raise r.fail("history.db", "must be a path (leave the key out for no history)")
+    db = r.optional_path(hist, "history", "db", " (leave the key out for no history)")
     poll = r.seconds(hist, "history", "poll_seconds", 60.0, 0.1)
 
     def days(key: str, default: int) -> int:
@@ -184,7 +181,7 @@ def read_history(r: Reader, hist: Mapping[str, Any]) -> HistorySettings:
         return value
 
     return HistorySettings(
-        db=None if db is None else Path(db),
+        db=db,
         window_days=days("window_days", 30),
         poll_seconds=poll,
         outcome_window_days=days("outcome_window_days", 7),
