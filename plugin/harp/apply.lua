@@ -28,9 +28,10 @@ local ALLOWED = {
 local GUARDED = {extend = true, time_min = true}
 
 -- Whether the job got another value than the decision `t` (nil: no decision) for its target; `got` is
--- nil when the plugin changed nothing. A plain function, not a closure: no allocation per submission.
+-- nil when the plugin changed nothing (a decision without a value included: its tag's flag claims a
+-- change). A plain function, not a closure: no allocation per submission.
 local function differs(t, got)
-  return t ~= nil and t.new_value ~= got
+  return t ~= nil and (got == nil or t.new_value ~= got)
 end
 
 -- plan = {changes = {{field, old, new}, ...}, notes = {...}, rewrote = bool, message = string|nil}

@@ -576,6 +576,26 @@ T.test("the tag records the memory applied per node after rounding per CPU", fun
     daemon_tag("m!=1500,m0=4000"), "per node")
 end)
 
+T.test("a decision that carries no value leaves no flag claiming a change", function()
+  -- REWRITE or SET_TIME_MIN without new_value: nothing is changed, and report and metrics read a
+  -- flagged item as the limit harp set.
+  for _, case in ipairs {
+    {"rewrite", REWRITE, "harp:rewrite,t!=60,t0=120,m!=2000,m0=4000,v=x",
+      "harp:rewrite,t=60,t0=120,m=2000,m0=4000,v=x"},
+    {"extend", REWRITE, "harp:extend,t!=60,t0=120,v=x", "harp:extend,t=60,t0=120,v=x"},
+    {"time_min", 3, "harp:time_min,t~=60,t0=120,v=x", "harp:time_min,t=60,t0=120,v=x"},
+  } do
+    local mode, action, ann, want = case[1], case[2], case[3], case[4]
+    local targets = {{target = TIME, action = action}}
+    if mode == "rewrite" then targets[2] = {target = MEMORY, action = REWRITE} end
+    local jd = T.job_desc {time_min = 4294967294}
+    local plan = run(jd, decision(targets, {mode = mode, annotation = ann, user_message = "harp: lowered."}))
+    T.eq(jd.admin_comment, want, mode)
+    T.eq(jd.time_limit, 120, mode .. ": limit kept")
+    T.ok(not plan.rewrote and plan.message == nil, mode .. ": nothing announced")
+  end
+end)
+
 T.test("a tag that needs no change is not rebuilt", function()
   local rebuild = tag.applied_tag
   tag.applied_tag = function() error("rebuilt") end
