@@ -43,13 +43,16 @@ local function reads_as(ann, flag, minutes, own)
   return ok and t_flag == flag and tonumber(t) == minutes and tonumber(t0) == own or false
 end
 
--- plan = {changes = {{field, old, new}, ...}, notes = {...}, rewrote = bool, message = string|nil}
+-- plan = {changes = {{field, old, new}, ...}, notes = {...}, rewrote = bool, fault = bool,
+--         message = string|nil}; fault: a note says the decision was not carried out as sent (an
+-- action its mode does not carry out, a malformed tag, a time cut left for want of a tag the guard reads).
 -- max_time: the smallest MaxTime in minutes of the job's partitions (harp.partitions.max_time), or nil.
 function M.plan(job_desc, decision, submit_uid, max_time)
   local function get(k) return job_desc[k] end
-  local plan = {changes = {}, notes = {}, rewrote = false}
+  local plan = {changes = {}, notes = {}, rewrote = false, fault = false}
   local function set(field, old, new) plan.changes[#plan.changes + 1] = {field, old, new} end
   local function note(s) plan.notes[#plan.notes + 1] = s end
+  local function fault(s) note(s); plan.fault = true end
 
   -- first decision per target only; an action counts only where its mode allows it (ALLOWED);
   -- one note per action ignored, however many targets carry it
@@ -64,14 +67,14 @@ function M.plan(job_desc, decision, submit_uid, max_time)
       elseif not (ignored and ignored[t.action]) then
         ignored = ignored or {}
         ignored[t.action] = true
-        note("ignored action " .. tostring(t.action) .. " in mode " .. tostring(decision.mode))
+        fault("ignored action " .. tostring(t.action) .. " in mode " .. tostring(decision.mode))
       end
     end
   end
 
   -- What the job got per target in the tag's units (nil: left as asked), for the tag; what was
   -- lowered or set, for the user's line. got_flag: the time item's flag for what was applied.
-  local got_t, got_flag
+  local got_t, got_flag, time_note
   local cpus = by_target[CPUS] and count64(by_target[CPUS].new_value, 1)
   local mem = by_target[MEMORY] and count64(by_target[MEMORY].new_value, 1)
   local res = allocation.plan(get, set, note, cpus, mem)
@@ -95,7 +98,7 @@ function M.plan(job_desc, decision, submit_uid, max_time)
     elseif limit and minutes < limit then
       set("time_min", tmin_raw, minutes)
       got_t, got_flag, applied.time_min = minutes, "~", minutes
-      note(format("time_min ->%d min (limit %d)", minutes, limit))
+      time_note = format("time_min ->%d min (limit %d)", minutes, limit)
     else
       note("time_min: not below the limit, left alone")
     end
@@ -106,7 +109,7 @@ function M.plan(job_desc, decision, submit_uid, max_time)
       local tmin_raw = get("time_min")
       local tmin = count32(tmin_raw, 1)
       if tmin and tmin > minutes then set("time_min", tmin_raw, minutes) end
-      note(format("time_limit %d->%d min", limit, minutes))
+      time_note = format("time_limit %d->%d min", limit, minutes)
     elseif not limit then
       note("time: not requested, left alone")
     end
@@ -118,7 +121,7 @@ function M.plan(job_desc, decision, submit_uid, max_time)
   base = base or comment
   local ann = decision.annotation
   if ann ~= nil and ann ~= "" and not tag.valid(ann, decision.mode) then
-    note("ignored malformed annotation")
+    fault("ignored malformed annotation")
     ann = nil
   end
   if ann == "" then ann = nil end
@@ -148,8 +151,10 @@ function M.plan(job_desc, decision, submit_uid, max_time)
     end
     plan.changes = kept
     applied.time, applied.time_min = nil, nil
-    note("time: left alone: no tag harp guard could extend the job by")
+    fault("time: left alone: no tag harp guard could extend the job by")
     if ann then ann = tag.applied_tag(ann, nil, got_m, kept_cpus) end
+  elseif time_note then
+    note(time_note)
   end
   plan.rewrote = #plan.changes > 0
   base = tag.appended(base, ann)

@@ -689,7 +689,10 @@ T.test("in extend and time_min modes no limit is changed without a tag harp guar
     T.eq(jd.time_limit, 120, mode .. ", " .. what .. ": limit kept")
     T.eq(jd.time_min, 4294967294, mode .. ", " .. what .. ": time_min kept")
     T.ok(not plan.rewrote and plan.message == nil, mode .. ", " .. what .. ": nothing announced")
-    T.ok(table.concat(plan.notes, ";"):find("time: left alone", 1, true), table.concat(plan.notes, ";"))
+    local notes = table.concat(plan.notes, ";")
+    T.ok(notes:find("time: left alone", 1, true), notes)
+    T.ok(not notes:find("->", 1, true), mode .. ", " .. what .. ": no note of a change not made: " .. notes)
+    T.ok(plan.fault, mode .. ", " .. what .. ": a fault")
   end
   -- In rewrite mode a cut needs no tag: nothing extends it.
   local jd = T.job_desc()
@@ -714,9 +717,10 @@ T.test("in extend and time_min modes the tag's time item is what was applied", f
   for _, case in ipairs(cases) do
     local mode, action, ann, want, what = case[1], case[2], case[3], case[4], case[5]
     local jd = T.job_desc {time_min = 4294967294}
-    run(jd, decision({{target = TIME, action = action, new_value = 30}}, {mode = mode, annotation = ann}))
+    local plan = run(jd, decision({{target = TIME, action = action, new_value = 30}}, {mode = mode, annotation = ann}))
     T.eq(mode == "extend" and jd.time_limit or jd.time_min, 30, mode .. ", " .. what .. ": changed")
     T.eq(jd.admin_comment, want, mode .. ", " .. what)
+    T.ok(not plan.fault, mode .. ", " .. what .. ": no fault")
   end
   -- In rewrite mode too: a t~= is read as a time_min set, not the limit harp set.
   local jd = T.job_desc()
