@@ -64,6 +64,11 @@ function M.plan(job_desc, decision, submit_uid, max_time)
       if allowed[t.action] and allowed[t.action][t.target] then
         by_target[t.target] = t
         asked = true
+        -- the daemon sends a whole number of at least 1 with every such action
+        if not count64(t.new_value, 1) then
+          fault(format("action %d on target %d: no value to apply (%s), left alone", t.action, t.target,
+            tostring(t.new_value)))
+        end
       elseif not (ignored and ignored[t.action]) then
         ignored = ignored or {}
         ignored[t.action] = true

@@ -593,6 +593,8 @@ T.test("a decision that carries no value leaves no flag claiming a change", func
     T.eq(jd.admin_comment, want, mode)
     T.eq(jd.time_limit, 120, mode .. ": limit kept")
     T.ok(not plan.rewrote and plan.message == nil, mode .. ": nothing announced")
+    T.eq(plan.notes[1], "action " .. action .. " on target 1: no value to apply (nil), left alone", mode)
+    T.ok(plan.fault, mode .. ": a fault")
   end
 end)
 
