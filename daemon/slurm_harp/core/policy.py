@@ -117,8 +117,9 @@ class Policy:
 
     def proposed(self, target: Target, predicted: float) -> int:
         """A prediction (in the target's unit) as the value harp would set: whole units, rounded
-        up, at least the target's floor."""
-        return max(math.ceil(predicted), math.ceil(self.floors.get(target, 0.0)))
+        up, at least the target's floor and at least 1, whatever the floor: 0 is no limit Slurm
+        takes as one (`--mem=0` is all of a node's memory), and the plugin sets no such value."""
+        return max(math.ceil(predicted), math.ceil(self.floors.get(target, 0.0)), 1)
 
     def saves(self, proposed: float, asked: float) -> bool:
         """Whether setting ``proposed`` saves at least ``min_gain`` of the ``asked`` value, and
