@@ -8,8 +8,10 @@ import sqlite3
 import tempfile
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -17,6 +19,8 @@ from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.core.decision import Decision, TargetDecision
 from slurm_harp.core.request import Target
 from slurm_harp.server import grpc_core
+
+T = TypeVar("T")
 
 # The test servers run with the daemon's grpcio settings (none of the imports above loads grpc).
 grpc_core.configure()
@@ -222,6 +226,16 @@ def raised_within(seconds: float, call: Callable[[], object]) -> BaseException |
     worker.join(seconds)
     assert raised, f"still running after {seconds} s"
     return raised[0]
+
+
+def traced_peak(call: Callable[[], T]) -> tuple[T, int]:
+    """What ``call()`` returns, and the most memory Python held for it meanwhile (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def delimited(text: str, argv: Sequence[str], sep: str = "|") -> str:

@@ -28,7 +28,7 @@ import errno
 import io
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
@@ -43,7 +43,7 @@ _LOOK = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC  # the entry itself, a link inc
 
 
 class Figure(Protocol):
-    """A matplotlib figure, as far as ``OutputDir.write_png`` uses it."""
+    """A matplotlib figure, as far as ``png_of`` uses it."""
 
     def savefig(self, *args: Any, **kwargs: Any) -> Any: ...
 
@@ -68,6 +68,14 @@ class WriteError(OSError):
     @classmethod
     def of(cls, exc: OSError, path: Path) -> WriteError:
         return cls(exc.errno, exc.strerror or str(exc), str(path))
+
+
+class RemoveError(WriteError):
+    """An earlier file of the output directory could not be removed before a run writes its own:
+    said as such, not as a write (the name may be a directory)."""
+
+    def __str__(self) -> str:
+        return f"cannot remove {self.filename}: {self.strerror}"
 
 
 class Made(NamedTuple):
@@ -113,13 +121,26 @@ class OutputDir:
         name, held as a surrogate) written as "?" by core.text's rule."""
         return self._write(name, question_marks(text).encode("utf-8", errors="replace"))
 
-    def write_png(self, name: str, figure: Figure) -> Path:
-        """``write_text`` for a figure drawn as PNG."""
-        return self.write_bytes(name, png_of(figure))
-
     def write_bytes(self, name: str, data: bytes) -> Path:
         """``write_text`` for bytes: a PNG drawn before (``png_of``)."""
         return self._write(name, data)
+
+    def write_run(
+        self, files: Mapping[str, str | bytes], *, table: tuple[str, str], names: Iterable[str]
+    ) -> list[Path]:
+        """Write one run's ``files`` (text as ``write_text``, bytes as drawn) and its ``table`` (name,
+        text: what says the run is whole) over an earlier run's; their paths, the table's first.
+        ``names``: every file a run of this kind may write here. All of them go first, the table
+        before the rest, and the table is written last: a run whose write fails (WriteError) leaves
+        no table claiming it complete, and no file of an earlier run beside its own."""
+        name, text = table
+        for old in dict.fromkeys([name, *names, *files]):
+            self.remove(old)
+        written = [
+            self.write_bytes(n, data) if isinstance(data, bytes) else self.write_text(n, data)
+            for n, data in files.items()
+        ]
+        return [self.write_text(name, text), *written]
 
     def too_long(self, names: Iterable[str]) -> str | None:
         """Why a file of one of ``names`` cannot be made here (longer than the file system's
@@ -136,14 +157,14 @@ class OutputDir:
         return None
 
     def remove(self, name: str) -> None:
-        """Remove the file ``name`` if there (a link is removed, not followed); WriteError naming
-        it if it cannot be."""
+        """Remove the file ``name`` if there (a link is removed, not followed); RemoveError naming
+        it if it cannot be (a directory of that name)."""
         try:
             os.unlink(name, dir_fd=self.fd)
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise WriteError.of(exc, self / name) from exc
+            raise RemoveError.of(exc, self / name) from exc
 
     def _write(self, name: str, data: bytes) -> Path:
         """WriteError naming ``name`` when it cannot be written."""

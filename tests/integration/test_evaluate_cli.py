@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import sqlite3
 import stat
 from contextlib import closing
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_harp.accounting import load_records
+from slurm_harp.accounting import ReadStats, load_records
 from slurm_harp.cli import main
 from tests.conftest import BUNDLED_TRACE
 
@@ -168,10 +169,10 @@ def test_a_plot_that_fails_is_said_and_the_tables_are_kept(
     --out` in a traceback after the table and JSON were written: it is logged, they are kept."""
     from slurm_harp.evaluation import report_plot
 
-    def fails(*_: object) -> bool:
+    def fails(*_: object) -> bytes:
         raise ValueError("bad TeX")
 
-    monkeypatch.setattr(report_plot, "plot", fails)
+    monkeypatch.setattr(report_plot, "draw", fails)
     out = tmp_path / "out"
     argv = [
         "evaluate",
@@ -187,6 +188,86 @@ def test_a_plot_that_fails_is_said_and_the_tables_are_kept(
         assert main([*argv, "--out", str(out)]) == 0
     assert f"plot not drawn: {out / TRACE}.png: bad TeX" in caplog.text
     assert sorted(p.name for p in out.iterdir()) == [f"{TRACE}.json", f"{TRACE}.md"]
+
+
+def test_a_file_that_yields_no_job_is_said_and_nothing_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Random bytes named .swf, every line bad: a report of three skipped targets was written over
+    the earlier run's, exit 0, where `harp import` exits 1 and `harp simulate` 2 on the same file."""
+    from slurm_harp.accounting.jobstore import JobStore
+
+    trace, out = tmp_path / "garbage.swf", tmp_path / "out"
+    trace.write_bytes(random.Random(0).randbytes(20_000))
+    out.mkdir()
+    (out / "garbage.md").write_text("the earlier run's\n")
+    assert main(["evaluate", str(trace), "--out", str(out)]) == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].startswith(f"{trace}: no job read, every line bad (")
+    assert [p.name for p in out.iterdir()] == ["garbage.md"]
+    assert (out / "garbage.md").read_text() == "the earlier run's\n"
+
+    db = tmp_path / "jobs.sqlite"
+    JobStore(db).close()
+    assert main(["evaluate", "--db", str(db), "--out", str(tmp_path / "new")]) == 1
+    assert f"{db}: no job in the job store to evaluate" in caplog.text
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_file_of_one_line_says_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The reader's counts said "1 lines" (and "1 records")."""
+    trace = tmp_path / "one.swf"
+    trace.write_text("not a job\n")
+    with caplog.at_level(logging.INFO):
+        assert main(["evaluate", str(trace)]) == 1
+    assert f"{trace}: 1 line, 0 records, 1 bad, 0 skipped" in caplog.text
+    assert f"{trace}: no job read, every line bad (1 line): " in caplog.text
+    stats = ReadStats(source="t", lines=2, records=1)
+    assert stats.summary() == "t: 2 lines, 1 record, 0 bad, 0 skipped"
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ([], "40 dropped (no run time or submit time) of the 40 jobs read"),
+        (["--max-jobs", "5"], "none of the 40 jobs read has a submit time"),
+    ],
+    ids=["all", "--max-jobs"],
+)
+def test_a_trace_of_no_job_to_evaluate_is_said_and_nothing_written(
+    options: list[str], why: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Jobs read, but none with a submit time: the split dropped them all, and a report of three
+    skipped targets was written over the earlier run's, exit 0."""
+    trace, out = tmp_path / "nosubmit.swf", tmp_path / "out"
+    trace.write_text("".join(f"{i} -1 10 100 2 -1 -1 2 200 -1 1 5 6 7 8 -1 -1 -1\n" for i in range(1, 41)))
+    out.mkdir()
+    (out / "nosubmit.md").write_text("the earlier run's\n")
+    assert main(["evaluate", str(trace), *options, "--out", str(out)]) == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [f"{trace}: no job to evaluate: {why}"]
+    assert [p.name for p in out.iterdir()] == ["nosubmit.md"]
+    assert (out / "nosubmit.md").read_text() == "the earlier run's\n"
+
+
+def test_a_store_whose_latest_jobs_have_no_run_time_is_said_under_max_jobs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from dataclasses import replace
+
+    from slurm_harp.accounting.jobstore import JobStore
+
+    records = load_records(BUNDLED_TRACE)[:30]
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as store:
+        store.merge([*records[:-5], *(replace(r, elapsed_s=0) for r in records[-5:])], "kth")
+    assert main(["evaluate", "--db", str(db), "--max-jobs", "5", "--out", str(tmp_path / "out")]) == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [
+        f"{db}: no job to evaluate: 5 dropped (no run time or submit time) of the 5 --max-jobs kept of "
+        "the 30 jobs read"
+    ]
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_store_of_jobs_harp_lowered_evaluates_as_the_jobs_their_users_submitted(tmp_path: Path) -> None:

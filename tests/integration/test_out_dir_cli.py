@@ -147,7 +147,7 @@ def test_another_users_link_above_out_is_refused(
     assert untouched(victim)
 
 
-FIRST_WRITTEN = {"report": "modes.png", "evaluate": f"{TRACE}.md", "simulate": f"{TRACE}-easy.md"}
+FIRST_WRITTEN = {"report": "modes.png", "evaluate": f"{TRACE}.json", "simulate": f"{TRACE}-easy.json"}
 
 
 @pytest.mark.parametrize("command", ["report", "evaluate", "simulate"])

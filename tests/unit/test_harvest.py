@@ -821,6 +821,20 @@ def test_import_names_a_damaged_or_locked_store_not_the_file(
     held[0].close()
 
 
+def test_import_into_another_programs_sqlite_file_is_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It was given the store's tables and switched to WAL, exit 0."""
+    app = tmp_path / "app.sqlite"
+    with sqlite3.connect(app) as db:
+        db.execute("CREATE TABLE settings (k TEXT PRIMARY KEY, v TEXT)")
+    db.close()
+    before = app.read_bytes()
+    assert main(["import", "--db", str(app), str(BUNDLED_TRACE)]) == 2
+    assert f"nothing imported: job store {app}: {app}: not a job store made by harp" in caplog.text
+    assert app.read_bytes() == before
+
+
 def test_saved_text_imported_over_the_harvested_range_is_trained_on_once(
     tmp_path: Path, local_zone: Callable[[str], None], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -6,6 +6,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,36 @@ def test_a_newer_or_garbled_schema_version_is_refused_by_name(
     with pytest.raises(SchemaVersionError) as raised:
         JobStore(path, readonly=readonly)
     assert str(raised.value) == f"{path}: schema_version {stored[:40]!r} {said}"
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        "CREATE TABLE settings (k TEXT PRIMARY KEY, v TEXT); INSERT INTO settings VALUES ('a', '1')",
+        "CREATE TABLE meta (name TEXT, v TEXT); INSERT INTO meta VALUES ('a', '1')",
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL); CREATE TABLE notes (t TEXT);"
+        "INSERT INTO meta VALUES ('schema_version', '1')",
+    ],
+    ids=["settings", "a meta table of its own", "a schema_version of its own"],
+)
+def test_another_programs_sqlite_file_is_refused_and_left_as_it_was(tmp_path: Path, schema: str) -> None:
+    """The writer (`harp import`, `harp harvest`) gave any SQLite file harp's tables and switched
+    it to WAL: only the readers refused it. One with a meta table of harp's shape and a
+    schema_version, but no jobs table, was taken as a store. An empty file is still made one."""
+    path = tmp_path / "app.sqlite"
+    with closing(sqlite3.connect(path)) as db:
+        db.executescript(schema)
+        db.commit()
+    before = path.read_bytes()
+    with pytest.raises(SchemaVersionError, match=f"^{path}: not a job store made by harp"):
+        JobStore(path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["app.sqlite"]
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    with JobStore(empty) as store:
+        assert store.count() == 0
+    with JobStore(empty, readonly=True) as store:  # a store now, with its schema_version
+        assert store.count() == 0
 
 
 def test_a_column_missing_from_an_older_database_is_added(tmp_path: Path) -> None:

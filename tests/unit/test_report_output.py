@@ -57,7 +57,7 @@ def test_a_page_that_cannot_be_removed_is_named(
     db, out = store_of(tmp_path / "jobs.db", JOBS), tmp_path / "report"
     (out / "index.html").mkdir(parents=True)  # no file to unlink: EISDIR
     assert main(["report", "--db", str(db), "--since", SINCE, "--out", str(out)]) == 2
-    assert capsys.readouterr().out.startswith(f"harp report: cannot write {out / 'index.html'}: ")
+    assert capsys.readouterr().out.startswith(f"harp report: cannot remove {out / 'index.html'}: ")
 
 
 def memory_only(i: int) -> JobRecord:

@@ -4,7 +4,6 @@ import json
 import os
 import resource
 import shutil
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from slurm_harp.model.store import ModelStore
 from slurm_harp.model.store_files import read_model, sha256_hex
 from slurm_harp.server.reloader import reload_models
 from slurm_harp.server.serving_metrics import ServingMetrics
+from tests.conftest import traced_peak
 from tests.training_helpers import train_walltime
 
 
@@ -558,12 +558,7 @@ def test_a_model_file_whose_card_gives_no_size_is_read_at_its_own(copy: Path) ->
     """Read with the cap as the length, a file of kilobytes set 256 MiB aside first: a MemoryError
     under an address-space limit (LimitAS=), and a good model refused."""
     path = copy / "q0.50.onnx"
-    tracemalloc.start()
-    try:
-        data = read_model(path, None)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    data, peak = traced_peak(lambda: read_model(path, None))
     assert data == path.read_bytes() and peak < 2 * len(data) + (1 << 20)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from slurm_harp.accounting.bounded_lines import bounded_lines
 from slurm_harp.accounting.csv_trace import read_csv_trace
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.accounting.sacct import read_sacct
@@ -43,4 +44,5 @@ def load_records(
         return read_csv_trace(path, stats)
     # Each byte that is not UTF-8 as "?", as the harvest reads sacct's output (core.text).
     with path.open(encoding="utf-8", errors="surrogateescape") as handle:
-        return read_sacct((question_marks(line) for line in handle), stats, delimiter=delimiter)
+        lines = (question_marks(line) for line in bounded_lines(handle, stats))
+        return read_sacct(lines, stats, delimiter=delimiter)

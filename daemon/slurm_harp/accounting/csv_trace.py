@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
+from slurm_harp.accounting.bounded_lines import bounded_lines
 from slurm_harp.accounting.fields import FUTURE_SLACK_S, check_times
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.core.job import CENSORING_STATES, FINISHED_STATES, JobRecord
@@ -52,7 +53,7 @@ def parse_csv_trace(
     latest = (time.time() if now is None else now) + FUTURE_SLACK_S
     # strict: a quote left open to the end of the file is an error (else its field silently took
     # every row after it), and so is text after a closing quote.
-    reader = csv.reader(lines, strict=True)
+    reader = csv.reader(bounded_lines(lines, stats), strict=True)
     try:
         header = next(reader, None)
     except csv.Error as exc:
@@ -108,6 +109,8 @@ def _rows(reader: _Reader, stats: ReadStats) -> Iterator[tuple[int, list[str]]]:
             stats.bad(first, str(exc) + _spanned(first, end), log)
             continue
         end = reader.line_num
+        if not row:  # a blank line, as the SWF and sacct readers skip it (one too long is counted)
+            continue
         stats.lines += 1
         if end > first:
             spanning.append((first, end))

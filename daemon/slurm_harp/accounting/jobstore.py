@@ -30,7 +30,13 @@ from types import TracebackType
 
 from slurm_harp.accounting import upsert
 from slurm_harp.accounting.job_columns import BadValue, record_of, select_sql
-from slurm_harp.accounting.store_schema import SCHEMA_VERSION, SchemaVersionError, check_version, migrate
+from slurm_harp.accounting.store_schema import (
+    SCHEMA_VERSION,
+    SchemaVersionError,
+    check_version,
+    check_writable,
+    migrate,
+)
 from slurm_harp.accounting.upsert import MergeResult, Transaction
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.text import question_marks
@@ -118,6 +124,7 @@ class JobStore:
             if readonly:
                 check_version(self._db, self.path)
             else:
+                check_writable(self._db, self.path)  # another program's file stays as it is
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 with Transaction(self._db):

@@ -48,7 +48,6 @@ class ReadStats:
             into.append(record)
 
     def summary(self) -> str:
-        return (
-            f"{self.source}: {self.lines} lines, {self.records} records, "
-            f"{self.bad_lines} bad, {self.skipped} skipped"
-        )
+        lines = f"{self.lines} line{'s' * (self.lines != 1)}"
+        records = f"{self.records} record{'s' * (self.records != 1)}"
+        return f"{self.source}: {lines}, {records}, {self.bad_lines} bad, {self.skipped} skipped"

@@ -29,15 +29,29 @@ class SchemaVersionError(ValueError):
 
 def check_version(db: sqlite3.Connection, path: Path) -> None:
     """For readers: the store must have been created, and by a harvester no newer than this code.
-    Another SQLite file (no meta table) is no job store either, said so."""
+    Another SQLite file (no meta table, or another program's) is no job store either, said so."""
     try:
         version = _stored_version(db, path)
     except sqlite3.OperationalError as exc:
-        if "no such table" not in str(exc):
+        if "no such table" not in str(exc) and "no such column" not in str(exc):
             raise
         raise SchemaVersionError(f"{path}: not a job store made by harp ({exc})") from None
     if version is None:
         raise SchemaVersionError(f"{path}: no schema_version: not a job store made by harp")
+
+
+def check_writable(db: sqlite3.Connection, path: Path) -> None:
+    """For the writer, before it changes anything (WAL, tables): a database that holds anything is
+    checked as readers check it, and must hold a jobs table, so another program's SQLite file is
+    refused, not given harp's tables (one with a meta table of the same shape too); an empty one (a
+    new file) is harp's to create. Every store harp made wrote its schema_version and its jobs
+    table in one transaction, so none is refused for lacking either."""
+    if db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None:
+        return
+    check_version(db, path)
+    jobs = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs' COLLATE NOCASE"
+    if db.execute(jobs).fetchone() is None:
+        raise SchemaVersionError(f"{path}: not a job store made by harp (no jobs table)")
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Generator, Iterable
 from functools import partial
 from pathlib import Path
 
+from slurm_harp.accounting.bounded_lines import bounded_lines
 from slurm_harp.accounting.fields import FUTURE_SLACK_S, check_times
 from slurm_harp.accounting.read_stats import ReadStats
 from slurm_harp.core.job import JobRecord
@@ -44,17 +45,18 @@ def read_swf(
 ) -> list[JobRecord]:
     path = Path(path)
     stats = stats if stats is not None else ReadStats(source=str(path))
-    return parse_swf(swf_lines(path), stats, now=now)
+    return parse_swf(swf_lines(path, stats), stats, now=now)
 
 
-def swf_lines(path: Path) -> Generator[str, None, None]:
-    """The lines of a trace, gunzipped when its name ends in .gz (any case). A damaged compressed
-    file (truncated, corrupt, not gzip) is a ValueError naming it: gzip's own errors name no file,
-    and a truncated one is an EOFError that no caller expects."""
+def swf_lines(path: Path, stats: ReadStats | None = None) -> Generator[str, None, None]:
+    """The lines of a trace, gunzipped when its name ends in .gz (any case), each up to a cap
+    (``bounded_lines``: a longer one is a bad line in ``stats``). A damaged compressed file
+    (truncated, corrupt, not gzip) is a ValueError naming it: gzip's own errors name no file, and
+    a truncated one is an EOFError that no caller expects."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
-            yield from handle
+            yield from bounded_lines(handle, stats)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise ValueError(f"{path}: damaged compressed trace: {exc}") from exc
 

@@ -108,18 +108,38 @@ def _fractions(text: str) -> tuple[float, float]:
     return train, validation
 
 
-def _read(args: argparse.Namespace) -> list[JobRecord]:
+def _read(args: argparse.Namespace, stats: ReadStats) -> list[JobRecord]:
     if args.db:
         return _read_store(args.db)
-    stats = ReadStats(source=args.source)
     records = load_records(args.source, stats)
     log.info("%s", stats.summary())
     return records
 
 
+def _no_job(origin: str, stats: ReadStats, db: bool) -> str:
+    """Why nothing is evaluated when no job was read, with the reader's counts."""
+    if db:
+        return f"{origin}: no job in the job store to evaluate"
+    lines = f"{stats.lines} line{'s' * (stats.lines != 1)}"
+    if stats.bad_lines == stats.lines > 0:  # harp import says it alike, and exits 1
+        return f"{origin}: no job read, every line bad ({lines}): not the format its name says?"
+    counts = f"{lines}, {stats.bad_lines} bad, {stats.skipped} skipped"
+    return f"{origin}: no job read ({counts}): nothing to evaluate"
+
+
+def _none_usable(origin: str, read: int, kept: int, dropped: int) -> str:
+    """Why nothing is evaluated once the split dropped every job: of the ``read``, --max-jobs
+    ``kept`` the latest with a submit time (without it, all), and the split ``dropped`` those."""
+    jobs = f"the {read} job{'s' * (read != 1)} read"
+    if kept == 0:  # --max-jobs keeps only jobs with a submit time
+        return f"{origin}: no job to evaluate: none of {jobs} has a submit time"
+    of = f"the {kept} --max-jobs kept of {jobs}" if kept < read else jobs
+    return f"{origin}: no job to evaluate: {dropped} dropped (no run time or submit time) of {of}"
+
+
 def _read_store(db: str) -> list[JobRecord]:
     """The store's jobs, read only: the harvest and the daemon may be using it, and opened to
-    write it would be migrated, or any other SQLite file given the store's tables."""
+    write it would be migrated under them."""
     from slurm_harp.accounting.jobstore import JobStore
 
     with JobStore(db, readonly=True) as store:  # SchemaVersionError (a ValueError): no job store
@@ -135,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     if (problem := input_problem(origin)) is not None:
         log.error("%s", problem)
         return 2
-    names = [f"{trace_name(origin)}{suffix}" for suffix in (".md", ".json", ".png")]
+    names = _outputs(trace_name(origin))
     return writing_out(args.out, log.error, lambda out: _evaluate(args, origin, out), names)
 
 
@@ -146,17 +166,25 @@ def _evaluate(args: argparse.Namespace, origin: str, out: OutputDir | None) -> i
     from slurm_harp.evaluation.split import chronological_split
     from slurm_harp.evaluation.strategy import Strategy
 
+    stats = ReadStats(source=origin)
     try:
         names = lineup.parse_names(args.strategies)
-        records = _read(args)
+        records = _read(args, stats)
     except (OSError, ValueError, sqlite3.Error) as exc:
         log.error("cannot evaluate %s: %s", origin, exc)
         return 2
+    if not records:  # a report of nothing would look finished: said, nothing written
+        log.error("%s", _no_job(origin, stats, bool(args.db)))
+        return 1
+    read = len(records)
     if args.max_jobs:
         records = sorted((r for r in records if r.request.submit_time is not None), key=_submit)[
             -args.max_jobs :
         ]
     timeline = chronological_split(records, args.split)
+    if not timeline.jobs:  # every job dropped: a report of nothing would look finished too
+        log.error("%s", _none_usable(origin, read, len(records), timeline.dropped))
+        return 1
     ctx = report.Context(
         trace=trace_name(origin),
         source=str(origin),
@@ -199,25 +227,33 @@ def _submit(record: JobRecord) -> int:
     return record.request.submit_time or 0
 
 
+def _outputs(trace: str) -> list[str]:
+    """Every file a run writes into --out: the table that says it is whole, the JSON, the plot."""
+    return [f"{trace}{suffix}" for suffix in (".md", ".json", ".png")]
+
+
 def _write(out: OutputDir, ctx: Context, results: list[TargetReport]) -> int:
-    """Write the table, the JSON and the plot; 2 (the tables kept, said) without matplotlib."""
+    """Write the JSON, the plot and the table last over an earlier run's (``OutputDir.write_run``);
+    2 (the tables kept, said) without matplotlib."""
     from slurm_harp.evaluation import report, report_plot
 
-    written = [
-        out.write_text(f"{ctx.trace}.md", "\n".join(report.table(r, ctx) for r in results)),
-        out.write_text(f"{ctx.trace}.json", json.dumps(report.document(results, ctx), indent=1) + "\n"),
-    ]
-    png = f"{ctx.trace}.png"
+    table, document, plot = _outputs(ctx.trace)
+    missing, note = None, ""
     try:
-        drawn = report_plot.plot(results, ctx, out, png)
-        note = "" if drawn else " (nothing to plot)"
+        png = report_plot.draw(results, ctx)
+        note = "" if png is not None else " (nothing to plot)"
     except (ValueError, RuntimeError, OverflowError) as exc:  # matplotlib's; the figures are written
-        log.warning("plot not drawn: %s: %s", out / png, exc)
-        drawn, note = False, " (plot not drawn)"
+        log.warning("plot not drawn: %s: %s", out / plot, exc)
+        png, note = None, " (plot not drawn)"
     except ImportError as exc:  # matplotlib comes with the train extra, as for harp report
-        print("wrote " + ", ".join(str(p) for p in written))
-        log.error("%s", extra_needed(exc, "the plot"))
-        return 2
-    written += [out / png] if drawn else []
+        png, missing = None, extra_needed(exc, "the plot")
+    files: dict[str, str | bytes] = {document: json.dumps(report.document(results, ctx), indent=1) + "\n"}
+    if png is not None:
+        files[plot] = png
+    text = "\n".join(report.table(r, ctx) for r in results)
+    written = out.write_run(files, table=(table, text), names=_outputs(ctx.trace))
     print("wrote " + ", ".join(str(p) for p in written) + note)
+    if missing is not None:
+        log.error("%s", missing)
+        return 2
     return 0

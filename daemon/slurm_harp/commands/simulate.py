@@ -11,7 +11,7 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from slurm_harp.commands.arguments import (
     count,
@@ -28,6 +28,9 @@ from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Policy
 from slurm_harp.core.request import Target
 from slurm_harp.output_dir import OutputDir
+
+if TYPE_CHECKING:
+    from slurm_harp.simulation.schedule_report import Run
 
 log = logging.getLogger(__name__)
 
@@ -163,14 +166,13 @@ def run(args: argparse.Namespace) -> int:
     from slurm_harp.simulation.trace import trace_name
 
     stem = f"{trace_name(args.source)}-{args.scheduler}"  # as load_workload names the jobs
-    names = [f"{stem}{suffix}" for suffix in (".md", ".json", "-waits.png", "-bsld.png")]
-    return writing_out(args.out, log.error, lambda out: _simulate(args, out, policy), names)
+    return writing_out(args.out, log.error, lambda out: _simulate(args, out, policy), _outputs(stem))
 
 
 def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Policy, str]) -> int:
     from slurm_harp.simulation import catalog, load_workload, measure, simulate
     from slurm_harp.simulation.limits import as_set
-    from slurm_harp.simulation.schedule_report import Run, document_json, plot, table
+    from slurm_harp.simulation.schedule_report import Run, document_json, table
     from slurm_harp.simulation.workload import predictions_by_id, predictions_by_job
 
     ours = [n for n in args.limits if n.startswith("ours-")]
@@ -229,14 +231,30 @@ def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Pol
     text = table(runs, command)
     print(text)
     if out is not None:
-        stem = f"{jobs.name}-{args.scheduler}"
-        md = out.write_text(f"{stem}.md", text)
-        js = out.write_text(f"{stem}.json", document_json(runs, command))
-        try:
-            pngs = plot(runs, out, stem, args.warmup)
-        except ImportError as exc:  # matplotlib comes with the train extra, as for harp report
-            print(f"wrote {md}, {js}")
-            log.error("%s", extra_needed(exc, "the plots"))
-            return 2
-        print("wrote " + ", ".join(str(p) for p in [md, js, *pngs]))
+        document = document_json(runs, command)
+        return _write(out, f"{jobs.name}-{args.scheduler}", text, document, runs, args.warmup)
+    return 0
+
+
+def _outputs(stem: str) -> list[str]:
+    """Every file a run writes into --out: the table that says it is whole, the JSON, the plots."""
+    return [f"{stem}{suffix}" for suffix in (".md", ".json", "-waits.png", "-bsld.png")]
+
+
+def _write(out: OutputDir, stem: str, table: str, document: str, runs: list[Run], warmup: float) -> int:
+    """Write the JSON, the plots and the table last over an earlier run's (``OutputDir.write_run``);
+    2 (the tables kept, said) without matplotlib."""
+    from slurm_harp.simulation.schedule_report import draw
+
+    try:
+        pngs, missing = draw(runs, stem, warmup), None
+    except ImportError as exc:  # matplotlib comes with the train extra, as for harp report
+        pngs, missing = {}, extra_needed(exc, "the plots")
+    written = out.write_run(
+        {f"{stem}.json": document, **pngs}, table=(f"{stem}.md", table), names=_outputs(stem)
+    )
+    print("wrote " + ", ".join(str(p) for p in written))
+    if missing is not None:
+        log.error("%s", missing)
+        return 2
     return 0

@@ -9,16 +9,16 @@ from collections.abc import Sequence
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.report import Context
 from slurm_harp.evaluation.runner import TargetReport
-from slurm_harp.output_dir import OutputDir
+from slurm_harp.output_dir import png_of
 from slurm_harp.plot_text import plain
 
 
-def plot(reports: Sequence[TargetReport], ctx: Context, out: OutputDir, name: str) -> bool:
-    """Waste cut vs newly killed on the test window, one panel per target, as ``name`` in ``out``;
-    False if nothing to draw."""
+def draw(reports: Sequence[TargetReport], ctx: Context) -> bytes | None:
+    """Waste cut vs newly killed on the test window, one panel per target, as a PNG drawn in
+    memory, before any file of the run is written; None if nothing to draw."""
     shown = [r for r in reports if not r.skipped and any(o.test for o in r.outcomes)]
     if not shown:
-        return False
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
@@ -46,6 +46,6 @@ def plot(reports: Sequence[TargetReport], ctx: Context, out: OutputDir, name: st
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    out.write_png(name, fig)
+    png = png_of(fig)
     plt.close(fig)
-    return True
+    return png

@@ -7,11 +7,10 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from slurm_harp.output_dir import OutputDir
+from slurm_harp.output_dir import png_of
 from slurm_harp.plot_text import plain
 from slurm_harp.simulation.engine import Result
 from slurm_harp.simulation.schedule_metrics import WARMUP, Metrics, waits
@@ -125,10 +124,11 @@ def document(runs: Sequence[Run], command: str | None = None) -> dict[str, objec
     }
 
 
-def plot(runs: Sequence[Run], out: OutputDir, stem: str, warmup: float = WARMUP) -> list[Path]:
-    """Write ``stem``-waits.png and ``stem``-bsld.png into ``out``; return their paths."""
+def draw(runs: Sequence[Run], stem: str, warmup: float = WARMUP) -> dict[str, bytes]:
+    """``stem``-waits.png and ``stem``-bsld.png drawn in memory, before any file of the run is
+    written: file name -> PNG."""
     if not runs:
-        return []
+        return {}
     import matplotlib
 
     matplotlib.use("Agg")
@@ -148,7 +148,7 @@ def plot(runs: Sequence[Run], out: OutputDir, stem: str, warmup: float = WARMUP)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    cdf_path = out.write_png(f"{stem}-waits.png", fig)
+    cdf = png_of(fig)
     plt.close(fig)
 
     classes = list(dict.fromkeys(c for run in runs for c in run.metrics.bsld_by_size))
@@ -165,6 +165,6 @@ def plot(runs: Sequence[Run], out: OutputDir, stem: str, warmup: float = WARMUP)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    bsld_path = out.write_png(f"{stem}-bsld.png", fig)
+    bsld = png_of(fig)
     plt.close(fig)
-    return [cdf_path, bsld_path]
+    return {f"{stem}-waits.png": cdf, f"{stem}-bsld.png": bsld}
