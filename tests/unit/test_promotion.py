@@ -24,6 +24,7 @@ from slurm_harp.commands import train as train_command
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning import pipeline
 from slurm_harp.learning.booster import BoosterParams
+from slurm_harp.learning.calibration import CalibrationConfig
 from slurm_harp.learning.family import FamilyConfig
 from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.limit_outcomes import assess
@@ -99,7 +100,8 @@ def _train(*argv: str) -> int:
     return code
 
 
-FAST = ("--quantiles", "0.5,0.9,0.99", "--compare", "none")
+# A 4 % budget: the windows below, of 120-300 jobs, can show it met (calibration.jobs_needed: 75).
+FAST = ("--quantiles", "0.5,0.9,0.99", "--compare", "none", "--kill-budget", "0.04")
 
 
 def regular_users(n: int, seed: int = 3) -> list[JobRecord]:
@@ -257,7 +259,8 @@ def test_with_an_unreadable_current_a_challenger_over_the_budget_is_refused(tmp_
 QUICK = MethodConfig(
     family=FamilyConfig(
         params=BoosterParams(n_estimators=40, num_leaves=15), quantiles=(0.5, 0.9), compare=()
-    )
+    ),
+    calibration=CalibrationConfig(kill_budget=0.04),  # as FAST: rules that rewrite on 100 jobs
 )
 
 
