@@ -265,7 +265,7 @@ def too_few(figures: Mapping[str, float]) -> str | None:
     return (
         f"the rule never rewrites: {jobs:.0f} usable validation jobs, {needed:.0f} needed to show "
         f"at most {budget:g} % newly killed (no kill in n jobs only bounds the rate below about "
-        "3/n): jobs are annotated, not changed"
+        "3/n): every request is kept (served, jobs are only annotated)"
     )
 
 
