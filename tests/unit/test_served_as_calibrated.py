@@ -167,10 +167,13 @@ def test_a_trace_s_per_processor_memory_is_not_learned_as_mb_per_node(tmp_path: 
     swf_memory_unit.py). Such records are left out of what memory learns, and named."""
     rng = np.random.default_rng(5)
     trace = [_trace_record(i, float(rng.uniform(900, 1100))) for i in range(600)]
-    with pytest.raises(
-        NotEnoughData, match="600 left out: per-processor memory from a trace: the daemon serves MB per node"
-    ):
+    with pytest.raises(NotEnoughData) as refused:
         train_target(trace, Target.MEMORY, QUICK)
+    # The jobs left out are named apart, counted as neither usable nor validation jobs.
+    said = str(refused.value)
+    assert said.startswith("not enough jobs for memory: 0 usable, 0 with an observed value"), said
+    assert "0 of 0 validation jobs" in said and "0 hit a limit" in said
+    assert said.endswith("; 600 left out: per-processor memory from a trace: the daemon serves MB per node")
     # Beside jobs from accounting (MB per node), the trace's jobs are left out and counted.
     mixed = [
         _as_sacct_records_it(i, 16, 2000, float(rng.uniform(14_000, 18_000))) if i % 2 else trace[i]

@@ -109,16 +109,18 @@ def _check_counts(td: TargetData, rows: Rows, total: int, per_processor: int = 0
     """Enough jobs to train on, and enough validation jobs that finished under their request
     (limit_outcomes.finished) to calibrate the rule on: a censored job's waste is unknown, so a
     window of them only would calibrate nothing. ``per_processor``: the jobs per_node_only left
-    out, named when there are too few."""
+    out, named when there are too few and counted in none of the other figures."""
     n_train = int(td.labelled()[rows.train].sum())
     n_val = int(finished(td.take(rows.validation)).sum())
     if n_train < MIN_TRAIN_ROWS or n_val < MIN_VALIDATION_ROWS:
-        censored = int(np.sum(td.censored[rows.validation]))
+        kept = np.ones(len(td), dtype=bool) if td.per_processor is None else ~td.per_processor
+        validation = rows.validation[kept[rows.validation]]
+        censored = int(np.sum(td.censored[validation]))
         left = f"; {per_processor} left out: {PER_PROCESSOR}" if per_processor else ""
         raise NotEnoughData(
-            f"not enough jobs for {td.target.value}: {total} usable, {n_train} with an observed value "
-            f"to train (need {MIN_TRAIN_ROWS}) and {n_val} of {rows.validation.size} validation jobs "
-            f"that finished under their request to calibrate on (need {MIN_VALIDATION_ROWS}; "
+            f"not enough jobs for {td.target.value}: {total - per_processor} usable, {n_train} with an "
+            f"observed value to train (need {MIN_TRAIN_ROWS}) and {n_val} of {validation.size} "
+            f"validation jobs that finished under their request to calibrate on (need {MIN_VALIDATION_ROWS}; "
             f"{censored} hit a limit){left}"
         )
 
