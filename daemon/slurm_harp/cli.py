@@ -59,16 +59,85 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
     _escape_undecodable(sys.stdout)
-    code: int = args.func(args)
-    return code
+    if sys.stdout is None:  # started with its stdout closed: print() writes nothing, fails nothing
+        code: int = args.func(args)
+        return code
+    return _watching_stdout(args)
 
 
 def _escape_undecodable(stream: TextIO) -> None:
     """A file name that is not UTF-8 (its bytes held as surrogates) printed as logging prints it
-    on stderr, ``\\udcff`` (commands.terminal's escape), not a UnicodeEncodeError after the work
-    is done: under a UTF-8 locale stdout's errors are "strict"."""
-    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+    on stderr, ``\\udcff`` (commands.terminal's escape): under a UTF-8 locale stdout's errors are
+    "strict" (a UnicodeEncodeError after the work is done), under C, C.UTF-8 or POSIX they are
+    "surrogateescape" (the raw byte, whatever the terminal makes of it)."""
+    if isinstance(stream, io.TextIOWrapper) and stream.errors in ("strict", "surrogateescape"):
         stream.reconfigure(errors="backslashreplace")
+
+
+class _WatchedStdout:
+    """sys.stdout, keeping the last error a write or flush of it raised: an OSError a command let
+    out is told from another by this, and output lost while the command went on (a failing print
+    it caught, logged) is still said at the end."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.failed: OSError | None = None
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as exc:
+            self.failed = exc
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as exc:
+            self.failed = exc
+            raise
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.stream, name)
+
+
+def _watching_stdout(args: argparse.Namespace) -> int:
+    """``args.func``'s exit code, or 1 when it said 0 but its stdout could not be written (a full
+    disk behind a redirect, a closed pipe): one line on stderr, none for a reader that stopped
+    reading (`harp models | head -1`). 1 as Python's signal docs recommend on EPIPE (141 would say
+    harp was killed by SIGPIPE, which Python ignores: it gets the error instead)."""
+    watched = _WatchedStdout(sys.stdout)
+    sys.stdout = watched  # type: ignore[assignment]
+    try:
+        code: int = args.func(args)
+        watched.flush()  # here, not at exit, where Python's own flush would print a traceback
+    except OSError as exc:
+        if exc is not watched.failed:  # not stdout's: a bug, shown with its traceback
+            raise
+        code = 1
+    finally:
+        sys.stdout = watched.stream
+    if watched.failed is None:
+        return code
+    _discard_stdout()
+    if not isinstance(watched.failed, BrokenPipeError):
+        print(
+            f"harp: cannot write standard output: {watched.failed.strerror or watched.failed}",
+            file=sys.stderr,
+        )
+    return code or 1
+
+
+def _discard_stdout() -> None:
+    """Point stdout's file descriptor at /dev/null, as Python's signal docs do after EPIPE: Python
+    flushes stdout again at exit, and what it still holds would fail again, with a traceback."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # a stream of no descriptor (a test's capture): nothing to flush
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":

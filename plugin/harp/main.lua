@@ -134,7 +134,8 @@ local function pipeline(job_desc, submit_uid, part_list, t0)
   -- the names as the request carries them: job_desc's fields are read in C, and were read once
   local line = format("%s mode=%s %s (%.2f ms)", who(req.user_name, req.job_name), tostring(decision.mode),
     #plan.notes > 0 and concat(plan.notes, ", ") or "no change", (clock() - t0) * 1000)
-  if plan.rewrote then log.info(line) else log.debug(line) end
+  -- A decision not carried out as sent (a daemon's slip or skew) is seen at SlurmctldDebug=info too.
+  if plan.rewrote or plan.fault then log.info(line) else log.debug(line) end
   return plan.rewrote and "rewritten" or "unchanged"
 end
 

@@ -66,11 +66,6 @@ function M.unflagged(ann, time, memory, cpus)
     or not cpus and find(ann, ",c[!~]=")) and true or false
 end
 
--- Whether the tag flags a time change with t0, the limit harp guard extends the job up to, beside it.
-function M.extendable(ann)
-  return ann ~= nil and find(ann, ",t[!~]=") ~= nil and find(ann, ",t0=", 1, true) ~= nil
-end
-
 -- The tag with t0, the limit harp guard extends the job up to, the job's own as submitted (`limit`,
 -- nil: none), whatever the daemon wrote: a wrong one would let the guard raise the job past the
 -- user's request.
@@ -79,25 +74,26 @@ function M.own_limit(ann, limit)
   return (gsub(ann, ",t0=%d*", limit and format(",t0=%d", limit) or ""))
 end
 
--- The daemon's tag with each flagged item ("c!=3", "t~=60") saying what the job got: its value is
--- the one applied (time, memory in MB per node, cpus), or, where nothing was changed, its flag is
--- dropped and the daemon's value kept as a prediction. got_t, got_m, got_c: a number or nil. Too
--- long for MAX_ANNOTATION (a value with more digits), the items whose value changed are left out:
--- an item missing is no claim, a wrong one is.
-function M.applied_tag(ann, got_t, got_m, got_c)
+-- The daemon's tag with each item of a target ("c!=3", "t~=60", "m=900") saying what the job got:
+-- where a value was applied (time, memory in MB per node, cpus), the item holds it, flagged as it was
+-- applied ("~" a time_min set, `t_flag`, else "!"); where nothing was changed, its flag is dropped and
+-- the daemon's value kept as a prediction. got_t, got_m, got_c: a number or nil. Too long for
+-- MAX_ANNOTATION (a value with more digits), the items whose value changed are left out: an item
+-- missing is no claim, a wrong one is.
+function M.applied_tag(ann, got_t, got_m, got_c, t_flag)
   local got = {t = got_t, m = got_m, c = got_c}
   local function item(drop)
     -- suffix: the item's "/q0.9" or "/k", kept with it and left out with it
     return function(key, flag, value, suffix)
       local v = got[key]
-      if v == nil then return "," .. key .. "=" .. value .. suffix end
-      local applied = format("%.0f", v)
-      if applied == value then return nil end
+      if v == nil then return flag ~= "" and "," .. key .. "=" .. value .. suffix or nil end
+      local applied, want = format("%.0f", v), key == "t" and t_flag or "!"
+      if applied == value and flag == want then return nil end
       if drop then return "" end
-      return "," .. key .. flag .. "=" .. applied .. suffix
+      return "," .. key .. want .. "=" .. applied .. suffix
     end
   end
-  local pattern = ",([tmc])([!~])=(%d+)([^,]*)"
+  local pattern = ",([tmc])([!~]?)=(%d+)([^,]*)"
   local out = gsub(ann, pattern, item(false))
   if #out > M.MAX_ANNOTATION then out = gsub(ann, pattern, item(true)) end
   return out

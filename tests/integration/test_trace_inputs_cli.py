@@ -1,6 +1,6 @@
 """`harp evaluate` and `harp simulate` given a trace that is no regular file or has a long name,
-and with --out on a host without matplotlib; `harp report --db` and `harp train --db` given a job
-store that is no regular file."""
+and with --out on a host without matplotlib; `harp import` given such a file; `harp report --db`
+and `harp train --db` given a job store that is no regular file."""
 
 from __future__ import annotations
 
@@ -35,6 +35,23 @@ def test_a_trace_that_is_no_regular_file_is_named_so(
     assert f"cannot read {trace}: {trace} is {said}" in caplog.text
     assert main([command, str(tmp_path / "none.swf")]) == 2
     assert f"{tmp_path / 'none.swf'}: no such file" in caplog.text
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("kind", ["FIFO", "directory"])
+def test_an_import_of_what_is_no_regular_file_is_named_so(
+    kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`harp import` said "no such file" of a FIFO or a directory that was there; nothing is read,
+    nor the job store made, when one of the files is no file."""
+    trace, good = tmp_path / "trace.swf", tmp_path / "good.swf.gz"
+    said = not_a_file(trace, kind)
+    good.symlink_to(BUNDLED_TRACE)
+    db = tmp_path / "jobs.sqlite"
+    missing = tmp_path / "none.swf"
+    assert main(["import", "--db", str(db), str(good), str(trace), str(missing)]) == 2
+    assert f"nothing imported: cannot read {trace}: {trace} is {said}; {missing}: no such file" in caplog.text
+    assert not db.exists()
 
 
 @pytest.mark.timeout(20)

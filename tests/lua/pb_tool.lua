@@ -13,6 +13,8 @@
 --                                 text = array of hex of request.text(string), "" for nil}
 --   lua5.1 pb_tool.lua apply      stdin: JSON {job_desc=..., decision=hex, submit_uid=...} -> JSON job_desc
 --                                 after harp.apply's plan and commit
+--   lua5.1 pb_tool.lua read_tag   stdin: JSON array of hex tokens -> JSON array of harp.tag_parse.read's
+--                                 answers: {tag=false}, or {tag=true, flag=, t=, t0=} (those it has)
 local here = (arg[0]):match("^(.*)/[^/]*$") or "."
 package.path = here .. "/?.lua;" .. here .. "/../../plugin/?.lua;" .. package.path
 
@@ -22,6 +24,7 @@ local request = require "harp.request"
 local sbatch_request = require "harp.sbatch_request"
 local advice_line = require "harp.advice_line"
 local apply = require "harp.apply"
+local tag_parse = require "harp.tag_parse"
 local W = require "pbtest"
 
 local function denull(t)
@@ -89,7 +92,14 @@ elseif mode == "apply" then
   local d = assert(pb.decode_decision(W.hex(t.decision)))
   assert(apply.commit(t.job_desc, apply.plan(t.job_desc, d, t.submit_uid)))
   io.write(cjson.encode(t.job_desc), "\n")
+elseif mode == "read_tag" then
+  local out = {}
+  for i, h in ipairs(cjson.decode(input)) do
+    local ok, flag, t, t0 = tag_parse.read(W.hex(h))
+    out[i] = ok and {tag = true, flag = flag, t = t, t0 = t0} or {tag = false}
+  end
+  io.write(cjson.encode(out), "\n")
 else
-  io.stderr:write("usage: pb_tool.lua encode|build|decode|signature|advice_request|advice|apply\n")
+  io.stderr:write("usage: pb_tool.lua encode|build|decode|signature|advice_request|advice|apply|read_tag\n")
   os.exit(2)
 end

@@ -576,6 +576,28 @@ T.test("the tag records the memory applied per node after rounding per CPU", fun
     daemon_tag("m!=1500,m0=4000"), "per node")
 end)
 
+T.test("a decision that carries no value leaves no flag claiming a change", function()
+  -- REWRITE or SET_TIME_MIN without new_value: nothing is changed, and report and metrics read a
+  -- flagged item as the limit harp set.
+  for _, case in ipairs {
+    {"rewrite", REWRITE, "harp:rewrite,t!=60,t0=120,m!=2000,m0=4000,v=x",
+      "harp:rewrite,t=60,t0=120,m=2000,m0=4000,v=x"},
+    {"extend", REWRITE, "harp:extend,t!=60,t0=120,v=x", "harp:extend,t=60,t0=120,v=x"},
+    {"time_min", 3, "harp:time_min,t~=60,t0=120,v=x", "harp:time_min,t=60,t0=120,v=x"},
+  } do
+    local mode, action, ann, want = case[1], case[2], case[3], case[4]
+    local targets = {{target = TIME, action = action}}
+    if mode == "rewrite" then targets[2] = {target = MEMORY, action = REWRITE} end
+    local jd = T.job_desc {time_min = 4294967294}
+    local plan = run(jd, decision(targets, {mode = mode, annotation = ann, user_message = "harp: lowered."}))
+    T.eq(jd.admin_comment, want, mode)
+    T.eq(jd.time_limit, 120, mode .. ": limit kept")
+    T.ok(not plan.rewrote and plan.message == nil, mode .. ": nothing announced")
+    T.eq(plan.notes[1], "action " .. action .. " on target 1: no value to apply (nil), left alone", mode)
+    T.ok(plan.fault, mode .. ": a fault")
+  end
+end)
+
 T.test("a tag that needs no change is not rebuilt", function()
   local rebuild = tag.applied_tag
   tag.applied_tag = function() error("rebuilt") end
@@ -646,13 +668,20 @@ end)
 
 T.test("in extend and time_min modes no limit is changed without a tag harp guard extends by", function()
   local SET_TIME_MIN = 3
+  -- The guard reads a tag with core/tag.py's parse_tag: one it does not read is no tag to it.
   local cases = {
     {"extend", REWRITE, nil, "no annotation"},
-    {"extend", REWRITE, "harp:extend,t=30,t0=120,v=x", "no flag"},
     {"extend", REWRITE, "harp:extend,t!=30,v=x", "no t0"},
     {"extend", REWRITE, "harp:rewrite,t!=30,t0=120,v=x", "another mode's tag"},
-    {"time_min", SET_TIME_MIN, "harp:time_min,t=30,t0=120,v=x", "no flag"},
+    {"extend", REWRITE, "harp:extend,t!=30,t0=120,g=2,v=x", "an item the guard does not know"},
+    {"extend", REWRITE, "harp:extend,t!=30,t0=120,,v=x", "an empty item"},
+    {"extend", REWRITE, "harp:extend,t!=30,t0=120,v=x,", "a trailing comma"},
+    {"extend", REWRITE, "harp:extend,t!=30,t0=120,m=12345678901234567,v=x", "17 digits"},
+    {"extend", REWRITE, "harp:extend,t!=30,t0=120,m=9007199254740993,v=x", "a number past 2^53"},
+    {"extend", REWRITE, "harp:extend,t!=30/q0.9x,t0=120,v=x", "a suffix the guard does not read"},
+    {"extend", REWRITE, "harp:extend,t!=30/k/q0.9,t0=120,v=x", "suffixes out of order"},
     {"time_min", SET_TIME_MIN, "harp:time_min,t~=30,v=x", "no t0"},
+    {"time_min", SET_TIME_MIN, "harp:time_min,t~=30,t0=120,g=2,v=x", "an item the guard does not know"},
   }
   for _, case in ipairs(cases) do
     local mode, action, ann, what = case[1], case[2], case[3], case[4]
@@ -662,12 +691,43 @@ T.test("in extend and time_min modes no limit is changed without a tag harp guar
     T.eq(jd.time_limit, 120, mode .. ", " .. what .. ": limit kept")
     T.eq(jd.time_min, 4294967294, mode .. ", " .. what .. ": time_min kept")
     T.ok(not plan.rewrote and plan.message == nil, mode .. ", " .. what .. ": nothing announced")
-    T.ok(table.concat(plan.notes, ";"):find("time: left alone", 1, true), table.concat(plan.notes, ";"))
+    local notes = table.concat(plan.notes, ";")
+    T.ok(notes:find("time: left alone", 1, true), notes)
+    T.ok(not notes:find("->", 1, true), mode .. ", " .. what .. ": no note of a change not made: " .. notes)
+    T.ok(plan.fault, mode .. ", " .. what .. ": a fault")
   end
   -- In rewrite mode a cut needs no tag: nothing extends it.
   local jd = T.job_desc()
   run(jd, decision {{target = TIME, action = REWRITE, new_value = 30}})
   T.eq(jd.time_limit, 30, "rewrite")
+end)
+
+T.test("in extend and time_min modes the tag's time item is what was applied", function()
+  local SET_TIME_MIN = 3
+  -- The guard takes a t!= value above the job's limit for a limit its user lowered (never extended
+  -- past it), and a t~= for a time_min set; the item says the change made, its suffix kept.
+  local cases = {
+    {"extend", REWRITE, "harp:extend,t!=90,t0=120,v=x", "harp:extend,t!=30,t0=120,v=x", "another value"},
+    {"extend", REWRITE, "harp:extend,t~=30/q0.9,t0=120,v=x", "harp:extend,t!=30/q0.9,t0=120,v=x", "a time_min flag"},
+    {"extend", REWRITE, "harp:extend,t=30,t0=120,v=x", "harp:extend,t!=30,t0=120,v=x", "no flag"},
+    {"extend", REWRITE, "harp:extend,t!=30,t0=120,t=30,v=x", "harp:extend,t!=30,t0=120,t!=30,v=x",
+      "a later time item (the guard reads the last)"},
+    {"time_min", SET_TIME_MIN, "harp:time_min,t!=30/k,t0=120,v=x", "harp:time_min,t~=30/k,t0=120,v=x",
+      "a limit flag"},
+    {"time_min", SET_TIME_MIN, "harp:time_min,t=30,t0=120,v=x", "harp:time_min,t~=30,t0=120,v=x", "no flag"},
+  }
+  for _, case in ipairs(cases) do
+    local mode, action, ann, want, what = case[1], case[2], case[3], case[4], case[5]
+    local jd = T.job_desc {time_min = 4294967294}
+    local plan = run(jd, decision({{target = TIME, action = action, new_value = 30}}, {mode = mode, annotation = ann}))
+    T.eq(mode == "extend" and jd.time_limit or jd.time_min, 30, mode .. ", " .. what .. ": changed")
+    T.eq(jd.admin_comment, want, mode .. ", " .. what)
+    T.ok(not plan.fault, mode .. ", " .. what .. ": no fault")
+  end
+  -- In rewrite mode too: a t~= is read as a time_min set, not the limit harp set.
+  local jd = T.job_desc()
+  run(jd, decision({{target = TIME, action = REWRITE, new_value = 30}}, {annotation = "harp:rewrite,t~=30,v=x"}))
+  T.eq(jd.admin_comment, "harp:rewrite,t!=30,v=x", "rewrite")
 end)
 
 T.test("first decision per target wins", function()

@@ -451,3 +451,40 @@ T.test("log lines escape control characters: a job name cannot forge lines", fun
   end
   T.ok(T.logged("info", "x\\nforged"), "the name is shown escaped")
 end)
+
+T.test("a decision not carried out as sent is logged at info, with no note of a change not made", function()
+  -- At SlurmctldDebug=info the debug line is not written: a daemon's slip went unseen there.
+  local cases = {
+    {"harp:rewrite,t!=60,t0=120,v=m", "ignored malformed annotation", "another mode's tag"},
+    {"harp:extend,t!=60,t0=120,g=2,v=m", "no tag harp guard could extend the job by", "a tag the guard does not read"},
+    {"harp:extend,t!=60,v=m", "no tag harp guard could extend the job by", "no t0"},
+  }
+  for _, case in ipairs(cases) do
+    T.fake_slurm()
+    local reply = W.decision {targets = {{target = 1, action = 2, new_value = 60, model_version = "m"}},
+      user_message = "harp: lowered time from 02:00:00 to 01:00:00.", annotation = case[1], mode = "extend"}
+    main.configure(config(), {transport = fake(reply)})
+    local jd = T.job_desc()
+    T.eq(main.submit(jd, 1000), "unchanged", case[3])
+    T.eq(jd.time_limit, 120, case[3] .. ": limit kept")
+    local line = T.logged("info", case[2])
+    T.ok(line, case[3] .. ": at info: " .. tostring(T.logs.debug[1]))
+    T.ok(not line:find("->", 1, true), case[3] .. ": no note of a cut not made: " .. line)
+    T.eq(#T.logs.user, 0, case[3] .. ": nothing said to the user")
+  end
+  -- an action its mode does not carry out
+  T.fake_slurm()
+  local reply = W.decision {targets = {{target = 2, action = 2, new_value = 2000, model_version = "m"}},
+    annotation = "harp:extend,m!=2000,m0=4000,v=m", mode = "extend"}
+  main.configure(config(), {transport = fake(reply)})
+  T.eq(main.submit(T.job_desc(), 1000), "unchanged", "ignored action")
+  T.ok(T.logged("info", "ignored action 2 in mode extend"), "at info: " .. tostring(T.logs.debug[1]))
+  -- a decision carried out that changes nothing stays at debug
+  T.fake_slurm()
+  reply = W.decision {targets = {{target = 1, action = 1, model_version = "m"}},
+    annotation = "harp:shadow,t=60,v=m", mode = "shadow"}
+  main.configure(config(), {transport = fake(reply)})
+  T.eq(main.submit(T.job_desc(), 1000), "unchanged", "shadow")
+  T.eq(#T.logs.info, 0, "shadow: nothing at info")
+  T.eq(#T.logs.debug, 1, "shadow: one debug line")
+end)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.cli import main
+from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands.arguments import MAX_SPAN_S, span, unix_time, whole
 
 
@@ -28,6 +29,23 @@ def test_a_span_is_finite_positive_and_at_most_ten_years() -> None:
         with pytest.raises(argparse.ArgumentTypeError):
             hours(bad)
     assert span(1, zero=True)("0") == 0.0
+
+
+def test_a_span_may_have_a_least() -> None:
+    hours = span(3600, least_s=60)
+    assert hours(str(60 / 3600)) == 60 / 3600 and hours("24") == 24.0
+    for bad in ("0.0166", "1e-9", "0", "nan", str(MAX_SPAN_S / 3600 + 1)):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"must be at least 0\.01667 \(60 s\)"):
+            hours(bad)
+
+
+def test_a_harvest_window_below_a_minute_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--window-hours 1e-9 made windows of one second: a first run of 30 days, 2.6 million sacct calls."""
+    monkeypatch.setattr(harvest_command, "harvest_into", lambda *a, **k: pytest.fail("harvested"))
+    said = usage_error(["harvest", "--db", "/nonexistent/j.sqlite", "--window-hours", "1e-9"], capsys)
+    assert "--window-hours: must be at least 0.01667 (60 s) and at most 87840 (ten years): '1e-9'" in said
 
 
 def test_whole_numbers_and_unix_times() -> None:

@@ -144,6 +144,7 @@ def refused_by_check_config(tmp_path: Path, caplog: pytest.LogCaptureFixture, te
 # 3e6 s, the daemon's history thread of a 1e12 s wait, a guard stale for 1e300 s counted as alive for
 # good, and an empty path was "."): each is refused naming its key, by every command.
 A_DAY = "must be a number of seconds <= 86400"
+PATH_KEYS = ("store.path", "server.socket", "guard.heartbeat", "guard.state", "history.db", "advice.socket")
 PAST_THEIR_BOUNDS = {
     "[guard]\npoll_seconds = 3000000\nlead_seconds = 6000000\nstale_seconds = 6000000\n": (
         f"guard.poll_seconds: {A_DAY} (a day), got 3e+06"
@@ -158,6 +159,14 @@ PAST_THEIR_BOUNDS = {
     "[guard]\nstate = ' '\n": "guard.state: must be a path, got an empty string",
     "[server]\nsocket = ''\n": "server.socket: must be a path, got an empty string",
     "[store]\npath = ''\n": "store.path: must be a path, got an empty string",
+    "[history]\ndb = ''\n": "history.db: must be a path (leave the key out for no history), got an",
+    # TOML's "\u0000": check-config said ok, then each open() raised ValueError, a traceback at start.
+    **{
+        f'[{key.split(".")[0]}]\n{key.split(".")[1]} = "/var/lib/x\\u0000y"\n': (
+            f"{key}: must be a path, got one holding a NUL character: '/var/lib/x\\x00y'"
+        )
+        for key in PATH_KEYS
+    },
 }
 
 
@@ -554,3 +563,152 @@ def test_check_config_warns_of_a_file_without_history_db(
     path.write_text(f"[history]\ndb = '{tmp_path / 'jobs.sqlite'}'\n")
     assert main(["check-config", str(path)]) == 0
     assert caplog.records == []
+
+
+# Endpoints check-config said ok to, and `harp serve` or `harp guard` then refused to start with
+# (exit 1): a blank address, for which getaddrinfo has no host, a host:port or a bracketed IPv6
+# address given as the address, and two endpoints on one port and address, both on the controller
+# (the guard's where a mode runs it: GUARDED).
+GUARDED = "[policy]\nmode = 'extend'\n"
+BAD_ENDPOINTS = {
+    "[server]\nmetrics_address = ''\nmetrics_port = 9817\n": (
+        "server.metrics_address: must be a host name or address (such as 127.0.0.1 or 0.0.0.0), got ''"
+    ),
+    "[guard]\nmetrics_address = ''\n": "guard.metrics_address: must be a host name or address",
+    "[guard]\nmetrics_address = ' 127.0.0.1'\n": (
+        "guard.metrics_address: must be one host name or address without spaces, got ' 127.0.0.1'"
+    ),
+    "[server]\nmetrics_address = '127.0.0.1:9817'\n": (
+        "server.metrics_address: must be an address alone, without brackets or a port (that is "
+        "server.metrics_port), got '127.0.0.1:9817'"
+    ),
+    "[guard]\nmetrics_address = '[::1]'\n": "guard.metrics_address: must be an address alone, without",
+    "[guard]\nmetrics_address = 'a..b'\n": (
+        "guard.metrics_address: not a host name or address: label empty or too long, got 'a..b'"
+    ),
+    f"{GUARDED}[server]\nmetrics_port = 9817\n[guard]\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on 127.0.0.1 and 127.0.0.1: both "
+        "listen on this host, and the second to start could not (give each its own port)"
+    ),
+    "[policy]\nmode = 'shadow'\n[[policy.rule]]\npartition = 'long'\nmode = 'time_min'\n"
+    "[server]\nmetrics_port = 9817\n[guard]\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on 127.0.0.1 and 127.0.0.1"
+    ),
+    f"{GUARDED}[server]\nmetrics_port = 9817\n[guard]\nmetrics_address = '0.0.0.0'\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on 0.0.0.0 and 127.0.0.1"
+    ),
+    f"{GUARDED}[server]\nmetrics_address = '::'\nmetrics_port = 9817\n[guard]\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on 127.0.0.1 and ::"
+    ),
+    f"{GUARDED}[server]\nmetrics_address = 'LOCALHOST'\nmetrics_port = 9817\n"
+    "[guard]\nmetrics_address = 'localhost'\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on localhost and LOCALHOST"
+    ),
+    f"{GUARDED}[server]\nmetrics_address = '0'\nmetrics_port = 9817\n[guard]\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on 127.0.0.1 and 0"
+    ),
+    "[server]\ntcp = '127.0.0.1:9817'\nmetrics_port = 9817\n": (
+        "server.metrics_port: 9817 is server.tcp's port too, on 127.0.0.1 and 127.0.0.1"
+    ),
+    f"{GUARDED}[server]\ntcp = '[::]:9818'\n[guard]\nmetrics_port = 9818\n": (
+        "guard.metrics_port: 9818 is server.tcp's port too, on 127.0.0.1 and [::]"
+    ),
+    # grpcio binds 0.0.0.0 as [::], IPv6 too, and localhost as both loopbacks
+    "[server]\ntcp = '0.0.0.0:9817'\nmetrics_address = '::1'\nmetrics_port = 9817\n": (
+        "server.metrics_port: 9817 is server.tcp's port too, on ::1 and 0.0.0.0: both listen"
+    ),
+    "[server]\ntcp = 'localhost:9817'\nmetrics_address = '::1'\nmetrics_port = 9817\n": (
+        "server.metrics_port: 9817 is server.tcp's port too, on ::1 and localhost"
+    ),
+    f"{GUARDED}[server]\ntcp = 'localhost:9818'\n[guard]\nmetrics_port = 9818\n": (
+        "guard.metrics_port: 9818 is server.tcp's port too, on 127.0.0.1 and localhost"
+    ),
+}
+ENDPOINT_IDS = [
+    "empty", "guard empty", "padded", "host:port", "brackets", "empty label", "same port",
+    "a rule's guard", "IPv4 wildcard", "IPv6 wildcard", "localhost twice", "short wildcard", "tcp",
+    "guard and tcp", "tcp wildcard", "tcp localhost, ::1", "tcp localhost, 127.0.0.1",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", BAD_ENDPOINTS, ids=ENDPOINT_IDS)
+def test_an_endpoint_serve_or_guard_could_not_start_with_is_refused_naming_the_key(text: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse(tomllib.loads(text))
+    assert str(err.value).startswith(f"<config>: {BAD_ENDPOINTS[text]}"), err.value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[server]\nmetrics_port = 9817\n[guard]\nmetrics_port = 9818\n",  # the shipped harp.toml's
+        "[server]\nmetrics_address = '127.0.0.1'\nmetrics_port = 9817\n"
+        "[guard]\nmetrics_address = '127.0.0.2'\nmetrics_port = 9817\n",  # two addresses of one port
+        "[server]\nmetrics_address = '0.0.0.0'\nmetrics_port = 9817\n"
+        "[guard]\nmetrics_address = '::1'\nmetrics_port = 9817\n",  # IPv4's wildcard, IPv6's loopback
+        "[server]\nmetrics_address = '::1'\n[guard]\nmetrics_address = '::1'\n",  # no port: no endpoint
+        "[server]\ntcp = '0.0.0.0:50051'\nmetrics_address = 'fe80::1%eth0'\nmetrics_port = 9817\n",
+        "[guard]\nmetrics_address = 'prom.example.'\nmetrics_port = 9818\n",
+    ],
+    ids=["distinct ports", "distinct addresses", "v4 wildcard, v6 loopback", "no port", "tcp", "name"],
+)
+def test_endpoints_that_can_listen_side_by_side_are_read(text: str) -> None:
+    parse(tomllib.loads(GUARDED + text))
+
+
+@pytest.mark.parametrize("loopback", ["127.0.0.1", "::1"])
+def test_localhost_is_a_name_between_two_metrics_endpoints(loopback: str) -> None:
+    """A metrics endpoint binds the first address getaddrinfo gives for localhost, ::1 or 127.0.0.1 by
+    the host's /etc/hosts: taken for both, one of the two was always refused where both bound."""
+    text = "[server]\nmetrics_address = 'localhost'\nmetrics_port = 9817\n[guard]\nmetrics_port = 9817\n"
+    parse(tomllib.loads(f"{GUARDED}{text}metrics_address = '{loopback}'\n"))
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "mode = 'shadow'\n",
+        "mode = 'off'\n",
+        "mode = 'rewrite'\n",
+        "mode = 'shadow'\n[[policy.rule]]\npartition = 'debug'\nmode = 'rewrite'\n",
+    ],
+    ids=["shadow", "off", "rewrite", "rules without the guard"],
+)
+@pytest.mark.parametrize(
+    "endpoints",
+    ["[server]\nmetrics_port = 9818\n", "[server]\ntcp = '0.0.0.0:9818'\n"],
+    ids=["metrics", "tcp"],
+)
+def test_the_guards_endpoint_is_not_compared_where_no_mode_runs_the_guard(
+    policy: str, endpoints: str
+) -> None:
+    """The role writes [guard] metrics_port = 9818 whatever the mode, and starts no guard in these: a
+    site that had moved the daemon's port to 9818 saw every command exit 2."""
+    settings = parse(tomllib.loads(f"[policy]\n{policy}{endpoints}[guard]\nmetrics_port = 9818\n"))
+    assert settings.guard.metrics_port == 9818
+
+
+def test_check_config_says_a_guard_endpoint_on_the_daemons_port_where_no_guard_runs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Good (exit 0), with a warning: a mode changed to time_min or extend would make it refused."""
+    path = tmp_path / "harp.toml"
+    history = f"[history]\ndb = '{tmp_path / 'jobs.sqlite'}'\n"  # no other warning
+    path.write_text(f"{history}[server]\nmetrics_port = 9818\n[guard]\nmetrics_port = 9818\n")
+    assert main(["check-config", str(path)]) == 0
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert line.startswith(
+        f"{path}: guard.metrics_port: 9818 is server.metrics_port's port too, on 127.0.0.1 and "
+        "127.0.0.1: no mode here runs the guard, but one started for a time_min or extend mode could "
+        "not listen"
+    ), line
+
+
+def test_check_config_refuses_the_server_and_the_guard_on_one_metrics_port(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The audit's file: check-config said ok (exit 0), and the guard then exited 1 beside the daemon
+    with `Address already in use`."""
+    text = "[server]\nmetrics_port = 19890\n[policy]\nmode = 'extend'\n[guard]\nmetrics_port = 19890\n"
+    path, line = refused_by_check_config(tmp_path, caplog, text)
+    assert line.startswith(f"{path}: guard.metrics_port: 19890 is server.metrics_port's port too"), line

@@ -149,6 +149,13 @@ def test_import_reads_the_next_file_after_a_row_the_csv_module_refuses(
     )
 
 
+def test_a_csv_saved_with_a_byte_order_mark_reads(tmp_path: Path) -> None:
+    """A spreadsheet's save begins with a UTF-8 BOM: the file was refused as missing job_id."""
+    path = tmp_path / "t.csv"
+    path.write_text("\ufeff" + HEADER + _row("1"), encoding="utf-8")
+    assert [r.job_id for r in read_csv_trace(path)] == ["1"]
+
+
 def test_not_an_eagle_csv(tmp_path: Path) -> None:
     path = tmp_path / "other.csv"
     path.write_text("a,b\n1,2\n")

@@ -176,6 +176,42 @@ def test_an_address_that_cannot_be_bound_is_a_daemon_error_leaving_no_socket(
     assert not os.path.lexists(tmp_path / "run")
 
 
+def no_such_host(monkeypatch: pytest.MonkeyPatch, host: str) -> None:
+    """getaddrinfo says ``host`` does not resolve, as a resolver would, without asking one."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == host:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("nosuch.example", "Name or service not known"),
+        ("192.0.2.1", "Cannot assign requested address"),
+        ("fe80::1", "Invalid argument"),  # a link-local address names its interface: fe80::1%eth0
+    ],
+    ids=["unresolved", "not this host's", "link-local without its interface"],
+)
+def test_a_metrics_address_that_cannot_be_bound_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, address: str, problem: str
+) -> None:
+    """The address was at fault and the error named server.metrics_port."""
+    no_such_host(monkeypatch, "nosuch.example")
+    sock = tmp_path / "run" / "harp.sock"
+    daemon = make_daemon(sock, tmp_path, metrics_address=address, metrics_port=19817)
+    try:
+        with pytest.raises(DaemonError) as err:
+            daemon.start()
+    finally:
+        daemon.stop(0)
+    assert str(err.value) == f"server.metrics_address: cannot serve metrics on {address}:19817: {problem}"
+
+
 def claimed_as(uid: int, sock: Path) -> str:
     """What claim_socket(sock) does in a process of ``uid``: "claimed", or the exception it raised."""
     read, write = os.pipe()

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from slurm_harp.config import ConfigError, parse
 from slurm_harp.config.settings import GuardSettings
 from tests.conftest import REPO
 
@@ -594,6 +595,32 @@ def test_uninstalling_by_hand_removes_all_the_role_installs() -> None:
     assert [n for n in named if n not in steps] == []
 
 
+def test_installing_by_hand_gives_the_units_slurmuser_and_its_group_as_the_role_does() -> None:
+    """The shipped units spell SlurmUser, its group and harp.toml's `slurm`, which the role's templates
+    take from slurm.conf. install.md had a site copy them as they were: where SlurmUser is root, the
+    guard ran as slurm (no operator: it could extend no job) and the units' group could not read
+    harp.toml. The step says to set them with a drop-in, to what the role sets."""
+    step = _install_guide_section("Install by hand")
+    # Where SlurmUser is root, the preflight notes its group, root (the guard's), and the socket's,
+    # harp.toml's, the role's own (the other units'); the step said Group=slurm-harp for the guard.
+    root = _group_facts("root", 0, "root", 0) | {"role_path": str(ROLE)}
+    overridden = []
+    for shipped in sorted((REPO / "deploy" / "systemd").glob("*.service")):
+        for key in ("User", "Group"):
+            [as_shipped] = unit_values(shipped.read_text(), key)
+            [as_role] = unit_values("\n".join(_unit(shipped.name, root)), key)
+            if as_shipped != as_role:  # SlurmUser's, its group or harp.toml's group: the site's own
+                overridden.append(f"{shipped.name} {key}={as_role}")
+                assert f"`{key}={as_shipped}`" in step and f"{key}={as_role}" in step, (shipped.name, key)
+    assert {"slurm-harp-guard.service User=root", "slurm-harp-guard.service Group=root"} <= set(overridden)
+    guard_drop_in = step.split("`systemctl edit slurm-harp-guard`", 1)[1].split("```", 2)[1]
+    assert "User=root Group=root" in guard_drop_in, guard_drop_in
+
+
+def unit_values(text: str, key: str) -> list[str]:
+    return re.findall(rf"^{key}=(.*)$", text, re.M)
+
+
 def test_upgrading_by_hand_copies_the_plugin_the_wheel_lacks() -> None:
     """The wheel carries no Lua (pyproject.toml's package-data): installing it alone left the old
     plugin running for ever. The role copies plugin/ at each run; by hand, install.md says to."""
@@ -778,6 +805,23 @@ def test_quoted_all_digit_names_are_written_to_harp_toml_as_given() -> None:
     text = str(render((ROLE / "templates" / "harp.toml.j2").read_text(), variables))
     assert 'account = "2024001"' in text and 'partition = "0123"' in text and 'name = "7"' in text
     assert _values_refusals(**variables) == []
+
+
+def test_the_daemon_on_the_guards_default_port_is_read_where_the_role_runs_no_guard() -> None:
+    """The role writes [guard] metrics_port = 9818 whatever the mode and starts the guard only for
+    time_min and extend: a site in shadow mode that had moved the daemon's endpoint to 9818 saw
+    check-config, and every command, refuse the file. Where the guard runs, it is refused."""
+
+    def harp_toml(**overrides: Any) -> dict[str, Any]:
+        variables = _unit_vars(slurm_harp_metrics_port=9818, **overrides)
+        return tomllib.loads(str(render((ROLE / "templates" / "harp.toml.j2").read_text(), variables)))
+
+    shadow = harp_toml()
+    assert shadow["server"]["metrics_port"] == shadow["guard"]["metrics_port"] == 9818
+    assert not render("{{ slurm_harp_guard_enabled }}", _unit_vars(slurm_harp_metrics_port=9818))
+    assert parse(shadow).guard.metrics_port == 9818
+    with pytest.raises(ConfigError, match=r"guard\.metrics_port: 9818 is server\.metrics_port's port too"):
+        parse(harp_toml(slurm_harp_policy_mode="extend"))
 
 
 RULE_NAMES = "every partition and account in slurm_harp_policy_rules must be one name"

@@ -324,3 +324,42 @@ def test_each_pip_install_of_a_checkout_removes_its_build_first() -> None:
     assert len(shown) == 2, shown  # install.md: install step 1, Upgrading
     clean_first = re.compile(r"(^|&& )rm -rf /path/to/slurm-harp/build && /opt/slurm-harp/bin/pip install ")
     assert [c for c in shown if not clean_first.search(c)] == [], shown
+
+
+def section(doc: Path, start: str, end: str) -> str:
+    """The text of ``doc`` from ``start`` to ``end``, on one line."""
+    return " ".join(doc.read_text().split(start, 1)[1].split(end, 1)[0].split())
+
+
+def test_uninstalling_removes_what_enabling_the_advice_hook_installs() -> None:
+    """advice.md has sites copy cli_filter.lua and the modules, write harp_advice.lua, add
+    CliFilterPlugins=lua and run a harp serve on login nodes; install.md's Uninstalling named none of
+    them, and sbatch went on calling a hook whose daemon was gone."""
+    enabling = section(REPO / "docs" / "advice.md", "**Enabling it**", "A site that has its own")
+    uninstalling = section(REPO / "docs" / "install.md", "\n## Uninstalling\n", "\n## ")
+    installed = [
+        *re.findall(r"`[^`]+` to `([^`]+)`", enabling),  # Copy `plugin/x` to `y`
+        *re.findall(r"Write `([^`]+)`", enabling),
+        *re.findall(r"Add `([^`]+)`", enabling),
+    ]
+    assert {"cli_filter.lua", "harp_advice.lua", "CliFilterPlugins=lua"} <= set(installed), installed
+    assert "`harp serve`" in enabling and "login node" in enabling
+    # each is named, or a directory above it (/usr/share/slurm-harp for its lua/harp/)
+    named = re.findall(r"`([^`]+)`", uninstalling)
+    missing = [i for i in installed if not any(i == n or i.startswith(n.rstrip("/") + "/") for n in named)]
+    assert missing == [] and "login node" in uninstalling and "`harp serve`" in uninstalling, missing
+
+
+def test_the_sample_harp_toml_points_to_documents_that_hold_what_it_says() -> None:
+    """deploy/config/harp.toml said "see the README" of ladder_rows and calibrate_by, which the README
+    never names: each document (and anchor) it points to is there, and says the key."""
+    sample = REPO / "deploy" / "config" / "harp.toml"
+    for line in sample.read_text().splitlines():
+        assert "see the README" not in line, line
+    pointed = re.findall(r"\b((?:docs|experiments)/[\w./-]+\.md)(?:#([\w-]+))?", sample.read_text())
+    assert ("docs/training.md", "train-harp-train") in pointed, pointed
+    for path, anchor in pointed:
+        assert (REPO / path).is_file(), path
+        assert not anchor or anchor in anchors(REPO / path), f"{path}#{anchor}"
+    training = (REPO / "docs" / "training.md").read_text()
+    assert "training.ladder_rows" in training and "--calibrate-by" in training

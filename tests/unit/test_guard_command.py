@@ -12,6 +12,7 @@ import pytest
 
 from slurm_harp.commands import guard as guard_command
 from slurm_harp.guard.loop import Guard, PollReport
+from tests.unit.test_daemon_start import no_such_host
 from tests.unit.test_signal_wait import calls_while_handling, handlers_kept, locking
 
 
@@ -55,4 +56,18 @@ def test_a_metrics_port_in_use_is_one_line_and_exit_1(
     said = (
         f"not starting: guard.metrics_port: cannot serve metrics on 127.0.0.1:{port}: Address already in use"
     )
+    assert said in caplog.text
+
+
+def test_a_metrics_address_that_does_not_resolve_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The address was at fault, and the line named guard.metrics_port."""
+    monkeypatch.setattr(Guard, "poll", lambda _guard: pytest.fail("polled"))
+    no_such_host(monkeypatch, "nosuch.example")
+    config = tmp_path / "harp.toml"
+    files = f'heartbeat = "{tmp_path / "hb"}"\nstate = "{tmp_path / "limits.json"}"\n'
+    config.write_text(f'[guard]\n{files}metrics_port = 19818\nmetrics_address = "nosuch.example"\n')
+    assert guard_command.run(argparse.Namespace(config=str(config), once=False)) == 1
+    said = "not starting: guard.metrics_address: cannot serve metrics on nosuch.example:19818: Name or"
     assert said in caplog.text

@@ -613,9 +613,12 @@ def test_a_tagged_job_whose_ratio_raises_is_left_out_and_the_harvest_goes_on(
         (["--start", "1969-12-31T23:59:59Z"], "--start: before 1970-01-01 UTC"),
         (["--overlap-minutes", "-5"], "--overlap-minutes: must be >= 0 and at most 5270400 (ten years)"),
         (["--settle-seconds", "nan"], "--settle-seconds: must be >= 0 and at most"),
-        (["--window-hours", "1e308"], "--window-hours: must be > 0 and at most 87840 (ten years): '1e308'"),
-        (["--window-hours", "inf"], "--window-hours: must be > 0"),
-        (["--window-hours", "0"], "--window-hours: must be > 0"),
+        (
+            ["--window-hours", "1e308"],
+            "--window-hours: must be at least 0.01667 (60 s) and at most 87840 (ten years): '1e308'",
+        ),
+        (["--window-hours", "inf"], "--window-hours: must be at least 0.01667 (60 s)"),
+        (["--window-hours", "0"], "--window-hours: must be at least 0.01667 (60 s)"),
         (["--overlap-minutes", "1e308"], "--overlap-minutes: must be >= 0"),
     ],
 )

@@ -327,6 +327,189 @@ def test_a_per_cpu_memory_cut_keeps_the_floor_on_every_node_and_its_request_come
     assert submitted.requested(Target.MEMORY) == request.requested(Target.MEMORY) == tag.own["m"]
 
 
+# --- the tag as harp guard reads it: harp.tag_parse against core/tag.py's parse_tag ----------------------
+
+
+def _guard_reads(token: str) -> dict[str, Any]:
+    """What parse_tag reads of ``token`` that the guard extends a job by, as harp.tag_parse answers."""
+    tag = parse_tag(token)
+    if tag is None:
+        return {"tag": False}
+    out: dict[str, Any] = {"tag": True}
+    if "t" in tag.flags:
+        out["flag"], out["t"] = tag.flags["t"], tag.values["t"]
+    if "t" in tag.own:
+        out["t0"] = tag.own["t"]
+    return out
+
+
+def _lua_reads(tokens: list[str]) -> list[dict[str, Any]]:
+    answers = _tool("read_tag", [t.encode().hex() for t in tokens])
+    for a in answers:
+        for key in ("t", "t0"):
+            if key in a:
+                a[key] = int(a[key])
+    return list(answers)
+
+
+# Tags at the edges of parse_tag's grammar: each item's form, the digit cap (16 digits, 2**53, the last
+# item of a key counting), the suffixes and their order, empty and unknown items, the mode.
+EDGE_TAGS = [
+    "harp:extend,t!=60,t0=120,v=m",
+    "harp:time_min,t~=60/q0.9/k,t0=120,m=5,c=2/k,v=",
+    "harp:extend",
+    "harp:extend,",
+    "harp:extend,,",
+    "harp:extend,t!=60,",
+    "harp:extend,t!=60,t0=120,,v=m",
+    "harp:extend,t!=60,t0=120,g=2,v=m",
+    "harp:extend,t!=60/q0.9x,t0=120,v=m",
+    "harp:extend,t!=60/k/q0.9,t0=120",
+    "harp:extend,t!=60/q,t0=120",
+    "harp:extend,t!=60/q1e-3,t0=120",
+    "harp:extend,t!=60/q.-e,t0=120",
+    "harp:extend,t!=60,t0=120/k",
+    "harp:extend,t!=60,t0!=120",
+    "harp:extend,t!!=60,t0=120",
+    "harp:extend,t!=,t0=120",
+    "harp:extend,t!=60,t0=",
+    "harp:extend,t!=9007199254740992,t0=9007199254740992",
+    "harp:extend,t!=9007199254740993,t0=120",
+    "harp:extend,t!=60,t0=9007199254740993",
+    "harp:extend,t!=9999999999999999,t!=60,t0=120",
+    "harp:extend,m=9999999999999999,t!=60,t0=120",
+    "harp:extend,t!=60,t0=120,c0=9007199254740993",
+    "harp:extend,t!=0000000000000060,t0=0000000000000120",
+    "harp:extend,t!=00000000000000060,t0=120",
+    "harp:extend,t!=60,t0=12345678901234567",
+    "harp:extend,t!=60,t=50,t0=120",
+    "harp:extend,t!=60,t0=120,t0=5",
+    "harp:extend,t!=\u0661\u0660,t0=120",  # Arabic-Indic digits
+    "harp:extend,t!=60,t0=120,v=a,b",
+    "harp:extend,t!=60,t0=120,v=é+x",
+    "harp:extend,v=m,t!=60,t0=120",
+    "harp:extendx,t!=60,t0=120",
+    "harp:EXTEND,t!=60,t0=120",
+    "harp:,t!=60",
+    "harp=extend,t!=60,t0=120",
+    "xharp:extend,t!=60,t0=120",
+    *(f"harp:{mode.value},t!=60,t0=120" for mode in Mode),
+]
+
+
+def test_the_lua_tag_grammar_reads_the_edge_tags_as_parse_tag() -> None:
+    """harp.apply cuts a limit in extend and time_min modes only under a tag harp.tag_parse reads as
+    that cut; the guard reads it with parse_tag: the two must read every tag alike."""
+    assert _lua_reads(EDGE_TAGS) == [_guard_reads(t) for t in EDGE_TAGS]
+
+
+# Random tags: numbers mostly small, some near 2**53; suffixes parse_tag reads and ones it does not.
+_SMALL = st.integers(0, 10**5).map(str)
+_NUMBER = st.one_of(
+    _SMALL,
+    _SMALL,
+    _SMALL,
+    st.integers(0, 2**53 + 2).map(str),
+    st.sampled_from(["9007199254740992", "9007199254740993", "9999999999999999", "0000000000000060"]),
+)
+_BAD_NUMBER = st.one_of(
+    st.text("0123456789", max_size=18), st.sampled_from(["", "\u0661\u0660", "6x", "-1", "00000000000000060"])
+)
+_GOOD_SUFFIX = st.sampled_from(["", "/q0.9", "/q1e-3", "/q.-e", "/k", "/q0.9/k"])
+_BAD_SUFFIX = st.sampled_from(["/q", "/k/q0.9", "/k/k", "x", "x/k", "/q0.9x", "/q1x/k", "/Q1", "/q0.9/kx"])
+
+
+def _item(key: str, flag: str, number: str, suffix: str) -> str:
+    return f"{key}{flag}={number}{suffix}"
+
+
+_VALUE = st.builds(_item, st.sampled_from("tmc"), st.sampled_from(["", "!", "~"]), _NUMBER, _GOOD_SUFFIX)
+_OWN = st.builds(_item, st.sampled_from(["t0", "m0", "c0"]), st.just(""), _NUMBER, st.just(""))
+# Any characters but the whitespace that splits admin_comment into tokens (and surrogates, no UTF-8).
+_NO_SPACE = st.characters(exclude_characters=" \t\n\v\f\r", exclude_categories=["Cs"])
+_VERSIONS = st.text(_NO_SPACE.filter(lambda ch: ch != ","), max_size=8)
+# Items parse_tag reads no tag by: a bad key, flag, number or suffix, an own value with a suffix, junk.
+_BAD = st.one_of(
+    st.builds(
+        _item, st.sampled_from("tmcvgT"), st.sampled_from(["", "!", "~", "!!", "?"]), _NUMBER, _BAD_SUFFIX
+    ),
+    st.builds(_item, st.sampled_from("tmc"), st.sampled_from(["", "!", "~", "0"]), _BAD_NUMBER, _GOOD_SUFFIX),
+    st.builds(_item, st.sampled_from(["t0", "m0", "c0"]), st.just(""), _NUMBER, _GOOD_SUFFIX.filter(bool)),
+    st.text("tmcv0129!~=/qk.e-x\u0661", max_size=10),
+)
+_ITEMS = st.one_of(_VALUE, _VALUE, _VALUE, _OWN, _OWN, _VERSIONS.map(lambda v: "v=" + v), _BAD)
+_TOKEN = st.builds(
+    lambda prefix, mode, items, end: prefix + mode + ("," + ",".join(items) if items else "") + end,
+    st.sampled_from(["harp:"] * 6 + ["harp=", "xharp:"]),
+    st.sampled_from([*(m.value for m in Mode)] * 3 + ["", "extendx", "EXTEND"]),
+    st.lists(_ITEMS, max_size=6),
+    st.sampled_from(["", "", "", ","]),
+)
+# Tags shaped as the guard's: a time item and t0 among other items, good or not.
+_GUARDED = st.builds(
+    lambda mode, before, time, t0, after: f"harp:{mode}," + ",".join([*before, time, t0, *after]),
+    st.sampled_from(["extend", "time_min"]),
+    st.lists(_ITEMS, max_size=1),
+    st.builds(_item, st.just("t"), st.sampled_from(["!", "~", ""]), _NUMBER, _GOOD_SUFFIX),
+    st.builds(_item, st.just("t0"), st.just(""), _NUMBER, st.just("")),
+    st.lists(_ITEMS, max_size=1),
+)
+# Any text after a guarded mode's prefix.
+_SOUP = st.text(_NO_SPACE, max_size=30).map(lambda s: "harp:extend," + s)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(_TOKEN, _GUARDED, _SOUP), min_size=100, max_size=200))
+def test_the_lua_tag_grammar_reads_random_tags_as_parse_tag(tokens: list[str]) -> None:
+    """The two grammars cannot drift: a change to parse_tag fails here until harp.tag_parse follows."""
+    assert _lua_reads(tokens) == [_guard_reads(t) for t in tokens]
+
+
+# A time cut in extend mode, a time_min in time_min mode (60 min of the job's 120), under the daemon's
+# tag: ones the guard reads as that change, and ones it does not (an unknown or empty item, 17 digits,
+# a suffix it cannot read, another value or flag than applied, the time item not last).
+GUARDED_TAGS = [
+    "{mode},t{flag}=60,t0=120,v=m",
+    "{mode},t{flag}=60/q0.9/k,t0=120,v=m",
+    "{mode},t{flag}=60,t0=120,g=2,v=m",
+    "{mode},t{flag}=60,t0=120,,v=m",
+    "{mode},t{flag}=60,t0=120,m=12345678901234567,v=m",
+    "{mode},t{flag}=60/q0.9x,t0=120,v=m",
+    "{mode},t{flag}=90,t0=120,v=m",
+    "{mode},t!=60,t~=60,t0=120,v=m",
+    "{mode},t{flag}=60,t=60,t0=120,v=m",
+    "{mode},t{flag}=60,t0=120,v=m,",
+]
+
+
+@pytest.mark.parametrize("mode", [Mode.EXTEND, Mode.TIME_MIN])
+@pytest.mark.parametrize("shape", GUARDED_TAGS)
+def test_a_guarded_time_change_is_made_only_under_a_tag_the_guard_reads_as_it(mode: Mode, shape: str) -> None:
+    """The guard extends a job by its tag alone (parse_tag): a cut under a tag it reads otherwise, or
+    not at all, would stand until Slurm killed the job there, before its user's own limit."""
+    flag, field = ("!", "time_limit") if mode is Mode.EXTEND else ("~", "time_min")
+    action = pb.ACTION_REWRITE if mode is Mode.EXTEND else pb.ACTION_SET_TIME_MIN
+    decision = pb.Decision(
+        targets=[pb.TargetDecision(target=pb.TARGET_TIME, action=action, new_value=60, model_version="m")],
+        annotation="harp:" + shape.format(mode=mode.value, flag=flag),
+        mode=mode.value,
+    )
+    job_desc = {"user_name": "alice", "time_limit": 120, "time_min": NO_VAL, "min_mem_per_node": 4000}
+    got = _tool(
+        "apply", {"job_desc": job_desc, "decision": decision.SerializeToString().hex(), "submit_uid": 1000}
+    )
+    tag = parse_tag(got["admin_comment"])
+    if got[field] == 60:
+        assert tag is not None and tag.extendable_minutes == 120, got["admin_comment"]
+        assert (tag.flags["t"], tag.values["t"]) == (flag, 60), got["admin_comment"]
+    else:
+        assert (got["time_limit"], got["time_min"]) == (120, NO_VAL), "left as submitted"
+        assert tag is None or tag.extendable_minutes is None, got["admin_comment"]
+    # the daemon's tag the guard reads as the change: the change is made
+    if shape in GUARDED_TAGS[:2]:
+        assert got[field] == 60
+
+
 # --- script signature: the Python twin a harvester would use ----------------------------------------------
 
 

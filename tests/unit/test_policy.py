@@ -38,6 +38,17 @@ def test_rewrite_rounds_up_and_respects_floor() -> None:
     assert policy.decide(Target.TIME, req, Mode.REWRITE, 1.0, 0.9, "v").new_value == 10
 
 
+def test_a_floor_of_0_never_proposes_0() -> None:
+    """A floor of 0 is accepted: a prediction at or below 0 proposed 0, which the plugin refuses to
+    set (0 MB is all of a node's memory), logging each such job at info."""
+    policy = Policy(floors=dict.fromkeys(Target, 0.0))
+    req = JobRequest(time_limit_minutes=120, min_cpus=4, mem_per_node_mb=4000)
+    for target in Target:
+        for predicted in (-3.0, 0.0, 0.2):
+            decision = policy.decide(target, req, Mode.REWRITE, predicted, 0.9, "v")
+            assert (decision.action, decision.new_value) == (Action.REWRITE, 1), (target, predicted)
+
+
 def test_no_rewrite_without_a_request_or_without_gain() -> None:
     policy = Policy(min_gain=0.1)
     unasked = policy.decide(Target.TIME, JobRequest(), Mode.REWRITE, 30.0, 0.9, "v")

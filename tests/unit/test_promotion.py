@@ -81,7 +81,12 @@ def test_a_window_with_no_waste_to_cut_is_judged_on_its_kills_and_says_so() -> N
         ((0.8, 24.0), (0.5, 25.0), False, "tolerance"),  # cuts less
         ((1.5, 40.0), (0.5, 25.0), False, "> budget"),  # over the budget and the champion
         ((1.5, 10.0), (2.0, 25.0), True, "breaks the kill budget"),  # the champion is no longer safe
+        ((0.5, 0.0), (2.0, 40.0), True, "breaks the kill budget"),  # ... and the challenger is
         ((2.5, 30.0), (2.0, 25.0), False, "> budget"),  # both unsafe, the challenger more so
+        # Both unsafe, killing as many: the cut decides (a challenger cutting nothing was promoted).
+        ((2.5, 0.0), (2.5, 30.0), False, "tolerance"),
+        ((1.5, 2.0), (1.5, 40.0), False, "tolerance"),
+        ((2.5, 29.6), (2.5, 30.0), True, "cuts 29.6 %"),
     ],
 )
 def test_rules(

@@ -164,3 +164,18 @@ def test_a_promotion_json_holding_only_the_mark_reads_as_refused(tmp_path: Path)
     assert store.refusal(Target.TIME, version) == "was rolled back from (2026-01-05T03:00:00Z)"
     path.write_text(json.dumps({"rolled_back": 7}))  # no verdict and no mark: unreadable, refused
     assert (store.refusal(Target.TIME, version) or "").startswith("has an unreadable verdict")
+
+
+def test_prune_keeps_the_fallback_that_loads_not_a_garbled_one_after_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A card garbled in the version before CURRENT: prune kept that one as the fallback and removed
+    the one before it, the only one a CURRENT that does not load at a start could fall back to."""
+    store = ModelStore(tmp_path)
+    good, garbled, current = publish(store, 3)
+    (store.target_dir(Target.TIME) / garbled / "card.json").write_text("{")
+    assert prune(store, Target.TIME, 1) == [garbled]
+    assert f"time: version {garbled} does not load, no fallback: " in caplog.text
+    onnx = store.target_dir(Target.TIME) / current / "q0.90.onnx"
+    onnx.write_bytes(onnx.read_bytes()[:100])
+    assert reload_models(tmp_path, {}, None).models[Target.TIME].version == good

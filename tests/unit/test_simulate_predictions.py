@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.accounting.store_schema import SchemaVersionError
+from slurm_harp.commands import predictions
 from slurm_harp.commands.predictions import fitted_predictions, read_predictions
 from slurm_harp.core.policy import Policy
+from tests.conftest import not_a_file
 
 
 def test_json_and_csv_give_seconds_per_job(tmp_path: Path) -> None:
@@ -47,6 +50,28 @@ def test_what_is_no_limit_is_refused_naming_the_file_and_job(
     with pytest.raises(ValueError) as caught:
         read_predictions(tmp_path / name)
     assert str(caught.value).startswith(f"{tmp_path}/{message}")
+
+
+@pytest.mark.timeout(20)  # open() of a FIFO waited for a writer for good: the test fails, not hangs
+@pytest.mark.parametrize("kind", ["FIFO", "directory", "device"])
+def test_a_file_that_is_no_regular_file_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    """A FIFO hung `harp simulate --predictions` for good, and /dev/zero ended in a MemoryError
+    (/dev/null, the device here, read as no prediction at all)."""
+    path = Path("/dev/null") if kind == "device" else tmp_path / "p.csv"
+    said = "a character device, not a regular file" if kind == "device" else not_a_file(path, kind)
+    with pytest.raises(OSError, match=f"^{re.escape(str(path))} is {said}$"):
+        read_predictions(path)
+
+
+def test_a_file_larger_than_any_predictions_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(predictions, "MAX_BYTES", 16)
+    (tmp_path / "p.csv").write_text("1,600\n2,600\n3,600\n")  # 18 bytes
+    with pytest.raises(ValueError, match=r"p\.csv: larger than 16 bytes, the most harp reads"):
+        read_predictions(tmp_path / "p.csv")
+    (tmp_path / "p.csv").write_text("1,600\n2,600\n3,6\n")
+    assert read_predictions(tmp_path / "p.csv") == {"1": 600.0, "2": 600.0, "3": 6.0}
 
 
 def test_a_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:

@@ -303,6 +303,9 @@ def test_since_takes_days_hours_and_dates() -> None:
     assert since_time("2026-10-01T02:00+02:00") == 1_790_812_800
     with pytest.raises(argparse.ArgumentTypeError, match="not a window"):
         since_time("last month")
+    for other in ("\u0663\u0660d", "\uff13\uff10d"):  # Arabic-Indic and full-width 30d were read as 30 days
+        with pytest.raises(argparse.ArgumentTypeError, match="not a window"):
+            since_time(other, now=100 * DAY)
     # Before any Slurm time: said so, not a traceback from a year out of range later on.
     for before in ("101d", "99999999999d", "9" * 30 + "h", "0001-01-01", "1969-12-31T23:00"):
         with pytest.raises(argparse.ArgumentTypeError, match="before 1970-01-01 UTC"):

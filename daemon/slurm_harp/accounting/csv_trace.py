@@ -38,7 +38,8 @@ def read_csv_trace(
 ) -> list[JobRecord]:
     path = Path(path)
     stats = stats if stats is not None else ReadStats(source=str(path))
-    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+    # utf-8-sig: a byte-order mark (a spreadsheet's save) is no part of the first column's name.
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
         return parse_csv_trace(handle, stats, now=now)
 
 

@@ -46,10 +46,14 @@ def _parsed(text: str, kind: Callable[[str], Number], ok: Callable[[Number], boo
 MAX_SPAN_S = 10 * 366 * 86400
 
 
-def span(unit_s: int, *, zero: bool = False) -> Callable[[str], float]:
+def span(unit_s: int, *, zero: bool = False, least_s: int = 0) -> Callable[[str], float]:
     """A span of time counted in units of ``unit_s`` seconds: a finite number > 0 (>= 0 with
-    ``zero``) and at most ten years (MAX_SPAN_S)."""
+    ``zero``; at least ``least_s`` seconds when given) and at most ten years (MAX_SPAN_S)."""
     most = MAX_SPAN_S / unit_s
+    if least_s:
+        least = least_s / unit_s
+        rule = f"at least {least:.4g} ({least_s} s) and at most {most:.0f} (ten years)"
+        return lambda text: _parsed(text, float, lambda v: least <= v <= most, rule)
     rule = f"{'>= 0' if zero else '> 0'} and at most {most:.0f} (ten years)"
     return lambda text: _parsed(text, float, lambda v: (v >= 0 if zero else v > 0) and v <= most, rule)
 

@@ -3,7 +3,8 @@ whether it is good (exit 0) or what is wrong (exit 2), changing nothing. It chec
 socket's group exists), as `harp serve` does before it binds. Ansible's template module
 runs it before it installs a new harp.toml (deploy/ansible), so a bad file never replaces a good one.
 A file some command cannot use but the daemon can (no history.db: `harp nightly` refuses it) is good,
-with a warning that says what follows.
+with a warning that says what follows; so is a guard endpoint on the daemon's port where no mode runs
+the guard.
 
 `--start-only` prints instead, as JSON, what of the file each service reads only at start
 (config/start_only.py): the role compares it before and after writing a new harp.toml, and restarts
@@ -17,6 +18,7 @@ import json
 import logging
 
 from slurm_harp.commands.arguments import settings_at
+from slurm_harp.config.endpoints import idle_guard_clash
 from slurm_harp.config.start_only import by_unit
 from slurm_harp.server.socket_path import start_problem
 
@@ -56,6 +58,14 @@ def run(args: argparse.Namespace) -> int:
             "%s: no history.db: the daemon serves without history features, and `harp nightly` "
             "refuses to run (it harvests into and trains from that job store)",
             args.file,
+        )
+    if (clash := idle_guard_clash(settings)) is not None:  # said, not refused: no guard listens yet
+        log.warning(
+            "%s: %s: %s: no mode here runs the guard, but one started for a time_min or extend mode "
+            "could not listen (give each its own port)",
+            args.file,
+            clash.key,
+            clash,
         )
     print(f"{args.file}: ok (policy mode {settings.policy.default_mode.value})")
     return 0

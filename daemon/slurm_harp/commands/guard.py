@@ -21,7 +21,7 @@ from slurm_harp.guard.extension_history import ExtensionHistory
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.loop import Guard
 from slurm_harp.guard.slurm import run_command
-from slurm_harp.server.metrics_http import MetricsServer
+from slurm_harp.server.metrics_http import MetricsServer, bind_problem
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +78,7 @@ def _serve_metrics(settings: Settings, registry: CollectorRegistry) -> bool:
     try:
         MetricsServer(address, port, registry)  # bounded: not prometheus_client's thread per connection
     except OSError as exc:
-        log.error(
-            "not starting: guard.metrics_port: cannot serve metrics on %s:%d: %s",
-            address,
-            port,
-            exc.strerror or exc,
-        )
+        log.error("not starting: %s", bind_problem("guard", address, port, exc))
         return False
     return True
 

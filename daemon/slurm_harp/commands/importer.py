@@ -10,7 +10,7 @@ from pathlib import Path
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records
 from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, storable, store_error
-from slurm_harp.commands.arguments import delimiter_option, warn_if_guessable
+from slurm_harp.commands.arguments import delimiter_option, input_problem, warn_if_guessable
 from slurm_harp.commands.harvest import default_db
 
 log = logging.getLogger(__name__)
@@ -43,9 +43,10 @@ def source_name(path: str | Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    missing = [s for s in args.sources if not Path(s).is_file()]
-    if missing:
-        log.error("no such file: %s", ", ".join(missing))
+    # A FIFO or a directory named as what it is (a FIFO would be waited on), before anything is read.
+    problems = [problem for source in args.sources if (problem := input_problem(source)) is not None]
+    if problems:
+        log.error("nothing imported: %s", "; ".join(problems))
         return 2
     try:
         store = JobStore(args.db)
@@ -122,10 +123,14 @@ def _import_all(store: JobStore, sources: list[str], forced_name: str | None, de
             return True
         if earlier is not None:
             earlier.check(records, name, path)
-        print(
+        line = (
             f"{path} -> {name}: {stats.lines} lines, {len(records)} jobs, {stats.bad_lines} bad lines, "
             f"{stats.skipped} skipped, {result.inserted} new, {result.updated} updated"
         )
+        try:
+            print(line)
+        except OSError as exc:  # stdout full or closed: the file is imported, and so are the next ones
+            log.warning("%s imported; cannot say so on standard output: %s", path, exc)
         if not records and stats.bad_lines:  # a file of another format, or damaged: said, exit 1
             log.error("%s: no job read, every line bad: not the format its name says?", path)
             failed = True

@@ -11,15 +11,23 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from slurm_harp.core.policy import Policy
-from slurm_harp.regular_file import decode_json
+from slurm_harp.regular_file import decode_json, read_regular
+
+# The largest file of predictions read: room for ten million jobs at 26 bytes each (a CSV line
+# `12345678,123456.5` takes 18); a runaway file was read until memory ran out.
+MAX_BYTES = 256 * 2**20
 
 
 def read_predictions(path: Path) -> dict[str, float]:
     """Job id -> planned limit in seconds, from JSON (an object) or CSV (job_id,seconds; a header
     row is allowed). Each limit is a finite number >= 0; anything else is a ValueError naming the
-    file and the job (an infinite one ended in a traceback deep in the simulation)."""
+    file and the job (an infinite one ended in a traceback deep in the simulation). Only a regular
+    file is read (regular_file: a FIFO was waited on for good), of at most MAX_BYTES (ValueError)."""
+    raw = read_regular(path, size=MAX_BYTES + 1)
+    if len(raw) > MAX_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_BYTES} bytes, the most harp reads of predictions")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: not UTF-8 text: {exc}") from None
     if path.suffix.lower() == ".json":

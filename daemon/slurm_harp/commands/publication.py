@@ -33,7 +33,8 @@ def train_targets(records: list[JobRecord], targets: list[Target], plan: Plan, e
     written (disk full, permissions) fails that target, logged, and the run goes on with the next
     one; the exit code is then 1. So does any other error publishing a target (a stray directory in
     the store, a bug): logged naming it. The serving version stays (model.store publishes
-    atomically)."""
+    atomically). A standard output that cannot be written (full, closed) stops only the printing of
+    what was published, logged; cli says so and exits 1."""
     with contextlib.ExitStack() as held:
         refused = hold_store(held, plan.store, "not training")
         if refused is not None:
@@ -61,13 +62,14 @@ def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, ever
     from slurm_harp.learning.pipeline import Unfinished, Unloadable, train_and_publish
     from slurm_harp.learning.trainer import NotEnoughData, TrainingError
 
-    records = trainable(records, time.time())  # harp train --db reads the same store as nightly
+    now = time.time()  # one clock for the jobs trained on and the champion judged against them
+    records = trainable(records, now)  # harp train --db reads the same store as nightly
     data = build_dataset(records, max_rows=plan.max_rows)  # the same features serve every target
     published = 0
     missed: dict[Target, str] = {}  # what happened to each target not published, said at the end
     for target in targets:
         try:
-            outcome = train_and_publish(records, data, target, plan)
+            outcome = train_and_publish(records, data, target, plan, now=now)
         except TrainingError as exc:
             if not every:
                 log.error("training failed: %s", exc)
@@ -96,7 +98,15 @@ def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, ever
             missed[target] = f"failed ({name})"
         else:
             published += 1
-            _print(outcome, plan)
+            try:
+                _print(outcome, plan)
+            except OSError as exc:  # stdout full or closed: the version is out, the next target waits
+                log.warning(
+                    "%s: version %s published; cannot say so on standard output: %s",
+                    target.value,
+                    outcome.version,
+                    exc,
+                )
     # A target the data could not train is skipped; one the store failed fails the run.
     faults = sum(why not in (NO_DATA, NOT_TRAINED) for why in missed.values())
     _log_missed(missed, published, faults)

@@ -29,7 +29,7 @@ from slurm_harp.evaluation.site_report_plots import DrawError
 from slurm_harp.output_dir import OutputDir
 
 log = logging.getLogger(__name__)
-AGO = re.compile(r"^(\d+)([dh])$")
+AGO = re.compile(r"^([0-9]+)([dh])$")  # not \d: it takes any script's digits
 UNIT_S = {"d": 86400, "h": 3600}
 
 

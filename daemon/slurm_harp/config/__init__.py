@@ -2,8 +2,9 @@
 
 Every error names the offending key and the file, so a sysadmin can fix it without reading code.
 The settings and their defaults are in ``settings``, what each section may hold and the checked
-reads in ``reader``, each section's parser in ``sections`` and ``advice``; what only the host can
-check (the socket's group exists) in ``host``.
+reads in ``reader``, each section's parser in ``sections`` and ``advice``, the TCP endpoints (their
+addresses, and no two on one port) in ``endpoints``; what only the host can check (the socket's
+group exists) in ``host``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_harp.config.advice import read_advice, read_billing
+from slurm_harp.config.endpoints import check_ports
 from slurm_harp.config.host import check_host, socket_gid
 from slurm_harp.config.reader import ARRAY_TABLES, SCHEMA, Reader
 from slurm_harp.config.sections import (
@@ -66,7 +68,7 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
     top = r.table(data, "")
     server = read_server(r, r.table(top.get("server", {}), "server"))
     store = r.table(top.get("store", {}), "store")
-    return Settings(
+    settings = Settings(
         server=server,
         store=r.path_value(store, "store", "path", DEFAULT_STORE),
         policy=read_policy(r, r.table(top.get("policy", {}), "policy")),
@@ -77,6 +79,8 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
         billing=read_billing(r, r.table(top.get("billing", {}), "billing")),
         advice=read_advice(r, r.table(top.get("advice", {}), "advice"), server.socket),
     )
+    check_ports(r, settings)
+    return settings
 
 
 def load(path: Path | str) -> Settings:

@@ -29,10 +29,8 @@ MOST_WEIGHT = 1e12
 
 
 def read_advice(r: Reader, a: Mapping[str, Any], submission_socket: Path) -> AdviceSettings:
-    path = r.get(a, "advice", "socket", str, None)
-    if path is not None and not path.strip():
-        raise r.fail("advice.socket", "must be a path (leave the key out for no advice socket)")
-    if path is not None and _same_file(Path(path), submission_socket):
+    path = r.optional_path(a, "advice", "socket", " (leave the key out for no advice socket)")
+    if path is not None and _same_file(path, submission_socket):
         raise r.fail(
             "advice.socket", f"must not be server.socket ({submission_socket}): that one is SlurmUser's alone"
         )
@@ -61,7 +59,7 @@ def read_advice(r: Reader, a: Mapping[str, Any], submission_socket: Path) -> Adv
             f"must be a fraction of a GPU's memory, 0 to below 1; got {headroom:g}",
         )
     return AdviceSettings(
-        socket=None if path is None else Path(path),
+        socket=path,
         max_connections=_max_connections(r, a),
         gpu_memory_bytes=memory,
         gpu_memory_headroom=headroom,

@@ -134,9 +134,22 @@ class Reader:
 
     def path_value(self, data: Mapping[str, Any], section: str, key: str, default: Path) -> Path:
         """A path that must be there: Path("") is ".", the working directory, no file of harp's."""
-        text = self.get(data, section, key, str, str(default))
+        path = self.optional_path(data, section, key, "", str(default))
+        assert path is not None  # a default was given
+        return path
+
+    def optional_path(
+        self, data: Mapping[str, Any], section: str, key: str, without: str, default: str | None = None
+    ) -> Path | None:
+        """A path, or ``default`` when the key is left out (None: no path); ``without``: what leaving
+        it out means, said when it is blank."""
+        text = self.get(data, section, key, str, default)
+        if text is None:
+            return None
         if not text.strip():
-            raise self.fail(f"{section}.{key}", "must be a path, got an empty string")
+            raise self.fail(f"{section}.{key}", f"must be a path{without}, got an empty string")
+        if "\0" in text:  # TOML's "\u0000": every open() of it raised ValueError, a traceback at start
+            raise self.fail(f"{section}.{key}", f"must be a path, got one holding a NUL character: {text!r}")
         return Path(text)
 
     def mode(self, value: Any, key: str) -> Mode:

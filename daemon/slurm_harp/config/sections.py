@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
+from slurm_harp.config.endpoints import metrics_address, metrics_port, server_tcp
 from slurm_harp.config.reader import Reader, positive
 from slurm_harp.config.settings import (
     MAX_THREADS,
@@ -51,27 +51,15 @@ def read_server(r: Reader, srv: Mapping[str, Any]) -> ServerSettings:
             f"must let server.socket_group ({socket_group}) read and write the socket, which SlurmUser "
             f"connects through (e.g. '0660'), got {mode_text!r}",
         )
-    metrics_port = _metrics_port(r, "server", get("metrics_port", int))
-    tcp = get("tcp", str)
-    if tcp is not None:
-        host, colon, port = tcp.rpartition(":")
-        # "50051" alone was taken for a port ("expected host:port" was the message, not the check)
-        # and passed; `harp serve` then could not listen on it.
-        if not (colon and host.strip() and port.isascii() and port.isdigit()):
-            raise r.fail("server.tcp", f"expected host:port, got {tcp!r}")
-        if int(port) > 65535:  # grpcio bound another port in its place, silently
-            raise r.fail("server.tcp", f"port out of range (1 to 65535): {tcp!r}")
-        if int(port) == 0:  # grpcio bound a port the kernel picked, which no client is told of
-            raise r.fail("server.tcp", f"0 is no port: give the port clients connect to, got {tcp!r}")
     return ServerSettings(
         socket=r.path_value(srv, "server", "socket", d.socket),
         socket_mode=socket_mode,
         socket_group=socket_group,
-        tcp=tcp,
+        tcp=server_tcp(r, get("tcp", str)),
         max_workers=positive(r, "server.max_workers", get("max_workers", int)),
         grace_seconds=r.seconds(srv, "server", "grace_seconds", d.grace_seconds, 0.0),
-        metrics_address=get("metrics_address", str),
-        metrics_port=metrics_port,
+        metrics_address=metrics_address(r, "server", get("metrics_address", str)),
+        metrics_port=metrics_port(r, "server", get("metrics_port", int)),
         store_poll_seconds=r.seconds(srv, "server", "store_poll_seconds", d.store_poll_seconds, 1.0),
         predict_lane=get("predict_lane", bool),
     )
@@ -93,7 +81,8 @@ def read_guard(r: Reader, g: Mapping[str, Any]) -> GuardSettings:
         raise r.fail(
             "guard.stale_seconds", f"must be at least twice guard.poll_seconds ({poll:g}), got {stale:g}"
         )
-    port = _metrics_port(r, "guard", r.get(g, "guard", "metrics_port", int, None))
+    address = metrics_address(r, "guard", r.get(g, "guard", "metrics_address", str, d.metrics_address))
+    port = metrics_port(r, "guard", r.get(g, "guard", "metrics_port", int, None))
     extension = r.get(g, "guard", "extension", str, d.extension)
     if extension not in EXTENSIONS:
         raise r.fail("guard.extension", f"must be one of {', '.join(EXTENSIONS)}, got {extension!r}")
@@ -104,7 +93,7 @@ def read_guard(r: Reader, g: Mapping[str, Any]) -> GuardSettings:
         lead_seconds=lead,
         stale_seconds=stale,
         max_updates_per_poll=_max_updates(r, g, d.max_updates_per_poll),
-        metrics_address=r.get(g, "guard", "metrics_address", str, d.metrics_address),
+        metrics_address=address,
         metrics_port=port,
         extension=extension,
     )
@@ -180,9 +169,7 @@ MOST_DAYS = 3660
 
 
 def read_history(r: Reader, hist: Mapping[str, Any]) -> HistorySettings:
-    db = r.get(hist, "history", "db", str, None)
-    if db is not None and not db.strip():
-        raise r.fail("history.db", "must be a path (leave the key out for no history)")
+    db = r.optional_path(hist, "history", "db", " (leave the key out for no history)")
     poll = r.seconds(hist, "history", "poll_seconds", 60.0, 0.1)
 
     def days(key: str, default: int) -> int:
@@ -194,7 +181,7 @@ def read_history(r: Reader, hist: Mapping[str, Any]) -> HistorySettings:
         return value
 
     return HistorySettings(
-        db=None if db is None else Path(db),
+        db=db,
         window_days=days("window_days", 30),
         poll_seconds=poll,
         outcome_window_days=days("outcome_window_days", 7),
@@ -268,13 +255,3 @@ def _one_name(r: Reader, rule: Mapping[str, Any], key: str, field: str) -> str |
 def _account(name: str | None) -> str | None:
     """An account as a job's is matched: in lower case, as Slurm keeps it (core.text.LOWERED_FIELDS)."""
     return None if name is None else lowered(name)
-
-
-def _metrics_port(r: Reader, section: str, port: int | None) -> int | None:
-    """A metrics port: 1-65535, or unset for no endpoint. 0 asked the kernel for any free port: an
-    endpoint no Prometheus was told of (the role's variable says 0 for none, and writes none)."""
-    if port == 0:
-        raise r.fail(f"{section}.metrics_port", "0 is no port: leave it unset for no metrics endpoint")
-    if port is not None and not 0 < port < 65536:
-        raise r.fail(f"{section}.metrics_port", f"out of range: {port}")
-    return port

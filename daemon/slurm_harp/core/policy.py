@@ -86,6 +86,11 @@ class Policy:
     opt_out_users: frozenset[str] = frozenset()
     opt_out_accounts: frozenset[str] = frozenset()
 
+    @property
+    def needs_guard(self) -> bool:
+        """Whether some job may get a mode that needs `harp guard` (the default mode or a rule's)."""
+        return self.default_mode.needs_guard or any(rule.mode.needs_guard for rule in self.rules)
+
     def opted_out(self, request: JobRequest) -> bool:
         """The site keeps the job's user or account out. A job whose user has no name (slurmctld
         could not resolve the uid: an NSS outage) is kept out while any user is: it may be theirs."""
@@ -112,8 +117,9 @@ class Policy:
 
     def proposed(self, target: Target, predicted: float) -> int:
         """A prediction (in the target's unit) as the value harp would set: whole units, rounded
-        up, at least the target's floor."""
-        return max(math.ceil(predicted), math.ceil(self.floors.get(target, 0.0)))
+        up, at least the target's floor and at least 1, whatever the floor: 0 is no limit Slurm
+        takes as one (`--mem=0` is all of a node's memory), and the plugin sets no such value."""
+        return max(math.ceil(predicted), math.ceil(self.floors.get(target, 0.0)), 1)
 
     def saves(self, proposed: float, asked: float) -> bool:
         """Whether setting ``proposed`` saves at least ``min_gain`` of the ``asked`` value, and

@@ -68,9 +68,12 @@ class Outcome:
     pruned: tuple[str, ...] = ()
 
 
-def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Target, plan: Plan) -> Outcome:
+def train_and_publish(
+    records: Sequence[JobRecord], data: Dataset, target: Target, plan: Plan, now: float | None = None
+) -> Outcome:
     """Raises TrainingError when nothing fit to publish came out (the store is then untouched),
-    Unloadable when the version published does not load, Unfinished when a step after it failed."""
+    Unloadable when the version published does not load, Unfinished when a step after it failed.
+    ``now``: the clock ``records`` were filtered by (promotion.challenge)."""
     result = train_target(
         records,
         target,
@@ -95,6 +98,7 @@ def train_and_publish(records: Sequence[JobRecord], data: Dataset, target: Targe
                 result.window,
                 plan.config.calibration.kill_budget,
                 plan.tolerance,
+                now,
             )
         except ModelError as exc:
             raise Unloadable(version, exc) from exc

@@ -19,15 +19,19 @@ reservation-waste cut %. The challenger is also loaded; one that does not load i
 The challenger is not worse when
 1. its newly killed rate is within the kill budget, or no higher than the champion's; and
 2. its waste cut is at least the champion's minus ``tolerance`` points, unless the champion
-   breaks the kill budget on this window (it is no longer safe; rule 1 suffices) or the window
-   has no waste to cut (its requests left none: no cut is measured, the verdict says so).
+   breaks the kill budget on this window and the challenger kills fewer (the champion is no longer
+   safe: rule 1 suffices; one killing as many must cut as much) or the window has no waste to cut
+   (its requests left none: no cut is measured, the verdict says so).
 A challenger trained on jobs older than the champion's is refused (a restored job store, a
 lowered max_jobs, an old trace): nothing in its window is new to the champion, so it could not
-lose a comparison. When fewer than MIN_JOBS jobs of the window are new to the champion, both
-versions are judged as published on the whole window (both have seen most of it). A challenger
-judged alone (no champion; CURRENT unreadable; a champion that cannot be loaded or evaluated:
-deleted, corrupt, other features) must have finite figures within the kill budget, judged as
-published on the whole window (in sample: this mostly checks that its figures are finite).
+lose a comparison. A champion whose last job is stamped after ``now``
+(trained while the controller's clock ran ahead: training now leaves those jobs out, so every
+challenger would look older until the clock reached them) is judged as one whose card does not say
+when its training ended, logged. When fewer than MIN_JOBS jobs of the window are new to the
+champion, both versions are judged as published on the whole window (both have seen most of it). A
+challenger judged alone (no champion; CURRENT unreadable; a champion that cannot be loaded or
+evaluated: deleted, corrupt, other features) must have finite figures within the kill budget, judged
+as published on the whole window (in sample: this mostly checks that its figures are finite).
 """
 
 from __future__ import annotations
@@ -135,7 +139,7 @@ def judge(
             f"newly kills {challenger.killed_pct:.2f} % > budget {budget_pct:.2f} % "
             f"and champion {champion.killed_pct:.2f} %",
         )
-    if champion.killed_pct > budget_pct:
+    if champion.killed_pct > budget_pct and challenger.killed_pct < champion.killed_pct:
         return verdict(
             True, f"the champion breaks the kill budget on the latest window ({champion.killed_pct:.2f} %)"
         )
@@ -166,8 +170,10 @@ def challenge(
     window: Window,
     kill_budget: float,
     tolerance: float = 0.5,
+    now: float | None = None,
 ) -> Verdict:
-    """Judge the published, not yet serving ``version`` against the serving one on ``window``.
+    """Judge the published, not yet serving ``version`` against the serving one on ``window``;
+    ``now`` (unix seconds, this host's clock by default) is the clock training filtered the jobs by.
     Raises runtime.ModelError when the challenger itself does not load."""
     mine = load_version(store.target_dir(target) / version, target)  # as the daemon loads it
     whole = Standing(version, *assess(window.limits, window.td))
@@ -189,6 +195,9 @@ def challenge(
         raise  # transient: the champion may be fine; this target fails and the champion stays
     except Exception as exc:
         return _unevaluated(target, current.name, exc, alone)
+    ahead = _ahead_of(now, seen_until, target, current.name)
+    if ahead:
+        seen_until = -math.inf
     if math.isfinite(mine_until) and mine_until < seen_until:
         return Verdict(
             False,
@@ -218,11 +227,29 @@ def challenge(
         return replace(
             verdict,
             reason=f"only {new.size} jobs of the window are new to the champion {current.name}, "
-            f"both judged on the whole window as published: {verdict.reason}",
+            f"both judged on the whole window as published: {verdict.reason}{ahead}",
         )
     challenger = Standing(version, *assess(judged.limits, window.td.take(judged.rows)))
     verdict = judge(challenger, rival, kill_budget, tolerance)
-    return replace(verdict, reason=f"{verdict.reason}; judged on {judged.how}")
+    return replace(verdict, reason=f"{verdict.reason}; judged on {judged.how}{ahead}")
+
+
+def _ahead_of(now: float | None, seen_until: float, target: Target, name: str) -> str:
+    """A note for the verdict when the champion's last job is stamped after ``now`` (the clock that
+    stamped it ran ahead), logged; "" when it is not."""
+    # No slack: training leaves out a job whose start or end is ahead, even one submitted just before
+    # now, and a champion trained a night ago has no job submitted after this run's clock.
+    latest = time.time() if now is None else now
+    if not seen_until > latest:
+        return ""
+    log.warning(
+        "%s: champion %s was trained on jobs submitted up to %s, after this host's clock "
+        "(the clock that stamped them ran ahead): its training end is taken as unknown",
+        target.value,
+        name,
+        _utc(seen_until),
+    )
+    return f"; the champion's last job, {_utc(seen_until)}, is ahead of this host's clock: taken as unknown"
 
 
 def _unevaluated(target: Target, name: str, exc: Exception, alone: Callable[[str], Verdict]) -> Verdict:

@@ -1,5 +1,6 @@
 """Which model versions to keep: the newest N, the newest N that promotion did not refuse, and always
-the one being served and the one the daemon's fallback would serve in its place.
+the one being served and the one the daemon's fallback would serve in its place (the newest older
+one not refused that loads).
 
 The daemon's fallback (a CURRENT that does not load after a restart) and `harp rollback` take the
 newest older version that promotion did not refuse: nights of refused challengers must not prune
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import PROMOTION_FILE
+from slurm_harp.model.runtime import ModelError, load_version
 from slurm_harp.model.store import CURRENT_FILE, VERSION_NAME, ModelStore
 from slurm_harp.state_dir import is_new_file_of
 
@@ -30,7 +32,7 @@ STALE_TEMP_S = 3600.0
 def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
     """Delete all but the newest ``keep`` versions of ``target`` and the newest ``keep`` of those
     promotion did not refuse; CURRENT is never deleted, nor the newest version older than it that
-    was not refused (what the daemon serves when CURRENT does not load at a start). Nothing is
+    was not refused and loads (what the daemon serves when CURRENT does not load at a start). Nothing is
     deleted while CURRENT cannot be read: what it should name is not known. A version whose card
     cannot be looked at is never deleted (logged) and does not count among the ``keep``.
 
@@ -44,7 +46,7 @@ def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
         return []
     versions = _inspectable(store, target)
     judged = [v for v in versions if not store.refused(target, v)]
-    fallback = [v for v in judged if current.names is None or v < current.names][-1:]
+    fallback = _fallback(store, target, [v for v in judged if current.names is None or v < current.names])
     kept = {*versions[-keep:], *judged[-keep:], *fallback, current.names}
     doomed = []
     for version in (v for v in versions if v not in kept):
@@ -68,6 +70,21 @@ def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
                 version,
             )
     return doomed
+
+
+def _fallback(store: ModelStore, target: Target, older: list[str]) -> list[str]:
+    """What the daemon's fallback serves of ``older`` (the versions before CURRENT not refused): the
+    newest that loads. Keeping the newest whatever it was (its card garbled, say), the one that
+    loaded was pruned, and a CURRENT that did not load at a start left the target unserved. None
+    loading: the newest, as before (it may yet be mended by hand)."""
+    for at in range(len(older) - 1, -1, -1):
+        try:
+            load_version(store.target_dir(target) / older[at], target)
+        except ModelError as exc:
+            log.warning("%s: version %s does not load, no fallback: %s", target.value, older[at], exc)
+            continue
+        return [older[at]]
+    return older[-1:]
 
 
 def _inspectable(store: ModelStore, target: Target) -> list[str]:

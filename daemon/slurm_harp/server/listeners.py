@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
 from slurm_harp.config import ConfigError, ServerSettings, Settings, socket_gid
-from slurm_harp.server.metrics_http import MetricsServer
+from slurm_harp.server.metrics_http import MetricsServer, bind_problem
 from slurm_harp.server.service import PREDICT, SERVICE, PredictorService
 from slurm_harp.server.socket_path import (
     DaemonError,
@@ -115,6 +115,4 @@ def metrics_server(address: str, port: int, registry: CollectorRegistry) -> Metr
     try:
         return MetricsServer(address, port, registry)
     except OSError as exc:
-        raise DaemonError(
-            f"server.metrics_port: cannot serve metrics on {address}:{port}: {exc.strerror or exc}"
-        ) from None
+        raise DaemonError(bind_problem("server", address, port, exc)) from None

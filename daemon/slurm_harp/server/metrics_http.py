@@ -24,6 +24,7 @@ request per connection (``Connection: close``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import logging
 import re
@@ -255,6 +256,16 @@ class MetricsServer:
         if now - self._logged_at >= _LOG_EVERY_S:
             self._logged_at = now
             log.exception("%s (said at most once a minute)", what)
+
+
+def bind_problem(section: str, address: str, port: int, exc: OSError) -> str:
+    """What `harp serve` and `harp guard` say of a MetricsServer they could not start, naming the key
+    at fault: ``metrics_address`` for a host that does not resolve, is not this machine's or is a
+    link-local address without its interface (``fe80::1``: EINVAL), where it said metrics_port;
+    ``metrics_port`` otherwise (in use, below 1024 for a user)."""
+    at_address = isinstance(exc, socket.gaierror) or exc.errno in (errno.EADDRNOTAVAIL, errno.EINVAL)
+    key = f"{section}.{'metrics_address' if at_address else 'metrics_port'}"
+    return f"{key}: cannot serve metrics on {address}:{port}: {exc.strerror or exc}"
 
 
 def _listen(address: str, port: int) -> socket.socket:
