@@ -1,11 +1,17 @@
 """Benchmark: a full `harp train` on 1 M jobs, wall time and peak RSS, against a baseline run.
 
     .venv/bin/python -m benchmarks.bench_train [--jobs 1000000] [--trace LANL] [--threads 2]
+                                                [--processors-per-node 1]
                                                 [--variants baseline,time,all,...]
 
 A real trace (default LANL-CM5: it has run times, memory and CPU time, so every target trains)
 is extended by time-shifted copies (the whole trace again after it ends, same users) and written
-as one SWF file. Each variant is a separate `harp train` process (peak RSS is its own):
+into a job store (SQLite), which `harp train --db` reads as the nightly does. Each job is given
+its memory per node, as a sacct record carries it: a node count (the trace's processors over
+``--processors-per-node``, 1 by default: the archive's CM-5 and SP2 nodes each had one) and its
+peak per processor times the processors on its node. An SWF file's memory is per processor,
+which training leaves out (learning.targets.per_node_only), and memory would not train.
+Each variant is a separate `harp train` process (peak RSS is its own):
 - baseline: the issue-2 training: three quantile models (0.5, 0.9, 0.95) of 200 trees at a
   learning rate of 0.05, time only, no comparison models;
 - time: today's default `harp train` (the quantile ladder, HARP's asymmetric Huber, E-Loss,
@@ -25,15 +31,19 @@ baseline.
 from __future__ import annotations
 
 import argparse
-import gzip
+import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.common import train_argv
+from slurm_harp.accounting import read_swf
+from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.core.job import JobRecord
 from tests.conftest import SHARED_TRACES
 
 LIMIT_S = 300.0
@@ -52,35 +62,49 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
-def extend(trace: Path, jobs: int, out: Path) -> int:
-    """Write ``jobs`` SWF lines: the trace's jobs, then time-shifted copies of them."""
-    lines = []
-    with gzip.open(trace, "rt") as handle:
-        for line in handle:
-            if line.strip() and not line.startswith(";"):
-                lines.append(line.split())
-    first = min(float(f[1]) for f in lines)
-    span = max(float(f[1]) + max(float(f[2]), 0) + max(float(f[3]), 0) for f in lines) - first + 86400
+def per_node(record: JobRecord, processors_per_node: int) -> JobRecord:
+    """``record`` as sacct would give it: a node count, and the peak memory of a node (the SWF
+    peak per processor times the processors on the node); the request stays per CPU, which
+    JobRequest.requested reads per node once it has the node count. The processors are the
+    requested ones, as that request's: use and request keep the trace's ratio."""
+    processors = record.request.min_cpus or record.cores
+    nodes = math.ceil(processors / processors_per_node)
+    peak = None if record.max_rss_mb is None else record.max_rss_mb * processors / nodes
+    return replace(record, max_rss_mb=peak, request=replace(record.request, min_nodes=nodes))
+
+
+def shifted(record: JobRecord, seconds: int, job_id: int) -> JobRecord:
+    def later(t: int | None) -> int | None:
+        return None if t is None else t + seconds
+
+    request = replace(record.request, submit_time=later(record.request.submit_time))
+    return replace(
+        record,
+        job_id=str(job_id),
+        request=request,
+        start_time=later(record.start_time),
+        end_time=later(record.end_time),
+    )
+
+
+def extend(trace: Path, jobs: int, db: Path, processors_per_node: int) -> int:
+    """Write ``jobs`` jobs into the job store ``db``: the trace's, then time-shifted copies of
+    them, each with its memory per node (per_node); one transaction per copy."""
+    base = [per_node(r, processors_per_node) for r in read_swf(trace)]
+    first = min(r.request.submit_time or 0 for r in base)
+    span = max(r.end_time or r.request.submit_time or 0 for r in base) - first + 86400
     written = 0
-    with out.open("w") as handle:
-        copy = 0
-        while written < jobs:
-            shift = copy * span
-            for fields in lines:
-                if written >= jobs:
-                    break
-                fields = list(fields)
-                fields[0] = str(written + 1)
-                fields[1] = str(int(float(fields[1]) + shift))
-                handle.write(" ".join(fields) + "\n")
-                written += 1
-            copy += 1
+    with JobStore(db) as store:
+        for copy in range(math.ceil(jobs / len(base))):
+            part = base[: jobs - written]
+            store.merge([shifted(r, copy * span, written + k + 1) for k, r in enumerate(part)], "bench")
+            written += len(part)
     return written
 
 
-def run(source: Path, store: Path, args: list[str], threads: int) -> tuple[float, float, int]:
+def run(db: Path, store: Path, args: list[str], threads: int) -> tuple[float, float, int]:
     """(wall seconds, peak RSS MB, exit code) of one `harp train` process (os.wait4: its own rusage)."""
-    argv = train_argv(source, store, "--threads", str(threads), *args)
+    argv = train_argv(db, store, "--threads", str(threads), *args, db=True)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.monotonic()
         process = subprocess.Popen(argv, stdout=out, stderr=err)
@@ -104,15 +128,21 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--trace", default="LANL", help="a trace name prefix under the shared traces")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--processors-per-node", type=int, default=1, help="the trace's processors on one node (default: 1)"
+    )
     parser.add_argument("--variants", default="baseline,time,all,all-norefit,all-fast")
     args = parser.parse_args()
     trace = next(iter(sorted(SHARED_TRACES.glob(f"{args.trace}*.swf.gz"))), None)
     if trace is None:
         sys.exit(f"no trace {args.trace}* in {SHARED_TRACES}")
     with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "extended.swf"
-        n = extend(trace, args.jobs, source)
-        print(f"{n} jobs from {trace.name} (time-shifted copies), {args.threads} threads")
+        source = Path(tmp) / "extended.sqlite"
+        n = extend(trace, args.jobs, source, args.processors_per_node)
+        print(
+            f"{n} jobs from {trace.name} (time-shifted copies; processors per node: "
+            f"{args.processors_per_node}), {args.threads} threads"
+        )
         results: dict[str, tuple[float, float, int]] = {}
         for name in args.variants.split(","):
             print(f"  {name}: harp train {' '.join(VARIANTS[name])}")

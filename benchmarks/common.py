@@ -15,10 +15,11 @@ if TYPE_CHECKING:
     from slurm_harp.server.service import PredictorService
 
 
-def train_argv(source: Path, store: Path, *extra: str) -> list[str]:
-    """`harp train` from ``source`` into ``store`` as a separate process, warnings only."""
+def train_argv(source: Path, store: Path, *extra: str, db: bool = False) -> list[str]:
+    """`harp train` from ``source`` (a job store with ``db``) into ``store`` as a separate process,
+    warnings only."""
     cli = [sys.executable, "-m", "slurm_harp.cli", "--log-level", "WARNING", "train"]
-    return [*cli, "--source", str(source), "--store", str(store), *extra]
+    return [*cli, "--db" if db else "--source", str(source), "--store", str(store), *extra]
 
 
 def train_bundled(store: Path) -> None:

@@ -19,7 +19,15 @@ from slurm_harp.core.safety_rule import (
 )
 from slurm_harp.evaluation import costs
 from slurm_harp.evaluation.observed import Observed
-from slurm_harp.learning.calibration import CalibrationConfig, calibrate, frontier, losing, penalty_grid
+from slurm_harp.learning.calibration import (
+    CalibrationConfig,
+    calibrate,
+    frontier,
+    jobs_needed,
+    losing,
+    penalty_grid,
+    too_few,
+)
 from slurm_harp.learning.limit_outcomes import assess
 from slurm_harp.learning.targets import TargetData
 
@@ -287,10 +295,10 @@ def test_a_window_where_nothing_cuts_gives_the_never_rewrite_rule() -> None:
 
 
 def test_among_penalties_that_cut_the_same_the_highest_is_kept() -> None:
-    """One rung, every job saving 50 core-minutes at risk 1/201: every penalty below 50 x 201
+    """One rung, every job saving 50 core-minutes at risk 1/301: every penalty below 50 x 301
     rewrites them all and cuts the same, the ones above rewrite nothing. The search kept the
     lowest (0); the highest below the flip prices risk the most for the same cut."""
-    n = 200
+    n = 300  # the fewest jobs that can show a 1 % budget met (jobs_needed)
     td = walltime_jobs(np.full(n, 40.0), np.full(n, 100.0), np.ones(n))
     config = CalibrationConfig(kill_budget=0.01, chunks=1)
     rule, figures = calibrate({"q0.90": np.full(n, 50.0)}, td, [("q0.90", 1.0)], config)
@@ -298,3 +306,39 @@ def test_among_penalties_that_cut_the_same_the_highest_is_kept() -> None:
     grid = penalty_grid(td, config.grid)
     assert rule.penalty == grid[grid * risk < 50.0].max() > 0
     assert figures["waste_cut_pct"] == pytest.approx(100 * (1 - 10 / 60))
+
+
+def test_a_window_too_small_to_show_the_budget_met_gives_the_never_rewrite_rule() -> None:
+    """Every job saves half its request at no kill seen: on 60 validation jobs (15 a part) such a
+    rule passed a 1 % budget "in every part", and served on the KTH jobs that followed it newly
+    killed 6-10 % (audit: small_window.py). No kill in n jobs bounds the kill rate only below
+    about 3/n (95 %): below 300 usable jobs at 1 % the rule never rewrites, and says why."""
+    assert (jobs_needed(0.01), jobs_needed(0.03), jobs_needed(0.05), jobs_needed(0.0)) == (
+        300,
+        100,
+        60,
+        math.inf,
+    )
+
+    def calibrated(n: int, budget: float = 0.01) -> tuple[Calibration, dict[str, float]]:
+        td = walltime_jobs(np.full(n, 40.0), np.full(n, 100.0), np.ones(n))
+        td = TargetData(**{**td.__dict__, "requested": np.where(np.arange(n) == 0, np.nan, td.requested)})
+        return calibrate(
+            {"q0.90": np.full(n, 50.0)}, td, [("q0.90", 1.0)], CalibrationConfig(kill_budget=budget)
+        )
+
+    rule, figures = calibrated(300)  # one of them without a request: 299 the rule is judged on
+    assert rule.rungs == () and figures["waste_cut_pct"] == 0.0 == figures["net_cut_pct"]
+    assert (figures["jobs"], figures["jobs_needed"]) == (299, 300)
+    said = too_few(figures)
+    assert (
+        said is not None and "299 usable validation jobs, 300 needed to show at most 1 % newly killed" in said
+    )
+    rule, figures = calibrated(301)
+    assert rule.rungs and figures["waste_cut_pct"] > 0 and too_few(figures) is None
+    rule, figures = calibrated(61, budget=0.05)
+    assert rule.rungs and too_few(figures) is None
+    rule, figures = calibrated(4000, budget=0.0)  # no count of jobs shows a rate of 0
+    assert rule.rungs == () and "no number of validation jobs shows a kill budget of 0" in (
+        too_few(figures) or ""
+    )

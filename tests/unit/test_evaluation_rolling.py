@@ -17,6 +17,9 @@ from slurm_harp.learning.fitting import MethodConfig
 
 DAY = 86400
 FAST = MethodConfig(family=FamilyConfig(quantiles=(0.5, 0.9, 0.99), compare=()))
+# Validation windows of 72-215 jobs below: a 5 % budget they can show met (calibration.jobs_needed:
+# 60), so the rule rewrites there.
+BUDGET = 0.05
 
 
 def trace(n: int = 1200, seed: int = 3) -> list[JobRecord]:
@@ -59,7 +62,7 @@ def test_periods_start_after_the_training_head() -> None:
 
 def test_head_keeps_requests_and_later_limits_never_exceed_them() -> None:
     jobs = trace()
-    served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
+    served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make, kill_budget=BUDGET)
     head = int(0.3 * len(jobs))
     assert np.isnan(served.rule[:head]).all() and np.isnan(served.quantile[:head]).all()
     assert served.fits == len(period_starts(jobs, 10, 0.3)) - 1
@@ -68,7 +71,7 @@ def test_head_keeps_requests_and_later_limits_never_exceed_them() -> None:
     assert np.isfinite(served.quantile[tail]).all()
     assert (served.quantile[tail] <= requested[tail]).all()
     finite = np.isfinite(served.rule)
-    assert (served.rule[finite] <= requested[finite]).all()
+    assert finite[tail].any() and (served.rule[finite] <= requested[finite]).all()
 
 
 def test_no_limit_sees_a_job_that_ended_after_its_period_began() -> None:
@@ -78,8 +81,8 @@ def test_no_limit_sees_a_job_that_ended_after_its_period_began() -> None:
     cut = first[-2]
     changed = [replace(j, elapsed_s=j.elapsed_s * 3, end_time=(j.request.submit_time or 0) + j.elapsed_s * 3)
                if i >= cut else j for i, j in enumerate(jobs)]  # fmt: skip
-    a = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
-    b = served_limits(changed, period_days=10, first_fraction=0.3, make=make)
+    a = served_limits(jobs, period_days=10, first_fraction=0.3, make=make, kill_budget=BUDGET)
+    b = served_limits(changed, period_days=10, first_fraction=0.3, make=make, kill_budget=BUDGET)
     np.testing.assert_array_equal(a.quantile[:cut], b.quantile[:cut])
     np.testing.assert_array_equal(a.rule[:cut], b.rule[:cut])
 
@@ -94,7 +97,7 @@ def test_cold_marks_the_jobs_whose_user_had_nothing_ended_as_the_daemon_reads_it
     first = replace(first, start_time=300 * DAY, end_time=300 * DAY + 60)
     late = replace(late, start_time=400 * DAY, end_time=400 * DAY + 60)
     jobs = [*jobs[:-1], first, late]
-    served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
+    served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make, kill_budget=BUDGET)
     # Each of the seven users' first job, then the returning user's two.
     assert served.cold.tolist() == [i < 7 for i in range(299)] + [True, True]
     assert served.cold.tolist() == [is_cold(row) for row in history_matrix(jobs)]
@@ -112,7 +115,7 @@ def test_the_features_are_built_once_for_every_period(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(ours, "build_dataset", counted)
     jobs = trace()
-    served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
+    served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make, kill_budget=BUDGET)
     assert served.fits > 2 and built == [len(jobs)]
 
 
@@ -137,7 +140,7 @@ def test_the_jobs_harp_lowered_are_learned_from_and_served() -> None:
     jobs = lowered_by_harp(asked)
     tagged = np.array([j.harp_tag is not None for j in jobs])
     assert tagged.sum() > 200
-    served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make)
+    served = served_limits(jobs, period_days=10, first_fraction=0.3, make=make, kill_budget=BUDGET)
     tail = np.arange(len(jobs)) >= int(0.3 * len(jobs))
     assert np.isfinite(served.quantile[tail]).all()
     own = np.array([j.request.time_limit_minutes for j in asked], dtype=float)

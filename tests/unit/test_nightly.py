@@ -112,10 +112,11 @@ def test_a_failed_harvest_stops_the_chain(
     assert "slurmdbd down" in caplog.text and "not retraining tonight" in caplog.text
     assert ModelStore(tmp_path / "models").versions(Target.TIME) == []
     # --skip-harvest trains on the store as it is; [training] refit = false publishes the validated
-    # models; trees, learning_rate and ladder_rows reach the boosters, calibrate_by the rule.
+    # models; trees, learning_rate and ladder_rows reach the boosters, calibrate_by the rule (and
+    # a 5 % kill budget, which its 140 validation jobs can show met: calibration.jobs_needed).
     settings = (
         "keep = 2\nrefit = false\ntrees = 12\nlearning_rate = 0.3\nladder_rows = 400\n"
-        'calibrate_by = "partition"'
+        'calibrate_by = "partition"\nkill_budget = 0.05'
     )
     site.write_text(site.read_text().replace("keep = 2", settings))
     with caplog.at_level(logging.INFO, logger="slurm_harp"):  # `harp demo` may have quieted it

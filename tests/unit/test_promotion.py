@@ -24,6 +24,7 @@ from slurm_harp.commands import train as train_command
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning import pipeline
 from slurm_harp.learning.booster import BoosterParams
+from slurm_harp.learning.calibration import CalibrationConfig
 from slurm_harp.learning.family import FamilyConfig
 from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.limit_outcomes import assess
@@ -104,7 +105,8 @@ def _train(*argv: str) -> int:
     return code
 
 
-FAST = ("--quantiles", "0.5,0.9,0.99", "--compare", "none")
+# A 4 % budget: the windows below, of 120-300 jobs, can show it met (calibration.jobs_needed: 75).
+FAST = ("--quantiles", "0.5,0.9,0.99", "--compare", "none", "--kill-budget", "0.04")
 
 
 def regular_users(n: int, seed: int = 3) -> list[JobRecord]:
@@ -263,7 +265,8 @@ def test_with_an_unreadable_current_a_challenger_over_the_budget_is_refused(tmp_
 QUICK = MethodConfig(
     family=FamilyConfig(
         params=BoosterParams(n_estimators=40, num_leaves=15), quantiles=(0.5, 0.9), compare=()
-    )
+    ),
+    calibration=CalibrationConfig(kill_budget=0.04),  # as FAST: rules that rewrite on 100 jobs
 )
 
 
@@ -295,22 +298,54 @@ def test_the_challengers_rule_is_judged_on_jobs_it_was_not_calibrated_on(
         asked.append(rows)
         return calibrate(rows)
 
-    verdict = challenge(store, Target.TIME, version, replace(window, recalibrated=spy), BUDGET)
+    budget = QUICK.calibration.kill_budget  # judged by the budget the rules were calibrated to
+    verdict = challenge(store, Target.TIME, version, replace(window, recalibrated=spy), budget)
     (rows,) = asked
     later = np.setdiff1d(np.arange(len(window.td)), rows)
     assert later.size == judged and rows.max() < later.min()
     assert window.submit_time[later].min() > seen_until  # new to the champion too
-    killed, cut = assess(calibrate(rows)[later], window.td.take(later))
+    stand_in = calibrate(rows)[later]
+    assert np.isfinite(stand_in).any()  # the rule calibrated apart rewrites, as the published one
+    killed, cut = assess(stand_in, window.td.take(later))
     assert (verdict.challenger.killed_pct, verdict.challenger.waste_cut_pct) == (killed, cut)
     assert f"judged on the {judged} latest jobs, the challenger's rule calibrated on the" in verdict.reason
     assert which in verdict.reason
     # Too few jobs to calibrate apart: the rule as published, and the verdict says so.
-    verdict = challenge(store, Target.TIME, version, replace(window, recalibrated=None), BUDGET)
+    verdict = challenge(store, Target.TIME, version, replace(window, recalibrated=None), budget)
     assert "the challenger's rule as published: calibrated on them too" in verdict.reason
     new = np.flatnonzero(window.submit_time > seen_until)
     assert f"the {new.size} jobs new to the champion" in verdict.reason
     killed, cut = assess(window.limits[new], window.td.take(new))
     assert (verdict.challenger.killed_pct, verdict.challenger.waste_cut_pct) == (killed, cut)
+
+
+def test_a_challenger_is_not_judged_by_a_rule_calibrated_on_too_few_jobs_to_rewrite(tmp_path: Path) -> None:
+    """At the default 1 % budget a rule calibrated on fewer than 300 usable jobs never rewrites
+    (calibration.jobs_needed). Promotion calibrated the challenger's again on the first 200 of
+    its 400 new jobs: a stand-in that cut nothing, refused against a champion that cuts (audit:
+    promo_refuse.py, KTH-SP2 from job 5000: 0.0 % against 13.5 %). Too few to calibrate apart,
+    the rule is judged as published, and the verdict says why."""
+    default = replace(QUICK, calibration=CalibrationConfig(kill_budget=BUDGET))
+    store = ModelStore(tmp_path / "models")
+    champion = train_target(regular_users(1600), Target.TIME, default)
+    assert champion.card["calibration"]["rungs"]  # its 320 validation jobs show 1 % met
+    store.publish(Target.TIME, champion.files, champion.card)
+    result = train_target(regular_users(2000), Target.TIME, default)
+    assert result.card["calibration"]["rungs"]
+    version = store.publish(Target.TIME, result.files, result.card, make_current=False)
+    window = result.window
+    verdict = challenge(store, Target.TIME, version, window, BUDGET)
+    new = np.flatnonzero(window.submit_time > champion.card["training"]["last_submit_epoch"])
+    assert new.size == 400
+    assert (verdict.challenger.killed_pct, verdict.challenger.waste_cut_pct) == assess(
+        window.limits[new], window.td.take(new)
+    )
+    assert verdict.promote and verdict.challenger.waste_cut_pct > 0, verdict.summary
+    assert (
+        "the 400 jobs new to the champion, the challenger's rule as published: calibrated on them too "
+        "(too few jobs to calibrate it apart: 200 usable before those judged, 300 needed to show at "
+        "most 1 % newly killed)"
+    ) in verdict.reason
 
 
 def test_train_refuses_two_sources_or_a_missing_db(tmp_path: Path, db: Path) -> None:

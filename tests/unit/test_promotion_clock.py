@@ -13,9 +13,10 @@ from slurm_harp.core.request import Target
 from slurm_harp.learning.promotion import challenge
 from slurm_harp.learning.trainer import train_target
 from slurm_harp.model.store import ModelStore
-from tests.unit.test_promotion import BUDGET, QUICK, regular_users
+from tests.unit.test_promotion import QUICK, regular_users
 
 AHEAD_S = 30 * 86400
+BUDGET = QUICK.calibration.kill_budget  # judged by the budget its rules are calibrated to
 
 
 def _ahead(record: JobRecord) -> JobRecord:

@@ -17,6 +17,8 @@ from slurm_harp.accounting import JobRecord
 from slurm_harp.core.features import FEATURE_NAMES, vectorize
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning.booster import BoosterParams
+from slurm_harp.learning.calibration import CalibrationConfig
+from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.model.card import PROMOTION_FILE, UNIT
 from slurm_harp.model.runtime import ModelError, QuantileModel, load_version
 from slurm_harp.model.store import ModelStore
@@ -48,7 +50,11 @@ def _records(n: int = 600) -> list[JobRecord]:
 
 @pytest.fixture(scope="module")
 def version_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    result = train_walltime(_records(), (0.5, 0.9, 0.95), params=BoosterParams(n_estimators=30))
+    # A 5 % budget, which the 120 validation jobs can show met (calibration.jobs_needed): a rule with rungs.
+    config = MethodConfig(calibration=CalibrationConfig(kill_budget=0.05))
+    result = train_walltime(
+        _records(), (0.5, 0.9, 0.95), params=BoosterParams(n_estimators=30), config=config
+    )
     store = ModelStore(tmp_path_factory.mktemp("store"))
     store.publish(Target.TIME, result.files, result.card)
     directory = store.current_dir(Target.TIME)

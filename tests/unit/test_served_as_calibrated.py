@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from slurm_harp.core.decision import Action
 from slurm_harp.core.features import FEATURE_NAMES, REQUEST_FEATURE_NAMES, vectorize
@@ -17,10 +19,16 @@ from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.core.safety_rule import Calibration, decide_limit, decision_weight
+from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.calibration import CalibrationConfig, calibrate
 from slurm_harp.learning.dataset import build_dataset
+from slurm_harp.learning.family import FamilyConfig
+from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.limit_outcomes import assess
 from slurm_harp.learning.targets import target_data
+from slurm_harp.learning.trainer import NotEnoughData, train_target
+from slurm_harp.model.runtime import load_version
+from slurm_harp.model.store import ModelStore
 
 _R = len(REQUEST_FEATURE_NAMES)
 
@@ -137,6 +145,52 @@ def test_a_per_processor_trace_record_is_still_weighted_by_its_processors() -> N
     td = target_data([record], build_dataset([record]), Target.MEMORY)
     assert record.requested(Target.MEMORY) == td.requested[0] == 500
     assert td.weight[0] == record.limit_units(Target.MEMORY) * 2.0 == 16.0
+
+
+def _trace_record(i: int, used_per_cpu_mb: float) -> JobRecord:
+    """A 16-processor job of an SWF trace asking 2000 MB per processor, as the SWF reader builds
+    it: no node count, memory asked and used per processor (JobRecord.per_processor_memory)."""
+    record = _as_sacct_records_it(i, 16, 2000, used_per_cpu_mb)
+    return replace(record, request=replace(record.request, min_nodes=None))
+
+
+QUICK = MethodConfig(
+    family=FamilyConfig(
+        quantiles=(0.5, 0.9), compare=(), params=BoosterParams(n_estimators=40, num_leaves=15)
+    )
+)
+
+
+def test_a_trace_s_per_processor_memory_is_not_learned_as_mb_per_node(tmp_path: Path) -> None:
+    """A memory model trained on a trace's MB per processor was published as MB per node and
+    served so: a job asking 16 x 2000 MB on its node, using 16,000, was cut to 1646 MB (audit:
+    swf_memory_unit.py). Such records are left out of what memory learns, and named."""
+    rng = np.random.default_rng(5)
+    trace = [_trace_record(i, float(rng.uniform(900, 1100))) for i in range(600)]
+    with pytest.raises(NotEnoughData) as refused:
+        train_target(trace, Target.MEMORY, QUICK)
+    # The jobs left out are named apart, counted as neither usable nor validation jobs.
+    said = str(refused.value)
+    assert said.startswith("not enough jobs for memory: 0 usable, 0 with an observed value"), said
+    assert "0 of 0 validation jobs" in said and "0 hit a limit" in said
+    assert said.endswith("; 600 left out: per-processor memory from a trace: the daemon serves MB per node")
+    # Beside jobs from accounting (MB per node), the trace's jobs are left out and counted.
+    mixed = [
+        _as_sacct_records_it(i, 16, 2000, float(rng.uniform(14_000, 18_000))) if i % 2 else trace[i]
+        for i in range(600)
+    ]
+    result = train_target(mixed, Target.MEMORY, QUICK)
+    training = result.card["training"]
+    assert training["rows_per_processor_left_out"] == 300
+    assert training["rows_train"] + training["rows_validation"] <= 300
+    assert result.card["validation"]["0.50"]["n"] == training["rows_validation"]
+    store = ModelStore(tmp_path)
+    store.publish(Target.MEMORY, result.files, result.card)
+    model = load_version(store.current_dir(Target.MEMORY), Target.MEMORY)  # type: ignore[arg-type]
+    # The live job as the plugin sends it: its median is MB per node, as served (mixed with the
+    # trace's rows it was 12,562).
+    live = _as_the_plugin_sends_it(mixed[-1])
+    assert 14_000 < float(model.predict_quantile(vectorize([live]), 0.5)[0]) < 18_000
 
 
 def test_a_job_without_a_node_count_has_the_feature_row_it_had_in_training() -> None:

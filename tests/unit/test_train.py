@@ -211,18 +211,54 @@ def test_a_window_where_no_rung_cuts_publishes_a_rule_that_never_rewrites() -> N
         for i in range(400)
     ]
     later = [_job(400 + i, f"u{i % 4}", int(rng.integers(60, 3000)), 600) for i in range(200)]
-    config = MethodConfig(family=FamilyConfig(params=FAST, quantiles=(0.5, 0.9), compare=()))
+    config = MethodConfig(
+        family=FamilyConfig(params=FAST, quantiles=(0.5, 0.9), compare=()),
+        calibration=CalibrationConfig(kill_budget=0.05),  # one its 80 validation jobs can show met
+    )
     data = build_dataset(records)
     td = target_data(records, data, Target.TIME)
     rows = split_rows(data, 0.2)
     fitted = fit_and_calibrate(data.x, td, rows.train, rows.validation, config)
     assert fitted.calibration.rungs == () and fitted.figures["waste_cut_pct"] == 0.0
+    assert fitted.figures["jobs"] >= fitted.figures["jobs_needed"]  # no rung cuts: not too few jobs
     every = records + later
     data = build_dataset(every)
     td = target_data(every, data, Target.TIME).take(np.arange(400, 600))
     predictions = predict_units(fitted.members, fitted.members, data.x[400:], td)
     limits = ladder_limits(predictions, td.requested, td.weight, fitted.calibration, td.group)
     assert np.isnan(limits).all()
+
+
+def test_a_store_too_small_to_show_the_kill_budget_met_publishes_a_rule_that_never_rewrites(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A first night on 300 KTH jobs: the rule was calibrated on their 60 latest, where "within
+    1 % in each of 4 parts" only meant no kill seen, and published with 10 rungs, "0.00 % newly
+    killed"; served on the 1000 jobs after them it newly killed 8.1 % (audit: e2e_nightly.sh,
+    small_window.py). No kill in n jobs bounds the rate only below about 3/n: on fewer than 300
+    jobs at 1 % the rule now never rewrites, and the card and the printed summary say why."""
+    with gzip.open(KTH, "rt") as handle:
+        lines = handle.readlines()
+    source = tmp_path / "slice.swf"
+    jobs = [line for line in lines if not line.startswith(";")][15000:15300]
+    source.write_text("".join([line for line in lines if line.startswith(";")] + jobs))
+    store = ModelStore(tmp_path / "store")
+    argv = ("--source", str(source), "--store", str(store.root), "--compare", "none")
+    assert _run_cli(*argv) == 0
+    out = capsys.readouterr().out
+    rule = json.loads(
+        (store.target_dir(Target.TIME) / store.versions(Target.TIME)[-1] / "card.json").read_text()
+    )["calibration"]
+    assert rule["rungs"] == [] and rule["penalty"] == 0.0
+    assert (rule["validation"]["jobs"], rule["validation"]["jobs_needed"]) == (60, 300)
+    said = "the rule never rewrites: 60 usable validation jobs, 300 needed to show at most 1 % newly killed"
+    assert rule["too_few_jobs"].startswith(said) and f"\n  {said}" in out
+    # A budget 60 jobs can show met (5 %) is calibrated on them as before.
+    assert _run_cli(*argv, "--kill-budget", "0.05") == 0
+    rule = json.loads(
+        (store.target_dir(Target.TIME) / store.versions(Target.TIME)[-1] / "card.json").read_text()
+    )["calibration"]
+    assert rule["rungs"] and "too_few_jobs" not in rule
 
 
 def test_the_cards_row_counts_count_the_same_jobs_in_both_windows() -> None:

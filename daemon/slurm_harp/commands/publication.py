@@ -154,6 +154,8 @@ def _print(outcome: Outcome, plan: Plan) -> None:
         f"(budget {100 * rule['kill_budget']:.2f} %)"
         + ("" if net is None else f"; {net:.1f} % net of the killed jobs' attempts and re-runs")
     )
+    if "too_few_jobs" in rule:
+        print(f"  {rule['too_few_jobs']}")
     if outcome.verdict is not None:
         print(f"  {outcome.verdict.summary}")
     elif outcome.promoted:

@@ -93,7 +93,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--kill-budget",
         type=fraction,
         default=0.01,
-        help="fraction of validation jobs the calibrated rule may newly kill (default: %(default)s)",
+        help="fraction of validation jobs the calibrated rule may newly kill (default: %(default)s); "
+        "with fewer than 3 / budget usable validation jobs the rule never rewrites",
     )
     p.add_argument(
         "--promote",

@@ -11,6 +11,9 @@ Given the validation predictions of a few models and candidate (model, margin) r
    safest of those that did as well on validation. When none cuts anything (the window's
    requests are at or below every prediction, or none of its jobs finished under its request),
    the rule never rewrites: penalty 0 would lower every later job to its cheapest rung unpriced.
+3. a window of fewer usable jobs than ``jobs_needed(kill_budget)`` gives the rule that never
+   rewrites too: no kill seen in n jobs bounds the kill rate only below about 3 / n (the rule of
+   three, 95 %), so on fewer jobs "within the budget" would only mean "no kill seen".
 With ``by = "partition"`` each rung's risk is also measured per partition (Mondrian style) for
 partitions with at least ``min_group_jobs`` usable validation jobs; the penalty stays one.
 What a limit does to a job (usable, newly killed, waste) is learning.limit_outcomes's; the waste
@@ -23,6 +26,7 @@ Nothing here sees the test window.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -184,6 +188,13 @@ def _search(
     return best
 
 
+def jobs_needed(kill_budget: float) -> float:
+    """The usable jobs a rule must be judged on for no kill seen among them to show a kill rate
+    within ``kill_budget`` (95 %, the rule of three); infinite for a budget of 0, which no count
+    of jobs shows."""
+    return math.ceil(3.0 / kill_budget - 1e-9) if kill_budget > 0 else math.inf
+
+
 def calibrate(
     predictions: Mapping[str, np.ndarray],
     td: TargetData,
@@ -194,7 +205,8 @@ def calibrate(
 
     ``predictions`` (target unit) and ``td`` are rows of the validation window. Never rewriting
     always meets the budget; it is what comes back when nothing else does, and when nothing
-    within the budget cuts any waste there."""
+    within the budget cuts any waste there, or when the window has too few usable jobs to show the
+    budget met (jobs_needed)."""
     use = usable(td)
     sub = td.take(np.flatnonzero(use))
     preds = {name: np.asarray(p, dtype=np.float64)[use] for name, p in predictions.items()}
@@ -211,11 +223,15 @@ def calibrate(
     if groups:
         scored = replace(scored, risk=rule.risk_matrix(sub.group, len(sub)))
     parts = np.array_split(np.arange(len(sub)), max(1, config.chunks))
-    found = _search(scored, parts, config.kill_budget, penalty_grid(sub, config.grid))
+    needed = jobs_needed(config.kill_budget)
+    found = None
+    if len(sub) >= needed:
+        found = _search(scored, parts, config.kill_budget, penalty_grid(sub, config.grid))
     if found is None or not found[0] > 0:
-        # Even the top of the grid kills too much, or no penalty cuts anything on this window (or
-        # it has no waste to cut: a NaN cut): never rewrite (a penalty of 0 would lower every later
-        # job to its cheapest rung). The rule that never rewrites cuts nothing: its figures are 0.
+        # Too few jobs to show the budget met, even the top of the grid kills too much, or no
+        # penalty cuts anything on this window (or it has no waste to cut: a NaN cut): never
+        # rewrite (a penalty of 0 would lower every later job to its cheapest rung). The rule
+        # that never rewrites cuts nothing: its figures are 0.
         found = None
         calibration = Calibration(rungs=(), penalty=0.0, floor=config.floor, target=td.target)
         cut, penalty, kill, worst = 0.0, 0.0, 0.0, 0.0
@@ -229,11 +245,28 @@ def calibrate(
         "waste_cut_pct": cut,
         "chunks": float(config.chunks),
         "jobs": float(len(sub)),
+        "jobs_needed": float(needed),
         "groups": float(len(calibration.group_risks)),
     }
     if td.target is Target.TIME:
         figures["net_cut_pct"] = _net_cut(scored, _choose(scored, penalty), sub) if found is not None else 0.0
     return calibration, figures
+
+
+def too_few(figures: Mapping[str, float]) -> str | None:
+    """Why a rule never rewrites when its window had too few usable jobs to show the kill budget
+    met (``jobs`` below ``jobs_needed``); None otherwise."""
+    jobs, needed = figures.get("jobs", 0.0), figures.get("jobs_needed", 0.0)
+    if not jobs < needed:
+        return None
+    budget = figures["kill_budget_pct"]
+    if not math.isfinite(needed):
+        return "the rule never rewrites: no number of validation jobs shows a kill budget of 0"
+    return (
+        f"the rule never rewrites: {jobs:.0f} usable validation jobs, {needed:.0f} needed to show "
+        f"at most {budget:g} % newly killed (no kill in n jobs only bounds the rate below about "
+        "3/n): every request is kept (served, jobs are only annotated)"
+    )
 
 
 def losing(figures: Mapping[str, float]) -> str | None:

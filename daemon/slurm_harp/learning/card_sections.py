@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from slurm_harp.core import accuracy
+from slurm_harp.learning.calibration import too_few
 from slurm_harp.learning.dataset import Dataset
 from slurm_harp.learning.targets import TargetData
 from slurm_harp.model.card import quantile_key
@@ -86,6 +87,8 @@ def calibration_section(fitted: Fitted, config: MethodConfig) -> dict[str, Any]:
     out["kill_budget"] = config.calibration.kill_budget
     out["chunks"] = config.calibration.chunks
     out["validation"] = _finite(fitted.figures)
+    if (few := too_few(fitted.figures)) is not None:
+        out["too_few_jobs"] = few
     return out
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from slurm_harp.core.features import FEATURE_NAMES
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration, ladder_limits
-from slurm_harp.learning.calibration import CalibrationConfig, calibrate, losing
+from slurm_harp.learning.calibration import CalibrationConfig, calibrate, losing, too_few
 from slurm_harp.learning.family import SKLEARN, FamilyConfig, fit_family, fit_sklearn, update_family
 from slurm_harp.learning.member import HISTORY, Member, history_members
 from slurm_harp.learning.selection import SelectionPolicy, Table, score_table, select
@@ -225,6 +225,8 @@ def fit_and_calibrate(
         len(calibration.rungs),
         f"; risks of their own for {len(calibration.group_risks)} partitions" if split else "",
     )
+    if (few := too_few(figures)) is not None:
+        log.warning("%s: %s", td.target.value, few)
     if (loss := losing(figures)) is not None:
         log.warning("%s: %s", td.target.value, loss)
     return Fitted(td.target, members, chosen, choice.table, calibration, figures, predictions, seconds)

@@ -8,12 +8,11 @@ limits it would set: its card's calibrated rule (core.safety_rule), or for a car
 quantile nearest ``quantile``. Its rule was calibrated on jobs before the ones judged; so is the
 challenger's: by the limits of its models fitted before the window (its published models were
 refitted on every job, the window included), under a rule chosen and calibrated as training does
-but on the window's jobs submitted up to the champion's last one only (``_out_of_sample``; when
-they are too few, those and the first half of the later jobs, judged on the second half; when
-still too few, the rule as published, calibrated on the judged jobs too, and the verdict says
-so). The published rule, calibrated on the whole window, would meet the kill budget there by
-construction. Limits are graded by learning.limit_outcomes.assess: newly killed % and
-reservation-waste cut %. The challenger is also loaded; one that does not load is never promoted.
+but on the window's jobs submitted up to the champion's last one only (when those are too few,
+on more of the window, or the rule as published: learning.promotion_rows). The published rule,
+calibrated on the whole window, would meet the kill budget there by construction. Limits are
+graded by learning.limit_outcomes.assess: newly killed % and reservation-waste cut %. The
+challenger is also loaded; one that does not load is never promoted.
 
 The challenger is not worse when
 1. its newly killed rate is within the kill budget, or no higher than the champion's; and
@@ -47,17 +46,12 @@ import numpy as np
 from slurm_harp.core.predictor import closest_quantile
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import ladder_limits
-from slurm_harp.learning.limit_outcomes import assess, finished
+from slurm_harp.learning.limit_outcomes import assess
+from slurm_harp.learning.promotion_rows import MIN_JOBS, out_of_sample
 from slurm_harp.learning.targets import TargetData, available
 from slurm_harp.learning.trainer import Window
 from slurm_harp.model.runtime import QuantileModel, load_version
 from slurm_harp.model.store import ModelStore
-
-MIN_JOBS = 20
-# A challenger's rule calibrated again on the window's earlier jobs for promotion needs at least
-# this many that finished under their request.
-MIN_CALIBRATION_JOBS = 100
-
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +204,7 @@ def challenge(
     # Too few jobs new to the champion for a fair out-of-sample comparison: both versions as
     # published, on the whole window.
     few = not available(window.td.take(new), MIN_JOBS)
-    judged = None if few else _out_of_sample(window, seen_until, new)
+    judged = None if few else out_of_sample(window, seen_until, new, kill_budget)
     try:
         if judged is None:
             rival = standing(champion, window.x, window.td)
@@ -253,53 +247,6 @@ def _ahead_of(now: float | None, seen_until: float, target: Target, name: str) -
 def _unevaluated(target: Target, name: str, exc: Exception, alone: Callable[[str], Verdict]) -> Verdict:
     log.warning("%s: champion %s cannot be evaluated: %s", target.value, name, exc)
     return alone(f"champion {name} cannot be evaluated: {exc}")
-
-
-@dataclass(frozen=True)
-class Judged:
-    rows: np.ndarray  # the window's rows both versions are judged on
-    limits: np.ndarray  # the challenger's limits on them
-    how: str  # what the rows are and how the challenger's rule was calibrated, for the verdict
-
-
-def _out_of_sample(window: Window, seen_until: float, new: np.ndarray) -> Judged:
-    """Where to judge both versions among ``new``, the window's rows submitted after the champion's
-    last job (at least MIN_JOBS usable), and the challenger's limits there, set by a rule chosen and
-    calibrated (as training does, models fitted before the window) on earlier rows only:
-    1. the rows submitted up to the champion's last job: the judged rows are ``new``;
-    2. when those hold fewer than MIN_CALIBRATION_JOBS jobs that finished under their request (a
-       champion older than the window), those and the first half of ``new``: the judged rows are
-       the second half;
-    3. when neither leaves enough on both sides, the rule as published, calibrated on the judged
-       rows too, judged on ``new``."""
-    earlier = np.flatnonzero(window.submit_time <= seen_until)
-    half = new.size // 2
-    splits = (
-        (earlier, new, "submitted up to the champion's last job"),
-        (np.concatenate([earlier, new[:half]]), new[half:], "the first half of those after the champion's"),
-    )
-    published = Judged(
-        new,
-        window.limits[new],
-        f"the {new.size} jobs new to the champion, the challenger's rule as published: calibrated "
-        f"on them too (too few jobs to calibrate it apart: {MIN_CALIBRATION_JOBS} that finished "
-        f"before those judged, and {MIN_JOBS} to judge)",
-    )
-    again = window.recalibrated
-    if again is None:
-        return published
-    for calibrate_on, judged, which in splits:
-        if int(finished(window.td.take(calibrate_on)).sum()) < MIN_CALIBRATION_JOBS:
-            continue
-        if not available(window.td.take(judged), MIN_JOBS):
-            break
-        return Judged(
-            judged,
-            again(calibrate_on)[judged],
-            f"the {judged.size} latest jobs, the challenger's rule calibrated on the "
-            f"{calibrate_on.size} before them ({which})",
-        )
-    return published
 
 
 def _last_submit(model: QuantileModel) -> float:

@@ -3,7 +3,8 @@
 - time: the elapsed run time; censored when the job was stopped at a limit (TIMEOUT, DEADLINE,
   PREEMPTED, NODE_FAIL, OUT_OF_MEMORY in sacct; a run at or past its request in SWF).
 - memory: the peak resident memory per node (MaxRSS times the tasks a node ran: accounting.sacct);
-  censored when the job ran OUT_OF_MEMORY.
+  censored when the job ran OUT_OF_MEMORY. A trace's records (SWF) ask and use it per processor:
+  `harp evaluate` scores them so, training for the daemon leaves them out (per_node_only).
 - cpus: effective CPUs, TotalCPU / elapsed; never censored (a job cannot use more CPUs than it
   holds, but it is not stopped for it either).
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,6 +32,8 @@ from slurm_harp.core.safety_rule import decision_weight
 from slurm_harp.core.tag import as_submitted, parse_tag
 from slurm_harp.learning.dataset import Dataset, row_order
 
+# Why per_node_only leaves rows out, as training names it.
+PER_PROCESSOR = "per-processor memory from a trace: the daemon serves MB per node"
 TRANSFORM = {Target.TIME: "log1p_seconds", Target.MEMORY: "log1p", Target.CPUS: "log1p"}
 _TO_MODEL_SCALE = {Target.TIME: 60.0, Target.MEMORY: 1.0, Target.CPUS: 1.0}
 
@@ -57,6 +60,9 @@ class TargetData:
     # killed by a limit below it.
     # None: no such row.
     stopped_by_harp: np.ndarray | None = field(default=None)
+    # Memory asked and used per processor (core.job.JobRecord.per_processor_memory: a trace's
+    # records). None: no such row.
+    per_processor: np.ndarray | None = field(default=None)
 
     def __len__(self) -> int:
         return int(self.value.shape[0])
@@ -72,6 +78,7 @@ class TargetData:
             cost=self.cost[index],
             group=self.group[index],
             stopped_by_harp=None if self.stopped_by_harp is None else self.stopped_by_harp[index],
+            per_processor=None if self.per_processor is None else self.per_processor[index],
         )
 
     def labelled(self) -> np.ndarray:
@@ -120,6 +127,7 @@ def target_data(
     censored = np.zeros(n, dtype=bool)
     by_harp = np.zeros(n, dtype=bool)
     group = np.array([r.request.partition or "" for r in rows], dtype=object)
+    per_processor = np.array([target is Target.MEMORY and r.per_processor_memory for r in rows], dtype=bool)
     for i, record in enumerate(rows):
         v, c, q, w = _row(record, target)
         value[i], censored[i], waste_weight[i] = v, c, w
@@ -128,7 +136,21 @@ def target_data(
         weight[i] = decision_weight(target, record.request, record.per_processor_memory)
         minutes = record.request.time_limit_minutes
         cost[i] = record.cores * float(minutes or 1)
-    return TargetData(target, value, censored, requested, weight, waste_weight, cost, group, by_harp)
+    return TargetData(
+        target, value, censored, requested, weight, waste_weight, cost, group, by_harp, per_processor
+    )
+
+
+def per_node_only(td: TargetData) -> tuple[TargetData, int]:
+    """``td`` with its per-processor rows neither labelled nor asking anything, so that no model
+    learns them and no rule is calibrated on them, and how many there were. The daemon serves MB
+    per node: a model of a trace's MB per processor, served so, cut a job asking 16 x 2000 MB to
+    1646 MB. (`harp evaluate` keeps them: there request and use are both per processor.)"""
+    left = td.per_processor
+    if left is None or not left.any():
+        return td, 0
+    value, requested = np.where(left, math.nan, td.value), np.where(left, math.nan, td.requested)
+    return replace(td, value=value, requested=requested), int(left.sum())
 
 
 def stopped_by_harp(record: JobRecord, target: Target) -> bool:

@@ -14,6 +14,7 @@ promotion judges a rule chosen and calibrated on earlier rows of the window (lea
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -38,8 +39,10 @@ from slurm_harp.learning.fitting import (
     refreshed,
 )
 from slurm_harp.learning.limit_outcomes import finished
-from slurm_harp.learning.targets import TRANSFORM, TargetData, target_data
+from slurm_harp.learning.targets import PER_PROCESSOR, TRANSFORM, TargetData, per_node_only, target_data
 from slurm_harp.model.card import CARD_FORMAT, UNIT, model_file_name
+
+log = logging.getLogger(__name__)
 
 MIN_TRAIN_ROWS = 50
 MIN_VALIDATION_ROWS = 10
@@ -102,19 +105,23 @@ def split_rows(data: Dataset, validation_fraction: float) -> Rows:
     return Rows(train, np.arange(first_val, n), cutoff, 0)
 
 
-def _check_counts(td: TargetData, rows: Rows, total: int) -> None:
+def _check_counts(td: TargetData, rows: Rows, total: int, per_processor: int = 0) -> None:
     """Enough jobs to train on, and enough validation jobs that finished under their request
     (limit_outcomes.finished) to calibrate the rule on: a censored job's waste is unknown, so a
-    window of them only would calibrate nothing."""
+    window of them only would calibrate nothing. ``per_processor``: the jobs per_node_only left
+    out, named when there are too few and counted in none of the other figures."""
     n_train = int(td.labelled()[rows.train].sum())
     n_val = int(finished(td.take(rows.validation)).sum())
     if n_train < MIN_TRAIN_ROWS or n_val < MIN_VALIDATION_ROWS:
-        censored = int(np.sum(td.censored[rows.validation]))
+        kept = np.ones(len(td), dtype=bool) if td.per_processor is None else ~td.per_processor
+        validation = rows.validation[kept[rows.validation]]
+        censored = int(np.sum(td.censored[validation]))
+        left = f"; {per_processor} left out: {PER_PROCESSOR}" if per_processor else ""
         raise NotEnoughData(
-            f"not enough jobs for {td.target.value}: {total} usable, {n_train} with an observed value "
-            f"to train (need {MIN_TRAIN_ROWS}) and {n_val} of {rows.validation.size} validation jobs "
-            f"that finished under their request to calibrate on (need {MIN_VALIDATION_ROWS}; "
-            f"{censored} hit a limit)"
+            f"not enough jobs for {td.target.value}: {total - per_processor} usable, {n_train} with an "
+            f"observed value to train (need {MIN_TRAIN_ROWS}) and {n_val} of {validation.size} "
+            f"validation jobs that finished under their request to calibrate on (need {MIN_VALIDATION_ROWS}; "
+            f"{censored} hit a limit){left}"
         )
 
 
@@ -136,9 +143,11 @@ def train_target(
     data = data if data is not None else build_dataset(records, max_rows=max_rows)
     if len(data) == 0:
         raise NotEnoughData("not enough jobs: none usable (elapsed > 0)")
-    td = target_data(records, data, target, max_rows)
+    td, per_processor = per_node_only(target_data(records, data, target, max_rows))
     rows = split_rows(data, validation_fraction)
-    _check_counts(td, rows, len(data))
+    _check_counts(td, rows, len(data), per_processor)
+    if per_processor:
+        log.warning("%s: %d of %d jobs left out: %s", target.value, per_processor, len(data), PER_PROCESSOR)
     try:
         fitted = fit_and_calibrate(data.x, td, rows.train, rows.validation, config)
     except ValueError as exc:
@@ -162,6 +171,7 @@ def train_target(
         "calibration": card_sections.calibration_section(fitted, config),
         "training": card_sections.window(data, td, rows, source, time.monotonic() - started)
         | {
+            "rows_per_processor_left_out": per_processor,
             "refit": refit.value,
             "refit_seconds": round(refit_seconds, 3),
             "ladder_rows": config.family.ladder_max_rows,
