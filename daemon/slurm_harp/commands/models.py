@@ -147,10 +147,7 @@ def _roll_back(store: ModelStore, target: Target, version: str | None) -> int:
         log.warning("%s: CURRENT unreadable (%s): replacing it", target.value, read.unreadable)
     current = read.names
     if version is None:
-        # The newest older one not refused (nor rolled back from) that loads: its verdict is read,
-        # not every older version's.
-        older = (v for v in reversed(versions) if current is None or v < current)
-        version = next((v for v in older if not store.refused(target, v) and _loads(store, target, v)), None)
+        version = _fallback(store, target, current)
         if version is None:
             log.error(
                 "%s: no version older than %s to roll back to (challengers refused at promotion or "
@@ -237,6 +234,19 @@ def _clear(store: ModelStore, target: Target, version: str) -> bool | None:
             exc,
         )
         return None
+
+
+def _fallback(store: ModelStore, target: Target, current: str | None) -> str | None:
+    """The version the daemon would fall back to (model.fallback): the newest older one not refused
+    (nor rolled back from) that loads."""
+    from slurm_harp.model.fallback import PassedOver, newest_loadable  # onnxruntime: only to roll back
+
+    def passed(over: PassedOver) -> None:
+        if over.error is not None:
+            log.warning("%s: version %s does not load: %s", target.value, over.version, over.error)
+
+    model = newest_loadable(store, target, current, passed)
+    return model.version if model is not None else None
 
 
 def _loads(store: ModelStore, target: Target, version: str) -> bool:

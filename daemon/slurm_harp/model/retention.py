@@ -19,7 +19,7 @@ from pathlib import Path
 
 from slurm_harp.core.request import Target
 from slurm_harp.model.card import PROMOTION_FILE
-from slurm_harp.model.runtime import ModelError, load_version
+from slurm_harp.model.fallback import PassedOver, newest_loadable
 from slurm_harp.model.store import CURRENT_FILE, VERSION_NAME, ModelStore
 from slurm_harp.state_dir import is_new_file_of
 
@@ -46,7 +46,9 @@ def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
         return []
     versions = _inspectable(store, target)
     judged = [v for v in versions if not store.refused(target, v)]
-    fallback = _fallback(store, target, [v for v in judged if current.names is None or v < current.names])
+    fallback = _fallback(
+        store, target, current.names, [v for v in judged if current.names is None or v < current.names]
+    )
     kept = {*versions[-keep:], *judged[-keep:], *fallback, current.names}
     doomed = []
     for version in (v for v in versions if v not in kept):
@@ -72,19 +74,20 @@ def prune(store: ModelStore, target: Target, keep: int) -> list[str]:
     return doomed
 
 
-def _fallback(store: ModelStore, target: Target, older: list[str]) -> list[str]:
-    """What the daemon's fallback serves of ``older`` (the versions before CURRENT not refused): the
-    newest that loads. Keeping the newest whatever it was (its card garbled, say), the one that
-    loaded was pruned, and a CURRENT that did not load at a start left the target unserved. None
-    loading: the newest, as before (it may yet be mended by hand)."""
-    for at in range(len(older) - 1, -1, -1):
-        try:
-            load_version(store.target_dir(target) / older[at], target)
-        except ModelError as exc:
-            log.warning("%s: version %s does not load, no fallback: %s", target.value, older[at], exc)
-            continue
-        return [older[at]]
-    return older[-1:]
+def _fallback(store: ModelStore, target: Target, before: str | None, older: list[str]) -> list[str]:
+    """What the daemon's fallback serves (model.fallback) in place of ``before``, CURRENT. Keeping
+    the newest not refused whatever it was (its card garbled, say), the one that loaded was pruned,
+    and a CURRENT that did not load at a start left the target unserved. None loading: the newest
+    of ``older`` (the versions before CURRENT not refused), as before (it may yet be mended by hand)."""
+
+    def passed(over: PassedOver) -> None:
+        if over.error is not None:
+            log.warning(
+                "%s: version %s does not load, no fallback: %s", target.value, over.version, over.error
+            )
+
+    model = newest_loadable(store, target, before, passed)
+    return [model.version] if model is not None else older[-1:]
 
 
 def _inspectable(store: ModelStore, target: Target) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from slurm_harp.core.predictor import QuantilePredictor
 from slurm_harp.core.request import Target
+from slurm_harp.model.fallback import PassedOver, newest_loadable
 from slurm_harp.model.runtime import ModelError, QuantileModel, load_version
 from slurm_harp.model.store import CURRENT_FILE, Current, ModelStore
 from slurm_harp.server.serving_metrics import ServingMetrics
@@ -100,28 +101,24 @@ def _problem(store: ModelStore, target: Target, current: Current) -> tuple[str, 
 
 
 def _newest_loadable(store: ModelStore, target: Target, before: str | None) -> QuantileModel | None:
-    """The newest version older than ``before`` (None: any) that loads and that promotion did not
-    refuse, or None. Retention keeps the one before CURRENT, so a broken CURRENT after a restart
-    does not leave the target unserved; a challenger judged worse than its champion (over the kill
-    budget, say) is never served in its place. None, logged, when the store cannot be listed: the
-    other targets' models load all the same."""
+    """model.fallback's version for a start whose CURRENT does not load: retention keeps it, so a
+    broken CURRENT after a restart does not leave the target unserved, and a challenger judged
+    worse than its champion (over the kill budget, say) is never served in its place. None, logged,
+    when the store cannot be listed: the other targets' models load all the same."""
     try:
-        versions = store.versions(target)
+        return newest_loadable(store, target, before, lambda passed: _passed_over(target, passed))
     except OSError as exc:
         log.error("model store %s: cannot list the older %s versions: %s", store.root, target.value, exc)
         return None
-    for version in reversed(versions):
-        if before is not None and version >= before:
-            continue
-        why = store.refusal(target, version)
-        if why is not None:
-            log.warning("older model %s for %s %s: not served", version, target.value, why)
-            continue
-        try:
-            return load_version(store.target_dir(target) / version, target)
-        except ModelError as exc:
-            log.warning("older model %s for %s does not load either: %s", version, target.value, exc)
-    return None
+
+
+def _passed_over(target: Target, passed: PassedOver) -> None:
+    if passed.refusal is not None:
+        log.warning("older model %s for %s %s: not served", passed.version, target.value, passed.refusal)
+    else:
+        log.warning(
+            "older model %s for %s does not load either: %s", passed.version, target.value, passed.error
+        )
 
 
 def store_fingerprint(store_root: Path) -> tuple[object, ...]:
