@@ -237,6 +237,8 @@ def test_command_messages_and_exit_codes(
     assert (out / "index.html").is_file() and (out / "modes.png").is_file()
     assert main(["report", "--db", str(db), "--since", "2027-01-01", "--out", str(out)]) == 1
     assert "No job ended since 2027-01-01 00:00 UTC" in capsys.readouterr().out
+    # The page says nothing to report: the plots of the run before it, kept, would belie it.
+    assert [p.name for p in out.iterdir()] == ["index.html"]
     assert main(["report", "--db", str(db), "--since", since, "--partition", "zz", "--out", str(out)]) == 1
     assert "No job ended since 2026-09-21 00:00 UTC in zz" in capsys.readouterr().out
     untagged = tmp_path / "untagged.db"

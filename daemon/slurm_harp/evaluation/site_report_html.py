@@ -14,7 +14,7 @@ from slurm_harp.core.policy import Mode
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.shown import utc_text
 from slurm_harp.evaluation.site_report import SiteReport
-from slurm_harp.evaluation.site_report_plots import draw_all
+from slurm_harp.evaluation.site_report_plots import PLOT_FILES, draw_all
 from slurm_harp.evaluation.site_targets import AT_LIMIT
 from slurm_harp.output_dir import OutputDir
 
@@ -67,13 +67,15 @@ def write_site_report(report: SiteReport, out: OutputDir, policy_from: str) -> P
     policy applied to shadow values comes from (a configuration file, or harp's defaults).
 
     Every plot is drawn before a file is touched: without matplotlib (ImportError) or with a plot
-    it cannot draw (DrawError) the page of an earlier run stays as it was. Then that page goes
-    first and the new one is written last: should a plot fail to be written (WriteError, naming
-    the file), no page is left over plots of two runs."""
+    it cannot draw (DrawError) the page of an earlier run stays as it was. Then the page and every
+    plot an earlier run may have drawn go, and the new page is written last
+    (``OutputDir.write_run``): a run with fewer plots leaves none of an earlier run's, and one
+    whose plot cannot be written (WriteError, naming the file) no page over plots of two runs."""
     plots = draw_all(report)
-    out.remove("index.html")
-    images = {name: out.write_bytes(filename, png).name for name, (filename, png) in plots.items()}
-    return out.write_text("index.html", render(report, images, policy_from))
+    images = {name: filename for name, (filename, _) in plots.items()}
+    files = dict(plots.values())
+    page = ("index.html", render(report, images, policy_from))
+    return out.write_run(files, table=page, names=PLOT_FILES.values())[0]
 
 
 def render(report: SiteReport, images: dict[str, str], policy_from: str) -> str:

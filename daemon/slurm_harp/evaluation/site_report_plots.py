@@ -27,6 +27,15 @@ class DrawError(Exception):
     the file, for a one-line message."""
 
 
+# Each plot's file: every one a page of the report may show, so a later run removes them all.
+PLOT_FILES = {
+    "modes": "modes.png",
+    "partitions": "partitions.png",
+    "scatter": "predicted-vs-actual.png",
+    "cdf": "ratio-cdf.png",
+}
+
+
 def draw_all(report: SiteReport) -> dict[str, tuple[str, bytes]]:
     """The plots the figures allow, drawn as PNG in memory: name -> (file name, PNG); none without
     timed jobs. ImportError without matplotlib, DrawError naming the plot that could not be drawn;
@@ -38,14 +47,10 @@ def draw_all(report: SiteReport) -> dict[str, tuple[str, bytes]]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plots = {
-        "modes": (_modes, "modes.png"),
-        "partitions": (_partitions, "partitions.png"),
-        "scatter": (_scatter, "predicted-vs-actual.png"),
-        "cdf": (_cdf, "ratio-cdf.png"),
-    }
+    plots = {"modes": _modes, "partitions": _partitions, "scatter": _scatter, "cdf": _cdf}
     drawn = {}
-    for name, (draw, filename) in plots.items():
+    for name, draw in plots.items():
+        filename = PLOT_FILES[name]
         fig, ax = plt.subplots(figsize=(7, 4.5))
         try:
             draw(report, ax)
