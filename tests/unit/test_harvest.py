@@ -831,7 +831,7 @@ def test_import_into_another_programs_sqlite_file_is_refused(
     db.close()
     before = app.read_bytes()
     assert main(["import", "--db", str(app), str(BUNDLED_TRACE)]) == 2
-    assert f"nothing imported: job store {app}: {app}: not a job store made by harp" in caplog.text
+    assert f"nothing imported: {app}: not a job store made by harp (no such table: meta)\n" in caplog.text
     assert app.read_bytes() == before
 
 

@@ -53,7 +53,10 @@ def run(args: argparse.Namespace) -> int:
     except sqlite3.Error as exc:
         log.error("nothing imported: %s", store_error(args.db, exc)[0])
         return 2
-    except (OSError, SchemaVersionError) as exc:
+    except SchemaVersionError as exc:  # names the store
+        log.error("nothing imported: %s", exc)
+        return 2
+    except OSError as exc:
         log.error("nothing imported: job store %s: %s", args.db, exc)
         return 2
     with store:
