@@ -623,11 +623,21 @@ BAD_ENDPOINTS = {
     f"{GUARDED}[server]\ntcp = 'localhost:9818'\n[guard]\nmetrics_port = 9818\n": (
         "guard.metrics_port: 9818 is server.tcp's port too, on 127.0.0.1 and localhost"
     ),
+    # Linux binds an IPv4-mapped address as the IPv4 one: the second to start could not
+    f"{GUARDED}[server]\nmetrics_address = '::ffff:127.0.0.1'\nmetrics_port = 9817\n"
+    "[guard]\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on 127.0.0.1 and ::ffff:127.0.0.1"
+    ),
+    f"{GUARDED}[server]\nmetrics_address = '0.0.0.0'\nmetrics_port = 9817\n"
+    "[guard]\nmetrics_address = '::FFFF:7f00:2'\nmetrics_port = 9817\n": (
+        "guard.metrics_port: 9817 is server.metrics_port's port too, on ::FFFF:7f00:2 and 0.0.0.0"
+    ),
 }
 ENDPOINT_IDS = [
     "empty", "guard empty", "padded", "host:port", "brackets", "empty label", "same port",
     "a rule's guard", "IPv4 wildcard", "IPv6 wildcard", "localhost twice", "short wildcard", "tcp",
-    "guard and tcp", "tcp wildcard", "tcp localhost, ::1", "tcp localhost, 127.0.0.1",
+    "guard and tcp", "tcp wildcard", "tcp localhost, ::1", "tcp localhost, 127.0.0.1", "v4-mapped",
+    "v4-mapped, v4 wildcard",
 ]  # fmt: skip
 
 
@@ -649,8 +659,18 @@ def test_an_endpoint_serve_or_guard_could_not_start_with_is_refused_naming_the_k
         "[server]\nmetrics_address = '::1'\n[guard]\nmetrics_address = '::1'\n",  # no port: no endpoint
         "[server]\ntcp = '0.0.0.0:50051'\nmetrics_address = 'fe80::1%eth0'\nmetrics_port = 9817\n",
         "[guard]\nmetrics_address = 'prom.example.'\nmetrics_port = 9818\n",
+        "[server]\nmetrics_address = '::ffff:127.0.0.2'\nmetrics_port = 9817\n"
+        "[guard]\nmetrics_port = 9817\n",  # a v4-mapped address of another IPv4 one
     ],
-    ids=["distinct ports", "distinct addresses", "v4 wildcard, v6 loopback", "no port", "tcp", "name"],
+    ids=[
+        "distinct ports",
+        "distinct addresses",
+        "v4 wildcard, v6 loopback",
+        "no port",
+        "tcp",
+        "name",
+        "v4-mapped, other",
+    ],
 )
 def test_endpoints_that_can_listen_side_by_side_are_read(text: str) -> None:
     parse(tomllib.loads(GUARDED + text))

@@ -158,12 +158,15 @@ def _overlap(a: str, b: str) -> bool:
 
 
 def _ip(host: str) -> IPAddress | None:
-    """``host`` as getaddrinfo reads a numeric one (inet_aton's short forms too: "0", "127.1"); None
-    for a name."""
+    """``host`` as getaddrinfo reads a numeric one (inet_aton's short forms too: "0", "127.1"), an
+    IPv4-mapped IPv6 address as its IPv4 one (Linux binds ::ffff:127.0.0.1 as 127.0.0.1); None for a
+    name."""
     try:
-        return ipaddress.ip_address(host)
+        ip = ipaddress.ip_address(host)
     except ValueError:
         pass
+    else:
+        return ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip
     if host and all(c.isdigit() or c == "." for c in host):
         try:
             return ipaddress.IPv4Address(socket.inet_aton(host))
