@@ -41,6 +41,12 @@ def test_json_and_csv_give_seconds_per_job(tmp_path: Path) -> None:
         ("p.csv", "job_id,seconds\n7,inf\n", "p.csv:2: expected a finite number of seconds >= 0, not 'inf'"),
         ("p.csv", "7,-1\n", "p.csv:1: expected a finite number"),
         ("p.csv", "7,600,1\n", "p.csv:1: expected job_id,seconds"),
+        # A garbled first row was taken for a header and dropped without a word (its last field
+        # not a number); the same row on line 2 was refused.
+        ("p.csv", "19,600,oops\n20,600\n", "p.csv:1: expected job_id,seconds"),
+        ("p.csv", "19,oops\n20,600\n", "p.csv:1: expected job_id,seconds"),
+        ("p.csv", "job_id,seconds,note\n20,600\n", "p.csv:1: expected job_id,seconds"),
+        ("p.csv", "job_id,seconds\n19,600,oops\n", "p.csv:2: expected job_id,seconds"),
     ],
 )
 def test_what_is_no_limit_is_refused_naming_the_file_and_job(
@@ -50,6 +56,12 @@ def test_what_is_no_limit_is_refused_naming_the_file_and_job(
     with pytest.raises(ValueError) as caught:
         read_predictions(tmp_path / name)
     assert str(caught.value).startswith(f"{tmp_path}/{message}")
+
+
+@pytest.mark.parametrize("header", ["job_id,seconds", "id,limit_s", '"job id","seconds"'])
+def test_a_first_row_of_two_names_is_a_header(tmp_path: Path, header: str) -> None:
+    (tmp_path / "p.csv").write_text(f"{header}\n19,600\n")
+    assert read_predictions(tmp_path / "p.csv") == {"19": 600.0}
 
 
 @pytest.mark.timeout(20)  # open() of a FIFO waited for a writer for good: the test fails, not hangs

@@ -19,10 +19,11 @@ MAX_BYTES = 256 * 2**20
 
 
 def read_predictions(path: Path) -> dict[str, float]:
-    """Job id -> planned limit in seconds, from JSON (an object) or CSV (job_id,seconds; a header
-    row is allowed). Each limit is a finite number >= 0; anything else is a ValueError naming the
-    file and the job (an infinite one ended in a traceback deep in the simulation). Only a regular
-    file is read (regular_file: a FIFO was waited on for good), of at most MAX_BYTES (ValueError)."""
+    """Job id -> planned limit in seconds, from JSON (an object) or CSV (job_id,seconds; a first row
+    of two names, neither a number, is a header). Each limit is a finite number >= 0; anything else
+    is a ValueError naming the file and the job or line (an infinite one ended in a traceback deep
+    in the simulation). Only a regular file is read (regular_file: a FIFO was waited on for good),
+    of at most MAX_BYTES (ValueError)."""
     raw = read_regular(path, size=MAX_BYTES + 1)
     if len(raw) > MAX_BYTES:
         raise ValueError(f"{path}: larger than {MAX_BYTES} bytes, the most harp reads of predictions")
@@ -40,7 +41,7 @@ def read_predictions(path: Path) -> dict[str, float]:
         return {str(k): _seconds(v, f"{path}: job {k}") for k, v in data.items()}
     out: dict[str, float] = {}
     for lineno, row in enumerate(csv.reader(text.splitlines()), start=1):
-        if not row or (lineno == 1 and not _is_number(row[-1])):
+        if not row or (lineno == 1 and _is_header(row)):
             continue
         if len(row) != 2 or not _is_number(row[1]):
             raise ValueError(f"{path}:{lineno}: expected job_id,seconds")
@@ -57,6 +58,12 @@ def _seconds(value: object, where: str) -> float:
     if not 0.0 <= seconds < math.inf:
         raise ValueError(f"{where}: expected a finite number of seconds >= 0, not {str(value)[:40]!r}")
     return seconds
+
+
+def _is_header(row: list[str]) -> bool:
+    """Two names, neither a number (`job_id,seconds`): a garbled first job (`19,600,oops`, `19,x`)
+    was taken for a header and dropped without a word, where the same row later is refused."""
+    return len(row) == 2 and not any(_is_number(field) for field in row)
 
 
 def _is_number(text: str) -> bool:
