@@ -6,12 +6,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 from slurm_harp.core.policy import Policy
 from slurm_harp.regular_file import decode_json, read_regular
+
+log = logging.getLogger(__name__)
 
 # The largest file of predictions read: room for ten million jobs at 26 bytes each (a CSV line
 # `12345678,123456.5` takes 18); a runaway file was read until memory ran out.
@@ -47,6 +50,31 @@ def read_predictions(path: Path) -> dict[str, float]:
             raise ValueError(f"{path}:{lineno}: expected job_id,seconds")
         out[row[0].strip()] = _seconds(float(row[1]), f"{path}:{lineno}")
     return out
+
+
+def check_matched(path: Path, by_id: Mapping[str, float], ids: Collection[str], replayed: str) -> None:
+    """A file made for another trace (or another --max-jobs slice) named no job replayed: every
+    ours-* row was the request's, exit 0, nothing said. None of its job ids among ``ids`` (the jobs
+    ``replayed`` names) is a ValueError; some missing, a warning with the count and the first few
+    (a file for a whole trace run on a slice is fine)."""
+    if not by_id:
+        raise ValueError(f"{path}: holds no prediction")
+    known = set(ids)
+    unmatched = [job for job in by_id if job not in known]
+    if len(unmatched) == len(by_id):
+        raise ValueError(f"{path}: none of its {len(by_id):,} job ids is a job of {replayed}")
+    if unmatched:
+        first = ", ".join(repr(job[:40]) for job in unmatched[:5])
+        more = ", ..." if len(unmatched) > 5 else ""
+        log.warning(
+            "%s: %s of its %s job ids left unused, no job of %s: %s%s",
+            path,
+            f"{len(unmatched):,}",
+            f"{len(by_id):,}",
+            replayed,
+            first,
+            more,
+        )
 
 
 def _seconds(value: object, where: str) -> float:
