@@ -120,11 +120,11 @@ def _three_jobs(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("content", "slice_", "said"),
     [
-        ('{"901": 600, "902": 60}', [], "none of its 2 job ids is a job of t"),
+        ('{"901": 600, "902": 60}', [], "none of its 2 job ids is a job replayed from t"),
         (
             '{"2": 600, "3": 60}',
             ["--max-jobs", "1"],
-            "none of its 2 job ids is a job of the first 1 jobs of t (--max-jobs)",
+            "none of its 2 job ids is a job replayed from the first 1 jobs of t (--max-jobs)",
         ),
         ("{}", [], "holds no prediction"),
     ],
@@ -164,13 +164,14 @@ def test_ids_the_replay_lacks_are_counted_and_the_first_named(
     (tmp_path / "p.csv").write_text("".join(f"{job},3600\n" for job in ids))
     argv = ["simulate", str(trace), "--limits", "ours-extend", "--predictions", str(tmp_path / "p.csv")]
     assert main([*argv, "--max-jobs", "2"]) == 0
-    unused = "7 of its 9 job ids left unused, no job of the first 2 jobs of t (--max-jobs)"
+    unused = "7 of its 9 job ids left unused, no job replayed from the first 2 jobs of t (--max-jobs)"
     assert f"{tmp_path}/p.csv: {unused}: '3', '4', '5', '6', '7', ...\n" in caplog.text
     assert "ours-extend: predictions for 2 of 2 jobs" in capsys.readouterr().out
     caplog.clear()
     assert main(argv) == 0
-    assert f"{tmp_path}/p.csv: 6 of its 9 job ids left unused, no job of t: '4', '5', '6', '7', '8', ..." in (
-        caplog.text
+    assert (
+        f"{tmp_path}/p.csv: 6 of its 9 job ids left unused, no job replayed from t: "
+        "'4', '5', '6', '7', '8', ..." in caplog.text
     )
     (tmp_path / "p.csv").write_text("1,3600\n2,3600\n3,3600\n")
     caplog.clear()

@@ -62,12 +62,12 @@ def check_matched(path: Path, by_id: Mapping[str, float], ids: Collection[str], 
     known = set(ids)
     unmatched = [job for job in by_id if job not in known]
     if len(unmatched) == len(by_id):
-        raise ValueError(f"{path}: none of its {len(by_id):,} job ids is a job of {replayed}")
+        raise ValueError(f"{path}: none of its {len(by_id):,} job ids is a job replayed from {replayed}")
     if unmatched:
         first = ", ".join(repr(job[:40]) for job in unmatched[:5])
         more = ", ..." if len(unmatched) > 5 else ""
         log.warning(
-            "%s: %s of its %s job ids left unused, no job of %s: %s%s",
+            "%s: %s of its %s job ids left unused, no job replayed from %s: %s%s",
             path,
             f"{len(unmatched):,}",
             f"{len(by_id):,}",
