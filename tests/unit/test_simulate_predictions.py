@@ -41,6 +41,12 @@ def test_json_and_csv_give_seconds_per_job(tmp_path: Path) -> None:
         ("p.csv", "job_id,seconds\n7,inf\n", "p.csv:2: expected a finite number of seconds >= 0, not 'inf'"),
         ("p.csv", "7,-1\n", "p.csv:1: expected a finite number"),
         ("p.csv", "7,600,1\n", "p.csv:1: expected job_id,seconds"),
+        # A garbled first row was taken for a header and dropped without a word (its last field
+        # not a number); the same row on line 2 was refused.
+        ("p.csv", "19,600,oops\n20,600\n", "p.csv:1: expected job_id,seconds"),
+        ("p.csv", "19,oops\n20,600\n", "p.csv:1: expected job_id,seconds"),
+        ("p.csv", "job_id,seconds,note\n20,600\n", "p.csv:1: expected job_id,seconds"),
+        ("p.csv", "job_id,seconds\n19,600,oops\n", "p.csv:2: expected job_id,seconds"),
     ],
 )
 def test_what_is_no_limit_is_refused_naming_the_file_and_job(
@@ -50,6 +56,12 @@ def test_what_is_no_limit_is_refused_naming_the_file_and_job(
     with pytest.raises(ValueError) as caught:
         read_predictions(tmp_path / name)
     assert str(caught.value).startswith(f"{tmp_path}/{message}")
+
+
+@pytest.mark.parametrize("header", ["job_id,seconds", "id,limit_s", '"job id","seconds"'])
+def test_a_first_row_of_two_names_is_a_header(tmp_path: Path, header: str) -> None:
+    (tmp_path / "p.csv").write_text(f"{header}\n19,600\n")
+    assert read_predictions(tmp_path / "p.csv") == {"19": 600.0}
 
 
 @pytest.mark.timeout(20)  # open() of a FIFO waited for a writer for good: the test fails, not hangs
@@ -97,6 +109,74 @@ def test_predictions_leave_a_job_that_asked_for_no_limit_alone(
     out = capsys.readouterr().out
     assert "ours-extend: predictions for 2 of 2 jobs; the policy lowers 1 limits" in out
     assert "t: 2 jobs on 4 processors, 1 asking for no limit, scheduler easy" in out
+
+
+def _three_jobs(tmp_path: Path) -> Path:
+    trace = tmp_path / "t.swf"
+    trace.write_text("".join(f"{i} {i} 0 3000 4 -1 -1 4 7200 -1 1 {i} 1 1 1 1 -1 -1\n" for i in (1, 2, 3)))
+    return trace
+
+
+@pytest.mark.parametrize(
+    ("content", "slice_", "said"),
+    [
+        ('{"901": 600, "902": 60}', [], "none of its 2 job ids is a job replayed from t"),
+        (
+            '{"2": 600, "3": 60}',
+            ["--max-jobs", "1"],
+            "none of its 2 job ids is a job replayed from the first 1 jobs of t (--max-jobs)",
+        ),
+        ("{}", [], "holds no prediction"),
+    ],
+)
+def test_a_file_that_names_no_job_replayed_is_refused_and_nothing_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: str, slice_: list[str], said: str
+) -> None:
+    """A file made for another trace (or another --max-jobs slice) was taken: every ours-* row the
+    request's, exit 0, and only "predictions for 0 of 3 jobs" said."""
+    from slurm_harp.cli import main
+
+    trace, out = _three_jobs(tmp_path), tmp_path / "out"
+    (tmp_path / "p.json").write_text(content)
+    argv = [
+        "simulate",
+        str(trace),
+        *slice_,
+        "--limits",
+        "ours-extend",
+        "--predictions",
+        str(tmp_path / "p.json"),
+    ]
+    assert main([*argv, "--out", str(out)]) == 2
+    assert f"cannot simulate {trace}: {tmp_path}/p.json: {said}" in caplog.text
+    assert not out.exists()
+
+
+def test_ids_the_replay_lacks_are_counted_and_the_first_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file for the whole trace run on a --max-jobs slice is fine, said in a warning; so is one
+    naming a few jobs the trace lacks."""
+    from slurm_harp.cli import main
+
+    trace = _three_jobs(tmp_path)
+    ids = [str(i) for i in range(1, 10)]
+    (tmp_path / "p.csv").write_text("".join(f"{job},3600\n" for job in ids))
+    argv = ["simulate", str(trace), "--limits", "ours-extend", "--predictions", str(tmp_path / "p.csv")]
+    assert main([*argv, "--max-jobs", "2"]) == 0
+    unused = "7 of its 9 job ids left unused, no job replayed from the first 2 jobs of t (--max-jobs)"
+    assert f"{tmp_path}/p.csv: {unused}: '3', '4', '5', '6', '7', ...\n" in caplog.text
+    assert "ours-extend: predictions for 2 of 2 jobs" in capsys.readouterr().out
+    caplog.clear()
+    assert main(argv) == 0
+    assert (
+        f"{tmp_path}/p.csv: 6 of its 9 job ids left unused, no job replayed from t: "
+        "'4', '5', '6', '7', '8', ..." in caplog.text
+    )
+    (tmp_path / "p.csv").write_text("1,3600\n2,3600\n3,3600\n")
+    caplog.clear()
+    assert main(argv) == 0
+    assert "left unused" not in caplog.text
 
 
 def test_ours_fitted_along_a_job_store_reads_it_without_writing_to_it(tmp_path: Path) -> None:

@@ -6,12 +6,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 from slurm_harp.core.policy import Policy
 from slurm_harp.regular_file import decode_json, read_regular
+
+log = logging.getLogger(__name__)
 
 # The largest file of predictions read: room for ten million jobs at 26 bytes each (a CSV line
 # `12345678,123456.5` takes 18); a runaway file was read until memory ran out.
@@ -19,10 +22,11 @@ MAX_BYTES = 256 * 2**20
 
 
 def read_predictions(path: Path) -> dict[str, float]:
-    """Job id -> planned limit in seconds, from JSON (an object) or CSV (job_id,seconds; a header
-    row is allowed). Each limit is a finite number >= 0; anything else is a ValueError naming the
-    file and the job (an infinite one ended in a traceback deep in the simulation). Only a regular
-    file is read (regular_file: a FIFO was waited on for good), of at most MAX_BYTES (ValueError)."""
+    """Job id -> planned limit in seconds, from JSON (an object) or CSV (job_id,seconds; a first row
+    of two names, neither a number, is a header). Each limit is a finite number >= 0; anything else
+    is a ValueError naming the file and the job or line (an infinite one ended in a traceback deep
+    in the simulation). Only a regular file is read (regular_file: a FIFO was waited on for good),
+    of at most MAX_BYTES (ValueError)."""
     raw = read_regular(path, size=MAX_BYTES + 1)
     if len(raw) > MAX_BYTES:
         raise ValueError(f"{path}: larger than {MAX_BYTES} bytes, the most harp reads of predictions")
@@ -40,12 +44,37 @@ def read_predictions(path: Path) -> dict[str, float]:
         return {str(k): _seconds(v, f"{path}: job {k}") for k, v in data.items()}
     out: dict[str, float] = {}
     for lineno, row in enumerate(csv.reader(text.splitlines()), start=1):
-        if not row or (lineno == 1 and not _is_number(row[-1])):
+        if not row or (lineno == 1 and _is_header(row)):
             continue
         if len(row) != 2 or not _is_number(row[1]):
             raise ValueError(f"{path}:{lineno}: expected job_id,seconds")
         out[row[0].strip()] = _seconds(float(row[1]), f"{path}:{lineno}")
     return out
+
+
+def check_matched(path: Path, by_id: Mapping[str, float], ids: Collection[str], replayed: str) -> None:
+    """A file made for another trace (or another --max-jobs slice) named no job replayed: every
+    ours-* row was the request's, exit 0, nothing said. None of its job ids among ``ids`` (the jobs
+    ``replayed`` names) is a ValueError; some missing, a warning with the count and the first few
+    (a file for a whole trace run on a slice is fine)."""
+    if not by_id:
+        raise ValueError(f"{path}: holds no prediction")
+    known = set(ids)
+    unmatched = [job for job in by_id if job not in known]
+    if len(unmatched) == len(by_id):
+        raise ValueError(f"{path}: none of its {len(by_id):,} job ids is a job replayed from {replayed}")
+    if unmatched:
+        first = ", ".join(repr(job[:40]) for job in unmatched[:5])
+        more = ", ..." if len(unmatched) > 5 else ""
+        log.warning(
+            "%s: %s of its %s job ids left unused, no job replayed from %s: %s%s",
+            path,
+            f"{len(unmatched):,}",
+            f"{len(by_id):,}",
+            replayed,
+            first,
+            more,
+        )
 
 
 def _seconds(value: object, where: str) -> float:
@@ -57,6 +86,12 @@ def _seconds(value: object, where: str) -> float:
     if not 0.0 <= seconds < math.inf:
         raise ValueError(f"{where}: expected a finite number of seconds >= 0, not {str(value)[:40]!r}")
     return seconds
+
+
+def _is_header(row: list[str]) -> bool:
+    """Two names, neither a number (`job_id,seconds`): a garbled first job (`19,600,oops`, `19,x`)
+    was taken for a header and dropped without a word, where the same row later is refused."""
+    return len(row) == 2 and not any(_is_number(field) for field in row)
 
 
 def _is_number(text: str) -> bool:

@@ -23,7 +23,7 @@ from slurm_harp.commands.arguments import (
     whole,
     writing_out,
 )
-from slurm_harp.commands.predictions import fitted_predictions, read_predictions
+from slurm_harp.commands.predictions import check_matched, fitted_predictions, read_predictions
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.policy import Policy
 from slurm_harp.core.request import Target
@@ -179,11 +179,14 @@ def _simulate(args: argparse.Namespace, out: OutputDir | None, policy: tuple[Pol
     show = args.progress or sys.stderr.isatty()
     try:
         jobs = load_workload(args.source, args.processors, db=args.db)
-        if args.max_jobs:
+        replayed = jobs.name
+        if args.max_jobs and args.max_jobs < len(jobs):
             jobs = jobs.head(args.max_jobs)
+            replayed = f"the first {len(jobs):,} jobs of {jobs.name} (--max-jobs)"
         predictions: dict[str, list[float]] = {}
         if ours and args.predictions:
             from_file = read_predictions(args.predictions)
+            check_matched(args.predictions, from_file, jobs.ids, replayed)
             predictions = {name: predictions_by_id(jobs, from_file) for name in ours}
         elif ours:
             fitting = Progress("fitting along the trace", sys.stderr, "fits") if show else None

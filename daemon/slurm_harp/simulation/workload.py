@@ -16,7 +16,8 @@ class Workload:
     """Jobs to replay on a machine of ``processors`` processors.
 
     Per job ``i``: ``submit`` (s), ``run`` (s, its real run time, ended on its own or killed),
-    ``request`` (s, the user's time limit, enforced), ``procs`` and ``user`` (an integer code).
+    ``request`` (s, the user's time limit, enforced), ``procs`` and ``user`` (an integer code); the
+    times finite (ValueError naming the job).
     ``no_request``: the jobs whose user asked for no limit (their ``request`` is a stand-in, the
     trace's longest: trace.py); the daemon leaves their limit alone (``as_set``).
     """
@@ -42,8 +43,13 @@ class Workload:
         for i in range(n):
             if not 1 <= self.procs[i] <= self.processors:
                 raise ValueError(f"job {self.ids[i]}: {self.procs[i]} processors on a {self.processors}")
-            if not (self.request[i] > 0 and self.run[i] >= 0):
-                raise ValueError(f"job {self.ids[i]}: request {self.request[i]}, run {self.run[i]}")
+            # Finite: a NaN submit time passed the order check (NaN compares false) and the event
+            # loop never ended; an infinite request overflowed the Slurm scheduler's math.ceil.
+            if not (0 < self.request[i] < math.inf and 0 <= self.run[i] < math.inf):
+                said = f"request {self.request[i]}, run {self.run[i]}"
+                raise ValueError(f"job {self.ids[i]}: {said}: expected a finite request > 0 and run >= 0")
+            if not math.isfinite(self.submit[i]):
+                raise ValueError(f"job {self.ids[i]}: submit time {self.submit[i]}, not a finite number")
             if i and self.submit[i] < self.submit[i - 1]:
                 raise ValueError("workload not ordered by submit time")
         if any(not 0 <= i < n for i in self.no_request):
