@@ -228,14 +228,20 @@ class JobStore:
         Every job when the store holds no more than ``newest`` to train on, or ``newest`` is None
         or not above 0 (build_dataset's max_rows: no cap)."""
         present = self._present()
-        bound = None
-        if newest is not None and newest > 0:
-            bound = training_window.window(self._db, present, newest, now)
-        if bound is None:
-            yield from self.records()
-            return
-        sql = f"{select_sql(present)} WHERE {training_window.WHERE_SQL}{SUBMIT_ORDER}"
-        yield from self._read(sql, bound.params())
+        # One snapshot for the window and the rows (a read transaction): a harvest writing between
+        # the two could leave fewer of the newest jobs usable than the window was cut for.
+        self._db.execute("BEGIN")
+        try:
+            bound = None
+            if newest is not None and newest > 0:
+                bound = training_window.window(self._db, present, newest, now)
+            if bound is None:
+                yield from self.records()
+                return
+            sql = f"{select_sql(present)} WHERE {training_window.WHERE_SQL}{SUBMIT_ORDER}"
+            yield from self._read(sql, bound.params())
+        finally:
+            self._db.execute("COMMIT")
 
     def added(self, after_row: int, upto_row: int) -> Iterator[JobRecord]:
         """The rows added after one position's ``last_row`` up to another's, in the order added."""

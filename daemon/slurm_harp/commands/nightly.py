@@ -126,4 +126,4 @@ def _train(settings: Settings, records: list[JobRecord], now: float) -> int:
         keep=t.keep,
         refit=Refit(t.refit),
     )
-    return publication.train_held(records, list(Target), plan, True, now)  # run() holds the store
+    return publication.train_held(records, list(Target), plan, every=True, now=now)  # run() holds the store

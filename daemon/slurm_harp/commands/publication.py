@@ -41,7 +41,7 @@ def train_targets(
         refused = hold_store(held, plan.store, "not training")
         if refused is not None:
             return refused
-        return train_held(records, targets, plan, every, now)
+        return train_held(records, targets, plan, every=every, now=now)
 
 
 def hold_store(held: contextlib.ExitStack, store: Path, skipped: str) -> int | None:
@@ -179,7 +179,8 @@ def trainable(records: list[JobRecord], now: float, left_out_of: str = "training
     was stamped by a controller's clock that ran ahead (read with the same clock) or stored before
     the trace readers checked (an SWF UnixStartTime in milliseconds: year 27969); trained on, it
     would stay the newest submission and leave every later challenger no new job to be judged on.
-    It stays in the store: once the clock has passed its times it is trained on."""
+    It stays in the store: once the clock has passed its times it is trained on. Mirrored in SQL
+    by accounting.training_window, which must change with it."""
     latest = now + FUTURE_SLACK_S
     kept: list[JobRecord] = []
     left: list[str] = []

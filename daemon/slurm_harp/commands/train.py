@@ -204,7 +204,9 @@ def run(args: argparse.Namespace) -> int:
     if origin != "sacct" and (problem := input_problem(origin)) is not None:  # a FIFO is named so
         log.error("%s", problem)
         return 2
-    now = time.time()  # the clock the job store is read by and training leaves jobs out by
+    # The clock a job store is read by and training then leaves jobs out by; for another source
+    # (sacct may take minutes) taken once the store is held, as before (promotion's clock).
+    now = time.time() if args.db else None
     try:
         records, stats = read_source(
             args.source, args.sacct_start, args.db, args.delimiter, newest=args.max_rows, now=now
@@ -238,4 +240,4 @@ def run(args: argparse.Namespace) -> int:
         refit=Refit(args.refit),
     )
     targets = list(Target) if args.target == ALL else [Target(args.target)]
-    return train_targets(records, targets, plan, args.target == ALL, now)
+    return train_targets(records, targets, plan, every=args.target == ALL, now=now)
