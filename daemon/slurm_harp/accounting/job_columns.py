@@ -24,6 +24,7 @@ SQL_TYPES: dict[type, str] = {str: "TEXT", int: "INTEGER", float: "REAL", bool: 
 # any type: text written over a number by hand comes back as text, and would only fail far away.
 _READS_AS: dict[type, tuple[type, ...]] = {str: (str,), int: (int,), float: (float, int), bool: (int,)}
 _KIND_NAME = {str: "text", int: "a whole number", float: "a number", bool: "0 or 1"}
+_TYPEOF = {str: "text", int: "integer", float: "real"}  # SQLite's typeof() of each Python type read
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,16 @@ def select_sql(present: set[str]) -> str:
     # A reader may meet a store the harvester has not migrated yet: a newer column reads as NULL.
     names = [c.name if c.name in present else f"NULL AS {c.name}" for c in COLUMNS]
     return f"SELECT {', '.join(names)} FROM jobs"
+
+
+def readable_sql(present: set[str]) -> str:
+    """An SQL condition true of exactly the rows record_of reads without BadValue, given the columns
+    the table has: a query that counts rows counts none that every reader skips."""
+    return " AND ".join(
+        f"typeof({c.name}) IN ('null', {', '.join(repr(_TYPEOF[kind]) for kind in _READS_AS[c.kind])})"
+        for c in COLUMNS
+        if c.name in present
+    )
 
 
 def _known(column: Column, value: Any) -> Any:

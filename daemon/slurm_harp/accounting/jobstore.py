@@ -23,12 +23,12 @@ import os
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from slurm_harp.accounting import upsert
+from slurm_harp.accounting import training_window, upsert
 from slurm_harp.accounting.job_columns import BadValue, record_of, select_sql
 from slurm_harp.accounting.store_schema import (
     SCHEMA_VERSION,
@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 HOUR_S = 3600  # tagged_hours' span
 LOCK_WAIT_S = 30.0  # how long a connection waits for another's lock
+# Every reader's order by submit time: a total one, (source, job_id, submit_time) being a key.
+SUBMIT_ORDER = " ORDER BY submit_time, source, job_id"
 
 
 # SQLite's errors that say the file is no usable database: no run gets past them by itself.
@@ -218,7 +220,28 @@ class JobStore:
         select = select_sql(present)
         if where:
             select += " WHERE " + " AND ".join(where)
-        yield from self._read(select + " ORDER BY submit_time, source, job_id", params)
+        yield from self._read(select + SUBMIT_ORDER, params)
+
+    def training_records(self, newest: int | None, now: float) -> Iterator[JobRecord]:
+        """What training on the ``newest`` jobs with the clock at ``now`` reads, in records()'
+        order: those jobs and every job their history features can count (training_window.py).
+        Every job when the store holds no more than ``newest`` to train on, or ``newest`` is None
+        or not above 0 (build_dataset's max_rows: no cap)."""
+        present = self._present()
+        # One snapshot for the window and the rows (a read transaction): a harvest writing between
+        # the two could leave fewer of the newest jobs usable than the window was cut for.
+        self._db.execute("BEGIN")
+        try:
+            bound = None
+            if newest is not None and newest > 0:
+                bound = training_window.window(self._db, present, newest, now)
+            if bound is None:
+                yield from self.records()
+                return
+            sql = f"{select_sql(present)} WHERE {training_window.WHERE_SQL}{SUBMIT_ORDER}"
+            yield from self._read(sql, bound.params())
+        finally:
+            self._db.execute("COMMIT")
 
     def added(self, after_row: int, upto_row: int) -> Iterator[JobRecord]:
         """The rows added after one position's ``last_row`` up to another's, in the order added."""
@@ -246,7 +269,7 @@ class JobStore:
         )
         return list(self._read(sql, (user_name, job_name, int(newest))))
 
-    def _read(self, sql: str, params: Sequence[object]) -> Iterator[JobRecord]:
+    def _read(self, sql: str, params: Sequence[object] | Mapping[str, object]) -> Iterator[JobRecord]:
         """The JobRecords of ``sql``'s rows. A row with a value not of its column's type (text in
         a number column: a store edited by hand) is skipped, not the read: the other rows still
         count. One warning says how many, and names the first row and column."""

@@ -58,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     with contextlib.ExitStack() as held:
-        # Before the harvest: a second run must not query sacct and load the whole job store
-        # into memory beside the first, only to find the store busy when it comes to train.
+        # Before the harvest: a second run must not query sacct and load the job store into
+        # memory beside the first, only to find the store busy when it comes to train.
         refused = publication.hold_store(held, settings.store, "not harvesting or training")
         if refused is not None:
             return refused
@@ -74,9 +74,17 @@ def _harvest_and_train(args: argparse.Namespace, settings: Settings, db: str) ->
         log.error("the harvest failed: not retraining tonight")
         return 1
     log.info("harvest done in %.1f s", time.monotonic() - started)
+    now, newest = time.time(), settings.training.max_jobs
     try:
         with JobStore(db, readonly=True) as store:
-            records = list(store.records())
+            # Not every row: the store is never pruned, and reading it whole outgrew MemoryMax.
+            records = list(store.training_records(newest, now))
+            log.info(
+                "read %d of the job store's %d jobs: the newest %d and those their history can see",
+                len(records),
+                store.count(),
+                newest,
+            )
     except SchemaVersionError as exc:  # names the store and its schema_version
         log.error("not training: %s", exc)
         return 1
@@ -86,12 +94,12 @@ def _harvest_and_train(args: argparse.Namespace, settings: Settings, db: str) ->
     except OSError as exc:
         log.error("cannot read the job store %s: %s", db, exc)
         return 1
-    code = _train(settings, records)
+    code = _train(settings, records, now)
     log.info("nightly done in %.1f s (exit %d)", time.monotonic() - started, code)
     return code
 
 
-def _train(settings: Settings, records: list[JobRecord]) -> int:
+def _train(settings: Settings, records: list[JobRecord], now: float) -> int:
     from slurm_harp.learning.fitting import Refit
     from slurm_harp.learning.pipeline import Plan
 
@@ -118,4 +126,4 @@ def _train(settings: Settings, records: list[JobRecord]) -> int:
         keep=t.keep,
         refit=Refit(t.refit),
     )
-    return publication.train_held(records, list(Target), plan, every=True)  # run() holds the store
+    return publication.train_held(records, list(Target), plan, every=True, now=now)  # run() holds the store

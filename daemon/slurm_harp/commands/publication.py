@@ -26,7 +26,9 @@ log = logging.getLogger(__name__)
 STORE_BUSY = 75
 
 
-def train_targets(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:
+def train_targets(
+    records: list[JobRecord], targets: list[Target], plan: Plan, every: bool, now: float | None = None
+) -> int:
     """Train, publish and judge each target, holding the store's writer lock; another run holding
     it: logged, nothing done, exit STORE_BUSY. ``every``: a target without enough data is skipped
     with a warning (the exit code is 1 only when none was published). A store that cannot be
@@ -39,7 +41,7 @@ def train_targets(records: list[JobRecord], targets: list[Target], plan: Plan, e
         refused = hold_store(held, plan.store, "not training")
         if refused is not None:
             return refused
-        return train_held(records, targets, plan, every)
+        return train_held(records, targets, plan, every=every, now=now)
 
 
 def hold_store(held: contextlib.ExitStack, store: Path, skipped: str) -> int | None:
@@ -56,13 +58,17 @@ def hold_store(held: contextlib.ExitStack, store: Path, skipped: str) -> int | N
     return None
 
 
-def train_held(records: list[JobRecord], targets: list[Target], plan: Plan, every: bool) -> int:
-    """train_targets for a caller that holds the store's writer lock already (hold_store)."""
+def train_held(
+    records: list[JobRecord], targets: list[Target], plan: Plan, every: bool, now: float | None = None
+) -> int:
+    """train_targets for a caller that holds the store's writer lock already (hold_store). ``now``:
+    the clock the job store was read by for training (JobStore.training_records), else this host's."""
     from slurm_harp.learning.dataset import build_dataset
     from slurm_harp.learning.pipeline import Unfinished, Unloadable, train_and_publish
     from slurm_harp.learning.trainer import NotEnoughData, TrainingError
 
-    now = time.time()  # one clock for the jobs trained on and the champion judged against them
+    # One clock for the jobs read, those trained on and the champion judged against them.
+    now = time.time() if now is None else now
     records = trainable(records, now)  # harp train --db reads the same store as nightly
     data = build_dataset(records, max_rows=plan.max_rows)  # the same features serve every target
     published = 0
@@ -173,7 +179,8 @@ def trainable(records: list[JobRecord], now: float, left_out_of: str = "training
     was stamped by a controller's clock that ran ahead (read with the same clock) or stored before
     the trace readers checked (an SWF UnixStartTime in milliseconds: year 27969); trained on, it
     would stay the newest submission and leave every later challenger no new job to be judged on.
-    It stays in the store: once the clock has passed its times it is trained on."""
+    It stays in the store: once the clock has passed its times it is trained on. Mirrored in SQL
+    by accounting.training_window, which must change with it."""
     latest = now + FUTURE_SLACK_S
     kept: list[JobRecord] = []
     left: list[str] = []

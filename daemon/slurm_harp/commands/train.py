@@ -12,6 +12,7 @@ import logging
 import os
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 from slurm_harp.accounting import JobRecord, ReadStats, harvest_sacct, load_records, sacct_runner
@@ -163,14 +164,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def read_source(
-    source: str, sacct_start: str, db: str | None = None, delimiter: str | None = None
+    source: str,
+    sacct_start: str,
+    db: str | None = None,
+    delimiter: str | None = None,
+    *,
+    newest: int | None = None,
+    now: float | None = None,
 ) -> tuple[list[JobRecord], ReadStats]:
+    """The records to train on. From a job store (``db``), only what training on the ``newest``
+    jobs (--max-rows) with the clock at ``now`` reads, as `harp nightly` does."""
     if db:
         from slurm_harp.accounting.jobstore import JobStore
 
         stats = ReadStats(source=db)
         with JobStore(db, readonly=True) as store:
-            records = list(store.records())
+            records = list(store.training_records(newest, time.time() if now is None else now))
         stats.records = len(records)
         return records, stats
     if source == "sacct":
@@ -195,8 +204,13 @@ def run(args: argparse.Namespace) -> int:
     if origin != "sacct" and (problem := input_problem(origin)) is not None:  # a FIFO is named so
         log.error("%s", problem)
         return 2
+    # The clock a job store is read by and training then leaves jobs out by; for another source
+    # (sacct may take minutes) taken once the store is held, as before (promotion's clock).
+    now = time.time() if args.db else None
     try:
-        records, stats = read_source(args.source, args.sacct_start, args.db, args.delimiter)
+        records, stats = read_source(
+            args.source, args.sacct_start, args.db, args.delimiter, newest=args.max_rows, now=now
+        )
     except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired, sqlite3.Error) as exc:
         log.error("cannot read %s: %s", origin, exc)
         return 2
@@ -226,4 +240,4 @@ def run(args: argparse.Namespace) -> int:
         refit=Refit(args.refit),
     )
     targets = list(Target) if args.target == ALL else [Target(args.target)]
-    return train_targets(records, targets, plan, every=args.target == ALL)
+    return train_targets(records, targets, plan, every=args.target == ALL, now=now)

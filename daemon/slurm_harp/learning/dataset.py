@@ -66,7 +66,8 @@ def _distinct_usable(records: Sequence[JobRecord]) -> tuple[list[int], int]:
     same job stored under two sources (saved sacct text imported over the range the harvest read)
     is one row, its first record's, and the others are left out. No job is lost by it: two jobs
     differ in id or submit time (a reused id, a requeued run), and a record without a submit time
-    is kept whatever its id (an SWF trace's unknown time)."""
+    is kept whatever its id (an SWF trace's unknown time). Mirrored in SQL by
+    accounting.training_window (the nightly's bounded read), which must change with it."""
     seen: set[tuple[str, int]] = set()
     usable: list[int] = []
     again = 0
