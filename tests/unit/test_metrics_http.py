@@ -106,6 +106,7 @@ def test_a_request_target_that_does_not_parse_is_a_400_and_no_collectors_failure
 ) -> None:
     """Before, urlsplit's ValueError was taken for a collector's: a 500, an ERROR traceback, and the
     once-a-minute slot spent, so that a collector failing right after was logged by nothing."""
+    caplog.set_level(logging.DEBUG)
     assert ask(server, b"GET http://[::1 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 400 Bad Request")
     assert not [r for r in caplog.records if r.levelno >= logging.INFO]
     registry.register(Failing())

@@ -95,3 +95,31 @@ def test_a_reload_to_another_store_carries_none_of_the_old_stores_models(
         assert _listed(daemon, fallback) == 1
     assert _listed(daemon, version) is None
     assert f"model store moved from {old} to {new}: loading it as at a start" in caplog.text
+
+
+@pytest.mark.parametrize("outage", ["store root gone", "empty mountpoint", "target directory gone"])
+def test_a_store_gone_for_a_while_is_no_withdrawal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, outage: str
+) -> None:
+    """The review: a store unmounted (or a target's directory gone in a restore) reads as no CURRENT
+    as well; taken for a withdrawal, every model stopped serving. Only CURRENT removed from a
+    directory still there withdraws; otherwise the last good model keeps serving, logged."""
+    root = Path(shutil.copytree(REFERENCE, tmp_path / "store"))
+    daemon = Daemon(parse({"store": {"path": str(root)}}), CollectorRegistry())
+    daemon.reload_models()
+    version = daemon.predictor.models[Target.TIME].version
+    away = tmp_path / "away"
+    gone = root if outage != "target directory gone" else root / "time"
+    gone.rename(away)
+    if outage == "empty mountpoint":
+        root.mkdir()
+    daemon.poll_store()
+    daemon.reload()
+    assert daemon.predictor.models[Target.TIME].version == version and _listed(daemon, version) == 1
+    assert f"time: {root / 'time'} is not there; serving {version} (to withdraw it, remove" in caplog.text
+    assert "no longer serving" not in caplog.text
+    if outage == "empty mountpoint":
+        root.rmdir()
+    away.rename(gone)
+    daemon.poll_store()
+    assert daemon.predictor.models[Target.TIME].version == version

@@ -37,9 +37,10 @@ def reload_models(
     serving that target keeps serving: a bad file never replaces a good model. So is a CURRENT that
     cannot be read or names no version in the store. Where nothing serves the target yet (a
     start), the newest version older than the one CURRENT names (any, when it names none readable)
-    that loads and that promotion did not refuse serves instead. A target with no CURRENT at all is
-    not served: an admin withdrew it (harp's own writes replace CURRENT by a rename, never leaving
-    it absent), or it was never promoted.
+    that loads and that promotion did not refuse serves instead. A target with no CURRENT in its
+    directory is not served: an admin withdrew it (harp's own writes replace CURRENT by a rename,
+    never leaving it absent), or it was never promoted. One whose directory is gone too (the store
+    unmounted) keeps serving what it served.
     """
     store = ModelStore(store_root)
     models = dict(current)
@@ -49,6 +50,16 @@ def reload_models(
         serving = models.get(target)
         pointer = store.current(target)
         if pointer.names is None and pointer.unreadable is None:  # no CURRENT
+            if serving is not None and not store.target_dir(target).is_dir():
+                # Its directory gone too: the store unmounted, an NFS hiccup, a restore under way,
+                # not a withdrawal (which removes CURRENT alone): the last good model keeps serving.
+                log.error(
+                    "%s: %s is not there; serving %s (to withdraw it, remove its CURRENT alone)",
+                    target.value,
+                    store.target_dir(target),
+                    serving.version,
+                )
+                continue
             if serving is not None:
                 del models[target]
                 log.warning(
