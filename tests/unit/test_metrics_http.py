@@ -99,3 +99,17 @@ def test_a_failing_collector_is_a_500_said_once_a_minute(
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and "a scrape failed" in errors[0].getMessage() and errors[0].exc_info
     assert ask(server, b"GET /metrics?name[]=harp_test_other HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 200")
+
+
+def test_a_request_target_that_does_not_parse_is_a_400_and_no_collectors_failure(
+    registry: CollectorRegistry, server: MetricsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, urlsplit's ValueError was taken for a collector's: a 500, an ERROR traceback, and the
+    once-a-minute slot spent, so that a collector failing right after was logged by nothing."""
+    caplog.set_level(logging.DEBUG)
+    assert ask(server, b"GET http://[::1 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 400 Bad Request")
+    assert not [r for r in caplog.records if r.levelno >= logging.INFO]
+    registry.register(Failing())
+    assert ask(server, b"GET /metrics HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 500 ")
+    (error,) = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "a scrape failed" in error.getMessage() and error.exc_info

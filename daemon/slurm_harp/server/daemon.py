@@ -7,7 +7,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from slurm_harp.config import ConfigError, Settings, load
 from slurm_harp.config.start_only import keep_daemon_part
 from slurm_harp.core.features import vectorize
-from slurm_harp.core.predictor import HistorySource, Predictor
+from slurm_harp.core.predictor import HistorySource, Predictor, QuantilePredictor
 from slurm_harp.core.request import Target
 from slurm_harp.heartbeat import HeartbeatFile
 from slurm_harp.model.store import ModelStore
@@ -93,6 +93,7 @@ class Daemon:
         self._taken_over = False
         self._advice_failure: str | None = None  # the advice check's last error, logged once
         self._fingerprint: tuple[object, ...] = ()
+        self._models_store: Path | None = None  # the store the serving models were loaded from
         self._lock = threading.Lock()  # one reload at a time (SIGHUP and the store poller)
 
     def start(self) -> None:
@@ -197,10 +198,19 @@ class Daemon:
         with self._lock:
             # Read before loading: a CURRENT moved while the models load (a promotion, a rollback),
             # or a file of its version written meanwhile, then differs at the next poll.
-            fingerprint = store_fingerprint(self.settings.store)
-            result = reload_models(self.settings.store, self.predictor.models, self.metrics)
+            store = self.settings.store
+            fingerprint = store_fingerprint(store)
+            serving = self.predictor.models
+            if self._models_store not in (None, store):  # [store] path changed: as at a start
+                log.warning(
+                    "model store moved from %s to %s: loading it as at a start, none of the old "
+                    "store's models (%s) carried over", self._models_store, store, _versions(serving),
+                )  # fmt: skip
+                serving = {}
+            result = reload_models(store, serving, self.metrics)
             self.predictor.swap(models=result.models)
             self._fingerprint = fingerprint
+            self._models_store = store
             if self._settle is not None:  # loading leaves the onnx package's objects behind
                 self._settle()
             return result.rejected
@@ -263,6 +273,10 @@ class Daemon:
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
+
+
+def _versions(models: Mapping[Target, QuantilePredictor]) -> str:
+    return ", ".join(f"{t.value} {m.version}" for t, m in models.items()) or "none"
 
 
 def _reread(source: Path) -> Settings | None:

@@ -17,8 +17,9 @@ connection from a selectors loop, with non-blocking sockets:
   the client's time to read it).
 
 It answers GET and HEAD on any path, as prometheus_client did: the text format, or OpenMetrics when
-asked for, gzipped when accepted, ``name[]`` parameters restricting the series; 405 otherwise. One
-request per connection (``Connection: close``).
+asked for, gzipped when accepted, ``name[]`` parameters restricting the series; 405 for another
+method, 400 for a request target that does not parse. One request per connection
+(``Connection: close``).
 """
 
 from __future__ import annotations
@@ -229,13 +230,17 @@ class MetricsServer:
             headers[name.strip().lower()] = value.strip().decode("latin-1")
         if len(parts) != 3 or parts[0] not in (b"GET", b"HEAD"):
             return _response("405 Method Not Allowed", "text/plain", b"GET /metrics\n", [])
+        try:  # the client's fault (`GET http://[::1`), not a collector's: kept out of their log slot
+            names = parse_qs(urlsplit(parts[1].decode("latin-1")).query).get("name[]")
+        except ValueError as exc:
+            log.debug("metrics: a request target that does not parse: %s", exc)
+            return _response("400 Bad Request", "text/plain", b"bad request target\n", [])
         try:
             encoder, content_type = choose_encoder(headers.get(b"accept", ""))
         except Exception:  # a version it cannot compare ("version=abc" is a TypeError): the text
             encoder, content_type = generate_latest, CONTENT_TYPE_PLAIN_0_0_4
         try:
             registry = self.registry
-            names = parse_qs(urlsplit(parts[1].decode("latin-1")).query).get("name[]")
             if names:
                 registry = registry.restricted_registry(names)  # type: ignore[assignment]
             body = encoder(registry)

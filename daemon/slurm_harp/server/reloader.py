@@ -37,7 +37,10 @@ def reload_models(
     serving that target keeps serving: a bad file never replaces a good model. So is a CURRENT that
     cannot be read or names no version in the store. Where nothing serves the target yet (a
     start), the newest version older than the one CURRENT names (any, when it names none readable)
-    that loads and that promotion did not refuse serves instead.
+    that loads and that promotion did not refuse serves instead. A target with no CURRENT in its
+    directory is not served: an admin withdrew it (harp's own writes replace CURRENT by a rename,
+    never leaving it absent), or it was never promoted. One whose directory is gone too (the store
+    unmounted) keeps serving what it served.
     """
     store = ModelStore(store_root)
     models = dict(current)
@@ -46,6 +49,23 @@ def reload_models(
     for target in Target:
         serving = models.get(target)
         pointer = store.current(target)
+        if pointer.names is None and pointer.unreadable is None:  # no CURRENT
+            if serving is not None and not store.target_dir(target).is_dir():
+                # Its directory gone too: the store unmounted, an NFS hiccup, a restore under way,
+                # not a withdrawal (which removes CURRENT alone): the last good model keeps serving.
+                log.error(
+                    "%s: %s is not there; serving %s (to withdraw it, remove its CURRENT alone)",
+                    target.value,
+                    store.target_dir(target),
+                    serving.version,
+                )
+                continue
+            if serving is not None:
+                del models[target]
+                log.warning(
+                    "%s: no CURRENT in %s; no longer serving %s", target.value, store.root, serving.version
+                )
+            continue
         candidate, problem = pointer.path, _problem(store, target, pointer)
         if candidate is not None and serving is not None and serving.version == candidate.name:
             continue
@@ -72,8 +92,7 @@ def reload_models(
             older = "the older " if pointer.names is not None else ""  # unreadable: older than nothing
             log.error("rejected %s for %s (%s); serving %s%s until a good one is promoted",
                       problem[0], target.value, problem[1], older, model.version)  # fmt: skip
-        if model is None:
-            continue  # no CURRENT: nothing promoted yet
+        assert model is not None  # CURRENT's version loaded, or a fallback did
         models[target] = model
         loaded.append(model.version)
         log.info("serving %s model %s", target.value, model.version)
