@@ -67,6 +67,10 @@ def test_a_job_raised_to_no_limit_while_pending_is_extended_to_none(tmp_path: Pa
     slurm.listing = line("5", "100:40:00", "100:39:00", TIME_MIN) + "\n"  # past every step
     guard.poll()
     assert slurm.calls[-1][-1] == "TimeLimit=UNLIMITED"
+    guard.close()  # no limit is no number out of range in the state file: a restarted guard knows it
+    slurm.calls.clear()
+    make_guard(slurm, tmp_path)[0].poll()
+    assert slurm.calls[-1][-1] == "TimeLimit=UNLIMITED"
 
 
 def test_a_clock_stepping_back_keeps_a_lowering(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
