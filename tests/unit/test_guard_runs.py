@@ -36,6 +36,25 @@ def test_a_raise_above_t0_while_pending_is_the_job_s_own_limit(
     assert slurm.updates[-1] == ("5", 1000)
 
 
+def test_a_raise_above_t0_while_pending_outlives_a_crash(tmp_path: Path) -> None:
+    # The audit's case: the raise to 1000 was only a higher highest, written within the minute; the
+    # guard crashed in that minute, and backfill started the job cut to 100 before the restarted
+    # guard's first poll: the start read as after waiting at 600, and the job was stopped there.
+    slurm, guard = polled(
+        tmp_path, [pending("5", "10:00:00", TIME_MIN)], [pending("5", "16:40:00", TIME_MIN)]
+    )
+    state = tmp_path / "guard" / "limits.json"  # make_guard's
+    left = state.read_bytes()
+    del guard  # it crashed: what it had not written is lost (the finalizer writes it; undone below)
+    state.write_bytes(left)
+    slurm.listing = line("5", "1:40:00", "1:00", TIME_MIN) + "\n"  # started, backfill's cut to 100
+    restarted, _ = make_guard(slurm, tmp_path)
+    restarted.poll()
+    slurm.listing = line("5", "10:00:00", "9:59:00", TIME_MIN) + "\n"  # extended to 600 meanwhile
+    restarted.poll()
+    assert slurm.updates == [("5", 640)]  # past 600, towards its user's 1000
+
+
 @pytest.mark.parametrize(
     ("tag", "waits", "extended"),
     [

@@ -18,7 +18,8 @@ stepping back, not a new run (logged): what was seen holds.
 - pending: a limit below the highest seen in this spell is the user's own from then on, and so is
   one below the limit harp gave the job at submission while it never ran (the tag's cut in extend
   mode, its ``t0`` in time_min mode). A raise while pending may be the user's own, so the own limit
-  follows it (none once it is back at that highest);
+  follows it (none once it is back at that highest); one above the tag's own limit is written at
+  once (guard.seen_file), as it becomes the own limit when the job starts;
 - starting: the pending spell's own limit goes on into the run, unless the job starts above the
   limit last seen pending (raised meanwhile). A start below it is Slurm's doing, not a lowering. A
   limit last seen pending above the tag's own (a user may raise a pending job's limit up to its
@@ -146,7 +147,12 @@ class LoweredLimits:
                 # restart count): written at once too, or a restarted guard might take its next start
                 # for a lowering below the old highest.
                 fell = highest_before is not None and now.highest < highest_before
-                self.own_limit_changed |= _own(now) != own_before or fell
+                # A pending job raised above its tag's own limit: the limit it waits at becomes its own
+                # as it starts (_raised). Left waiting, a crash lost it, and a restarted guard that
+                # first saw the job run, cut by backfill, stopped it at the tag's own limit.
+                rose = now.pending and now.highest > job.tag.extendable_minutes
+                rose &= highest_before is None or now.highest > highest_before
+                self.own_limit_changed |= _own(now) != own_before or fell or rose
                 job = _with_own(job, now)
             out.append(job)
         if self._went_back:

@@ -6,9 +6,10 @@ jobs starts them in time.
 It lives in the guard's state directory (``[guard] state``; the unit's StateDirectory outlives a
 restart, the heartbeat's runtime directory does not), written to a temporary name, fsync'd, then
 renamed over it. At a busy site jobs come and go every poll, so it is not rewritten whenever what
-it holds changed: at once when a job's own limit did (a lowering seen, a start above the tag's own
-limit, or one given up: a raise while pending, a start above the limit last seen pending, a new
-run), otherwise at most once every SAVE_INTERVAL_S, and when the guard stops.
+it holds changed: at once when a job's own limit did (a lowering seen, a pending job raised above
+the tag's own limit or a start above it, or one given up: a raise while pending, a start above the
+limit last seen pending, a new run), otherwise at most once every SAVE_INTERVAL_S, and when the
+guard stops.
 What a crash loses is then only such an interval of jobs first seen, their highest limits and
 states (run times are written with them, but alone never cause a write): a restarted guard takes
 the limit it finds for one its job started with, and may extend the job up to its tag's own limit,
