@@ -1,5 +1,6 @@
 """What makes a job's run for `harp guard`: a limit raised while it waited is its own in the run, and
-a clock stepping back starts no new run (guard.lowered_limits, Slurm faked at the subprocess boundary)."""
+neither a clock stepping back nor the new submit time a requeued job gets as its epilog ends starts
+a new one (guard.lowered_limits, Slurm faked at the subprocess boundary)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_guard import line, make_guard, polled
+from tests.unit.test_guard import SUBMITTED, line, make_guard, polled
 from tests.unit.test_guard_lowered import EXTEND, TIME_MIN, pending
 
 
@@ -110,3 +111,33 @@ def test_a_clock_stepping_back_keeps_a_lowering(tmp_path: Path, caplog: pytest.L
     slurm.listing = line("5", "1:40:00", "1:39:00", TIME_MIN, restarts=1) + "\n"
     guard.poll()
     assert slurm.updates == [("5", 160)]
+
+
+@pytest.mark.parametrize("after", ["waiting", "started", "restarted"])
+def test_a_lowering_during_a_requeued_job_s_epilog_outlives_its_new_submit_time(
+    tmp_path: Path, after: str
+) -> None:
+    # The audit's case (Slurm 22.05): requeued, a job counts a restart at once and is listed
+    # completing, with its old submit time, while its epilog runs; its user lowers it to 20 min then.
+    # The epilog's end gives it a new submit time (batch_requeue_fini): that was a new spell whose
+    # highest was the 20, and the guard extended the job to 41, past its user's 20. Listed waiting
+    # with it, started within a poll of it, or first seen with it by a restarted guard: the same spell.
+    def resubmitted(text: str) -> str:
+        return text.replace(SUBMITTED, "2026-11-27T11:00:00")
+
+    slurm, guard = polled(
+        tmp_path,
+        [line("5", "40:00", "20:00", EXTEND)],  # runs at harp's cut
+        [line("5", "40:00", "0:00", EXTEND, state="CG", restarts=1)],  # requeued, its epilog runs
+        [line("5", "20:00", "0:00", EXTEND, state="CG", restarts=1)],  # lowered by its user
+    )
+    if after == "waiting":
+        slurm.listing = resubmitted(pending("5", "20:00", EXTEND, restarts=1)) + "\n"
+        guard.poll()
+    elif after == "restarted":
+        guard.close()
+        guard, _ = make_guard(slurm, tmp_path)
+    for used in ("1:00", "18:30"):  # 90 s left
+        slurm.listing = resubmitted(line("5", "20:00", used, EXTEND, restarts=1)) + "\n"
+        guard.poll()
+    assert slurm.updates == []

@@ -13,8 +13,9 @@ partition's MaxTime (22.05 update_job). What Slurm itself does to a limit (22.05
   epilog's end gives it a new submit time too (batch_requeue_fini).
 
 So the guard follows each tagged job through its pending spell and its run, one (restart count,
-submit time) at a time: a new one starts afresh. A run time that goes back within one is the clock
-stepping back, not a new run (logged): what was seen holds.
+submit time) at a time: a new one starts afresh, but for a new submit time of a job seen waiting
+since its requeue (its epilog ended: the same spell, _prior). A run time that goes back within one
+is the clock stepping back, not a new run (logged): what was seen holds.
 - pending: a limit below the highest seen in this spell is the user's own from then on, and so is
   one below the limit harp gave the job at submission while it never ran (the tag's cut in extend
   mode, its ``t0`` in time_min mode). A raise while pending may be the user's own, so the own limit
@@ -186,9 +187,19 @@ class LoweredLimits:
         if prior is None and "_" in key:
             prior = self.seen.get(key.split("_")[0] + "_[")
             prior = None if prior is None else dataclasses.replace(prior)  # each task its own copy
-        if prior is None or (prior.submitted, prior.restarts) != (job.submitted, job.restarts):
-            return None  # first seen, another job of that id, or requeued since
-        return prior
+        if prior is None or prior.restarts != job.restarts:
+            return None  # first seen, or requeued since
+        if prior.submitted == job.submitted:
+            return prior
+        # A requeued job's epilog ended (Slurm 22.05 sets a submit time only there, batch_requeue_fini,
+        # and as it makes a job): the spell seen waiting since the requeue goes on. A job that ran waits
+        # again only through a requeue, which counts a restart; only another job given this id (ids
+        # wrapped), requeued as often and listed while this one is kept, would be taken for it.
+        if not prior.pending or job.restarts == 0:
+            return None  # another job of that id
+        log.info("job %s: a new submit time as its requeue's epilog ended: the same spell", job.job_id)
+        self.changed = True
+        return dataclasses.replace(prior, submitted=job.submitted)
 
     def _completing(self, job: RunningJob, prior: Seen | None) -> Seen | None:
         """A job ending, kept as seen until it leaves the listing; or one requeued (a restart count it
