@@ -62,6 +62,13 @@ def test_a_raise_above_t0_while_pending_outlives_a_crash(tmp_path: Path) -> None
         (TIME_MIN, ["10:00:00", "16:40:00", "13:20:00"], 800),  # raised to 1000, then lowered to 800
         (TIME_MIN, ["10:00:00", "16:40:00", "5:00:00"], 300),  # raised, then lowered below the tag's
         (EXTEND, ["40:00", "1:40:00"], 600),  # cut to 40, raised to 100 (below its own 600): the tag's
+        (EXTEND, ["40:00", "10:00:00", "1:40:00"], 100),  # raised to 600, then lowered to 100 (guard.md)
+    ],
+    ids=[
+        "raised-then-lowered",
+        "raised-then-lowered-below-t0",
+        "extend-raised-below-t0",
+        "extend-stop-at-100",
     ],
 )
 def test_a_raise_while_pending_then_lowerings_set_the_own_limit(
