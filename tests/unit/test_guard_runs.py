@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_guard import SUBMITTED, line, make_guard, polled
+from tests.unit.test_guard import SUBMITTED, FakeSlurm, line, make_guard, polled
 from tests.unit.test_guard_lowered import EXTEND, TIME_MIN, pending
 
 
@@ -148,3 +148,59 @@ def test_a_lowering_during_a_requeued_job_s_epilog_outlives_its_new_submit_time(
         slurm.listing = resubmitted(line("5", "20:00", used, EXTEND, restarts=1)) + "\n"
         guard.poll()
     assert slurm.updates == []
+
+
+def _resubmitted(text: str) -> str:
+    """``text`` with another submit time: a job given the id again, or a requeue's epilog ended."""
+    return text.replace(SUBMITTED, "2026-11-27T11:00:00")
+
+
+@pytest.mark.parametrize("mode", [TIME_MIN, EXTEND])
+def test_a_job_given_the_id_again_before_any_requeue_is_a_new_job(tmp_path: Path, mode: str) -> None:
+    """Another job given id 5 (restart count 0, a new submit time) is not the one its user lowered to
+    300: the carry-over of a spell to a new submit time is for a requeued job alone."""
+    cut = "10:00:00" if mode == TIME_MIN else "40:00"
+    slurm, _ = polled(
+        tmp_path,
+        [pending("5", "10:00:00", TIME_MIN)],
+        [pending("5", "5:00:00", TIME_MIN)],
+        [_resubmitted(pending("5", cut, mode))],
+        [_resubmitted(line("5", "1:40:00" if mode == TIME_MIN else cut, "1:00", mode))],
+        [
+            _resubmitted(
+                line(
+                    "5",
+                    "5:00:00" if mode == TIME_MIN else cut,
+                    "4:59:00" if mode == TIME_MIN else "39:00",
+                    mode,
+                )
+            )
+        ],
+    )
+    assert slurm.updates and slurm.updates[-1][1] > (300 if mode == TIME_MIN else 40)
+
+
+def test_a_new_submit_time_after_a_run_under_one_restart_count_is_a_new_spell(tmp_path: Path) -> None:
+    """The carry-over takes a pending spell alone: one seen running under this restart count and
+    lowered to 300 is not carried to a new submit time (not an epilog's end)."""
+    slurm, _ = polled(
+        tmp_path,
+        [line("5", "10:00:00", "1:00", TIME_MIN, restarts=1)],
+        [line("5", "5:00:00", "2:00", TIME_MIN, restarts=1)],
+        [_resubmitted(pending("5", "10:00:00", TIME_MIN, restarts=1))],
+        [_resubmitted(line("5", "1:40:00", "1:00", TIME_MIN, restarts=1))],
+        [_resubmitted(line("5", "5:00:00", "4:59:00", TIME_MIN, restarts=1))],
+    )
+    assert slurm.updates and slurm.updates[-1][1] > 300
+
+
+def test_a_job_waiting_at_its_own_limit_is_not_written_at_once(tmp_path: Path) -> None:
+    """Only a raise above t0 is written at once: every new time_min job waiting at t0, written and
+    synced at each poll, was the busy site's slowdown."""
+    slurm = FakeSlurm([pending("5", "10:00:00", TIME_MIN)])
+    guard, _ = make_guard(slurm, tmp_path)
+    guard.poll()
+    slurm.listing = f"{pending('5', '10:00:00', TIME_MIN)}\n{pending('6', '10:00:00', TIME_MIN)}\n"
+    guard.poll()
+    limits = guard._lowered
+    assert limits.changed and not limits.own_limit_changed

@@ -169,7 +169,11 @@ def _jobs(path: Path, body: dict[str, Any]) -> dict[str, Seen]:
     for job, entry in body["jobs"].items():
         try:
             s = _entry(job, entry, sides, bad)
-        except Exception:  # whatever a value no check foresaw raises: that entry alone, never the start
+        except (
+            Exception
+        ) as exc:  # whatever a value no check foresaw raises: that entry alone, never the start
+            if not bad["jobs"]:  # said once: a bug here would drop every entry, and their lowerings
+                log.warning("%s: job %.40r does not read: %s: %s", path, job, type(exc).__name__, exc)
             s = None
         if s is None:
             bad["jobs"] += 1
