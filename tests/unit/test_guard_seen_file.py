@@ -143,6 +143,32 @@ def test_an_entry_that_does_not_read_is_skipped(tmp_path: Path, caplog: pytest.L
     assert slurm.updates == [("1", 100)] and "8 entries that do not read ignored" in caplog.text
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        [SUBMITTED, 0, False, 60, 60, int("1" + "0" * 400), None],  # a run time float() cannot hold
+        [SUBMITTED, 0, False, 60, 60, 1e400, None],  # read as infinity
+        [SUBMITTED, 0, False, 60, 60, float("nan"), None],
+        [SUBMITTED, 0, False, 2**64, 60, 600.0, None],  # past 2**60, as in_range
+        [SUBMITTED, 0, False, 60, 60, 600.0, 10**400],
+    ],
+    ids=["400-digit-run-time", "infinite-run-time", "nan-run-time", "2**64-highest", "400-digit-lowering"],
+)
+def test_an_entry_with_a_number_out_of_range_is_skipped_and_the_guard_starts(
+    tmp_path: Path, entry: list[object], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The audit's case: a run time of 400 digits (valid JSON, below the decoder's 4300) raised
+    # OverflowError out of the guard's start, at every start: the guard never ran.
+    body = {"format": seen_file.FORMAT, "jobs": {"7": entry, "8": [SUBMITTED, 0, False, 600, 300, 10.0, 300]}}
+    state_of(tmp_path).parent.mkdir()
+    state_of(tmp_path).write_text(json.dumps(body))  # 1e400 and NaN as Python's json writes them
+    slurm = FakeSlurm([line("8", "5:00:00", "4:59:00", TIME_MIN), line("6", "40:00", "39:00", EXTEND)])
+    guard, _ = make_guard(slurm, tmp_path)
+    report = guard.poll()
+    assert report is not None and report.good and slurm.updates == [("6", 41)]  # 8 kept at its 300
+    assert "1 entries that do not read ignored" in caplog.text
+
+
 def test_a_raise_or_start_beside_an_entry_that_does_not_read_keeps_its_lowering(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

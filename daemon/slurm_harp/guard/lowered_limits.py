@@ -13,12 +13,14 @@ partition's MaxTime (22.05 update_job). What Slurm itself does to a limit (22.05
   epilog's end gives it a new submit time too (batch_requeue_fini).
 
 So the guard follows each tagged job through its pending spell and its run, one (restart count,
-submit time) at a time: a new one starts afresh. A run time that goes back within one is the clock
-stepping back, not a new run (logged): what was seen holds.
+submit time) at a time: a new one starts afresh, but for a new submit time of a job seen waiting
+since its requeue (its epilog ended: the same spell, _prior). A run time that goes back within one
+is the clock stepping back, not a new run (logged): what was seen holds.
 - pending: a limit below the highest seen in this spell is the user's own from then on, and so is
   one below the limit harp gave the job at submission while it never ran (the tag's cut in extend
   mode, its ``t0`` in time_min mode). A raise while pending may be the user's own, so the own limit
-  follows it (none once it is back at that highest);
+  follows it (none once it is back at that highest); one above the tag's own limit is written at
+  once (guard.seen_file), as it becomes the own limit when the job starts;
 - starting: the pending spell's own limit goes on into the run, unless the job starts above the
   limit last seen pending (raised meanwhile). A start below it is Slurm's doing, not a lowering. A
   limit last seen pending above the tag's own (a user may raise a pending job's limit up to its
@@ -146,7 +148,12 @@ class LoweredLimits:
                 # restart count): written at once too, or a restarted guard might take its next start
                 # for a lowering below the old highest.
                 fell = highest_before is not None and now.highest < highest_before
-                self.own_limit_changed |= _own(now) != own_before or fell
+                # A pending job raised above its tag's own limit: the limit it waits at becomes its own
+                # as it starts (_raised). Left waiting, a crash lost it, and a restarted guard that
+                # first saw the job run, cut by backfill, stopped it at the tag's own limit.
+                rose = now.pending and now.highest > job.tag.extendable_minutes
+                rose &= highest_before is None or now.highest > highest_before
+                self.own_limit_changed |= _own(now) != own_before or fell or rose
                 job = _with_own(job, now)
             out.append(job)
         if self._went_back:
@@ -180,9 +187,19 @@ class LoweredLimits:
         if prior is None and "_" in key:
             prior = self.seen.get(key.split("_")[0] + "_[")
             prior = None if prior is None else dataclasses.replace(prior)  # each task its own copy
-        if prior is None or (prior.submitted, prior.restarts) != (job.submitted, job.restarts):
-            return None  # first seen, another job of that id, or requeued since
-        return prior
+        if prior is None or prior.restarts != job.restarts:
+            return None  # first seen, or requeued since
+        if prior.submitted == job.submitted:
+            return prior
+        # A requeued job's epilog ended (Slurm 22.05 sets a submit time only there, batch_requeue_fini,
+        # and as it makes a job): the spell seen waiting since the requeue goes on. A job that ran waits
+        # again only through a requeue, which counts a restart; only another job given this id (ids
+        # wrapped), requeued as often and listed while this one is kept, would be taken for it.
+        if not prior.pending or job.restarts == 0:
+            return None  # another job of that id
+        log.info("job %s: a new submit time as its requeue's epilog ended: the same spell", job.job_id)
+        self.changed = True
+        return dataclasses.replace(prior, submitted=job.submitted)
 
     def _completing(self, job: RunningJob, prior: Seen | None) -> Seen | None:
         """A job ending, kept as seen until it leaves the listing; or one requeued (a restart count it

@@ -6,17 +6,19 @@ jobs starts them in time.
 It lives in the guard's state directory (``[guard] state``; the unit's StateDirectory outlives a
 restart, the heartbeat's runtime directory does not), written to a temporary name, fsync'd, then
 renamed over it. At a busy site jobs come and go every poll, so it is not rewritten whenever what
-it holds changed: at once when a job's own limit did (a lowering seen, a start above the tag's own
-limit, or one given up: a raise while pending, a start above the limit last seen pending, a new
-run), otherwise at most once every SAVE_INTERVAL_S, and when the guard stops.
+it holds changed: at once when a job's own limit did (a lowering seen, a pending job raised above
+the tag's own limit or a start above it, or one given up: a raise while pending, a start above the
+limit last seen pending, a new run), otherwise at most once every SAVE_INTERVAL_S, and when the
+guard stops.
 What a crash loses is then only such an interval of jobs first seen, their highest limits and
 states (run times are written with them, but alone never cause a write): a restarted guard takes
 the limit it finds for one its job started with, and may extend the job up to its tag's own limit,
 never stop it short of it.
 
 A file that is missing, unreadable, not JSON or not of this format is logged and ignored: the guard
-starts from what it sees, as it did before the file existed. So is each entry that does not read.
-Nothing here stops a poll.
+starts from what it sees, as it did before the file existed. So is each entry that does not read,
+whatever it raises, a number out of range among them (NaN, infinite, past slurm_formats.in_range's,
+but UNLIMITED). Nothing here stops a poll, nor the guard's start.
 
 An entry is [submitted, restarts, pending, highest, limit, run time, lowered_to], under "jobs": the
 form the guard of before raised_to (57dccab) reads, which drops any other entry whole, its lowering
@@ -58,8 +60,10 @@ from typing import Any, NamedTuple, TypeGuard
 
 from slurm_harp.guard.backlog import UpdateTimer
 from slurm_harp.guard.lowered_limits import LoweredLimits, Seen
+from slurm_harp.guard.running import UNLIMITED
 from slurm_harp.guard.slurm import COMMAND_TIMEOUT_S
 from slurm_harp.regular_file import NotJSON, TooLarge, read_json
+from slurm_harp.slurm_formats import OutOfRange, in_range
 from slurm_harp.state_dir import make_dirs, replace_file
 
 log = logging.getLogger(__name__)
@@ -159,46 +163,63 @@ def read(path: Path) -> Saved:
 def _jobs(path: Path, body: dict[str, Any]) -> dict[str, Seen]:
     """The entries of a file of this format that read; a value beside them that does not is dropped
     alone, the entry and its lowering kept (each counted, logged)."""
-    raised, started, raised_from, held_by = [body.get(key, {}) for key in _SIDES]
+    sides = [body.get(key, {}) for key in _SIDES]
     seen: dict[str, Seen] = {}
     bad = dict.fromkeys(("jobs", *_SIDES), 0)
     for job, entry in body["jobs"].items():
-        s = _listed(entry)
+        try:
+            s = _entry(job, entry, sides, bad)
+        except (
+            Exception
+        ) as exc:  # whatever a value no check foresaw raises: that entry alone, never the start
+            if not bad["jobs"]:  # said once: a bug here would drop every entry, and their lowerings
+                log.warning("%s: job %.40r does not read: %s: %s", path, job, type(exc).__name__, exc)
+            s = None
         if s is None:
             bad["jobs"] += 1
-            continue
-        if started.get(job) is not None:
-            # Without it, the pending spell the run started from: its start is read again, the
-            # lowering kept (the module's note).
-            run = _started(s, started[job])
-            if run is None:
-                bad["started_below"] += 1
-            else:
-                s = run
-        if raised.get(job) is not None:
-            # Without it, the tag's own limit, as an older guard takes it.
-            if s.pending or s.raised_to is not None or not _count(raised[job]):
-                bad["raised"] += 1
-            else:
-                s.raised_to = raised[job]
-        seen[job] = s
-        below = raised_from.get(job)  # raised from below the highest seen in a run
-        if below is not None and (s.pending or not _count(below) or below >= s.highest):
-            # That value alone, its raise_held_by with it: the lowering stays. A drop is then read as
-            # a lowering, as if the entry were dropped whole and the job first seen at its limit.
-            bad["raised_from"] += 1
-            continue
-        s.raised_from = below
-        held = held_by.get(job)
-        if held is not None and (s.raised_from is None or not _count(held)):
-            bad["raise_held_by"] += 1  # that value alone: the job's lowering stays (the module's note)
-        elif held is not None:
-            s.raise_held_by = held
+        else:
+            seen[job] = s
     for key, count in bad.items():
         if count:
             log.warning("%s: %d %s ignored%s", path, count, *_IGNORED[key])
     log.info("%s: %d jobs as the last guard saw them", path, len(seen))
     return seen
+
+
+def _entry(job: str, entry: object, sides: list[dict[str, Any]], bad: dict[str, int]) -> Seen | None:
+    """The file's entry of ``job`` with the values beside it (``sides``, as _SIDES) that read, each
+    that does not counted in ``bad``; None when the entry itself does not read."""
+    raised, started, raised_from, held_by = sides
+    s = _listed(entry)
+    if s is None:
+        return None
+    if started.get(job) is not None:
+        # Without it, the pending spell the run started from: its start is read again, the lowering
+        # kept (the module's note).
+        run = _started(s, started[job])
+        if run is None:
+            bad["started_below"] += 1
+        else:
+            s = run
+    if raised.get(job) is not None:
+        # Without it, the tag's own limit, as an older guard takes it.
+        if s.pending or s.raised_to is not None or not _count(raised[job]):
+            bad["raised"] += 1
+        else:
+            s.raised_to = raised[job]
+    below = raised_from.get(job)  # raised from below the highest seen in a run
+    if below is not None and (s.pending or not _count(below) or below >= s.highest):
+        # That value alone, its raise_held_by with it: the lowering stays. A drop is then read as
+        # a lowering, as if the entry were dropped whole and the job first seen at its limit.
+        bad["raised_from"] += 1
+        return s
+    s.raised_from = below
+    held = held_by.get(job)
+    if held is not None and (s.raised_from is None or not _count(held)):
+        bad["raise_held_by"] += 1  # that value alone: the job's lowering stays (the module's note)
+    elif held is not None:
+        s.raise_held_by = held
+    return s
 
 
 # What a value that does not read is called, and what is done without it.
@@ -296,8 +317,19 @@ def _listed(entry: object) -> Seen | None:
 
 
 def _count(n: object) -> TypeGuard[int]:
-    return type(n) is int and n >= 0
+    """A restart count, a slurmctld's start or a limit in minutes (UNLIMITED: none)."""
+    return type(n) is int and (n == UNLIMITED or (n >= 0 and _in_range(n)))
 
 
-def _run_time(n: object) -> bool:
-    return isinstance(n, int | float) and not isinstance(n, bool) and n >= 0
+def _run_time(n: object) -> TypeGuard[int | float]:
+    return isinstance(n, int | float) and not isinstance(n, bool) and n >= 0 and _in_range(n)
+
+
+def _in_range(n: int | float) -> bool:
+    """Not NaN, infinite nor past Slurm's 64-bit numbers (slurm_formats.in_range): float() of a run
+    time of 400 digits raised OverflowError out of the guard's start, at every start."""
+    try:
+        in_range(n, "a number in the state file")
+    except OutOfRange:
+        return False
+    return True
