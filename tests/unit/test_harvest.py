@@ -855,6 +855,28 @@ def test_saved_text_imported_over_the_harvested_range_is_trained_on_once(
     assert "7 jobs are held twice" in caplog.text
 
 
+def test_import_reads_a_carriage_return_in_a_job_name_as_the_harvest_does(
+    tmp_path: Path, local_zone: Callable[[str], None]
+) -> None:
+    """sacct prints a "\\r" in a job name as it is. `harp import` read saved text with universal
+    newlines: the "\\r" ended a line, and that row and every row after it were bad lines (no job of
+    7 read), where the harvest, splitting at "\\n" alone, read every job. A CRLF's "\\r" is no field's."""
+    local_zone("UTC")  # the zone the saved text was printed in, as this host reads it
+    text = SACCT_TEXT.replace("|relax|", "|re\rlax|")
+    with JobStore(tmp_path / "harvested.sqlite") as s:
+        _harvest(s, FakeSacct(text.replace("|", US)), source="saved")
+        harvested = list(s.records())
+    assert len(harvested) == 7 and [r.request.job_name for r in harvested].count("re\rlax") == 1
+    for name, line_end in (("lf", "\n"), ("crlf", "\r\n")):
+        saved = tmp_path / name / "saved.txt"
+        saved.parent.mkdir()
+        saved.write_bytes(text.replace("\n", line_end).encode())
+        db = saved.with_suffix(".sqlite")
+        assert main(["import", "--db", str(db), str(saved)]) == 0
+        with JobStore(db) as s:
+            assert list(s.records()) == harvested, name
+
+
 def test_import_the_kth_trace_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "jobs.sqlite"
     assert main(["import", "--db", str(db), str(BUNDLED_TRACE)]) == 0
