@@ -2,13 +2,16 @@
 
 Each run reads the jobs that ENDED in [cursor - overlap, now - settle], window by window (one sacct
 call, then the window's jobs again by id for all their steps, sacct_runner.read_steps; one
-transaction each). The cursor is the latest End seen; it moves in the same transaction
-as the rows, so a crash or a failing sacct loses nothing and the next run resumes from there.
+transaction each). The cursor is the latest End seen, or the end of a window read without a job
+(an idle cluster, a new store: each run read again every window since the last job); it moves in
+the same transaction as the rows, so a crash or a failing sacct loses nothing and the next run
+resumes from there.
 - settle: accounting fills in late (Partition and TimelimitRaw stay empty for seconds after a job
   ends), so the newest jobs are left for the next run.
 - overlap: jobs near the cursor are read again, and the upsert completes rows read half-filled.
-  A job whose accounting row arrives later than the overlap (slurmdbd down longer) is missed:
-  raise --overlap-minutes after such an outage, or give --start.
+  A job whose accounting row arrives later than the overlap after those of jobs that ended after
+  it, or after no job's row came for about a window (the cursor then moves to its end), is
+  missed: raise --overlap-minutes after such an outage, or give --start.
 The cursor only moves forward, but for one case: a cursor later than now - settle was set by a run
 whose clock was ahead (the controller's, which stamps the jobs' End too, stepped back since). It is
 set back to now - settle, with a warning naming how far ahead it was (_step_back).
@@ -159,9 +162,12 @@ def harvest(
         stats.source = f"sacct[{sacct_time(low)}..{sacct_time(high)} UTC]"
         records = harvest_sacct(runner, sacct_time(low), sacct_time(high), stats, states=ENDED_STATES)
         ends = [r.end_time for r in records if r.end_time is not None]
-        # Never past the window asked for: a clock ahead on the DBD host must not skip later jobs.
-        window_cursor = min(max(ends), high) if ends else None
-        result = store.merge(records, source, cursor=window_cursor)
+        # The latest End seen, never past the window asked for (a clock ahead on the DBD host must
+        # not skip later jobs): accounting that lags or stalls sends rows in End order, and the
+        # window read again holds the last job seen. A window without a job: its end, the next run
+        # reading from the overlap before it as after a job ending there (an idle cluster was read
+        # again from its last job on every run, a new store all 30 days).
+        result = store.merge(records, source, cursor=min(max(ends), high) if ends else high)
         report.windows += 1
         report.inserted += result.inserted
         report.updated += result.updated
