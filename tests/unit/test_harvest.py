@@ -611,6 +611,8 @@ def test_a_tagged_job_whose_ratio_raises_is_left_out_and_the_harvest_goes_on(
         # ISO, but before any Slurm time: said so (year 1 cannot even be a Unix time east of UTC)
         (["--start", "0001-01-01"], "--start: before 1970-01-01 UTC, when Slurm's times start: '0001-01-01'"),
         (["--start", "1969-12-31T23:59:59Z"], "--start: before 1970-01-01 UTC"),
+        # It becomes the cursor, which a run then refuses (test_harvest_cursor.py)
+        (["--start", "1999-12-31T23:59:59Z"], "--start: before 2000-01-01 UTC, older than any Slurm"),
         (["--overlap-minutes", "-5"], "--overlap-minutes: must be >= 0 and at most 5270400 (ten years)"),
         (["--settle-seconds", "nan"], "--settle-seconds: must be >= 0 and at most"),
         (
@@ -622,7 +624,16 @@ def test_a_tagged_job_whose_ratio_raises_is_left_out_and_the_harvest_goes_on(
         (["--overlap-minutes", "1e308"], "--overlap-minutes: must be >= 0"),
     ],
 )
-def test_cli_rejects_bad_arguments(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_rejects_bad_arguments(
+    args: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Taken, they would run no sacct and touch no store of this host's.
+    monkeypatch.setenv("HARP_DB", str(tmp_path / "jobs.sqlite"))
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(RuntimeError("sacct must not run")))
     assert message in usage_error(["harvest", *args], capsys)
 
 

@@ -1,22 +1,135 @@
-"""The harvest cursor: a window read without a job moves it to its end, so an idle cluster or a
-new store is not read again from its last job on every run."""
+"""The harvest cursor: a damaged one (text, 0, out of range) is refused where it is read, before
+sacct, with the --start that reads past it; a window read without a job moves it to its end, so an
+idle cluster or a new store is not read again from its last job on every run."""
 
 from __future__ import annotations
 
+import logging
+import re
+import shlex
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.commands.harvest import FIRST_RUN_DAYS
-from tests.unit.test_harvest import DAY, HOUR, NOW, UtcSacct, _harvest, _t
+from slurm_harp.cli import main
+from slurm_harp.commands.harvest import FIRST_RUN_DAYS, sacct_time
+from tests.unit.test_harvest import DAY, HOUR, LAST_END, NOW, TEXT, FakeSacct, UtcSacct, _harvest, _t
+
+ALL_AT_ONCE = ["--window-hours", "87840"]  # one sacct call for the whole span
+DAMAGED = ["garbled", 0, -1, 1_700_000_000.5, 10**13]  # text, 1970, negative, no whole number, year 318857
 
 
 @pytest.fixture()
 def store(tmp_path: Path) -> Iterator[JobStore]:
     with JobStore(tmp_path / "jobs.sqlite") as s:
         yield s
+
+
+def damage(db: Path, value: object, source: str = "sacct") -> None:
+    """Write ``value`` over the cursor of ``source``, as a hand edit or a damaged page would."""
+    with sqlite3.connect(db) as raw:
+        raw.execute("UPDATE state SET cursor_end = ? WHERE source = ?", (value, source))
+    raw.close()
+
+
+def _stored(tmp_path: Path) -> Path:
+    """A job store holding TEXT's jobs under source "sacct", its cursor at LAST_END."""
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as store:
+        _harvest(store, FakeSacct(TEXT), source="sacct")
+        assert store.cursor("sacct") == LAST_END
+    return db
+
+
+@pytest.mark.parametrize("value", DAMAGED, ids=str)
+def test_a_cursor_no_harvest_sets_is_refused_naming_the_store_source_and_value(
+    tmp_path: Path, value: object
+) -> None:
+    """int() took 0 and -1 as they were, 1.7e9 + 0.5 cut to a whole number, and "garbled" raised
+    its own ValueError naming nothing."""
+    db = _stored(tmp_path)
+    damage(db, value)
+    with JobStore(db) as store, pytest.raises(ValueError) as raised:
+        store.cursor("sacct")
+    assert str(raised.value) == (
+        f"the job store {db}: the harvest cursor of source 'sacct' is {value!r}, no time a harvest sets "
+        "(whole unix seconds from 2000-01-01 to 9999-12-31 UTC): its state table is damaged"
+    )
+
+
+@pytest.mark.parametrize("value", DAMAGED, ids=str)
+def test_a_damaged_cursor_stops_the_harvest_before_sacct_and_its_start_reads_past_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: object
+) -> None:
+    """Text failed every run for good, `harvest stopped at sacct: invalid literal for int()` and
+    `the next run resumes` (it never did), and --start could not get past it; a cursor of 0 read
+    every day since 1970, 20,789 sacct calls a run. Now: no sacct call, the store, source and value
+    named, and the --start to run once; run, it replaces the cursor and the runs after resume."""
+    db = _stored(tmp_path)
+    damage(db, value)
+    refused = FakeSacct(RuntimeError("sacct must not run"))
+    monkeypatch.setattr(sacct_module, "run_sacct", refused)
+    with caplog.at_level(logging.ERROR):
+        assert main(["harvest", "--db", str(db)]) == 1
+    assert refused.calls == refused.step_calls == []
+    assert "at sacct" not in caplog.text
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert line.startswith(f"harvest not started: the job store {db}: the harvest cursor of source 'sacct'")
+    start = sacct_time(LAST_END - HOUR)  # the latest End stored, less the overlap
+    command = f"harp harvest --db {db} --source-name sacct --start {start}Z"
+    assert f"its state table is damaged. Run once `{command}`: it reads from then (" in line
+
+    quoted = re.search(r"`(harp harvest [^`]*)`", line)
+    assert quoted is not None
+    sacct = FakeSacct(TEXT)
+    monkeypatch.setattr(sacct_module, "run_sacct", sacct)
+    assert main([*shlex.split(quoted.group(1))[1:], *ALL_AT_ONCE]) == 0
+    assert _t(sacct.calls[0], "-S") == LAST_END - HOUR
+    with JobStore(db) as store:
+        assert store.cursor("sacct") == LAST_END and store.count("sacct") == 7
+    assert main(["harvest", "--db", str(db), *ALL_AT_ONCE]) == 0  # and the timer's runs resume
+
+
+def test_a_damaged_cursor_of_a_store_without_a_job_names_a_first_run_s_start(tmp_path: Path) -> None:
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as store:
+        store.set_cursor("c1", NOW)
+    damage(db, "garbled", "c1")
+    with JobStore(db) as store, pytest.raises(ValueError) as raised:
+        _harvest(store, FakeSacct(TEXT))
+    start = sacct_time(NOW - FIRST_RUN_DAYS * DAY)
+    message = str(raised.value)
+    assert f"--source-name c1 --start {start}Z`: it reads from then (a first run's start)" in message
+
+
+def test_start_reads_past_a_damaged_cursor_and_only_a_window_stored_replaces_it(
+    store: JobStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SQLite ranks text above any number: a merge's max() kept "garbled" for good."""
+    store.set_cursor("c1", NOW)
+    damage(store.path, "garbled", "c1")
+    with pytest.raises(RuntimeError, match="unreachable"):  # sacct fails: the cursor stays as it was
+        _harvest(store, FakeSacct(RuntimeError("sacct exited 1: slurmdbd unreachable")), start=LAST_END - DAY)
+    with pytest.raises(ValueError, match="'garbled', no time a harvest sets"):
+        store.cursor("c1")
+    with caplog.at_level(logging.WARNING):
+        report = _harvest(store, FakeSacct(TEXT), start=LAST_END - DAY)
+    assert "'garbled', no time a harvest sets" in caplog.text and "reading from --start" in caplog.text
+    assert report.cursor_before is None and report.cursor == store.cursor("c1") == LAST_END
+
+
+def test_a_clock_before_2000_harvests_nothing_and_keeps_the_cursor(store: JobStore) -> None:
+    """A host whose clock was not set yet (1970 after boot): the clock-step rule set the cursor back
+    to it, and every run after read every day since 1970."""
+    store.set_cursor("c1", LAST_END)
+    sacct = FakeSacct(TEXT)
+    with pytest.raises(ValueError, match=r"this host's clock reads 1970-01-02T03:46:40 UTC, before 2000"):
+        _harvest(store, sacct, now=100_000)
+    assert sacct.calls == [] and store.cursor("c1") == LAST_END
 
 
 def test_a_store_without_a_job_is_read_from_its_last_run_on(store: JobStore) -> None:

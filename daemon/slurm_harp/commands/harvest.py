@@ -5,7 +5,8 @@ call, then the window's jobs again by id for all their steps, sacct_runner.read_
 transaction each). The cursor is the latest End seen, or the end of a window read without a job
 (an idle cluster, a new store: each run read again every window since the last job); it moves in
 the same transaction as the rows, so a crash or a failing sacct loses nothing and the next run
-resumes from there.
+resumes from there. A cursor no harvest sets (a damaged state table: text, 0) stops the run before
+sacct, naming it and the --start that reads past it (_cursor).
 - settle: accounting fills in late (Partition and TimelimitRaw stay empty for seconds after a job
   ends), so the newest jobs are left for the next run.
 - overlap: jobs near the cursor are read again, and the upsert completes rows read half-filled.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sqlite3
 import subprocess
 import time
@@ -34,8 +36,9 @@ from datetime import datetime
 from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, extension_file, sacct_runner
-from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, storable, store_error
+from slurm_harp.accounting.jobstore import CursorError, JobStore, SchemaVersionError, storable, store_error
 from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct
+from slurm_harp.accounting.upsert import CURSOR_FIRST
 from slurm_harp.commands.arguments import config_or_default, settings_at, span, unix_time
 from slurm_harp.config import DEFAULT_PATH
 from slurm_harp.core.message import format_minutes
@@ -82,8 +85,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--start",
         type=_local_time,
         default=None,
-        help="read from this time (ISO, local unless it has an offset), even with a cursor; default: "
-        f"the cursor, or {FIRST_RUN_DAYS} days ago on the first run",
+        help="read from this time (ISO, local unless it has an offset), even with a cursor (a damaged "
+        f"one too); default: the cursor, or {FIRST_RUN_DAYS} days ago on the first run",
     )
     p.add_argument(
         "--window-hours",
@@ -99,7 +102,10 @@ def _local_time(text: str) -> int:
         at = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO time: {text!r} (e.g. 2026-10-01T08:00)") from None
-    return unix_time(at, text)  # naive = local: an admin's clock
+    start = unix_time(at, text)  # naive = local: an admin's clock
+    if start < CURSOR_FIRST:  # it becomes the cursor, which would then be refused
+        raise argparse.ArgumentTypeError(f"before 2000-01-01 UTC, older than any Slurm accounting: {text!r}")
+    return start
 
 
 def sacct_time(t: int) -> str:
@@ -152,8 +158,11 @@ def harvest(
     """Harvest into ``store``; ``report`` and ``stats`` (if given) are filled as windows complete."""
     stats = stats if stats is not None else ReadStats(source="sacct")
     report = report if report is not None else HarvestReport(source)
-    cursor = report.cursor_before = report.cursor = store.cursor(source)
     end = now - settle_s
+    if end < CURSOR_FIRST:  # every cursor this run set would be refused by the next (a boot's clock)
+        raise CursorError(f"this host's clock reads {sacct_time(now)} UTC, before 2000 (not set yet?)")
+    cursor = _cursor(store, source, start, now=now, overlap_s=overlap_s)
+    report.cursor_before = report.cursor = cursor
     if cursor is not None and cursor > end:
         cursor = report.cursor = _step_back(store, source, cursor, end)
     if start is None:
@@ -182,6 +191,27 @@ def harvest(
             report.reused,
         )
     return report
+
+
+def _cursor(store: JobStore, source: str, start: int | None, *, now: int, overlap_s: int) -> int | None:
+    """The cursor of ``source``. A damaged one (CursorError) stops the run before sacct, saying the
+    --start that reads past it: the latest End stored less the overlap (where a sound cursor
+    would have the run read from), else what a first run reads. Given ``start`` (--start), the run
+    reads from there and its first window replaces it (upsert._advance)."""
+    try:
+        return store.cursor(source)
+    except CursorError as exc:
+        if start is not None:
+            log.warning("harvest %s: %s: reading from --start, the first window replaces it", source, exc)
+            return None
+        latest = store.latest_end(now)
+        at = now - FIRST_RUN_DAYS * 86400 if latest is None else max(latest - overlap_s, CURSOR_FIRST)
+        command = f"harp harvest --db {shlex.quote(str(store.path))} --source-name {shlex.quote(source)}"
+        raise CursorError(
+            f"{exc}. Run once `{command} --start {sacct_time(at)}Z`: it reads from then ("
+            + ("a first run's start" if latest is None else "the latest job end stored, less the overlap")
+            + ") and replaces the cursor; a job read again changes nothing"
+        ) from None
 
 
 def _step_back(store: JobStore, source: str, cursor: int, end: int) -> int:
@@ -262,7 +292,7 @@ def harvest_into(
             stats.source = "extension history"
             ratios = extension_file.ratios_from(store, now)
             extension_file.write(extension_file.path_for(Path(db)), ratios, now)
-    except SchemaVersionError as exc:  # raised opening the store: before any sacct call
+    except (SchemaVersionError, CursorError) as exc:  # the store's schema or cursor: before any sacct call
         log.error("harvest not started: %s", exc)
         return False
     except sqlite3.Error as exc:  # the store's, whichever step met it (a window's merge too)
