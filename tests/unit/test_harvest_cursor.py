@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from slurm_harp.accounting import load_records
 from slurm_harp.accounting import sacct_runner as sacct_module
-from slurm_harp.accounting.jobstore import JobStore
+from slurm_harp.accounting.jobstore import CursorError, JobStore
 from slurm_harp.cli import main
 from slurm_harp.commands.harvest import FIRST_RUN_DAYS, sacct_time
+from tests.conftest import BUNDLED_TRACE
 from tests.unit.test_harvest import DAY, HOUR, LAST_END, NOW, TEXT, FakeSacct, UtcSacct, _harvest, _t
 
 ALL_AT_ONCE = ["--window-hours", "87840"]  # one sacct call for the whole span
@@ -104,6 +106,48 @@ def test_a_damaged_cursor_of_a_store_without_a_job_names_a_first_run_s_start(tmp
     start = sacct_time(NOW - FIRST_RUN_DAYS * DAY)
     message = str(raised.value)
     assert f"--source-name c1 --start {start}Z`: it reads from then (a first run's start)" in message
+
+
+def _start_named(raised: pytest.ExceptionInfo[CursorError]) -> int:
+    """The --start the refusal names, in unix seconds."""
+    start = re.search(r"--start (\S+)Z`", str(raised.value))
+    assert start is not None
+    return _t(["-S", start.group(1)], "-S")
+
+
+def test_a_damaged_cursor_s_start_is_not_an_imported_trace_s(tmp_path: Path) -> None:
+    """The --start named was the latest End of any source: in a store holding the bundled KTH-SP2
+    trace (1996) beside a new cluster's source, 2000-01-01, a run of 9,838 sacct calls. Now that
+    source's own latest End, and here it has none: a first run's start."""
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as store:
+        store.merge(load_records(BUNDLED_TRACE)[:100], "kth")
+        _harvest(store, UtcSacct([]), source="sacct", window_s=DAY)  # a new cluster: a cursor, no job
+    damage(db, "garbled")
+    with JobStore(db) as store:
+        with pytest.raises(CursorError) as raised:
+            _harvest(store, UtcSacct([]), source="sacct")
+        assert _start_named(raised) == NOW - FIRST_RUN_DAYS * DAY
+        assert "it reads from then (a first run's start)" in str(raised.value)
+        sacct = UtcSacct([])
+        _harvest(store, sacct, source="sacct", start=_start_named(raised), window_s=DAY)
+        assert len(sacct.calls) == FIRST_RUN_DAYS and store.cursor("sacct") is not None
+
+
+def test_a_damaged_cursor_s_start_is_not_another_cluster_s(store: JobStore) -> None:
+    """Two clusters harvested into one store, a job an hour on c1: c1's cursor damaged while c2
+    went on. The --start named was c2's latest End less the overlap, and the 69 c1 jobs that ended
+    between were never read. Now c1's latest End less the overlap: every c1 job is read."""
+    c1_ends = [NOW - 5 * DAY + k * HOUR for k in range(5 * 24 - 2)]
+    _harvest(store, UtcSacct([e for e in c1_ends if e <= NOW - 3 * DAY]), source="c1", now=NOW - 3 * DAY)
+    _harvest(store, UtcSacct([NOW - 2 * HOUR]), source="c2")
+    damage(store.path, "x", "c1")
+    with pytest.raises(CursorError) as raised:
+        _harvest(store, UtcSacct(c1_ends), source="c1")
+    assert _start_named(raised) == NOW - 3 * DAY - HOUR - HOUR  # c1's last job stored, less the overlap
+    assert "(the source's latest job end, less the overlap)" in str(raised.value)
+    _harvest(store, UtcSacct(c1_ends), source="c1", start=_start_named(raised))
+    assert sorted(r.end_time or 0 for r in store.records("c1")) == c1_ends
 
 
 def test_start_reads_past_a_damaged_cursor_and_only_a_window_stored_replaces_it(

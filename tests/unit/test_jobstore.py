@@ -290,6 +290,16 @@ def test_latest_end_leaves_out_ends_after_now(store: JobStore) -> None:
     assert store.latest_end() == 5000  # this host's clock, by default
 
 
+def test_latest_end_of_one_source_leaves_the_others_out(store: JobStore) -> None:
+    """A damaged cursor's repair reads from its own source's latest End (commands.harvest): the
+    store's, an imported 1996 trace's or another cluster's, read from 2000 or skipped jobs."""
+    store.upsert([_job("1", 1000), _job("2", 5000)], "a")
+    store.upsert([_job("1", 3000)], "b")
+    assert store.latest_end(now=6000, source="b") == 3000 and store.latest_end(now=6000, source="a") == 5000
+    assert store.latest_end(now=2999, source="b") is None and store.latest_end(now=6000, source="c") is None
+    assert store.latest_end(now=6000) == 5000  # every source's, the harvest's freshness metric
+
+
 def test_a_failing_batch_rolls_back_rows_and_cursor(store: JobStore) -> None:
     store.merge([_job("1", 100)], "a", cursor=T + 100)
     checksum = store_checksum(store)

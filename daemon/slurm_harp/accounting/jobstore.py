@@ -273,13 +273,18 @@ class JobStore:
     def _present(self) -> set[str]:
         return {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
 
-    def latest_end(self, now: float | None = None) -> int | None:
-        """The latest end time of any job in the store not after ``now`` (default: this host's
-        clock), None when there is none: how fresh the harvest is. An End after now is a clock's
-        error (the controller's clock ran ahead, then stepped back): counted, it held the freshness
-        in the future, and HarpHarvestStale could not fire until the clock caught up with it."""
+    def latest_end(self, now: float | None = None, source: str | None = None) -> int | None:
+        """The latest end time of any job in the store (of ``source`` alone, when given) not after
+        ``now`` (default: this host's clock), None when there is none: how fresh the harvest is. An
+        End after now is a clock's error (the controller's clock ran ahead, then stepped back):
+        counted, it held the freshness in the future, and HarpHarvestStale could not fire until the
+        clock caught up with it."""
         at = time.time() if now is None else now
-        row = self._db.execute("SELECT MAX(end_time) FROM jobs WHERE end_time <= ?", (int(at),)).fetchone()
+        of_source = "" if source is None else " AND source = ?"
+        args = (int(at),) if source is None else (int(at), source)
+        row = self._db.execute(
+            f"SELECT MAX(end_time) FROM jobs WHERE end_time <= ?{of_source}", args
+        ).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
     # ---- lifecycle -------------------------------------------------------------------------------

@@ -195,22 +195,23 @@ def harvest(
 
 def _cursor(store: JobStore, source: str, start: int | None, *, now: int, overlap_s: int) -> int | None:
     """The cursor of ``source``. A damaged one (CursorError) stops the run before sacct, saying the
-    --start that reads past it: the latest End stored less the overlap (where a sound cursor
-    would have the run read from), else what a first run reads. Given ``start`` (--start), the run
-    reads from there and its first window replaces it (upsert._advance)."""
+    --start that reads past it: the latest End of this source's jobs less the overlap (where a sound
+    cursor would have the run read from; another source's, an imported trace's or another cluster's,
+    had it read from 1996 or skip this one's jobs), else what a first run reads. Given ``start``
+    (--start), the run reads from there and its first window replaces it (upsert._advance)."""
     try:
         return store.cursor(source)
     except CursorError as exc:
         if start is not None:
             log.warning("harvest %s: %s: reading from --start, the first window replaces it", source, exc)
             return None
-        latest = store.latest_end(now)
+        latest = store.latest_end(now, source)
         at = now - FIRST_RUN_DAYS * 86400 if latest is None else max(latest - overlap_s, CURSOR_FIRST)
         command = f"harp harvest --db {shlex.quote(str(store.path))} --source-name {shlex.quote(source)}"
+        why = "a first run's start" if latest is None else "the source's latest job end, less the overlap"
         raise CursorError(
-            f"{exc}. Run once `{command} --start {sacct_time(at)}Z`: it reads from then ("
-            + ("a first run's start" if latest is None else "the latest job end stored, less the overlap")
-            + ") and replaces the cursor; a job read again changes nothing"
+            f"{exc}. Run once `{command} --start {sacct_time(at)}Z`: it reads from then ({why}) and "
+            "replaces the cursor; a job read again changes nothing"
         ) from None
 
 
