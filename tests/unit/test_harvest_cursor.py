@@ -150,20 +150,37 @@ def test_a_damaged_cursor_s_start_is_not_another_cluster_s(store: JobStore) -> N
     assert sorted(r.end_time or 0 for r in store.records("c1")) == c1_ends
 
 
-def test_start_reads_past_a_damaged_cursor_and_only_a_window_stored_replaces_it(
+def test_start_replaces_a_damaged_cursor_at_once_and_a_failing_window_loses_nothing(
     store: JobStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """SQLite ranks text above any number: a merge's max() kept "garbled" for good."""
+    """Left to the first window stored, a sacct that failed left the cursor damaged: the timer's
+    runs after it were refused again."""
     store.set_cursor("c1", NOW)
     damage(store.path, "garbled", "c1")
-    with pytest.raises(RuntimeError, match="unreachable"):  # sacct fails: the cursor stays as it was
+    with caplog.at_level(logging.WARNING), pytest.raises(RuntimeError, match="unreachable"):
         _harvest(store, FakeSacct(RuntimeError("sacct exited 1: slurmdbd unreachable")), start=LAST_END - DAY)
-    with pytest.raises(ValueError, match="'garbled', no time a harvest sets"):
-        store.cursor("c1")
-    with caplog.at_level(logging.WARNING):
-        report = _harvest(store, FakeSacct(TEXT), start=LAST_END - DAY)
-    assert "'garbled', no time a harvest sets" in caplog.text and "reading from --start" in caplog.text
-    assert report.cursor_before is None and report.cursor == store.cursor("c1") == LAST_END
+    assert store.cursor("c1") == LAST_END - DAY
+    assert "'garbled', no time a harvest sets" in caplog.text and "replaced by --start" in caplog.text
+    sacct = FakeSacct(TEXT)
+    report = _harvest(store, sacct)  # the timer's next run reads from --start less the overlap
+    assert _t(sacct.calls[0], "-S") == LAST_END - DAY - HOUR
+    assert report.cursor == store.cursor("c1") == LAST_END and store.count("c1") == 7
+
+
+def test_a_start_past_the_run_s_end_still_replaces_a_damaged_cursor(store: JobStore) -> None:
+    """--overlap-minutes 0 and a job that ended within the settle time: the --start named is past
+    the end of the run given it (now - settle). That run read no window, exited 0 and left the
+    cursor damaged, though the message said it replaces it."""
+    _harvest(store, UtcSacct([NOW - 20]), source="sacct", settle_s=0, overlap_s=0)
+    damage(store.path, "garbled")
+    with pytest.raises(CursorError) as raised:
+        _harvest(store, UtcSacct([NOW - 20]), source="sacct", now=NOW + 5, overlap_s=0)
+    assert _start_named(raised) == NOW - 20
+    sacct = UtcSacct([NOW - 20])
+    report = _harvest(store, sacct, source="sacct", start=NOW - 20, now=NOW + 10, overlap_s=0)
+    assert sacct.calls == [] and report.cursor == store.cursor("sacct") == NOW + 10 - 60  # its end
+    _harvest(store, sacct, source="sacct", now=NOW + 300, overlap_s=0)  # and the timer's runs resume
+    assert store.count("sacct") == 1 and store.cursor("sacct") == NOW - 20
 
 
 def test_a_clock_before_2000_harvests_nothing_and_keeps_the_cursor(store: JobStore) -> None:

@@ -1,7 +1,8 @@
 """The job store's writes: the upsert of a batch of jobs, the per-source harvest cursor, and the
 transaction both are made in (jobstore.JobStore.merge). A merge only moves the cursor forward;
-set_cursor moves it back, for a harvest whose host clock stepped back. The cursor is read here
-too, checked (read_cursor): a value no harvest sets is a CursorError, not a time to read from.
+set_cursor moves it back, for a harvest whose host clock stepped back, and replaces a damaged one
+(--start). The cursor is read here too, checked (read_cursor): a value no harvest sets is a
+CursorError, not a time to read from.
 
 Writes are idempotent: an upsert that brings nothing new leaves a row untouched (ingested_at
 included), so harvesting the same window twice changes nothing. A re-read (the same job: the same
@@ -58,7 +59,6 @@ _UPSERT_SQL = _upsert_sql()
 # day since 1970, 20,789 sacct calls, and text failed every run for good.
 CURSOR_FIRST = 946_684_800
 CURSOR_LAST = 253_402_300_799
-_CURSOR_SOUND = f"typeof(cursor_end) = 'integer' AND cursor_end BETWEEN {CURSOR_FIRST} AND {CURSOR_LAST}"
 _SQLITE_MIN, _SQLITE_MAX = -(2**63), 2**63 - 1  # its INTEGER
 # The rows inserted after ``last_row`` (SQLite numbers a new row above every row there), and of those
 # the ones whose (source, job_id) an older row has (jobs_identity's prefix).
@@ -151,9 +151,9 @@ def read_cursor(db: sqlite3.Connection, source: str, path: object) -> int | None
 
 
 def set_cursor(db: sqlite3.Connection, source: str, end_time: int) -> None:
-    """Set the cursor of ``source`` to ``end_time``, back too (the harvest's host clock stepped
-    back: commands.harvest), in a transaction of its own. Nothing is lost by it: the next read
-    starts earlier, and a job read again merges into its row."""
+    """Set the cursor of ``source`` to ``end_time``, in a transaction of its own: back too (the
+    harvest's host clock stepped back: commands.harvest; nothing is lost by it, the next read starts
+    earlier and a job read again merges into its row), or over a damaged one (harvest --start)."""
     with Transaction(db):
         db.execute(
             "INSERT INTO state (source, cursor_end) VALUES (?, ?) ON CONFLICT (source) "
@@ -163,12 +163,9 @@ def set_cursor(db: sqlite3.Connection, source: str, end_time: int) -> None:
 
 
 def _advance(db: sqlite3.Connection, source: str, end_time: int) -> None:
-    """Forward only, but over a damaged cursor (read_cursor refuses it): SQLite ranks text above
-    any number, so max() kept 'garbled' for good. Only a harvest given --start gets here with one."""
     db.execute(
-        "INSERT INTO state (source, cursor_end) VALUES (?, ?) ON CONFLICT (source) DO UPDATE SET "
-        f"cursor_end = CASE WHEN {_CURSOR_SOUND} THEN max(cursor_end, excluded.cursor_end) "
-        "ELSE excluded.cursor_end END",
+        "INSERT INTO state (source, cursor_end) VALUES (?, ?) ON CONFLICT (source) "
+        "DO UPDATE SET cursor_end = max(cursor_end, excluded.cursor_end)",
         (source, int(end_time)),
     )
 

@@ -161,7 +161,7 @@ def harvest(
     end = now - settle_s
     if end < CURSOR_FIRST:  # every cursor this run set would be refused by the next (a boot's clock)
         raise CursorError(f"this host's clock reads {sacct_time(now)} UTC, before 2000 (not set yet?)")
-    cursor = _cursor(store, source, start, now=now, overlap_s=overlap_s)
+    cursor = _cursor(store, source, start, now=now, overlap_s=overlap_s, end=end)
     report.cursor_before = report.cursor = cursor
     if cursor is not None and cursor > end:
         cursor = report.cursor = _step_back(store, source, cursor, end)
@@ -193,18 +193,23 @@ def harvest(
     return report
 
 
-def _cursor(store: JobStore, source: str, start: int | None, *, now: int, overlap_s: int) -> int | None:
+def _cursor(
+    store: JobStore, source: str, start: int | None, *, now: int, overlap_s: int, end: int
+) -> int | None:
     """The cursor of ``source``. A damaged one (CursorError) stops the run before sacct, saying the
     --start that reads past it: the latest End of this source's jobs less the overlap (where a sound
     cursor would have the run read from; another source's, an imported trace's or another cluster's,
     had it read from 1996 or skip this one's jobs), else what a first run reads. Given ``start``
-    (--start), the run reads from there and its first window replaces it (upsert._advance)."""
+    (--start), it is replaced at once by ``start``, ``end`` (now - settle) at the latest: left to a
+    window, a start past the run's end read none and left it damaged. A window that fails then
+    loses nothing: the next run reads from ``start`` less the overlap."""
     try:
         return store.cursor(source)
     except CursorError as exc:
         if start is not None:
-            log.warning("harvest %s: %s: reading from --start, the first window replaces it", source, exc)
-            return None
+            log.warning("harvest %s: %s: replaced by --start", source, exc)
+            store.set_cursor(source, min(start, end))
+            return min(start, end)
         latest = store.latest_end(now, source)
         at = now - FIRST_RUN_DAYS * 86400 if latest is None else max(latest - overlap_s, CURSOR_FIRST)
         command = f"harp harvest --db {shlex.quote(str(store.path))} --source-name {shlex.quote(source)}"
