@@ -1,6 +1,7 @@
 """The harvest cursor: a damaged one (text, 0, out of range) is refused where it is read, before
-sacct, with the --start that reads past it; a window read without a job moves it to its end, so an
-idle cluster or a new store is not read again from its last job on every run."""
+sacct, with the --start that reads past it; a window read without a job moves it to its end but a
+window short of now at the latest, so an idle cluster or a new store is not read again from its
+last job on every run, and a row late by up to about a window is still read."""
 
 from __future__ import annotations
 
@@ -193,27 +194,63 @@ def test_a_clock_before_2000_harvests_nothing_and_keeps_the_cursor(store: JobSto
     assert sacct.calls == [] and store.cursor("c1") == LAST_END
 
 
-def test_a_store_without_a_job_is_read_from_its_last_run_on(store: JobStore) -> None:
+def test_a_store_without_a_job_is_read_from_a_window_before_its_last_run_on(store: JobStore) -> None:
     """A new cluster where nothing has ended yet: every 5-minute run read the 30 days again, 30
-    sacct calls. Now the next run reads from its last window's end less the overlap, as after a
-    job ending there."""
+    sacct calls. Now a window short of the last run's clock, less the overlap: 2 calls."""
     first = UtcSacct([])
     assert _harvest(store, first, window_s=DAY).windows == FIRST_RUN_DAYS
-    assert store.cursor("c1") == NOW - 60
+    assert store.cursor("c1") == NOW - DAY
     later = UtcSacct([])
-    assert _harvest(store, later, now=NOW + 300, window_s=DAY).windows == 1
-    assert (_t(later.calls[0], "-S"), _t(later.calls[0], "-E")) == (NOW - 60 - HOUR, NOW + 240)
+    assert _harvest(store, later, now=NOW + 300, window_s=DAY).windows == 2
+    assert (_t(later.calls[0], "-S"), _t(later.calls[-1], "-E")) == (NOW - DAY - HOUR, NOW + 240)
 
 
-def test_an_idle_cluster_is_read_from_its_last_run_on(store: JobStore) -> None:
+def test_an_idle_cluster_is_read_from_a_window_before_its_last_run_on(store: JobStore) -> None:
     """The last job ended 20 days ago: each run read the 21 days since, 21 sacct calls (and the
-    job again by id)."""
+    job again by id). Now 2."""
     sacct = UtcSacct([NOW - 20 * DAY])
     _harvest(store, sacct, window_s=DAY)
-    assert store.count("c1") == 1 and store.cursor("c1") == NOW - 60
+    assert store.count("c1") == 1 and store.cursor("c1") == NOW - DAY
     sacct.calls.clear()
     report = _harvest(store, sacct, now=NOW + 300, window_s=DAY)
-    assert report.windows == len(sacct.calls) == 1 and _t(sacct.calls[0], "-S") == NOW - 60 - HOUR
+    assert report.windows == len(sacct.calls) == 2 and _t(sacct.calls[0], "-S") == NOW - DAY - HOUR
+
+
+def _every_5_minutes(store: JobStore, jobs: list[tuple[int, int]], first_run: int) -> None:
+    """The timer's runs from ``first_run`` to NOW; ``jobs``: (End, when its row reaches accounting)."""
+    sacct = UtcSacct([])
+    for now in range(first_run, NOW, 300):
+        sacct.ends = [end if arrives <= now else -1 for end, arrives in jobs]
+        _harvest(store, sacct, now=now, window_s=DAY)
+
+
+def test_a_row_an_hour_late_after_two_idle_days_is_read(store: JobStore) -> None:
+    """A quiet site through a slurmdbd outage: no job for two days, then one whose row reaches
+    accounting 70 minutes after it ended, past the overlap. At each empty window's end, the cursor
+    had passed it and the row was lost; a window short of now, it is read, as a busy site's cursor
+    waits at the last job seen."""
+    end = NOW - 3 * HOUR
+    _every_5_minutes(store, [(end - 2 * DAY, end - 2 * DAY), (end, end + 70 * 60)], end - 2 * DAY + 300)
+    assert sorted(r.end_time or 0 for r in store.records("c1")) == [end - 2 * DAY, end]
+
+
+def test_a_new_store_s_first_job_an_hour_late_is_read(store: JobStore) -> None:
+    end = NOW - 3 * HOUR
+    _every_5_minutes(store, [(end, end + 70 * 60)], end - 2 * HOUR)
+    assert [r.end_time for r in store.records("c1")] == [end]
+
+
+def test_two_harvests_at_once_on_an_idle_cluster_say_no_clock_stepped_back(
+    store: JobStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The timer's harvest and the nightly's started together, the second's clock read a second
+    before the first committed: with the cursor at its last window's end (now - settle), the second
+    found it ahead of its own clock and warned that the clock stepped back."""
+    sacct = UtcSacct([NOW - 5 * DAY])
+    _harvest(store, sacct, window_s=DAY)
+    with caplog.at_level(logging.WARNING):
+        _harvest(store, sacct, now=NOW - 1, window_s=DAY)
+    assert "stepped back" not in caplog.text and store.cursor("c1") == NOW - DAY
 
 
 def test_a_row_late_by_less_than_the_overlap_after_an_idle_spell_is_read(store: JobStore) -> None:

@@ -3,16 +3,17 @@
 Each run reads the jobs that ENDED in [cursor - overlap, now - settle], window by window (one sacct
 call, then the window's jobs again by id for all their steps, sacct_runner.read_steps; one
 transaction each). The cursor is the latest End seen, or the end of a window read without a job
-(an idle cluster, a new store: each run read again every window since the last job); it moves in
-the same transaction as the rows, so a crash or a failing sacct loses nothing and the next run
-resumes from there. A cursor no harvest sets (a damaged state table: text, 0) stops the run before
-sacct, naming it and the --start that reads past it (_cursor).
+but a window short of now at the latest (an idle cluster, a new store: a run reads a window and the
+overlap, where it read every window since the last job); it moves in the same transaction as the
+rows, so a crash or a failing sacct loses nothing and the next run resumes from there. A cursor no
+harvest sets (a damaged state table: text, 0) stops the run before sacct, naming it and the
+--start that reads past it (_cursor).
 - settle: accounting fills in late (Partition and TimelimitRaw stay empty for seconds after a job
   ends), so the newest jobs are left for the next run.
 - overlap: jobs near the cursor are read again, and the upsert completes rows read half-filled.
-  A job whose accounting row arrives later than the overlap after those of jobs that ended after
-  it, or after no job's row came for about a window (the cursor then moves to its end), is
-  missed: raise --overlap-minutes after such an outage, or give --start.
+  A job's row that reaches accounting late is read if it comes within a window plus the overlap
+  of the job's end and before a job that ended more than the overlap after it is harvested (on a
+  busy site, within about the overlap); later, it is missed: after such an outage, give --start.
 The cursor only moves forward, but for one case: a cursor later than now - settle was set by a run
 whose clock was ahead (the controller's, which stamps the jobs' End too, stepped back since). It is
 set back to now - settle, with a warning naming how far ahead it was (_step_back).
@@ -173,10 +174,11 @@ def harvest(
         ends = [r.end_time for r in records if r.end_time is not None]
         # The latest End seen, never past the window asked for (a clock ahead on the DBD host must
         # not skip later jobs): accounting that lags or stalls sends rows in End order, and the
-        # window read again holds the last job seen. A window without a job: its end, the next run
-        # reading from the overlap before it as after a job ending there (an idle cluster was read
-        # again from its last job on every run, a new store all 30 days).
-        result = store.merge(records, source, cursor=min(max(ends), high) if ends else high)
+        # window read again holds the last job seen. A window without a job: its end, but a window
+        # short of now at the latest, so a row up to a window late is still read (at its end, one
+        # an hour late after an idle day was lost); never before 2000, which the next run refuses.
+        quiet = max(min(high, now - window_s), CURSOR_FIRST)
+        result = store.merge(records, source, cursor=min(max(ends), high) if ends else quiet)
         report.windows += 1
         report.inserted += result.inserted
         report.updated += result.updated
