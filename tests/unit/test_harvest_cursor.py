@@ -69,9 +69,10 @@ def test_a_damaged_cursor_stops_the_harvest_before_sacct_and_its_start_reads_pas
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: object
 ) -> None:
     """Text failed every run for good, `harvest stopped at sacct: invalid literal for int()` and
-    `the next run resumes` (it never did), and --start could not get past it; a cursor of 0 read
-    every day since 1970, 20,789 sacct calls a run. Now: no sacct call, the store, source and value
-    named, and the --start to run once; run, it replaces the cursor and the runs after resume."""
+    `the next run resumes` (it never did), and --start could not get past it; a cursor of 0 had a
+    run read every day since 1970, 20,789 sacct calls (every run, while sacct held no job). Now: no
+    sacct call, the store, source and value named, and the --start to run once; run, it replaces
+    the cursor and the runs after resume."""
     db = _stored(tmp_path)
     damage(db, value)
     refused = FakeSacct(RuntimeError("sacct must not run"))
@@ -186,7 +187,7 @@ def test_a_start_past_the_run_s_end_still_replaces_a_damaged_cursor(store: JobSt
 
 def test_a_clock_before_2000_harvests_nothing_and_keeps_the_cursor(store: JobStore) -> None:
     """A host whose clock was not set yet (1970 after boot): the clock-step rule set the cursor back
-    to it, and every run after read every day since 1970."""
+    to it, and the run after it read every day since 1970."""
     store.set_cursor("c1", LAST_END)
     sacct = FakeSacct(TEXT)
     with pytest.raises(ValueError, match=r"this host's clock reads 1970-01-02T03:46:40 UTC, before 2000"):

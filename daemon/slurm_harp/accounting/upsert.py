@@ -55,8 +55,8 @@ def _upsert_sql() -> str:
 
 _UPSERT_SQL = _upsert_sql()
 # The cursors a harvest sets: whole unix seconds from 2000-01-01 (no Slurm accounting is older) to
-# 9999-12-31 UTC (the last time sacct's -S can be given). A cursor of 0 made each run read every
-# day since 1970, 20,789 sacct calls, and text failed every run for good.
+# 9999-12-31 UTC (the last time sacct's -S can be given). A cursor of 0 had a run read every day
+# since 1970, 20,789 sacct calls (every run, while sacct held no job), and text failed every run.
 CURSOR_FIRST = 946_684_800
 CURSOR_LAST = 253_402_300_799
 _SQLITE_MIN, _SQLITE_MAX = -(2**63), 2**63 - 1  # its INTEGER
