@@ -9,6 +9,7 @@ import logging
 import re
 import shlex
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from slurm_harp.accounting import load_records
 from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting.jobstore import CursorError, JobStore
 from slurm_harp.cli import main
-from slurm_harp.commands.harvest import FIRST_RUN_DAYS, sacct_time
+from slurm_harp.commands.harvest import FIRST_RUN_DAYS, ClockNotSetError, sacct_time
 from tests.conftest import BUNDLED_TRACE
 from tests.unit.test_harvest import DAY, HOUR, LAST_END, NOW, TEXT, FakeSacct, UtcSacct, _harvest, _t
 
@@ -85,7 +86,8 @@ def test_a_damaged_cursor_stops_the_harvest_before_sacct_and_its_start_reads_pas
     assert line.startswith(f"harvest not started: the job store {db}: the harvest cursor of source 'sacct'")
     start = sacct_time(LAST_END - HOUR)  # the latest End stored, less the overlap
     command = f"harp harvest --db {db} --source-name sacct --start {start}Z"
-    assert f"its state table is damaged. Run once `{command}`: it reads from then (" in line
+    user = "as the user the harvest runs as (slurm-harp by default)"
+    assert f"its state table is damaged. Run once, {user}, `{command}`: it reads from then (" in line
 
     quoted = re.search(r"`(harp harvest [^`]*)`", line)
     assert quoted is not None
@@ -185,14 +187,29 @@ def test_a_start_past_the_run_s_end_still_replaces_a_damaged_cursor(store: JobSt
     assert store.count("sacct") == 1 and store.cursor("sacct") == NOW - 20
 
 
-def test_a_clock_before_2000_harvests_nothing_and_keeps_the_cursor(store: JobStore) -> None:
+def test_a_clock_before_2000_harvests_nothing_and_keeps_the_cursor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """A host whose clock was not set yet (1970 after boot): the clock-step rule set the cursor back
-    to it, and the run after it read every day since 1970."""
-    store.set_cursor("c1", LAST_END)
+    to it, and the run after it read every day since 1970. Refused as the clock's, not the cursor's
+    (a CursorError, with the cursor sound)."""
+    db = _stored(tmp_path)
     sacct = FakeSacct(TEXT)
-    with pytest.raises(ValueError, match=r"this host's clock reads 1970-01-02T03:46:40 UTC, before 2000"):
-        _harvest(store, sacct, now=100_000)
-    assert sacct.calls == [] and store.cursor("c1") == LAST_END
+    with (
+        JobStore(db) as store,
+        pytest.raises(ClockNotSetError, match=r"reads 1970-01-02T03:46:40 UTC, before 2000"),
+    ):
+        _harvest(store, sacct, source="sacct", now=100_000)
+    monkeypatch.setattr(sacct_module, "run_sacct", sacct)
+    monkeypatch.setattr(time, "time", lambda: 100.0)  # the harvest's clock
+    with caplog.at_level(logging.ERROR):
+        assert main(["harvest", "--db", str(db)]) == 1
+    assert caplog.messages == [
+        "harvest not started: this host's clock reads 1970-01-01T00:01:40 UTC, before 2000 (not set yet?)"
+    ]
+    assert sacct.calls == []
+    with JobStore(db) as store:
+        assert store.cursor("sacct") == LAST_END
 
 
 def test_a_store_without_a_job_is_read_from_a_window_before_its_last_run_on(store: JobStore) -> None:

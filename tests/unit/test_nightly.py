@@ -297,7 +297,7 @@ def test_a_damaged_harvest_cursor_is_named_with_the_harvest_that_reads_past_it(
     assert f"harvest not started: the job store {db}: the harvest cursor of source 'sacct' is 'garbled'" in (
         caplog.text
     )
-    assert f"Run once `harp harvest --db {db} --source-name sacct --start " in caplog.text
+    assert f"(slurm-harp by default), `harp harvest --db {db} --source-name sacct --start " in caplog.text
     assert "the harvest failed: not retraining tonight" in caplog.text
 
 

@@ -53,6 +53,11 @@ RESUMES = " (stopped early: the next run resumes)"
 MIN_WINDOW_S = 60
 
 
+class ClockNotSetError(ValueError):
+    """This host's clock reads before 2000 (not set yet after boot): the cursor is sound, but every
+    one this run set would be refused by the next, and the clock-step rule set it back there."""
+
+
 def default_db() -> str:
     return os.environ.get("HARP_DB") or DEFAULT_DB
 
@@ -160,8 +165,8 @@ def harvest(
     stats = stats if stats is not None else ReadStats(source="sacct")
     report = report if report is not None else HarvestReport(source)
     end = now - settle_s
-    if end < CURSOR_FIRST:  # every cursor this run set would be refused by the next (a boot's clock)
-        raise CursorError(f"this host's clock reads {sacct_time(now)} UTC, before 2000 (not set yet?)")
+    if end < CURSOR_FIRST:
+        raise ClockNotSetError(f"this host's clock reads {sacct_time(now)} UTC, before 2000 (not set yet?)")
     cursor = _cursor(store, source, start, now=now, overlap_s=overlap_s, end=end)
     report.cursor_before = report.cursor = cursor
     if cursor is not None and cursor > end:
@@ -201,7 +206,8 @@ def _cursor(
     """The cursor of ``source``. A damaged one (CursorError) stops the run before sacct, saying the
     --start that reads past it: the latest End of this source's jobs less the overlap (where a sound
     cursor would have the run read from; another source's, an imported trace's or another cluster's,
-    had it read from 1996 or skip this one's jobs), else what a first run reads. Given ``start``
+    had it read from 1996 or skip this one's jobs), else what a first run reads; run as the harvest's
+    user, as a sacct of another user may show only their own jobs (PrivateData). Given ``start``
     (--start), it is replaced at once by ``start``, ``end`` (now - settle) at the latest: left to a
     window, a start past the run's end read none and left it damaged. A window that fails then
     loses nothing: the next run reads from ``start`` less the overlap."""
@@ -217,8 +223,9 @@ def _cursor(
         command = f"harp harvest --db {shlex.quote(str(store.path))} --source-name {shlex.quote(source)}"
         why = "a first run's start" if latest is None else "the source's latest job end, less the overlap"
         raise CursorError(
-            f"{exc}. Run once `{command} --start {sacct_time(at)}Z`: it reads from then ({why}) and "
-            "replaces the cursor; a job read again changes nothing"
+            f"{exc}. Run once, as the user the harvest runs as (slurm-harp by default), `{command} "
+            f"--start {sacct_time(at)}Z`: it reads from then ({why}) and replaces the cursor; a job read "
+            "again changes nothing"
         ) from None
 
 
@@ -300,7 +307,7 @@ def harvest_into(
             stats.source = "extension history"
             ratios = extension_file.ratios_from(store, now)
             extension_file.write(extension_file.path_for(Path(db)), ratios, now)
-    except (SchemaVersionError, CursorError) as exc:  # the store's schema or cursor: before any sacct call
+    except (SchemaVersionError, CursorError, ClockNotSetError) as exc:  # before any sacct call
         log.error("harvest not started: %s", exc)
         return False
     except sqlite3.Error as exc:  # the store's, whichever step met it (a window's merge too)
