@@ -23,12 +23,13 @@ from slurm_harp.accounting import jobstore as jobstore_module
 from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting import upsert as upsert_module
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.sacct_runner import ENDED_STATES
+from slurm_harp.accounting.sacct_runner import ENDED_STATES, sacct_time
 from slurm_harp.cli import main
 from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands import importer
 from slurm_harp.commands import train as train_command
-from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows
+from slurm_harp.commands.harvest import harvest, windows
+from slurm_harp.commands.harvest_cursor import FIRST_RUN_DAYS
 from slurm_harp.commands.importer import source_name
 from slurm_harp.core.extension import observed_ratio
 from slurm_harp.core.request import JobRequest

@@ -18,8 +18,9 @@ import pytest
 from slurm_harp.accounting import load_records
 from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting.jobstore import CursorError, JobStore
+from slurm_harp.accounting.sacct_runner import sacct_time
 from slurm_harp.cli import main
-from slurm_harp.commands.harvest import FIRST_RUN_DAYS, ClockNotSetError, sacct_time
+from slurm_harp.commands.harvest_cursor import FIRST_RUN_DAYS, ClockNotSetError
 from tests.conftest import BUNDLED_TRACE
 from tests.unit.test_harvest import DAY, HOUR, LAST_END, NOW, TEXT, FakeSacct, UtcSacct, _harvest, _t
 

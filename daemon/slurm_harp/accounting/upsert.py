@@ -152,7 +152,7 @@ def read_cursor(db: sqlite3.Connection, source: str, path: object) -> int | None
 
 def set_cursor(db: sqlite3.Connection, source: str, end_time: int) -> None:
     """Set the cursor of ``source`` to ``end_time``, in a transaction of its own: back too (the
-    harvest's host clock stepped back: commands.harvest; nothing is lost by it, the next read starts
+    harvest's host clock stepped back: commands.harvest_cursor; nothing is lost by it, the next read starts
     earlier and a job read again merges into its row), or over a damaged one (harvest --start)."""
     with Transaction(db):
         db.execute(

@@ -2,21 +2,13 @@
 
 Each run reads the jobs that ENDED in [cursor - overlap, now - settle], window by window (one sacct
 call, then the window's jobs again by id for all their steps, sacct_runner.read_steps; one
-transaction each). The cursor is the latest End seen, or the end of a window read without a job
-but a window short of now at the latest (an idle cluster, a new store: a run reads a window and the
-overlap, where it read every window since the last job); it moves in the same transaction as the
-rows, so a crash or a failing sacct loses nothing and the next run resumes from there. A cursor no
-harvest sets (a damaged state table: text, 0) stops the run before sacct, naming it and the
---start that reads past it (_cursor).
+transaction each, which moves the cursor too). Where the cursor starts and where each window
+leaves it, and so which late rows are still read, is harvest_cursor.py's.
 - settle: accounting fills in late (Partition and TimelimitRaw stay empty for seconds after a job
   ends), so the newest jobs are left for the next run.
-- overlap: jobs near the cursor are read again, and the upsert completes rows read half-filled.
-  A job's row that reaches accounting late is read if it comes within a window plus the overlap
-  of the job's end and before a job that ended more than the overlap after it is harvested (on a
-  busy site, within about the overlap); later, it is missed: after such an outage, give --start.
-The cursor only moves forward, but for one case: a cursor later than now - settle was set by a run
-whose clock was ahead (the controller's, which stamps the jobs' End too, stepped back since). It is
-set back to now - settle, with a warning naming how far ahead it was (_step_back).
+- overlap: jobs near the cursor are read again: the upsert completes rows read half-filled, and a
+  row that reached accounting late is still read (within a window plus the overlap of its job's
+  end on a quiet site, about the overlap on a busy one: harvest_cursor.py).
 sacct runs in UTC (sacct_runner.run_sacct): the windows are given to it, and its times read, in UTC; local
 time would repeat an hour when clocks go back.
 A job id met again with another submit time (ids reused, a requeued job's next run) is stored as a
@@ -28,7 +20,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shlex
 import sqlite3
 import subprocess
 import time
@@ -38,24 +29,24 @@ from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, extension_file, sacct_runner
 from slurm_harp.accounting.jobstore import CursorError, JobStore, SchemaVersionError, storable, store_error
-from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct
+from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct, sacct_time
 from slurm_harp.accounting.upsert import CURSOR_FIRST
 from slurm_harp.commands.arguments import config_or_default, settings_at, span, unix_time
+from slurm_harp.commands.harvest_cursor import (
+    FIRST_RUN_DAYS,
+    ClockNotSetError,
+    cursor_at_start,
+    step_back,
+    window_cursor,
+)
 from slurm_harp.config import DEFAULT_PATH
-from slurm_harp.core.message import format_minutes
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DB = "/var/lib/slurm-harp/jobs.sqlite"
-FIRST_RUN_DAYS = 30
 RESUMES = " (stopped early: the next run resumes)"
 # The shortest window: --window-hours 1e-9 made windows of a second, a first run 2.6 million sacct calls.
 MIN_WINDOW_S = 60
-
-
-class ClockNotSetError(ValueError):
-    """This host's clock reads before 2000 (not set yet after boot): the cursor is sound, but every
-    one this run set would be refused by the next, and the clock-step rule set it back there."""
 
 
 def default_db() -> str:
@@ -114,11 +105,6 @@ def _local_time(text: str) -> int:
     return start
 
 
-def sacct_time(t: int) -> str:
-    """Unix time ``t`` as sacct's -S/-E read it under run_sacct: in SLURM_ZONE (UTC)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
-
-
 @dataclass
 class HarvestReport:
     source: str
@@ -165,25 +151,17 @@ def harvest(
     stats = stats if stats is not None else ReadStats(source="sacct")
     report = report if report is not None else HarvestReport(source)
     end = now - settle_s
-    if end < CURSOR_FIRST:
-        raise ClockNotSetError(f"this host's clock reads {sacct_time(now)} UTC, before 2000 (not set yet?)")
-    cursor = _cursor(store, source, start, now=now, overlap_s=overlap_s, end=end)
+    cursor = cursor_at_start(store, source, start, now=now, overlap_s=overlap_s, end=end)
     report.cursor_before = report.cursor = cursor
     if cursor is not None and cursor > end:
-        cursor = report.cursor = _step_back(store, source, cursor, end)
+        cursor = report.cursor = step_back(store, source, cursor, end)
     if start is None:
         start = now - FIRST_RUN_DAYS * 86400 if cursor is None else cursor - overlap_s
     for low, high in windows(start, end, max(1, window_s)):
         stats.source = f"sacct[{sacct_time(low)}..{sacct_time(high)} UTC]"
         records = harvest_sacct(runner, sacct_time(low), sacct_time(high), stats, states=ENDED_STATES)
         ends = [r.end_time for r in records if r.end_time is not None]
-        # The latest End seen, never past the window asked for (a clock ahead on the DBD host must
-        # not skip later jobs): accounting that lags or stalls sends rows in End order, and the
-        # window read again holds the last job seen. A window without a job: its end, but a window
-        # short of now at the latest, so a row up to a window late is still read (at its end, one
-        # an hour late after an idle day was lost); never before 2000, which the next run refuses.
-        quiet = max(min(high, now - window_s), CURSOR_FIRST)
-        result = store.merge(records, source, cursor=min(max(ends), high) if ends else quiet)
+        result = store.merge(records, source, cursor=window_cursor(ends, high, now=now, window_s=window_s))
         report.windows += 1
         report.inserted += result.inserted
         report.updated += result.updated
@@ -198,55 +176,6 @@ def harvest(
             report.reused,
         )
     return report
-
-
-def _cursor(
-    store: JobStore, source: str, start: int | None, *, now: int, overlap_s: int, end: int
-) -> int | None:
-    """The cursor of ``source``. A damaged one (CursorError) stops the run before sacct, saying the
-    --start that reads past it: the latest End of this source's jobs less the overlap (where a sound
-    cursor would have the run read from; another source's, an imported trace's or another cluster's,
-    had it read from 1996 or skip this one's jobs), else what a first run reads; run as the harvest's
-    user, as a sacct of another user may show only their own jobs (PrivateData). Given ``start``
-    (--start), it is replaced at once by ``start``, ``end`` (now - settle) at the latest: left to a
-    window, a start past the run's end read none and left it damaged. A window that fails then
-    loses nothing: the next run reads from ``start`` less the overlap."""
-    try:
-        return store.cursor(source)
-    except CursorError as exc:
-        if start is not None:
-            log.warning("harvest %s: %s: replaced by --start", source, exc)
-            store.set_cursor(source, min(start, end))
-            return min(start, end)
-        latest = store.latest_end(now, source)
-        at = now - FIRST_RUN_DAYS * 86400 if latest is None else max(latest - overlap_s, CURSOR_FIRST)
-        command = f"harp harvest --db {shlex.quote(str(store.path))} --source-name {shlex.quote(source)}"
-        why = "a first run's start" if latest is None else "the source's latest job end, less the overlap"
-        raise CursorError(
-            f"{exc}. Run once, as the user the harvest runs as (slurm-harp by default), `{command} "
-            f"--start {sacct_time(at)}Z`: it reads from then ({why}) and replaces the cursor; a job read "
-            "again changes nothing"
-        ) from None
-
-
-def _step_back(store: JobStore, source: str, cursor: int, end: int) -> int:
-    """The cursor set back to ``end`` (now - settle), logged: a cursor past it was set by a run
-    whose clock was ahead of this one's. The harvest runs on the controller (docs/install.md), so
-    slurmctld stamped the jobs' End with the same clock: those ended since it stepped back end
-    before the cursor, and a cursor kept (it never moved back) skipped them for good. Set back,
-    the run reads from ``end`` - overlap as any other; the jobs stamped ahead are read when the
-    clock reaches their End, and a job read again merges into its row (the store's identity)."""
-    log.warning(
-        "harvest %s: the cursor, %s UTC, is %s ahead of this host's clock less the settle time "
-        "(%s UTC): the clock stepped back since it was set (or the settle time grew); setting it "
-        "back and reading from there",
-        source,
-        sacct_time(cursor),
-        format_minutes((cursor - end) / 60),
-        sacct_time(end),
-    )
-    store.set_cursor(source, end)
-    return end
 
 
 def store_path(db: str | None, config: str | None) -> str | None:
