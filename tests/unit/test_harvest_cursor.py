@@ -20,7 +20,7 @@ from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting.jobstore import CursorError, JobStore
 from slurm_harp.accounting.sacct_runner import sacct_time
 from slurm_harp.cli import main
-from slurm_harp.commands.harvest_cursor import FIRST_RUN_DAYS, ClockNotSetError
+from slurm_harp.commands.harvest_cursor import EMPTY_WINDOW_BACK_S, FIRST_RUN_DAYS, ClockNotSetError
 from tests.conftest import BUNDLED_TRACE
 from tests.unit.test_harvest import DAY, HOUR, LAST_END, NOW, TEXT, FakeSacct, UtcSacct, _harvest, _t
 
@@ -215,24 +215,24 @@ def test_a_clock_before_2000_harvests_nothing_and_keeps_the_cursor(
 
 def test_a_store_without_a_job_is_read_from_a_window_before_its_last_run_on(store: JobStore) -> None:
     """A new cluster where nothing has ended yet: every 5-minute run read the 30 days again, 30
-    sacct calls. Now a window short of the last run's clock, less the overlap: 2 calls."""
+    sacct calls. Now a week short of the last run's clock, less the overlap: 8 calls."""
     first = UtcSacct([])
     assert _harvest(store, first, window_s=DAY).windows == FIRST_RUN_DAYS
-    assert store.cursor("c1") == NOW - DAY
+    assert store.cursor("c1") == NOW - EMPTY_WINDOW_BACK_S
     later = UtcSacct([])
-    assert _harvest(store, later, now=NOW + 300, window_s=DAY).windows == 2
-    assert (_t(later.calls[0], "-S"), _t(later.calls[-1], "-E")) == (NOW - DAY - HOUR, NOW + 240)
+    assert _harvest(store, later, now=NOW + 300, window_s=DAY).windows == 8
+    assert (_t(later.calls[0], "-S"), _t(later.calls[-1], "-E")) == (NOW - 7 * DAY - HOUR, NOW + 240)
 
 
 def test_an_idle_cluster_is_read_from_a_window_before_its_last_run_on(store: JobStore) -> None:
     """The last job ended 20 days ago: each run read the 21 days since, 21 sacct calls (and the
-    job again by id). Now 2."""
+    job again by id). Now a week's: 8."""
     sacct = UtcSacct([NOW - 20 * DAY])
     _harvest(store, sacct, window_s=DAY)
-    assert store.count("c1") == 1 and store.cursor("c1") == NOW - DAY
+    assert store.count("c1") == 1 and store.cursor("c1") == NOW - 7 * DAY
     sacct.calls.clear()
     report = _harvest(store, sacct, now=NOW + 300, window_s=DAY)
-    assert report.windows == len(sacct.calls) == 2 and _t(sacct.calls[0], "-S") == NOW - DAY - HOUR
+    assert report.windows == len(sacct.calls) == 8 and _t(sacct.calls[0], "-S") == NOW - 7 * DAY - HOUR
 
 
 def _every_5_minutes(store: JobStore, jobs: list[tuple[int, int]], first_run: int) -> None:
@@ -253,6 +253,17 @@ def test_a_row_an_hour_late_after_two_idle_days_is_read(store: JobStore) -> None
     assert sorted(r.end_time or 0 for r in store.records("c1")) == [end - 2 * DAY, end]
 
 
+def test_a_backlog_queued_through_a_two_day_outage_is_read_whole(store: JobStore) -> None:
+    """The review: a busy site whose slurmdbd was down two days; slurmctld's queued rows reach
+    accounting in End order, a few each run. With the cursor moved to a window short of now by the
+    windows the first runs read without a job, every queued row that ended before it was lost."""
+    down, back = NOW - 3 * DAY, NOW - DAY
+    ends = range(down - 6 * HOUR, back, 1800)  # a job every half hour
+    jobs = [(end, end if end < down else back + (end - down) // 30) for end in ends]  # 2 a minute
+    _every_5_minutes(store, jobs, down - 6 * HOUR + 300)
+    assert sorted(r.end_time or 0 for r in store.records("c1")) == list(ends)
+
+
 def test_a_new_store_s_first_job_an_hour_late_is_read(store: JobStore) -> None:
     end = NOW - 3 * HOUR
     _every_5_minutes(store, [(end, end + 70 * 60)], end - 2 * HOUR)
@@ -269,7 +280,7 @@ def test_two_harvests_at_once_on_an_idle_cluster_say_no_clock_stepped_back(
     _harvest(store, sacct, window_s=DAY)
     with caplog.at_level(logging.WARNING):
         _harvest(store, sacct, now=NOW - 1, window_s=DAY)
-    assert "stepped back" not in caplog.text and store.cursor("c1") == NOW - DAY
+    assert "stepped back" not in caplog.text and store.cursor("c1") == NOW - 5 * DAY
 
 
 def test_a_row_late_by_less_than_the_overlap_after_an_idle_spell_is_read(store: JobStore) -> None:

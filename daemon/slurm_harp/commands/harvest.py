@@ -7,8 +7,8 @@ leaves it, and so which late rows are still read, is harvest_cursor.py's.
 - settle: accounting fills in late (Partition and TimelimitRaw stay empty for seconds after a job
   ends), so the newest jobs are left for the next run.
 - overlap: jobs near the cursor are read again: the upsert completes rows read half-filled, and a
-  row that reached accounting late is still read (within a window plus the overlap of its job's
-  end on a quiet site, about the overlap on a busy one: harvest_cursor.py).
+  row that reached accounting late is still read (within a week of its job's end after windows
+  that read none, about the overlap behind rows already stored: harvest_cursor.py).
 sacct runs in UTC (sacct_runner.run_sacct): the windows are given to it, and its times read, in UTC; local
 time would repeat an hour when clocks go back.
 A job id met again with another submit time (ids reused, a requeued job's next run) is stored as a

@@ -7,13 +7,13 @@ crash or a failing sacct loses nothing and the next run resumes from there (wind
 - to the latest End seen, never past the window asked for (a clock ahead on the DBD host must not
   skip later jobs). Accounting that lags or stalls sends rows in End order, and the window read
   again holds the last job seen, so the cursor waits for them.
-- for a window read without a job, to its end, but a window short of now at the latest: an idle
-  cluster or a new store costs a run a window and the overlap (where it read every window since the
-  last job, 30 for a new store), and a row up to a window late is still read (at the window's end,
-  one an hour late after an idle day was lost).
-So a job's row that reaches accounting late is read if it comes within a window plus the overlap
-of the job's end and before a job that ended more than the overlap after it is harvested (on a busy
-site, within about the overlap); later, it is missed: after such an outage, give --start.
+- for a window read without a job, to its end, but a week (EMPTY_WINDOW_BACK_S; a window, if
+  longer) short of now at the latest: an idle cluster or a new store costs a run a week's windows
+  (where it read every window since the last job, 30 for a new store), and rows queued through an
+  outage of up to a week, arriving in End order after windows that read none, are still read.
+So a job's row that reaches accounting late is read if it comes within a week of the job's end and
+before a job that ended more than the overlap after it is harvested (on a busy site in steady state,
+within about the overlap); later, it is missed: after such an outage, give --start.
 
 Otherwise (cursor_at_start, step_back): a host clock before 2000 (not set yet after boot) stops the
 run; a cursor no harvest sets (a damaged state table: text, 0) stops it before sacct, naming it and
@@ -35,6 +35,8 @@ from slurm_harp.core.message import format_minutes
 log = logging.getLogger(__name__)
 
 FIRST_RUN_DAYS = 30
+# How close to now a window read without a job may move the cursor (window_cursor).
+EMPTY_WINDOW_BACK_S = 7 * 86400
 
 
 class ClockNotSetError(ValueError):
@@ -79,7 +81,10 @@ def window_cursor(ends: list[int], high: int, *, now: int, window_s: int) -> int
     at ``now`` reading windows of ``window_s``. Never before 2000, which the next run refuses."""
     if ends:
         return min(max(ends), high)
-    return max(min(high, now - window_s), CURSOR_FIRST)
+    # Never closer to now than a week (or a window, if longer): rows slurmctld queued through a
+    # slurmdbd outage or a stall arrive in End order, after windows that read none; a cursor moved
+    # up to a window short of now lost those that ended before it (a weekend's outage).
+    return max(min(high, now - max(window_s, EMPTY_WINDOW_BACK_S)), CURSOR_FIRST)
 
 
 def step_back(store: JobStore, source: str, cursor: int, end: int) -> int:
