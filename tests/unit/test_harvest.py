@@ -23,12 +23,13 @@ from slurm_harp.accounting import jobstore as jobstore_module
 from slurm_harp.accounting import sacct_runner as sacct_module
 from slurm_harp.accounting import upsert as upsert_module
 from slurm_harp.accounting.jobstore import JobStore
-from slurm_harp.accounting.sacct_runner import ENDED_STATES
+from slurm_harp.accounting.sacct_runner import ENDED_STATES, sacct_time
 from slurm_harp.cli import main
 from slurm_harp.commands import harvest as harvest_command
 from slurm_harp.commands import importer
 from slurm_harp.commands import train as train_command
-from slurm_harp.commands.harvest import FIRST_RUN_DAYS, harvest, sacct_time, windows
+from slurm_harp.commands.harvest import harvest, windows
+from slurm_harp.commands.harvest_cursor import FIRST_RUN_DAYS
 from slurm_harp.commands.importer import source_name
 from slurm_harp.core.extension import observed_ratio
 from slurm_harp.core.request import JobRequest
@@ -278,6 +279,7 @@ def test_jobs_that_end_while_the_clocks_go_back_keep_their_times(
     stored = {int(r.job_id) - 1: r for r in store.records("c1")}
     assert {n: r.end_time for n, r in stored.items()} == dict(enumerate(ends))
     assert all(r.start_time == r.end_time - 300 for r in stored.values() if r.end_time is not None)
+    # The later windows, read without a job, leave it at the last job's end (a week short of now).
     assert store.cursor("c1") == ends[-1]
     # The windows tile the span in UTC: one sacct call per 20 minutes, each 20 minutes long.
     assert [_t(argv, "-S") for argv in sacct.calls] == list(range(change - 3 * HOUR, change + 3 * HOUR, 1200))
@@ -333,7 +335,8 @@ def test_windows_are_separate_sacct_calls_and_transactions(store: JobStore) -> N
     assert report.windows == 3
     spans = [(_t(argv, "-S"), _t(argv, "-E")) for argv in sacct.calls]
     assert spans == windows(LAST_END - 2 * DAY, LAST_END + DAY, DAY)
-    assert store.cursor("c1") == LAST_END  # empty later windows leave it where the jobs were
+    # A window read without a job moves it to its end, but no closer to now than a week.
+    assert store.cursor("c1") == LAST_END
 
 
 def test_a_crash_in_a_later_window_keeps_what_was_committed_and_resumes(store: JobStore) -> None:
@@ -611,6 +614,8 @@ def test_a_tagged_job_whose_ratio_raises_is_left_out_and_the_harvest_goes_on(
         # ISO, but before any Slurm time: said so (year 1 cannot even be a Unix time east of UTC)
         (["--start", "0001-01-01"], "--start: before 1970-01-01 UTC, when Slurm's times start: '0001-01-01'"),
         (["--start", "1969-12-31T23:59:59Z"], "--start: before 1970-01-01 UTC"),
+        # It becomes the cursor, which a run then refuses (test_harvest_cursor.py)
+        (["--start", "1999-12-31T23:59:59Z"], "--start: before 2000-01-01 UTC, older than any Slurm"),
         (["--overlap-minutes", "-5"], "--overlap-minutes: must be >= 0 and at most 5270400 (ten years)"),
         (["--settle-seconds", "nan"], "--settle-seconds: must be >= 0 and at most"),
         (
@@ -622,7 +627,16 @@ def test_a_tagged_job_whose_ratio_raises_is_left_out_and_the_harvest_goes_on(
         (["--overlap-minutes", "1e308"], "--overlap-minutes: must be >= 0"),
     ],
 )
-def test_cli_rejects_bad_arguments(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_rejects_bad_arguments(
+    args: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Taken, they would run no sacct and touch no store of this host's.
+    monkeypatch.setenv("HARP_DB", str(tmp_path / "jobs.sqlite"))
+    monkeypatch.setattr(sacct_module, "run_sacct", FakeSacct(RuntimeError("sacct must not run")))
     assert message in usage_error(["harvest", *args], capsys)
 
 
@@ -853,6 +867,28 @@ def test_saved_text_imported_over_the_harvested_range_is_trained_on_once(
     assert len({(r.job_id, r.request.submit_time) for r in records}) == 7  # the same 7 jobs
     assert len(build_dataset(records)) == 7
     assert "7 jobs are held twice" in caplog.text
+
+
+def test_import_reads_a_carriage_return_in_a_job_name_as_the_harvest_does(
+    tmp_path: Path, local_zone: Callable[[str], None]
+) -> None:
+    """sacct prints a "\\r" in a job name as it is. `harp import` read saved text with universal
+    newlines: the "\\r" ended a line, and that row and every row after it were bad lines (no job of
+    7 read), where the harvest, splitting at "\\n" alone, read every job. A CRLF's "\\r" is no field's."""
+    local_zone("UTC")  # the zone the saved text was printed in, as this host reads it
+    text = SACCT_TEXT.replace("|relax|", "|re\rlax|")
+    with JobStore(tmp_path / "harvested.sqlite") as s:
+        _harvest(s, FakeSacct(text.replace("|", US)), source="saved")
+        harvested = list(s.records())
+    assert len(harvested) == 7 and [r.request.job_name for r in harvested].count("re\rlax") == 1
+    for name, line_end in (("lf", "\n"), ("crlf", "\r\n")):
+        saved = tmp_path / name / "saved.txt"
+        saved.parent.mkdir()
+        saved.write_bytes(text.replace("\n", line_end).encode())
+        db = saved.with_suffix(".sqlite")
+        assert main(["import", "--db", str(db), str(saved)]) == 0
+        with JobStore(db) as s:
+            assert list(s.records()) == harvested, name
 
 
 def test_import_the_kth_trace_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,6 +19,7 @@ from tests.conftest import BUNDLED_TRACE, not_a_file, raised_within, store_check
 from tests.unit.test_sacct import SACCT_TEXT
 
 KTH = BUNDLED_TRACE
+T = 1_700_000_000  # a harvest cursor (read_cursor refuses one before 2000)
 
 
 def _sacct_records() -> list[JobRecord]:
@@ -244,13 +245,13 @@ def test_runs_of_one_user_and_name_newest_first(store: JobStore) -> None:
 
 def test_cursor_never_moves_backwards(store: JobStore) -> None:
     assert store.cursor("a") is None
-    store.upsert([], "a", cursor=500)
-    store.upsert([], "a", cursor=400)
-    assert store.cursor("a") == 500
-    store.merge([_job("1", 100)], "a", cursor=450)
-    assert store.cursor("a") == 500
-    store.merge([_job("2", 100)], "a", cursor=600)
-    assert store.cursor("a") == 600 and store.cursor("b") is None
+    store.upsert([], "a", cursor=T + 500)
+    store.upsert([], "a", cursor=T + 400)
+    assert store.cursor("a") == T + 500
+    store.merge([_job("1", 100)], "a", cursor=T + 450)
+    assert store.cursor("a") == T + 500
+    store.merge([_job("2", 100)], "a", cursor=T + 600)
+    assert store.cursor("a") == T + 600 and store.cursor("b") is None
 
 
 def test_a_record_no_row_holds_is_left_out_and_the_rest_stored(
@@ -260,9 +261,9 @@ def test_a_record_no_row_holds_is_left_out_and_the_rest_stored(
     window rolled back, and every run after stopped at the same record."""
     records = [_job("1", 100), _job("2", 200, elapsed_s=2**63), _job("3", 300, alloc_cpus=-(2**63) - 1)]
     with caplog.at_level(logging.WARNING):
-        result = store.merge([*records, _job("4", 400)], "a", cursor=400)
+        result = store.merge([*records, _job("4", 400)], "a", cursor=T + 400)
     assert (result.received, result.inserted, result.refused) == (4, 2, 2)
-    assert [r.job_id for r in store.records("a")] == ["1", "4"] and store.cursor("a") == 400
+    assert [r.job_id for r in store.records("a")] == ["1", "4"] and store.cursor("a") == T + 400
     assert (
         "2 a jobs not stored, no row holds them (job '2': a whole number past SQLite's 64 bits)"
         in caplog.text
@@ -270,13 +271,13 @@ def test_a_record_no_row_holds_is_left_out_and_the_rest_stored(
 
 
 def test_set_cursor_moves_it_back_and_merge_forward_again(store: JobStore) -> None:
-    store.upsert([], "a", cursor=500)
-    store.set_cursor("a", 300)
-    assert store.cursor("a") == 300 and store.cursor("b") is None
-    store.upsert([], "a", cursor=200)
-    assert store.cursor("a") == 300
-    store.set_cursor("b", 100)
-    assert store.cursor("b") == 100
+    store.upsert([], "a", cursor=T + 500)
+    store.set_cursor("a", T + 300)
+    assert store.cursor("a") == T + 300 and store.cursor("b") is None
+    store.upsert([], "a", cursor=T + 200)
+    assert store.cursor("a") == T + 300
+    store.set_cursor("b", T + 100)
+    assert store.cursor("b") == T + 100
 
 
 def test_latest_end_leaves_out_ends_after_now(store: JobStore) -> None:
@@ -289,8 +290,18 @@ def test_latest_end_leaves_out_ends_after_now(store: JobStore) -> None:
     assert store.latest_end() == 5000  # this host's clock, by default
 
 
+def test_latest_end_of_one_source_leaves_the_others_out(store: JobStore) -> None:
+    """A damaged cursor's repair reads from its own source's latest End (commands.harvest): the
+    store's, an imported 1996 trace's or another cluster's, read from 2000 or skipped jobs."""
+    store.upsert([_job("1", 1000), _job("2", 5000)], "a")
+    store.upsert([_job("1", 3000)], "b")
+    assert store.latest_end(now=6000, source="b") == 3000 and store.latest_end(now=6000, source="a") == 5000
+    assert store.latest_end(now=2999, source="b") is None and store.latest_end(now=6000, source="c") is None
+    assert store.latest_end(now=6000) == 5000  # every source's, the harvest's freshness metric
+
+
 def test_a_failing_batch_rolls_back_rows_and_cursor(store: JobStore) -> None:
-    store.merge([_job("1", 100)], "a", cursor=100)
+    store.merge([_job("1", 100)], "a", cursor=T + 100)
     checksum = store_checksum(store)
 
     def batch() -> Iterator[JobRecord]:
@@ -299,18 +310,18 @@ def test_a_failing_batch_rolls_back_rows_and_cursor(store: JobStore) -> None:
         raise OSError("reader died half-way")
 
     with pytest.raises(OSError, match="half-way"):
-        store.merge(batch(), "a", cursor=900)
+        store.merge(batch(), "a", cursor=T + 900)
     assert store_checksum(store) == checksum
-    assert store.cursor("a") == 100 and store.count() == 1
+    assert store.cursor("a") == T + 100 and store.count() == 1
     # The connection is usable again after the rollback.
-    assert store.upsert([_job("2", 200)], "a", cursor=200) == 1 and store.cursor("a") == 200
+    assert store.upsert([_job("2", 200)], "a", cursor=T + 200) == 1 and store.cursor("a") == T + 200
 
 
 def test_a_second_connection_sees_only_committed_batches(tmp_path: Path) -> None:
     path = tmp_path / "jobs.sqlite"
     with JobStore(path) as writer, JobStore(path) as reader:
-        writer.upsert([_job("1", 100)], "a", cursor=100)
-        assert reader.count() == 1 and reader.cursor("a") == 100
+        writer.upsert([_job("1", 100)], "a", cursor=T + 100)
+        assert reader.count() == 1 and reader.cursor("a") == T + 100
 
 
 def test_100k_upserts_take_seconds(store: JobStore) -> None:
@@ -402,7 +413,7 @@ def _version_1_store(path: Path, rows: list[JobRecord]) -> None:
         db.execute("CREATE INDEX jobs_submit ON jobs (submit_time)")
         db.execute("ALTER TABLE jobs ADD COLUMN censored INTEGER")
         db.execute("CREATE TABLE state (source TEXT PRIMARY KEY, cursor_end INTEGER NOT NULL)")
-        db.execute("INSERT INTO state VALUES ('sacct', 5000)")
+        db.execute("INSERT INTO state VALUES ('sacct', ?)", (T + 5000,))
         names = [c.name for c in COLUMNS]
         for rowid, record in zip((3, 4, 9), rows, strict=True):
             values = dict(zip(["job_id", *DATA_NAMES], row_of(record), strict=True)) | {"censored": None}
@@ -420,7 +431,7 @@ def test_a_version_1_store_opens_with_its_rows_and_takes_a_reused_id(tmp_path: P
     with JobStore(path, readonly=True) as reader:  # a reader may meet it before the harvester
         assert list(reader.records()) == rows
     with JobStore(path) as store:
-        assert list(store.records()) == rows and store.cursor("sacct") == 5000
+        assert list(store.records()) == rows and store.cursor("sacct") == T + 5000
         assert store.position() == Position(3, 9, ("sacct", "3"), 1.5)  # rowids kept: readers go on
         result = store.merge([_job("2", 250, max_rss_mb=1.0), _job("3", 300, max_rss_mb=7.0)], "sacct")
         assert [(r.job_id, r.request.submit_time, r.max_rss_mb) for r in store.records()] == [

@@ -23,6 +23,7 @@ from slurm_harp.model import store as store_module
 from slurm_harp.model.store import LOCK_FILE, ModelStore
 from tests.conftest import write_schema_version
 from tests.unit.test_harvest import TEXT, FakeSacct
+from tests.unit.test_harvest_cursor import damage
 from tests.unit.test_promotion import regular_users
 
 
@@ -278,6 +279,26 @@ def test_a_damaged_job_store_is_named_not_a_traceback(
         caplog.clear()
         assert main(["nightly", "--config", str(site), *extra]) == 1
         assert f"the job store {tmp_path / 'jobs.sqlite'} is damaged or no SQLite database" in caplog.text
+
+
+def test_a_damaged_harvest_cursor_is_named_with_the_harvest_that_reads_past_it(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every night said `harvest stopped at sacct: invalid literal for int()` and `the next run
+    resumes`, and skipped training, for good: a nightly has no --start."""
+    db = tmp_path / "jobs.sqlite"
+    with JobStore(db) as store:
+        store.set_cursor("sacct", 1_700_000_000)
+    damage(db, "garbled")
+    sacct = FakeSacct(TEXT)
+    monkeypatch.setattr(sacct_module, "run_sacct", sacct)
+    assert main(["nightly", "--config", str(site)]) == 1
+    assert sacct.calls == [] and "at sacct" not in caplog.text
+    assert f"harvest not started: the job store {db}: the harvest cursor of source 'sacct' is 'garbled'" in (
+        caplog.text
+    )
+    assert f"(slurm-harp by default), `harp harvest --db {db} --source-name sacct --start " in caplog.text
+    assert "the harvest failed: not retraining tonight" in caplog.text
 
 
 def test_config_problems_are_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

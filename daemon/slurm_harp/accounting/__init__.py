@@ -42,7 +42,9 @@ def load_records(
         return read_swf(path, stats)
     if name.endswith(".csv"):
         return read_csv_trace(path, stats)
-    # Each byte that is not UTF-8 as "?", as the harvest reads sacct's output (core.text).
-    with path.open(encoding="utf-8", errors="surrogateescape") as handle:
+    # Each byte that is not UTF-8 as "?", and lines split at "\n" alone, as the harvest reads
+    # sacct's output: sacct prints a "\r" in a job name as it is, and read as a line end it split
+    # the row (the row and every one after it bad). A CRLF's "\r" is stripped by the splitter.
+    with path.open(encoding="utf-8", errors="surrogateescape", newline="\n") as handle:
         lines = (question_marks(line) for line in bounded_lines(handle, stats))
         return read_sacct(lines, stats, delimiter=delimiter)

@@ -10,7 +10,8 @@ Columns follow the dataclasses: a field added to JobRecord or JobRequest becomes
 added to an existing database when it is opened. ``schema_version`` in ``meta`` is for changes that
 cannot be made that way (store_schema.py).
 
-Writes (the upsert, the harvest cursor, their transaction) are upsert.py's.
+Writes (the upsert, the harvest cursor, their transaction) are upsert.py's, and so is the check of
+a cursor read (a damaged one is a CursorError, as a damaged schema_version is a SchemaVersionError).
 
 Every reader skips a row holding a value not of its column's type (SQLite keeps text written over
 a number by hand) and says so in one warning naming the first such row and column (``_read``).
@@ -37,13 +38,13 @@ from slurm_harp.accounting.store_schema import (
     check_writable,
     migrate,
 )
-from slurm_harp.accounting.upsert import MergeResult, Transaction
+from slurm_harp.accounting.upsert import CursorError, MergeResult, Transaction
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.text import question_marks
 from slurm_harp.regular_file import refuse_non_regular
 from slurm_harp.state_dir import create_file
 
-__all__ = ["SCHEMA_VERSION", "JobStore", "MergeResult", "Position", "SchemaVersionError"]
+__all__ = ["SCHEMA_VERSION", "CursorError", "JobStore", "MergeResult", "Position", "SchemaVersionError"]
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +153,9 @@ class JobStore:
     # ---- reading ---------------------------------------------------------------------------------
 
     def cursor(self, source: str) -> int | None:
-        row = self._db.execute("SELECT cursor_end FROM state WHERE source = ?", (source,)).fetchone()
-        return None if row is None else int(row[0])
+        """The harvest cursor of ``source``, None when it has none; CursorError when it holds no
+        time a harvest sets (a damaged state table), naming the store, the source and the value."""
+        return upsert.read_cursor(self._db, source, self.path)
 
     def count(self, source: str | None = None) -> int:
         return self._count(source)
@@ -294,13 +296,18 @@ class JobStore:
     def _present(self) -> set[str]:
         return {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
 
-    def latest_end(self, now: float | None = None) -> int | None:
-        """The latest end time of any job in the store not after ``now`` (default: this host's
-        clock), None when there is none: how fresh the harvest is. An End after now is a clock's
-        error (the controller's clock ran ahead, then stepped back): counted, it held the freshness
-        in the future, and HarpHarvestStale could not fire until the clock caught up with it."""
+    def latest_end(self, now: float | None = None, source: str | None = None) -> int | None:
+        """The latest end time of any job in the store (of ``source`` alone, when given) not after
+        ``now`` (default: this host's clock), None when there is none: how fresh the harvest is. An
+        End after now is a clock's error (the controller's clock ran ahead, then stepped back):
+        counted, it held the freshness in the future, and HarpHarvestStale could not fire until the
+        clock caught up with it."""
         at = time.time() if now is None else now
-        row = self._db.execute("SELECT MAX(end_time) FROM jobs WHERE end_time <= ?", (int(at),)).fetchone()
+        of_source = "" if source is None else " AND source = ?"
+        args = (int(at),) if source is None else (int(at), source)
+        row = self._db.execute(
+            f"SELECT MAX(end_time) FROM jobs WHERE end_time <= ?{of_source}", args
+        ).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
     # ---- lifecycle -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -73,6 +74,11 @@ STEP_IDS_PER_CALL = 1000
 # selects terminal jobs by End in [-S, -E] (slurmdbd's time_end BETWEEN), which is what a harvest
 # cursor on End needs.
 ENDED_STATES: tuple[str, ...] = tuple(sorted(FINISHED_STATES))
+
+
+def sacct_time(t: int) -> str:
+    """Unix time ``t`` as sacct's -S/-E read it under run_sacct: in SLURM_ZONE (UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
 
 
 def sacct_argv(

@@ -2,16 +2,13 @@
 
 Each run reads the jobs that ENDED in [cursor - overlap, now - settle], window by window (one sacct
 call, then the window's jobs again by id for all their steps, sacct_runner.read_steps; one
-transaction each). The cursor is the latest End seen; it moves in the same transaction
-as the rows, so a crash or a failing sacct loses nothing and the next run resumes from there.
+transaction each, which moves the cursor too). Where the cursor starts and where each window
+leaves it, and so which late rows are still read, is harvest_cursor.py's.
 - settle: accounting fills in late (Partition and TimelimitRaw stay empty for seconds after a job
   ends), so the newest jobs are left for the next run.
-- overlap: jobs near the cursor are read again, and the upsert completes rows read half-filled.
-  A job whose accounting row arrives later than the overlap (slurmdbd down longer) is missed:
-  raise --overlap-minutes after such an outage, or give --start.
-The cursor only moves forward, but for one case: a cursor later than now - settle was set by a run
-whose clock was ahead (the controller's, which stamps the jobs' End too, stepped back since). It is
-set back to now - settle, with a warning naming how far ahead it was (_step_back).
+- overlap: jobs near the cursor are read again: the upsert completes rows read half-filled, and a
+  row that reached accounting late is still read (within a week of its job's end after windows
+  that read none, about the overlap behind rows already stored: harvest_cursor.py).
 sacct runs in UTC (sacct_runner.run_sacct): the windows are given to it, and its times read, in UTC; local
 time would repeat an hour when clocks go back.
 A job id met again with another submit time (ids reused, a requeued job's next run) is stored as a
@@ -31,16 +28,22 @@ from datetime import datetime
 from pathlib import Path
 
 from slurm_harp.accounting import ReadStats, extension_file, sacct_runner
-from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError, storable, store_error
-from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct
+from slurm_harp.accounting.jobstore import CursorError, JobStore, SchemaVersionError, storable, store_error
+from slurm_harp.accounting.sacct_runner import ENDED_STATES, SacctRunner, harvest_sacct, sacct_time
+from slurm_harp.accounting.upsert import CURSOR_FIRST
 from slurm_harp.commands.arguments import config_or_default, settings_at, span, unix_time
+from slurm_harp.commands.harvest_cursor import (
+    FIRST_RUN_DAYS,
+    ClockNotSetError,
+    cursor_at_start,
+    step_back,
+    window_cursor,
+)
 from slurm_harp.config import DEFAULT_PATH
-from slurm_harp.core.message import format_minutes
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DB = "/var/lib/slurm-harp/jobs.sqlite"
-FIRST_RUN_DAYS = 30
 RESUMES = " (stopped early: the next run resumes)"
 # The shortest window: --window-hours 1e-9 made windows of a second, a first run 2.6 million sacct calls.
 MIN_WINDOW_S = 60
@@ -79,8 +82,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--start",
         type=_local_time,
         default=None,
-        help="read from this time (ISO, local unless it has an offset), even with a cursor; default: "
-        f"the cursor, or {FIRST_RUN_DAYS} days ago on the first run",
+        help="read from this time (ISO, local unless it has an offset), even with a cursor (a damaged "
+        f"one too); default: the cursor, or {FIRST_RUN_DAYS} days ago on the first run",
     )
     p.add_argument(
         "--window-hours",
@@ -96,12 +99,10 @@ def _local_time(text: str) -> int:
         at = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO time: {text!r} (e.g. 2026-10-01T08:00)") from None
-    return unix_time(at, text)  # naive = local: an admin's clock
-
-
-def sacct_time(t: int) -> str:
-    """Unix time ``t`` as sacct's -S/-E read it under run_sacct: in SLURM_ZONE (UTC)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
+    start = unix_time(at, text)  # naive = local: an admin's clock
+    if start < CURSOR_FIRST:  # it becomes the cursor, which would then be refused
+        raise argparse.ArgumentTypeError(f"before 2000-01-01 UTC, older than any Slurm accounting: {text!r}")
+    return start
 
 
 @dataclass
@@ -149,19 +150,18 @@ def harvest(
     """Harvest into ``store``; ``report`` and ``stats`` (if given) are filled as windows complete."""
     stats = stats if stats is not None else ReadStats(source="sacct")
     report = report if report is not None else HarvestReport(source)
-    cursor = report.cursor_before = report.cursor = store.cursor(source)
     end = now - settle_s
+    cursor = cursor_at_start(store, source, start, now=now, overlap_s=overlap_s, end=end)
+    report.cursor_before = report.cursor = cursor
     if cursor is not None and cursor > end:
-        cursor = report.cursor = _step_back(store, source, cursor, end)
+        cursor = report.cursor = step_back(store, source, cursor, end)
     if start is None:
         start = now - FIRST_RUN_DAYS * 86400 if cursor is None else cursor - overlap_s
     for low, high in windows(start, end, max(1, window_s)):
         stats.source = f"sacct[{sacct_time(low)}..{sacct_time(high)} UTC]"
         records = harvest_sacct(runner, sacct_time(low), sacct_time(high), stats, states=ENDED_STATES)
         ends = [r.end_time for r in records if r.end_time is not None]
-        # Never past the window asked for: a clock ahead on the DBD host must not skip later jobs.
-        window_cursor = min(max(ends), high) if ends else None
-        result = store.merge(records, source, cursor=window_cursor)
+        result = store.merge(records, source, cursor=window_cursor(ends, high, now=now, window_s=window_s))
         report.windows += 1
         report.inserted += result.inserted
         report.updated += result.updated
@@ -176,26 +176,6 @@ def harvest(
             report.reused,
         )
     return report
-
-
-def _step_back(store: JobStore, source: str, cursor: int, end: int) -> int:
-    """The cursor set back to ``end`` (now - settle), logged: a cursor past it was set by a run
-    whose clock was ahead of this one's. The harvest runs on the controller (docs/install.md), so
-    slurmctld stamped the jobs' End with the same clock: those ended since it stepped back end
-    before the cursor, and a cursor kept (it never moved back) skipped them for good. Set back,
-    the run reads from ``end`` - overlap as any other; the jobs stamped ahead are read when the
-    clock reaches their End, and a job read again merges into its row (the store's identity)."""
-    log.warning(
-        "harvest %s: the cursor, %s UTC, is %s ahead of this host's clock less the settle time "
-        "(%s UTC): the clock stepped back since it was set (or the settle time grew); setting it "
-        "back and reading from there",
-        source,
-        sacct_time(cursor),
-        format_minutes((cursor - end) / 60),
-        sacct_time(end),
-    )
-    store.set_cursor(source, end)
-    return end
 
 
 def store_path(db: str | None, config: str | None) -> str | None:
@@ -256,7 +236,7 @@ def harvest_into(
             stats.source = "extension history"
             ratios = extension_file.ratios_from(store, now)
             extension_file.write(extension_file.path_for(Path(db)), ratios, now)
-    except SchemaVersionError as exc:  # raised opening the store: before any sacct call
+    except (SchemaVersionError, CursorError, ClockNotSetError) as exc:  # before any sacct call
         log.error("harvest not started: %s", exc)
         return False
     except sqlite3.Error as exc:  # the store's, whichever step met it (a window's merge too)
