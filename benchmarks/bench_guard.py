@@ -66,7 +66,8 @@ def listing(jobs: int, pending: int = 0, seed: int = 11) -> str:
         state, nodes = ("R", f"c[{i % 500}-{i % 500 + 1}]") if i < jobs else ("PD", "")
         used = used if i < jobs else 0
         fields = (state, "0", "2026-11-27T10:00:00", clock(limit * 60), clock(max(used, 0)))
-        lines.append(f"{1000 + i}|{'|'.join(fields)}|batch|normal|(null)|{nodes}|N/A|{comment}|")
+        association = "normal|harp|research|alice"
+        lines.append(f"{1000 + i}|{'|'.join(fields)}|batch|{association}|(null)|{nodes}|N/A|{comment}|")
     return "\n".join(lines) + "\n"
 
 

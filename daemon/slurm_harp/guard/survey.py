@@ -1,11 +1,13 @@
-"""The site's bounds as the guard reads them (guard.bounds): the partitions, the QOS and the nodes'
-cores once a minute, the reservations then and again in a poll that needs them fresh (guard.loop).
+"""The site's bounds as the guard reads them (guard.bounds): the partitions, the QOS, the
+associations and the nodes' cores once a minute (one call each), the reservations then and again in
+a poll that needs them fresh (guard.loop).
 
-A read that fails keeps the last known (logged). So does a read of the partitions, the QOS or the
-nodes that succeeds but lists none (scontrol, sacctmgr or sinfo printing nothing, exit 0), logged
-once until they are listed again: Slurm runs no job outside a partition, nor on no node, so such a
-read is no listing of the site. Taken as it was, it made every partition's MaxTime and every QOS's
-MaxWall none, and the guard extended jobs past them (Slurm lets an operator).
+A read that fails keeps the last known (logged). So does a read of the partitions, the QOS, the
+associations or the nodes that succeeds but lists none (scontrol, sacctmgr or sinfo printing
+nothing, exit 0), logged once until they are listed again: Slurm runs no job outside a partition,
+nor on no node, and every cluster has a root association, so such a read is no listing of the site.
+Taken as it was, it made every partition's MaxTime and every QOS's MaxWall none, and the guard
+extended jobs past them (Slurm lets an operator).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
+from slurm_harp.guard.associations import ASSOCIATIONS_ARGV, lists_associations, parse_associations
 from slurm_harp.guard.bounds import (
     NODE_CORES_ARGV,
     PARTITIONS_ARGV,
@@ -33,7 +36,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 U = TypeVar("U")
-# Partitions, QOS and nodes change rarely: read them this often.
+# Partitions, QOS, associations and nodes change rarely: read them this often.
 BOUNDS_REFRESH_S = 60.0
 
 
@@ -75,6 +78,9 @@ class Survey:
             partition_qos=partition_qos,
             node_cores=self._read(
                 "node cores", NODE_CORES_ARGV, parse_node_cores, old.node_cores, _lists_nodes
+            ),
+            associations=self._read(
+                "associations", ASSOCIATIONS_ARGV, parse_associations, old.associations, lists_associations
             ),
         )
         self._at = now
