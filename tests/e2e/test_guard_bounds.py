@@ -4,7 +4,9 @@ outgrow an extension:
     guard reads its deadline (squeue's Deadline) and does not extend it past;
 (b) a partition whose QOS (``scontrol update PartitionName=debug QOS=short``) has a MaxWall: its jobs
     are extended up to it, not past (scontrol's ``QoS=``, sacctmgr's Flags);
-(c) a user's own limit of 400 days, which squeue prints INVALID: the guard reads it, as over a year.
+(c) a user's own limit of 400 days, which squeue prints INVALID: the guard reads it, as over a year;
+(d) an account (students) under one whose MaxWall is 4 minutes (dept): its jobs inherit it, and are
+    extended up to it, not past (sacctmgr's associations, squeue's Cluster, Account and UserName).
 The tags are set by hand, as root (as the plugin would have); the guard polls every second, with a
 lead of LEAD_S, so that each job is due at once and would otherwise be extended to 6 minutes.
 """
@@ -18,6 +20,7 @@ import pytest
 
 from tests.e2e import test_guard_changes as changes
 from tests.e2e.cluster import SlurmCluster, StartCluster
+from tests.e2e.cluster_config import CLUSTER_NAME
 from tests.e2e.test_guard import GuardProcess
 from tests.e2e.test_guard_changes import (
     EXTEND,
@@ -42,6 +45,16 @@ def cluster(start_module_cluster: StartCluster) -> SlurmCluster:
         "slurmctld to know QOS short",
         lambda: cluster.run(["scontrol", "update", "PartitionName=debug", "QOS=short"]).returncode == 0,
     )
+    for add in (
+        ["account", "dept", f"cluster={CLUSTER_NAME}", "MaxWall=00:04:00"],
+        ["account", "students", "parent=dept", f"cluster={CLUSTER_NAME}"],
+        ["user", "root", "account=students", f"cluster={CLUSTER_NAME}"],
+    ):
+        added = cluster.run(["sacctmgr", "-i", "add", *add])
+        assert added.returncode == 0, added.stderr
+    # slurmctld's own view: the association of root on students, dept's limit pre-propagated into it.
+    shown = ["scontrol", "show", "assoc_mgr", "flags=assoc", "accounts=students", "users=root"]
+    wait_for("slurmctld to know students", lambda: "MaxWallPJ=4" in cluster.run(shown).stdout)
     return cluster
 
 
@@ -68,13 +81,7 @@ def test_a_partition_s_qos_maxwall_caps_an_extension(
     cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
 ) -> None:
     job = submit(cluster, "-p", "debug", "-w", "c2")
-    wait_for("the job to run", lambda: squeue(cluster, job)[0] == "RUNNING")
-    update(cluster, job, f"AdminComment={EXTEND}", "TimeLimit=2")  # cut; its own 10 minutes
-    wait_for("the job to be extended", lambda: squeue(cluster, job)[1] != "2:00")
-    polled(tmp_path)
-    assert squeue(cluster, job)[1] == "3:00", log_of(tmp_path)  # short's MaxWall, not 6 minutes
-    assert f"job {job}: time limit 2 -> 3 min by a step (own 10" in log_of(tmp_path)
-    assert "capped by its partition's QOS short MaxWall" in log_of(tmp_path)
+    assert_capped(cluster, job, tmp_path, 3, "its partition's QOS short MaxWall")  # not 6 minutes
 
 
 def test_a_limit_over_a_year_is_read_not_skipped(
@@ -88,3 +95,24 @@ def test_a_limit_over_a_year_is_read_not_skipped(
     entry = followed(tmp_path, job)
     assert entry is not None and entry[2:5] == [True, 576000, 525601] and entry[6] is None
     assert "skipped" not in log_of(tmp_path)
+
+
+def test_an_inherited_account_maxwall_caps_an_extension(
+    cluster: SlurmCluster, guard: GuardProcess, tmp_path: Path
+) -> None:
+    # Slurm checks an association's MaxWall as a job is submitted and before it starts, never as an
+    # operator raises its limit: the guard bounds its extensions at it itself.
+    job = submit(cluster, "-A", "students", "-w", "c2")
+    # dept's MaxWall, inherited (sacctmgr prints it in root's row on students), not 6 minutes
+    assert_capped(cluster, job, tmp_path, 4, "association of root on account students MaxWall")
+
+
+def assert_capped(cluster: SlurmCluster, job: int, tmp_path: Path, bound: int, why: str) -> None:
+    """Once ``job`` runs, cut to 2 minutes of its own 10, the guard extends it to ``bound`` alone."""
+    wait_for("the job to run", lambda: squeue(cluster, job)[0] == "RUNNING")
+    update(cluster, job, f"AdminComment={EXTEND}", "TimeLimit=2")
+    wait_for("the job to be extended", lambda: squeue(cluster, job)[1] != "2:00")
+    polled(tmp_path)
+    assert squeue(cluster, job)[1] == f"{bound}:00", log_of(tmp_path)
+    assert f"job {job}: time limit 2 -> {bound} min by a step (own 10" in log_of(tmp_path)
+    assert f"capped by {why}" in log_of(tmp_path)
