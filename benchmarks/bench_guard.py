@@ -37,7 +37,7 @@ from slurm_harp.guard import seen_file
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.loop import Guard
 from slurm_harp.guard.running import SQUEUE_ARGV
-from slurm_harp.guard.slurm import Completed
+from slurm_harp.guard.slurm import CONFIG_ARGV, Completed
 
 
 def clock(seconds: int) -> str:
@@ -88,6 +88,8 @@ class Slurm:
             return Completed(0, self.text, "")
         if argv[:2] == ("scontrol", "update"):
             self.updates += 1
+        if tuple(argv) == CONFIG_ARGV:
+            return Completed(0, "AccountingStorageEnforce = associations,limits\n", "")
         return Completed(0, "", "")
 
 

@@ -55,7 +55,8 @@ def line(
 class FakeSlurm:
     """squeue answers ``listing``; scontrol update succeeds unless the job is in ``gone`` (it ended)
     or ``refused`` (scontrol fails); sinfo answers ``node_cores``, scontrol show partition
-    ``partitions``, scontrol show config a BOOT_TIME of ``booted``, sacctmgr show qos ``qos`` and
+    ``partitions``, scontrol show config a BOOT_TIME of ``booted`` and an AccountingStorageEnforce
+    of ``enforce`` (None: no such line; fails with ``config_fails``), sacctmgr show qos ``qos`` and
     sacctmgr show assoc ``associations`` (fails with ``associations_fail``). ``calls``: every argv,
     in order."""
 
@@ -76,8 +77,9 @@ class FakeSlurm:
         # sacctmgr's Cluster|Account|User|Partition|ParentName|MaxWall: no MaxWall
         self.associations = "harp|root||||\nharp|research|||root|\nharp|research|alice|||\n"
         self.booted = BOOTED
+        self.enforce: str | None = "associations,limits"  # as scontrol prints slurm.conf's "limits"
         self.updates: list[tuple[str, int]] = []
-        self.squeue_fails = self.reservations_fail = self.associations_fail = False
+        self.squeue_fails = self.reservations_fail = self.associations_fail = self.config_fails = False
         self.calls: list[tuple[str, ...]] = []
 
     def __call__(self, argv: Sequence[str]) -> Completed:
@@ -104,7 +106,11 @@ class FakeSlurm:
         if "partition" in argv:
             return Completed(0, self.partitions, "")
         if argv == ("scontrol", "show", "config"):
+            if self.config_fails:
+                return Completed(1, "", "slurm_load_ctl_conf error: Unable to contact slurm controller\n")
             config = f"Configuration data as of {self.booted}\nAccountingStorageBackupHost = (null)\n"
+            if self.enforce is not None:
+                config += f"AccountingStorageEnforce = {self.enforce}\n"
             config += f"BOOT_TIME               = {self.booted}\nBurstBufferType         = (null)\n"
             return Completed(0, config, "")
         if argv[0] == "sinfo":

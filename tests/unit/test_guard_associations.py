@@ -98,7 +98,7 @@ def test_a_qos_maxwall_passes_over_the_association_s() -> None:
     # MaxWall only where no QOS of the job set one, larger or smaller.
     associations = parse_associations(STUDENTS)
     qos = parse_qos("normal||\nlong|2-00:00:00|\nshort|01:00:00|\n")
-    bounds = Bounds(qos=qos, associations=associations)
+    bounds = Bounds(qos=qos, associations=associations, limits_enforced=True)
 
     def bound(qos_name: str, partition: str = "batch") -> tuple[int | None, str]:
         text = line("5", "40:00", "39:00", EXTEND, partition=partition, account="students")
@@ -109,7 +109,9 @@ def test_a_qos_maxwall_passes_over_the_association_s() -> None:
     assert bound("long") == (2880, "QOS long MaxWall")  # two days, above the account's 2 hours
     assert bound("short") == (60, "QOS short MaxWall")
     # A partition's QOS with a MaxWall passes over it too.
-    partitioned = Bounds(qos=qos, associations=associations, partition_qos={"batch": "long"})
+    partitioned = Bounds(
+        qos=qos, associations=associations, partition_qos={"batch": "long"}, limits_enforced=True
+    )
     (job,) = parse_running(line("5", "40:00", "39:00", EXTEND, account="students"))
     assert partitioned.limit_for(job, NOW) == (2880, "its partition's QOS long MaxWall")
 

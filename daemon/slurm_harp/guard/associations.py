@@ -2,9 +2,10 @@
 an account or on a user's association, inherited down the account tree).
 
 Slurm 22.05 holds a job to its association's MaxWall as it is submitted and before it starts
-(acct_policy.c: _acct_policy_validate, acct_policy_job_runnable_pre_select), but not when an operator
-raises its limit (job_mgr.c _update_job validates only a user's update): a job cut by harp below the
-MaxWall runs, and the guard would extend it to its user's own limit past it. So the guard applies it.
+(acct_policy.c: _acct_policy_validate, acct_policy_job_runnable_pre_select), where it enforces
+limits (guard.enforcement), but not when an operator raises its limit (job_mgr.c _update_job
+validates only a user's update): a job cut by harp below the MaxWall runs, and the guard would extend
+it to its user's own limit past it. So the guard applies it, where Slurm enforces it.
 
 Which association, as slurmctld picks it: the user's on the job's account and partition where
 associations are per partition, else the user's on the account. Its MaxWall is the first that one of

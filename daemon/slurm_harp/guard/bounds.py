@@ -1,8 +1,8 @@
 """What the site allows a running job's limit to grow to: reservations on its nodes, its
-partition's MaxTime and the MaxWall of its QOS or its partition's (guard.qos), else of its
-association (guard.associations); and the job's own deadline (``--deadline``: Slurm started it with
-a limit that ends by then, and never kills it for it later, so an extension past it would run the
-job past the time its user gave).
+partition's MaxTime and, where slurmctld enforces limits (guard.enforcement), the MaxWall of its QOS
+or its partition's (guard.qos), else of its association (guard.associations); and the job's own
+deadline (``--deadline``: Slurm started it with a limit that ends by then, and never kills it for it
+later, so an extension past it would run the job past the time its user gave).
 
 The guard runs as an operator, and Slurm lets an operator raise a limit through all of these
 (checked on Slurm 22.05: into a maintenance reservation, past a partition MaxTime). So the guard
@@ -76,6 +76,9 @@ class Bounds:
     partition_qos: Mapping[str, str] = field(default_factory=dict)  # partition -> its QOS
     node_cores: Mapping[str, int] = field(default_factory=dict)
     associations: AssociationTable = field(default_factory=AssociationTable)
+    # AccountingStorageEnforce sets limits: without, Slurm stops no job at a QOS's or an
+    # association's MaxWall, and neither bounds an extension (a partition's MaxTime always does).
+    limits_enforced: bool = False
 
     def limit_for(self, job: RunningJob, now: float) -> tuple[int | None, str]:
         """(the largest limit in minutes the site allows ``job``, what sets it); None: no bound."""
@@ -88,11 +91,12 @@ class Bounds:
 
         if job.partition in self.partition_max_minutes:
             lower(self.partition_max_minutes[job.partition], f"partition {job.partition} MaxTime")
-        wall = self.qos.max_wall(job.qos, self.partition_qos.get(job.partition))
-        if wall is None:  # a QOS's MaxWall, larger or smaller, passes over the association's
-            wall = self.associations.max_wall(job.cluster, job.account, job.user, job.partition)
-        if wall is not None:
-            lower(*wall)
+        if self.limits_enforced:
+            wall = self.qos.max_wall(job.qos, self.partition_qos.get(job.partition))
+            if wall is None:  # a QOS's MaxWall, larger or smaller, passes over the association's
+                wall = self.associations.max_wall(job.cluster, job.account, job.user, job.partition)
+            if wall is not None:
+                lower(*wall)
         started = now - job.elapsed_s  # when it would have started had it never been suspended
         if job.deadline is not None:
             deadline = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(job.deadline))

@@ -1,6 +1,7 @@
 """The site's bounds as the guard reads them (guard.bounds): the partitions, the QOS, the
-associations and the nodes' cores once a minute (one call each), the reservations then and again in
-a poll that needs them fresh (guard.loop).
+associations, the nodes' cores and whether slurmctld enforces limits (guard.enforcement) once a
+minute (one call each), the reservations then and again in a poll that needs them fresh
+(guard.loop).
 
 A read that fails keeps the last known (logged). So does a read of the partitions, the QOS, the
 associations or the nodes that succeeds but lists none (scontrol, sacctmgr or sinfo printing
@@ -29,6 +30,7 @@ from slurm_harp.guard.bounds import (
     parse_qos,
     parse_reservations,
 )
+from slurm_harp.guard.enforcement import Enforcement
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.slurm_formats import scontrol_records
 
@@ -36,7 +38,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 U = TypeVar("U")
-# Partitions, QOS, associations and nodes change rarely: read them this often.
+# Partitions, QOS, associations, nodes and slurmctld's enforcement change rarely: read them this often.
 BOUNDS_REFRESH_S = 60.0
 
 
@@ -55,6 +57,7 @@ def _lists_nodes(text: str) -> bool:
 class Survey:
     def __init__(self, run: Runner) -> None:
         self._run = run
+        self._enforcement = Enforcement(run)
         self.bounds = Bounds()
         self._at = -float("inf")
         self._fresh = False  # the reservations read in this poll
@@ -82,6 +85,7 @@ class Survey:
             associations=self._read(
                 "associations", ASSOCIATIONS_ARGV, parse_associations, old.associations, lists_associations
             ),
+            limits_enforced=self._enforcement.read(),
         )
         self._at = now
         self.reservations_fresh()
