@@ -68,8 +68,10 @@ def test_an_inherited_limit_is_found_up_the_account_tree(tmp_path: Path) -> None
     assert extensions == [41, 45, 55, 70, 100, 120]
     table = parse_associations(DEPT_ONLY)
     assert table.max_wall("harp", "students", "alice", "batch") == (120, "account dept MaxWall")
-    # A user not listed yet (added since the read): their account's limit all the same.
-    assert table.max_wall("harp", "students", "bob", "batch") == (120, "account dept MaxWall")
+    # A user not listed (added since the read, or a name squeue could not resolve: "nobody"): no
+    # bound, since their own association may allow more than the account (the review's case).
+    assert table.max_wall("harp", "students", "bob", "batch") is None
+    assert table.max_wall("harp", "students", "nobody", "batch") is None
     assert table.max_wall("harp", "unknown", "alice", "batch") is None
 
 
@@ -118,7 +120,9 @@ def test_a_qos_maxwall_passes_over_the_association_s() -> None:
 
 def test_another_cluster_s_associations_bound_nothing_here() -> None:
     # One slurmdbd keeps several clusters: squeue's Cluster names the job's.
-    table = parse_associations("other|root||||\nother|students|||root|00:05:00\nharp|students|||root|\n")
+    table = parse_associations(
+        "other|root||||\nother|students|||root|00:05:00\nother|students|alice|||\nharp|students|||root|\n"
+    )
     assert table.max_wall("harp", "students", "alice", "batch") is None
     assert table.max_wall("other", "students", "alice", "batch") == (5, "account students MaxWall")
 
@@ -152,10 +156,13 @@ def test_sacctmgr_failing_keeps_the_last_read_and_never_read_bounds_nothing(
 def test_a_line_or_limit_that_does_not_read(caplog: pytest.LogCaptureFixture) -> None:
     table = parse_associations(
         "harp|root||||\nharp|dept|||root|02:00:00\nharp|students|||dept|soon\ngarbled line\n"
-        "harp|students|alice|||soon\n"
+        "harp|students|alice|||soon\nharp|students|bob|||\nharp|lab|||dept|\nharp|lab|carol|||\n"
     )
-    # Its own MaxWall unreadable (logged): as none, so its parent's counts.
-    assert table.max_wall("harp", "students", "alice", "batch") == (120, "account dept MaxWall")
+    # A MaxWall on the way that does not read (logged): no bound, not its parent's, which may be
+    # lower than the one Slurm holds the job to.
+    assert table.max_wall("harp", "students", "alice", "batch") is None
+    assert table.max_wall("harp", "students", "bob", "batch") is None
+    assert table.max_wall("harp", "lab", "carol", "batch") == (120, "account dept MaxWall")
     assert "association 'harp/students/alice' MaxWall unreadable" in caplog.text
     assert "association line skipped (1 fields, expected 6)" in caplog.text
     # A loop in the listing (no tree Slurm keeps) ends the walk.

@@ -125,3 +125,17 @@ def test_the_setting_reads_as_slurm_reads_it(caplog: pytest.LogCaptureFixture) -
     assert caplog.text.count("AccountingStorageEnforce: future not known here") == 1
     printed[0] = "future"
     assert not enforcement.read()
+
+
+def test_a_first_read_that_fails_is_tried_again_at_the_next_poll(tmp_path: Path) -> None:
+    """The review: one `scontrol show config` failing at the guard's start (a timeout, slurmctld
+    restarting) left an enforced QOS MaxWall unapplied for a minute, where before it always bound."""
+    slurm = site("associations,limits", "qos")
+    clock = [NOW]
+    guard, _ = make_guard(slurm, tmp_path, clock=lambda: clock[0])
+    for job, fails, extended in (("5", True, 160), ("6", False, 120), ("7", False, 120)):
+        slurm.config_fails = fails
+        slurm.listing = line(job, "1:40:00", "1:38:30", EXTEND) + "\n"
+        guard.poll()
+        assert slurm.updates[-1] == (job, extended)
+        clock[0] += 5  # polls within the minute the other bounds are kept for

@@ -22,8 +22,11 @@ qos_rec.max_wall_pj is set; acct_policy_job_runnable_pre_select tests it against
 or smaller. guard.bounds applies that order.
 
 Names are compared lowered (core.text.lowered): accounting keeps accounts, users (unless slurmdbd's
-PreserveCaseUser) and partitions in lower case, squeue prints a user's name as the system has it. A
-row whose MaxWall does not read (logged) sets none, and its parents' count.
+PreserveCaseUser) and partitions in lower case, squeue prints a user's name as the system has it.
+A user with no row listed (added since the last read, or a name squeue could not resolve: "nobody"),
+or a row on the way whose MaxWall does not read (logged), gives no bound: the user's own
+association may allow more than its account, and a bound too low would stop the job before the
+limit Slurm gives it.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_harp.core.text import lowered
-from slurm_harp.guard.qos import bound_minutes
+from slurm_harp.slurm_formats import parse_max_time
 
 log = logging.getLogger(__name__)
 
@@ -53,23 +56,30 @@ Key = tuple[str, str, str, str]
 class AssociationTable:
     max_minutes: Mapping[Key, int] = field(default_factory=dict)  # the rows that set a MaxWall
     rows: frozenset[Key] = frozenset()  # every row listed
+    unread: frozenset[Key] = frozenset()  # rows whose MaxWall does not read
     parents: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (cluster, account) -> parent
 
     def max_wall(self, cluster: str, account: str, user: str, partition: str) -> tuple[int, str] | None:
         """(the association MaxWall in minutes that bounds a job of ``user`` on ``account`` in
         ``partition`` of ``cluster``, what sets it); None where none does or the account is not
-        listed. Names in any case."""
+        listed, the user's association not listed, or a MaxWall on the way does not read. Names in
+        any case."""
         cluster, account, user = lowered(cluster), lowered(account), lowered(user)
         partition = lowered(partition)
         own = (cluster, account, user, partition)
         if own not in self.rows:
             own = (cluster, account, user, "")
-        if user and (minutes := self.max_minutes.get(own)) is not None:
-            on = f" in partition {partition}" if own[3] else ""
-            return minutes, f"association of {user} on account {account}{on} MaxWall"
+        if user:
+            if own not in self.rows or own in self.unread:
+                return None
+            if (minutes := self.max_minutes.get(own)) is not None:
+                on = f" in partition {partition}" if own[3] else ""
+                return minutes, f"association of {user} on account {account}{on} MaxWall"
         seen: set[str] = set()  # a loop in the listing (no tree Slurm keeps) ends the walk
         while account and account not in seen:
             seen.add(account)
+            if (cluster, account, "", "") in self.unread:
+                return None
             if (minutes := self.max_minutes.get((cluster, account, "", ""))) is not None:
                 return minutes, f"account {account} MaxWall"
             account = self.parents.get((cluster, account), "")
@@ -80,6 +90,7 @@ def parse_associations(text: str) -> AssociationTable:
     """ASSOCIATIONS_ARGV's output; a line without its six fields is logged and skipped."""
     limits: dict[Key, int] = {}
     rows: set[Key] = set()
+    unread: set[Key] = set()
     parents: dict[tuple[str, str], str] = {}
     for line in text.split("\n"):
         if not line.strip():
@@ -95,10 +106,15 @@ def parse_associations(text: str) -> AssociationTable:
         rows.add(key)
         if not user and parent:
             parents[(cluster, account)] = parent
-        minutes = bound_minutes(fields[5], f"association {'/'.join(key).strip('/')!r:.60} MaxWall")
+        try:
+            minutes = parse_max_time(fields[5])
+        except Exception as exc:  # one odd field, whatever it raises, never stops a poll
+            log.warning("association %r MaxWall unreadable, no bound: %s", "/".join(key).strip("/")[:60], exc)
+            unread.add(key)
+            continue
         if minutes is not None:
             limits[key] = minutes
-    return AssociationTable(limits, frozenset(rows), parents)
+    return AssociationTable(limits, frozenset(rows), frozenset(unread), parents)
 
 
 def lists_associations(text: str) -> bool:

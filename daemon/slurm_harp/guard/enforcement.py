@@ -57,6 +57,11 @@ class Enforcement:
         self._run = run
         self._words: frozenset[str] | None = None  # None: not read since the guard started
 
+    @property
+    def known(self) -> bool:
+        """Whether the setting was read since the guard started."""
+        return self._words is not None
+
     def read(self) -> bool:
         """Read it again: whether limits are enforced; the last read, or False (neither MaxWall a
         bound) where none read, when it does not read (logged)."""

@@ -68,6 +68,8 @@ class Survey:
         clock stepped back an hour read nothing for the hour)."""
         self._fresh = False
         if now - self._at < BOUNDS_REFRESH_S:
+            if not self._enforcement.known:  # a first read that failed (a timeout): tried each poll
+                self.bounds = dataclasses.replace(self.bounds, limits_enforced=self._enforcement.read())
             return
         old = self.bounds
         partitions = (old.partition_max_minutes, old.partition_qos)
