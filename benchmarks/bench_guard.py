@@ -37,7 +37,7 @@ from slurm_harp.guard import seen_file
 from slurm_harp.guard.guard_metrics import GuardMetrics
 from slurm_harp.guard.loop import Guard
 from slurm_harp.guard.running import SQUEUE_ARGV
-from slurm_harp.guard.slurm import Completed
+from slurm_harp.guard.slurm import CONFIG_ARGV, Completed
 
 
 def clock(seconds: int) -> str:
@@ -66,7 +66,8 @@ def listing(jobs: int, pending: int = 0, seed: int = 11) -> str:
         state, nodes = ("R", f"c[{i % 500}-{i % 500 + 1}]") if i < jobs else ("PD", "")
         used = used if i < jobs else 0
         fields = (state, "0", "2026-11-27T10:00:00", clock(limit * 60), clock(max(used, 0)))
-        lines.append(f"{1000 + i}|{'|'.join(fields)}|batch|normal|(null)|{nodes}|N/A|{comment}|")
+        association = "normal|harp|research|alice"
+        lines.append(f"{1000 + i}|{'|'.join(fields)}|batch|{association}|(null)|{nodes}|N/A|{comment}|")
     return "\n".join(lines) + "\n"
 
 
@@ -87,6 +88,8 @@ class Slurm:
             return Completed(0, self.text, "")
         if argv[:2] == ("scontrol", "update"):
             self.updates += 1
+        if tuple(argv) == CONFIG_ARGV:
+            return Completed(0, "AccountingStorageEnforce = associations,limits\n", "")
         return Completed(0, "", "")
 
 

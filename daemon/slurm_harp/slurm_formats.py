@@ -1,6 +1,6 @@
 """Slurm's text formats, read alike everywhere: counts, TRES lists, durations and time limits, memory
-sizes, the words its tools print for "no value" and "no limit", and ``scontrol show``'s
-``Key=Value`` records.
+sizes, the words its tools print for "no value" and "no limit", ``scontrol show``'s ``Key=Value``
+records and ``scontrol show config``'s ``Key = Value`` lines.
 
 Pure functions, in a layer of their own just above core (pyproject.toml's import layers), so that
 every layer reading Slurm text (the advice, the accounting, the guard) reads it the same way. Each
@@ -18,6 +18,7 @@ from typing import TypeVar
 
 __all__ = [
     "OutOfRange",
+    "config_value",
     "gpus_in_tres",
     "in_range",
     "is_sentinel",
@@ -222,3 +223,13 @@ def scontrol_records(text: str, first_key: str) -> list[dict[str, str]]:
         elif records:
             records[-1][key] = value
     return records
+
+
+def config_value(text: str, key: str) -> str | None:
+    """The value of ``key`` (as scontrol spells it) in ``scontrol show config``'s ``Key = Value``
+    lines, stripped; None where no line has it."""
+    for line in text.split("\n"):
+        name, sep, value = line.partition("=")
+        if sep and name.strip() == key:
+            return value.strip()
+    return None

@@ -23,6 +23,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +57,9 @@ def guard_process(tmp_path: Path, env: dict[str, str]) -> GuardProcess:
     return GuardProcess(config, env, tmp_path / "guard.log")
 
 
-@pytest.fixture
-def guard(cluster: SlurmCluster, tmp_path: Path) -> Iterator[GuardProcess]:
-    """A running guard (its first poll done); the test's jobs are cancelled after the test."""
+@contextmanager
+def running_guard(cluster: SlurmCluster, tmp_path: Path) -> Iterator[GuardProcess]:
+    """A guard on ``cluster``, its first poll done; stopped, and root's jobs cancelled, after."""
     process = guard_process(tmp_path, cluster.env)
     process.start()
     try:
@@ -67,6 +68,13 @@ def guard(cluster: SlurmCluster, tmp_path: Path) -> Iterator[GuardProcess]:
     finally:
         process.stop()
         cluster.run(["scancel", "--user=root"])
+
+
+@pytest.fixture
+def guard(cluster: SlurmCluster, tmp_path: Path) -> Iterator[GuardProcess]:
+    """A running guard (its first poll done); the test's jobs are cancelled after the test."""
+    with running_guard(cluster, tmp_path) as process:
+        yield process
 
 
 def update(cluster: SlurmCluster, job: int, *items: str) -> None:

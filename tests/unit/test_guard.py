@@ -45,17 +45,20 @@ def line(
     state: str = "R",
     restarts: int = 0,
     deadline: str = "N/A",
+    account: str = "research",
 ) -> str:
-    """One line of SQUEUE_ARGV's output."""
+    """One line of SQUEUE_ARGV's output (a job of alice on cluster harp)."""
     head = f"{job}|{state}|{restarts}|{SUBMITTED}|{limit}|{used}|{partition}"
-    return f"{head}|normal|(null)|{nodes}|{deadline}|{comment}|"
+    return f"{head}|normal|harp|{account}|alice|(null)|{nodes}|{deadline}|{comment}|"
 
 
 class FakeSlurm:
     """squeue answers ``listing``; scontrol update succeeds unless the job is in ``gone`` (it ended)
     or ``refused`` (scontrol fails); sinfo answers ``node_cores``, scontrol show partition
-    ``partitions``, scontrol show config a BOOT_TIME of ``booted`` and sacctmgr ``qos``. ``calls``:
-    every argv, in order."""
+    ``partitions``, scontrol show config a BOOT_TIME of ``booted`` and an AccountingStorageEnforce
+    of ``enforce`` (None: no such line; fails with ``config_fails``), sacctmgr show qos ``qos`` and
+    sacctmgr show assoc ``associations`` (fails with ``associations_fail``). ``calls``: every argv,
+    in order."""
 
     def __init__(
         self,
@@ -71,9 +74,12 @@ class FakeSlurm:
         self.node_cores = node_cores
         self.partitions = "PartitionName=batch MaxTime=UNLIMITED State=UP QoS=N/A\n"
         self.qos = "normal||\nlong|2-00:00:00|\n"  # sacctmgr's Name|MaxWall|Flags
+        # sacctmgr's Cluster|Account|User|Partition|ParentName|MaxWall: no MaxWall
+        self.associations = "harp|root||||\nharp|research|||root|\nharp|research|alice|||\n"
         self.booted = BOOTED
+        self.enforce: str | None = "associations,limits"  # as scontrol prints slurm.conf's "limits"
         self.updates: list[tuple[str, int]] = []
-        self.squeue_fails = self.reservations_fail = False
+        self.squeue_fails = self.reservations_fail = self.associations_fail = self.config_fails = False
         self.calls: list[tuple[str, ...]] = []
 
     def __call__(self, argv: Sequence[str]) -> Completed:
@@ -100,11 +106,21 @@ class FakeSlurm:
         if "partition" in argv:
             return Completed(0, self.partitions, "")
         if argv == ("scontrol", "show", "config"):
+            if self.config_fails:
+                return Completed(1, "", "slurm_load_ctl_conf error: Unable to contact slurm controller\n")
             config = f"Configuration data as of {self.booted}\nAccountingStorageBackupHost = (null)\n"
+            if self.enforce is not None:
+                config += f"AccountingStorageEnforce = {self.enforce}\n"
             config += f"BOOT_TIME               = {self.booted}\nBurstBufferType         = (null)\n"
             return Completed(0, config, "")
         if argv[0] == "sinfo":
             return Completed(0, self.node_cores, "")
+        if "assoc" in argv:
+            if self.associations_fail:
+                return Completed(
+                    1, "", "sacctmgr: error: Problem talking to the database: Connection refused\n"
+                )
+            return Completed(0, self.associations, "")
         return Completed(0, self.qos, "")
 
 

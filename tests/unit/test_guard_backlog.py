@@ -44,8 +44,8 @@ class SlowSlurm:
         if argv == SQUEUE_ARGV:
             used = _clock_text(self.now - START)
             lines = (
-                f"{job}|R|0|{SUBMITTED}|{_clock_text(limit * 60)}|{used}|batch|normal|(null)|c1|N/A|"
-                f"{self.tag}|"
+                f"{job}|R|0|{SUBMITTED}|{_clock_text(limit * 60)}|{used}|batch|normal|harp|research|alice|"
+                f"(null)|c1|N/A|{self.tag}|"
                 for job, limit in self.limits.items()
             )
             return Completed(0, "\n".join(lines) + "\n", "")
@@ -63,6 +63,8 @@ class SlowSlurm:
             return Completed(0, "PartitionName=batch MaxTime=UNLIMITED State=UP\n", "")
         if argv[0] == "sinfo":
             return Completed(0, "c[1-8]|2|4\n", "")
+        if "assoc" in argv:
+            return Completed(0, "harp|root||||\n", "")
         return Completed(0, "normal|\n", "")
 
 
@@ -200,8 +202,8 @@ def test_the_update_time_is_measured_and_followed() -> None:
 def test_jobs_closer_than_a_due_one_are_due_and_a_few_keep_the_plain_lead() -> None:
     def job(name: str, left_s: float) -> RunningJob:
         (parsed,) = parse_running(
-            f"{name}|R|0|{SUBMITTED}|1:00:00|{_clock_text(3600 - left_s)}|b|normal|(null)|c1|N/A|"
-            "harp:extend,t!=60,t0=600,v=x|"
+            f"{name}|R|0|{SUBMITTED}|1:00:00|{_clock_text(3600 - left_s)}|b|normal|harp|research|alice|"
+            "(null)|c1|N/A|harp:extend,t!=60,t0=600,v=x|"
         )
         return parsed
 

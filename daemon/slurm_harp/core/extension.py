@@ -10,10 +10,10 @@ job's remaining time falls below the guard's lead time, its limit moves to
 - the first of prediction + step, step in STEPS (Tsafrir's correction offsets),
 
 at least the lead time from now, capped at the user's own request and at any bound the site sets (a
-reservation on its nodes, a partition or QOS maximum). Tsafrir's steps grow roughly geometrically and
-are offsets from the ORIGINAL prediction, so an early extension stays small; the conditional
-quantile asks the site's own jobs how far a job that got this far usually goes, which planned better
-than the steps on the traces simulated (docs/simulation.md has where and by how much).
+reservation on its nodes, a partition, QOS or association maximum). Tsafrir's steps grow roughly
+geometrically and are offsets from the ORIGINAL prediction, so an early extension stays small; the
+conditional quantile asks the site's own jobs how far a job that got this far usually goes, which
+planned better than the steps on the traces simulated (docs/simulation.md has where and by how much).
 
 Pure functions in minutes and seconds: `harp guard` (guard/) applies `next_limit` to live jobs, the
 simulator (simulation/limits.py) the same `next_limit` to replayed ones, with ratios over the same

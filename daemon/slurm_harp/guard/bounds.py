@@ -1,5 +1,6 @@
 """What the site allows a running job's limit to grow to: reservations on its nodes, its
-partition's MaxTime and the MaxWall of its QOS or its partition's (guard.qos); and the job's own
+partition's MaxTime and, where slurmctld enforces limits (guard.enforcement), the MaxWall of its QOS
+or its partition's (guard.qos), else of its association (guard.associations); and the job's own
 deadline (``--deadline``: Slurm started it with a limit that ends by then, and never kills it for it
 later, so an extension past it would run the job past the time its user gave).
 
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_harp.accounting.fields import SLURM_ZONE, parse_moment
+from slurm_harp.guard.associations import AssociationTable
 from slurm_harp.guard.hostlist import expand
 from slurm_harp.guard.qos import QOS_ARGV, QosTable, bound_minutes, parse_partition_qos, parse_qos
 from slurm_harp.guard.running import RunningJob
@@ -73,6 +75,10 @@ class Bounds:
     qos: QosTable = field(default_factory=QosTable)
     partition_qos: Mapping[str, str] = field(default_factory=dict)  # partition -> its QOS
     node_cores: Mapping[str, int] = field(default_factory=dict)
+    associations: AssociationTable = field(default_factory=AssociationTable)
+    # AccountingStorageEnforce sets limits: without, Slurm stops no job at a QOS's or an
+    # association's MaxWall, and neither bounds an extension (a partition's MaxTime always does).
+    limits_enforced: bool = False
 
     def limit_for(self, job: RunningJob, now: float) -> tuple[int | None, str]:
         """(the largest limit in minutes the site allows ``job``, what sets it); None: no bound."""
@@ -85,8 +91,12 @@ class Bounds:
 
         if job.partition in self.partition_max_minutes:
             lower(self.partition_max_minutes[job.partition], f"partition {job.partition} MaxTime")
-        if (wall := self.qos.max_wall(job.qos, self.partition_qos.get(job.partition))) is not None:
-            lower(*wall)
+        if self.limits_enforced:
+            wall = self.qos.max_wall(job.qos, self.partition_qos.get(job.partition))
+            if wall is None:  # a QOS's MaxWall, larger or smaller, passes over the association's
+                wall = self.associations.max_wall(job.cluster, job.account, job.user, job.partition)
+            if wall is not None:
+                lower(*wall)
         started = now - job.elapsed_s  # when it would have started had it never been suspended
         if job.deadline is not None:
             deadline = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(job.deadline))

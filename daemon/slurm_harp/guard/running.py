@@ -1,9 +1,9 @@
 """The jobs the guard looks at, read from one `squeue` call per poll.
 
-`squeue -O` prints only the fields asked for (about 120 bytes a job, against several KB a job
+`squeue -O` prints only the fields asked for (about 135 bytes a job, against several KB a job
 with `--json`), so one poll over 10,000 running jobs stays cheap for slurmctld and the guard.
 The admin comment is the last field: free text of other tools may hold the separator, and
-everything after the eleventh one is the comment.
+everything after the fourteenth one is the comment.
 
 A job is read by the id that addresses it alone in `scontrol update` (squeue's JobArrayID):
 ``1000_7`` for a task of array 1000 and ``1000+1`` for a component of heterogeneous job 1000. Its raw
@@ -34,7 +34,8 @@ year, or one started ahead of this host's clock after it stepped back) is a line
 that fails to read: such a line alone never fails the poll (guard.loop).
 
 A job's deadline (``--deadline``) is read too: Slurm starts such a job with a limit that ends by it,
-and it bounds the guard's extensions (guard.bounds).
+and it bounds the guard's extensions (guard.bounds). So are its cluster, account and user: they name
+its association, whose MaxWall may bound them too (guard.associations).
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ _FIELDS = (
     "TimeUsed",
     "Partition",
     "QOS",
+    "Cluster",
+    "Account",
+    "UserName",
     "Reservation",
     "NodeList",
     "Deadline",
@@ -126,6 +130,10 @@ class RunningJob:
     # Listed again with a higher limit in the same listing (merge_duplicates): an extension goes past
     # it, so that no `scontrol update` sets a limit below either line's.
     listed_above: int | None = None
+    # Its association (guard.associations): the cluster it runs on, its account and its user.
+    cluster: str = ""
+    account: str = ""
+    user: str = ""
 
     @property
     def own_limit_minutes(self) -> int | None:
@@ -247,9 +255,9 @@ class RunTimeInvalid(ValueError):
 def _job(parts: list[str]) -> RunningJob:
     if len(parts) != len(_FIELDS):
         raise ValueError(f"{len(parts)} fields, expected {len(_FIELDS)}")
-    job_id, shown, restarts, submitted, limit, used, partition, qos, reservation, nodes, deadline, comment = (
-        p.strip() for p in parts
-    )
+    values = [p.strip() for p in parts]
+    job_id, shown, restarts, submitted, limit, used, partition, qos = values[:8]
+    cluster, account, user, reservation, nodes, deadline, comment = values[8:]
     if not _STATE_CODE.fullmatch(shown):
         raise ValueError(f"job {job_id[:40]!r}: state {shown[:10]!r} does not read")
     state = _STATE_OF.get(shown, UNSETTLED)
@@ -277,6 +285,9 @@ def _job(parts: list[str]) -> RunningJob:
         elapsed_s=elapsed,
         partition=partition,
         qos=qos,
+        cluster=cluster,
+        account=account,
+        user=user,
         reservation=None if reservation in ("", "(null)") else reservation,
         nodes=nodes,
         tag=parse_tag(None if comment == "(null)" else comment),

@@ -18,6 +18,9 @@ from slurm_harp.accounting.fields import slurm_tool_environ
 COMMAND_TIMEOUT_S = 20.0
 # The return code of a command cut off at COMMAND_TIMEOUT_S (as timeout(1) gives).
 TIMED_OUT = 124
+# slurmctld's running configuration: its start (guard.slurmctld_start), what it enforces
+# (guard.enforcement).
+CONFIG_ARGV = ("scontrol", "show", "config")
 
 
 @dataclass(frozen=True, slots=True)

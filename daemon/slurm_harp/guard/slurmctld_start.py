@@ -40,14 +40,14 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting.fields import SLURM_ZONE, parse_moment
-from slurm_harp.guard.slurm import Runner
+from slurm_harp.guard.slurm import CONFIG_ARGV, Runner
+from slurm_harp.slurm_formats import config_value
 
 if TYPE_CHECKING:
     from slurm_harp.guard.lowered_limits import Seen
 
 log = logging.getLogger(__name__)
 
-CONFIG_ARGV = ("scontrol", "show", "config")
 # While a raise is held, its slurmctld is read again this often (a monotonic clock).
 REREAD_S = 60.0
 
@@ -128,14 +128,13 @@ class SlurmctldStart:
 def _boot_time(text: str) -> tuple[int | None, str]:
     """BOOT_TIME in ``scontrol show config``'s ``Key = Value`` lines, in SLURM_ZONE (guard.slurm), or
     None and why."""
-    for line in text.split("\n"):
-        key, sep, value = line.partition("=")
-        if sep and key.strip() == "BOOT_TIME":
-            try:
-                return int(parse_moment(value, SLURM_ZONE)), ""
-            except (ValueError, OverflowError):  # "Unknown" (0), or a form not known here
-                return None, f"BOOT_TIME {value.strip()!r:.40}"
-    return None, "no BOOT_TIME"
+    value = config_value(text, "BOOT_TIME")
+    if value is None:
+        return None, "no BOOT_TIME"
+    try:
+        return int(parse_moment(value, SLURM_ZONE)), ""
+    except (ValueError, OverflowError):  # "Unknown" (0), or a form not known here
+        return None, f"BOOT_TIME {value!r:.40}"
 
 
 def _holds_raise(seen: Seen) -> bool:

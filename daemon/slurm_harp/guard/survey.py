@@ -1,11 +1,14 @@
-"""The site's bounds as the guard reads them (guard.bounds): the partitions, the QOS and the nodes'
-cores once a minute, the reservations then and again in a poll that needs them fresh (guard.loop).
+"""The site's bounds as the guard reads them (guard.bounds): the partitions, the QOS, the
+associations, the nodes' cores and whether slurmctld enforces limits (guard.enforcement) once a
+minute (one call each), the reservations then and again in a poll that needs them fresh
+(guard.loop).
 
-A read that fails keeps the last known (logged). So does a read of the partitions, the QOS or the
-nodes that succeeds but lists none (scontrol, sacctmgr or sinfo printing nothing, exit 0), logged
-once until they are listed again: Slurm runs no job outside a partition, nor on no node, so such a
-read is no listing of the site. Taken as it was, it made every partition's MaxTime and every QOS's
-MaxWall none, and the guard extended jobs past them (Slurm lets an operator).
+A read that fails keeps the last known (logged). So does a read of the partitions, the QOS, the
+associations or the nodes that succeeds but lists none (scontrol, sacctmgr or sinfo printing
+nothing, exit 0), logged once until they are listed again: Slurm runs no job outside a partition,
+nor on no node, and every cluster has a root association, so such a read is no listing of the site.
+Taken as it was, it made every partition's MaxTime and every QOS's MaxWall none, and the guard
+extended jobs past them (Slurm lets an operator).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
+from slurm_harp.guard.associations import ASSOCIATIONS_ARGV, lists_associations, parse_associations
 from slurm_harp.guard.bounds import (
     NODE_CORES_ARGV,
     PARTITIONS_ARGV,
@@ -26,6 +30,7 @@ from slurm_harp.guard.bounds import (
     parse_qos,
     parse_reservations,
 )
+from slurm_harp.guard.enforcement import Enforcement
 from slurm_harp.guard.slurm import Runner
 from slurm_harp.slurm_formats import scontrol_records
 
@@ -33,7 +38,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 U = TypeVar("U")
-# Partitions, QOS and nodes change rarely: read them this often.
+# Partitions, QOS, associations, nodes and slurmctld's enforcement change rarely: read them this often.
 BOUNDS_REFRESH_S = 60.0
 
 
@@ -52,6 +57,7 @@ def _lists_nodes(text: str) -> bool:
 class Survey:
     def __init__(self, run: Runner) -> None:
         self._run = run
+        self._enforcement = Enforcement(run)
         self.bounds = Bounds()
         self._at = -float("inf")
         self._fresh = False  # the reservations read in this poll
@@ -62,6 +68,8 @@ class Survey:
         clock stepped back an hour read nothing for the hour)."""
         self._fresh = False
         if now - self._at < BOUNDS_REFRESH_S:
+            if not self._enforcement.known:  # a first read that failed (a timeout): tried each poll
+                self.bounds = dataclasses.replace(self.bounds, limits_enforced=self._enforcement.read())
             return
         old = self.bounds
         partitions = (old.partition_max_minutes, old.partition_qos)
@@ -76,6 +84,10 @@ class Survey:
             node_cores=self._read(
                 "node cores", NODE_CORES_ARGV, parse_node_cores, old.node_cores, _lists_nodes
             ),
+            associations=self._read(
+                "associations", ASSOCIATIONS_ARGV, parse_associations, old.associations, lists_associations
+            ),
+            limits_enforced=self._enforcement.read(),
         )
         self._at = now
         self.reservations_fresh()
