@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurm_harp.guard import guard_metrics as results
+from slurm_harp.guard.slurm import ConfigAfterListing
 from slurm_harp.guard.survey import Survey
 from tests.unit.test_guard import NOW, FakeSlurm, count, line, make_guard
 
@@ -46,7 +47,7 @@ def test_an_empty_read_keeps_the_last_good_bound(
 def test_an_empty_read_is_said_once_and_a_listing_read_again(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     slurm = FakeSlurm([])
-    survey = Survey(slurm)
+    survey = Survey(slurm, ConfigAfterListing(slurm))
     survey.start_poll(NOW)
     read = survey.bounds
     assert read.node_cores["c1"] == 8 and read.partition_max_minutes == {} and read.qos.max_minutes

@@ -16,7 +16,7 @@ import pytest
 
 from slurm_harp.guard import guard_metrics as results
 from slurm_harp.guard.enforcement import Enforcement, enforce_words, sets_limits
-from slurm_harp.guard.slurm import Completed
+from slurm_harp.guard.slurm import Completed, ConfigAfterListing
 from tests.unit.test_guard import NOW, FakeSlurm, count, line, make_guard
 from tests.unit.test_guard_associations import EXTEND, STUDENTS, run_to_the_end
 
@@ -120,10 +120,14 @@ def test_the_setting_reads_as_slurm_reads_it(caplog: pytest.LogCaptureFixture) -
         )
     # A word a later Slurm may print sets nothing here, said as it is first read.
     printed = ["associations,limits,future"]
-    enforcement = Enforcement(lambda argv: Completed(0, f"AccountingStorageEnforce = {printed[0]}\n", ""))
-    assert enforcement.read() and enforcement.read()
+    config = ConfigAfterListing(lambda argv: Completed(0, f"AccountingStorageEnforce = {printed[0]}\n", ""))
+    enforcement = Enforcement(config)
+    assert enforcement.read()
+    config.new_poll()
+    assert enforcement.read()
     assert caplog.text.count("AccountingStorageEnforce: future not known here") == 1
     printed[0] = "future"
+    config.new_poll()
     assert not enforcement.read()
 
 

@@ -184,8 +184,8 @@ def test_slurmctld_s_start_is_read_at_most_twice_a_poll_and_only_when_needed(tmp
     # Two jobs raised in one poll, placed by one read before the listing and one after; none while
     # nothing is to place, until a minute passed: then the slurmctld answering is known to hold the
     # raises, after a clean restart too. A drop costs one read after the listing. (The bounds' read,
-    # once a minute, reads it too, for AccountingStorageEnforce: one more at the first poll and at
-    # the minute's.)
+    # once a minute, needs it too, for AccountingStorageEnforce: the read after the listing, shared,
+    # one more at the first poll only.)
     jobs = [line(job, "40:00", "38:10", EXTEND) for job in ("7", "8")]
     slurm = FakeSlurm(jobs)
     clock = Clock()
@@ -200,11 +200,11 @@ def test_slurmctld_s_start_is_read_at_most_twice_a_poll_and_only_when_needed(tmp
     slurm.booted = RESTARTED  # a clean restart: the raises saved, listed again
     clock.now = NOW + REREAD_S
     guard.poll()
-    assert slurm.calls.count(CONFIG) == 6
+    assert slurm.calls.count(CONFIG) == 5
     assert {s.raise_held_by for s in guard._lowered.seen.values()} == {int(NOW) + 3}
     slurm.listing = line("7", "40:00", "39:00", EXTEND) + "\n" + line("8", "41:00", "38:30", EXTEND)
     guard.poll()  # 7's user lowers it, listed by the slurmctld that now holds the raise
-    assert slurm.calls.count(CONFIG) == 7 and slurm.updates == [("7", 41), ("8", 41)]
+    assert slurm.calls.count(CONFIG) == 6 and slurm.updates == [("7", 41), ("8", 41)]
 
 
 def test_an_older_state_file_places_the_raise_at_the_next_poll(tmp_path: Path) -> None:

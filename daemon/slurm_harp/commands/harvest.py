@@ -36,6 +36,7 @@ from slurm_harp.commands.harvest_cursor import (
     FIRST_RUN_DAYS,
     ClockNotSetError,
     cursor_at_start,
+    reads_from,
     step_back,
     window_cursor,
 )
@@ -156,7 +157,7 @@ def harvest(
     if cursor is not None and cursor > end:
         cursor = report.cursor = step_back(store, source, cursor, end)
     if start is None:
-        start = now - FIRST_RUN_DAYS * 86400 if cursor is None else cursor - overlap_s
+        start = reads_from(cursor, now=now, overlap_s=overlap_s)
     for low, high in windows(start, end, max(1, window_s)):
         stats.source = f"sacct[{sacct_time(low)}..{sacct_time(high)} UTC]"
         records = harvest_sacct(runner, sacct_time(low), sacct_time(high), stats, states=ENDED_STATES)

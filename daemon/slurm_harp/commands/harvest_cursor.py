@@ -44,6 +44,12 @@ class ClockNotSetError(ValueError):
     one this run set would be refused by the next, and the clock-step rule set it back there."""
 
 
+def reads_from(cursor: int | None, *, now: int, overlap_s: int) -> int:
+    """Where a run without --start reads from: ``cursor`` less the overlap, or FIRST_RUN_DAYS ago
+    without one."""
+    return now - FIRST_RUN_DAYS * 86400 if cursor is None else cursor - overlap_s
+
+
 def cursor_at_start(
     store: JobStore, source: str, start: int | None, *, now: int, overlap_s: int, end: int
 ) -> int | None:
@@ -66,7 +72,7 @@ def cursor_at_start(
             store.set_cursor(source, min(start, end))
             return min(start, end)
         latest = store.latest_end(now, source)
-        at = now - FIRST_RUN_DAYS * 86400 if latest is None else max(latest - overlap_s, CURSOR_FIRST)
+        at = max(reads_from(latest, now=now, overlap_s=overlap_s), CURSOR_FIRST)
         command = f"harp harvest --db {shlex.quote(str(store.path))} --source-name {shlex.quote(source)}"
         why = "a first run's start" if latest is None else "the source's latest job end, less the overlap"
         raise CursorError(

@@ -10,8 +10,9 @@ any MaxWall: a guard bounding an extension at one would stop a job harp cut befo
 asked for, which no Slurm limit would have done.
 
 Read from ``scontrol show config`` (slurmctld's running setting, printed as its words:
-``associations,limits``, ``none``) with the other bounds, once a minute (guard.survey): a slurmctld
-restarted with another setting is seen within a minute. A word not known here (a later Slurm's) sets
+``associations,limits``, ``none``) with the other bounds, once a minute (guard.survey), in the read
+made after the poll's listing that slurmctld's start shares (guard.slurm.ConfigAfterListing): a
+slurmctld restarted with another setting is seen within a minute. A word not known here (a later Slurm's) sets
 nothing, logged as it is first read.
 
 Not read (scontrol failing, no such line): the last read is kept; a guard that has read none applies
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import logging
 
-from slurm_harp.guard.slurm import CONFIG_ARGV, Runner
+from slurm_harp.guard.slurm import ConfigAfterListing
 from slurm_harp.slurm_formats import config_value
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,8 @@ def sets_limits(words: frozenset[str]) -> bool:
 class Enforcement:
     """The last AccountingStorageEnforce read: whether QOS and association MaxWall bound a job."""
 
-    def __init__(self, run: Runner) -> None:
-        self._run = run
+    def __init__(self, config: ConfigAfterListing) -> None:
+        self._config = config
         self._words: frozenset[str] | None = None  # None: not read since the guard started
 
     @property
@@ -65,7 +66,7 @@ class Enforcement:
     def read(self) -> bool:
         """Read it again: whether limits are enforced; the last read, or False (neither MaxWall a
         bound) where none read, when it does not read (logged)."""
-        done = self._run(CONFIG_ARGV)
+        done = self._config.read()
         try:
             if done.returncode != 0:
                 raise ValueError(f"exit {done.returncode}: {done.stderr.strip():.200}")

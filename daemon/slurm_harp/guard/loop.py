@@ -51,7 +51,7 @@ from slurm_harp.guard.running import (
     parse_running,
 )
 from slurm_harp.guard.seen_file import SeenFile
-from slurm_harp.guard.slurm import TIMED_OUT, Runner
+from slurm_harp.guard.slurm import TIMED_OUT, ConfigAfterListing, Runner
 from slurm_harp.guard.slurmctld_start import SlurmctldStart
 from slurm_harp.guard.survey import Survey
 from slurm_harp.heartbeat import HeartbeatFile
@@ -79,11 +79,12 @@ class Guard:
         self._updates = UpdateTimer()  # as the last guard measured it, once loaded (guard.seen_file)
         self._seen_file = SeenFile(settings.state, monotonic, self._updates)
         self.configure(settings, history)
-        self._survey = Survey(runner)  # the site's bounds
+        config = ConfigAfterListing(runner)  # read once a poll after the listing, shared
+        self._survey = Survey(runner, config)  # the site's bounds
         # Jobs refused at a site bound, and the limit they were refused at: logged and counted once,
         # tried again when their limit changes or their bound leaves room (_recheck_refused).
         self._refused: dict[str, int] = {}
-        self._slurmctld = SlurmctldStart(runner)  # its start: a raise undone, or a lowering?
+        self._slurmctld = SlurmctldStart(runner, config)  # its start: a raise undone, or a lowering?
         self._updated = False  # an `scontrol update` run since the last listing: a raise to place
         self._lowered = LoweredLimits(self._slurmctld, self._seen_file.load())
         # `harp guard` calls close() as it stops; a Guard dropped without it still writes at exit.

@@ -49,3 +49,22 @@ def run_command(argv: Sequence[str]) -> Completed:
         done.stdout.decode("utf-8", errors="replace"),
         done.stderr.decode("utf-8", errors="replace"),
     )
+
+
+class ConfigAfterListing:
+    """``scontrol show config`` as read after a poll's listing, at most once a poll: slurmctld's
+    start (guard.slurmctld_start) and what it enforces (guard.enforcement) both come from that one
+    read. The read before the listing is the start's own: it must be another read."""
+
+    def __init__(self, run: Runner) -> None:
+        self._run = run
+        self._done: Completed | None = None
+
+    def new_poll(self) -> None:
+        """Forget the last poll's read (before this poll's listing)."""
+        self._done = None
+
+    def read(self) -> Completed:
+        if self._done is None:
+            self._done = self._run(CONFIG_ARGV)
+        return self._done

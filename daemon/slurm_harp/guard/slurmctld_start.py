@@ -25,10 +25,11 @@ from before the raise would read as a lowering. Reads are made only when needed,
 poll: before the listing, in a poll that may place a raise (one seen and not yet placed, one the
 guard asked for since the last listing, or once a minute while a raise is held, so that after a
 clean restart or takeover the slurmctld answering is soon known to hold the raises it lists); after
-it, in such a poll, or one that lists such a drop. A raise the guard did not ask for (an admin's) is
-placed at the poll after it is first listed. A read that fails or does not read (logged, once until
-one does) knows no slurmctld: such a drop is then taken for a restart's. That choice may extend a
-job past its user's lowering, never past the user's own request (``t0``); the other would stop a
+it, in such a poll, or one that lists such a drop, a read guard.enforcement shares
+(guard.slurm.ConfigAfterListing). A raise the guard did not ask for (an admin's) is placed at the
+poll after it is first listed. A read that fails or does not read (logged, once until one does)
+knows no slurmctld: such a drop is then taken for a restart's. That choice may extend a job past
+its user's lowering, never past the user's own request (``t0``); the other would stop a
 job whose update was lost at harp's cut.
 """
 
@@ -40,7 +41,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from slurm_harp.accounting.fields import SLURM_ZONE, parse_moment
-from slurm_harp.guard.slurm import CONFIG_ARGV, Runner
+from slurm_harp.guard.slurm import CONFIG_ARGV, Completed, ConfigAfterListing, Runner
 from slurm_harp.slurm_formats import config_value
 
 if TYPE_CHECKING:
@@ -56,8 +57,11 @@ class SlurmctldStart:
     """The BOOT_TIME of the slurmctld answering, read before a poll's listing and after it, each at
     most once and only when needed (see the module's note)."""
 
-    def __init__(self, run: Runner) -> None:
+    def __init__(self, run: Runner, config: ConfigAfterListing) -> None:
+        """``config``: the read after the poll's listing, shared with guard.enforcement; a new poll
+        for it starts at start_poll."""
         self._run = run
+        self._config = config
         self._before: int | None = None  # read before this poll's listing; None: not read, or not read well
         self._read = False  # after the listing, in this poll
         self._boot: int | None = None  # as read then
@@ -68,17 +72,18 @@ class SlurmctldStart:
         """Before a poll's listing (``now``: monotonic): read the start if this poll may place a
         raise, one of the jobs ``seen`` holds or one the guard ``asked`` for in the poll before."""
         self._read, self._before = False, None
+        self._config.new_poll()
         raised = [s.raise_held_by for s in seen if _holds_raise(s)]
         if asked or None in raised or (raised and now - self._placed_at >= REREAD_S):
             self._placed_at = now
-            self._before = self._read_boot()
+            self._before = self._read_boot(self._run(CONFIG_ARGV))
 
     def boot(self) -> int | None:
         """The BOOT_TIME (Unix seconds) of the slurmctld answering after this poll's listing; None
         when it does not read."""
         if not self._read:
             self._read = True
-            self._boot = self._read_boot()
+            self._boot = self._read_boot(self._config.read())
         return self._boot
 
     def undone(self, job_id: str, seen: Seen, was: int) -> bool:
@@ -109,8 +114,7 @@ class SlurmctldStart:
         if _holds_raise(seen) and self._before is not None and self.boot() == self._before:
             seen.raise_held_by = self._before
 
-    def _read_boot(self) -> int | None:
-        done = self._run(CONFIG_ARGV)
+    def _read_boot(self, done: Completed) -> int | None:
         boot, why = None, f"exit {done.returncode}: {done.stderr.strip():.200}"
         if done.returncode == 0:
             boot, why = _boot_time(done.stdout)

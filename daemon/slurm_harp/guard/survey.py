@@ -31,7 +31,7 @@ from slurm_harp.guard.bounds import (
     parse_reservations,
 )
 from slurm_harp.guard.enforcement import Enforcement
-from slurm_harp.guard.slurm import Runner
+from slurm_harp.guard.slurm import ConfigAfterListing, Runner
 from slurm_harp.slurm_formats import scontrol_records
 
 log = logging.getLogger(__name__)
@@ -55,9 +55,10 @@ def _lists_nodes(text: str) -> bool:
 
 
 class Survey:
-    def __init__(self, run: Runner) -> None:
+    def __init__(self, run: Runner, config: ConfigAfterListing) -> None:
+        """``config``: slurmctld's configuration as read after the poll's listing, shared."""
         self._run = run
-        self._enforcement = Enforcement(run)
+        self._enforcement = Enforcement(config)
         self.bounds = Bounds()
         self._at = -float("inf")
         self._fresh = False  # the reservations read in this poll
