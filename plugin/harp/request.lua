@@ -3,10 +3,10 @@
 
 local floor, min, os_time = math.floor, math.min, os.time
 local type, tonumber, pcall = type, tonumber, pcall
-local gmatch, match, sub, byte, find, format =
-  string.gmatch, string.match, string.sub, string.byte, string.find, string.format
+local match, sub, byte, find, format = string.match, string.sub, string.byte, string.find, string.format
 local concat = table.concat
 local partitions = require "harp.partitions"
+local gpus = require "harp.gpus"
 
 local M = {}
 
@@ -97,31 +97,6 @@ local function text(v)
   return M.utf8(v, M.MAX_STRING)
 end
 M.text = text
-
--- GPUs per node from a TRES-per-node string. 22.05 writes "gres:gpu:2"; newer releases "gres/gpu:2";
--- typed ("gpu:a100:2"), "=" separators and a missing count (= 1) are accepted. Several gpu entries add up.
-function M.gpus_from_tres(tres)
-  if type(tres) ~= "string" then return nil end
-  local total, seen = 0, false
-  for item in gmatch(tres, "[^,]+") do
-    local spec = match(item, "^%s*gres[:/](.*)$") or match(item, "^%s*(gpu.*)$")
-    if spec then
-      local name, rest = match(spec, "^([^:=]+)(.*)$")
-      if name == "gpu" then
-        local n = 1
-        if rest ~= "" then
-          -- the count is the last ":"/"=" separated part when it is a number (else it is a type)
-          local last = match(rest, "[:=]([^:=]*)$")
-          local c = last and match(last, "^(%d+)%s*$")
-          if c then n = tonumber(c) end
-        end
-        total, seen = total + n, true
-      end
-    end
-  end
-  if not seen or total >= NO_VAL then return nil end
-  return total
-end
 
 -- xor of two 4-bit values, as a 16x16 table (Lua 5.1 has no bit operations)
 local XOR4 = {}
@@ -252,7 +227,8 @@ function M.build(job_desc, submit_uid, part_list)
     cpus_per_task = count(get("cpus_per_task"), NO_VAL16),
     num_tasks = count(get("num_tasks"), NO_VAL),
     min_nodes = count(get("min_nodes"), NO_VAL),
-    gpus_per_node = M.gpus_from_tres(tres),
+    -- from --gpus, --gpus-per-node, --gpus-per-socket and --gpus-per-task, as accounting counts them
+    gpus_per_node = gpus.of_job(get),
     tres_per_node = tres,
     is_array = type(array) == "string" and array ~= "",
     submit_time = os_time(),

@@ -7,6 +7,7 @@
 -- count is sent, and the line compares with Slurm's default of one CPU).
 
 local request = require "harp.request"
+local gpus_of = require "harp.gpus"
 
 local tonumber, type, pcall, require, ceil = tonumber, type, pcall, require, math.ceil
 local match, gmatch = string.match, string.gmatch
@@ -135,11 +136,8 @@ function M.build(options)
   -- -N without -n: Slurm runs one task per node (a 2-node test cluster gave `-N 2` 2 CPUs, `-N 2 -c 2` 4)
   if tasks == nil and nodes and nodes > 1 then tasks = nodes end
   local cpt = whole(get("cpus-per-task"))
-  local gpus = M.gpu_count(get("gpus-per-node")) or request.gpus_from_tres(get("gres"))
-  if not gpus then
-    local total = M.gpu_count(get("gpus"))
-    gpus = total and ceil(total / (nodes or 1))
-  end
+  local gpus = M.gpu_count(get("gpus-per-node")) or gpus_of.from_tres(get("gres"))
+    or gpus_of.per_node(M.gpu_count(get("gpus")), nodes)
   local partition = get("partition")
   return {
     job_name = request.text(M.job_name(options, script)),

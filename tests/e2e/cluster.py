@@ -72,6 +72,7 @@ class SlurmCluster:
         cpus_per_node: int | None = None,
         scheduler_parameters: str = "",
         slurm_conf_extra: str = "",
+        node_extra: str = "",
         start_timeout: float = 90.0,
     ) -> None:
         if nodes < 1:
@@ -81,6 +82,8 @@ class SlurmCluster:
         self.extra_conf_files = dict(extra_conf_files or {})
         self.node_names = [f"c{i}" for i in range(1, nodes + 1)]
         self.slurm_conf_extra = slurm_conf_extra
+        # Added to every NodeName line (e.g. "Gres=gpu:4" for GPUs that are counts only, no devices).
+        self.node_extra = node_extra
         # Virtual nodes wider than this machine (sleep jobs use no CPU): slurmd then registers with
         # the configured size (config_overrides) instead of draining for "Low CPUs".
         self.cpus_per_node = cpus_per_node

@@ -34,7 +34,7 @@ def write_conf_files(cluster: SlurmCluster, hw: Mapping[str, str]) -> None:
         n = str(cluster.cpus_per_node)
         shape = {"Boards": "1", "SocketsPerBoard": "1", "CoresPerSocket": n, "ThreadsPerCore": "1"}
         hw = {**hw, "CPUs": n, **shape}
-    hw_text = " ".join(f"{k}={v}" for k, v in hw.items())
+    hw_text = " ".join([*(f"{k}={v}" for k, v in hw.items()), *cluster.node_extra.split()])
     node_lines = "\n".join(
         f"NodeName={n} NodeHostname={cluster.hostname} NodeAddr=127.0.0.1 Port={p} {hw_text} State=UNKNOWN"
         for n, p in cluster.slurmd_ports.items()

@@ -8,8 +8,11 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from slurm_harp.accounting.sacct_runner import decode_output, one_job
+from slurm_harp.core.job import JobRecord
 from tests.e2e.cluster import TERMINAL_STATES, SlurmCluster
 
 MEMORY_MB = 200
@@ -62,3 +65,17 @@ def counts(summary: str) -> tuple[int, int, int]:
     assert m is not None, summary
     bad, new, updated = (int(g) for g in m.groups())
     return bad, new, updated
+
+
+def accounted(cluster: SlurmCluster, job: int, timeout: float = 60.0) -> JobRecord:
+    """The job as the harvester reads it from sacct, once accounting has it."""
+
+    def runner(argv: Sequence[str]) -> str:
+        done = subprocess.run(list(argv), capture_output=True, env=cluster.env, timeout=60, check=True)
+        return decode_output(done.stdout, "sacct")
+
+    deadline = time.monotonic() + timeout
+    while (record := one_job(runner, str(job))) is None:
+        assert time.monotonic() < deadline, f"job {job} not in accounting after {timeout:.0f} s"
+        time.sleep(0.3)
+    return record

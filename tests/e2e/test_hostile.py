@@ -11,14 +11,12 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from slurm_harp.accounting.sacct_runner import decode_output, one_job
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.core.tag import parse_tag
@@ -30,6 +28,7 @@ from slurm_harp.model.store import ModelStore
 from tests.conftest import REPO
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess, plugin_config, plugin_deadline
+from tests.e2e.harvesting import accounted
 from tests.integration.lua_driver import PLUGIN_ROOMY_MS
 
 DEADLINE_MS = 50  # the production deadline, for the test about it; the others at PLUGIN_ROOMY_MS
@@ -167,20 +166,6 @@ def test_a_name_is_harvested_as_written(site: tuple[SlurmCluster, Path], name: s
     cluster, _ = site
     job, _ = submit_as_nobody(cluster, script("-t 120", "-p batch"), f"--job-name={name}")
     assert accounted(cluster, job).request.job_name == name
-
-
-def accounted(cluster: SlurmCluster, job: int, timeout: float = 60.0) -> JobRecord:
-    """The job as the harvester reads it from sacct, once accounting has it."""
-
-    def runner(argv: Sequence[str]) -> str:
-        done = subprocess.run(list(argv), capture_output=True, env=cluster.env, timeout=60, check=True)
-        return decode_output(done.stdout, "sacct")
-
-    deadline = time.monotonic() + timeout
-    while (record := one_job(runner, str(job))) is None:
-        assert time.monotonic() < deadline, f"job {job} not in accounting after {timeout:.0f} s"
-        time.sleep(0.3)
-    return record
 
 
 def test_a_newline_in_a_job_name_forges_no_log_line(site: tuple[SlurmCluster, Path]) -> None:

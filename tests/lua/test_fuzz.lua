@@ -39,7 +39,8 @@ local function valid_utf8(s)
 end
 
 local PIECES = {"é", "😀", "\xff", "\xc3", "\xed\xa0\x80", "\xf0\x9f\x98", "\n", "\r", "\0", "%s", "%d",
-  "harp:", "harp:t=1>2", "#SBATCH -t 5\n", "\\", "\x1b[31m", "a", " "}
+  "harp:", "harp:t=1>2", "#SBATCH -t 5\n", "\\", "\x1b[31m", "a", " ",
+  "gres:gpu:", "gres/gpu=", "gpu:a100:", "4", "99999999999999999999", ","}
 
 local function random_string()
   local r = random()
@@ -75,9 +76,10 @@ local function wrong_type()
 end
 
 local STRINGS = {"user_name", "account", "partition", "qos", "name", "work_dir", "tres_per_node", "array_inx",
-  "comment", "admin_comment", "script"}
+  "comment", "admin_comment", "script", "tres_per_job", "tres_per_socket", "tres_per_task"}
 local COUNTS = {"user_id", "time_limit", "time_min", "min_mem_per_node", "min_mem_per_cpu", "min_cpus",
-  "cpus_per_task", "num_tasks", "min_nodes"}
+  "cpus_per_task", "num_tasks", "min_nodes", "max_nodes", "ntasks_per_node", "ntasks_per_socket",
+  "sockets_per_node", "ntasks_per_tres"}
 
 -- Returns job_desc, and whether every field has the type slurmctld gives it.
 local function random_job()

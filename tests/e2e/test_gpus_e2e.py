@@ -1,0 +1,77 @@
+"""GPU jobs on a real slurmctld: the GPUs per node the plugin's request carries are the ones the
+harvester reads back from the job's accounting (ReqTRES gres/gpu over ReqNodes), for each way sbatch
+asks for GPUs.
+
+The cluster's GPUs are no GPUs: gres.conf gives each node four character devices that are there on
+any machine (/dev/null, ...) as its `gpu` files (slurmd 22.05 drops a GPU without a `File`, and a
+node whose GPUs fall short of slurm.conf's `Gres=gpu:4` is drained): enough for slurmctld to accept,
+schedule and account GPU jobs. A job_submit.lua runs the plugin's own request builder (harp.request)
+on the job_desc slurmctld gives it and writes the GPUs per node it would send into the job's comment,
+which accounting keeps beside ReqTRES.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import REPO
+from tests.e2e.cluster import SlurmCluster, StartCluster
+from tests.e2e.harvesting import accounted
+
+GPUS_PER_NODE = 4
+FAKE_GPUS = "Name=gpu File=/dev/null,/dev/zero,/dev/full,/dev/urandom\n"
+RECORDER = f"""
+package.path = "{REPO / "plugin"}/?.lua;" .. package.path
+local request = require "harp.request"
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  local r = request.build(job_desc, submit_uid, part_list)
+  job_desc.comment = "gpus=" .. tostring(r.gpus_per_node)
+  return slurm.SUCCESS
+end
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return slurm.SUCCESS
+end
+"""
+# sbatch's ways of asking for GPUs, and the GPUs per node training reads for each.
+ASKS = {
+    "--gpus=4": 4,
+    "-N 2 --gpus=4": 2,
+    "-N 2 --gpus=3": 2,
+    "-n 4 --gpus-per-task=2": 8,  # ReqNodes=1: all 8 on the one node accounting names
+    "-N 2 --gpus-per-task=1": 1,
+    "-N 2 -n 4 --gpus-per-task=1": 2,
+    "-N 2 --gpus-per-node=2": 2,
+    "--gres=gpu:3": 3,
+    "--sockets-per-node=1 --gpus-per-socket=2": 2,
+    "-n 4 --ntasks-per-gpu=2": 2,
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(start_module_cluster: StartCluster) -> SlurmCluster:
+    return start_module_cluster(
+        job_submit_lua=RECORDER,
+        extra_conf_files={"gres.conf": FAKE_GPUS},
+        nodes=2,
+        cpus_per_node=4,
+        node_extra=f"Gres=gpu:{GPUS_PER_NODE}",
+        slurm_conf_extra="GresTypes=gpu\nAccountingStorageTRES=gres/gpu\n",
+    )
+
+
+def test_each_way_of_asking_for_gpus_is_served_as_it_is_trained(cluster: SlurmCluster) -> None:
+    """Before, the plugin read GPUs from tres_per_node alone: `--gpus`, `--gpus-per-task`,
+    `--gpus-per-socket` and `--ntasks-per-gpu` jobs reached the daemon as jobs of no GPUs."""
+    jobs = {}
+    for ask in ASKS:
+        result = cluster.sbatch([*ask.split(), "-t", "5"], "#!/bin/sh\ntrue\n")
+        assert result.returncode == 0 and result.job_id is not None, (ask, result.stderr)
+        jobs[ask] = result.job_id
+    seen = {}
+    for ask, job in jobs.items():
+        cluster.wait_state(job, {"COMPLETED"}, timeout=120)
+        record = accounted(cluster, job)
+        (row,) = cluster.sacct_rows([job], ["JobIDRaw", "Comment", "ReqTRES"], allocations_only=True)
+        seen[ask] = (row["Comment"], record.request.gpus_per_node, row["ReqTRES"])
+    expected = {ask: (f"gpus={n}", n) for ask, n in ASKS.items()}
+    assert {ask: s[:2] for ask, s in seen.items()} == expected, seen
