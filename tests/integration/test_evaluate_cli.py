@@ -75,6 +75,31 @@ def test_evaluate_reads_the_job_store(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "jobs: 1500 jobs" in text and "| tsafrir-scaled |" in text and "memory" not in text
 
 
+def test_a_job_held_under_two_sources_is_evaluated_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Saved sacct text imported over the range the harvest read holds the same jobs again, under a
+    source of its own: training counted each once, the evaluation twice (3000 jobs of 1500, their
+    core-hours doubled, Tsafrir's mean of the last two runs over a job and its copy)."""
+    from slurm_harp.accounting.jobstore import JobStore
+
+    records = load_records(BUNDLED_TRACE)[:1500]
+    tables = []
+    for sources in (("slurm",), ("slurm", "saved-sacct")):
+        db = tmp_path / "-".join(sources) / "jobs.sqlite"
+        db.parent.mkdir()
+        with JobStore(db) as store:
+            for source in sources:
+                store.merge(records, source)
+        strategies = "request,tsafrir,tsafrir-scaled"
+        argv = ["evaluate", "--db", str(db), "--target", "time", "--strategies", strategies]
+        assert main(argv) == 0
+        tables.append(capsys.readouterr().out)
+    assert tables[1] == tables[0] and tables[0].startswith("jobs: 1500 jobs (0 dropped")
+    assert "1500 jobs are held twice (the same job id and submit time" in caplog.text
+    assert "each is evaluated once" in caplog.text
+
+
 def test_a_stored_time_out_of_range_is_left_out_of_the_evaluation(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
