@@ -275,6 +275,30 @@ def test_a_trace_of_no_job_to_evaluate_is_said_and_nothing_written(
     assert (out / "nosubmit.md").read_text() == "the earlier run's\n"
 
 
+@pytest.mark.parametrize(("jobs", "request_s"), [(1, 600), (200, -1)], ids=["one job", "no time request"])
+def test_a_trace_whose_every_target_is_skipped_is_said_and_nothing_written(
+    jobs: int, request_s: int, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Jobs to place, but too few to score any target (one job; none with a time request): each
+    target skipped, and a report of them all skipped was written over the earlier run's, exit 0."""
+    trace, out = tmp_path / "few.swf", tmp_path / "out"
+    job = "{} {} 10 300 2 -1 -1 2 {} -1 1 5 6 7 8 -1 -1 -1\n"
+    trace.write_text("".join(job.format(i, 100 * i, request_s) for i in range(1, jobs + 1)))
+    out.mkdir()
+    (out / "few.md").write_text("the earlier run's\n")
+    assert main(["evaluate", str(trace), "--out", str(out)]) == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [
+        f"{trace}: no target to evaluate, nothing written: "
+        + "; ".join(
+            f"{t}: too few jobs with both a {t} request and an observed {t} (validation: 0, test: 0; need 20)"
+            for t in ("time", "memory", "cpus")
+        )
+    ]
+    assert [p.name for p in out.iterdir()] == ["few.md"]
+    assert (out / "few.md").read_text() == "the earlier run's\n"
+
+
 def test_a_store_whose_latest_jobs_have_no_run_time_is_said_under_max_jobs(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -222,9 +222,18 @@ def _evaluate(args: argparse.Namespace, origin: str, out: OutputDir | None) -> i
         result.unavailable = unavailable
         results.append(result)
         print(report.table(result, ctx))
+    if all(r.skipped is not None for r in results):  # a report of skipped targets would look finished
+        log.error("%s", _all_skipped(origin, results))
+        return 1
     if out is not None:
         return _write(out, ctx, results)
     return 0
+
+
+def _all_skipped(origin: str, results: list[TargetReport]) -> str:
+    """Why nothing is evaluated when every target was skipped (too few jobs to score)."""
+    why = "; ".join(f"{r.target.value}: {r.skipped}" for r in results)
+    return f"{origin}: no target to evaluate, nothing written: {why}"
 
 
 def _submit(record: JobRecord) -> int:
