@@ -39,14 +39,17 @@ def test_evaluate_kth_slice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "### time (min)" in text and "| tsafrir-scaled | x" in text
     # KTH has neither memory nor CPU usage: those targets are skipped with the reason.
     assert text.count("skipped: too few jobs") == 2
-    # Ours is either evaluated or said to be unavailable, never silently missing.
-    assert "| ours |" in text or "ours: not evaluated" in text
+    # Ours is either evaluated or said to be unavailable, never silently missing, nor failed: a
+    # failed strategy's row reads `| ours | failed: ...`.
+    ours = [line for line in text.splitlines() if line.startswith("| ours | ")]
+    assert "ours: not evaluated" in text or (ours and not any("| ours | failed: " in row for row in ours))
 
     doc = json.loads((out / f"{TRACE}.json").read_text())
     assert doc["trace"] == TRACE and doc["kill_budget"] == 0.01
     assert doc["split"]["windows"]["test"]["jobs"] == 1000
     strategies = doc["targets"]["time"]["strategies"]
     assert {"request", "tsafrir", "tsafrir-scaled", "harp-linear", "harp-tree", "harp-mlp"} <= set(strategies)
+    assert "ours" in doc["targets"]["time"]["unavailable"] or strategies["ours"]["error"] is None
     request = strategies["request"]["test"]
     assert request["newly_killed_pct"] == 0 and request["waste_cut_pct"] == 0
     assert request["reexec_extra_core_h"] == 0
