@@ -84,16 +84,12 @@ def test_a_job_held_under_two_sources_is_evaluated_once(
     """Saved sacct text imported over the range the harvest read holds the same jobs again, under a
     source of its own: training counted each once, the evaluation twice (3000 jobs of 1500, their
     core-hours doubled, Tsafrir's mean of the last two runs over a job and its copy)."""
-    from slurm_harp.accounting.jobstore import JobStore
+    from tests.unit.test_job_copies import stored_under
 
     records = load_records(BUNDLED_TRACE)[:1500]
     tables = []
     for sources in (("slurm",), ("slurm", "saved-sacct")):
-        db = tmp_path / "-".join(sources) / "jobs.sqlite"
-        db.parent.mkdir()
-        with JobStore(db) as store:
-            for source in sources:
-                store.merge(records, source)
+        db = stored_under(tmp_path / "-".join(sources) / "jobs.sqlite", records, sources)
         strategies = "request,tsafrir,tsafrir-scaled"
         argv = ["evaluate", "--db", str(db), "--target", "time", "--strategies", strategies]
         assert main(argv) == 0

@@ -1,7 +1,8 @@
 """A job held under two sources of the job store (saved sacct text imported over the range the
-harvest read) is one job to every reader: training, `harp report` and the outcome metrics (and
-`harp evaluate --db`: tests/integration/test_evaluate_cli.py). Only training counted it once: the
-report said twice the jobs and twice harp's kills, the metrics twice the jobs and savings."""
+harvest read) is one job to every reader: training, `harp report`, the outcome metrics and `harp simulate
+--db` (and `harp evaluate --db`: tests/integration/test_evaluate_cli.py). Only training counted it
+once: the report said twice the jobs and twice harp's kills, the metrics twice the jobs and savings,
+the simulator replayed twice the jobs."""
 
 from __future__ import annotations
 
@@ -30,6 +31,15 @@ def record(job_id: str, submit: int | None, elapsed: int = 600, tag: str | None 
     request = JobRequest(partition="batch", min_cpus=4, time_limit_minutes=60, submit_time=submit)
     end = None if submit is None else submit + 60 + elapsed
     return JobRecord(job_id, request, "COMPLETED", elapsed, end_time=end, alloc_cpus=4, harp_tag=tag)
+
+
+def stored_under(db: Path, records: list[JobRecord], sources: tuple[str, ...]) -> Path:
+    """A job store at ``db`` (its directory made) holding ``records`` under each of ``sources``."""
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with JobStore(db) as store:
+        for source in sources:
+            store.merge(records, source)
+    return db
 
 
 def test_a_job_is_its_id_and_submit_time_and_its_first_copy_with_a_run_time_is_kept(
@@ -62,10 +72,7 @@ def test_the_report_counts_each_job_held_under_two_sources_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     """The report's jobs stored twice: the page said 14 jobs, and twice harp's kills."""
-    db, out = tmp_path / "jobs.db", tmp_path / "report"
-    with JobStore(db) as store:
-        store.merge(JOBS, "slurm")
-        store.merge(JOBS, "saved-sacct")
+    db, out = stored_under(tmp_path / "jobs.db", JOBS, ("slurm", "saved-sacct")), tmp_path / "report"
     assert main(["report", "--db", str(db), "--since", "2026-09-21", "--out", str(out)]) == 0
     assert capsys.readouterr().out == (  # the figures of JOBS stored once
         f"{out / 'index.html'}: 7 jobs, 5 tagged (1 untagged skipped); waste 9 core-h as asked, 3 in "
@@ -108,3 +115,17 @@ def test_the_outcome_metrics_count_each_job_held_under_two_sources_once_and_say_
     held = [m for m in caplog.messages if "held twice" in m]
     assert [m.split(" (")[0] for m in held] == ["39 jobs are held twice", "40 jobs are held twice"]
     assert held[0].endswith("each is counted in the outcome metrics once")
+
+
+def test_the_simulator_replays_each_job_held_under_two_sources_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """`harp simulate --db` replayed both copies: twice the jobs queued on the same processors."""
+    jobs = [record(str(i), NOW + 60 * i) for i in range(1, 31)]
+    said = []
+    for sources in (("slurm",), ("slurm", "saved-sacct")):
+        db = stored_under(tmp_path / "-".join(sources) / "jobs.db", jobs, sources)
+        assert main(["simulate", "--db", str(db), "--limits", "request"]) == 0
+        said.append(capsys.readouterr().out)
+    assert said[1] == said[0] and "jobs: 30 jobs on " in said[0]
+    assert "30 jobs are held twice" in caplog.text and "each is replayed once" in caplog.text
