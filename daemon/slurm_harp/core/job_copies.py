@@ -1,5 +1,5 @@
 """Each job once: the one rule by which every reader of many jobs (training, `harp evaluate`,
-`harp report`, the outcome metrics) leaves out the copies of a job held twice.
+`harp report`, `harp simulate`, the outcome metrics) leaves out the copies of a job held twice.
 
 A job is its job id and submit time, as the job store keys it within a source
 (accounting.store_schema): the same job stored under two sources (saved sacct text imported over
