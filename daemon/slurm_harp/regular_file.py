@@ -19,7 +19,7 @@ import json
 import math
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -119,17 +119,25 @@ def read_json(path: Path | str, max_bytes: int, *, allow_nan: bool = True) -> An
         raise NotJSON(path, exc) from None
 
 
-def decode_json(raw: bytes | str, *, allow_nan: bool = True) -> Any:
+def decode_json(
+    raw: bytes | str,
+    *,
+    allow_nan: bool = True,
+    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+) -> Any:
     """``raw`` as JSON, or ValueError for whatever does not read as such: bad UTF-8 or syntax, an
     integer of more digits than Python converts, and nesting deeper than the parser recurses, whose
     RecursionError would otherwise escape every caller's ValueError (a corrupt state file or card
     then ended `harp guard` or `harp serve` with a traceback). ``allow_nan=False``: NaN, Infinity
     and -Infinity (no JSON, but Python's parser reads them) and numbers past a float's range (read
-    as infinities) are refused too, as json.dumps(allow_nan=False) refuses to write them."""
+    as infinities) are refused too, as json.dumps(allow_nan=False) refuses to write them.
+    ``object_pairs_hook``: json.loads', to see a key an object holds twice."""
     try:
         if allow_nan:
-            return json.loads(raw)
-        return json.loads(raw, parse_constant=_no_constant, parse_float=_finite_float)
+            return json.loads(raw, object_pairs_hook=object_pairs_hook)
+        return json.loads(
+            raw, parse_constant=_no_constant, parse_float=_finite_float, object_pairs_hook=object_pairs_hook
+        )
     except RecursionError:
         raise ValueError("nested too deeply to read") from None
 

@@ -39,14 +39,17 @@ def test_evaluate_kth_slice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "### time (min)" in text and "| tsafrir-scaled | x" in text
     # KTH has neither memory nor CPU usage: those targets are skipped with the reason.
     assert text.count("skipped: too few jobs") == 2
-    # Ours is either evaluated or said to be unavailable, never silently missing.
-    assert "| ours |" in text or "ours: not evaluated" in text
+    # Ours is either evaluated or said to be unavailable, never silently missing, nor failed: a
+    # failed strategy's row reads `| ours | failed: ...`.
+    ours = [line for line in text.splitlines() if line.startswith("| ours | ")]
+    assert "ours: not evaluated" in text or (ours and not any("| ours | failed: " in row for row in ours))
 
     doc = json.loads((out / f"{TRACE}.json").read_text())
     assert doc["trace"] == TRACE and doc["kill_budget"] == 0.01
     assert doc["split"]["windows"]["test"]["jobs"] == 1000
     strategies = doc["targets"]["time"]["strategies"]
     assert {"request", "tsafrir", "tsafrir-scaled", "harp-linear", "harp-tree", "harp-mlp"} <= set(strategies)
+    assert "ours" in doc["targets"]["time"]["unavailable"] or strategies["ours"]["error"] is None
     request = strategies["request"]["test"]
     assert request["newly_killed_pct"] == 0 and request["waste_cut_pct"] == 0
     assert request["reexec_extra_core_h"] == 0
@@ -73,6 +76,27 @@ def test_evaluate_reads_the_job_store(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0
     text = capsys.readouterr().out
     assert "jobs: 1500 jobs" in text and "| tsafrir-scaled |" in text and "memory" not in text
+
+
+def test_a_job_held_under_two_sources_is_evaluated_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Saved sacct text imported over the range the harvest read holds the same jobs again, under a
+    source of its own: training counted each once, the evaluation twice (3000 jobs of 1500, their
+    core-hours doubled, Tsafrir's mean of the last two runs over a job and its copy)."""
+    from tests.unit.test_job_copies import stored_under
+
+    records = load_records(BUNDLED_TRACE)[:1500]
+    tables = []
+    for sources in (("slurm",), ("slurm", "saved-sacct")):
+        db = stored_under(tmp_path / "-".join(sources) / "jobs.sqlite", records, sources)
+        strategies = "request,tsafrir,tsafrir-scaled"
+        argv = ["evaluate", "--db", str(db), "--target", "time", "--strategies", strategies]
+        assert main(argv) == 0
+        tables.append(capsys.readouterr().out)
+    assert tables[1] == tables[0] and tables[0].startswith("jobs: 1500 jobs (0 dropped")
+    assert "1500 jobs are held twice (the same job id and submit time" in caplog.text
+    assert "each is evaluated once" in caplog.text
 
 
 def test_a_stored_time_out_of_range_is_left_out_of_the_evaluation(
@@ -248,6 +272,30 @@ def test_a_trace_of_no_job_to_evaluate_is_said_and_nothing_written(
     assert errors == [f"{trace}: no job to evaluate: {why}"]
     assert [p.name for p in out.iterdir()] == ["nosubmit.md"]
     assert (out / "nosubmit.md").read_text() == "the earlier run's\n"
+
+
+@pytest.mark.parametrize(("jobs", "request_s"), [(1, 600), (200, -1)], ids=["one job", "no time request"])
+def test_a_trace_whose_every_target_is_skipped_is_said_and_nothing_written(
+    jobs: int, request_s: int, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Jobs to place, but too few to score any target (one job; none with a time request): each
+    target skipped, and a report of them all skipped was written over the earlier run's, exit 0."""
+    trace, out = tmp_path / "few.swf", tmp_path / "out"
+    job = "{} {} 10 300 2 -1 -1 2 {} -1 1 5 6 7 8 -1 -1 -1\n"
+    trace.write_text("".join(job.format(i, 100 * i, request_s) for i in range(1, jobs + 1)))
+    out.mkdir()
+    (out / "few.md").write_text("the earlier run's\n")
+    assert main(["evaluate", str(trace), "--out", str(out)]) == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [
+        f"{trace}: no target to evaluate, nothing written: "
+        + "; ".join(
+            f"{t}: too few jobs with both a {t} request and an observed {t} (validation: 0, test: 0; need 20)"
+            for t in ("time", "memory", "cpus")
+        )
+    ]
+    assert [p.name for p in out.iterdir()] == ["few.md"]
+    assert (out / "few.md").read_text() == "the earlier run's\n"
 
 
 def test_a_store_whose_latest_jobs_have_no_run_time_is_said_under_max_jobs(

@@ -179,6 +179,45 @@ def test_ids_the_replay_lacks_are_counted_and_the_first_named(
     assert "left unused" not in caplog.text
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "at", "before"),
+    [
+        ("p.csv", "1,600\n2,60\n1,60000\n", ":3", "line 1"),
+        ("p.json", '{"1": 600, "2": 60, "1": 60000}', "", "before"),
+    ],
+    ids=["csv", "json"],
+)
+def test_a_job_listed_twice_with_two_limits_is_refused_naming_both(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, content: str, at: str, before: str
+) -> None:
+    """The last line (or key) was taken without a word: `1,600` then `1,60000` replayed job 1 at
+    60000 s, exit 0, whichever the site meant."""
+    from slurm_harp.cli import main
+
+    trace, out = _three_jobs(tmp_path), tmp_path / "out"
+    (tmp_path / name).write_text(content)
+    argv = ["simulate", str(trace), "--limits", "ours-extend", "--predictions", str(tmp_path / name)]
+    assert main([*argv, "--out", str(out)]) == 2
+    said = f"{name}{at}: job '1' listed again with another limit, 60000 s ({before}: 600 s)"
+    assert f"cannot simulate {trace}: {tmp_path}/{said}" in caplog.text
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [("p.csv", "7,600\n8,60\n7,600.0\n8,60\n"), ("p.json", '{"7": 600, "8": 60, "7": 600.0, "8": 60}')],
+    ids=["csv", "json"],
+)
+def test_a_job_listed_twice_with_one_limit_is_taken_once_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, content: str
+) -> None:
+    (tmp_path / name).write_text(content)
+    assert read_predictions(tmp_path / name) == {"7": 600.0, "8": 60.0}
+    assert caplog.messages == [
+        f"{tmp_path}/{name}: 2 job ids listed again with the same limit, taken once: '7', '8'"
+    ]
+
+
 def test_ours_fitted_along_a_job_store_reads_it_without_writing_to_it(tmp_path: Path) -> None:
     """`harp simulate --db` fitting ours opened the store read-write: any SQLite file was given the
     job store's tables, and a live store could be migrated under the harvest."""

@@ -11,8 +11,8 @@ mirrored here, where the oldest trained job is found:
 
 - a trained job has elapsed > 0 and a submit time, each of its times within [0, now + a day]
   (trainable, fields.FUTURE_SLACK_S), and is a row the reader does not skip (readable_sql);
-- a job held under two sources (the same job id and submit time) is one row (dataset's rule);
-  training takes its first copy, so a job read for its end is read with every copy of it.
+- a job held under two sources (the same job id and submit time) is one row (core.job_copies);
+  which copy is kept depends on them all, so a job read for its end is read with every copy of it.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from slurm_harp.commands.arguments import (
 from slurm_harp.commands.method import LADDER_ROWS, LEARNING_RATE, TREES, trees
 from slurm_harp.commands.publication import trainable
 from slurm_harp.config import REFIT
+from slurm_harp.core.job_copies import each_job_once
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import BY
 from slurm_harp.output_dir import OutputDir
@@ -109,11 +110,14 @@ def _fractions(text: str) -> tuple[float, float]:
 
 
 def _read(args: argparse.Namespace, stats: ReadStats) -> list[JobRecord]:
+    """The jobs to evaluate, each once (core.job_copies, as training reads them): a job held under
+    two sources of the job store counted twice in every figure."""
     if args.db:
-        return _read_store(args.db)
-    records = load_records(args.source, stats)
-    log.info("%s", stats.summary())
-    return records
+        records = _read_store(args.db)
+    else:
+        records = load_records(args.source, stats)
+        log.info("%s", stats.summary())
+    return each_job_once(records, "evaluated")
 
 
 def _no_job(origin: str, stats: ReadStats, db: bool) -> str:
@@ -218,9 +222,18 @@ def _evaluate(args: argparse.Namespace, origin: str, out: OutputDir | None) -> i
         result.unavailable = unavailable
         results.append(result)
         print(report.table(result, ctx))
+    if all(r.skipped is not None for r in results):  # a report of skipped targets would look finished
+        log.error("%s", _all_skipped(origin, results))
+        return 1
     if out is not None:
         return _write(out, ctx, results)
     return 0
+
+
+def _all_skipped(origin: str, results: list[TargetReport]) -> str:
+    """Why nothing is evaluated when every target was skipped (too few jobs to score)."""
+    why = "; ".join(f"{r.target.value}: {r.skipped}" for r in results)
+    return f"{origin}: no target to evaluate, nothing written: {why}"
 
 
 def _submit(record: JobRecord) -> int:

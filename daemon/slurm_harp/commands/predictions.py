@@ -10,6 +10,7 @@ import logging
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from slurm_harp.core.policy import Policy
 from slurm_harp.regular_file import decode_json, read_regular
@@ -25,8 +26,9 @@ def read_predictions(path: Path) -> dict[str, float]:
     """Job id -> planned limit in seconds, from JSON (an object) or CSV (job_id,seconds; a first row
     of two names, neither a number, is a header). Each limit is a finite number >= 0; anything else
     is a ValueError naming the file and the job or line (an infinite one ended in a traceback deep
-    in the simulation). Only a regular file is read (regular_file: a FIFO was waited on for good),
-    of at most MAX_BYTES (ValueError)."""
+    in the simulation). A job id given twice with two limits is a ValueError naming both (the last
+    was taken without a word); with the same limit, one warning (_Limits). Only a regular file is
+    read (regular_file: a FIFO was waited on for good), of at most MAX_BYTES (ValueError)."""
     raw = read_regular(path, size=MAX_BYTES + 1)
     if len(raw) > MAX_BYTES:
         raise ValueError(f"{path}: larger than {MAX_BYTES} bytes, the most harp reads of predictions")
@@ -34,22 +36,75 @@ def read_predictions(path: Path) -> dict[str, float]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: not UTF-8 text: {exc}") from None
+    limits = _Limits(path)
     if path.suffix.lower() == ".json":
         try:
-            data = decode_json(text)
+            data = decode_json(text, object_pairs_hook=_Object)
         except ValueError as exc:
             raise ValueError(f"{path}: not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
+        if not isinstance(data, _Object):
             raise ValueError(f"{path}: expected a JSON object of job id -> seconds")
-        return {str(k): _seconds(v, f"{path}: job {k}") for k, v in data.items()}
-    out: dict[str, float] = {}
+        for k, v in data.pairs:
+            limits.add(k, _seconds(v, f"{path}: job {k}"))
+        return limits.read()
     for lineno, row in enumerate(csv.reader(text.splitlines()), start=1):
         if not row or (lineno == 1 and _is_header(row)):
             continue
         if len(row) != 2 or not _is_number(row[1]):
             raise ValueError(f"{path}:{lineno}: expected job_id,seconds")
-        out[row[0].strip()] = _seconds(float(row[1]), f"{path}:{lineno}")
-    return out
+        limits.add(row[0].strip(), _seconds(float(row[1]), f"{path}:{lineno}"), lineno)
+    return limits.read()
+
+
+class _Object(dict[str, Any]):
+    """A JSON object that keeps its (key, value) pairs as written: a key given twice among them."""
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__(pairs)
+        self.pairs = pairs
+
+
+class _Limits:
+    """Job id -> seconds as a file lists them, each id once. An id listed again with another limit
+    is a ValueError naming both: which one the site meant no reader can tell, and the last was taken
+    without a word. Listed again with the same limit it is taken once, said in one warning."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.by_id: dict[str, float] = {}
+        self.first: dict[str, int | None] = {}  # id -> the CSV line it was first listed on
+        self.again: dict[str, None] = {}  # ids listed again with the same limit, in order
+
+    def add(self, job: str, seconds: float, line: int | None = None) -> None:
+        """``job``'s limit, listed on CSV ``line`` (None: in JSON)."""
+        if job not in self.by_id:
+            self.by_id[job], self.first[job] = seconds, line
+        elif self.by_id[job] != seconds:
+            where = self.path if line is None else f"{self.path}:{line}"
+            before = "before" if line is None else f"line {self.first[job]}"
+            raise ValueError(
+                f"{where}: job {job[:40]!r} listed again with another limit, {seconds:g} s "
+                f"({before}: {self.by_id[job]:g} s)"
+            )
+        else:
+            self.again[job] = None
+
+    def read(self) -> dict[str, float]:
+        if self.again:
+            count = len(self.again)
+            log.warning(
+                "%s: %s job id%s listed again with the same limit, taken once: %s",
+                self.path,
+                f"{count:,}",
+                "s" * (count != 1),
+                _first_few(list(self.again)),
+            )
+        return self.by_id
+
+
+def _first_few(jobs: list[str]) -> str:
+    """The first five of ``jobs`` for a log line, each cut to 40 characters."""
+    return ", ".join(repr(job[:40]) for job in jobs[:5]) + (", ..." if len(jobs) > 5 else "")
 
 
 def check_matched(path: Path, by_id: Mapping[str, float], ids: Collection[str], replayed: str) -> None:
@@ -64,16 +119,13 @@ def check_matched(path: Path, by_id: Mapping[str, float], ids: Collection[str], 
     if len(unmatched) == len(by_id):
         raise ValueError(f"{path}: none of its {len(by_id):,} job ids is a job replayed from {replayed}")
     if unmatched:
-        first = ", ".join(repr(job[:40]) for job in unmatched[:5])
-        more = ", ..." if len(unmatched) > 5 else ""
         log.warning(
-            "%s: %s of its %s job ids left unused, no job replayed from %s: %s%s",
+            "%s: %s of its %s job ids left unused, no job replayed from %s: %s",
             path,
             f"{len(unmatched):,}",
             f"{len(by_id):,}",
             replayed,
-            first,
-            more,
+            _first_few(unmatched),
         )
 
 

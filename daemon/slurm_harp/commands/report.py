@@ -22,6 +22,7 @@ from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
 from slurm_harp.commands.arguments import extra_needed, input_problem, policy_at, unix_time, writing_out
 from slurm_harp.commands.publication import trainable
 from slurm_harp.config import DEFAULT_PATH
+from slurm_harp.core.job_copies import each_job_once
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.evaluation.site_report import site_report
 from slurm_harp.evaluation.site_report_html import nothing_to_report, write_site_report
@@ -105,8 +106,9 @@ def _report(args: argparse.Namespace, db: Path, policy: tuple[Policy, str], out:
                 if not partitions or r.request.partition in partitions
             ]
         # a time no date holds ended the page in a traceback (year 27969: a trace imported before
-        # the readers checked); left out as the nightly leaves it out of training
-        records = trainable(records, time.time(), "the report")
+        # the readers checked); left out as the nightly leaves it out of training; a job held under
+        # two sources is one job, as in training (it doubled the jobs and kills on the page)
+        records = each_job_once(trainable(records, time.time(), "the report"), "reported")
         report = site_report(records, policy[0], args.since, partitions)
     except (RuntimeError, SchemaVersionError, sqlite3.Error) as exc:
         print(f"harp report: cannot read the job store {db}: {exc}")

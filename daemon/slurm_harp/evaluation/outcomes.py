@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
+from slurm_harp.core.job_copies import first_copies, say_copies
 from slurm_harp.core.request import Target
 from slurm_harp.core.tag import parse_tag
 
@@ -82,8 +83,11 @@ def version_for(target: Target, versions: tuple[str, ...], owner: Callable[[str]
 
 def outcomes(records: Iterable[JobRecord], owner: Callable[[str], Target | None]) -> dict[Key, Outcome]:
     """The figures per (target, partition, version) over ``records`` (tagged or not: untagged and
-    unreadable tags are skipped)."""
-    return resolve([outcomes_by_tag(records)], owner)
+    unreadable tags are skipped), each job once (outcomes_by_tag), the copies left out said in one
+    warning."""
+    by_tag, again = outcomes_by_tag(records)
+    say_copies(again, "counted")
+    return resolve([by_tag], owner)
 
 
 def resolve(
@@ -99,11 +103,15 @@ def resolve(
     return out
 
 
-def outcomes_by_tag(records: Iterable[JobRecord]) -> dict[TagKey, Outcome]:
+def outcomes_by_tag(records: Iterable[JobRecord]) -> tuple[dict[TagKey, Outcome], int]:
     """The figures per (target, partition, the tag's versions) over ``records``: what does not
-    depend on which model version served which target."""
+    depend on which model version served which target; and how many records were left out as
+    copies of a job counted (core.job_copies: a job held under two sources of the job store is
+    one job, its kills and savings counted once, as training counts it)."""
+    records = list(records)
+    kept, again = first_copies(records)
     out: dict[TagKey, Outcome] = {}
-    for record in records:
+    for record in (records[i] for i in kept):
         tag = parse_tag(record.harp_tag)
         if tag is None:
             continue
@@ -122,4 +130,4 @@ def outcomes_by_tag(records: Iterable[JobRecord]) -> dict[TagKey, Outcome]:
             outcome.killed += killed
             if target is Target.TIME and lowered and own is not None and not killed and used <= value:
                 outcome.saved_core_seconds += (own - value) * 60.0 * record.cores
-    return out
+    return out, again

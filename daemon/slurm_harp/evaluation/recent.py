@@ -19,8 +19,9 @@ from slurm_harp.core.job import JobRecord, ended_by
 
 
 def recent_mean(jobs: Sequence[JobRecord], values: np.ndarray, depth: int = 2) -> np.ndarray:
-    """Per job, the mean of ``values`` over its user's last ``depth`` jobs (by end time) that ended
-    strictly before its submit time; NaN when the user has none (or is unknown).
+    """Per job, the mean of ``values`` over its user's last ``depth`` jobs (by end time) that had
+    ended by its submit time, at or before it (core.job.ended_by); NaN when the user has none (or
+    is unknown).
 
     ``values`` is aligned with ``jobs``; a job with a NaN value never enters any history.
     """

@@ -6,7 +6,6 @@ the jobs that had ended by its submit time, exactly as the daemon's HistoryIndex
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,9 +15,8 @@ import numpy as np
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.history import history_matrix
 from slurm_harp.core.job import JobRecord
+from slurm_harp.core.job_copies import first_copies, say_copies
 from slurm_harp.core.tag import as_submitted
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,33 +52,17 @@ def _or_nan(value: float | None) -> float:
 
 def row_order(records: Sequence[JobRecord]) -> list[int]:
     """Which of ``records`` are build_dataset's rows, in its row order: the indices of the usable
-    ones (elapsed > 0), stable by submit time (records without one first), each job once (below).
-    A row is a copy of its record with the request as submitted, not the record itself: find a
-    job's row by its index."""
+    ones (elapsed > 0), stable by submit time (records without one first), each job once
+    (core.job_copies: the same job held under two sources of the job store is one row). A row is
+    a copy of its record with the request as submitted, not the record itself: find a job's row by
+    its index."""
     return _distinct_usable(records)[0]
 
 
 def _distinct_usable(records: Sequence[JobRecord]) -> tuple[list[int], int]:
-    """(row_order, how many usable records were left out as a job already counted). A job is its
-    job id and submit time, as the job store keys it within a source (accounting.store_schema): the
-    same job stored under two sources (saved sacct text imported over the range the harvest read)
-    is one row, its first record's, and the others are left out. No job is lost by it: two jobs
-    differ in id or submit time (a reused id, a requeued run), and a record without a submit time
-    is kept whatever its id (an SWF trace's unknown time). Mirrored in SQL by
-    accounting.training_window (the nightly's bounded read), which must change with it."""
-    seen: set[tuple[str, int]] = set()
-    usable: list[int] = []
-    again = 0
-    for i, record in enumerate(records):
-        if record.elapsed_s <= 0:
-            continue
-        submit = record.request.submit_time
-        if submit is not None:
-            if (record.job_id, submit) in seen:
-                again += 1
-                continue
-            seen.add((record.job_id, submit))
-        usable.append(i)
+    """(row_order, how many records were left out as a job already counted)."""
+    kept, again = first_copies(records)
+    usable = [i for i in kept if records[i].elapsed_s > 0]
     usable.sort(key=lambda i: _submit_key(records[i]))
     return usable, again
 
@@ -100,12 +82,7 @@ def build_dataset(records: Sequence[JobRecord], max_rows: int | None = None) -> 
     the oldest kept rows still see the jobs that ended before them.
     """
     order, again = _distinct_usable(records)
-    if again:
-        log.warning(
-            "%d jobs are held twice (the same job id and submit time, under two sources of the job "
-            "store: saved sacct text imported over the harvest's range): each is trained on once",
-            again,
-        )
+    say_copies(again, "trained on")
     usable = [as_submitted(records[i]) for i in order]
     history = history_matrix(usable)
     if max_rows is not None and max_rows > 0:

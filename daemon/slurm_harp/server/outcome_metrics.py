@@ -8,6 +8,10 @@ The figures are kept per hour of end time. A refresh asks SQLite for a signature
 tagged rows within the window (count, sum of ingested_at, newest rowid) and reads again only the
 hours whose rows were added, changed, deleted or left the window: the same figures as reading the
 whole window, at the cost of what the harvester brought.
+
+Each job is counted once (evaluation.outcomes_by_tag): the same job under two sources of the job
+store ends in the same hour, both copies read together. The copies left out are said in one warning
+when their number in the window changes, not at every refresh.
 """
 
 from __future__ import annotations
@@ -21,13 +25,15 @@ from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from slurm_harp.accounting.jobstore import HOUR_S, JobStore
+from slurm_harp.core.job_copies import say_copies
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.outcomes import Key, Outcome, TagKey, outcomes_by_tag, resolve
 
 LABELS = ("target", "partition", "version")
 DAY_S = 86400
 
-_Hour = tuple[tuple[int, float, int], dict[TagKey, Outcome]]  # (signature, figures by tag)
+# (signature, figures by tag, copies of a job left out)
+_Hour = tuple[tuple[int, float, int], dict[TagKey, Outcome], int]
 
 
 class OutcomeMetrics(Collector):
@@ -50,6 +56,7 @@ class OutcomeMetrics(Collector):
         self._lock = threading.Lock()
         self._hours: dict[int, _Hour] = {}  # by end_time // HOUR_S; only the refreshing thread
         self.hours_read = 0  # hours read from the store since start (how much refreshes cost)
+        self._copies_said = 0  # the copies left out in the window when last said
         registry.register(self)
 
     def refresh(self, store: JobStore, force: bool = False) -> bool:
@@ -68,10 +75,14 @@ class OutcomeMetrics(Collector):
                 continue
             start, end = max(since, hour * HOUR_S), (hour + 1) * HOUR_S
             rows = store.records(ended_since=start, ended_before=end, tagged=True)
-            hours[hour] = (signature, outcomes_by_tag(rows))
+            hours[hour] = (signature, *outcomes_by_tag(rows))
             self.hours_read += 1
         self._hours = hours
-        figures = resolve((part for _, part in hours.values()), self._owner)
+        copies = sum(again for _, _, again in hours.values())
+        if copies != self._copies_said:
+            say_copies(copies, "counted in the outcome metrics")
+            self._copies_said = copies
+        figures = resolve((part for _, part, _ in hours.values()), self._owner)
         latest = store.latest_end()
         with self._lock:
             self._figures, self._computed_at, self._latest_end = figures, now, latest

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 from slurm_harp.accounting import JobRecord, ReadStats, load_records, swf_processors
+from slurm_harp.core.job_copies import each_job_once
 from slurm_harp.core.tag import as_submitted
 from slurm_harp.core.text import question_marks
 from slurm_harp.simulation.workload import Workload
@@ -66,13 +67,14 @@ def trace_name(source: str | Path) -> str:
 
 def load_workload(source: str | Path, processors: int | None = None, *, db: bool = False) -> Workload:
     """Read an SWF (.swf/.swf.gz), Eagle CSV (.csv) or `sacct -P` text file, or with ``db`` the
-    job store (SQLite); ``processors`` overrides the size an SWF header declares."""
+    job store (SQLite), each job once (core.job_copies: a job held under two sources was replayed
+    twice); ``processors`` overrides the size an SWF header declares."""
     path = Path(source)
     if db:
         from slurm_harp.accounting.jobstore import JobStore
 
         with JobStore(path, readonly=True) as store:  # the harvest and the daemon may be using it
-            records = list(store.records())
+            records = each_job_once(store.records(), "replayed")
     else:
         stats = ReadStats(source=str(path))
         records = load_records(path, stats)
