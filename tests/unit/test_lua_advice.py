@@ -58,6 +58,12 @@ SAME_JOB = [
     ({"job-name": "part", "partition": "batch", "mem-per-cpu": "100"},
      "--job=part\n--part=batch\n--mem-per-c=100"),
     ({"job-name": "tpn", "ntasks-per-node": "4", "nodes": "2"}, "-J tpn\n--tasks=4\n-N 2"),
+    # sbatch splits the lines itself (get_argument): an unquoted # ends one; the hook sees the first
+    # component of a heterogeneous job alone.
+    ({"job-name": "relax", "partition": "short", "ntasks": "4"},
+     "-J relax#2\n-p short        # the long partition: -p long\n--ntasks=4      # big meshes: --ntasks=64"),
+    ({"job-name": "het", "partition": "cpu", "ntasks": "4"},
+     "-J het -p cpu -n 4\nhetjob\n-p gpu -n 1 --gpus-per-node=2"),
 ]  # fmt: skip
 
 

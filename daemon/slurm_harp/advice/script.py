@@ -1,8 +1,9 @@
 """A batch script's ``#SBATCH`` header as the job request it submits, for ``harp advise --script``.
 
-Read as sbatch reads it: the directives before the first line that is neither blank nor a
-comment, a short option's value the rest of its word (getopt: ``-J=x`` names the job ``=x``), a
-long option by any prefix sbatch takes for it (``--part``: sbatch_options.py).
+Read as sbatch reads it: the words of the directives before the first line that is neither blank
+nor a comment, and before a ``hetjob`` line, split as sbatch splits them (comments, quotes:
+sbatch_header.py), a short option's value the rest of its word (getopt: ``-J=x`` names the job
+``=x``), a long option by any prefix sbatch takes for it (``--part``: sbatch_options.py).
 Understood: the job name, partition, account, tasks, CPUs per task, nodes, tasks per node, time
 limit, memory (per node or per CPU, as sbatch's str_to_mbytes reads it), GPUs (``--gpus``,
 ``--gpus-per-node``, ``--gres=gpu[:type][:N]``; a type without a count is one GPU) and the
@@ -18,10 +19,10 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 from dataclasses import dataclass, replace
 
 from slurm_harp.advice.gpu_memory import TrainingFacts
+from slurm_harp.advice.sbatch_header import header_words
 from slurm_harp.advice.sbatch_options import long_option, takes_value
 from slurm_harp.core.request import JobRequest
 from slurm_harp.slurm_formats import OutOfRange, parse_time_limit
@@ -94,25 +95,13 @@ def script_signature(script: str) -> str | None:
 
 
 def _directives(script: str) -> list[tuple[str, str, int]]:
-    """(long option name, value, script line number) of the header's understood options, in order."""
-    out: list[tuple[str, str, int]] = []
-    for number, line in enumerate(script.split("\n"), 1):
-        if line.startswith("#SBATCH"):
-            try:
-                words = shlex.split(line[len("#SBATCH") :])
-            except ValueError as exc:
-                raise ValueError(f"script line {number}: {exc}") from None
-            out += [(name, value, number) for name, value in _options(words, number)]
-        elif line.strip() and not line.lstrip().startswith("#"):
-            break
-    return out
-
-
-def _options(words: list[str], number: int) -> list[tuple[str, str]]:
+    """(long option name, value, script line number) of the header's understood options, in order:
+    the header's words as sbatch splits them (advice.sbatch_header), read as its getopt reads them."""
+    words = header_words(script)
     out = []
     i = 0
     while i < len(words):
-        word = words[i]
+        word, number = words[i]
         i += 1
         if word.startswith("--"):  # a prefix of one option's name is that option (getopt_long)
             given, sep, value = word[2:].partition("=")
@@ -128,12 +117,12 @@ def _options(words: list[str], number: int) -> list[tuple[str, str]]:
             continue  # an option the advice does not read (or a stray word)
         if name not in _LONG:
             continue
-        if not sep:
+        if not sep:  # the next word, on the next line too: sbatch gives getopt all lines as one list
             if i >= len(words):
                 raise ValueError(f"script line {number}: --{name} without a value")
-            value = words[i]
+            value = words[i][0]
             i += 1
-        out.append((name, value))
+        out.append((name, value, number))
     return out
 
 
