@@ -50,6 +50,9 @@ def test_the_header_as_sbatch_reads_it() -> None:
         ("#SBATCH --gpus-per-node=4 --mem-per-cpu=2000\n", {"gpus_per_node": 4, "mem_per_cpu_mb": 2000}),
         ("#SBATCH --ntasks-per-node=8 -N 2\n", {"num_tasks": 16, "min_cpus": 16, "min_nodes": 2}),
         ("#SBATCH -t 90 -A phys\n", {"time_limit_minutes": 90, "account": "phys"}),
+        # The QOS: a partition's AllowQos / DenyQos admit by it (in lower case, as Slurm keeps it).
+        ("#SBATCH -q debug\n", {"qos": "debug"}),
+        ("#SBATCH --qos=Long\n", {"qos": "long"}),
         ("#SBATCH --exclusive --mail-type=ALL\n", {}),
         # As sbatch reads them: a GPU type without a count is one GPU; a B after a memory unit
         # (str_to_mbytes), K rounded up to a MB; a short option's value is the rest of its word.

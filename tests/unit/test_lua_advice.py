@@ -64,6 +64,9 @@ SAME_JOB = [
      "-J relax#2\n-p short        # the long partition: -p long\n--ntasks=4      # big meshes: --ntasks=64"),
     ({"job-name": "het", "partition": "cpu", "ntasks": "4"},
      "-J het -p cpu -n 4\nhetjob\n-p gpu -n 1 --gpus-per-node=2"),
+    # The QOS and the account: a partition's Allow/Deny lists admit by them.
+    ({"job-name": "q", "qos": "debug", "account": "phys"}, "-J q\n-q debug\n-A phys"),
+    ({"job-name": "q", "qos": "long"}, "-J q\n--qos=long"),
 ]  # fmt: skip
 
 
@@ -75,8 +78,9 @@ def test_sbatch_options_give_the_request_harp_advise_gives(options: dict[str, st
     lua = request_from_proto(msg.job)
     script = "#!/bin/sh\n" + "".join(f"#SBATCH {d}\n" for d in directives.split("\n")) + "true\n"
     python = parse_script(script).request
-    for name in ("job_name", "partition", "time_limit_minutes", "mem_per_node_mb", "mem_per_cpu_mb",
-                 "min_cpus", "cpus_per_task", "num_tasks", "min_nodes", "gpus_per_node"):  # fmt: skip
+    for name in ("job_name", "partition", "account", "qos", "time_limit_minutes", "mem_per_node_mb",
+                 "mem_per_cpu_mb", "min_cpus", "cpus_per_task", "num_tasks", "min_nodes",
+                 "gpus_per_node"):  # fmt: skip
         assert getattr(lua, name) == getattr(python, name), name
     assert not msg.partitions and not msg.HasField("deadline_minutes") and not msg.HasField("training")
 

@@ -4,7 +4,7 @@ Read as sbatch reads it: the words of the directives before the first line that 
 nor a comment, and before a ``hetjob`` line, split as sbatch splits them (comments, quotes:
 sbatch_header.py), a short option's value the rest of its word (getopt: ``-J=x`` names the job
 ``=x``), a long option by any prefix sbatch takes for it (``--part``: sbatch_options.py).
-Understood: the job name, partition, account, tasks, CPUs per task, nodes, tasks per node, time
+Understood: the job name, partition, account, QOS, tasks, CPUs per task, nodes, tasks per node, time
 limit, memory (per node or per CPU, as sbatch's str_to_mbytes reads it), GPUs (``--gpus``,
 ``--gpus-per-node``, ``--gres=gpu[:type][:N]``; a type without a count is one GPU) and the
 comment. Other options are kept out of the request (they do not change what the advice compares).
@@ -49,11 +49,11 @@ MAX_MEM_MB = 2**53 - 1
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 
-_SHORT = {"-J": "job-name", "-p": "partition", "-A": "account", "-n": "ntasks", "-c": "cpus-per-task",
-          "-N": "nodes", "-t": "time", "-G": "gpus"}  # fmt: skip
+_SHORT = {"-J": "job-name", "-p": "partition", "-A": "account", "-q": "qos", "-n": "ntasks",
+          "-c": "cpus-per-task", "-N": "nodes", "-t": "time", "-G": "gpus"}  # fmt: skip
 _LONG = frozenset(
-    {"job-name", "partition", "account", "ntasks", "cpus-per-task", "nodes", "ntasks-per-node", "time",
-     "mem", "mem-per-cpu", "gpus", "gpus-per-node", "gres", "comment"}
+    {"job-name", "partition", "account", "qos", "ntasks", "cpus-per-task", "nodes", "ntasks-per-node",
+     "time", "mem", "mem-per-cpu", "gpus", "gpus-per-node", "gres", "comment"}
 )  # fmt: skip
 # --mem and --mem-per-cpu as sbatch reads them (str_to_mbytes, Slurm 22.05): whole MB, or K (rounded
 # up), M, G or T, a B after the unit allowed ("4GB"); no fraction, no P: sbatch refuses those. Only
@@ -244,6 +244,7 @@ def parse_script(script: str) -> ScriptJob:
         job_name=header.text("job-name"),
         partition=partition.split(",")[0] if partition is not None else None,
         account=header.text("account"),
+        qos=header.text("qos"),  # a partition's AllowQos / DenyQos admit by it, as for the hook
         script_signature=script_signature(script),
         time_limit_minutes=header.minutes("time"),
         mem_per_node_mb=header.mem("mem"),

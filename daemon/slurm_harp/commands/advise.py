@@ -62,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=[],
         help="compare this partition (repeat; default: all)",
     )
+    p.add_argument("--qos", help="the job's QOS (sbatch -q); overrides the script's")
     p.add_argument("--cpus", type=_count, help="the CPUs you would ask for (overrides the script's)")
     p.add_argument("--gpus", type=_count, help="GPUs per node you would ask for (overrides the script's)")
     p.add_argument("--deadline", type=minutes, help="the run must end within: 90m, 2h, 1-00:00:00 ...")
@@ -150,6 +151,8 @@ def build_request(args: argparse.Namespace) -> pb.AdviceRequest:
         job, training = parsed.request, parsed.training
     if args.name is not None:
         job = _with(job, job_name=args.name)
+    if args.qos is not None:
+        job = _with(job, qos=args.qos)
     if args.cpus is not None:
         job = _with(job, min_cpus=args.cpus, num_tasks=None, cpus_per_task=None)
     if args.gpus is not None:
