@@ -149,6 +149,17 @@ def test_the_script_s_qos_keeps_out_the_partitions_that_deny_it(tmp_path: Path) 
         assert f"partitions left out: {left_out}" in answer.notes
 
 
+def test_a_script_without_j_is_named_by_its_file_as_sbatch_names_it(tmp_path: Path) -> None:
+    """sbatch names a job without -J after its script's file (base_name), and the hook sends that
+    name; `--script` refused such a script: "give the job's name"."""
+    script = tmp_path / "relax.sbatch"
+    script.write_text("#!/bin/sh\n#SBATCH -n 4 -p batch\nsrun ./relax\n")
+    assert build_request(args("--script", str(script))).job.job_name == "relax.sbatch"
+    assert build_request(args("--script", str(script), "--name", "other")).job.job_name == "other"
+    script.write_text("#!/bin/sh\n#SBATCH -J relax -n 4\n")
+    assert build_request(args("--script", str(script))).job.job_name == "relax"
+
+
 def test_bad_requests_are_refused_before_asking(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ValueError, match="give the job's name"):
         build_request(args("--cpus", "4"))

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ from hypothesis import strategies as st
 
 from slurm_harp.advice.script import parse_script
 from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.cli import build_parser
+from slurm_harp.commands.advise import build_request
 from slurm_harp.server.convert import request_from_proto
 from tests.conftest import REPO, lua51
 
@@ -83,6 +86,15 @@ def test_sbatch_options_give_the_request_harp_advise_gives(options: dict[str, st
                  "gpus_per_node"):  # fmt: skip
         assert getattr(lua, name) == getattr(python, name), name
     assert not msg.partitions and not msg.HasField("deadline_minutes") and not msg.HasField("training")
+
+
+def test_a_script_without_j_is_named_alike_by_the_hook_and_harp_advise(tmp_path: Path) -> None:
+    script = tmp_path / "relax.sbatch"
+    script.write_text("#!/bin/sh\n#SBATCH -n 4\nsrun ./relax\n")
+    ((result,),) = [_tool("advice_request", [UNSET | {"ntasks": "4", "argv": [str(script)]}])]
+    lua = pb.AdviceRequest.FromString(bytes.fromhex(result["hex"])).job
+    python = build_request(build_parser().parse_args(["advise", "--script", str(script)])).job
+    assert lua.job_name == python.job_name == "relax.sbatch"
 
 
 # cjson prints 14 digits: integers stay below 2^40 here (doubles travel as "%.17g" text)
