@@ -50,6 +50,9 @@ def test_the_header_as_sbatch_reads_it() -> None:
         ("#SBATCH --gpus-per-node=4 --mem-per-cpu=2000\n", {"gpus_per_node": 4, "mem_per_cpu_mb": 2000}),
         ("#SBATCH --ntasks-per-node=8 -N 2\n", {"num_tasks": 16, "min_cpus": 16, "min_nodes": 2}),
         ("#SBATCH -t 90 -A phys\n", {"time_limit_minutes": 90, "account": "phys"}),
+        # The QOS: a partition's AllowQos / DenyQos admit by it (in lower case, as Slurm keeps it).
+        ("#SBATCH -q debug\n", {"qos": "debug"}),
+        ("#SBATCH --qos=Long\n", {"qos": "long"}),
         ("#SBATCH --exclusive --mail-type=ALL\n", {}),
         # As sbatch reads them: a GPU type without a count is one GPU; a B after a memory unit
         # (str_to_mbytes), K rounded up to a MB; a short option's value is the rest of its word.
@@ -102,7 +105,9 @@ def test_directives(lines: str, fields: dict[str, object]) -> None:
             "script line 3: option '--ti' is ambiguous; possibilities: '--time' '--time-min'",
         ),
         ("#SBATCH --par=batch\n", "possibilities: '--parsable' '--partition'"),
-        ('#SBATCH -J "open\n', "script line 2"),
+        ('#SBATCH -J "open\n', 'script line 2: unmatched " \\(sbatch refuses it\\)'),
+        ("#SBATCH -J x\n#SBATCH -A 'open # a quote in a word, before the #\n", "script line 3: unmatched '"),
+        ("#SBATCH -J :x\n", "script line 2: a word begins with ':' \\(sbatch refuses it\\)"),
     ],
 )
 def test_bad_directives_are_named(lines: str, error: str) -> None:
@@ -173,6 +178,40 @@ def test_names_not_utf8_are_read_by_the_one_text_rule() -> None:
     raw = b"#!/bin/sh\n#SBATCH -J r\xffx -A \xe0\x80 -p b\xfe,long\n"
     job = parse_script(raw.decode("utf-8", errors="surrogateescape")).request
     assert (job.job_name, job.account, job.partition) == ("r?x", "??", "b?")  # core.text
+
+
+@pytest.mark.parametrize(
+    ("lines", "fields"),
+    [
+        # An unquoted, unescaped # ends the line (sbatch's get_argument): the rest is a comment.
+        (
+            "#SBATCH -p short        # the long partition: -p long\n#SBATCH --ntasks=4   # or --ntasks=64\n",
+            {"partition": "short", "num_tasks": 4, "min_cpus": 4},
+        ),
+        ("#SBATCH -J relax#2 -n 4\n", {"job_name": "relax"}),
+        ("#SBATCH -J relax  # don't forget the mesh\n", {"job_name": "relax"}),
+        # Quotes group words and keep a #; a backslash escapes the next character, in quotes too
+        # (single ones as well), but not a space (Slurm 22.05; 24.05 made "\ " a space).
+        ("#SBATCH -J \"relax #2\" -A 'a b'\n", {"job_name": "relax #2", "account": "a b"}),
+        ("#SBATCH -J relax\\#2 -A 'it\\'s'\n", {"job_name": "relax#2", "account": "it's"}),
+        ("#SBATCH -J a\\ b\n", {"job_name": "a"}),
+        # An empty word ends the line, and so does hetjob after the first word.
+        ('#SBATCH -J x "" -n 4\n', {"job_name": "x"}),
+        ("#SBATCH -J x hetjob -n 4\n", {"job_name": "x"}),
+        # A heterogeneous job: its first component, the one the hook advises.
+        (
+            "#SBATCH -J relax -p cpu -n 4\n#SBATCH hetjob\n#SBATCH -p gpu -n 1 --gpus-per-node=2\n",
+            {"job_name": "relax", "partition": "cpu", "num_tasks": 4, "min_cpus": 4},
+        ),
+        ("#SBATCH -n 2\n#SBATCH   PackJob\n#SBATCH -n 8\n", {"num_tasks": 2, "min_cpus": 2}),
+        # #SLURM lines are sbatch's too (it warns); getopt reads all the lines' words as one list.
+        ("#SLURM -J x\n#SBATCH -n\n#SBATCH 2\n", {"job_name": "x", "num_tasks": 2, "min_cpus": 2}),
+    ],
+)
+def test_the_header_s_words_as_sbatch_splits_them(lines: str, fields: dict[str, object]) -> None:
+    script = "#!/bin/sh\n" + lines + "srun ./relax\n"
+    want = JobRequest(script_signature=script_signature(script), **fields)  # type: ignore[arg-type]
+    assert parse_script(script).request == want
 
 
 def test_training_facts_from_comment_tokens() -> None:

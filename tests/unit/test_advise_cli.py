@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from slurm_harp import regular_file
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.recommend import Ask, advise
 from slurm_harp.advice.script import MAX_SCAN, script_signature
+from slurm_harp.advice.site_partitions import SitePartitions
 from slurm_harp.advice.tariff import Prices, Tariff
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.cli import build_parser, main
@@ -22,7 +24,7 @@ from slurm_harp.config import DEFAULT_ADVICE_SOCKET
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.server.advice_service import advice_to_proto
-from slurm_harp.server.convert import request_to_proto
+from slurm_harp.server.convert import request_from_proto, request_to_proto
 from tests.conftest import REPO, not_a_file
 from tests.unit.test_arguments import usage_error
 
@@ -123,6 +125,39 @@ def test_the_request_from_a_script_and_options(tmp_path: Path) -> None:
     assert request.training.parameters == 7.5e9 and request.training.zero_stage == 2
     assert request.training.precision == "fp32"
     assert not request.job.HasField("user_name")  # the daemon knows who asks
+
+
+def test_the_script_s_qos_keeps_out_the_partitions_that_deny_it(tmp_path: Path) -> None:
+    """The hook sends the job's QOS and `--script` dropped it: a partition whose DenyQos names it
+    was priced for the script and left out for the hook. Both send it; --qos overrides it."""
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -J relax -n 4 --qos=debug\nsrun ./relax\n")
+    runs = [relax(1, 4, 60, None), relax(2, 4, 62, None)]
+    site = SitePartitions.read(
+        "PartitionName=batch State=UP DenyQos=debug TotalNodes=2 TotalCPUs=64 MaxTime=1-00:00:00\n"
+        "PartitionName=short State=UP AllowQos=debug TotalNodes=2 TotalCPUs=64 MaxTime=1-00:00:00\n"
+    )
+    for argv, qos, priced, left_out in (
+        ((), "debug", ["short"], "batch (DenyQos)"),
+        (("--qos", "Normal"), "normal", ["batch"], "short (AllowQos)"),
+    ):
+        request = build_request(args("--script", str(script), *argv))
+        job = replace(request_from_proto(request.job), user_name="ann")
+        assert job.qos == qos
+        answer = advise(Ask(job), runs, Tariff.of(Prices(), site.table), site.shapes)
+        assert sorted({o.partition for o in answer.options if o.priced}) == priced
+        assert f"partitions left out: {left_out}" in answer.notes
+
+
+def test_a_script_without_j_is_named_by_its_file_as_sbatch_names_it(tmp_path: Path) -> None:
+    """sbatch names a job without -J after its script's file (base_name), and the hook sends that
+    name; `--script` refused such a script: "give the job's name"."""
+    script = tmp_path / "relax.sbatch"
+    script.write_text("#!/bin/sh\n#SBATCH -n 4 -p batch\nsrun ./relax\n")
+    assert build_request(args("--script", str(script))).job.job_name == "relax.sbatch"
+    assert build_request(args("--script", str(script), "--name", "other")).job.job_name == "other"
+    script.write_text("#!/bin/sh\n#SBATCH -J relax -n 4\n")
+    assert build_request(args("--script", str(script))).job.job_name == "relax"
 
 
 def test_bad_requests_are_refused_before_asking(capsys: pytest.CaptureFixture[str]) -> None:

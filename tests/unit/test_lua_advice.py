@@ -8,6 +8,7 @@ import json
 import math
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ from hypothesis import strategies as st
 
 from slurm_harp.advice.script import parse_script
 from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.cli import build_parser
+from slurm_harp.commands.advise import build_request
 from slurm_harp.server.convert import request_from_proto
 from tests.conftest import REPO, lua51
 
@@ -58,6 +61,15 @@ SAME_JOB = [
     ({"job-name": "part", "partition": "batch", "mem-per-cpu": "100"},
      "--job=part\n--part=batch\n--mem-per-c=100"),
     ({"job-name": "tpn", "ntasks-per-node": "4", "nodes": "2"}, "-J tpn\n--tasks=4\n-N 2"),
+    # sbatch splits the lines itself (get_argument): an unquoted # ends one; the hook sees the first
+    # component of a heterogeneous job alone.
+    ({"job-name": "relax", "partition": "short", "ntasks": "4"},
+     "-J relax#2\n-p short        # the long partition: -p long\n--ntasks=4      # big meshes: --ntasks=64"),
+    ({"job-name": "het", "partition": "cpu", "ntasks": "4"},
+     "-J het -p cpu -n 4\nhetjob\n-p gpu -n 1 --gpus-per-node=2"),
+    # The QOS and the account: a partition's Allow/Deny lists admit by them.
+    ({"job-name": "q", "qos": "debug", "account": "phys"}, "-J q\n-q debug\n-A phys"),
+    ({"job-name": "q", "qos": "long"}, "-J q\n--qos=long"),
 ]  # fmt: skip
 
 
@@ -69,10 +81,20 @@ def test_sbatch_options_give_the_request_harp_advise_gives(options: dict[str, st
     lua = request_from_proto(msg.job)
     script = "#!/bin/sh\n" + "".join(f"#SBATCH {d}\n" for d in directives.split("\n")) + "true\n"
     python = parse_script(script).request
-    for name in ("job_name", "partition", "time_limit_minutes", "mem_per_node_mb", "mem_per_cpu_mb",
-                 "min_cpus", "cpus_per_task", "num_tasks", "min_nodes", "gpus_per_node"):  # fmt: skip
+    for name in ("job_name", "partition", "account", "qos", "time_limit_minutes", "mem_per_node_mb",
+                 "mem_per_cpu_mb", "min_cpus", "cpus_per_task", "num_tasks", "min_nodes",
+                 "gpus_per_node"):  # fmt: skip
         assert getattr(lua, name) == getattr(python, name), name
     assert not msg.partitions and not msg.HasField("deadline_minutes") and not msg.HasField("training")
+
+
+def test_a_script_without_j_is_named_alike_by_the_hook_and_harp_advise(tmp_path: Path) -> None:
+    script = tmp_path / "relax.sbatch"
+    script.write_text("#!/bin/sh\n#SBATCH -n 4\nsrun ./relax\n")
+    ((result,),) = [_tool("advice_request", [UNSET | {"ntasks": "4", "argv": [str(script)]}])]
+    lua = pb.AdviceRequest.FromString(bytes.fromhex(result["hex"])).job
+    python = build_request(build_parser().parse_args(["advise", "--script", str(script)])).job
+    assert lua.job_name == python.job_name == "relax.sbatch"
 
 
 # cjson prints 14 digits: integers stay below 2^40 here (doubles travel as "%.17g" text)

@@ -1,9 +1,10 @@
 """A batch script's ``#SBATCH`` header as the job request it submits, for ``harp advise --script``.
 
-Read as sbatch reads it: the directives before the first line that is neither blank nor a
-comment, a short option's value the rest of its word (getopt: ``-J=x`` names the job ``=x``), a
-long option by any prefix sbatch takes for it (``--part``: sbatch_options.py).
-Understood: the job name, partition, account, tasks, CPUs per task, nodes, tasks per node, time
+Read as sbatch reads it: the words of the directives before the first line that is neither blank
+nor a comment, and before a ``hetjob`` line, split as sbatch splits them (comments, quotes:
+sbatch_header.py), a short option's value the rest of its word (getopt: ``-J=x`` names the job
+``=x``), a long option by any prefix sbatch takes for it (``--part``: sbatch_options.py).
+Understood: the job name, partition, account, QOS, tasks, CPUs per task, nodes, tasks per node, time
 limit, memory (per node or per CPU, as sbatch's str_to_mbytes reads it), GPUs (``--gpus``,
 ``--gpus-per-node``, ``--gres=gpu[:type][:N]``; a type without a count is one GPU) and the
 comment. Other options are kept out of the request (they do not change what the advice compares).
@@ -18,10 +19,10 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 from dataclasses import dataclass, replace
 
 from slurm_harp.advice.gpu_memory import TrainingFacts
+from slurm_harp.advice.sbatch_header import header_words
 from slurm_harp.advice.sbatch_options import long_option, takes_value
 from slurm_harp.core.request import JobRequest
 from slurm_harp.slurm_formats import OutOfRange, parse_time_limit
@@ -48,11 +49,11 @@ MAX_MEM_MB = 2**53 - 1
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 
-_SHORT = {"-J": "job-name", "-p": "partition", "-A": "account", "-n": "ntasks", "-c": "cpus-per-task",
-          "-N": "nodes", "-t": "time", "-G": "gpus"}  # fmt: skip
+_SHORT = {"-J": "job-name", "-p": "partition", "-A": "account", "-q": "qos", "-n": "ntasks",
+          "-c": "cpus-per-task", "-N": "nodes", "-t": "time", "-G": "gpus"}  # fmt: skip
 _LONG = frozenset(
-    {"job-name", "partition", "account", "ntasks", "cpus-per-task", "nodes", "ntasks-per-node", "time",
-     "mem", "mem-per-cpu", "gpus", "gpus-per-node", "gres", "comment"}
+    {"job-name", "partition", "account", "qos", "ntasks", "cpus-per-task", "nodes", "ntasks-per-node",
+     "time", "mem", "mem-per-cpu", "gpus", "gpus-per-node", "gres", "comment"}
 )  # fmt: skip
 # --mem and --mem-per-cpu as sbatch reads them (str_to_mbytes, Slurm 22.05): whole MB, or K (rounded
 # up), M, G or T, a B after the unit allowed ("4GB"); no fraction, no P: sbatch refuses those. Only
@@ -94,25 +95,13 @@ def script_signature(script: str) -> str | None:
 
 
 def _directives(script: str) -> list[tuple[str, str, int]]:
-    """(long option name, value, script line number) of the header's understood options, in order."""
-    out: list[tuple[str, str, int]] = []
-    for number, line in enumerate(script.split("\n"), 1):
-        if line.startswith("#SBATCH"):
-            try:
-                words = shlex.split(line[len("#SBATCH") :])
-            except ValueError as exc:
-                raise ValueError(f"script line {number}: {exc}") from None
-            out += [(name, value, number) for name, value in _options(words, number)]
-        elif line.strip() and not line.lstrip().startswith("#"):
-            break
-    return out
-
-
-def _options(words: list[str], number: int) -> list[tuple[str, str]]:
+    """(long option name, value, script line number) of the header's understood options, in order:
+    the header's words as sbatch splits them (advice.sbatch_header), read as its getopt reads them."""
+    words = header_words(script)
     out = []
     i = 0
     while i < len(words):
-        word = words[i]
+        word, number = words[i]
         i += 1
         if word.startswith("--"):  # a prefix of one option's name is that option (getopt_long)
             given, sep, value = word[2:].partition("=")
@@ -128,12 +117,12 @@ def _options(words: list[str], number: int) -> list[tuple[str, str]]:
             continue  # an option the advice does not read (or a stray word)
         if name not in _LONG:
             continue
-        if not sep:
+        if not sep:  # the next word, on the next line too: sbatch gives getopt all lines as one list
             if i >= len(words):
                 raise ValueError(f"script line {number}: --{name} without a value")
-            value = words[i]
+            value = words[i][0]
             i += 1
-        out.append((name, value))
+        out.append((name, value, number))
     return out
 
 
@@ -255,6 +244,7 @@ def parse_script(script: str) -> ScriptJob:
         job_name=header.text("job-name"),
         partition=partition.split(",")[0] if partition is not None else None,
         account=header.text("account"),
+        qos=header.text("qos"),  # a partition's AllowQos / DenyQos admit by it, as for the hook
         script_signature=script_signature(script),
         time_limit_minutes=header.minutes("time"),
         mem_per_node_mb=header.mem("mem"),

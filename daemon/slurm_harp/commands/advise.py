@@ -52,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "the cheapest within --deadline, the fastest within --budget and the Pareto set.",
     )
     p.add_argument("--script", type=Path, help="the batch script: its #SBATCH lines describe the job")
-    p.add_argument("--name", help="the job name (sbatch -J); overrides the script's")
+    p.add_argument("--name", help="the job name (sbatch -J; default: the script's -J, else its file name, "
+                   "as sbatch names it)")  # fmt: skip
     # Read by the one text rule (core.text), as JobRequest reads --name: a byte that is not UTF-8 is
     # "?", not a protobuf encoding error.
     p.add_argument(
@@ -62,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=[],
         help="compare this partition (repeat; default: all)",
     )
+    p.add_argument("--qos", help="the job's QOS (sbatch -q); overrides the script's")
     p.add_argument("--cpus", type=_count, help="the CPUs you would ask for (overrides the script's)")
     p.add_argument("--gpus", type=_count, help="GPUs per node you would ask for (overrides the script's)")
     p.add_argument("--deadline", type=minutes, help="the run must end within: 90m, 2h, 1-00:00:00 ...")
@@ -150,10 +152,16 @@ def build_request(args: argparse.Namespace) -> pb.AdviceRequest:
         job, training = parsed.request, parsed.training
     if args.name is not None:
         job = _with(job, job_name=args.name)
+    if args.qos is not None:
+        job = _with(job, qos=args.qos)
     if args.cpus is not None:
         job = _with(job, min_cpus=args.cpus, num_tasks=None, cpus_per_task=None)
     if args.gpus is not None:
         job = _with(job, gpus_per_node=args.gpus)
+    if job.job_name is None and args.script is not None:
+        # sbatch's name for a job without -J, the script file's name (opt.c: base_name of its path),
+        # which the hook sends and accounting keeps.
+        job = _with(job, job_name=args.script.name)
     if job.job_name is None:
         raise ValueError("give the job's name (--name, or -J in the script): history is found by name")
     request = pb.AdviceRequest(job=request_to_proto(job), partitions=args.partition)
