@@ -2,12 +2,13 @@
 
 An option's allocation holds its size on the fewest nodes of the partition (at least its MinNodes;
 the job's own size on its own -N), with the memory the evidence says it needs (sizing.py), and the
-CPUs that memory takes under the partition's MaxMemPerCPU, as slurmctld sets them. Its run times
-come from the user's runs at that size or from a fit between the sizes run; a fit that says larger
-runs took no less time prices the size asked for alone. The quote is the cheapest first time limit
-under the site's tariff, HARP's re-executions included (quote.py). An option that does not fit
-(nodes, memory, CPUs beside the GPUs, the model states of a training) or has no run times is listed
-with a note and no quote.
+CPUs that memory takes under the partition's MaxMemPerCPU, as slurmctld sets them. A GPU job holds
+its own CPUs at its own size, and as many a GPU at the others, rounded up. Its run times come from
+the user's runs at that size or from a fit between the sizes run; a fit that says larger runs took
+no less time prices the size asked for alone. The quote is the cheapest first time limit under the
+site's tariff, HARP's re-executions included (quote.py). An option that does not fit (nodes,
+memory, CPUs beside the GPUs, the model states of a training) or has no run times is listed with a
+note and no quote.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 from slurm_harp.advice.evidence import Evidence, request_size
 from slurm_harp.advice.gpu_memory import HEADROOM, TrainingFacts, model_state_bytes, usable_bytes
@@ -71,7 +73,8 @@ class Pricing:
 
     job: JobRequest
     gpu: bool
-    cpus_per_gpu: int  # CPUs beside each GPU (0 for a CPU job)
+    # CPUs beside each GPU (0 for a CPU job), exact: 6 CPUs on 4 GPUs are 3/2, not 1
+    cpus_per_gpu: Fraction | int
     evidence: Evidence
     scaling: Scaling | None
     tariff: Tariff
@@ -91,11 +94,16 @@ class Pricing:
             self._at[size] = (None if minutes is None else Empirical(minutes), label, refused)
         return self._at[size]
 
+    def cpus_at(self, size: int) -> int:
+        """The CPUs an option of ``size`` asks: a CPU job's size; a GPU job's CPUs a GPU times its
+        GPUs, rounded up (its own size: its own CPUs)."""
+        return max(1, math.ceil(size * self.cpus_per_gpu)) if self.gpu else size
+
     def option(self, name: str, shape: PartitionShape | None, size: int) -> Option:
         """``size`` CPUs (GPUs for a GPU job) in partition ``name`` (``shape``: None if unknown)."""
         job, gpu = self.job, self.gpu
         requested = request_size(job, gpu)
-        cpus = size * self.cpus_per_gpu if gpu else size
+        cpus = self.cpus_at(size)
         asked = job.min_nodes if size == requested and job.min_nodes else None  # its own -N, its own size
         if shape is None:
             nodes = max(asked or 1, 1)
