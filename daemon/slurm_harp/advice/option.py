@@ -1,14 +1,14 @@
 """One way of running a job (a partition and a size), priced: or why it is not.
 
 An option's allocation holds its size on the fewest nodes of the partition (at least its MinNodes;
-the job's own size on its own -N), with the memory the evidence says it needs (sizing.py), and the
-CPUs that memory takes under the partition's MaxMemPerCPU, as slurmctld sets them. A GPU job holds
-its own CPUs at its own size, and as many a GPU at the others, rounded up. Its run times come from
-the user's runs at that size or from a fit between the sizes run; a fit that says larger runs took
-no less time prices the size asked for alone. The quote is the cheapest first time limit under the
-site's tariff, HARP's re-executions included (quote.py). An option that does not fit (nodes,
-memory, CPUs beside the GPUs, the model states of a training) or has no run times is listed with a
-note and no quote.
+the job's own size on its own -N), each of its tasks on one node, with the memory the evidence says
+it needs (sizing.py), and the CPUs that memory takes under the partition's MaxMemPerCPU, as
+slurmctld sets them. A GPU job holds its own CPUs at its own size, and as many a GPU at the others,
+rounded up. Its run times come from the user's runs at that size or from a fit between the sizes
+run; a fit that says larger runs took no less time prices the size asked for alone. The quote is
+the cheapest first time limit under the site's tariff, HARP's re-executions included (quote.py). An
+option that does not fit (nodes, a task's CPUs, memory, CPUs beside the GPUs, the model states of a
+training) or has no run times is listed with a note and no quote.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from slurm_harp.advice.survival import Empirical
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.core.request import JobRequest
 
-__all__ = ["GB", "NOT_A_NUMBER", "Option", "Pricing"]
+__all__ = ["GB", "NOT_A_NUMBER", "Option", "Pricing", "task_cpus"]
 
 NO_MAX_TIME = 366 * 1440  # the cap on attempts in a partition without MaxTime (minutes)
 GB = 1e9
@@ -108,8 +108,12 @@ class Pricing:
         if shape is None:
             nodes = max(asked or 1, 1)
         else:
-            fewest = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
-            if fewest is None:  # cannot be reached from the advice's sizes, which stay within the partition
+            per_task = None if gpu else task_cpus(job, size)
+            if per_task is not None and 0 < shape.cpus_per_node < per_task:  # sbatch refuses it
+                note = f"one task's CPUs must fit one node: a node has {shape.cpus_per_node} here"
+                return Option(name, size, Allocation(cpus=cpus), self.run_times(size)[1], note=note)
+            fewest = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_tasks(size, per_task)
+            if fewest is None:  # the advice's sizes stay within the partition, but not always its tasks
                 return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
             held, why = _nodes(shape, fewest, size, asked, "GPU" if gpu else "CPU")
             if held is None:
@@ -158,6 +162,17 @@ class Pricing:
         past = "" if quote.p_unfinished == 0 else "runs past the partition's MaxTime: cannot finish"
         note = "; ".join(n for n in (raised, past) if n)
         return Option(name, size, allocation, label, quote=quote, longest_minutes=longest, note=note)
+
+
+def task_cpus(job: JobRequest, size: int) -> int | None:
+    """The CPUs one task of ``job`` holds at ``size`` CPUs; a task runs on one node. One task (``-c``
+    without ``-n``, or ``-n 1``) holds them all; tasks of several CPUs (``-n 4 -c 8``) keep theirs, the
+    size counting the tasks. None: tasks of one CPU, or a layout the job does not say (spread freely)."""
+    if job.num_tasks == 1 or (job.num_tasks is None and job.cpus_per_task is not None):
+        return size
+    if job.cpus_per_task is not None and job.cpus_per_task > 1:
+        return min(job.cpus_per_task, size)
+    return None
 
 
 def _nodes(

@@ -87,6 +87,19 @@ class PartitionShape:
         nodes = math.ceil(cpus / self.cpus_per_node)
         return nodes if nodes <= self.job_nodes else None
 
+    def nodes_for_tasks(self, cpus: int, per_task: int | None) -> int | None:
+        """The fewest nodes that hold ``cpus`` CPUs in tasks of ``per_task`` CPUs, each task on one
+        node and the last holding what is left (``per_task`` None: the CPUs spread freely, as
+        nodes_for_cpus). None: it cannot."""
+        if per_task is None:
+            return self.nodes_for_cpus(cpus)
+        a_node = self.cpus_per_node // per_task if per_task > 0 else 0
+        if a_node < 1 or cpus < 1:
+            return None
+        tasks = -(-cpus // per_task)  # rounded up
+        nodes = -(-tasks // a_node)
+        return nodes if nodes <= self.job_nodes else None
+
     def nodes_for_gpus(self, gpus: int) -> int | None:
         """The fewest nodes that hold ``gpus`` GPUs in this partition (None: it cannot)."""
         if self.gpus_per_node < 1 or gpus < 1:
