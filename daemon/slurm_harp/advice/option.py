@@ -3,12 +3,13 @@
 An option's allocation holds its size on the fewest nodes of the partition (at least its MinNodes;
 the job's own size on its own -N), each of its tasks on one node, with the memory the evidence says
 it needs (sizing.py), and the CPUs that memory takes under the partition's MaxMemPerCPU, as
-slurmctld sets them. A GPU job holds its own CPUs at its own size, and as many a GPU at the others,
-rounded up. Its run times come from the user's runs at that size or from a fit between the sizes
-run; a fit that says larger runs took no less time prices the size asked for alone. The quote is
-the cheapest first time limit under the site's tariff, HARP's re-executions included (quote.py). An
-option that does not fit (nodes, a task's CPUs, memory, CPUs beside the GPUs, the model states of a
-training) or has no run times is listed with a note and no quote.
+slurmctld sets them; in a partition that gives jobs whole nodes, every CPU and GPU of its nodes. A
+GPU job holds its own CPUs at its own size, and as many a GPU at the others, rounded up. Its run
+times come from the user's runs at that size or from a fit between the sizes run; a fit that says
+larger runs took no less time prices the size asked for alone. The quote is the cheapest first
+time limit under the site's tariff, HARP's re-executions included (quote.py). An option that does
+not fit (nodes, a task's CPUs, memory, CPUs beside the GPUs, the model states of a training) or has
+no run times is listed with a note and no quote.
 """
 
 from __future__ import annotations
@@ -119,12 +120,16 @@ class Pricing:
             if held is None:
                 return Option(name, size, Allocation(cpus=cpus), self.run_times(size)[1], note=why)
             nodes = held
-        mem_node = self.memory.per_node(size, nodes, cpus)
+        held_cpus, gpus = cpus, size if gpu else 0
+        if shape is not None and shape.exclusive:  # whole nodes: slurmctld gives and bills all of them
+            held_cpus = max(cpus, nodes * shape.node_cpus)
+            gpus = max(gpus, nodes * shape.gpus_per_node) if gpu else 0
+        mem_node = self.memory.per_node(size, nodes, held_cpus)  # --mem-per-cpu: a CPU held, each
         if self.memory.whole_node:  # --mem=0: a node's memory, unknown without the shape (a note says so)
             mem_node = (None if shape is None else shape.mem_per_node_mb) or 0.0
         gpu_type = shape.gpu_type if gpu and shape is not None else None
         allocation = Allocation(
-            cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0, gpu_type=gpu_type
+            cpus=held_cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=gpus, gpu_type=gpu_type
         )
         runtime, label, refused = self.run_times(size)
         if shape is not None and gpu and cpus > shape.cpus_per_node * nodes:
@@ -135,7 +140,7 @@ class Pricing:
             return Option(name, size, allocation, label, note=note)
         raised = ""
         if shape is not None and shape.max_mem_per_cpu_mb is not None:
-            held, raised = _cpus_for_memory(shape, shape.max_mem_per_cpu_mb, cpus, nodes, mem_node)
+            held, raised = _cpus_for_memory(shape, shape.max_mem_per_cpu_mb, held_cpus, nodes, mem_node)
             if held is None:
                 return Option(name, size, allocation, label, note=raised)
             allocation = replace(allocation, cpus=held)

@@ -175,6 +175,10 @@ def advise(
         if shape is not None and most == 0:
             notes.append(f"partition {name}: has no {'GPUs' if gpu else 'CPUs'} for this job")
             continue
+        if shape is not None and shape.exclusive:
+            held = "CPUs and GPUs" if gpu else "CPUs"
+            whole = f"a job holds whole nodes ({shape.exclusive})"
+            notes.append(f"partition {name}: {whole}: priced with all their {held}")
         try:
             here = [pricing.option(name, shape, size) for size in sizes(most, evidence, requested, notes)]
         except ValueError as exc:  # one partition's odd bounds cost that partition, not the advice
