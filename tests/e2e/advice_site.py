@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess
@@ -17,10 +18,11 @@ from tests.e2e.harvesting import harvest
 SIZES = ((1, 20), (2, 6))
 
 
-def open_site(start_cluster: StartCluster) -> Iterator[tuple[SlurmCluster, Path]]:
-    """For a test module's ``site`` fixture: the cluster and a work directory every user may enter."""
+def open_site(start_cluster: StartCluster, **cluster_args: Any) -> Iterator[tuple[SlurmCluster, Path]]:
+    """For a test module's ``site`` fixture: the cluster (SlurmCluster's ``cluster_args`` beside its
+    own) and a work directory every user may enter."""
     # Wider than this machine (sleep jobs use no CPU): the jobs run at once.
-    cluster = start_cluster(public=True, cpus_per_node=4)
+    cluster = start_cluster(public=True, cpus_per_node=4, **cluster_args)
     work = Path(tempfile.mkdtemp(prefix="harp-advise-"))
     work.chmod(0o755)  # the advice socket's directory: every user reaches it
     try:

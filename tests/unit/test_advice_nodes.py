@@ -80,3 +80,49 @@ def test_a_partitions_min_nodes_is_what_a_job_without_n_is_given() -> None:
         0,
         "asks 2 nodes; a job here has at least 4 (MinNodes)",
     )
+
+
+# Eight nodes of 32 CPUs (small), two of 64 (big)
+SMALL_AND_BIG = (
+    "PartitionName=small State=UP TotalNodes=8 TotalCPUs=256 MaxTime=2-00:00:00 TRES=cpu=256,node=8\n"
+    "PartitionName=big State=UP TotalNodes=2 TotalCPUs=128 MaxTime=2-00:00:00 TRES=cpu=128,node=2\n"
+)
+
+
+def test_one_tasks_cpus_must_fit_one_node() -> None:
+    """`-c 48`, one multi-threaded task: sbatch refuses it on nodes of 32 CPUs. It was priced there on
+    2 nodes, and with `small` at half price named the fastest; now only `big` holds it. `-n 48`
+    (tasks of one CPU) still spreads over the nodes."""
+    runs = Evidence(runs=tuple(Run(s, m) for s, m in ((8, 100), (8, 104), (48, 20), (48, 21))))
+    shapes = shapes_from_scontrol(SMALL_AND_BIG)
+    one_task = (
+        JobRequest(user_name="ann", job_name="omp", min_cpus=48, cpus_per_task=48, num_tasks=1),
+        parse_script("#!/bin/sh\n#SBATCH -J omp -c 48\n./omp\n").request,  # no -n: one task
+    )
+    for job in one_task:
+        pricing = Pricing(job, False, 0, runs, Scaling.fit(runs.runs), Tariff(), Memory.of(runs, job, 0.0))
+        small, big = pricing.option("small", shapes["small"], 48), pricing.option("big", shapes["big"], 48)
+        assert not small.priced and small.note == "one task's CPUs must fit one node: a node has 32 here"
+        assert big.priced and big.allocation.nodes == 1
+        assert pricing.option("small", shapes["small"], 32).allocation.nodes == 1
+    tasks = JobRequest(user_name="ann", job_name="omp", min_cpus=48, num_tasks=48)
+    pricing = Pricing(tasks, False, 0, runs, Scaling.fit(runs.runs), Tariff(), Memory.of(runs, tasks, 0.0))
+    assert pricing.option("small", shapes["small"], 48).allocation.nodes == 2
+
+
+def test_tasks_of_several_cpus_are_placed_whole_on_the_nodes() -> None:
+    """`-n 3 -c 20`: one task of 20 CPUs a node of 32, so 3 nodes (the 60 CPUs spread freely fit 2);
+    `-n 2 -c 40` fits no node of 32."""
+    runs = Evidence(runs=tuple(Run(60, m, nodes=3) for m in (30, 32)))
+    shapes = shapes_from_scontrol(SMALL_AND_BIG)
+    job = JobRequest(user_name="ann", job_name="mix", min_cpus=60, cpus_per_task=20, num_tasks=3)
+    pricing = Pricing(job, False, 0, runs, Scaling.fit(runs.runs), Tariff(), Memory.of(runs, job, 0.0))
+    assert pricing.option("small", shapes["small"], 60).allocation.nodes == 3
+    assert pricing.option("big", shapes["big"], 60).allocation.nodes == 1
+    wide = JobRequest(user_name="ann", job_name="mix", min_cpus=80, cpus_per_task=40, num_tasks=2)
+    pricing = Pricing(wide, False, 0, runs, Scaling.fit(runs.runs), Tariff(), Memory.of(runs, wide, 0.0))
+    assert (
+        pricing.option("small", shapes["small"], 80).note
+        == "one task's CPUs must fit one node: a node has 32 here"
+    )
+    assert pricing.option("big", shapes["big"], 80).allocation.nodes == 2

@@ -130,6 +130,30 @@ def test_a_gpu_jobs_memory_per_cpu_follows_the_options_cpus() -> None:
     assert memory[16] == (128, 256000)  # two nodes of 64 CPUs each
 
 
+# Four nodes of 64 CPUs and 8 GPUs, a GPU billed as 8 CPUs
+GPUS_BY_8 = (
+    "PartitionName=gpu State=UP TotalNodes=4 TotalCPUs=256 MaxTime=2-00:00:00 "
+    "TRES=cpu=256,mem=2000000M,node=4,gres/gpu=32 TRESBillingWeights=CPU=1.0,GRES/gpu=8.0\n"
+)
+
+
+@pytest.mark.parametrize(("cpus", "billed"), [(6, 38), (3, 35), (1, 33)])
+def test_a_gpu_jobs_own_size_holds_its_own_cpus(cpus: int, billed: float) -> None:
+    """4 GPUs beside 6 CPUs bill 6 + 4 x 8 = 38 units (3: 35, 1: 33). The CPUs a GPU were a whole
+    number, 6 // 4 = 1 (at least 1): all three were priced on 4 CPUs, 36 units. Other sizes hold as
+    many CPUs a GPU, rounded up: 6 on 4 GPUs are 2 on 1, 3 on 2 and 12 on 8."""
+    runs = [record(cpus, 60, gpus=4), record(cpus, 62, gpus=4)]
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=cpus, gpus_per_node=4)
+    options = advice_in(GPUS_BY_8, job, runs).options
+    four = next(o for o in options if o.size == 4)
+    assert four.allocation.cpus == cpus and four.quote is not None and four.quote.billed_units == billed
+    if cpus == 6:
+        assert {o.size: o.allocation.cpus for o in options if o.size <= 8} == {1: 2, 2: 3, 4: 6, 8: 12}
+        # Not said by the job: its runs' CPUs a GPU, as exact
+        unsaid = JobRequest(user_name="ann", job_name="sim", gpus_per_node=4)
+        assert next(o for o in advice_in(GPUS_BY_8, unsaid, runs).options if o.size == 4).allocation.cpus == 6
+
+
 # One node of 32 CPUs and 128000 MB, billed a unit a CPU and a unit a GiB.
 WHOLE_NODE = (
     "PartitionName=batch MaxTime=1-00:00:00 State=UP TotalCPUs=32 TotalNodes=1 "

@@ -1,13 +1,15 @@
 """One way of running a job (a partition and a size), priced: or why it is not.
 
 An option's allocation holds its size on the fewest nodes of the partition (at least its MinNodes;
-the job's own size on its own -N), with the memory the evidence says it needs (sizing.py), and the
-CPUs that memory takes under the partition's MaxMemPerCPU, as slurmctld sets them. Its run times
-come from the user's runs at that size or from a fit between the sizes run; a fit that says larger
-runs took no less time prices the size asked for alone. The quote is the cheapest first time limit
-under the site's tariff, HARP's re-executions included (quote.py). An option that does not fit
-(nodes, memory, CPUs beside the GPUs, the model states of a training) or has no run times is listed
-with a note and no quote.
+the job's own size on its own -N), each of its tasks on one node, with the memory the evidence says
+it needs (sizing.py), and the CPUs that memory takes under the partition's MaxMemPerCPU, as
+slurmctld sets them; in a partition that gives jobs whole nodes, every CPU and GPU of its nodes. A
+GPU job holds its own CPUs at its own size, and as many a GPU at the others, rounded up. Its run
+times come from the user's runs at that size or from a fit between the sizes run; a fit that says
+larger runs took no less time prices the size asked for alone. The quote is the cheapest first
+time limit under the site's tariff, HARP's re-executions included (quote.py). An option that does
+not fit (nodes, a task's CPUs, memory, CPUs beside the GPUs, the model states of a training) or has
+no run times is listed with a note and no quote.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 from slurm_harp.advice.evidence import Evidence, request_size
 from slurm_harp.advice.gpu_memory import HEADROOM, TrainingFacts, model_state_bytes, usable_bytes
@@ -26,7 +29,7 @@ from slurm_harp.advice.survival import Empirical
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.core.request import JobRequest
 
-__all__ = ["GB", "NOT_A_NUMBER", "Option", "Pricing"]
+__all__ = ["GB", "NOT_A_NUMBER", "Option", "Pricing", "task_cpus"]
 
 NO_MAX_TIME = 366 * 1440  # the cap on attempts in a partition without MaxTime (minutes)
 GB = 1e9
@@ -71,7 +74,8 @@ class Pricing:
 
     job: JobRequest
     gpu: bool
-    cpus_per_gpu: int  # CPUs beside each GPU (0 for a CPU job)
+    # CPUs beside each GPU (0 for a CPU job), exact: 6 CPUs on 4 GPUs are 3/2, not 1
+    cpus_per_gpu: Fraction | int
     evidence: Evidence
     scaling: Scaling | None
     tariff: Tariff
@@ -91,28 +95,41 @@ class Pricing:
             self._at[size] = (None if minutes is None else Empirical(minutes), label, refused)
         return self._at[size]
 
+    def cpus_at(self, size: int) -> int:
+        """The CPUs an option of ``size`` asks: a CPU job's size; a GPU job's CPUs a GPU times its
+        GPUs, rounded up (its own size: its own CPUs)."""
+        return max(1, math.ceil(size * self.cpus_per_gpu)) if self.gpu else size
+
     def option(self, name: str, shape: PartitionShape | None, size: int) -> Option:
         """``size`` CPUs (GPUs for a GPU job) in partition ``name`` (``shape``: None if unknown)."""
         job, gpu = self.job, self.gpu
         requested = request_size(job, gpu)
-        cpus = size * self.cpus_per_gpu if gpu else size
+        cpus = self.cpus_at(size)
         asked = job.min_nodes if size == requested and job.min_nodes else None  # its own -N, its own size
         if shape is None:
             nodes = max(asked or 1, 1)
         else:
-            fewest = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_cpus(size)
-            if fewest is None:  # cannot be reached from the advice's sizes, which stay within the partition
+            per_task = None if gpu else task_cpus(job, size)
+            if per_task is not None and 0 < shape.cpus_per_node < per_task:  # sbatch refuses it
+                note = f"one task's CPUs must fit one node: a node has {shape.cpus_per_node} here"
+                return Option(name, size, Allocation(cpus=cpus), self.run_times(size)[1], note=note)
+            fewest = shape.nodes_for_gpus(size) if gpu else shape.nodes_for_tasks(size, per_task)
+            if fewest is None:  # the advice's sizes stay within the partition, but not always its tasks
                 return Option(name, size, Allocation(cpus=cpus), "", note="does not fit the partition")
             held, why = _nodes(shape, fewest, size, asked, "GPU" if gpu else "CPU")
             if held is None:
                 return Option(name, size, Allocation(cpus=cpus), self.run_times(size)[1], note=why)
             nodes = held
-        mem_node = self.memory.per_node(size, nodes, cpus)
+        held_cpus, gpus = cpus, size if gpu else 0
+        if shape is not None and shape.exclusive:  # whole nodes: slurmctld gives and bills all of them
+            held_cpus = max(cpus, nodes * shape.node_cpus)
+            gpus = max(gpus, nodes * shape.gpus_per_node) if gpu else 0
+        mem_node = self.memory.per_node(size, nodes, held_cpus)  # --mem-per-cpu: a CPU held, each
         if self.memory.whole_node:  # --mem=0: a node's memory, unknown without the shape (a note says so)
             mem_node = (None if shape is None else shape.mem_per_node_mb) or 0.0
         gpu_type = shape.gpu_type if gpu and shape is not None else None
         allocation = Allocation(
-            cpus=cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=size if gpu else 0, gpu_type=gpu_type
+            cpus=held_cpus, mem_mb=mem_node * nodes, nodes=nodes, gpus=gpus, gpu_type=gpu_type
         )
         runtime, label, refused = self.run_times(size)
         if shape is not None and gpu and cpus > shape.cpus_per_node * nodes:
@@ -123,7 +140,7 @@ class Pricing:
             return Option(name, size, allocation, label, note=note)
         raised = ""
         if shape is not None and shape.max_mem_per_cpu_mb is not None:
-            held, raised = _cpus_for_memory(shape, shape.max_mem_per_cpu_mb, cpus, nodes, mem_node)
+            held, raised = _cpus_for_memory(shape, shape.max_mem_per_cpu_mb, held_cpus, nodes, mem_node)
             if held is None:
                 return Option(name, size, allocation, label, note=raised)
             allocation = replace(allocation, cpus=held)
@@ -150,6 +167,17 @@ class Pricing:
         past = "" if quote.p_unfinished == 0 else "runs past the partition's MaxTime: cannot finish"
         note = "; ".join(n for n in (raised, past) if n)
         return Option(name, size, allocation, label, quote=quote, longest_minutes=longest, note=note)
+
+
+def task_cpus(job: JobRequest, size: int) -> int | None:
+    """The CPUs one task of ``job`` holds at ``size`` CPUs; a task runs on one node. One task (``-c``
+    without ``-n``, or ``-n 1``) holds them all; tasks of several CPUs (``-n 4 -c 8``) keep theirs, the
+    size counting the tasks. None: tasks of one CPU, or a layout the job does not say (spread freely)."""
+    if job.num_tasks == 1 or (job.num_tasks is None and job.cpus_per_task is not None):
+        return size
+    if job.cpus_per_task is not None and job.cpus_per_task > 1:
+        return min(job.cpus_per_task, size)
+    return None
 
 
 def _nodes(

@@ -5,7 +5,9 @@ partition's node and CPU totals (``TotalNodes``, ``TotalCPUs``), its per-job lim
 (``MinNodes``, ``MaxNodes``, ``MaxCPUsPerNode``, ``MaxMemPerNode`` or ``MaxMemPerCPU``, ``MaxTime``)
 and its TRES, whose
 ``mem`` and ``gres/gpu`` totals give the memory and GPUs a node has (and ``gres/gpu:<type>``
-the GPUs' type, which slurmctld bills by). Nodes are taken as alike
+the GPUs' type, which slurmctld bills by). ``OverSubscribe=EXCLUSIVE`` (``Exclusive=NODE`` or ``TOPO``
+from Slurm 26.05, which then prints ``OverSubscribe=NO``) gives every job whole nodes: slurmctld
+allocates, and bills, all their CPUs and GPUs (``_resolve_shared_status``). Nodes are taken as alike
 (a partition's totals divided by its node count, rounded down): HARP proposes nothing a node of
 average size could not hold, and Slurm refuses at submission what does not fit. Its State and
 Allow/Deny fields say whom it takes jobs from (partition_access.py).
@@ -51,6 +53,8 @@ class PartitionShape:
     max_mem_per_node_mb: float | None = None  # MaxMemPerNode (None: UNLIMITED)
     max_mem_per_cpu_mb: float | None = None  # MaxMemPerCPU, printed instead of MaxMemPerNode (None: none)
     max_minutes: int | None = None  # MaxTime (None: UNLIMITED)
+    # the field that gives every job whole nodes ("OverSubscribe=EXCLUSIVE"); "": jobs share nodes
+    exclusive: str = ""
     access: PartitionAccess = field(default_factory=PartitionAccess)  # State, whom it takes jobs from
 
     @property
@@ -60,6 +64,12 @@ class PartitionShape:
         if self.max_cpus_per_node is not None:
             per_node = min(per_node, self.max_cpus_per_node)
         return per_node
+
+    @property
+    def node_cpus(self) -> int:
+        """CPUs a node has (0: unknown): what a job holding whole nodes is given, and billed, on each
+        (all of them, MaxCPUsPerNode or not)."""
+        return self.cpus // self.nodes if self.nodes else 0
 
     @property
     def gpus_per_node(self) -> int:
@@ -85,6 +95,19 @@ class PartitionShape:
         if self.cpus_per_node < 1 or cpus < 1:
             return None
         nodes = math.ceil(cpus / self.cpus_per_node)
+        return nodes if nodes <= self.job_nodes else None
+
+    def nodes_for_tasks(self, cpus: int, per_task: int | None) -> int | None:
+        """The fewest nodes that hold ``cpus`` CPUs in tasks of ``per_task`` CPUs, each task on one
+        node and the last holding what is left (``per_task`` None: the CPUs spread freely, as
+        nodes_for_cpus). None: it cannot."""
+        if per_task is None:
+            return self.nodes_for_cpus(cpus)
+        a_node = self.cpus_per_node // per_task if per_task > 0 else 0
+        if a_node < 1 or cpus < 1:
+            return None
+        tasks = -(-cpus // per_task)  # rounded up
+        nodes = -(-tasks // a_node)
         return nodes if nodes <= self.job_nodes else None
 
     def nodes_for_gpus(self, gpus: int) -> int | None:
@@ -140,8 +163,35 @@ def shape_of(block: Mapping[str, str]) -> PartitionShape:
         max_mem_per_node_mb=_memory_limit(block.get("MaxMemPerNode"), "MaxMemPerNode"),
         max_mem_per_cpu_mb=_memory_limit(block.get("MaxMemPerCPU"), "MaxMemPerCPU") or None,
         max_minutes=_field("MaxTime", parse_max_time, block.get("MaxTime", "")),
+        exclusive=_exclusive(block),
         access=PartitionAccess.of(block),
     )
+
+
+def _exclusive(block: Mapping[str, str]) -> str:
+    """The field that gives every job of the partition whole nodes, as slurmctld reads it; "" where
+    jobs share them. ValueError for a value Slurm does not print: read as shared, a partition of
+    whole nodes would be priced at a fraction of what it bills."""
+    over = block.get("OverSubscribe")
+    if over is not None:
+        word = over.strip().upper().partition(":")[0]  # YES:4, FORCE:4
+        if word == "EXCLUSIVE":
+            return "OverSubscribe=EXCLUSIVE"
+        if word not in _SHARED:
+            raise ValueError(f"OverSubscribe: {over[:40]!r}: not EXCLUSIVE, NO, YES:<n> or FORCE:<n>")
+    mode = block.get("Exclusive")  # Slurm 26.05 on
+    if mode is not None:
+        word = mode.strip().upper()
+        if word in _WHOLE_NODES:
+            return f"Exclusive={word}"
+        if word not in _NOT_WHOLE:
+            raise ValueError(f"Exclusive: {mode[:40]!r}: not NO, NODE, USER or TOPO")
+    return ""
+
+
+_SHARED = frozenset({"NO", "YES", "FORCE"})  # OverSubscribe values that leave nodes to share
+_WHOLE_NODES = frozenset({"NODE", "TOPO"})  # Exclusive=TOPO implies NODE
+_NOT_WHOLE = frozenset({"NO", "NONE", "USER"})  # USER: nodes go to one user's jobs, as they ask
 
 
 def _count(text: str, what: str) -> int:

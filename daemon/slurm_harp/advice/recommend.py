@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from slurm_harp.advice.candidates import admitted, partitions, sizes
 from slurm_harp.advice.evidence import Evidence, amount, evidence_of, request_size, run_size
@@ -73,16 +74,19 @@ def _is_gpu_job(ask: Ask, records: Sequence[JobRecord]) -> bool:
     return bool(named) and all((r.request.gpus_per_node or 0) > 0 for r in named)
 
 
-def _cpus_per_gpu(job: JobRequest, evidence: Evidence, records: Sequence[JobRecord]) -> int:
+def _cpus_per_gpu(job: JobRequest, records: Sequence[JobRecord]) -> Fraction:
+    """The job's CPUs a GPU, else its runs' median; 1 where neither says. Exact, so that the job's
+    own size holds its own CPUs (6 on 4 GPUs: 3/2 a GPU; rounded down to 1, it was priced on 4)."""
     size = request_size(job, True)
     if size and job.min_cpus:
-        return max(1, job.min_cpus // size)
+        return Fraction(job.min_cpus, size)
     ratios = sorted(
-        int(r.cores) // run_size(r, True)
+        Fraction(int(r.cores), run_size(r, True))
         for r in records
         if r.request.job_name == job.job_name and run_size(r, True) > 0
     )
-    return max(1, ratios[len(ratios) // 2]) if ratios else 1
+    median = ratios[len(ratios) // 2] if ratios else Fraction(0)
+    return median if median > 0 else Fraction(1)
 
 
 def _cost_time(o: Option) -> tuple[float, float]:
@@ -140,7 +144,7 @@ def advise(
     scaling = Scaling.fit(evidence.runs)
     requested = request_size(ask.job, gpu)
     gpu_memory = gpu_memory_bytes or {}
-    cpus_per_gpu = _cpus_per_gpu(ask.job, evidence, records) if gpu else 0
+    cpus_per_gpu = _cpus_per_gpu(ask.job, records) if gpu else 0
     memory = Memory.of(evidence, ask.job, memory_floor_mb)
     pricing = Pricing(
         ask.job, gpu, cpus_per_gpu, evidence, scaling, tariff, memory, ask.training, gpu_memory,
@@ -171,6 +175,10 @@ def advise(
         if shape is not None and most == 0:
             notes.append(f"partition {name}: has no {'GPUs' if gpu else 'CPUs'} for this job")
             continue
+        if shape is not None and shape.exclusive:
+            held = "CPUs and GPUs" if gpu else "CPUs"
+            whole = f"a job holds whole nodes ({shape.exclusive})"
+            notes.append(f"partition {name}: {whole}: priced with all their {held}")
         try:
             here = [pricing.option(name, shape, size) for size in sizes(most, evidence, requested, notes)]
         except ValueError as exc:  # one partition's odd bounds cost that partition, not the advice
