@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from slurm_harp.cli import main
 from slurm_harp.config import ConfigError, load, parse
 from slurm_harp.core.extension import due
 from slurm_harp.core.request import Target
 from tests.conftest import REPO
+from tests.unit.test_config import refused_by_check_config
 from tests.unit.test_deploy_role import ROLE, render, role_vars
 
 # The audit's file: check-config said ok, and a job cut to the 10-minute floor timed out at 601 s,
@@ -47,10 +47,7 @@ REFUSED = {
 def test_a_lead_longer_than_the_shortest_limit_is_refused_where_a_mode_relies_on_the_guard(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str
 ) -> None:
-    path = tmp_path / "harp.toml"
-    path.write_text(text)
-    assert main(["check-config", str(path)]) == 2
-    [line] = [r.getMessage() for r in caplog.records]
+    path, line = refused_by_check_config(tmp_path, caplog, text)
     assert line.startswith(f"{path}: {REFUSED[text]}"), line
 
 
