@@ -135,6 +135,10 @@ def bad_files(tmp: Path) -> dict[str, str]:
             tmp, "bad", poll=2, extra="heartbeat_path = '/tmp/x'\n"
         ): "guard.heartbeat_path: unknown key",
         guard_toml(tmp, "bad", poll=0.5): "guard.poll_seconds: must be a number of seconds >= 1, got 0.5",
+        # A lead (120 s) longer than an extend mode's shortest limit (a floor of 0: one minute).
+        guard_toml(
+            tmp, "bad", poll=2, extra="[policy]\nmode = 'extend'\n[policy.floor]\ntime_minutes = 0\n"
+        ): "guard.lead_seconds: 120 s is longer than the shortest time limit harp sets, 60 s",
         # tomllib recurses per level: a RecursionError, which load() turns into a ConfigError.
         guard_toml(
             tmp, "bad", poll=2, extra="x = " + "[" * 5000 + "]" * 5000 + "\n"

@@ -3,8 +3,8 @@
 Every error names the offending key and the file, so a sysadmin can fix it without reading code.
 The settings and their defaults are in ``settings``, what each section may hold and the checked
 reads in ``reader``, each section's parser in ``sections`` and ``advice``, the TCP endpoints (their
-addresses, and no two on one port) in ``endpoints``; what only the host can check (the socket's
-group exists) in ``host``.
+addresses, and no two on one port) in ``endpoints``, the guard's lead against the shortest limit harp
+sets in ``guard_lead``; what only the host can check (the socket's group exists) in ``host``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from slurm_harp.config.advice import read_advice, read_billing
 from slurm_harp.config.endpoints import check_ports
+from slurm_harp.config.guard_lead import check_guard_lead
 from slurm_harp.config.host import check_host, socket_gid
 from slurm_harp.config.reader import ARRAY_TABLES, SCHEMA, Reader
 from slurm_harp.config.sections import (
@@ -80,6 +81,7 @@ def parse(data: Mapping[str, Any], path: Path | str = "<config>") -> Settings:
         advice=read_advice(r, r.table(top.get("advice", {}), "advice"), server.socket),
     )
     check_ports(r, settings)
+    check_guard_lead(r, settings)
     return settings
 
 

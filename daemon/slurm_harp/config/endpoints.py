@@ -80,11 +80,42 @@ def server_tcp(r: Reader, tcp: str | None) -> str | None:
     # and passed; `harp serve` then could not listen on it.
     if not (host.strip() and port.isascii() and port.isdigit()):
         raise r.fail("server.tcp", f"expected host:port, got {tcp!r}")
+    _check_tcp_host(r, tcp, host, port)
     if int(port) > 65535:  # grpcio bound another port in its place, silently
         raise r.fail("server.tcp", f"port out of range (1 to 65535): {tcp!r}")
     if int(port) == 0:  # grpcio bound a port the kernel picked, which no client is told of
         raise r.fail("server.tcp", f"0 is no port: give the port clients connect to, got {tcp!r}")
     return tcp
+
+
+def _check_tcp_host(r: Reader, tcp: str, host: str, port: str) -> None:
+    """Refuse a ``server.tcp`` host that grpcio cannot bind, which `harp serve` took for one not of
+    this machine's: a space in it ("127.0.0.1 :50051"), an IPv6 address without brackets ("::1:50051",
+    which grpcio looks up as a name), brackets around anything but an IPv6 address ("[127.0.0.1]")."""
+    if any(c.isspace() for c in tcp):
+        raise r.fail("server.tcp", f"must be host:port without spaces, got {tcp!r}")
+    if host.startswith("[") or host.endswith("]"):
+        inside = host.removeprefix("[").removesuffix("]")
+        if not (host.startswith("[") and host.endswith("]") and _ipv6(inside)):
+            raise r.fail(
+                "server.tcp", f"brackets are for an IPv6 address alone, as in [::1]:{port}, got {tcp!r}"
+            )
+    elif ":" in host and _ipv6(host):  # grpcio looks "::1" up as a name, and finds none
+        raise r.fail("server.tcp", f"an IPv6 address must be in brackets: write [{host}]:{port}, got {tcp!r}")
+    elif ":" in host:
+        raise r.fail(
+            "server.tcp",
+            "expected host:port with a host name, an IPv4 address or an IPv6 address in brackets "
+            f"([::1]:50051), got {tcp!r}",
+        )
+
+
+def _ipv6(host: str) -> bool:
+    try:
+        ipaddress.IPv6Address(host)  # a scope too: "fe80::1%eth0"
+    except ValueError:
+        return False
+    return True
 
 
 def check_ports(r: Reader, settings: Settings) -> None:

@@ -159,12 +159,28 @@ class Reader:
             modes = ", ".join(m.value for m in Mode)
             raise self.fail(key, f"mode must be one of {modes}; got {value!r}") from None
 
-    def names(self, data: Mapping[str, Any], key: str) -> frozenset[str]:
-        """A list of names (users, accounts)."""
+    def names(self, data: Mapping[str, Any], key: str, what: str) -> frozenset[str]:
+        """A list of names, each one ``what`` (a user, an account) as one_name reads it."""
         value = data.get(key.rpartition(".")[2], [])
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(key, f"expected a list of names, got {value!r}")
+        for i, name in enumerate(value):
+            self.one_name(f"{key}[{i}]", name, what, "per entry: list each on its own:")
         return frozenset(value)
+
+    def one_name(self, where: str, name: str, what: str, instead: str, blank: str = "") -> str:
+        """``name`` as one ``what`` (a user, an account, a partition), matched exactly as a job's is:
+        "a,b" (a job's `-p a,b` is matched partition by partition), "" or " a" passed and matched no
+        job. ``instead``: how to give two names; ``blank``: what leaving the key out means."""
+        article = "an" if what[0] in "aeio" else "a"  # an account, a partition, a user
+        if "," in name:
+            names = ", ".join(repr(n.strip()) for n in name.split(","))
+            raise self.fail(where, f"one {what} {instead} {names}")
+        if not name.strip():
+            raise self.fail(where, f"must name {article} {what}, got {name!r}{blank}")
+        if name != name.strip():
+            raise self.fail(where, f"must be {article} {what}'s name without spaces around it, got {name!r}")
+        return name
 
 
 def positive(r: Reader, key: str, value: int) -> int:

@@ -230,26 +230,18 @@ def read_policy(r: Reader, pol: Mapping[str, Any]) -> Policy:
         floors=floors,
         require_history=r.get(pol, "policy", "require_history", bool, True),
         limits=limits,
-        opt_out_users=r.names(pol, "policy.opt_out_users"),
-        opt_out_accounts=frozenset(map(lowered, r.names(pol, "policy.opt_out_accounts"))),
+        opt_out_users=r.names(pol, "policy.opt_out_users", "user"),
+        opt_out_accounts=frozenset(map(lowered, r.names(pol, "policy.opt_out_accounts", "account"))),
     )
 
 
 def _one_name(r: Reader, rule: Mapping[str, Any], key: str, field: str) -> str | None:
-    """A rule's partition or account: one name, as a job's is matched. "debug,short" (a job's
-    `-p debug,short` is matched partition by partition), "" or " gpu" passed, and no job matched."""
+    """A rule's partition or account (None: any), one name as Reader.one_name reads it."""
     name: str | None = r.get(rule, key, field, str, None)
     if name is None:
         return None
-    where, article = f"{key}.{field}", "an" if field == "account" else "a"
-    if "," in name:
-        names = ", ".join(repr(n.strip()) for n in name.split(","))
-        raise r.fail(where, f"one {field} per rule: write a [[policy.rule]] for each of {names}")
-    if not name.strip():
-        raise r.fail(where, f"must name {article} {field}, got {name!r} (leave the key out to match any)")
-    if name != name.strip():
-        raise r.fail(where, f"must be {article} {field}'s name without spaces around it, got {name!r}")
-    return name
+    instead = "per rule: write a [[policy.rule]] for each of"
+    return r.one_name(f"{key}.{field}", name, field, instead, " (leave the key out to match any)")
 
 
 def _account(name: str | None) -> str | None:
