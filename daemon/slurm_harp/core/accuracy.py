@@ -87,6 +87,23 @@ def waste_cut_pct(predicted: Array, actual: Array, requested: Array, cores: Arra
     return cut_pct(before, after)
 
 
+def finished_under_request(
+    used: Array, requested: Array, censored: Array, stopped_by_harp: Array | None = None
+) -> np.ndarray:
+    """Jobs that finished under their own request: those whose waste a limit can cut and that a
+    limit below their use newly kills. A censored job (stopped at a limit, its use a lower bound) is
+    not, unless a limit harp brought below its request stopped it (``stopped_by_harp``,
+    core.extension.stopped_at_harps_limit): it would have run on, at least to its use, under its own,
+    and any limit below that kills it too. The one rule of `harp evaluate` (evaluation.costs),
+    `harp report` and training (learning.limit_outcomes). Arrays broadcast, as numpy's do."""
+    stopped = np.asarray(censored, dtype=bool)
+    if stopped_by_harp is not None:
+        stopped = stopped & ~np.asarray(stopped_by_harp, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        mask: np.ndarray = ~stopped & (np.asarray(used) <= np.asarray(requested))
+    return mask
+
+
 def cut_pct(before: float, after: float) -> float:
     """How much lower ``after`` is than ``before``, in % of ``before``: the waste cut of every
     layer (training's calibration and promotion, `harp evaluate`, the advice replay). NaN when

@@ -152,6 +152,12 @@ def stopped_at_harps_limit(record: JobRecord, tag: Tag, target: Target) -> bool:
     return target is Target.MEMORY and flag == "!" and record.state == "OUT_OF_MEMORY"
 
 
+def stopped_by_harp(record: JobRecord, target: Target) -> bool:
+    """stopped_at_harps_limit for ``record`` (as_submitted) under its own harp tag; False without one."""
+    tag = parse_tag(record.harp_tag) if record.harp_tag else None
+    return tag is not None and stopped_at_harps_limit(record, tag, target)
+
+
 @dataclass(frozen=True, slots=True)
 class Extension:
     """A new limit for one job (minutes), and whether a site bound stopped it short of the step."""

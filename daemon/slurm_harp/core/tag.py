@@ -157,3 +157,15 @@ def as_submitted(record: JobRecord) -> JobRecord:
     if tag is None or not tag.own:
         return record
     return replace(record, request=submitted_request(record.request, tag))
+
+
+def own_cores(record: JobRecord, tag: Tag | None = None) -> float:
+    """The CPUs ``record``'s user asked for: the tag's ``c0`` where harp cut them (``c!``), else the
+    CPUs the job held (JobRecord.cores, which prefers those allocated: harp's cut, for such a job).
+    ``tag``: the record's, when already parsed (None: parsed here if it may hold a ``c0``)."""
+    if tag is None:
+        if not record.harp_tag or "c0=" not in record.harp_tag:
+            return record.cores
+        tag = parse_tag(record.harp_tag)
+    own = None if tag is None else tag.own.get("c")
+    return float(own) if own and tag is not None and tag.flags.get("c") == "!" else record.cores

@@ -7,11 +7,15 @@ lowers). Then, with r the observed usage and q the request:
   definition: it would have finished, now it does not). A censored job (it hit its request; its
   true usage is at least r) that gets a lower limit is killed earlier than before, not newly:
   it is reported apart as censored_lowered_pct, and its earlier kills do count in re-execution.
+  A job stopped at a limit harp set below its request (a site's own jobs: Observed.stopped_by_harp)
+  counts as finished, as training counts it (core.accuracy.finished_under_request): it would have
+  run on under its own request, and a limit below the run it reached newly kills it.
   For CPUs nothing is killed: a job given fewer CPUs than it used is slowed ("slowed %").
-- reservation waste: time Σ cores·(limit - r) in core-hours, memory Σ units·(limit - r)·run
-  hours in MB-hours, over jobs that finished under their request and still finish under the new
-  limit (the killed ones cost re-execution instead). CPUs: Σ (max(limit, r) - r)·run hours, a
-  slowed job stretching so that it uses the same core-hours (perfect scaling).
+- reservation waste: time Σ cores·(limit - r) in core-hours (cores: those the user asked for),
+  memory Σ units·(limit - r)·run hours in MB-hours, over jobs that finished under their request
+  and still finish under the new limit (the killed ones cost re-execution instead). CPUs:
+  Σ (max(limit, r) - r)·run hours, a slowed job stretching so that it uses the same core-hours
+  (perfect scaling).
 - the cut without kills: the same waste cut with every newly killed job keeping its request's
   waste. The cut above counts a killed job's waste as gone (it no longer finishes), so part of
   it is bought by killing; this one is what the jobs that still finish save.
@@ -35,6 +39,7 @@ import numpy as np
 
 from slurm_harp.advice.reexecution import next_limit
 from slurm_harp.core import accuracy
+from slurm_harp.core.accuracy import finished_under_request
 from slurm_harp.core.extension import DEFAULT_LEAD_S, extensions_needed
 from slurm_harp.core.request import Target
 from slurm_harp.evaluation.observed import FLOOR, Observed
@@ -57,9 +62,8 @@ def killed(obs: Observed, effective: np.ndarray) -> np.ndarray:
 
 
 def finished(obs: Observed) -> np.ndarray:
-    """Jobs that finished under their own request (their usage is known, not a lower bound)."""
-    mask: np.ndarray = ~obs.censored & (obs.actual <= obs.requested)
-    return mask
+    """Jobs that finished under their own request (core.accuracy.finished_under_request)."""
+    return finished_under_request(obs.actual, obs.requested, obs.censored, obs.stopped_by_harp)
 
 
 def newly_killed(obs: Observed, effective: np.ndarray) -> np.ndarray:
@@ -94,8 +98,7 @@ def waste(obs: Observed, effective: np.ndarray) -> float:
     if obs.target is Target.CPUS:
         return float(np.sum(waste_terms(obs, effective)))
     w = _weight(obs)
-    finished = ~obs.censored & (obs.actual <= obs.requested)
-    survives = finished & (effective >= obs.actual)
+    survives = finished(obs) & (effective >= obs.actual)
     return float(np.sum((w * (effective - obs.actual))[survives]))
 
 

@@ -1,19 +1,23 @@
 """What each job asked for and used, per target, as aligned float arrays (NaN = unknown).
 
 Units: time in minutes, memory in MB per node, CPUs in CPUs; the values are core.job.JobRecord's
-(``requested``, ``used``, ``stopped_at_limit``, ``limit_units``).
+(``requested``, ``used``, ``stopped_at_limit``, ``limit_units``), read from jobs as submitted
+(core.tag.as_submitted), with what a limit harp set did to them (``stopped_by_harp``, ``cores``) as
+training reads it (learning.targets).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from slurm_harp.core.extension import stopped_by_harp
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
+from slurm_harp.core.tag import own_cores
 
 # The smallest limit Slurm takes, per target: a rewrite never goes below it.
 FLOOR = {Target.TIME: 1.0, Target.MEMORY: 1.0, Target.CPUS: 1.0}
@@ -28,9 +32,14 @@ class Observed:
     requested: np.ndarray
     actual: np.ndarray
     censored: np.ndarray
-    cores: np.ndarray  # cores a run occupies: the compute cost of an attempt is cores x hours
+    # Cores a run occupies as its user asked (core.tag.own_cores: not the fewer harp cut it to): the
+    # compute cost of an attempt is cores x hours
+    cores: np.ndarray
     run_hours: np.ndarray
     units: np.ndarray  # how many nodes / processors a memory limit applies to (1 per CPU otherwise)
+    # Censored jobs a limit harp brought below the user's own stopped (core.extension.stopped_by_harp):
+    # they count as finished under their request (core.accuracy.finished_under_request). None: none.
+    stopped_by_harp: np.ndarray | None = field(default=None)
 
     def __len__(self) -> int:
         return int(self.actual.shape[0])
@@ -41,6 +50,12 @@ class Observed:
             mask: np.ndarray = (self.requested > 0) & (self.actual > 0)
         return mask
 
+    def stopped_by_harps_limit(self) -> np.ndarray:
+        """``stopped_by_harp``, every job False where it is None."""
+        if self.stopped_by_harp is None:
+            return np.zeros(len(self), dtype=bool)
+        return self.stopped_by_harp
+
     def take(self, index: np.ndarray | slice) -> Observed:
         return Observed(
             target=self.target,
@@ -50,6 +65,7 @@ class Observed:
             cores=self.cores[index],
             run_hours=self.run_hours[index],
             units=self.units[index],
+            stopped_by_harp=None if self.stopped_by_harp is None else self.stopped_by_harp[index],
         )
 
 
@@ -61,6 +77,7 @@ def observe(jobs: Sequence[JobRecord], target: Target) -> Observed:
     cores = np.ones(n)
     run_hours = np.zeros(n)
     units = np.ones(n)
+    by_harp = np.zeros(n, dtype=bool)
     for i, job in enumerate(jobs):
         q, a = job.requested(target), job.used(target)
         if q is not None:
@@ -68,7 +85,8 @@ def observe(jobs: Sequence[JobRecord], target: Target) -> Observed:
         if a is not None:
             actual[i] = a
         censored[i] = job.stopped_at_limit(target)
-        cores[i] = job.cores
+        by_harp[i] = censored[i] and stopped_by_harp(job, target)
+        cores[i] = own_cores(job)
         run_hours[i] = job.elapsed_s / 3600.0
         units[i] = job.limit_units(target)
-    return Observed(target, requested, actual, censored, cores, run_hours, units)
+    return Observed(target, requested, actual, censored, cores, run_hours, units, by_harp)

@@ -20,20 +20,25 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from slurm_harp.core.accuracy import kill_loss
-from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import Target
 from slurm_harp.core.tag import as_submitted, parse_tag
-from slurm_harp.evaluation.costs import effective_limits, extended, newly_killed, waste
+from slurm_harp.evaluation.costs import effective_limits, extended, waste
 from slurm_harp.evaluation.observed import Observed, observe
 from slurm_harp.evaluation.outcomes import outcomes
-from slurm_harp.evaluation.site_targets import TargetRow, memory_ratios, mode_limits, other_targets, own_cores
+from slurm_harp.evaluation.site_targets import (
+    TargetRow,
+    memory_ratios,
+    mode_limits,
+    other_targets,
+    rewrite_kills,
+)
 
 # The modes compared, least change first; off and shadow leave every job as asked.
 MODES: tuple[Mode, ...] = (Mode.SHADOW, Mode.TIME_MIN, Mode.EXTEND, Mode.REWRITE)
@@ -45,11 +50,13 @@ class ModeRow:
 
     mode: Mode
     changed: int  # jobs whose limit (time_min: time_min) the mode sets below the request
-    # Σ limit x the CPUs each user asked for (site_targets.own_cores); extend: the limit the
+    # Σ limit x the CPUs each user asked for (core.tag.own_cores); extend: the limit the
     # guard's extensions end at, as the waste is counted (the cut one was less than used + waste)
     reserved_core_h: float
     waste_core_h: float  # reserved but unused by the jobs that finish (after any extension)
-    killed: int  # jobs killed before their own limit (rewrite: would be, plus harp's real kills)
+    # Jobs killed before their own limit (rewrite: would be, plus every job a limit of harp's did
+    # stop: a rewrite to it stops it again)
+    killed: int
     lost_core_h: float  # what the kills lose (lost_to_kills); the net saving is the waste cut less it
     extended: int | None  # jobs the guard extends at least once; None: depends on the schedule
 
@@ -61,7 +68,7 @@ class PartitionRow:
     used_core_h: float  # run x the CPUs the job held
     reserved_core_h: float  # as asked, the CPUs too
     waste_core_h: dict[Mode, float]  # shadow (as asked), extend, rewrite
-    rewrite_killed: int  # jobs a rewrite would kill before their own limit
+    rewrite_killed: int  # jobs a rewrite would kill before their own limit (ModeRow.killed's rewrite)
     harp_killed: int  # jobs harp did kill: timed out before their own limit (outcomes)
 
 
@@ -113,13 +120,11 @@ def site_report(
         jobs.append(as_submitted(record))
         tags.append(tag)
     timed = np.array(["t" in t.values for t in tags], dtype=bool)
-    obs = observe(jobs, Target.TIME)
-    held = obs.cores  # a job whose CPUs harp cut held fewer than its user asked for
-    obs = replace(obs, cores=np.array([own_cores(j, t) for j, t in zip(jobs, tags, strict=True)]))
+    obs = observe(jobs, Target.TIME)  # cores: those each user asked for (core.tag.own_cores)
+    held = np.array([j.cores for j in jobs])  # a job whose CPUs harp cut held fewer
     keep = obs.usable() & timed
     time_obs = obs.take(keep)
     limits = {m: mode_limits(jobs, tags, "t", m, policy)[keep] for m in MODES}
-    stopped = [stopped_at_harps_limit(j, t, Target.TIME) for j, t in zip(jobs, tags, strict=True)]
     harp_kills = _harp_kills(seen)
     parts = np.array([j.request.partition or "" for j in jobs], dtype=object)[keep]
     return SiteReport(
@@ -135,7 +140,7 @@ def site_report(
         last_end=max(ends, default=None),
         tag_modes=dict(Counter(t.mode for t in tags).most_common()),
         versions=dict(Counter(v for t in tags for v in t.versions).most_common()),
-        modes=mode_rows(time_obs, limits, np.array(stopped, dtype=bool)[keep]),
+        modes=mode_rows(time_obs, limits),
         by_partition=_partition_rows(time_obs, limits, parts, harp_kills, held[keep]),
         other_targets=other_targets(jobs, tags, policy),
         points=TimePoints(
@@ -153,43 +158,37 @@ def core_hours(obs: Observed, limits: np.ndarray) -> float:
     return float(np.sum(limits * obs.cores)) / 60.0
 
 
-def mode_rows(
-    obs: Observed, limits: dict[Mode, np.ndarray], stopped: np.ndarray | None = None
-) -> list[ModeRow]:
-    """One row per mode over ``obs`` (time, usable jobs), ``limits`` per mode aligned with it;
-    ``stopped``: the jobs a limit of harp's did stop (core.extension.stopped_at_harps_limit),
-    killed in the rewrite row too."""
+def mode_rows(obs: Observed, limits: dict[Mode, np.ndarray]) -> list[ModeRow]:
+    """One row per mode over ``obs`` (time, usable jobs), ``limits`` per mode aligned with it. A job
+    a limit of harp's did stop (obs.stopped_by_harp) is killed in the rewrite row."""
     asked = obs.requested
-    reserved, wasted = core_hours(obs, asked), waste(obs, asked)
-    rows = [ModeRow(Mode.SHADOW, 0, reserved, wasted, 0, 0.0, 0)]
+    none, stopped = np.zeros(len(obs), dtype=bool), obs.stopped_by_harps_limit()
+
+    def row(
+        mode: Mode, cut: np.ndarray, final: np.ndarray, new: np.ndarray, extended_jobs: int | None
+    ) -> ModeRow:
+        """``cut``: the limits the mode sets; ``final``: those reserved in the end; ``new``: the jobs
+        it newly kills; ``extended_jobs``: how many the guard extends."""
+        # A rewrite to the limit that stopped a job stops it again.
+        did = stopped if mode is Mode.REWRITE else none
+        killed, lost = int(np.sum(new | did)), lost_to_kills(obs, cut, new, did)
+        changed = int(np.sum(cut < asked))
+        return ModeRow(mode, changed, core_hours(obs, final), waste(obs, final), killed, lost, extended_jobs)
+
+    rows = [row(Mode.SHADOW, asked, asked, none, 0)]
     # time_min keeps the limit: only the jobs a backfill starts early run with a cut one, so what it
     # saves is in the schedule (`harp simulate`), not in the reservations.
-    time_min = effective_limits(obs, limits[Mode.TIME_MIN])
-    rows.append(ModeRow(Mode.TIME_MIN, int(np.sum(time_min < asked)), reserved, wasted, 0, 0.0, None))
+    rows.append(row(Mode.TIME_MIN, effective_limits(obs, limits[Mode.TIME_MIN]), asked, none, None))
     cut = effective_limits(obs, limits[Mode.EXTEND])
     finals, counts = extended(obs, cut)
-    rows.append(
-        ModeRow(
-            Mode.EXTEND,
-            int(np.sum(cut < asked)),
-            core_hours(obs, finals),
-            waste(obs, finals),
-            0,
-            0.0,
-            int(np.sum(counts > 0)),
-        )
-    )
+    rows.append(row(Mode.EXTEND, cut, finals, none, int(np.sum(counts > 0))))
     cut = effective_limits(obs, limits[Mode.REWRITE])
-    new = newly_killed(obs, cut)
-    stopped = np.zeros(len(obs), dtype=bool) if stopped is None else stopped
-    killed, lost = int(np.sum(new) + np.sum(stopped)), lost_to_kills(obs, cut, new, stopped)
-    changed = int(np.sum(cut < asked))
-    rows.append(ModeRow(Mode.REWRITE, changed, core_hours(obs, cut), waste(obs, cut), killed, lost, 0))
+    rows.append(row(Mode.REWRITE, cut, cut, rewrite_kills(obs, cut)[0], 0))
     return rows
 
 
 def lost_to_kills(obs: Observed, cut: np.ndarray, new: np.ndarray, stopped: np.ndarray) -> float:
-    """Core-hours the kills of a rewrite to ``cut`` lose: of each job it newly kills (``new``), the
+    """Core-hours the kills of limits ``cut`` lose: of each job they newly kill (``new``), the
     attempt cut short and the unused reservation of its re-run under its own limit, as training's net
     cut counts them (core.accuracy.kill_loss; waste() counts a killed job's waste as gone); of each
     job a limit of harp's did stop (``stopped``), the run it lost (what its re-run would leave unused

@@ -10,13 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_harp.core.extension import stopped_at_harps_limit
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import Target
 from slurm_harp.core.tag import Tag
-from slurm_harp.evaluation.costs import assess
-from slurm_harp.evaluation.observed import observe
+from slurm_harp.evaluation.costs import assess, effective_limits, newly_killed
+from slurm_harp.evaluation.observed import Observed, observe
 from slurm_harp.evaluation.outcomes import TARGET_OF_KEY
 
 # A job whose CPUs harp cut that used at least this share of those it kept is at harp's limit: it
@@ -69,19 +68,32 @@ def other_targets(jobs: list[JobRecord], tags: list[Tag], policy: Policy) -> lis
             continue
         sub_jobs, sub_tags = [jobs[i] for i in have], [tags[i] for i in have]
         obs = observe(sub_jobs, target)
-        figures = assess(obs, mode_limits(sub_jobs, sub_tags, key, Mode.REWRITE, policy))
+        limits = mode_limits(sub_jobs, sub_tags, key, Mode.REWRITE, policy)
+        figures = assess(obs, limits)
         n = int(figures["n"] or 0)
         if n == 0:
             continue
         cut = figures["alloc_core_h_cut_pct" if target is Target.CPUS else "waste_cut_pct"]
-        harmed = _or_nan(figures["slowed_pct" if target is Target.CPUS else "newly_killed_pct"])
-        pairs, at_limit = list(zip(sub_jobs, sub_tags, strict=True)), None
-        if target is Target.MEMORY:  # and the jobs harp's memory limit did stop (censored: not "newly")
-            harmed += _share([stopped_at_harps_limit(j, t, target) for j, t in pairs], obs.usable(), n)
+        at_limit = None
+        if target is Target.MEMORY:  # out of memory: would be, and as harp's memory limit did stop
+            sub = obs.take(obs.usable())
+            new, stopped = rewrite_kills(sub, effective_limits(sub, limits[obs.usable()]))
+            harmed = 100.0 * float(np.mean(new | stopped))
         else:  # a job cannot use more CPUs than harp left it: never "slowed" by a cut it got
+            harmed = _or_nan(figures["slowed_pct"])
+            pairs = zip(sub_jobs, sub_tags, strict=True)
             at_limit = _share([at_harps_cpu_limit(j, t) for j, t in pairs], obs.usable(), n)
         rows.append(TargetRow(target, n, figures["lowered_pct"] or 0.0, _or_nan(cut), harmed, at_limit))
     return rows
+
+
+def rewrite_kills(obs: Observed, effective: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per job of ``obs`` (time or memory), the jobs a rewrite to ``effective`` limits kills before
+    their own limit, as two disjoint masks: (newly killed: they finished under their request; stopped:
+    a limit of harp's did stop them, and a rewrite to it stops them again, whether or not they ran
+    past it)."""
+    stopped = obs.stopped_by_harps_limit()
+    return newly_killed(obs, effective) & ~stopped, stopped
 
 
 def _share(flags: list[bool], usable: np.ndarray, n: int) -> float:
@@ -95,13 +107,6 @@ def at_harps_cpu_limit(job: JobRecord, tag: Tag) -> bool:
     if tag.flags.get("c") != "!" or not kept or used is None:
         return False
     return used >= AT_LIMIT * kept
-
-
-def own_cores(job: JobRecord, tag: Tag) -> float:
-    """The CPUs ``job``'s user asked for: the tag's ``c0`` where harp cut them (``c!``), else the
-    CPUs the job held (JobRecord.cores, which prefers those allocated: harp's cut, for such a job)."""
-    own = tag.own.get("c")
-    return float(own) if own and tag.flags.get("c") == "!" else job.cores
 
 
 def memory_ratios(jobs: list[JobRecord], tags: list[Tag]) -> np.ndarray:

@@ -1,8 +1,9 @@
 """What limits do to a window's jobs, as training scores them (calibration, promotion).
 
-The definitions follow the evaluation's (evaluation.costs; learning notes): a job is usable with a
+The definitions are the evaluation's (evaluation.costs; learning notes): a job is usable with a
 positive request and outcome; it is newly killed when its limit is below what it used and it had
-finished under its own request (CPUs: "slowed" whenever the limit is below the use); waste is
+finished under its own request (core.accuracy.finished_under_request, which both read: a job a
+limit of harp's stopped counts as finished) (CPUs: "slowed" whenever the limit is below the use); waste is
 Σ waste_weight x (limit - use) over the finished jobs that survive (CPUs: over all jobs,
 max(limit - use, 0)), and its cut is core.accuracy.cut_pct's.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurm_harp.core.accuracy import cut_pct
+from slurm_harp.core.accuracy import cut_pct, finished_under_request
 from slurm_harp.core.request import Target
 from slurm_harp.learning.targets import TargetData
 
@@ -22,13 +23,6 @@ def usable(td: TargetData) -> np.ndarray:
     return mask
 
 
-def _stopped(td: TargetData) -> np.ndarray:
-    """Censored jobs, except those harp's own limit stopped: they ran at least ``value`` and any
-    limit below that kills them too."""
-    out: np.ndarray = td.censored if td.stopped_by_harp is None else td.censored & ~td.stopped_by_harp
-    return out
-
-
 def finished(td: TargetData) -> np.ndarray:
     """The usable jobs whose waste a limit can cut (base waste under the request): those that
     finished under their request (not stopped at a limit of their own); for CPUs every usable job.
@@ -36,8 +30,7 @@ def finished(td: TargetData) -> np.ndarray:
     use = usable(td)
     if td.target is Target.CPUS:
         return use
-    with np.errstate(invalid="ignore"):
-        mask: np.ndarray = use & ~_stopped(td) & (td.value <= td.requested)
+    mask: np.ndarray = use & finished_under_request(td.value, td.requested, td.censored, td.stopped_by_harp)
     return mask
 
 
@@ -48,7 +41,8 @@ def outcomes(td: TargetData, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     killed_any = limit < np.minimum(use, req)
     if td.target is Target.CPUS:
         return killed_any, w * np.maximum(limit - use, 0.0)
-    done = (~_stopped(td)[:, None]) & (use <= req)
+    by_harp = None if td.stopped_by_harp is None else td.stopped_by_harp[:, None]
+    done = finished_under_request(use, req, td.censored[:, None], by_harp)
     waste = np.where(done & ~killed_any, w * (limit - use), 0.0)
     return killed_any & done, waste
 

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from slurm_harp.core.extension import stopped_at_harps_limit
+from slurm_harp.core.extension import stopped_by_harp
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import decision_weight
-from slurm_harp.core.tag import as_submitted, parse_tag
+from slurm_harp.core.tag import as_submitted, own_cores
 from slurm_harp.learning.dataset import Dataset, row_order
 
 # Why per_node_only leaves rows out, as training names it.
@@ -55,7 +55,7 @@ class TargetData:
     waste_weight: np.ndarray  # hindsight: turns (limit - value) into core-min / MB-hours / CPU-hours
     cost: np.ndarray  # cores x requested minutes: the E-Loss row cost
     group: np.ndarray  # object array of str: the partition asked for ("" when none)
-    # Stopped at a limit harp brought below the user's own (core.extension.stopped_at_harps_limit):
+    # Stopped at a limit harp brought below the user's own (core.extension.stopped_by_harp):
     # censored for the models, which learn a lower bound, but a job the calibration counts as
     # killed by a limit below it.
     # None: no such row.
@@ -104,7 +104,7 @@ def _row(record: JobRecord, target: Target) -> tuple[float, bool, float | None, 
     value = math.nan if used is None else used
     hours = record.elapsed_s / 3600.0
     waste_weight = {
-        Target.TIME: record.cores,
+        Target.TIME: own_cores(record),  # the CPUs its user asked for, as the evaluation's waste
         Target.MEMORY: record.limit_units(target) * hours,
         Target.CPUS: hours,
     }[target]
@@ -151,13 +151,6 @@ def per_node_only(td: TargetData) -> tuple[TargetData, int]:
         return td, 0
     value, requested = np.where(left, math.nan, td.value), np.where(left, math.nan, td.requested)
     return replace(td, value=value, requested=requested), int(left.sum())
-
-
-def stopped_by_harp(record: JobRecord, target: Target) -> bool:
-    """Whether ``record`` (as_submitted) was stopped at a limit harp brought below its user's own
-    (core.extension.stopped_at_harps_limit)."""
-    tag = parse_tag(record.harp_tag) if record.harp_tag else None
-    return tag is not None and stopped_at_harps_limit(record, tag, target)
 
 
 def available(td: TargetData, minimum: int) -> bool:
