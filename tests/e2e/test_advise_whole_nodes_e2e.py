@@ -45,7 +45,9 @@ def alloc_tres(cluster: SlurmCluster, job_id: int) -> dict[str, str]:
 def test_a_partition_of_whole_nodes_is_priced_as_accounting_bills_it(site: tuple[SlurmCluster, Path]) -> None:
     cluster, work = site
     one, two = submit_two_sizes(cluster, NAME)  # in batch: 1 CPU for 20 s, 2 CPUs for 6 s
-    whole = cluster.sbatch(["-J", "one-cpu", "-p", "whole", "-n", "1", "-t", "5"], "#!/bin/sh\nsleep 1\n")
+    # 6 s, as the 2-CPU run: a batch step of 1 s may end before accounting samples its memory, and
+    # settled() waits for that sample.
+    whole = cluster.sbatch(["-J", "one-cpu", "-p", "whole", "-n", "1", "-t", "5"], "#!/bin/sh\nsleep 6\n")
     assert whole.job_id is not None, whole.stderr
     for job in (one, two, whole.job_id):
         assert settled(cluster, job)[0]["State"] == "COMPLETED"
