@@ -31,14 +31,19 @@ def names(out: Path) -> list[str]:
     return sorted(p.name for p in out.iterdir())
 
 
-def test_a_run_with_nothing_to_plot_leaves_no_plot_of_the_run_before(tmp_path: Path) -> None:
-    """A time run, then a memory run (KTH has no memory usage: nothing to plot) into one --out: the
-    time run's PNG stayed beside the memory run's tables, as if it were theirs."""
+def test_a_run_with_nothing_to_plot_leaves_no_plot_of_the_run_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run, then one of ours alone where ours cannot run (no train extra: no strategy scored,
+    nothing to plot) into one --out: the first run's PNG stayed beside the second's tables, as if
+    it were theirs. (A run whose every target is skipped, `--target memory` on KTH, writes nothing:
+    test_evaluate_cli.py::test_a_trace_whose_every_target_is_skipped_is_said_and_nothing_written.)"""
     out = tmp_path / "out"
     assert run("evaluate", out) == 0 and names(out) == WRITES["evaluate"]
-    assert run("evaluate", out, "--target", "memory") == 0
+    monkeypatch.setitem(sys.modules, "slurm_harp.evaluation.ours", None)  # import: ImportError
+    assert run("evaluate", out, "--strategies", "ours") == 0
     assert names(out) == [f"{TRACE}.json", f"{TRACE}.md"]
-    assert "### memory" in (out / f"{TRACE}.md").read_text()
+    assert "ours: not evaluated: our strategy needs the train extra" in (out / f"{TRACE}.md").read_text()
 
 
 @pytest.mark.parametrize("command", COMMANDS)
