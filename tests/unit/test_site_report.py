@@ -200,6 +200,30 @@ def test_memory_harp_lowered_that_ran_out_counts_as_killed(peak: float) -> None:
     assert sum(o.killed for (target, _, _), o in kills.items() if target == "memory") == 3
 
 
+def test_kills_harp_made_in_extend_and_time_min_show_in_those_modes_rows() -> None:
+    """Extend and time_min never kill a job before its user's own limit by design; their rows are where
+    a site checks it. Extend mode cut job 1 to 50 min and, the guard down, Slurm stopped it there;
+    backfill started job 2 with its limit cut to the time_min 40 and stopped it there. Both rows said
+    0 killed: harp's kills were shown under rewrite only."""
+    jobs = [
+        job("1", f"harp:extend,t!=50,t0=100,v={V}", 50, state="TIMEOUT", limit=50),
+        job("2", f"harp:time_min,t~=40,t0=100,v={V}", 40, state="TIMEOUT", limit=40),
+        job("3", f"harp:extend,t!=50,t0=100,v={V}", 30),
+    ]
+    report = site_report(jobs, Policy(), START)
+    rows = {r.mode: r for r in report.modes}
+    h = 2 / 60
+    assert (rows[Mode.EXTEND].killed, rows[Mode.TIME_MIN].killed) == (1, 1)
+    assert rows[Mode.EXTEND].lost_core_h == pytest.approx(50 * h)  # the run each kill lost
+    assert rows[Mode.TIME_MIN].lost_core_h == pytest.approx(40 * h)
+    assert (rows[Mode.SHADOW].killed, rows[Mode.REWRITE].killed) == (0, 2)  # a rewrite stops both again
+    page = render(report, {}, "defaults")
+    for meaning in ("time_min: the limit is kept", "extend: the limit cut"):
+        (line,) = [x for x in page.splitlines() if x.startswith(f"<tr><td>{meaning}")]
+        assert '<td class="n kills">1 (33.33 %)</td>' in line
+    assert "a count there is of jobs harp did kill while they ran in that mode" in page
+
+
 HOSTILE = "<script>alert(1)</script>&\"'"
 
 

@@ -7,7 +7,9 @@ mode at once the time limits it would have set (the policy's floor and min_gain 
 daemon applies them), and from those evaluation.costs's figures, so that they read like
 `harp evaluate`'s: core-hours reserved (limit x the CPUs asked for), the waste left (reserved but
 unused by the jobs that finish), the jobs a rewrite kills before their own limit and what the kills
-lose (as training's net cut counts it: core.accuracy.kill_loss), the jobs the guard extends.
+lose (as training's net cut counts it: core.accuracy.kill_loss), the jobs the guard extends. The jobs
+harp did kill count in the row of the mode they ran in (time_min and extend kill none by design: the
+report is where a site checks that), and in rewrite's.
 Harp's real kills (jobs that timed out before their own limit at a limit harp lowered or that Slurm
 cut toward the time_min harp set) are evaluation.outcomes's, the figures Prometheus shows.
 
@@ -54,8 +56,9 @@ class ModeRow:
     # guard's extensions end at, as the waste is counted (the cut one was less than used + waste)
     reserved_core_h: float
     waste_core_h: float  # reserved but unused by the jobs that finish (after any extension)
-    # Jobs killed before their own limit (rewrite: would be, plus every job a limit of harp's did
-    # stop: a rewrite to it stops it again)
+    # Jobs killed before their own limit: rewrite, would be plus every job a limit of harp's did stop
+    # (a rewrite to it stops it again); time_min and extend, none would be (the guard extends), but
+    # the jobs harp did kill while running in that mode (the guard down or late) are counted.
     killed: int
     lost_core_h: float  # what the kills lose (lost_to_kills); the net saving is the waste cut less it
     extended: int | None  # jobs the guard extends at least once; None: depends on the schedule
@@ -125,6 +128,7 @@ def site_report(
     keep = obs.usable() & timed
     time_obs = obs.take(keep)
     limits = {m: mode_limits(jobs, tags, "t", m, policy)[keep] for m in MODES}
+    ran_in = np.array([t.mode for t in tags], dtype=object)[keep]
     harp_kills = _harp_kills(seen)
     parts = np.array([j.request.partition or "" for j in jobs], dtype=object)[keep]
     return SiteReport(
@@ -140,7 +144,7 @@ def site_report(
         last_end=max(ends, default=None),
         tag_modes=dict(Counter(t.mode for t in tags).most_common()),
         versions=dict(Counter(v for t in tags for v in t.versions).most_common()),
-        modes=mode_rows(time_obs, limits),
+        modes=mode_rows(time_obs, limits, ran_in),
         by_partition=_partition_rows(time_obs, limits, parts, harp_kills, held[keep]),
         other_targets=other_targets(jobs, tags, policy),
         points=TimePoints(
@@ -158,9 +162,13 @@ def core_hours(obs: Observed, limits: np.ndarray) -> float:
     return float(np.sum(limits * obs.cores)) / 60.0
 
 
-def mode_rows(obs: Observed, limits: dict[Mode, np.ndarray]) -> list[ModeRow]:
-    """One row per mode over ``obs`` (time, usable jobs), ``limits`` per mode aligned with it. A job
-    a limit of harp's did stop (obs.stopped_by_harp) is killed in the rewrite row."""
+def mode_rows(
+    obs: Observed, limits: dict[Mode, np.ndarray], ran_in: np.ndarray | None = None
+) -> list[ModeRow]:
+    """One row per mode over ``obs`` (time, usable jobs), ``limits`` per mode aligned with it;
+    ``ran_in``: the mode each job's tag was written in (None: unknown). A job a limit of harp's did
+    stop (obs.stopped_by_harp) is killed in the rewrite row, and in the row of the mode it ran in:
+    time_min and extend kill none by design, and their rows are where a site checks that."""
     asked = obs.requested
     none, stopped = np.zeros(len(obs), dtype=bool), obs.stopped_by_harps_limit()
 
@@ -169,8 +177,10 @@ def mode_rows(obs: Observed, limits: dict[Mode, np.ndarray]) -> list[ModeRow]:
     ) -> ModeRow:
         """``cut``: the limits the mode sets; ``final``: those reserved in the end; ``new``: the jobs
         it newly kills; ``extended_jobs``: how many the guard extends."""
-        # A rewrite to the limit that stopped a job stops it again.
-        did = stopped if mode is Mode.REWRITE else none
+        if mode is Mode.REWRITE:
+            did = stopped  # a rewrite to the limit that stopped a job stops it again
+        else:
+            did = none if ran_in is None else stopped & (ran_in == mode.value)
         killed, lost = int(np.sum(new | did)), lost_to_kills(obs, cut, new, did)
         changed = int(np.sum(cut < asked))
         return ModeRow(mode, changed, core_hours(obs, final), waste(obs, final), killed, lost, extended_jobs)
