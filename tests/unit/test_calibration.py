@@ -82,9 +82,14 @@ def _window(n: int, seed: int, noisy_share: float = 0.5) -> tuple[TargetData, di
 RUNGS = [("q0.50", 1.0), ("q0.90", 1.0), ("q0.99", 1.0), ("q0.99", 1.5)]
 
 
+# Finite predictions whose product with a margin of 1.5 or 2 is past a float's range: decide_limit
+# raised OverflowError on them (math.ceil of inf) where ladder_limits kept the request.
+HUGE = st.one_of(st.just(1e308), st.just(float(np.finfo(np.float64).max)), st.floats(1e307, 1e308))
+
+
 @given(
     preds=st.lists(
-        st.one_of(st.floats(0, 5000), st.just(math.nan), st.just(math.inf)), min_size=3, max_size=3
+        st.one_of(st.floats(0, 5000), st.just(math.nan), st.just(math.inf), HUGE), min_size=3, max_size=3
     ),
     request=st.one_of(st.none(), st.floats(-5, 3000)),
     weight=st.floats(0.5, 64),
@@ -134,6 +139,19 @@ def test_rule_rewrites_only_where_the_saving_pays_for_the_risk() -> None:
     assert decide_limit({"q0.90": 30.0}, 600.0, 1.0, Calibration((), 0.0, 1.0, Target.TIME)) is None
 
 
+def test_a_margin_times_a_prediction_past_a_floats_range_keeps_the_request() -> None:
+    """A huge finite prediction (or margin) made math.ceil(inf) raise in decide_limit: every
+    submission a model error with a traceback, where ladder_limits kept the request. That rung now
+    gives the request, in both; the other rungs still decide."""
+    assert decide_limit({"q0.90": 1e308}, 600.0, 1.0, RULE) is None
+    only = {"q0.50": np.full(1, np.nan), "q0.90": np.full(1, 1e308), "hist": np.full(1, np.nan)}
+    assert np.isnan(ladder_limits(only, np.array([600.0]), np.ones(1), RULE)[0])
+    # q0.50's rung still cuts: 1.0 x 100 (risk 0.4 x 500 = 200 < 500 saved).
+    assert decide_limit({"q0.50": 100.0, "q0.90": 1e308}, 600.0, 1.0, RULE) == 100.0
+    huge = Calibration((Rung("q0.90", 1e308, 0.0),), 0.0, 1.0, Target.TIME)
+    assert decide_limit({"q0.90": 30.0}, 600.0, 1.0, huge) is None
+
+
 def test_calibration_round_trips_and_refuses_bad_input() -> None:
     assert Calibration.from_dict(RULE.to_dict()) == RULE
     assert RULE.models == ("q0.50", "q0.90", "hist")
@@ -143,6 +161,16 @@ def test_calibration_round_trips_and_refuses_bad_input() -> None:
         Calibration.from_dict({**RULE.to_dict(), "penalty": -1})
     with pytest.raises(ValueError, match="bad calibration"):
         Calibration.from_dict({**RULE.to_dict(), "rungs": [{"model": "x", "margin": 1, "risk": 2}]})
+
+
+def test_a_margin_no_training_makes_is_refused() -> None:
+    """A finite margin of 1e308 was accepted: every limit it gave was past a float's range."""
+    with pytest.raises(ValueError, match=r"margin 1e\+308 above 1000, no rule training makes"):
+        Calibration.from_dict({**RULE.to_dict(), "rungs": [{"model": "x", "margin": 1e308, "risk": 0}]})
+    from slurm_harp.core.safety_rule import MAX_MARGIN  # here: the test runs on code without it too
+
+    at_most = {**RULE.to_dict(), "rungs": [{"model": "x", "margin": MAX_MARGIN, "risk": 0}]}
+    assert Calibration.from_dict(at_most).rungs[0].margin == MAX_MARGIN == 1000
 
 
 def test_decision_weights() -> None:

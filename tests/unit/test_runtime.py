@@ -19,6 +19,7 @@ from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning.booster import BoosterParams
 from slurm_harp.learning.calibration import CalibrationConfig
 from slurm_harp.learning.fitting import MethodConfig
+from slurm_harp.model import card as card_module
 from slurm_harp.model.card import PROMOTION_FILE, UNIT
 from slurm_harp.model.runtime import ModelError, QuantileModel, load_version
 from slurm_harp.model.store import ModelStore
@@ -515,6 +516,33 @@ def test_a_card_with_a_nan_quantile_is_rejected(copy: Path) -> None:
     assert '"quantile": NaN' in (copy / "card.json").read_text()
     with pytest.raises(ModelError, match=r"card\.json: not valid JSON: NaN is not a JSON number"):
         QuantileModel.load(copy)
+
+
+def test_a_card_whose_margin_no_training_makes_is_rejected_and_the_last_good_model_serves(
+    version_dir: Path, tmp_path: Path
+) -> None:
+    """A rung margin of 1e308 (finite JSON) passed the schema and the card check: the version
+    replaced the last good model, and every submission for the target was a model error
+    (OverflowError in decide_limit), a traceback logged each time. Now refused at load, naming the
+    card and the margin, by the schema and by Calibration.from_dict alike (the same bound)."""
+    store = ModelStore(tmp_path / "store")
+    files, card = _publishable(version_dir)
+    assert card["calibration"]["rungs"]
+    for rung in card["calibration"]["rungs"]:
+        rung["margin"] = 1e308
+    bad = store.publish(Target.TIME, files, card)
+    card_path = store.target_dir(Target.TIME) / bad / "card.json"
+    last_good = _Serving()
+    result = reload_models(store.root, {Target.TIME: last_good}, None)
+    assert result.models[Target.TIME] is last_good
+    (rejected,) = result.rejected
+    assert rejected.startswith(f"time: {card_path}: card schema: at $.calibration.rungs[")
+    assert "].margin: 1e+308 is greater than the maximum of 1000" in rejected
+    from slurm_harp.core.safety_rule import MAX_MARGIN  # here: the test runs on code without it too
+
+    schema = json.loads(Path(card_module.__file__).with_name("card.schema.json").read_text())
+    rung = schema["$defs"]["calibration"]["properties"]["rungs"]["items"]["properties"]["margin"]
+    assert rung["maximum"] == MAX_MARGIN
 
 
 def test_a_card_larger_than_any_harp_writes_is_refused_before_it_is_parsed(

@@ -29,7 +29,7 @@ from slurm_harp.core.features import vectorize
 from slurm_harp.core.history import HistoryIndex, is_cold
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
-from slurm_harp.core.safety_rule import decision_weight
+from slurm_harp.core.safety_rule import decision_weight, rung_limit
 from slurm_harp.core.tag import Tag, as_submitted, parse_tag
 from slurm_harp.evaluation.outcomes import TARGET_OF_KEY
 from slurm_harp.model.runtime import ModelError, load_version
@@ -156,7 +156,7 @@ def _recompute(
             if not math.isfinite(predicted):
                 out.append(f"    {i:<5} {rung.model:<16} {rung.margin:<7.3g} {risk:<7.3g} none")
                 continue
-            limit = min(asked, max(calibration.floor, math.ceil(rung.margin * max(predicted, 0.0))))
+            limit = rung_limit(rung.margin, predicted, calibration.floor, asked)
             value = weight * (asked - limit) - calibration.penalty * risk
             out.append(
                 f"    {i:<5} {rung.model:<16} {rung.margin:<7.3g} {risk:<7.3g} {predicted:<12.4g} "

@@ -1,9 +1,10 @@
 """The calibrated safety rule: per-job predictions -> a new limit, or None (keep the request).
 
 The rule ("ladder-v1") chooses, job by job, among a few candidate limits ("rungs"). A rung is a
-published model and a margin: its limit is ``ceil(margin x prediction)``, raised to the floor and
-capped at the request. Each rung carries its risk: the fraction of validation jobs it would have
-newly killed had it been applied to every job. For one job the rule takes the rung with the
+published model and a margin (at most MAX_MARGIN): its limit is ``ceil(margin x prediction)``,
+raised to the floor and capped at the request (the request where the product is past a float's
+range). Each rung carries its risk: the fraction of validation jobs it would have newly killed had
+it been applied to every job. For one job the rule takes the rung with the
 largest value
 
     weight x (request - limit)  -  penalty x risk
@@ -41,6 +42,10 @@ BY = ("none", "partition")  # what a calibration's risks may be split by ("none"
 # A partition's own risks need this many validation jobs: at 200, one kill more or less moves a
 # rung's risk by half a point of a 1 % budget. Training's default (CalibrationConfig).
 MIN_GROUP_JOBS = 200
+# The largest margin a card may give a rung. Training's are 1 to 3 (learning.fitting.MethodConfig)
+# and experiments went to 3; a thousand times a prediction is no limit anyone calibrates, and a
+# margin past a float's range made every limit infinite. card.schema.json holds the same bound.
+MAX_MARGIN = 1000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +128,9 @@ class Calibration:
         for r in rungs:
             if not (math.isfinite(r.margin) and r.margin > 0 and 0.0 <= r.risk <= 1.0):
                 raise ValueError(f"bad calibration rung {r}")
+            if r.margin > MAX_MARGIN:
+                too_large = f"margin {r.margin:g} above {MAX_MARGIN:g}, no rule training makes"
+                raise ValueError(f"bad calibration rung {r}: {too_large}")
         if by not in BY or (groups and by == "none"):
             raise ValueError(f"bad calibration: risks split by {by!r}, this version knows {BY}")
         for group, risks in groups.items():
@@ -180,12 +188,22 @@ def decide_limit(
         predicted = predictions.get(rung.model)
         if predicted is None or not math.isfinite(predicted):
             continue
-        limit = min(request, max(calibration.floor, math.ceil(rung.margin * max(predicted, 0.0))))
+        limit = rung_limit(rung.margin, predicted, calibration.floor, request)
         value = weight * (request - limit) - calibration.penalty * risk
         # Ties go to the higher (safer) limit.
         if value > best_value or (best_limit is not None and value == best_value and limit > best_limit):
             best_value, best_limit = value, float(limit)
     return best_limit if best_limit is not None and best_limit < request else None
+
+
+def rung_limit(margin: float, predicted: float, floor: float, request: float) -> float:
+    """One rung's limit for one job with a finite prediction: ``ceil(margin x prediction)``, at
+    least ``floor``, at most ``request``. A product past a float's range is the request: no limit
+    comes of it (math.ceil raises on it), as one_rung_limits gives for arrays."""
+    scaled = margin * max(predicted, 0.0)
+    if not math.isfinite(scaled):
+        return float(request)
+    return float(min(request, max(floor, math.ceil(scaled))))
 
 
 def viable_models(
@@ -204,8 +222,10 @@ def viable_models(
 
 def one_rung_limits(predicted: np.ndarray, margin: float, floor: float, request: np.ndarray) -> np.ndarray:
     """One rung's limits for many jobs: ``ceil(margin x prediction)``, at least ``floor``, at most
-    the request (decide_limit's formula, for arrays)."""
-    out: np.ndarray = np.minimum(request, np.maximum(floor, np.ceil(margin * np.maximum(predicted, 0.0))))
+    the request (decide_limit's formula, for arrays; a product past a float's range is the request)."""
+    with np.errstate(over="ignore"):  # inf, whose limit is the request: no warning per window
+        scaled = margin * np.maximum(predicted, 0.0)
+    out: np.ndarray = np.minimum(request, np.maximum(floor, np.ceil(scaled)))
     return out
 
 
