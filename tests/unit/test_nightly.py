@@ -69,6 +69,26 @@ def test_nightly_harvests_trains_and_promotes(
     assert models.current_version(Target.TIME) == versions[-1]
 
 
+def test_nightly_judges_promotion_by_the_limits_its_policy_sets(site: Path, tmp_path: Path) -> None:
+    """With `[policy] limits = "quantile"` the daemon serves quantile models, and promotion judged
+    each version by its calibrated rule all the same (audit: promo_quantile.py, judged 0.00 % newly
+    killed where the daemon killed 7.38 %). The nightly now hands promotion the config's policy:
+    the versions are judged by the quantile model it serves (tests/unit/test_promotion_policy.py
+    shows the figures are the daemon's)."""
+    assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0  # the default policy
+    models = ModelStore(tmp_path / "models")
+    assert models.current_version(Target.TIME) is not None
+    site.write_text(site.read_text() + '[policy]\nlimits = "quantile"\nquantile = 0.5\n')
+    with JobStore(tmp_path / "jobs.sqlite") as store:
+        store.merge(regular_users(1000)[700:], "import")  # jobs new to the serving version
+    assert main(["nightly", "--config", str(site), "--skip-harvest"]) == 0
+    note = models.verdict(Target.TIME, models.versions(Target.TIME)[-1]) or {}
+    assert "the 200 jobs new to the champion, by the quantile model nearest q0.5" in note["reason"], note
+    # The median model the policy serves kills far past the 1 % budget, the rule's within it: the
+    # serving version too is judged by what the daemon serves.
+    assert note["champion"]["killed_pct"] > 5 and note["challenger"]["killed_pct"] > 5, note
+
+
 def test_a_second_nightly_meets_the_lock_before_it_harvests(
     site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

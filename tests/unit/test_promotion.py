@@ -10,8 +10,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ from slurm_harp.accounting import JobRecord
 from slurm_harp.accounting.jobstore import JobStore
 from slurm_harp.commands import models as models_command
 from slurm_harp.commands import train as train_command
+from slurm_harp.core.policy import Policy
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.learning import pipeline
 from slurm_harp.learning.booster import BoosterParams
@@ -29,7 +30,8 @@ from slurm_harp.learning.family import FamilyConfig
 from slurm_harp.learning.fitting import MethodConfig
 from slurm_harp.learning.limit_outcomes import assess
 from slurm_harp.learning.promotion import Standing, challenge, judge
-from slurm_harp.learning.trainer import train_target
+from slurm_harp.learning.targets import TargetData
+from slurm_harp.learning.trainer import Window, train_target
 from slurm_harp.model.retention import STALE_TEMP_S, sweep
 from slurm_harp.model.runtime import QuantileModel
 from slurm_harp.model.store import LOCK_FILE, ModelStore, StoreBusy
@@ -262,12 +264,48 @@ def test_with_an_unreadable_current_a_challenger_over_the_budget_is_refused(tmp_
     assert challenge(store, Target.TIME, version, result.window, BUDGET).promote
 
 
+def served(limits: np.ndarray, td: TargetData) -> np.ndarray:
+    """``limits`` of a rule as the daemon sets them under the default policy (its floor, min_gain)."""
+    return Policy().new_values(td.target, limits, td.requested)
+
+
 QUICK = MethodConfig(
     family=FamilyConfig(
         params=BoosterParams(n_estimators=40, num_leaves=15), quantiles=(0.5, 0.9), compare=()
     ),
     calibration=CalibrationConfig(kill_budget=0.04),  # as FAST: rules that rewrite on 100 jobs
 )
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A store serving a champion, and a challenger published beside it."""
+
+    store: ModelStore
+    seen_until: float  # the champion's last submit time
+    version: str  # the challenger's
+    window: Window  # the challenger's, whose rule calibrated again records the rows it is asked for
+    calibrate: Callable[[np.ndarray], np.ndarray]  # that rule calibrated again, as trained
+    asked: list[np.ndarray]  # the rows promotion calibrated it again on, as it asks
+
+
+def champion_and_challenger(tmp_path: Path, jobs: int) -> Pair:
+    """A champion trained on 900 regular users' jobs, serving; a challenger trained on ``jobs``."""
+    store = ModelStore(tmp_path / "models")
+    champion = train_target(regular_users(900), Target.TIME, QUICK)
+    store.publish(Target.TIME, champion.files, champion.card)
+    result = train_target(regular_users(jobs), Target.TIME, QUICK)
+    version = store.publish(Target.TIME, result.files, result.card, make_current=False)
+    calibrate, asked = result.window.recalibrated, []
+    assert calibrate is not None
+
+    def spy(rows: np.ndarray) -> np.ndarray:
+        asked.append(rows)
+        return calibrate(rows)
+
+    window = replace(result.window, recalibrated=spy)
+    seen_until = champion.card["training"]["last_submit_epoch"]
+    return Pair(store, seen_until, version, window, calibrate, asked)
 
 
 @pytest.mark.parametrize(
@@ -284,29 +322,20 @@ def test_the_challengers_rule_is_judged_on_jobs_it_was_not_calibrated_on(
     it: in sample, so within the budget by construction and biased to beat the champion, judged
     out of sample (audit: promo.py, CTC: 0.89 % newly killed as judged, 1.85 % calibrated apart).
     Now a rule chosen and calibrated on the window's earlier jobs is judged on the later ones."""
-    store = ModelStore(tmp_path / "models")
-    champion = train_target(regular_users(900), Target.TIME, QUICK)
-    store.publish(Target.TIME, champion.files, champion.card)
-    seen_until = champion.card["training"]["last_submit_epoch"]
-    result = train_target(regular_users(jobs), Target.TIME, QUICK)
-    version = store.publish(Target.TIME, result.files, result.card, make_current=False)
-    window, asked = result.window, []
-    assert window.recalibrated is not None
-    calibrate = window.recalibrated
-
-    def spy(rows: np.ndarray) -> np.ndarray:
-        asked.append(rows)
-        return calibrate(rows)
-
+    pair = champion_and_challenger(tmp_path, jobs)
+    store, seen_until, version, window = pair.store, pair.seen_until, pair.version, pair.window
+    calibrate, asked = pair.calibrate, pair.asked
     budget = QUICK.calibration.kill_budget  # judged by the budget the rules were calibrated to
-    verdict = challenge(store, Target.TIME, version, replace(window, recalibrated=spy), budget)
+    verdict = challenge(store, Target.TIME, version, window, budget)
     (rows,) = asked
     later = np.setdiff1d(np.arange(len(window.td)), rows)
     assert later.size == judged and rows.max() < later.min()
     assert window.submit_time[later].min() > seen_until  # new to the champion too
     stand_in = calibrate(rows)[later]
     assert np.isfinite(stand_in).any()  # the rule calibrated apart rewrites, as the published one
-    killed, cut = assess(stand_in, window.td.take(later))
+    # Judged by what the daemon sets under the (default) policy: the rule's value through its floor
+    # and min_gain.
+    killed, cut = assess(served(stand_in, window.td.take(later)), window.td.take(later))
     assert (verdict.challenger.killed_pct, verdict.challenger.waste_cut_pct) == (killed, cut)
     assert f"judged on the {judged} latest jobs, the challenger's rule calibrated on the" in verdict.reason
     assert which in verdict.reason
@@ -315,7 +344,7 @@ def test_the_challengers_rule_is_judged_on_jobs_it_was_not_calibrated_on(
     assert "the challenger's rule as published: calibrated on them too" in verdict.reason
     new = np.flatnonzero(window.submit_time > seen_until)
     assert f"the {new.size} jobs new to the champion" in verdict.reason
-    killed, cut = assess(window.limits[new], window.td.take(new))
+    killed, cut = assess(served(window.limits[new], window.td.take(new)), window.td.take(new))
     assert (verdict.challenger.killed_pct, verdict.challenger.waste_cut_pct) == (killed, cut)
 
 
@@ -338,7 +367,7 @@ def test_a_challenger_is_not_judged_by_a_rule_calibrated_on_too_few_jobs_to_rewr
     new = np.flatnonzero(window.submit_time > champion.card["training"]["last_submit_epoch"])
     assert new.size == 400
     assert (verdict.challenger.killed_pct, verdict.challenger.waste_cut_pct) == assess(
-        window.limits[new], window.td.take(new)
+        served(window.limits[new], window.td.take(new)), window.td.take(new)
     )
     assert verdict.promote and verdict.challenger.waste_cut_pct > 0, verdict.summary
     assert (

@@ -28,6 +28,7 @@ from slurm_harp.config import Settings
 from slurm_harp.core.features import vectorize
 from slurm_harp.core.history import HistoryIndex, is_cold
 from slurm_harp.core.job import JobRecord
+from slurm_harp.core.predictor import closest_quantile, served_rule
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import decision_weight, rung_limit
 from slurm_harp.core.tag import Tag, as_submitted, parse_tag
@@ -140,8 +141,8 @@ def _recompute(
     history, cold = _history_row(job, settings)
     x = vectorize([request], None if history is None else history[np.newaxis, :])
     asked = request.requested(target)
-    calibration = model.calibration
-    if settings.policy.limits == "calibrated" and calibration is not None and asked:
+    calibration = served_rule(model, settings.policy)
+    if calibration is not None and asked:
         weight = decision_weight(target, request)
         predictions = {n: float(v[0]) for n, v in model.predict_named(x, calibration.models).items()}
         out.append(
@@ -170,7 +171,7 @@ def _recompute(
             else "  the rule keeps the request (no candidate's saving outweighs its risk)"
         )
     else:
-        quantile = min(model.quantiles, key=lambda q: (abs(q - settings.policy.quantile), -q))
+        quantile = closest_quantile(model.quantiles, settings.policy.quantile)
         predicted = float(model.predict_quantile(x, quantile)[0])
         out.append(f"  q{quantile:g} prediction for this job: {predicted:.4g} {UNITS[target]}")
     if history is None:

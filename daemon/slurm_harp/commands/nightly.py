@@ -125,5 +125,6 @@ def _train(settings: Settings, records: list[JobRecord], now: float) -> int:
         tolerance=t.tolerance,
         keep=t.keep,
         refit=Refit(t.refit),
+        policy=settings.policy,  # promotion judges by the limits the daemon sets under it
     )
     return publication.train_held(records, list(Target), plan, every=True, now=now)  # run() holds the store

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+import numpy as np
+
 from slurm_harp.core.decision import Action, Reason, TargetDecision
 from slurm_harp.core.request import JobRequest, Target
 
@@ -126,6 +128,28 @@ class Policy:
         anything at all (with min_gain 0, the ask itself was a "rewrite" to what it was)."""
         return proposed < asked and proposed <= asked * (1.0 - self.min_gain)
 
+    def new_value(self, target: Target, predicted: float, asked: float) -> int | None:
+        """The value a changing mode sets for a prediction (in the target's unit) of a job that
+        asked ``asked``: ``proposed``, when it ``saves``; None keeps the ask."""
+        proposed = self.proposed(target, predicted)
+        if not self.saves(proposed, asked):
+            return None
+        # An ask is below EXACT_REQUESTS (JobRequest.requested): its float rounds to no integer
+        # above it, so this is never above what the user asked.
+        return int(min(proposed, asked))
+
+    def new_values(self, target: Target, predicted: np.ndarray, asked: np.ndarray) -> np.ndarray:
+        """``new_value`` for many jobs (float array, NaN where the ask is kept): what the daemon
+        would set for each, for judging a model version (learning.promotion). A prediction that is
+        not finite keeps the ask, as the daemon keeps it (a model error); so does an ask that is
+        not positive (none given)."""
+        out = np.full(len(asked), np.nan)
+        for i, (value, ask) in enumerate(zip(predicted.tolist(), asked.tolist(), strict=True)):
+            if math.isfinite(value) and ask > 0:
+                new = self.new_value(target, value, ask)
+                out[i] = np.nan if new is None else new
+        return out
+
     def decide(
         self,
         target: Target,
@@ -158,17 +182,14 @@ class Policy:
             # and weights only: for a `-p a,b` job it is the smallest of the partitions', not
             # necessarily the one Slurm gives, and the plugin leaves a job without a limit alone.
             return replace(base, action=Action.ANNOTATE, reason=Reason.NOT_REQUESTED)
-        proposed = self.proposed(target, predicted)
-        if not self.saves(proposed, asked):
+        new_value = self.new_value(target, predicted, asked)
+        if new_value is None:
             return replace(
                 base,
                 action=Action.ANNOTATE,
                 reason=Reason.NO_GAIN,
-                detail=f"proposed {proposed} vs asked {asked:g}",
+                detail=f"proposed {self.proposed(target, predicted)} vs asked {asked:g}",
             )
-        # An ask is below EXACT_REQUESTS (JobRequest.requested): its float rounds to no integer
-        # above it, so this is never above what the user asked.
-        new_value = int(min(proposed, asked))
         if mode is Mode.TIME_MIN:
             own = request.time_min_minutes
             if own is not None and own > 0:

@@ -135,7 +135,7 @@ class Predictor:
             try:
                 if features is None:
                     features, cold = self._features(request)
-                calibration = getattr(model, "calibration", None) if policy.limits == "calibrated" else None
+                calibration = served_rule(model, policy)
                 if calibration is not None:
                     predicted, keep = _calibrated(
                         cast(CalibratedPredictor, model), calibration, features, request
@@ -221,6 +221,13 @@ def _calibrated(
     if limit is not None:
         return limit, False
     return predictions.get(shown or "", float("nan")), True
+
+
+def served_rule(model: QuantilePredictor, policy: Policy) -> Calibration | None:
+    """The calibrated rule that sets ``model``'s limits under ``policy``; None: its quantile model
+    nearest ``policy.quantile`` does (``closest_quantile``). Either's value then goes through
+    Policy.new_value. The one answer for the daemon and for promotion's judging (learning.promotion)."""
+    return getattr(model, "calibration", None) if policy.limits == "calibrated" else None
 
 
 def closest_quantile(available: tuple[float, ...], wanted: float) -> float:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from slurm_harp.core.job import JobRecord
+from slurm_harp.core.policy import Policy
 from slurm_harp.core.request import Target
 from slurm_harp.learning.dataset import Dataset
 from slurm_harp.learning.fitting import MethodConfig, Refit
@@ -56,6 +57,8 @@ class Plan:
     refit: Refit = Refit.FULL  # how the published models meet the newest jobs (learning.fitting)
     tolerance: float = 0.5
     keep: int = 5
+    # The policy the daemon sets limits under: promotion judges both versions by those limits.
+    policy: Policy = field(default_factory=Policy)
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ def train_and_publish(
                 plan.config.calibration.kill_budget,
                 plan.tolerance,
                 now,
+                plan.policy,
             )
         except ModelError as exc:
             raise Unloadable(version, exc) from exc

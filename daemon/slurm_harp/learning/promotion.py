@@ -3,16 +3,20 @@ latest validation window.
 
 The window is the challenger's validation window (the most recent jobs), cut to the jobs
 submitted after the last job the champion was trained on: both versions are judged out of
-sample. The champion loaded from the store as the daemon loads it (ONNX, card, probe), by the
-limits it would set: its card's calibrated rule (core.safety_rule), or for a card without one the
-quantile nearest ``quantile``. Its rule was calibrated on jobs before the ones judged; so is the
+sample. Both are judged by the limits the daemon would set under the site's policy (``policy``,
+harp nightly's [policy]): the value of what it serves, its card's calibrated rule or the quantile
+model nearest policy.quantile (core.predictor.served_rule), through the policy's floors and
+min_gain (core.policy.Policy.new_values). The champion loaded from the store as the daemon loads
+it (ONNX, card, probe). Its rule was calibrated on jobs before the ones judged; so is the
 challenger's: by the limits of its models fitted before the window (its published models were
 refitted on every job, the window included), under a rule chosen and calibrated as training does
 but on the window's jobs submitted up to the champion's last one only (when those are too few,
 on more of the window, or the rule as published: learning.promotion_rows). The published rule,
-calibrated on the whole window, would meet the kill budget there by construction. Limits are
-graded by learning.limit_outcomes.assess: newly killed % and reservation-waste cut %. The
-challenger is also loaded; one that does not load is never promoted.
+calibrated on the whole window, would meet the kill budget there by construction. Where the policy
+serves quantile models there is no rule to calibrate again: the challenger's quantile model fitted
+before the window is judged on every job new to the champion. Limits are graded by
+learning.limit_outcomes.assess: newly killed % and reservation-waste cut %. The challenger is also
+loaded; one that does not load is never promoted.
 
 The challenger is not worse when
 1. its newly killed rate is within the kill budget, or no higher than the champion's; and
@@ -43,11 +47,12 @@ from typing import Any
 
 import numpy as np
 
-from slurm_harp.core.predictor import closest_quantile
+from slurm_harp.core.policy import Policy
+from slurm_harp.core.predictor import closest_quantile, served_rule
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import ladder_limits
 from slurm_harp.learning.limit_outcomes import assess
-from slurm_harp.learning.promotion_rows import MIN_JOBS, out_of_sample
+from slurm_harp.learning.promotion_rows import MIN_JOBS, as_served, quantile_served, where_judged
 from slurm_harp.learning.targets import TargetData, available
 from slurm_harp.learning.trainer import Window
 from slurm_harp.model.runtime import QuantileModel, load_version
@@ -87,21 +92,21 @@ class Verdict:
         return out
 
 
-def model_limits(model: QuantileModel, x: np.ndarray, td: TargetData, quantile: float = 0.9) -> np.ndarray:
-    """The limits ``model`` sets for the rows ``x`` (NaN = keeps the request), as the daemon would."""
-    calibration = model.calibration
-    if calibration is not None:
-        predictions = model.predict_named(x, calibration.models)
-        return ladder_limits(predictions, td.requested, td.weight, calibration, td.group)
-    predicted = model.predict_quantile(x, closest_quantile(model.quantiles, quantile))
-    limits: np.ndarray = np.minimum(td.requested, np.maximum(1.0, np.ceil(predicted)))
-    with np.errstate(invalid="ignore"):
-        limits[~(limits < td.requested)] = np.nan
-    return limits
+def model_limits(model: QuantileModel, x: np.ndarray, td: TargetData, policy: Policy) -> np.ndarray:
+    """The limits ``model`` sets for the rows ``x`` under ``policy`` (NaN = keeps the request), as
+    the daemon sets them (core.predictor): the value of the rule or quantile model it serves
+    (served_rule), through the policy's floor and min_gain (Policy.new_values)."""
+    rule = served_rule(model, policy)
+    if rule is not None:
+        predictions = model.predict_named(x, rule.models)
+        value = ladder_limits(predictions, td.requested, td.weight, rule, td.group)
+    else:
+        value = model.predict_quantile(x, closest_quantile(model.quantiles, policy.quantile))
+    return policy.new_values(td.target, value, td.requested)
 
 
-def standing(model: QuantileModel, x: np.ndarray, td: TargetData, quantile: float = 0.9) -> Standing:
-    killed, cut = assess(model_limits(model, x, td, quantile), td)
+def standing(model: QuantileModel, x: np.ndarray, td: TargetData, policy: Policy) -> Standing:
+    killed, cut = assess(model_limits(model, x, td, policy), td)
     return Standing(model.version, killed, cut)
 
 
@@ -163,12 +168,17 @@ def challenge(
     kill_budget: float,
     tolerance: float = 0.5,
     now: float | None = None,
+    policy: Policy | None = None,
 ) -> Verdict:
     """Judge the published, not yet serving ``version`` against the serving one on ``window``;
-    ``now`` (unix seconds, this host's clock by default) is the clock training filtered the jobs by.
+    ``now`` (unix seconds, this host's clock by default) is the clock training filtered the jobs by;
+    ``policy``: the site's, which the daemon sets limits under (the default policy by default).
     Raises runtime.ModelError when the challenger itself does not load."""
+    policy = Policy() if policy is None else policy
     mine = load_version(store.target_dir(target) / version, target)  # as the daemon loads it
-    whole = Standing(version, *assess(window.limits, window.td))
+    by_quantile = quantile_served(mine, window, policy)  # None: its rule sets its limits
+    rows = np.arange(len(window.td))
+    whole = Standing(version, *assess(as_served(window, policy, window.limits, rows, by_quantile), window.td))
 
     def alone(why: str) -> Verdict:
         verdict = judge(whole, None, kill_budget, tolerance)
@@ -204,18 +214,18 @@ def challenge(
     # Too few jobs new to the champion for a fair out-of-sample comparison: both versions as
     # published, on the whole window.
     few = not available(window.td.take(new), MIN_JOBS)
-    judged = None if few else out_of_sample(window, seen_until, new, kill_budget)
+    judged = None if few else where_judged(window, seen_until, new, kill_budget, policy, by_quantile)
     try:
         if judged is None:
-            rival = standing(champion, window.x, window.td)
+            rival = standing(champion, window.x, window.td, policy)
         else:
-            rival = standing(champion, window.x[judged.rows], window.td.take(judged.rows))
+            rival = standing(champion, window.x[judged.rows], window.td.take(judged.rows), policy)
     except MemoryError:
         raise
     except Exception as exc:
         return _unevaluated(target, current.name, exc, alone)
     if judged is None:
-        verdict = judge(standing(mine, window.x, window.td), rival, kill_budget, tolerance)
+        verdict = judge(standing(mine, window.x, window.td, policy), rival, kill_budget, tolerance)
         return replace(
             verdict,
             reason=f"only {new.size} jobs of the window are new to the champion {current.name}, "

@@ -1,6 +1,8 @@
 """Where promotion judges a challenger against the serving version (learning.promotion), out of
 sample for both: the window's jobs submitted after the champion's last one, and the challenger's
-limits there, set by its rule chosen and calibrated again on earlier jobs of the window only. Its
+limits there as the daemon would set them under the site's policy: its rule's value, chosen and
+calibrated again on earlier jobs of the window only, or where the policy serves quantile models
+its quantile model's, fitted before the window; either through the policy (Policy.new_values). Its
 published rule, calibrated on the whole window, meets the kill budget there by construction.
 Calibrated again on fewer usable jobs than calibration.jobs_needed, the rule never rewrites: it
 would stand in for a published rule that does, so such a split is not used; when none is left,
@@ -10,14 +12,17 @@ the rule as published is judged, and the verdict says why.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from slurm_harp.core.policy import Policy
+from slurm_harp.core.predictor import closest_quantile, served_rule
 from slurm_harp.learning.calibration import jobs_needed
 from slurm_harp.learning.limit_outcomes import finished, usable
 from slurm_harp.learning.targets import TargetData, available
 from slurm_harp.learning.trainer import Window
+from slurm_harp.model.runtime import QuantileModel
 
 # Fewer jobs new to the champion than this are no fair comparison out of sample.
 MIN_JOBS = 20
@@ -73,6 +78,52 @@ def out_of_sample(window: Window, seen_until: float, new: np.ndarray, kill_budge
         f"the {new.size} jobs new to the champion, the challenger's rule as published: calibrated "
         f"on them too (too few jobs to calibrate it apart: {why})",
     )
+
+
+def quantile_served(mine: QuantileModel, window: Window, policy: Policy) -> np.ndarray | None:
+    """The limits the challenger sets on every row of the window when ``policy`` serves its
+    quantile model (core.predictor.served_rule), from that model fitted before the window (out of
+    sample, as the rule's); None when its rule sets them."""
+    if served_rule(mine, policy) is not None:
+        return None
+    quantile = closest_quantile(mine.quantiles, policy.quantile)
+    predicted = window.quantile_predictions.get(quantile)
+    if predicted is None:  # a window from elsewhere: the model as published (in sample)
+        predicted = mine.predict_quantile(window.x, quantile)
+    return policy.new_values(window.td.target, predicted, window.td.requested)
+
+
+def as_served(
+    window: Window, policy: Policy, rule_limits: np.ndarray, rows: np.ndarray, by_quantile: np.ndarray | None
+) -> np.ndarray:
+    """The challenger's limits on ``rows`` as the daemon would set them: ``rule_limits`` (its rule's,
+    on those rows) through the policy, or its quantile model's (``by_quantile``)."""
+    if by_quantile is not None:
+        picked: np.ndarray = by_quantile[rows]
+        return picked
+    return policy.new_values(window.td.target, rule_limits, window.td.requested[rows])
+
+
+def where_judged(
+    window: Window,
+    seen_until: float,
+    new: np.ndarray,
+    kill_budget: float,
+    policy: Policy,
+    by_quantile: np.ndarray | None,
+) -> Judged:
+    """Where both versions are judged out of sample, and the challenger's limits there. Its quantile
+    model served, there is no rule to calibrate again: every job new to the champion."""
+    if by_quantile is not None:
+        return Judged(
+            new,
+            by_quantile[new],
+            f"the {new.size} jobs new to the champion, by the quantile model nearest "
+            f"q{policy.quantile:g} that the policy serves (no rule to calibrate again), the "
+            "challenger's fitted before the window",
+        )
+    judged = out_of_sample(window, seen_until, new, kill_budget)
+    return replace(judged, limits=as_served(window, policy, judged.limits, judged.rows, None))
 
 
 def _too_few_to_calibrate(part: TargetData, kill_budget: float) -> str | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -68,6 +68,9 @@ class Window:
     # on those rows only (learning.fitting.limits_calibrated_on): promotion judges the others.
     # None: not known (the published rule's ``limits`` only).
     recalibrated: Callable[[np.ndarray], np.ndarray] | None = None
+    # Each quantile model's predictions on the window by its quantile, in the target's unit, from
+    # the models fitted before it: what a site serving policy.limits = "quantile" is judged by.
+    quantile_predictions: Mapping[float, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,13 @@ def train_target(
     limits = ladder_limits(fitted.predictions, val.requested, val.weight, fitted.calibration, val.group)
     kinds = {name: m.kind for name, m in fitted.members.items()}
     again = partial(limits_calibrated_on, kinds, fitted.predictions, val, config)
-    window = Window(data.x[rows.validation], val, data.submit_time[rows.validation], limits, again)
+    by_quantile = {
+        m.quantile: fitted.predictions[name]
+        for name, m in fitted.members.items()
+        if m.kind == "quantile" and m.quantile is not None
+    }
+    submitted = data.submit_time[rows.validation]
+    window = Window(data.x[rows.validation], val, submitted, limits, again, by_quantile)
     return TrainResult(files=files, card=card, window=window, validation=validation)
 
 
