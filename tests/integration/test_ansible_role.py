@@ -305,6 +305,27 @@ def test_the_unit_templates_render_to_deploy_systemd_with_the_defaults(tmp_path:
     assert mismatch == [] and errors == [], (mismatch, errors)
 
 
+@pytest.mark.parametrize(("given", "advice"), [("false", False), ("true", True)])
+def test_booleans_given_with_e_key_value_install_what_they_say(
+    given: str, advice: bool, tmp_path: Path
+) -> None:
+    """`-e key=value` (and an INI inventory's [group:vars]) gives text: ansible-core 2.19 stopped the
+    play at the units' first `when: slurm_harp_advice_enabled` ("Conditional result (True) was
+    derived from value of type 'str'"), after harp.toml had been written with an advice socket."""
+    require_root()
+    out = tmp_path / "units"
+    out.mkdir()
+    variables = {"slurm_harp_systemd_dir": str(out)}
+    extra = ["-e", f"slurm_harp_advice_enabled={given}", "-e", "slurm_harp_manage_services=false"]
+    result = run_role(tmp_path / "play", variables, *extra, playbook=TEMPLATE_PLAY)
+    assert result.returncode == 0, result.output[-3000:]
+    assert (out / "slurm-harp.service.d" / "advice.conf").exists() is advice
+    toml, _ = _rendered(tmp_path, {"slurm_harp_advice_enabled": given, "slurm_harp_metrics_port": "9900"})
+    data = tomllib.loads(toml.read_text())
+    assert ("advice" in data, data["server"]["metrics_port"]) == (advice, 9900)
+    _check_config(toml)
+
+
 def test_the_units_documentation_lines_name_files_the_role_installs(tmp_path: Path) -> None:
     """The wheel carries no documentation: the role installs what Documentation= names."""
     require_root()

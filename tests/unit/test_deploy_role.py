@@ -61,10 +61,19 @@ def set_facts(tasks_file: str, name: str, variables: dict[str, Any]) -> dict[str
     return variables | {key: render(text, variables) for key, text in values.items()}
 
 
+def condition(expression: str | bool, variables: dict[str, Any]) -> bool:
+    """A `when:` as Ansible evaluates it: ansible-core 2.19 fails the task on a result that is no
+    boolean (the string "false" of an INI inventory or `-e`, which is true to Python)."""
+    templar = ansible_template.Templar(loader=ansible_dataloader.DataLoader(), variables=variables)
+    if isinstance(expression, str):
+        expression = ansible_template.trust_as_template(expression)
+    return bool(templar.evaluate_conditional(expression))
+
+
 def runs(tasks_file: str, name: str, variables: dict[str, Any]) -> bool:
     when = task(tasks_file, name).get("when", [])
-    conditions = [when] if isinstance(when, str) else when
-    return all(render(f"{{{{ {c} }}}}", variables) for c in conditions)
+    conditions = [when] if isinstance(when, (str, bool)) else when
+    return all(condition(c, variables) for c in conditions)
 
 
 # --- slurm.conf's JobSubmitPlugins ------------------------------------------------------------
