@@ -622,8 +622,41 @@ def test_installing_by_hand_gives_the_units_slurmuser_and_its_group_as_the_role_
                 overridden.append(f"{shipped.name} {key}={as_role}")
                 assert f"`{key}={as_shipped}`" in step and f"{key}={as_role}" in step, (shipped.name, key)
     assert {"slurm-harp-guard.service User=root", "slurm-harp-guard.service Group=root"} <= set(overridden)
+    # The drop-in gives the guard what the role's unit does, the group that reads the state too.
     guard_drop_in = step.split("`systemctl edit slurm-harp-guard`", 1)[1].split("```", 2)[1]
-    assert "User=root Group=root" in guard_drop_in, guard_drop_in
+    role_guard = "\n".join(_unit("slurm-harp-guard.service", root))
+    said = [f"{key}={value}" for key in GUARD_CREDENTIALS for value in unit_values(role_guard, key)]
+    assert said == ["User=root", "Group=root", "SupplementaryGroups=slurm-harp"]
+    assert guard_drop_in.split()[2:] == said, guard_drop_in  # after "ini [Service]"
+
+
+GUARD_CREDENTIALS = ("User", "Group", "SupplementaryGroups")
+
+
+@pytest.mark.parametrize(
+    ("facts", "supplementary"),
+    [
+        # SlurmUser root: Group=root, which the state directory (slurm-harp's group, 0750) shuts out.
+        (("root", 0, "root", 0), ["slurm-harp"]),
+        (("slurm", 64030, "slurm", 64030), []),  # Group= is the state's group already
+    ],
+    ids=["root", "slurm"],
+)
+def test_the_guard_unit_is_given_the_group_that_reads_the_state_directory(
+    facts: tuple[str, int, str, int], supplementary: list[str]
+) -> None:
+    """The guard reads the conditional extension's history in the state directory by harp.toml's
+    group. Where SlurmUser is root, the unit said Group=root and CapabilityBoundingSet= (no
+    CAP_DAC_OVERRIDE): permission denied, and the default `conditional` extension was steps only."""
+    variables = _group_facts(*facts) | {"role_path": str(ROLE)}
+    state_group = render("{{ __slurm_harp_socket_group }}", variables)
+    unit = "\n".join(_unit("slurm-harp-guard.service", variables))
+    assert unit_values(unit, "SupplementaryGroups") == supplementary
+    assert state_group in unit_values(unit, "Group") + supplementary
+    state_dir = task("tasks/config.yml", "Create the state directory (job store and models)")
+    made = state_dir["ansible.builtin.file"]
+    assert (render(made["group"], variables), made["mode"]) == (state_group, "0750")
+    assert unit_values(unit, "CapabilityBoundingSet") == [""]  # root reads by the mode alone
 
 
 def unit_values(text: str, key: str) -> list[str]:
