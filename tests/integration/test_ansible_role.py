@@ -135,6 +135,11 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
         {"slurm_harp_config": {"history": None}},
         "slurm_harp_config must not set history to null, which would take the place of the role's [history]",
     ),
+    # check-config refused it at "Write harp.toml", after the first changes.
+    "socket mode that shuts out the socket group": (
+        {"slurm_harp_config": {"server": {"socket_mode": "0600"}}},
+        'slurm_harp_config must not set server.socket_mode to "0600": the socket group slurm-harp must be',
+    ),
     "the role's group root, the socket group of a root SlurmUser": (
         {"slurm_harp_group": "root"},
         "join group root. Set slurm_harp_group to a group of its own",

@@ -4,6 +4,7 @@ task files read as YAML. tests/integration/test_ansible_role.py runs the role.""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -954,3 +955,31 @@ def test_the_yaml_an_inventory_is_read_with_turns_these_names_into_no_strings() 
         'slurm_harp_policy_rules[2].partition = false, slurm_harp_policy_rules[3].partition = ["gpu"], '
         "slurm_harp_policy_rules[4].partition = null"
     ), said
+
+
+# --- the socket's mode ------------------------------------------------------------------------------
+
+SOCKET_MODE_TASK = "Check that the socket's mode lets the socket group in and no one else"
+
+
+@pytest.mark.parametrize("mode", ["0600", "0640", "0620", "0666", "0664", 0o660, "rw", "01660"])
+def test_a_socket_mode_that_shuts_out_the_socket_group_stops_the_role_in_its_preflight(mode: Any) -> None:
+    """`harp check-config` refused it, but at "Write harp.toml", after the user, the virtualenv and
+    the directories had been made. An unquoted 0660 is YAML's number 432, which check-config refuses
+    too (a mode is an octal string)."""
+    facts = _group_facts("slurm", 64030, "slurm", 64030, slurm_harp_config={"server": {"socket_mode": mode}})
+    said = _refusal(facts, SOCKET_MODE_TASK)
+    assert said is not None and said.startswith(
+        f"slurm_harp_config must not set server.socket_mode to {json.dumps(mode)}: the socket group slurm "
+        "must be able to read and write the socket, which slurmctld opens by it as SlurmUser"
+    ), said
+    with pytest.raises(ConfigError, match=r"server\.socket_mode"):
+        parse({"server": {"socket_group": "slurm", "socket_mode": mode}})
+
+
+@pytest.mark.parametrize("mode", [None, "0660", "0670", "0770", "0o660", "660"])
+def test_a_socket_mode_the_socket_group_may_use_passes_the_preflight(mode: str | None) -> None:
+    config = {} if mode is None else {"server": {"socket_mode": mode}}
+    facts = _group_facts("slurm", 64030, "slurm", 64030, slurm_harp_config=config)
+    assert _refusal(facts, SOCKET_MODE_TASK) is None
+    parse({"server": {"socket_group": "slurm", "socket_mode": mode or "0660"}})
