@@ -135,6 +135,11 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
         {"slurm_harp_config": {"history": None}},
         "slurm_harp_config must not set history to null, which would take the place of the role's [history]",
     ),
+    # check-config refused it at "Write harp.toml", after the first changes.
+    "socket mode that shuts out the socket group": (
+        {"slurm_harp_config": {"server": {"socket_mode": "0600"}}},
+        'slurm_harp_config must not set server.socket_mode to "0600": the socket group slurm-harp must be',
+    ),
     "the role's group root, the socket group of a root SlurmUser": (
         {"slurm_harp_group": "root"},
         "join group root. Set slurm_harp_group to a group of its own",
@@ -303,6 +308,27 @@ def test_the_unit_templates_render_to_deploy_systemd_with_the_defaults(tmp_path:
     assert sorted(p.name for p in out.iterdir()) == names
     _same, mismatch, errors = filecmp.cmpfiles(shipped, out, names, shallow=False)
     assert mismatch == [] and errors == [], (mismatch, errors)
+
+
+@pytest.mark.parametrize(("given", "advice"), [("false", False), ("true", True)])
+def test_booleans_given_with_e_key_value_install_what_they_say(
+    given: str, advice: bool, tmp_path: Path
+) -> None:
+    """`-e key=value` (and an INI inventory's [group:vars]) gives text: ansible-core 2.19 stopped the
+    play at the units' first `when: slurm_harp_advice_enabled` ("Conditional result (True) was
+    derived from value of type 'str'"), after harp.toml had been written with an advice socket."""
+    require_root()
+    out = tmp_path / "units"
+    out.mkdir()
+    variables = {"slurm_harp_systemd_dir": str(out)}
+    extra = ["-e", f"slurm_harp_advice_enabled={given}", "-e", "slurm_harp_manage_services=false"]
+    result = run_role(tmp_path / "play", variables, *extra, playbook=TEMPLATE_PLAY)
+    assert result.returncode == 0, result.output[-3000:]
+    assert (out / "slurm-harp.service.d" / "advice.conf").exists() is advice
+    toml, _ = _rendered(tmp_path, {"slurm_harp_advice_enabled": given, "slurm_harp_metrics_port": "9900"})
+    data = tomllib.loads(toml.read_text())
+    assert ("advice" in data, data["server"]["metrics_port"]) == (advice, 9900)
+    _check_config(toml)
 
 
 def test_the_units_documentation_lines_name_files_the_role_installs(tmp_path: Path) -> None:

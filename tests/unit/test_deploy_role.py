@@ -4,6 +4,7 @@ task files read as YAML. tests/integration/test_ansible_role.py runs the role.""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -61,10 +62,19 @@ def set_facts(tasks_file: str, name: str, variables: dict[str, Any]) -> dict[str
     return variables | {key: render(text, variables) for key, text in values.items()}
 
 
+def condition(expression: str | bool, variables: dict[str, Any]) -> bool:
+    """A `when:` as Ansible evaluates it: ansible-core 2.19 fails the task on a result that is no
+    boolean (the string "false" of an INI inventory or `-e`, which is true to Python)."""
+    templar = ansible_template.Templar(loader=ansible_dataloader.DataLoader(), variables=variables)
+    if isinstance(expression, str):
+        expression = ansible_template.trust_as_template(expression)
+    return bool(templar.evaluate_conditional(expression))
+
+
 def runs(tasks_file: str, name: str, variables: dict[str, Any]) -> bool:
     when = task(tasks_file, name).get("when", [])
-    conditions = [when] if isinstance(when, str) else when
-    return all(render(f"{{{{ {c} }}}}", variables) for c in conditions)
+    conditions = [when] if isinstance(when, (str, bool)) else when
+    return all(condition(c, variables) for c in conditions)
 
 
 # --- slurm.conf's JobSubmitPlugins ------------------------------------------------------------
@@ -613,8 +623,41 @@ def test_installing_by_hand_gives_the_units_slurmuser_and_its_group_as_the_role_
                 overridden.append(f"{shipped.name} {key}={as_role}")
                 assert f"`{key}={as_shipped}`" in step and f"{key}={as_role}" in step, (shipped.name, key)
     assert {"slurm-harp-guard.service User=root", "slurm-harp-guard.service Group=root"} <= set(overridden)
+    # The drop-in gives the guard what the role's unit does, the group that reads the state too.
     guard_drop_in = step.split("`systemctl edit slurm-harp-guard`", 1)[1].split("```", 2)[1]
-    assert "User=root Group=root" in guard_drop_in, guard_drop_in
+    role_guard = "\n".join(_unit("slurm-harp-guard.service", root))
+    said = [f"{key}={value}" for key in GUARD_CREDENTIALS for value in unit_values(role_guard, key)]
+    assert said == ["User=root", "Group=root", "SupplementaryGroups=slurm-harp"]
+    assert guard_drop_in.split()[2:] == said, guard_drop_in  # after "ini [Service]"
+
+
+GUARD_CREDENTIALS = ("User", "Group", "SupplementaryGroups")
+
+
+@pytest.mark.parametrize(
+    ("facts", "supplementary"),
+    [
+        # SlurmUser root: Group=root, which the state directory (slurm-harp's group, 0750) shuts out.
+        (("root", 0, "root", 0), ["slurm-harp"]),
+        (("slurm", 64030, "slurm", 64030), []),  # Group= is the state's group already
+    ],
+    ids=["root", "slurm"],
+)
+def test_the_guard_unit_is_given_the_group_that_reads_the_state_directory(
+    facts: tuple[str, int, str, int], supplementary: list[str]
+) -> None:
+    """The guard reads the conditional extension's history in the state directory by harp.toml's
+    group. Where SlurmUser is root, the unit said Group=root and CapabilityBoundingSet= (no
+    CAP_DAC_OVERRIDE): permission denied, and the default `conditional` extension was steps only."""
+    variables = _group_facts(*facts) | {"role_path": str(ROLE)}
+    state_group = render("{{ __slurm_harp_socket_group }}", variables)
+    unit = "\n".join(_unit("slurm-harp-guard.service", variables))
+    assert unit_values(unit, "SupplementaryGroups") == supplementary
+    assert state_group in unit_values(unit, "Group") + supplementary
+    state_dir = task("tasks/config.yml", "Create the state directory (job store and models)")
+    made = state_dir["ansible.builtin.file"]
+    assert (render(made["group"], variables), made["mode"]) == (state_group, "0750")
+    assert unit_values(unit, "CapabilityBoundingSet") == [""]  # root reads by the mode alone
 
 
 def unit_values(text: str, key: str) -> list[str]:
@@ -912,3 +955,31 @@ def test_the_yaml_an_inventory_is_read_with_turns_these_names_into_no_strings() 
         'slurm_harp_policy_rules[2].partition = false, slurm_harp_policy_rules[3].partition = ["gpu"], '
         "slurm_harp_policy_rules[4].partition = null"
     ), said
+
+
+# --- the socket's mode ------------------------------------------------------------------------------
+
+SOCKET_MODE_TASK = "Check that the socket's mode lets the socket group in and no one else"
+
+
+@pytest.mark.parametrize("mode", ["0600", "0640", "0620", "0666", "0664", 0o660, "rw", "01660"])
+def test_a_socket_mode_that_shuts_out_the_socket_group_stops_the_role_in_its_preflight(mode: Any) -> None:
+    """`harp check-config` refused it, but at "Write harp.toml", after the user, the virtualenv and
+    the directories had been made. An unquoted 0660 is YAML's number 432, which check-config refuses
+    too (a mode is an octal string)."""
+    facts = _group_facts("slurm", 64030, "slurm", 64030, slurm_harp_config={"server": {"socket_mode": mode}})
+    said = _refusal(facts, SOCKET_MODE_TASK)
+    assert said is not None and said.startswith(
+        f"slurm_harp_config must not set server.socket_mode to {json.dumps(mode)}: the socket group slurm "
+        "must be able to read and write the socket, which slurmctld opens by it as SlurmUser"
+    ), said
+    with pytest.raises(ConfigError, match=r"server\.socket_mode"):
+        parse({"server": {"socket_group": "slurm", "socket_mode": mode}})
+
+
+@pytest.mark.parametrize("mode", [None, "0660", "0670", "0770", "0o660", "660"])
+def test_a_socket_mode_the_socket_group_may_use_passes_the_preflight(mode: str | None) -> None:
+    config = {} if mode is None else {"server": {"socket_mode": mode}}
+    facts = _group_facts("slurm", 64030, "slurm", 64030, slurm_harp_config=config)
+    assert _refusal(facts, SOCKET_MODE_TASK) is None
+    parse({"server": {"socket_group": "slurm", "socket_mode": mode or "0660"}})
