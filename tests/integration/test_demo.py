@@ -116,3 +116,14 @@ def test_demo_whose_daemon_cannot_start_says_so(
     trace = kth_slice(tmp_path, 400)
     assert main(["demo", "--trace", str(trace), "--store", str(REPO / "models" / "reference")]) == 2
     assert "the demo's daemon cannot start: server.socket: cannot listen" in caplog.text
+
+
+def test_demo_serves_a_store_given_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`harp demo --store models/reference`, as models/README.md says, though harp.toml's paths must
+    be absolute: the demo gives its daemon the store's absolute path."""
+    trace = kth_slice(tmp_path, 400)
+    monkeypatch.chdir(REPO)
+    assert main(["demo", "--trace", str(trace), "--store", "models/reference", "--show", "1"]) == 0
+    assert "over gRPC (Unix socket)" in capsys.readouterr().out

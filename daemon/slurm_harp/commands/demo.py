@@ -134,7 +134,8 @@ def _demo(args: argparse.Namespace) -> int:
         if (problem := length_problem(work / "harp.sock")) is not None:  # said before training
             log.error("the demo's socket %s is %s (it is made in $TMPDIR)", work / "harp.sock", problem)
             return 2
-        store = Path(args.store) if args.store else _train(past, trace, work / "store")
+        # `--store models/reference` is from here: harp.toml's paths must be absolute (config.reader).
+        store = Path(args.store).absolute() if args.store else _train(past, trace, work / "store")
         if store is None:
             return 1
         settings = parse(

@@ -98,6 +98,11 @@ def load(path: Path | str) -> Settings:
         raise ConfigError(
             f"{p}: not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
         ) from None
+    if text.startswith("\ufeff"):  # tomllib's "Invalid statement (at line 1, column 1)" named no BOM
+        raise ConfigError(
+            f"{p}: begins with a byte order mark (BOM, the bytes ef bb bf), which TOML does not allow: "
+            "save it as UTF-8 without a BOM"
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

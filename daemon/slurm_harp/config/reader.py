@@ -150,6 +150,14 @@ class Reader:
             raise self.fail(f"{section}.{key}", f"must be a path{without}, got an empty string")
         if "\0" in text:  # TOML's "\u0000": every open() of it raised ValueError, a traceback at start
             raise self.fail(f"{section}.{key}", f"must be a path, got one holding a NUL character: {text!r}")
+        if not Path(text).is_absolute():
+            # Resolved against the working directory: check-config's where it is run, a service's /
+            # under systemd (read-only under ProtectSystem=strict), so what was checked is not used.
+            raise self.fail(
+                f"{section}.{key}",
+                f"must be an absolute path (a relative one would be found from the working directory, "
+                f"/ for a service), got {text!r}",
+            )
         return Path(text)
 
     def mode(self, value: Any, key: str) -> Mode:
