@@ -24,8 +24,10 @@ SCRIPTS = {
     "#SBATCH --ntasks=1      # big meshes need --ntasks=64\n"
     "#SBATCH -q normal       # don't: -q nosuch\n"
     "sleep 1\n",
-    "het-e2e.sbatch": "#!/bin/sh\n#SBATCH -J relax#2 -p debug -n 1\n#SBATCH hetjob\n#SBATCH -p batch -n 1\n"
-    "sleep 1\n",
+    # sbatch ends a line's options at a `#` even inside a word: the job is named "relax", and
+    # anything after it on that line is not read.
+    "het-e2e.sbatch": "#!/bin/sh\n#SBATCH -J relax#2 -p batch\n#SBATCH -p debug -n 1\n#SBATCH hetjob\n"
+    "#SBATCH -p batch -n 1\nsleep 1\n",
 }
 
 
