@@ -31,6 +31,8 @@ from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.harvesting import settled
 from tests.integration.as_user import channel_as
 
+pytestmark = pytest.mark.alone  # times itself against the wall clock (scripts/test)
+
 NAME = "advise-at-submit"
 SCRIPT = b"#!/bin/sh\nsleep 1\n"
 # The warm daemon answers in milliseconds; this leaves room for a loaded 2-core CI machine.

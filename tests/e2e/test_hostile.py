@@ -31,6 +31,8 @@ from tests.e2e.daemon_process import DaemonProcess, plugin_config, plugin_deadli
 from tests.e2e.harvesting import accounted
 from tests.integration.lua_driver import PLUGIN_ROOMY_MS
 
+pytestmark = pytest.mark.alone  # times itself against the wall clock (scripts/test)
+
 DEADLINE_MS = 50  # the production deadline, for the test about it; the others at PLUGIN_ROOMY_MS
 WRAPPER = """
 local clock = require("cqueues").monotime

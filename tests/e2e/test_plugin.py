@@ -32,6 +32,8 @@ from tests.e2e.daemon_process import (
 )
 from tests.integration.lua_driver import PLUGIN_ROOMY_MS
 
+pytestmark = pytest.mark.alone  # times itself against the wall clock (scripts/test)
+
 DEADLINE_MS = 50  # the production deadline, for the test about it; the others at PLUGIN_ROOMY_MS
 RULES = '[[policy.rule]]\npartition = "debug"\nmode = "rewrite"\n[policy.floor]\ntime_minutes = 1\n'
 # The KTH model's calibrated rule keeps a one-core request (the saving does not pay for its risk), and

@@ -52,7 +52,10 @@ case "$*" in
 esac
 """
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs callers as two real users: root only")
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="runs callers as two real users: root only"),
+    pytest.mark.alone,  # times itself against the wall clock (scripts/test)
+]
 
 
 def record(job_id: int, user: str, uid: int, name: str, cpus: int, seconds: int) -> JobRecord:

@@ -20,6 +20,8 @@ from slurm_harp.server.daemon import Daemon
 from tests.integration.harp_client import Client
 from tests.integration.test_daemon import make_daemon
 
+pytestmark = pytest.mark.alone  # times itself against the wall clock (scripts/test)
+
 
 def slow_daemon(
     tmp: Path, store: Path, grace: float, lane: bool, seconds: float

@@ -27,6 +27,8 @@ from tests.integration.lua_driver import (
     serving_threads,
 )
 
+pytestmark = pytest.mark.alone  # times itself against the wall clock (scripts/test)
+
 lua_or_skip()  # skips this module where lua5.1 or the driver's Lua libraries are missing
 
 DECISION = pb.Decision(

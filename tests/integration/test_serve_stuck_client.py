@@ -35,6 +35,8 @@ from tests.integration.h2_peer import (
 )
 from tests.integration.test_serve_process import StderrLines, serving, wait_serving
 
+pytestmark = pytest.mark.alone  # times itself against the wall clock (scripts/test)
+
 GRACE_S = 0.5
 # Calls whose answers cannot be sent: with a flow-control window of 0, 300 on one connection held
 # the stop in the audit (the plugin's one call at a time on a connection never does).

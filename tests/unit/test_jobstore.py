@@ -324,6 +324,7 @@ def test_a_second_connection_sees_only_committed_batches(tmp_path: Path) -> None
         assert reader.count() == 1 and reader.cursor("a") == T + 100
 
 
+@pytest.mark.alone  # times itself against the wall clock (scripts/test)
 def test_100k_upserts_take_seconds(store: JobStore) -> None:
     records = [_job(str(i), 1_000_000 + i, max_rss_mb=i / 7) for i in range(100_000)]
     t0 = time.perf_counter()

@@ -304,6 +304,7 @@ def test_the_empirical_run_time_is_point_masses_by_bisection() -> None:
             assert fast.partial_mean(t, high) == pytest.approx(slow.partial_mean(t, high))
 
 
+@pytest.mark.alone  # times itself against the wall clock (scripts/test)
 def test_a_thousand_runs_over_many_partitions_are_advised_quickly() -> None:
     runs = [run("ann", 1 if i % 2 else 1024, 10 + i % 97) for i in range(1000)]
     shapes = {f"p{i}": PartitionShape(f"p{i}", nodes=16, cpus=1024) for i in range(8)}
