@@ -226,6 +226,7 @@ def _observed(td: TargetData) -> Observed:
         cores=td.waste_weight,
         run_hours=td.value / 60,
         units=np.ones(len(td)),
+        stopped_by_harp=np.zeros(len(td), dtype=bool),
     )
 
 

@@ -28,6 +28,7 @@ def _observed(jobs: list[tuple[float, float, int]]) -> Observed:
         cores=np.array([float(j[2]) for j in jobs]),
         run_hours=actual / 60.0,
         units=np.ones(len(jobs)),
+        stopped_by_harp=np.zeros(len(jobs), dtype=bool),
     )
 
 

@@ -33,6 +33,7 @@ def obs(
         cores=np.array(cores or [1.0] * n, dtype=float),
         run_hours=np.array(hours, dtype=float),
         units=np.array(units or [1.0] * n, dtype=float),
+        stopped_by_harp=np.zeros(n, dtype=bool),
     )
 
 

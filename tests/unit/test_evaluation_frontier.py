@@ -25,6 +25,7 @@ def random_obs(n: int, seed: int) -> tuple[Observed, np.ndarray]:
         cores=np.ones(n),
         run_hours=actual / 60,
         units=np.ones(n),
+        stopped_by_harp=np.zeros(n, dtype=bool),
     )
     return obs, base
 
@@ -93,6 +94,7 @@ def test_the_curve_counts_newly_killed_jobs_as_assess_does() -> None:
         cores=np.ones(10),
         run_hours=np.array([10.0] * 9 + [100.0]) / 60,
         units=np.ones(10),
+        stopped_by_harp=np.zeros(10, dtype=bool),
     )
     base = np.full(10, 20.0)
     figures = costs.assess(obs, base)

@@ -70,6 +70,7 @@ def test_the_evaluation_counts_the_same_policy() -> None:
         cores=np.array([cores]),
         run_hours=np.array([actual / 60]),
         units=np.array([1.0]),
+        stopped_by_harp=np.array([False]),
     )
     total, _ = costs.reexecution(observed, np.array([10.0]))
     expected = expected_reexecution(10, requested, PointMasses([actual], [1.0]))

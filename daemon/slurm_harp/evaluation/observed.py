@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_harp.core.extension import stopped_by_harp
+from slurm_harp.core.extension import stopped_at_harps_limit, stopped_by_harp
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import Target
-from slurm_harp.core.tag import own_cores
+from slurm_harp.core.tag import Tag, own_cores
 
 # The smallest limit Slurm takes, per target: a rewrite never goes below it.
 FLOOR = {Target.TIME: 1.0, Target.MEMORY: 1.0, Target.CPUS: 1.0}
@@ -38,8 +38,8 @@ class Observed:
     run_hours: np.ndarray
     units: np.ndarray  # how many nodes / processors a memory limit applies to (1 per CPU otherwise)
     # Censored jobs a limit harp brought below the user's own stopped (core.extension.stopped_by_harp):
-    # they count as finished under their request (core.accuracy.finished_under_request). None: none.
-    stopped_by_harp: np.ndarray | None = field(default=None)
+    # they count as finished under their request (core.accuracy.finished_under_request)
+    stopped_by_harp: np.ndarray
 
     def __len__(self) -> int:
         return int(self.actual.shape[0])
@@ -50,12 +50,6 @@ class Observed:
             mask: np.ndarray = (self.requested > 0) & (self.actual > 0)
         return mask
 
-    def stopped_by_harps_limit(self) -> np.ndarray:
-        """``stopped_by_harp``, every job False where it is None."""
-        if self.stopped_by_harp is None:
-            return np.zeros(len(self), dtype=bool)
-        return self.stopped_by_harp
-
     def take(self, index: np.ndarray | slice) -> Observed:
         return Observed(
             target=self.target,
@@ -65,11 +59,13 @@ class Observed:
             cores=self.cores[index],
             run_hours=self.run_hours[index],
             units=self.units[index],
-            stopped_by_harp=None if self.stopped_by_harp is None else self.stopped_by_harp[index],
+            stopped_by_harp=self.stopped_by_harp[index],
         )
 
 
-def observe(jobs: Sequence[JobRecord], target: Target) -> Observed:
+def observe(jobs: Sequence[JobRecord], target: Target, tags: Sequence[Tag | None] | None = None) -> Observed:
+    """``jobs``' arrays for ``target``; ``tags``: their harp tags, when the caller parsed them
+    already (None: each job's is parsed here)."""
     n = len(jobs)
     requested = np.full(n, math.nan)
     actual = np.full(n, math.nan)
@@ -78,6 +74,8 @@ def observe(jobs: Sequence[JobRecord], target: Target) -> Observed:
     run_hours = np.zeros(n)
     units = np.ones(n)
     by_harp = np.zeros(n, dtype=bool)
+    if tags is not None and len(tags) != n:
+        raise ValueError(f"{len(tags)} tags for {n} jobs")
     for i, job in enumerate(jobs):
         q, a = job.requested(target), job.used(target)
         if q is not None:
@@ -85,8 +83,13 @@ def observe(jobs: Sequence[JobRecord], target: Target) -> Observed:
         if a is not None:
             actual[i] = a
         censored[i] = job.stopped_at_limit(target)
-        by_harp[i] = censored[i] and stopped_by_harp(job, target)
-        cores[i] = own_cores(job)
+        if tags is None:  # each parsed only where it may tell (own_cores parses one with a c0)
+            by_harp[i] = censored[i] and stopped_by_harp(job, target)
+            cores[i] = own_cores(job)
+        else:
+            tag = tags[i]
+            by_harp[i] = censored[i] and tag is not None and stopped_at_harps_limit(job, tag, target)
+            cores[i] = job.cores if tag is None else own_cores(job, tag)
         run_hours[i] = job.elapsed_s / 3600.0
         units[i] = job.limit_units(target)
     return Observed(target, requested, actual, censored, cores, run_hours, units, by_harp)

@@ -123,7 +123,7 @@ def site_report(
         jobs.append(as_submitted(record))
         tags.append(tag)
     timed = np.array(["t" in t.values for t in tags], dtype=bool)
-    obs = observe(jobs, Target.TIME)  # cores: those each user asked for (core.tag.own_cores)
+    obs = observe(jobs, Target.TIME, tags)  # cores: those each user asked for (core.tag.own_cores)
     held = np.array([j.cores for j in jobs])  # a job whose CPUs harp cut held fewer
     keep = obs.usable() & timed
     time_obs = obs.take(keep)
@@ -170,7 +170,7 @@ def mode_rows(
     stop (obs.stopped_by_harp) is killed in the rewrite row, and in the row of the mode it ran in:
     time_min and extend kill none by design, and their rows are where a site checks that."""
     asked = obs.requested
-    none, stopped = np.zeros(len(obs), dtype=bool), obs.stopped_by_harps_limit()
+    none, stopped = np.zeros(len(obs), dtype=bool), obs.stopped_by_harp
 
     def row(
         mode: Mode, cut: np.ndarray, final: np.ndarray, new: np.ndarray, extended_jobs: int | None

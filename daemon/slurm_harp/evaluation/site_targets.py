@@ -67,7 +67,7 @@ def other_targets(jobs: list[JobRecord], tags: list[Tag], policy: Policy) -> lis
         if not have:
             continue
         sub_jobs, sub_tags = [jobs[i] for i in have], [tags[i] for i in have]
-        obs = observe(sub_jobs, target)
+        obs = observe(sub_jobs, target, sub_tags)
         limits = mode_limits(sub_jobs, sub_tags, key, Mode.REWRITE, policy)
         figures = assess(obs, limits)
         n = int(figures["n"] or 0)
@@ -92,7 +92,7 @@ def rewrite_kills(obs: Observed, effective: np.ndarray) -> tuple[np.ndarray, np.
     their own limit, as two disjoint masks: (newly killed: they finished under their request; stopped:
     a limit of harp's did stop them, and a rewrite to it stops them again, whether or not they ran
     past it)."""
-    stopped = obs.stopped_by_harps_limit()
+    stopped = obs.stopped_by_harp
     return newly_killed(obs, effective) & ~stopped, stopped
 
 
