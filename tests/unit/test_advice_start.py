@@ -143,12 +143,12 @@ def test_a_directory_made_and_no_longer_empty_is_kept_with_those_above(tmp_path:
     assert not (tmp_path / "a" / "b" / "c").exists() and (tmp_path / "a" / "b" / "someone's").exists()
 
 
-def test_the_advice_process_s_error_is_the_daemon_s_leaving_nothing(tmp_path: Path) -> None:
+def test_the_advice_process_s_error_is_the_daemon_s_leaving_nothing(short_tmp: Path) -> None:
     """The advice is served by a child process: its start's DaemonError, word for word, is the
     daemon's, and the submission socket is not left behind."""
-    (tmp_path / "file").write_text("")
-    d = started(tmp_path, tmp_path / "file" / "advice.sock")
-    said = f"socket directory {tmp_path / 'file'}: cannot make it: a file on its path"
+    (short_tmp / "file").write_text("")
+    d = started(short_tmp, short_tmp / "file" / "advice.sock")
+    said = f"socket directory {short_tmp / 'file'}: cannot make it: a file on its path"
     with pytest.raises(DaemonError, match=re.escape(said)):
         d.start()
-    assert left(tmp_path) == []
+    assert left(short_tmp) == []

@@ -26,6 +26,8 @@ from prometheus_client.registry import Collector
 
 from slurm_harp.server.metrics_http import MetricsServer
 
+pytestmark = pytest.mark.alone  # times itself against the wall clock (scripts/test)
+
 BIG = 8_000_000  # an answer more than the socket buffers hold: its client must read it
 
 
@@ -251,8 +253,6 @@ OUT_OF_DESCRIPTORS = """
 import os, resource, sys, time
 from prometheus_client import CollectorRegistry, Counter
 from slurm_harp.server.metrics_http import MetricsServer
-
-pytestmark = pytest.mark.alone  # times itself against the wall clock (scripts/test)
 registry = CollectorRegistry(); Counter("harp_x", "x", registry=registry).inc()
 server = MetricsServer("127.0.0.1", 0, registry)
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
