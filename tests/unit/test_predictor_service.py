@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.decision import Action, Decision, TargetDecision
 from slurm_harp.core.features import vectorize
+from slurm_harp.core.memory_default import MemoryDefaults
 from slurm_harp.core.policy import Mode, Policy, Rule
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import Target
@@ -20,6 +21,8 @@ from slurm_harp.server.serving_metrics import ServingMetrics
 
 class Unasked:
     """Stands in for the Predictor: a request that does not parse never reaches it."""
+
+    memory_defaults = MemoryDefaults()
 
     def decide(self, request: object) -> None:
         raise AssertionError(f"asked to decide {request!r}")
@@ -41,6 +44,8 @@ def test_a_request_that_does_not_parse_is_counted_and_logged_by_length(
 
 def test_the_predictor_failing_is_a_failure_not_a_bad_request(caplog: pytest.LogCaptureFixture) -> None:
     class Failing:
+        memory_defaults = MemoryDefaults()
+
         def decide(self, request: object) -> None:
             raise RuntimeError("boom")
 
@@ -60,6 +65,8 @@ def test_a_decision_no_field_holds_is_a_failure_answered_with_no_action(
     """A memory ask of mem_per_cpu x CPUs can pass 2^64 MB; a new value that large does not encode."""
 
     class Huge:
+        memory_defaults = MemoryDefaults()
+
         def decide(self, request: object) -> Decision:
             big = TargetDecision(Target.MEMORY, Action.REWRITE, new_value=2**64)
             return Decision(targets=(big,), mode="rewrite")

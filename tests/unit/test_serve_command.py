@@ -82,6 +82,9 @@ def serve_with(
             calls.append("check_socket")
             check_socket(calls)
 
+        def poll_memory_defaults(self) -> None:
+            pass  # its reading is tested in test_memory_default.py and test_serve_process.py
+
         def reload(self) -> None:
             calls.append("reload")
             if reload_error is not None:

@@ -60,9 +60,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _loop(daemon: Daemon, settings: Settings, signals: SignalWait) -> None:
-    """Tend the daemon until a stop signal: reload on SIGHUP, check the socket, poll the store."""
+    """Tend the daemon until a stop signal: reload on SIGHUP, check the socket, poll the store,
+    read the memory slurmctld gives a job that asks none (every few minutes)."""
     polled = time.monotonic()
     while True:
+        _tend(daemon.poll_memory_defaults)
         signals.wait(min(settings.server.store_poll_seconds, SOCKET_CHECK_S))
         if signals.stop is not None:  # before a reload that came with it: that would only delay it
             log.info("signal %s: shutting down", signals.stop.name)

@@ -10,7 +10,9 @@ Only what is known at submit time goes in. NaN marks a value the user did not gi
 GPUs and the array flag, where "not given" means none / not an array (0), as Slurm reads it, and
 the node count, where it means one node, as accounting records it (ReqNodes=1), and the time
 limit, where it means the partition's default the request carries (default_time_limit_minutes), as
-accounting records it (Timelimit); a GPU count no request can hold is unknown (NaN), like a negative
+accounting records it (Timelimit), and the memory, where it means the default slurmctld gives the job
+(default_mem_per_cpu_mb, default_mem_per_node_mb), as accounting records it (ReqMem); a GPU count no
+request can hold is unknown (NaN), like a negative
 size.
 Counts and sizes are log1p-scaled (trees do not care; it keeps later linear models sane).
 Hour of day and day of week (Monday = 0) are in UTC: the daemon and the traces agree on UTC,
@@ -126,11 +128,17 @@ def _nodes(request: JobRequest) -> int | None:
 
 
 def _mem_per_node(request: JobRequest) -> float:
-    if request.mem_per_node_mb is not None:
-        return math.log1p(request.mem_per_node_mb) if request.mem_per_node_mb >= 0 else _NAN
-    if request.mem_per_cpu_mb is not None and request.min_cpus is not None:
+    """The memory per node the job asks, else the default slurmctld gives it (which accounting
+    records as its ReqMem: training's requests have it)."""
+    if request.asks_memory:
+        per_node, per_cpu = request.mem_per_node_mb, request.mem_per_cpu_mb
+    else:
+        per_node, per_cpu = request.default_mem_per_node_mb, request.default_mem_per_cpu_mb
+    if per_node is not None:
+        return math.log1p(per_node) if per_node >= 0 else _NAN
+    if per_cpu is not None and request.min_cpus is not None:
         nodes = request.min_nodes if request.min_nodes and request.min_nodes > 0 else 1
-        return math.log1p(max(request.mem_per_cpu_mb * request.min_cpus / nodes, 0.0))
+        return math.log1p(max(per_cpu * request.min_cpus / nodes, 0.0))
     return _NAN
 
 

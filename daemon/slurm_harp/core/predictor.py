@@ -13,6 +13,7 @@ import numpy as np
 
 from slurm_harp.core.decision import Action, Decision, Reason, TargetDecision
 from slurm_harp.core.history import is_cold
+from slurm_harp.core.memory_default import MemoryDefaults
 from slurm_harp.core.message import user_message_for
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.request import JobRequest, Target
@@ -90,6 +91,10 @@ class Predictor:
         self._vectorize = vectorize
         self._history = history
         self._guard = guard
+        # What slurmctld gives a job asking no memory (core.memory_default), filled into each
+        # request as it is built (server.convert); the daemon's loop replaces it as scontrol shows
+        # it. None known, such jobs have none.
+        self.memory_defaults = MemoryDefaults()
         # One tuple, replaced as a whole: a request never sees a new policy with old models.
         self._state: tuple[Policy, Mapping[Target, QuantilePredictor]] = (policy, dict(models or {}))
 
@@ -106,6 +111,10 @@ class Predictor:
     ) -> None:
         old_policy, old_models = self._state
         self._state = (policy or old_policy, dict(models) if models is not None else old_models)
+
+    def use_memory_defaults(self, defaults: MemoryDefaults) -> None:
+        """What slurmctld gives a job asking no memory from now on (one reference, replaced whole)."""
+        self.memory_defaults = defaults
 
     def decide(self, request: JobRequest) -> Decision:
         policy, models = self._state

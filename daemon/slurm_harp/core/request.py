@@ -55,6 +55,12 @@ class JobRequest:
     # else MaxTime; the plugin sends it only then). Accounting records that limit as the job's, so
     # training's requests (from sacct) have it in time_limit_minutes and never this.
     default_time_limit_minutes: int | None = None
+    # The memory slurmctld gives the job when it asks none (DefMemPerCPU or DefMemPerNode, its
+    # partition's else slurm.conf's: core.memory_default; the daemon fills it in, the plugin cannot
+    # read slurm.conf's). Accounting records it as the job's ReqMem, so training's requests have it
+    # in mem_per_node_mb and never these.
+    default_mem_per_cpu_mb: int | None = None
+    default_mem_per_node_mb: int | None = None
 
     def __post_init__(self) -> None:
         # One rule for every string, whoever builds the request (core.text): a name keys the same
@@ -84,6 +90,11 @@ class JobRequest:
         ``requested`` (what policy may lower) stays None for such a job."""
         own = self.time_limit_minutes
         return self.default_time_limit_minutes if own is None else own
+
+    @property
+    def asks_memory(self) -> bool:
+        """Whether the user gave a memory request (--mem, --mem-per-cpu; --mem=0 too)."""
+        return self.mem_per_node_mb is not None or self.mem_per_cpu_mb is not None
 
     def requested(self, target: Target) -> float | None:
         """The user's own request for ``target`` in the target's unit, or None if not given (or

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.decision import Action, Decision, Reason
+from slurm_harp.core.memory_default import MemoryDefaults
 from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.core.text import MAX_TEXT_BYTES
 
@@ -65,17 +66,19 @@ class PartitionListTooLong(ValueError):
         )
 
 
-def submit_request(msg: pb.SubmitRequest) -> JobRequest:
+def submit_request(msg: pb.SubmitRequest, memory: MemoryDefaults | None = None) -> JobRequest:
     """The JobRequest a Predict call asks about: request_from_proto, or PartitionListTooLong."""
     if msg.HasField("partition"):
         listed = msg.partition
         size = len(listed) if listed.isascii() else len(listed.encode("utf-8", "surrogatepass"))
         if size > MAX_TEXT_BYTES:
             raise PartitionListTooLong(size)
-    return request_from_proto(msg)
+    return request_from_proto(msg, memory)
 
 
-def request_from_proto(msg: pb.SubmitRequest) -> JobRequest:
+def request_from_proto(msg: pb.SubmitRequest, memory: MemoryDefaults | None = None) -> JobRequest:
+    """The request ``msg`` carries; where it asks no memory, with the default ``memory`` says
+    slurmctld gives it (core.memory_default)."""
     values: dict[str, object] = {}
     for name in _STRINGS:
         if msg.HasField(name):
@@ -87,6 +90,8 @@ def request_from_proto(msg: pb.SubmitRequest) -> JobRequest:
                 values[name] = int(value)
     if msg.HasField("is_array"):
         values["is_array"] = msg.is_array
+    if memory is not None and "mem_per_node_mb" not in values and "mem_per_cpu_mb" not in values:
+        values.update(memory.request_fields(msg.partition if msg.HasField("partition") else None))
     return JobRequest(**values)  # type: ignore[arg-type]
 
 

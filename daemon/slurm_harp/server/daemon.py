@@ -30,6 +30,7 @@ from slurm_harp.server.outcome_metrics import OutcomeMetrics
 from slurm_harp.server.reloader import reload_models, store_fingerprint
 from slurm_harp.server.service import SERVICE, PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
+from slurm_harp.server.slurm_memory_defaults import SlurmMemoryDefaults
 from slurm_harp.server.socket_path import DaemonError, remove_socket_dirs, start_problem
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,8 @@ class Daemon:
         self.predictor = Predictor(
             settings.policy, vectorize, history=history or self.history, guard=heartbeat
         )
+        # What slurmctld gives a job that asks no memory, read with scontrol by `harp serve`'s loop.
+        self._memory_defaults = SlurmMemoryDefaults(self.predictor.use_memory_defaults)
         self.health = health.HealthServicer()
         self._unix: grpc.Server | None = None
         self._tcp: grpc.Server | None = None
@@ -238,6 +241,10 @@ class Daemon:
         if store_fingerprint(self.settings.store) != self._fingerprint:
             log.info("model store changed; reloading")
             self.reload_models()
+
+    def poll_memory_defaults(self) -> None:
+        """Read the memory defaults again when due (server.slurm_memory_defaults)."""
+        self._memory_defaults.poll()
 
     def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, let in-flight calls finish, then close and remove the socket."""

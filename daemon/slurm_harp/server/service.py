@@ -60,7 +60,7 @@ class PredictorService:
         """Request bytes in, Decision bytes out; the decision is counted by the next ``count``."""
         started = time.perf_counter()
         try:
-            request = submit_request(pb.SubmitRequest.FromString(data))
+            request = submit_request(pb.SubmitRequest.FromString(data), self._predictor.memory_defaults)
         except (DecodeError, ValueError, TypeError) as exc:
             # One user's odd job: answered, counted, logged (length only: the bytes are the user's).
             self._metrics.bad_requests.inc()

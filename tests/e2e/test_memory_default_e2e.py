@@ -1,0 +1,99 @@
+"""Jobs that ask no memory on a real slurmctld: the memory the daemon serves them with (the
+defaults `scontrol` shows, core.memory_default) is the memory training reads from their accounting
+(ReqMem, filled in by slurmctld after job_submit.lua), in a partition without a default of its own
+(slurm.conf's DefMemPerCPU=512), one with its own per CPU and one with its own per node.
+
+A job_submit.lua runs the plugin's own request builder (harp.request) on the job_desc slurmctld
+gives it and writes what the daemon would receive into the job's comment, which accounting keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from slurm_harp.core.features import FEATURE_NAMES, vectorize
+from slurm_harp.core.memory_default import MemoryDefaults
+from slurm_harp.core.request import JobRequest
+from slurm_harp.server.slurm_memory_defaults import SlurmMemoryDefaults
+from tests.conftest import REPO
+from tests.e2e.cluster import SlurmCluster, StartCluster
+from tests.e2e.harvesting import accounted
+
+RECORDER = f"""
+package.path = "{REPO / "plugin"}/?.lua;" .. package.path
+local request = require "harp.request"
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  local r = request.build(job_desc, submit_uid, part_list)
+  local fields = {{}}
+  for _, k in ipairs({{"partition", "min_cpus", "min_nodes", "num_tasks", "cpus_per_task",
+                      "mem_per_node_mb", "mem_per_cpu_mb"}}) do
+    fields[#fields + 1] = k .. "=" .. tostring(r[k])
+  end
+  job_desc.comment = table.concat(fields, " ")
+  return slurm.SUCCESS
+end
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return slurm.SUCCESS
+end
+"""
+ASKS = [
+    [],
+    ["-c", "2"],
+    ["-n", "2"],
+    ["-p", "percpu", "-c", "2"],
+    ["-p", "pernode", "-c", "2"],
+    ["-p", "percpu", "-n", "3"],
+    ["--mem=100"],  # its own: kept
+]
+MEM = FEATURE_NAMES.index("log_mem_per_node_mb")
+INTS = ("min_cpus", "min_nodes", "num_tasks", "cpus_per_task", "mem_per_node_mb", "mem_per_cpu_mb")
+
+
+@pytest.fixture(scope="module")
+def cluster(start_module_cluster: StartCluster) -> SlurmCluster:
+    return start_module_cluster(
+        job_submit_lua=RECORDER,
+        cpus_per_node=4,
+        slurm_conf_extra=(
+            "PartitionName=percpu Nodes=c1 DefMemPerCPU=300 State=UP\n"
+            "PartitionName=pernode Nodes=c1 DefMemPerNode=700 State=UP\n"
+        ),
+    )
+
+
+def _served(comment: str) -> JobRequest:
+    """The request the plugin would send, from the recorder's comment."""
+    fields = dict(word.split("=", 1) for word in comment.split())
+    values: dict[str, object] = {k: int(v) for k, v in fields.items() if k in INTS and v != "nil"}
+    return JobRequest(partition=fields["partition"], **values)  # type: ignore[arg-type]
+
+
+def test_a_job_asking_no_memory_is_served_with_the_memory_accounting_records(cluster: SlurmCluster) -> None:
+    """Before, the daemon served such a job with no memory (NaN), where its accounting, which
+    training reads, holds the default slurmctld gave it."""
+    applied: list[MemoryDefaults] = []
+
+    def scontrol(argv: Sequence[str]) -> str:
+        done = cluster.run(list(argv))
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    SlurmMemoryDefaults(applied.append, scontrol).poll()
+    (defaults,) = applied
+    jobs = {}
+    for words in ASKS:
+        result = cluster.sbatch([*words, "-t", "5"], "#!/bin/sh\ntrue\n")
+        assert result.returncode == 0 and result.job_id is not None, (words, result.stderr)
+        jobs[" ".join(words)] = result.job_id
+    served, trained = {}, {}
+    for ask, job in jobs.items():
+        cluster.wait_state(job, {"COMPLETED"}, timeout=120)
+        record = accounted(cluster, job)
+        (row,) = cluster.sacct_rows([job], ["JobIDRaw", "Comment", "ReqMem"], allocations_only=True)
+        request = defaults.fill(_served(row["Comment"]))
+        served[ask] = float(vectorize([request])[0, MEM])
+        trained[ask] = float(vectorize([record.request])[0, MEM])
+        assert trained[ask] == trained[ask], (ask, row)  # accounting holds a memory for every one
+    assert served == trained
