@@ -16,6 +16,7 @@ import pytest
 from slurm_harp.core.features import FEATURE_NAMES, vectorize
 from slurm_harp.core.memory_default import MemoryDefaults
 from slurm_harp.core.request import JobRequest
+from slurm_harp.server.convert import request_from_proto, request_to_proto
 from slurm_harp.server.slurm_memory_defaults import SlurmMemoryDefaults
 from tests.conftest import REPO
 from tests.e2e.cluster import SlurmCluster, StartCluster
@@ -92,7 +93,7 @@ def test_a_job_asking_no_memory_is_served_with_the_memory_accounting_records(clu
         cluster.wait_state(job, {"COMPLETED"}, timeout=120)
         record = accounted(cluster, job)
         (row,) = cluster.sacct_rows([job], ["JobIDRaw", "Comment", "ReqMem"], allocations_only=True)
-        request = defaults.fill(_served(row["Comment"]))
+        request = request_from_proto(request_to_proto(_served(row["Comment"])), defaults)  # as harp serve
         served[ask] = float(vectorize([request])[0, MEM])
         trained[ask] = float(vectorize([record.request])[0, MEM])
         assert trained[ask] == trained[ask], (ask, row)  # accounting holds a memory for every one

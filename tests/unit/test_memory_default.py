@@ -19,7 +19,7 @@ from slurm_harp.core.memory_default import MemoryDefault, MemoryDefaults
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
-from slurm_harp.server.convert import request_to_proto
+from slurm_harp.server.convert import request_from_proto, request_to_proto
 from slurm_harp.server.service import PredictorService
 from slurm_harp.server.serving_metrics import ServingMetrics
 from slurm_harp.server.slurm_memory_defaults import SlurmMemoryDefaults, parse_memory_defaults
@@ -80,6 +80,11 @@ SERVED_AND_TRAINED = [
 ]
 
 
+def as_the_daemon_builds(request: JobRequest) -> JobRequest:
+    """``request`` as the plugin sends it and the daemon builds it, with the site's defaults."""
+    return request_from_proto(request_to_proto(request), SITE)
+
+
 @pytest.mark.parametrize(("served", "req_mem_mb"), SERVED_AND_TRAINED)
 def test_a_job_asking_no_memory_is_served_as_accounting_records_it(
     served: JobRequest, req_mem_mb: int
@@ -87,13 +92,13 @@ def test_a_job_asking_no_memory_is_served_as_accounting_records_it(
     trained = vectorize([JobRequest(partition=served.partition, min_cpus=served.min_cpus,
                                     mem_per_node_mb=req_mem_mb)])  # fmt: skip
     assert np.isnan(vectorize([served])[0, MEM])  # before
-    assert vectorize([SITE.fill(served)])[0, MEM] == trained[0, MEM]
+    assert vectorize([as_the_daemon_builds(served)])[0, MEM] == trained[0, MEM]
 
 
 def test_a_job_s_own_memory_is_kept_and_never_a_request_policy_may_lower() -> None:
     own = JobRequest(partition="batch", min_cpus=2, mem_per_cpu_mb=100)
-    assert SITE.fill(own) is own
-    filled = SITE.fill(JobRequest(partition="batch", min_cpus=2))
+    assert as_the_daemon_builds(own) == own
+    filled = as_the_daemon_builds(JobRequest(partition="batch", min_cpus=2))
     assert filled.default_mem_per_cpu_mb == 512 and filled.requested(Target.MEMORY) is None
 
 

@@ -13,9 +13,7 @@ sees them: harp lowers no memory the user did not ask for.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-
-from slurm_harp.core.request import JobRequest
+from dataclasses import dataclass, field
 
 __all__ = ["MemoryDefault", "MemoryDefaults"]
 
@@ -56,9 +54,3 @@ class MemoryDefaults:
         if default.per_cpu_mb is not None:
             return {"default_mem_per_cpu_mb": default.per_cpu_mb}
         return {} if default.per_node_mb is None else {"default_mem_per_node_mb": default.per_node_mb}
-
-    def fill(self, request: JobRequest) -> JobRequest:
-        """``request`` with the default it gets, where it asks no memory; otherwise itself."""
-        if request.asks_memory:
-            return request
-        return replace(request, **self.request_fields(request.partition))  # type: ignore[arg-type]
