@@ -1,7 +1,8 @@
-"""Jobs that ask no memory on a real slurmctld: the memory the daemon serves them with (the
-defaults `scontrol` shows, core.memory_default) is the memory training reads from their accounting
-(ReqMem, filled in by slurmctld after job_submit.lua), in a partition without a default of its own
-(slurm.conf's DefMemPerCPU=512), one with its own per CPU and one with its own per node.
+"""Jobs that name no number of MB on a real slurmctld: the memory the daemon serves them with (the
+defaults and node memory `scontrol` shows, core.memory_default) is the memory training reads from
+their accounting (ReqMem, filled in by slurmctld after job_submit.lua), in a partition without a
+default of its own (slurm.conf's DefMemPerCPU=512), one with its own per CPU, one with its own per
+node, for --mem=0 and --mem-per-cpu=0 (all of a node's), and on a site with no default at all.
 
 A job_submit.lua runs the plugin's own request builder (harp.request) on the job_desc slurmctld
 gives it and writes what the daemon would receive into the job's comment, which accounting keeps.
@@ -47,7 +48,11 @@ ASKS = [
     ["-p", "pernode", "-c", "2"],
     ["-p", "percpu", "-n", "3"],
     ["--mem=100"],  # its own: kept
+    ["--mem=0"],  # all of a node's memory
+    ["-p", "percpu", "-c", "2", "--mem-per-cpu=0"],
 ]
+# slurm.conf without a default (DefMemPerCPU=0, as a site that sets none): all of a node's memory.
+WHOLE_NODE_ASKS = [[], ["-c", "2"], ["-N", "2"], ["-N", "2", "--mem=0"], ["--mem-per-cpu=0"], ["--mem=100"]]
 MEM = FEATURE_NAMES.index("log_mem_per_node_mb")
 INTS = ("min_cpus", "min_nodes", "num_tasks", "cpus_per_task", "mem_per_node_mb", "mem_per_cpu_mb")
 
@@ -71,9 +76,11 @@ def _served(comment: str) -> JobRequest:
     return JobRequest(partition=fields["partition"], **values)  # type: ignore[arg-type]
 
 
-def test_a_job_asking_no_memory_is_served_with_the_memory_accounting_records(cluster: SlurmCluster) -> None:
-    """Before, the daemon served such a job with no memory (NaN), where its accounting, which
-    training reads, holds the default slurmctld gave it."""
+def _served_and_trained(
+    cluster: SlurmCluster, asks: list[list[str]]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Each ask's memory feature as harp serve builds it, with the defaults it reads from this
+    cluster, and as training reads it from the job's accounting."""
     applied: list[MemoryDefaults] = []
 
     def scontrol(argv: Sequence[str]) -> str:
@@ -84,7 +91,7 @@ def test_a_job_asking_no_memory_is_served_with_the_memory_accounting_records(clu
     SlurmMemoryDefaults(applied.append, scontrol).poll()
     (defaults,) = applied
     jobs = {}
-    for words in ASKS:
+    for words in asks:
         result = cluster.sbatch([*words, "-t", "5"], "#!/bin/sh\ntrue\n")
         assert result.returncode == 0 and result.job_id is not None, (words, result.stderr)
         jobs[" ".join(words)] = result.job_id
@@ -97,4 +104,25 @@ def test_a_job_asking_no_memory_is_served_with_the_memory_accounting_records(clu
         served[ask] = float(vectorize([request])[0, MEM])
         trained[ask] = float(vectorize([record.request])[0, MEM])
         assert trained[ask] == trained[ask], (ask, row)  # accounting holds a memory for every one
+    return served, trained
+
+
+def test_a_job_asking_no_memory_is_served_with_the_memory_accounting_records(cluster: SlurmCluster) -> None:
+    """Before, the daemon served such a job with no memory (NaN), where its accounting, which
+    training reads, holds the default slurmctld gave it; and a job asking --mem=0 with the default,
+    where accounting holds the node's memory."""
+    served, trained = _served_and_trained(cluster, ASKS)
     assert served == trained
+
+
+def test_on_a_site_without_a_default_a_job_is_served_with_a_node_s_memory(
+    start_cluster: StartCluster,
+) -> None:
+    """slurm.conf sets no DefMemPerCPU (Slurm's own default): a job asking no memory gets all of a
+    node's, and accounting records that node's memory (22.05: the job's total over its nodes)."""
+    cluster = start_cluster(
+        job_submit_lua=RECORDER, cpus_per_node=4, nodes=2, slurm_conf_extra="DefMemPerCPU=0\n"
+    )
+    served, trained = _served_and_trained(cluster, WHOLE_NODE_ASKS)
+    assert served == trained
+    assert len(set(trained.values())) == 2  # a node's memory, and the 100 MB asked
