@@ -22,6 +22,7 @@ from slurm_harp.server.slurm_memory_defaults import SlurmMemoryDefaults
 from tests.conftest import REPO
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.harvesting import accounted
+from tests.e2e.test_gpus_e2e import FAKE_GPUS
 
 RECORDER = f"""
 package.path = "{REPO / "plugin"}/?.lua;" .. package.path
@@ -52,7 +53,17 @@ ASKS = [
     ["-p", "percpu", "-c", "2", "--mem-per-cpu=0"],
 ]
 # slurm.conf without a default (DefMemPerCPU=0, as a site that sets none): all of a node's memory.
-WHOLE_NODE_ASKS = [[], ["-c", "2"], ["-N", "2"], ["-N", "2", "--mem=0"], ["--mem-per-cpu=0"], ["--mem=100"]]
+# DefMemPerGPU, the one default left, is not in what 22.05 records: a GPU job's ReqMem is the node's.
+WHOLE_NODE_ASKS = [
+    [],
+    ["-c", "2"],
+    ["-N", "2"],
+    ["-N", "2", "--mem=0"],
+    ["--mem-per-cpu=0"],
+    ["--mem=100"],
+    ["--gpus=2"],
+    ["-N", "2", "--gpus-per-node=1"],
+]
 MEM = FEATURE_NAMES.index("log_mem_per_node_mb")
 INTS = ("min_cpus", "min_nodes", "num_tasks", "cpus_per_task", "mem_per_node_mb", "mem_per_cpu_mb")
 
@@ -119,9 +130,15 @@ def test_on_a_site_without_a_default_a_job_is_served_with_a_node_s_memory(
     start_cluster: StartCluster,
 ) -> None:
     """slurm.conf sets no DefMemPerCPU (Slurm's own default): a job asking no memory gets all of a
-    node's, and accounting records that node's memory (22.05: the job's total over its nodes)."""
+    node's, and accounting records that node's memory (22.05: the job's total over its nodes), a GPU
+    job's too where slurm.conf sets DefMemPerGPU."""
     cluster = start_cluster(
-        job_submit_lua=RECORDER, cpus_per_node=4, nodes=2, slurm_conf_extra="DefMemPerCPU=0\n"
+        job_submit_lua=RECORDER,
+        cpus_per_node=4,
+        nodes=2,
+        extra_conf_files={"gres.conf": FAKE_GPUS},
+        node_extra="Gres=gpu:4",
+        slurm_conf_extra="DefMemPerCPU=0\nDefMemPerGPU=1000\nGresTypes=gpu\nAccountingStorageTRES=gres/gpu\n",
     )
     served, trained = _served_and_trained(cluster, WHOLE_NODE_ASKS)
     assert served == trained
