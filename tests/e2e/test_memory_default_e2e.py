@@ -2,7 +2,9 @@
 defaults and node memory `scontrol` shows, core.memory_default) is the memory training reads from
 their accounting (ReqMem, filled in by slurmctld after job_submit.lua), in a partition without a
 default of its own (slurm.conf's DefMemPerCPU=512), one with its own per CPU, one with its own per
-node, for --mem=0 and --mem-per-cpu=0 (all of a node's), and on a site with no default at all.
+node, for --mem=0 and --mem-per-cpu=0 (all of a node's), and on a site with no default at all; and
+so are its CPUs, nodes and GPUs, for the ways of asking them that accounting could read otherwise
+(ReqCPUS, ReqNodes: --ntasks-per-node, -N 1-2, --exclusive, --mincpus).
 
 A job_submit.lua runs the plugin's own request builder (harp.request) on the job_desc slurmctld
 gives it and writes what the daemon would receive into the job's comment, which accounting keeps.
@@ -31,7 +33,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   local r = request.build(job_desc, submit_uid, part_list)
   local fields = {{}}
   for _, k in ipairs({{"partition", "min_cpus", "min_nodes", "num_tasks", "cpus_per_task",
-                      "mem_per_node_mb", "mem_per_cpu_mb"}}) do
+                      "mem_per_node_mb", "mem_per_cpu_mb", "gpus_per_node"}}) do
     fields[#fields + 1] = k .. "=" .. tostring(r[k])
   end
   job_desc.comment = table.concat(fields, " ")
@@ -63,9 +65,25 @@ WHOLE_NODE_ASKS = [
     ["--mem=100"],
     ["--gpus=2"],
     ["-N", "2", "--gpus-per-node=1"],
+    # CPUs and nodes as the plugin reads them (min_cpus, min_nodes) and accounting (ReqCPUS, ReqNodes)
+    ["-N", "2", "--ntasks-per-node=2"],
+    ["-n", "4", "-c", "2"],
+    ["-N", "1-2"],
+    ["--exclusive"],
+    ["--mincpus=3"],
 ]
-MEM = FEATURE_NAMES.index("log_mem_per_node_mb")
-INTS = ("min_cpus", "min_nodes", "num_tasks", "cpus_per_task", "mem_per_node_mb", "mem_per_cpu_mb")
+# The request features training has from sacct; it has no task count, CPUs per task or time_min
+# (NaN in every row it reads, so no tree splits on them).
+COMPARED = ("log_cpus", "log_nodes", "log_mem_per_node_mb", "gpus_per_node")
+INTS = (
+    "min_cpus",
+    "min_nodes",
+    "num_tasks",
+    "cpus_per_task",
+    "mem_per_node_mb",
+    "mem_per_cpu_mb",
+    "gpus_per_node",
+)
 
 
 @pytest.fixture(scope="module")
@@ -87,11 +105,16 @@ def _served(comment: str) -> JobRequest:
     return JobRequest(partition=fields["partition"], **values)  # type: ignore[arg-type]
 
 
+def _features(request: JobRequest) -> dict[str, float]:
+    row = vectorize([request])[0]
+    return {name: float(row[FEATURE_NAMES.index(name)]) for name in COMPARED}
+
+
 def _served_and_trained(
     cluster: SlurmCluster, asks: list[list[str]]
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Each ask's memory feature as harp serve builds it, with the defaults it reads from this
-    cluster, and as training reads it from the job's accounting."""
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Each ask's COMPARED features as harp serve builds them, with the defaults it reads from this
+    cluster, and as training reads them from the job's accounting."""
     applied: list[MemoryDefaults] = []
 
     def scontrol(argv: Sequence[str]) -> str:
@@ -112,9 +135,9 @@ def _served_and_trained(
         record = accounted(cluster, job)
         (row,) = cluster.sacct_rows([job], ["JobIDRaw", "Comment", "ReqMem"], allocations_only=True)
         request = request_from_proto(request_to_proto(_served(row["Comment"])), defaults)  # as harp serve
-        served[ask] = float(vectorize([request])[0, MEM])
-        trained[ask] = float(vectorize([record.request])[0, MEM])
-        assert trained[ask] == trained[ask], (ask, row)  # accounting holds a memory for every one
+        served[ask] = _features(request)
+        trained[ask] = _features(record.request)
+        assert trained[ask]["log_mem_per_node_mb"] >= 0, (ask, row)  # accounting holds a memory for each
     return served, trained
 
 
@@ -142,4 +165,4 @@ def test_on_a_site_without_a_default_a_job_is_served_with_a_node_s_memory(
     )
     served, trained = _served_and_trained(cluster, WHOLE_NODE_ASKS)
     assert served == trained
-    assert len(set(trained.values())) == 2  # a node's memory, and the 100 MB asked
+    assert len({t["log_mem_per_node_mb"] for t in trained.values()}) == 2  # a node's memory, 100 MB
