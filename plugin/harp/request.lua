@@ -220,9 +220,10 @@ function M.build(job_desc, submit_uid, part_list)
     default_time_limit_minutes = limit_read and no_limit_given(limit) and partitions.default_time(part_list, names)
       or nil,
     time_min_minutes = count(get("time_min"), NO_VAL),
-    -- 0 means "all memory of the node": not a number of MB, so not given
-    mem_per_node_mb = count(get("min_mem_per_node"), MAX_EXACT, 1),
-    mem_per_cpu_mb = count(get("min_mem_per_cpu"), MAX_EXACT, 1),
+    -- 0 is "all of a node's memory" (--mem=0, --mem-per-cpu=0): policy lowers no such request, and the
+    -- features read that node's memory, as accounting records it
+    mem_per_node_mb = count(get("min_mem_per_node"), MAX_EXACT),
+    mem_per_cpu_mb = count(get("min_mem_per_cpu"), MAX_EXACT),
     min_cpus = count(get("min_cpus"), NO_VAL),
     cpus_per_task = count(get("cpus_per_task"), NO_VAL16),
     num_tasks = count(get("num_tasks"), NO_VAL),

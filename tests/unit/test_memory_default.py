@@ -1,12 +1,16 @@
-"""A job that asks no memory is served with the memory slurmctld gives it, which accounting records
-as its ReqMem and training reads (core.memory_default, server.slurm_memory_defaults). Before, the
-daemon saw no memory (NaN) where every training row had the default: a model that never met NaN
-there reads it as 0 MB. The scontrol text is a real slurmctld 22.05's (slurm.conf DefMemPerCPU=512,
-partitions percpu DefMemPerCPU=300 and pernode DefMemPerNode=700)."""
+"""A job that names no number of MB is served with the memory slurmctld gives it, which accounting
+records as its ReqMem and training reads (core.memory_default, server.slurm_memory_defaults): the
+default, else all of a node's, as for --mem=0. Before, the daemon saw no memory (NaN) where every
+training row had one: a model that never met NaN there reads it as 0 MB; and --mem=0 was sent as no
+memory, served with the default. The scontrol text is a real slurmctld 22.05's (slurm.conf
+DefMemPerCPU=512, partitions percpu DefMemPerCPU=300 and pernode DefMemPerNode=700; and a site of
+two nodes with no default)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.features import FEATURE_NAMES, vectorize
-from slurm_harp.core.memory_default import MemoryDefault, MemoryDefaults
+from slurm_harp.core.memory_default import WHOLE_NODE, MemoryDefault, MemoryDefaults, PartitionMemory
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
@@ -31,75 +35,96 @@ MaxMemPerNode           = UNLIMITED
 """
 PARTITIONS = (
     "PartitionName=batch AllowGroups=ALL Default=YES DefaultTime=NONE Nodes=c1 State=UP "
-    "TotalCPUs=4 JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED TRES=cpu=4,mem=22900M\n"
+    "TotalCPUs=4 JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED "
+    "TRES=cpu=4,mem=22900M,node=1,billing=4\n"
     "PartitionName=percpu AllowGroups=ALL Default=NO Nodes=c1 State=UP JobDefaults=(null) "
-    "DefMemPerCPU=300 MaxMemPerNode=UNLIMITED TRES=cpu=4,mem=22900M\n"
+    "DefMemPerCPU=300 MaxMemPerNode=UNLIMITED TRES=cpu=4,mem=22900M,node=1,billing=4\n"
     "PartitionName=pernode AllowGroups=ALL Default=NO Nodes=c1 State=UP JobDefaults=(null) "
-    "DefMemPerNode=700 MaxMemPerNode=UNLIMITED TRES=cpu=4,mem=22900M\n"
+    "DefMemPerNode=700 MaxMemPerNode=UNLIMITED TRES=cpu=4,mem=22900M,node=1,billing=4\n"
 )
 SITE = parse_memory_defaults(CONFIG, PARTITIONS)
+# slurm.conf DefMemPerCPU=0: no default anywhere. Two nodes of 22900 MB, one partition without any.
+NO_DEFAULT = parse_memory_defaults(
+    "DefMemPerCPU            = 0\n",
+    "PartitionName=batch Default=YES Nodes=c[1-2] DefMemPerNode=UNLIMITED "
+    "TRES=cpu=8,mem=45800M,node=2,billing=8\n"
+    "PartitionName=empty Default=NO Nodes=(null) DefMemPerNode=UNLIMITED TRES=(null)\n",
+)
 MEM = FEATURE_NAMES.index("log_mem_per_node_mb")
 
 
 def test_scontrol_s_defaults_are_read() -> None:
-    assert (
-        MemoryDefaults(
-            MemoryDefault(per_cpu_mb=512),
-            {"percpu": MemoryDefault(per_cpu_mb=300), "pernode": MemoryDefault(per_node_mb=700)},
-        )
-        == SITE
+    assert parse_memory_defaults(CONFIG, PARTITIONS) == MemoryDefaults(
+        MemoryDefault(per_cpu_mb=512),
+        {
+            "batch": PartitionMemory(MemoryDefault(per_cpu_mb=512), 22900),  # slurm.conf's
+            "percpu": PartitionMemory(MemoryDefault(per_cpu_mb=300), 22900),
+            "pernode": PartitionMemory(MemoryDefault(per_node_mb=700), 22900),
+        },
+        "batch",
     )
-    none = parse_memory_defaults("DefMemPerNode = UNLIMITED\n", PARTITIONS.replace("DefMemPerCPU=300", ""))
-    assert none == MemoryDefaults(None, {"pernode": MemoryDefault(per_node_mb=700)})
+    whole_nodes = {"batch": PartitionMemory(WHOLE_NODE, 22900), "empty": PartitionMemory(WHOLE_NODE, None)}
+    assert MemoryDefaults(WHOLE_NODE, whole_nodes, "batch") == NO_DEFAULT
 
 
 @pytest.mark.parametrize(
-    ("names", "expected"),
+    ("site", "names", "asks", "expected"),
     [
-        ("batch", MemoryDefault(per_cpu_mb=512)),  # no default of its own: slurm.conf's
-        ("percpu", MemoryDefault(per_cpu_mb=300)),
-        ("pernode", MemoryDefault(per_node_mb=700)),
-        ("batch,debug", MemoryDefault(per_cpu_mb=512)),  # a list that agrees
-        ("percpu,batch", None),  # which one the job gets is not known at submission
-        (None, None),  # no partition named while one has its own
+        (SITE, "batch", False, {"default_mem_per_cpu_mb": 512, "node_mem_mb": 22900}),
+        (SITE, "percpu", False, {"default_mem_per_cpu_mb": 300, "node_mem_mb": 22900}),
+        (SITE, "pernode", False, {"default_mem_per_node_mb": 700, "node_mem_mb": 22900}),
+        (SITE, "pernode", True, {"node_mem_mb": 22900}),  # its own memory: no default
+        (SITE, None, False, {"default_mem_per_cpu_mb": 512, "node_mem_mb": 22900}),  # Default=YES
+        (SITE, "batch,pernode", False, {"node_mem_mb": 22900}),  # which default is not known yet
+        (SITE, "batch,unknown", False, {}),  # a partition made since the reading
+        (NO_DEFAULT, "batch", False, {"default_mem_per_node_mb": 0, "node_mem_mb": 22900}),
+        (NO_DEFAULT, "empty", False, {"default_mem_per_node_mb": 0}),
+        (NO_DEFAULT, "batch,empty", True, {}),  # one node's memory known, the other's not
+        (MemoryDefaults(), "batch", False, {}),  # none read yet
     ],
 )
-def test_a_job_gets_its_partition_s_default_else_slurm_conf_s(
-    names: str | None, expected: MemoryDefault | None
+def test_a_job_gets_its_partition_s_default_and_node_memory(
+    site: MemoryDefaults, names: str | None, asks: bool, expected: dict[str, int]
 ) -> None:
-    assert SITE.for_partitions(names) == expected
+    assert site.request_fields(names, asks) == expected
 
 
-# Jobs asking no memory as the plugin sends them, and the same jobs as training reads them from
-# sacct (ReqMem: the job's total in 22.05, read per node), as the real cluster recorded them.
+# Jobs as the plugin sends them, and the same jobs as training reads them from sacct (ReqMem: the
+# job's total in 22.05, read per node), as the real cluster recorded them.
 SERVED_AND_TRAINED = [
-    (JobRequest(partition="batch", min_cpus=1), 512),
-    (JobRequest(partition="batch", min_cpus=2, num_tasks=2), 1024),
-    (JobRequest(partition="percpu", min_cpus=2, cpus_per_task=2), 600),
-    (JobRequest(partition="pernode", min_cpus=2, cpus_per_task=2), 700),
+    (SITE, JobRequest(partition="batch", min_cpus=1), 512),
+    (SITE, JobRequest(partition="batch", min_cpus=2, num_tasks=2), 1024),
+    (SITE, JobRequest(partition="percpu", min_cpus=2, cpus_per_task=2), 600),
+    (SITE, JobRequest(partition="pernode", min_cpus=2, cpus_per_task=2), 700),
+    (SITE, JobRequest(partition="batch", min_cpus=1, mem_per_node_mb=0), 22900),  # --mem=0
+    (SITE, JobRequest(partition="batch", min_cpus=2, cpus_per_task=2, mem_per_cpu_mb=0), 22900),
+    (NO_DEFAULT, JobRequest(partition="batch", min_cpus=1), 22900),
+    (NO_DEFAULT, JobRequest(partition="batch", min_cpus=2, min_nodes=2, mem_per_node_mb=0), 22900),
 ]
 
 
-def as_the_daemon_builds(request: JobRequest) -> JobRequest:
+def as_the_daemon_builds(request: JobRequest, site: MemoryDefaults = SITE) -> JobRequest:
     """``request`` as the plugin sends it and the daemon builds it, with the site's defaults."""
-    return request_from_proto(request_to_proto(request), SITE)
+    return request_from_proto(request_to_proto(request), site)
 
 
-@pytest.mark.parametrize(("served", "req_mem_mb"), SERVED_AND_TRAINED)
-def test_a_job_asking_no_memory_is_served_as_accounting_records_it(
-    served: JobRequest, req_mem_mb: int
+@pytest.mark.parametrize(("site", "served", "req_mem_mb"), SERVED_AND_TRAINED)
+def test_a_job_naming_no_mb_is_served_as_accounting_records_it(
+    site: MemoryDefaults, served: JobRequest, req_mem_mb: int
 ) -> None:
     trained = vectorize([JobRequest(partition=served.partition, min_cpus=served.min_cpus,
-                                    mem_per_node_mb=req_mem_mb)])  # fmt: skip
-    assert np.isnan(vectorize([served])[0, MEM])  # before
-    assert vectorize([as_the_daemon_builds(served)])[0, MEM] == trained[0, MEM]
+                                    min_nodes=served.min_nodes, mem_per_node_mb=req_mem_mb)])  # fmt: skip
+    assert np.isnan(vectorize([served])[0, MEM])  # without the daemon's reading
+    assert vectorize([as_the_daemon_builds(served, site)])[0, MEM] == trained[0, MEM]
 
 
 def test_a_job_s_own_memory_is_kept_and_never_a_request_policy_may_lower() -> None:
     own = JobRequest(partition="batch", min_cpus=2, mem_per_cpu_mb=100)
-    assert as_the_daemon_builds(own) == own
+    assert as_the_daemon_builds(own) == dataclasses.replace(own, node_mem_mb=22900)
     filled = as_the_daemon_builds(JobRequest(partition="batch", min_cpus=2))
     assert filled.default_mem_per_cpu_mb == 512 and filled.requested(Target.MEMORY) is None
+    for whole in (JobRequest(mem_per_node_mb=0), JobRequest(min_cpus=2, mem_per_cpu_mb=0)):
+        assert whole.asks_memory and whole.requested(Target.MEMORY) is None  # no MB to lower
 
 
 class Model:
@@ -123,17 +148,19 @@ def test_the_daemon_fills_in_the_default_for_the_features_only() -> None:
         JobRequest(partition="batch", min_cpus=2, time_limit_minutes=60),
         JobRequest(partition="pernode", min_cpus=2, time_limit_minutes=60),
         JobRequest(partition="percpu,batch", min_cpus=2, time_limit_minutes=60),
+        JobRequest(partition="batch", min_cpus=2, time_limit_minutes=60, mem_per_node_mb=0),
         JobRequest(partition="batch", min_cpus=2, time_limit_minutes=60, mem_per_cpu_mb=100),
     ]
     replies = [pb.Decision.FromString(service.answer(request_to_proto(a).SerializeToString())) for a in asks]
-    assert [(r.default_mem_per_cpu_mb, r.default_mem_per_node_mb) for r in seen] == [
-        (512, None),
-        (None, 700),
-        (None, None),
-        (None, None),
+    assert [(r.default_mem_per_cpu_mb, r.default_mem_per_node_mb, r.node_mem_mb) for r in seen] == [
+        (512, None, 22900),
+        (None, 700, 22900),
+        (None, None, 22900),  # the list's defaults differ
+        (None, None, 22900),  # --mem=0
+        (None, None, 22900),
     ]
-    memory = [t for r in replies[:3] for t in r.targets if t.target == pb.TARGET_MEMORY]
-    assert [(t.reason, t.HasField("new_value")) for t in memory] == [(pb.REASON_NOT_REQUESTED, False)] * 3
+    memory = [t for r in replies[:4] for t in r.targets if t.target == pb.TARGET_MEMORY]
+    assert [(t.reason, t.HasField("new_value")) for t in memory] == [(pb.REASON_NOT_REQUESTED, False)] * 4
 
 
 class Scontrol:
@@ -182,3 +209,32 @@ def test_a_failed_or_odd_reading_keeps_the_last_good_one_said_once(caplog: pytes
 def test_an_odd_value_is_named() -> None:
     with pytest.raises(ValueError, match=r"partition percpu: DefMemPerCPU='-3' is no size in MB"):
         parse_memory_defaults(CONFIG, PARTITIONS.replace("DefMemPerCPU=300", "DefMemPerCPU=-3"))
+    with pytest.raises(ValueError, match=r"partition batch: TRES='cpu=4,mem=lots,node=1,billing=4': "):
+        parse_memory_defaults(CONFIG, PARTITIONS.replace("mem=22900M", "mem=lots", 1))
+
+
+def test_a_reading_runs_beside_the_loop_one_at_a_time_and_at_once_after_sighup() -> None:
+    """With slurmctld down each scontrol call may take its whole timeout: harp serve's loop (its
+    signals, its socket check) goes on meanwhile. A SIGHUP (read_soon) reads at the next turn."""
+    applied: list[MemoryDefaults] = []
+    release, calls = threading.Event(), []
+
+    def slow(argv: Sequence[str]) -> str:
+        calls.append(argv)
+        assert release.wait(10)
+        return CONFIG if "config" in argv else PARTITIONS
+
+    reader = SlurmMemoryDefaults(applied.append, slow, refresh_seconds=600)
+    reader.poll_in_background()
+    reader.read_soon()
+    reader.poll_in_background()  # due, but one reading is under way
+    release.set()
+    assert reader._reading is not None
+    reader._reading.join(10)
+    assert applied == [SITE] and len(calls) == 2
+    reader.poll_in_background()
+    assert reader._reading is not None
+    reader._reading.join(10)
+    assert len(calls) == 4  # read_soon made it due again
+    reader.poll_in_background()
+    assert len(calls) == 4  # and then not, for ten minutes

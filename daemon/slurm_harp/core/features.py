@@ -11,7 +11,8 @@ GPUs and the array flag, where "not given" means none / not an array (0), as Slu
 the node count, where it means one node, as accounting records it (ReqNodes=1), and the time
 limit, where it means the partition's default the request carries (default_time_limit_minutes), as
 accounting records it (Timelimit), and the memory, where it means the default slurmctld gives the job
-(default_mem_per_cpu_mb, default_mem_per_node_mb), as accounting records it (ReqMem); a GPU count no
+(default_mem_per_cpu_mb, default_mem_per_node_mb) and for all of a node's (--mem=0, or no default)
+that node's memory (node_mem_mb), as accounting records it (ReqMem); a GPU count no
 request can hold is unknown (NaN), like a negative
 size.
 Counts and sizes are log1p-scaled (trees do not care; it keeps later linear models sane).
@@ -128,12 +129,14 @@ def _nodes(request: JobRequest) -> int | None:
 
 
 def _mem_per_node(request: JobRequest) -> float:
-    """The memory per node the job asks, else the default slurmctld gives it (which accounting
-    records as its ReqMem: training's requests have it)."""
+    """The memory per node the job asks, else the default slurmctld gives it, and for all of a node's
+    (a 0) that node's memory: what accounting records as its ReqMem (training's requests have it)."""
     if request.asks_memory:
         per_node, per_cpu = request.mem_per_node_mb, request.mem_per_cpu_mb
     else:
         per_node, per_cpu = request.default_mem_per_node_mb, request.default_mem_per_cpu_mb
+    if per_node == 0 or per_cpu == 0:
+        per_node, per_cpu = request.node_mem_mb, None
     if per_node is not None:
         return math.log1p(per_node) if per_node >= 0 else _NAN
     if per_cpu is not None and request.min_cpus is not None:

@@ -1,13 +1,14 @@
-"""The memory slurmctld gives a job that asks none, as accounting then records it (ReqMem).
+"""The memory slurmctld gives a job that names no number of MB, as accounting then records it (ReqMem).
 
 slurmctld fills in a job without ``--mem`` or ``--mem-per-cpu`` after the job_submit plugins ran:
 its partition's DefMemPerCPU or DefMemPerNode, else slurm.conf's, times its CPUs for a per-CPU
-default. Accounting keeps that as the job's ReqMem, so every job training reads has a memory
-request; the plugin sees none, and slurm.conf's default is not in what job_submit.lua may read
-(part_list shows a partition's own only). The daemon reads both with scontrol
-(server.slurm_memory_defaults) and fills them in for the features (core.features), so that a job
-submitted without memory looks at serving as its accounting record looks to training. Policy never
-sees them: harp lowers no memory the user did not ask for.
+default. Where neither sets one, and for ``--mem=0`` or ``--mem-per-cpu=0``, the job gets all of a
+node's memory, and accounting records that node's memory. Either way every job training reads has a
+memory request; the plugin sees none (or a 0), and slurm.conf's default and the nodes' memory are
+not in what job_submit.lua may read (part_list shows a partition's own default only). The daemon
+reads them with scontrol (server.slurm_memory_defaults) and fills them in for the features
+(core.features), so that such a job looks at serving as its accounting record looks to training.
+Policy never sees them: harp lowers no memory the user did not ask for.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["MemoryDefault", "MemoryDefaults"]
+__all__ = ["WHOLE_NODE", "MemoryDefault", "MemoryDefaults", "PartitionMemory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,32 +26,51 @@ class MemoryDefault:
     per_cpu_mb: int | None = None
     per_node_mb: int | None = None
 
+    def request_fields(self) -> dict[str, int]:
+        if self.per_cpu_mb is not None:
+            return {"default_mem_per_cpu_mb": self.per_cpu_mb}
+        return {} if self.per_node_mb is None else {"default_mem_per_node_mb": self.per_node_mb}
+
+
+# No default anywhere (DefMemPerNode=UNLIMITED): all of a node's memory, as --mem=0 asks.
+WHOLE_NODE = MemoryDefault(per_node_mb=0)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMemory:
+    """What a job of one partition gets when it names no number of MB."""
+
+    default: MemoryDefault = WHOLE_NODE  # its own default, else slurm.conf's, else a whole node
+    # One node's memory (the partition's TRES mem over its nodes): what a whole node is, exactly
+    # where the nodes are alike; None where scontrol shows none (a partition without nodes).
+    node_mb: int | None = None
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryDefaults:
-    """slurm.conf's default (None: none, a job then gets a whole node's memory, and accounting
-    records none) and the partitions that set their own."""
+    """Every partition's, as scontrol showed them; none known yet is empty."""
 
-    cluster: MemoryDefault | None = None
-    partitions: Mapping[str, MemoryDefault] = field(default_factory=dict)
+    cluster: MemoryDefault = WHOLE_NODE  # slurm.conf's, for the log
+    partitions: Mapping[str, PartitionMemory] = field(default_factory=dict)
+    default_partition: str | None = None  # Default=YES: where a job naming none goes
 
-    def for_partitions(self, names: str | None) -> MemoryDefault | None:
-        """The default of a job submitted to ``names`` (a partition, or a list "a,b"): each one's
-        own, else slurm.conf's. Where the partitions of a list differ, or no partition is named
-        and some partition has one of its own, None: which the job gets is not known yet."""
-        if not names:
-            return self.cluster if not self.partitions else None
-        found = {self.partitions.get(name, self.cluster) for name in names.split(",") if name}
-        return found.pop() if len(found) == 1 else None
-
-    def request_fields(self, names: str | None) -> dict[str, int]:
-        """The JobRequest fields (``default_mem_per_cpu_mb`` or ``default_mem_per_node_mb``) of a
-        job submitted to ``names`` that asks no memory; none where its default is not known. For
-        the request as it is built (server.convert): a request built again costs more than the
-        daemon's whole work for some jobs."""
-        default = self.for_partitions(names)
-        if default is None:
-            return {}
-        if default.per_cpu_mb is not None:
-            return {"default_mem_per_cpu_mb": default.per_cpu_mb}
-        return {} if default.per_node_mb is None else {"default_mem_per_node_mb": default.per_node_mb}
+    def request_fields(self, names: str | None, asks_memory: bool) -> dict[str, int]:
+        """The JobRequest fields of a job submitted to ``names`` (a partition, a list "a,b", or
+        None for the default partition): ``node_mem_mb``, and where it ``asks_memory`` not,
+        ``default_mem_per_cpu_mb`` or ``default_mem_per_node_mb`` (0: a whole node). Each only where
+        the partitions of a list agree: which one the job gets is not known at submission. For the
+        request as it is built (server.convert): a request built again costs more than the daemon's
+        whole work for some jobs."""
+        found = []
+        for name in names.split(",") if names else [self.default_partition]:
+            partition = self.partitions.get(name) if name else None
+            if partition is None:  # a partition the reading does not know
+                return {}
+            found.append(partition)
+        nodes = {p.node_mb for p in found}
+        node_mb = nodes.pop() if len(nodes) == 1 else None
+        fields = {} if node_mb is None else {"node_mem_mb": node_mb}
+        defaults = {p.default for p in found}
+        if not asks_memory and len(defaults) == 1:
+            fields.update(defaults.pop().request_fields())
+        return fields

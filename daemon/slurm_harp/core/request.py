@@ -58,9 +58,12 @@ class JobRequest:
     # The memory slurmctld gives the job when it asks none (DefMemPerCPU or DefMemPerNode, its
     # partition's else slurm.conf's: core.memory_default; the daemon fills it in, the plugin cannot
     # read slurm.conf's). Accounting records it as the job's ReqMem, so training's requests have it
-    # in mem_per_node_mb and never these.
+    # in mem_per_node_mb and never these. 0 per node: no default, all of a node's memory.
     default_mem_per_cpu_mb: int | None = None
     default_mem_per_node_mb: int | None = None
+    # One node's memory in the job's partition, which a job gets and accounting records where it
+    # asks all of it (--mem=0, --mem-per-cpu=0, or no memory and no default); the daemon fills it in.
+    node_mem_mb: int | None = None
 
     def __post_init__(self) -> None:
         # One rule for every string, whoever builds the request (core.text): a name keys the same
@@ -105,7 +108,9 @@ class JobRequest:
         elif target is not Target.MEMORY:
             own = self.min_cpus
         elif self.mem_per_node_mb is not None:
-            own = self.mem_per_node_mb
+            own = self.mem_per_node_mb or None  # 0: all of a node's memory, no number of MB to lower
+        elif self.mem_per_cpu_mb == 0:
+            return None
         elif self.mem_per_cpu_mb is not None and self.min_cpus is not None:
             total = self.mem_per_cpu_mb * self.min_cpus
             return total / max(self.min_nodes or 1, 1) if total < EXACT_REQUESTS else None

@@ -77,8 +77,8 @@ def submit_request(msg: pb.SubmitRequest, memory: MemoryDefaults | None = None) 
 
 
 def request_from_proto(msg: pb.SubmitRequest, memory: MemoryDefaults | None = None) -> JobRequest:
-    """The request ``msg`` carries; where it asks no memory, with the default ``memory`` says
-    slurmctld gives it (core.memory_default)."""
+    """The request ``msg`` carries, with the memory ``memory`` says slurmctld gives it where it asks
+    none or all of a node's (core.memory_default)."""
     values: dict[str, object] = {}
     for name in _STRINGS:
         if msg.HasField(name):
@@ -90,8 +90,9 @@ def request_from_proto(msg: pb.SubmitRequest, memory: MemoryDefaults | None = No
                 values[name] = int(value)
     if msg.HasField("is_array"):
         values["is_array"] = msg.is_array
-    if memory is not None and "mem_per_node_mb" not in values and "mem_per_cpu_mb" not in values:
-        values.update(memory.request_fields(msg.partition if msg.HasField("partition") else None))
+    if memory is not None:
+        asks = "mem_per_node_mb" in values or "mem_per_cpu_mb" in values  # JobRequest.asks_memory
+        values.update(memory.request_fields(msg.partition if msg.HasField("partition") else None, asks))
     return JobRequest(**values)  # type: ignore[arg-type]
 
 

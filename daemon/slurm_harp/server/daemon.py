@@ -232,6 +232,7 @@ class Daemon:
             if self._advice is not None:  # [billing] changes
                 self._advice.update(self.settings)
             log.info("reload: configuration re-read from %s", source)
+        self._memory_defaults.read_soon()  # a site that changed a partition's default says so
         self.reload_models()
 
     def poll_store(self) -> None:
@@ -243,8 +244,8 @@ class Daemon:
             self.reload_models()
 
     def poll_memory_defaults(self) -> None:
-        """Read the memory defaults again when due (server.slurm_memory_defaults)."""
-        self._memory_defaults.poll()
+        """Read the memory defaults again when due, in a thread (server.slurm_memory_defaults)."""
+        self._memory_defaults.poll_in_background()
 
     def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, let in-flight calls finish, then close and remove the socket."""

@@ -1,22 +1,33 @@
 """The memory defaults slurmctld gives a job that asks none (core.memory_default), read with
-scontrol by the daemon's loop every REFRESH_S (RETRY_S after a failed reading).
+scontrol every REFRESH_S (RETRY_S after a failed reading, at once after a SIGHUP), in a thread of
+harp serve's loop.
 
 slurm.conf's DefMemPerCPU or DefMemPerNode come from ``scontrol show config``; a partition's own
 from ``scontrol show partition`` (one without its own shows ``DefMemPerNode=UNLIMITED``, as one whose
-jobs get a whole node's memory would: slurm.conf's then applies). When scontrol fails or prints a
-value not read here, the last good reading is kept (none yet: jobs asking no memory are served
-without it, as before), logged once until a reading succeeds again.
+jobs get a whole node's memory would: slurm.conf's then applies), with its TRES, whose mem over its
+nodes is a node's memory. When scontrol fails or prints a value not read here, the last good reading
+is kept (none yet: such jobs are served without it, as before), logged once until a reading
+succeeds again.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
-from slurm_harp.core.memory_default import MemoryDefault, MemoryDefaults
+from slurm_harp.core.memory_default import WHOLE_NODE, MemoryDefault, MemoryDefaults, PartitionMemory
 from slurm_harp.server.advisor import CONFIG_ARGV, PARTITIONS_ARGV, Runner, run_scontrol
-from slurm_harp.slurm_formats import config_value, is_unlimited, parse_int, scontrol_records
+from slurm_harp.slurm_formats import (
+    config_value,
+    is_unlimited,
+    parse_count,
+    parse_int,
+    parse_memory_mb,
+    parse_tres,
+    scontrol_records,
+)
 
 __all__ = ["REFRESH_S", "RETRY_S", "SlurmMemoryDefaults", "parse_memory_defaults"]
 
@@ -27,17 +38,20 @@ RETRY_S = 60.0  # after a failed reading (slurmctld not up yet as the daemon sta
 
 
 def parse_memory_defaults(config_text: str, partitions_text: str) -> MemoryDefaults:
-    """The defaults ``scontrol show config`` and ``scontrol show partition`` print; ValueError
-    naming the field whose value is not a size in MB, UNLIMITED or absent."""
+    """The defaults ``scontrol show config`` and ``scontrol show partition`` print, with each
+    partition's node memory; ValueError naming the field whose value is not a size in MB, UNLIMITED
+    or absent."""
     cluster = _default("scontrol show config", config_value(config_text, "DefMemPerCPU"),
-                       config_value(config_text, "DefMemPerNode"))  # fmt: skip
-    partitions: dict[str, MemoryDefault] = {}
+                       config_value(config_text, "DefMemPerNode")) or WHOLE_NODE  # fmt: skip
+    partitions: dict[str, PartitionMemory] = {}
+    default_partition = None
     for record in scontrol_records(partitions_text, "PartitionName"):
         name = record["PartitionName"]
         own = _default(f"partition {name}", record.get("DefMemPerCPU"), record.get("DefMemPerNode"))
-        if own is not None:
-            partitions[name] = own
-    return MemoryDefaults(cluster, partitions)
+        partitions[name] = PartitionMemory(own or cluster, _node_mb(name, record.get("TRES", "")))
+        if record.get("Default") == "YES":
+            default_partition = name
+    return MemoryDefaults(cluster, partitions, default_partition)
 
 
 def _default(where: str, per_cpu: str | None, per_node: str | None) -> MemoryDefault | None:
@@ -47,6 +61,20 @@ def _default(where: str, per_cpu: str | None, per_node: str | None) -> MemoryDef
     if node is not None:
         return MemoryDefault(per_node_mb=node)
     return None
+
+
+def _node_mb(name: str, text: str) -> int | None:
+    """One node's memory: the partition's TRES mem over its TRES node count, the mean where nodes
+    differ (which of them a job lands on is not known at submission). None for a partition without
+    nodes, whose TRES scontrol prints as "(null)"."""
+    if text.strip() in ("", "(null)"):
+        return None
+    try:
+        tres = parse_tres(text)
+        mem, nodes = parse_memory_mb(tres.get("mem", "0")), parse_count(tres.get("node", "0"))
+    except ValueError as exc:
+        raise ValueError(f"partition {name}: TRES={text[:80]!r}: {exc}") from None
+    return int(mem // nodes) if nodes and mem > 0 else None
 
 
 def _mb(where: str, key: str, text: str | None) -> int | None:
@@ -63,7 +91,7 @@ def _mb(where: str, key: str, text: str | None) -> int | None:
 
 
 class SlurmMemoryDefaults:
-    """Hands ``apply`` the defaults scontrol shows, at most every ``refresh_seconds`` (``poll``)."""
+    """Hands ``apply`` the defaults scontrol shows, at most every ``refresh_seconds``."""
 
     def __init__(
         self,
@@ -76,23 +104,45 @@ class SlurmMemoryDefaults:
         self._read_at: float | None = None
         self._last: MemoryDefaults | None = None
         self._failing = False
+        self._reading: threading.Thread | None = None
+
+    def due(self) -> bool:
+        """``refresh_seconds`` after the last reading, RETRY_S after a failed one, or asked for."""
+        wait = min(self._refresh, RETRY_S) if self._failing else self._refresh
+        return self._read_at is None or self._clock() - self._read_at >= wait
+
+    def read_soon(self) -> None:
+        """Make the next poll read them (SIGHUP: a site that changed a default says so)."""
+        self._read_at = None
 
     def poll(self) -> None:
-        """Read them when due: ``refresh_seconds`` after the last reading, RETRY_S after a failed
-        one. scontrol runs in the caller's thread (harp serve's loop, not the submissions')."""
-        now = self._clock()
-        wait = min(self._refresh, RETRY_S) if self._failing else self._refresh
-        if self._read_at is not None and now - self._read_at < wait:
-            return
-        self._read_at = now
+        """Read them in this thread when due."""
+        if self.due():
+            self.read()
+
+    def poll_in_background(self) -> None:
+        """Read them in a thread of their own when due, one reading at a time: with slurmctld down
+        scontrol takes up to COMMAND_TIMEOUT_S per call, which would hold harp serve's loop (its
+        signals and socket checks) that long."""
+        if (self._reading is None or not self._reading.is_alive()) and self.due():
+            self._read_at = self._clock()  # here: a read_soon while it reads is a reading more
+            self._reading = threading.Thread(target=self._read, name="memory-defaults", daemon=True)
+            self._reading.start()
+
+    def read(self) -> None:
+        """Read them now; a failure keeps the last good reading, logged once in a spell."""
+        self._read_at = self._clock()
+        self._read()
+
+    def _read(self) -> None:
         try:
             read = parse_memory_defaults(self._runner(CONFIG_ARGV), self._runner(PARTITIONS_ARGV))
         except (RuntimeError, ValueError) as exc:
             if not self._failing:
                 kept = "keeping the last reading" if self._last is not None else "none known yet"
                 log.warning(
-                    "memory defaults: cannot read them (%s): %s; jobs that ask no memory are served "
-                    "without the default slurmctld gives them", kept, exc,
+                    "memory defaults: cannot read them (%s): %s; jobs that ask no memory or all of a "
+                    "node's are served without the memory slurmctld gives them", kept, exc,
                 )  # fmt: skip
             self._failing = True
             return
@@ -106,10 +156,16 @@ class SlurmMemoryDefaults:
 
 
 def _describe(defaults: MemoryDefaults) -> str:
-    def one(d: MemoryDefault | None) -> str:
-        if d is None:
-            return "none"
-        return f"{d.per_cpu_mb} MB per CPU" if d.per_cpu_mb is not None else f"{d.per_node_mb} MB per node"
+    def one(d: MemoryDefault) -> str:
+        if d.per_cpu_mb is not None:
+            return f"{d.per_cpu_mb} MB per CPU"
+        return f"{d.per_node_mb} MB per node" if d.per_node_mb else "none (a whole node)"
 
-    own = ", ".join(f"{name} {one(d)}" for name, d in sorted(defaults.partitions.items()))
-    return f"slurm.conf {one(defaults.cluster)}" + (f"; partitions of their own: {own}" if own else "")
+    parts = sorted(defaults.partitions.items())
+    own = ", ".join(f"{name} {one(p.default)}" for name, p in parts if p.default != defaults.cluster)
+    nodes = ", ".join(f"{name} {p.node_mb} MB" for name, p in parts if p.node_mb is not None)
+    return (
+        f"slurm.conf {one(defaults.cluster)}"
+        + (f"; partitions of their own: {own}" if own else "")
+        + (f"; a node's memory: {nodes}" if nodes else "")
+    )
