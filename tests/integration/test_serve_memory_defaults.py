@@ -88,6 +88,7 @@ def test_a_sighup_reads_them_again(tmp_path: Path, trained_store: Path) -> None:
         proc.wait(timeout=30)
 
 
+@pytest.mark.alone  # times itself against the wall clock (scripts/test)
 def test_a_hanging_scontrol_holds_up_neither_sigterm_nor_submissions(
     tmp_path: Path, trained_store: Path
 ) -> None:

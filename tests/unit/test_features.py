@@ -167,6 +167,7 @@ def test_hash_values_are_pinned(value: str, crc: int) -> None:
     assert _col(vectorize([JobRequest(job_name=value)]), "hash_job_name") == pytest.approx(crc / 2**32)
 
 
+@pytest.mark.alone  # times itself against the wall clock (scripts/test)
 def test_single_row_is_fast() -> None:
     vectorize([FULL])
     n = 2000
@@ -253,6 +254,7 @@ def test_derived_is_missing_rather_than_an_error_when_a_side_is_not_finite() -> 
     assert all(math.isnan(v) for v in values)
 
 
+@pytest.mark.alone  # times itself against the wall clock (scripts/test)
 def test_single_row_with_history_is_fast() -> None:
     hist = np.zeros((1, len(HISTORY_FEATURE_NAMES)), dtype=np.float32)
     vectorize([FULL], hist)

@@ -319,6 +319,7 @@ def test_one_writer_many_readers() -> None:
         np.testing.assert_array_equal(index.row(request, at), fresh.row(request, at))
 
 
+@pytest.mark.alone  # times itself against the wall clock (scripts/test)
 def test_row_is_fast() -> None:
     records = random_jobs(3, 5000)
     index = HistoryIndex()
