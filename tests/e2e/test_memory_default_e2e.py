@@ -51,6 +51,8 @@ ASKS = [
     ["-p", "pernode", "-c", "2"],
     ["-p", "percpu", "-n", "3"],
     ["--mem=100"],  # its own: kept
+    ["--mem-per-cpu=100", "-c", "2"],
+    ["--mem-per-cpu=100", "--exclusive"],  # more CPUs than asked: ReqMem is still 100 x ReqCPUS
     ["--mem=0"],  # all of a node's memory
     ["-p", "percpu", "-c", "2", "--mem-per-cpu=0"],
 ]
@@ -71,6 +73,7 @@ WHOLE_NODE_ASKS = [
     ["-N", "1-2"],
     ["--exclusive"],
     ["--mincpus=3"],
+    ["-N", "2", "--ntasks-per-node=2", "--mem-per-cpu=100"],
 ]
 # The request features training has from sacct; it has no task count, CPUs per task or time_min
 # (NaN in every row it reads, so no tree splits on them).
@@ -165,4 +168,5 @@ def test_on_a_site_without_a_default_a_job_is_served_with_a_node_s_memory(
     )
     served, trained = _served_and_trained(cluster, WHOLE_NODE_ASKS)
     assert served == trained
-    assert len({t["log_mem_per_node_mb"] for t in trained.values()}) == 2  # a node's memory, 100 MB
+    whole = ("", "-c 2", "-N 2", "-N 2 --mem=0", "--mem-per-cpu=0", "--gpus=2")
+    assert len({trained[ask]["log_mem_per_node_mb"] for ask in whole}) == 1  # a node's memory

@@ -56,11 +56,11 @@ class MemoryDefaults:
 
     def request_fields(self, names: str | None, asks_memory: bool) -> dict[str, int]:
         """The JobRequest fields of a job submitted to ``names`` (a partition, a list "a,b", or
-        None for the default partition): ``node_mem_mb``, and where it ``asks_memory`` not,
-        ``default_mem_per_cpu_mb`` or ``default_mem_per_node_mb`` (0: a whole node). Each only where
-        the partitions of a list agree: which one the job gets is not known at submission. For the
-        request as it is built (server.convert): a request built again costs more than the daemon's
-        whole work for some jobs."""
+        None for the default partition): ``node_mem_mb``, and for a job that asks no memory (not
+        ``asks_memory``) ``default_mem_per_cpu_mb`` or ``default_mem_per_node_mb`` (0: a whole
+        node). Each only where the partitions of a list agree: which one the job gets is not known
+        at submission. For the request as it is built (server.convert): a request built again costs
+        more than the daemon's whole work for some jobs."""
         found = []
         for name in names.split(",") if names else [self.default_partition]:
             partition = self.partitions.get(name) if name else None
