@@ -32,6 +32,7 @@ import onnxruntime as ort
 from benchmarks.bench_daemon import REQUEST
 from benchmarks.common import serving, train_bundled
 from slurm_harp.api import predictor_pb2 as pb
+from slurm_harp.core.memory_default import MemoryDefault, MemoryDefaults, PartitionMemory
 from slurm_harp.core.predictor import _calibrated
 from slurm_harp.core.request import Target
 from slurm_harp.core.safety_rule import Calibration, decision_weight, viable_models
@@ -39,6 +40,11 @@ from slurm_harp.model.row_run import RowRun
 from slurm_harp.server.convert import decision_to_proto, request_from_proto
 
 IDLE_S = 0.007
+
+
+# What harp serve reads from a slurmctld whose slurm.conf sets DefMemPerCPU=512 (the test cluster's).
+_PER_CPU = MemoryDefault(per_cpu_mb=512)
+SITE_MEMORY = MemoryDefaults(_PER_CPU, {"batch": PartitionMemory(_PER_CPU, 22900)}, "batch")
 
 
 def p50_us(step: Callable[[], object], calls: int, gap_s: float) -> float:
@@ -125,6 +131,10 @@ def main() -> None:
             ("machine: 3000-step Python loop", _loop),
             ("machine: strided read of 1.6 MB", lambda: _MEMORY[::64].sum()),
             ("parse + convert the request", lambda: request_from_proto(pb.SubmitRequest.FromString(body))),
+            (
+                "parse + convert, a site's memory defaults",
+                lambda: request_from_proto(pb.SubmitRequest.FromString(body), SITE_MEMORY),
+            ),
             ("features (request + history)", lambda: predictor._features(request)),
             (
                 "ladder + calibrated rule",

@@ -19,7 +19,13 @@ from prometheus_client import CollectorRegistry
 
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.core.features import FEATURE_NAMES, vectorize
-from slurm_harp.core.memory_default import WHOLE_NODE, MemoryDefault, MemoryDefaults, PartitionMemory
+from slurm_harp.core.memory_default import (
+    MAX_LISTS,
+    WHOLE_NODE,
+    MemoryDefault,
+    MemoryDefaults,
+    PartitionMemory,
+)
 from slurm_harp.core.policy import Mode, Policy
 from slurm_harp.core.predictor import Predictor
 from slurm_harp.core.request import JobRequest, Target
@@ -238,3 +244,17 @@ def test_a_reading_runs_beside_the_loop_one_at_a_time_and_at_once_after_sighup()
     assert len(calls) == 4  # read_soon made it due again
     reader.poll_in_background()
     assert len(calls) == 4  # and then not, for ten minutes
+
+
+def test_a_list_s_fields_are_resolved_once_and_so_many_lists_at_most() -> None:
+    """Resolving a list took a fifth of the request's conversion (4 of 21 µs): kept per list, for
+    at most MAX_LISTS of them, since the lists are what a client sends."""
+    site = parse_memory_defaults(CONFIG, PARTITIONS)
+    first = site.request_fields("batch", False)
+    assert site.request_fields("batch", False) is first  # looked up, not resolved again
+    assert site.request_fields("batch", True) == {"node_mem_mb": 22900}
+    for n in range(MAX_LISTS + 10):
+        assert site.request_fields(f"batch,p{n}", False) == {}
+    assert len(site._fields) == MAX_LISTS
+    assert site.request_fields("pernode", False) == {"default_mem_per_node_mb": 700, "node_mem_mb": 22900}
+    assert site == parse_memory_defaults(CONFIG, PARTITIONS)  # what it keeps is no part of the reading
