@@ -156,14 +156,14 @@ def test_on_a_site_without_a_default_a_job_is_served_with_a_node_s_memory(
     start_cluster: StartCluster,
 ) -> None:
     """slurm.conf sets no DefMemPerCPU (Slurm's own default): a job asking no memory gets all of a
-    node's, and accounting records that node's memory (22.05: the job's total over its nodes), a GPU
-    job's too where slurm.conf sets DefMemPerGPU."""
+    node's that MemSpecLimit leaves it, and accounting records that (22.05: the job's total over its
+    nodes), a GPU job's too where slurm.conf sets DefMemPerGPU."""
     cluster = start_cluster(
         job_submit_lua=RECORDER,
         cpus_per_node=4,
         nodes=2,
         extra_conf_files={"gres.conf": FAKE_GPUS},
-        node_extra="Gres=gpu:4",
+        node_extra="Gres=gpu:4 MemSpecLimit=1000",  # a whole-node job gets 1000 MB less than RealMemory
         slurm_conf_extra="DefMemPerCPU=0\nDefMemPerGPU=1000\nGresTypes=gpu\nAccountingStorageTRES=gres/gpu\n",
     )
     served, trained = _served_and_trained(cluster, WHOLE_NODE_ASKS)

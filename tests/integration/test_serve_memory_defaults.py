@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_serve_process import StderrLines, wait_serving
-from tests.unit.test_memory_default import CONFIG, PARTITIONS
+from tests.unit.test_memory_default import CONFIG, NODE, PARTITIONS
 
 
 def _serve(tmp_path: Path, trained_store: Path, scontrol: str) -> tuple[subprocess.Popen[str], Path]:
@@ -38,7 +38,7 @@ def _serve(tmp_path: Path, trained_store: Path, scontrol: str) -> tuple[subproce
     [
         (
             f'#!/bin/sh\ncase "$*" in\n*config*) cat <<"EOF"\n{CONFIG}EOF\n;;\n'
-            f'*) cat <<"EOF"\n{PARTITIONS}EOF\n;;\nesac\n',
+            f'*node*) cat <<"EOF"\n{NODE}EOF\n;;\n*) cat <<"EOF"\n{PARTITIONS}EOF\n;;\nesac\n',
             "memory defaults: slurm.conf 512 MB per CPU; partitions of their own: percpu 300 MB per CPU, "
             "pernode 700 MB per node; a node's memory: batch 22900 MB, percpu 22900 MB, pernode 22900 MB",
         ),
@@ -72,8 +72,10 @@ def test_a_sighup_reads_them_again(tmp_path: Path, trained_store: Path) -> None:
     config = tmp_path / "config.txt"
     config.write_text(CONFIG)
     (tmp_path / "partitions.txt").write_text(PARTITIONS)
+    (tmp_path / "nodes.txt").write_text(NODE)
     fake = (
-        f'#!/bin/sh\ncase "$*" in\n*config*) cat {config};;\n*) cat {tmp_path / "partitions.txt"};;\nesac\n'
+        f'#!/bin/sh\ncase "$*" in\n*config*) cat {config};;\n*node*) cat {tmp_path / "nodes.txt"};;\n'
+        f"*) cat {tmp_path / 'partitions.txt'};;\nesac\n"
     )
     proc, sock = _serve(tmp_path, trained_store, fake)
     try:

@@ -48,19 +48,39 @@ PARTITIONS = (
     "PartitionName=pernode AllowGroups=ALL Default=NO Nodes=c1 State=UP JobDefaults=(null) "
     "DefMemPerNode=700 MaxMemPerNode=UNLIMITED TRES=cpu=4,mem=22900M,node=1,billing=4\n"
 )
-SITE = parse_memory_defaults(CONFIG, PARTITIONS)
-# slurm.conf DefMemPerCPU=0: no default anywhere. Two nodes of 22900 MB, one partition without any.
+# `scontrol --all --oneliner show node` (no MemSpecLimit: the line has none).
+NODE = (
+    "NodeName=c1 Arch=x86_64 CoresPerSocket=4  CPUAlloc=0 CPUEfctv=4 CPUTot=4 CPULoad=0.46 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=127.0.0.1 NodeHostName=vm "
+    "Version=22.05.8 OS=Linux 6.18.44-fc-v1294 #1 SMP PREEMPT_DYNAMIC @0  RealMemory=22900 AllocMem=0 "
+    "FreeMem=22403 Sockets=1 Boards=1 State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A "
+    "MCS_label=N/A Partitions=batch,percpu,pernode  BootTime=2026-12-07T03:00:39 "
+    "CfgTRES=cpu=4,mem=22900M,billing=4 AllocTRES= CapWatts=n/a\n"
+)
+SITE = parse_memory_defaults(CONFIG, PARTITIONS, NODE)
+# slurm.conf DefMemPerCPU=0: no default anywhere. Two nodes of 22900 MB, of which MemSpecLimit
+# keeps 1000 for the system (a whole-node job gets, and accounting records, 21900); one partition
+# without nodes.
+SPEC_NODES = NODE.replace("Boards=1", "Boards=1 MemSpecLimit=1000").replace("batch,percpu,pernode", "batch")
 NO_DEFAULT = parse_memory_defaults(
     "DefMemPerCPU            = 0\n",
     "PartitionName=batch Default=YES Nodes=c[1-2] DefMemPerNode=UNLIMITED "
     "TRES=cpu=8,mem=45800M,node=2,billing=8\n"
     "PartitionName=empty Default=NO Nodes=(null) DefMemPerNode=UNLIMITED TRES=(null)\n",
+    SPEC_NODES + SPEC_NODES.replace("NodeName=c1", "NodeName=c2"),
 )
+
+
+def scontrol_text(argv: Sequence[str], config: str = CONFIG) -> str:
+    """What the real slurmctld printed for ``argv`` (server.slurm_memory_defaults' three)."""
+    return config if "config" in argv else NODE if "node" in argv else PARTITIONS
+
+
 MEM = FEATURE_NAMES.index("log_mem_per_node_mb")
 
 
 def test_scontrol_s_defaults_are_read() -> None:
-    assert parse_memory_defaults(CONFIG, PARTITIONS) == MemoryDefaults(
+    assert parse_memory_defaults(CONFIG, PARTITIONS, NODE) == MemoryDefaults(
         MemoryDefault(per_cpu_mb=512),
         {
             "batch": PartitionMemory(MemoryDefault(per_cpu_mb=512), 22900),  # slurm.conf's
@@ -69,7 +89,7 @@ def test_scontrol_s_defaults_are_read() -> None:
         },
         "batch",
     )
-    whole_nodes = {"batch": PartitionMemory(WHOLE_NODE, 22900), "empty": PartitionMemory(WHOLE_NODE, None)}
+    whole_nodes = {"batch": PartitionMemory(WHOLE_NODE, 21900), "empty": PartitionMemory(WHOLE_NODE, None)}
     assert MemoryDefaults(WHOLE_NODE, whole_nodes, "batch") == NO_DEFAULT
 
 
@@ -83,7 +103,7 @@ def test_scontrol_s_defaults_are_read() -> None:
         (SITE, None, False, {"default_mem_per_cpu_mb": 512, "node_mem_mb": 22900}),  # Default=YES
         (SITE, "batch,pernode", False, {"node_mem_mb": 22900}),  # which default is not known yet
         (SITE, "batch,unknown", False, {}),  # a partition made since the reading
-        (NO_DEFAULT, "batch", False, {"default_mem_per_node_mb": 0, "node_mem_mb": 22900}),
+        (NO_DEFAULT, "batch", False, {"default_mem_per_node_mb": 0, "node_mem_mb": 21900}),
         (NO_DEFAULT, "empty", False, {"default_mem_per_node_mb": 0}),
         (NO_DEFAULT, "batch,empty", True, {}),  # one node's memory known, the other's not
         (MemoryDefaults(), "batch", False, {}),  # none read yet
@@ -104,8 +124,8 @@ SERVED_AND_TRAINED = [
     (SITE, JobRequest(partition="pernode", min_cpus=2, cpus_per_task=2), 700),
     (SITE, JobRequest(partition="batch", min_cpus=1, mem_per_node_mb=0), 22900),  # --mem=0
     (SITE, JobRequest(partition="batch", min_cpus=2, cpus_per_task=2, mem_per_cpu_mb=0), 22900),
-    (NO_DEFAULT, JobRequest(partition="batch", min_cpus=1), 22900),
-    (NO_DEFAULT, JobRequest(partition="batch", min_cpus=2, min_nodes=2, mem_per_node_mb=0), 22900),
+    (NO_DEFAULT, JobRequest(partition="batch", min_cpus=1), 21900),  # ReqMem: RealMemory - MemSpecLimit
+    (NO_DEFAULT, JobRequest(partition="batch", min_cpus=2, min_nodes=2, mem_per_node_mb=0), 21900),
 ]
 
 
@@ -171,14 +191,14 @@ def test_the_daemon_fills_in_the_default_for_the_features_only() -> None:
 
 class Scontrol:
     def __init__(self) -> None:
-        self.config, self.partitions, self.fail = CONFIG, PARTITIONS, False
+        self.config, self.fail = CONFIG, False
         self.calls = 0
 
     def __call__(self, argv: Sequence[str]) -> str:
         self.calls += 1
         if self.fail:
             raise RuntimeError("scontrol show config exited 1: Unable to contact slurm controller")
-        return self.config if "config" in argv else self.partitions
+        return scontrol_text(argv, self.config)
 
 
 def test_a_failed_or_odd_reading_keeps_the_last_good_one_said_once(caplog: pytest.LogCaptureFixture) -> None:
@@ -189,13 +209,13 @@ def test_a_failed_or_odd_reading_keeps_the_last_good_one_said_once(caplog: pytes
     with caplog.at_level(logging.INFO, logger="slurm_harp.server.slurm_memory_defaults"):
         reader.poll()
         reader.poll()  # not due: scontrol not run again
-        assert applied == [SITE] and scontrol.calls == 2
+        assert applied == [SITE] and scontrol.calls == 3
         scontrol.fail = True
         now[0] += 600
         reader.poll()
         now[0] += 30
         reader.poll()  # not due: retried after a minute
-        assert scontrol.calls == 3
+        assert scontrol.calls == 4
         now[0] += 30
         reader.poll()
         scontrol.fail, scontrol.config = False, "DefMemPerCPU = lots\n"
@@ -204,7 +224,7 @@ def test_a_failed_or_odd_reading_keeps_the_last_good_one_said_once(caplog: pytes
         scontrol.config = CONFIG.replace("512", "1024")
         now[0] += 600
         reader.poll()
-    assert applied == [SITE, parse_memory_defaults(scontrol.config, PARTITIONS)]
+    assert applied == [SITE, parse_memory_defaults(scontrol.config, PARTITIONS, NODE)]
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1, warned  # the failure and the odd value in one spell: said once
     assert "Unable to contact slurm controller" in warned[0] and "keeping the last reading" in warned[0]
@@ -214,9 +234,25 @@ def test_a_failed_or_odd_reading_keeps_the_last_good_one_said_once(caplog: pytes
 
 def test_an_odd_value_is_named() -> None:
     with pytest.raises(ValueError, match=r"partition percpu: DefMemPerCPU='-3' is no size in MB"):
-        parse_memory_defaults(CONFIG, PARTITIONS.replace("DefMemPerCPU=300", "DefMemPerCPU=-3"))
-    with pytest.raises(ValueError, match=r"partition batch: TRES='cpu=4,mem=lots,node=1,billing=4': "):
-        parse_memory_defaults(CONFIG, PARTITIONS.replace("mem=22900M", "mem=lots", 1))
+        parse_memory_defaults(CONFIG, PARTITIONS.replace("DefMemPerCPU=300", "DefMemPerCPU=-3"), NODE)
+    with pytest.raises(ValueError, match=r"node c1: RealMemory='lots' is no size in MB"):
+        parse_memory_defaults(CONFIG, PARTITIONS, NODE.replace("RealMemory=22900", "RealMemory=lots"))
+    with pytest.raises(ValueError, match=r"node c1: MemSpecLimit='4294967294' is no size in MB"):
+        parse_memory_defaults(CONFIG, PARTITIONS, SPEC_NODES.replace("=1000", "=4294967294"))
+
+
+def test_a_node_s_memory_is_what_a_job_may_hold_of_it() -> None:
+    """RealMemory less MemSpecLimit, as accounting records a whole-node job's (the real cluster: 21900
+    MB of 22900 with MemSpecLimit=1000); the partition's TRES counts RealMemory whole. Nodes that
+    differ: their mean."""
+    small = NODE.replace("NodeName=c1", "NodeName=c2").replace("RealMemory=22900", "RealMemory=10900")
+    site = parse_memory_defaults(CONFIG, PARTITIONS, SPEC_NODES + small)
+    assert {name: p.node_mb for name, p in site.partitions.items()} == {
+        "batch": (21900 + 10900) // 2,
+        "percpu": 10900,
+        "pernode": 10900,
+    }
+    assert parse_memory_defaults(CONFIG, PARTITIONS, "").partitions["batch"].node_mb is None
 
 
 def test_a_reading_runs_beside_the_loop_one_at_a_time_and_at_once_after_sighup() -> None:
@@ -228,7 +264,7 @@ def test_a_reading_runs_beside_the_loop_one_at_a_time_and_at_once_after_sighup()
     def slow(argv: Sequence[str]) -> str:
         calls.append(argv)
         assert release.wait(10)
-        return CONFIG if "config" in argv else PARTITIONS
+        return scontrol_text(argv)
 
     reader = SlurmMemoryDefaults(applied.append, slow, refresh_seconds=600)
     reader.poll_in_background()
@@ -237,19 +273,19 @@ def test_a_reading_runs_beside_the_loop_one_at_a_time_and_at_once_after_sighup()
     release.set()
     assert reader._reading is not None
     reader._reading.join(10)
-    assert applied == [SITE] and len(calls) == 2
+    assert applied == [SITE] and len(calls) == 3
     reader.poll_in_background()
     assert reader._reading is not None
     reader._reading.join(10)
-    assert len(calls) == 4  # read_soon made it due again
+    assert len(calls) == 6  # read_soon made it due again
     reader.poll_in_background()
-    assert len(calls) == 4  # and then not, for ten minutes
+    assert len(calls) == 6  # and then not, for ten minutes
 
 
 def test_a_list_s_fields_are_resolved_once_and_so_many_lists_at_most() -> None:
     """Resolving a list took a fifth of the request's conversion (4 of 21 µs): kept per list, for
     at most MAX_LISTS of them, since the lists are what a client sends."""
-    site = parse_memory_defaults(CONFIG, PARTITIONS)
+    site = parse_memory_defaults(CONFIG, PARTITIONS, NODE)
     first = site.request_fields("batch", False)
     assert site.request_fields("batch", False) is first  # looked up, not resolved again
     assert site.request_fields("batch", True) == {"node_mem_mb": 22900}
@@ -257,4 +293,4 @@ def test_a_list_s_fields_are_resolved_once_and_so_many_lists_at_most() -> None:
         assert site.request_fields(f"batch,p{n}", False) == {}
     assert len(site._fields) == MAX_LISTS
     assert site.request_fields("pernode", False) == {"default_mem_per_node_mb": 700, "node_mem_mb": 22900}
-    assert site == parse_memory_defaults(CONFIG, PARTITIONS)  # what it keeps is no part of the reading
+    assert site == parse_memory_defaults(CONFIG, PARTITIONS, NODE)  # what it keeps is no part of the reading

@@ -43,8 +43,8 @@ class PartitionMemory:
     """What a job of one partition gets when it names no number of MB."""
 
     default: MemoryDefault = WHOLE_NODE  # its own default, else slurm.conf's, else a whole node
-    # One node's memory (the partition's TRES mem over its nodes): what a whole node is, exactly
-    # where the nodes are alike; None where scontrol shows none (a partition without nodes).
+    # What a job gets of one of its nodes (RealMemory less MemSpecLimit): exact where the nodes are
+    # alike, their mean where not; None where scontrol shows none (a partition without nodes).
     node_mb: int | None = None
 
 

@@ -4,10 +4,10 @@ harp serve's loop.
 
 slurm.conf's DefMemPerCPU or DefMemPerNode come from ``scontrol show config``; a partition's own
 from ``scontrol show partition`` (one without its own shows ``DefMemPerNode=UNLIMITED``, as one whose
-jobs get a whole node's memory would: slurm.conf's then applies), with its TRES, whose mem over its
-nodes is a node's memory. When scontrol fails or prints a value not read here, the last good reading
-is kept (none yet: such jobs are served without it, as before), logged once until a reading
-succeeds again.
+jobs get a whole node's memory would: slurm.conf's then applies); a node's memory, less what
+MemSpecLimit keeps for the system, from ``scontrol show node``. When scontrol fails or prints a
+value not read here, the last good reading is kept (none yet: such jobs are served without it, as
+before), logged once until a reading succeeds again.
 """
 
 from __future__ import annotations
@@ -24,31 +24,31 @@ from slurm_harp.slurm_formats import (
     is_unlimited,
     parse_count,
     parse_int,
-    parse_memory_mb,
-    parse_tres,
     scontrol_records,
 )
 
-__all__ = ["REFRESH_S", "RETRY_S", "SlurmMemoryDefaults", "parse_memory_defaults"]
+__all__ = ["NODES_ARGV", "REFRESH_S", "RETRY_S", "SlurmMemoryDefaults", "parse_memory_defaults"]
 
 log = logging.getLogger(__name__)
 
 REFRESH_S = 600.0  # partitions change by hand (scontrol update), slurm.conf's at a reconfigure
 RETRY_S = 60.0  # after a failed reading (slurmctld not up yet as the daemon starts, say)
+NODES_ARGV = ("scontrol", "--all", "--oneliner", "show", "node")
 
 
-def parse_memory_defaults(config_text: str, partitions_text: str) -> MemoryDefaults:
+def parse_memory_defaults(config_text: str, partitions_text: str, nodes_text: str) -> MemoryDefaults:
     """The defaults ``scontrol show config`` and ``scontrol show partition`` print, with each
-    partition's node memory; ValueError naming the field whose value is not a size in MB, UNLIMITED
-    or absent."""
+    partition's node memory from ``scontrol show node``; ValueError naming the field whose value is
+    not a size in MB, UNLIMITED or absent."""
     cluster = _default("scontrol show config", config_value(config_text, "DefMemPerCPU"),
                        config_value(config_text, "DefMemPerNode")) or WHOLE_NODE  # fmt: skip
+    node_mb = _node_memory(nodes_text)
     partitions: dict[str, PartitionMemory] = {}
     default_partition = None
     for record in scontrol_records(partitions_text, "PartitionName"):
         name = record["PartitionName"]
         own = _default(f"partition {name}", record.get("DefMemPerCPU"), record.get("DefMemPerNode"))
-        partitions[name] = PartitionMemory(own or cluster, _node_mb(name, record.get("TRES", "")))
+        partitions[name] = PartitionMemory(own or cluster, node_mb.get(name))
         if record.get("Default") == "YES":
             default_partition = name
     return MemoryDefaults(cluster, partitions, default_partition)
@@ -63,18 +63,30 @@ def _default(where: str, per_cpu: str | None, per_node: str | None) -> MemoryDef
     return None
 
 
-def _node_mb(name: str, text: str) -> int | None:
-    """One node's memory: the partition's TRES mem over its TRES node count, the mean where nodes
-    differ (which of them a job lands on is not known at submission). None for a partition without
-    nodes, whose TRES scontrol prints as "(null)"."""
-    if text.strip() in ("", "(null)"):
-        return None
+def _node_memory(nodes_text: str) -> dict[str, int]:
+    """Per partition, the memory a job holding all of one of its nodes gets, which accounting records:
+    RealMemory less MemSpecLimit (the memory kept for the system), the mean where its nodes differ
+    (which of them a job lands on is not known at submission). A partition's TRES would not do: it
+    counts RealMemory whole."""
+    memory: dict[str, list[int]] = {}
+    for record in scontrol_records(nodes_text, "NodeName"):
+        name = record["NodeName"]
+        real = _node_mb(name, "RealMemory", record.get("RealMemory", "0"))
+        usable = max(real - _node_mb(name, "MemSpecLimit", record.get("MemSpecLimit", "0")), 0)
+        for partition in record.get("Partitions", "").split(","):
+            if partition and usable:
+                memory.setdefault(partition, []).append(usable)
+    return {partition: sum(sizes) // len(sizes) for partition, sizes in memory.items()}
+
+
+def _node_mb(node: str, key: str, text: str) -> int:
     try:
-        tres = parse_tres(text)
-        mem, nodes = parse_memory_mb(tres.get("mem", "0")), parse_count(tres.get("node", "0"))
-    except ValueError as exc:
-        raise ValueError(f"partition {name}: TRES={text[:80]!r}: {exc}") from None
-    return int(mem // nodes) if nodes and mem > 0 else None
+        value = parse_count(text)
+    except ValueError:
+        value = None
+    if value is None:  # a sentinel too: no size to subtract or to give a job
+        raise ValueError(f"node {node}: {key}={text[:40]!r} is no size in MB")
+    return value
 
 
 def _mb(where: str, key: str, text: str | None) -> int | None:
@@ -136,7 +148,8 @@ class SlurmMemoryDefaults:
 
     def _read(self) -> None:
         try:
-            read = parse_memory_defaults(self._runner(CONFIG_ARGV), self._runner(PARTITIONS_ARGV))
+            config, partitions, nodes = (self._runner(a) for a in (CONFIG_ARGV, PARTITIONS_ARGV, NODES_ARGV))
+            read = parse_memory_defaults(config, partitions, nodes)
         except (RuntimeError, ValueError) as exc:
             if not self._failing:
                 kept = "keeping the last reading" if self._last is not None else "none known yet"
