@@ -255,6 +255,25 @@ def test_a_node_s_memory_is_what_a_job_may_hold_of_it() -> None:
     assert parse_memory_defaults(CONFIG, PARTITIONS, "").partitions["batch"].node_mb is None
 
 
+def test_partitions_whose_nodes_scontrol_hides_are_named(caplog: pytest.LogCaptureFixture) -> None:
+    """PrivateData=nodes shows nodes to Slurm's operators only: for a harp that is none, scontrol show
+    node lists nothing, and whole-node jobs are served without a node's memory. Said, not silent."""
+    applied: list[MemoryDefaults] = []
+    hidden = {"node": ""}
+    reader = SlurmMemoryDefaults(applied.append, lambda argv: hidden.get(argv[-1], scontrol_text(argv)))
+    with caplog.at_level(logging.INFO, logger="slurm_harp.server.slurm_memory_defaults"):
+        reader.read()
+        hidden.clear()
+        reader.read()
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [
+        "memory defaults: scontrol show node shows no node of batch, percpu, pernode: jobs there asking "
+        "all of a node's memory are served without it (a partition without nodes, or PrivateData=nodes "
+        "hiding them from a user who is no Slurm operator: docs/install.md)"
+    ]
+    assert applied[-1] == SITE
+
+
 def test_a_reading_runs_beside_the_loop_one_at_a_time_and_at_once_after_sighup() -> None:
     """With slurmctld down each scontrol call may take its whole timeout: harp serve's loop (its
     signals, its socket check) goes on meanwhile. A SIGHUP (read_soon) reads at the next turn."""

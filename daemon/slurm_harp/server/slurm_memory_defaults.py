@@ -164,6 +164,14 @@ class SlurmMemoryDefaults:
         self._failing = False
         if read != self._last:
             log.info("memory defaults: %s", _describe(read))
+            unknown = sorted(name for name, p in read.partitions.items() if p.node_mb is None)
+            if unknown:
+                log.warning(
+                    "memory defaults: scontrol show node shows no node of %s: jobs there asking all of "
+                    "a node's memory are served without it (a partition without nodes, or PrivateData="
+                    "nodes hiding them from a user who is no Slurm operator: docs/install.md)",
+                    ", ".join(unknown[:20]) + (f" and {len(unknown) - 20} more" if len(unknown) > 20 else ""),
+                )
             self._last = read
             self._apply(read)
 
