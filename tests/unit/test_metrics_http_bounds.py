@@ -201,14 +201,16 @@ def test_a_slow_reader_is_cut_at_the_send_deadline(registry: CollectorRegistry) 
 
 
 def test_a_slow_collection_does_not_count_against_the_send(registry: CollectorRegistry) -> None:
-    """The send's deadline starts when the answer is built: 0.8 s collecting and 0.5 s before the
-    client reads are past the head's 1 s, not the send's."""
-    registry.register(Big(delay=0.8))
-    server = serving(registry)
+    """The send's deadline starts when the answer is built: 2 s collecting and 1.5 s before the
+    client reads are past the send's 3 s counted from the request, not from the answer. (With 0.8 s,
+    0.5 s and 1 s, reading 8 MB through a 4 KB buffer in the 0.5 s left took longer on a busy
+    machine.)"""
+    registry.register(Big(delay=2.0))
+    server = serving(registry, send_timeout_s=3.0)
     try:
         with connect(server.port, rcvbuf=4096) as conn:
             conn.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
-            time.sleep(1.3)
+            time.sleep(3.5)
             reply = read_all(conn)
         assert reply.startswith(b"HTTP/1.1 200 OK") and len(reply) > BIG
     finally:
