@@ -23,6 +23,7 @@ __all__ = [
     "in_range",
     "is_sentinel",
     "is_unlimited",
+    "node_memory_mb",
     "parse_count",
     "parse_duration_s",
     "parse_int",
@@ -233,3 +234,32 @@ def config_value(text: str, key: str) -> str | None:
         if sep and name.strip() == key:
             return value.strip()
     return None
+
+
+def node_memory_mb(nodes_text: str) -> dict[str, int]:
+    """Per partition, the memory in MB a job may hold of one of its nodes, from ``scontrol show
+    node`` text: RealMemory less MemSpecLimit (what slurmd keeps for the system; slurmctld allocates
+    no more, and accounting records this for a job given all of a node), the mean, rounded down,
+    where its nodes differ (which of them a job lands on is not known before it runs). A partition
+    whose nodes the text does not show (none, or PrivateData=nodes) is absent. A partition's TRES
+    would not do: it counts RealMemory whole. ValueError names the node and field that do not
+    read."""
+    memory: dict[str, list[int]] = {}
+    for record in scontrol_records(nodes_text, "NodeName"):
+        name = record["NodeName"]
+        real = _node_mb(name, "RealMemory", record.get("RealMemory", "0"))
+        usable = max(real - _node_mb(name, "MemSpecLimit", record.get("MemSpecLimit", "0")), 0)
+        for partition in record.get("Partitions", "").split(","):
+            if partition and usable:
+                memory.setdefault(partition, []).append(usable)
+    return {partition: sum(sizes) // len(sizes) for partition, sizes in memory.items()}
+
+
+def _node_mb(node: str, key: str, text: str) -> int:
+    try:
+        value = parse_count(text)
+    except ValueError:
+        value = None
+    if value is None:  # a sentinel too: no size to subtract or to give a job
+        raise ValueError(f"node {node}: {key}={text[:40]!r} is no size in MB")
+    return value

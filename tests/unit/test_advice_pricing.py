@@ -5,6 +5,7 @@ The partitions are faked at one boundary, the text ``scontrol show partition`` p
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
@@ -180,6 +181,32 @@ def test_mem_0_is_all_of_a_nodes_memory_and_is_billed_so() -> None:
     # A peak known sizes the memory as ever: --mem=0 is what is cut.
     peaked = [record(4, 60, peak_mb=1000), record(4, 66, peak_mb=1000)]
     assert next(o for o in advice_in(WHOLE_NODE, job, peaked).options if o.size == 4).mem_per_node_mb == 1200
+
+
+def test_a_node_holds_the_memory_its_nodes_give_a_job_not_its_tres() -> None:
+    """MemSpecLimit keeps memory from jobs: slurmctld gives a job at most RealMemory less it (sbatch
+    --test-only refuses a MB more: tests/e2e/test_advise_node_memory_e2e.py), where the partition's
+    TRES counts RealMemory whole. Priced by the TRES, --mem=0 was billed 8000 MB it never gets, and
+    a need the nodes cannot hold was proposed as a --mem that never runs."""
+    runs = [record(4, 60), record(4, 66)]
+    whole = JobRequest(user_name="ann", job_name="sim", min_cpus=4, mem_per_node_mb=0)
+    shapes = {"batch": replace(shapes_from_scontrol(WHOLE_NODE)["batch"], node_mem_mb=120000.0)}
+
+    def advice(job: JobRequest, runs: list[JobRecord]) -> Advice:
+        return advise(Ask(job), runs, Tariff.of(Prices(), from_scontrol(WHOLE_NODE)), shapes)
+
+    four = next(o for o in advice(whole, runs).options if o.size == 4)
+    assert four.mem_per_node_mb == 120000
+    assert four.quote is not None and four.quote.billed_units == pytest.approx(4 + 120000 / 1024)
+    # 101000 MB peaks: 121200 MB with the margin fit the TRES's 128000 MB a node, not the node.
+    big = [record(4, 60, peak_mb=101000), record(4, 66, peak_mb=101000)]
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=4)
+    over = next(o for o in advice(job, big).options if o.size == 4)
+    assert not over.priced and over.note == "needs 121200 MB per node; a node has 120000 MB"
+    assert next(o for o in advice_in(WHOLE_NODE, job, big).options if o.size == 4).priced  # the TRES's
+    # MaxMemPerNode still bounds it.
+    capped = replace(shapes["batch"], max_mem_per_node_mb=100000.0)
+    assert capped.mem_per_node_mb == 100000 and shapes["batch"].mem_per_node_mb == 120000
 
 
 def test_maxmempercpu_raises_the_cpus_billed_or_the_option_does_not_fit() -> None:

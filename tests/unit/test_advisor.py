@@ -14,6 +14,7 @@ from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
 from slurm_harp.server.advisor import (
     CONFIG_ARGV,
+    NODES_ARGV,
     PARTITIONS_ARGV,
     AdviceRefused,
     Advisor,
@@ -83,15 +84,43 @@ def test_partitions_are_read_now_and_then_and_kept_when_scontrol_fails() -> None
     partitions = SlurmPartitions(counted, refresh_seconds=300, clock=lambda: now[0])
     site = partitions()
     table, shapes = site.table, site.shapes
-    assert calls == [PARTITIONS_ARGV, CONFIG_ARGV] and set(shapes) == {"batch"}
+    assert calls == [PARTITIONS_ARGV, CONFIG_ARGV, NODES_ARGV] and set(shapes) == {"batch"}
     assert "--all" in calls[0]  # Hidden partitions and those the daemon's user may not use too
     assert table.mode.value == "max_tres" and table.partitions["batch"].max_minutes == 60
     now[0] = 299
     partitions()
-    assert len(calls) == 2  # not read again yet
+    assert len(calls) == 3  # not read again yet
     now[0], failing[0] = 300, True
     assert partitions().shapes == shapes  # read again, failed: the last reading stays
-    assert len(calls) == 3
+    assert len(calls) == 4
+
+
+def test_a_node_s_memory_is_read_from_its_nodes_and_kept_when_they_do_not_read(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What a job may hold of a node is RealMemory less MemSpecLimit (scontrol show node), not the
+    partition's TRES, which counts RealMemory whole: the advice proposed, and priced, memory Slurm
+    never gives. When the nodes do not read, the last reading stays, said once."""
+    tres = PARTITION.replace("node=1", "mem=22900M,node=1")
+    nodes = ["NodeName=c1 RealMemory=22900 MemSpecLimit=1000 Partitions=batch"]
+
+    def runner(argv: Sequence[str]) -> str:
+        if tuple(argv) == NODES_ARGV:
+            return nodes[0]
+        return tres if tuple(argv) == PARTITIONS_ARGV else ""
+
+    now = [0.0]
+    partitions = SlurmPartitions(runner, refresh_seconds=300, clock=lambda: now[0])
+    assert partitions().shapes["batch"].mem_per_node_mb == 21900
+    with caplog.at_level("WARNING", logger="slurm_harp.server.advisor"):
+        for later in (300, 600):
+            now[0], nodes[0] = later, "NodeName=c1 RealMemory=lots Partitions=batch"
+            assert partitions().shapes["batch"].mem_per_node_mb == 21900
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "cannot read the nodes' memory (keeping the last reading)" in said
+    assert "node c1: RealMemory='lots' is no size in MB" in said
+    # None read yet: the partition's TRES per node, as before.
+    assert SlurmPartitions(runner)().shapes["batch"].mem_per_node_mb == 22900
 
 
 def test_a_partition_with_no_nodes_is_read_with_the_others() -> None:

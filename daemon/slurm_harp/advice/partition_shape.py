@@ -9,8 +9,10 @@ the GPUs' type, which slurmctld bills by). ``OverSubscribe=EXCLUSIVE`` (``Exclus
 from Slurm 26.05, which then prints ``OverSubscribe=NO``) gives every job whole nodes: slurmctld
 allocates, and bills, all their CPUs and GPUs (``_resolve_shared_status``). Nodes are taken as alike
 (a partition's totals divided by its node count, rounded down): HARP proposes nothing a node of
-average size could not hold, and Slurm refuses at submission what does not fit. Its State and
-Allow/Deny fields say whom it takes jobs from (partition_access.py).
+average size could not hold, and Slurm refuses at submission what does not fit. A node's memory is
+better read from ``scontrol show node`` (slurm_formats.node_memory_mb: RealMemory less
+MemSpecLimit, which is all slurmctld gives a job), where the daemon can read it: the TRES counts
+RealMemory whole. Its State and Allow/Deny fields say whom it takes jobs from (partition_access.py).
 slurm.conf alone does not say how big the nodes are (that is in the NodeName lines, with host
 lists); the daemon reads scontrol.
 """
@@ -47,6 +49,8 @@ class PartitionShape:
     gpus: int = 0  # gres/gpu in the partition's TRES
     gpu_type: str | None = None  # the one gres/gpu:<type> in the TRES (None: untyped, or several)
     mem_mb: float = 0.0  # mem in the partition's TRES (0: unknown)
+    # What a job may hold of one node, from scontrol show node (None: not read; the TRES then)
+    node_mem_mb: float | None = None
     max_nodes: int | None = None  # MaxNodes per job (None: UNLIMITED)
     min_nodes: int = 0  # MinNodes per job: one without -N is given these
     max_cpus_per_node: int | None = None  # MaxCPUsPerNode (None: UNLIMITED)
@@ -77,8 +81,11 @@ class PartitionShape:
 
     @property
     def mem_per_node_mb(self) -> float | None:
-        """Memory a job may hold on one node (None: unknown)."""
-        per_node = self.mem_mb / self.nodes if self.nodes and self.mem_mb else None
+        """Memory a job may hold on one node (None: unknown): what the nodes give a job, else the
+        partition's TRES per node, at most MaxMemPerNode."""
+        per_node = self.node_mem_mb
+        if per_node is None and self.nodes and self.mem_mb:
+            per_node = self.mem_mb / self.nodes
         if self.max_mem_per_node_mb is not None:
             per_node = (
                 self.max_mem_per_node_mb if per_node is None else min(per_node, self.max_mem_per_node_mb)

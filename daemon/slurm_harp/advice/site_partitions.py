@@ -1,5 +1,6 @@
 """The site's partitions as the daemon reads them for the advice: each scontrol record's billing
-(partition_table) and shape (partition_shape), one record at a time.
+(partition_table) and shape (partition_shape), one record at a time, with the memory a job may hold
+of one of its nodes where ``scontrol show node`` gave it (slurm_formats.node_memory_mb).
 
 A record that does not read (a field Slurm printed in a form not known here) costs that partition
 alone: it keeps its last good reading of sizes, limits and billing if it had one (whom it takes
@@ -39,10 +40,16 @@ class SitePartitions:
 
     @classmethod
     def read(
-        cls, partitions_text: str, config_text: str = "", last: SitePartitions | None = None
+        cls,
+        partitions_text: str,
+        config_text: str = "",
+        last: SitePartitions | None = None,
+        node_mem_mb: Mapping[str, int] | None = None,
     ) -> SitePartitions:
         """The partitions of ``scontrol show partition`` text and the billing mode of ``scontrol
-        show config``'s; a record that does not read takes its sizes and billing from ``last``."""
+        show config``'s; a record that does not read takes its sizes and billing from ``last``.
+        ``node_mem_mb``: by partition, what a job may hold of one node (node_memory_mb)."""
+        node_mem_mb = node_mem_mb or {}
         last = last or cls()
         table: dict[str, Partition] = {}
         shapes: dict[str, PartitionShape] = {}
@@ -51,6 +58,8 @@ class SitePartitions:
             name = block["PartitionName"]
             try:
                 table[name], shapes[name] = partition_of(block), shape_of(block)
+                if name in node_mem_mb:
+                    shapes[name] = replace(shapes[name], node_mem_mb=float(node_mem_mb[name]))
             except ValueError as exc:
                 access = PartitionAccess.of(block)
                 unread[name] = Unread(str(exc), access)

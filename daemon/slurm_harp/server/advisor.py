@@ -28,6 +28,7 @@ from slurm_harp.advice.site_partitions import SitePartitions
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.config import Settings
 from slurm_harp.core.request import Target
+from slurm_harp.slurm_formats import node_memory_mb
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 # candidates.py: Hidden ones only when named).
 PARTITIONS_ARGV = ("scontrol", "--all", "--oneliner", "show", "partition")
 CONFIG_ARGV = ("scontrol", "show", "config")
+# A node's memory less MemSpecLimit (slurm_formats.node_memory_mb): what a job may hold of it.
+NODES_ARGV = ("scontrol", "--all", "--oneliner", "show", "node")
 COMMAND_TIMEOUT_S = 10.0
 REFRESH_S = 300.0
 NEWEST_RUNS = 1000  # the evidence: a user's newest runs of a job name, at most
@@ -68,7 +71,8 @@ def run_scontrol(argv: Sequence[str]) -> str:
 class SlurmPartitions:
     """The cluster's partitions from scontrol, read at most every ``refresh_seconds``; when
     scontrol fails the last good reading is kept (none yet: no partition known), and so is a
-    partition's when its record does not read (SitePartitions.read)."""
+    partition's when its record does not read (SitePartitions.read), and the nodes' memory when
+    ``scontrol show node`` fails or does not read (none yet: a partition's TRES per node)."""
 
     runner: Runner = run_scontrol
     refresh_seconds: float = REFRESH_S
@@ -78,6 +82,8 @@ class SlurmPartitions:
         self._lock = threading.Lock()
         self._value = SitePartitions()
         self._read_at: float | None = None
+        self._node_mem_mb: dict[str, int] = {}
+        self._nodes_failing = False
 
     def __call__(self) -> SitePartitions:
         with self._lock:
@@ -85,8 +91,8 @@ class SlurmPartitions:
             if self._read_at is None or now - self._read_at >= self.refresh_seconds:
                 self._read_at = now
                 try:
-                    text = self.runner(PARTITIONS_ARGV)
-                    read = SitePartitions.read(text, self.runner(CONFIG_ARGV), last=self._value)
+                    text, config = self.runner(PARTITIONS_ARGV), self.runner(CONFIG_ARGV)
+                    read = SitePartitions.read(text, config, self._value, self._read_node_memory())
                 except (RuntimeError, ValueError) as exc:
                     log.warning("advice: cannot read the partitions (keeping the last reading): %s", exc)
                 else:
@@ -94,6 +100,23 @@ class SlurmPartitions:
                         _warn_unread(read)
                     self._value = read
             return self._value
+
+    def _read_node_memory(self) -> dict[str, int]:
+        """By partition, what a job may hold of one node; the last reading when this one fails
+        (logged once until one reads again): without it a node is priced at the partition's TRES,
+        which counts the memory MemSpecLimit keeps from jobs."""
+        try:
+            self._node_mem_mb = node_memory_mb(self.runner(NODES_ARGV))
+        except (RuntimeError, ValueError) as exc:
+            if not self._nodes_failing:
+                kept = "keeping the last reading" if self._node_mem_mb else "the partitions' TRES instead"
+                log.warning("advice: cannot read the nodes' memory (%s): %s", kept, exc)
+            self._nodes_failing = True
+        else:
+            if self._nodes_failing:
+                log.info("advice: the nodes' memory read again")
+            self._nodes_failing = False
+        return self._node_mem_mb
 
 
 def _warn_unread(read: SitePartitions) -> None:

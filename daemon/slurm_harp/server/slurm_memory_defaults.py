@@ -18,22 +18,21 @@ import time
 from collections.abc import Callable
 
 from slurm_harp.core.memory_default import WHOLE_NODE, MemoryDefault, MemoryDefaults, PartitionMemory
-from slurm_harp.server.advisor import CONFIG_ARGV, PARTITIONS_ARGV, Runner, run_scontrol
+from slurm_harp.server.advisor import CONFIG_ARGV, NODES_ARGV, PARTITIONS_ARGV, Runner, run_scontrol
 from slurm_harp.slurm_formats import (
     config_value,
     is_unlimited,
-    parse_count,
+    node_memory_mb,
     parse_int,
     scontrol_records,
 )
 
-__all__ = ["NODES_ARGV", "REFRESH_S", "RETRY_S", "SlurmMemoryDefaults", "parse_memory_defaults"]
+__all__ = ["REFRESH_S", "RETRY_S", "SlurmMemoryDefaults", "parse_memory_defaults"]
 
 log = logging.getLogger(__name__)
 
 REFRESH_S = 600.0  # partitions change by hand (scontrol update), slurm.conf's at a reconfigure
 RETRY_S = 60.0  # after a failed reading (slurmctld not up yet as the daemon starts, say)
-NODES_ARGV = ("scontrol", "--all", "--oneliner", "show", "node")
 
 
 def parse_memory_defaults(config_text: str, partitions_text: str, nodes_text: str) -> MemoryDefaults:
@@ -42,7 +41,7 @@ def parse_memory_defaults(config_text: str, partitions_text: str, nodes_text: st
     not a size in MB, UNLIMITED or absent."""
     cluster = _default("scontrol show config", config_value(config_text, "DefMemPerCPU"),
                        config_value(config_text, "DefMemPerNode")) or WHOLE_NODE  # fmt: skip
-    node_mb = _node_memory(nodes_text)
+    node_mb = node_memory_mb(nodes_text)
     partitions: dict[str, PartitionMemory] = {}
     default_partition = None
     for record in scontrol_records(partitions_text, "PartitionName"):
@@ -61,32 +60,6 @@ def _default(where: str, per_cpu: str | None, per_node: str | None) -> MemoryDef
     if node is not None:
         return MemoryDefault(per_node_mb=node)
     return None
-
-
-def _node_memory(nodes_text: str) -> dict[str, int]:
-    """Per partition, the memory a job holding all of one of its nodes gets, which accounting records:
-    RealMemory less MemSpecLimit (the memory kept for the system), the mean where its nodes differ
-    (which of them a job lands on is not known at submission). A partition's TRES would not do: it
-    counts RealMemory whole."""
-    memory: dict[str, list[int]] = {}
-    for record in scontrol_records(nodes_text, "NodeName"):
-        name = record["NodeName"]
-        real = _node_mb(name, "RealMemory", record.get("RealMemory", "0"))
-        usable = max(real - _node_mb(name, "MemSpecLimit", record.get("MemSpecLimit", "0")), 0)
-        for partition in record.get("Partitions", "").split(","):
-            if partition and usable:
-                memory.setdefault(partition, []).append(usable)
-    return {partition: sum(sizes) // len(sizes) for partition, sizes in memory.items()}
-
-
-def _node_mb(node: str, key: str, text: str) -> int:
-    try:
-        value = parse_count(text)
-    except ValueError:
-        value = None
-    if value is None:  # a sentinel too: no size to subtract or to give a job
-        raise ValueError(f"node {node}: {key}={text[:40]!r} is no size in MB")
-    return value
 
 
 def _mb(where: str, key: str, text: str | None) -> int | None:
