@@ -185,7 +185,7 @@ def test_mem_0_is_all_of_a_nodes_memory_and_is_billed_so() -> None:
 
 def test_a_node_holds_the_memory_its_nodes_give_a_job_not_its_tres() -> None:
     """MemSpecLimit keeps memory from jobs: slurmctld gives a job at most RealMemory less it (sbatch
-    --test-only refuses a MB more: tests/e2e/test_advise_node_memory_e2e.py), where the partition's
+    --test-only refuses a MB more: tests/e2e/test_advise_node_size_e2e.py), where the partition's
     TRES counts RealMemory whole. Priced by the TRES, --mem=0 was billed 8000 MB it never gets, and
     a need the nodes cannot hold was proposed as a --mem that never runs."""
     runs = [record(4, 60), record(4, 66)]

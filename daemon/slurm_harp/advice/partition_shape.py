@@ -1,7 +1,8 @@
 """How big a job each partition can hold, from ``scontrol show partition`` text.
 
 The advice's candidates must be configurations the partition accepts: scontrol gives each
-partition's node and CPU totals (``TotalNodes``, ``TotalCPUs``), its per-job limits
+partition's node total (``TotalNodes``), its CPUs (the TRES's ``cpu``, less the specialized cores
+that ``TotalCPUs`` counts; TotalCPUs where the TRES has none), its per-job limits
 (``MinNodes``, ``MaxNodes``, ``MaxCPUsPerNode``, ``MaxMemPerNode`` or ``MaxMemPerCPU``, ``MaxTime``)
 and its TRES, whose
 ``mem`` and ``gres/gpu`` totals give the memory and GPUs a node has (and ``gres/gpu:<type>``
@@ -45,7 +46,7 @@ _Out = TypeVar("_Out")
 class PartitionShape:
     name: str
     nodes: int = 0  # TotalNodes
-    cpus: int = 0  # TotalCPUs
+    cpus: int = 0  # CPUs jobs may be given: the TRES's cpu (TotalCPUs less specialized cores)
     gpus: int = 0  # gres/gpu in the partition's TRES
     gpu_type: str | None = None  # the one gres/gpu:<type> in the TRES (None: untyped, or several)
     mem_mb: float = 0.0  # mem in the partition's TRES (0: unknown)
@@ -159,7 +160,7 @@ def shape_of(block: Mapping[str, str]) -> PartitionShape:
     return PartitionShape(
         name=name,
         nodes=_count(block.get("TotalNodes", "0"), "TotalNodes"),
-        cpus=_count(block.get("TotalCPUs", "0"), "TotalCPUs"),
+        cpus=_cpus(block, tres),
         gpus=gpus or 0,  # GPUs whose count Slurm does not know (NO_VAL): none to price
         # GPUs of several types: which one a job gets, and is billed for, is not known before it runs
         gpu_type=types[0] if len(types) == 1 else None,
@@ -199,6 +200,15 @@ def _exclusive(block: Mapping[str, str]) -> str:
 _SHARED = frozenset({"NO", "YES", "FORCE"})  # OverSubscribe values that leave nodes to share
 _WHOLE_NODES = frozenset({"NODE", "TOPO"})  # Exclusive=TOPO implies NODE
 _NOT_WHOLE = frozenset({"NO", "NONE", "USER"})  # USER: nodes go to one user's jobs, as they ask
+
+
+def _cpus(block: Mapping[str, str], tres: Mapping[str, str]) -> int:
+    """The CPUs slurmctld may give jobs: the TRES's cpu, which leaves out the cores CoreSpecCount or
+    CPUSpecList keep for the system (TotalCPUs counts them: a node of 4 with one kept runs no -c 4,
+    and a job holding it whole is given and billed 3). TotalCPUs where the TRES has no cpu; read
+    either way, an odd one says the record is."""
+    total = _count(block.get("TotalCPUs", "0"), "TotalCPUs")
+    return _count(tres["cpu"], "TRES cpu") if "cpu" in tres else total
 
 
 def _count(text: str, what: str) -> int:
