@@ -56,7 +56,7 @@ end
 local function advise(options)
   local req = sbatch_request.build(options)
   if not transport then return nil, "unavailable", transport_err end
-  local payload = pb.encode_advice_request(req)
+  local payload = pb.encode_advice_request(req, sbatch_request.exclusive(options))
   local bytes, err = transport.call(cfg.socket, M.METHOD, payload, cfg.deadline_ms / 1000)
   if not bytes then return nil, "unavailable", err end
   local advice, derr = pb.decode_advice(bytes)

@@ -14,6 +14,7 @@ local MAX_DEPTH = 4
 
 local messages = require "harp.pb_schema"
 local REQUEST, DECISION, ADVICE = messages.REQUEST, messages.DECISION, messages.ADVICE
+local ADVICE_REQUEST = messages.ADVICE_REQUEST
 M.MAX_TARGETS, M.MAX_EXTRA = messages.MAX_TARGETS, messages.MAX_EXTRA
 M.MAX_OPTIONS, M.MAX_NOTES = messages.MAX_OPTIONS, messages.MAX_NOTES
 M.TARGET, M.ACTION = messages.TARGET, messages.ACTION
@@ -74,11 +75,21 @@ function M.encode_request(req)
   return concat(parts, "", 1, n)
 end
 
--- AdviceRequest with only its `job` (a SubmitRequest table): every partition compared, no deadline,
--- no budget, no training facts.
-function M.encode_advice_request(job)
-  local inner = M.encode_request(job)
-  return varint(1 * 8 + 2) .. varint(#inner) .. inner
+-- AdviceRequest of `job` (a SubmitRequest table) and, when `exclusive` is true, the job's own
+-- --exclusive: every partition compared, no deadline, no budget, no training facts.
+function M.encode_advice_request(job, exclusive)
+  local given = {job = job, exclusive = exclusive}
+  local parts = {}
+  for _, f in ipairs(ADVICE_REQUEST) do
+    local number, name, kind = f[1], f[2], f[3]
+    if kind == "message" then
+      local inner = M.encode_request(given[name])
+      parts[#parts + 1] = varint(number * 8 + 2) .. varint(#inner) .. inner
+    elseif given[name] == true then -- a bool: false is proto3's default, left out
+      parts[#parts + 1] = varint(number * 8) .. "\1"
+    end
+  end
+  return concat(parts)
 end
 
 ---------------------------------------------------------------- decoding

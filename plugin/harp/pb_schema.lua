@@ -16,6 +16,11 @@ M.REQUEST = {
   {19, "is_array", "bool"}, {20, "submit_time", "int64"}, {21, "default_time_limit_minutes", "uint64"},
 }
 
+-- harp.v1.AdviceRequest as the cli_filter hook sends it: the job (a REQUEST) and its own --exclusive
+-- (sent only when true: proto3's false is the field left out). The hook sends no partitions, deadline,
+-- budget nor training (fields 2 to 5).
+M.ADVICE_REQUEST = {{1, "job", "message"}, {6, "exclusive", "bool"}}
+
 -- A Decision is bounded field by field, at what the daemon can send (core/message.py, core/tag.py,
 -- core/policy.py; tests/unit/test_lua_plugin.py makes its longest) with room to spare: a string
 -- longer than its `len`, more than MAX_TARGETS targets, or more than MAX_EXTRA unknown or repeated

@@ -10,7 +10,7 @@ local request = require "harp.request"
 local gpus_of = require "harp.gpus"
 
 local tonumber, type, pcall, require, ceil = tonumber, type, pcall, require, math.ceil
-local match, gmatch = string.match, string.gmatch
+local match, gmatch, lower = string.match, string.gmatch, string.lower
 local io_open = io.open
 
 local M = {}
@@ -157,6 +157,15 @@ function M.build(options)
     gpus_per_node = gpus,
     is_array = get("array") ~= nil,
   }
+end
+
+-- Whether the job holds whole nodes: sbatch --exclusive (or =exclusive). cli_filter shows the one field
+-- --exclusive and --oversubscribe set (slurm_opt.c arg_get_exclusive, 22.05) as "exclusive",
+-- "oversubscribe", "user", "mcs" (nodes to one user's or MCS label's jobs, each as it asks) or "unset".
+-- Sent beside the SubmitRequest (AdviceRequest.exclusive), as `harp advise --script` sends it.
+function M.exclusive(options)
+  local v = option(options, "exclusive")
+  return v ~= nil and lower(v) == "exclusive"
 end
 
 -- Is this an sbatch submission (not srun, salloc or scrontab)?

@@ -1,7 +1,8 @@
 """What the advice takes from Slurm about whole nodes and tasks, checked on a real cluster (two nodes
-of 4 CPUs): a 1-CPU job in an `OverSubscribe=EXCLUSIVE` partition is allocated and billed the node's
-4 CPUs in accounting, and `harp advise` prices it so, with its note; sbatch takes 8 tasks over the
-two nodes but refuses one task of 8 CPUs (`-c 8`), as the advice leaves such a size unpriced."""
+of 4 CPUs): a 1-CPU job in an `OverSubscribe=EXCLUSIVE` partition, or of its own `sbatch --exclusive`
+in the shared `batch`, is allocated and billed the node's 4 CPUs in accounting, and `harp advise`
+prices each so, with its note; sbatch takes 8 tasks over the two nodes but refuses one task of 8 CPUs
+(`-c 8`), as the advice leaves such a size unpriced."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.harvesting import settled
 
 NAME = "advise-whole"
+SLEEP_6 = "#!/bin/sh\nsleep 6\n"
 WHOLE = "PartitionName=whole Nodes=ALL MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE\n"
 
 
@@ -47,12 +49,17 @@ def test_a_partition_of_whole_nodes_is_priced_as_accounting_bills_it(site: tuple
     one, two = submit_two_sizes(cluster, NAME)  # in batch: 1 CPU for 20 s, 2 CPUs for 6 s
     # 6 s, as the 2-CPU run: a batch step of 1 s may end before accounting samples its memory, and
     # settled() waits for that sample.
-    whole = cluster.sbatch(["-J", "one-cpu", "-p", "whole", "-n", "1", "-t", "5"], "#!/bin/sh\nsleep 6\n")
+    whole = cluster.sbatch(["-J", "one-cpu", "-p", "whole", "-n", "1", "-t", "5"], SLEEP_6)
     assert whole.job_id is not None, whole.stderr
-    for job in (one, two, whole.job_id):
+    # The job's own --exclusive in the shared partition (another name: not evidence for NAME)
+    own = cluster.sbatch(["-J", "own-whole", "-p", "batch", "-n", "1", "--exclusive", "-t", "5"], SLEEP_6)
+    assert own.job_id is not None, own.stderr
+    for job in (one, two, whole.job_id, own.job_id):
         assert settled(cluster, job)[0]["State"] == "COMPLETED"
     held = alloc_tres(cluster, whole.job_id)
     assert held["cpu"] == "4" and held["billing"] == "4", held  # the whole node, for 1 CPU asked
+    own_held = alloc_tres(cluster, own.job_id)
+    assert own_held["cpu"] == "4" and own_held["billing"] == "4", own_held  # in batch too
 
     # One task of 8 CPUs fits no node of 4: sbatch refuses it; 8 tasks of one CPU fit the two nodes.
     test_only = ["sbatch", "--test-only", "-p", "batch", "-t", "5", "--wrap", "true"]
@@ -62,12 +69,15 @@ def test_a_partition_of_whole_nodes_is_priced_as_accounting_bills_it(site: tuple
 
     script = work / "one-task.sbatch"
     script.write_text(f"#!/bin/sh\n#SBATCH -J {NAME} -p batch -c 8\ntrue\n")
+    exclusive = work / "exclusive.sbatch"
+    exclusive.write_text(f"#!/bin/sh\n#SBATCH -J {NAME} --exclusive -p batch -n 1\ntrue\n")
     socket = ["--socket", str(work / "advice.sock")]
     daemon = advice_daemon(cluster, work)
     daemon.start()
     try:
         answer = harp_advise(cluster, *socket, "--name", NAME)
         one_task = harp_advise(cluster, *socket, "--script", str(script), "--partition", "batch")
+        own_whole = harp_advise(cluster, *socket, "--script", str(exclusive), "--partition", "batch")
     finally:
         daemon.stop()
     options = answer["options"]
@@ -81,3 +91,8 @@ def test_a_partition_of_whole_nodes_is_priced_as_accounting_bills_it(site: tuple
     eight = next(o for o in one_task["options"] if int(o.get("size", 0)) == 8)
     assert not eight.get("priced", False)
     assert eight["note"] == "one task's CPUs must fit one node: a node has 4 here"
+    # The script's --exclusive: size 1 in batch priced as accounting billed the --exclusive job
+    own_1 = next(o for o in own_whole["options"] if int(o.get("size", 0)) == 1)
+    assert own_1["partition"] == "batch" and int(own_1["cpus"]) == int(own_held["cpu"])
+    assert own_1["rate"] == pytest.approx(float(own_held["billing"]))
+    assert "your --exclusive: a job holds whole nodes: priced with all their CPUs" in own_whole["notes"]

@@ -65,7 +65,7 @@ elseif mode == "advice_request" then
   local out = {}
   for i, o in ipairs(cjson.decode(input)) do
     local r = sbatch_request.build(o)
-    out[i] = {hex = W.tohex(pb.encode_advice_request(r)), request = r}
+    out[i] = {hex = W.tohex(pb.encode_advice_request(r, sbatch_request.exclusive(o))), request = r}
   end
   io.write(cjson.encode(out), "\n")
 elseif mode == "text" then

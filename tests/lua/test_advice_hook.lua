@@ -12,7 +12,7 @@ local NO_TIME = "2982616-04:14:00" -- how 22.05 shows a time never given (NO_VAL
 -- (read from a real sbatch 22.05 on this machine), overridden by `over`.
 local function options(over)
   local o = {type = "sbatch", time = NO_TIME, ["time-min"] = NO_TIME, ntasks = "1", ["cpus-per-task"] = "0",
-    nodes = "1-0", ["ntasks-per-node"] = "-2", chdir = "/home/alice", argv = {}}
+    nodes = "1-0", ["ntasks-per-node"] = "-2", chdir = "/home/alice", exclusive = "unset", argv = {}}
   for k, v in pairs(over or {}) do o[k] = v end
   return o
 end
@@ -267,6 +267,25 @@ T.test("the hook asks Advisor/Advise within the deadline and prints one line", f
   T.eq(tr.last.socket, "/run/x/advice.sock", "socket")
   T.eq(tr.last.timeout_s, 0.3, "deadline")
   T.eq(tr.last.payload:sub(1, 1), "\10", "AdviceRequest.job (field 1, length-delimited)")
+end)
+
+T.test("sbatch --exclusive is sent beside the job; =user, =mcs, --oversubscribe and unset are not", function()
+  -- cli_filter shows --exclusive and --oversubscribe as one field (slurm_opt.c arg_get_exclusive)
+  local exclusive_field = "\48\1" -- AdviceRequest.exclusive (field 6, varint) = true
+  local job_only = pb.encode_advice_request(sbatch_request.build(options {["job-name"] = "relax"}))
+  for value, sent in pairs {exclusive = true, EXCLUSIVE = true, user = false, mcs = false,
+    oversubscribe = false, unset = false} do
+    local _, tr = setup(ANSWER)
+    hook.pre_submit(options {["job-name"] = "relax", exclusive = value}, 0)
+    T.eq(tr.last.payload, sent and job_only .. exclusive_field or job_only, value)
+  end
+  local raising = setmetatable({}, {__index = function(_, k)
+    if k == "type" then return "sbatch" end
+    if k == "exclusive" then error("boom") end
+    return options()[k]
+  end})
+  T.eq(sbatch_request.exclusive(raising), false, "a read that raises: not sent")
+  T.eq(pb.encode_advice_request({}, true), "\10\0" .. exclusive_field, "after the job, in field order")
 end)
 
 T.test("daemon down, garbage, an error raised: no line, and why only with HARP_ADVICE_DEBUG=1", function()

@@ -82,9 +82,39 @@ def test_directives(lines: str, fields: dict[str, object]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("lines", "exclusive"),
+    [
+        ("#SBATCH --exclusive\n", True),
+        ("#SBATCH -J x --exclusive -n 1\n", True),
+        ("#SBATCH --exclusive=exclusive\n", True),
+        ("#SBATCH --exclusive=EXCLUSIVE\n", True),  # any case (xstrcasecmp)
+        ("#SBATCH --exclus\n", True),  # a prefix only --exclusive begins (not --exclude)
+        ("#SBATCH --exclusive=user\n", False),  # nodes to one user's jobs, each as it asks
+        ("#SBATCH --exclusive=mcs\n", False),
+        ("#SBATCH --exclusive=oversubscribe\n", False),
+        # --oversubscribe (-s) sets the same field: the last of them wins, as in sbatch
+        ("#SBATCH --exclusive\n#SBATCH --oversubscribe\n", False),
+        ("#SBATCH --exclusive -s\n", False),
+        ("#SBATCH -s\n#SBATCH --exclusive\n", True),
+        ("#SBATCH --exclusive=user --exclusive\n", True),
+        ("#SBATCH --exclusive user\n", True),  # optional_argument: a value only after "="
+        ("#SBATCH -n 1\n", False),
+        ("#SBATCH --exclusive\nsrun ./x\n#SBATCH -s\n", True),  # after the first command: not read
+    ],
+)
+def test_exclusive_as_sbatch_reads_it(lines: str, exclusive: bool) -> None:
+    """sbatch 22.05 (slurm_opt.c arg_set_exclusive): a bare --exclusive or =exclusive gives the job
+    whole nodes; =user and =mcs share them among one user's (label's) jobs. Before, not read."""
+    assert parse_script("#!/bin/sh\n" + lines).exclusive is exclusive
+
+
+@pytest.mark.parametrize(
     ("lines", "error"),
     [
         ("#SBATCH -n zero\n", "--ntasks=zero: expected a whole number"),
+        # sbatch refuses them: "Invalid --exclusive specification"
+        ("#SBATCH --exclusive=node\n", "line 2: --exclusive=node: expected no value, or =exclusive"),
+        ("#SBATCH --exclusive=\n", "line 2: --exclusive=: expected no value"),
         ("#SBATCH --time=1:2:3:4\n", "time limit"),
         ("#SBATCH --mem=lots\n", "--mem=lots: expected a whole amount"),
         # sbatch refuses these (str_to_mbytes: whole numbers, K to T): so does the advice

@@ -108,3 +108,62 @@ def test_a_value_slurm_does_not_print_costs_that_partition_alone(field: str, sai
     not read, the field named, the others priced."""
     site = SitePartitions.read(f"PartitionName=odd {field} {NODES}\nPartitionName=shared {NODES}\n")
     assert set(site.shapes) == {"shared"} and site.unread["odd"].why == said
+
+
+def own_exclusive_in(scontrol: str, job: JobRequest, runs: list[JobRecord], exclusive: bool) -> Advice:
+    site = SitePartitions.read(scontrol)
+    return advise(Ask(job, exclusive=exclusive), runs, Tariff.of(Prices(), site.table), site.shapes)
+
+
+def test_a_job_s_own_exclusive_holds_whole_nodes_in_a_partition_that_shares_them() -> None:
+    """sbatch --exclusive sets the job's whole_node (job_mgr.c), and cons_tres then gives it every CPU
+    of its nodes (_cpus_to_use), in a shared partition as in one of OverSubscribe=EXCLUSIVE, even
+    OverSubscribe=FORCE: 4 CPUs bill the node's 32, and 40 CPUs two nodes' 64. Its memory per CPU
+    counts every CPU held. Before, the request did not carry it: 4 units, as a job sharing nodes."""
+    force = f"PartitionName=force OverSubscribe=FORCE:4 {NODES}\n"
+    runs = [record(4, 80, mem_per_cpu_mb=1000), record(4, 85, mem_per_cpu_mb=1000)]
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=4, mem_per_cpu_mb=1000)
+    own = own_exclusive_in(SHARED_AND_WHOLE + force, job, runs, exclusive=True)
+    at_4 = {o.partition: o for o in own.options if o.size == 4}
+    for name in ("shared", "force", "whole"):
+        quote = at_4[name].quote
+        assert quote is not None and quote.billed_units == 32.0, name
+        assert at_4[name].allocation.cpus == 32 and at_4[name].mem_per_node_mb == 32 * 1000, name
+    wide = JobRequest(user_name="ann", job_name="sim", min_cpus=40)
+    wide_own = own_exclusive_in(SHARED_AND_WHOLE, wide, [record(40, 10), record(40, 11)], exclusive=True)
+    forty = next(o for o in wide_own.options if o.partition == "shared" and o.size == 40)
+    assert (forty.allocation.cpus, forty.allocation.nodes) == (64, 2)
+    assert "your --exclusive: a job holds whole nodes: priced with all their CPUs" in own.notes
+    assert whole_nodes_note("whole", "CPUs") in own.notes  # the partition's own, as before
+    assert not any("partition shared: a job holds" in n for n in own.notes)
+
+    shared = own_exclusive_in(SHARED_AND_WHOLE + force, job, runs, exclusive=False)  # as before
+    at_4 = {o.partition: o for o in shared.options if o.size == 4}
+    assert at_4["shared"].allocation.cpus == at_4["force"].allocation.cpus == 4
+    assert at_4["shared"].quote is not None and at_4["shared"].quote.billed_units == 4.0
+    assert not any("your --exclusive" in n for n in shared.notes)
+
+
+def test_a_gpu_job_s_own_exclusive_holds_every_gpu_and_cpu_of_its_nodes() -> None:
+    """2 GPUs beside 8 CPUs in a shared partition of nodes of 64 CPUs and 8 GPUs: with --exclusive
+    64 + 8 x 8 = 128 units, not 8 + 2 x 8 = 24."""
+    shared_gpus = GPU_NODES.replace("OverSubscribe=EXCLUSIVE", "OverSubscribe=NO")
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=8, gpus_per_node=2)
+    runs = [record(8, 60, gpus=2, peak_mb=2000), record(8, 62, gpus=2, peak_mb=2000)]
+    own = own_exclusive_in(shared_gpus, job, runs, exclusive=True)
+    two = next(o for o in own.options if o.size == 2)
+    assert (two.allocation.cpus, two.allocation.gpus, two.allocation.nodes) == (64, 8, 1)
+    assert two.quote is not None and two.quote.billed_units == 64 + 8 * 8
+    assert two.mem_per_node_mb == 2400  # only the memory asked
+    assert "your --exclusive: a job holds whole nodes: priced with all their CPUs and GPUs" in own.notes
+    alone = next(o for o in own_exclusive_in(shared_gpus, job, runs, exclusive=False).options if o.size == 2)
+    assert alone.quote is not None and alone.quote.billed_units == 8 + 2 * 8
+
+
+def test_an_exclusive_job_in_a_partition_of_unknown_size_says_its_nodes_are_not_priced() -> None:
+    """scontrol unread: a node's CPUs are unknown, so the whole nodes cannot be priced; a note says
+    so, as for --mem=0, rather than the CPUs asked passing silently for the bill."""
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=4)
+    ask = Ask(job, partitions=("batch",), exclusive=True)
+    advice = advise(ask, [record(4, 80), record(4, 85)], Tariff.of(Prices()), {})
+    assert "partition batch: a node's CPUs are unknown, so --exclusive is not priced" in advice.notes

@@ -23,7 +23,7 @@ from slurm_harp.commands.advise import SOCKET_ENV, advice_socket, build_request,
 from slurm_harp.config import DEFAULT_ADVICE_SOCKET
 from slurm_harp.core.job import JobRecord
 from slurm_harp.core.request import JobRequest
-from slurm_harp.server.advice_service import advice_to_proto
+from slurm_harp.server.advice_service import advice_to_proto, ask_from_proto
 from slurm_harp.server.convert import request_from_proto, request_to_proto
 from tests.conftest import REPO, not_a_file
 from tests.unit.test_arguments import usage_error
@@ -147,6 +147,36 @@ def test_the_script_s_qos_keeps_out_the_partitions_that_deny_it(tmp_path: Path) 
         answer = advise(Ask(job), runs, Tariff.of(Prices(), site.table), site.shapes)
         assert sorted({o.partition for o in answer.options if o.priced}) == priced
         assert f"partitions left out: {left_out}" in answer.notes
+
+
+def test_a_script_s_or_the_command_line_s_exclusive_prices_whole_nodes(tmp_path: Path) -> None:
+    """`#SBATCH --exclusive` (or `harp advise --exclusive`) reaches the daemon, which prices the job
+    on all the CPUs of its nodes, as Slurm bills it; `--no-exclusive` overrides the script's. Before,
+    neither was sent: 4 CPUs on nodes of 32 were priced as 4, shared."""
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -J relax -n 4 --exclusive\nsrun ./relax\n")
+    plain = tmp_path / "plain.sh"
+    plain.write_text("#!/bin/sh\n#SBATCH -J relax -n 4\nsrun ./relax\n")
+    for argv, exclusive in (
+        (("--script", str(script)), True),
+        (("--script", str(script), "--no-exclusive"), False),
+        (("--script", str(plain)), False),
+        (("--script", str(plain), "--exclusive"), True),
+        (("--name", "relax", "--cpus", "4", "--exclusive"), True),
+    ):
+        assert build_request(args(*argv)).exclusive is exclusive, argv
+    request = build_request(args("--script", str(script)))
+    ask = ask_from_proto(pb.AdviceRequest.FromString(request.SerializeToString()))
+    assert ask.exclusive
+    shapes = {"batch": PartitionShape("batch", nodes=2, cpus=64, mem_mb=2 * 64000, max_minutes=2880)}
+    ann = replace(ask, job=replace(ask.job, user_name="ann"))
+    runs = [relax(1, 4, 80, None), relax(2, 4, 84, None)]
+    answer = advise(ann, runs, Tariff.of(Prices()), shapes)
+    four = next(o for o in answer.options if o.size == 4)
+    assert four.allocation.cpus == 32 and four.quote is not None and four.quote.billed_units == 32
+    printed = render(advice_to_proto(answer), request)
+    assert "note: your --exclusive: a job holds whole nodes: priced with all their CPUs" in printed
+    assert re.search(r"C cheapest: batch, \d+ CPUs? on 1 node: --time=\d+ --exclusive,", printed), printed
 
 
 def test_a_script_without_j_is_named_by_its_file_as_sbatch_names_it(tmp_path: Path) -> None:

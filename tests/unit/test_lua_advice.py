@@ -24,7 +24,8 @@ from tests.conftest import REPO, lua51
 
 TOOL = REPO / "tests" / "lua" / "pb_tool.lua"
 NO_TIME = "2982616-04:14:00"  # how sbatch 22.05 shows a time never given
-UNSET = {"type": "sbatch", "time": NO_TIME, "ntasks": "1", "cpus-per-task": "0", "nodes": "1-0", "argv": []}
+UNSET = {"type": "sbatch", "time": NO_TIME, "ntasks": "1", "cpus-per-task": "0", "nodes": "1-0",
+         "exclusive": "unset", "argv": []}  # fmt: skip
 
 
 def _tool(mode: str, payload: Any) -> Any:
@@ -70,6 +71,12 @@ SAME_JOB = [
     # The QOS and the account: a partition's Allow/Deny lists admit by them.
     ({"job-name": "q", "qos": "debug", "account": "phys"}, "-J q\n-q debug\n-A phys"),
     ({"job-name": "q", "qos": "long"}, "-J q\n--qos=long"),
+    # Whole nodes: cli_filter shows --exclusive and --oversubscribe (-s) as one field, the last given.
+    ({"job-name": "own", "exclusive": "exclusive"}, "-J own\n--exclusive"),
+    ({"job-name": "own", "exclusive": "exclusive"}, "-J own\n--exclus"),
+    ({"job-name": "own", "exclusive": "user"}, "-J own\n--exclusive=user"),
+    ({"job-name": "own", "exclusive": "mcs"}, "-J own\n--exclusive=MCS"),
+    ({"job-name": "own", "exclusive": "oversubscribe"}, "-J own\n--exclusive\n-s"),
 ]  # fmt: skip
 
 
@@ -85,6 +92,7 @@ def test_sbatch_options_give_the_request_harp_advise_gives(options: dict[str, st
                  "mem_per_cpu_mb", "min_cpus", "cpus_per_task", "num_tasks", "min_nodes",
                  "gpus_per_node"):  # fmt: skip
         assert getattr(lua, name) == getattr(python, name), name
+    assert msg.exclusive == parse_script(script).exclusive == (options.get("exclusive") == "exclusive")
     assert not msg.partitions and not msg.HasField("deadline_minutes") and not msg.HasField("training")
 
 

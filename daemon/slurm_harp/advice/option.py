@@ -3,13 +3,14 @@
 An option's allocation holds its size on the fewest nodes of the partition (at least its MinNodes;
 the job's own size on its own -N), each of its tasks on one node, with the memory the evidence says
 it needs (sizing.py), and the CPUs that memory takes under the partition's MaxMemPerCPU, as
-slurmctld sets them; in a partition that gives jobs whole nodes, every CPU and GPU of its nodes. A
-GPU job holds its own CPUs at its own size, and as many a GPU at the others, rounded up. Its run
-times come from the user's runs at that size or from a fit between the sizes run; a fit that says
-larger runs took no less time prices the size asked for alone. The quote is the cheapest first
-time limit under the site's tariff, HARP's re-executions included (quote.py). An option that does
-not fit (nodes, a task's CPUs, memory, CPUs beside the GPUs, the model states of a training) or has
-no run times is listed with a note and no quote.
+slurmctld sets them; in a partition that gives jobs whole nodes, or for a job of its own
+``--exclusive``, every CPU and GPU of its nodes. A GPU job holds its own CPUs at its own size, and
+as many a GPU at the others, rounded up. Its run times come from the user's runs at that size or
+from a fit between the sizes run; a fit that says larger runs took no less time prices the size
+asked for alone. The quote is the cheapest first time limit under the site's tariff, HARP's
+re-executions included (quote.py). An option that does not fit (nodes, a task's CPUs, memory, CPUs
+beside the GPUs, the model states of a training) or has no run times is listed with a note and no
+quote.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class Pricing:
     training: TrainingFacts | None = None  # a DNN training: its model states must fit a GPU
     gpu_memory: Mapping[str, float] | None = None  # partition -> one GPU's memory (bytes)
     gpu_headroom: float = HEADROOM  # the part of a GPU's memory model states may not take
+    exclusive: bool = False  # the job's own --exclusive: whole nodes in every partition
     # size -> its run times, label and refusal: the same in every partition, so read once
     _at: dict[int, tuple[Empirical | None, str, str]] = field(default_factory=dict, init=False, repr=False)
 
@@ -121,7 +123,8 @@ class Pricing:
                 return Option(name, size, Allocation(cpus=cpus), self.run_times(size)[1], note=why)
             nodes = held
         held_cpus, gpus = cpus, size if gpu else 0
-        if shape is not None and shape.exclusive:  # whole nodes: slurmctld gives and bills all of them
+        # whole nodes (the partition's or the job's own --exclusive): slurmctld gives and bills all of them
+        if shape is not None and (shape.exclusive or self.exclusive):
             held_cpus = max(cpus, nodes * shape.node_cpus)
             gpus = max(gpus, nodes * shape.gpus_per_node) if gpu else 0
         mem_node = self.memory.per_node(size, nodes, held_cpus)  # --mem-per-cpu: a CPU held, each

@@ -50,6 +50,7 @@ class Ask:
     deadline_minutes: float | None = None
     budget: float | None = None  # in the tariff's currency
     training: TrainingFacts | None = None  # a DNN training: checks the model states fit a GPU
+    exclusive: bool = False  # its own sbatch --exclusive: it holds whole nodes in every partition
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,13 +149,15 @@ def advise(
     memory = Memory.of(evidence, ask.job, memory_floor_mb)
     pricing = Pricing(
         ask.job, gpu, cpus_per_gpu, evidence, scaling, tariff, memory, ask.training, gpu_memory,
-        gpu_memory_headroom,
+        gpu_memory_headroom, ask.exclusive,
     )  # fmt: skip
     notes = _notes(ask, evidence, scaling, requested)
     if evidence.runs and not memory.known:
         notes.append("memory is not priced: no run's peak or request is known, nor yours")
     if memory.whole_node:
         notes.append("--mem=0 asks all of a node's memory: it is priced as a node of each partition holds")
+    if ask.exclusive:
+        notes.append(f"your --exclusive: a job holds whole nodes: priced with all their {_held(gpu)}")
 
     options: list[Option] = []
     unread = unread or {}
@@ -171,14 +174,15 @@ def advise(
             notes.append(f"partition {name}: its size is unknown; only the sizes run or asked for are shown")
         if memory.whole_node and (shape is None or shape.mem_per_node_mb is None):
             notes.append(f"partition {name}: a node's memory is unknown, so --mem=0 is not priced")
+        if ask.exclusive and shape is None:
+            notes.append(f"partition {name}: a node's CPUs are unknown, so --exclusive is not priced")
         most = None if shape is None else (shape.most_gpus if gpu else shape.most_cpus)
         if shape is not None and most == 0:
             notes.append(f"partition {name}: has no {'GPUs' if gpu else 'CPUs'} for this job")
             continue
         if shape is not None and shape.exclusive:
-            held = "CPUs and GPUs" if gpu else "CPUs"
             whole = f"a job holds whole nodes ({shape.exclusive})"
-            notes.append(f"partition {name}: {whole}: priced with all their {held}")
+            notes.append(f"partition {name}: {whole}: priced with all their {_held(gpu)}")
         try:
             here = [pricing.option(name, shape, size) for size in sizes(most, evidence, requested, notes)]
         except ValueError as exc:  # one partition's odd bounds cost that partition, not the advice
@@ -226,6 +230,11 @@ def advise(
         pareto=tuple(sorted(_pareto(finishing), key=by_cost)),
         notes=tuple(dict.fromkeys(notes)),  # a note per partition says the same thing once
     )
+
+
+def _held(gpu: bool) -> str:
+    """What a job holding whole nodes is given of them, and billed."""
+    return "CPUs and GPUs" if gpu else "CPUs"
 
 
 def _notes(

@@ -6,8 +6,10 @@ sbatch_header.py), a short option's value the rest of its word (getopt: ``-J=x``
 ``=x``), a long option by any prefix sbatch takes for it (``--part``: sbatch_options.py).
 Understood: the job name, partition, account, QOS, tasks, CPUs per task, nodes, tasks per node, time
 limit, memory (per node or per CPU, as sbatch's str_to_mbytes reads it), GPUs (``--gpus``,
-``--gpus-per-node``, ``--gres=gpu[:type][:N]``; a type without a count is one GPU) and the
-comment. Other options are kept out of the request (they do not change what the advice compares).
+``--gpus-per-node``, ``--gres=gpu[:type][:N]``; a type without a count is one GPU), the comment, and
+whether the job holds whole nodes (``--exclusive``, which ``--oversubscribe`` or ``-s`` after it
+undoes: both set one field of sbatch's). Other options are kept out of the request (they do not
+change what the advice compares).
 The signature is the plugin's (plugin/README.md, "script_signature"), so a job's history can be
 matched by its script as well as its name.
 
@@ -64,10 +66,18 @@ _FACT_TOKENS = {"harp-params": "parameters", "harp-zero": "stage", "harp-precisi
                 "harp-optimizer": "optimizer"}  # fmt: skip
 
 
+# --exclusive's values (Slurm 22.05 arg_set_exclusive, any case): only "exclusive", the bare option's,
+# gives whole nodes; "user" and "mcs" give nodes to one user's (MCS label's) jobs, each as it asks.
+# --oversubscribe (-s) sets the same field to "oversubscribe": the last of them wins.
+_SHARING = ("exclusive", "oversubscribe", "user", "mcs")
+_SHORT_FLAGS = {"-s": "oversubscribe"}
+
+
 @dataclass(frozen=True, slots=True)
 class ScriptJob:
     request: JobRequest
     training: TrainingFacts | None = None  # from the comment's harp-* tokens
+    exclusive: bool = False  # sbatch --exclusive: the job holds whole nodes
 
 
 def script_signature(script: str) -> str | None:
@@ -113,8 +123,13 @@ def _directives(script: str) -> list[tuple[str, str, int]]:
                 i += 1  # its value, the next word, is no option of its own (--output -J.log)
         elif word[:2] in _SHORT:  # getopt: the rest of the word is the value, "=" too ("-J=x": "=x")
             name, value, sep = _SHORT[word[:2]], word[2:], "=" if len(word) > 2 else ""
+        elif word[:2] in _SHORT_FLAGS:
+            name, value, sep = _SHORT_FLAGS[word[:2]], "", ""
         else:
             continue  # an option the advice does not read (or a stray word)
+        if name in ("exclusive", "oversubscribe"):  # one field, no value but after "=" (optional_argument)
+            out.append(("exclusive", value if sep else name, number))
+            continue
         if name not in _LONG:
             continue
         if not sep:  # the next word, on the next line too: sbatch gives getopt all lines as one list
@@ -188,6 +203,16 @@ class _Header:
             total += self._whole(name, count, MAX_COUNT)
         return self.bounded(total, MAX_COUNT, name, what=f"{total} GPUs: ")
 
+    def exclusive(self) -> bool:
+        """Whether the job holds whole nodes: its last --exclusive (a bare one, or =exclusive) not
+        undone by an --oversubscribe after it. A value sbatch refuses is refused so."""
+        if "exclusive" not in self.given:
+            return False
+        value = self.given["exclusive"][0].lower()
+        if value not in _SHARING:
+            raise self.fail("expected no value, or =exclusive, =oversubscribe, =user or =mcs", "exclusive")
+        return value == "exclusive"
+
     def minutes(self, name: str) -> int | None:
         if name not in self.given:
             return None
@@ -259,7 +284,7 @@ def parse_script(script: str) -> ScriptJob:
         training = facts_from_comment(header.text("comment") or "")
     except ValueError as exc:
         raise header.fail(str(exc), "comment") from None
-    return ScriptJob(request=request, training=training)
+    return ScriptJob(request=request, training=training, exclusive=header.exclusive())
 
 
 def facts_from_comment(comment: str) -> TrainingFacts | None:

@@ -145,18 +145,20 @@ class TrainingFacts(_message.Message):
     def __init__(self, parameters: _Optional[float] = ..., precision: _Optional[str] = ..., optimizer: _Optional[str] = ..., zero_stage: _Optional[int] = ...) -> None: ...
 
 class AdviceRequest(_message.Message):
-    __slots__ = ("job", "partitions", "deadline_minutes", "budget", "training")
+    __slots__ = ("job", "partitions", "deadline_minutes", "budget", "training", "exclusive")
     JOB_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_MINUTES_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     TRAINING_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
     job: SubmitRequest
     partitions: _containers.RepeatedScalarFieldContainer[str]
     deadline_minutes: float
     budget: float
     training: TrainingFacts
-    def __init__(self, job: _Optional[_Union[SubmitRequest, _Mapping]] = ..., partitions: _Optional[_Iterable[str]] = ..., deadline_minutes: _Optional[float] = ..., budget: _Optional[float] = ..., training: _Optional[_Union[TrainingFacts, _Mapping]] = ...) -> None: ...
+    exclusive: bool
+    def __init__(self, job: _Optional[_Union[SubmitRequest, _Mapping]] = ..., partitions: _Optional[_Iterable[str]] = ..., deadline_minutes: _Optional[float] = ..., budget: _Optional[float] = ..., training: _Optional[_Union[TrainingFacts, _Mapping]] = ..., exclusive: _Optional[bool] = ...) -> None: ...
 
 class AdviceOption(_message.Message):
     __slots__ = ("partition", "size", "cpus", "nodes", "gpus", "mem_per_node_mb", "evidence", "priced", "time_limit_minutes", "expected_minutes", "longest_minutes", "expected_cost", "rate", "expected_attempts", "p_unfinished", "note")

@@ -30,11 +30,15 @@ def _all_memory(request: pb.AdviceRequest) -> bool:
     return request.job.HasField("mem_per_node_mb") and request.job.mem_per_node_mb == 0
 
 
-def describe(o: pb.AdviceOption, unit: str, currency: str, all_memory: bool = False) -> str:
+def describe(
+    o: pb.AdviceOption, unit: str, currency: str, all_memory: bool = False, exclusive: bool = False
+) -> str:
+    """One option as what to ask for; ``--exclusive`` kept where the job asks it (priced so)."""
     mem = f" --mem={o.mem_per_node_mb}M" if o.mem_per_node_mb else (" --mem=0" if all_memory else "")
+    whole = " --exclusive" if exclusive else ""
     return (
         f"{o.partition}, {_size(o, unit)} on {o.nodes} node{'s' if o.nodes != 1 else ''}: "
-        f"--time={o.time_limit_minutes}{mem}"
+        f"--time={o.time_limit_minutes}{mem}{whole}"
         f", expected {_minutes(o.expected_minutes)}, {_cost(o.expected_cost)} {currency}"
     )
 
@@ -98,7 +102,10 @@ def render(advice: pb.Advice, request: pb.AdviceRequest) -> str:
     cheapest = advice.options[advice.cheapest] if advice.HasField("cheapest") else None
     fastest = advice.options[advice.fastest] if advice.HasField("fastest") else None
     said = {"C": cheapest, "F": fastest}
-    shown = {k: describe(o, unit, advice.currency, all_memory) if o else "none" for k, o in said.items()}
+    shown = {
+        k: describe(o, unit, advice.currency, all_memory, request.exclusive) if o else "none"
+        for k, o in said.items()
+    }
     lines.append(f"C cheapest{' ' + deadline if deadline else ''}: {shown['C']}")
     lines.append(f"F fastest{' ' + budget if budget else ''}: {shown['F']}")
     lines.append("P Pareto set (none both cheaper and faster): "

@@ -66,6 +66,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--qos", help="the job's QOS (sbatch -q); overrides the script's")
     p.add_argument("--cpus", type=_count, help="the CPUs you would ask for (overrides the script's)")
     p.add_argument("--gpus", type=_count, help="GPUs per node you would ask for (overrides the script's)")
+    p.add_argument(
+        "--exclusive",
+        action=argparse.BooleanOptionalAction,
+        help="whole nodes, as sbatch --exclusive gives and bills them (--no-exclusive: nodes shared; "
+        "overrides the script's)",
+    )
     p.add_argument("--deadline", type=minutes, help="the run must end within: 90m, 2h, 1-00:00:00 ...")
     p.add_argument("--budget", type=positive, help="the most the run may cost, in the site's currency")
     facts = p.add_argument_group("a DNN training (ZeRO data parallelism: does it fit a GPU?)")
@@ -147,9 +153,10 @@ def build_request(args: argparse.Namespace) -> pb.AdviceRequest:
     """The AdviceRequest of the options; ValueError for a bad script."""
     job = JobRequest()
     training = None
+    exclusive = False
     if args.script is not None:
         parsed = parse_script(read_script(args.script))
-        job, training = parsed.request, parsed.training
+        job, training, exclusive = parsed.request, parsed.training, parsed.exclusive
     if args.name is not None:
         job = _with(job, job_name=args.name)
     if args.qos is not None:
@@ -165,6 +172,7 @@ def build_request(args: argparse.Namespace) -> pb.AdviceRequest:
     if job.job_name is None:
         raise ValueError("give the job's name (--name, or -J in the script): history is found by name")
     request = pb.AdviceRequest(job=request_to_proto(job), partitions=args.partition)
+    request.exclusive = exclusive if args.exclusive is None else args.exclusive
     if args.deadline is not None:
         request.deadline_minutes = args.deadline
     if args.budget is not None:

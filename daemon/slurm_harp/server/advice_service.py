@@ -57,6 +57,7 @@ def ask_from_proto(msg: pb.AdviceRequest) -> Ask:
         else None,
         budget=_positive("budget", msg.budget) if msg.HasField("budget") else None,
         training=training,
+        exclusive=msg.exclusive,
     )
 
 
