@@ -177,6 +177,19 @@ WRONG_VARIABLES: dict[str, tuple[dict[str, Any], str]] = {
         {"slurm_harp_policy_rules": [{"partition": "debug,short", "mode": "off"}]},
         "every partition and account in slurm_harp_policy_rules must be one name, with no comma",
     ),
+    # -e key=value gives text, which the argument specs take for a list but do not convert: "train"
+    # installed the extras t, r, a, i and n (a serving-only install: no nightly training).
+    "a list given as text": (
+        {"slurm_harp_pip_extras": "train"},
+        'slurm_harp_pip_extras must be a list, got the text "train": -e key=value and an INI inventory '
+        "give text; give it in YAML or JSON (group_vars, -e @vars.yml, or "
+        "-e '{\"slurm_harp_pip_extras\": [...]}')",
+    ),
+    # ... and a dict: a later check stopped on "object of type 'str' has no attribute 'get'".
+    "a dict given as text": (
+        {"slurm_harp_config": '{"training": {"threads": 2}}'},
+        "slurm_harp_config must be a dict, got the text",
+    ),
     "partition named twice": (
         {
             "slurm_harp_advice_partitions": [
