@@ -34,8 +34,10 @@ daemon pinned.
 --nice N adds runs under load with the daemon's threads, and then the canned decision's, at nice N
 (negative: ahead of the sbatch loops for a CPU, as systemd's Nice= would set `harp serve`).
 
---compare-lib DIR adds a variant: the plugin of another checkout (DIR: its plugin/ directory, with
-job_submit.lua and harp/) against the same no-op gRPC server, e.g. `git archive main plugin | tar -x`.
+--compare-lib DIR adds variants: the plugin of another checkout (DIR: its plugin/ directory, with
+job_submit.lua and harp/) against the same no-op gRPC server, e.g. `git archive main plugin | tar -x`,
+with SCRIPT and with a header of 13 directives (TYPICAL_SCRIPT), which this checkout's plugin then
+runs too.
 """
 
 from __future__ import annotations
@@ -84,6 +86,21 @@ BENCH_JOB: dict[str, Any] = {
 }
 # A 1-CPU hour: the calibrated rule reads one model for it (three days: four), as for most jobs.
 SHORT_SCRIPT = SCRIPT.replace("3-00:00:00", "1:00:00")
+# SCRIPT with a header of 13 directives, as real scripts have (the ten more change nothing the plugin
+# sends): with --compare-lib, both plugins run it too (a plugin that hashed the header paid per line).
+TYPICAL_SCRIPT = SCRIPT.replace(
+    "#SBATCH -J bench\n",
+    "#SBATCH -J bench\n"
+    + "".join(
+        f"#SBATCH {option}\n"
+        for option in (
+            "--output=%x-%j.out", "--error=%x-%j.err", "--mail-type=END,FAIL",
+            "--mail-user=someone@example.org", "--open-mode=append", "--no-requeue",
+            "--signal=B:USR1@60", "--comment=relax_Si_supercell", "--distribution=block",
+            "--hint=nomultithread",
+        )
+    ),
+)  # fmt: skip
 # Seven days: the rule cuts it, so the plugin takes its rewrite path (limit, user message, log line).
 LONG_SCRIPT = SCRIPT.replace("3-00:00:00", "7-00:00:00")
 # The daemon's policy: the "debug" partition in rewrite mode, so every job gets the whole path.
@@ -289,7 +306,10 @@ def main() -> None:
                 with NoopServer(work / "noop.sock", kind="" if label else LANE) as noop:
                     point(sock, noop.sock)
                     results["harp plugin + no-op server" + label] = run_variant(cluster, "floor", args.jobs)
-                    if args.compare_lib and not label:
+                    if args.compare_lib and not label:  # each plugin's two scripts in a row, after its load
+                        results["harp plugin + no-op server, 13 directives"] = run_variant(
+                            cluster, "floor", args.jobs, TYPICAL_SCRIPT
+                        )
                         other = work / "compare"
                         other.mkdir()
                         lib = args.compare_lib.absolute()
@@ -298,6 +318,9 @@ def main() -> None:
                         cluster.write_job_submit(WRAPPER.format(inner=HARP.format(conf_dir=other)))
                         results["compare-lib plugin + no-op server"] = run_variant(
                             cluster, "compare", args.jobs
+                        )
+                        results["compare-lib plugin + no-op server, 13 directives"] = run_variant(
+                            cluster, "compare", args.jobs, TYPICAL_SCRIPT
                         )
                         cluster.write_job_submit(harp)
                     if pinned and not label and noop.proc is not None:

@@ -16,8 +16,9 @@ local MAX_EXACT = 9007199254740992 -- NO_VAL64 and the MEM_PER_CPU flag bit are 
 M.MAX_STRING = 255 -- bytes, as slurmdbd keeps; the daemon's slurm_harp.core.text.MAX_TEXT_BYTES (test_lua_text.py)
 M.MAX_LINE = 1024
 M.MAX_LINES = 256
--- The scan and the hash run in slurmctld before the call's deadline starts: bound them so that no
--- script costs more than a few milliseconds (a real #SBATCH header is a few hundred bytes).
+-- The scan and the hash (script_signature, for the cli_filter advice hook; job_submit sends none):
+-- bound them so that no script costs more than a few milliseconds (a real #SBATCH header is a few
+-- hundred bytes).
 M.MAX_SCAN = 65536 -- bytes of script looked at, at most
 M.MAX_SCAN_LINES = 1024 -- lines looked at, at most (blank and comment lines included)
 M.MAX_HASHED = 2048 -- bytes of directives hashed, at most
@@ -211,7 +212,10 @@ function M.build(job_desc, submit_uid, part_list)
     qos = text(get("qos")) or text(get("default_qos")),
     job_name = text(get("name")),
     work_dir = text(get("work_dir")),
-    script_signature = M.script_signature(get("script")),
+    -- No script_signature: sacct records no script, so no model has it (unknown in every row trained
+    -- from sacct: tests/unit/test_sacct.py), and reading job_desc.script copies the whole script into
+    -- Lua under slurmctld's locks, then hashing its #SBATCH lines took about 0.1-0.2 ms for a header
+    -- of a dozen lines (benchmarks/bench_request_build.py). The advice hook still sends it.
     time_limit_minutes = limit_read and count(limit, NO_VAL) or nil,
     -- Without --time, the limit slurmctld fills in after this plugin and accounting records: the
     -- features read it as the job's limit, as training does; policy still sees no request of the user's.

@@ -135,7 +135,7 @@ def test_job_desc_to_request_in_python_terms() -> None:
     assert not msg.HasField("min_nodes")
     assert msg.gpus_per_node == 2 and msg.tres_per_node == "gres:gpu:a100:2"
     assert msg.is_array is True
-    assert msg.script_signature == _signature(script)
+    assert not msg.HasField("script_signature"), "sacct records no script: no model has it"
     assert msg.submit_time > 1_600_000_000
 
 
