@@ -13,6 +13,9 @@
 -- tasks: num_tasks, which sbatch fills for -N n without -n, and which slurmctld derives where -N pins
 -- the node count (below). --ntasks-per-gpu without any GPU asks tasks / that many GPUs.
 -- A count that is no count (past NO_VAL, a huge or infinite product) gives nil: no count is sent.
+-- The cli_filter hook hands of_job sbatch's options as these fields (sbatch_request.job_fields);
+-- `harp advise --script` counts by a port of this rule (daemon/slurm_harp/advice/script.py,
+-- _gpus_per_node): a change to the rule is made in both.
 
 local floor, ceil, max = math.floor, math.ceil, math.max
 local type, tonumber, pairs = type, tonumber, pairs

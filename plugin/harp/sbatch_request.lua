@@ -4,7 +4,8 @@
 -- and the command line together, as strings that Slurm formats itself; an option never given reads as
 -- its reset value (time "2982616-04:14:00", i.e. NO_VAL minutes; nodes "1-0"; cpus-per-task "0";
 -- ntasks "1"), and those mean "not given" here, as in `harp advise --script` (no -n, no -c: no CPU
--- count is sent, and the line compares with Slurm's default of one CPU).
+-- count is sent, and the line compares with Slurm's default of one CPU). Integer options never given
+-- read as "-2" (NO_VAL printed as an int: ntasks-per-node, sockets-per-node, ntasks-per-gpu, ...).
 
 local request = require "harp.request"
 local gpus_of = require "harp.gpus"
@@ -15,7 +16,7 @@ local io_open = io.open
 
 local M = {}
 
-local NO_VAL = 4294967294
+local NO_VAL, NO_VAL16 = 4294967294, 65534
 local MB_PER = {[""] = 1, M = 1, G = 1024, T = 1048576, P = 1073741824}
 
 local function index(t, k) return t[k] end
@@ -68,16 +69,64 @@ local function whole(text)
   return request.count32(n, 1)
 end
 
--- GPUs of --gpus / --gpus-per-node: "2", "a100:2", "a100:1,v100:1" (a missing count is 1).
-function M.gpu_count(text)
-  if type(text) ~= "string" then return nil end
-  local total = 0
-  for item in gmatch(text, "[^,]+") do
-    local n = match(item, ":(%d+)$") or match(item, "^(%d+)$")
-    total = total + (tonumber(n) or 1)
-  end
-  return request.count32(total, 1)
+-- The node range sbatch sends: "2" is 2 and 2, "2-4" 2 and 4; nil, nil when -N was not given ("1-0",
+-- the reset value; any "N-0": sbatch sends no max_nodes then either).
+local function node_range(text)
+  if not text or match(text, "%-0$") then return nil, nil end
+  local least = whole(text)
+  return least, least and whole(match(text, "^%d+%-(.*)$") or text)
 end
+
+-- "gres:gpu:" before each item of a --gpus* value, as sbatch builds tres_per_* (xfmt_tres); nil for none.
+local function tres(text)
+  if not text then return nil end
+  local out, sep = "", ""
+  for item in gmatch(text, "[^,]+") do out, sep = out .. sep .. "gres:gpu:" .. item, "," end
+  return out ~= "" and out or nil
+end
+
+-- The job_desc fields harp.gpus reads, as sbatch 22.05 fills them from these options after checking
+-- them (_opt_verify, then slurm_opt_create_job_desc): a getter for gpus.of_job, so that the hook counts
+-- GPUs by the one rule the job_submit plugin and training count them by (harp/gpus.lua). Each option is
+-- read when gpus.of_job asks for its field (a job without a GPU option reads only those).
+-- num_tasks: -n ("1" is no -n: sbatch shows both alike), else --ntasks-per-node x nodes, else (-N
+-- given) --sockets-per-node x nodes, where the node count is not a range (sbatch's _opt_verify).
+local function job_fields(get, nodes, max_nodes, cpt)
+  local function count(name) return whole(get(name)) end
+  local fields = {
+    tres_per_job = function() return tres(get("gpus")) end,
+    tres_per_node = function()
+      local per_node, gres = tres(get("gpus-per-node")), get("gres")
+      if gres and lower(gres) == "none" then gres = nil end
+      if per_node and gres then return per_node .. "," .. gres end
+      return per_node or gres
+    end,
+    tres_per_socket = function() return tres(get("gpus-per-socket")) end,
+    tres_per_task = function() return tres(get("gpus-per-task")) end,
+    ntasks_per_tres = function() return count("ntasks-per-tres") or count("ntasks-per-gpu") or NO_VAL16 end,
+    min_nodes = function() return nodes or NO_VAL end,
+    max_nodes = function() return max_nodes or NO_VAL end,
+    ntasks_per_node = function() return count("ntasks-per-node") or NO_VAL16 end,
+    ntasks_per_socket = function() return count("ntasks-per-socket") or NO_VAL16 end,
+    sockets_per_node = function() return count("sockets-per-node") or NO_VAL16 end,
+    cpus_per_task = function() return cpt or NO_VAL16 end,
+    num_tasks = function()
+      local tasks = count("ntasks")
+      if tasks and tasks > 1 then return tasks end
+      if max_nodes and max_nodes ~= nodes then return NO_VAL end
+      local per_node = count("ntasks-per-node")
+      if per_node then return request.count32((nodes or 1) * per_node, 1) or NO_VAL end
+      local sockets = nodes and count("sockets-per-node")
+      if sockets then return request.count32(nodes * sockets, 1) or NO_VAL end
+      return NO_VAL
+    end,
+  }
+  return function(field)
+    local read = fields[field]
+    return read and read() or nil
+  end
+end
+M.job_fields = job_fields
 
 -- The name sbatch will give the job: -J, else "wrap" for --wrap, else the script's file name, else
 -- "sbatch" (a script read from stdin): sbatch's own rule, applied after pre_submit.
@@ -124,8 +173,7 @@ end
 function M.build(options)
   local get = function(name) return option(options, name) end
   local script = not get("wrap") and first_arg(options) or nil
-  local node_range = get("nodes")
-  local nodes = not (node_range and match(node_range, "%-0$")) and whole(node_range) or nil -- "1-0": reset
+  local nodes, max_nodes = node_range(get("nodes"))
   local tasks = whole(get("ntasks"))
   local per_node = whole(get("ntasks-per-node"))
   if per_node and (tasks == nil or tasks == 1) then
@@ -136,8 +184,9 @@ function M.build(options)
   -- -N without -n: Slurm runs one task per node (a 2-node test cluster gave `-N 2` 2 CPUs, `-N 2 -c 2` 4)
   if tasks == nil and nodes and nodes > 1 then tasks = nodes end
   local cpt = whole(get("cpus-per-task"))
-  local gpus = M.gpu_count(get("gpus-per-node")) or gpus_of.from_tres(get("gres"))
-    or gpus_of.per_node(M.gpu_count(get("gpus")), nodes)
+  -- --gpus, --gpus-per-node, --gres, --gpus-per-socket, --gpus-per-task, --ntasks-per-gpu: as accounting
+  -- counts them (harp/gpus.lua)
+  local gpus = gpus_of.of_job(job_fields(get, nodes, max_nodes, cpt))
   local partition = get("partition")
   return {
     job_name = request.text(M.job_name(options, script)),

@@ -12,8 +12,12 @@ which accounting keeps beside ReqTRES.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from slurm_harp.cli import build_parser
+from slurm_harp.commands.advise import build_request
 from tests.conftest import REPO
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.harvesting import accounted
@@ -75,3 +79,32 @@ def test_each_way_of_asking_for_gpus_is_served_as_it_is_trained(cluster: SlurmCl
         seen[ask] = (row["Comment"], record.request.gpus_per_node, row["ReqTRES"])
     expected = {ask: (f"gpus={n}", n) for ask, n in ASKS.items()}
     assert {ask: s[:2] for ask, s in seen.items()} == expected, seen
+
+
+# More ways, for the script reader: tasks per node; --gpus beside --gpus-per-task (sbatch 22.05 refuses
+# the two where --gpus is no multiple of it or gives other tasks than -n, and --gpus-per-task with no
+# task count at all: `-N 2 -c 2 --gpus-per-task=2`, `--gpus-per-task=1`).
+SCRIPT_ASKS = {
+    **ASKS,
+    "-N 2 --ntasks-per-node=2 --gpus-per-task=1": 2,
+    "-n 2 --gpus=4 --gpus-per-task=2": 4,
+}
+
+
+def test_harp_advise_script_counts_the_gpus_accounting_records(cluster: SlurmCluster) -> None:
+    """`harp advise --script` on the very script sbatch submits gives the GPUs per node training reads
+    from the job's accounting. Before, it read --gpus-per-task, --gpus-per-socket and --ntasks-per-gpu
+    as no GPUs: `-n 4 --gpus-per-task=2` was advised as a CPU job, accounted with 8 GPUs."""
+    jobs: dict[str, tuple[int, Path]] = {}
+    for ask in SCRIPT_ASKS:
+        path = cluster.jobs_dir / f"gpus-{len(jobs)}.sbatch"
+        path.write_text(f"#!/bin/sh\n#SBATCH {ask} -t 5\ntrue\n")
+        done = cluster.run(["sbatch", "--parsable", "-o", "/dev/null", str(path)])
+        assert done.returncode == 0, (ask, done.stderr)
+        jobs[ask] = (int(done.stdout.strip().split(";")[0]), path)
+    seen = {}
+    for ask, (job, path) in jobs.items():
+        cluster.wait_state(job, {"COMPLETED"}, timeout=120)
+        advised = build_request(build_parser().parse_args(["advise", "--script", str(path)])).job
+        seen[ask] = (accounted(cluster, job).request.gpus_per_node, advised.gpus_per_node)
+    assert seen == {ask: (n, n) for ask, n in SCRIPT_ASKS.items()}, seen

@@ -85,6 +85,50 @@ T.test("tasks per node, --gpus spread over nodes, --gpus-per-node with a type", 
   T.eq(sbatch_request.build(options {["gpus-per-node"] = "a100:4"}).gpus_per_node, 4, "typed")
 end)
 
+T.test("--gpus-per-task, --gpus-per-socket and --ntasks-per-gpu are counted as harp/gpus.lua counts them", function()
+  -- integer options never given show as "-2" (NO_VAL as an int)
+  local unset = {["sockets-per-node"] = "-2", ["ntasks-per-socket"] = "-2", ["ntasks-per-gpu"] = "-2",
+    ["ntasks-per-tres"] = "-2"}
+  local function gpus(over)
+    local o = options(unset)
+    for k, v in pairs(over) do o[k] = v end
+    return sbatch_request.build(o).gpus_per_node
+  end
+  T.eq(gpus {ntasks = "4", ["gpus-per-task"] = "1"}, 4, "-n 4 --gpus-per-task=1")
+  T.eq(gpus {ntasks = "2", ["gpus-per-task"] = "a100:2"}, 4, "typed")
+  T.eq(gpus {["gpus-per-task"] = "1"}, 1, "no -n (ntasks shows 1): one task")
+  T.eq(gpus {nodes = "2", ["gpus-per-task"] = "1"}, 1, "-N 2: a task a node, 2 GPUs over 2 nodes")
+  T.eq(gpus {nodes = "2", ["ntasks-per-node"] = "2", ["gpus-per-task"] = "1"}, 2, "--ntasks-per-node=2 -N 2")
+  T.eq(gpus {nodes = "2", ["cpus-per-task"] = "4", ["gpus-per-task"] = "2"}, 1, "-c without -n: one task")
+  T.eq(gpus {nodes = "2-4", ["ntasks-per-node"] = "2", ["gpus-per-task"] = "1"}, 1, "a range: one task")
+  T.eq(gpus {nodes = "1", ["sockets-per-node"] = "2", ["gpus-per-socket"] = "1"}, 2, "x sockets")
+  T.eq(gpus {ntasks = "5", ["ntasks-per-socket"] = "2", ["gpus-per-socket"] = "1"}, 3, "x ceil(5 / 2)")
+  T.eq(gpus {["gpus-per-socket"] = "2"}, 2, "--gpus-per-socket alone: x 1")
+  T.eq(gpus {ntasks = "8", ["ntasks-per-gpu"] = "2"}, 4, "--ntasks-per-gpu=2 -n 8")
+  T.eq(gpus {ntasks = "8", ["ntasks-per-tres"] = "4", ["ntasks-per-gpu"] = "2"}, 2, "ntasks-per-tres first")
+  T.eq(gpus {nodes = "2", gpus = "4", ["gpus-per-node"] = "1"}, 2, "two asks: the largest")
+  T.eq(gpus {gres = "none"}, nil, "--gres=none")
+  T.eq(gpus {gres = "gres:gpu:0"}, nil, "a zero count is no GPU ask")
+  -- the job_desc fields sbatch would send, as harp.gpus reads them
+  local get = sbatch_request.job_fields(function(name)
+    return ({["gpus-per-task"] = "a100:1,v100:2", gres = "gres:gpu:1", ["gpus-per-node"] = "2", ntasks = "1",
+      ["ntasks-per-gpu"] = "-2"})[name]
+  end, nil, nil, nil)
+  T.eq(get("tres_per_task"), "gres:gpu:a100:1,gres:gpu:v100:2", "xfmt_tres")
+  T.eq(get("tres_per_node"), "gres:gpu:2,gres:gpu:1", "--gpus-per-node then --gres")
+  T.eq(get("num_tasks"), 4294967294, "no -n: NO_VAL")
+  T.eq(get("cpus_per_task"), 65534, "no -c: NO_VAL16")
+  T.eq(get("ntasks_per_tres"), 65534, "-2: NO_VAL16")
+  T.eq(get("tres_per_job"), nil, "no --gpus")
+  T.eq(get("no_such_field"), nil, "a field it does not know")
+  -- a GPU option whose read raises is left out, the others still count
+  local o = setmetatable({}, {__index = function(_, k)
+    if k == "gpus-per-task" then error("boom") end
+    return options {ntasks = "4", gpus = "2"}[k]
+  end})
+  T.eq(sbatch_request.build(o).gpus_per_node, 2, "raising --gpus-per-task: --gpus alone")
+end)
+
 T.test("job name defaults as sbatch's: wrap, then the script's file name", function()
   T.eq(sbatch_request.build(options {wrap = "sleep 1", argv = {}}).job_name, "wrap", "wrap")
   local dir = T.tmpdir()

@@ -82,6 +82,52 @@ def test_directives(lines: str, fields: dict[str, object]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("lines", "gpus"),
+    [
+        # --gpus-per-task: x the tasks sbatch sends (-n, else --ntasks-per-node x nodes, else with -N
+        # --sockets-per-node x nodes), else, where -N pins the node count, a task a node (none with -c),
+        # else x 1 (gpus.lua's rule; sbatch 22.05 then refuses the job: "--gpus-per-task used without
+        # either --gpus or -n/--ntasks", as the test cluster's did; the advice still counts it so)
+        ("-n 4 --gpus-per-task=1", 4),
+        ("-N 2 --ntasks-per-node=2 --gpus-per-task=1", 2),
+        ("--ntasks-per-node=3 --gpus-per-task=1", 3),
+        ("--gpus-per-task=a100:2 -n 2", 4),
+        ("--gpus-per-t=2 -n 3", 6),  # a prefix only --gpus-per-task begins
+        ("--gpus-per-task=1", 1),  # no -n: one task (sbatch refuses it)
+        ("-N 2 --gpus-per-task=1", 1),  # a task a node: 2 GPUs over 2 nodes
+        ("-N 2 -n 8 --gpus-per-task=1", 4),
+        ("-N 2 -c 4 --gpus-per-task=2", 1),  # -c without -n: one task, 2 GPUs over 2 nodes (refused)
+        ("-N 2-4 --ntasks-per-node=2 --gpus-per-task=1", 1),  # a range: no tasks counted, one (refused)
+        ("-N 2 --sockets-per-node=2 --gpus-per-task=1", 2),  # sbatch: a task a socket
+        # --gpus-per-socket: x nodes x sockets per node, else x ceil(tasks / tasks per socket), else x 1
+        ("--gpus-per-socket=1 -N 1 --sockets-per-node=2", 2),
+        ("--gpus-per-socket=1 -N 2 --sockets-per-node=2", 2),
+        ("--gpus-per-socket=1 --sockets-per-node=2", 2),
+        ("-n 5 --ntasks-per-socket=2 --gpus-per-socket=1", 3),
+        ("--gpus-per-socket=2", 2),
+        # --ntasks-per-gpu (--ntasks-per-tres) without a GPU ask: tasks / that many; with one: the ask
+        ("-n 8 --ntasks-per-gpu=2", 4),
+        ("-N 2 --ntasks-per-gpu=2", 1),
+        ("-n 8 --ntasks-per-tres=4", 2),
+        ("-n 8 --ntasks-per-gpu=2 --gpus=1", 1),
+        ("--ntasks-per-gpu=2", None),  # no tasks to count by: no GPUs
+        # Asked two ways: per GPU type the largest, the types added up
+        ("-N 2 --gpus=4 --gpus-per-node=1", 2),
+        ("-N 2 --gpus=2 --gpus-per-node=3", 3),
+        ("-n 6 --gpus=2 --gpus-per-task=1", 6),
+        ("-n 3 --gres=gpu:a100:1 --gpus-per-task=a100:1", 3),
+        ("-n 2 --gpus=v100:1 --gpus-per-task=a100:1", 3),
+        ("--gpus=2,2", 2),  # one type twice: the larger, as slurmctld keeps one record a type
+    ],
+)
+def test_gpus_are_counted_as_accounting_counts_them(lines: str, gpus: int | None) -> None:
+    """GPUs per node by plugin/harp/gpus.lua's rule (slurmctld 22.05's gres_job_state_validate, what
+    ReqTRES records, over ReqNodes as training reads it). Before, --gpus-per-task, --gpus-per-socket
+    and --ntasks-per-gpu were not read: `-n 4 --gpus-per-task=1` was advised as a job of no GPUs."""
+    assert parse_script(f"#!/bin/sh\n#SBATCH {lines}\n").request.gpus_per_node == gpus
+
+
+@pytest.mark.parametrize(
     ("lines", "exclusive"),
     [
         ("#SBATCH --exclusive\n", True),
@@ -123,6 +169,8 @@ def test_exclusive_as_sbatch_reads_it(lines: str, exclusive: bool) -> None:
         ("#SBATCH --mem=4GBB\n", "--mem=4GBB: expected a whole amount"),
         ("#SBATCH -n=4\n", "--ntasks==4: expected a whole number"),  # getopt: "=4", which sbatch refuses
         ("#SBATCH --gres=gpu:a100:x\n", "--gres=gpu:a100:x: expected a whole number"),
+        ("#SBATCH -n 2 --gpus-per-task=a100:x\n", "--gpus-per-task=a100:x: expected a whole number"),
+        ("#SBATCH --gpus-per-socket=0\n", "--gpus-per-socket=0: expected a whole number >= 1"),
         ("#SBATCH -J\n", "--job-name without a value"),
         # a prefix several of sbatch's options begin with: sbatch refuses it (getopt_long)
         (
@@ -163,6 +211,10 @@ MORE = "more than Slurm allows"
         (
             "#SBATCH --gpus=a100:4294967293,v100:1\n",
             f"line 2: --gpus=a100:4294967293,v100:1: 4294967294 GPUs: {MORE}",
+        ),
+        (
+            "#SBATCH --gpus-per-task=100000 -n 4294967293\n",
+            f"line 2: --gpus-per-task=100000 --ntasks=4294967293: 429496729300000 GPUs over 1 nodes: {MORE}",
         ),
         (
             "#SBATCH --ntasks-per-node=99999\n#SBATCH -N 99999\n",

@@ -24,8 +24,10 @@ from tests.conftest import REPO, lua51
 
 TOOL = REPO / "tests" / "lua" / "pb_tool.lua"
 NO_TIME = "2982616-04:14:00"  # how sbatch 22.05 shows a time never given
+# An integer option never given shows as NO_VAL printed as an int (COMMON_INT_OPTION_GET): "-2".
 UNSET = {"type": "sbatch", "time": NO_TIME, "ntasks": "1", "cpus-per-task": "0", "nodes": "1-0",
-         "exclusive": "unset", "argv": []}  # fmt: skip
+         "exclusive": "unset", "argv": [], "ntasks-per-node": "-2", "sockets-per-node": "-2",
+         "ntasks-per-socket": "-2", "ntasks-per-gpu": "-2", "ntasks-per-tres": "-2"}  # fmt: skip
 
 
 def _tool(mode: str, payload: Any) -> Any:
@@ -80,6 +82,47 @@ SAME_JOB = [
 ]  # fmt: skip
 
 
+# GPUs asked per task or per socket, and --ntasks-per-gpu, which neither side read (both gave no GPU):
+# (options as sbatch shows them, the same job as #SBATCH lines, the GPUs per node accounting records:
+# ReqTRES gres/gpu over ReqNodes, rounded up, by plugin/harp/gpus.lua's rule, which
+# tests/e2e/test_gpus_e2e.py proves against slurmctld). Both sides must give these, not merely the same.
+GPU_JOBS = [
+    ({"ntasks": "4", "gpus-per-task": "1"}, "-n 4 --gpus-per-task=1", 4),
+    ({"nodes": "2", "ntasks-per-node": "2", "gpus-per-task": "1"},
+     "-N 2 --ntasks-per-node=2 --gpus-per-task=1", 2),
+    ({"ntasks": "2", "gpus-per-task": "a100:2"}, "--gpus-per-task=a100:2 -n 2", 4),
+    ({"ntasks": "2", "gpus-per-task": "a100:1,v100:1"}, "--gpus-per-task=a100:1,v100:1 -n 2", 4),
+    # no task count: one task, by gpus.lua's rule (sbatch 22.05 then refuses the job, after the hook)
+    ({"gpus-per-task": "1"}, "--gpus-per-task=1", 1),
+    ({"nodes": "2", "gpus-per-task": "1"}, "-N 2 --gpus-per-task=1", 1),  # a task a node
+    ({"nodes": "2", "cpus-per-task": "4", "gpus-per-task": "2"},
+     "-N 2 -c 4 --gpus-per-task=2", 1),
+    # a node range: no task count derived, one task (tasks, the CPUs, still 2 a node on both sides)
+    ({"nodes": "2-4", "ntasks-per-node": "2", "gpus-per-task": "1"},
+     "-N 2-4 --ntasks-per-node=2 --gpus-per-task=1", 1),
+    ({"nodes": "2", "sockets-per-node": "2", "gpus-per-task": "1"},
+     "-N 2 --sockets-per-node=2 --gpus-per-task=1", 2),
+    ({"nodes": "1", "sockets-per-node": "2", "gpus-per-socket": "1"},
+     "--gpus-per-socket=1 -N 1 --sockets-per-node=2", 2),
+    ({"nodes": "2", "sockets-per-node": "2", "gpus-per-socket": "a100:2"},
+     "--gpus-per-socket=a100:2 -N 2 --sockets-per-node=2", 4),
+    ({"ntasks": "5", "ntasks-per-socket": "2", "gpus-per-socket": "1"},
+     "-n 5 --ntasks-per-socket=2 --gpus-per-socket=1", 3),
+    ({"gpus-per-socket": "2"}, "--gpus-per-socket=2", 2),
+    ({"ntasks": "8", "ntasks-per-gpu": "2"}, "-n 8 --ntasks-per-gpu=2", 4),
+    ({"nodes": "2", "ntasks-per-gpu": "2"}, "-N 2 --ntasks-per-gpu=2", 1),
+    ({"ntasks": "8", "ntasks-per-tres": "4"}, "-n 8 --ntasks-per-tres=4", 2),
+    # asked two ways: per GPU type the largest, the types added up
+    ({"nodes": "2", "gpus": "4", "gpus-per-node": "1"}, "-N 2 --gpus=4 --gpus-per-node=1", 2),
+    ({"ntasks": "3", "gres": "gres:gpu:a100:1", "gpus-per-task": "a100:1"},
+     "-n 3 --gres=gpu:a100:1 --gpus-per-task=a100:1", 3),
+    ({"ntasks": "2", "gpus": "v100:1", "gpus-per-task": "a100:1"},
+     "-n 2 --gpus=v100:1 --gpus-per-task=a100:1", 3),
+]  # fmt: skip
+GPUS_PER_NODE = {f"-J gpu\n{directives}": gpus for _, directives, gpus in GPU_JOBS}
+SAME_JOB += [({"job-name": "gpu"} | options, f"-J gpu\n{directives}") for options, directives, _ in GPU_JOBS]
+
+
 @pytest.mark.parametrize(("options", "directives"), SAME_JOB)
 def test_sbatch_options_give_the_request_harp_advise_gives(options: dict[str, str], directives: str) -> None:
     ((result,),) = [_tool("advice_request", [UNSET | options])]
@@ -92,6 +135,8 @@ def test_sbatch_options_give_the_request_harp_advise_gives(options: dict[str, st
                  "mem_per_cpu_mb", "min_cpus", "cpus_per_task", "num_tasks", "min_nodes",
                  "gpus_per_node"):  # fmt: skip
         assert getattr(lua, name) == getattr(python, name), name
+    if directives in GPUS_PER_NODE:
+        assert python.gpus_per_node == GPUS_PER_NODE[directives], directives
     assert msg.exclusive == parse_script(script).exclusive == (options.get("exclusive") == "exclusive")
     assert not msg.partitions and not msg.HasField("deadline_minutes") and not msg.HasField("training")
 

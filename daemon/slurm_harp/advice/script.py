@@ -6,7 +6,9 @@ sbatch_header.py), a short option's value the rest of its word (getopt: ``-J=x``
 ``=x``), a long option by any prefix sbatch takes for it (``--part``: sbatch_options.py).
 Understood: the job name, partition, account, QOS, tasks, CPUs per task, nodes, tasks per node, time
 limit, memory (per node or per CPU, as sbatch's str_to_mbytes reads it), GPUs (``--gpus``,
-``--gpus-per-node``, ``--gres=gpu[:type][:N]``; a type without a count is one GPU), the comment, and
+``--gpus-per-node``, ``--gres=gpu[:type][:N]``, ``--gpus-per-socket``, ``--gpus-per-task``,
+``--ntasks-per-gpu``; a type without a count is one GPU; counted as accounting counts them, by
+plugin/harp/gpus.lua's rule: ``_gpus_per_node``), the comment, and
 whether the job holds whole nodes (``--exclusive``, which ``--oversubscribe`` or ``-s`` after it
 undoes: both set one field of sbatch's). Other options are kept out of the request (they do not
 change what the advice compares).
@@ -55,7 +57,8 @@ _SHORT = {"-J": "job-name", "-p": "partition", "-A": "account", "-q": "qos", "-n
           "-c": "cpus-per-task", "-N": "nodes", "-t": "time", "-G": "gpus"}  # fmt: skip
 _LONG = frozenset(
     {"job-name", "partition", "account", "qos", "ntasks", "cpus-per-task", "nodes", "ntasks-per-node",
-     "time", "mem", "mem-per-cpu", "gpus", "gpus-per-node", "gres", "comment"}
+     "time", "mem", "mem-per-cpu", "gpus", "gpus-per-node", "gres", "comment", "gpus-per-socket",
+     "gpus-per-task", "sockets-per-node", "ntasks-per-socket", "ntasks-per-gpu", "ntasks-per-tres"}
 )  # fmt: skip
 # --mem and --mem-per-cpu as sbatch reads them (str_to_mbytes, Slurm 22.05): whole MB, or K (rounded
 # up), M, G or T, a B after the unit allowed ("4GB"); no fraction, no P: sbatch refuses those. Only
@@ -179,18 +182,25 @@ class _Header:
             raise self.fail("expected a whole number >= 1", name)
         return self.bounded(value, most, name)
 
+    def most_nodes(self) -> int | None:
+        """The upper bound of -N as sbatch sends it (max_nodes): 2 for ``2``, 4 for ``2-4``; None
+        without -N or an upper bound (``2-``)."""
+        if "nodes" not in self.given:
+            return None
+        most = self.given["nodes"][0].split("-", 1)[-1]
+        return self._whole("nodes", most, MAX_COUNT) if most else None
+
     def bounded(self, value: float, most: int, *names: str, what: str = "", unit: str = "") -> int:
         if not value <= most:
             raise self.fail(f"{what}more than Slurm allows (at most {most}{unit})", *names)
         return math.ceil(value)
 
-    def gpus(self, name: str) -> int | None:
-        """``2``, ``a100:2``, ``a100``, ``gpu``, ``gpu:2``, ``gpu:a100``, ``gpu:a100:2`` (gres: every
-        gpu item counted). A type without a count is one GPU, as Slurm reads it (and the hook)."""
-        if name not in self.given:
-            return None
-        total = 0
-        for item in self.given[name][0].split(","):
+    def gpus(self, name: str) -> dict[str, int]:
+        """The GPUs of each type: ``2``, ``a100:2``, ``a100``, ``gpu``, ``gpu:2``, ``gpu:a100``,
+        ``gpu:a100:2`` (gres: its gpu items). A type without a count is one GPU, as Slurm reads it
+        (and the hook); no type is a type of its own (""); of two items of one type, the larger."""
+        kinds: dict[str, int] = {}
+        for item in self.given[name][0].split(",") if name in self.given else ():
             parts = item.split("(")[0].split(":")
             if name == "gres":
                 if parts[0] != "gpu":
@@ -199,9 +209,11 @@ class _Header:
             elif not item:
                 continue
             typed = len(parts) == 1 and not parts[0].isdigit()  # [type:]count: a type alone
-            count = "1" if not parts or typed else parts[-1]
-            total += self._whole(name, count, MAX_COUNT)
-        return self.bounded(total, MAX_COUNT, name, what=f"{total} GPUs: ")
+            kind, count = (":".join(parts), "1") if not parts or typed else (":".join(parts[:-1]), parts[-1])
+            kinds[kind] = max(kinds.get(kind, 0), self._whole(name, count, MAX_COUNT))
+        total = sum(kinds.values())
+        self.bounded(total, MAX_COUNT, name, what=f"{total} GPUs: ")
+        return kinds
 
     def exclusive(self) -> bool:
         """Whether the job holds whole nodes: its last --exclusive (a bare one, or =exclusive) not
@@ -252,13 +264,6 @@ def parse_script(script: str) -> ScriptJob:
     elif tasks is None and nodes is not None and nodes > 1:
         tasks = nodes  # -N without -n: Slurm runs one task per node (-N 4 -c 2 gets 8 CPUs)
     cpt = header.whole("cpus-per-task", MAX_CPUS_PER_TASK)
-    gpus_node = None
-    if "gpus-per-node" in header:
-        gpus_node = header.gpus("gpus-per-node")
-    elif "gres" in header:
-        gpus_node = header.gpus("gres") or None
-    elif "gpus" in header:
-        gpus_node = math.ceil((header.gpus("gpus") or 0) / (nodes or 1))
     cpus = None
     if tasks is not None or cpt is not None:
         cpus = (tasks or 1) * (cpt or 1)
@@ -278,13 +283,61 @@ def parse_script(script: str) -> ScriptJob:
         cpus_per_task=cpt,
         num_tasks=tasks,
         min_nodes=nodes,
-        gpus_per_node=gpus_node,
+        gpus_per_node=_gpus_per_node(header, nodes, cpt),
     )
     try:
         training = facts_from_comment(header.text("comment") or "")
     except ValueError as exc:
         raise header.fail(str(exc), "comment") from None
     return ScriptJob(request=request, training=training, exclusive=header.exclusive())
+
+
+# The GPU options, and the job_desc field sbatch sends each in (xfmt_tres: "gres:gpu:" before each item).
+_GPU_OPTIONS = ("gpus", "gpus-per-node", "gres", "gpus-per-socket", "gpus-per-task")
+
+
+def _gpus_per_node(header: _Header, nodes: int | None, cpt: int | None) -> int | None:
+    """The job's GPUs per node as accounting records them and training reads them, by the rule of
+    plugin/harp/gpus.lua (its header comment: slurmctld 22.05's gres_job_state_validate), which the
+    job_submit plugin and the cli_filter hook count by; a change to the rule is made there and here.
+    Per GPU type the largest of --gpus, --gpus-per-node (and --gres) x nodes, --gpus-per-socket x
+    nodes x sockets per node (else x ceil(tasks / tasks per socket), else x 1), --gpus-per-task x
+    tasks (else x 1), the types added up; --ntasks-per-gpu without a GPU ask: tasks / that many. Over
+    the node count (1 without -N), rounded up. None for a job that asks no GPU."""
+    least, most = nodes or 1, header.most_nodes()
+    per_node = header.whole("ntasks-per-node")
+    sockets = header.whole("sockets-per-node")
+    per_gpu = header.whole("ntasks-per-tres") or header.whole("ntasks-per-gpu")  # sbatch: tres first
+    # The tasks sbatch sends (_opt_verify): -n, else, where the node count is not a range,
+    # --ntasks-per-node x nodes, else (-N given) --sockets-per-node x nodes.
+    tasks = header.whole("ntasks")
+    if tasks is None and most in (None, least):
+        if per_node:
+            tasks = least * per_node
+        elif nodes and sockets:
+            tasks = nodes * sockets
+    # Else slurmctld's, for --gpus-per-task or --ntasks-per-gpu where -N pins the node count:
+    # nodes x --ntasks-per-gpu, else nodes when no -c.
+    if tasks is None and most == least and (per_gpu or header.gpus("gpus-per-task")):
+        if per_gpu:
+            tasks = least * per_gpu
+        elif cpt is None:
+            tasks = least
+    per_socket = header.whole("ntasks-per-socket")
+    by_socket = least * sockets if sockets else -(-tasks // per_socket) if tasks and per_socket else 1
+    times = {"gpus": 1, "gpus-per-node": least, "gres": least, "gpus-per-socket": by_socket,
+             "gpus-per-task": tasks or 1}  # fmt: skip
+    kinds: dict[str, int] = {}
+    for name in _GPU_OPTIONS:
+        for kind, count in header.gpus(name).items():
+            kinds[kind] = max(kinds.get(kind, 0), count * times[name])
+    if not kinds and per_gpu and tasks:
+        kinds[""] = tasks // per_gpu
+    if not kinds:
+        return None
+    total = sum(kinds.values())
+    named = (*_GPU_OPTIONS, "nodes", "ntasks", "ntasks-per-node", "sockets-per-node", "ntasks-per-socket")
+    return header.bounded(-(-total // least), MAX_COUNT, *named, what=f"{total} GPUs over {least} nodes: ")
 
 
 def facts_from_comment(comment: str) -> TrainingFacts | None:
