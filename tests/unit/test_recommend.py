@@ -195,6 +195,15 @@ def test_runs_with_the_scripts_signature_win_over_the_name() -> None:
     assert "runs matched by name (none has this script's signature)" in by_name.notes
 
 
+def test_runs_that_record_no_signature_say_nothing_of_the_script() -> None:
+    """Runs harvested from sacct record no script: every advice on a script said "runs matched by
+    name (none has this script's signature)", as if the user's runs had run other scripts."""
+    runs = [run("ann", 1, 30), run("ann", 2, 5)]
+    advice = advise(ask(script_signature="aa"), runs, CPU_HOURS, SHAPES)
+    assert advice.evidence.describe() == "1 run at 1 CPU, 1 at 2 CPUs"
+    assert not any("signature" in note for note in advice.notes)
+
+
 def test_memory_from_the_peaks_and_the_nodes_that_hold_it() -> None:
     # 1000 MB peak on 2 CPUs: at most that on 1 CPU, twice that on 4 (in proportion); plus 20 %.
     runs = [run("ann", 2, 10, max_rss_mb=1000.0)]

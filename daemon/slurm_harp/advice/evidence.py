@@ -39,6 +39,9 @@ class Evidence:
     unused: Mapping[str, int] = field(default_factory=dict)  # state -> runs not used
     unit: str = "CPU"  # or "GPU"
     by_script: bool = False  # matched by the script's signature, not only the name
+    # Whether any of the runs of the name records a signature: runs harvested from sacct have none
+    # (it records no script), so not matching one says nothing about the script
+    signed: bool = False
 
     def sizes(self) -> list[tuple[int, int]]:
         """(size, runs) by size."""
@@ -114,7 +117,8 @@ def evidence_of(job: JobRequest, records: Iterable[JobRecord], gpu: bool) -> Evi
             nodes = max(r.request.min_nodes or 1, 1)
             asked = _requested_mb(r.request, int(r.cores), nodes)
             used.append(Run(size, r.elapsed_s / 60.0, nodes, peak_mb=r.max_rss_mb, requested_mb=asked))
-    return Evidence(tuple(used), dict(unused), "GPU" if gpu else "CPU", by_script)
+    signed = any(r.request.script_signature is not None for r in mine)
+    return Evidence(tuple(used), dict(unused), "GPU" if gpu else "CPU", by_script, signed)
 
 
 def _requested_mb(request: JobRequest, cpus: int, nodes: int) -> float | None:

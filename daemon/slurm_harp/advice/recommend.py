@@ -262,7 +262,7 @@ def _notes(
     if evidence.unused:
         what = ", ".join(f"{n} {state}" for state, n in sorted(evidence.unused.items()))
         notes.append(f"runs not used (they did not complete): {what}")
-    if evidence.runs and job.script_signature is not None:
+    if evidence.runs and job.script_signature is not None and evidence.signed:
         notes.append(
             "runs matched by script signature and name"
             if evidence.by_script
