@@ -41,6 +41,10 @@ CONFIG_ARGV = ("scontrol", "show", "config")
 # A node's memory less MemSpecLimit (slurm_formats.node_memory_mb): what a job may hold of it.
 NODES_ARGV = ("scontrol", "--all", "--oneliner", "show", "node")
 COMMAND_TIMEOUT_S = 10.0
+# Failures read during a call are logged as text (str(exc)), never as the exception: a record that is
+# kept (a test's log capture) would keep its traceback, so the call's frames and its gRPC call, and
+# grpcio frees the call's stream only then: the next call on that connection (one stream each,
+# advice_socket) was refused with RST_STREAM REFUSED_STREAM (tests/integration/test_advice_turns.py).
 REFRESH_S = 300.0
 NEWEST_RUNS = 1000  # the evidence: a user's newest runs of a job name, at most
 
@@ -94,7 +98,7 @@ class SlurmPartitions:
                     text, config = self.runner(PARTITIONS_ARGV), self.runner(CONFIG_ARGV)
                     read = SitePartitions.read(text, config, self._value, self._read_node_memory())
                 except (RuntimeError, ValueError) as exc:
-                    log.warning("advice: cannot read the partitions (keeping the last reading): %s", exc)
+                    log.warning("advice: cannot read the partitions (keeping the last reading): %s", str(exc))
                 else:
                     if read.unread and read.unread != self._value.unread:  # said once, not every reading
                         _warn_unread(read)
@@ -110,7 +114,7 @@ class SlurmPartitions:
         except (RuntimeError, ValueError) as exc:
             if not self._nodes_failing:
                 kept = "keeping the last reading" if self._node_mem_mb else "the partitions' TRES instead"
-                log.warning("advice: cannot read the nodes' memory (%s): %s", kept, exc)
+                log.warning("advice: cannot read the nodes' memory (%s): %s", kept, str(exc))
             self._nodes_failing = True
         else:
             if self._nodes_failing:
@@ -178,7 +182,7 @@ class Advisor:
                 with JobStore(db, readonly=True) as store:
                     runs = store.runs_of(name, job.job_name, newest=NEWEST_RUNS)
             except (OSError, RuntimeError, SchemaVersionError, sqlite3.Error) as exc:
-                log.warning("advice: cannot read the job store %s: %s", db, exc)
+                log.warning("advice: cannot read the job store %s: %s", db, str(exc))
                 raise AdviceRefused("the site's job history cannot be read now; try again later") from None
         site = self._partitions()
         self._warn_unlisted(settings, {*site.shapes, *site.unread})
