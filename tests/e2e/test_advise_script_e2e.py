@@ -1,14 +1,17 @@
 """`harp advise --script` reads a script's #SBATCH lines as a real sbatch (Slurm 22.05) submits them:
 comments after the options, a `#` in a word, an apostrophe in a comment, a heterogeneous job (its
-first component), the QOS, and a script without -J (named after its file). Each script is submitted
-held, and what slurmctld holds (`scontrol show job`) is compared with the request harp builds."""
+first component), the QOS, a script without -J (named after its file), and sbatch's SBATCH_* variables
+over a script. Each script is submitted held, and what slurmctld holds (`scontrol show job`) is
+compared with the request harp builds."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
+from slurm_harp.advice.sbatch_directives import ENVIRONMENT
 from slurm_harp.cli import build_parser
 from slurm_harp.commands.advise import build_request
 from tests.e2e.client_output import parse_scontrol_record
@@ -51,3 +54,94 @@ def test_harp_advise_reads_a_script_as_sbatch_submits_it(slurm_cluster: SlurmClu
         assert job.job_name == name and job.qos == first["QOS"] == "normal"
     else:
         assert job.job_name == "relax" and not job.HasField("qos")
+
+
+# (script lines, sbatch's input variables, what slurmctld holds, whether harp prices whole nodes)
+ENVIRONMENTS = [
+    (
+        "#SBATCH -p debug -t 5 -J a\n",
+        {"SBATCH_PARTITION": "batch", "SBATCH_TIMELIMIT": "7", "SBATCH_JOB_NAME": "b"},
+        {"Partition": "batch", "TimeLimit": "00:07:00", "JobName": "b"},
+        False,
+    ),
+    # One memory option in the script wins over another's variable; the same one's variable wins.
+    ("#SBATCH --mem-per-cpu=50\n", {"SBATCH_MEM_PER_NODE": "200"}, {"MinMemoryCPU": "50M"}, False),
+    ("#SBATCH --mem=100\n", {"SBATCH_MEM_PER_NODE": "200"}, {"MinMemoryNode": "200M"}, False),
+    ("#SBATCH --exclusive\n", {"SBATCH_EXCLUSIVE": "user"}, {"OverSubscribe": "USER"}, False),
+    ("#SBATCH -s\n", {"SBATCH_EXCLUSIVE": ""}, {"OverSubscribe": "NO"}, True),
+]
+
+
+def _submit_with(
+    slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch, lines: str, environ: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """sbatch of a script of ``lines`` with ``environ`` (held), and `harp advise`'s arguments for it,
+    this process's SBATCH_* variables then being ``environ`` alone."""
+    path = slurm_cluster.jobs_dir / "environment-e2e.sbatch"
+    path.write_text("#!/bin/sh\n" + lines + "sleep 1\n")
+    done = slurm_cluster.run(
+        ["sbatch", "--parsable", "--hold", "-o", "/dev/null", str(path)], env={**slurm_cluster.env, **environ}
+    )
+    for variable in ENVIRONMENT:
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in environ.items():
+        monkeypatch.setenv(variable, value)
+    return done, ["advise", "--script", str(path)]
+
+
+@pytest.mark.parametrize(("lines", "environ", "held", "exclusive"), ENVIRONMENTS)
+def test_harp_advise_reads_sbatch_s_environment_as_sbatch_does(
+    slurm_cluster: SlurmCluster,
+    monkeypatch: pytest.MonkeyPatch,
+    lines: str,
+    environ: dict[str, str],
+    held: dict[str, str],
+    exclusive: bool,
+) -> None:
+    done, argv = _submit_with(slurm_cluster, monkeypatch, lines, environ)
+    assert done.returncode == 0, done.stderr
+    job_id = int(re.match(r"\d+", done.stdout.strip()).group())  # type: ignore[union-attr]
+    try:
+        shown = slurm_cluster.run(["scontrol", "show", "job", str(job_id)])
+        assert shown.returncode == 0, shown.stderr
+        record = parse_scontrol_record(shown.stdout.strip())
+    finally:
+        slurm_cluster.run(["scancel", str(job_id)])
+    assert {key: record.get(key) for key in held} == held
+    request = build_request(build_parser().parse_args(argv))
+    job = request.job
+    for key, value in held.items():
+        if key == "MinMemoryCPU":
+            assert (job.mem_per_cpu_mb, job.HasField("mem_per_node_mb")) == (int(value[:-1]), False)
+        elif key == "MinMemoryNode":
+            assert (job.mem_per_node_mb, job.HasField("mem_per_cpu_mb")) == (int(value[:-1]), False)
+        elif key == "TimeLimit":
+            assert job.time_limit_minutes == 7
+        elif key != "OverSubscribe":
+            assert getattr(job, {"Partition": "partition", "JobName": "job_name"}[key]) == value
+    assert request.exclusive is exclusive
+
+
+@pytest.mark.parametrize(
+    ("lines", "environ", "refused"),
+    [
+        ("#SBATCH --mem=100 --mem-per-cpu=50\n", {}, "sbatch takes one of --mem, --mem-per-cpu"),
+        (
+            "",
+            {"SBATCH_MEM_PER_CPU": "30", "SBATCH_MEM_PER_NODE": "200"},
+            "sbatch takes one of these variables",
+        ),
+        ("#SBATCH -t 5\n", {"SBATCH_TIMELIMIT": "bogus"}, "SBATCH_TIMELIMIT=bogus: time limit"),
+    ],
+)
+def test_what_sbatch_refuses_harp_advise_refuses(
+    slurm_cluster: SlurmCluster,
+    monkeypatch: pytest.MonkeyPatch,
+    lines: str,
+    environ: dict[str, str],
+    refused: str,
+) -> None:
+    done, argv = _submit_with(slurm_cluster, monkeypatch, lines, environ)
+    assert done.returncode != 0 and "sbatch: " in done.stderr, done.stdout
+    with pytest.raises(ValueError, match=refused):
+        build_request(build_parser().parse_args(argv))

@@ -58,7 +58,8 @@ def test_the_header_as_sbatch_reads_it() -> None:
         # (str_to_mbytes), K rounded up to a MB; a short option's value is the rest of its word.
         ("#SBATCH --gres=gpu:a100,gpu:v100:2,gpu\n", {"gpus_per_node": 4}),
         ("#SBATCH --gpus-per-node=a100\n", {"gpus_per_node": 1}),
-        ("#SBATCH --mem=4GB --mem-per-cpu=1025k\n", {"mem_per_node_mb": 4096, "mem_per_cpu_mb": 2}),
+        ("#SBATCH --mem=4GB\n", {"mem_per_node_mb": 4096}),
+        ("#SBATCH --mem-per-cpu=1025k\n", {"mem_per_cpu_mb": 2}),
         ("#SBATCH --mem=2tb\n", {"mem_per_node_mb": 2 * 1024**2}),
         ("#SBATCH -J=foo\n", {"job_name": "=foo"}),
         # sbatch's getopt_long: a prefix only one of sbatch's options begins with is that option, a
@@ -172,6 +173,13 @@ def test_exclusive_as_sbatch_reads_it(lines: str, exclusive: bool) -> None:
         ("#SBATCH -n 2 --gpus-per-task=a100:x\n", "--gpus-per-task=a100:x: expected a whole number"),
         ("#SBATCH --gpus-per-socket=0\n", "--gpus-per-socket=0: expected a whole number >= 1"),
         ("#SBATCH -J\n", "--job-name without a value"),
+        # sbatch 22.05 (_validate_memory_options): "--mem, --mem-per-cpu, and --mem-per-gpu are
+        # mutually exclusive". Before, both were read.
+        (
+            "#SBATCH --mem=4GB\n#SBATCH --mem-per-cpu=1025k\n",
+            "lines 2, 3: --mem=4GB --mem-per-cpu=1025k: sbatch takes one of --mem, --mem-per-cpu and --mem-",
+        ),
+        ("#SBATCH --mem-per-gpu=1G --mem=1G\n", "--mem=1G --mem-per-gpu=1G: sbatch takes one of"),
         # a prefix several of sbatch's options begin with: sbatch refuses it (getopt_long)
         (
             "#SBATCH --gpus-per=2\n",

@@ -12,6 +12,7 @@ import pytest
 from slurm_harp import regular_file
 from slurm_harp.advice.partition_shape import PartitionShape
 from slurm_harp.advice.recommend import Ask, advise
+from slurm_harp.advice.sbatch_directives import ENVIRONMENT
 from slurm_harp.advice.script import MAX_SCAN, script_signature
 from slurm_harp.advice.site_partitions import SitePartitions
 from slurm_harp.advice.tariff import Prices, Tariff
@@ -27,6 +28,13 @@ from slurm_harp.server.advice_service import advice_to_proto, ask_from_proto
 from slurm_harp.server.convert import request_from_proto, request_to_proto
 from tests.conftest import REPO, not_a_file
 from tests.unit.test_arguments import usage_error
+
+
+@pytest.fixture(autouse=True)
+def _no_sbatch_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--script` reads sbatch's SBATCH_* variables: none from the shell running the tests."""
+    for variable in ENVIRONMENT:
+        monkeypatch.delenv(variable, raising=False)
 
 
 def args(*argv: str) -> argparse.Namespace:
@@ -177,6 +185,32 @@ def test_a_script_s_or_the_command_line_s_exclusive_prices_whole_nodes(tmp_path:
     printed = render(advice_to_proto(answer), request)
     assert "note: your --exclusive: a job holds whole nodes: priced with all their CPUs" in printed
     assert re.search(r"C cheapest: batch, \d+ CPUs? on 1 node: --time=\d+ --exclusive,", printed), printed
+
+
+def test_the_command_line_over_sbatch_s_variables_over_the_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As sbatch takes them: the script's #SBATCH lines, then its SBATCH_* variables, then the
+    command line. Before, `--script` read no variable."""
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -J relax -q normal -p debug -t 10 --exclusive\nsrun ./relax\n")
+    monkeypatch.setenv("SBATCH_JOB_NAME", "by-variable")
+    monkeypatch.setenv("SBATCH_QOS", "long")
+    monkeypatch.setenv("SBATCH_PARTITION", "batch")
+    monkeypatch.setenv("SBATCH_EXCLUSIVE", "user")
+    job = build_request(args("--script", str(script))).job
+    assert (job.job_name, job.qos, job.partition, job.time_limit_minutes) == (
+        "by-variable",
+        "long",
+        "batch",
+        10,
+    )
+    request = build_request(args("--script", str(script), "--name", "given", "--qos", "debug", "--exclusive"))
+    assert (request.job.job_name, request.job.qos, request.exclusive) == ("given", "debug", True)
+    assert not build_request(args("--script", str(script))).exclusive
+    monkeypatch.setenv("SBATCH_TIMELIMIT", "soon")
+    with pytest.raises(ValueError, match="environment: SBATCH_TIMELIMIT=soon: time limit 'soon'"):
+        build_request(args("--script", str(script)))
 
 
 def test_a_script_without_j_is_named_by_its_file_as_sbatch_names_it(tmp_path: Path) -> None:

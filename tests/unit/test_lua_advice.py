@@ -57,7 +57,8 @@ SAME_JOB = [
     # K rounds up; getopt gives a short option the rest of its word, "=" and all.
     ({"job-name": "typed", "gres": "gres:gpu:a100"}, "-J typed\n--gres=gpu:a100"),
     ({"job-name": "typed", "gpus-per-node": "a100"}, "-J typed\n--gpus-per-node=a100"),
-    ({"job-name": "bytes", "mem": "4G", "mem-per-cpu": "1"}, "-J bytes\n--mem=4GB\n--mem-per-cpu=1kb"),
+    ({"job-name": "bytes", "mem": "4G"}, "-J bytes\n--mem=4GB"),
+    ({"job-name": "kb", "mem-per-cpu": "1"}, "-J kb\n--mem-per-cpu=1kb"),
     ({"job-name": "=foo"}, "-J=foo"),
     # sbatch's getopt_long reads a prefix only one option begins with as that option, and
     # --tasks-per-node as --ntasks-per-node: the hook sees the option's own name.

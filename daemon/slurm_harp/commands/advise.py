@@ -23,7 +23,8 @@ import grpc
 from google.protobuf import json_format
 
 from slurm_harp.advice.gpu_memory import STAGES, STATE_BYTES
-from slurm_harp.advice.script import MAX_COUNT, MAX_SCAN, parse_script
+from slurm_harp.advice.sbatch_directives import MAX_COUNT
+from slurm_harp.advice.script import MAX_SCAN, parse_script
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from slurm_harp.commands.advice_table import render
@@ -51,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "evidence for, its run time, first time limit and expected cost (re-runs included), and "
         "the cheapest within --deadline, the fastest within --budget and the Pareto set.",
     )
-    p.add_argument("--script", type=Path, help="the batch script: its #SBATCH lines describe the job")
+    p.add_argument("--script", type=Path, help="the batch script: its #SBATCH lines, and sbatch's "
+                   "SBATCH_* variables over them, describe the job")  # fmt: skip
     p.add_argument("--name", help="the job name (sbatch -J; default: the script's -J, else its file name, "
                    "as sbatch names it)")  # fmt: skip
     # Read by the one text rule (core.text), as JobRequest reads --name: a byte that is not UTF-8 is
@@ -86,7 +88,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=run)
 
 
-_count = count_to(MAX_COUNT)  # as Slurm holds a count (advice.script.MAX_COUNT), as the plugin bounds it
+_count = count_to(
+    MAX_COUNT
+)  # as Slurm holds a count (advice.sbatch_directives.MAX_COUNT), as the plugin bounds it
 
 
 def _seconds(text: str) -> float:
@@ -155,7 +159,7 @@ def build_request(args: argparse.Namespace) -> pb.AdviceRequest:
     training = None
     exclusive = False
     if args.script is not None:
-        parsed = parse_script(read_script(args.script))
+        parsed = parse_script(read_script(args.script), os.environ)
         job, training, exclusive = parsed.request, parsed.training, parsed.exclusive
     if args.name is not None:
         job = _with(job, job_name=args.name)
