@@ -16,6 +16,7 @@ from slurm_harp.server.advisor import (
     CONFIG_ARGV,
     NODES_ARGV,
     PARTITIONS_ARGV,
+    USERS_ARGV,
     AdviceRefused,
     Advisor,
     SlurmPartitions,
@@ -84,15 +85,15 @@ def test_partitions_are_read_now_and_then_and_kept_when_scontrol_fails() -> None
     partitions = SlurmPartitions(counted, refresh_seconds=300, clock=lambda: now[0])
     site = partitions()
     table, shapes = site.table, site.shapes
-    assert calls == [PARTITIONS_ARGV, CONFIG_ARGV, NODES_ARGV] and set(shapes) == {"batch"}
+    assert calls == [PARTITIONS_ARGV, CONFIG_ARGV, NODES_ARGV, USERS_ARGV] and set(shapes) == {"batch"}
     assert "--all" in calls[0]  # Hidden partitions and those the daemon's user may not use too
     assert table.mode.value == "max_tres" and table.partitions["batch"].max_minutes == 60
     now[0] = 299
     partitions()
-    assert len(calls) == 3  # not read again yet
+    assert len(calls) == 4  # not read again yet
     now[0], failing[0] = 300, True
     assert partitions().shapes == shapes  # read again, failed: the last reading stays
-    assert len(calls) == 4
+    assert len(calls) == 5
 
 
 def test_a_node_s_memory_is_read_from_its_nodes_and_kept_when_they_do_not_read(

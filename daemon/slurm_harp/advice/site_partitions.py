@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from slurm_harp.advice.default_account import DefaultAccounts
 from slurm_harp.advice.partition_access import PartitionAccess
 from slurm_harp.advice.partition_shape import PartitionShape, shape_of
 from slurm_harp.advice.partition_table import Partition, PartitionTable, mode_of, partition_of
@@ -37,6 +38,8 @@ class SitePartitions:
     # the records that did not read this time, by partition (one read well before keeps that
     # reading's sizes and billing in table and shapes)
     unread: Mapping[str, Unread] = field(default_factory=dict)
+    # the account a job naming none is given, which AllowAccounts and DenyAccounts admit it by
+    default_accounts: DefaultAccounts = field(default_factory=DefaultAccounts)
 
     @classmethod
     def read(

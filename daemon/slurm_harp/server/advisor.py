@@ -5,7 +5,8 @@ The caller is a uid the kernel gave (server/peer_relay.py), resolved to a user n
 Whatever user the request names is replaced by that one before anything is read, and the job
 store is queried for that user's rows alone (JobStore.runs_of); recommend drops any other user's
 run again. Partitions (sizes, MaxTime, billing weights, whom they take jobs from) come from
-``scontrol --all``, read at most every few minutes; prices from harp.toml's ``[billing]``. The caller's
+``scontrol --all``, with the account a job naming none is given (its user's default), read at most
+every few minutes; prices from harp.toml's ``[billing]``. The caller's
 groups (for AllowGroups) are read on this host, as the user name is.
 """
 
@@ -23,11 +24,13 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
 from slurm_harp.accounting.jobstore import JobStore, SchemaVersionError
+from slurm_harp.advice.default_account import DefaultAccounts
+from slurm_harp.advice.partition_access import PartitionAccess
 from slurm_harp.advice.recommend import Advice, Ask, advise
 from slurm_harp.advice.site_partitions import SitePartitions
 from slurm_harp.advice.tariff import Tariff
 from slurm_harp.config import Settings
-from slurm_harp.core.request import Target
+from slurm_harp.core.request import JobRequest, Target
 from slurm_harp.slurm_formats import node_memory_mb
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,8 @@ PARTITIONS_ARGV = ("scontrol", "--all", "--oneliner", "show", "partition")
 CONFIG_ARGV = ("scontrol", "show", "config")
 # A node's memory less MemSpecLimit (slurm_formats.node_memory_mb): what a job may hold of it.
 NODES_ARGV = ("scontrol", "--all", "--oneliner", "show", "node")
+# Each user's default account as slurmctld holds it (advice.default_account): a job naming none gets it.
+USERS_ARGV = ("scontrol", "--oneliner", "show", "assoc_mgr", "flags=users")
 COMMAND_TIMEOUT_S = 10.0
 # Failures read during a call are logged as text (str(exc)), never as the exception: a record that is
 # kept (a test's log capture) would keep its traceback, so the call's frames and its gRPC call, and
@@ -87,7 +92,9 @@ class SlurmPartitions:
         self._value = SitePartitions()
         self._read_at: float | None = None
         self._node_mem_mb: dict[str, int] = {}
-        self._nodes_failing = False
+        self._nodes = _Spell("the nodes' memory")
+        self._default_accounts = DefaultAccounts()
+        self._users = _Spell("the users' default accounts")
 
     def __call__(self) -> SitePartitions:
         with self._lock:
@@ -102,7 +109,7 @@ class SlurmPartitions:
                 else:
                     if read.unread and read.unread != self._value.unread:  # said once, not every reading
                         _warn_unread(read)
-                    self._value = read
+                    self._value = replace(read, default_accounts=self._read_default_accounts())
             return self._value
 
     def _read_node_memory(self) -> dict[str, int]:
@@ -112,15 +119,45 @@ class SlurmPartitions:
         try:
             self._node_mem_mb = node_memory_mb(self.runner(NODES_ARGV))
         except (RuntimeError, ValueError) as exc:
-            if not self._nodes_failing:
-                kept = "keeping the last reading" if self._node_mem_mb else "the partitions' TRES instead"
-                log.warning("advice: cannot read the nodes' memory (%s): %s", kept, str(exc))
-            self._nodes_failing = True
+            kept = "keeping the last reading" if self._node_mem_mb else "the partitions' TRES instead"
+            self._nodes.failed(f" ({kept}): {exc}")
         else:
-            if self._nodes_failing:
-                log.info("advice: the nodes' memory read again")
-            self._nodes_failing = False
+            self._nodes.read()
         return self._node_mem_mb
+
+    def _read_default_accounts(self) -> DefaultAccounts:
+        """Each user's default account; the last reading when this one fails (logged once until
+        one reads again): without it a job naming no account is not held to AllowAccounts."""
+        try:
+            self._default_accounts = DefaultAccounts.read(self.runner(USERS_ARGV))
+        except RuntimeError as exc:
+            self._users.failed(f": {exc}")
+        else:
+            self._users.read()
+        return self._default_accounts
+
+
+class _Spell:
+    """A reading whose failures are logged once until it reads again."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.failing = False
+
+    def failed(self, detail: str) -> None:
+        if not self.failing:
+            log.warning("advice: cannot read %s%s", self.what, detail)
+        self.failing = True
+
+    def read(self) -> None:
+        if self.failing:
+            log.info("advice: %s read again", self.what)
+        self.failing = False
+
+
+def _by_account(job: JobRequest, access: PartitionAccess) -> bool:
+    """Whether ``access`` keeps ``job`` out by its account alone."""
+    return access.refusal(None, job.account, None, job.user_id) in ("AllowAccounts", "DenyAccounts")
 
 
 def _warn_unread(read: SitePartitions) -> None:
@@ -174,6 +211,10 @@ class Advisor:
         """Advice for the user ``uid`` (from the kernel) on ``ask``, from that user's jobs alone."""
         name = self._name_of(uid)
         job = replace(ask.job, user_name=name, user_id=uid)
+        site = self._partitions()
+        default = site.default_accounts.of(uid, name) if job.account is None else None
+        if default is not None:
+            job = replace(job, account=default)  # as slurmctld gives it: AllowAccounts admit by it
         settings = self._settings()
         db = settings.history.db
         runs = []
@@ -184,7 +225,6 @@ class Advisor:
             except (OSError, RuntimeError, SchemaVersionError, sqlite3.Error) as exc:
                 log.warning("advice: cannot read the job store %s: %s", db, str(exc))
                 raise AdviceRefused("the site's job history cannot be read now; try again later") from None
-        site = self._partitions()
         self._warn_unlisted(settings, {*site.shapes, *site.unread})
         tariff = Tariff.of(settings.billing, site.table)
         floor = settings.policy.floors.get(Target.MEMORY, 0.0)
@@ -199,9 +239,12 @@ class Advisor:
             gpu_memory_headroom=settings.advice.gpu_memory_headroom,
             unread={name: unread.access for name, unread in site.unread.items()},
         )
+        notes = list(advice.notes)
+        if default is not None and any(_by_account(job, shape.access) for shape in site.shapes.values()):
+            notes.append(f"without --account your job is given your default account, {default}")
         if db is None:
-            advice = replace(advice, notes=(*advice.notes, "the site keeps no job history ([history] db)"))
-        return advice
+            notes.append("the site keeps no job history ([history] db)")
+        return replace(advice, notes=tuple(notes))
 
     def _warn_unlisted(self, settings: Settings, listed: Collection[str]) -> None:
         """Log the partitions harp.toml names that scontrol, read, does not list (a typo, a partition
