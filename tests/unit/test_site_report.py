@@ -81,8 +81,10 @@ def test_counts_and_each_modes_figures_by_hand(db: Path) -> None:
     assert rewrite.reserved_core_h == pytest.approx(270 * h)
     assert rewrite.waste_core_h == pytest.approx((10 + 70 + 7 + 0) * h)  # jobs 1, 3, 4 (and 5, at 60)
     assert rewrite.killed == 2  # job 2 would be killed; job 5 was
-    # Job 2's attempt cut at 50 and its run again under its own 100 leaving 30 unused; job 5's run.
-    assert rewrite.lost_core_h == pytest.approx((50 + 30 + 60) * h)
+    # Job 2's attempt cut at 50 and its run again under its own 100 leaving 30 unused; job 5's run
+    # of 60 and its run again under its 100 leaving 40 unused (its run time standing in, as in the
+    # 40 of its waste as asked): the net saving loses job 5's run, 60.
+    assert rewrite.lost_core_h == pytest.approx((50 + 30 + 60 + 40) * h)
     # Extend: job 2 is extended 50 -> 51 -> 55 -> 65 -> 80 (Tsafrir's steps, 2 min lead) and ends at
     # 70; job 5 (ran 60 under a 60 limit) would have been extended too, its true run time unknown.
     extend = rows[Mode.EXTEND]
@@ -116,6 +118,22 @@ def test_the_net_saving_counts_what_the_re_run_of_a_killed_job_leaves_unused() -
     assert (rewrite.waste_core_h, rewrite.killed) == (0.0, 1)
     net = asked.waste_core_h - rewrite.waste_core_h - rewrite.lost_core_h
     assert net == pytest.approx(-50 / 60)
+
+
+def test_a_job_harp_killed_costs_the_net_saving_the_run_it_lost() -> None:
+    """One job of 2 cores, asked 100 min; rewrite mode cut it to 30 and Slurm stopped it there. Run
+    again under its 100 it leaves 100 - r unused, as it would have as asked: the kill costs the run it
+    lost, 30 minutes. The page said +10: its 70 minutes of waste as asked counted as cut, and only the
+    30 of its run as lost, so a job harp killed short of half its request showed as a saving."""
+    record = job("1", f"harp:rewrite,t!=30,t0=100,v={V}", 30, state="TIMEOUT", limit=30)
+    report = site_report([record], Policy(min_gain=0.0), START)
+    rows = {r.mode: r for r in report.modes}
+    asked, rewrite = rows[Mode.SHADOW], rows[Mode.REWRITE]
+    h = 2 / 60
+    assert asked.waste_core_h == pytest.approx(70 * h) and rewrite.killed == 1
+    net = asked.waste_core_h - rewrite.waste_core_h - rewrite.lost_core_h
+    assert net == pytest.approx(-30 * h)
+    assert '<td class="n">-1</td>' in render(report, {}, "defaults")  # -1 core-hour, net
 
 
 def test_jobs_whose_cpus_harp_cut_count_their_users_cpus_and_their_use_at_the_cut() -> None:
@@ -214,8 +232,9 @@ def test_kills_harp_made_in_extend_and_time_min_show_in_those_modes_rows() -> No
     rows = {r.mode: r for r in report.modes}
     h = 2 / 60
     assert (rows[Mode.EXTEND].killed, rows[Mode.TIME_MIN].killed) == (1, 1)
-    assert rows[Mode.EXTEND].lost_core_h == pytest.approx(50 * h)  # the run each kill lost
-    assert rows[Mode.TIME_MIN].lost_core_h == pytest.approx(40 * h)
+    # The run each kill lost and its run again under its own 100; a killed job's waste is not the row's.
+    assert rows[Mode.EXTEND].lost_core_h == pytest.approx(100 * h)
+    assert rows[Mode.TIME_MIN].lost_core_h == pytest.approx(100 * h)
     assert (rows[Mode.SHADOW].killed, rows[Mode.REWRITE].killed) == (0, 2)  # a rewrite stops both again
     page = render(report, {}, "defaults")
     for meaning in ("time_min: the limit is kept", "extend: the limit cut"):

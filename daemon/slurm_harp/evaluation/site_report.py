@@ -55,7 +55,8 @@ class ModeRow:
     # Σ limit x the CPUs each user asked for (core.tag.own_cores); extend: the limit the
     # guard's extensions end at, as the waste is counted (the cut one was less than used + waste)
     reserved_core_h: float
-    waste_core_h: float  # reserved but unused by the jobs that finish (after any extension)
+    # reserved but unused by the jobs that finish (after any extension; not those harp did kill)
+    waste_core_h: float
     # Jobs killed before their own limit: rewrite, would be plus every job a limit of harp's did stop
     # (a rewrite to it stops it again); time_min and extend, none would be (the guard extends), but
     # the jobs harp did kill while running in that mode (the guard down or late) are counted.
@@ -183,7 +184,9 @@ def mode_rows(
             did = none if ran_in is None else stopped & (ran_in == mode.value)
         killed, lost = int(np.sum(new | did)), lost_to_kills(obs, cut, new, did)
         changed = int(np.sum(cut < asked))
-        return ModeRow(mode, changed, core_hours(obs, final), waste(obs, final), killed, lost, extended_jobs)
+        # A job harp did kill does not finish in this row: its waste is in what its kill loses.
+        left = waste(obs.take(~did), final[~did])
+        return ModeRow(mode, changed, core_hours(obs, final), left, killed, lost, extended_jobs)
 
     rows = [row(Mode.SHADOW, asked, asked, none, 0)]
     # time_min keeps the limit: only the jobs a backfill starts early run with a cut one, so what it
@@ -201,11 +204,14 @@ def lost_to_kills(obs: Observed, cut: np.ndarray, new: np.ndarray, stopped: np.n
     """Core-hours the kills of limits ``cut`` lose: of each job they newly kill (``new``), the
     attempt cut short and the unused reservation of its re-run under its own limit, as training's net
     cut counts them (core.accuracy.kill_loss; waste() counts a killed job's waste as gone); of each
-    job a limit of harp's did stop (``stopped``), the run it lost (what its re-run would leave unused
-    is unknown: its run time is)."""
+    job a limit of harp's did stop (``stopped``), likewise the run it lost and its re-run's unused
+    reservation, the run it reached standing in for its true run time as in the waste the rows as
+    asked count for it (both are lower bounds of the same unknown): its request in all. So a kill of
+    harp's costs the net saving the run it lost. It was charged the run alone while its waste as
+    asked stayed in the cut: a job harp killed short of half its request showed as a saving."""
     per_minute = obs.cores / 60.0
     newly = per_minute * kill_loss(cut, obs.actual, obs.requested)
-    return float(np.sum(newly[new]) + np.sum((per_minute * obs.actual)[stopped]))
+    return float(np.sum(newly[new]) + np.sum((per_minute * obs.requested)[stopped]))
 
 
 def _harp_kills(records: list[JobRecord]) -> dict[str, int]:

@@ -143,8 +143,9 @@ def _modes(report: SiteReport, images: dict[str, str]) -> list[str]:
         "mode (the guard down or late), to look into. "
         "Lost to kills: of each job a rewrite would kill, the attempt cut short and the unused reservation "
         "of its run again under its own limit, as <code>harp train</code>'s net cut counts them; of each job "
-        "harp did kill, the run it lost. Net: the waste cut less what the kills lose (below zero, rewriting "
-        "costs more than it saves).</p>",
+        "harp did kill, likewise the run it lost and its run again (its run time standing in for the "
+        "unknown one, as in its waste as asked), so that each costs the net the run it lost. Net: the "
+        "waste cut less what the kills lose (below zero, rewriting costs more than it saves).</p>",
         table(head, rows),
         *_image(images, "modes", "reserved and wasted core-hours per mode"),
         *_other_targets(report),
