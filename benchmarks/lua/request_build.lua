@@ -1,13 +1,16 @@
 -- The plugin's request build (harp.request.build) per submission, in plain Lua 5.1, against what it
--- cost while it also read the batch script and hashed its #SBATCH lines (the script signature,
--- which no model has: sacct records no script), measured in the same run on the same job_desc.
+-- cost while it also read the batch script and hashed its #SBATCH lines (the script signature, now
+-- harp.script_signature, the cli_filter hook's; no model has it: sacct records no script), measured in
+-- the same run on the same job_desc.
 --   lua5.1 benchmarks/lua/request_build.lua [PLUGIN_DIR] [BUILDS]
--- PLUGIN_DIR (default plugin): a checkout's plugin/ directory. Hot loops, the median of 9 rounds of
--- BUILDS builds (default 5000); in slurmctld each read of job_desc is a call into its C, and
--- job_desc.script copies the whole script into Lua, which this leaves out.
+-- PLUGIN_DIR (default plugin): a checkout's plugin/ directory, one with harp/script_signature.lua.
+-- Hot loops, the median of 9 rounds of BUILDS builds (default 5000); in slurmctld each read of
+-- job_desc is a call into its C, and job_desc.script copies the whole script into Lua, which this
+-- leaves out.
 local dir = arg[1] or "plugin"
 package.path = dir .. "/?.lua;" .. package.path
 local request = require "harp.request"
+local signature = require "harp.script_signature"
 local clock = os.clock
 
 local builds = tonumber(arg[2]) or 5000
@@ -49,7 +52,7 @@ for _, h in ipairs(HEADERS) do
   local now = median_us(function() return request.build(jd, 1000) end)
   local before = median_us(function()
     local r = request.build(jd, 1000)
-    r.script_signature = request.script_signature(jd.script)
+    r.script_signature = signature.of(jd.script)
     return r
   end)
   print(string.format("%-34s %12.1f %20.1f", h[1], now, before))

@@ -54,14 +54,6 @@ local function each_gpu(tres, fn)
   end
 end
 
--- GPUs in a TRES string (per node for tres_per_node, --gres): every gpu item added up; nil without one.
-function M.from_tres(tres)
-  local total, seen = 0, false
-  each_gpu(tres, function(_, n) total, seen = total + n, true end)
-  if not seen or total >= NO_VAL then return nil end
-  return total
-end
-
 -- ceil(total / nodes) as training spreads a job's GPUs (no node count, or 0: one node); nil unless a count.
 function M.per_node(total, nodes)
   if total == nil then return nil end

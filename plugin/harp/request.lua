@@ -1,9 +1,9 @@
 -- job_desc (as slurmctld 22.05 exposes it to Lua) -> SubmitRequest table for pb.encode_request.
 -- A Slurm sentinel (NO_VAL, INFINITE, NO_VAL16, NO_VAL64) or nil means "not given": the field is left out.
 
-local floor, min, os_time = math.floor, math.min, os.time
+local floor, os_time = math.floor, os.time
 local type, tonumber, pcall = type, tonumber, pcall
-local match, sub, byte, find, format = string.match, string.sub, string.byte, string.find, string.format
+local sub, byte, find = string.sub, string.byte, string.find
 local concat = table.concat
 local partitions = require "harp.partitions"
 local gpus = require "harp.gpus"
@@ -14,14 +14,6 @@ local NO_VAL16 = 65534        -- also INFINITE16 = 65535
 local NO_VAL = 4294967294     -- also INFINITE = 4294967295
 local MAX_EXACT = 9007199254740992 -- NO_VAL64 and the MEM_PER_CPU flag bit are far above this
 M.MAX_STRING = 255 -- bytes, as slurmdbd keeps; the daemon's slurm_harp.core.text.MAX_TEXT_BYTES (test_lua_text.py)
-M.MAX_LINE = 1024
-M.MAX_LINES = 256
--- The scan and the hash (script_signature, for the cli_filter advice hook; job_submit sends none):
--- bound them so that no script costs more than a few milliseconds (a real #SBATCH header is a few
--- hundred bytes).
-M.MAX_SCAN = 65536 -- bytes of script looked at, at most
-M.MAX_SCAN_LINES = 1024 -- lines looked at, at most (blank and comment lines included)
-M.MAX_HASHED = 2048 -- bytes of directives hashed, at most
 
 -- A count below `limit` (the field's sentinel), integral and >= `min`; anything else is "not given".
 local function count(v, limit, least)
@@ -99,67 +91,6 @@ local function text(v)
 end
 M.text = text
 
--- xor of two 4-bit values, as a 16x16 table (Lua 5.1 has no bit operations)
-local XOR4 = {}
-for a = 0, 15 do
-  for b = 0, 15 do
-    local x, bit, p, q = 0, 1, a, b
-    for _ = 1, 4 do
-      if p % 2 ~= q % 2 then x = x + bit end
-      p, q, bit = floor(p / 2), floor(q / 2), bit * 2
-    end
-    XOR4[a * 16 + b] = x
-  end
-end
-
--- FNV-1a 64 with two 32-bit limbs; every intermediate stays below 2^53.
--- h * prime mod 2^64, prime = 2^40 + 0x1b3: lo' = lo * 0x1b3 mod 2^32, and the high limb gets the
--- carry, hi * 0x1b3 and the low 24 bits of lo shifted by 8 (the 2^40 term).
--- It runs in slurmctld for every byte hashed: whole divisions are written as (x - x % d) / d, which
--- is exact here and spares a call to math.floor.
-local TWO32, TWO24 = 4294967296, 16777216
-local function fnv1a64(s)
-  local lo, hi = 0x84222325, 0xcbf29ce4 -- offset basis 0xcbf29ce484222325
-  for i = 1, #s do
-    local b = byte(s, i)
-    local low = lo % 256
-    local low4, b4 = low % 16, b % 16
-    lo = lo - low + XOR4[low - low4 + (b - b4) / 16] * 16 + XOR4[low4 * 16 + b4]
-    local r = lo * 0x1b3
-    local r_lo = r % TWO32
-    hi = (hi * 0x1b3 + (r - r_lo) / TWO32 + (lo % TWO24) * 256) % TWO32
-    lo = r_lo
-  end
-  return format("%08x%08x", hi, lo)
-end
-M.fnv1a64 = fnv1a64
-
--- Hex FNV-1a 64 of the script's "#SBATCH" lines, each cut to MAX_LINE bytes then stripped of trailing
--- whitespace, at most MAX_LINES of them within the first MAX_SCAN bytes and MAX_SCAN_LINES lines,
--- joined by "\n" and cut to MAX_HASHED bytes.
--- Like sbatch, the scan stops at the first line that is neither blank nor a "#" comment, which also
--- bounds the work on huge scripts. Only directives are hashed: the body never leaves slurmctld.
-function M.script_signature(script)
-  if type(script) ~= "string" or script == "" then return nil end
-  local lines, n, pos, len, seen = {}, 0, 1, #script, 0
-  while pos <= len and pos <= M.MAX_SCAN and seen < M.MAX_SCAN_LINES do
-    seen = seen + 1
-    local e = find(script, "\n", pos, true) or (len + 1)
-    -- nothing past MAX_SCAN + 1 bytes, as the Python twin (advice/script.py) reads the script
-    local line = sub(script, pos, min(e - 1, pos + M.MAX_LINE - 1, M.MAX_SCAN + 1))
-    if sub(line, 1, 7) == "#SBATCH" then
-      n = n + 1
-      lines[n] = match(line, "^(.*%S)") or "" -- linear, unlike "(.-)%s*$"
-      if n >= M.MAX_LINES then break end
-    elseif not find(line, "^%s*$") and not find(line, "^%s*#") then
-      break
-    end
-    pos = e + 1
-  end
-  if n == 0 then return nil end
-  return fnv1a64(sub(concat(lines, "\n"), 1, M.MAX_HASHED))
-end
-
 -- t[k] under pcall (job_desc reads its fields in C and may raise).
 local function index(t, k)
   return t[k]
@@ -215,7 +146,8 @@ function M.build(job_desc, submit_uid, part_list)
     -- No script_signature: sacct records no script, so no model has it (unknown in every row trained
     -- from sacct: tests/unit/test_sacct.py), and reading job_desc.script copies the whole script into
     -- Lua under slurmctld's locks, then hashing its #SBATCH lines took about 0.1-0.2 ms for a header
-    -- of a dozen lines (benchmarks/bench_request_build.py). The advice hook still sends it.
+    -- of a dozen lines (benchmarks/lua/request_build.lua). The advice hook still sends it
+    -- (harp.script_signature).
     time_limit_minutes = limit_read and count(limit, NO_VAL) or nil,
     -- Without --time, the limit slurmctld fills in after this plugin and accounting records: the
     -- features read it as the job's limit, as training does; policy still sees no request of the user's.

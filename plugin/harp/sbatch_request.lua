@@ -8,6 +8,7 @@
 -- read as "-2" (NO_VAL printed as an int: ntasks-per-node, sockets-per-node, ntasks-per-gpu, ...).
 
 local request = require "harp.request"
+local signature = require "harp.script_signature"
 local gpus_of = require "harp.gpus"
 
 local tonumber, type, pcall, require, ceil = tonumber, type, pcall, require, math.ceil
@@ -156,7 +157,7 @@ local function script_head(path)
   if type(path) ~= "string" or path == "" or not regular(path) then return nil end
   local f = io_open(path, "rb")
   if not f then return nil end
-  local ok, head = pcall(f.read, f, request.MAX_SCAN + 1)
+  local ok, head = pcall(f.read, f, signature.MAX_SCAN + 1)
   f:close()
   if ok and type(head) == "string" then return head end
   return nil
@@ -194,7 +195,7 @@ function M.build(options)
     account = request.text(get("account")),
     qos = request.text(get("qos")),
     work_dir = request.text(get("chdir")),
-    script_signature = request.script_signature(script_head(script)),
+    script_signature = signature.of(script_head(script)),
     time_limit_minutes = M.minutes(get("time")),
     time_min_minutes = M.minutes(get("time-min")),
     mem_per_node_mb = M.megabytes(get("mem")),

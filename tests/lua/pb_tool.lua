@@ -3,7 +3,7 @@
 --   lua5.1 pb_tool.lua build      stdin: JSON {job_desc=..., submit_uid=..., part_list=...} -> JSON {hex=, request=}
 --   lua5.1 pb_tool.lua decode     stdin: JSON array of hex Decision bytes -> JSON array of decisions/errors
 --                                 (predicted, quantile, new_value as "%.17g" strings)
---   lua5.1 pb_tool.lua signature  stdin: script text -> signature (or empty line)
+--   lua5.1 pb_tool.lua signature  stdin: script text -> harp.script_signature's (or an empty line)
 --   lua5.1 pb_tool.lua advice_request  stdin: JSON array of sbatch option tables -> JSON array of
 --                                 {hex = AdviceRequest bytes, request = the SubmitRequest table}
 --   lua5.1 pb_tool.lua advice     stdin: JSON array of hex Advice bytes -> JSON array of
@@ -21,6 +21,7 @@ package.path = here .. "/?.lua;" .. here .. "/../../plugin/?.lua;" .. package.pa
 local cjson = require "cjson"
 local pb = require "harp.pb"
 local request = require "harp.request"
+local signature = require "harp.script_signature"
 local sbatch_request = require "harp.sbatch_request"
 local advice_line = require "harp.advice_line"
 local apply = require "harp.apply"
@@ -60,7 +61,7 @@ elseif mode == "decode" then
   cjson.encode_sparse_array(true)
   io.write(cjson.encode(out), "\n")
 elseif mode == "signature" then
-  io.write(request.script_signature(input) or "", "\n")
+  io.write(signature.of(input) or "", "\n")
 elseif mode == "advice_request" then
   local out = {}
   for i, o in ipairs(cjson.decode(input)) do

@@ -137,8 +137,8 @@ T.test("job name defaults as sbatch's: wrap, then the script's file name", funct
   local r = sbatch_request.build(options {argv = {path}})
   T.rmdir(dir)
   T.eq(r.job_name, "relax.sbatch", "basename")
-  T.eq(r.script_signature, require("harp.request").script_signature("#!/bin/sh\n#SBATCH -n 2\nsleep 1\n"),
-    "signature of the script file, as the job_submit plugin computes it")
+  T.eq(r.script_signature, require("harp.script_signature").of("#!/bin/sh\n#SBATCH -n 2\nsleep 1\n"),
+    "signature of the script file")
 end)
 
 T.test("a hostile name is cut to valid UTF-8; an unreadable script has no signature", function()

@@ -4,23 +4,32 @@ local request = require "harp.request"
 
 local NO_VAL, NO_VAL16 = 4294967294, 65534
 
-T.test("gres parsing", function()
-  local g = gpus.from_tres
-  T.eq(g("gres:gpu:2"), 2, "22.05 form")
-  T.eq(g("gres/gpu:2"), 2, "slash form")
-  T.eq(g("gres/gpu:a100:2"), 2, "typed")
-  T.eq(g("gres:gpu:a100:4"), 4, "typed colon")
-  T.eq(g("gres/gpu"), 1, "no count")
-  T.eq(g("gres/gpu:a100"), 1, "type, no count")
-  T.eq(g("gres/gpu=3"), 3, "equals")
-  T.eq(g("gpu:2"), 2, "bare")
-  T.eq(g("gres/shard:2"), nil, "not a gpu")
-  T.eq(g("gres/gpu_mem:2"), nil, "prefix only")
-  T.eq(g("gres/gpu:a100:1,gres/gpu:v100:2"), 3, "several entries")
-  T.eq(g("gres/mps:100,gres/gpu:1"), 1, "mixed list")
-  T.eq(g(""), nil, "empty")
-  T.eq(g(nil), nil, "nil")
-  T.eq(g("gres/gpu:" .. string.rep("9", 400)), nil, "past NO_VAL")
+-- The GPUs per node of a job that asks them by `tres` in job_desc's `field` alone: no node, task or
+-- socket count, so that each of the four fields counts the string as it reads (x 1).
+local TRES_FIELDS = {"tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task"}
+local function asked(field, tres)
+  return gpus.of_job(function(k) if k == field then return tres end end)
+end
+
+T.test("TRES strings: the GPU items of each tres_per_* field are counted", function()
+  for _, field in ipairs(TRES_FIELDS) do
+    local function g(tres) return asked(field, tres) end
+    T.eq(g("gres:gpu:2"), 2, field .. ": 22.05 form")
+    T.eq(g("gres/gpu:2"), 2, field .. ": slash form")
+    T.eq(g("gres/gpu:a100:2"), 2, field .. ": typed")
+    T.eq(g("gres:gpu:a100:4"), 4, field .. ": typed colon")
+    T.eq(g("gres/gpu"), 1, field .. ": no count")
+    T.eq(g("gres/gpu:a100"), 1, field .. ": type, no count")
+    T.eq(g("gres/gpu=3"), 3, field .. ": equals")
+    T.eq(g("gpu:2"), 2, field .. ": bare")
+    T.eq(g("gres/shard:2"), nil, field .. ": not a gpu")
+    T.eq(g("gres/gpu_mem:2"), nil, field .. ": prefix only")
+    T.eq(g("gres/gpu:a100:1,gres/gpu:v100:2"), 3, field .. ": several entries")
+    T.eq(g("gres/mps:100,gres/gpu:1"), 1, field .. ": mixed list")
+    T.eq(g(""), nil, field .. ": empty")
+    T.eq(g(nil), nil, field .. ": nil")
+    T.eq(g("gres/gpu:" .. string.rep("9", 400)), nil, field .. ": past NO_VAL")
+  end
 end)
 
 T.test("gpus spread per node as training spreads them", function()

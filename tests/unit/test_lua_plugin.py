@@ -525,7 +525,7 @@ SIGNED_SCRIPTS = [
 
 
 def _signature(script: str) -> str | None:
-    """Reference of plugin/harp/request.lua script_signature (FNV-1a 64 over the #SBATCH header lines)."""
+    """Reference of plugin/harp/script_signature.lua (FNV-1a 64 over the #SBATCH header lines)."""
     lines: list[bytes] = []
     data = script.encode()[: 65536 + 1]
     pos = 0

@@ -32,7 +32,7 @@ __all__ = [
     "script_signature",
 ]
 
-# The plugin's bounds (plugin/harp/request.lua): the signature of a script is the same here.
+# The plugin's bounds (plugin/harp/script_signature.lua): the signature of a script is the same here.
 MAX_SCAN = 65536
 MAX_SCAN_LINES = 1024
 MAX_LINE = 1024
