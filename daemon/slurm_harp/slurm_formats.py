@@ -41,6 +41,9 @@ _SENTINELS = frozenset({"", "unknown", "none", "invalid", "partition_limit", "un
 _NO_LIMIT = frozenset({"unlimited", "infinite", "-1"})
 # slurm.h's NO_VAL, INFINITE, NO_VAL64, INFINITE64: "no value" and "no limit" in its counters.
 _SLURM_NO_VALUES = frozenset({2**32 - 2, 2**32 - 1, 2**64 - 2, 2**64 - 1})
+# NO_VAL64 and INFINITE64 as sacct prints a size (convert_num_unit, a double): 2**64 whatever the
+# unit; a number far past it is one too large (OutOfRange), not a sentinel.
+_NO_VAL64_PRINTED = float(2**64 - 2)
 _WHOLE = re.compile(r"[0-9]+")
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")  # sacct's TotalCPU has milliseconds: 02:03.123
 _DURATION_FORMS = "minutes, minutes:seconds, [days-]hours:minutes:seconds, days-hours[:minutes]"
@@ -180,6 +183,8 @@ def parse_size_mb(text: str, bare_unit: str) -> tuple[float, str] | None:
     """A size such as ``4000M``, ``4Gn``, ``512Mc`` or ``1234567`` -> (MB, flavour); None for a
     sentinel. Units K, M, G, T, P in either case, binary.
 
+    Slurm's NO_VAL64 and INFINITE64 are sentinels too: sacct prints them as a double,
+    ``18446744073709551616.00M`` (the ReqMem of a job cancelled before slurmctld gave it memory).
     ``bare_unit`` is the unit of a number without suffix ("" bytes for MaxRSS, "M" for ReqMem).
     The flavour is "n" (per node), "c" (per CPU) or "" (no suffix: per job for ReqMem since
     Slurm 21.08, per task for MaxRSS).
@@ -190,6 +195,8 @@ def parse_size_mb(text: str, bare_unit: str) -> tuple[float, str] | None:
     if match is None:
         raise ValueError(f"bad size {text[:40]!r}: expected a number with an optional K, M, G, T or P")
     number, unit, flavour = match.groups()
+    if float(number) == _NO_VAL64_PRINTED:
+        return None
     return in_range(float(number) * _MULTIPLIER[(unit or bare_unit).upper()] / _MB, text), flavour
 
 

@@ -13,7 +13,7 @@ from slurm_harp.accounting import JobRecord
 from slurm_harp.accounting.jobstore import JobStore
 from tests.conftest import store_checksum
 from tests.e2e.cluster import SlurmCluster
-from tests.e2e.harvesting import MEMORY_JOB, MEMORY_MB, counts, harvest, settled
+from tests.e2e.harvesting import MEMORY_JOB, MEMORY_MB, counts, harvest, harvest_logged, settled
 from tests.e2e.zones import zone_falling_back_at
 
 
@@ -75,6 +75,33 @@ def test_harvest_a_real_cluster_twice_then_once_more(slurm_cluster: SlurmCluster
     assert moved is not None and cursor is not None and moved > cursor
     assert moved == after[str(late.job_id)].end_time
     assert late_row["State"] == after[str(late.job_id)].state == "COMPLETED"
+
+
+def test_a_job_cancelled_before_it_started_is_no_bad_line(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """sacct prints the ReqMem of a job cancelled before slurmctld gave it memory (held, no --mem)
+    as Slurm's NO_VAL64, 18446744073709551616.00M. Each such job was a bad line, a warning
+    ("number out of range") at every harvest: at a site, every job cancelled while it waited. It is
+    a job that never ran: left out, as one that ran 0 seconds is."""
+    cluster = slurm_cluster
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 600))
+    held = cluster.run(["sbatch", "--parsable", "--hold", "-t", "5", "-o", "/dev/null", "--wrap", "true"])
+    assert held.returncode == 0, held.stderr
+    job_id = held.stdout.strip().split(";")[0]
+    assert cluster.run(["scancel", job_id]).returncode == 0
+    row = ""
+    for _ in range(60):
+        shown = cluster.run(
+            ["sacct", "-a", "-P", "-n", "--noconvert", "-X", "-j", job_id, "-o", "State,ReqMem"]
+        )
+        row = shown.stdout.strip()
+        if row.startswith("CANCELLED"):
+            break
+        time.sleep(0.5)
+    assert row.split("|")[-1] == "18446744073709551616.00M", row  # what this test is about
+    summary, log = harvest_logged(cluster, tmp_path / "jobs.sqlite", "--start", start)
+    assert counts(summary)[0] == 0 and "out of range" not in log, summary + log
 
 
 def test_a_node_running_two_tasks_holds_both_their_peaks(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:

@@ -399,6 +399,10 @@ def _job_1001_with(field: str, value: str, **more: str) -> tuple[list[JobRecord]
         ("AllocCPUS", INFINITE64, {"alloc_cpus": None}),
         ("ReqTRES", f"cpu=8,gres/gpu={NO_VAL},node=2", {"gpus_per_node": None}),
         ("ReqTRES", f"cpu=8,gres/gpu:a100=2,gres/gpu:v100={NO_VAL64},node=2", {"gpus_per_node": None}),
+        # sacct prints a size as a double: NO_VAL64 is 2**64, the ReqMem of a job cancelled before
+        # slurmctld gave it memory (held, or pending, with no --mem; seen on Slurm 22.05).
+        ("ReqMem", "18446744073709551616.00M", {"mem_per_node_mb": None, "mem_per_cpu_mb": None}),
+        ("ReqMem", "18446744073709551616.00Mc", {"mem_per_node_mb": None, "mem_per_cpu_mb": None}),
     ],
 )
 def test_slurms_no_value_in_a_count_is_read_as_unknown(

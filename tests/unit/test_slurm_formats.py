@@ -123,6 +123,10 @@ def test_numbers_beyond_slurms_are_out_of_range_not_a_crash(big: str) -> None:
         ("4g", "M", (4096.0, "")),  # units in either case, as sbatch reads them (refused here)
         ("1p", "M", (1024.0**3, "")),
         ("INVALID", "M", None),
+        # Slurm's NO_VAL64 and INFINITE64 as sacct prints a size (a double, 2**64): no value.
+        ("18446744073709551616.00M", "M", None),
+        ("18446744073709551615", "", None),
+        ("18446744073709551614Kn", "M", None),
     ],
 )
 def test_sizes(text: str, bare: str, expected: tuple[float, str] | None) -> None:
