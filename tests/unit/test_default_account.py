@@ -72,6 +72,9 @@ def test_a_job_naming_no_account_is_admitted_by_its_user_s_default(tmp_path: Pat
         and "partitions left out: owners (AllowAccounts), retired (State=INACTIVE)" in ann.notes
     )
     assert f"{NOTE}, phys" in ann.notes
+    # Asked of batch alone, which takes every account: nothing to say about the default.
+    only = advisor.advise(1000, Ask(JobRequest(job_name="sim", min_cpus=4), partitions=("batch",)))
+    assert priced(only) == {"batch"} and not any(NOTE in n for n in only.notes)
     cara = advisor.advise(1002, ask)
     assert priced(cara) == {"batch", "owners"} and f"{NOTE}, chem" not in cara.notes  # it kept nothing out
     # The job's own account is the one: the default is not looked at.

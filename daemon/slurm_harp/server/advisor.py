@@ -240,7 +240,8 @@ class Advisor:
             unread={name: unread.access for name, unread in site.unread.items()},
         )
         notes = list(advice.notes)
-        if default is not None and any(_by_account(job, shape.access) for shape in site.shapes.values()):
+        asked = [site.shapes[p] for p in ask.partitions if p in site.shapes] or site.shapes.values()
+        if default is not None and any(_by_account(job, shape.access) for shape in asked):
             notes.append(f"without --account your job is given your default account, {default}")
         if db is None:
             notes.append("the site keeps no job history ([history] db)")
