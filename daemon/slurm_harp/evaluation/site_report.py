@@ -206,12 +206,13 @@ def lost_to_kills(obs: Observed, cut: np.ndarray, new: np.ndarray, stopped: np.n
     cut counts them (core.accuracy.kill_loss; waste() counts a killed job's waste as gone); of each
     job a limit of harp's did stop (``stopped``), likewise the run it lost and its re-run's unused
     reservation, the run it reached standing in for its true run time as in the waste the rows as
-    asked count for it (both are lower bounds of the same unknown): its request in all. So a kill of
+    asked count for it (both are lower bounds of the same unknown): kill_loss at that run, its
+    request in all. So a kill of
     harp's costs the net saving the run it lost. It was charged the run alone while its waste as
     asked stayed in the cut: a job harp killed short of half its request showed as a saving."""
-    per_minute = obs.cores / 60.0
-    newly = per_minute * kill_loss(cut, obs.actual, obs.requested)
-    return float(np.sum(newly[new]) + np.sum((per_minute * obs.requested)[stopped]))
+    killed_at = np.where(stopped, obs.actual, cut)  # harp's kill: at the run it reached
+    lost = obs.cores / 60.0 * kill_loss(killed_at, obs.actual, obs.requested)
+    return float(np.sum(lost[new | stopped]))
 
 
 def _harp_kills(records: list[JobRecord]) -> dict[str, int]:
