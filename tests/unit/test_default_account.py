@@ -37,7 +37,7 @@ def test_each_user_s_default_account_is_read() -> None:
         accounts.of(1003, "dan") == accounts.of(None, "DAN") == "chem" and 4294967294 not in accounts.by_uid
     )
     assert accounts.of(1004, "eve") is None and accounts.of(1005, "fay") is None  # none: not known
-    assert len(DefaultAccounts.read("garbage\nUserName=x DefAccount=y\n")) == 0
+    assert DefaultAccounts.read("garbage\nUserName=x DefAccount=y\n") == DefaultAccounts()
 
 
 def _advisor(tmp_path: Path, users: list[str | None]) -> Advisor:

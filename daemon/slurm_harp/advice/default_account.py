@@ -46,6 +46,3 @@ class DefaultAccounts:
         if uid is not None and uid in self.by_uid:
             return self.by_uid[uid]
         return self.by_name.get(lowered(name)) if name is not None else None
-
-    def __len__(self) -> int:
-        return len(self.by_name)

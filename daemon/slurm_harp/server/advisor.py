@@ -93,7 +93,6 @@ class SlurmPartitions:
         self._read_at: float | None = None
         self._node_mem_mb: dict[str, int] = {}
         self._nodes = _Spell("the nodes' memory")
-        self._default_accounts = DefaultAccounts()
         self._users = _Spell("the users' default accounts")
 
     def __call__(self) -> SitePartitions:
@@ -129,12 +128,12 @@ class SlurmPartitions:
         """Each user's default account; the last reading when this one fails (logged once until
         one reads again): without it a job naming no account is not held to AllowAccounts."""
         try:
-            self._default_accounts = DefaultAccounts.read(self.runner(USERS_ARGV))
+            read = DefaultAccounts.read(self.runner(USERS_ARGV))
         except RuntimeError as exc:
             self._users.failed(f": {exc}")
-        else:
-            self._users.read()
-        return self._default_accounts
+            return self._value.default_accounts
+        self._users.read()
+        return read
 
 
 class _Spell:
