@@ -88,9 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=run)
 
 
-_count = count_to(
-    MAX_COUNT
-)  # as Slurm holds a count (advice.sbatch_directives.MAX_COUNT), as the plugin bounds it
+_count = count_to(MAX_COUNT)  # as Slurm holds a count, as the plugin bounds it
 
 
 def _seconds(text: str) -> float:
