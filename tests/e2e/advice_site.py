@@ -4,9 +4,13 @@ with an advice socket that every user reaches."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +55,34 @@ def advice_daemon(cluster: SlurmCluster, work: Path) -> DaemonProcess:
         extra=f'[history]\ndb = "{work / "jobs.sqlite"}"\n[advice]\nsocket = "{work / "advice.sock"}"\n',
         env=cluster.env,  # the daemon reads the partitions with this cluster's scontrol
     )
+
+
+def harp_advise(cluster: SlurmCluster, *args: str) -> dict[str, Any]:
+    """`harp advise ARGS --json` run with this cluster's Slurm; its answer."""
+    bin_dir = os.path.dirname(sys.executable)
+    env = cluster.env | {"PATH": f"{cluster.env['PATH']}:/usr/bin:{bin_dir}"}
+    argv = [sys.executable, "-m", "slurm_harp.cli", "advise", *args, "--json"]
+    done = cluster.run(argv, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+@contextmanager
+def advising(cluster: SlurmCluster, work: Path) -> Iterator[Callable[..., dict[str, Any]]]:
+    """advice_daemon() serving for the block, which gets `harp advise` through its socket."""
+    daemon = advice_daemon(cluster, work)
+    daemon.start()
+    try:
+        yield lambda *args: harp_advise(cluster, "--socket", str(work / "advice.sock"), *args)
+    finally:
+        daemon.stop()
+
+
+def scripts(work: Path, prefix: str, options: Mapping[str, str]) -> dict[str, Path]:
+    """A batch script in ``work`` per name, named ``prefix-name`` (-J), with the name's options."""
+    paths = {}
+    for name, given in options.items():
+        paths[name] = work / f"{name}.sbatch"
+        paths[name].write_text(f"#!/bin/sh\n#SBATCH -J {prefix}-{name} {given}\ntrue\n")
+    return paths

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.advice_site import advice_daemon, open_site
+from tests.e2e.advice_site import advising, open_site, scripts
 from tests.e2e.client_output import parse_scontrol_record
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.cluster_config import DEFAULT_ACCOUNT
-from tests.e2e.test_advise_whole_nodes_e2e import harp_advise
 
 pytestmark = pytest.mark.e2e
 
@@ -53,19 +52,9 @@ def test_a_job_naming_no_account_is_admitted_by_its_default_account(site: tuple[
             held = held_job(cluster, partition, account)
             assert held["Account"] == (account or DEFAULT_ACCOUNT), held
             assert held["Reason"].startswith("Job's_account_not_permitted") is not runs, held
-    scripts = {}
-    for name, options in (("default", "-n 1"), ("teaching", "-n 1 -A teaching")):
-        scripts[name] = work / f"{name}.sbatch"
-        scripts[name].write_text(f"#!/bin/sh\n#SBATCH -J account-{name} {options}\ntrue\n")
-    socket = ["--socket", str(work / "advice.sock")]
-    daemon = advice_daemon(cluster, work)
-    daemon.start()
-    try:
-        answers = {
-            name: harp_advise(cluster, *socket, "--script", str(path)) for name, path in scripts.items()
-        }
-    finally:
-        daemon.stop()
+    written = scripts(work, "account", {"default": "-n 1", "teaching": "-n 1 -A teaching"})
+    with advising(cluster, work) as advise:
+        answers = {name: advise("--script", str(path)) for name, path in written.items()}
     priced = {name: {o["partition"] for o in answer["options"]} for name, answer in answers.items()}
     assert priced["default"] == {"batch", "debug"}, answers["default"]
     notes = answers["default"]["notes"]

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.advice_site import advice_daemon, open_site
+from tests.e2e.advice_site import advising, open_site, scripts
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.harvesting import settled
-from tests.e2e.test_advise_whole_nodes_e2e import WHOLE, alloc_tres, harp_advise
+from tests.e2e.test_advise_whole_nodes_e2e import WHOLE, alloc_tres
 
 NAME = "advise-node-size"
 TEST_ONLY = ("sbatch", "--test-only", "-p", "batch", "-t", "5", "--wrap", "true")
@@ -59,24 +59,20 @@ def test_a_node_is_as_big_as_slurmctld_gives_a_job(site: tuple[SlurmCluster, Pat
     assert cluster.run([*TEST_ONLY, "-c", "4"]).returncode != 0
 
     # Job names without runs: the memory is the job's own ask, a node's for --mem=0.
-    scripts = {}
-    for name, options in (
-        ("mem-0", "-p batch -n 1 --mem=0"),
-        ("mem-fits", f"-p batch -n 1 --mem={given}"),
-        ("mem-over", f"-p batch -n 1 --mem={given + 1}"),
-        ("whole", "-p whole -n 1"),
-        ("one-task", "-p batch -c 4"),
-    ):
-        scripts[name] = work / f"{name}.sbatch"
-        scripts[name].write_text(f"#!/bin/sh\n#SBATCH -J fresh-{name} {options}\ntrue\n")
-    socket = ["--socket", str(work / "advice.sock")]
-    daemon = advice_daemon(cluster, work)
-    daemon.start()
-    try:
-        answers = {name: harp_advise(cluster, *socket, "--script", str(p)) for name, p in scripts.items()}
-        ran = harp_advise(cluster, *socket, "--name", NAME, "--partition", "whole", "--cpus", "1")
-    finally:
-        daemon.stop()
+    written = scripts(
+        work,
+        "fresh",
+        {
+            "mem-0": "-p batch -n 1 --mem=0",
+            "mem-fits": f"-p batch -n 1 --mem={given}",
+            "mem-over": f"-p batch -n 1 --mem={given + 1}",
+            "whole": "-p whole -n 1",
+            "one-task": "-p batch -c 4",
+        },
+    )
+    with advising(cluster, work) as advise:
+        answers = {name: advise("--script", str(path)) for name, path in written.items()}
+        ran = advise("--name", NAME, "--partition", "whole", "--cpus", "1")
     assert int(size_1(answers["mem-0"])["mem_per_node_mb"]) == given  # was the TRES's, 1000 MB more
     fits = size_1(answers["mem-fits"])
     assert int(fits["mem_per_node_mb"]) == given and "MB per node" not in fits.get("note", "")

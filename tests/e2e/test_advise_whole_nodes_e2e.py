@@ -6,16 +6,12 @@ prices each so, with its note; sbatch takes 8 tasks over the two nodes but refus
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.e2e.advice_site import advice_daemon, open_site, submit_two_sizes
+from tests.e2e.advice_site import advising, open_site, submit_two_sizes
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.harvesting import settled
 
@@ -27,16 +23,6 @@ WHOLE = "PartitionName=whole Nodes=ALL MaxTime=INFINITE State=UP OverSubscribe=E
 @pytest.fixture
 def site(start_cluster: StartCluster) -> Iterator[tuple[SlurmCluster, Path]]:
     yield from open_site(start_cluster, nodes=2, slurm_conf_extra=WHOLE)
-
-
-def harp_advise(cluster: SlurmCluster, *args: str) -> dict[str, Any]:
-    bin_dir = os.path.dirname(sys.executable)
-    env = cluster.env | {"PATH": f"{cluster.env['PATH']}:/usr/bin:{bin_dir}"}
-    argv = [sys.executable, "-m", "slurm_harp.cli", "advise", *args, "--json"]
-    done = cluster.run(argv, env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    answer: dict[str, Any] = json.loads(done.stdout)
-    return answer
 
 
 def alloc_tres(cluster: SlurmCluster, job_id: int) -> dict[str, str]:
@@ -71,15 +57,10 @@ def test_a_partition_of_whole_nodes_is_priced_as_accounting_bills_it(site: tuple
     script.write_text(f"#!/bin/sh\n#SBATCH -J {NAME} -p batch -c 8\ntrue\n")
     exclusive = work / "exclusive.sbatch"
     exclusive.write_text(f"#!/bin/sh\n#SBATCH -J {NAME} --exclusive -p batch -n 1\ntrue\n")
-    socket = ["--socket", str(work / "advice.sock")]
-    daemon = advice_daemon(cluster, work)
-    daemon.start()
-    try:
-        answer = harp_advise(cluster, *socket, "--name", NAME)
-        one_task = harp_advise(cluster, *socket, "--script", str(script), "--partition", "batch")
-        own_whole = harp_advise(cluster, *socket, "--script", str(exclusive), "--partition", "batch")
-    finally:
-        daemon.stop()
+    with advising(cluster, work) as advise:
+        answer = advise("--name", NAME)
+        one_task = advise("--script", str(script), "--partition", "batch")
+        own_whole = advise("--script", str(exclusive), "--partition", "batch")
     options = answer["options"]
     at_1 = {o["partition"]: o for o in options if int(o.get("size", 0)) == 1}
     assert int(at_1["whole"]["cpus"]) == int(held["cpu"]) and int(at_1["batch"]["cpus"]) == 1
