@@ -1,8 +1,8 @@
 """`harp advise --script` reads a script's #SBATCH lines as a real sbatch (Slurm 22.05) submits them:
 comments after the options, a `#` in a word, an apostrophe in a comment, a heterogeneous job (its
-first component), the QOS, a script without -J (named after its file), and sbatch's SBATCH_* variables
-over a script. Each script is submitted held, and what slurmctld holds (`scontrol show job`) is
-compared with the request harp builds."""
+first component), the QOS, a script without -J (named after its file), sbatch's SBATCH_* variables
+over a script, short options sharing a word and the words sbatch refuses. Each script is submitted
+held, and what slurmctld holds (`scontrol show job`) is compared with the request harp builds."""
 
 from __future__ import annotations
 
@@ -89,6 +89,18 @@ def _submit_with(
     return done, ["advise", "--script", str(path)]
 
 
+def _held(slurm_cluster: SlurmCluster, done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """What slurmctld holds of the job ``done`` (sbatch --parsable --hold) submitted, then cancelled."""
+    assert done.returncode == 0, done.stderr
+    job_id = int(re.match(r"\d+", done.stdout.strip()).group())  # type: ignore[union-attr]
+    try:
+        shown = slurm_cluster.run(["scontrol", "show", "job", str(job_id)])
+        assert shown.returncode == 0, shown.stderr
+        return parse_scontrol_record(shown.stdout.strip())
+    finally:
+        slurm_cluster.run(["scancel", str(job_id)])
+
+
 @pytest.mark.parametrize(("lines", "environ", "held", "exclusive"), ENVIRONMENTS)
 def test_harp_advise_reads_sbatch_s_environment_as_sbatch_does(
     slurm_cluster: SlurmCluster,
@@ -99,14 +111,7 @@ def test_harp_advise_reads_sbatch_s_environment_as_sbatch_does(
     exclusive: bool,
 ) -> None:
     done, argv = _submit_with(slurm_cluster, monkeypatch, lines, environ)
-    assert done.returncode == 0, done.stderr
-    job_id = int(re.match(r"\d+", done.stdout.strip()).group())  # type: ignore[union-attr]
-    try:
-        shown = slurm_cluster.run(["scontrol", "show", "job", str(job_id)])
-        assert shown.returncode == 0, shown.stderr
-        record = parse_scontrol_record(shown.stdout.strip())
-    finally:
-        slurm_cluster.run(["scancel", str(job_id)])
+    record = _held(slurm_cluster, done)
     assert {key: record.get(key) for key in held} == held
     request = build_request(build_parser().parse_args(argv))
     job = request.job
@@ -144,4 +149,44 @@ def test_what_sbatch_refuses_harp_advise_refuses(
     done, argv = _submit_with(slurm_cluster, monkeypatch, lines, environ)
     assert done.returncode != 0 and "sbatch: " in done.stderr, done.stdout
     with pytest.raises(ValueError, match=refused):
+        build_request(build_parser().parse_args(argv))
+
+
+# (script lines, the job's tasks as slurmctld holds them): getopt's short options.
+SHORT_OPTIONS = [
+    ("#SBATCH -Hn2 -p debug\n", 2),  # -H takes no value: -n2 is read
+    ("#SBATCH -vvn2 -p debug\n", 2),
+    ("#SBATCH -p debug -e -n3.log\n", 1),  # -e's value, whatever it looks like
+    ("#SBATCH -p debug -Qe x.log -n 2 --\n", 2),
+]
+
+
+@pytest.mark.parametrize(("lines", "tasks"), SHORT_OPTIONS)
+def test_harp_advise_reads_short_options_as_sbatch_does(
+    slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch, lines: str, tasks: int
+) -> None:
+    done, argv = _submit_with(slurm_cluster, monkeypatch, lines, {})
+    assert _held(slurm_cluster, done)["NumTasks"] == str(tasks)
+    job = build_request(build_parser().parse_args(argv)).job
+    assert (job.num_tasks or 1, job.partition) == (tasks, "debug")
+
+
+@pytest.mark.parametrize(
+    ("lines", "refused"),
+    [
+        ("#SBATCH -p debug stray -n 2\n", "Invalid directive found in batch script: stray"),
+        ("#SBATCH -p debug --exclusive user\n", "Invalid directive found in batch script: user"),
+        ("#SBATCH -p debug -J a\\ b\n", "Invalid directive found in batch script: b"),
+        ("#SBATCH -p debug -- -n 2\n", "Invalid directive found in batch script: -n"),
+        ("#SBATCH -p debug -Z\n", "invalid option -- 'Z'"),
+    ],
+)
+def test_a_word_sbatch_refuses_harp_advise_refuses(
+    slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch, lines: str, refused: str
+) -> None:
+    """sbatch's getopt stops at a word that is no option, and sbatch refuses the script; so does
+    harp advise, naming the line (before, it passed over such words and advised the job)."""
+    done, argv = _submit_with(slurm_cluster, monkeypatch, lines, {})
+    assert done.returncode != 0 and refused in done.stderr, (done.stdout, done.stderr)
+    with pytest.raises(ValueError, match=r"script line 2: .*(is no option|invalid option)"):
         build_request(build_parser().parse_args(argv))

@@ -74,6 +74,23 @@ def test_the_header_as_sbatch_reads_it() -> None:
             {"num_tasks": 8, "min_cpus": 8, "min_nodes": 2, "mem_per_node_mb": 1},
         ),
         ("#SBATCH -J real --output -Jx.log --exclusive\n", {"job_name": "real"}),
+        # Short options share a word, as getopt reads them: -H and -v take no value, so -n is read
+        # (before, -Hn2 was one option the advice did not read: a job of one task).
+        ("#SBATCH -Hn2\n", {"num_tasks": 2, "min_cpus": 2}),
+        ("#SBATCH -vvn2 -sN3\n", {"num_tasks": 2, "min_cpus": 2, "min_nodes": 3}),
+        ("#SBATCH -Qo x.log -n 2\n", {"num_tasks": 2, "min_cpus": 2}),
+        # A short option's value is the next word whatever it looks like: the output file "-n3.log",
+        # then "-n2", the error file (before, both were read as -n: refused, and 2 tasks).
+        ("#SBATCH -o -n3.log -J x\n", {"job_name": "x"}),
+        ("#SBATCH -J x -e\n#SBATCH -n2\n", {"job_name": "x"}),
+        # "--" ends the options: as the last word, nothing after it to refuse.
+        ("#SBATCH -n2 --\n", {"num_tasks": 2, "min_cpus": 2}),
+        # An option stock sbatch does not know is a SPANK plugin's: the word after it, if no option,
+        # may be its value.
+        (
+            "#SBATCH --site-opt value -n 2 --site-flag -J x\n",
+            {"num_tasks": 2, "min_cpus": 2, "job_name": "x"},
+        ),
     ],
 )
 def test_directives(lines: str, fields: dict[str, object]) -> None:
@@ -144,7 +161,6 @@ def test_gpus_are_counted_as_accounting_counts_them(lines: str, gpus: int | None
         ("#SBATCH --exclusive -s\n", False),
         ("#SBATCH -s\n#SBATCH --exclusive\n", True),
         ("#SBATCH --exclusive=user --exclusive\n", True),
-        ("#SBATCH --exclusive user\n", True),  # optional_argument: a value only after "="
         ("#SBATCH -n 1\n", False),
         ("#SBATCH --exclusive\nsrun ./x\n#SBATCH -s\n", True),  # after the first command: not read
     ],
@@ -194,6 +210,18 @@ def test_exclusive_as_sbatch_reads_it(lines: str, exclusive: bool) -> None:
         ('#SBATCH -J "open\n', 'script line 2: unmatched " \\(sbatch refuses it\\)'),
         ("#SBATCH -J x\n#SBATCH -A 'open # a quote in a word, before the #\n", "script line 3: unmatched '"),
         ("#SBATCH -J :x\n", "script line 2: a word begins with ':' \\(sbatch refuses it\\)"),
+        # getopt stops at the first word that is no option, and sbatch refuses the script: "Invalid
+        # directive found in batch script: stray". Before, the advice passed over such words.
+        ("#SBATCH -p debug stray -n 2\n", "script line 2: 'stray' is no option: sbatch refuses the script"),
+        ("#SBATCH --exclusive user\n", "'user' is no option"),  # optional_argument: a value only after =
+        ("#SBATCH -J a\\ b\n", "'b' is no option"),  # Slurm 22.05: "\ " is no space (24.05 made it one)
+        ("#SBATCH -n 2\n#SBATCH -\n", "script line 3: '-' is no option"),
+        ("#SBATCH -- -n 2\n", "'-n' is no option"),
+        ("#SBATCH -J " + "x" * 100 + " " + "y" * 5000 + "\n", "'y{40}\\.\\.\\.' is no option"),
+        # getopt: "invalid option -- 'Z'", which sbatch refuses (-I is srun's and salloc's)
+        ("#SBATCH -n 2 -Z\n", "script line 2: invalid option -- 'Z' \\(sbatch refuses it\\)"),
+        ("#SBATCH -HI\n", "invalid option -- 'I'"),
+        ("#SBATCH -J x\n#SBATCH -o\n", "script line 3: --output without a value"),
     ],
 )
 def test_bad_directives_are_named(lines: str, error: str) -> None:
@@ -284,7 +312,6 @@ def test_names_not_utf8_are_read_by_the_one_text_rule() -> None:
         # (single ones as well), but not a space (Slurm 22.05; 24.05 made "\ " a space).
         ("#SBATCH -J \"relax #2\" -A 'a b'\n", {"job_name": "relax #2", "account": "a b"}),
         ("#SBATCH -J relax\\#2 -A 'it\\'s'\n", {"job_name": "relax#2", "account": "it's"}),
-        ("#SBATCH -J a\\ b\n", {"job_name": "a"}),
         # An empty word ends the line, and so does hetjob after the first word.
         ('#SBATCH -J x "" -n 4\n', {"job_name": "x"}),
         ("#SBATCH -J x hetjob -n 4\n", {"job_name": "x"}),

@@ -1,9 +1,10 @@
 """The options a batch script's ``#SBATCH`` header and sbatch's input environment give, as sbatch
 takes them, each read into a number or refused naming where it was given.
 
-The header's words (advice.sbatch_header) are read as sbatch's getopt reads them: a short option's
-value the rest of its word (``-J=x`` names the job ``=x``), a long option by any prefix sbatch takes
-for it (``--part``: advice.sbatch_options), the last value of an option winning. Then the
+The header's words (advice.sbatch_header) are read as sbatch's getopt reads them
+(advice.sbatch_options): a short option's value the rest of its word (``-J=x`` names the job ``=x``),
+short options sharing a word (``-Hn4``), a long option by any prefix sbatch takes for it (``--part``),
+a word that is no option refused; the last value of an option wins. Then the
 ``SBATCH_*`` variables of the options the advice reads, which sbatch reads after the script and
 before its command line (Slurm 22.05 ``process_options_second_pass``): a variable overrides the
 script's value of its option. Of the memory options, as ``_validate_memory_options`` takes them, one
@@ -18,7 +19,7 @@ import re
 from collections.abc import Mapping
 
 from slurm_harp.advice.sbatch_header import header_words
-from slurm_harp.advice.sbatch_options import long_option, takes_value
+from slurm_harp.advice.sbatch_options import options
 from slurm_harp.slurm_formats import OutOfRange, parse_time_limit
 
 __all__ = ["ENVIRONMENT", "MAX_COUNT", "MAX_CPUS_PER_TASK", "MAX_MEM_MB", "Directives"]
@@ -29,8 +30,6 @@ MAX_CPUS_PER_TASK = 65533
 MAX_COUNT = 4294967293
 MAX_MEM_MB = 2**53 - 1
 
-_SHORT = {"-J": "job-name", "-p": "partition", "-A": "account", "-q": "qos", "-n": "ntasks",
-          "-c": "cpus-per-task", "-N": "nodes", "-t": "time", "-G": "gpus"}  # fmt: skip
 _LONG = frozenset(
     {"job-name", "partition", "account", "qos", "ntasks", "cpus-per-task", "nodes", "ntasks-per-node",
      "time", "mem", "mem-per-cpu", "mem-per-gpu", "gpus", "gpus-per-node", "gres", "comment",
@@ -57,7 +56,6 @@ _SBATCH_MB = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2}
 # gives whole nodes; "user" and "mcs" give nodes to one user's (MCS label's) jobs, each as it asks.
 # --oversubscribe (-s) sets the same field to "oversubscribe": the last of them wins.
 _SHARING = ("exclusive", "oversubscribe", "user", "mcs")
-_SHORT_FLAGS = {"-s": "oversubscribe"}
 
 # Where an option was given: its script line, or the variable it came from.
 Origin = int | str
@@ -65,37 +63,12 @@ Origin = int | str
 
 def _script_options(script: str) -> list[tuple[str, str, int]]:
     """(long option name, value, script line number) of the header's options read here, in order."""
-    words = header_words(script)
     out = []
-    i = 0
-    while i < len(words):
-        word, number = words[i]
-        i += 1
-        if word.startswith("--"):  # a prefix of one option's name is that option (getopt_long)
-            given, sep, value = word[2:].partition("=")
-            try:
-                name = long_option(given)
-            except ValueError as exc:
-                raise ValueError(f"script line {number}: {exc}") from None
-            if name not in _LONG and not sep and takes_value(name):
-                i += 1  # its value, the next word, is no option of its own (--output -J.log)
-        elif word[:2] in _SHORT:  # getopt: the rest of the word is the value, "=" too ("-J=x": "=x")
-            name, value, sep = _SHORT[word[:2]], word[2:], "=" if len(word) > 2 else ""
-        elif word[:2] in _SHORT_FLAGS:
-            name, value, sep = _SHORT_FLAGS[word[:2]], "", ""
-        else:
-            continue  # an option the advice does not read (or a stray word)
+    for name, value, line in options(header_words(script)):
         if name in ("exclusive", "oversubscribe"):  # one field, no value but after "=" (optional_argument)
-            out.append(("exclusive", value if sep else name, number))
-            continue
-        if name not in _LONG:
-            continue
-        if not sep:  # the next word, on the next line too: sbatch gives getopt all lines as one list
-            if i >= len(words):
-                raise ValueError(f"script line {number}: --{name} without a value")
-            value = words[i][0]
-            i += 1
-        out.append((name, value, number))
+            out.append(("exclusive", name if value is None else value, line))
+        elif name in _LONG and value is not None:
+            out.append((name, value, line))
     return out
 
 
