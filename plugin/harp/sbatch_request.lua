@@ -19,6 +19,8 @@ local M = {}
 
 local NO_VAL, NO_VAL16 = 4294967294, 65534
 local MB_PER = {[""] = 1, M = 1, G = 1024, T = 1048576, P = 1073741824}
+-- The options of each node's layout (-B S:C:T sets the same fields), each a factor of -N's tasks.
+local LAYOUT = {"sockets-per-node", "cores-per-socket", "threads-per-core"}
 
 local function index(t, k) return t[k] end
 
@@ -182,8 +184,16 @@ function M.build(options)
   elseif tasks == 1 then
     tasks = nil -- what sbatch shows when -n was not given
   end
-  -- -N without -n: Slurm runs one task per node (a 2-node test cluster gave `-N 2` 2 CPUs, `-N 2 -c 2` 4)
-  if tasks == nil and nodes and nodes > 1 then tasks = nodes end
+  -- -N without -n: Slurm runs one task per node (a 2-node test cluster gave `-N 2` 2 CPUs, `-N 2 -c 2` 4),
+  -- and where the node count is no range, one per socket, core and thread asked (sbatch's _opt_verify;
+  -- -B sets the same three fields). -B without -N is not told from these options alone: not counted.
+  if tasks == nil and nodes then
+    local layout = nodes
+    if max_nodes == nil or max_nodes == nodes then
+      for i = 1, #LAYOUT do layout = layout * (whole(get(LAYOUT[i])) or 1) end
+    end
+    tasks = layout > 1 and request.count32(layout, 1) or nil
+  end
   local cpt = whole(get("cpus-per-task"))
   -- --gpus, --gpus-per-node, --gres, --gpus-per-socket, --gpus-per-task, --ntasks-per-gpu: as accounting
   -- counts them (harp/gpus.lua)

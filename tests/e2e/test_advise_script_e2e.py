@@ -171,6 +171,29 @@ def test_harp_advise_reads_short_options_as_sbatch_does(
     assert (job.num_tasks or 1, job.partition) == (tasks, "debug")
 
 
+# (script lines, the job's tasks and nodes as slurmctld holds them): sbatch's _opt_verify counts them.
+LAYOUTS = [
+    ("#SBATCH -p debug -N 1 -B 1:2\n", 2, "1-1"),  # a task per core asked
+    ("#SBATCH -p debug -B '*:2'\n", 2, "1"),  # -B alone: one node's
+    ("#SBATCH -p debug -N 1 --cores-per-socket=2 --threads-per-core=1\n", 2, "1-1"),
+    ("#SBATCH -p debug -N 2 -n 1\n", 1, "1-1"),  # "can't run 1 processes on 2 nodes"
+    ("#SBATCH -p debug -N 1-2 -B 1:2\n", 1, "1-2"),  # a range: a task a node, no more
+]
+
+
+@pytest.mark.parametrize(("lines", "tasks", "nodes"), LAYOUTS)
+def test_harp_advise_counts_tasks_and_nodes_as_sbatch_does(
+    slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch, lines: str, tasks: int, nodes: str
+) -> None:
+    """Before, -B, --cores-per-socket and --threads-per-core were not read (one task), and -N 2 -n 1
+    was priced on two nodes."""
+    done, argv = _submit_with(slurm_cluster, monkeypatch, lines, {})
+    held = _held(slurm_cluster, done)
+    assert (held["NumTasks"], held["NumNodes"]) == (str(tasks), nodes)
+    job = build_request(build_parser().parse_args(argv)).job
+    assert (job.num_tasks or 1, job.min_nodes or 1) == (tasks, int(nodes.split("-")[0]))
+
+
 @pytest.mark.parametrize(
     ("lines", "refused"),
     [

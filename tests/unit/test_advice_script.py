@@ -77,12 +77,20 @@ def test_the_header_as_sbatch_reads_it() -> None:
         # Short options share a word, as getopt reads them: -H and -v take no value, so -n is read
         # (before, -Hn2 was one option the advice did not read: a job of one task).
         ("#SBATCH -Hn2\n", {"num_tasks": 2, "min_cpus": 2}),
-        ("#SBATCH -vvn2 -sN3\n", {"num_tasks": 2, "min_cpus": 2, "min_nodes": 3}),
+        ("#SBATCH -vvn2 -sN3\n", {"num_tasks": 2, "min_cpus": 2, "min_nodes": 2}),  # -n 2 < -N 3: 2 nodes
         ("#SBATCH -Qo x.log -n 2\n", {"num_tasks": 2, "min_cpus": 2}),
         # A short option's value is the next word whatever it looks like: the output file "-n3.log",
         # then "-n2", the error file (before, both were read as -n: refused, and 2 tasks).
         ("#SBATCH -o -n3.log -J x\n", {"job_name": "x"}),
         ("#SBATCH -J x -e\n#SBATCH -n2\n", {"job_name": "x"}),
+        # -N or -B without -n: sbatch (_opt_verify) sends a task per node, times the sockets, cores and
+        # threads per node asked where the node count is no range; -n below -N lowers the nodes.
+        ("#SBATCH -N 2 -B 2:4:1\n", {"num_tasks": 16, "min_cpus": 16, "min_nodes": 2}),
+        ("#SBATCH -B '*:2-4'\n", {"num_tasks": 2, "min_cpus": 2}),
+        ("#SBATCH -B 2 --cores-per-socket=3 -N 1\n", {"num_tasks": 6, "min_cpus": 6, "min_nodes": 1}),
+        ("#SBATCH -N 2-4 --threads-per-core=2\n", {"num_tasks": 2, "min_cpus": 2, "min_nodes": 2}),
+        ("#SBATCH --cores-per-socket=2\n", {}),  # no -N nor -B: one task
+        ("#SBATCH -N 3 -n 2 -c 2\n", {"num_tasks": 2, "min_cpus": 4, "cpus_per_task": 2, "min_nodes": 2}),
         # "--" ends the options: as the last word, nothing after it to refuse.
         ("#SBATCH -n2 --\n", {"num_tasks": 2, "min_cpus": 2}),
         # An option stock sbatch does not know is a SPANK plugin's: the word after it, if no option,
@@ -222,6 +230,8 @@ def test_exclusive_as_sbatch_reads_it(lines: str, exclusive: bool) -> None:
         ("#SBATCH -n 2 -Z\n", "script line 2: invalid option -- 'Z' \\(sbatch refuses it\\)"),
         ("#SBATCH -HI\n", "invalid option -- 'I'"),
         ("#SBATCH -J x\n#SBATCH -o\n", "script line 3: --output without a value"),
+        ("#SBATCH -B 2:x\n", "line 2: --extra-node-info=2:x: expected a whole number"),
+        ("#SBATCH -N 1 --threads-per-core=0\n", "--threads-per-core=0: expected a whole number >= 1"),
     ],
 )
 def test_bad_directives_are_named(lines: str, error: str) -> None:

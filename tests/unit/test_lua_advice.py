@@ -80,6 +80,14 @@ SAME_JOB = [
     ({"job-name": "own", "exclusive": "user"}, "-J own\n--exclusive=user"),
     ({"job-name": "own", "exclusive": "mcs"}, "-J own\n--exclusive=MCS"),
     ({"job-name": "own", "exclusive": "oversubscribe"}, "-J own\n--exclusive\n-s"),
+    # -N without -n: a task a node, times the sockets, cores and threads asked where -N is no range
+    # (sbatch's _opt_verify, after the hook); -B sets the same fields the hook reads.
+    ({"job-name": "lay", "nodes": "2", "sockets-per-node": "2", "cores-per-socket": "2",
+      "threads-per-core": "1"},
+     "-J lay\n-N 2 --sockets-per-node=2 --cores-per-socket=2 --threads-per-core=1"),
+    ({"job-name": "lay", "nodes": "1", "sockets-per-node": "1", "cores-per-socket": "2"},
+     "-J lay\n-N 1 -B 1:2"),
+    ({"job-name": "lay", "nodes": "2-4", "cores-per-socket": "2"}, "-J lay\n-N 2-4 --cores-per-socket=2"),
 ]  # fmt: skip
 
 
@@ -121,6 +129,13 @@ GPU_JOBS = [
      "-n 2 --gpus=v100:1 --gpus-per-task=a100:1", 3),
 ]  # fmt: skip
 GPUS_PER_NODE = {f"-J gpu\n{directives}": gpus for _, directives, gpus in GPU_JOBS}
+# The tasks of the layout cases above (a 2-node cluster's slurmctld held -N 1 -B 1:2 as 2 tasks:
+# tests/e2e/test_advise_script_e2e.py::test_harp_advise_counts_tasks_and_nodes_as_sbatch_does).
+TASKS = {
+    "-J lay\n-N 2 --sockets-per-node=2 --cores-per-socket=2 --threads-per-core=1": 8,
+    "-J lay\n-N 1 -B 1:2": 2,
+    "-J lay\n-N 2-4 --cores-per-socket=2": 2,
+}
 SAME_JOB += [({"job-name": "gpu"} | options, f"-J gpu\n{directives}") for options, directives, _ in GPU_JOBS]
 
 
@@ -138,6 +153,8 @@ def test_sbatch_options_give_the_request_harp_advise_gives(options: dict[str, st
         assert getattr(lua, name) == getattr(python, name), name
     if directives in GPUS_PER_NODE:
         assert python.gpus_per_node == GPUS_PER_NODE[directives], directives
+    if directives in TASKS:
+        assert python.num_tasks == TASKS[directives], directives
     assert msg.exclusive == parse_script(script).exclusive == (options.get("exclusive") == "exclusive")
     assert not msg.partitions and not msg.HasField("deadline_minutes") and not msg.HasField("training")
 

@@ -34,8 +34,10 @@ _LONG = frozenset(
     {"job-name", "partition", "account", "qos", "ntasks", "cpus-per-task", "nodes", "ntasks-per-node",
      "time", "mem", "mem-per-cpu", "mem-per-gpu", "gpus", "gpus-per-node", "gres", "comment",
      "gpus-per-socket", "gpus-per-task", "sockets-per-node", "ntasks-per-socket", "ntasks-per-gpu",
-     "ntasks-per-tres"}
+     "ntasks-per-tres", "extra-node-info", "cores-per-socket", "threads-per-core"}
 )  # fmt: skip
+# Each node's layout: -B S[:C[:T]] and the options that set one of its fields.
+_LAYOUT = ("sockets-per-node", "cores-per-socket", "threads-per-core")
 # sbatch's input variables (src/sbatch/opt.c env_vars, Slurm 22.05) of the options read here; the
 # others (SBATCH_CPUS_PER_GPU, SBATCH_THREADS_PER_CORE, ...) are of options the advice does not read.
 ENVIRONMENT = {
@@ -149,6 +151,19 @@ class Directives:
             return None
         most = self.given["nodes"][0].split("-", 1)[-1]
         return self._whole("nodes", most, MAX_COUNT) if most else None
+
+    def layout(self) -> list[int]:
+        """The sockets per node, cores per socket and threads per core asked, those given: each by its
+        own option, else by -B's part (``2:4:1``; a range ``2-4`` is its least, ``*`` none), as
+        sbatch reads -B (verify_socket_core_thread_count). ``-N 1 -B 2:4`` without -n is 8 tasks."""
+        parts = self.given["extra-node-info"][0].split(":", 2) if "extra-node-info" in self.given else []
+        out = []
+        for at, name in enumerate(_LAYOUT):
+            if name in self.given:
+                out.append(self._whole(name, self.given[name][0], MAX_COUNT))
+            elif at < len(parts) and parts[at] not in ("*", ""):
+                out.append(self._whole("extra-node-info", parts[at].split("-", 1)[0], MAX_COUNT))
+        return out
 
     def bounded(self, value: float, most: int, *names: str, what: str = "", unit: str = "") -> int:
         if not value <= most:

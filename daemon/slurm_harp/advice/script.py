@@ -1,7 +1,9 @@
 """A batch script's ``#SBATCH`` header as the job request it submits, for ``harp advise --script``.
 
 Read as sbatch reads it, with sbatch's ``SBATCH_*`` input variables over it (advice.sbatch_directives):
-the job name, partition, account, QOS, tasks, CPUs per task, nodes, tasks per node, time limit,
+the job name, partition, account, QOS, tasks (with -N or -B and no -n, a task per node times the
+sockets, cores and threads per node asked, as sbatch's _opt_verify counts them), CPUs per task,
+nodes (lowered to -n's count, as sbatch does), tasks per node, time limit,
 memory (per node or per CPU, as sbatch's str_to_mbytes reads it), GPUs (``--gpus``,
 ``--gpus-per-node``, ``--gres=gpu[:type][:N]``, ``--gpus-per-socket``, ``--gpus-per-task``,
 ``--ntasks-per-gpu``; a type without a count is one GPU; counted as accounting counts them, by
@@ -86,8 +88,10 @@ def parse_script(script: str, environ: Mapping[str, str] | None = None) -> Scrip
     if tasks is None and per_node is not None:
         tasks = per_node * (nodes or 1)
         tasks = header.bounded(tasks, MAX_COUNT, "ntasks-per-node", "nodes", what=f"{tasks} tasks: ")
-    elif tasks is None and nodes is not None and nodes > 1:
-        tasks = nodes  # -N without -n: Slurm runs one task per node (-N 4 -c 2 gets 8 CPUs)
+    elif tasks is None and (nodes is not None or "extra-node-info" in header):
+        tasks = _tasks_by_layout(header, nodes)
+    elif tasks is not None and nodes is not None and tasks < nodes:
+        nodes = tasks  # sbatch: "can't run 1 processes on 2 nodes, setting nnodes to 1"
     cpt = header.whole("cpus-per-task", MAX_CPUS_PER_TASK)
     cpus = None
     if tasks is not None or cpt is not None:
@@ -115,6 +119,19 @@ def parse_script(script: str, environ: Mapping[str, str] | None = None) -> Scrip
     except ValueError as exc:
         raise header.fail(str(exc), "comment") from None
     return ScriptJob(request=request, training=training, exclusive=header.exclusive())
+
+
+def _tasks_by_layout(header: Directives, nodes: int | None) -> int | None:
+    """-N (or -B) without -n, as sbatch's _opt_verify counts its tasks: one a node (-N 4 -c 2 gets 8
+    CPUs), and where the node count is no range, times each of the sockets per node, cores per socket
+    and threads per core asked (Directives.layout). None for one task."""
+    tasks = nodes or 1
+    if header.most_nodes() in (None, tasks):
+        for factor in header.layout():
+            tasks *= factor
+    named = ("nodes", "extra-node-info", "sockets-per-node", "cores-per-socket", "threads-per-core")
+    tasks = header.bounded(tasks, MAX_COUNT, *named, what=f"{tasks} tasks: ")
+    return tasks if tasks > 1 else None
 
 
 # The GPU options, and the job_desc field sbatch sends each in (xfmt_tres: "gres:gpu:" before each item).
