@@ -3,8 +3,9 @@
 Read as sbatch reads it, with sbatch's ``SBATCH_*`` input variables over it (advice.sbatch_directives):
 the job name, partition, account, QOS, tasks (with -N or -B and no -n, a task per node times the
 sockets, cores and threads per node asked, as sbatch's _opt_verify counts them), CPUs per task,
-nodes (lowered to -n's count, as sbatch does), tasks per node, time limit,
-memory (per node or per CPU, as sbatch's str_to_mbytes reads it), GPUs (``--gpus``,
+nodes (lowered to -n's count, as sbatch does), tasks per node, time limit and ``--time-min``,
+whether it is an array, the directory (``-D``), memory (per node or per CPU, as sbatch's
+str_to_mbytes reads it), GPUs (``--gpus``,
 ``--gpus-per-node``, ``--gres=gpu[:type][:N]``, ``--gpus-per-socket``, ``--gpus-per-task``,
 ``--ntasks-per-gpu``; a type without a count is one GPU; counted as accounting counts them, by
 plugin/harp/gpus.lua's rule: ``_gpus_per_node``), the comment, and whether the job holds whole nodes
@@ -105,7 +106,9 @@ def parse_script(script: str, environ: Mapping[str, str] | None = None) -> Scrip
         account=header.text("account"),
         qos=header.text("qos"),  # a partition's AllowQos / DenyQos admit by it, as for the hook
         script_signature=script_signature(script),
+        work_dir=header.text("chdir"),
         time_limit_minutes=header.minutes("time"),
+        time_min_minutes=header.minutes("time-min"),
         mem_per_node_mb=header.mem("mem"),
         mem_per_cpu_mb=header.mem("mem-per-cpu"),
         min_cpus=cpus,
@@ -113,6 +116,7 @@ def parse_script(script: str, environ: Mapping[str, str] | None = None) -> Scrip
         num_tasks=tasks,
         min_nodes=nodes,
         gpus_per_node=_gpus_per_node(header, nodes, cpt),
+        is_array=True if "array" in header else None,
     )
     try:
         training = facts_from_comment(header.text("comment") or "")
