@@ -112,6 +112,12 @@ def test_directives(lines: str, fields: dict[str, object]) -> None:
     assert parse_script(script).request == want
 
 
+def test_a_relative_directory_is_the_submitter_s_as_sbatch_makes_it() -> None:
+    """sbatch's -D (arg_set_chdir): a relative one under the directory sbatch runs in, not normalised."""
+    job = parse_script("#!/bin/sh\n#SBATCH -D run/../x\n", cwd="/home/ann")
+    assert job.request.work_dir == "/home/ann/run/../x"
+
+
 @pytest.mark.parametrize(
     ("lines", "gpus"),
     [

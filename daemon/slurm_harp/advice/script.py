@@ -20,6 +20,7 @@ Training facts for the GPU-memory check may be given as comment tokens (docs/adv
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -79,10 +80,14 @@ def script_signature(script: str) -> str | None:
     return f"{digest:016x}"
 
 
-def parse_script(script: str, environ: Mapping[str, str] | None = None) -> ScriptJob:
-    """The job a script submits, with sbatch's SBATCH_* variables of ``environ`` over its header (as
-    sbatch takes them). ValueError names the bad directive and its line (or variable)."""
+def parse_script(script: str, environ: Mapping[str, str] | None = None, cwd: str | None = None) -> ScriptJob:
+    """The job a script submits from ``cwd`` (this process's directory by default), with sbatch's
+    SBATCH_* variables of ``environ`` over its header (as sbatch takes them). ValueError names the bad
+    directive and its line (or variable)."""
     header = Directives(script, environ)
+    chdir = header.text("chdir")
+    if chdir is not None and not chdir.startswith("/"):  # sbatch: make_full_path, not normalised
+        chdir = f"{os.getcwd() if cwd is None else cwd}/{chdir}"
     nodes = header.whole("nodes")
     per_node = header.whole("ntasks-per-node")
     tasks = header.whole("ntasks")
@@ -106,7 +111,7 @@ def parse_script(script: str, environ: Mapping[str, str] | None = None) -> Scrip
         account=header.text("account"),
         qos=header.text("qos"),  # a partition's AllowQos / DenyQos admit by it, as for the hook
         script_signature=script_signature(script),
-        work_dir=header.text("chdir"),
+        work_dir=chdir,
         time_limit_minutes=header.minutes("time"),
         time_min_minutes=header.minutes("time-min"),
         mem_per_node_mb=header.mem("mem"),
