@@ -213,3 +213,13 @@ def test_a_word_sbatch_refuses_harp_advise_refuses(
     assert done.returncode != 0 and refused in done.stderr, (done.stdout, done.stderr)
     with pytest.raises(ValueError, match=r"script line 2: .*(is no option|invalid option)"):
         build_request(build_parser().parse_args(argv))
+
+
+def test_slurmctld_refuses_a_limit_below_time_min(slurm_cluster: SlurmCluster) -> None:
+    """What the advice's floor rests on (advice/option.py): slurmctld 22.05 refuses a job whose
+    --time-min is above its time limit (ESLURM_INVALID_TIME_MIN_LIMIT), and takes one at it."""
+    argv = ["sbatch", "--parsable", "--hold", "-o", "/dev/null", "-p", "debug", "--time-min=90"]
+    refused = slurm_cluster.run([*argv, "-t", "33", "--wrap", "true"])
+    assert refused.returncode != 0 and "Invalid time-min specification" in refused.stderr, refused.stderr
+    held = _held(slurm_cluster, slurm_cluster.run([*argv, "-t", "90", "--wrap", "true"]))
+    assert (held["TimeMin"], held["TimeLimit"]) == ("01:30:00", "01:30:00")

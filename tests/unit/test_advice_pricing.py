@@ -250,3 +250,27 @@ def test_a_cost_too_large_to_be_a_number_is_not_priced_and_the_others_are_answer
     if price > 0:
         assert advice.cheapest is not None and advice.cheapest.partition == "batch"
         assert {o.partition for o in advice.pareto} == {"batch"}
+
+
+TWO_LIMITS = (
+    "PartitionName=short MaxTime=01:00:00 State=UP TotalCPUs=32 TotalNodes=1 TRES=cpu=32,node=1\n"
+    "PartitionName=long MaxTime=1-00:00:00 State=UP TotalCPUs=32 TotalNodes=1 TRES=cpu=32,node=1\n"
+)
+
+
+def test_no_limit_is_proposed_below_the_job_s_time_min() -> None:
+    """slurmctld 22.05 refuses a job whose --time-min is above its time limit or its partition's
+    MaxTime (ESLURM_INVALID_TIME_MIN_LIMIT). Before, a job of --time-min=90 whose runs took 20-30
+    minutes was proposed a first limit of 33 minutes, and `short` (MaxTime 60) was priced for it."""
+    runs = [record(4, minutes) for minutes in (20, 25, 30)]
+    job = JobRequest(user_name="ann", job_name="sim", min_cpus=4, time_min_minutes=90)
+    options = [o for o in advice_in(TWO_LIMITS, job, runs).options if o.size == 4]
+    by_partition = {o.partition: o for o in options}
+    assert by_partition["long"].limit_minutes == 90
+    short = by_partition["short"]
+    assert (
+        not short.priced
+        and short.note == "--time-min=90 is above the 60 minutes a job may have here: Slurm refuses it"
+    )
+    free = advice_in(TWO_LIMITS, replace(job, time_min_minutes=None), runs)
+    assert {o.partition: o.limit_minutes for o in free.options if o.size == 4} == {"short": 33, "long": 33}

@@ -91,6 +91,11 @@ def test_the_header_as_sbatch_reads_it() -> None:
         ("#SBATCH -N 2-4 --threads-per-core=2\n", {"num_tasks": 2, "min_cpus": 2, "min_nodes": 2}),
         ("#SBATCH --cores-per-socket=2\n", {}),  # no -N nor -B: one task
         ("#SBATCH -N 3 -n 2 -c 2\n", {"num_tasks": 2, "min_cpus": 4, "cpus_per_task": 2, "min_nodes": 2}),
+        # What the models read besides the size: --time-min, an array, the directory (as the hook sends).
+        (
+            "#SBATCH --time-min=1:30:00 --array=1-10 -D /scratch/run\n",
+            {"time_min_minutes": 90, "is_array": True, "work_dir": "/scratch/run"},
+        ),
         # "--" ends the options: as the last word, nothing after it to refuse.
         ("#SBATCH -n2 --\n", {"num_tasks": 2, "min_cpus": 2}),
         # An option stock sbatch does not know is a SPANK plugin's: the word after it, if no option,
@@ -105,6 +110,12 @@ def test_directives(lines: str, fields: dict[str, object]) -> None:
     script = "#!/bin/sh\n" + lines
     want = JobRequest(script_signature=script_signature(script), **fields)  # type: ignore[arg-type]
     assert parse_script(script).request == want
+
+
+def test_a_relative_directory_is_the_submitter_s_as_sbatch_makes_it() -> None:
+    """sbatch's -D (arg_set_chdir): a relative one under the directory sbatch runs in, not normalised."""
+    job = parse_script("#!/bin/sh\n#SBATCH -D run/../x\n", cwd="/home/ann")
+    assert job.request.work_dir == "/home/ann/run/../x"
 
 
 @pytest.mark.parametrize(

@@ -74,6 +74,10 @@ SAME_JOB = [
     # The QOS and the account: a partition's Allow/Deny lists admit by them.
     ({"job-name": "q", "qos": "debug", "account": "phys"}, "-J q\n-q debug\n-A phys"),
     ({"job-name": "q", "qos": "long"}, "-J q\n--qos=long"),
+    # What the models read besides the size: --time-min, an array, the directory (before, only the hook
+    # sent them, so the script's advice could differ from the line's for the same job).
+    ({"job-name": "tm", "time-min": "00:30:00", "array": "1-4%2", "chdir": "/scratch/run"},
+     "-J tm\n--time-min=30 -a 1-4%2\n-D /scratch/run"),
     # Whole nodes: cli_filter shows --exclusive and --oversubscribe (-s) as one field, the last given.
     ({"job-name": "own", "exclusive": "exclusive"}, "-J own\n--exclusive"),
     ({"job-name": "own", "exclusive": "exclusive"}, "-J own\n--exclus"),
@@ -149,8 +153,9 @@ def test_sbatch_options_give_the_request_harp_advise_gives(options: dict[str, st
     python = parse_script(script).request
     for name in ("job_name", "partition", "account", "qos", "time_limit_minutes", "mem_per_node_mb",
                  "mem_per_cpu_mb", "min_cpus", "cpus_per_task", "num_tasks", "min_nodes",
-                 "gpus_per_node"):  # fmt: skip
+                 "gpus_per_node", "time_min_minutes", "work_dir"):  # fmt: skip
         assert getattr(lua, name) == getattr(python, name), name
+    assert bool(lua.is_array) is bool(python.is_array)  # the hook sends false, the script none: one feature
     if directives in GPUS_PER_NODE:
         assert python.gpus_per_node == GPUS_PER_NODE[directives], directives
     if directives in TASKS:

@@ -163,7 +163,11 @@ class Pricing:
         cap = float(min((b for b in bounds if b is not None), default=NO_MAX_TIME))
         if cap == 0:
             return Option(name, size, allocation, label, note="closed (MaxTime=0)")
-        quote = cheapest_limit(self.tariff, name, allocation, runtime, cap)
+        floor = self.job.time_min_minutes or 1  # slurmctld refuses a limit below --time-min
+        if floor > cap:
+            note = f"--time-min={floor} is above the {cap:.0f} minutes a job may have here: Slurm refuses it"
+            return Option(name, size, allocation, label, note=note)
+        quote = cheapest_limit(self.tariff, name, allocation, runtime, cap, floor)
         if not math.isfinite(quote.expected_cost):  # inf, or NaN where a price of 0 meets it
             return Option(name, size, allocation, label, note=NOT_A_NUMBER)
         longest = charged_minutes(quote.configuration.limit_minutes, quote.cap_minutes, runtime.values[-1])

@@ -99,16 +99,18 @@ def price(tariff: Tariff, configuration: Configuration, runtime: Runtime, cap: f
 
 
 def cheapest_limit(
-    tariff: Tariff, partition: str, allocation: Allocation, runtime: Empirical, cap: float
+    tariff: Tariff, partition: str, allocation: Allocation, runtime: Empirical, cap: float, floor: float = 1
 ) -> Quote:
     """The quote of least expected cost for ``allocation`` in ``partition``, whose run time is
     one of ``runtime``'s (equally likely), over first limits of at most MOST_LIMITS of those run
-    times (evenly spread, the longest always) plus 10 %, in whole minutes, at most ``cap``; ties
-    to the faster, then the shorter limit."""
+    times (evenly spread, the longest always) plus 10 %, in whole minutes, at least ``floor`` (the
+    job's --time-min: slurmctld refuses a limit below it) and at most ``cap``; ties to the faster,
+    then the shorter limit."""
     values = runtime.values
     step = max(1, math.ceil(len(values) / (MOST_LIMITS - 1)))
     picked = {*values[step - 1 :: step], values[-1]}
-    limits = sorted({min(float(max(1, math.ceil(same(LIMIT_MARGIN * t)))), cap) for t in picked})
+    least = max(1.0, float(floor))
+    limits = sorted({min(float(max(least, math.ceil(same(LIMIT_MARGIN * t)))), cap) for t in picked})
     quotes = [price(tariff, Configuration(partition, allocation, limit), runtime, cap) for limit in limits]
     return min(
         quotes,

@@ -34,7 +34,8 @@ _LONG = frozenset(
     {"job-name", "partition", "account", "qos", "ntasks", "cpus-per-task", "nodes", "ntasks-per-node",
      "time", "mem", "mem-per-cpu", "mem-per-gpu", "gpus", "gpus-per-node", "gres", "comment",
      "gpus-per-socket", "gpus-per-task", "sockets-per-node", "ntasks-per-socket", "ntasks-per-gpu",
-     "ntasks-per-tres", "extra-node-info", "cores-per-socket", "threads-per-core"}
+     "ntasks-per-tres", "extra-node-info", "cores-per-socket", "threads-per-core", "time-min", "array",
+     "chdir"}
 )  # fmt: skip
 # Each node's layout: -B S[:C[:T]] and the options that set one of its fields.
 _LAYOUT = ("sockets-per-node", "cores-per-socket", "threads-per-core")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-__all__ = ["long_option", "options", "takes_value"]
+__all__ = ["options"]
 
 # The value of these is the next word when the option has no "=" (getopt's required_argument).
 _VALUED = frozenset(
@@ -61,7 +61,7 @@ _SHORT_FLAGS = {"H": "hold", "O": "overcommit", "Q": "quiet", "V": "version", "W
 _SHORT_OPTIONAL = {"k": "no-kill"}
 
 
-def long_option(given: str) -> str:
+def _long_option(given: str) -> str:
     """The option sbatch reads ``--given`` as: ``given`` itself when it is an option's whole name,
     else the one option it begins, else ``given`` (no option of stock sbatch: a SPANK plugin's, or
     one sbatch refuses; the advice reads neither). ValueError when several options begin with it,
@@ -75,8 +75,8 @@ def long_option(given: str) -> str:
     return _SAME.get(begun[0], begun[0]) if begun else given
 
 
-def takes_value(name: str) -> bool:
-    """Whether the option ``name`` (whole, as long_option gives it) takes the next word as its value
+def _takes_value(name: str) -> bool:
+    """Whether the option ``name`` (whole, as _long_option gives it) takes the next word as its value
     when given without "=": that word is then no option, whatever it looks like (``--output -Jx``)."""
     return name in _VALUED
 
@@ -96,12 +96,12 @@ def options(words: Sequence[tuple[str, int]]) -> Iterator[tuple[str, str | None,
         if word.startswith("--"):
             given, sep, value = word[2:].partition("=")
             try:
-                name = long_option(given)
+                name = _long_option(given)
             except ValueError as exc:
                 raise ValueError(f"script line {line}: {exc}") from None
             if sep:
                 yield name, value, line
-            elif takes_value(name):
+            elif _takes_value(name):
                 if i == len(words):
                     raise ValueError(f"script line {line}: --{name} without a value")
                 yield name, words[i][0], line

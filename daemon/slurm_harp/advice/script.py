@@ -3,8 +3,9 @@
 Read as sbatch reads it, with sbatch's ``SBATCH_*`` input variables over it (advice.sbatch_directives):
 the job name, partition, account, QOS, tasks (with -N or -B and no -n, a task per node times the
 sockets, cores and threads per node asked, as sbatch's _opt_verify counts them), CPUs per task,
-nodes (lowered to -n's count, as sbatch does), tasks per node, time limit,
-memory (per node or per CPU, as sbatch's str_to_mbytes reads it), GPUs (``--gpus``,
+nodes (lowered to -n's count, as sbatch does), tasks per node, time limit and ``--time-min``,
+whether it is an array, the directory (``-D``), memory (per node or per CPU, as sbatch's
+str_to_mbytes reads it), GPUs (``--gpus``,
 ``--gpus-per-node``, ``--gres=gpu[:type][:N]``, ``--gpus-per-socket``, ``--gpus-per-task``,
 ``--ntasks-per-gpu``; a type without a count is one GPU; counted as accounting counts them, by
 plugin/harp/gpus.lua's rule: ``_gpus_per_node``), the comment, and whether the job holds whole nodes
@@ -19,6 +20,7 @@ Training facts for the GPU-memory check may be given as comment tokens (docs/adv
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -78,10 +80,14 @@ def script_signature(script: str) -> str | None:
     return f"{digest:016x}"
 
 
-def parse_script(script: str, environ: Mapping[str, str] | None = None) -> ScriptJob:
-    """The job a script submits, with sbatch's SBATCH_* variables of ``environ`` over its header (as
-    sbatch takes them). ValueError names the bad directive and its line (or variable)."""
+def parse_script(script: str, environ: Mapping[str, str] | None = None, cwd: str | None = None) -> ScriptJob:
+    """The job a script submits from ``cwd`` (this process's directory by default), with sbatch's
+    SBATCH_* variables of ``environ`` over its header (as sbatch takes them). ValueError names the bad
+    directive and its line (or variable)."""
     header = Directives(script, environ)
+    chdir = header.text("chdir")
+    if chdir is not None and not chdir.startswith("/"):  # sbatch: make_full_path, not normalised
+        chdir = f"{os.getcwd() if cwd is None else cwd}/{chdir}"
     nodes = header.whole("nodes")
     per_node = header.whole("ntasks-per-node")
     tasks = header.whole("ntasks")
@@ -105,7 +111,9 @@ def parse_script(script: str, environ: Mapping[str, str] | None = None) -> Scrip
         account=header.text("account"),
         qos=header.text("qos"),  # a partition's AllowQos / DenyQos admit by it, as for the hook
         script_signature=script_signature(script),
+        work_dir=chdir,
         time_limit_minutes=header.minutes("time"),
+        time_min_minutes=header.minutes("time-min"),
         mem_per_node_mb=header.mem("mem"),
         mem_per_cpu_mb=header.mem("mem-per-cpu"),
         min_cpus=cpus,
@@ -113,6 +121,7 @@ def parse_script(script: str, environ: Mapping[str, str] | None = None) -> Scrip
         num_tasks=tasks,
         min_nodes=nodes,
         gpus_per_node=_gpus_per_node(header, nodes, cpt),
+        is_array=True if "array" in header else None,
     )
     try:
         training = facts_from_comment(header.text("comment") or "")
