@@ -1,8 +1,9 @@
 """`harp advise --script` reads a script's #SBATCH lines as a real sbatch (Slurm 22.05) submits them:
 comments after the options, a `#` in a word, an apostrophe in a comment, a heterogeneous job (its
 first component), the QOS, a script without -J (named after its file), sbatch's SBATCH_* variables
-over a script, short options sharing a word and the words sbatch refuses. Each script is submitted
-held, and what slurmctld holds (`scontrol show job`) is compared with the request harp builds."""
+over a script, short options sharing a word, the words sbatch refuses, and the tasks and nodes sbatch
+counts. Each script is submitted held, and what slurmctld holds (`scontrol show job`) is compared with
+the request harp builds; last, the --time-min rule the advice's limits keep to."""
 
 from __future__ import annotations
 
