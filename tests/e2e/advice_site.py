@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -86,3 +87,13 @@ def scripts(work: Path, prefix: str, options: Mapping[str, str]) -> dict[str, Pa
         paths[name] = work / f"{name}.sbatch"
         paths[name].write_text(f"#!/bin/sh\n#SBATCH -J {prefix}-{name} {given}\ntrue\n")
     return paths
+
+
+def held_record(cluster: SlurmCluster, done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """What slurmctld holds of the job ``done`` (``sbatch --parsable --hold``) submitted, then cancelled."""
+    assert done.returncode == 0, done.stderr
+    job_id = int(done.stdout.strip().split(";")[0])
+    try:
+        return cluster.scontrol_show_job(job_id)
+    finally:
+        cluster.run(["scancel", str(job_id)])

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.advice_site import advising, open_site, scripts
-from tests.e2e.client_output import parse_scontrol_record
+from tests.e2e.advice_site import advising, held_record, open_site, scripts
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.cluster_config import DEFAULT_ACCOUNT
 
@@ -29,14 +28,7 @@ PARTITIONS = (
 def held_job(cluster: SlurmCluster, partition: str, account: str | None) -> dict[str, str]:
     """What slurmctld holds of a held job submitted to ``partition`` (with ``-A account``)."""
     argv = ["sbatch", "--parsable", "--hold", "-p", partition, "-t", "5", "-o", "/dev/null"]
-    done = cluster.run([*argv, *(["-A", account] if account else []), "--wrap", "true"])
-    assert done.returncode == 0, done.stderr
-    try:
-        shown = cluster.run(["scontrol", "show", "job", done.stdout.strip().split(";")[0]])
-        assert shown.returncode == 0, shown.stderr
-        return parse_scontrol_record(shown.stdout.strip())
-    finally:
-        cluster.run(["scancel", done.stdout.strip().split(";")[0]])
+    return held_record(cluster, cluster.run([*argv, *(["-A", account] if account else []), "--wrap", "true"]))
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 from slurm_harp.advice.sbatch_directives import ENVIRONMENT
 from slurm_harp.cli import build_parser
 from slurm_harp.commands.advise import build_request
+from tests.e2e.advice_site import held_record
 from tests.e2e.client_output import parse_scontrol_record
 from tests.e2e.cluster import SlurmCluster
 
@@ -90,18 +91,6 @@ def _submit_with(
     return done, ["advise", "--script", str(path)]
 
 
-def _held(slurm_cluster: SlurmCluster, done: subprocess.CompletedProcess[str]) -> dict[str, str]:
-    """What slurmctld holds of the job ``done`` (sbatch --parsable --hold) submitted, then cancelled."""
-    assert done.returncode == 0, done.stderr
-    job_id = int(re.match(r"\d+", done.stdout.strip()).group())  # type: ignore[union-attr]
-    try:
-        shown = slurm_cluster.run(["scontrol", "show", "job", str(job_id)])
-        assert shown.returncode == 0, shown.stderr
-        return parse_scontrol_record(shown.stdout.strip())
-    finally:
-        slurm_cluster.run(["scancel", str(job_id)])
-
-
 @pytest.mark.parametrize(("lines", "environ", "held", "exclusive"), ENVIRONMENTS)
 def test_harp_advise_reads_sbatch_s_environment_as_sbatch_does(
     slurm_cluster: SlurmCluster,
@@ -112,7 +101,7 @@ def test_harp_advise_reads_sbatch_s_environment_as_sbatch_does(
     exclusive: bool,
 ) -> None:
     done, argv = _submit_with(slurm_cluster, monkeypatch, lines, environ)
-    record = _held(slurm_cluster, done)
+    record = held_record(slurm_cluster, done)
     assert {key: record.get(key) for key in held} == held
     request = build_request(build_parser().parse_args(argv))
     job = request.job
@@ -167,7 +156,7 @@ def test_harp_advise_reads_short_options_as_sbatch_does(
     slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch, lines: str, tasks: int
 ) -> None:
     done, argv = _submit_with(slurm_cluster, monkeypatch, lines, {})
-    assert _held(slurm_cluster, done)["NumTasks"] == str(tasks)
+    assert held_record(slurm_cluster, done)["NumTasks"] == str(tasks)
     job = build_request(build_parser().parse_args(argv)).job
     assert (job.num_tasks or 1, job.partition) == (tasks, "debug")
 
@@ -189,7 +178,7 @@ def test_harp_advise_counts_tasks_and_nodes_as_sbatch_does(
     """Before, -B, --cores-per-socket and --threads-per-core were not read (one task), and -N 2 -n 1
     was priced on two nodes."""
     done, argv = _submit_with(slurm_cluster, monkeypatch, lines, {})
-    held = _held(slurm_cluster, done)
+    held = held_record(slurm_cluster, done)
     assert (held["NumTasks"], held["NumNodes"]) == (str(tasks), nodes)
     job = build_request(build_parser().parse_args(argv)).job
     assert (job.num_tasks or 1, job.min_nodes or 1) == (tasks, int(nodes.split("-")[0]))
@@ -222,5 +211,5 @@ def test_slurmctld_refuses_a_limit_below_time_min(slurm_cluster: SlurmCluster) -
     argv = ["sbatch", "--parsable", "--hold", "-o", "/dev/null", "-p", "debug", "--time-min=90"]
     refused = slurm_cluster.run([*argv, "-t", "33", "--wrap", "true"])
     assert refused.returncode != 0 and "Invalid time-min specification" in refused.stderr, refused.stderr
-    held = _held(slurm_cluster, slurm_cluster.run([*argv, "-t", "90", "--wrap", "true"]))
+    held = held_record(slurm_cluster, slurm_cluster.run([*argv, "-t", "90", "--wrap", "true"]))
     assert (held["TimeMin"], held["TimeLimit"]) == ("01:30:00", "01:30:00")

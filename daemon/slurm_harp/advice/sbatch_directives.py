@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 
 from slurm_harp.advice.sbatch_header import header_words
-from slurm_harp.advice.sbatch_options import options
+from slurm_harp.advice.sbatch_options import options, shown
 from slurm_harp.slurm_formats import OutOfRange, parse_time_limit
 
 __all__ = ["ENVIRONMENT", "MAX_COUNT", "MAX_CPUS_PER_TASK", "MAX_MEM_MB", "Directives"]
@@ -75,10 +75,6 @@ def _script_options(script: str) -> list[tuple[str, str, int]]:
     return out
 
 
-def _shown(value: str) -> str:
-    return value if len(value) <= 40 else f"{value[:40]}..."
-
-
 class Directives:
     """The job's value of each option read here, each read into a number or refused with a
     ValueError naming the option, the value and where it was given (its script line, or its
@@ -124,10 +120,10 @@ class Directives:
             numbers = sorted({number for number, _ in lines})
             parts.append(
                 f"script line{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}: "
-                + " ".join(f"--{n}={_shown(self.given[n][0])}" for _, n in lines)
+                + " ".join(f"--{n}={shown(self.given[n][0])}" for _, n in lines)
             )
         if variables:
-            parts.append("environment: " + " ".join(f"{v}={_shown(self.given[n][0])}" for v, n in variables))
+            parts.append("environment: " + " ".join(f"{v}={shown(self.given[n][0])}" for v, n in variables))
         return "; ".join(parts)
 
     def fail(self, rule: str, *names: str) -> ValueError:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-__all__ = ["options"]
+__all__ = ["options", "shown"]
 
 # The value of these is the next word when the option has no "=" (getopt's required_argument).
 _VALUED = frozenset(
@@ -131,10 +131,14 @@ def options(words: Sequence[tuple[str, int]]) -> Iterator[tuple[str, str | None,
             yield _SHORT_FLAGS[letter], None, line
 
 
+def shown(text: str) -> str:
+    """``text`` for a message, cut at 40 characters (the message of a megabyte word is a line)."""
+    return text if len(text) <= 40 else f"{text[:40]}..."
+
+
 def _no_option(word: tuple[str, int]) -> ValueError:
     text, line = word
-    shown = text if len(text) <= 40 else f"{text[:40]}..."
     return ValueError(
-        f"script line {line}: {shown!r} is no option: sbatch refuses the script "
+        f"script line {line}: {shown(text)!r} is no option: sbatch refuses the script "
         "(Invalid directive found in batch script)"
     )
