@@ -88,12 +88,26 @@ local function tres(text)
   return out ~= "" and out or nil
 end
 
+-- -N's tasks where no -n: a task a node, times each of LAYOUT given where the node count is no range
+-- (sbatch's _opt_verify; -B sets the same three fields), and whether LAYOUT gave any (sbatch then sends
+-- them as num_tasks). -B without -N is not told from these options alone: not counted.
+local function layout_tasks(get, nodes, max_nodes)
+  local tasks, given = nodes, false
+  if max_nodes == nil or max_nodes == nodes then
+    for i = 1, #LAYOUT do
+      local factor = whole(get(LAYOUT[i]))
+      if factor then tasks, given = tasks * factor, true end
+    end
+  end
+  return request.count32(tasks, 1), given
+end
+
 -- The job_desc fields harp.gpus reads, as sbatch 22.05 fills them from these options after checking
 -- them (_opt_verify, then slurm_opt_create_job_desc): a getter for gpus.of_job, so that the hook counts
 -- GPUs by the one rule the job_submit plugin and training count them by (harp/gpus.lua). Each option is
 -- read when gpus.of_job asks for its field (a job without a GPU option reads only those).
 -- num_tasks: -n ("1" is no -n: sbatch shows both alike), else --ntasks-per-node x nodes, else (-N
--- given) --sockets-per-node x nodes, where the node count is not a range (sbatch's _opt_verify).
+-- given) nodes x the layout asked, where the node count is not a range (sbatch's _opt_verify).
 local function job_fields(get, nodes, max_nodes, cpt)
   local function count(name) return whole(get(name)) end
   local fields = {
@@ -119,9 +133,9 @@ local function job_fields(get, nodes, max_nodes, cpt)
       if max_nodes and max_nodes ~= nodes then return NO_VAL end
       local per_node = count("ntasks-per-node")
       if per_node then return request.count32((nodes or 1) * per_node, 1) or NO_VAL end
-      local sockets = nodes and count("sockets-per-node")
-      if sockets then return request.count32(nodes * sockets, 1) or NO_VAL end
-      return NO_VAL
+      if not nodes then return NO_VAL end
+      local by_layout, given = layout_tasks(get, nodes, max_nodes)
+      return given and by_layout or NO_VAL
     end,
   }
   return function(field)
@@ -185,14 +199,10 @@ function M.build(options)
     tasks = nil -- what sbatch shows when -n was not given
   end
   -- -N without -n: Slurm runs one task per node (a 2-node test cluster gave `-N 2` 2 CPUs, `-N 2 -c 2` 4),
-  -- and where the node count is no range, one per socket, core and thread asked (sbatch's _opt_verify;
-  -- -B sets the same three fields). -B without -N is not told from these options alone: not counted.
+  -- and one per socket, core and thread asked (layout_tasks).
   if tasks == nil and nodes then
-    local layout = nodes
-    if max_nodes == nil or max_nodes == nodes then
-      for i = 1, #LAYOUT do layout = layout * (whole(get(LAYOUT[i])) or 1) end
-    end
-    tasks = layout > 1 and request.count32(layout, 1) or nil
+    tasks = layout_tasks(get, nodes, max_nodes)
+    if tasks == 1 then tasks = nil end
   end
   local cpt = whole(get("cpus-per-task"))
   -- --gpus, --gpus-per-node, --gres, --gpus-per-socket, --gpus-per-task, --ntasks-per-gpu: as accounting

@@ -48,6 +48,14 @@ ASKS = {
     "--gres=gpu:3": 3,
     "--sockets-per-node=1 --gpus-per-socket=2": 2,
     "-n 4 --ntasks-per-gpu=2": 2,
+    # -N (or -B) with a node layout and no -n: sbatch sends a task per socket, core and thread asked
+    "-N 2 --cores-per-socket=2 --gpus-per-task=1": 2,
+    "-N 1 -B 1:2 --gpus-per-task=1": 2,
+    "-B 1:2 --gpus-per-task=1": 2,
+    "-B 1 --gpus-per-socket=2": 2,
+    "-N 2 --threads-per-core=1 --gpus-per-task=1": 1,
+    # -n below -N: sbatch lowers the node count ("setting nnodes to 1")
+    "-N 2 -n 1 --gpus=2": 2,
 }
 
 
@@ -81,6 +89,23 @@ def test_each_way_of_asking_for_gpus_is_served_as_it_is_trained(cluster: SlurmCl
     assert {ask: s[:2] for ask, s in seen.items()} == expected, seen
 
 
+# The cli_filter hook's own count, in sbatch on a "login node" whose slurm.conf adds the hook: it runs
+# sbatch_request.build on sbatch's options and writes the GPUs per node it would send, by job name.
+HOOK_RECORDER = """
+package.path = "{plugin}/?.lua;" .. package.path
+local sbatch_request = require "harp.sbatch_request"
+function slurm_cli_setup_defaults(options, early) return slurm.SUCCESS end
+function slurm_cli_pre_submit(options, offset)
+  local r = sbatch_request.build(options)
+  local f = assert(io.open("{out}/" .. options["job-name"], "w"))
+  f:write(tostring(r.gpus_per_node))
+  f:close()
+  return slurm.SUCCESS
+end
+function slurm_cli_post_submit(offset, job_id, step_id) return slurm.SUCCESS end
+"""
+
+
 # More ways, for the script reader: tasks per node; --gpus beside --gpus-per-task (sbatch 22.05 refuses
 # the two where --gpus is no multiple of it or gives other tasks than -n, and --gpus-per-task with no
 # task count at all: `-N 2 -c 2 --gpus-per-task=2`, `--gpus-per-task=1`).
@@ -89,22 +114,35 @@ SCRIPT_ASKS = {
     "-N 2 --ntasks-per-node=2 --gpus-per-task=1": 2,
     "-n 2 --gpus=4 --gpus-per-task=2": 4,
 }
+# What the hook cannot tell from sbatch's options, which it sees before sbatch checks them (_opt_verify
+# runs after pre_submit): -B from --sockets-per-node and --cores-per-socket (one node's layout: no
+# tasks sent without -N), and -n 1 from no -n (no node count lowered).
+HOOK_SEES = SCRIPT_ASKS | {"-B 1:2 --gpus-per-task=1": 1, "-N 2 -n 1 --gpus=2": 1}
 
 
-def test_harp_advise_script_counts_the_gpus_accounting_records(cluster: SlurmCluster) -> None:
-    """`harp advise --script` on the very script sbatch submits gives the GPUs per node training reads
-    from the job's accounting. Before, it read --gpus-per-task, --gpus-per-socket and --ntasks-per-gpu
-    as no GPUs: `-n 4 --gpus-per-task=2` was advised as a CPU job, accounted with 8 GPUs."""
+def test_harp_advise_script_counts_the_gpus_accounting_records(cluster: SlurmCluster, tmp_path: Path) -> None:
+    """`harp advise --script` on the very script sbatch submits, and the cli_filter hook in that sbatch,
+    give the GPUs per node training reads from the job's accounting. Before, the script reader read
+    --gpus-per-task, --gpus-per-socket and --ntasks-per-gpu as no GPUs (`-n 4 --gpus-per-task=2` was
+    advised as a CPU job, accounted with 8 GPUs), and both counted -N's tasks by --sockets-per-node
+    alone (`-N 2 --cores-per-socket=2 --gpus-per-task=1`: 1 a node, accounted with 2)."""
+    login = tmp_path / "login"
+    login.mkdir()
+    (login / "slurm.conf").write_text(cluster.slurm_conf.read_text() + "\nCliFilterPlugins=lua\n")
+    (login / "cli_filter.lua").write_text(HOOK_RECORDER.format(plugin=REPO / "plugin", out=tmp_path))
     jobs: dict[str, tuple[int, Path]] = {}
     for ask in SCRIPT_ASKS:
         path = cluster.jobs_dir / f"gpus-{len(jobs)}.sbatch"
-        path.write_text(f"#!/bin/sh\n#SBATCH {ask} -t 5\ntrue\n")
-        done = cluster.run(["sbatch", "--parsable", "-o", "/dev/null", str(path)])
+        path.write_text(f"#!/bin/sh\n#SBATCH {ask} -t 5 -J hook-{len(jobs)}\ntrue\n")
+        env = cluster.env | {"SLURM_CONF": str(login / "slurm.conf")}
+        done = cluster.run(["sbatch", "--parsable", "-o", "/dev/null", str(path)], env=env)
         assert done.returncode == 0, (ask, done.stderr)
         jobs[ask] = (int(done.stdout.strip().split(";")[0]), path)
     seen = {}
-    for ask, (job, path) in jobs.items():
+    for at, (ask, (job, path)) in enumerate(jobs.items()):
         cluster.wait_state(job, {"COMPLETED"}, timeout=120)
         advised = build_request(build_parser().parse_args(["advise", "--script", str(path)])).job
-        seen[ask] = (accounted(cluster, job).request.gpus_per_node, advised.gpus_per_node)
-    assert seen == {ask: (n, n) for ask, n in SCRIPT_ASKS.items()}, seen
+        hook = (tmp_path / f"hook-{at}").read_text()
+        seen[ask] = (accounted(cluster, job).request.gpus_per_node, advised.gpus_per_node, hook)
+    expected = {ask: (n, n, str(HOOK_SEES[ask])) for ask, n in SCRIPT_ASKS.items()}
+    assert seen == expected, {ask: s for ask, s in seen.items() if s != expected[ask]}

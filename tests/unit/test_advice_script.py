@@ -121,10 +121,11 @@ def test_a_relative_directory_is_the_submitter_s_as_sbatch_makes_it() -> None:
 @pytest.mark.parametrize(
     ("lines", "gpus"),
     [
-        # --gpus-per-task: x the tasks sbatch sends (-n, else --ntasks-per-node x nodes, else with -N
-        # --sockets-per-node x nodes), else, where -N pins the node count, a task a node (none with -c),
-        # else x 1 (gpus.lua's rule; sbatch 22.05 then refuses the job: "--gpus-per-task used without
-        # either --gpus or -n/--ntasks", as the test cluster's did; the advice still counts it so)
+        # --gpus-per-task: x the tasks sbatch sends (-n, else --ntasks-per-node x nodes, else with -N or
+        # -B nodes x the sockets, cores and threads asked), else, where -N pins the node count, a task
+        # a node (none with -c), else x 1 (gpus.lua's rule; sbatch 22.05 then refuses the job:
+        # "--gpus-per-task used without either --gpus or -n/--ntasks", as the test cluster's did; the
+        # advice still counts it so)
         ("-n 4 --gpus-per-task=1", 4),
         ("-N 2 --ntasks-per-node=2 --gpus-per-task=1", 2),
         ("--ntasks-per-node=3 --gpus-per-task=1", 3),
@@ -136,10 +137,16 @@ def test_a_relative_directory_is_the_submitter_s_as_sbatch_makes_it() -> None:
         ("-N 2 -c 4 --gpus-per-task=2", 1),  # -c without -n: one task, 2 GPUs over 2 nodes (refused)
         ("-N 2-4 --ntasks-per-node=2 --gpus-per-task=1", 1),  # a range: no tasks counted, one (refused)
         ("-N 2 --sockets-per-node=2 --gpus-per-task=1", 2),  # sbatch: a task a socket
+        ("-N 2 --cores-per-socket=2 --gpus-per-task=1", 2),  # and a core (accounted so: test_gpus_e2e)
+        ("-N 1 -B 1:2 --gpus-per-task=1", 2),
+        ("-B 1:2 --gpus-per-task=1", 2),  # -B alone: one node
+        ("--cores-per-socket=2 --gpus-per-task=1", 1),  # neither -N nor -B: no tasks sent
+        ("-N 2-4 --cores-per-socket=2 --gpus-per-task=1", 1),  # a range: none either
         # --gpus-per-socket: x nodes x sockets per node, else x ceil(tasks / tasks per socket), else x 1
         ("--gpus-per-socket=1 -N 1 --sockets-per-node=2", 2),
         ("--gpus-per-socket=1 -N 2 --sockets-per-node=2", 2),
         ("--gpus-per-socket=1 --sockets-per-node=2", 2),
+        ("--gpus-per-socket=1 -N 2 -B 2:1", 2),  # -B's sockets: the same field
         ("-n 5 --ntasks-per-socket=2 --gpus-per-socket=1", 3),
         ("--gpus-per-socket=2", 2),
         # --ntasks-per-gpu (--ntasks-per-tres) without a GPU ask: tasks / that many; with one: the ask

@@ -122,6 +122,15 @@ GPU_JOBS = [
     ({"ntasks": "5", "ntasks-per-socket": "2", "gpus-per-socket": "1"},
      "-n 5 --ntasks-per-socket=2 --gpus-per-socket=1", 3),
     ({"gpus-per-socket": "2"}, "--gpus-per-socket=2", 2),
+    # -N with a layout and no -n: sbatch sends a task per socket, core and thread asked (both sides
+    # counted the sockets alone, the script reader only --sockets-per-node: 1 GPU a node each)
+    ({"nodes": "2", "cores-per-socket": "2", "gpus-per-task": "1"},
+     "-N 2 --cores-per-socket=2 --gpus-per-task=1", 2),
+    ({"nodes": "1", "sockets-per-node": "1", "cores-per-socket": "2", "gpus-per-task": "1"},
+     "-N 1 -B 1:2 --gpus-per-task=1", 2),
+    ({"nodes": "2-4", "cores-per-socket": "2", "gpus-per-task": "1"},
+     "-N 2-4 --cores-per-socket=2 --gpus-per-task=1", 1),  # a range: no task count sent
+    ({"nodes": "1", "sockets-per-node": "1", "gpus-per-socket": "2"}, "-N 1 -B 1 --gpus-per-socket=2", 2),
     ({"ntasks": "8", "ntasks-per-gpu": "2"}, "-n 8 --ntasks-per-gpu=2", 4),
     ({"nodes": "2", "ntasks-per-gpu": "2"}, "-N 2 --ntasks-per-gpu=2", 1),
     ({"ntasks": "8", "ntasks-per-tres": "4"}, "-n 8 --ntasks-per-tres=4", 2),

@@ -149,17 +149,18 @@ class Directives:
         most = self.given["nodes"][0].split("-", 1)[-1]
         return self._whole("nodes", most, MAX_COUNT) if most else None
 
-    def layout(self) -> list[int]:
-        """The sockets per node, cores per socket and threads per core asked, those given: each by its
-        own option, else by -B's part (``2:4:1``; a range ``2-4`` is its least, ``*`` none), as
-        sbatch reads -B (verify_socket_core_thread_count). ``-N 1 -B 2:4`` without -n is 8 tasks."""
+    def layout(self) -> dict[str, int]:
+        """The sockets per node, cores per socket and threads per core asked, those given, by option
+        name: each by its own option, else by -B's part (``2:4:1``; a range ``2-4`` is its least, ``*``
+        none), as sbatch reads -B (verify_socket_core_thread_count) into the job's fields.
+        ``-N 1 -B 2:4`` without -n is 8 tasks."""
         parts = self.given["extra-node-info"][0].split(":", 2) if "extra-node-info" in self.given else []
-        out = []
+        out = {}
         for at, name in enumerate(_LAYOUT):
             if name in self.given:
-                out.append(self._whole(name, self.given[name][0], MAX_COUNT))
+                out[name] = self._whole(name, self.given[name][0], MAX_COUNT)
             elif at < len(parts) and parts[at] not in ("*", ""):
-                out.append(self._whole("extra-node-info", parts[at].split("-", 1)[0], MAX_COUNT))
+                out[name] = self._whole("extra-node-info", parts[at].split("-", 1)[0], MAX_COUNT)
         return out
 
     def bounded(self, value: float, most: int, *names: str, what: str = "", unit: str = "") -> int:

@@ -136,7 +136,7 @@ def _tasks_by_layout(header: Directives, nodes: int | None) -> int | None:
     and threads per core asked (Directives.layout). None for one task."""
     tasks = nodes or 1
     if header.most_nodes() in (None, tasks):
-        for factor in header.layout():
+        for factor in header.layout().values():
             tasks *= factor
     named = ("nodes", "extra-node-info", "sockets-per-node", "cores-per-socket", "threads-per-core")
     tasks = header.bounded(tasks, MAX_COUNT, *named, what=f"{tasks} tasks: ")
@@ -157,16 +157,17 @@ def _gpus_per_node(header: Directives, nodes: int | None, cpt: int | None) -> in
     the node count (1 without -N), rounded up. None for a job that asks no GPU."""
     least, most = nodes or 1, header.most_nodes()
     per_node = header.whole("ntasks-per-node")
-    sockets = header.whole("sockets-per-node")
+    layout = header.layout()
+    sockets = layout.get("sockets-per-node")  # the option or -B's part: one field of sbatch's
     per_gpu = header.whole("ntasks-per-tres") or header.whole("ntasks-per-gpu")  # sbatch: tres first
     # The tasks sbatch sends (_opt_verify): -n, else, where the node count is not a range,
-    # --ntasks-per-node x nodes, else (-N given) --sockets-per-node x nodes.
+    # --ntasks-per-node x nodes, else (-N or -B given, and a layout) nodes x the layout's factors.
     tasks = header.whole("ntasks")
     if tasks is None and most in (None, least):
         if per_node:
             tasks = least * per_node
-        elif nodes and sockets:
-            tasks = nodes * sockets
+        elif layout and (nodes is not None or "extra-node-info" in header):
+            tasks = _tasks_by_layout(header, nodes)
     # Else slurmctld's, for --gpus-per-task or --ntasks-per-gpu where -N pins the node count:
     # nodes x --ntasks-per-gpu, else nodes when no -c.
     if tasks is None and most == least and (per_gpu or header.gpus("gpus-per-task")):
