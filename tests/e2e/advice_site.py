@@ -97,3 +97,13 @@ def held_record(cluster: SlurmCluster, done: subprocess.CompletedProcess[str]) -
         return cluster.scontrol_show_job(job_id)
     finally:
         cluster.run(["scancel", str(job_id)])
+
+
+def login_node(cluster: SlurmCluster, conf: Path, cli_filter: str) -> dict[str, str]:
+    """sbatch's environment on a "login node": ``conf`` holds a copy of the cluster's slurm.conf plus
+    ``CliFilterPlugins=lua`` and ``cli_filter`` as its cli_filter.lua, which sbatch reads through
+    SLURM_CONF; slurmctld and the other tests keep the cluster's own configuration."""
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "slurm.conf").write_text(cluster.slurm_conf.read_text() + "\nCliFilterPlugins=lua\n")
+    (conf / "cli_filter.lua").write_text(cli_filter)
+    return cluster.env | {"SLURM_CONF": str(conf / "slurm.conf")}

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -26,7 +25,7 @@ import pytest
 from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.api import predictor_pb2_grpc as pb_grpc
 from tests.conftest import REPO
-from tests.e2e.advice_site import advice_daemon, open_site, submit_two_sizes
+from tests.e2e.advice_site import advice_daemon, login_node, open_site, submit_two_sizes
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.harvesting import settled
 from tests.integration.as_user import channel_as
@@ -47,17 +46,15 @@ def site(start_cluster: StartCluster) -> Iterator[tuple[SlurmCluster, Path]]:
     yield from open_site(start_cluster)
 
 
-def login_node(cluster: SlurmCluster, work: Path, deadline_ms: int) -> dict[str, str]:
+def harp_login_node(cluster: SlurmCluster, work: Path, deadline_ms: int) -> dict[str, str]:
     """sbatch's environment on a login node whose slurm.conf enables the hook (a copy in its own dir)."""
     conf = work / f"login-{deadline_ms}"
-    conf.mkdir(exist_ok=True)
-    (conf / "slurm.conf").write_text(cluster.slurm_conf.read_text() + "\nCliFilterPlugins=lua\n")
-    shutil.copy(REPO / "plugin" / "cli_filter.lua", conf / "cli_filter.lua")
+    env = login_node(cluster, conf, (REPO / "plugin" / "cli_filter.lua").read_text())
     (conf / "harp_advice.lua").write_text(
         f'return {{ enabled = true, lib_dir = "{REPO / "plugin"}", socket = "{work / "advice.sock"}", '
         f"deadline_ms = {deadline_ms} }}\n"
     )
-    return cluster.env | {"SLURM_CONF": str(conf / "slurm.conf")}
+    return env
 
 
 def sbatch(cluster: SlurmCluster, env: dict[str, str], *args: str | bytes) -> tuple[int, list[str], float]:
@@ -86,7 +83,7 @@ def test_sbatch_prints_the_advice_and_never_blocks(site: tuple[SlurmCluster, Pat
         with channel_as(0, work / "advice.sock") as channel:
             request = pb.AdviceRequest(job=pb.SubmitRequest(job_name=NAME))
             currency = pb_grpc.AdvisorStub(channel).Advise(request, timeout=30).currency
-        env = login_node(cluster, work, DEADLINE_MS)
+        env = harp_login_node(cluster, work, DEADLINE_MS)
         log_before = len(cluster.slurmctld_log())
 
         job, lines, wall = sbatch(cluster, env, "-J", NAME, "-n", "1")
@@ -111,7 +108,7 @@ def test_sbatch_prints_the_advice_and_never_blocks(site: tuple[SlurmCluster, Pat
         _, lines, _ = sbatch(cluster, env | {"HARP_ADVICE_DEBUG": "1"}, b"-J" + hostile, "-n", "1")
         assert len(lines) == 1 and re.match(r"harp: no advice \(\d+ options, none better", lines[0]), lines
 
-        hung_env = login_node(cluster, work, HUNG_DEADLINE_MS)
+        hung_env = harp_login_node(cluster, work, HUNG_DEADLINE_MS)
         _, _, silenced = sbatch(cluster, hung_env | {"HARP_ADVICE": "0"}, "-J", NAME, "-n", "1")
         # The advice is served by the daemon's child process: hung, it accepts connections (the
         # kernel's backlog) and never answers.

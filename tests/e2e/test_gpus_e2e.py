@@ -19,6 +19,7 @@ import pytest
 from slurm_harp.cli import build_parser
 from slurm_harp.commands.advise import build_request
 from tests.conftest import REPO
+from tests.e2e.advice_site import login_node
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.harvesting import accounted
 
@@ -126,15 +127,11 @@ def test_harp_advise_script_counts_the_gpus_accounting_records(cluster: SlurmClu
     --gpus-per-task, --gpus-per-socket and --ntasks-per-gpu as no GPUs (`-n 4 --gpus-per-task=2` was
     advised as a CPU job, accounted with 8 GPUs), and both counted -N's tasks by --sockets-per-node
     alone (`-N 2 --cores-per-socket=2 --gpus-per-task=1`: 1 a node, accounted with 2)."""
-    login = tmp_path / "login"
-    login.mkdir()
-    (login / "slurm.conf").write_text(cluster.slurm_conf.read_text() + "\nCliFilterPlugins=lua\n")
-    (login / "cli_filter.lua").write_text(HOOK_RECORDER.format(plugin=REPO / "plugin", out=tmp_path))
+    env = login_node(cluster, tmp_path / "login", HOOK_RECORDER.format(plugin=REPO / "plugin", out=tmp_path))
     jobs: dict[str, tuple[int, Path]] = {}
     for ask in SCRIPT_ASKS:
         path = cluster.jobs_dir / f"gpus-{len(jobs)}.sbatch"
         path.write_text(f"#!/bin/sh\n#SBATCH {ask} -t 5 -J hook-{len(jobs)}\ntrue\n")
-        env = cluster.env | {"SLURM_CONF": str(login / "slurm.conf")}
         done = cluster.run(["sbatch", "--parsable", "-o", "/dev/null", str(path)], env=env)
         assert done.returncode == 0, (ask, done.stderr)
         jobs[ask] = (int(done.stdout.strip().split(";")[0]), path)

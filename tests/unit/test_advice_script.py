@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from slurm_harp.advice.gpu_memory import TrainingFacts
@@ -24,9 +26,10 @@ srun ./relax
 
 
 def test_the_header_as_sbatch_reads_it() -> None:
-    job = parse_script(SCRIPT)
+    job = parse_script(SCRIPT, cwd="/home/ann")
     assert job.request == JobRequest(
         job_name="relax",
+        work_dir="/home/ann",  # no -D: where sbatch runs
         partition="batch",
         script_signature=script_signature(SCRIPT),
         time_limit_minutes=26 * 60,
@@ -108,14 +111,27 @@ def test_the_header_as_sbatch_reads_it() -> None:
 )
 def test_directives(lines: str, fields: dict[str, object]) -> None:
     script = "#!/bin/sh\n" + lines
+    fields = {"work_dir": "/home/ann"} | fields  # no -D: where sbatch runs
     want = JobRequest(script_signature=script_signature(script), **fields)  # type: ignore[arg-type]
-    assert parse_script(script).request == want
+    assert parse_script(script, cwd="/home/ann").request == want
 
 
 def test_a_relative_directory_is_the_submitter_s_as_sbatch_makes_it() -> None:
     """sbatch's -D (arg_set_chdir): a relative one under the directory sbatch runs in, not normalised."""
     job = parse_script("#!/bin/sh\n#SBATCH -D run/../x\n", cwd="/home/ann")
     assert job.request.work_dir == "/home/ann/run/../x"
+
+
+def test_without_d_the_directory_is_the_submitter_s_as_sbatch_sends_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sbatch sends the directory it runs in as the job's WorkDir when no -D is given (arg_reset_chdir),
+    and the models read it (hash_work_dir): before, a script without -D was advised as a job of no
+    directory, where the hook and the job_submit plugin send one
+    (tests/e2e/test_cli_filter_options_e2e.py)."""
+    assert parse_script("#!/bin/sh\n#SBATCH -n 2\n", cwd="/home/ann").request.work_dir == "/home/ann"
+    monkeypatch.chdir(tmp_path)  # harp advise --script: the directory it runs in
+    assert parse_script("#!/bin/sh\n").request.work_dir == str(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -355,8 +371,9 @@ def test_names_not_utf8_are_read_by_the_one_text_rule() -> None:
 )
 def test_the_header_s_words_as_sbatch_splits_them(lines: str, fields: dict[str, object]) -> None:
     script = "#!/bin/sh\n" + lines + "srun ./relax\n"
+    fields = {"work_dir": "/home/ann"} | fields  # no -D: where sbatch runs
     want = JobRequest(script_signature=script_signature(script), **fields)  # type: ignore[arg-type]
-    assert parse_script(script).request == want
+    assert parse_script(script, cwd="/home/ann").request == want
 
 
 def test_training_facts_from_comment_tokens() -> None:

@@ -24,10 +24,14 @@ from tests.conftest import REPO, lua51
 
 TOOL = REPO / "tests" / "lua" / "pb_tool.lua"
 NO_TIME = "2982616-04:14:00"  # how sbatch 22.05 shows a time never given
-# An integer option never given shows as NO_VAL printed as an int (COMMON_INT_OPTION_GET): "-2".
+# An integer option never given shows as NO_VAL printed as an int (COMMON_INT_OPTION_GET): "-2"; the
+# directory without -D is the one sbatch runs in (arg_reset_chdir). A real sbatch shows these:
+# tests/e2e/test_cli_filter_options_e2e.py.
+HERE = "/home/ann/run"
 UNSET = {"type": "sbatch", "time": NO_TIME, "ntasks": "1", "cpus-per-task": "0", "nodes": "1-0",
          "exclusive": "unset", "argv": [], "ntasks-per-node": "-2", "sockets-per-node": "-2",
-         "ntasks-per-socket": "-2", "ntasks-per-gpu": "-2", "ntasks-per-tres": "-2"}  # fmt: skip
+         "ntasks-per-socket": "-2", "ntasks-per-gpu": "-2", "ntasks-per-tres": "-2",
+         "cores-per-socket": "-2", "threads-per-core": "-2", "chdir": HERE}  # fmt: skip
 
 
 def _tool(mode: str, payload: Any) -> Any:
@@ -159,7 +163,7 @@ def test_sbatch_options_give_the_request_harp_advise_gives(options: dict[str, st
     assert msg.SerializeToString() == bytes.fromhex(result["hex"])  # canonical: fields in number order
     lua = request_from_proto(msg.job)
     script = "#!/bin/sh\n" + "".join(f"#SBATCH {d}\n" for d in directives.split("\n")) + "true\n"
-    python = parse_script(script).request
+    python = parse_script(script, cwd=HERE).request
     for name in ("job_name", "partition", "account", "qos", "time_limit_minutes", "mem_per_node_mb",
                  "mem_per_cpu_mb", "min_cpus", "cpus_per_task", "num_tasks", "min_nodes",
                  "gpus_per_node", "time_min_minutes", "work_dir"):  # fmt: skip

@@ -12,9 +12,11 @@ from slurm_harp.advice.sbatch_directives import ENVIRONMENT
 from slurm_harp.advice.script import parse_script, script_signature
 from slurm_harp.core.request import JobRequest
 
+HERE = "/home/ann/run"  # where sbatch runs: the directory without -D
+
 
 def _job(lines: str, environ: dict[str, str]) -> JobRequest:
-    return parse_script("#!/bin/sh\n" + lines + "srun x\n", environ).request
+    return parse_script("#!/bin/sh\n" + lines + "srun x\n", environ, cwd=HERE).request
 
 
 @pytest.mark.parametrize(
@@ -63,7 +65,7 @@ def test_a_variable_overrides_the_script_as_in_sbatch(
 ) -> None:
     signature = script_signature("#!/bin/sh\n" + lines + "srun x\n")
     got = _job(lines, environ)
-    assert got == JobRequest(script_signature=signature, **fields)  # type: ignore[arg-type]
+    assert got == JobRequest(script_signature=signature, work_dir=HERE, **fields)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,11 @@
 """A batch script's ``#SBATCH`` header as the job request it submits, for ``harp advise --script``.
 
-Read as sbatch reads it, with sbatch's ``SBATCH_*`` input variables over it (advice.sbatch_directives):
-the job name, partition, account, QOS, tasks (with -N or -B and no -n, a task per node times the
-sockets, cores and threads per node asked, as sbatch's _opt_verify counts them), CPUs per task,
-nodes (lowered to -n's count, as sbatch does), tasks per node, time limit and ``--time-min``,
-whether it is an array, the directory (``-D``), memory (per node or per CPU, as sbatch's
-str_to_mbytes reads it), GPUs (``--gpus``,
+Read as sbatch reads it, with sbatch's ``SBATCH_*`` input variables over it
+(advice.sbatch_directives): the job name, partition, account, QOS, tasks (with -N or -B and no -n, a
+task per node times the sockets, cores and threads per node asked, as sbatch's _opt_verify counts
+them), CPUs per task, nodes (lowered to -n's count, as sbatch does), tasks per node, time limit and
+``--time-min``, whether it is an array, the directory (``-D``, else the one it is submitted from),
+memory (per node or per CPU, as sbatch's str_to_mbytes reads it), GPUs (``--gpus``,
 ``--gpus-per-node``, ``--gres=gpu[:type][:N]``, ``--gpus-per-socket``, ``--gpus-per-task``,
 ``--ntasks-per-gpu``; a type without a count is one GPU; counted as accounting counts them, by
 plugin/harp/gpus.lua's rule: ``_gpus_per_node``), the comment, and whether the job holds whole nodes
@@ -85,9 +85,11 @@ def parse_script(script: str, environ: Mapping[str, str] | None = None, cwd: str
     SBATCH_* variables of ``environ`` over its header (as sbatch takes them). ValueError names the bad
     directive and its line (or variable)."""
     header = Directives(script, environ)
+    here = os.getcwd() if cwd is None else cwd
+    # sbatch sends the directory it runs in without -D (arg_reset_chdir), a relative -D under it
+    # (make_full_path, not normalised): the job's WorkDir, which the models read
     chdir = header.text("chdir")
-    if chdir is not None and not chdir.startswith("/"):  # sbatch: make_full_path, not normalised
-        chdir = f"{os.getcwd() if cwd is None else cwd}/{chdir}"
+    chdir = here if chdir is None else chdir if chdir.startswith("/") else f"{here}/{chdir}"
     nodes = header.whole("nodes")
     per_node = header.whole("ntasks-per-node")
     tasks = header.whole("ntasks")
