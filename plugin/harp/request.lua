@@ -13,6 +13,10 @@ local M = {}
 local NO_VAL16 = 65534        -- also INFINITE16 = 65535
 local NO_VAL = 4294967294     -- also INFINITE = 4294967295
 local MAX_EXACT = 9007199254740992 -- NO_VAL64 and the MEM_PER_CPU flag bit are far above this
+-- The QOS slurmctld gives a job that names none where its association has no default QOS, its own or
+-- inherited (job_desc.default_qos answers nil): "normal", unless the association allows one QOS only,
+-- which job_desc does not show (assoc_mgr_get_default_qos_info, Slurm 22.05).
+M.FALLBACK_QOS = "normal"
 M.MAX_STRING = 255 -- bytes, as slurmdbd keeps; the daemon's slurm_harp.core.text.MAX_TEXT_BYTES (test_lua_text.py)
 
 -- A count below `limit` (the field's sentinel), integral and >= `min`; anything else is "not given".
@@ -140,7 +144,7 @@ function M.build(job_desc, submit_uid, part_list)
     -- job and accounting records (what training learns from; per-account rules match them).
     account = text(get("account")) or text(get("default_account")),
     partition = text(names),
-    qos = text(get("qos")) or text(get("default_qos")),
+    qos = text(get("qos")) or text(get("default_qos")) or M.FALLBACK_QOS,
     job_name = text(get("name")),
     work_dir = text(get("work_dir")),
     -- No script_signature: sacct records no script, so no model has it (unknown in every row trained

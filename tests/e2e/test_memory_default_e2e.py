@@ -113,11 +113,8 @@ def _features(request: JobRequest) -> dict[str, float]:
     return {name: float(row[FEATURE_NAMES.index(name)]) for name in COMPARED}
 
 
-def _served_and_trained(
-    cluster: SlurmCluster, asks: list[list[str]]
-) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
-    """Each ask's COMPARED features as harp serve builds them, with the defaults it reads from this
-    cluster, and as training reads them from the job's accounting."""
+def served_memory_defaults(cluster: SlurmCluster) -> MemoryDefaults:
+    """The memory defaults harp serve reads from this cluster's scontrol."""
     applied: list[MemoryDefaults] = []
 
     def scontrol(argv: Sequence[str]) -> str:
@@ -127,6 +124,15 @@ def _served_and_trained(
 
     SlurmMemoryDefaults(applied.append, scontrol).poll()
     (defaults,) = applied
+    return defaults
+
+
+def _served_and_trained(
+    cluster: SlurmCluster, asks: list[list[str]]
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Each ask's COMPARED features as harp serve builds them, with the defaults it reads from this
+    cluster, and as training reads them from the job's accounting."""
+    defaults = served_memory_defaults(cluster)
     jobs = {}
     for words in asks:
         result = cluster.sbatch([*words, "-t", "5"], "#!/bin/sh\ntrue\n")

@@ -128,7 +128,7 @@ def test_round_trip_decodes_the_decision_and_sends_the_job(
     assert req.mem_per_node_mb == 4000 and not req.HasField("mem_per_cpu_mb")
     assert (req.min_cpus, req.cpus_per_task, req.num_tasks, req.min_nodes) == (4, 4, 1, 1)
     assert req.gpus_per_node == 2 and req.tres_per_node == "gres:gpu:a100:2"
-    assert req.is_array is False and not req.HasField("qos")
+    assert req.is_array is False and req.qos == "normal"  # none named, no default: slurmctld's own
     assert not req.HasField("script_signature")  # no model has it (request.lua)
     assert abs(req.submit_time - time.time()) < 60
 

@@ -18,7 +18,7 @@ T.test("typical job maps to request fields", function()
   T.eq(r.user_id, 1000, "user_id")
   T.eq(r.account, "physics", "account")
   T.eq(r.partition, "batch", "partition")
-  T.eq(r.qos, nil, "qos")
+  T.eq(r.qos, "normal", "qos: none named, no default: slurmctld's own")
   T.eq(r.job_name, "train", "job_name")
   T.eq(r.work_dir, "/home/alice", "work_dir")
   T.eq(r.time_limit_minutes, 120, "time limit")
@@ -169,13 +169,15 @@ T.test("no account or QOS given: the defaults job_desc answers are sent", functi
   T.eq(r.qos, "low", "empty QOS")
 end)
 
-T.test("a given account or QOS wins over the defaults; no default is no field", function()
+T.test("a given account or QOS wins over the defaults; no default account is no field", function()
   local r = request.build(T.job_desc {qos = "high", default_account = "research", default_qos = "normal"}, 1)
   T.eq(r.account, "physics", "given account")
   T.eq(r.qos, "high", "given QOS")
   r = request.build(T.job_desc {account = T.NIL}, 1)
   T.eq(r.account, nil, "no default account (no association)")
-  T.eq(r.qos, nil, "no default QOS")
+  -- An association without a default QOS (job_desc.default_qos is nil): slurmctld gives the job
+  -- "normal", and accounting records it (tests/e2e/test_plugin.py)
+  T.eq(r.qos, "normal", "no default QOS: slurmctld's own")
   -- Each default is a lookup in slurmctld's association manager: only made when needed.
   local reads = {}
   local jd = setmetatable({}, {__index = function(_, k) reads[k] = true; return T.job_desc()[k] end})
