@@ -10,11 +10,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from slurm_harp.api import predictor_pb2 as pb
+from tests.conftest import REPO
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.daemon_process import DaemonProcess
 from tests.e2e.harvesting import harvest
@@ -107,3 +109,46 @@ def login_node(cluster: SlurmCluster, conf: Path, cli_filter: str) -> dict[str, 
     (conf / "slurm.conf").write_text(cluster.slurm_conf.read_text() + "\nCliFilterPlugins=lua\n")
     (conf / "cli_filter.lua").write_text(cli_filter)
     return cluster.env | {"SLURM_CONF": str(conf / "slurm.conf")}
+
+
+# A cli_filter.lua that records, in a real sbatch, the options named (as sbatch shows them) and the
+# AdviceRequest the hook builds from them (harp.sbatch_request, harp.pb), in $HARP_RECORD.options and
+# $HARP_RECORD.request; of a heterogeneous job, its first component.
+_RECORDER = """
+package.path = "{plugin}/?.lua;" .. package.path
+local sbatch_request = require "harp.sbatch_request"
+local pb = require "harp.pb"
+local names = {names}
+local function index(t, k) return t[k] end
+function slurm_cli_setup_defaults(options, early) return slurm.SUCCESS end
+function slurm_cli_pre_submit(options, offset)
+  if offset ~= 0 then return slurm.SUCCESS end
+  local out = os.getenv("HARP_RECORD")
+  local f = assert(io.open(out .. ".options", "w"))
+  for _, name in ipairs(names) do
+    local ok, v = pcall(index, options, name)
+    f:write(name, "\\t", ok and tostring(v) or "(error)", "\\n")
+  end
+  f:close()
+  local r = sbatch_request.build(options)
+  f = assert(io.open(out .. ".request", "wb"))
+  f:write(pb.encode_advice_request(r, sbatch_request.exclusive(options)))
+  f:close()
+  return slurm.SUCCESS
+end
+function slurm_cli_post_submit(offset, job_id, step_id) return slurm.SUCCESS end
+"""
+
+
+def recording_hook(cluster: SlurmCluster, conf: Path, names: Sequence[str] = ()) -> dict[str, str]:
+    """sbatch's environment on a login node (login_node) whose cli_filter records what the hook sees
+    and sends; add HARP_RECORD (a path prefix) per sbatch, then read it with hook_record."""
+    recorder = _RECORDER.format(plugin=REPO / "plugin", names="{" + ", ".join(map(json.dumps, names)) + "}")
+    return login_node(cluster, conf, recorder)
+
+
+def hook_record(record: Path) -> tuple[dict[str, str], pb.AdviceRequest]:
+    """The options the recording hook saw (name: as sbatch showed it) and the AdviceRequest it built."""
+    lines = Path(f"{record}.options").read_text().splitlines()
+    request = pb.AdviceRequest.FromString(Path(f"{record}.request").read_bytes())
+    return dict(line.split("\t", 1) for line in lines), request

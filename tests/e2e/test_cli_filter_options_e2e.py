@@ -12,46 +12,19 @@ without -D was advised as a job of no directory, where sbatch sends the one it r
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from slurm_harp.advice.script import parse_script
-from slurm_harp.api import predictor_pb2 as pb
 from slurm_harp.server.convert import request_from_proto
-from tests.conftest import REPO
-from tests.e2e.advice_site import login_node
+from tests.e2e.advice_site import hook_record, recording_hook
 from tests.e2e.cluster import SlurmCluster
 from tests.unit.test_lua_advice import SAME_JOB, UNSET
 
 pytestmark = pytest.mark.e2e
 
 SHOWN = sorted(set(UNSET) - {"type", "argv"} | {name for options, _ in SAME_JOB for name in options})
-RECORDER = """
-package.path = "{plugin}/?.lua;" .. package.path
-local sbatch_request = require "harp.sbatch_request"
-local pb = require "harp.pb"
-local names = {names}
-local function index(t, k) return t[k] end
-function slurm_cli_setup_defaults(options, early) return slurm.SUCCESS end
-function slurm_cli_pre_submit(options, offset)
-  if offset ~= 0 then return slurm.SUCCESS end  -- a heterogeneous job: its first component
-  local out = os.getenv("HARP_RECORD")
-  local f = assert(io.open(out .. ".options", "w"))
-  for _, name in ipairs(names) do
-    local ok, v = pcall(index, options, name)
-    f:write(name, "\\t", ok and tostring(v) or "(error)", "\\n")
-  end
-  f:close()
-  local r = sbatch_request.build(options)
-  f = assert(io.open(out .. ".request", "wb"))
-  f:write(pb.encode_advice_request(r, sbatch_request.exclusive(options)))
-  f:close()
-  return slurm.SUCCESS
-end
-function slurm_cli_post_submit(offset, job_id, step_id) return slurm.SUCCESS end
-"""
 FIELDS = ("job_name", "partition", "account", "qos", "time_limit_minutes", "time_min_minutes",
           "mem_per_node_mb", "mem_per_cpu_mb", "min_cpus", "cpus_per_task", "num_tasks", "min_nodes",
           "gpus_per_node", "work_dir", "script_signature")  # fmt: skip
@@ -59,9 +32,7 @@ FIELDS = ("job_name", "partition", "account", "qos", "time_limit_minutes", "time
 
 @pytest.fixture(scope="module")
 def login(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    names = "{" + ", ".join(json.dumps(name) for name in SHOWN) + "}"
-    recorder = RECORDER.format(plugin=REPO / "plugin", names=names)
-    return login_node(slurm_cluster, tmp_path_factory.mktemp("login"), recorder)
+    return recording_hook(slurm_cluster, tmp_path_factory.mktemp("login"), SHOWN)
 
 
 @pytest.mark.parametrize(("options", "directives"), SAME_JOB, ids=[d.replace("\n", " ") for _, d in SAME_JOB])
@@ -77,12 +48,10 @@ def test_the_hook_reads_a_real_sbatch_s_options_as_harp_advise_reads_the_script(
     env = login | {"HARP_RECORD": str(tmp_path / "hook")}
     # sbatch may refuse the job after the hook (a partition this cluster lacks, GPUs it has none of)
     slurm_cluster.run(["sbatch", "--test-only", str(script)], env=env)
-    lines = (tmp_path / "hook.options").read_text().splitlines()
-    shown = dict(line.split("\t", 1) for line in lines)
+    shown, msg = hook_record(tmp_path / "hook")
     here = str(slurm_cluster.jobs_dir)  # where slurm_cluster.run runs sbatch
     expected = {name: value for name, value in (UNSET | {"chdir": here} | options).items() if name in SHOWN}
     assert {name: shown[name] for name in expected} == expected
-    msg = pb.AdviceRequest.FromString((tmp_path / "hook.request").read_bytes())
     hook, advised = request_from_proto(msg.job), parse_script(script.read_text(), cwd=here).request
     assert {f: getattr(hook, f) for f in FIELDS} == {f: getattr(advised, f) for f in FIELDS}
     assert hook.script_signature is not None

@@ -19,7 +19,7 @@ import pytest
 from slurm_harp.cli import build_parser
 from slurm_harp.commands.advise import build_request
 from tests.conftest import REPO
-from tests.e2e.advice_site import login_node
+from tests.e2e.advice_site import hook_record, recording_hook
 from tests.e2e.cluster import SlurmCluster, StartCluster
 from tests.e2e.harvesting import accounted
 
@@ -90,23 +90,6 @@ def test_each_way_of_asking_for_gpus_is_served_as_it_is_trained(cluster: SlurmCl
     assert {ask: s[:2] for ask, s in seen.items()} == expected, seen
 
 
-# The cli_filter hook's own count, in sbatch on a "login node" whose slurm.conf adds the hook: it runs
-# sbatch_request.build on sbatch's options and writes the GPUs per node it would send, by job name.
-HOOK_RECORDER = """
-package.path = "{plugin}/?.lua;" .. package.path
-local sbatch_request = require "harp.sbatch_request"
-function slurm_cli_setup_defaults(options, early) return slurm.SUCCESS end
-function slurm_cli_pre_submit(options, offset)
-  local r = sbatch_request.build(options)
-  local f = assert(io.open("{out}/" .. options["job-name"], "w"))
-  f:write(tostring(r.gpus_per_node))
-  f:close()
-  return slurm.SUCCESS
-end
-function slurm_cli_post_submit(offset, job_id, step_id) return slurm.SUCCESS end
-"""
-
-
 # More ways, for the script reader: tasks per node; --gpus beside --gpus-per-task (sbatch 22.05 refuses
 # the two where --gpus is no multiple of it or gives other tasks than -n, and --gpus-per-task with no
 # task count at all: `-N 2 -c 2 --gpus-per-task=2`, `--gpus-per-task=1`).
@@ -127,19 +110,21 @@ def test_harp_advise_script_counts_the_gpus_accounting_records(cluster: SlurmClu
     --gpus-per-task, --gpus-per-socket and --ntasks-per-gpu as no GPUs (`-n 4 --gpus-per-task=2` was
     advised as a CPU job, accounted with 8 GPUs), and both counted -N's tasks by --sockets-per-node
     alone (`-N 2 --cores-per-socket=2 --gpus-per-task=1`: 1 a node, accounted with 2)."""
-    env = login_node(cluster, tmp_path / "login", HOOK_RECORDER.format(plugin=REPO / "plugin", out=tmp_path))
+    env = recording_hook(cluster, tmp_path / "login")  # the hook in the sbatch that submits each
     jobs: dict[str, tuple[int, Path]] = {}
     for ask in SCRIPT_ASKS:
         path = cluster.jobs_dir / f"gpus-{len(jobs)}.sbatch"
-        path.write_text(f"#!/bin/sh\n#SBATCH {ask} -t 5 -J hook-{len(jobs)}\ntrue\n")
-        done = cluster.run(["sbatch", "--parsable", "-o", "/dev/null", str(path)], env=env)
+        path.write_text(f"#!/bin/sh\n#SBATCH {ask} -t 5\ntrue\n")
+        record = env | {"HARP_RECORD": str(tmp_path / f"hook-{len(jobs)}")}
+        done = cluster.run(["sbatch", "--parsable", "-o", "/dev/null", str(path)], env=record)
         assert done.returncode == 0, (ask, done.stderr)
         jobs[ask] = (int(done.stdout.strip().split(";")[0]), path)
     seen = {}
     for at, (ask, (job, path)) in enumerate(jobs.items()):
         cluster.wait_state(job, {"COMPLETED"}, timeout=120)
         advised = build_request(build_parser().parse_args(["advise", "--script", str(path)])).job
-        hook = (tmp_path / f"hook-{at}").read_text()
-        seen[ask] = (accounted(cluster, job).request.gpus_per_node, advised.gpus_per_node, hook)
-    expected = {ask: (n, n, str(HOOK_SEES[ask])) for ask, n in SCRIPT_ASKS.items()}
+        hook = hook_record(tmp_path / f"hook-{at}")[1].job
+        hook_gpus = hook.gpus_per_node if hook.HasField("gpus_per_node") else None
+        seen[ask] = (accounted(cluster, job).request.gpus_per_node, advised.gpus_per_node, hook_gpus)
+    expected = {ask: (n, n, HOOK_SEES[ask]) for ask, n in SCRIPT_ASKS.items()}
     assert seen == expected, {ask: s for ask, s in seen.items() if s != expected[ask]}

@@ -44,22 +44,22 @@ end
 NOT_IN_ACCOUNTING = {"log_time_min_min", "log_tasks", "log_cpus_per_task", "submit_hour_utc",
                      "submit_dow_utc", "hash_script_signature"}  # fmt: skip
 AS_NOBODY = ("runuser", "-u", "nobody", "--")
-# (sbatch's options, the user running it): each also asks -t 5 unless it asks a limit or a partition
+# (sbatch's options, the user running it)
 ASKS = [
-    ([], ()),  # no -A, -q, -p: the user's default account, QOS "normal", the default partition
-    (["-A", "research", "-q", "normal", "-p", "batch"], ()),
-    (["-A", "RESEARCH", "-q", "NORMAL"], ()),  # as typed: slurmctld and the daemon lower them
-    (["-A", "lowqos"], ()),  # an association whose default QOS is "low"
-    (["-J", "a b", "-D", "/tmp/harp served"], ()),
-    (["-J", "réglage/ü"], ()),
-    (["-J", "x" * 300], ()),  # accounting keeps 255 bytes of it, as the plugin sends
-    (["--array=1-2"], ()),
+    (["-t", "5"], ()),  # no -A, -q, -p: the user's default account, QOS "normal", the default partition
+    (["-t", "5", "-A", "research", "-q", "normal", "-p", "batch"], ()),
+    (["-t", "5", "-A", "RESEARCH", "-q", "NORMAL"], ()),  # as typed: slurmctld and the daemon lower them
+    (["-t", "5", "-A", "lowqos"], ()),  # an association whose default QOS is "low"
+    (["-t", "5", "-J", "a b", "-D", "/tmp/harp served"], ()),
+    (["-t", "5", "-J", "réglage/ü"], ()),
+    (["-t", "5", "-J", "x" * 300], ()),  # accounting keeps 255 bytes of it, as the plugin sends
+    (["-t", "5", "--array=1-2"], ()),
     (["-p", "short"], ()),  # its DefaultTime
     (["-t", "1-00:00:00"], ()),
     (["-t", "UNLIMITED"], ()),
-    (["-n", "2", "-c", "2", "--mem-per-cpu=100"], ()),
-    (["-N", "2", "--exclusive"], ()),
-    ([], AS_NOBODY),  # no association: no account, QOS "normal"
+    (["-t", "5", "-n", "2", "-c", "2", "--mem-per-cpu=100"], ()),
+    (["-t", "5", "-N", "2", "--exclusive"], ()),
+    (["-t", "5"], AS_NOBODY),  # no association: no account, QOS "normal"
 ]
 
 
@@ -98,8 +98,7 @@ def test_every_request_feature_is_served_as_training_reads_it(cluster: SlurmClus
     defaults = served_memory_defaults(cluster)
     jobs = {}
     for options, user in ASKS:
-        limit = [] if {"-t", "-p"} & set(options) and "batch" not in options else ["-t", "5"]
-        argv = [*user, "sbatch", "--parsable", "-o", "/dev/null", *limit, *options]
+        argv = [*user, "sbatch", "--parsable", "-o", "/dev/null", *options]
         deadline = time.monotonic() + 30
         # slurmdbd sends slurmctld the new association a moment after sacctmgr added it
         while (done := cluster.run(argv, input="#!/bin/sh\ntrue\n", cwd="/tmp")).returncode != 0:
@@ -121,4 +120,4 @@ def test_every_request_feature_is_served_as_training_reads_it(cluster: SlurmClus
     }
     assert {ask: d for ask, d in differ.items() if d} == {}
     # the cases shown are the ones meant: QOS as accounting records them
-    assert served["-A lowqos"]["hash_qos"] != served[""]["hash_qos"]
+    assert served["-t 5 -A lowqos"]["hash_qos"] != served["-t 5"]["hash_qos"]
